@@ -1,0 +1,354 @@
+"""What each GPU model is expected to measure: data files, their strict loader, and the judge.
+
+Expectations are data, not code (DESIGN.md, principle 5). Each supported model has one TOML file
+in ``gpuprobe/expectations/``; its file name (without ``.toml``) is the model key::
+
+    [model]
+    name = "NVIDIA H100 SXM5"
+    match = ["H100 80GB HBM3", "H100 SXM"]   # matched against the CUDA device name
+    exclude = ["NVL"]                        # optional: names containing these never match
+    cc = "9.0"
+
+    [facts."latency.l2"]
+    min = 240.0            # a range (either bound may be left out) ...
+    max = 330.0
+    # value = 263.0        # ... or a value with a relative tolerance
+    # tolerance = 0.15
+    unit = "cycle"
+    severity = "warn"      # assert | warn | report
+    source = "Luo et al., ... Table IV"
+    note = "optional: why the range is this wide"
+
+Matching: a pattern matches when it occurs in the device name, ignoring case, and is not glued to
+a letter or digit on either side ("T4" does not match "T400", "H200" does not match "GH200",
+"L40" does not match "L40S"). When several models match, the longest matching pattern wins.
+
+A fact with severity ``report`` may carry no bounds at all (nothing published to hold it to);
+``assert`` and ``warn`` facts need at least one bound.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuprobe.errors import GpuprobeError
+from gpuprobe.results import Fact
+
+SEVERITIES = ("assert", "warn", "report")
+
+#: Units of the fact ids this module knows; a file may add other ids, with any unit.
+KNOWN_UNITS: dict[str, str] = {
+    "latency.shared": "cycle",
+    "latency.l1": "cycle",
+    "latency.l2": "cycle",
+    "latency.l2_far": "cycle",
+    "latency.dram": "cycle",
+    "capacity.l1": "byte",
+    "capacity.l2": "byte",
+    "device.sm_count": "count",
+    "device.l2_bytes": "byte",
+}
+
+DEFAULT_DIRECTORY = Path(__file__).resolve().parent / "expectations"
+
+_MODEL_FIELDS = frozenset({"name", "match", "exclude", "cc"})
+_FACT_FIELDS = frozenset({"min", "max", "value", "tolerance", "unit", "severity", "source", "note"})
+_TOP_FIELDS = frozenset({"model", "facts"})
+_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+_FACT_ID_RE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
+_CC_RE = re.compile(r"^\d+\.\d+$")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The expected range of one fact on one GPU model, with its severity and citation."""
+
+    fact_id: str
+    low: float | None
+    high: float | None
+    unit: str
+    severity: str
+    source: str
+    note: str = ""
+
+    def contains(self, value: float) -> bool:
+        """True when ``value`` lies within the bounds (inclusive)."""
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+    def range_text(self) -> str:
+        """The bounds in words, e.g. ``200–320 cycle``, ``≥ 16384 byte`` or ``no range``."""
+        if self.low is not None and self.high is not None:
+            if self.low == self.high:
+                return f"{_num(self.low)} {self.unit}"
+            return f"{_num(self.low)}–{_num(self.high)} {self.unit}"
+        if self.low is not None:
+            return f"≥ {_num(self.low)} {self.unit}"
+        if self.high is not None:
+            return f"≤ {_num(self.high)} {self.unit}"
+        return "no range"
+
+    def describe(self) -> str:
+        """One line for reports and failure messages, e.g. ``200–320 cycle (warn; Luo et al. ...)``."""
+        return f"{self.range_text()} ({self.severity}; {self.source})"
+
+
+@dataclass(frozen=True)
+class ModelExpectations:
+    """Everything expected of one GPU model, keyed by fact id."""
+
+    key: str
+    name: str
+    match: tuple[str, ...]
+    cc: str
+    facts: dict[str, Expectation]
+    exclude: tuple[str, ...] = ()
+
+    def matching_pattern(self, device_name: str) -> str | None:
+        """The longest of this model's patterns that matches ``device_name``, or None."""
+        if any(_occurs(pattern, device_name) for pattern in self.exclude):
+            return None
+        hits = [pattern for pattern in self.match if _occurs(pattern, device_name)]
+        return max(hits, key=len) if hits else None
+
+
+def _num(value: float) -> str:
+    """Format a bound without float noise: integers as integers, others to six significant digits."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.6g}"
+
+
+def _occurs(pattern: str, name: str) -> bool:
+    """Case-insensitive occurrence of ``pattern`` in ``name``, not glued to a letter or digit."""
+    regex = r"(?<![0-9a-z])" + re.escape(pattern.lower()) + r"(?![0-9a-z])"
+    return re.search(regex, name.lower()) is not None
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def _bad(path: Path, key: str, problem: str) -> GpuprobeError:
+    """The one-line error for a bad expectations file."""
+    return GpuprobeError(f"{path}: {key}: {problem}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _text(path: Path, key: str, value: Any, *, required: bool = True) -> str:
+    """A non-empty string field (or "" when optional and absent)."""
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise _bad(path, key, "must be a non-empty string")
+    return value.strip()
+
+
+def _patterns(path: Path, key: str, value: Any, *, required: bool) -> tuple[str, ...]:
+    """A list of non-empty device-name patterns."""
+    if value is None and not required:
+        return ()
+    if not isinstance(value, list) or (required and not value):
+        raise _bad(path, key, "must be a non-empty list of device-name substrings")
+    if not all(isinstance(item, str) and item.strip() for item in value):
+        raise _bad(path, key, "every pattern must be a non-empty string")
+    return tuple(item.strip() for item in value)
+
+
+def _check_fields(path: Path, key: str, table: Any, allowed: frozenset[str]) -> dict[str, Any]:
+    """The table as a dict, refusing any field not in ``allowed``."""
+    if not isinstance(table, dict):
+        raise _bad(path, key, "must be a table")
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise _bad(path, f"{key}.{unknown[0]}", f"unknown field (allowed: {', '.join(sorted(allowed))})")
+    return table
+
+
+def _bounds(path: Path, key: str, table: dict[str, Any]) -> tuple[float | None, float | None]:
+    """Resolve ``min``/``max`` or ``value``/``tolerance`` into (low, high)."""
+    for name in ("min", "max", "value", "tolerance"):
+        if name in table and not _is_number(table[name]):
+            raise _bad(path, f"{key}.{name}", "must be a finite number")
+    has_range = "min" in table or "max" in table
+    if has_range and ("value" in table or "tolerance" in table):
+        raise _bad(path, key, "give either min/max or value/tolerance, not both")
+    if "value" in table:
+        if "tolerance" not in table:
+            raise _bad(path, key, "value without tolerance (relative, e.g. tolerance = 0.1; 0 for exact)")
+        value, tolerance = float(table["value"]), float(table["tolerance"])
+        if not 0.0 <= tolerance < 1.0:
+            raise _bad(path, f"{key}.tolerance", f"relative tolerance must be in [0, 1), got {tolerance}")
+        spread = abs(value) * tolerance
+        return value - spread, value + spread
+    if "tolerance" in table:
+        raise _bad(path, key, "tolerance without value")
+    low = float(table["min"]) if "min" in table else None
+    high = float(table["max"]) if "max" in table else None
+    if low is not None and high is not None and low > high:
+        raise _bad(path, key, f"min {_num(low)} > max {_num(high)}")
+    return low, high
+
+
+def _parse_fact(path: Path, fact_id: str, table: Any) -> Expectation:
+    """One ``[facts."<id>"]`` table, validated."""
+    key = f'facts."{fact_id}"'
+    if not _FACT_ID_RE.match(fact_id):
+        raise _bad(path, key, 'fact id must be dotted lower case and quoted, e.g. [facts."latency.l2"]')
+    table = _check_fields(path, key, table, _FACT_FIELDS)
+    unit = _text(path, f"{key}.unit", table.get("unit"))
+    expected_unit = KNOWN_UNITS.get(fact_id)
+    if expected_unit is not None and unit != expected_unit:
+        raise _bad(path, f"{key}.unit", f"unit mismatch: {fact_id} is measured in {expected_unit!r}, not {unit!r}")
+    severity = table.get("severity")
+    if severity not in SEVERITIES:
+        raise _bad(path, f"{key}.severity", f"unknown severity {severity!r} (use one of {', '.join(SEVERITIES)})")
+    source = _text(path, f"{key}.source", table.get("source"))
+    note = _text(path, f"{key}.note", table.get("note"), required=False)
+    low, high = _bounds(path, key, table)
+    if severity != "report" and low is None and high is None:
+        raise _bad(path, key, f"severity {severity!r} needs a range (min/max or value/tolerance)")
+    return Expectation(fact_id, low, high, unit, severity, source, note)
+
+
+def _parse_model(path: Path, key: str, data: dict[str, Any]) -> ModelExpectations:
+    """The whole document of one file, validated."""
+    _check_fields(path, "(top level)", data, _TOP_FIELDS)
+    if "model" not in data:
+        raise _bad(path, "model", "missing [model] table")
+    model = _check_fields(path, "model", data["model"], _MODEL_FIELDS)
+    name = _text(path, "model.name", model.get("name"))
+    match = _patterns(path, "model.match", model.get("match"), required=True)
+    exclude = _patterns(path, "model.exclude", model.get("exclude"), required=False)
+    cc = model.get("cc")
+    if not isinstance(cc, str) or not _CC_RE.match(cc):
+        raise _bad(path, "model.cc", f"compute capability must be a string like \"9.0\", got {cc!r}")
+    facts_table = data.get("facts", {})
+    if not isinstance(facts_table, dict):
+        raise _bad(path, "facts", "must be a table of fact tables")
+    facts = {fact_id: _parse_fact(path, fact_id, table) for fact_id, table in facts_table.items()}
+    return ModelExpectations(key=key, name=name, match=match, cc=cc, facts=facts, exclude=exclude)
+
+
+def load_model_file(path: Path) -> ModelExpectations:
+    """Load and validate one model file; any problem raises GpuprobeError naming file and key."""
+    path = Path(path)
+    key = path.stem
+    if not _KEY_RE.match(key):
+        raise _bad(path, "(file name)", f"model key {key!r} must be lower case letters, digits and underscores")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise GpuprobeError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GpuprobeError(f"{path}: cannot read ({exc})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise GpuprobeError(f"{path}: (TOML syntax): {exc}") from None
+    return _parse_model(path, key, data)
+
+
+def _check_overlaps(models: dict[str, ModelExpectations]) -> None:
+    """Refuse a pattern that two models share: the match would depend on file order."""
+    owner: dict[str, str] = {}
+    for model in models.values():
+        for pattern in model.match:
+            other = owner.setdefault(pattern.lower(), model.key)
+            if other != model.key:
+                raise GpuprobeError(f"{model.key}.toml: model.match: pattern {pattern!r} is also used by {other}")
+
+
+def load_all(directory: Path | None = None) -> dict[str, ModelExpectations]:
+    """Load every ``*.toml`` in ``directory`` (default: the shipped expectations), keyed by model key."""
+    directory = DEFAULT_DIRECTORY if directory is None else Path(directory)
+    if not directory.is_dir():
+        raise GpuprobeError(f"{directory}: expectations directory not found")
+    models = {path.stem: load_model_file(path) for path in sorted(directory.glob("*.toml"))}
+    _check_overlaps(models)
+    return models
+
+
+# --- matching ------------------------------------------------------------------------------------
+
+
+def match_model(
+    device_name: str, forced: str | None = None, models: dict[str, ModelExpectations] | None = None
+) -> ModelExpectations | None:
+    """The expectations for ``device_name``, or None for an unknown GPU (discovery mode).
+
+    ``forced`` names a model key to use whatever the device is called; an unknown key raises
+    GpuprobeError listing the known ones. When several models match, the one whose matching
+    pattern is longest wins; a tie between two models is an error in the data.
+    """
+    models = load_all() if models is None else models
+    if forced is not None:
+        if forced not in models:
+            known = ", ".join(sorted(models)) or "(none)"
+            raise GpuprobeError(f"unknown GPU model {forced!r}; known models: {known}")
+        return models[forced]
+    hits = [(len(p), m) for m in models.values() if (p := m.matching_pattern(device_name)) is not None]
+    if not hits:
+        return None
+    hits.sort(key=lambda hit: hit[0], reverse=True)
+    if len(hits) > 1 and hits[0][0] == hits[1][0]:
+        raise GpuprobeError(
+            f"device {device_name!r} matches models {hits[0][1].key} and {hits[1][1].key} equally well; "
+            "make one of their match patterns more specific"
+        )
+    return hits[0][1]
+
+
+# --- judging -------------------------------------------------------------------------------------
+
+
+def _measured_text(fact: Fact) -> str:
+    """What was measured, e.g. ``latency.l2 = 263.1 cycle (95% CI 260.2–266.0; 134.2 ns)``."""
+    parts = []
+    if fact.ci is not None:
+        parts.append(f"95% CI {_num(fact.ci[0])}–{_num(fact.ci[1])}")
+    else:
+        parts.append("no CI")
+    parts.extend(f"{_num(value)} {unit}" for unit, value in sorted(fact.converted.items()))
+    return f"{fact.id} = {_num(fact.value)} {fact.unit} ({'; '.join(parts)})"
+
+
+def _straddles(ci: tuple[float, float] | None, expectation: Expectation) -> bool:
+    """True when a bound lies strictly inside the confidence interval."""
+    if ci is None:
+        return False
+    lo, hi = min(ci), max(ci)
+    return any(bound is not None and lo < bound < hi for bound in (expectation.low, expectation.high))
+
+
+def judge(fact: Fact, expectation: Expectation | None) -> tuple[str, str]:
+    """Hold one measured fact against its expectation; return (verdict, detail).
+
+    Verdicts: ``not_run`` (no value), ``report`` (no expectation, or severity report),
+    ``unstable`` (the confidence interval straddles a bound, so the noise is too large to say),
+    ``pass`` (inside), ``fail`` (outside, severity assert), ``warn`` (outside, severity warn).
+    A unit that differs from the expectation's is a bug in the probe or the data: ``fail``.
+    """
+    if fact.value is None:
+        return "not_run", f"{fact.id}: no value was measured{f' ({fact.detail})' if fact.detail else ''}"
+    measured = _measured_text(fact)
+    if expectation is None:
+        return "report", f"{measured}; no expectation for this GPU model (discovery mode)"
+    expected = f"expected {expectation.describe()}"
+    if fact.unit != expectation.unit:
+        return "fail", f"{measured}; unit mismatch: {expected}"
+    if expectation.severity == "report":
+        where = "inside" if expectation.contains(fact.value) else "outside"
+        return "report", f"{measured}; {expected}; {where} (reported, not judged)"
+    if _straddles(fact.ci, expectation):
+        return "unstable", f"{measured}; {expected}; the CI straddles a bound: too noisy to judge"
+    if expectation.contains(fact.value):
+        return "pass", f"{measured}; {expected}"
+    verdict = "fail" if expectation.severity == "assert" else "warn"
+    return verdict, f"{measured}; OUTSIDE {expected}"

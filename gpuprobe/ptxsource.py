@@ -1,0 +1,129 @@
+"""Reading hand-written PTX: two comment directives, and combining files into one module.
+
+PTX has no macros, and a pointer chase unrolled 32 times, once per cache operator, would be
+copy-paste. Two directives, written as PTX comments so the file stays readable as PTX, expand
+it instead:
+
+* ``//@repeat N`` repeats the next line N times;
+* ``//@for NAME in v1 v2 ...`` ... ``//@endfor`` repeats the block once per value, with
+  ``{NAME}`` replaced by the value.
+
+Every expanded line remembers the file and line it came from, so ptxas's errors point at the
+source that was written, not at the expansion. All probe files for one arch are combined into
+one module (one cubin per arch: assembled, inspected and loaded once); their ``.version``,
+``.target`` and ``.address_size`` lines are replaced by one header for the arch being built.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuprobe.arch import Arch
+from gpuprobe.errors import GpuprobeError
+
+Origin = tuple[str, int]  # (file, 1-based line)
+
+_REPEAT = re.compile(r"^\s*//@repeat\s+(\d+)\s*$")
+_FOR = re.compile(r"^\s*//@for\s+(\w+)\s+in\s+(.+?)\s*$")
+_ENDFOR = re.compile(r"^\s*//@endfor\s*$")
+_HEADER = re.compile(r"^\s*\.(version|target|address_size)\b")
+_VERSION = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Expanded:
+    lines: list[str]
+    origins: list[Origin]
+
+
+def expand(text: str, path: str) -> Expanded:
+    """Apply ``//@repeat`` and ``//@for`` to a PTX file, keeping each line's origin."""
+    lines = text.splitlines()
+    out: list[str] = []
+    origins: list[Origin] = []
+    _expand_block(lines, 0, len(lines), {}, path, out, origins)
+    return Expanded(out, origins)
+
+
+def _block_end(lines: list[str], start: int, path: str) -> int:
+    depth = 1
+    for index in range(start, len(lines)):
+        if _FOR.match(lines[index]):
+            depth += 1
+        elif _ENDFOR.match(lines[index]):
+            depth -= 1
+            if depth == 0:
+                return index
+    raise GpuprobeError(f"{path}:{start}: //@for without //@endfor")
+
+
+def _substitute(line: str, bindings: dict[str, str]) -> str:
+    for name, value in bindings.items():
+        line = line.replace("{" + name + "}", value)
+    return line
+
+
+def _expand_block(
+    lines: list[str], start: int, stop: int, bindings: dict[str, str], path: str, out: list[str], origins: list[Origin]
+) -> None:
+    index = start
+    repeat = 1
+    while index < stop:
+        line = lines[index]
+        if match := _FOR.match(line):
+            end = _block_end(lines, index + 1, path)
+            for value in match.group(2).split():
+                _expand_block(lines, index + 1, end, {**bindings, match.group(1): value}, path, out, origins)
+            index = end + 1
+            continue
+        if _ENDFOR.match(line):
+            raise GpuprobeError(f"{path}:{index + 1}: //@endfor without //@for")
+        if match := _REPEAT.match(line):
+            repeat = int(match.group(1))
+            index += 1
+            continue
+        for _ in range(repeat):
+            out.append(_substitute(line, bindings))
+            origins.append((path, index + 1))
+        repeat = 1
+        index += 1
+
+
+def ptx_version(text: str, path: str) -> tuple[int, int]:
+    for line in text.splitlines():
+        if match := _VERSION.match(line):
+            return int(match.group(1)), int(match.group(2))
+    raise GpuprobeError(f"{path}: no .version directive")
+
+
+@dataclass(frozen=True)
+class Module:
+    """PTX text ready for ptxas, and where each of its lines came from."""
+
+    text: str
+    origins: list[Origin]
+
+
+def combine(files: list[Path], arch: Arch, root: Path | None = None) -> Module:
+    """Expand and join PTX files into one module targeting ``arch``."""
+    if not files:
+        raise GpuprobeError(f"no PTX sources to build for {arch}")
+    texts = {}
+    for path in files:
+        try:
+            texts[path] = path.read_text()
+        except OSError as exc:
+            raise GpuprobeError(f"{path}: cannot read ({exc.strerror})") from None
+    shown = {p: str(p.relative_to(root)) if root and p.is_relative_to(root) else str(p) for p in files}
+    major, minor = max(ptx_version(texts[p], shown[p]) for p in files)
+    lines = [f".version {major}.{minor}", f".target {arch.name}", ".address_size 64"]
+    origins: list[Origin] = [("<header>", 1), ("<header>", 2), ("<header>", 3)]
+    for path in files:
+        expanded = expand(texts[path], shown[path])
+        for line, origin in zip(expanded.lines, expanded.origins, strict=True):
+            if not _HEADER.match(line):
+                lines.append(line)
+                origins.append(origin)
+    return Module("\n".join(lines) + "\n", origins)

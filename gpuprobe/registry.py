@@ -1,0 +1,128 @@
+"""The probe registry: every probe, declared as data next to its source.
+
+Each family is a pair of files in ``ptx/``: the source (``NAME.ptx``) and its declaration
+(``NAME.toml``), which names the family, the archs it targets, and per probe its kernel, the
+facts it produces, a docstring, and its SASS contract. Family-level ``[[contract]]`` rules apply
+to every probe of the family; ``{var}`` placeholders in opcode patterns take the probe's ``vars``.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuprobe.arch import SUPPORTED_ARCHS, Arch, parse_arch
+from gpuprobe.contracts import Rule
+from gpuprobe.errors import GpuprobeError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PTX_DIR = REPO_ROOT / "ptx"
+
+_FAMILY_KEYS = {"family", "source", "doc", "min_arch", "archs", "contract", "probe"}
+_PROBE_KEYS = {"name", "kernel", "facts", "doc", "vars", "contract"}
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str  # dotted, e.g. "memory.latency.global_cg"
+    family: str
+    kernel: str
+    source: Path
+    archs: tuple[Arch, ...]
+    facts: tuple[str, ...]
+    doc: str
+    contract: tuple[Rule, ...]
+
+    def supports(self, arch: Arch) -> bool:
+        return arch in self.archs
+
+    @property
+    def source_label(self) -> str:
+        return str(self.source.relative_to(REPO_ROOT)) if self.source.is_relative_to(REPO_ROOT) else str(self.source)
+
+
+def _family_archs(data: dict[str, Any], where: str) -> tuple[Arch, ...]:
+    if "archs" in data:
+        return tuple(parse_arch(a) for a in data["archs"])
+    if "min_arch" in data:
+        low = parse_arch(data["min_arch"])
+        return tuple(a for a in SUPPORTED_ARCHS if a.number >= low.number)
+    raise GpuprobeError(f"{where}: give 'archs' or 'min_arch'")
+
+
+def _rules(entries: list[dict[str, Any]], variables: dict[str, str], where: str) -> list[Rule]:
+    rules = []
+    for index, entry in enumerate(entries):
+        entry = dict(entry)
+        if isinstance(entry.get("opcode"), str):
+            try:
+                entry["opcode"] = entry["opcode"].format(**variables)
+            except KeyError as exc:
+                raise GpuprobeError(f"{where}: contract[{index}] uses undefined var {exc}") from None
+        rules.append(Rule.from_dict(entry, f"{where}: contract[{index}]"))
+    return rules
+
+
+def load_family(toml_path: Path) -> list[Probe]:
+    """Read one family declaration; a bad file is a one-line error naming file and key."""
+    where = str(toml_path.relative_to(REPO_ROOT)) if toml_path.is_relative_to(REPO_ROOT) else str(toml_path)
+    try:
+        data = tomllib.loads(toml_path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise GpuprobeError(f"{where}: {exc}") from None
+    unknown = set(data) - _FAMILY_KEYS
+    if unknown:
+        raise GpuprobeError(f"{where}: unknown key(s) {sorted(unknown)}")
+    for key in ("family", "source", "probe"):
+        if key not in data:
+            raise GpuprobeError(f"{where}: missing key {key!r}")
+    source = toml_path.parent / data["source"]
+    if not source.is_file():
+        raise GpuprobeError(f"{where}: source {data['source']!r} does not exist")
+    archs = _family_archs(data, where)
+    probes = []
+    for index, entry in enumerate(data["probe"]):
+        probe_where = f"{where}: probe[{index}]"
+        unknown = set(entry) - _PROBE_KEYS
+        if unknown:
+            raise GpuprobeError(f"{probe_where}: unknown key(s) {sorted(unknown)}")
+        missing = {"name", "kernel", "doc"} - set(entry)
+        if missing:
+            raise GpuprobeError(f"{probe_where}: missing key(s) {sorted(missing)}")
+        variables = {str(k): str(v) for k, v in entry.get("vars", {}).items()}
+        rules = _rules(data.get("contract", []), variables, where) + _rules(entry.get("contract", []), variables, probe_where)
+        probes.append(
+            Probe(
+                name=entry["name"],
+                family=data["family"],
+                kernel=entry["kernel"],
+                source=source,
+                archs=archs,
+                facts=tuple(entry.get("facts", [])),
+                doc=" ".join(entry["doc"].split()),
+                contract=tuple(rules),
+            )
+        )
+    return probes
+
+
+@functools.cache
+def all_probes(directory: Path = PTX_DIR) -> tuple[Probe, ...]:
+    if not directory.is_dir():
+        raise GpuprobeError(f"probe sources not found at {directory}: run gpuprobe from a checkout (pip install -e .)")
+    probes = [p for path in sorted(directory.glob("*.toml")) for p in load_family(path)]
+    names = [p.name for p in probes]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise GpuprobeError(f"duplicate probe name(s): {', '.join(duplicates)}")
+    return tuple(probes)
+
+
+def find_probe(name: str) -> Probe:
+    for probe in all_probes():
+        if probe.name == name:
+            return probe
+    raise GpuprobeError(f"no probe named {name!r}")

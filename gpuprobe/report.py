@@ -1,0 +1,424 @@
+"""The fact sheet: one run's results rendered as Markdown, with its plots.
+
+The sheet opens with the device identity, shouts if the run is partial, then gives one section
+per probe family (a row of ``FAMILIES``: facts grouped by id prefix, or failing that by the
+probe that measured them), the cross-generation invariants, and the probes that did not end ok.
+Every number comes from the results; nothing here measures or edits one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuprobe.plots import measured_sm_mhz, plot_latency_vs_footprint
+from gpuprobe.results import Fact, Results, write_atomic
+
+FACTSHEET_NAME = "factsheet.md"
+LATENCY_PLOT_KEY = "latency_vs_footprint"
+LATENCY_PLOT_NAME = "latency_vs_footprint.png"
+
+VERDICT_MARKERS: dict[str, str] = {
+    "pass": "PASS",
+    "fail": "**FAIL**",
+    "warn": "WARN",
+    "unstable": "UNSTABLE",
+    "not_run": "NOT RUN",
+    "report": "—",
+}
+
+NONE = "—"
+
+
+@dataclass(frozen=True)
+class Family:
+    """One section of the sheet: which facts it holds and which plot goes with it."""
+
+    title: str
+    fact_prefixes: tuple[str, ...]
+    probe_prefixes: tuple[str, ...] = ()
+    plot_key: str | None = None
+    blurb: str = ""
+    invariants: bool = False
+
+
+# One row per family, in sheet order. A fact goes to the first row whose id prefix matches,
+# else to the first row whose probe prefix matches its probe, else to "Other facts".
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        title="Memory latency",
+        fact_prefixes=("latency.", "capacity."),
+        probe_prefixes=("memory.latency.",),
+        plot_key=LATENCY_PLOT_KEY,
+        blurb="Dependent pointer-chase loads; one load in flight at a time. Cycles are SM clock cycles; "
+        "ns are at the measured SM clock. Capacities are where the latency curve steps up.",
+    ),
+    Family(
+        title="Device",
+        fact_prefixes=("device.",),
+        blurb="What the probes measured about the device, held against what it reports.",
+    ),
+    Family(
+        title="Measurement overheads",
+        fact_prefixes=("overhead.",),
+        blurb="Measured costs subtracted from every timed loop.",
+    ),
+    Family(
+        title="Cross-generation invariants",
+        fact_prefixes=("invariant.",),
+        blurb="Relations that hold on every GPU generation; asserted even for a GPU with no expectations.",
+        invariants=True,
+    ),
+)
+OTHER = Family(title="Other facts", fact_prefixes=())
+
+_BYTE_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+_UNIT_ABBREV = {"cycle": "cyc", "count": "", "bool": ""}
+
+
+def gpu_slug(device_name: str) -> str:
+    """File-name slug of a GPU name: "NVIDIA A100-SXM4-80GB" -> "nvidia-a100-sxm4-80gb".
+
+    Lower case; every run of characters outside [a-z0-9] becomes one "-"; no leading or trailing
+    "-". A name with nothing usable gives "unknown-gpu".
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+    return slug or "unknown-gpu"
+
+
+# ---------------------------------------------------------------- number formatting
+
+
+def fmt_num(x: float) -> str:
+    """About four significant digits, never scientific, no trailing zeros: 33.42, 262.4, 1.5, 1980."""
+    if not math.isfinite(x):
+        return str(x)
+    if x == int(x) and abs(x) < 1e15:
+        return f"{int(x)}"
+    magnitude = math.floor(math.log10(abs(x)))
+    decimals = min(max(3 - magnitude, 0), 6)
+    text = f"{x:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes in binary units: 1536 -> "1.5 KiB", 50 * 2**20 -> "50 MiB", 512 -> "512 B"."""
+    for name, size in _BYTE_UNITS:
+        if abs(n) >= size:
+            return f"{fmt_num(round(n / size, 2))} {name}"
+    return f"{fmt_num(n)} B"
+
+
+def fmt_quantity(value: float, unit: str) -> str:
+    """A value in its unit for humans: bytes scaled, cycles as "cyc", bools as yes/no."""
+    if unit == "byte":
+        return fmt_bytes(value)
+    if unit == "bool":
+        return "yes" if value else "no"
+    abbrev = _UNIT_ABBREV.get(unit, unit)
+    return f"{fmt_num(value)} {abbrev}".rstrip()
+
+
+def _ns_of(fact: Fact, mhz: float | None) -> float | None:
+    """The fact's latency in ns: as recorded, else derived from cycles at the measured clock."""
+    if "ns" in fact.converted:
+        return fact.converted["ns"]
+    if fact.unit == "cycle" and fact.value is not None and mhz:
+        return fact.value / mhz * 1000
+    return None
+
+
+def fmt_measured(fact: Fact, mhz: float | None) -> str:
+    """Measured column: "262.4 cyc [261.9, 263.0] (132.5 ns)"; "not measured" when no value."""
+    if fact.value is None:
+        return "not measured"
+    text = fmt_quantity(fact.value, fact.unit)
+    if fact.ci is not None:
+        low, high = fact.ci
+        if fact.unit == "byte":
+            text += f" [{fmt_bytes(low)}, {fmt_bytes(high)}]"
+        else:
+            text += f" [{fmt_num(low)}, {fmt_num(high)}]"
+    ns = _ns_of(fact, mhz)
+    if ns is not None:
+        text += f" ({fmt_num(ns)} ns)"
+    return text
+
+
+def fmt_expected(expectation: dict[str, Any] | None, fact_unit: str) -> str:
+    """Expected column: "250 – 290 cyc (assert)", "≥ 40 MiB (warn)", "= 132 (assert)"."""
+    if not expectation:
+        return NONE
+    unit = str(expectation.get("unit") or fact_unit)
+    low, high = expectation.get("low"), expectation.get("high")
+    if low is None and high is None:
+        text = "any"
+    elif low is not None and high is not None and float(low) == float(high):
+        text = f"= {fmt_quantity(float(low), unit)}"
+    elif low is not None and high is not None:
+        text = f"{fmt_quantity(float(low), unit)} – {fmt_quantity(float(high), unit)}"
+    elif low is not None:
+        text = f"≥ {fmt_quantity(float(low), unit)}"
+    else:
+        text = f"≤ {fmt_quantity(float(high), unit)}"
+    severity = expectation.get("severity")
+    return f"{text} ({severity})" if severity else text
+
+
+def verdict_marker(verdict: str) -> str:
+    """PASS / **FAIL** / WARN / UNSTABLE / NOT RUN / — (report only); unknown verdicts upper-cased."""
+    return VERDICT_MARKERS.get(verdict, verdict.upper() or NONE)
+
+
+# ---------------------------------------------------------------- markdown pieces
+
+
+def cell(text: object) -> str:
+    """Text safe inside a Markdown table cell: pipes escaped, newlines as <br>."""
+    value = str(text).strip()
+    if not value:
+        return NONE
+    return value.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "\n").replace("\n", "<br>")
+
+
+def table(header: Iterable[str], rows: Iterable[Iterable[object]]) -> list[str]:
+    """A Markdown table as lines."""
+    head = list(header)
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _mhz(value: float | None) -> str:
+    return NONE if value is None else f"{fmt_num(value)} MHz"
+
+
+def _sm_clock_row(results: Results) -> str:
+    """SM clock: measured against nominal, with any NVML readings."""
+    measured = measured_sm_mhz(results)
+    text = f"{_mhz(measured)} measured (nominal {_mhz(results.device.sm_clock_nominal_mhz)})"
+    nvml = results.clocks.get("nvml")
+    if isinstance(nvml, dict) and nvml:
+        readings = ", ".join(f"{k} = {v}" for k, v in sorted(nvml.items()))
+        text += f"; NVML: {readings}"
+    return text
+
+
+def _memory_row(results: Results) -> str:
+    """Memory: clock, bus width and size, whichever the device reported."""
+    dev = results.device
+    parts = []
+    if dev.mem_bytes is not None:
+        parts.append(fmt_bytes(dev.mem_bytes))
+    if dev.mem_bus_bits is not None:
+        parts.append(f"{dev.mem_bus_bits}-bit bus")
+    if dev.mem_clock_mhz is not None:
+        parts.append(f"{_mhz(dev.mem_clock_mhz)} clock")
+    return ", ".join(parts) or NONE
+
+
+def _shared_row(results: Results) -> str:
+    dev = results.device
+    if dev.shared_per_sm_bytes is None:
+        return NONE
+    text = fmt_bytes(dev.shared_per_sm_bytes)
+    if dev.shared_per_block_optin_bytes is not None:
+        text += f" (opt-in per block {fmt_bytes(dev.shared_per_block_optin_bytes)})"
+    return text
+
+
+def identity_lines(results: Results) -> list[str]:
+    """The device identity table."""
+    dev = results.device
+    rows = [
+        ("GPU", dev.name),
+        ("Architecture", f"{dev.arch} (compute capability {dev.cc})"),
+        ("SMs", str(dev.sm_count)),
+        ("SM clock", _sm_clock_row(results)),
+        ("Memory", _memory_row(results)),
+        ("L2 cache", fmt_bytes(dev.l2_bytes)),
+        ("Shared memory per SM", _shared_row(results)),
+        ("Driver", dev.driver),
+        ("CUDA runtime", dev.cuda_runtime),
+        ("Toolkit that compiled the probes", dev.toolkit),
+        ("Run date (UTC)", results.created),
+    ]
+    return table(("Device", "Value"), rows)
+
+
+def partial_banner() -> list[str]:
+    """The loud warning for a run that did not finish."""
+    return [
+        "> [!WARNING]",
+        "> **PARTIAL RUN — this run did not finish.** Facts may be missing and probes may not have run; "
+        "see *Probe status* below. Do not publish or compare against this sheet as a complete result.",
+    ]
+
+
+def verdict_summary(facts: list[Fact]) -> str:
+    """One line counting facts by verdict, in a fixed order."""
+    counts: dict[str, int] = {}
+    for fact in facts:
+        counts[fact.verdict] = counts.get(fact.verdict, 0) + 1
+    order = [v for v in VERDICT_MARKERS if v in counts] + sorted(v for v in counts if v not in VERDICT_MARKERS)
+    parts = [f"{counts[v]} {v.replace('_', ' ')}" for v in order]
+    return f"**{len(facts)} facts:** " + (", ".join(parts) if parts else "none")
+
+
+# ---------------------------------------------------------------- sections
+
+
+def family_of(fact: Fact) -> Family:
+    """The section a fact belongs to: by id prefix first, then by the probe that measured it."""
+    for family in FAMILIES:
+        if fact.id.startswith(family.fact_prefixes):
+            return family
+    for family in FAMILIES:
+        if family.probe_prefixes and fact.probe.startswith(family.probe_prefixes):
+            return family
+    return OTHER
+
+
+def group_facts(facts: list[Fact]) -> dict[str, list[Fact]]:
+    """Facts by family title, each list in results order."""
+    groups: dict[str, list[Fact]] = {}
+    for fact in facts:
+        groups.setdefault(family_of(fact).title, []).append(fact)
+    return groups
+
+
+def fact_table(facts: list[Fact], mhz: float | None) -> list[str]:
+    """Fact id, measured, expected, source, verdict."""
+    rows = [
+        (
+            f"`{f.id}`",
+            fmt_measured(f, mhz),
+            fmt_expected(f.expectation, f.unit),
+            (f.expectation or {}).get("source") or NONE,
+            verdict_marker(f.verdict),
+        )
+        for f in facts
+    ]
+    return table(("Fact", "Measured (median [CI])", "Expected (severity)", "Source", "Verdict"), rows)
+
+
+def invariant_table(facts: list[Fact]) -> list[str]:
+    """Invariant id, whether it holds, its severity, verdict, and what it compared."""
+    rows = [
+        (
+            f"`{f.id}`",
+            NONE if f.value is None else ("holds" if f.value else "VIOLATED"),
+            (f.expectation or {}).get("severity") or NONE,
+            verdict_marker(f.verdict),
+            f.detail,
+        )
+        for f in facts
+    ]
+    return table(("Invariant", "Result", "Severity", "Verdict", "Detail"), rows)
+
+
+def notes(facts: list[Fact]) -> list[str]:
+    """Bullets for fact details and expectation notes, so the tables stay narrow."""
+    lines = []
+    for fact in facts:
+        parts = [fact.detail.strip(), str((fact.expectation or {}).get("note") or "").strip()]
+        text = " ".join(p for p in parts if p)
+        if text:
+            lines.append(f"- `{fact.id}`: " + text.replace("\n", " "))
+    return lines
+
+
+def _probes_for(results: Results, family: Family) -> list[str]:
+    return [p for p in results.probes if family.probe_prefixes and p.startswith(family.probe_prefixes)]
+
+
+def section(results: Results, family: Family, facts: list[Fact], plot_files: dict[str, str]) -> list[str]:
+    """One family's heading, blurb, table, notes and plot; empty when it has nothing to show."""
+    plot = plot_files.get(family.plot_key) if family.plot_key else None
+    probes = _probes_for(results, family)
+    if not facts and not plot and not probes:
+        return []
+    lines = [f"## {family.title}", ""]
+    if family.blurb:
+        lines += [family.blurb, ""]
+    if facts:
+        if family.invariants:
+            lines += invariant_table(facts)
+        else:
+            lines += fact_table(facts, measured_sm_mhz(results))
+        extra = [] if family.invariants else notes(facts)
+        lines += [""] + ([*extra, ""] if extra else [])
+    else:
+        statuses = ", ".join(f"`{p}` {results.probes[p].status}" for p in probes)
+        lines += [f"No facts measured ({statuses}); see *Probe status*.", ""]
+    if plot:
+        lines += [f"![{family.title}: {plot_alt(family)}]({plot})", ""]
+    return lines
+
+
+def plot_alt(family: Family) -> str:
+    """Alt text for a family's plot."""
+    return "latency vs footprint" if family.plot_key == LATENCY_PLOT_KEY else "plot"
+
+
+def other_plots(plot_files: dict[str, str]) -> list[str]:
+    """Links for plots no family claims, so a plot handed in is never silently dropped."""
+    known = {f.plot_key for f in FAMILIES if f.plot_key}
+    extra = sorted(k for k in plot_files if k not in known)
+    if not extra:
+        return []
+    return ["## Other plots", ""] + [f"![{key}]({plot_files[key]})\n" for key in extra]
+
+
+def probe_status_lines(results: Results) -> list[str]:
+    """Every probe that did not end "ok", or one line saying they all did."""
+    bad = [(f"`{name}`", p.status.upper(), p.detail) for name, p in results.probes.items() if p.status != "ok"]
+    lines = ["## Probe status", ""]
+    if not results.probes:
+        return [*lines, "No probe ran.", ""]
+    if not bad:
+        return [*lines, f"All {len(results.probes)} probes ended ok.", ""]
+    return [*lines, *table(("Probe", "Status", "Detail"), bad), ""]
+
+
+def render_markdown(results: Results, plot_files: dict[str, str]) -> str:
+    """The fact sheet as Markdown.
+
+    ``plot_files`` maps a family's ``plot_key`` (e.g. ``"latency_vs_footprint"``) to the image
+    path to link, relative to the sheet; a family whose key is absent gets no image link.
+    """
+    dev = results.device
+    lines = [f"# gpuprobe fact sheet: {dev.name}", ""]
+    if results.partial:
+        lines += [*partial_banner(), ""]
+    lines += [*identity_lines(results), ""]
+    lines += [verdict_summary(results.facts), ""]
+    groups = group_facts(results.facts)
+    for family in (*FAMILIES, OTHER):
+        lines += section(results, family, groups.get(family.title, []), plot_files)
+    lines += other_plots(plot_files)
+    lines += probe_status_lines(results)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_report(results: Results, out_dir: Path, dpi: int | None = None) -> list[Path]:
+    """Write ``factsheet.md`` and its plot(s) into ``out_dir``; return the paths written.
+
+    The results JSON is the caller's to write. A plot this run cannot draw is removed if an
+    older run left one, so the directory never shows a curve from another run.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plot_path = out_dir / LATENCY_PLOT_NAME
+    kwargs = {} if dpi is None else {"dpi": dpi}
+    drawn = plot_latency_vs_footprint(results, plot_path, **kwargs)
+    if drawn is None:
+        plot_path.unlink(missing_ok=True)
+    plot_files = {} if drawn is None else {LATENCY_PLOT_KEY: drawn.name}
+    sheet = out_dir / FACTSHEET_NAME
+    write_atomic(sheet, render_markdown(results, plot_files))
+    return [sheet] + ([drawn] if drawn is not None else [])

@@ -1,0 +1,186 @@
+"""The results file: one run's device identity, facts and raw series, versioned and atomic.
+
+Schema (``SCHEMA_VERSION``)::
+
+    {"schema": "gpuprobe.results", "schema_version": 1,
+     "created": ISO-8601 UTC, "partial": bool,
+     "device": {...Device fields...},
+     "clocks": {"sm_mhz_measured": float|None, "samples": [...], "nvml": {...}|None},
+     "probes": {probe_name: {"status": "ok"|"violated"|"crashed"|"timeout"|"skipped",
+                             "detail": str, "series": {name: {column: [values...]}}}},
+     "facts": [...Fact fields...]}
+
+Facts carry their raw samples so that reports and comparisons can recompute their noise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpuprobe.errors import GpuprobeError
+
+SCHEMA = "gpuprobe.results"
+SCHEMA_VERSION = 1
+
+VERDICTS = ("pass", "fail", "warn", "report", "unstable", "not_run")
+
+
+@dataclass
+class Fact:
+    """One measured fact with a stable dotted id (e.g. ``latency.l2``)."""
+
+    id: str
+    value: float | None
+    unit: str
+    ci: tuple[float, float] | None = None
+    samples: list[float] = field(default_factory=list)
+    converted: dict[str, float] = field(default_factory=dict)  # e.g. {"ns": 12.3}
+    probe: str = ""
+    expectation: dict[str, Any] | None = None
+    verdict: str = "report"
+    detail: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fact:
+        ci = data.get("ci")
+        return cls(
+            id=str(data["id"]),
+            value=None if data.get("value") is None else float(data["value"]),
+            unit=str(data["unit"]),
+            ci=None if ci is None else (float(ci[0]), float(ci[1])),
+            samples=[float(s) for s in data.get("samples", [])],
+            converted={str(k): float(v) for k, v in data.get("converted", {}).items()},
+            probe=str(data.get("probe", "")),
+            expectation=data.get("expectation"),
+            verdict=str(data.get("verdict", "report")),
+            detail=str(data.get("detail", "")),
+        )
+
+
+@dataclass
+class Device:
+    """What the device says about itself, plus the software that measured it."""
+
+    name: str
+    cc: str  # "9.0"
+    arch: str  # "sm_90"
+    sm_count: int
+    l2_bytes: int
+    sm_clock_nominal_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    mem_bus_bits: int | None = None
+    mem_bytes: int | None = None
+    shared_per_sm_bytes: int | None = None
+    shared_per_block_optin_bytes: int | None = None
+    driver: str = ""
+    cuda_runtime: str = ""
+    toolkit: str = ""
+    uuid: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Device:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class ProbeOutcome:
+    """How one probe ended, and the raw series it measured (for plots)."""
+
+    status: str
+    detail: str = ""
+    series: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+
+
+@dataclass
+class Results:
+    device: Device
+    facts: list[Fact] = field(default_factory=list)
+    probes: dict[str, ProbeOutcome] = field(default_factory=dict)
+    clocks: dict[str, Any] = field(default_factory=dict)
+    partial: bool = True
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    def fact(self, fact_id: str) -> Fact | None:
+        return next((f for f in self.facts if f.id == fact_id), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "created": self.created,
+            "partial": self.partial,
+            "device": asdict(self.device),
+            "clocks": self.clocks,
+            "probes": {name: asdict(p) for name, p in self.probes.items()},
+            "facts": [asdict(f) for f in self.facts],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "results") -> Results:
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise GpuprobeError(f"{source}: not a gpuprobe results file")
+        version = data.get("schema_version")
+        if not isinstance(version, int):
+            raise GpuprobeError(f"{source}: results file has no schema_version")
+        if version > SCHEMA_VERSION:
+            raise GpuprobeError(
+                f"{source}: results schema {version} is newer than this gpuprobe reads ({SCHEMA_VERSION}); upgrade gpuprobe"
+            )
+        if version < 1:
+            raise GpuprobeError(f"{source}: results schema {version} is not supported")
+        try:
+            return cls(
+                device=Device.from_dict(data["device"]),
+                facts=[Fact.from_dict(f) for f in data.get("facts", [])],
+                probes={
+                    str(n): ProbeOutcome(
+                        status=str(p["status"]), detail=str(p.get("detail", "")), series=dict(p.get("series", {}))
+                    )
+                    for n, p in data.get("probes", {}).items()
+                },
+                clocks=dict(data.get("clocks", {})),
+                partial=bool(data.get("partial", False)),
+                created=str(data.get("created", "")),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise GpuprobeError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save(results: Results, path: Path) -> None:
+    write_atomic(path, json.dumps(results.to_dict(), indent=1, allow_nan=False) + "\n")
+
+
+def load(path: Path) -> Results:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise GpuprobeError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GpuprobeError(f"{path}: cannot read ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GpuprobeError(f"{path}: corrupt results file (not JSON: {exc.msg} at line {exc.lineno})") from None
+    return Results.from_dict(data, source=str(path))

@@ -1,0 +1,256 @@
+"""Parsing nvdisasm's listing into kernels, instructions, loops and resource usage.
+
+The parser keeps every instruction exactly as the disassembler printed it: the full opcode with
+all its dot-modifiers (``LDG.E.64.STRONG.GPU``), the guard predicate (``@!P0``) and the operands
+split at top-level commas. :meth:`Instruction.text` re-renders an instruction, so the parse can be
+checked against the disassembler's own text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuprobe.errors import GpuprobeError
+from gpuprobe.toolchain import disassemble
+
+_INSTRUCTION = re.compile(r"^\s*/\*(?P<offset>[0-9a-fA-F]+)\*/\s+(?P<body>[^\s.].*?)\s*;?\s*$")
+_PREDICATE = re.compile(r"^@!?U?P(?:T|\d+)$")
+_LABEL = re.compile(r"^(?P<name>[.$\w]+):\s*$")
+_SECTION = re.compile(r"^\s*\.section\s+(?P<name>[^,\s]+)")
+_TARGET = re.compile(r"^\s*\.target\s+(?P<arch>\w+)")
+_BRANCH_TARGET = re.compile(r"`\((?P<label>[^)]+)\)")
+_NVINFO = re.compile(r"//----- nvinfo : (?P<attr>EIATTR_\w+)")
+_WORD = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/\s+\.word\s+(?P<value>\S+)")
+_ZERO = re.compile(r"^\s*\.zero\s+(?P<size>\d+)")
+_ENTRY = re.compile(r"^\s*\.other\s+(?P<name>[^,\s]+),\s*@\"STO_CUDA_ENTRY")
+_BRACKETS = {"[": "]", "(": ")", "{": "}"}
+
+
+@dataclass(frozen=True)
+class Instruction:
+    offset: int
+    predicate: str | None
+    opcode: str  # the full mnemonic, e.g. "LDG.E.64.STRONG.GPU"
+    operands: tuple[str, ...]
+
+    @property
+    def base(self) -> str:
+        """The opcode without modifiers: ``LDG`` for ``LDG.E.64.STRONG.GPU``."""
+        return self.opcode.split(".", 1)[0]
+
+    def text(self) -> str:
+        """The instruction as nvdisasm prints it (without offset and terminator)."""
+        head = f"{self.predicate} {self.opcode}" if self.predicate else self.opcode
+        return f"{head} {', '.join(self.operands)}" if self.operands else head
+
+    def branch_target(self) -> str | None:
+        match = _BRANCH_TARGET.search(" ".join(self.operands))
+        return match["label"] if match else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offset": self.offset, "predicate": self.predicate, "opcode": self.opcode, "operands": list(self.operands)}
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A backward branch: the body runs from ``start`` (the label) to ``end`` (the branch)."""
+
+    start: int
+    end: int
+    label: str
+
+    def contains(self, offset: int) -> bool:
+        return self.start <= offset <= self.end
+
+
+@dataclass
+class Kernel:
+    name: str
+    entry: bool = False
+    instructions: list[Instruction] = field(default_factory=list)
+    labels: dict[str, int] = field(default_factory=dict)
+    registers: int | None = None
+    shared_bytes: int = 0
+    local_bytes: int | None = None  # per-thread stack frame
+    spill_store_bytes: int | None = None  # known only when gpuprobe compiled it (ptxas -v)
+    spill_load_bytes: int | None = None
+
+    @property
+    def loops(self) -> list[Loop]:
+        found = []
+        for ins in self.instructions:
+            label = ins.branch_target()
+            if label is None or not ins.base.startswith(("BRA", "JMP")):
+                continue
+            target = self.labels.get(label)
+            if target is not None and target <= ins.offset:
+                found.append(Loop(start=target, end=ins.offset, label=label))
+        return found
+
+    def between(self, start: int, end: int) -> list[Instruction]:
+        return [ins for ins in self.instructions if start <= ins.offset <= end]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "entry": self.entry,
+            "registers": self.registers,
+            "shared_bytes": self.shared_bytes,
+            "local_bytes": self.local_bytes,
+            "spill_store_bytes": self.spill_store_bytes,
+            "spill_load_bytes": self.spill_load_bytes,
+            "instructions": [ins.to_json() for ins in self.instructions],
+            "loops": [asdict(loop) for loop in self.loops],
+        }
+
+
+@dataclass
+class Listing:
+    arch: str
+    kernels: dict[str, Kernel]
+
+    def kernel(self, name: str) -> Kernel:
+        try:
+            return self.kernels[name]
+        except KeyError:
+            known = ", ".join(sorted(self.kernels)) or "none"
+            raise GpuprobeError(f"no kernel {name!r} in the cubin (it has: {known})") from None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"arch": self.arch, "kernels": [k.to_json() for k in self.kernels.values()]}
+
+
+def split_operands(text: str) -> tuple[str, ...]:
+    """Split at commas outside brackets and backquoted labels."""
+    parts, depth, current, quoted = [], [], [], False
+    for char in text:
+        if char == "`":
+            quoted = not quoted
+        elif not quoted and char in _BRACKETS:
+            depth.append(_BRACKETS[char])
+        elif not quoted and depth and char == depth[-1]:
+            depth.pop()
+        elif char == "," and not depth and not quoted:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    tail = "".join(current).strip()
+    if tail or parts:
+        parts.append(tail)
+    return tuple(parts)
+
+
+def parse_instruction(offset: int, body: str) -> Instruction:
+    tokens = body.split(None, 1)
+    predicate = None
+    if tokens and _PREDICATE.match(tokens[0]):
+        predicate = tokens[0]
+        tokens = tokens[1].split(None, 1) if len(tokens) > 1 else []
+    if not tokens:
+        raise GpuprobeError(f"SASS line at /*{offset:04x}*/ has no opcode: {body!r}")
+    return Instruction(offset, predicate, tokens[0], split_operands(tokens[1]) if len(tokens) > 1 else ())
+
+
+class _ListingParser:
+    """A single pass over the listing, tracking the current section."""
+
+    def __init__(self) -> None:
+        self.arch = ""
+        self.kernels: dict[str, Kernel] = {}
+        self.entries: set[str] = set()
+        self.section = ""
+        self.attr = ""
+        self.words: list[str] = []
+        self.attrs: list[tuple[str, list[str]]] = []
+
+    def kernel(self, name: str) -> Kernel:
+        return self.kernels.setdefault(name, Kernel(name))
+
+    def feed(self, line: str) -> None:
+        if match := _SECTION.match(line):
+            self._end_attr()
+            self.section = match["name"]
+            if self.section.startswith(".text."):
+                self.kernel(self.section[len(".text."):])
+            return
+        if match := _TARGET.match(line):
+            self.arch = match["arch"]
+        elif match := _ENTRY.match(line):
+            self.entries.add(match["name"])
+        elif self.section.startswith(".text."):
+            self._feed_code(self.kernels[self.section[len(".text."):]], line)
+        elif self.section.startswith(".nv.info"):
+            self._feed_info(line)
+        elif self.section.startswith(".nv.shared.") and (match := _ZERO.match(line)):
+            name = self.section[len(".nv.shared."):]
+            if name in self.kernels or not name.startswith("reserved"):
+                self.kernel(name).shared_bytes += int(match["size"])
+
+    def _feed_code(self, kernel: Kernel, line: str) -> None:
+        if match := _INSTRUCTION.match(line):
+            kernel.instructions.append(parse_instruction(int(match["offset"], 16), match["body"]))
+        elif match := _LABEL.match(line.strip()):
+            next_offset = kernel.instructions[-1].offset + 16 if kernel.instructions else 0
+            kernel.labels[match["name"]] = next_offset
+
+    def _feed_info(self, line: str) -> None:
+        if match := _NVINFO.search(line):
+            self._end_attr()
+            self.attr = match["attr"]
+        elif self.attr and (match := _WORD.match(line)):
+            self.words.append(match["value"])
+
+    def _end_attr(self) -> None:
+        if self.attr:
+            self.attrs.append((self.attr, self.words))
+        self.attr, self.words = "", []
+
+    def finish(self) -> Listing:
+        self._end_attr()
+        for attr, words in self.attrs:
+            if len(words) != 2 or not words[0].startswith("index@("):
+                continue
+            kernel = self.kernels.get(words[0][len("index@("):-1])
+            if kernel is None:
+                continue
+            value = int(words[1], 0)
+            if attr == "EIATTR_REGCOUNT":
+                kernel.registers = value
+            elif attr == "EIATTR_FRAME_SIZE":
+                kernel.local_bytes = value
+        for name in self.entries:
+            if name in self.kernels:
+                self.kernels[name].entry = True
+        return Listing(arch=self.arch, kernels=self.kernels)
+
+
+def parse_listing(text: str) -> Listing:
+    """Parse nvdisasm's full listing (not ``-c``: resource attributes live outside the code)."""
+    parser = _ListingParser()
+    for line in text.splitlines():
+        parser.feed(line)
+    return parser.finish()
+
+
+_PTXAS_FUNCTION = re.compile(r"Function properties for (?P<name>\S+)")
+_PTXAS_SPILL = re.compile(r"(?P<frame>\d+) bytes stack frame, (?P<store>\d+) bytes spill stores, (?P<load>\d+) bytes spill loads")
+
+
+def apply_compile_log(listing: Listing, log: str) -> None:
+    """Attach ptxas -v's spill figures (known only for code gpuprobe compiled) to the kernels."""
+    current = None
+    for line in log.splitlines():
+        if match := _PTXAS_FUNCTION.search(line):
+            current = listing.kernels.get(match["name"])
+        elif current is not None and (match := _PTXAS_SPILL.search(line)):
+            current.spill_store_bytes = int(match["store"])
+            current.spill_load_bytes = int(match["load"])
+            current = None
+
+
+def read_cubin(path: Path) -> Listing:
+    return parse_listing(disassemble(path))

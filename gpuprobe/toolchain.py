@@ -1,0 +1,234 @@
+"""Finding and running the CUDA compiler pieces: ptxas, nvdisasm, cuobjdump and NVRTC.
+
+Search order for each tool: the PyPI wheels (through ``cuda.pathfinder``), then ``CUDA_HOME`` /
+``CUDA_PATH``, then ``PATH``. Every compile and disassembly is cached by content
+(:mod:`gpuprobe.cache`), keyed by the tool's version and path, so a warm check runs no tool.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuprobe.arch import Arch
+from gpuprobe.cache import cached_file, content_key
+from gpuprobe.errors import GpuprobeError
+
+_INSTALL_HINT = {
+    "ptxas": "nvidia-cuda-nvcc",
+    "nvdisasm": "nvidia-cuda-nvdisasm",
+    "cuobjdump": "nvidia-cuda-cuobjdump",
+}
+
+
+@functools.cache
+def find_tool(name: str) -> Path:
+    """Locate a CUDA binary utility, or raise a one-line error saying how to get it."""
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+
+        found = find_nvidia_binary_utility(name)
+        if found:
+            return Path(found)
+    except ImportError:
+        pass
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(var)
+        if root and (Path(root) / "bin" / name).is_file():
+            return Path(root) / "bin" / name
+    on_path = shutil.which(name)
+    if on_path:
+        return Path(on_path)
+    hint = _INSTALL_HINT.get(name, "the CUDA toolkit")
+    raise GpuprobeError(f"{name} not found: pip install {hint}, or set CUDA_HOME to a CUDA toolkit")
+
+
+@functools.cache
+def tool_version(name: str) -> str:
+    """The tool's release line, e.g. ``Cuda compilation tools, release 13.5, V13.5.37``."""
+    if name == "nvrtc":
+        major, minor = _nvrtc_version()
+        return f"NVRTC {major}.{minor}"
+    out = subprocess.run([str(find_tool(name)), "--version"], capture_output=True, text=True, check=False).stdout
+    release = [line for line in out.splitlines() if "release" in line]
+    return (release[-1] if release else out.strip().splitlines()[-1]).strip()
+
+
+def toolkit_description() -> str:
+    """One line naming the tools that compiled and inspected the probes (for results files)."""
+    return f"ptxas {tool_version('ptxas')}; nvdisasm {tool_version('nvdisasm')}"
+
+
+def _run(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(args, capture_output=True, text=True, check=False, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise GpuprobeError(f"{what}: {Path(args[0]).name} timed out") from None
+
+
+# ---------------------------------------------------------------- PTX ----------
+
+_PTXAS_DIAG = re.compile(r"^ptxas\s+(?P<file>.+?), line (?P<line>\d+); (?P<kind>error|warning)\s*:\s*(?P<msg>.*)$")
+
+
+def _locate(line: int, origins: list[tuple[str, int]], fallback: str) -> str:
+    if 1 <= line <= len(origins):
+        path, path_line = origins[line - 1]
+        return f"{path}:{path_line}"
+    return f"{fallback}:{line}"
+
+
+def _ptxas_error(stderr: str, origins: list[tuple[str, int]], name: str, arch: Arch) -> GpuprobeError:
+    """Turn ptxas's diagnostics into one line: the first error at its original file and line."""
+    errors = []
+    for raw in stderr.splitlines():
+        match = _PTXAS_DIAG.match(raw.strip())
+        if match and match["kind"] == "error":
+            errors.append(f"{_locate(int(match['line']), origins, name)}: ptxas error: {match['msg'].strip()}")
+    if not errors:
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        errors = [f"{name}: ptxas failed: {lines[0] if lines else 'no message'}"]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return GpuprobeError(f"{errors[0]} [{arch}]{more}")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A cubin on disk (in the cache) and the compiler's resource report."""
+
+    cubin: Path
+    log: str
+
+
+def assemble_ptx(ptx: str, arch: Arch, name: str, origins: list[tuple[str, int]] | None = None) -> Compiled:
+    """Assemble PTX text for ``arch`` with ptxas -v; errors name the original file and line."""
+    ptxas = find_tool("ptxas")
+    options = ["-v", f"-arch={arch.name}", "-O3"]
+    key = content_key("ptxas", str(ptxas), tool_version("ptxas"), " ".join(options), ptx)
+    log_holder: list[str] = []
+
+    def produce() -> bytes:
+        with tempfile.TemporaryDirectory(prefix="gpuprobe-") as tmp:
+            src, out = Path(tmp) / "input.ptx", Path(tmp) / "output.cubin"
+            src.write_text(ptx)
+            proc = _run([str(ptxas), *options, str(src), "-o", str(out)], name)
+            if proc.returncode != 0:
+                raise _ptxas_error(proc.stderr, origins or [], name, arch)
+            log_holder.append(proc.stdout + proc.stderr)
+            return out.read_bytes()
+
+    cubin = cached_file(key, ".cubin", produce)
+    log_path = cached_file(key, ".log", lambda: "".join(log_holder).encode())
+    return Compiled(cubin=cubin, log=log_path.read_text())
+
+
+# ---------------------------------------------------------------- NVRTC --------
+
+@functools.cache
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        raise GpuprobeError("NVRTC not available: pip install cuda-bindings nvidia-cuda-nvrtc") from None
+    return nvrtc
+
+
+def _nvrtc_version() -> tuple[int, int]:
+    err, major, minor = _nvrtc().nvrtcVersion()
+    return int(major), int(minor)
+
+
+@functools.cache
+def _cuda_include_dirs() -> tuple[str, ...]:
+    dirs: list[str] = []
+    try:
+        from cuda.pathfinder import locate_nvidia_header_directory
+
+        located = locate_nvidia_header_directory("cudart")
+        if located is not None:
+            dirs.append(str(located.abs_path))
+    except (ImportError, Exception):  # pathfinder raises its own types when nothing is found
+        pass
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(var)
+        if root and (Path(root) / "include").is_dir():
+            dirs.append(str(Path(root) / "include"))
+    return tuple(dict.fromkeys(dirs))
+
+
+def _nvrtc_check(result, what: str) -> None:
+    if int(result) != 0:
+        raise GpuprobeError(f"{what}: NVRTC error {result}")
+
+
+def compile_cuda(source: str, arch: Arch, name: str) -> Compiled:
+    """Compile CUDA C++ to a cubin for ``arch`` with NVRTC (ptxas -v report kept as the log)."""
+    options = [
+        f"--gpu-architecture={arch.name}",
+        "-std=c++17",
+        "-default-device",
+        "--ptxas-options=-v",
+        *(f"--include-path={d}" for d in _cuda_include_dirs()),
+    ]
+    key = content_key("nvrtc", tool_version("nvrtc"), " ".join(options), source)
+    log_holder: list[str] = []
+
+    def produce() -> bytes:
+        nvrtc = _nvrtc()
+        err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+        _nvrtc_check(err, name)
+        try:
+            (result,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
+            log = _nvrtc_log(nvrtc, prog)
+            if int(result) != 0:
+                first = next((line for line in log.splitlines() if "error" in line), log.strip()[:200])
+                raise GpuprobeError(f"{first.strip()} [{arch}]")
+            err, size = nvrtc.nvrtcGetCUBINSize(prog)
+            _nvrtc_check(err, name)
+            buffer = b" " * size
+            (err,) = nvrtc.nvrtcGetCUBIN(prog, buffer)
+            _nvrtc_check(err, name)
+            log_holder.append(log)
+            return buffer
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+
+    cubin = cached_file(key, ".cubin", produce)
+    log_path = cached_file(key, ".log", lambda: "".join(log_holder).encode())
+    return Compiled(cubin=cubin, log=log_path.read_text())
+
+
+def _nvrtc_log(nvrtc, prog) -> str:
+    err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    buffer = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buffer)
+    return buffer.rstrip(b"\x00").decode(errors="replace")
+
+
+# ---------------------------------------------------------------- disassembly --
+
+def disassemble(cubin: Path) -> str:
+    """nvdisasm's full listing of a cubin (code, resource attributes, shared sections), cached."""
+    nvdisasm = find_tool("nvdisasm")
+    try:
+        data = Path(cubin).read_bytes()
+    except FileNotFoundError:
+        raise GpuprobeError(f"{cubin}: no such file") from None
+    if not data.startswith(b"\x7fELF"):
+        raise GpuprobeError(f"{cubin}: not a cubin (no ELF header)")
+    key = content_key("nvdisasm", str(nvdisasm), tool_version("nvdisasm"), data)
+
+    def produce() -> bytes:
+        proc = _run([str(nvdisasm), str(cubin)], str(cubin))
+        if proc.returncode != 0:
+            message = (proc.stderr.strip().splitlines() or ["no message"])[0]
+            raise GpuprobeError(f"{cubin}: nvdisasm cannot read it: {message}")
+        return proc.stdout.encode()
+
+    return cached_file(key, ".sass", produce).read_text()

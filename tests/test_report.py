@@ -1,0 +1,389 @@
+"""Fact sheet and plot rendering, on fabricated H100-like results.
+
+Everything built here is test data: a made-up curve shaped like an H100's, never written
+under reports/.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuprobe import plots, report
+from gpuprobe.results import Device, Fact, ProbeOutcome, Results, load, save
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+TEST_DPI = 40
+MHZ = 1755.0
+KIB, MIB, GIB = 2**10, 2**20, 2**30
+
+# (name, plateau cycles, capacity bytes or None) for the fabricated hierarchy.
+CA_LEVELS = [("L1", 33.1, 192 * KIB), ("L2", 262.4, 30 * MIB), ("L2 far", 478.0, 50 * MIB), ("DRAM", 819.5, None)]
+CG_LEVELS = [("L2", 268.0, 30 * MIB), ("L2 far", 480.0, 50 * MIB), ("DRAM", 821.0, None)]
+
+
+def fake_curve(levels: list[tuple[str, float, int | None]], seed: int) -> dict[str, list[float]]:
+    """A smooth staircase in log2(footprint) with a little deterministic noise and a CI band."""
+    footprint = 2.0 ** np.arange(10, 31.01, 0.25)
+    x = np.log2(footprint)
+    latency = np.full_like(x, levels[0][1])
+    for (_, lat, size), (_, next_lat, _) in itertools.pairwise(levels):
+        latency += (next_lat - lat) / (1 + np.exp(-(x - math.log2(size) - 0.3) * 6))
+    latency += np.random.default_rng(seed).normal(0, 0.004, x.size) * latency
+    half = 0.01 * latency + 0.5
+    return {
+        "footprint_bytes": footprint.tolist(),
+        "latency_cycles": latency.tolist(),
+        "latency_ns": (latency / MHZ * 1000).tolist(),
+        "ci_low": (latency - half).tolist(),
+        "ci_high": (latency + half).tolist(),
+    }
+
+
+def fake_levels(levels: list[tuple[str, float, int | None]]) -> dict[str, list]:
+    return {
+        "size_bytes": [size for _, _, size in levels],
+        "latency_cycles": [lat for _, lat, _ in levels],
+        "name": [name for name, _, _ in levels],
+    }
+
+
+def expect(low: float | None, high: float | None, unit: str, severity: str = "assert", note: str = "") -> dict:
+    return {"low": low, "high": high, "unit": unit, "severity": severity, "source": "test data: invented", "note": note}
+
+
+def fake_facts() -> list[Fact]:
+    probe = "memory.latency.global_ca"
+    return [
+        Fact(
+            "latency.shared",
+            29.8,
+            "cycle",
+            (29.5, 30.1),
+            probe=probe,
+            expectation=expect(25, 35, "cycle"),
+            verdict="pass",
+        ),
+        Fact(
+            "latency.l1", 33.1, "cycle", (32.9, 33.4), probe=probe, expectation=expect(30, 40, "cycle"), verdict="pass"
+        ),
+        Fact(
+            "latency.l2",
+            262.4,
+            "cycle",
+            (261.9, 263.0),
+            probe=probe,
+            expectation=expect(200, 250, "cycle"),
+            verdict="fail",
+            detail="measured above the range",
+        ),
+        Fact(
+            "latency.l2_far",
+            478.0,
+            "cycle",
+            (470.2, 485.5),
+            probe=probe,
+            expectation=expect(None, 450, "cycle", "warn"),
+            verdict="warn",
+        ),
+        Fact(
+            "latency.dram",
+            819.5,
+            "cycle",
+            (812.0, 826.5),
+            converted={"ns": 819.5 / MHZ * 1000},
+            probe=probe,
+            expectation=expect(400, 600, "ns", "assert", note="HBM3 at nominal clocks"),
+            verdict="pass",
+        ),
+        Fact(
+            "capacity.l1",
+            192 * KIB,
+            "byte",
+            (176 * KIB, 208 * KIB),
+            probe=probe,
+            expectation=expect(128 * KIB, 256 * KIB, "byte"),
+            verdict="pass",
+        ),
+        Fact("capacity.l2", 50 * MIB, "byte", None, probe=probe, expectation=None, verdict="report"),
+        Fact("device.sm_count", 132, "count", probe=probe, expectation=expect(132, 132, "count"), verdict="pass"),
+        Fact("device.l2_bytes", 50 * MIB, "byte", probe=probe, verdict="report"),
+        Fact("device.sm_clock", MHZ, "MHz", (1750.0, 1760.0), probe=probe, verdict="report"),
+        Fact("overhead.clock_read", 2.0, "cycle", (2.0, 2.0), probe=probe, verdict="report"),
+        Fact("overhead.loop", 6.5, "cycle", (6.0, 7.0), probe=probe, verdict="unstable"),
+        Fact(
+            "invariant.latency_order",
+            1.0,
+            "bool",
+            probe="invariants",
+            expectation=expect(1, 1, "bool"),
+            verdict="pass",
+            detail="shared < L1 < L2 < DRAM",
+        ),
+        Fact(
+            "invariant.l2_knee_at_device_l2",
+            0.0,
+            "bool",
+            probe="invariants",
+            expectation=expect(1, 1, "bool", "warn"),
+            verdict="warn",
+            detail="knee at 30 MiB, device says 50 MiB",
+        ),
+    ]
+
+
+def fake_results(partial: bool = False, with_curves: bool = True) -> Results:
+    """Realistic H100-like results with fabricated curves (test data only)."""
+    device = Device(
+        name="NVIDIA H100 80GB HBM3",
+        cc="9.0",
+        arch="sm_90",
+        sm_count=132,
+        l2_bytes=50 * MIB,
+        sm_clock_nominal_mhz=1980.0,
+        mem_clock_mhz=2619.0,
+        mem_bus_bits=5120,
+        mem_bytes=80 * GIB,
+        shared_per_sm_bytes=228 * KIB,
+        shared_per_block_optin_bytes=227 * KIB,
+        driver="550.54.15",
+        cuda_runtime="12.4",
+        toolkit="13.0",
+        uuid="GPU-test",
+    )
+    probes = {
+        "memory.latency.global_ca": ProbeOutcome("ok"),
+        "memory.latency.global_cg": ProbeOutcome("ok"),
+        "memory.latency.shared": ProbeOutcome(
+            "violated", "SASS contract: loop holds 2 loads\n/*0090*/ LDS R2, [R2] | extra"
+        ),
+        "alu.ffma": ProbeOutcome("crashed", "CUDA_ERROR_ILLEGAL_ADDRESS"),
+    }
+    if with_curves:
+        for name, levels, seed in (("global_ca", CA_LEVELS, 1), ("global_cg", CG_LEVELS, 2)):
+            probes[f"memory.latency.{name}"].series = {"curve": fake_curve(levels, seed), "levels": fake_levels(levels)}
+    return Results(
+        device=device,
+        facts=fake_facts(),
+        probes=probes,
+        clocks={"sm_mhz_measured": MHZ, "samples": [1754.0, 1755.0, 1756.0], "nvml": {"sm_mhz": 1755}},
+        partial=partial,
+        created="2025-01-02T03:04:05+00:00",
+    )
+
+
+@pytest.fixture(scope="module")
+def markdown() -> str:
+    return report.render_markdown(fake_results(), {report.LATENCY_PLOT_KEY: "latency_vs_footprint.png"})
+
+
+# ---------------------------------------------------------------- gpu_slug
+
+
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("NVIDIA H200", "nvidia-h200"),
+        ("NVIDIA GeForce RTX 4090", "nvidia-geforce-rtx-4090"),
+        ("NVIDIA A100-SXM4-80GB", "nvidia-a100-sxm4-80gb"),
+        ("  NVIDIA  H100 80GB HBM3 ", "nvidia-h100-80gb-hbm3"),
+        ("Tesla T4 (MIG 1g.5gb)", "tesla-t4-mig-1g-5gb"),
+        ("???", "unknown-gpu"),
+    ],
+)
+def test_gpu_slug(name: str, slug: str) -> None:
+    assert report.gpu_slug(name) == slug
+    assert re.fullmatch(r"[a-z0-9-]+", report.gpu_slug(name))
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def test_identity_table(markdown: str) -> None:
+    for text in (
+        "NVIDIA H100 80GB HBM3",
+        "sm_90 (compute capability 9.0)",
+        "| SMs | 132 |",
+        "1755 MHz measured (nominal 1980 MHz)",
+        "sm_mhz = 1755",
+        "80 GiB",
+        "5120-bit bus",
+        "2619 MHz clock",
+        "| L2 cache | 50 MiB |",
+        "228 KiB",
+        "550.54.15",
+        "| CUDA runtime | 12.4 |",
+        "| Toolkit that compiled the probes | 13.0 |",
+        "2025-01-02T03:04:05+00:00",
+    ):
+        assert text in markdown, text
+    assert markdown.index("| GPU |") < markdown.index("## Memory latency")
+
+
+def test_every_fact_listed_once(markdown: str) -> None:
+    for fact in fake_facts():
+        assert markdown.count(f"`{fact.id}`") >= 1, fact.id
+        assert f"| `{fact.id}` |" in markdown, fact.id
+
+
+def test_measured_ci_expected_source(markdown: str) -> None:
+    row = next(line for line in markdown.splitlines() if line.startswith("| `latency.l2` |"))
+    assert "262.4 cyc [261.9, 263]" in row
+    assert "(149.5 ns)" in row  # ns beside cycles: 262.4 cyc at the measured 1755 MHz
+    assert "200 cyc – 250 cyc (assert)" in row
+    assert "test data: invented" in row
+    assert "**FAIL**" in row
+    dram = next(line for line in markdown.splitlines() if line.startswith("| `latency.dram` |"))
+    assert "(467 ns)" in dram and "400 ns – 600 ns (assert)" in dram
+    cap = next(line for line in markdown.splitlines() if line.startswith("| `capacity.l1` |"))
+    assert "192 KiB [176 KiB, 208 KiB]" in cap and "128 KiB – 256 KiB" in cap
+    assert "≤ 450 cyc (warn)" in markdown
+    assert "| `device.sm_count` | 132 | = 132 (assert) |" in markdown
+    assert "- `latency.dram`: HBM3 at nominal clocks" in markdown
+    assert "- `latency.l2`: measured above the range" in markdown
+
+
+def test_verdict_markers(markdown: str) -> None:
+    def verdict_of(fact_id: str) -> str:
+        line = next(line for line in markdown.splitlines() if line.startswith(f"| `{fact_id}` |"))
+        return line.rstrip(" |").rsplit("| ", 1)[1]
+
+    assert verdict_of("latency.l1") == "PASS"
+    assert verdict_of("latency.l2") == "**FAIL**"
+    assert verdict_of("latency.l2_far") == "WARN"
+    assert verdict_of("capacity.l2") == "—"
+    assert verdict_of("overhead.loop") == "UNSTABLE"
+    assert "**14 facts:** 6 pass, 1 fail, 2 warn, 1 unstable, 4 report" in markdown
+
+
+def test_sections_grouped(markdown: str) -> None:
+    def body(title: str) -> str:
+        return markdown.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+    assert "`latency.l1`" in body("Memory latency") and "`capacity.l2`" in body("Memory latency")
+    assert "`device.sm_count`" in body("Device") and "`latency.l1`" not in body("Device")
+    assert "`overhead.loop`" in body("Measurement overheads")
+    invariants = body("Cross-generation invariants")
+    assert "| `invariant.latency_order` | holds | assert | PASS | shared < L1 < L2 < DRAM |" in invariants
+    assert "| `invariant.l2_knee_at_device_l2` | VIOLATED | warn | WARN |" in invariants
+    assert "`invariant." not in body("Memory latency")
+    assert "![Memory latency: latency vs footprint](latency_vs_footprint.png)" in body("Memory latency")
+
+
+def test_unknown_family_goes_to_other_facts() -> None:
+    results = fake_results()
+    results.facts.append(Fact("alu.ffma.latency", 4.0, "cycle", probe="alu.ffma"))
+    md = report.render_markdown(results, {})
+    assert "## Other facts" in md and "| `alu.ffma.latency` | 4 cyc" in md
+
+
+def test_tables_well_formed(markdown: str) -> None:
+    """Every table row has as many cells as its header (pipes in details are escaped)."""
+    header_cells = None
+    for line in markdown.splitlines():
+        if not line.startswith("|"):
+            header_cells = None
+            continue
+        cells = len(re.findall(r"(?<!\\)\|", line))
+        header_cells = header_cells or cells
+        assert cells == header_cells, line
+
+
+def test_partial_banner() -> None:
+    full = report.render_markdown(fake_results(partial=False), {})
+    partial = report.render_markdown(fake_results(partial=True), {})
+    assert "PARTIAL RUN" not in full
+    assert "PARTIAL RUN" in partial
+    assert partial.index("PARTIAL RUN") < partial.index("| GPU |")
+
+
+def test_failed_probes_listed(markdown: str) -> None:
+    status = markdown.split("## Probe status\n", 1)[1]
+    detail = "SASS contract: loop holds 2 loads<br>/*0090*/ LDS R2, [R2] \\| extra"
+    assert f"| `memory.latency.shared` | VIOLATED | {detail} |" in status
+    assert "| `alu.ffma` | CRASHED | CUDA_ERROR_ILLEGAL_ADDRESS |" in status
+    assert "global_ca" not in status and "global_cg" not in status
+
+
+def test_all_probes_ok() -> None:
+    results = fake_results()
+    results.probes = {k: v for k, v in results.probes.items() if v.status == "ok"}
+    assert "All 2 probes ended ok." in report.render_markdown(results, {})
+
+
+def test_round_trip_renders_the_same(tmp_path: Path) -> None:
+    results = fake_results(partial=True)
+    save(results, tmp_path / "results.json")
+    plot_files = {report.LATENCY_PLOT_KEY: "latency_vs_footprint.png"}
+    assert report.render_markdown(load(tmp_path / "results.json"), plot_files) == report.render_markdown(
+        results, plot_files
+    )
+
+
+# ---------------------------------------------------------------- plots and write_report
+
+
+def test_write_report_writes_sheet_and_png(tmp_path: Path) -> None:
+    paths = report.write_report(fake_results(), tmp_path / "out", dpi=TEST_DPI)
+    sheet, png = tmp_path / "out" / "factsheet.md", tmp_path / "out" / "latency_vs_footprint.png"
+    assert paths == [sheet, png]
+    assert png.read_bytes().startswith(PNG_SIGNATURE)
+    assert "](latency_vs_footprint.png)" in sheet.read_text(encoding="utf-8")
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_plot_is_deterministic(tmp_path: Path) -> None:
+    results = fake_results()
+    a = plots.plot_latency_vs_footprint(results, tmp_path / "a.png", dpi=TEST_DPI)
+    b = plots.plot_latency_vs_footprint(results, tmp_path / "b.png", dpi=TEST_DPI)
+    assert a is not None and b is not None
+    assert a.read_bytes() == b.read_bytes()
+    assert b"Software" not in a.read_bytes() and b"Creation" not in a.read_bytes()
+
+
+def test_plot_with_one_series_and_null_last_size(tmp_path: Path) -> None:
+    results = fake_results()
+    del results.probes["memory.latency.global_cg"]
+    results.clocks = {}
+    results.facts = [f for f in results.facts if f.id != "device.sm_clock"]  # no clock: cycles only
+    assert plots.plot_latency_vs_footprint(results, tmp_path / "one.png", dpi=TEST_DPI) == tmp_path / "one.png"
+
+
+def test_no_latency_series_no_plot_no_link(tmp_path: Path) -> None:
+    results = fake_results(with_curves=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "latency_vs_footprint.png").write_bytes(PNG_SIGNATURE)  # left by an older run
+    assert plots.plot_latency_vs_footprint(results, tmp_path / "x.png") is None
+    assert not (tmp_path / "x.png").exists()
+    paths = report.write_report(results, out, dpi=TEST_DPI)
+    assert paths == [out / "factsheet.md"]
+    assert not (out / "latency_vs_footprint.png").exists()
+    md = (out / "factsheet.md").read_text(encoding="utf-8")
+    assert "![" not in md and ".png" not in md
+
+
+def test_short_bytes_labels() -> None:
+    assert [plots.short_bytes(2**e) for e in (12, 16, 20, 24, 28, 30)] == ["4K", "64K", "1M", "16M", "256M", "1G"]
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "text"),
+    [
+        (512, "byte", "512 B"),
+        (1536, "byte", "1.5 KiB"),
+        (50 * MIB, "byte", "50 MiB"),
+        (80 * GIB, "byte", "80 GiB"),
+        (33.125, "cycle", "33.12 cyc"),
+        (1980.0, "MHz", "1980 MHz"),
+        (132, "count", "132"),
+        (1.0, "bool", "yes"),
+    ],
+)
+def test_fmt_quantity(value: float, unit: str, text: str) -> None:
+    assert report.fmt_quantity(value, unit) == text
