@@ -228,7 +228,7 @@ def _parse_model(path: Path, key: str, data: dict[str, Any]) -> ModelExpectation
     exclude = _patterns(path, "model.exclude", model.get("exclude"), required=False)
     cc = model.get("cc")
     if not isinstance(cc, str) or not _CC_RE.match(cc):
-        raise _bad(path, "model.cc", f"compute capability must be a string like \"9.0\", got {cc!r}")
+        raise _bad(path, "model.cc", f'compute capability must be a string like "9.0", got {cc!r}')
     facts_table = data.get("facts", {})
     if not isinstance(facts_table, dict):
         raise _bad(path, "facts", "must be a table of fact tables")
@@ -255,14 +255,15 @@ def load_model_file(path: Path) -> ModelExpectations:
     return _parse_model(path, key, data)
 
 
-def _check_overlaps(models: dict[str, ModelExpectations]) -> None:
+def _check_overlaps(directory: Path, models: dict[str, ModelExpectations]) -> None:
     """Refuse a pattern that two models share: the match would depend on file order."""
     owner: dict[str, str] = {}
     for model in models.values():
         for pattern in model.match:
             other = owner.setdefault(pattern.lower(), model.key)
             if other != model.key:
-                raise GpuprobeError(f"{model.key}.toml: model.match: pattern {pattern!r} is also used by {other}")
+                path = directory / f"{model.key}.toml"
+                raise _bad(path, "model.match", f"pattern {pattern!r} is also used by {other}.toml")
 
 
 def load_all(directory: Path | None = None) -> dict[str, ModelExpectations]:
@@ -271,7 +272,7 @@ def load_all(directory: Path | None = None) -> dict[str, ModelExpectations]:
     if not directory.is_dir():
         raise GpuprobeError(f"{directory}: expectations directory not found")
     models = {path.stem: load_model_file(path) for path in sorted(directory.glob("*.toml"))}
-    _check_overlaps(models)
+    _check_overlaps(directory, models)
     return models
 
 
@@ -309,10 +310,10 @@ def match_model(
 
 
 def _measured_text(fact: Fact) -> str:
-    """What was measured, e.g. ``latency.l2 = 263.1 cycle (95% CI 260.2–266.0; 134.2 ns)``."""
+    """What was measured, e.g. ``latency.l2 = 263.1 cycle (CI 260.2–266.0; 134.2 ns)``."""
     parts = []
     if fact.ci is not None:
-        parts.append(f"95% CI {_num(fact.ci[0])}–{_num(fact.ci[1])}")
+        parts.append(f"CI {_num(fact.ci[0])}–{_num(fact.ci[1])}")
     else:
         parts.append("no CI")
     parts.extend(f"{_num(value)} {unit}" for unit, value in sorted(fact.converted.items()))

@@ -153,7 +153,9 @@ def load_latency_curves(results: Results) -> list[LatencyCurve]:
     curves = []
     for probe, label in _latency_probe_names(results):
         series = results.probes[probe].series
-        curve = series["curve"]
+        curve, raw_levels = series.get("curve"), series.get("levels")
+        if not isinstance(curve, dict):
+            continue
         x = _floats(curve.get("footprint_bytes"))
         y = _floats(curve.get("latency_cycles"))
         n = min(len(x), len(y))
@@ -168,7 +170,7 @@ def load_latency_curves(results: Results) -> list[LatencyCurve]:
             continue
         ci_low = low[:n][keep][order] if has_ci else None
         ci_high = high[:n][keep][order] if has_ci else None
-        levels = _levels(series.get("levels"), float(x[0]), float(x[-1]))
+        levels = _levels(raw_levels if isinstance(raw_levels, dict) else None, float(x[0]), float(x[-1]))
         curves.append(LatencyCurve(probe, label, x, y, ci_low, ci_high, levels))
     return curves
 
@@ -176,7 +178,8 @@ def load_latency_curves(results: Results) -> list[LatencyCurve]:
 def _set_byte_axis(ax: Axes, x_min: float, x_max: float) -> None:
     """Log2 x axis with human byte labels on every 4th, 16th... power of two (at most ~12 labels)."""
     ax.set_xscale("log", base=2)
-    lo, hi = math.floor(math.log2(x_min)), math.ceil(math.log2(x_max))
+    lo = math.floor(math.log2(x_min))
+    hi = max(math.ceil(math.log2(x_max)), lo + 1)
     step = 2
     while (hi - lo) / step > 12:
         step *= 2
@@ -190,7 +193,7 @@ def _set_byte_axis(ax: Axes, x_min: float, x_max: float) -> None:
 
 
 def _level_text(level: Level, mhz: float | None) -> str:
-    """ "L2: 262 cyc / 132 ns" (ns only when the SM clock was measured)."""
+    """Level label in cycles, and in ns when the SM clock was measured: ``L2: 262 cyc / 150 ns``."""
     text = f"{level.name}: {level.cycles:.0f} cyc"
     if mhz:
         text += f" / {level.cycles / mhz * 1000:.0f} ns"
@@ -299,6 +302,7 @@ def _draw_device_l2(ax: Axes, l2_bytes: int, y_top: float) -> Text | None:
         ha="right",
         va="bottom",
         zorder=5,
+        clip_on=True,
     )
 
 
@@ -350,6 +354,7 @@ def _save_png(fig: Figure, path: Path) -> None:
     os.close(fd)
     try:
         fig.savefig(tmp, format="png", dpi="figure", metadata={"Software": None})
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a published plot is world-readable
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -370,6 +375,8 @@ def plot_latency_vs_footprint(results: Results, path: Path, dpi: int = DEFAULT_D
     mhz = measured_sm_mhz(results)
     x_min = min(float(c.footprint[0]) for c in curves)
     x_max = max(float(c.footprint[-1]) for c in curves)
+    if results.device.l2_bytes > 0:  # keep the device's L2 size in view, even on a curve cut short
+        x_min, x_max = min(x_min, results.device.l2_bytes / 2), max(x_max, results.device.l2_bytes * 2)
     y_top = _y_top(curves)
 
     fig = Figure(figsize=(10, 5.6), dpi=dpi)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,7 @@ OTHER = Family(title="Other facts", fact_prefixes=())
 
 _BYTE_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _UNIT_ABBREV = {"cycle": "cyc", "count": "", "bool": ""}
+_MD_SPECIAL = re.compile(r"[\\`*<\[\]]")  # not "_": GFM never emphasises inside a word
 
 
 def gpu_slug(device_name: str) -> str:
@@ -93,16 +94,29 @@ def gpu_slug(device_name: str) -> str:
 # ---------------------------------------------------------------- number formatting
 
 
+def _decimals(x: float) -> int:
+    """Decimals that give ``x`` about four significant digits (0 for large numbers, at most 6)."""
+    if not math.isfinite(x) or x == 0:
+        return 0
+    return min(max(3 - math.floor(math.log10(abs(x))), 0), 6)
+
+
+def fmt_nums(values: Sequence[float]) -> list[str]:
+    """Numbers shown together, at the precision of the first, trailing zeros common to all dropped.
+
+    ``[262.4, 261.9, 263.0]`` -> ``["262.4", "261.9", "263.0"]``; ``[2.0, 2.0]`` -> ``["2", "2"]``.
+    """
+    decimals = _decimals(values[0])
+    texts = [f"{v:.{decimals}f}" if math.isfinite(v) else str(v) for v in values]
+    while decimals > 0 and all(t.endswith("0") for t, v in zip(texts, values, strict=True) if math.isfinite(v)):
+        decimals -= 1
+        texts = [f"{v:.{decimals}f}" if math.isfinite(v) else t for t, v in zip(texts, values, strict=True)]
+    return texts
+
+
 def fmt_num(x: float) -> str:
     """About four significant digits, never scientific, no trailing zeros: 33.42, 262.4, 1.5, 1980."""
-    if not math.isfinite(x):
-        return str(x)
-    if x == int(x) and abs(x) < 1e15:
-        return f"{int(x)}"
-    magnitude = math.floor(math.log10(abs(x)))
-    decimals = min(max(3 - magnitude, 0), 6)
-    text = f"{x:.{decimals}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    return fmt_nums([x])[0]
 
 
 def fmt_bytes(n: float) -> str:
@@ -113,14 +127,29 @@ def fmt_bytes(n: float) -> str:
     return f"{fmt_num(n)} B"
 
 
+def _unit_suffix(unit: str) -> str:
+    """ " cyc" for cycles, nothing for counts and bools, else the unit itself after a space."""
+    abbrev = _UNIT_ABBREV.get(unit, unit)
+    return f" {abbrev}" if abbrev else ""
+
+
 def fmt_quantity(value: float, unit: str) -> str:
     """A value in its unit for humans: bytes scaled, cycles as "cyc", bools as yes/no."""
     if unit == "byte":
         return fmt_bytes(value)
     if unit == "bool":
         return "yes" if value else "no"
-    abbrev = _UNIT_ABBREV.get(unit, unit)
-    return f"{fmt_num(value)} {abbrev}".rstrip()
+    return fmt_num(value) + _unit_suffix(unit)
+
+
+def fmt_values(values: Sequence[float], unit: str, template: str) -> str:
+    """Several values of one unit in ``template`` ("{0} [{1}, {2}]"), at one shared precision.
+
+    Bytes and bools carry their unit in each value; other units are written once, at the end.
+    """
+    if unit in ("byte", "bool"):
+        return template.format(*(fmt_quantity(v, unit) for v in values))
+    return template.format(*fmt_nums(values)) + _unit_suffix(unit)
 
 
 def _ns_of(fact: Fact, mhz: float | None) -> float | None:
@@ -133,16 +162,13 @@ def _ns_of(fact: Fact, mhz: float | None) -> float | None:
 
 
 def fmt_measured(fact: Fact, mhz: float | None) -> str:
-    """Measured column: "262.4 cyc [261.9, 263.0] (132.5 ns)"; "not measured" when no value."""
+    """Measured column: "262.4 [261.9, 263.0] cyc (149.5 ns)"; "not measured" when no value."""
     if fact.value is None:
         return "not measured"
-    text = fmt_quantity(fact.value, fact.unit)
-    if fact.ci is not None:
-        low, high = fact.ci
-        if fact.unit == "byte":
-            text += f" [{fmt_bytes(low)}, {fmt_bytes(high)}]"
-        else:
-            text += f" [{fmt_num(low)}, {fmt_num(high)}]"
+    if fact.ci is None:
+        text = fmt_quantity(fact.value, fact.unit)
+    else:
+        text = fmt_values([fact.value, *fact.ci], fact.unit, "{0} [{1}, {2}]")
     ns = _ns_of(fact, mhz)
     if ns is not None:
         text += f" ({fmt_num(ns)} ns)"
@@ -160,7 +186,7 @@ def fmt_expected(expectation: dict[str, Any] | None, fact_unit: str) -> str:
     elif low is not None and high is not None and float(low) == float(high):
         text = f"= {fmt_quantity(float(low), unit)}"
     elif low is not None and high is not None:
-        text = f"{fmt_quantity(float(low), unit)} – {fmt_quantity(float(high), unit)}"
+        text = fmt_values([float(low), float(high)], unit, "{0} – {1}")
     elif low is not None:
         text = f"≥ {fmt_quantity(float(low), unit)}"
     else:
@@ -177,12 +203,17 @@ def verdict_marker(verdict: str) -> str:
 # ---------------------------------------------------------------- markdown pieces
 
 
+def escape(text: str) -> str:
+    """Machine-written text (probe details, SASS lines) shown literally: ``/*0090*/`` stays unemphasised."""
+    return _MD_SPECIAL.sub(r"\\\g<0>", text)
+
+
 def cell(text: object) -> str:
     """Text safe inside a Markdown table cell: pipes escaped, newlines as <br>."""
     value = str(text).strip()
     if not value:
         return NONE
-    return value.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "\n").replace("\n", "<br>")
+    return value.replace("|", "\\|").replace("\r\n", "\n").replace("\n", "<br>")
 
 
 def table(header: Iterable[str], rows: Iterable[Iterable[object]]) -> list[str]:
@@ -254,8 +285,10 @@ def partial_banner() -> list[str]:
     """The loud warning for a run that did not finish."""
     return [
         "> [!WARNING]",
-        "> **PARTIAL RUN — this run did not finish.** Facts may be missing and probes may not have run; "
-        "see *Probe status* below. Do not publish or compare against this sheet as a complete result.",
+        (
+            "> **PARTIAL RUN — this run did not finish.** Facts may be missing and probes may not have run; "
+            "see *Probe status* below. Do not publish or compare against this sheet as a complete result."
+        ),
     ]
 
 
@@ -314,7 +347,7 @@ def invariant_table(facts: list[Fact]) -> list[str]:
             NONE if f.value is None else ("holds" if f.value else "VIOLATED"),
             (f.expectation or {}).get("severity") or NONE,
             verdict_marker(f.verdict),
-            f.detail,
+            escape(f.detail),
         )
         for f in facts
     ]
@@ -325,7 +358,7 @@ def notes(facts: list[Fact]) -> list[str]:
     """Bullets for fact details and expectation notes, so the tables stay narrow."""
     lines = []
     for fact in facts:
-        parts = [fact.detail.strip(), str((fact.expectation or {}).get("note") or "").strip()]
+        parts = [escape(fact.detail.strip()), str((fact.expectation or {}).get("note") or "").strip()]
         text = " ".join(p for p in parts if p)
         if text:
             lines.append(f"- `{fact.id}`: " + text.replace("\n", " "))
@@ -333,6 +366,7 @@ def notes(facts: list[Fact]) -> list[str]:
 
 
 def _probes_for(results: Results, family: Family) -> list[str]:
+    """The probes of a family, by name prefix, in results order."""
     return [p for p in results.probes if family.probe_prefixes and p.startswith(family.probe_prefixes)]
 
 
@@ -376,7 +410,7 @@ def other_plots(plot_files: dict[str, str]) -> list[str]:
 
 def probe_status_lines(results: Results) -> list[str]:
     """Every probe that did not end "ok", or one line saying they all did."""
-    bad = [(f"`{name}`", p.status.upper(), p.detail) for name, p in results.probes.items() if p.status != "ok"]
+    bad = [(f"`{name}`", p.status.upper(), escape(p.detail)) for name, p in results.probes.items() if p.status != "ok"]
     lines = ["## Probe status", ""]
     if not results.probes:
         return [*lines, "No probe ran.", ""]

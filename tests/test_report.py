@@ -233,13 +233,13 @@ def test_every_fact_listed_once(markdown: str) -> None:
 
 def test_measured_ci_expected_source(markdown: str) -> None:
     row = next(line for line in markdown.splitlines() if line.startswith("| `latency.l2` |"))
-    assert "262.4 cyc [261.9, 263]" in row
+    assert "262.4 [261.9, 263.0] cyc" in row  # value and CI at one precision
     assert "(149.5 ns)" in row  # ns beside cycles: 262.4 cyc at the measured 1755 MHz
-    assert "200 cyc – 250 cyc (assert)" in row
+    assert "200 – 250 cyc (assert)" in row
     assert "test data: invented" in row
     assert "**FAIL**" in row
     dram = next(line for line in markdown.splitlines() if line.startswith("| `latency.dram` |"))
-    assert "(467 ns)" in dram and "400 ns – 600 ns (assert)" in dram
+    assert "(467 ns)" in dram and "400 – 600 ns (assert)" in dram
     cap = next(line for line in markdown.splitlines() if line.startswith("| `capacity.l1` |"))
     assert "192 KiB [176 KiB, 208 KiB]" in cap and "128 KiB – 256 KiB" in cap
     assert "≤ 450 cyc (warn)" in markdown
@@ -269,7 +269,7 @@ def test_sections_grouped(markdown: str) -> None:
     assert "`device.sm_count`" in body("Device") and "`latency.l1`" not in body("Device")
     assert "`overhead.loop`" in body("Measurement overheads")
     invariants = body("Cross-generation invariants")
-    assert "| `invariant.latency_order` | holds | assert | PASS | shared < L1 < L2 < DRAM |" in invariants
+    assert "| `invariant.latency_order` | holds | assert | PASS | shared \\< L1 \\< L2 \\< DRAM |" in invariants
     assert "| `invariant.l2_knee_at_device_l2` | VIOLATED | warn | WARN |" in invariants
     assert "`invariant." not in body("Memory latency")
     assert "![Memory latency: latency vs footprint](latency_vs_footprint.png)" in body("Memory latency")
@@ -304,7 +304,8 @@ def test_partial_banner() -> None:
 
 def test_failed_probes_listed(markdown: str) -> None:
     status = markdown.split("## Probe status\n", 1)[1]
-    detail = "SASS contract: loop holds 2 loads<br>/*0090*/ LDS R2, [R2] \\| extra"
+    # newline -> <br>, pipe escaped for the table, SASS comment and brackets escaped for Markdown
+    detail = r"SASS contract: loop holds 2 loads<br>/\*0090\*/ LDS R2, \[R2\] \| extra"
     assert f"| `memory.latency.shared` | VIOLATED | {detail} |" in status
     assert "| `alu.ffma` | CRASHED | CUDA_ERROR_ILLEGAL_ADDRESS |" in status
     assert "global_ca" not in status and "global_cg" not in status
@@ -387,3 +388,36 @@ def test_short_bytes_labels() -> None:
 )
 def test_fmt_quantity(value: float, unit: str, text: str) -> None:
     assert report.fmt_quantity(value, unit) == text
+
+
+def test_fmt_nums_share_precision() -> None:
+    assert report.fmt_nums([262.4, 261.9, 263.0]) == ["262.4", "261.9", "263.0"]
+    assert report.fmt_nums([2.0, 2.0, 2.0]) == ["2", "2", "2"]
+    assert report.fmt_nums([0.5, 1.25]) == ["0.50", "1.25"]
+    assert report.fmt_nums([123456.7]) == ["123457"]
+
+
+def test_escape_keeps_sass_literal() -> None:
+    assert report.escape("/*0090*/ LDG.E R2, [R2.64] <x> `y`") == r"/\*0090\*/ LDG.E R2, \[R2.64\] \<x> \`y\`"
+    assert report.escape("CUDA_ERROR_ILLEGAL_ADDRESS") == "CUDA_ERROR_ILLEGAL_ADDRESS"
+
+
+def test_family_without_facts_says_why() -> None:
+    results = fake_results(with_curves=False)
+    results.facts = []
+    results.probes["memory.latency.global_ca"].status = "violated"
+    md = report.render_markdown(results, {})
+    assert "No facts measured (`memory.latency.global_ca` violated, `memory.latency.global_cg` ok" in md
+    assert "**0 facts:** none" in md
+
+
+def test_malformed_or_tiny_series(tmp_path: Path) -> None:
+    results = fake_results(with_curves=False)
+    results.probes["memory.latency.global_ca"].series = {"curve": [1, 2, 3]}  # not a column dict
+    assert plots.plot_latency_vs_footprint(results, tmp_path / "bad.png", dpi=TEST_DPI) is None
+    results.device.l2_bytes = 0
+    results.probes["memory.latency.global_cg"].series = {
+        "curve": {"footprint_bytes": [4096, None], "latency_cycles": [300.0, 310.0]},
+        "levels": {"size_bytes": [None], "latency_cycles": [300.0], "name": ["L2"]},
+    }
+    assert plots.plot_latency_vs_footprint(results, tmp_path / "one.png", dpi=TEST_DPI) == tmp_path / "one.png"

@@ -1,0 +1,28 @@
+"""pytest options, markers and hooks for gpuprobe; fixtures live in gpuprobe.pytest_plugin."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["gpuprobe.pytest_plugin"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpuprobe", "GPU microarchitecture probes")
+    group.addoption("--gpuprobe-out", metavar="DIR", help="write results.json and the fact sheet to DIR")
+    group.addoption("--require-gpu", action="store_true", help="fail, instead of skipping, when no GPU is usable")
+    group.addoption("--gpu-model", metavar="KEY", help="judge as this GPU model (see gpuprobe/expectations/)")
+    group.addoption("--gpu-device", metavar="N", type=int, default=0, help="CUDA device index to measure")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: measures on a GPU (skipped, with the reason, when none is usable)")
+    config.addinivalue_line("markers", "static: compiles and checks SASS contracts; runs on any machine")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    from gpuprobe.pytest_plugin import RESULTS_DIR
+
+    out = config.stash.get(RESULTS_DIR, None)
+    if out is not None:
+        terminalreporter.write_line(f"gpuprobe: results and fact sheet in {out}")

@@ -1,0 +1,198 @@
+"""The ``gpuprobe`` command: list, check, sass, run, report.
+
+Every user error is one line on stderr and exit status 2; a contract violation or a failed
+measurement is exit status 1; a traceback is a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpuprobe.arch import Arch, parse_arch, parse_arch_list
+from gpuprobe.errors import GpuprobeError
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=1))
+
+
+# ---------------------------------------------------------------- list ---------
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from gpuprobe.registry import all_probes
+
+    probes = all_probes()
+    if args.json:
+        _print_json({"probes": [
+            {"name": p.name, "family": p.family, "kernel": p.kernel, "source": p.source_label,
+             "archs": [a.name for a in p.archs], "facts": list(p.facts), "doc": p.doc}
+            for p in probes
+        ]})  # fmt: skip
+        return 0
+    for p in probes:
+        print(f"{p.name}  [{p.family}]  archs: {' '.join(a.name for a in p.archs)}")
+        print(f"    facts: {', '.join(p.facts) or '-'}")
+        print(f"    {p.doc}")
+    return 0
+
+
+# ---------------------------------------------------------------- check --------
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from gpuprobe.check import check_all
+    from gpuprobe.registry import all_probes
+
+    results = check_all(all_probes(), parse_arch_list(args.arch))
+    bad = [r for r in results if r.status in ("violated", "error")]
+    if args.json:
+        _print_json({"results": [r.to_json() for r in results]})
+    else:
+        for r in results:
+            if r.status == "ok":
+                print(f"ok          {r.arch:8} {r.probe}  ({r.resources.get('registers')} registers)")
+            elif r.status == "unsupported":
+                print(f"unsupported {r.arch:8} {r.probe}  {r.detail}")
+            else:
+                print(f"{r.status.upper():11} {r.arch:8} {r.probe}\n" + "\n".join(f"    {line}" for line in r.detail.splitlines()))
+        counts = {s: sum(r.status == s for r in results) for s in ("ok", "violated", "unsupported", "error")}
+        print(", ".join(f"{n} {s}" for s, n in counts.items()))
+    return EXIT_FAILED if bad else 0
+
+
+# ---------------------------------------------------------------- sass ---------
+
+def _default_arch_for_ptx(path: Path) -> Arch:
+    import re
+
+    match = re.search(r"^\s*\.target\s+(\w+)", path.read_text(), re.MULTILINE)
+    if not match:
+        raise GpuprobeError(f"{path}: no .target directive; give --arch")
+    return parse_arch(match.group(1))
+
+
+def _listing_for(path: Path, arch_text: str | None):
+    from gpuprobe.ptxsource import combine
+    from gpuprobe.sass import apply_compile_log, read_cubin
+    from gpuprobe.toolchain import assemble_ptx, compile_cuda
+
+    if not path.is_file():
+        raise GpuprobeError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix == ".cubin":
+        return read_cubin(path)
+    if suffix == ".ptx":
+        arch = parse_arch(arch_text) if arch_text else _default_arch_for_ptx(path)
+        module = combine([path.resolve()], arch, Path.cwd().resolve())
+        compiled = assemble_ptx(module.text, arch, str(path), module.origins)
+    elif suffix in (".cu", ".cuh"):
+        arch = parse_arch(arch_text or "sm_90a")
+        compiled = compile_cuda(path.read_text(), arch, str(path))
+    else:
+        raise GpuprobeError(f"{path}: expected a .ptx, .cu or .cubin file")
+    listing = read_cubin(compiled.cubin)
+    apply_compile_log(listing, compiled.log)
+    return listing
+
+
+def cmd_sass(args: argparse.Namespace) -> int:
+    listing = _listing_for(Path(args.file), args.arch)
+    kernels = [listing.kernel(args.kernel)] if args.kernel else list(listing.kernels.values())
+    if args.json:
+        _print_json({"arch": listing.arch, "kernels": [k.to_json() for k in kernels]})
+        return 0
+    for kernel in kernels:
+        print(f"// {kernel.name} ({listing.arch}): {kernel.registers} registers, {kernel.shared_bytes} bytes shared, "
+              f"{kernel.local_bytes} bytes stack, spills {kernel.spill_store_bytes}/{kernel.spill_load_bytes} bytes")
+        loops = kernel.loops
+        for ins in kernel.instructions:
+            mark = "|" * sum(loop.contains(ins.offset) for loop in loops)
+            print(f"/*{ins.offset:04x}*/ {mark:3} {ins.text()} ;")
+    return 0
+
+
+# ---------------------------------------------------------------- run ----------
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gpuprobe.gpu import CupyLauncher, device_identity, require_gpu
+    from gpuprobe.session import default_out_dir, run_suite
+
+    require_gpu()
+    device = device_identity(args.device)
+    out_dir = Path(args.output) if args.output else default_out_dir(device)
+    results = run_suite(device, lambda cubin: CupyLauncher(cubin, args.device), out_dir, args.model)
+    failed = [f for f in results.facts if f.verdict == "fail"]
+    crashed = [n for n, p in results.probes.items() if p.status != "ok"]
+    for fact in results.facts:
+        print(f"{fact.verdict.upper():8} {fact.detail}")
+    print(f"wrote {out_dir}/results.json and fact sheet; {len(failed)} failed facts, {len(crashed)} probes not ok")
+    return EXIT_FAILED if failed or crashed else 0
+
+
+# ---------------------------------------------------------------- report -------
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from gpuprobe.report import write_report
+    from gpuprobe.results import load
+
+    path = Path(args.results)
+    results = load(path)
+    out_dir = Path(args.output) if args.output else path.parent
+    for written in write_report(results, out_dir):
+        print(f"wrote {written}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpuprobe", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="every probe, its family, archs and facts")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("check", help="compile every probe for every arch and check its SASS contract")
+    p.add_argument("--arch", help="comma-separated archs (default: all supported)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("sass", help="disassemble a .ptx, .cu or .cubin into kernels and instructions")
+    p.add_argument("file")
+    p.add_argument("--arch", help="target for .ptx/.cu (default: the .ptx's .target; sm_90a for .cu)")
+    p.add_argument("--kernel", help="only this kernel")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_sass)
+
+    p = sub.add_parser("run", help="measure on the local GPU and write reports/<gpu-slug>/")
+    p.add_argument("-o", "--output", help="directory for results.json and the fact sheet")
+    p.add_argument("--model", help="judge as this GPU model (an expectations key) instead of the detected one")
+    p.add_argument("--device", type=int, default=0, help="CUDA device index")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("report", help="render the fact sheet from a results file")
+    p.add_argument("results")
+    p.add_argument("-o", "--output", help="directory for the fact sheet (default: beside the results)")
+    p.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except GpuprobeError as exc:
+        print(f"gpuprobe: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("gpuprobe: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,302 @@
+"""The memory-latency family: plan the chase, launch it, verify it, and turn curves into facts.
+
+Order of measurement, each step feeding the next:
+
+1. ``memory.clock`` — the SM clock (cycles over global-timer nanoseconds), to convert cycles to ns;
+2. ``memory.overhead.clock_read`` — the cost of the two clock reads around a timed region;
+3. ``memory.overhead.loop`` — the chase loop's control cost per iteration;
+4. ``memory.latency.shared`` — one footprint in shared memory;
+5. ``memory.latency.global_ca`` / ``global_cg`` — latency vs footprint, L1-cached and L1-bypassing,
+   from 4 KiB to several times the L2 the device reports; ``find_levels`` reads the levels.
+
+Per launch: latency = (cycles - clock_read - iterations * loop) / loads. Every launch checks that
+the chase ended on the node the host predicts; a wrong end fails the probe and yields no facts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuprobe.analysis import Level, find_levels, median_ci
+from gpuprobe.families.chain import Chain, random_cycle
+from gpuprobe.gpu import Launcher
+from gpuprobe.results import Fact, ProbeOutcome
+
+UNROLL = 32  # chase steps per iteration of the timed loop: fixed by the PTX (//@repeat 32)
+
+
+class ProbeFailure(Exception):
+    """The probe ran but its own check failed (wrong chase end, impossible timing)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    line_bytes: int = 128  # one node per cache line
+    min_footprint: int = 4 * 1024
+    l2_multiple: float = 4.0  # largest footprint, in device L2 sizes
+    points_per_octave: int = 4
+    timed_loads: int = 4096  # chase steps timed per launch
+    repeats: int = 5  # launches per footprint
+    warm_l2_multiple: float = 1.5  # warm the whole cycle up to this many L2 sizes; beyond, all miss
+    shared_footprint: int = 32 * 1024
+    shared_stride: int = 32
+    clock_spin_cycles: int = 20_000_000
+    clock_repeats: int = 3
+    overhead_repeats: int = 15
+    loop_iterations: int = 1024
+    seed: int = 20240901
+
+
+@dataclass
+class Measured:
+    """One probe's outcome and facts, handed back as soon as the probe finishes."""
+
+    probe: str
+    outcome: ProbeOutcome
+    facts: list[Fact] = field(default_factory=list)
+
+
+def plan_footprints(l2_bytes: int, settings: Settings) -> list[int]:
+    """Footprints log-spaced from ``min_footprint`` to ``l2_multiple`` x L2, whole lines, increasing."""
+    top = max(settings.min_footprint * 4, int(l2_bytes * settings.l2_multiple))
+    octaves = math.log2(top / settings.min_footprint)
+    count = int(math.ceil(octaves * settings.points_per_octave)) + 1
+    raw = settings.min_footprint * np.power(2.0, np.linspace(0.0, octaves, count))
+    lines = np.unique(np.round(raw / settings.line_bytes).astype(np.int64))
+    return [int(n) * settings.line_bytes for n in lines if n >= 2]
+
+
+def warm_steps(nodes: int, footprint: int, l2_bytes: int, settings: Settings) -> int:
+    """Untimed steps before timing: one whole lap when the footprint could fit a cache, else none."""
+    return nodes if footprint <= settings.warm_l2_multiple * l2_bytes else 0
+
+
+def timed_iterations(settings: Settings) -> int:
+    return max(1, settings.timed_loads // UNROLL)
+
+
+def per_load_cycles(cycles: float, iterations: int, clock_read: float, loop: float) -> float:
+    """Latency of one chase step from a timed region: measured overheads subtracted."""
+    return (cycles - clock_read - iterations * loop) / (iterations * UNROLL)
+
+
+def _fact(fact_id: str, samples: list[float], unit: str, probe: str, mhz: float | None) -> Fact:
+    value, low, high = median_ci(samples)
+    converted = {"ns": value / mhz * 1000.0} if unit == "cycle" and mhz else {}
+    return Fact(fact_id, value, unit, (low, high), [float(s) for s in samples], converted, probe)
+
+
+@dataclass
+class _Context:
+    launcher: Launcher
+    l2_bytes: int
+    settings: Settings
+    out: object = None
+    mhz: float | None = None
+    clock_read: float | None = None
+    loop: float | None = None
+
+    def run(self, kernel: str, args: list[object], grid: int = 1, block: int = 1, shared: int = 0, words: int = 3):
+        self.launcher.launch(kernel, grid, block, [*args, self.out], shared)
+        return self.launcher.read_u64(self.out, words)
+
+
+def measure_clock(ctx: _Context) -> Measured:
+    s = ctx.settings
+    samples = []
+    for _ in range(s.clock_repeats):
+        cycles, ns = ctx.run("gp_sm_clock", [np.uint64(s.clock_spin_cycles)], words=2)
+        if ns == 0 or cycles < s.clock_spin_cycles:
+            raise ProbeFailure(f"clock probe returned {cycles} cycles in {ns} ns")
+        samples.append(float(cycles) / float(ns) * 1000.0)
+    ctx.mhz = float(np.median(samples))
+    return Measured("memory.clock", ProbeOutcome("ok"), [_fact("device.sm_clock", samples, "MHz", "memory.clock", None)])
+
+
+def measure_clock_read(ctx: _Context) -> Measured:
+    samples = [float(ctx.run("gp_clock_overhead", [], words=1)[0]) for _ in range(ctx.settings.overhead_repeats)]
+    ctx.clock_read = float(np.median(samples))
+    fact = _fact("overhead.clock_read", samples, "cycle", "memory.overhead.clock_read", ctx.mhz)
+    return Measured("memory.overhead.clock_read", ProbeOutcome("ok"), [fact])
+
+
+def measure_loop(ctx: _Context) -> Measured:
+    iterations = ctx.settings.loop_iterations
+    samples = []
+    for _ in range(ctx.settings.overhead_repeats):
+        cycles, remaining = ctx.run("gp_loop_overhead", [np.uint32(iterations)], words=2)
+        if remaining & 0xFFFFFFFF:
+            raise ProbeFailure(f"loop ended with counter {remaining}, expected 0")
+        samples.append((float(cycles) - _known(ctx.clock_read)) / iterations)
+    ctx.loop = float(np.median(samples))
+    return Measured("memory.overhead.loop", ProbeOutcome("ok"), [_fact("overhead.loop", samples, "cycle", "memory.overhead.loop", ctx.mhz)])
+
+
+def _known(value: float | None) -> float:
+    if value is None:
+        raise ProbeFailure("an overhead this probe subtracts was not measured")
+    return value
+
+
+def _check_end(result_node: int, chain: Chain, steps: int, what: str) -> None:
+    expected = chain.node_after(steps)
+    if result_node != expected:
+        raise ProbeFailure(f"{what}: chase ended on node {result_node}, host predicted node {expected}")
+
+
+def _launch_latency(ctx: _Context, cycles: int, iterations: int) -> float:
+    latency = per_load_cycles(float(cycles), iterations, _known(ctx.clock_read), _known(ctx.loop))
+    if not latency > 0:
+        raise ProbeFailure(f"non-positive latency {latency:.2f} cycles from {cycles} cycles")
+    return latency
+
+
+def measure_shared(ctx: _Context) -> Measured:
+    s = ctx.settings
+    nodes = s.shared_footprint // s.shared_stride
+    chain = random_cycle(nodes, s.seed)
+    offsets = ctx.launcher.upload((chain.successor * s.shared_stride).astype(np.uint32))
+    iterations = timed_iterations(s)
+    samples = []
+    for _ in range(s.repeats):
+        args = [offsets, np.uint32(nodes), np.uint32(s.shared_stride), np.uint32(nodes), np.uint32(iterations)]
+        cycles, _, end = ctx.run("gp_chase_shared", args, block=128, shared=s.shared_footprint)
+        _check_end(int(end) // s.shared_stride, chain, nodes + iterations * UNROLL, "shared")
+        samples.append(_launch_latency(ctx, cycles, iterations))
+    fact = _fact("latency.shared", samples, "cycle", "memory.latency.shared", ctx.mhz)
+    series = {"footprint": {"footprint_bytes": [float(s.shared_footprint)], "latency_cycles": [fact.value]}}
+    return Measured("memory.latency.shared", ProbeOutcome("ok", series=series), [fact])
+
+
+@dataclass
+class Curve:
+    footprints: list[int]
+    samples: list[list[float]]  # per footprint, one latency per launch
+
+    def medians(self) -> np.ndarray:
+        return np.array([np.median(s) for s in self.samples])
+
+    def samples_between(self, low: float, high: float) -> list[float]:
+        return [x for f, s in zip(self.footprints, self.samples, strict=True) if low <= f <= high for x in s]
+
+
+def chase_curve(ctx: _Context, kernel: str, footprints: list[int]) -> Curve:
+    s = ctx.settings
+    buffer = ctx.launcher.alloc(max(footprints))
+    base = ctx.launcher.address(buffer)
+    iterations = timed_iterations(s)
+    samples = []
+    for index, footprint in enumerate(footprints):
+        nodes = footprint // s.line_bytes
+        chain = random_cycle(nodes, s.seed + index)
+        ctx.launcher.write_chain(buffer, chain.successor, s.line_bytes)
+        warm = warm_steps(nodes, footprint, ctx.l2_bytes, s)
+        point = []
+        for _ in range(s.repeats):
+            cycles, _, end = ctx.run(kernel, [np.uint64(base), np.uint32(warm), np.uint32(iterations)])
+            node, rest = divmod(int(end) - base, s.line_bytes)
+            if rest:
+                raise ProbeFailure(f"{kernel}: chase ended at {int(end):#x}, not on a node")
+            _check_end(node, chain, warm + iterations * UNROLL, f"{kernel} at {footprint} bytes")
+            point.append(_launch_latency(ctx, cycles, iterations))
+        samples.append(point)
+    return Curve(footprints, samples)
+
+
+def level_names(count: int, cached_in_l1: bool) -> list[str]:
+    """Names for the levels a curve shows, fastest first; the last is DRAM."""
+    on_chip = (["L1"] if cached_in_l1 else []) + ["L2"]
+    if count <= len(on_chip):
+        return on_chip[:count - 1] + ["DRAM"] if count > 1 else ["DRAM"]
+    extra = count - 1 - len(on_chip)
+    middle = ["L2 far"] if extra == 1 else [f"L2 level {k + 2}" for k in range(extra)]
+    return on_chip + middle + ["DRAM"]
+
+
+def _series(curve: Curve, levels: list[Level], names: list[str], mhz: float | None) -> dict[str, dict[str, list]]:
+    medians = curve.medians()
+    bounds = [median_ci(s)[1:] for s in curve.samples]
+    return {
+        "curve": {
+            "footprint_bytes": [float(f) for f in curve.footprints],
+            "latency_cycles": [float(m) for m in medians],
+            "latency_ns": [float(m) / mhz * 1000.0 for m in medians] if mhz else [],
+            "ci_low": [float(b[0]) for b in bounds],
+            "ci_high": [float(b[1]) for b in bounds],
+        },
+        "levels": {
+            "size_bytes": [lvl.size_bytes for lvl in levels],
+            "latency_cycles": [lvl.latency for lvl in levels],
+            "name": names,
+        },
+    }
+
+
+def _capacity_fact(fact_id: str, level: Level, footprints: list[int], probe: str) -> Fact:
+    """A level's size, with the footprint grid points around it as its interval."""
+    assert level.size_bytes is not None
+    below = max((f for f in footprints if f <= level.size_bytes), default=level.size_bytes)
+    above = min((f for f in footprints if f >= level.size_bytes), default=level.size_bytes)
+    return Fact(fact_id, float(level.size_bytes), "byte", (float(below), float(above)), [], {}, probe)
+
+
+def curve_facts(curve: Curve, probe: str, cached_in_l1: bool, mhz: float | None) -> tuple[list[Fact], dict, str]:
+    """Facts from one latency-vs-footprint curve, the series for plots, and a note."""
+    levels = find_levels(curve.footprints, curve.medians())
+    names = level_names(len(levels), cached_in_l1)
+    facts: list[Fact] = []
+
+    def latency(fact_id: str, level: Level) -> None:
+        facts.append(_fact(fact_id, curve.samples_between(level.first_footprint, level.last_footprint), "cycle", probe, mhz))
+
+    note = f"{len(levels)} levels: " + ", ".join(names)
+    if len(levels) < 2:
+        return facts, _series(curve, levels, names, mhz), note + " (no cache level resolved)"
+    if cached_in_l1:
+        latency("latency.l1", levels[0])
+        facts.append(_capacity_fact("capacity.l1", levels[0], curve.footprints, probe))
+    else:
+        latency("latency.l2", levels[0])
+        if len(levels) >= 3:
+            latency("latency.l2_far", levels[-2])
+        latency("latency.dram", levels[-1])
+        facts.append(_capacity_fact("capacity.l2", levels[-2], curve.footprints, probe))
+    return facts, _series(curve, levels, names, mhz), note
+
+
+def measure_global(ctx: _Context, probe: str, kernel: str, cached_in_l1: bool) -> Measured:
+    curve = chase_curve(ctx, kernel, plan_footprints(ctx.l2_bytes, ctx.settings))
+    facts, series, note = curve_facts(curve, probe, cached_in_l1, ctx.mhz)
+    return Measured(probe, ProbeOutcome("ok", note, series), facts)
+
+
+STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
+    ("memory.clock", measure_clock),
+    ("memory.overhead.clock_read", measure_clock_read),
+    ("memory.overhead.loop", measure_loop),
+    ("memory.latency.shared", measure_shared),
+    ("memory.latency.global_ca", lambda c: measure_global(c, "memory.latency.global_ca", "gp_chase_global_ca", True)),
+    ("memory.latency.global_cg", lambda c: measure_global(c, "memory.latency.global_cg", "gp_chase_global_cg", False)),
+]
+
+
+def measure(launcher: Launcher, l2_bytes: int, runnable: set[str], settings: Settings | None = None) -> Iterator[Measured]:
+    """Run the family's probes in order, yielding each as it finishes.
+
+    ``runnable`` holds the probes whose SASS contract held on this arch; the others yield their
+    status without a number. A probe that fails its own check yields status "failed".
+    """
+    ctx = _Context(launcher, l2_bytes, settings or Settings())
+    ctx.out = launcher.alloc(64)
+    for name, step in STEPS:
+        if name not in runnable:
+            yield Measured(name, ProbeOutcome("skipped", "its SASS contract did not hold on this arch"))
+            continue
+        try:
+            yield step(ctx)
+        except ProbeFailure as exc:
+            yield Measured(name, ProbeOutcome("failed", str(exc)))

@@ -1,0 +1,110 @@
+"""Fixtures and helpers behind ``pytest probes/`` (the root conftest.py holds options and hooks).
+
+Static cases (compile + SASS contract for every probe and arch) run on any machine. Measured
+cases share one suite run per pytest session; without a GPU they skip with the reason, and with
+``--require-gpu`` that reason is a failure instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from pathlib import Path
+
+import pytest
+
+from gpuprobe.arch import SUPPORTED_ARCHS, Arch
+from gpuprobe.build import build_for
+from gpuprobe.check import CheckResult, check_probe
+from gpuprobe.errors import GpuprobeError
+from gpuprobe.registry import Probe, all_probes
+from gpuprobe.results import Fact, Results
+
+OPTIONAL_FACTS = {"latency.l2_far": "this part shows no far-L2 plateau (no split L2)"}
+
+
+def family_probes(family: str) -> list[Probe]:
+    return [p for p in all_probes() if p.family == family]
+
+
+def static_cases(family: str) -> list:
+    return [pytest.param(p, a, id=f"{p.name}-{a.name}") for p in family_probes(family) for a in SUPPORTED_ARCHS]
+
+
+@functools.cache
+def _checked(arch: Arch) -> dict[str, CheckResult] | str:
+    probes = [p for p in all_probes() if p.supports(arch)]
+    try:
+        module = build_for(probes, arch)
+    except GpuprobeError as exc:
+        return str(exc)
+    return {p.name: check_probe(p, module) for p in probes}
+
+
+def assert_contract(probe: Probe, arch: Arch) -> None:
+    """The probe compiles for ``arch`` and its SASS contract holds; an arch it cannot target skips."""
+    if not probe.supports(arch):
+        pytest.skip(f"{arch} lacks what {probe.family} probes need (targets: {' '.join(a.name for a in probe.archs)})")
+    checked = _checked(arch)
+    if isinstance(checked, str):
+        pytest.fail(f"{probe.name} does not build for {arch}: {checked}", pytrace=False)
+    result = checked[probe.name]
+    if result.status != "ok":
+        pytest.fail(f"{probe.name} on {arch}: {result.detail}", pytrace=False)
+
+
+def family_fact_ids(family: str) -> list[str]:
+    ids = [f for p in family_probes(family) for f in p.facts]
+    return list(dict.fromkeys(ids))
+
+
+def _clock_text(results: Results) -> str:
+    mhz = results.clocks.get("sm_mhz_measured")
+    return f"SM clock {mhz:.0f} MHz measured" if isinstance(mhz, float | int) else "SM clock not measured"
+
+
+def assert_fact(results: Results, fact_id: str) -> None:
+    """Hold one measured fact to its verdict; the failure message says all a reader needs."""
+    fact: Fact | None = results.fact(fact_id)
+    if fact is None:
+        if fact_id in OPTIONAL_FACTS and not _expected(results, fact_id):
+            pytest.skip(f"{fact_id}: {OPTIONAL_FACTS[fact_id]}")
+        producers = [n for n, p in results.probes.items() if p.status != "ok"]
+        pytest.fail(f"{fact_id} was not measured (probes not ok: {', '.join(producers) or 'none'})", pytrace=False)
+    message = f"{fact.detail} [{_clock_text(results)}; {results.device.name}]"
+    if fact.verdict == "fail":
+        pytest.fail(message, pytrace=False)
+    if fact.verdict in ("warn", "unstable"):
+        warnings.warn(f"{fact.verdict.upper()}: {message}", stacklevel=1)
+
+
+def _expected(results: Results, fact_id: str) -> bool:
+    from gpuprobe.expectations import match_model
+
+    model = match_model(results.device.name)
+    return model is not None and fact_id in model.facts
+
+
+@pytest.fixture(scope="session")
+def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Results:
+    """One measured run of the suite on the local GPU, shared by every measured test."""
+    from gpuprobe.gpu import CupyLauncher, device_identity, gpu_unavailable_reason
+    from gpuprobe.session import run_suite
+
+    config = request.config
+    reason = gpu_unavailable_reason()
+    if reason:
+        if config.getoption("require_gpu"):
+            pytest.fail(f"--require-gpu: {reason}", pytrace=False)
+        pytest.skip(reason)
+    out = config.getoption("gpuprobe_out")
+    out_dir = Path(out) if out else tmp_path_factory.mktemp("gpuprobe")
+    config.stash[RESULTS_DIR] = out_dir
+    index = config.getoption("gpu_device")
+    try:
+        return run_suite(device_identity(index), lambda cubin: CupyLauncher(cubin, index), out_dir, config.getoption("gpu_model"))
+    except GpuprobeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+RESULTS_DIR = pytest.StashKey[Path]()
