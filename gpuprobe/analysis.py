@@ -43,10 +43,10 @@ MAX_PLATEAU_SLOPE = 0.08
 NOISE_FLOOR = 0.01
 """Smallest noise scale assumed, in ln(latency) (1 %), so that clean curves still segment sanely."""
 
-SEGMENT_PENALTY = 12.0
+SEGMENT_PENALTY = 6.0
 """Cost of one more segment, in units of the noise variance."""
 
-RAMP_PENALTY = 6.0
+RAMP_PENALTY = 10.0
 """Extra cost of a segment with a free slope over a flat one, in units of the noise variance."""
 
 MIN_RAMP_POINTS = 4
@@ -162,7 +162,7 @@ def find_levels(footprint_bytes: ArrayLike, latency: ArrayLike) -> list[Level]:
     segments = _segment(x, y, sigma)
     sigma = max(_residual_noise_scale(x, y, segments), NOISE_FLOOR)
     segments = _segment(x, y, sigma)
-    plateaus = _merge_plateaus(segments, y, _spike_credit(kept, spikes.size))
+    plateaus = _merge_plateaus(segments, y)
     return _levels(plateaus, x, y, latencies[kept])
 
 
@@ -190,35 +190,21 @@ def _valid_sorted_points(footprint_bytes: ArrayLike, latency: ArrayLike) -> tupl
 
 
 def _isolated_spikes(y: FloatArray, sigma: float) -> npt.NDArray[np.bool_]:
-    """Mark single points that jump away from both neighbours by more than a spike margin.
+    """Mark single points that rise above both neighbours by more than a spike margin.
 
-    The margin is the larger of ``SPIKE_SIGMAS`` noise scales and ``ln(SPIKE_RATIO)``.  A step
-    between plateaus never exceeds both of its neighbours, so it is never marked.  At the ends
-    only a drop is marked (no cache makes latency fall), since a last point above its neighbour
-    may be the start of the next step.
+    The margin is the larger of ``SPIKE_SIGMAS`` noise scales and ``ln(SPIKE_RATIO)``.  Timing
+    outliers only ever add time, and a step between plateaus never rises above both of its
+    neighbours, so only upward single-point spikes are marked.  The first point counts as a
+    spike when it lies that far above the second (no cache makes latency fall); the last
+    point is never marked, since it may be the start of the next step.
     """
     margin = max(SPIKE_SIGMAS * sigma, math.log(SPIKE_RATIO))
     spikes = np.zeros(y.size, dtype=bool)
     if y.size < 3:
         return spikes
-    previous, current, following = y[:-2], y[1:-1], y[2:]
-    above = current - np.maximum(previous, following) > margin
-    below = np.minimum(previous, following) - current > margin
-    spikes[1:-1] = above | below
+    spikes[1:-1] = y[1:-1] - np.maximum(y[:-2], y[2:]) > margin
     spikes[0] = y[0] - y[1] > margin
-    spikes[-1] = y[-2] - y[-1] > margin
     return spikes
-
-
-def _spike_credit(kept: npt.NDArray[np.intp], total: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """For each kept point, how many spikes sit just before it and just after it.
-
-    A spike's true value is unknown, so a plateau that borders it counts it as one of its
-    points: an outlier at the edge of a short plateau does not cost the plateau its level.
-    """
-    before = np.diff(kept, prepend=-1) - 1
-    after = np.diff(kept, append=total) - 1
-    return before, after
 
 
 def _noise_scale(y: FloatArray) -> float:
@@ -323,23 +309,14 @@ def _segment_costs(x: FloatArray, y: FloatArray, sigma: float) -> tuple[FloatArr
     return cost, is_flat & valid
 
 
-def _merge_plateaus(
-    segments: list[_Segment], y: FloatArray, spike_credit: tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]
-) -> list[tuple[int, int]]:
+def _merge_plateaus(segments: list[_Segment], y: FloatArray) -> list[tuple[int, int]]:
     """Turn flat segments into plateaus ``(start, stop)``: merge near-equal neighbours, drop short ones.
 
     Candidates start as flat segments of two points or more.  The closest adjacent pair under
     ``MERGE_RATIO`` merges first (the merged plateau spans any points between them); when no
-    pair is close enough, candidates with fewer than ``MIN_PLATEAU_POINTS`` points (counting
-    bordering spikes, see :func:`_spike_credit`) are dropped, which may make new neighbours,
-    so the two steps repeat until nothing changes.
+    pair is close enough, candidates shorter than ``MIN_PLATEAU_POINTS`` are dropped, which may
+    make new neighbours, so the two steps repeat until nothing changes.
     """
-    spikes_before, spikes_after = spike_credit
-
-    def point_count(span: tuple[int, int]) -> int:
-        return int(span[1] - span[0] + spikes_before[span[0] + 1 : span[1]].sum() + spikes_before[span[0]]
-                   + spikes_after[span[1] - 1])
-
     spans = [(s.start, s.stop) for s in segments if s.flat and s.size >= 2]
     merge_limit = math.log(MERGE_RATIO)
     while True:
@@ -348,7 +325,7 @@ def _merge_plateaus(
             k = int(np.argmin(gaps))
             spans[k : k + 2] = [(spans[k][0], spans[k + 1][1])]
             continue
-        long_enough = [span for span in spans if point_count(span) >= MIN_PLATEAU_POINTS]
+        long_enough = [span for span in spans if span[1] - span[0] >= MIN_PLATEAU_POINTS]
         if len(long_enough) == len(spans):
             return spans
         spans = long_enough

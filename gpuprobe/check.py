@@ -61,7 +61,9 @@ def check_all(probes: Iterable[Probe], archs: Iterable[Arch]) -> list[CheckResul
         targeted = [p for p in probes if p.supports(arch)]
         for probe in probes:
             if not probe.supports(arch):
-                results.append(CheckResult(probe.name, arch.name, "unsupported", f"{probe.family} does not target {arch}"))
+                results.append(
+                    CheckResult(probe.name, arch.name, "unsupported", f"{probe.family} does not target {arch}")
+                )
         if not targeted:
             continue
         try:

@@ -25,6 +25,7 @@ def _print_json(data: object) -> None:
 
 # ---------------------------------------------------------------- list ---------
 
+
 def cmd_list(args: argparse.Namespace) -> int:
     from gpuprobe.registry import all_probes
 
@@ -45,6 +46,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- check --------
 
+
 def cmd_check(args: argparse.Namespace) -> int:
     from gpuprobe.check import check_all
     from gpuprobe.registry import all_probes
@@ -60,13 +62,17 @@ def cmd_check(args: argparse.Namespace) -> int:
             elif r.status == "unsupported":
                 print(f"unsupported {r.arch:8} {r.probe}  {r.detail}")
             else:
-                print(f"{r.status.upper():11} {r.arch:8} {r.probe}\n" + "\n".join(f"    {line}" for line in r.detail.splitlines()))
+                print(
+                    f"{r.status.upper():11} {r.arch:8} {r.probe}\n"
+                    + "\n".join(f"    {line}" for line in r.detail.splitlines())
+                )
         counts = {s: sum(r.status == s for r in results) for s in ("ok", "violated", "unsupported", "error")}
         print(", ".join(f"{n} {s}" for s, n in counts.items()))
     return EXIT_FAILED if bad else 0
 
 
 # ---------------------------------------------------------------- sass ---------
+
 
 def _default_arch_for_ptx(path: Path) -> Arch:
     import re
@@ -108,8 +114,10 @@ def cmd_sass(args: argparse.Namespace) -> int:
         _print_json({"arch": listing.arch, "kernels": [k.to_json() for k in kernels]})
         return 0
     for kernel in kernels:
-        print(f"// {kernel.name} ({listing.arch}): {kernel.registers} registers, {kernel.shared_bytes} bytes shared, "
-              f"{kernel.local_bytes} bytes stack, spills {kernel.spill_store_bytes}/{kernel.spill_load_bytes} bytes")
+        print(
+            f"// {kernel.name} ({listing.arch}): {kernel.registers} registers, {kernel.shared_bytes} bytes shared, "
+            f"{kernel.local_bytes} bytes stack, spills {kernel.spill_store_bytes}/{kernel.spill_load_bytes} bytes"
+        )
         loops = kernel.loops
         for ins in kernel.instructions:
             mark = "|" * sum(loop.contains(ins.offset) for loop in loops)
@@ -118,6 +126,7 @@ def cmd_sass(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- run ----------
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     from gpuprobe.gpu import CupyLauncher, device_identity, require_gpu
@@ -136,6 +145,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- report -------
+
 
 def cmd_report(args: argparse.Namespace) -> int:
     from gpuprobe.report import write_report

@@ -26,6 +26,7 @@ it, modifiers included (``LDG\\.E\\.64\\.STRONG\\.GPU``).
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,7 +164,7 @@ def _address_register(ins: Instruction) -> str | None:
 def _check_chain(loads: list[Instruction], wraps: bool) -> list[Instruction]:
     """Loads whose address is not the previous load's destination."""
     broken = []
-    pairs = list(zip(loads[:-1], loads[1:], strict=True))
+    pairs = list(itertools.pairwise(loads))
     if wraps and len(loads) > 1:
         pairs.append((loads[-1], loads[0]))
     for previous, current in pairs:

@@ -102,7 +102,9 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     config.stash[RESULTS_DIR] = out_dir
     index = config.getoption("gpu_device")
     try:
-        return run_suite(device_identity(index), lambda cubin: CupyLauncher(cubin, index), out_dir, config.getoption("gpu_model"))
+        return run_suite(
+            device_identity(index), lambda cubin: CupyLauncher(cubin, index), out_dir, config.getoption("gpu_model")
+        )
     except GpuprobeError as exc:
         pytest.fail(str(exc), pytrace=False)
 

@@ -93,7 +93,9 @@ def load_family(toml_path: Path) -> list[Probe]:
         if missing:
             raise GpuprobeError(f"{probe_where}: missing key(s) {sorted(missing)}")
         variables = {str(k): str(v) for k, v in entry.get("vars", {}).items()}
-        rules = _rules(data.get("contract", []), variables, where) + _rules(entry.get("contract", []), variables, probe_where)
+        rules = _rules(data.get("contract", []), variables, where) + _rules(
+            entry.get("contract", []), variables, probe_where
+        )
         probes.append(
             Probe(
                 name=entry["name"],

@@ -19,7 +19,7 @@ import json
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +105,7 @@ class Results:
     probes: dict[str, ProbeOutcome] = field(default_factory=dict)
     clocks: dict[str, Any] = field(default_factory=dict)
     partial: bool = True
-    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     def fact(self, fact_id: str) -> Fact | None:
         return next((f for f in self.facts if f.id == fact_id), None)
@@ -131,7 +131,8 @@ class Results:
             raise GpuprobeError(f"{source}: results file has no schema_version")
         if version > SCHEMA_VERSION:
             raise GpuprobeError(
-                f"{source}: results schema {version} is newer than this gpuprobe reads ({SCHEMA_VERSION}); upgrade gpuprobe"
+                f"{source}: results schema {version} is newer than this gpuprobe reads "
+                f"({SCHEMA_VERSION}); upgrade gpuprobe"
             )
         if version < 1:
             raise GpuprobeError(f"{source}: results schema {version} is not supported")

@@ -130,6 +130,7 @@ def assemble_ptx(ptx: str, arch: Arch, name: str, origins: list[tuple[str, int]]
 
 # ---------------------------------------------------------------- NVRTC --------
 
+
 @functools.cache
 def _nvrtc():
     try:
@@ -140,7 +141,8 @@ def _nvrtc():
 
 
 def _nvrtc_version() -> tuple[int, int]:
-    err, major, minor = _nvrtc().nvrtcVersion()
+    result, major, minor = _nvrtc().nvrtcVersion()
+    _nvrtc_check(result, "nvrtcVersion")
     return int(major), int(minor)
 
 
@@ -205,13 +207,15 @@ def compile_cuda(source: str, arch: Arch, name: str) -> Compiled:
 
 
 def _nvrtc_log(nvrtc, prog) -> str:
-    err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    result, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    _nvrtc_check(result, "nvrtcGetProgramLogSize")
     buffer = b" " * size
     nvrtc.nvrtcGetProgramLog(prog, buffer)
     return buffer.rstrip(b"\x00").decode(errors="replace")
 
 
 # ---------------------------------------------------------------- disassembly --
+
 
 def disassemble(cubin: Path) -> str:
     """nvdisasm's full listing of a cubin (code, resource attributes, shared sections), cached."""

@@ -30,9 +30,9 @@ Hierarchy = list[tuple[float | None, float]]
 
 KIB, MIB = 2**10, 2**20
 
-SHARP_RAMP_OCTAVES = 0.2
+SHARP_RAMP_OCTAVES = 0.1
 SMOOTH_CENTRE_SHARE = 0.2
-MAX_TRANSITION_SHARE = 0.25
+MAX_TRANSITION_SHARE = 0.15
 LOGISTIC_10_90_SPAN = 2 * math.log(9.0)  # in units of the logistic's scale
 
 HIERARCHIES: dict[str, Hierarchy] = {

@@ -30,7 +30,9 @@ class FakeBuffer:
 class FakeGpu:
     """A small split-L2 part by default, so whole-range sweeps stay fast on a CPU."""
 
-    hierarchy_l1: list = field(default_factory=lambda: [(16 * KIB, 33.0), (256 * KIB, 260.0), (512 * KIB, 480.0), (None, 700.0)])
+    hierarchy_l1: list = field(
+        default_factory=lambda: [(16 * KIB, 33.0), (256 * KIB, 260.0), (512 * KIB, 480.0), (None, 700.0)]
+    )
     hierarchy_l2: list = field(default_factory=lambda: [(256 * KIB, 260.0), (512 * KIB, 480.0), (None, 700.0)])
     shared_latency: float = 29.0
     clock_read: float = 6.0
@@ -61,14 +63,25 @@ class FakeGpu:
 
     def write_chain(self, buffer: FakeBuffer, successor: np.ndarray, stride: int) -> None:
         words = buffer.data.view(np.uint64)
-        words[np.arange(len(successor)) * (stride // 8)] = np.uint64(buffer.base) + successor.astype(np.uint64) * np.uint64(stride)
+        words[np.arange(len(successor)) * (stride // 8)] = np.uint64(buffer.base) + successor.astype(
+            np.uint64
+        ) * np.uint64(stride)
 
     def read_u64(self, buffer: FakeBuffer, count: int) -> np.ndarray:
         return buffer.data.view(np.uint64)[:count].copy()
 
     def device(self) -> Device:
-        return Device(name=self.name, cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=self.l2_bytes,
-                      sm_clock_nominal_mhz=1980.0, shared_per_sm_bytes=228 * KIB, driver="fake", toolkit="fake")
+        return Device(
+            name=self.name,
+            cc="9.0",
+            arch="sm_90a",
+            sm_count=132,
+            l2_bytes=self.l2_bytes,
+            sm_clock_nominal_mhz=1980.0,
+            shared_per_sm_bytes=228 * KIB,
+            driver="fake",
+            toolkit="fake",
+        )
 
     def nvml(self) -> dict[str, Any] | None:
         return None
@@ -83,7 +96,7 @@ class FakeGpu:
         return float(1.0 + self.noise * self._rng.standard_normal())
 
     def _write(self, out: FakeBuffer, *values: float) -> None:
-        out.data.view(np.uint64)[: len(values)] = [int(round(v)) for v in values]
+        out.data.view(np.uint64)[: len(values)] = [round(v) for v in values]
 
     def _gp_sm_clock(self, out: FakeBuffer, spin: np.uint64) -> None:
         cycles = int(spin) + 40

@@ -64,7 +64,7 @@ def plan_footprints(l2_bytes: int, settings: Settings) -> list[int]:
     """Footprints log-spaced from ``min_footprint`` to ``l2_multiple`` x L2, whole lines, increasing."""
     top = max(settings.min_footprint * 4, int(l2_bytes * settings.l2_multiple))
     octaves = math.log2(top / settings.min_footprint)
-    count = int(math.ceil(octaves * settings.points_per_octave)) + 1
+    count = math.ceil(octaves * settings.points_per_octave) + 1
     raw = settings.min_footprint * np.power(2.0, np.linspace(0.0, octaves, count))
     lines = np.unique(np.round(raw / settings.line_bytes).astype(np.int64))
     return [int(n) * settings.line_bytes for n in lines if n >= 2]
@@ -114,7 +114,9 @@ def measure_clock(ctx: _Context) -> Measured:
             raise ProbeFailure(f"clock probe returned {cycles} cycles in {ns} ns")
         samples.append(float(cycles) / float(ns) * 1000.0)
     ctx.mhz = float(np.median(samples))
-    return Measured("memory.clock", ProbeOutcome("ok"), [_fact("device.sm_clock", samples, "MHz", "memory.clock", None)])
+    return Measured(
+        "memory.clock", ProbeOutcome("ok"), [_fact("device.sm_clock", samples, "MHz", "memory.clock", None)]
+    )
 
 
 def measure_clock_read(ctx: _Context) -> Measured:
@@ -133,7 +135,11 @@ def measure_loop(ctx: _Context) -> Measured:
             raise ProbeFailure(f"loop ended with counter {remaining}, expected 0")
         samples.append((float(cycles) - _known(ctx.clock_read)) / iterations)
     ctx.loop = float(np.median(samples))
-    return Measured("memory.overhead.loop", ProbeOutcome("ok"), [_fact("overhead.loop", samples, "cycle", "memory.overhead.loop", ctx.mhz)])
+    return Measured(
+        "memory.overhead.loop",
+        ProbeOutcome("ok"),
+        [_fact("overhead.loop", samples, "cycle", "memory.overhead.loop", ctx.mhz)],
+    )
 
 
 def _known(value: float | None) -> float:
@@ -146,6 +152,13 @@ def _check_end(result_node: int, chain: Chain, steps: int, what: str) -> None:
     expected = chain.node_after(steps)
     if result_node != expected:
         raise ProbeFailure(f"{what}: chase ended on node {result_node}, host predicted node {expected}")
+
+
+def _node_of(offset: int, stride: int, kernel: str) -> int:
+    node, rest = divmod(offset, stride)
+    if rest or node < 0:
+        raise ProbeFailure(f"{kernel}: chase ended at offset {offset:#x}, not on a node")
+    return node
 
 
 def _launch_latency(ctx: _Context, cycles: int, iterations: int) -> float:
@@ -165,7 +178,7 @@ def measure_shared(ctx: _Context) -> Measured:
     for _ in range(s.repeats):
         args = [offsets, np.uint32(nodes), np.uint32(s.shared_stride), np.uint32(nodes), np.uint32(iterations)]
         cycles, _, end = ctx.run("gp_chase_shared", args, block=128, shared=s.shared_footprint)
-        _check_end(int(end) // s.shared_stride, chain, nodes + iterations * UNROLL, "shared")
+        _check_end(_node_of(int(end), s.shared_stride, "gp_chase_shared"), chain, nodes + iterations * UNROLL, "shared")
         samples.append(_launch_latency(ctx, cycles, iterations))
     fact = _fact("latency.shared", samples, "cycle", "memory.latency.shared", ctx.mhz)
     series = {"footprint": {"footprint_bytes": [float(s.shared_footprint)], "latency_cycles": [fact.value]}}
@@ -198,9 +211,7 @@ def chase_curve(ctx: _Context, kernel: str, footprints: list[int]) -> Curve:
         point = []
         for _ in range(s.repeats):
             cycles, _, end = ctx.run(kernel, [np.uint64(base), np.uint32(warm), np.uint32(iterations)])
-            node, rest = divmod(int(end) - base, s.line_bytes)
-            if rest:
-                raise ProbeFailure(f"{kernel}: chase ended at {int(end):#x}, not on a node")
+            node = _node_of(int(end) - base, s.line_bytes, kernel)
             _check_end(node, chain, warm + iterations * UNROLL, f"{kernel} at {footprint} bytes")
             point.append(_launch_latency(ctx, cycles, iterations))
         samples.append(point)
@@ -211,10 +222,10 @@ def level_names(count: int, cached_in_l1: bool) -> list[str]:
     """Names for the levels a curve shows, fastest first; the last is DRAM."""
     on_chip = (["L1"] if cached_in_l1 else []) + ["L2"]
     if count <= len(on_chip):
-        return on_chip[:count - 1] + ["DRAM"] if count > 1 else ["DRAM"]
+        return [*on_chip[: count - 1], "DRAM"]
     extra = count - 1 - len(on_chip)
     middle = ["L2 far"] if extra == 1 else [f"L2 level {k + 2}" for k in range(extra)]
-    return on_chip + middle + ["DRAM"]
+    return [*on_chip, *middle, "DRAM"]
 
 
 def _series(curve: Curve, levels: list[Level], names: list[str], mhz: float | None) -> dict[str, dict[str, list]]:
@@ -251,7 +262,9 @@ def curve_facts(curve: Curve, probe: str, cached_in_l1: bool, mhz: float | None)
     facts: list[Fact] = []
 
     def latency(fact_id: str, level: Level) -> None:
-        facts.append(_fact(fact_id, curve.samples_between(level.first_footprint, level.last_footprint), "cycle", probe, mhz))
+        facts.append(
+            _fact(fact_id, curve.samples_between(level.first_footprint, level.last_footprint), "cycle", probe, mhz)
+        )
 
     note = f"{len(levels)} levels: " + ", ".join(names)
     if len(levels) < 2:
@@ -284,7 +297,9 @@ STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
 ]
 
 
-def measure(launcher: Launcher, l2_bytes: int, runnable: set[str], settings: Settings | None = None) -> Iterator[Measured]:
+def measure(
+    launcher: Launcher, l2_bytes: int, runnable: set[str], settings: Settings | None = None
+) -> Iterator[Measured]:
     """Run the family's probes in order, yielding each as it finishes.
 
     ``runnable`` holds the probes whose SASS contract held on this arch; the others yield their

@@ -72,3 +72,24 @@ extern "C" __global__ void calls(float* out, const float* coeffs, const unsigned
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     out[i] = polynomial(coeffs, static_cast<int>(n[0]), out[i]) + static_cast<float>(fibonacci(n[i] & 15));
 }
+
+__device__ __noinline__ float scratch_lookup(const float* in, const int* idx, int t)
+{
+    float buffer[16];  // runtime-indexed: lives in this function's own stack frame
+    #pragma unroll 1
+    for (int j = 0; j < 16; ++j) {
+        buffer[j] = in[t + j];
+    }
+    return buffer[idx[t] & 15] * buffer[idx[t + 1] & 15];
+}
+
+extern "C" __global__ void nested_frames(float* out, const float* in, const int* idx)
+{
+    float mine[8];  // the kernel's own frame, below the callee's
+    const int t = threadIdx.x;
+    #pragma unroll 1
+    for (int j = 0; j < 8; ++j) {
+        mine[j] = in[t * 8 + j];
+    }
+    out[t] = scratch_lookup(in, idx, t) + mine[idx[t + 2] & 7];
+}

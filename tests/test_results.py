@@ -1,0 +1,76 @@
+"""The results file: round trip, atomic writes, and clear errors for files gpuprobe cannot read."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuprobe.errors import GpuprobeError
+from gpuprobe.results import SCHEMA, SCHEMA_VERSION, Device, Fact, ProbeOutcome, Results, load, save, write_atomic
+
+DEVICE = Device(name="Simulated GPU", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=50 * 2**20)
+
+
+def _results() -> Results:
+    fact = Fact("latency.l2", 261.0, "cycle", (259.0, 263.0), [260.0, 261.0, 262.0], {"ns": 150.0}, "p")
+    return Results(DEVICE, [fact], {"p": ProbeOutcome("ok", "", {"curve": {"x": [1.0]}})}, {"sm_mhz_measured": 1740.0})
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    save(_results(), path)
+    again = load(path)
+    assert again.to_dict() == _results().to_dict() | {"created": again.created}
+    assert again.fact("latency.l2").ci == (259.0, 263.0)
+    assert oct(path.stat().st_mode & 0o777) == "0o644"
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "r.json"
+    write_atomic(path, "old")
+
+    def broken_replace(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        write_atomic(path, "new")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "corrupt results file (not JSON"),
+        ('{"hello": 1}', "not a gpuprobe results file"),
+        ("[1, 2]", "not a gpuprobe results file"),
+        (json.dumps({"schema": SCHEMA}), "no schema_version"),
+        (json.dumps({"schema": SCHEMA, "schema_version": SCHEMA_VERSION + 1}), "newer than this gpuprobe reads"),
+        (json.dumps({"schema": SCHEMA, "schema_version": 0}), "not supported"),
+        (json.dumps({"schema": SCHEMA, "schema_version": 1, "device": {}}), "corrupt results file"),
+        (
+            json.dumps({"schema": SCHEMA, "schema_version": 1, "device": DEVICE.__dict__, "facts": [{"id": "x"}]}),
+            "corrupt results file",
+        ),
+    ],
+)
+def test_unreadable_files_give_one_clear_line(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(content)
+    with pytest.raises(GpuprobeError) as info:
+        load(path)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_and_binary_files(tmp_path: Path) -> None:
+    with pytest.raises(GpuprobeError, match="no such file"):
+        load(tmp_path / "absent.json")
+    binary = tmp_path / "b.json"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(GpuprobeError):
+        load(binary)
