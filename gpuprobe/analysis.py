@@ -4,32 +4,38 @@ Everything here is a pure function of its arguments (numpy only, no randomness),
 same measurements always give the same facts.
 
 Cache-level detection (:func:`find_levels`) reads a latency-vs-footprint curve from a
-random pointer chase.  It works on log(latency) against log2(footprint):
+random pointer chase, working on ln(latency) against log2(footprint):
 
-1. Sort by footprint, drop NaN points, and remove single-point spikes with a running
-   median of three (a monotone staircase passes through it unchanged).
+1. Sort by footprint, drop NaN points, and set aside single-point upward spikes (timing
+   outliers); a step between plateaus never rises above both of its neighbours.
 2. Estimate the noise scale from the median absolute second difference.
-3. Segment the curve optimally by dynamic programming.  Each segment is either *flat*
-   (a line whose slope is clipped to a small drift allowance) or a *ramp* (any line, at
-   an extra cost); each segment pays a penalty, measured in units of the noise variance.
-4. Flat segments are plateau candidates.  Adjacent candidates whose levels differ by less
-   than ``MERGE_RATIO`` are merged (drift, noise and transition shoulders split plateaus
-   that belong together); candidates shorter than ``MIN_PLATEAU_POINTS`` are dropped.
-5. Each level ends where the curve crosses the geometric midpoint between its plateau
-   and the next one (interpolated in log-footprint).
+3. Segment the curve optimally by dynamic programming.  A segment is either *flat* (a line
+   whose slope is clipped to a small drift allowance) or, from ``MIN_RAMP_POINTS`` points
+   on, a *ramp* (a free line, at an extra cost); every segment pays a penalty.  Costs are
+   in units of the noise variance, so the same penalties suit quiet and noisy curves.  The
+   noise scale is then re-estimated from the segments' residuals and the curve segmented
+   again.
+4. Flat segments of two points or more are plateau candidates.  Adjacent candidates whose
+   levels differ by less than ``MERGE_RATIO`` merge (noise, drift and the shoulders of a
+   transition split plateaus that belong together); candidates with fewer than
+   ``MIN_PLATEAU_POINTS`` points are dropped.  Each plateau then takes in neighbouring
+   points within ``EDGE_SIGMAS`` noise scales of its level; the rest are transitions.
+5. A level ends where the curve crosses the geometric midpoint between its plateau's
+   latency and the next plateau's, interpolated in log-footprint.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
-ArrayLike = Sequence[float] | npt.NDArray[np.floating]
+BoolArray = npt.NDArray[np.bool_]
+Span = tuple[int, int]  # points start .. stop - 1 of the sorted, spike-free curve
 
 MIN_PLATEAU_POINTS = 3
 """A level needs at least this many points on its plateau."""
@@ -41,20 +47,23 @@ MAX_PLATEAU_SLOPE = 0.08
 """Drift a plateau may have, in ln(latency) per octave of footprint (about 8 % per octave)."""
 
 NOISE_FLOOR = 0.01
-"""Smallest noise scale assumed, in ln(latency) (1 %), so that clean curves still segment sanely."""
+"""Smallest noise scale assumed, in ln(latency) (1 %), so that clean curves segment sanely."""
 
 SEGMENT_PENALTY = 6.0
 """Cost of one more segment, in units of the noise variance."""
 
 RAMP_PENALTY = 10.0
-"""Extra cost of a segment with a free slope over a flat one, in units of the noise variance."""
+"""Extra cost of a ramp (free slope) over a flat segment, in units of the noise variance."""
 
 MIN_RAMP_POINTS = 4
-"""Shorter segments are fitted flat; a short transition is a run of one- or two-point segments."""
+"""Shorter segments are always fitted flat, so a three-point plateau is never mistaken for a ramp."""
+
+EDGE_SIGMAS = 4.0
+"""A point next to a plateau and this many noise scales from its level joins the plateau."""
 
 SPIKE_SIGMAS = 6.0
 SPIKE_RATIO = 1.25
-"""A single point further than both these margins from both of its neighbours is a spike (an outlier)."""
+"""A point rising above both neighbours by more than both margins is a spike (an outlier)."""
 
 
 @dataclass(frozen=True)
@@ -75,14 +84,14 @@ class Level:
     last_footprint: float
 
 
-# --------------------------------------------------------------------------- median_ci
+# ----------------------------------------------------------------------------- median_ci
 
 
-def median_ci(samples: ArrayLike, confidence: float = 0.95) -> tuple[float, float, float]:
+def median_ci(samples: npt.ArrayLike, confidence: float = 0.95) -> tuple[float, float, float]:
     """Return ``(median, low, high)``: the sample median and a distribution-free interval for it.
 
     The interval is ``[x_(j), x_(n+1-j)]`` (1-based order statistics) with the largest ``j``
-    whose coverage ``1 - 2 P(B <= j - 1)``, ``B ~ Binomial(n, 1/2)``, is still at least
+    whose coverage ``1 - 2 P(B <= j - 1)``, ``B ~ Binomial(n, 1/2)``, is at least
     ``confidence``.  With too few samples for any such ``j`` the interval is the sample range.
 
     Raises:
@@ -116,8 +125,7 @@ def _sorted_median(values: FloatArray) -> float:
 def _order_statistic_rank(n: int, confidence: float) -> int | None:
     """Largest 1-based rank ``j`` whose interval ``[x_(j), x_(n+1-j)]`` covers the median with
     at least ``confidence``, or ``None`` if even the sample range falls short."""
-    cdf = _half_binomial_cdf(n)  # cdf[k] = P(B <= k) for k = 0 .. n // 2
-    coverage = 1.0 - 2.0 * cdf  # coverage of rank j = k + 1
+    coverage = 1.0 - 2.0 * _half_binomial_cdf(n)  # coverage[j - 1] is the coverage of rank j
     acceptable = np.flatnonzero(coverage >= confidence)
     if acceptable.size == 0:
         return None
@@ -126,8 +134,8 @@ def _order_statistic_rank(n: int, confidence: float) -> int | None:
 
 def _half_binomial_cdf(n: int) -> FloatArray:
     """``P(B <= k)`` for ``B ~ Binomial(n, 1/2)`` and ``k = 0 .. n // 2``, computed in log space."""
-    k = np.arange(n // 2 + 1, dtype=np.float64)
-    log_ratio = np.log((n - k[:-1]) / (k[:-1] + 1.0))  # ln C(n, k+1) - ln C(n, k)
+    k = np.arange(n // 2, dtype=np.float64)
+    log_ratio = np.log((n - k) / (k + 1.0))  # ln C(n, k + 1) - ln C(n, k)
     log_pmf = n * math.log(0.5) + np.concatenate(([0.0], np.cumsum(log_ratio)))
     return np.cumsum(np.exp(log_pmf))
 
@@ -135,7 +143,7 @@ def _half_binomial_cdf(n: int) -> FloatArray:
 # --------------------------------------------------------------------------- find_levels
 
 
-def find_levels(footprint_bytes: ArrayLike, latency: ArrayLike) -> list[Level]:
+def find_levels(footprint_bytes: npt.ArrayLike, latency: npt.ArrayLike) -> list[Level]:
     """Find the cache levels on a latency-vs-footprint curve, fastest first.
 
     Args:
@@ -153,20 +161,20 @@ def find_levels(footprint_bytes: ArrayLike, latency: ArrayLike) -> list[Level]:
             than 3 points that are not NaN.
     """
     footprints, latencies = _valid_sorted_points(footprint_bytes, latency)
-    x_all = np.log2(footprints)
-    y_all = np.log(latencies)
-    spikes = _isolated_spikes(y_all, max(_noise_scale(y_all), NOISE_FLOOR))
-    kept = np.flatnonzero(~spikes)
-    x, y = x_all[kept], y_all[kept]
+    log_latency = np.log(latencies)
+    kept = ~_isolated_spikes(log_latency, max(_noise_scale(log_latency), NOISE_FLOOR))
+    footprints, latencies = footprints[kept], latencies[kept]
+    x, y = np.log2(footprints), log_latency[kept]
+
     sigma = max(_noise_scale(y), NOISE_FLOOR)
     segments = _segment(x, y, sigma)
     sigma = max(_residual_noise_scale(x, y, segments), NOISE_FLOOR)
     segments = _segment(x, y, sigma)
-    plateaus = _merge_plateaus(segments, y)
-    return _levels(plateaus, x, y, latencies[kept])
+    plateaus = _grown(_plateaus(segments, y), y, sigma)
+    return [_level(pair, x, y, footprints, latencies) for pair in _with_next(plateaus)]
 
 
-def _valid_sorted_points(footprint_bytes: ArrayLike, latency: ArrayLike) -> tuple[FloatArray, FloatArray]:
+def _valid_sorted_points(footprint_bytes: npt.ArrayLike, latency: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
     """Check the inputs, drop NaN points and sort by footprint."""
     footprints = np.asarray(footprint_bytes, dtype=np.float64)
     latencies = np.asarray(latency, dtype=np.float64)
@@ -189,14 +197,14 @@ def _valid_sorted_points(footprint_bytes: ArrayLike, latency: ArrayLike) -> tupl
     return footprints[order], latencies[order]
 
 
-def _isolated_spikes(y: FloatArray, sigma: float) -> npt.NDArray[np.bool_]:
+def _isolated_spikes(y: FloatArray, sigma: float) -> BoolArray:
     """Mark single points that rise above both neighbours by more than a spike margin.
 
     The margin is the larger of ``SPIKE_SIGMAS`` noise scales and ``ln(SPIKE_RATIO)``.  Timing
     outliers only ever add time, and a step between plateaus never rises above both of its
-    neighbours, so only upward single-point spikes are marked.  The first point counts as a
-    spike when it lies that far above the second (no cache makes latency fall); the last
-    point is never marked, since it may be the start of the next step.
+    neighbours, so only upward single-point spikes are marked.  The first point is a spike
+    when it lies that far above the second (no cache makes latency fall); the last point is
+    never marked, since it may be the start of the next step.
     """
     margin = max(SPIKE_SIGMAS * sigma, math.log(SPIKE_RATIO))
     spikes = np.zeros(y.size, dtype=bool)
@@ -210,8 +218,8 @@ def _isolated_spikes(y: FloatArray, sigma: float) -> npt.NDArray[np.bool_]:
 def _noise_scale(y: FloatArray) -> float:
     """Robust standard deviation of the point noise, from the median absolute second difference.
 
-    A second difference of independent noise has variance 6 sigma^2; plateaus, straight ramps
-    and most of a curve contribute only noise, steps and spikes only a few large values.
+    A second difference of independent noise has variance ``6 sigma**2``.  Plateaus and
+    straight ramps contribute only noise; steps and spikes spoil a minority of the values.
     """
     if y.size < 3:
         return 0.0
@@ -219,30 +227,9 @@ def _noise_scale(y: FloatArray) -> float:
     return float(1.4826 * np.median(np.abs(second_differences)) / math.sqrt(6.0))
 
 
-def _residual_noise_scale(x: FloatArray, y: FloatArray, segments: list[_Segment]) -> float:
-    """Robust noise scale from the residuals of a segmentation, corrected for the fitted lines."""
-    residuals = [_fit_residuals(x[seg.start : seg.stop], y[seg.start : seg.stop], seg.flat) for seg in segments]
-    pooled = np.concatenate(residuals)
-    fitted_parameters = 2 * sum(1 for seg in segments if seg.size > 2) + sum(seg.size for seg in segments if seg.size <= 2)
-    degrees_of_freedom = pooled.size - fitted_parameters
-    if degrees_of_freedom <= 0:
-        return 0.0
-    return float(1.4826 * np.median(np.abs(pooled)) * math.sqrt(pooled.size / degrees_of_freedom))
-
-
-def _fit_residuals(x: FloatArray, y: FloatArray, flat: bool) -> FloatArray:
-    """Residuals of the segment model: a line, its slope clipped to the plateau limit if ``flat``."""
-    dx = x - x.mean()
-    spread = float(np.dot(dx, dx))
-    slope = float(np.dot(dx, y - y.mean()) / spread) if spread > 1e-12 else 0.0
-    if flat:
-        slope = float(np.clip(slope, -MAX_PLATEAU_SLOPE, MAX_PLATEAU_SLOPE))
-    return y - y.mean() - slope * dx
-
-
 @dataclass(frozen=True)
 class _Segment:
-    """Points ``start`` to ``stop - 1`` of the sorted curve, fitted flat or as a ramp."""
+    """Points ``start`` to ``stop - 1`` of the curve, fitted flat or as a ramp."""
 
     start: int
     stop: int
@@ -254,31 +241,32 @@ class _Segment:
 
 
 def _segment(x: FloatArray, y: FloatArray, sigma: float) -> list[_Segment]:
-    """Optimal penalised segmentation of ``y(x)`` into flat segments and ramps."""
+    """Optimal penalised segmentation of ``y(x)`` into flat segments and ramps (dynamic programming)."""
     cost, flat = _segment_costs(x, y, sigma)
     n = x.size
-    best = np.zeros(n + 1)
-    first_point = np.zeros(n + 1, dtype=np.int64)
+    best_cost = np.zeros(n + 1)  # best_cost[k]: cheapest segmentation of the first k points
+    last_start = np.zeros(n + 1, dtype=np.int64)  # where its last segment starts
     for end in range(n):
-        candidates = best[: end + 1] + cost[: end + 1, end]
+        candidates = best_cost[: end + 1] + cost[: end + 1, end]
         start = int(np.argmin(candidates))
-        best[end + 1] = candidates[start]
-        first_point[end + 1] = start
+        best_cost[end + 1] = candidates[start]
+        last_start[end + 1] = start
     segments: list[_Segment] = []
     stop = n
     while stop > 0:
-        start = int(first_point[stop])
+        start = int(last_start[stop])
         segments.append(_Segment(start, stop, bool(flat[start, stop - 1])))
         stop = start
     return segments[::-1]
 
 
-def _segment_costs(x: FloatArray, y: FloatArray, sigma: float) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
-    """Cost of every segment ``[i, j]`` (``i`` rows, inclusive ``j`` columns) and whether flat fits it best.
+def _segment_costs(x: FloatArray, y: FloatArray, sigma: float) -> tuple[FloatArray, BoolArray]:
+    """Cost of every segment of points ``i .. j`` (row ``i``, column ``j``) and whether it is flat.
 
-    A segment's cost is its penalty plus its least-squares residual in units of ``sigma**2``,
-    for the cheaper of two models: a line with slope clipped to ``MAX_PLATEAU_SLOPE`` (flat),
-    or a free line that pays ``RAMP_PENALTY`` more (ramp).  Sums come from prefix sums.
+    A segment costs ``SEGMENT_PENALTY`` plus its least-squares residual in units of
+    ``sigma**2``, for the cheaper of two models: a line with its slope clipped to
+    ``MAX_PLATEAU_SLOPE`` (flat), or a free line, for ``RAMP_PENALTY`` more and only from
+    ``MIN_RAMP_POINTS`` points on (ramp).  All sums come from prefix sums.
     """
     xc, yc = x - x.mean(), y - y.mean()
 
@@ -297,30 +285,53 @@ def _segment_costs(x: FloatArray, y: FloatArray, sigma: float) -> tuple[FloatArr
     has_spread = var_x > 1e-12
     free_slope = np.where(has_spread, cov_xy / np.where(has_spread, var_x, 1.0), 0.0)
     clipped_slope = np.clip(free_slope, -MAX_PLATEAU_SLOPE, MAX_PLATEAU_SLOPE)
-    ramp_residual = np.maximum(var_y - free_slope * cov_xy, 0.0)
     flat_residual = np.maximum(var_y - 2 * clipped_slope * cov_xy + clipped_slope**2 * var_x, 0.0)
+    ramp_residual = np.maximum(var_y - free_slope * cov_xy, 0.0)
 
     variance = sigma * sigma
     flat_cost = flat_residual / variance
-    ramp_cost = ramp_residual / variance + RAMP_PENALTY
-    ramp_cost = np.where(count >= MIN_RAMP_POINTS, ramp_cost, np.inf)
-    is_flat = flat_cost <= ramp_cost
+    ramp_cost = np.where(count >= MIN_RAMP_POINTS, ramp_residual / variance + RAMP_PENALTY, np.inf)
     cost = np.where(valid, np.minimum(flat_cost, ramp_cost) + SEGMENT_PENALTY, np.inf)
-    return cost, is_flat & valid
+    return cost, valid & (flat_cost <= ramp_cost)
 
 
-def _merge_plateaus(segments: list[_Segment], y: FloatArray) -> list[tuple[int, int]]:
-    """Turn flat segments into plateaus ``(start, stop)``: merge near-equal neighbours, drop short ones.
+def _residual_noise_scale(x: FloatArray, y: FloatArray, segments: list[_Segment]) -> float:
+    """Robust noise scale from the residuals of the segments that have any (three points or more).
 
-    Candidates start as flat segments of two points or more.  The closest adjacent pair under
-    ``MERGE_RATIO`` merges first (the merged plateau spans any points between them); when no
-    pair is close enough, candidates shorter than ``MIN_PLATEAU_POINTS`` are dropped, which may
-    make new neighbours, so the two steps repeat until nothing changes.
+    The median absolute residual is scaled up for the two parameters fitted per segment.
     """
-    spans = [(s.start, s.stop) for s in segments if s.flat and s.size >= 2]
+    fitted = [seg for seg in segments if seg.size > 2]
+    if not fitted:
+        return 0.0
+    residuals = np.concatenate(
+        [_fit_residuals(x[seg.start : seg.stop], y[seg.start : seg.stop], seg.flat) for seg in fitted]
+    )
+    degrees_of_freedom = residuals.size - 2 * len(fitted)
+    return float(1.4826 * np.median(np.abs(residuals)) * math.sqrt(residuals.size / degrees_of_freedom))
+
+
+def _fit_residuals(x: FloatArray, y: FloatArray, flat: bool) -> FloatArray:
+    """Residuals of a segment's model: a least-squares line, its slope clipped if ``flat``."""
+    dx, dy = x - x.mean(), y - y.mean()
+    spread = float(np.dot(dx, dx))
+    slope = float(np.dot(dx, dy) / spread) if spread > 1e-12 else 0.0
+    if flat:
+        slope = float(np.clip(slope, -MAX_PLATEAU_SLOPE, MAX_PLATEAU_SLOPE))
+    return dy - slope * dx
+
+
+def _plateaus(segments: list[_Segment], y: FloatArray) -> list[Span]:
+    """Turn flat segments into plateaus: merge near-equal neighbours, drop short ones.
+
+    Candidates are the flat segments of two points or more.  The closest adjacent pair under
+    ``MERGE_RATIO`` merges first (the merged plateau spans any points between them); when no
+    pair is close enough, candidates shorter than ``MIN_PLATEAU_POINTS`` are dropped, which
+    may make new neighbours, so the two steps repeat until nothing changes.
+    """
+    spans = [(seg.start, seg.stop) for seg in segments if seg.flat and seg.size >= 2]
     merge_limit = math.log(MERGE_RATIO)
     while True:
-        gaps = [abs(_span_level(y, a) - _span_level(y, b)) for a, b in zip(spans, spans[1:], strict=False)]
+        gaps = [abs(_span_level(y, left) - _span_level(y, right)) for left, right in itertools.pairwise(spans)]
         if gaps and min(gaps) < merge_limit:
             k = int(np.argmin(gaps))
             spans[k : k + 2] = [(spans[k][0], spans[k + 1][1])]
@@ -331,42 +342,66 @@ def _merge_plateaus(segments: list[_Segment], y: FloatArray) -> list[tuple[int, 
         spans = long_enough
 
 
-def _span_level(y: FloatArray, span: tuple[int, int]) -> float:
-    """Median of ``y`` over a span of points."""
+def _grown(plateaus: list[Span], y: FloatArray, sigma: float) -> list[Span]:
+    """Extend each plateau over neighbouring free points within ``EDGE_SIGMAS`` noise scales of its level.
+
+    The segmentation may leave a plateau's noisiest edge point on its own; it belongs to the level.
+    """
+    grown: list[Span] = []
+    for index, (start, stop) in enumerate(plateaus):
+        level = _span_level(y, (start, stop))
+        lowest = grown[-1][1] if grown else 0
+        highest = plateaus[index + 1][0] if index + 1 < len(plateaus) else y.size
+        while start > lowest and abs(y[start - 1] - level) <= EDGE_SIGMAS * sigma:
+            start -= 1
+        while stop < highest and abs(y[stop] - level) <= EDGE_SIGMAS * sigma:
+            stop += 1
+        grown.append((start, stop))
+    return grown
+
+
+def _with_next(spans: list[Span]) -> list[tuple[Span, Span | None]]:
+    """Each span with the one after it (``None`` after the last)."""
+    return [(span, spans[index + 1] if index + 1 < len(spans) else None) for index, span in enumerate(spans)]
+
+
+def _span_level(y: FloatArray, span: Span) -> float:
+    """Median of ``y`` over a span."""
     return float(np.median(y[span[0] : span[1]]))
 
 
-def _levels(plateaus: list[tuple[int, int]], x: FloatArray, y: FloatArray, latencies: FloatArray) -> list[Level]:
-    """Build the levels: plateau medians, extents, and the midpoint crossing to the next plateau."""
-    levels: list[Level] = []
-    for index, (start, stop) in enumerate(plateaus):
-        size: float | None = None
-        if index + 1 < len(plateaus):
-            next_start, next_stop = plateaus[index + 1]
-            threshold = (_span_level(y, (start, stop)) + _span_level(y, (next_start, next_stop))) / 2
-            size = 2.0 ** _crossing(x[start:next_stop], y[start:next_stop], threshold)
-        levels.append(
-            Level(
-                size_bytes=size,
-                latency=float(np.median(latencies[start:stop])),
-                first_footprint=float(2.0 ** x[start]),
-                last_footprint=float(2.0 ** x[stop - 1]),
-            )
-        )
-    return levels
+def _level(
+    plateau_and_next: tuple[Span, Span | None],
+    x: FloatArray,
+    y: FloatArray,
+    footprints: FloatArray,
+    latencies: FloatArray,
+) -> Level:
+    """The level of one plateau: its median latency, its extent, and where the next plateau takes over."""
+    (start, stop), following = plateau_and_next
+    size: float | None = None
+    if following is not None:
+        level, next_level = _span_level(y, (start, stop)), _span_level(y, following)
+        end = following[1]
+        size = 2.0 ** _crossing(x[start:end], y[start:end], (level + next_level) / 2, rising=next_level > level)
+    return Level(
+        size_bytes=size,
+        latency=float(np.median(latencies[start:stop])),
+        first_footprint=float(footprints[start]),
+        last_footprint=float(footprints[stop - 1]),
+    )
 
 
-def _crossing(x: FloatArray, y: FloatArray, threshold: float) -> float:
-    """Where ``y(x)`` crosses ``threshold``, from the first plateau's side to the second's.
+def _crossing(x: FloatArray, y: FloatArray, threshold: float, rising: bool) -> float:
+    """Where ``y(x)`` crosses ``threshold`` on its way from one plateau to the next.
 
-    The split point is the one that leaves the fewest points on the wrong side of the
-    threshold (robust to a noisy point near the crossing); the crossing is then interpolated
-    linearly between the two points around the split.
+    The split between two consecutive points is the one that leaves the fewest points on the
+    wrong side of the threshold (robust to a noisy point near the crossing); the crossing is
+    interpolated linearly between those two points.
     """
-    rising = y[-1] >= y[0]
-    beyond = (y >= threshold) if rising else (y <= threshold)
+    beyond = y >= threshold if rising else y <= threshold
     # wrong[s]: points before s already beyond the threshold plus points from s on not yet beyond it.
-    wrong = np.concatenate(([0], np.cumsum(beyond))) + np.concatenate((np.cumsum((~beyond)[::-1])[::-1], [0]))
+    wrong = np.concatenate(([0], np.cumsum(beyond))) + np.concatenate((np.cumsum(~beyond[::-1])[::-1], [0]))
     split = int(np.argmin(wrong[1:-1])) + 1
     x0, x1, y0, y1 = x[split - 1], x[split], y[split - 1], y[split]
     if (y0 - threshold) * (y1 - threshold) > 0 or y0 == y1:

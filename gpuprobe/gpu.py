@@ -8,6 +8,7 @@ tests implement it with a simulated device. Nothing else in gpuprobe imports CuP
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -120,9 +121,9 @@ def device_identity(device_index: int = 0) -> Device:
         arch=arch_for_device(major, minor).name,
         sm_count=int(props["multiProcessorCount"]),
         l2_bytes=int(props["l2CacheSize"]),
-        sm_clock_nominal_mhz=_khz_to_mhz(props.get("clockRate")),
-        mem_clock_mhz=_khz_to_mhz(props.get("memoryClockRate")),
-        mem_bus_bits=props.get("memoryBusWidth"),
+        sm_clock_nominal_mhz=_khz_to_mhz(_attribute(runtime, props, "clockRate", _ATTR_CLOCK_RATE, device_index)),
+        mem_clock_mhz=_khz_to_mhz(_attribute(runtime, props, "memoryClockRate", _ATTR_MEM_CLOCK, device_index)),
+        mem_bus_bits=_attribute(runtime, props, "memoryBusWidth", _ATTR_BUS_WIDTH, device_index),
         mem_bytes=int(props["totalGlobalMem"]),
         shared_per_sm_bytes=props.get("sharedMemPerMultiprocessor"),
         shared_per_block_optin_bytes=props.get("sharedMemPerBlockOptin"),
@@ -131,6 +132,19 @@ def device_identity(device_index: int = 0) -> Device:
         toolkit=toolkit_description(),
         uuid=_uuid_text(props.get("uuid")),
     )
+
+
+# cudaDeviceAttr values; CUDA 13 dropped some of these fields from cudaDeviceProp.
+_ATTR_CLOCK_RATE, _ATTR_MEM_CLOCK, _ATTR_BUS_WIDTH = 13, 36, 37
+
+
+def _attribute(runtime: Any, props: dict[str, Any], key: str, attribute: int, device_index: int) -> int | None:
+    if props.get(key):
+        return int(props[key])
+    try:
+        return int(runtime.deviceGetAttribute(attribute, device_index)) or None
+    except Exception:  # an attribute this driver no longer reports
+        return None
 
 
 def _khz_to_mhz(value: Any) -> float | None:
@@ -143,8 +157,28 @@ def _uuid_text(raw: Any) -> str:
     return ""
 
 
+_NVML_READINGS: dict[str, Callable[[Any, Any], Any]] = {
+    "sm_clock_mhz": lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+    "mem_clock_mhz": lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
+    "sm_clock_max_mhz": lambda nv, h: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM),
+    "temperature_c": lambda nv, h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+    "power_w": lambda nv, h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
+    "clock_event_reasons": lambda nv, h: int(_clock_reasons(nv)(h)),
+    "compute_processes": lambda nv, h: len(nv.nvmlDeviceGetComputeRunningProcesses(h)),
+    "driver": lambda nv, h: _text(nv.nvmlSystemGetDriverVersion()),
+}
+
+
+def _clock_reasons(nv: Any) -> Callable[[Any], int]:
+    return getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+
+
 def nvml_snapshot(device_index: int) -> dict[str, Any] | None:
-    """Clocks, temperature, power, throttle reasons and other processes, via NVML (None if absent)."""
+    """Clocks, temperature, power, clock-event (throttle) reasons and other processes, via NVML.
+
+    None when NVML is absent; a reading this part refuses is recorded as its error, and the others
+    are still taken.
+    """
     try:
         import pynvml
     except ImportError:
@@ -155,19 +189,14 @@ def nvml_snapshot(device_index: int) -> dict[str, Any] | None:
         return None
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-        readings: dict[str, Any] = {
-            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-            "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-            "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-            "throttle_reasons": int(pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
-            "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
-        }
-        processes = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        readings["compute_processes"] = len(processes)
+        readings: dict[str, Any] = {}
+        for name, read in _NVML_READINGS.items():
+            try:
+                readings[name] = read(pynvml, handle)
+            except Exception as exc:  # NVML raises its own error per unsupported query
+                readings[name] = f"unavailable ({type(exc).__name__})"
         return readings
-    except Exception as exc:  # a reading NVML refuses on this part: record why, measure anyway
+    except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         pynvml.nvmlShutdown()

@@ -27,6 +27,10 @@ _WORD = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/\s+\.word\s+(?P<value>\S+)")
 _ZERO = re.compile(r"^\s*\.zero\s+(?P<size>\d+)")
 _ENTRY = re.compile(r"^\s*\.other\s+(?P<name>[^,\s]+),\s*@\"STO_CUDA_ENTRY")
 _BRACKETS = {"[": "]", "(": ")", "{": "}"}
+# nvdisasm's trailing comment, e.g. BRX's ``(*"BRANCH_TARGETS .L_x_3,.L_x_4"*)``: not an operand.
+_ANNOTATION = re.compile(r"\s*(?P<note>\(\*.*\*\))\s*$")
+_UNBOUNDED_STACK = 0xFFFFFFFF  # EIATTR_MIN_STACK_SIZE of a kernel whose call graph recurses
+_KERNEL_ATTRS = ("EIATTR_REGCOUNT", "EIATTR_FRAME_SIZE", "EIATTR_MIN_STACK_SIZE")
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Instruction:
     predicate: str | None
     opcode: str  # the full mnemonic, e.g. "LDG.E.64.STRONG.GPU"
     operands: tuple[str, ...]
+    annotation: str | None = None  # nvdisasm's trailing (*"..."*) comment, e.g. BRX's branch targets
 
     @property
     def base(self) -> str:
@@ -44,14 +49,19 @@ class Instruction:
     def text(self) -> str:
         """The instruction as nvdisasm prints it (without offset and terminator)."""
         head = f"{self.predicate} {self.opcode}" if self.predicate else self.opcode
-        return f"{head} {', '.join(self.operands)}" if self.operands else head
+        text = f"{head} {', '.join(self.operands)}" if self.operands else head
+        return f"{text} {self.annotation}" if self.annotation else text
 
     def branch_target(self) -> str | None:
         match = _BRANCH_TARGET.search(" ".join(self.operands))
         return match["label"] if match else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"offset": self.offset, "predicate": self.predicate, "opcode": self.opcode, "operands": list(self.operands)}
+        found: dict[str, Any] = {"offset": self.offset, "predicate": self.predicate, "opcode": self.opcode}
+        found["operands"] = list(self.operands)
+        if self.annotation:
+            found["annotation"] = self.annotation
+        return found
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,7 @@ class Kernel:
     labels: dict[str, int] = field(default_factory=dict)
     registers: int | None = None
     shared_bytes: int = 0
-    local_bytes: int | None = None  # per-thread stack frame
+    local_bytes: int | None = None  # per-thread stack the kernel needs, callees included; None: unbounded (recursion)
     spill_store_bytes: int | None = None  # known only when gpuprobe compiled it (ptxas -v)
     spill_load_bytes: int | None = None
 
@@ -145,6 +155,9 @@ def split_operands(text: str) -> tuple[str, ...]:
 
 
 def parse_instruction(offset: int, body: str) -> Instruction:
+    annotation = None
+    if match := _ANNOTATION.search(body):
+        body, annotation = body[: match.start()], match["note"]
     tokens = body.split(None, 1)
     predicate = None
     if tokens and _PREDICATE.match(tokens[0]):
@@ -152,7 +165,8 @@ def parse_instruction(offset: int, body: str) -> Instruction:
         tokens = tokens[1].split(None, 1) if len(tokens) > 1 else []
     if not tokens:
         raise GpuprobeError(f"SASS line at /*{offset:04x}*/ has no opcode: {body!r}")
-    return Instruction(offset, predicate, tokens[0], split_operands(tokens[1]) if len(tokens) > 1 else ())
+    operands = split_operands(tokens[1]) if len(tokens) > 1 else ()
+    return Instruction(offset, predicate, tokens[0], operands, annotation)
 
 
 class _ListingParser:
@@ -211,17 +225,27 @@ class _ListingParser:
 
     def finish(self) -> Listing:
         self._end_attr()
+        stacks: dict[str, int] = {}
         for attr, words in self.attrs:
-            if len(words) != 2 or not words[0].startswith("index@("):
+            if attr not in _KERNEL_ATTRS or len(words) != 2 or not words[0].startswith("index@("):
                 continue
             kernel = self.kernels.get(words[0][len("index@("):-1])
             if kernel is None:
                 continue
-            value = int(words[1], 0)
+            try:
+                value = int(words[1], 0)
+            except ValueError:
+                raise GpuprobeError(f"{attr} of {kernel.name}: not a number: {words[1]!r}") from None
             if attr == "EIATTR_REGCOUNT":
                 kernel.registers = value
             elif attr == "EIATTR_FRAME_SIZE":
                 kernel.local_bytes = value
+            elif attr == "EIATTR_MIN_STACK_SIZE":
+                stacks[kernel.name] = value
+        # The stack a kernel needs covers its callees' frames too (what cuobjdump -res-usage calls STACK);
+        # with recursion it has no static bound, and the frame size alone would understate it.
+        for name, stack in stacks.items():
+            self.kernels[name].local_bytes = None if stack == _UNBOUNDED_STACK else stack
         for name in self.entries:
             if name in self.kernels:
                 self.kernels[name].entry = True
@@ -237,7 +261,9 @@ def parse_listing(text: str) -> Listing:
 
 
 _PTXAS_FUNCTION = re.compile(r"Function properties for (?P<name>\S+)")
-_PTXAS_SPILL = re.compile(r"(?P<frame>\d+) bytes stack frame, (?P<store>\d+) bytes spill stores, (?P<load>\d+) bytes spill loads")
+_PTXAS_SPILL = re.compile(
+    r"(?P<frame>\d+) bytes stack frame, (?P<store>\d+) bytes spill stores, (?P<load>\d+) bytes spill loads"
+)
 
 
 def apply_compile_log(listing: Listing, log: str) -> None:

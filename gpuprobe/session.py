@@ -7,6 +7,7 @@ it measured (the file says ``partial`` until the run completes).
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -48,6 +49,17 @@ def invariant_facts(results: Results) -> list[Fact]:
     ]  # fmt: skip
 
 
+def clock_during_chases(results: Results) -> float | None:
+    """The median SM clock over the long timed regions of the latency sweeps (None if none was long)."""
+    values = [
+        mhz
+        for outcome in results.probes.values()
+        for mhz in outcome.series.get("curve", {}).get("sm_mhz", [])
+        if isinstance(mhz, float | int)
+    ]
+    return float(statistics.median(values)) if values else None
+
+
 def default_out_dir(device: Device) -> Path:
     return Path("reports") / gpu_slug(device.name)
 
@@ -83,6 +95,7 @@ def run_suite(
             results.clocks["sm_mhz_measured"] = measured.facts[0].value
             results.clocks["samples"] = measured.facts[0].samples
         save(results, path)
+    results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
     results.facts.extend(invariant_facts(results))
     results.clocks["nvml_after"] = launcher.nvml()
     results.clocks["model"] = model.key if model else "unknown (discovery mode)"

@@ -10,9 +10,10 @@ For a footprint F, each cache of capacity C misses a fraction ``m(F)`` of the ch
   ``SHARP_RAMP_OCTAVES`` (a chase point just past C catches part of the step);
 * ``"smooth"``: a logistic in log2(F/C) (non-LRU replacement, hashing, TLB effects) whose
   10-90 % rise spans ``smooth_width_octaves`` and whose centre sits a fifth of that past C.
-  A transition never takes more than ``MAX_TRANSITION_SHARE`` of the octaves between
-  neighbouring capacities, so every level keeps a plateau to be found (the near/far split of
-  an A100/H100 L2 is one octave long).
+  A transition is never wider than ``MAX_TRANSITION_SHARE`` of the octaves to a neighbouring
+  capacity, so every level keeps a plateau to be found: the near/far split of an A100/H100
+  L2 leaves the far level one octave (four points at four per octave), and its steps stay
+  nearly sharp.
 
 Caches are inclusive: the fraction served by level ``i`` or faster is the running maximum of
 the hit fractions, and the average latency is the served-fraction-weighted mix.
@@ -20,6 +21,7 @@ the hit fractions, and the average latency is the served-fraction-weighted mix.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -98,7 +100,7 @@ def _check_hierarchy(levels: Hierarchy, transition: str) -> None:
     capacities = [capacity for capacity, _ in levels[:-1]]
     if any(capacity is None for capacity in capacities):
         raise ValueError("only the last level may have capacity None")
-    if any(b <= a for a, b in zip(capacities, capacities[1:], strict=False)):  # type: ignore[operator]
+    if any(b <= a for a, b in itertools.pairwise(capacities)):  # type: ignore[operator]
         raise ValueError("capacities must increase")
 
 

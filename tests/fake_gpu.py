@@ -126,7 +126,8 @@ class FakeGpu:
             pointer = int(words[(pointer - buffer.base) // 8])
         footprint = self._footprint(buffer, int(start))
         latency = float(curve(hierarchy, [footprint], transition="sharp")[0])
-        self._write(out, self._timed(latency, int(iters)), 0, pointer + 128 * int(self.corrupt_chase))
+        cycles = self._timed(latency, int(iters))
+        self._write(out, cycles, cycles / self.mhz * 1000.0, pointer + 128 * int(self.corrupt_chase))
 
     def _gp_chase_global_ca(self, out: FakeBuffer, start, warm, iters) -> None:
         self._chase_global(out, self.hierarchy_l1, start, warm, iters)

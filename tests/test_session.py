@@ -31,6 +31,8 @@ def test_a_run_writes_complete_results_fact_sheet_and_plot(tmp_path: Path) -> No
     }
     assert (tmp_path / "factsheet.md").read_text().startswith("# gpuprobe fact sheet: Simulated GPU")
     assert (tmp_path / "latency_vs_footprint.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert results.clocks["sm_mhz_during_chases"] == pytest.approx(gpu.mhz, rel=0.01)
+    assert results.clocks["sm_mhz_measured"] == pytest.approx(gpu.mhz, rel=0.02)
 
 
 def test_an_unknown_gpu_is_measured_in_discovery_mode(tmp_path: Path) -> None:

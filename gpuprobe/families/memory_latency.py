@@ -27,6 +27,7 @@ from gpuprobe.gpu import Launcher
 from gpuprobe.results import Fact, ProbeOutcome
 
 UNROLL = 32  # chase steps per iteration of the timed loop: fixed by the PTX (//@repeat 32)
+MIN_CLOCK_WINDOW_NS = 100_000  # a timed region this long reads the clock to 1 % at 1 us timer resolution
 
 
 class ProbeFailure(Exception):
@@ -189,6 +190,7 @@ def measure_shared(ctx: _Context) -> Measured:
 class Curve:
     footprints: list[int]
     samples: list[list[float]]  # per footprint, one latency per launch
+    clock_mhz: list[float | None]  # per footprint, the SM clock over its timed regions (long enough ones)
 
     def medians(self) -> np.ndarray:
         return np.array([np.median(s) for s in self.samples])
@@ -202,20 +204,24 @@ def chase_curve(ctx: _Context, kernel: str, footprints: list[int]) -> Curve:
     buffer = ctx.launcher.alloc(max(footprints))
     base = ctx.launcher.address(buffer)
     iterations = timed_iterations(s)
-    samples = []
+    samples: list[list[float]] = []
+    clock_mhz: list[float | None] = []
     for index, footprint in enumerate(footprints):
         nodes = footprint // s.line_bytes
         chain = random_cycle(nodes, s.seed + index)
         ctx.launcher.write_chain(buffer, chain.successor, s.line_bytes)
         warm = warm_steps(nodes, footprint, ctx.l2_bytes, s)
-        point = []
+        point, clocks = [], []
         for _ in range(s.repeats):
-            cycles, _, end = ctx.run(kernel, [np.uint64(base), np.uint32(warm), np.uint32(iterations)])
+            cycles, ns, end = ctx.run(kernel, [np.uint64(base), np.uint32(warm), np.uint32(iterations)])
             node = _node_of(int(end) - base, s.line_bytes, kernel)
             _check_end(node, chain, warm + iterations * UNROLL, f"{kernel} at {footprint} bytes")
             point.append(_launch_latency(ctx, cycles, iterations))
+            if ns >= MIN_CLOCK_WINDOW_NS:
+                clocks.append(float(cycles) / float(ns) * 1000.0)
         samples.append(point)
-    return Curve(footprints, samples)
+        clock_mhz.append(float(np.median(clocks)) if clocks else None)
+    return Curve(footprints, samples, clock_mhz)
 
 
 def level_names(count: int, cached_in_l1: bool) -> list[str]:
@@ -238,6 +244,7 @@ def _series(curve: Curve, levels: list[Level], names: list[str], mhz: float | No
             "latency_ns": [float(m) / mhz * 1000.0 for m in medians] if mhz else [],
             "ci_low": [float(b[0]) for b in bounds],
             "ci_high": [float(b[1]) for b in bounds],
+            "sm_mhz": curve.clock_mhz,
         },
         "levels": {
             "size_bytes": [lvl.size_bytes for lvl in levels],

@@ -93,3 +93,31 @@ extern "C" __global__ void nested_frames(float* out, const float* in, const int*
     }
     out[t] = scratch_lookup(in, idx, t) + mine[idx[t + 2] & 7];
 }
+
+__device__ __noinline__ float twice(float x) { return 2.0f * x; }
+__device__ __noinline__ float square(float x) { return x * x; }
+__device__ float (*const operations[2])(float) = {twice, square};
+
+extern "C" __global__ void indirect(float* out, const int* selector)
+{
+    const int t = threadIdx.x;
+    float x = out[t];
+    switch (selector[t] & 15) {  // dense switch: a jump table and an indirect branch (BRX)
+    case 0: x += 1.0f; break;
+    case 1: x *= 3.0f; break;
+    case 2: x = sqrtf(x); break;
+    case 3: x -= 7.0f; break;
+    case 4: x = __expf(x); break;
+    case 5: x = -x; break;
+    case 6: x = fabsf(x) + 2.0f; break;
+    case 7: x = __sinf(x); break;
+    case 8: x = __cosf(x) * 3.0f; break;
+    case 9: x = __log2f(x); break;
+    case 10: x = rsqrtf(x) - 1.0f; break;
+    case 11: x = x * x * x; break;
+    case 12: x = floorf(x); break;
+    case 13: x = __fdividef(1.0f, x); break;
+    default: x = 0.5f * x; break;
+    }
+    out[t] = operations[selector[t] >> 3 & 1](x);  // indirect call through a function pointer
+}

@@ -1,0 +1,281 @@
+"""The PTX comment directives (``//@repeat``, ``//@for``) and combining files into one module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuprobe.arch import Arch, parse_arch
+from gpuprobe.errors import GpuprobeError
+from gpuprobe.ptxsource import combine, expand, ptx_version
+
+SM80 = parse_arch("sm_80")
+SM90A = parse_arch("sm_90a")
+
+
+def src(*lines: str) -> str:
+    """Join source lines into file text (with the final newline an editor writes)."""
+    return "\n".join(lines) + "\n"
+
+
+def one_line_error(excinfo: pytest.ExceptionInfo[GpuprobeError]) -> str:
+    """The error's message, after checking it is a single line."""
+    message = str(excinfo.value)
+    assert "\n" not in message, message
+    return message
+
+
+# ---------------------------------------------------------------- //@repeat -----
+
+
+def test_plain_text_passes_through_with_origins() -> None:
+    expanded = expand(src("a", "b", "", "// comment"), "f.ptx")
+    assert expanded.lines == ["a", "b", "", "// comment"]
+    assert expanded.origins == [("f.ptx", 1), ("f.ptx", 2), ("f.ptx", 3), ("f.ptx", 4)]
+
+
+def test_repeat_repeats_only_the_next_line() -> None:
+    expanded = expand(src("head", "//@repeat 3", "\tld.global.cg.u64 %rd1, [%rd1];", "tail"), "f.ptx")
+    assert expanded.lines == ["head"] + ["\tld.global.cg.u64 %rd1, [%rd1];"] * 3 + ["tail"]
+    # Every copy points at the line that was written, not at the directive.
+    assert expanded.origins == [("f.ptx", 1)] + [("f.ptx", 3)] * 3 + [("f.ptx", 4)]
+
+
+def test_repeat_zero_drops_the_line_and_directive_is_not_emitted() -> None:
+    expanded = expand(src("//@repeat 0", "gone", "kept"), "f.ptx")
+    assert expanded.lines == ["kept"]
+    assert expanded.origins == [("f.ptx", 3)]
+
+
+def test_repeat_tolerates_indentation() -> None:
+    expanded = expand(src("\t//@repeat 2", "\tx;"), "f.ptx")
+    assert expanded.lines == ["\tx;", "\tx;"]
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (src("a", "//@repeat 2", "//@for X in p q", "{X}", "//@endfor", "after"), 2),
+        (src("a", "//@repeat 2"), 2),
+        (src("//@for X in p q", "{X}", "//@repeat 4", "//@endfor"), 3),
+    ],
+    ids=["before-for", "at-end-of-file", "at-end-of-block"],
+)
+def test_repeat_without_a_line_to_repeat_is_an_error(text: str, line: int) -> None:
+    """``//@repeat N`` must be followed by a PTX line; it must never apply to a later one.
+
+    Today a repeat before a ``//@for`` silently repeats the first line *after* the block (here
+    ``after`` comes out twice), and a trailing repeat silently does nothing.
+    """
+    with pytest.raises(GpuprobeError) as excinfo:
+        expand(text, "f.ptx")
+    assert one_line_error(excinfo).startswith(f"f.ptx:{line}:")
+
+
+# ---------------------------------------------------------------- //@for --------
+
+
+def test_for_substitutes_each_value() -> None:
+    text = src(
+        "//@for CACHE in ca cg cs",
+        ".visible .entry chase_{CACHE}()",
+        "ld.global.{CACHE}.u64 %rd1, [%rd1];",
+        "//@endfor",
+    )
+    expanded = expand(text, "f.ptx")
+    assert expanded.lines == [
+        ".visible .entry chase_ca()",
+        "ld.global.ca.u64 %rd1, [%rd1];",
+        ".visible .entry chase_cg()",
+        "ld.global.cg.u64 %rd1, [%rd1];",
+        ".visible .entry chase_cs()",
+        "ld.global.cs.u64 %rd1, [%rd1];",
+    ]
+    assert expanded.origins == [("f.ptx", 2), ("f.ptx", 3)] * 3
+
+
+def test_nested_for_binds_both_names() -> None:
+    text = src(
+        "//@for A in x y",  # 1
+        "//@for B in 1 2",  # 2
+        "{A}{B}",  # 3
+        "//@endfor",  # 4
+        "end_{A}",  # 5
+        "//@endfor",  # 6
+        "last",  # 7
+    )
+    expanded = expand(text, "f.ptx")
+    assert expanded.lines == ["x1", "x2", "end_x", "y1", "y2", "end_y", "last"]
+    assert [line for _, line in expanded.origins] == [3, 3, 5, 3, 3, 5, 7]
+
+
+def test_inner_for_shadows_outer_name() -> None:
+    text = src("//@for A in x", "//@for A in y", "{A}", "//@endfor", "{A}", "//@endfor")
+    assert expand(text, "f.ptx").lines == ["y", "x"]
+
+
+def test_repeat_inside_for_with_substitution() -> None:
+    text = src("//@for R in 1 2", "//@repeat 2", "ld.u32 %r{R}, [%r{R}];", "//@endfor")
+    expanded = expand(text, "f.ptx")
+    assert expanded.lines == ["ld.u32 %r1, [%r1];"] * 2 + ["ld.u32 %r2, [%r2];"] * 2
+    assert {origin for origin in expanded.origins} == {("f.ptx", 3)}
+
+
+def test_substitution_leaves_ptx_braces_and_unbound_names_alone() -> None:
+    text = src("//@for N in 4", "mov.b64 %rd1, {%r1, %r2}; // {N} {OTHER} {", "//@endfor")
+    assert expand(text, "f.ptx").lines == ["mov.b64 %rd1, {%r1, %r2}; // 4 {OTHER} {"]
+
+
+def test_substitution_outside_for_is_untouched() -> None:
+    assert expand(src("{CACHE}"), "f.ptx").lines == ["{CACHE}"]
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        (src("a", "//@for X in p q", "{X}"), "f.ptx:2:", "//@for without //@endfor"),
+        (src("a", "b", "//@endfor"), "f.ptx:3:", "//@endfor without //@for"),
+        (src("//@for A in p", "//@for B in q", "{A}{B}", "//@endfor"), "f.ptx:1:", "//@for without //@endfor"),
+        (src("//@for A in p", "{A}", "//@endfor", "//@endfor"), "f.ptx:4:", "//@endfor without //@for"),
+        (src("//@for A in p", "//@for B in q", "//@endfor", "//@endfor", "//@endfor"), "f.ptx:5:", "without //@for"),
+    ],
+    ids=["for-unclosed", "endfor-alone", "nested-unclosed", "extra-endfor", "nested-extra-endfor"],
+)
+def test_unbalanced_for_is_a_one_line_error_with_file_and_line(text: str, where: str, what: str) -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        expand(text, "f.ptx")
+    message = one_line_error(excinfo)
+    assert message.startswith(where), message
+    assert what in message
+
+
+# ---------------------------------------------------------------- .version ------
+
+
+def test_ptx_version_reads_first_directive_numerically() -> None:
+    assert ptx_version(src("// x", ".version 8.10", ".version 7.0"), "f.ptx") == (8, 10)
+
+
+def test_ptx_version_missing_is_an_error() -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        ptx_version(src(".target sm_80"), "f.ptx")
+    assert one_line_error(excinfo) == "f.ptx: no .version directive"
+
+
+# ---------------------------------------------------------------- combine() -----
+
+
+def write_ptx(directory: Path, name: str, version: str, target: str, body: list[str]) -> Path:
+    """A PTX file with its own header, as a family file is written."""
+    path = directory / name
+    path.write_text(src(f".version {version}", f".target {target}", ".address_size 64", "", *body))
+    return path
+
+
+@pytest.fixture
+def two_files(tmp_path: Path) -> list[Path]:
+    body = ["// first", "//@repeat 2", "first_line;", "//@for S in x y", "f_{S};", "//@endfor"]
+    first = write_ptx(tmp_path, "a.ptx", "8.0", "sm_75", body)
+    (tmp_path / "sub").mkdir()
+    second = write_ptx(tmp_path / "sub", "b.ptx", "8.7", "sm_80", ["// second", "second_line;"])
+    return [first, second]
+
+
+def test_combine_writes_one_header_for_the_requested_arch(two_files: list[Path], tmp_path: Path) -> None:
+    module = combine(two_files, SM90A, tmp_path)
+    lines = module.text.splitlines()
+    assert lines[:3] == [".version 8.7", ".target sm_90a", ".address_size 64"]
+    assert sum(line.lstrip().startswith(".version") for line in lines) == 1
+    assert sum(line.lstrip().startswith(".target") for line in lines) == 1
+    assert sum(line.lstrip().startswith(".address_size") for line in lines) == 1
+    assert module.text.endswith("\n")
+
+
+def test_combine_takes_the_highest_version_whatever_the_order(two_files: list[Path], tmp_path: Path) -> None:
+    forward = combine(two_files, SM80, tmp_path).text.splitlines()[0]
+    backward = combine(list(reversed(two_files)), SM80, tmp_path).text.splitlines()[0]
+    assert forward == backward == ".version 8.7"
+
+
+def test_combine_version_compares_numerically(tmp_path: Path) -> None:
+    files = [write_ptx(tmp_path, "a.ptx", "8.9", "sm_80", []), write_ptx(tmp_path, "b.ptx", "8.10", "sm_80", [])]
+    assert combine(files, SM80, tmp_path).text.splitlines()[0] == ".version 8.10"
+
+
+def test_combine_gives_every_line_its_origin(two_files: list[Path], tmp_path: Path) -> None:
+    module = combine(two_files, SM80, tmp_path)
+    lines = module.text.splitlines()
+    assert len(lines) == len(module.origins)
+    assert module.origins[:3] == [("<header>", 1), ("<header>", 2), ("<header>", 3)]
+    sources = {"a.ptx": two_files[0].read_text().splitlines(), "sub/b.ptx": two_files[1].read_text().splitlines()}
+    for line, (path, number) in zip(lines[3:], module.origins[3:], strict=True):
+        assert path in sources, path  # shown relative to the root
+        written = sources[path][number - 1]
+        assert line == written or ("{S}" in written and line in ("f_x;", "f_y;")), (line, path, number)
+    body = [(line, origin) for line, origin in zip(lines, module.origins, strict=True) if line.endswith(";")]
+    assert body == [
+        ("first_line;", ("a.ptx", 7)),
+        ("first_line;", ("a.ptx", 7)),
+        ("f_x;", ("a.ptx", 9)),
+        ("f_y;", ("a.ptx", 9)),
+        ("second_line;", ("sub/b.ptx", 6)),
+    ]
+
+
+def test_combine_shows_absolute_paths_outside_the_root(two_files: list[Path], tmp_path: Path) -> None:
+    module = combine(two_files, SM80, tmp_path / "sub")
+    shown = {path for path, _ in module.origins[3:]}
+    assert shown == {str(two_files[0]), "b.ptx"}
+
+
+def test_combine_needs_files() -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        combine([], Arch(80))
+    assert one_line_error(excinfo) == "no PTX sources to build for sm_80"
+
+
+def test_combine_missing_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        combine([tmp_path / "absent.ptx"], SM80, tmp_path)
+    message = one_line_error(excinfo)
+    assert "absent.ptx" in message
+    assert "cannot read" in message
+
+
+def test_combine_file_without_version_is_named(tmp_path: Path) -> None:
+    good = write_ptx(tmp_path, "good.ptx", "8.7", "sm_80", [])
+    bad = tmp_path / "bad.ptx"
+    bad.write_text(src(".target sm_80", "x;"))
+    with pytest.raises(GpuprobeError) as excinfo:
+        combine([good, bad], SM80, tmp_path)
+    assert one_line_error(excinfo) == "bad.ptx: no .version directive"
+
+
+def test_combine_directive_errors_name_the_file(tmp_path: Path) -> None:
+    bad = write_ptx(tmp_path, "bad.ptx", "8.7", "sm_80", ["a;", "//@for X in p"])
+    with pytest.raises(GpuprobeError) as excinfo:
+        combine([bad], SM80, tmp_path)
+    assert one_line_error(excinfo).startswith("bad.ptx:6: //@for without //@endfor")
+
+
+def test_the_memory_latency_family_expands() -> None:
+    """The real family: both chase variants written out, 32 loads each, and every line traced."""
+    from gpuprobe.registry import PTX_DIR, REPO_ROOT
+
+    module = combine([PTX_DIR / "memory_latency.ptx"], SM90A, REPO_ROOT)
+    lines = module.text.splitlines()
+    assert len(lines) == len(module.origins)
+    entries = [line.split("(")[0].split()[-1] for line in lines if ".entry" in line]
+    assert entries == [
+        "gp_sm_clock",
+        "gp_clock_overhead",
+        "gp_loop_overhead",
+        "gp_chase_global_ca",
+        "gp_chase_global_cg",
+        "gp_chase_shared",
+    ]
+    for cache in ("ca", "cg"):
+        assert sum(line.strip() == f"ld.global.{cache}.u64 %rd1, [%rd1];" for line in lines) == 32 + 1  # + warm-up
+    assert not any(line.lstrip().startswith("//@") or "{CACHE}" in line for line in lines)
+    assert {path for path, _ in module.origins[3:]} == {"ptx/memory_latency.ptx"}

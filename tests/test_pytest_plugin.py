@@ -1,0 +1,81 @@
+"""``pytest probes/`` without a GPU: static checks pass, measurements skip with the reason, and
+``--require-gpu`` turns that reason into a failure. Fact assertions say what a reader needs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuprobe.pytest_plugin import assert_fact
+from gpuprobe.results import Device, Fact, Results
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "probes", "-p", "no:cacheprovider", "-rs", "-q", *args],
+        cwd=REPO, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def no_gpu_run() -> subprocess.CompletedProcess[str]:
+    from gpuprobe.gpu import gpu_unavailable_reason
+
+    if gpu_unavailable_reason() is None:
+        pytest.skip("a GPU is present: this checks the behaviour without one")
+    return _pytest()
+
+
+def test_without_a_gpu_static_checks_pass_and_measurements_skip_with_the_reason(no_gpu_run) -> None:
+    assert no_gpu_run.returncode == 0, no_gpu_run.stdout[-3000:]
+    assert " passed" in no_gpu_run.stdout and " skipped" in no_gpu_run.stdout
+    skips = [line for line in no_gpu_run.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert skips and all("no GPU" in line or "lacks" in line for line in skips), skips
+
+
+def test_require_gpu_turns_the_skip_into_a_failure() -> None:
+    from gpuprobe.gpu import gpu_unavailable_reason
+
+    if gpu_unavailable_reason() is None:
+        pytest.skip("a GPU is present: this checks the behaviour without one")
+    run = _pytest("--require-gpu", "-k", "test_fact and latency")
+    assert run.returncode == 1
+    assert "--require-gpu: no GPU" in run.stdout
+
+
+DEVICE = Device(name="Simulated GPU", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=50 * 2**20)
+
+
+def _results(*facts: Fact) -> Results:
+    return Results(DEVICE, list(facts), clocks={"sm_mhz_measured": 1755.0}, partial=False)
+
+
+def test_a_failing_fact_says_what_was_measured_expected_where_from_and_the_clock() -> None:
+    fact = Fact("latency.l2", 400.0, "cycle", (398.0, 402.0), [400.0], verdict="fail",
+                detail="latency.l2 = 400 cycle (CI 398–402); OUTSIDE expected 240–330 cycle (warn; Luo et al.)")  # fmt: skip
+    with pytest.raises(pytest.fail.Exception) as info:
+        assert_fact(_results(fact), "latency.l2")
+    message = str(info.value)
+    assert "400" in message and "240–330" in message and "Luo" in message and "1755 MHz" in message
+
+
+def test_a_warned_or_unstable_fact_warns_but_passes() -> None:
+    for verdict in ("warn", "unstable"):
+        fact = Fact("latency.l2", 400.0, "cycle", verdict=verdict, detail="outside")
+        with pytest.warns(UserWarning, match=verdict.upper()):
+            assert_fact(_results(fact), "latency.l2")
+
+
+def test_a_missing_fact_fails_unless_the_part_lacks_that_level() -> None:
+    with pytest.raises(pytest.fail.Exception, match="was not measured"):
+        assert_fact(_results(), "latency.l2")
+    with pytest.raises(pytest.skip.Exception, match="no split L2"):
+        assert_fact(_results(), "latency.l2_far")  # an unknown GPU: discovery mode
+    h100 = Results(Device(name="NVIDIA H100 80GB HBM3", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=1), [])
+    with pytest.raises(pytest.fail.Exception, match="was not measured"):
+        assert_fact(h100, "latency.l2_far")  # an H100 has a split L2: its absence is a failure

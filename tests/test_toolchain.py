@@ -1,0 +1,439 @@
+"""The CUDA compiler pieces: finding them, the content cache, and one-line errors at the source."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuprobe import cache, toolchain
+from gpuprobe.arch import parse_arch
+from gpuprobe.build import build_ptx
+from gpuprobe.errors import GpuprobeError
+from gpuprobe.ptxsource import combine
+from gpuprobe.toolchain import assemble_ptx, compile_cuda, disassemble, find_tool
+
+SM80 = parse_arch("sm_80")
+SM90A = parse_arch("sm_90a")
+
+HEADER = [".version 8.7", ".target sm_80", ".address_size 64", ""]
+GOOD_KERNEL = [
+    ".visible .entry tc_store(.param .u64 out)",
+    "{",
+    "\t.reg .u64 %rd<3>;",
+    "\tld.param.u64 %rd1, [out];",
+    "\tcvta.to.global.u64 %rd1, %rd1;",
+    "\tst.global.u64 [%rd1], %rd1;",
+    "\tret;",
+    "}",
+]
+
+
+def ptx_text(*body: str) -> str:
+    """A PTX file: the usual header, then ``body`` lines."""
+    return "\n".join([*HEADER, *body]) + "\n"
+
+
+def one_line(error: BaseException) -> str:
+    """The error message, after checking it is a single line."""
+    message = str(error)
+    assert message and "\n" not in message, message
+    return message
+
+
+def no_subprocess(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Stands in for subprocess.run where a cache hit must run no tool."""
+    raise AssertionError(f"a tool was run on a cache hit: {args!r}")
+
+
+# ---------------------------------------------------------------- discovery -----
+
+
+def make_executable(path: Path, script: str = "#!/bin/sh\nexit 0\n") -> Path:
+    """Write a small shell script at ``path`` and mark it executable."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(script)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.fixture
+def fresh_lookup() -> Iterator[None]:
+    """Forget cached tool locations before and after, so a fake never leaks into other tests."""
+    find_tool.cache_clear()
+    yield
+    find_tool.cache_clear()
+
+
+@pytest.fixture
+def no_wheels(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fresh_lookup: None) -> Path:
+    """Hide the PyPI wheels (pathfinder finds nothing), CUDA_HOME/CUDA_PATH, and PATH.
+
+    Returns an empty directory that PATH points at.
+    """
+    import cuda.pathfinder
+
+    monkeypatch.setattr(cuda.pathfinder, "find_nvidia_binary_utility", lambda name: None)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    return empty
+
+
+@pytest.mark.parametrize("name", ["ptxas", "nvdisasm", "cuobjdump"])
+def test_find_tool_uses_the_wheels_through_pathfinder(name: str, fresh_lookup: None) -> None:
+    from cuda.pathfinder import find_nvidia_binary_utility
+
+    found = find_tool(name)
+    assert found == Path(find_nvidia_binary_utility(name))
+    assert found.is_file() and os.access(found, os.X_OK)
+
+
+def test_pathfinder_wins_over_cuda_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fresh_lookup: None) -> None:
+    fake = make_executable(tmp_path / "cuda" / "bin" / "ptxas")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    assert find_tool("ptxas") != fake
+
+
+@pytest.mark.parametrize("var", ["CUDA_HOME", "CUDA_PATH"])
+def test_cuda_home_fallback(var: str, no_wheels: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = make_executable(tmp_path / "toolkit" / "bin" / "ptxas")
+    monkeypatch.setenv(var, str(tmp_path / "toolkit"))
+    assert find_tool("ptxas") == fake
+
+
+def test_cuda_home_fallback_without_pathfinder(
+    no_wheels: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """cuda.pathfinder not installed at all (ImportError) is the same as it finding nothing."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cuda.pathfinder", None)
+    fake = make_executable(tmp_path / "toolkit" / "bin" / "nvdisasm")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "toolkit"))
+    assert find_tool("nvdisasm") == fake
+
+
+def test_cuda_home_without_the_tool_falls_through_to_path(
+    no_wheels: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "toolkit" / "bin").mkdir(parents=True)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "toolkit"))
+    on_path = make_executable(no_wheels / "cuobjdump")
+    assert find_tool("cuobjdump") == on_path
+
+
+def test_cuda_home_wins_over_path(no_wheels: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    home = make_executable(tmp_path / "toolkit" / "bin" / "ptxas")
+    make_executable(no_wheels / "ptxas")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "toolkit"))
+    assert find_tool("ptxas") == home
+
+
+def test_path_fallback(no_wheels: Path) -> None:
+    fake = make_executable(no_wheels / "ptxas")
+    assert find_tool("ptxas") == fake
+
+
+@pytest.mark.parametrize(
+    ("name", "package"),
+    [("ptxas", "nvidia-cuda-nvcc"), ("nvdisasm", "nvidia-cuda-nvdisasm"), ("cuobjdump", "nvidia-cuda-cuobjdump")],
+)
+def test_missing_tool_is_one_line_saying_what_to_install(name: str, package: str, no_wheels: Path) -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        find_tool(name)
+    message = one_line(excinfo.value)
+    assert message.startswith(f"{name} not found: pip install {package}")
+    assert "CUDA_HOME" in message
+
+
+def test_found_tool_is_the_one_that_runs(
+    no_wheels: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A ptxas from CUDA_HOME is run, and its diagnostics are mapped like the real one's."""
+    make_executable(
+        tmp_path / "toolkit" / "bin" / "ptxas",
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 0.0, V0.0.0"; exit 0; fi\n'
+        'echo "ptxas input.ptx, line 6; error   : fake diagnostic from CUDA_HOME" >&2\n'
+        "exit 255\n",
+    )
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "toolkit"))
+    monkeypatch.setenv("GPUPROBE_CACHE", str(tmp_path / "cache"))
+    toolchain.tool_version.cache_clear()
+    try:
+        source = tmp_path / "k.ptx"
+        source.write_text(ptx_text(*GOOD_KERNEL))
+        module = combine([source], SM80, tmp_path)
+        with pytest.raises(GpuprobeError) as excinfo:
+            assemble_ptx(module.text, SM80, "k", module.origins)
+    finally:
+        toolchain.tool_version.cache_clear()
+    # Module line 6 is the kernel's 2nd line ("{"): file line 6 too (header replaced 1:1).
+    assert one_line(excinfo.value) == "k.ptx:6: ptxas error: fake diagnostic from CUDA_HOME [sm_80]"
+
+
+# ---------------------------------------------------------------- the cache -----
+
+
+def test_cache_dir_honours_gpuprobe_cache_then_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("GPUPROBE_CACHE", raising=False)
+    assert cache.cache_dir() == tmp_path / "xdg" / "gpuprobe"
+    monkeypatch.setenv("GPUPROBE_CACHE", str(tmp_path / "mine"))
+    assert cache.cache_dir() == tmp_path / "mine"
+
+
+def test_content_key_separates_parts() -> None:
+    assert cache.content_key("ab", "c") != cache.content_key("a", "bc")
+    assert cache.content_key("x", b"y") == cache.content_key(b"x", "y")
+
+
+def test_cached_file_produces_once_and_never_stores_a_failure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("GPUPROBE_CACHE", str(tmp_path))
+    calls: list[int] = []
+
+    def fail() -> bytes:
+        calls.append(0)
+        raise GpuprobeError("no")
+
+    key = cache.content_key("test")
+    with pytest.raises(GpuprobeError):
+        cache.cached_file(key, ".bin", fail)
+    assert not list(tmp_path.rglob("*.bin"))
+
+    def produce() -> bytes:
+        calls.append(1)
+        return b"data"
+
+    first = cache.cached_file(key, ".bin", produce)
+    second = cache.cached_file(key, ".bin", produce)
+    assert first == second and first.read_bytes() == b"data"
+    assert first.is_relative_to(tmp_path)
+    assert calls == [0, 1]
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".tmp-")]
+
+
+@pytest.fixture
+def private_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """An empty GPUPROBE_CACHE for tests about the cache itself."""
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("GPUPROBE_CACHE", str(directory))
+    return directory
+
+
+def test_assemble_is_cached_by_content(private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = ptx_text(*GOOD_KERNEL)
+    first = assemble_ptx(text, SM80, "k")
+    assert first.cubin.is_relative_to(private_cache)
+    assert first.cubin.read_bytes().startswith(b"\x7fELF")
+    assert "tc_store" in first.log and "registers" in first.log
+    mtime = first.cubin.stat().st_mtime_ns
+
+    with monkeypatch.context() as patched:
+        patched.setattr(subprocess, "run", no_subprocess)
+        again = assemble_ptx(text, SM80, "another name, same content")
+    assert again == first
+    assert again.cubin.stat().st_mtime_ns == mtime
+
+    edited = assemble_ptx(text + "// an edit\n", SM80, "k")
+    other_arch = assemble_ptx(text, SM90A, "k")
+    assert len({first.cubin, edited.cubin, other_arch.cubin}) == 3
+    assert len(list(private_cache.rglob("*.cubin"))) == 3
+
+
+def test_a_failed_assembly_is_not_cached(private_cache: Path) -> None:
+    text = ptx_text(*GOOD_KERNEL).replace("st.global.u64", "st.global.u99")
+    for _ in range(2):
+        with pytest.raises(GpuprobeError):
+            assemble_ptx(text, SM80, "k")
+    assert not list(private_cache.rglob("*.cubin"))
+
+
+def test_disassembly_is_cached(private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled = assemble_ptx(ptx_text(*GOOD_KERNEL), SM80, "k")
+    listing = disassemble(compiled.cubin)
+    assert ".text.tc_store" in listing
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    assert disassemble(compiled.cubin) == listing
+    assert len(list(private_cache.rglob("*.sass"))) == 1
+
+
+# ---------------------------------------------------------------- ptxas errors --
+
+
+def write(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` (making folders) and return the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def assemble_files(files: list[Path], root: Path, arch: str = "sm_80") -> str:
+    """Combine and assemble, returning the one-line error that must result."""
+    target = parse_arch(arch)
+    module = combine(files, target, root)
+    with pytest.raises(GpuprobeError) as excinfo:
+        assemble_ptx(module.text, target, "module", module.origins)
+    return one_line(excinfo.value)
+
+
+def chase_kernel(load_lines: list[str]) -> list[str]:
+    """A small chase kernel whose loop body is ``load_lines`` (directives allowed)."""
+    return [
+        ".visible .entry tc_chase(.param .u64 start, .param .u64 out)",  # 5
+        "{",  # 6
+        "\t.reg .u64 %rd<4>;",  # 7
+        "\t.reg .u32 %r<2>;",  # 8
+        "\t.reg .pred %p<2>;",  # 9
+        "\tld.param.u64 %rd1, [start];",  # 10
+        "\tmov.u32 %r1, 8;",  # 11
+        "LOOP:",  # 12
+        *load_lines,  # 13...
+        "\tsub.u32 %r1, %r1, 1;",
+        "\tsetp.ne.u32 %p1, %r1, 0;",
+        "\t@%p1 bra LOOP;",
+        "\tld.param.u64 %rd2, [out];",
+        "\tst.global.u64 [%rd2], %rd1;",
+        "\tret;",
+        "}",
+    ]
+
+
+def test_ptxas_error_names_the_original_line(tmp_path: Path) -> None:
+    source = write(tmp_path / "bad.ptx", ptx_text(*chase_kernel(["\tld.global.u64 %rd1, [%rd9];"])))
+    message = assemble_files([source], tmp_path)
+    assert message.startswith("bad.ptx:13: ptxas error: ")
+    assert "[sm_80]" in message
+
+
+def test_ptxas_error_inside_repeat_names_the_repeated_line(tmp_path: Path) -> None:
+    body = ["\tld.global.u64 %rd1, [%rd1];", "//@repeat 16", "\tld.global.bogus.u64 %rd1, [%rd1];"]
+    source = write(tmp_path / "bad.ptx", ptx_text(*chase_kernel(body)))
+    message = assemble_files([source], tmp_path)
+    assert message.startswith("bad.ptx:15: ptxas error: "), message
+    assert "more)" in message  # 16 copies of the mistake, reported once with a count
+    assert "[sm_80]" in message
+
+
+def test_ptxas_error_inside_for_names_the_body_line(tmp_path: Path) -> None:
+    body = [
+        "//@for CACHE in cg ca nonsense",  # 13
+        "\tld.global.{CACHE}.u64 %rd1, [%rd1];",  # 14
+        "//@endfor",  # 15
+    ]
+    source = write(tmp_path / "bad.ptx", ptx_text(*chase_kernel(body)))
+    message = assemble_files([source], tmp_path)
+    assert message.startswith("bad.ptx:14: ptxas error: "), message
+    assert "nonsense" in message
+
+
+def test_ptxas_error_in_the_second_file_of_a_module(tmp_path: Path) -> None:
+    good = write(tmp_path / "good.ptx", ptx_text("//@repeat 5", "// padding", *GOOD_KERNEL))
+    bad_body = ["//@for X in 1 2", "// {X}", "//@endfor", *chase_kernel(["\tadd.u64 %rd1, %rd1, %undefined;"])]
+    bad = write(tmp_path / "fam" / "bad.ptx", ptx_text(*bad_body))
+    message = assemble_files([good, bad], tmp_path)
+    assert message.startswith("fam/bad.ptx:16: ptxas error: "), message
+
+
+def test_ptxas_syntax_error_names_the_original_line(tmp_path: Path) -> None:
+    """A missing semicolon is a ptxas *fatal* parse error: it too must point at the source.
+
+    It must not fall back to ptxas's raw text, which names gpuprobe's temporary input.ptx and the
+    line number in the combined module.
+    """
+    body = ["//@repeat 4", "\tld.global.u64 %rd1, [%rd1];", "\tld.global.u64 %rd1, [%rd1]"]
+    source = write(tmp_path / "bad.ptx", ptx_text("//@repeat 3", "// padding", *chase_kernel(body)))
+    message = assemble_files([source], tmp_path)
+    assert "input.ptx" not in message and "gpuprobe-" not in message, message
+    assert message.startswith(("bad.ptx:17: ptxas", "bad.ptx:18: ptxas")), message  # at or after the line
+    assert "syntax error" in message
+
+
+def test_ptxas_error_without_origins_uses_the_module_name() -> None:
+    text = ptx_text(*chase_kernel(["\tld.global.u64 %rd1, [%rd9];"]))
+    with pytest.raises(GpuprobeError) as excinfo:
+        assemble_ptx(text, SM80, "generated")
+    assert one_line(excinfo.value).startswith("generated:13: ptxas error: ")
+
+
+def test_arch_specific_instruction_reports_the_arch(tmp_path: Path) -> None:
+    kernel = [".visible .entry tc_fence()", "{", "\twgmma.fence.sync.aligned;", "\tret;", "}"]
+    source = write(tmp_path / "hopper.ptx", ptx_text(*kernel))
+    message = assemble_files([source], tmp_path, "sm_80")
+    assert message.startswith("hopper.ptx:7: ptxas error: ")
+    assert message.endswith("[sm_80]")
+    module = combine([source], SM90A, tmp_path)
+    assert assemble_ptx(module.text, SM90A, "hopper", module.origins).cubin.is_file()
+
+
+def test_build_ptx_names_the_family_that_broke(tmp_path: Path) -> None:
+    good = write(tmp_path / "good.ptx", ptx_text(*GOOD_KERNEL))
+    bad = write(tmp_path / "bad.ptx", ptx_text(*chase_kernel(["\tld.global.u64 %rd1, [%rd9];"])))
+    with pytest.raises(GpuprobeError) as excinfo:
+        build_ptx([good, bad], SM80)
+    assert one_line(excinfo.value).startswith(f"{bad}:13: ptxas error: ")
+
+
+# ---------------------------------------------------------------- NVRTC ---------
+
+
+def test_nvrtc_error_is_one_line_at_the_source_line() -> None:
+    source = "extern \"C\" __global__ void k(int *p)\n{\n    p[0] = undefined_thing;\n}\n"
+    with pytest.raises(GpuprobeError) as excinfo:
+        compile_cuda(source, SM80, "bad.cu")
+    message = one_line(excinfo.value)
+    assert message.startswith("bad.cu(3): error")
+    assert "undefined_thing" in message
+    assert message.endswith("[sm_80]")
+
+
+def test_nvrtc_several_errors_still_one_line() -> None:
+    source = "__global__ void k()\n{\n    a = 1;\n    b = 2;\n    c = 3;\n}\n"
+    with pytest.raises(GpuprobeError) as excinfo:
+        compile_cuda(source, SM90A, "many.cu")
+    assert one_line(excinfo.value).startswith("many.cu(3): error")
+
+
+def test_nvrtc_compiles_and_caches() -> None:
+    source = 'extern "C" __global__ void tc_nvrtc(int *p) { p[threadIdx.x] = 7; }\n'
+    compiled = compile_cuda(source, SM80, "ok.cu")
+    assert compiled.cubin.read_bytes().startswith(b"\x7fELF")
+    assert "tc_nvrtc" in compiled.log
+    assert compile_cuda(source, SM80, "renamed.cu") == compiled
+
+
+# ---------------------------------------------------------------- nvdisasm ------
+
+
+def test_disassemble_rejects_a_file_that_is_not_elf(tmp_path: Path) -> None:
+    path = write(tmp_path / "notes.cubin", "this is text\nover two lines\n")
+    with pytest.raises(GpuprobeError) as excinfo:
+        disassemble(path)
+    assert one_line(excinfo.value) == f"{path}: not a cubin (no ELF header)"
+
+
+def test_disassemble_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        disassemble(tmp_path / "absent.cubin")
+    assert one_line(excinfo.value).endswith("absent.cubin: no such file")
+
+
+@pytest.mark.parametrize("keep", [16, 64, 0.5, -64], ids=["16B", "64B", "half", "less-64B"])
+def test_disassemble_truncated_cubin_is_one_line(keep: float, tmp_path: Path) -> None:
+    data = assemble_ptx(ptx_text(*GOOD_KERNEL), SM80, "k").cubin.read_bytes()
+    cut = int(len(data) * keep) if isinstance(keep, float) else keep
+    path = tmp_path / "cut.cubin"
+    path.write_bytes(data[:cut])
+    with pytest.raises(GpuprobeError) as excinfo:
+        disassemble(path)
+    message = one_line(excinfo.value)
+    assert message.startswith(f"{path}: nvdisasm cannot read it: ")
