@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpuprobe.arch import Arch, parse_arch, parse_arch_list
 from gpuprobe.errors import GpuprobeError
+from gpuprobe.files import read_text
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -77,7 +78,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _default_arch_for_ptx(path: Path) -> Arch:
     import re
 
-    match = re.search(r"^\s*\.target\s+(\w+)", path.read_text(), re.MULTILINE)
+    match = re.search(r"^\s*\.target\s+(\w+)", read_text(path), re.MULTILINE)
     if not match:
         raise GpuprobeError(f"{path}: no .target directive; give --arch")
     return parse_arch(match.group(1))
@@ -99,7 +100,7 @@ def _listing_for(path: Path, arch_text: str | None):
         compiled = assemble_ptx(module.text, arch, str(path), module.origins)
     elif suffix in (".cu", ".cuh"):
         arch = parse_arch(arch_text or "sm_90a")
-        compiled = compile_cuda(path.read_text(), arch, str(path))
+        compiled = compile_cuda(read_text(path), arch, str(path))
     else:
         raise GpuprobeError(f"{path}: expected a .ptx, .cu or .cubin file")
     listing = read_cubin(compiled.cubin)

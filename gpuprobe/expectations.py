@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuprobe.errors import GpuprobeError
+from gpuprobe.files import read_text
 from gpuprobe.results import Fact
 
 SEVERITIES = ("assert", "warn", "report")
@@ -242,12 +243,7 @@ def load_model_file(path: Path) -> ModelExpectations:
     key = path.stem
     if not _KEY_RE.match(key):
         raise _bad(path, "(file name)", f"model key {key!r} must be lower case letters, digits and underscores")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise GpuprobeError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GpuprobeError(f"{path}: cannot read ({exc})") from None
+    text = read_text(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gpuprobe.arch import Arch
 from gpuprobe.errors import GpuprobeError
+from gpuprobe.files import read_text
 
 Origin = tuple[str, int]  # (file, 1-based line)
 
@@ -69,9 +70,15 @@ def _expand_block(
     lines: list[str], start: int, stop: int, bindings: dict[str, str], path: str, out: list[str], origins: list[Origin]
 ) -> None:
     index = start
-    repeat = 1
     while index < stop:
         line = lines[index]
+        repeat = 1
+        if match := _REPEAT.match(line):
+            repeat = int(match.group(1))
+            index += 1
+            if index >= stop or any(p.match(lines[index]) for p in (_REPEAT, _FOR, _ENDFOR)):
+                raise GpuprobeError(f"{path}:{index}: //@repeat must be followed by the PTX line to repeat")
+            line = lines[index]
         if match := _FOR.match(line):
             end = _block_end(lines, index + 1, path)
             for value in match.group(2).split():
@@ -80,14 +87,9 @@ def _expand_block(
             continue
         if _ENDFOR.match(line):
             raise GpuprobeError(f"{path}:{index + 1}: //@endfor without //@for")
-        if match := _REPEAT.match(line):
-            repeat = int(match.group(1))
-            index += 1
-            continue
         for _ in range(repeat):
             out.append(_substitute(line, bindings))
             origins.append((path, index + 1))
-        repeat = 1
         index += 1
 
 
@@ -110,12 +112,7 @@ def combine(files: list[Path], arch: Arch, root: Path | None = None) -> Module:
     """Expand and join PTX files into one module targeting ``arch``."""
     if not files:
         raise GpuprobeError(f"no PTX sources to build for {arch}")
-    texts = {}
-    for path in files:
-        try:
-            texts[path] = path.read_text()
-        except OSError as exc:
-            raise GpuprobeError(f"{path}: cannot read ({exc.strerror})") from None
+    texts = {path: read_text(path) for path in files}
     shown = {p: str(p.relative_to(root)) if root and p.is_relative_to(root) else str(p) for p in files}
     major, minor = max(ptx_version(texts[p], shown[p]) for p in files)
     lines = [f".version {major}.{minor}", f".target {arch.name}", ".address_size 64"]

@@ -17,6 +17,7 @@ from typing import Any
 from gpuprobe.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.contracts import Rule
 from gpuprobe.errors import GpuprobeError
+from gpuprobe.files import read_text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PTX_DIR = REPO_ROOT / "ptx"
@@ -70,7 +71,7 @@ def load_family(toml_path: Path) -> list[Probe]:
     """Read one family declaration; a bad file is a one-line error naming file and key."""
     where = str(toml_path.relative_to(REPO_ROOT)) if toml_path.is_relative_to(REPO_ROOT) else str(toml_path)
     try:
-        data = tomllib.loads(toml_path.read_text())
+        data = tomllib.loads(read_text(toml_path))
     except tomllib.TOMLDecodeError as exc:
         raise GpuprobeError(f"{where}: {exc}") from None
     unknown = set(data) - _FAMILY_KEYS

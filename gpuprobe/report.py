@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuprobe.files import write_atomic
 from gpuprobe.plots import measured_sm_mhz, plot_latency_vs_footprint
-from gpuprobe.results import Fact, Results, write_atomic
+from gpuprobe.results import Fact, Results
 
 FACTSHEET_NAME = "factsheet.md"
 LATENCY_PLOT_KEY = "latency_vs_footprint"

@@ -16,14 +16,13 @@ Facts carry their raw samples so that reports and comparisons can recompute thei
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gpuprobe.errors import GpuprobeError
+from gpuprobe.files import read_text, write_atomic
 
 SCHEMA = "gpuprobe.results"
 SCHEMA_VERSION = 1
@@ -154,33 +153,12 @@ class Results:
             raise GpuprobeError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # a published report, not a secret (mkstemp creates 0600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save(results: Results, path: Path) -> None:
     write_atomic(path, json.dumps(results.to_dict(), indent=1, allow_nan=False) + "\n")
 
 
 def load(path: Path) -> Results:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise GpuprobeError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GpuprobeError(f"{path}: cannot read ({exc})") from None
+    text = read_text(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

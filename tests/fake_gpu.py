@@ -43,6 +43,7 @@ class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
     corrupt_chase: bool = False  # the device returns a wrong end node
     launches: list[str] = field(default_factory=list)
+    buffers: dict[int, FakeBuffer] = field(default_factory=dict)  # by base address: kernels get raw pointers
     _next_base: int = 0x7F0000000000
     _rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(7))
 
@@ -50,6 +51,7 @@ class FakeGpu:
     def alloc(self, nbytes: int) -> FakeBuffer:
         buffer = FakeBuffer(self._next_base, np.zeros(nbytes, dtype=np.uint8))
         self._next_base += (nbytes + 0xFFFF) & ~0xFFFF
+        self.buffers[buffer.base] = buffer
         return buffer
 
     def address(self, buffer: FakeBuffer) -> int:
@@ -119,7 +121,7 @@ class FakeGpu:
         self._write(out, self._timed(self.shared_latency, int(iters)), 0, node * int(stride) + int(self.corrupt_chase))
 
     def _chase_global(self, out: FakeBuffer, hierarchy: list, start, warm, iters) -> None:
-        buffer = self._buffer_at(int(start))
+        buffer = self.buffers[int(start)]
         words = buffer.data.view(np.uint64)
         pointer = int(start)
         for _ in range(int(warm) + int(iters) * UNROLL):
@@ -135,9 +137,6 @@ class FakeGpu:
     def _gp_chase_global_cg(self, out: FakeBuffer, start, warm, iters) -> None:
         self._chase_global(out, self.hierarchy_l2, start, warm, iters)
 
-    def _buffer_at(self, address: int) -> FakeBuffer:
-        return self._buffers[address]
-
     def _footprint(self, buffer: FakeBuffer, start: int) -> int:
         """Nodes of the cycle through ``start``, times the line size: what the chase covers."""
         words = buffer.data.view(np.uint64)
@@ -149,22 +148,8 @@ class FakeGpu:
                 return seen * 128
 
 
-def _track(gpu: FakeGpu) -> FakeGpu:
-    """Index buffers by base address (the chase passes a raw address)."""
-    gpu._buffers = {}
-    original = gpu.alloc
-
-    def alloc(nbytes: int) -> FakeBuffer:
-        buffer = original(nbytes)
-        gpu._buffers[buffer.base] = buffer
-        return buffer
-
-    gpu.alloc = alloc  # type: ignore[method-assign]
-    return gpu
-
-
 def fake_gpu(**kwargs: Any) -> FakeGpu:
-    return _track(FakeGpu(**kwargs))
+    return FakeGpu(**kwargs)
 
 
 def opener(gpu: FakeGpu):

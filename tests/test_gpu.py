@@ -88,7 +88,7 @@ def test_device_identity_reads_properties_and_falls_back_to_attributes(monkeypat
 
 def test_an_unsupported_compute_capability_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy({**H200_PROPS, "major": 7, "minor": 0}, {}))
-    with pytest.raises(gpu.GpuprobeError, match="compute capability 7.0 is not a supported arch"):
+    with pytest.raises(gpu.GpuprobeError, match=r"compute capability 7\.0 is not a supported arch"):
         gpu.device_identity(0)
 
 

@@ -56,8 +56,8 @@ def _results(*facts: Fact) -> Results:
 
 
 def test_a_failing_fact_says_what_was_measured_expected_where_from_and_the_clock() -> None:
-    fact = Fact("latency.l2", 400.0, "cycle", (398.0, 402.0), [400.0], verdict="fail",
-                detail="latency.l2 = 400 cycle (CI 398–402); OUTSIDE expected 240–330 cycle (warn; Luo et al.)")  # fmt: skip
+    detail = "latency.l2 = 400 cycle (CI 398–402); OUTSIDE expected 240–330 cycle (warn; Luo et al.)"
+    fact = Fact("latency.l2", 400.0, "cycle", (398.0, 402.0), [400.0], verdict="fail", detail=detail)
     with pytest.raises(pytest.fail.Exception) as info:
         assert_fact(_results(fact), "latency.l2")
     message = str(info.value)
