@@ -44,6 +44,7 @@ MEMORY_OPCODES = frozenset(
     }
 )  # fmt: skip
 
+_TEXT_FIELDS = frozenset({"rule", "region", "opcode", "why"})
 RULE_KINDS = ("forbid", "count", "only_memory", "clock_bracket", "dependent_chain", "no_local")
 REGIONS = ("kernel", "timed", "timed_loop")
 CLOCK_OPERAND = re.compile(r"SR_CLOCKLO")
@@ -69,6 +70,10 @@ class Rule:
         kind = data.get("rule")
         if kind not in RULE_KINDS:
             raise GpuprobeError(f"{where}: unknown contract rule {kind!r}; known: {', '.join(RULE_KINDS)}")
+        for key, value in data.items():
+            expected = str if key in _TEXT_FIELDS else int
+            if type(value) is not expected:  # bool is an int to isinstance, and never meant here
+                raise GpuprobeError(f"{where}: {key!r} must be {'a string' if expected is str else 'an integer'}")
         rule = cls(kind=kind, **{k: v for k, v in data.items() if k != "rule"})
         if rule.region not in REGIONS:
             raise GpuprobeError(f"{where}: unknown region {rule.region!r}; known: {', '.join(REGIONS)}")

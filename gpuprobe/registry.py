@@ -9,7 +9,9 @@ to every probe of the family; ``{var}`` placeholders in opcode patterns take the
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +23,6 @@ from gpuprobe.files import read_text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PTX_DIR = REPO_ROOT / "ptx"
-
-_FAMILY_KEYS = {"family", "source", "doc", "min_arch", "archs", "contract", "probe"}
-_PROBE_KEYS = {"name", "kernel", "facts", "doc", "vars", "contract"}
 
 
 @dataclass(frozen=True)
@@ -45,13 +44,53 @@ class Probe:
         return str(self.source.relative_to(REPO_ROOT)) if self.source.is_relative_to(REPO_ROOT) else str(self.source)
 
 
+_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "string": (lambda v: isinstance(v, str), "a string"),
+    "strings": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
+    "table": (lambda v: isinstance(v, dict), "a table"),
+    "tables": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "an array of tables"),
+}
+_FAMILY_TYPES = {"family": "string", "source": "string", "doc": "string", "min_arch": "string",
+                 "archs": "strings", "contract": "tables", "probe": "tables"}  # fmt: skip
+_PROBE_TYPES = {"name": "string", "kernel": "string", "doc": "string", "facts": "strings",
+                "vars": "table", "contract": "tables"}  # fmt: skip
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)\}")
+
+
+def _validate(table: dict[str, Any], types: dict[str, str], required: tuple[str, ...], where: str) -> None:
+    unknown = set(table) - set(types)
+    if unknown:
+        raise GpuprobeError(f"{where}: unknown key(s) {sorted(unknown)}")
+    for key in required:
+        if key not in table:
+            raise GpuprobeError(f"{where}: missing key {key!r}")
+    for key, value in table.items():
+        accepts, description = _KINDS[types[key]]
+        if not accepts(value):
+            raise GpuprobeError(f"{where}: {key!r} must be {description}")
+
+
 def _family_archs(data: dict[str, Any], where: str) -> tuple[Arch, ...]:
-    if "archs" in data:
-        return tuple(parse_arch(a) for a in data["archs"])
-    if "min_arch" in data:
-        low = parse_arch(data["min_arch"])
-        return tuple(a for a in SUPPORTED_ARCHS if a.number >= low.number)
+    try:
+        if "archs" in data:
+            return tuple(parse_arch(a) for a in data["archs"])
+        if "min_arch" in data:
+            low = parse_arch(data["min_arch"])
+            return tuple(a for a in SUPPORTED_ARCHS if a.number >= low.number)
+    except GpuprobeError as exc:
+        raise GpuprobeError(f"{where}: {'archs' if 'archs' in data else 'min_arch'}: {exc}") from None
     raise GpuprobeError(f"{where}: give 'archs' or 'min_arch'")
+
+
+def _fill(pattern: str, variables: dict[str, str], where: str) -> str:
+    """Replace ``{name}`` placeholders (never regex quantifiers such as ``{2,3}``) with the probe's vars."""
+
+    def value(match: re.Match[str]) -> str:
+        if match.group(1) not in variables:
+            raise GpuprobeError(f"{where} uses undefined var {match.group(1)!r}")
+        return variables[match.group(1)]
+
+    return _PLACEHOLDER.sub(value, pattern)
 
 
 def _rules(entries: list[dict[str, Any]], variables: dict[str, str], where: str) -> list[Rule]:
@@ -59,10 +98,7 @@ def _rules(entries: list[dict[str, Any]], variables: dict[str, str], where: str)
     for index, entry in enumerate(entries):
         entry = dict(entry)
         if isinstance(entry.get("opcode"), str):
-            try:
-                entry["opcode"] = entry["opcode"].format(**variables)
-            except KeyError as exc:
-                raise GpuprobeError(f"{where}: contract[{index}] uses undefined var {exc}") from None
+            entry["opcode"] = _fill(entry["opcode"], variables, f"{where}: contract[{index}]")
         rules.append(Rule.from_dict(entry, f"{where}: contract[{index}]"))
     return rules
 
@@ -74,12 +110,7 @@ def load_family(toml_path: Path) -> list[Probe]:
         data = tomllib.loads(read_text(toml_path))
     except tomllib.TOMLDecodeError as exc:
         raise GpuprobeError(f"{where}: {exc}") from None
-    unknown = set(data) - _FAMILY_KEYS
-    if unknown:
-        raise GpuprobeError(f"{where}: unknown key(s) {sorted(unknown)}")
-    for key in ("family", "source", "probe"):
-        if key not in data:
-            raise GpuprobeError(f"{where}: missing key {key!r}")
+    _validate(data, _FAMILY_TYPES, ("family", "source", "probe"), where)
     source = toml_path.parent / data["source"]
     if not source.is_file():
         raise GpuprobeError(f"{where}: source {data['source']!r} does not exist")
@@ -87,12 +118,7 @@ def load_family(toml_path: Path) -> list[Probe]:
     probes = []
     for index, entry in enumerate(data["probe"]):
         probe_where = f"{where}: probe[{index}]"
-        unknown = set(entry) - _PROBE_KEYS
-        if unknown:
-            raise GpuprobeError(f"{probe_where}: unknown key(s) {sorted(unknown)}")
-        missing = {"name", "kernel", "doc"} - set(entry)
-        if missing:
-            raise GpuprobeError(f"{probe_where}: missing key(s) {sorted(missing)}")
+        _validate(entry, _PROBE_TYPES, ("name", "kernel", "doc"), probe_where)
         variables = {str(k): str(v) for k, v in entry.get("vars", {}).items()}
         rules = _rules(data.get("contract", []), variables, where) + _rules(
             entry.get("contract", []), variables, probe_where

@@ -70,11 +70,15 @@ def _run(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(args, capture_output=True, text=True, check=False, timeout=300)
     except subprocess.TimeoutExpired:
         raise GpuprobeError(f"{what}: {Path(args[0]).name} timed out") from None
+    except OSError as exc:
+        raise GpuprobeError(f"{what}: cannot run {args[0]} ({exc.strerror or exc})") from None
 
 
 # ---------------------------------------------------------------- PTX ----------
 
-_PTXAS_DIAG = re.compile(r"^ptxas\s+(?P<file>.+?), line (?P<line>\d+); (?P<kind>error|warning)\s*:\s*(?P<msg>.*)$")
+_PTXAS_DIAG = re.compile(
+    r"^ptxas\s+(?P<file>.+?), line (?P<line>\d+); (?P<kind>error|warning|fatal)\s*:\s*(?P<msg>.*)$"
+)
 
 
 def _locate(line: int, origins: list[tuple[str, int]], fallback: str) -> str:
@@ -89,7 +93,7 @@ def _ptxas_error(stderr: str, origins: list[tuple[str, int]], name: str, arch: A
     errors = []
     for raw in stderr.splitlines():
         match = _PTXAS_DIAG.match(raw.strip())
-        if match and match["kind"] == "error":
+        if match and match["kind"] in ("error", "fatal"):
             errors.append(f"{_locate(int(match['line']), origins, name)}: ptxas error: {match['msg'].strip()}")
     if not errors:
         lines = [line.strip() for line in stderr.splitlines() if line.strip()]

@@ -238,9 +238,16 @@ def test_combine_needs_files() -> None:
 def test_combine_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(GpuprobeError) as excinfo:
         combine([tmp_path / "absent.ptx"], SM80, tmp_path)
+    assert one_line_error(excinfo) == f"{tmp_path / 'absent.ptx'}: no such file"
+
+
+def test_combine_file_that_is_not_text_is_one_line(tmp_path: Path) -> None:
+    binary = tmp_path / "binary.ptx"
+    binary.write_bytes(b".version 8.7\n\xff\xfe\x00\n")
+    with pytest.raises(GpuprobeError) as excinfo:
+        combine([binary], SM80, tmp_path)
     message = one_line_error(excinfo)
-    assert "absent.ptx" in message
-    assert "cannot read" in message
+    assert message.startswith(f"{binary}: cannot read")
 
 
 def test_combine_file_without_version_is_named(tmp_path: Path) -> None:

@@ -153,9 +153,7 @@ def test_missing_tool_is_one_line_saying_what_to_install(name: str, package: str
     assert "CUDA_HOME" in message
 
 
-def test_found_tool_is_the_one_that_runs(
-    no_wheels: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_found_tool_is_the_one_that_runs(no_wheels: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A ptxas from CUDA_HOME is run, and its diagnostics are mapped like the real one's."""
     make_executable(
         tmp_path / "toolkit" / "bin" / "ptxas",
@@ -195,9 +193,7 @@ def test_content_key_separates_parts() -> None:
     assert cache.content_key("x", b"y") == cache.content_key(b"x", "y")
 
 
-def test_cached_file_produces_once_and_never_stores_a_failure(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_cached_file_produces_once_and_never_stores_a_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GPUPROBE_CACHE", str(tmp_path))
     calls: list[int] = []
 
@@ -387,7 +383,7 @@ def test_build_ptx_names_the_family_that_broke(tmp_path: Path) -> None:
 
 
 def test_nvrtc_error_is_one_line_at_the_source_line() -> None:
-    source = "extern \"C\" __global__ void k(int *p)\n{\n    p[0] = undefined_thing;\n}\n"
+    source = 'extern "C" __global__ void k(int *p)\n{\n    p[0] = undefined_thing;\n}\n'
     with pytest.raises(GpuprobeError) as excinfo:
         compile_cuda(source, SM80, "bad.cu")
     message = one_line(excinfo.value)

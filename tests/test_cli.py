@@ -1,0 +1,417 @@
+"""The ``gpuprobe`` command: outputs and JSON schemas, and one stderr line with exit 2 for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gpuprobe.gpu
+from gpuprobe.arch import parse_arch
+from gpuprobe.check import STATUSES
+from gpuprobe.cli import main
+from gpuprobe.registry import REPO_ROOT, all_probes
+from gpuprobe.results import SCHEMA, SCHEMA_VERSION, Device, Fact, Results, save
+from gpuprobe.toolchain import assemble_ptx
+
+PREFIX = "gpuprobe: error: "
+
+CHASE_PTX = """\
+.version 8.7
+.target sm_80
+.address_size 64
+
+.visible .entry cli_chase(.param .u64 start, .param .u32 iters, .param .u64 out)
+{
+	.reg .u32 %r<3>;
+	.reg .u64 %rd<4>;
+	.reg .pred %p<2>;
+	ld.param.u64 %rd1, [start];
+	ld.param.u32 %r1, [iters];
+LOOP:
+	.pragma "nounroll";
+//@repeat 4
+	ld.global.cg.u64 %rd1, [%rd1];
+	sub.u32 %r1, %r1, 1;
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra LOOP;
+	ld.param.u64 %rd2, [out];
+	st.global.u64 [%rd2], %rd1;
+	ret;
+}
+
+.visible .entry cli_empty()
+{
+	ret;
+}
+"""
+
+CUDA_SOURCE = 'extern "C" __global__ void cli_cuda(int *p) { p[threadIdx.x] = (int)threadIdx.x * 3; }\n'
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the CLI in-process; return its exit status, stdout and stderr."""
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def user_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run a command that must fail as a user error: exit 2 and exactly one stderr line, no output.
+
+    Returns the message after the ``gpuprobe: error:`` prefix.
+    """
+    code, out, err = run(capsys, *argv)
+    assert code == 2, (code, out, err)
+    assert err.startswith(PREFIX) and err.endswith("\n") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    assert out == ""
+    return err[len(PREFIX) : -1]
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    """Write text or bytes to ``path`` and return it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def has_keys(data: dict[str, Any], *keys: str) -> bool:
+    """Whether ``data`` is a dict holding at least ``keys``."""
+    return isinstance(data, dict) and set(keys) <= set(data)
+
+
+# ---------------------------------------------------------------- list ---------
+
+
+def test_list_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "list")
+    assert code == 0 and err == ""
+    for probe in all_probes():
+        assert f"{probe.name}  [{probe.family}]  archs: " in out
+        assert probe.doc in out
+        for fact in probe.facts:
+            assert fact in out
+
+
+def test_list_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "list", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert list(data) == ["probes"]
+    assert [p["name"] for p in data["probes"]] == [p.name for p in all_probes()]
+    for entry in data["probes"]:
+        assert has_keys(entry, "name", "family", "archs", "facts")
+        assert isinstance(entry["name"], str) and isinstance(entry["family"], str)
+        assert entry["archs"] and all(parse_arch(a).name == a for a in entry["archs"])
+        assert entry["facts"] and all(isinstance(f, str) and "." in f for f in entry["facts"])
+
+
+# ---------------------------------------------------------------- check --------
+
+
+def test_check_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "check", "--arch", "sm_80,sm_90a")
+    assert code == 0 and err == ""
+    count = len(all_probes()) * 2
+    assert out.splitlines()[-1] == f"{count} ok, 0 violated, 0 unsupported, 0 error"
+    assert sum(line.startswith("ok ") for line in out.splitlines()) == count
+
+
+def test_check_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "--arch", "sm_80,sm_90a", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert list(data) == ["results"]
+    results = data["results"]
+    assert len(results) == len(all_probes()) * 2
+    for entry in results:
+        assert has_keys(entry, "probe", "arch", "status", "detail")
+        assert entry["status"] in STATUSES and entry["status"] == "ok"
+        assert entry["arch"] in ("sm_80", "sm_90a")
+        assert isinstance(entry["detail"], str)
+    assert {(e["probe"], e["arch"]) for e in results} == {
+        (p.name, a) for p in all_probes() for a in ("sm_80", "sm_90a")
+    }
+
+
+def test_check_unknown_arch(capsys: pytest.CaptureFixture[str]) -> None:
+    message = user_error(capsys, "check", "--arch", "sm_80,sm_70")
+    assert message.startswith("unknown arch 'sm_70'; supported: sm_75")
+
+
+# ---------------------------------------------------------------- sass ---------
+
+
+def sass_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    """``gpuprobe sass --json ...``, checked against the documented schema."""
+    code, out, err = run(capsys, "sass", *argv, "--json")
+    assert code == 0 and err == "", err
+    data = json.loads(out)
+    assert has_keys(data, "arch", "kernels")
+    for kernel in data["kernels"]:
+        assert has_keys(kernel, "name", "registers", "shared_bytes", "local_bytes", "instructions", "loops")
+        assert isinstance(kernel["registers"], int) and kernel["local_bytes"] == 0
+        for ins in kernel["instructions"]:
+            assert has_keys(ins, "offset", "predicate", "opcode", "operands")
+            assert isinstance(ins["offset"], int) and isinstance(ins["operands"], list)
+        for loop in kernel["loops"]:
+            assert has_keys(loop, "start", "end")
+    return data
+
+
+def test_sass_ptx_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = write(tmp_path / "chase.ptx", CHASE_PTX)
+    data = sass_json(capsys, str(source))
+    assert data["arch"] == "sm_80"  # from the file's .target
+    kernels = {k["name"]: k for k in data["kernels"]}
+    assert set(kernels) == {"cli_chase", "cli_empty"}
+    chase = kernels["cli_chase"]
+    loads = [i for i in chase["instructions"] if i["opcode"] == "LDG.E.64.STRONG.GPU"]
+    assert len(loads) == 4
+    assert any(i["predicate"] == "@P0" and i["opcode"] == "BRA" for i in chase["instructions"])
+    assert any(loop["start"] <= loads[0]["offset"] <= loop["end"] for loop in chase["loops"])
+
+
+def test_sass_ptx_for_another_arch_and_kernel_filter(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = write(tmp_path / "chase.ptx", CHASE_PTX)
+    data = sass_json(capsys, str(source), "--arch", "sm_90a", "--kernel", "cli_empty")
+    assert data["arch"] == "sm_90a"
+    assert [k["name"] for k in data["kernels"]] == ["cli_empty"]
+
+
+def test_sass_text(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = write(tmp_path / "chase.ptx", CHASE_PTX)
+    code, out, _ = run(capsys, "sass", str(source), "--kernel", "cli_chase")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("// cli_chase (sm_80): ")
+    assert "registers" in lines[0] and "bytes stack" in lines[0]
+    assert sum("LDG.E.64.STRONG.GPU" in line for line in lines) == 4
+    assert all("|" in line for line in lines if "LDG" in line)  # the loop is marked
+
+
+def test_sass_cuda(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = write(tmp_path / "k.cu", CUDA_SOURCE)
+    data = sass_json(capsys, str(source), "--arch", "sm_80", "--kernel", "cli_cuda")
+    assert data["arch"] == "sm_80"
+    (kernel,) = data["kernels"]
+    assert any(i["opcode"].startswith("STG") for i in kernel["instructions"])
+
+
+def test_sass_cubin(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    compiled = assemble_ptx(CHASE_PTX.replace("//@repeat 4\n", ""), parse_arch("sm_86"), "chase")
+    cubin = tmp_path / "chase.cubin"
+    shutil.copyfile(compiled.cubin, cubin)
+    data = sass_json(capsys, str(cubin), "--kernel", "cli_chase")
+    assert data["arch"] == "sm_86"
+    assert sum(i["opcode"].startswith("LDG") for i in data["kernels"][0]["instructions"]) == 1
+
+
+def test_sass_unknown_kernel(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = write(tmp_path / "chase.ptx", CHASE_PTX)
+    message = user_error(capsys, "sass", str(source), "--kernel", "nope")
+    assert message == "no kernel 'nope' in the cubin (it has: cli_chase, cli_empty)"
+
+
+def test_sass_ptx_that_does_not_assemble(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "bad.ptx", CHASE_PTX.replace("sub.u32 %r1, %r1, 1;", "sub.u32 %r1, %r9, 1;"))
+    monkeypatch.chdir(tmp_path)
+    message = user_error(capsys, "sass", "bad.ptx")
+    assert message.startswith("bad.ptx:16: ptxas error: "), message
+    assert "'sub'" in message and "[sm_80]" in message  # ptxas's own text, and the arch
+
+
+def test_sass_ptx_bad_directive(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "bad.ptx", CHASE_PTX.replace("//@repeat 4", "//@for X in 1 2"))
+    monkeypatch.chdir(tmp_path)
+    assert user_error(capsys, "sass", "bad.ptx") == "bad.ptx:14: //@for without //@endfor"
+
+
+def test_sass_nvrtc_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = write(tmp_path / "bad.cu", CUDA_SOURCE.replace("threadIdx.x * 3", "threadIdy.x * 3"))
+    message = user_error(capsys, "sass", str(source))
+    assert "(1): error" in message and "threadIdy" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("notes.cubin", "not a cubin at all\n", "not a cubin (no ELF header)"),
+        ("cut.cubin", b"\x7fELF\x02\x01\x01" + b"\0" * 9, "nvdisasm cannot read it: "),
+        ("notes.txt", "hello\n", "expected a .ptx, .cu or .cubin file"),
+        ("notarget.ptx", ".version 8.7\n.address_size 64\n", "no .target directive; give --arch"),
+        ("old.ptx", ".version 8.7\n.target sm_70\n.address_size 64\n", "unknown arch 'sm_70'"),
+    ],
+    ids=["text-as-cubin", "truncated-elf", "unknown-suffix", "no-target", "unsupported-target"],
+)
+def test_sass_bad_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, content: str | bytes, expected: str
+) -> None:
+    path = write(tmp_path / name, content)
+    message = user_error(capsys, "sass", str(path))
+    assert expected in message, message
+
+
+def test_sass_host_elf_is_not_a_cubin(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    interpreter = Path(sys.executable).resolve()
+    if interpreter.read_bytes()[:4] != b"\x7fELF":
+        pytest.skip("the Python interpreter is not an ELF file on this platform")
+    path = tmp_path / "host.cubin"
+    shutil.copyfile(interpreter, path)
+    assert "nvdisasm cannot read it" in user_error(capsys, "sass", str(path))
+
+
+def test_sass_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert user_error(capsys, "sass", str(tmp_path / "absent.ptx")) == f"{tmp_path / 'absent.ptx'}: no such file"
+
+
+def test_sass_unknown_arch(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = write(tmp_path / "chase.ptx", CHASE_PTX)
+    assert user_error(capsys, "sass", str(source), "--arch", "sm_99").startswith("unknown arch 'sm_99'")
+
+
+# ---------------------------------------------------------------- run ----------
+
+
+def test_run_without_gpu(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(gpuprobe.gpu, "gpu_unavailable_reason", lambda: "no GPU: the test says there is none")
+    assert user_error(capsys, "run", "-o", str(tmp_path)) == "no GPU: the test says there is none"
+    assert not list(tmp_path.iterdir())
+
+
+def test_run_on_this_machine_without_gpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Unpatched: on a machine with no usable GPU, ``run`` says why in one line."""
+    reason = gpuprobe.gpu.gpu_unavailable_reason()
+    if reason is None:
+        pytest.skip("a GPU is present: `run` would measure")
+    assert user_error(capsys, "run", "-o", str(tmp_path)) == reason
+    assert reason.startswith("no GPU: ")
+
+
+# ---------------------------------------------------------------- report -------
+
+
+def small_results() -> Results:
+    """A tiny, made-up results file (test data, never a real measurement)."""
+    device = Device(name="Test GPU", cc="8.0", arch="sm_80", sm_count=108, l2_bytes=40 * 2**20)
+    samples = [199.0, 200.0, 201.0]
+    fact = Fact(id="latency.l2", value=200.0, unit="cycles", samples=samples, probe="memory.latency.global_cg")
+    return Results(device=device, facts=[fact], partial=False)
+
+
+def test_report_writes_the_fact_sheet(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    results = tmp_path / "run" / "results.json"
+    save(small_results(), results)
+    code, out, err = run(capsys, "report", str(results))
+    assert code == 0 and err == ""
+    sheet = tmp_path / "run" / "factsheet.md"
+    assert out.splitlines() == [f"wrote {sheet}"]
+    text = sheet.read_text()
+    assert "Test GPU" in text and "latency.l2" in text
+
+
+def test_report_to_another_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    save(small_results(), results)
+    code, _, _ = run(capsys, "report", str(results), "-o", str(tmp_path / "out"))
+    assert code == 0
+    assert (tmp_path / "out" / "factsheet.md").is_file()
+
+
+def results_file(tmp_path: Path, data: object) -> Path:
+    """A results.json holding ``data`` as JSON."""
+    return write(tmp_path / "results.json", json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("{ this is not json", "corrupt results file (not JSON: "),
+        ("", "corrupt results file (not JSON: "),
+        (b"\xff\xfe\x00garbage", "cannot read"),
+        ({"hello": "world"}, "not a gpuprobe results file"),
+        ([1, 2, 3], "not a gpuprobe results file"),
+        ({"schema": SCHEMA}, "results file has no schema_version"),
+        ({"schema": SCHEMA, "schema_version": SCHEMA_VERSION + 1}, f"results schema {SCHEMA_VERSION + 1} is newer"),
+        ({"schema": SCHEMA, "schema_version": 0}, "results schema 0 is not supported"),
+        ({"schema": SCHEMA, "schema_version": SCHEMA_VERSION}, "corrupt results file (KeyError"),
+        (
+            {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "device": {"name": "x"}, "facts": []},
+            "corrupt results file (TypeError",
+        ),
+        (
+            {
+                "schema": SCHEMA,
+                "schema_version": SCHEMA_VERSION,
+                "device": {"name": "x", "cc": "8.0", "arch": "sm_80", "sm_count": 1, "l2_bytes": 1},
+                "facts": [{"id": "a.b", "value": "fast", "unit": "ns"}],
+            },
+            "corrupt results file (ValueError",
+        ),
+    ],
+    ids=[
+        "not-json",
+        "empty",
+        "not-utf8",
+        "foreign-json",
+        "json-list",
+        "no-version",
+        "newer-schema",
+        "schema-zero",
+        "no-device",
+        "device-incomplete",
+        "bad-fact-value",
+    ],
+)
+def test_report_bad_results(capsys: pytest.CaptureFixture[str], tmp_path: Path, content: object, expected: str) -> None:
+    if isinstance(content, str | bytes):
+        path = write(tmp_path / "results.json", content)
+    else:
+        path = results_file(tmp_path, content)
+    message = user_error(capsys, "report", str(path))
+    assert message.startswith(f"{path}: "), message
+    assert expected in message, message
+    assert not (tmp_path / "factsheet.md").exists()
+
+
+def test_report_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert user_error(capsys, "report", str(tmp_path / "absent.json")) == f"{tmp_path / 'absent.json'}: no such file"
+
+
+# ---------------------------------------------------------------- python -m ----
+
+
+def run_module(*argv: str) -> subprocess.CompletedProcess[str]:
+    """``python -m gpuprobe ...`` from the checkout, as a user runs it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(
+        [sys.executable, "-m", "gpuprobe", *argv], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_python_m_gpuprobe_check() -> None:
+    proc = run_module("check", "--arch", "sm_80")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert proc.stdout.splitlines()[-1] == f"{len(all_probes())} ok, 0 violated, 0 unsupported, 0 error"
+
+
+def test_python_m_gpuprobe_user_error() -> None:
+    proc = run_module("check", "--arch", "sm_70")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(PREFIX) and proc.stderr.count("\n") == 1, proc.stderr
