@@ -29,6 +29,7 @@ Origin = tuple[str, int]  # (file, 1-based line)
 _REPEAT = re.compile(r"^\s*//@repeat\s+(\d+)\s*$")
 _FOR = re.compile(r"^\s*//@for\s+(\w+)\s+in\s+(.+?)\s*$")
 _ENDFOR = re.compile(r"^\s*//@endfor\s*$")
+_DIRECTIVE = re.compile(r"^\s*//@")
 _HEADER = re.compile(r"^\s*\.(version|target|address_size)\b")
 _VERSION = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)")
 
@@ -87,6 +88,8 @@ def _expand_block(
             continue
         if _ENDFOR.match(line):
             raise GpuprobeError(f"{path}:{index + 1}: //@endfor without //@for")
+        if _DIRECTIVE.match(line):
+            raise GpuprobeError(f"{path}:{index + 1}: malformed directive {line.strip()!r}")
         for _ in range(repeat):
             out.append(_substitute(line, bindings))
             origins.append((path, index + 1))

@@ -286,3 +286,9 @@ def test_the_memory_latency_family_expands() -> None:
         assert sum(line.strip() == f"ld.global.{cache}.u64 %rd1, [%rd1];" for line in lines) == 32 + 1  # + warm-up
     assert not any(line.lstrip().startswith("//@") or "{CACHE}" in line for line in lines)
     assert {path for path, _ in module.origins[3:]} == {"ptx/memory_latency.ptx"}
+
+
+@pytest.mark.parametrize("line", ["//@for X in", "//@repeat", "//@repeat two", "//@forr X in a"])
+def test_a_malformed_directive_is_an_error_not_a_comment(line: str) -> None:
+    with pytest.raises(GpuprobeError, match=r"f\.ptx:2: malformed directive"):
+        expand(f"a\n{line}\nb\n", "f.ptx")
