@@ -49,7 +49,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from gpuprobe.check import check_all
+    from gpuprobe.check import STATUSES, check_all
     from gpuprobe.registry import all_probes
 
     results = check_all(all_probes(), parse_arch_list(args.arch))
@@ -67,7 +67,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                     f"{r.status.upper():11} {r.arch:8} {r.probe}\n"
                     + "\n".join(f"    {line}" for line in r.detail.splitlines())
                 )
-        counts = {s: sum(r.status == s for r in results) for s in ("ok", "violated", "unsupported", "error")}
+        counts = {s: sum(r.status == s for r in results) for s in STATUSES}
         print(", ".join(f"{n} {s}" for s, n in counts.items()))
     return EXIT_FAILED if bad else 0
 

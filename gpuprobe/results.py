@@ -48,6 +48,9 @@ class Fact:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fact:
         ci = data.get("ci")
+        verdict = str(data.get("verdict", "report"))
+        if verdict not in VERDICTS:
+            raise ValueError(f"fact {data['id']!r} has unknown verdict {verdict!r}")
         return cls(
             id=str(data["id"]),
             value=None if data.get("value") is None else float(data["value"]),
@@ -57,7 +60,7 @@ class Fact:
             converted={str(k): float(v) for k, v in data.get("converted", {}).items()},
             probe=str(data.get("probe", "")),
             expectation=data.get("expectation"),
-            verdict=str(data.get("verdict", "report")),
+            verdict=verdict,
             detail=str(data.get("detail", "")),
         )
 
