@@ -38,6 +38,11 @@ BoolArray = npt.NDArray[np.bool_]
 Span = tuple[int, int]  # points start .. stop - 1 of the sorted, spike-free curve
 
 MIN_PLATEAU_POINTS = 3
+MIN_PLATEAU_OCTAVES = 0.2
+"""A level's plateau must also span this much footprint: a stair of a few points inside a
+transition (seen on a recorded A40 curve: three flat points over 0.11 octave between L1 and L2)
+is not a cache level. The narrowest real level in the recorded curves, an A100's far L2, spans
+0.27 octave."""
 """A level needs at least this many points on its plateau."""
 
 MERGE_RATIO = 1.2
@@ -170,7 +175,7 @@ def find_levels(footprint_bytes: npt.ArrayLike, latency: npt.ArrayLike) -> list[
     segments = _segment(x, y, sigma)
     sigma = max(_residual_noise_scale(x, y, segments), NOISE_FLOOR)
     segments = _segment(x, y, sigma)
-    plateaus = _grown(_plateaus(segments, y), y, sigma)
+    plateaus = _grown(_plateaus(segments, x, y), y, sigma)
     return [_level(pair, x, y, footprints, latencies) for pair in _with_next(plateaus)]
 
 
@@ -320,12 +325,13 @@ def _fit_residuals(x: FloatArray, y: FloatArray, flat: bool) -> FloatArray:
     return dy - slope * dx
 
 
-def _plateaus(segments: list[_Segment], y: FloatArray) -> list[Span]:
+def _plateaus(segments: list[_Segment], x: FloatArray, y: FloatArray) -> list[Span]:
     """Turn flat segments into plateaus: merge near-equal neighbours, drop short ones.
 
     Candidates are the flat segments of two points or more.  The closest adjacent pair under
     ``MERGE_RATIO`` merges first (the merged plateau spans any points between them); when no
-    pair is close enough, candidates shorter than ``MIN_PLATEAU_POINTS`` are dropped, which
+    pair is close enough, candidates shorter than ``MIN_PLATEAU_POINTS`` or narrower than
+    ``MIN_PLATEAU_OCTAVES`` are dropped, which
     may make new neighbours, so the two steps repeat until nothing changes.
     """
     spans = [(seg.start, seg.stop) for seg in segments if seg.flat and seg.size >= 2]
@@ -336,7 +342,11 @@ def _plateaus(segments: list[_Segment], y: FloatArray) -> list[Span]:
             k = int(np.argmin(gaps))
             spans[k : k + 2] = [(spans[k][0], spans[k + 1][1])]
             continue
-        long_enough = [span for span in spans if span[1] - span[0] >= MIN_PLATEAU_POINTS]
+        long_enough = [
+            (start, stop)
+            for start, stop in spans
+            if stop - start >= MIN_PLATEAU_POINTS and x[stop - 1] - x[start] >= MIN_PLATEAU_OCTAVES
+        ]
         if len(long_enough) == len(spans):
             return spans
         spans = long_enough

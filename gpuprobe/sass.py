@@ -16,19 +16,18 @@ from typing import Any
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.toolchain import disassemble
 
-_INSTRUCTION = re.compile(r"^\s*/\*(?P<offset>[0-9a-fA-F]+)\*/\s+(?P<body>[^\s.].*?)\s*;?\s*$")
+# The terminator is stripped in code: a lazy body before optional trailing ``\s*;?\s*`` backtracks cubically.
+_INSTRUCTION = re.compile(r"^\s*/\*(?P<offset>[0-9a-fA-F]+)\*/\s+(?P<body>[^\s.].*)$")
 _PREDICATE = re.compile(r"^@!?U?P(?:T|\d+)$")
 _LABEL = re.compile(r"^(?P<name>[.$\w]+):\s*$")
 _SECTION = re.compile(r"^\s*\.section\s+(?P<name>[^,\s]+)")
 _TARGET = re.compile(r"^\s*\.target\s+(?P<arch>\w+)")
-_BRANCH_TARGET = re.compile(r"`\((?P<label>[^)]+)\)")
+_BRANCH_TARGET = re.compile(r"`\((?P<label>[^()`]+)\)")
 _NVINFO = re.compile(r"//----- nvinfo : (?P<attr>EIATTR_\w+)")
 _WORD = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/\s+\.word\s+(?P<value>\S+)")
 _ZERO = re.compile(r"^\s*\.zero\s+(?P<size>\d+)")
 _ENTRY = re.compile(r"^\s*\.other\s+(?P<name>[^,\s]+),\s*@\"STO_CUDA_ENTRY")
 _BRACKETS = {"[": "]", "(": ")", "{": "}"}
-# nvdisasm's trailing comment, e.g. BRX's ``(*"BRANCH_TARGETS .L_x_3,.L_x_4"*)``: not an operand.
-_ANNOTATION = re.compile(r"\s*(?P<note>\(\*.*\*\))\s*$")
 _UNBOUNDED_STACK = 0xFFFFFFFF  # EIATTR_MIN_STACK_SIZE of a kernel whose call graph recurses
 _KERNEL_ATTRS = ("EIATTR_REGCOUNT", "EIATTR_FRAME_SIZE", "EIATTR_MIN_STACK_SIZE")
 
@@ -134,16 +133,14 @@ class Listing:
 
 
 def split_operands(text: str) -> tuple[str, ...]:
-    """Split at commas outside brackets and backquoted labels."""
-    parts, depth, current, quoted = [], [], [], False
+    """Split at commas outside brackets; a label operand is bracketed too, as in ``BRA `(.L_x_0)``."""
+    parts, depth, current = [], [], []
     for char in text:
-        if char == "`":
-            quoted = not quoted
-        elif not quoted and char in _BRACKETS:
+        if char in _BRACKETS:
             depth.append(_BRACKETS[char])
-        elif not quoted and depth and char == depth[-1]:
+        elif depth and char == depth[-1]:
             depth.pop()
-        elif char == "," and not depth and not quoted:
+        elif char == "," and not depth:
             parts.append("".join(current).strip())
             current = []
             continue
@@ -154,10 +151,16 @@ def split_operands(text: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
+def _split_annotation(body: str) -> tuple[str, str | None]:
+    """Split off nvdisasm's trailing comment, e.g. BRX's ``(*"BRANCH_TARGETS .L_x_3,.L_x_4"*)``."""
+    start = body.find("(*")
+    if start < 0 or not body.rstrip().endswith("*)"):
+        return body, None
+    return body[:start], body[start:].rstrip()
+
+
 def parse_instruction(offset: int, body: str) -> Instruction:
-    annotation = None
-    if match := _ANNOTATION.search(body):
-        body, annotation = body[: match.start()], match["note"]
+    body, annotation = _split_annotation(body)
     tokens = body.split(None, 1)
     predicate = None
     if tokens and _PREDICATE.match(tokens[0]):
@@ -206,7 +209,9 @@ class _ListingParser:
 
     def _feed_code(self, kernel: Kernel, line: str) -> None:
         if match := _INSTRUCTION.match(line):
-            kernel.instructions.append(parse_instruction(int(match["offset"], 16), match["body"]))
+            body = match["body"].rstrip()
+            body = body[:-1].rstrip() if body.endswith(";") else body
+            kernel.instructions.append(parse_instruction(int(match["offset"], 16), body))
         elif match := _LABEL.match(line.strip()):
             next_offset = kernel.instructions[-1].offset + 16 if kernel.instructions else 0
             kernel.labels[match["name"]] = next_offset
