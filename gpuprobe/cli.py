@@ -115,9 +115,11 @@ def cmd_sass(args: argparse.Namespace) -> int:
         _print_json({"arch": listing.arch, "kernels": [k.to_json() for k in kernels]})
         return 0
     for kernel in kernels:
+        stack = "unknown" if kernel.local_bytes is None else kernel.local_bytes
+        spills = "unknown" if kernel.spill_store_bytes is None else f"{kernel.spill_store_bytes}/{kernel.spill_load_bytes}"
         print(
             f"// {kernel.name} ({listing.arch}): {kernel.registers} registers, {kernel.shared_bytes} bytes shared, "
-            f"{kernel.local_bytes} bytes stack, spills {kernel.spill_store_bytes}/{kernel.spill_load_bytes} bytes"
+            f"{stack} bytes stack, spills (store/load) {spills} bytes"
         )
         loops = kernel.loops
         for ins in kernel.instructions:

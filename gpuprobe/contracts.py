@@ -188,7 +188,9 @@ def check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
 def _check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
     name = rule.describe()
     if rule.kind == "no_local":
-        local = kernel.local_bytes or 0
+        if kernel.local_bytes is None:
+            return Violation(name, "the stack size is unknown (recursion or an indirect call)")
+        local = kernel.local_bytes
         spills = (kernel.spill_store_bytes or 0) + (kernel.spill_load_bytes or 0)
         if local or spills:
             return Violation(name, f"stack frame {local} bytes, spills {spills} bytes")
