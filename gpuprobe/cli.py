@@ -116,7 +116,8 @@ def cmd_sass(args: argparse.Namespace) -> int:
         return 0
     for kernel in kernels:
         stack = "unknown" if kernel.local_bytes is None else kernel.local_bytes
-        spills = "unknown" if kernel.spill_store_bytes is None else f"{kernel.spill_store_bytes}/{kernel.spill_load_bytes}"
+        known = kernel.spill_store_bytes is not None
+        spills = f"{kernel.spill_store_bytes}/{kernel.spill_load_bytes}" if known else "unknown"
         print(
             f"// {kernel.name} ({listing.arch}): {kernel.registers} registers, {kernel.shared_bytes} bytes shared, "
             f"{stack} bytes stack, spills (store/load) {spills} bytes"
