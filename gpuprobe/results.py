@@ -16,6 +16,7 @@ Facts carry their raw samples so that reports and comparisons can recompute thei
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -156,8 +157,19 @@ class Results:
             raise GpuprobeError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None
 
 
+def _strict_json(value: Any) -> Any:
+    """NaN and infinities have no JSON spelling: store them as null rather than lose the file."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict_json(v) for v in value]
+    return value
+
+
 def save(results: Results, path: Path) -> None:
-    write_atomic(path, json.dumps(results.to_dict(), indent=1, allow_nan=False) + "\n")
+    write_atomic(path, json.dumps(_strict_json(results.to_dict()), indent=1, allow_nan=False) + "\n")
 
 
 def load(path: Path) -> Results:

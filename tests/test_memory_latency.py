@@ -139,3 +139,19 @@ def test_without_the_overheads_the_chase_cannot_be_corrected() -> None:
     measured = _run(fake_gpu(), runnable=ALL_PROBES - {"memory.overhead.loop"})
     assert measured["memory.latency.shared"].outcome.status == "failed"
     assert "was not measured" in measured["memory.latency.shared"].outcome.detail
+
+
+def test_a_launch_error_marks_its_probe_crashed_and_the_family_goes_on() -> None:
+    gpu = fake_gpu()
+    real_launch = gpu.launch
+
+    def launch(kernel, *args, **kwargs):
+        if kernel == "gp_chase_shared":
+            raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+        return real_launch(kernel, *args, **kwargs)
+
+    gpu.launch = launch
+    measured = _run(gpu)
+    assert measured["memory.latency.shared"].outcome.status == "crashed"
+    assert "cudaErrorIllegalAddress" in measured["memory.latency.shared"].outcome.detail
+    assert measured["memory.latency.global_cg"].outcome.status == "ok"

@@ -75,3 +75,13 @@ def test_missing_and_binary_files(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(GpuprobeError):
         load(binary)
+
+
+def test_non_finite_numbers_are_stored_as_null_not_lost(tmp_path: Path) -> None:
+    results = _results()
+    results.probes["p"].series["curve"]["sm_mhz"] = [float("nan"), 1750.0]
+    results.clocks["sm_mhz_measured"] = float("inf")
+    save(results, tmp_path / "r.json")
+    again = load(tmp_path / "r.json")
+    assert again.probes["p"].series["curve"]["sm_mhz"] == [None, 1750.0]
+    assert again.clocks["sm_mhz_measured"] is None

@@ -322,3 +322,5 @@ def measure(
             yield step(ctx)
         except ProbeFailure as exc:
             yield Measured(name, ProbeOutcome("failed", str(exc)))
+        except Exception as exc:  # a CUDA error from the launch: record it, and let later probes try
+            yield Measured(name, ProbeOutcome("crashed", f"{type(exc).__name__}: {exc}"))
