@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from gpuprobe.analysis import Level
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.memory_latency import (
     UNROLL,
@@ -72,19 +73,26 @@ def test_latency_subtracts_the_measured_overheads() -> None:
     assert timed_iterations(Settings(timed_loads=4096)) == 4096 // UNROLL
 
 
+def _levels(*starts_kib: float) -> list[Level]:
+    """Levels whose plateaus start at the given footprints (only the start matters for naming)."""
+    return [Level(None, 100.0 + i, s * KIB, s * KIB) for i, s in enumerate(starts_kib)]
+
+
 @pytest.mark.parametrize(
-    ("count", "l1", "names"),
+    ("starts_kib", "l1", "names"),
     [
-        (4, True, ["L1", "L2", "L2 far", "DRAM"]),
-        (3, True, ["L1", "L2", "DRAM"]),
-        (3, False, ["L2", "L2 far", "DRAM"]),
-        (2, False, ["L2", "DRAM"]),
-        (1, False, ["DRAM"]),
-        (5, False, ["L2", "L2 level 2", "L2 level 3", "L2 level 4", "DRAM"]),
+        ((4, 512, 32 * 1024, 64 * 1024), True, ["L1", "L2", "L2 far", "DRAM"]),
+        ((4, 512, 64 * 1024), True, ["L1", "L2", "DRAM"]),
+        ((4, 32 * 1024, 64 * 1024), False, ["L2", "L2 far", "DRAM"]),
+        ((4, 64 * 1024), False, ["L2", "DRAM"]),
+        ((4, 1024, 32 * 1024, 64 * 1024), False, ["L2", "L2 level 2", "L2 far", "DRAM"]),
+        # TLB misses past the L2 make more plateaus: still DRAM, never a cache level
+        ((4, 32 * 1024, 64 * 1024, 512 * 1024), False, ["L2", "L2 far", "DRAM", "DRAM, TLB level 2"]),
+        ((64 * 1024,), False, ["DRAM"]),
     ],
 )
-def test_level_names(count: int, l1: bool, names: list[str]) -> None:
-    assert level_names(count, l1) == names
+def test_level_names_follow_the_device_l2(starts_kib: tuple[float, ...], l1: bool, names: list[str]) -> None:
+    assert level_names(_levels(*starts_kib), l2_bytes=50 * MIB, cached_in_l1=l1) == names
 
 
 def _run(gpu, runnable=frozenset(ALL_PROBES)):

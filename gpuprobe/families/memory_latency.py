@@ -24,6 +24,7 @@ import numpy as np
 from gpuprobe.analysis import Level, find_levels, median_ci
 from gpuprobe.families.chain import Chain, random_cycle
 from gpuprobe.gpu import Launcher
+from gpuprobe.registry import Probe, find_probe
 from gpuprobe.results import Fact, ProbeOutcome
 
 UNROLL = 32  # chase steps per iteration of the timed loop: fixed by the PTX (//@repeat 32)
@@ -224,14 +225,23 @@ def chase_curve(ctx: _Context, kernel: str, footprints: list[int]) -> Curve:
     return Curve(footprints, samples, clock_mhz)
 
 
-def level_names(count: int, cached_in_l1: bool) -> list[str]:
-    """Names for the levels a curve shows, fastest first; the last is DRAM."""
-    on_chip = (["L1"] if cached_in_l1 else []) + ["L2"]
-    if count <= len(on_chip):
-        return [*on_chip[: count - 1], "DRAM"]
-    extra = count - 1 - len(on_chip)
-    middle = ["L2 far"] if extra == 1 else [f"L2 level {k + 2}" for k in range(extra)]
-    return [*on_chip, *middle, "DRAM"]
+def level_names(levels: list[Level], l2_bytes: int, cached_in_l1: bool) -> list[str]:
+    """Name the levels a curve shows, fastest first, using the L2 size the device reports.
+
+    DRAM is the first plateau that starts beyond the L2; plateaus after it are DRAM with TLB
+    misses ("DRAM, TLB level k"), never mistaken for cache levels. Before it: L1 (first, when the
+    loads cache in L1), then the L2 plateaus: "L2", and on split-L2 parts "L2 far" for the last.
+    """
+    dram = next((i for i, level in enumerate(levels) if level.first_footprint > l2_bytes), len(levels) - 1)
+    l1 = ["L1"] if cached_in_l1 and dram > 1 else []
+    l2_count = dram - len(l1)
+    middle = [f"L2 level {k}" for k in range(2, l2_count)]
+    l2 = ["L2", *middle, "L2 far"] if l2_count >= 2 else ["L2"] * l2_count
+    beyond = [f"DRAM, TLB level {k + 2}" for k in range(len(levels) - dram - 1)]
+    return [*l1, *l2, "DRAM", *beyond]
+
+
+_LATENCY_FACTS = {"L1": "latency.l1", "L2": "latency.l2", "L2 far": "latency.l2_far", "DRAM": "latency.dram"}
 
 
 def _series(curve: Curve, levels: list[Level], names: list[str], mhz: float | None) -> dict[str, dict[str, list]]:
@@ -262,36 +272,33 @@ def _capacity_fact(fact_id: str, level: Level, footprints: list[int], probe: str
     return Fact(fact_id, float(level.size_bytes), "byte", (float(below), float(above)), [], {}, probe)
 
 
-def curve_facts(curve: Curve, probe: str, cached_in_l1: bool, mhz: float | None) -> tuple[list[Fact], dict, str]:
-    """Facts from one latency-vs-footprint curve, the series for plots, and a note."""
+def curve_facts(
+    curve: Curve, probe: str, wanted: set[str], l2_bytes: int, cached_in_l1: bool, mhz: float | None
+) -> tuple[list[Fact], dict, str]:
+    """The ``wanted`` facts from one latency-vs-footprint curve, the series for plots, and a note."""
     levels = find_levels(curve.footprints, curve.medians())
-    names = level_names(len(levels), cached_in_l1)
+    if not levels:
+        return [], _series(curve, levels, [], mhz), "no plateau found on the curve"
+    names = level_names(levels, l2_bytes, cached_in_l1)
     facts: list[Fact] = []
-
-    def latency(fact_id: str, level: Level) -> None:
-        facts.append(
-            _fact(fact_id, curve.samples_between(level.first_footprint, level.last_footprint), "cycle", probe, mhz)
-        )
-
-    note = f"{len(levels)} levels: " + ", ".join(names)
-    if len(levels) < 2:
-        return facts, _series(curve, levels, names, mhz), note + " (no cache level resolved)"
-    if cached_in_l1:
-        latency("latency.l1", levels[0])
+    for name, level in zip(names, levels, strict=True):
+        fact_id = _LATENCY_FACTS.get(name)
+        if fact_id in wanted:
+            samples = curve.samples_between(level.first_footprint, level.last_footprint)
+            facts.append(_fact(fact_id, samples, "cycle", probe, mhz))
+    on_chip = [level for name, level in zip(names, levels, strict=True) if name.startswith("L2")]
+    if "capacity.l1" in wanted and names[0] == "L1":
         facts.append(_capacity_fact("capacity.l1", levels[0], curve.footprints, probe))
-    else:
-        latency("latency.l2", levels[0])
-        if len(levels) >= 3:
-            latency("latency.l2_far", levels[-2])
-        latency("latency.dram", levels[-1])
-        facts.append(_capacity_fact("capacity.l2", levels[-2], curve.footprints, probe))
-    return facts, _series(curve, levels, names, mhz), note
+    if "capacity.l2" in wanted and on_chip and on_chip[-1].size_bytes is not None:
+        facts.append(_capacity_fact("capacity.l2", on_chip[-1], curve.footprints, probe))
+    return facts, _series(curve, levels, names, mhz), f"{len(levels)} levels: " + ", ".join(names)
 
 
-def measure_global(ctx: _Context, probe: str, kernel: str, cached_in_l1: bool) -> Measured:
-    curve = chase_curve(ctx, kernel, plan_footprints(ctx.l2_bytes, ctx.settings))
-    facts, series, note = curve_facts(curve, probe, cached_in_l1, ctx.mhz)
-    return Measured(probe, ProbeOutcome("ok", note, series), facts)
+def measure_global(ctx: _Context, probe: Probe, cached_in_l1: bool) -> Measured:
+    """A latency-vs-footprint sweep; the probe's declaration says which facts it yields."""
+    curve = chase_curve(ctx, probe.kernel, plan_footprints(ctx.l2_bytes, ctx.settings))
+    facts, series, note = curve_facts(curve, probe.name, set(probe.facts), ctx.l2_bytes, cached_in_l1, ctx.mhz)
+    return Measured(probe.name, ProbeOutcome("ok", note, series), facts)
 
 
 STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
@@ -299,8 +306,8 @@ STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
     ("memory.overhead.clock_read", measure_clock_read),
     ("memory.overhead.loop", measure_loop),
     ("memory.latency.shared", measure_shared),
-    ("memory.latency.global_ca", lambda c: measure_global(c, "memory.latency.global_ca", "gp_chase_global_ca", True)),
-    ("memory.latency.global_cg", lambda c: measure_global(c, "memory.latency.global_cg", "gp_chase_global_cg", False)),
+    ("memory.latency.global_ca", lambda c: measure_global(c, find_probe("memory.latency.global_ca"), True)),
+    ("memory.latency.global_cg", lambda c: measure_global(c, find_probe("memory.latency.global_cg"), False)),
 ]
 
 
