@@ -6,18 +6,22 @@ of rules, each naming a region of the kernel and a property of the instructions 
 * ``kernel`` — every instruction;
 * ``timed`` — the instructions between the first and the last clock read;
 * ``timed_loop`` — the single innermost loop inside ``timed`` (a contract violation if there
-  is not exactly one).
+  is not exactly one);
+* ``timed_outside_loop`` — ``timed`` less ``timed_loop``: what the clock reads time besides the loop.
 
 Rule kinds:
 
 * ``forbid`` — no instruction whose opcode matches ``opcode``;
 * ``count`` — the number of instructions matching ``opcode`` is ``count`` (or within min/max);
+* ``only`` — every instruction matches ``opcode`` (an allow-list: nothing unannounced);
 * ``only_memory`` — every memory instruction matches ``opcode`` (nothing else touches memory);
 * ``clock_bracket`` — exactly ``reads`` clock reads, and ``loops`` loops between the first
   and the last (the clock reads bracket the loop, and no clock read sits inside it);
-* ``dependent_chain`` — each instruction matching ``opcode`` takes its address from the
-  register the previous one loaded (and, in a loop, the first from the last): a serial chase
-  the hardware cannot overlap;
+* ``dependent_chain`` — each instruction matching ``opcode`` is unpredicated and takes its
+  address from the register the previous one loaded (and, in a loop, the first from the last),
+  with nothing writing that register in between: a serial chase the hardware cannot overlap;
+* ``control_off_chain`` — no instruction other than those matching ``opcode`` reads a register
+  they load: the loop control never waits for the chain, so it issues in the loads' shadow;
 * ``no_local`` — no stack frame and no spills.
 
 Opcode patterns are full-match regular expressions over the whole mnemonic as nvdisasm prints
@@ -41,12 +45,22 @@ MEMORY_OPCODES = frozenset(
         "ATOM", "ATOMG", "ATOMS", "RED", "REDG", "REDAS",
         "TEX", "TLD", "TLD4", "TXQ", "SULD", "SUST", "SUATOM", "SURED", "CCTL", "CCTLL",
         "UBLKCP", "UBLKRED", "UBLKPF", "UTMALDG", "UTMASTG", "UTMAPF", "UTMAREDG", "UTMACCTL",
+        "LDCU", "LDGMC", "STAS", "LDTM", "STTM", "SYNCS", "MEMBAR", "FENCE", "ERRBAR",
     }
 )  # fmt: skip
 
 _TEXT_FIELDS = frozenset({"rule", "region", "opcode", "why"})
-RULE_KINDS = ("forbid", "count", "only_memory", "clock_bracket", "dependent_chain", "no_local")
-REGIONS = ("kernel", "timed", "timed_loop")
+RULE_KINDS = (
+    "forbid",
+    "count",
+    "only",
+    "only_memory",
+    "clock_bracket",
+    "dependent_chain",
+    "control_off_chain",
+    "no_local",
+)
+REGIONS = ("kernel", "timed", "timed_loop", "timed_outside_loop")
 CLOCK_OPERAND = re.compile(r"SR_CLOCKLO")
 
 
@@ -77,7 +91,10 @@ class Rule:
         rule = cls(kind=kind, **{k: v for k, v in data.items() if k != "rule"})
         if rule.region not in REGIONS:
             raise GpuprobeError(f"{where}: unknown region {rule.region!r}; known: {', '.join(REGIONS)}")
-        if kind in ("forbid", "count", "only_memory", "dependent_chain") and not rule.opcode:
+        if (
+            kind in ("forbid", "count", "only", "only_memory", "dependent_chain", "control_off_chain")
+            and not rule.opcode
+        ):
             raise GpuprobeError(f"{where}: rule {kind!r} needs an opcode pattern")
         if rule.opcode:
             try:
@@ -142,11 +159,14 @@ def region_instructions(kernel: Kernel, region: str) -> tuple[list[Instruction],
     reads = clock_reads(kernel)
     if len(reads) < 2:
         raise _RegionError(f"region {region!r} needs two clock reads, found {len(reads)}")
+    timed = kernel.between(reads[0].offset + 1, reads[-1].offset - 1)
     if region == "timed":
-        return kernel.between(reads[0].offset + 1, reads[-1].offset - 1), False
+        return timed, False
     loops = timed_loops(kernel)
     if len(loops) != 1:
-        raise _RegionError(f"region 'timed_loop' needs exactly one loop between the clock reads, found {len(loops)}")
+        raise _RegionError(f"region {region!r} needs exactly one loop between the clock reads, found {len(loops)}")
+    if region == "timed_outside_loop":
+        return [ins for ins in timed if not loops[0].contains(ins.offset)], False
     return kernel.between(loops[0].start, loops[0].end), True
 
 
@@ -156,6 +176,7 @@ def _matching(instructions: list[Instruction], pattern: str) -> list[Instruction
 
 
 _ADDRESS_REGISTER = re.compile(r"\[(U?R\d+)")
+_REGISTER = re.compile(r"\b(U?R)(\d+)\b")
 
 
 def _address_register(ins: Instruction) -> str | None:
@@ -166,16 +187,60 @@ def _address_register(ins: Instruction) -> str | None:
     return None
 
 
-def _check_chain(loads: list[Instruction], wraps: bool) -> list[Instruction]:
-    """Loads whose address is not the previous load's destination."""
-    broken = []
+def _registers(operand: str, width: int = 1) -> set[str]:
+    """The registers an operand names, a wide one (``R2`` of a 64-bit value) with its pair."""
+    named = set()
+    for prefix, number in _REGISTER.findall(operand):
+        if number != "Z":
+            named.update(f"{prefix}{int(number) + k}" for k in range(width))
+    return named
+
+
+def _width(ins: Instruction) -> int:
+    """Registers per value the instruction moves: 2 for .64, 4 for .128, else 1."""
+    return {"64": 2, "128": 4}.get(next((m for m in ins.opcode.split(".") if m in ("64", "128")), ""), 1)
+
+
+def _writes(ins: Instruction) -> set[str]:
+    """Registers an instruction writes: its first operand, when that is a register."""
+    if not ins.operands or "[" in ins.operands[0]:
+        return set()
+    return _registers(ins.operands[0], _width(ins))
+
+
+def _check_chain(region: list[Instruction], loads: list[Instruction], wraps: bool) -> list[Instruction]:
+    """Loads that are predicated, or whose address is not the previous load's value, untouched since."""
+    broken = [load for load in loads if load.predicate]
     pairs = list(itertools.pairwise(loads))
     if wraps and len(loads) > 1:
         pairs.append((loads[-1], loads[0]))
     for previous, current in pairs:
-        if _address_register(current) != previous.operands[0]:
+        address = _address_register(current)
+        if address != previous.operands[0]:
             broken.append(current)
-    return broken
+            continue
+        wide = 2 if any(".64]" in op for op in current.operands[1:]) else 1
+        if any(_registers(address, wide) & _writes(i) for i in _between(region, previous, current)):
+            broken.append(current)
+    return sorted(set(broken), key=lambda i: i.offset)
+
+
+def _between(region: list[Instruction], first: Instruction, second: Instruction) -> list[Instruction]:
+    """What runs after ``first`` and before ``second``; in a loop, ``second`` may come round again."""
+    if second.offset > first.offset:
+        return [i for i in region if first.offset < i.offset < second.offset]
+    return [i for i in region if i.offset > first.offset or i.offset < second.offset]
+
+
+def _readers_of_chain(region: list[Instruction], loads: list[Instruction]) -> list[Instruction]:
+    """Instructions, other than the loads, that read a register the loads write."""
+    loaded = set().union(*(_writes(load) for load in loads)) if loads else set()
+    readers = []
+    for ins in (i for i in region if i not in loads):
+        sources = ins.operands[1:] if _writes(ins) else ins.operands
+        if any(_registers(op) & loaded for op in sources):
+            readers.append(ins)
+    return readers
 
 
 def check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
@@ -212,8 +277,18 @@ def _check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
         others = [i for i in instructions if i.base in MEMORY_OPCODES and i not in matching]
         if others:
             return Violation(name, f"{len(others)} other memory instruction(s)", [_sass_line(i) for i in others])
+    if rule.kind == "only":
+        others = [i for i in instructions if i not in matching]
+        if others:
+            return Violation(name, f"{len(others)} instruction(s) not allowed here", [_sass_line(i) for i in others])
+    if rule.kind == "control_off_chain":
+        readers = _readers_of_chain(instructions, matching)
+        if readers:
+            return Violation(
+                name, f"{len(readers)} instruction(s) wait for the chain", [_sass_line(i) for i in readers]
+            )
     if rule.kind == "dependent_chain":
-        broken = _check_chain(matching, wraps)
+        broken = _check_chain(instructions, matching, wraps)
         if broken or not matching:
             message = "no such instructions" if not matching else f"{len(broken)} load(s) not fed by the previous one"
             return Violation(name, message, [_sass_line(i) for i in broken])

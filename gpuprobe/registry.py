@@ -2,8 +2,10 @@
 
 Each family is a pair of files in ``ptx/``: the source (``NAME.ptx``) and its declaration
 (``NAME.toml``), which names the family, the archs it targets, and per probe its kernel, the
-facts it produces, a docstring, and its SASS contract. Family-level ``[[contract]]`` rules apply
-to every probe of the family; ``{var}`` placeholders in opcode patterns take the probe's ``vars``.
+facts it produces, a docstring, and its SASS contract. A probe's contract is the family-level
+``[[contract]]`` rules (every probe), the named rule sets it ``use``s (``[[rules.NAME]]``, shared
+by the probes that name them), and its own ``[[probe.contract]]`` rules; ``{var}`` placeholders
+in opcode patterns take the probe's ``vars``.
 """
 
 from __future__ import annotations
@@ -49,11 +51,17 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "strings": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
     "table": (lambda v: isinstance(v, dict), "a table"),
     "tables": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "an array of tables"),
+    "rule sets": (
+        lambda v: (
+            isinstance(v, dict) and all(isinstance(s, list) and all(isinstance(x, dict) for x in s) for s in v.values())
+        ),
+        "named arrays of rule tables ([[rules.NAME]])",
+    ),
 }
 _FAMILY_TYPES = {"family": "string", "source": "string", "doc": "string", "min_arch": "string",
-                 "archs": "strings", "contract": "tables", "probe": "tables"}  # fmt: skip
+                 "archs": "strings", "contract": "tables", "rules": "rule sets", "probe": "tables"}  # fmt: skip
 _PROBE_TYPES = {"name": "string", "kernel": "string", "doc": "string", "facts": "strings",
-                "vars": "table", "contract": "tables"}  # fmt: skip
+                "vars": "table", "use": "strings", "contract": "tables"}  # fmt: skip
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)\}")
 
 
@@ -120,9 +128,12 @@ def load_family(toml_path: Path) -> list[Probe]:
         probe_where = f"{where}: probe[{index}]"
         _validate(entry, _PROBE_TYPES, ("name", "kernel", "doc"), probe_where)
         variables = {str(k): str(v) for k, v in entry.get("vars", {}).items()}
-        rules = _rules(data.get("contract", []), variables, where) + _rules(
-            entry.get("contract", []), variables, probe_where
-        )
+        rules = _rules(data.get("contract", []), variables, where)
+        for set_name in entry.get("use", []):
+            if set_name not in data.get("rules", {}):
+                raise GpuprobeError(f"{probe_where}: uses unknown rule set {set_name!r}")
+            rules += _rules(data["rules"][set_name], variables, f"{where}: rules.{set_name}")
+        rules += _rules(entry.get("contract", []), variables, probe_where)
         probes.append(
             Probe(
                 name=entry["name"],

@@ -7,6 +7,7 @@ each by the rule that exists to catch its kind of break.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from pathlib import Path
@@ -253,6 +254,53 @@ def test_dependent_chain_with_uniform_and_shared_addresses() -> None:
     assert violation is not None and violation.lines == ["/*0020*/ LDS R3, [UR4+0x4] ;"]
 
 
+def test_dependent_chain_is_broken_by_a_write_between_the_loads() -> None:
+    """The address register must hold the previous load's value when the next load issues."""
+    chain = rule(rule="dependent_chain", region="timed_loop", opcode=LOAD)
+    copied = edit(
+        CHASE, "LDG.E.64.STRONG.GPU R6, [R2.64]", "IMAD.MOV.U32 R2, RZ, RZ, R20", "LDG.E.64.STRONG.GPU R6, [R2.64]"
+    )
+    violation = check_rule(sass(copied), chain)
+    assert violation is not None and violation.lines == ["/*0050*/ LDG.E.64.STRONG.GPU R6, [R2.64] ;"]
+    high_half = edit(CHASE, "LDG.E.64.STRONG.GPU R6, [R2.64]", "MOV R3, R21", "LDG.E.64.STRONG.GPU R6, [R2.64]")
+    assert check_rule(sass(high_half), chain) is not None  # a 64-bit address is a register pair
+    other = edit(CHASE, "LDG.E.64.STRONG.GPU R6, [R2.64]", "MOV R9, R21", "LDG.E.64.STRONG.GPU R6, [R2.64]")
+    assert check_rule(sass(other), chain) is None
+
+
+def test_dependent_chain_loads_must_be_unpredicated() -> None:
+    guarded = edit(CHASE, "LDG.E.64.STRONG.GPU R6, [R2.64]", "@P1 LDG.E.64.STRONG.GPU R6, [R2.64]")
+    violation = check_rule(sass(guarded), rule(rule="dependent_chain", region="timed_loop", opcode=LOAD))
+    assert violation is not None and violation.lines == ["/*0040*/ @P1 LDG.E.64.STRONG.GPU R6, [R2.64] ;"]
+
+
+def test_control_off_chain() -> None:
+    off_chain = rule(rule="control_off_chain", region="timed_loop", opcode=LOAD)
+    assert check_rule(sass(CHASE), off_chain) is None
+    waits = edit(CHASE, "ISETP.NE.AND P0, PT, R0, RZ, PT", "ISETP.NE.AND P0, PT, R2, RZ, PT")
+    violation = check_rule(sass(waits), off_chain)
+    assert violation is not None and violation.message == "1 instruction(s) wait for the chain"
+    assert violation.lines == ["/*0070*/ ISETP.NE.AND P0, PT, R2, RZ, PT ;"]
+    high_half = edit(CHASE, "IADD3 R0, R0, -0x1, RZ", "IADD3 R0, R7, -0x1, RZ")  # R7 is half of R6:R7
+    assert check_rule(sass(high_half), off_chain) is not None
+
+
+def test_only_is_an_allow_list() -> None:
+    allowed = rule(rule="only", region="timed_loop", opcode=rf"{LOAD}|IADD3|ISETP(\.\w+)*|BRA")
+    assert check_rule(sass(CHASE), allowed) is None
+    fenced = edit(CHASE, "IADD3 R0, R0, -0x1, RZ", "IADD3 R0, R0, -0x1, RZ", "MEMBAR.SC.GPU")
+    violation = check_rule(sass(fenced), allowed)
+    assert violation is not None and violation.lines == ["/*0070*/ MEMBAR.SC.GPU ;"]
+
+
+def test_timed_outside_loop_sees_what_the_clock_reads_time_besides_the_loop() -> None:
+    nothing_else = rule(rule="count", region="timed_outside_loop", opcode=".*", max=0)
+    assert check_rule(sass(CHASE), nothing_else) is None
+    extra = edit(CHASE, "CS2R R8, SR_CLOCKLO", "STG.E.64 [R10.64+0x10], R2", "CS2R R8, SR_CLOCKLO")
+    violation = check_rule(sass(extra), nothing_else)
+    assert violation is not None and violation.lines == ["/*0090*/ STG.E.64 [R10.64+0x10], R2 ;"]
+
+
 def test_dependent_chain_needs_the_loads() -> None:
     violation = check_rule(sass(CHASE), rule(rule="dependent_chain", region="timed_loop", opcode=r"LDS(\..*)?"))
     assert violation is not None and violation.message == "no such instructions"
@@ -483,28 +531,29 @@ def test_no_local_fails_on_real_code() -> None:
 
 @functools.cache
 def negative_probes() -> tuple[Probe, ...]:
-    """The negative-control family, loaded the way the registry loads a real one."""
-    return tuple(load_family(NEGATIVE_DIR / "broken_chase.toml"))
+    """The negative-control family, loaded the way the registry loads a real one, each probe held
+    to the real L2 chase's contract (so the control can never drift from what it controls)."""
+    real = find_probe("memory.latency.global_cg").contract
+    return tuple(dataclasses.replace(p, contract=real) for p in load_family(NEGATIVE_DIR / "broken_chase.toml"))
 
 
 # The contract kinds each broken kernel must break, and nothing else: each break is caught by the
 # rule that exists for it (an unrolled loop also leaves "the timed loop" undefined, so every
 # timed_loop rule reports that).
 EXPECTED_BREAKS = {
-    "negative.independent_loads": {"dependent_chain"},
-    "negative.local_array": {"no_local", "forbid", "only_memory"},
-    "negative.clock_in_loop": {"clock_bracket"},
-    "negative.unrolled": {"clock_bracket", "count", "only_memory", "dependent_chain"},
+    "negative.independent_loads": {"dependent_chain", "control_off_chain", "only"},
+    "negative.local_array": {"no_local", "forbid", "count", "only", "only_memory", "control_off_chain"},
+    "negative.clock_in_loop": {"clock_bracket", "only", "control_off_chain"},
+    "negative.unrolled": {"clock_bracket", "count", "only", "only_memory", "dependent_chain", "control_off_chain"},
 }
 
 
-def test_negative_control_is_declared_with_the_real_l2_chase_contract() -> None:
-    """If memory.latency.global_cg's contract changes, the negative control must change with it."""
-    real = find_probe("memory.latency.global_cg")
-    probes = negative_probes()
-    assert {p.name for p in probes} == set(EXPECTED_BREAKS)
-    for probe in probes:
-        assert probe.contract == real.contract, probe.name
+def test_negative_control_declares_kernels_only_and_takes_the_real_contract() -> None:
+    """The negative family states no rules of its own: its contract is memory.latency.global_cg's."""
+    declared = load_family(NEGATIVE_DIR / "broken_chase.toml")
+    assert {p.name for p in declared} == set(EXPECTED_BREAKS)
+    for probe in declared:
+        assert probe.contract == ()
         assert probe.archs == (parse_arch("sm_80"), parse_arch("sm_90a"))
 
 
@@ -530,8 +579,9 @@ def test_negative_control_details_show_the_broken_code() -> None:
     assert local.resources["local_bytes"] == 256
 
     clock = results["negative.clock_in_loop"]
-    assert "found 3 clock reads" in clock.detail
-    assert clock.detail.count("SR_CLOCKLO") == 3
+    (bracket,) = [v for v in clock.violations if v.rule.startswith("2 clock reads")]
+    assert bracket.message == "found 3 clock reads"
+    assert sum("SR_CLOCKLO" in line for line in bracket.lines) == 3
 
     unrolled = results["negative.unrolled"]
     assert "found 2 loop(s) between the clock reads" in unrolled.detail

@@ -80,7 +80,8 @@ def test_memory_family_targets_every_supported_arch_from_sm_75() -> None:
 def test_vars_are_substituted_into_opcode_patterns() -> None:
     probe = find_probe("memory.latency.global_cg")
     opcodes = {rule.opcode for rule in probe.contract if rule.region == "timed_loop"}
-    assert opcodes == {r"LDG\.E\.64\.STRONG\.GPU"}
+    load = r"LDG\.E\.64\.STRONG\.GPU"
+    assert opcodes == {load, load + r"|U?IADD3|VIADD|IADD|U?ISETP(\.\w+)*|BRA(\.U)?"}
 
 
 def test_family_rules_apply_to_every_probe_of_the_family() -> None:
@@ -150,6 +151,19 @@ def test_the_good_family_loads(tmp_path: Path) -> None:
     assert [r.kind for r in probe.contract] == ["no_local", "count"]
     assert probe.contract[1].opcode == r"LDG\.E\.64"
     assert probe.source_label == str(tmp_path / "toy.ptx")
+
+
+def test_named_rule_sets_are_shared_by_the_probes_that_use_them(tmp_path: Path) -> None:
+    text = GOOD_FAMILY.replace('doc = "The first toy probe."', 'doc = "The first toy probe."\nuse = ["timed"]')
+    text += '\n[[rules.timed]]\nrule = "clock_bracket"\n\n[[rules.timed]]\nrule = "forbid"\nopcode = \'{load}\'\n'
+    (probe,) = load_family(write_family(tmp_path, text))
+    assert [r.kind for r in probe.contract] == ["no_local", "clock_bracket", "forbid", "count"]
+    assert probe.contract[2].opcode == r"LDG\.E\.64"  # the set's placeholders take the probe's vars
+
+
+def test_an_unknown_rule_set_is_one_line(tmp_path: Path) -> None:
+    text = GOOD_FAMILY.replace('doc = "The first toy probe."', 'doc = "The first toy probe."\nuse = ["timd"]')
+    assert "probe[0]: uses unknown rule set 'timd'" in load_error(write_family(tmp_path, text))
 
 
 def test_min_arch_means_that_arch_and_newer(tmp_path: Path) -> None:
