@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gpuprobe.arch import Arch
 from gpuprobe.errors import GpuprobeError
-from gpuprobe.ptxsource import combine
+from gpuprobe.ptxsource import combine, entry_parameters
 from gpuprobe.registry import REPO_ROOT, Probe
 from gpuprobe.sass import Listing, apply_compile_log, read_cubin
 from gpuprobe.toolchain import assemble_ptx
@@ -24,6 +24,7 @@ class BuiltModule:
     cubin: Path
     listing: Listing
     sources: tuple[Path, ...]
+    parameters: dict[str, list[tuple[str, str]]]  # kernel -> [(PTX type, name)], to check launches against
 
 
 def _sources(probes: list[Probe] | tuple[Probe, ...], arch: Arch) -> list[Path]:
@@ -42,7 +43,7 @@ def build_ptx(sources: list[Path], arch: Arch) -> BuiltModule:
         raise
     listing = read_cubin(compiled.cubin)
     apply_compile_log(listing, compiled.log)
-    return BuiltModule(arch, compiled.cubin, listing, tuple(sources))
+    return BuiltModule(arch, compiled.cubin, listing, tuple(sources), entry_parameters(module.text))
 
 
 def build_for(probes: list[Probe] | tuple[Probe, ...], arch: Arch) -> BuiltModule:

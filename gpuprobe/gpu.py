@@ -25,6 +25,12 @@ class Launcher(Protocol):
 
     def upload(self, array: np.ndarray) -> Any: ...
 
+    def fill(self, buffer: Any, value: int) -> None:
+        """Set every byte of ``buffer`` to ``value`` on the device (through the L2, evicting what it held)."""
+
+    def prefer_l1(self, kernel: str) -> None:
+        """Ask for the largest L1 (smallest shared-memory carve-out) when ``kernel`` runs."""
+
     def write_chain(self, buffer: Any, successor: np.ndarray, stride: int) -> None:
         """Store, at byte ``i * stride`` of ``buffer``, the 64-bit address of node ``successor[i]``."""
 
@@ -79,6 +85,13 @@ class CupyLauncher:
     def upload(self, array: np.ndarray) -> Any:
         return self._cp.asarray(array)
 
+    def fill(self, buffer: Any, value: int) -> None:
+        buffer.fill(value)
+        self._cp.cuda.Device().synchronize()
+
+    def prefer_l1(self, kernel: str) -> None:
+        self._function(kernel).preferred_shared_memory_carveout = 0  # CU_SHAREDMEM_CARVEOUT_MAX_L1
+
     def write_chain(self, buffer: Any, successor: np.ndarray, stride: int) -> None:
         cp = self._cp
         words = buffer.view(cp.uint64)
@@ -87,11 +100,13 @@ class CupyLauncher:
         words[nodes * (stride // 8)] = cp.uint64(self.address(buffer)) + targets * cp.uint64(stride)
         cp.cuda.Device().synchronize()
 
+    def _function(self, kernel: str) -> Any:
+        if kernel not in self._kernels:
+            self._kernels[kernel] = self._module.get_function(kernel)
+        return self._kernels[kernel]
+
     def launch(self, kernel: str, grid: int, block: int, args: list[Any], shared_bytes: int = 0) -> None:
-        function = self._kernels.get(kernel)
-        if function is None:
-            function = self._kernels[kernel] = self._module.get_function(kernel)
-        function((grid,), (block,), tuple(args), shared_mem=shared_bytes)
+        self._function(kernel)((grid,), (block,), tuple(args), shared_mem=shared_bytes)
         self._cp.cuda.Device().synchronize()
 
     def read_u64(self, buffer: Any, count: int) -> np.ndarray:

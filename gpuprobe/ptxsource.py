@@ -96,6 +96,15 @@ def _expand_block(
         index += 1
 
 
+_ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)")
+_PARAM = re.compile(r"\.param\s+\.(\w+)\s+(\w+)")
+
+
+def entry_parameters(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Each kernel's parameters, in order, as (PTX type, name): ``{"k": [("u64", "out")]}``."""
+    return {name: _PARAM.findall(params) for name, params in _ENTRY.findall(text)}
+
+
 def ptx_version(text: str, path: str) -> tuple[int, int]:
     for line in text.splitlines():
         if match := _VERSION.match(line):

@@ -86,7 +86,7 @@ def run_suite(
             results.probes[name] = ProbeOutcome(check.status, check.detail)
     save(results, path)
     runnable = {name for name, check in checks.items() if check.status == "ok"}
-    for measured in memory_latency.measure(launcher, device.l2_bytes, runnable, settings):
+    for measured in memory_latency.measure(launcher, module.parameters, device.l2_bytes, runnable, settings):
         if measured.outcome.status == "skipped" and measured.probe in results.probes:
             continue  # keep the contract violation as the reason
         results.probes[measured.probe] = measured.outcome

@@ -1,23 +1,48 @@
 """A simulated GPU for CPU tests: runs the memory-latency kernels' semantics in NumPy.
 
-It follows the pointer chains really written into its buffers (so a wrong chain or a wrong
-prediction is caught exactly as on a GPU) and times each chase with a cache model. Test support
-only: nothing it produces is a measurement.
+Arguments are bound to the kernels' PTX parameter names (a launch that passes them in another
+order or number fails here as it would misbehave on a GPU). The chase follows the pointer chains
+really written into the simulated memory, so a wrong chain or a wrong prediction is caught exactly
+as on a GPU, and times each chase with a cache model. L2 residency is modelled just enough to
+catch a sweep that measures L2 where it means DRAM: lines written or visited since the last
+flush (a write through a buffer of twice the L2) are still in L2. Test support only: nothing it
+produces is a measurement.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.memory_latency import UNROLL
+from gpuprobe.arch import parse_arch
+from gpuprobe.build import build_for
+from gpuprobe.families.memory_latency import UNROLL, Settings
+from gpuprobe.registry import all_probes
 from gpuprobe.results import Device
 from tests.cache_model import curve
 
 KIB, MIB = 2**10, 2**20
+
+# Short sweeps for the simulated part (512 KiB L2): cold footprints never revisit a line.
+FAST = Settings(
+    repeats=3,
+    short_iterations=4,
+    long_iterations=20,
+    l1_rewarm_bytes=64 * KIB,
+    clock_settle_cycles=1000,
+    clock_spin_cycles=100_000,
+    overhead_repeats=5,
+)
+
+
+@cache
+def ptx_parameters() -> dict[str, list[tuple[str, str]]]:
+    """The probe kernels' PTX signatures, from the module gpuprobe builds (cached compile)."""
+    return build_for(all_probes(), parse_arch("sm_90a")).parameters
 
 
 @dataclass
@@ -36,14 +61,20 @@ class FakeGpu:
     hierarchy_l2: list = field(default_factory=lambda: [(256 * KIB, 260.0), (512 * KIB, 480.0), (None, 700.0)])
     shared_latency: float = 29.0
     clock_read: float = 6.0
-    loop: float = 4.0
+    loop: float = 4.0  # the control's standalone cost per iteration; hidden behind the loads in a chase
+    edge: float = 40.0  # what a timed chase pays once (pipeline fill and drain)
     mhz: float = 1755.0
     noise: float = 0.01
     l2_bytes: int = 512 * KIB
     name: str = "NVIDIA H100 80GB HBM3"
+    sm_id: int = 7
     corrupt_chase: bool = False  # the device returns a wrong end node
     launches: list[str] = field(default_factory=list)
     buffers: dict[int, FakeBuffer] = field(default_factory=dict)  # by base address: kernels get raw pointers
+    in_l2: set[int] = field(default_factory=set)  # line addresses written or read since the last flush
+    chain_warmed: bool = False  # a warm-up lap ran on the chain now in memory (its steady state is the model's)
+    chain_bytes: int = 0  # the footprint of the chain last written
+    carveouts: dict[str, str] = field(default_factory=dict)
     _next_base: int = 0x7F0000000000
     _rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(7))
 
@@ -63,11 +94,21 @@ class FakeGpu:
         buffer.data[:] = raw
         return buffer
 
+    def fill(self, buffer: FakeBuffer, value: int) -> None:
+        buffer.data[:] = value
+        if len(buffer.data) >= 2 * self.l2_bytes:
+            self.in_l2.clear()
+
+    def prefer_l1(self, kernel: str) -> None:
+        self.carveouts[kernel] = "max L1"
+
     def write_chain(self, buffer: FakeBuffer, successor: np.ndarray, stride: int) -> None:
+        nodes = np.arange(len(successor), dtype=np.uint64)
         words = buffer.data.view(np.uint64)
-        words[np.arange(len(successor)) * (stride // 8)] = np.uint64(buffer.base) + successor.astype(
-            np.uint64
-        ) * np.uint64(stride)
+        words[nodes * np.uint64(stride // 8)] = np.uint64(buffer.base) + successor.astype(np.uint64) * np.uint64(stride)
+        self.in_l2.update((buffer.base + nodes * np.uint64(stride)).tolist())
+        self.chain_warmed = False
+        self.chain_bytes = len(successor) * stride
 
     def read_u64(self, buffer: FakeBuffer, count: int) -> np.ndarray:
         return buffer.data.view(np.uint64)[:count].copy()
@@ -89,63 +130,66 @@ class FakeGpu:
         return None
 
     def launch(self, kernel: str, grid: int, block: int, args: list[Any], shared_bytes: int = 0) -> None:
+        parameters = ptx_parameters()[kernel]
+        if len(args) != len(parameters):
+            raise TypeError(f"{kernel} takes {len(parameters)} arguments, got {len(args)}")
         self.launches.append(kernel)
-        *params, out = args
-        getattr(self, f"_{kernel}")(out, *params)
+        getattr(self, f"_{kernel}")(**{name: arg for (_, name), arg in zip(parameters, args, strict=True)})
 
-    # ---- kernels ---------------------------------------------------------------------------
+    # ---- kernels, with the PTX parameter names ---------------------------------------------
     def _jitter(self) -> float:
         return float(1.0 + self.noise * self._rng.standard_normal())
 
-    def _write(self, out: FakeBuffer, *values: float) -> None:
-        out.data.view(np.uint64)[: len(values)] = [round(v) for v in values]
+    def _write(self, out: FakeBuffer, cycles: float, ns: float, end: int | None = None) -> None:
+        words = out.data.view(np.uint64)
+        words[0], words[1] = round(cycles), round(ns)
+        if end is not None:
+            words[2] = end
+            out.data.view(np.uint32)[6] = self.sm_id  # a 32-bit store: the word's upper half stays as it was
 
-    def _gp_sm_clock(self, out: FakeBuffer, spin: np.uint64) -> None:
+    def _gp_sm_clock(self, spin: np.uint64, out: FakeBuffer) -> None:
         cycles = int(spin) + 40
         self._write(out, cycles, cycles / (self.mhz * self._jitter()) * 1000.0)
 
     def _gp_clock_overhead(self, out: FakeBuffer) -> None:
-        self._write(out, self.clock_read)
+        out.data.view(np.uint64)[0] = round(self.clock_read)
 
-    def _gp_loop_overhead(self, out: FakeBuffer, iters: np.uint32) -> None:
-        self._write(out, self.clock_read + int(iters) * self.loop, 0)
+    def _gp_loop_overhead(self, iters: np.uint32, out: FakeBuffer) -> None:
+        out.data.view(np.uint64)[:2] = [round(self.clock_read + int(iters) * self.loop), 0]
 
     def _timed(self, latency: float, iters: int) -> float:
-        return self.clock_read + iters * (UNROLL * latency * self._jitter() + self.loop)
+        return self.clock_read + self.edge + iters * UNROLL * latency * self._jitter()
 
-    def _gp_chase_shared(self, out: FakeBuffer, offsets: FakeBuffer, nodes, stride, warm, iters) -> None:
-        succ = offsets.data.view(np.uint32)[: int(nodes)] // int(stride)
-        node = 0
+    def _gp_chase_shared(self, successors, nodes, stride, start, warm, iters, out: FakeBuffer) -> None:
+        succ = successors.data.view(np.uint32)[: int(nodes)] // int(stride)
+        node = int(start)
         for _ in range(int(warm) + int(iters) * UNROLL):
             node = int(succ[node])
-        self._write(out, self._timed(self.shared_latency, int(iters)), 0, node * int(stride) + int(self.corrupt_chase))
+        cycles = self._timed(self.shared_latency, int(iters))
+        self._write(out, cycles, cycles / self.mhz * 1000.0, node * int(stride) + int(self.corrupt_chase))
 
-    def _chase_global(self, out: FakeBuffer, hierarchy: list, start, warm, iters) -> None:
-        buffer = self.buffers[int(start)]
+    def _chase_global(self, hierarchy: list, start, warm, iters, out: FakeBuffer) -> None:
+        buffer = next(b for b in self.buffers.values() if b.base <= int(start) < b.base + len(b.data))
         words = buffer.data.view(np.uint64)
-        pointer = int(start)
-        for _ in range(int(warm) + int(iters) * UNROLL):
+        pointer, timed = int(start), []
+        for step in range(int(warm) + int(iters) * UNROLL):
+            if step >= int(warm):
+                timed.append(pointer)
             pointer = int(words[(pointer - buffer.base) // 8])
-        footprint = self._footprint(buffer, int(start))
+        footprint = self.chain_bytes
         latency = float(curve(hierarchy, [footprint], transition="sharp")[0])
+        self.chain_warmed |= int(warm) > 0
+        if not self.chain_warmed and footprint > self.l2_bytes and self.in_l2.intersection(timed):
+            latency = float(curve(hierarchy, [self.l2_bytes / 2], transition="sharp")[0])  # lines left in L2
+        self.in_l2.update(timed)
         cycles = self._timed(latency, int(iters))
         self._write(out, cycles, cycles / self.mhz * 1000.0, pointer + 128 * int(self.corrupt_chase))
 
-    def _gp_chase_global_ca(self, out: FakeBuffer, start, warm, iters) -> None:
-        self._chase_global(out, self.hierarchy_l1, start, warm, iters)
+    def _gp_chase_global_ca(self, start, warm, iters, out: FakeBuffer) -> None:
+        self._chase_global(self.hierarchy_l1, start, warm, iters, out)
 
-    def _gp_chase_global_cg(self, out: FakeBuffer, start, warm, iters) -> None:
-        self._chase_global(out, self.hierarchy_l2, start, warm, iters)
-
-    def _footprint(self, buffer: FakeBuffer, start: int) -> int:
-        """Nodes of the cycle through ``start``, times the line size: what the chase covers."""
-        words = buffer.data.view(np.uint64)
-        seen, pointer = 0, start
-        while True:
-            pointer = int(words[(pointer - buffer.base) // 8])
-            seen += 1
-            if pointer == start:
-                return seen * 128
+    def _gp_chase_global_cg(self, start, warm, iters, out: FakeBuffer) -> None:
+        self._chase_global(self.hierarchy_l2, start, warm, iters, out)
 
 
 def fake_gpu(**kwargs: Any) -> FakeGpu:

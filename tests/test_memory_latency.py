@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -10,18 +11,19 @@ import pytest
 from gpuprobe.analysis import Level
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.memory_latency import (
-    UNROLL,
+    ProbeFailure,
     Settings,
+    check_arguments,
+    check_no_revisit,
+    first_warm_steps,
     level_names,
+    loads_per_sample,
     measure,
     per_load_cycles,
     plan_footprints,
-    timed_iterations,
-    warm_steps,
 )
-from tests.fake_gpu import KIB, MIB, fake_gpu
+from tests.fake_gpu import FAST, KIB, MIB, fake_gpu, ptx_parameters
 
-FAST = Settings(repeats=3, timed_loads=1024, clock_spin_cycles=100_000, overhead_repeats=5)
 ALL_PROBES = {
     "memory.clock",
     "memory.overhead.clock_read",
@@ -45,8 +47,8 @@ def test_footprints_span_a_few_kib_to_several_l2_in_whole_lines() -> None:
 
 def test_warm_up_covers_the_whole_cycle_only_where_a_cache_could_hold_it() -> None:
     settings = Settings()
-    assert warm_steps(1000, 128_000, 50 * MIB, settings) == 1000
-    assert warm_steps(10**6, 200 * MIB, 50 * MIB, settings) == 0
+    assert first_warm_steps(1000, 128_000, 50 * MIB, settings) == 1000
+    assert first_warm_steps(10**6, 200 * MIB, 50 * MIB, settings) == 0
 
 
 def test_random_cycle_is_one_cycle_through_every_node_starting_at_zero() -> None:
@@ -66,11 +68,26 @@ def test_random_cycle_rejects_a_single_node() -> None:
         random_cycle(1, seed=0)
 
 
-def test_latency_subtracts_the_measured_overheads() -> None:
-    iterations = 10
-    cycles = 12.0 + iterations * (UNROLL * 30.0 + 4.0)
-    assert per_load_cycles(cycles, iterations, clock_read=12.0, loop=4.0) == pytest.approx(30.0)
-    assert timed_iterations(Settings(timed_loads=4096)) == 4096 // UNROLL
+def test_latency_is_the_difference_of_a_long_and_a_short_chase() -> None:
+    """Whatever a timed region pays once cancels; only the loads between the two lengths count."""
+    settings = Settings(short_iterations=32, long_iterations=160)
+    assert loads_per_sample(settings) == 4096
+    fixed = 57.0  # clock reads, loop entry and exit, pipeline edges
+    short, long = fixed + 32 * 32 * 30.0, fixed + 160 * 32 * 30.0
+    assert per_load_cycles(short, long, settings) == pytest.approx(30.0)
+
+
+def test_every_launch_is_checked_against_the_kernels_ptx_parameters() -> None:
+    parameters = ptx_parameters()
+    assert all(params[-1] == ("u64", "out") for params in parameters.values()), "out is every kernel's last"
+    chase = parameters["gp_chase_global_cg"]
+    check_arguments("gp_chase_global_cg", [np.uint64(1), np.uint32(0), np.uint32(4), object()], chase)
+    with pytest.raises(ProbeFailure, match=r"takes 4 parameters"):
+        check_arguments("gp_chase_global_cg", [np.uint64(1), np.uint32(4), object()], chase)
+    with pytest.raises(ProbeFailure, match=r"parameter warm is \.u32, given uint64"):
+        check_arguments("gp_chase_global_cg", [np.uint64(1), np.uint64(0), np.uint32(4), object()], chase)
+    with pytest.raises(ProbeFailure, match=r"parameter iters is \.u32, given object"):
+        check_arguments("gp_chase_global_cg", [np.uint64(1), np.uint32(0), object(), object()], chase)
 
 
 def _levels(*starts_kib: float) -> list[Level]:
@@ -95,8 +112,8 @@ def test_level_names_follow_the_device_l2(starts_kib: tuple[float, ...], l1: boo
     assert level_names(_levels(*starts_kib), l2_bytes=50 * MIB, cached_in_l1=l1) == names
 
 
-def _run(gpu, runnable=frozenset(ALL_PROBES)):
-    return {m.probe: m for m in measure(gpu, gpu.l2_bytes, set(runnable), FAST)}
+def _run(gpu, runnable=frozenset(ALL_PROBES), settings=FAST):
+    return {m.probe: m for m in measure(gpu, ptx_parameters(), gpu.l2_bytes, set(runnable), settings)}
 
 
 def test_simulated_hierarchy_is_recovered() -> None:
@@ -143,10 +160,40 @@ def test_probes_whose_contract_failed_are_not_launched() -> None:
     assert measured["memory.latency.global_cg"].outcome.status == "ok"
 
 
-def test_without_the_overheads_the_chase_cannot_be_corrected() -> None:
-    measured = _run(fake_gpu(), runnable=ALL_PROBES - {"memory.overhead.loop"})
-    assert measured["memory.latency.shared"].outcome.status == "failed"
-    assert "was not measured" in measured["memory.latency.shared"].outcome.detail
+def test_the_chase_needs_no_standalone_overhead_to_be_exact() -> None:
+    """The loop control's standalone cost is reported, never subtracted: the chase hides it."""
+    measured = _run(fake_gpu(loop=25.0), runnable=ALL_PROBES - {"memory.overhead.loop"})
+    assert measured["memory.latency.shared"].facts[0].value == pytest.approx(29.0, rel=0.03)
+
+
+def test_beyond_the_l2_every_launch_chases_lines_no_earlier_one_left_in_l2() -> None:
+    """Cold footprints continue the chain across launches, after a flush of what writing it left."""
+    measured = _run(fake_gpu())
+    facts = {f.id: f for f in measured["memory.latency.global_cg"].facts}
+    assert facts["latency.dram"].value == pytest.approx(700.0, rel=0.06)
+    assert facts["capacity.l2"].value == pytest.approx(512 * KIB, rel=0.3)
+
+
+def test_a_plan_that_would_revisit_cold_lines_is_refused() -> None:
+    greedy = dataclasses.replace(FAST, repeats=50, long_iterations=200)
+    check_no_revisit(10**6, 128 * MIB, Settings())  # the defaults stay clear of it
+    with pytest.raises(ProbeFailure, match="would revisit its 6144 nodes"):
+        check_no_revisit(6144, 768 * KIB, greedy)
+
+
+def test_the_global_chases_ask_for_the_largest_l1_and_record_the_sm() -> None:
+    gpu = fake_gpu(sm_id=11)
+    measured = _run(gpu)
+    assert gpu.carveouts == {"gp_chase_global_ca": "max L1", "gp_chase_global_cg": "max L1"}
+    assert set(measured["memory.latency.global_cg"].outcome.series["curve"]["sm_id"]) == {11}
+
+
+def test_a_kernel_that_writes_nothing_is_caught() -> None:
+    gpu = fake_gpu()
+    gpu._gp_clock_overhead = lambda out: None  # the launch "succeeds" and leaves the poisoned words
+    measured = _run(gpu)
+    assert measured["memory.overhead.clock_read"].outcome.status == "failed"
+    assert "did not write all of its 1 results" in measured["memory.overhead.clock_read"].outcome.detail
 
 
 def test_a_launch_error_marks_its_probe_crashed_and_the_family_goes_on() -> None:

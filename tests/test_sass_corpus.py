@@ -134,7 +134,7 @@ def reference_code(text: str) -> tuple[dict[str, list[tuple[int, str]]], dict[st
         if match := _RAW_SECTION.match(line):
             close()
             name = match["name"]
-            kernel = name[len(".text."):] if name.startswith(".text.") else None
+            kernel = name[len(".text.") :] if name.startswith(".text.") else None
             if kernel is not None:
                 instructions.setdefault(kernel, [])
                 labels.setdefault(kernel, {})
@@ -435,7 +435,7 @@ def test_indirect_branch_annotation(corpus: dict[str, Case | Exception]) -> None
         for ins in brx:
             assert re.fullmatch(r"R\d+ -0x[0-9a-f]+", ins.operands[0]) and len(ins.operands) == 1
             assert ins.annotation is not None and ins.annotation.startswith('(*"BRANCH_TARGETS ')
-            targets = ins.annotation[len('(*"BRANCH_TARGETS '):-len('"*)')].split(",")
+            targets = ins.annotation[len('(*"BRANCH_TARGETS ') : -len('"*)')].split(",")
             assert all(target in kernel.labels for target in targets)
             assert ins.to_json()["annotation"] == ins.annotation
 

@@ -9,11 +9,8 @@ import pytest
 
 from gpuprobe import session
 from gpuprobe.check import CheckResult
-from gpuprobe.families.memory_latency import Settings
 from gpuprobe.results import load
-from tests.fake_gpu import fake_gpu, opener
-
-FAST = Settings(repeats=3, timed_loads=1024, clock_spin_cycles=100_000, overhead_repeats=5)
+from tests.fake_gpu import FAST, fake_gpu, opener
 
 
 def test_a_run_writes_complete_results_fact_sheet_and_plot(tmp_path: Path) -> None:

@@ -1,16 +1,28 @@
 """The memory-latency family: plan the chase, launch it, verify it, and turn curves into facts.
 
-Order of measurement, each step feeding the next:
+Order of measurement:
 
-1. ``memory.clock`` — the SM clock (cycles over global-timer nanoseconds), to convert cycles to ns;
-2. ``memory.overhead.clock_read`` — the cost of the two clock reads around a timed region;
-3. ``memory.overhead.loop`` — the chase loop's control cost per iteration;
-4. ``memory.latency.shared`` — one footprint in shared memory;
-5. ``memory.latency.global_ca`` / ``global_cg`` — latency vs footprint, L1-cached and L1-bypassing,
+1. ``memory.clock`` — the SM clock (cycles over global-timer nanoseconds), after a spin that
+   brings the clock out of idle, to convert cycles to ns;
+2. ``memory.overhead.clock_read`` and ``memory.overhead.loop`` — the cost of the clock reads and
+   of the chase loop's control, measured on their own and reported;
+3. ``memory.latency.shared`` — one footprint in shared memory;
+4. ``memory.latency.global_ca`` / ``global_cg`` — latency vs footprint, L1-cached and L1-bypassing,
    from 4 KiB to several times the L2 the device reports; ``find_levels`` reads the levels.
 
-Per launch: latency = (cycles - clock_read - iterations * loop) / loads. Every launch checks that
-the chase ended on the node the host predicts; a wrong end fails the probe and yields no facts.
+Each latency sample is a pair of launches, a short and a long timed chase continuing the same
+chain: latency = (cycles_long - cycles_short) / (loads_long - loads_short). Everything a timed
+region pays once (the clock reads, entering and leaving the loop, the first and last load's
+pipeline edges) is measured by the short run and cancels. What the loop pays per iteration would
+not cancel, and the contract shows there is none to pay: the control runs off the chain
+(``control_off_chain``), so it issues in the loads' shadow; subtracting the control's standalone
+cost (``overhead.loop``) would bias every latency low by that amount over 32.
+
+Every launch checks that the chase ended on the node the host predicts; a wrong end fails the
+probe and yields no facts. The chain continues from launch to launch, so beyond the sizes any
+cache could hold, no launch revisits a line an earlier one brought into L2; and before such a
+footprint, a write through a scratch buffer of twice the L2 evicts the lines the host's chain
+writes left there.
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +42,8 @@ from gpuprobe.results import Fact, ProbeOutcome
 
 UNROLL = 32  # chase steps per iteration of the timed loop: fixed by the PTX (//@repeat 32)
 MIN_CLOCK_WINDOW_NS = 100_000  # a timed region this long reads the clock to 1 % at 1 us timer resolution
+POISON = 0xFFFFFFFFFFFFFFFF  # the output words before each launch: a kernel that wrote nothing is caught
+OUT_WORDS = 4  # cycles, nanoseconds, end node, SM id
 
 
 class ProbeFailure(Exception):
@@ -41,11 +56,14 @@ class Settings:
     min_footprint: int = 4 * 1024
     l2_multiple: float = 4.0  # largest footprint, in device L2 sizes
     points_per_octave: int = 4
-    timed_loads: int = 4096  # chase steps timed per launch
-    repeats: int = 5  # launches per footprint
+    short_iterations: int = 32  # a sample is the difference of a short and a long timed chase:
+    long_iterations: int = 160  # (160 - 32) x 32 = 4096 loads
+    repeats: int = 5  # samples per footprint
     warm_l2_multiple: float = 1.5  # warm the whole cycle up to this many L2 sizes; beyond, all miss
+    l1_rewarm_bytes: int = 1 << 20  # at most this footprint, re-warm every launch (L1 is not kept across launches)
     shared_footprint: int = 32 * 1024
     shared_stride: int = 32
+    clock_settle_cycles: int = 200_000_000  # spun untimed first, to leave idle clocks behind
     clock_spin_cycles: int = 20_000_000
     clock_repeats: int = 3
     overhead_repeats: int = 15
@@ -72,18 +90,18 @@ def plan_footprints(l2_bytes: int, settings: Settings) -> list[int]:
     return [int(n) * settings.line_bytes for n in lines if n >= 2]
 
 
-def warm_steps(nodes: int, footprint: int, l2_bytes: int, settings: Settings) -> int:
-    """Untimed steps before timing: one whole lap when the footprint could fit a cache, else none."""
+def first_warm_steps(nodes: int, footprint: int, l2_bytes: int, settings: Settings) -> int:
+    """Untimed steps before a footprint's first timing: a whole lap where a cache could hold it."""
     return nodes if footprint <= settings.warm_l2_multiple * l2_bytes else 0
 
 
-def timed_iterations(settings: Settings) -> int:
-    return max(1, settings.timed_loads // UNROLL)
+def loads_per_sample(settings: Settings) -> int:
+    return (settings.long_iterations - settings.short_iterations) * UNROLL
 
 
-def per_load_cycles(cycles: float, iterations: int, clock_read: float, loop: float) -> float:
-    """Latency of one chase step from a timed region: measured overheads subtracted."""
-    return (cycles - clock_read - iterations * loop) / (iterations * UNROLL)
+def per_load_cycles(short_cycles: float, long_cycles: float, settings: Settings) -> float:
+    """Latency of one chase step: the long chase minus the short one, over the loads between."""
+    return (long_cycles - short_cycles) / loads_per_sample(settings)
 
 
 def _fact(fact_id: str, samples: list[float], unit: str, probe: str, mhz: float | None) -> Fact:
@@ -92,38 +110,57 @@ def _fact(fact_id: str, samples: list[float], unit: str, probe: str, mhz: float 
     return Fact(fact_id, value, unit, (low, high), [float(s) for s in samples], converted, probe)
 
 
+_SCALARS = {"u32": np.uint32, "u64": np.uint64}
+
+
+def check_arguments(kernel: str, args: list[object], parameters: list[tuple[str, str]]) -> None:
+    """The arguments match the kernel's PTX parameters in number and width (a buffer is a .u64)."""
+    if len(args) != len(parameters):
+        names = ", ".join(name for _, name in parameters)
+        raise ProbeFailure(f"{kernel} takes {len(parameters)} parameters ({names}), given {len(args)}")
+    for arg, (ptx_type, name) in zip(args, parameters, strict=True):
+        scalar = isinstance(arg, np.generic)
+        if (scalar and not isinstance(arg, _SCALARS[ptx_type])) or (not scalar and ptx_type != "u64"):
+            raise ProbeFailure(f"{kernel}: parameter {name} is .{ptx_type}, given {type(arg).__name__}")
+
+
 @dataclass
 class _Context:
     launcher: Launcher
     l2_bytes: int
     settings: Settings
-    out: object = None
+    parameters: dict[str, list[tuple[str, str]]]
+    out: Any = None
     mhz: float | None = None
-    clock_read: float | None = None
-    loop: float | None = None
 
-    def run(self, kernel: str, args: list[object], grid: int = 1, block: int = 1, shared: int = 0, words: int = 3):
-        self.launcher.launch(kernel, grid, block, [*args, self.out], shared)
-        return self.launcher.read_u64(self.out, words)
+    def run(self, kernel: str, args: list[object], words: int, block: int = 1, shared: int = 0) -> list[int]:
+        """Launch ``kernel`` with ``out`` appended, and read its first ``words`` results back."""
+        arguments = [*args, self.out]
+        check_arguments(kernel, arguments, self.parameters[kernel])
+        self.launcher.fill(self.out, 0xFF)
+        self.launcher.launch(kernel, 1, block, arguments, shared)
+        values = [int(v) for v in self.launcher.read_u64(self.out, words)]
+        if POISON in values:
+            raise ProbeFailure(f"{kernel} did not write all of its {words} results")
+        return values
 
 
 def measure_clock(ctx: _Context) -> Measured:
     s = ctx.settings
+    ctx.run("gp_sm_clock", [np.uint64(s.clock_settle_cycles)], words=2)
     samples = []
     for _ in range(s.clock_repeats):
         cycles, ns = ctx.run("gp_sm_clock", [np.uint64(s.clock_spin_cycles)], words=2)
         if ns == 0 or cycles < s.clock_spin_cycles:
             raise ProbeFailure(f"clock probe returned {cycles} cycles in {ns} ns")
-        samples.append(float(cycles) / float(ns) * 1000.0)
+        samples.append(cycles / ns * 1000.0)
     ctx.mhz = float(np.median(samples))
-    return Measured(
-        "memory.clock", ProbeOutcome("ok"), [_fact("device.sm_clock", samples, "MHz", "memory.clock", None)]
-    )
+    fact = _fact("device.sm_clock", samples, "MHz", "memory.clock", None)
+    return Measured("memory.clock", ProbeOutcome("ok"), [fact])
 
 
 def measure_clock_read(ctx: _Context) -> Measured:
     samples = [float(ctx.run("gp_clock_overhead", [], words=1)[0]) for _ in range(ctx.settings.overhead_repeats)]
-    ctx.clock_read = float(np.median(samples))
     fact = _fact("overhead.clock_read", samples, "cycle", "memory.overhead.clock_read", ctx.mhz)
     return Measured("memory.overhead.clock_read", ProbeOutcome("ok"), [fact])
 
@@ -135,25 +172,9 @@ def measure_loop(ctx: _Context) -> Measured:
         cycles, remaining = ctx.run("gp_loop_overhead", [np.uint32(iterations)], words=2)
         if remaining & 0xFFFFFFFF:
             raise ProbeFailure(f"loop ended with counter {remaining}, expected 0")
-        samples.append((float(cycles) - _known(ctx.clock_read)) / iterations)
-    ctx.loop = float(np.median(samples))
-    return Measured(
-        "memory.overhead.loop",
-        ProbeOutcome("ok"),
-        [_fact("overhead.loop", samples, "cycle", "memory.overhead.loop", ctx.mhz)],
-    )
-
-
-def _known(value: float | None) -> float:
-    if value is None:
-        raise ProbeFailure("an overhead this probe subtracts was not measured")
-    return value
-
-
-def _check_end(result_node: int, chain: Chain, steps: int, what: str) -> None:
-    expected = chain.node_after(steps)
-    if result_node != expected:
-        raise ProbeFailure(f"{what}: chase ended on node {result_node}, host predicted node {expected}")
+        samples.append(cycles / iterations)
+    fact = _fact("overhead.loop", samples, "cycle", "memory.overhead.loop", ctx.mhz)
+    return Measured("memory.overhead.loop", ProbeOutcome("ok"), [fact])
 
 
 def _node_of(offset: int, stride: int, kernel: str) -> int:
@@ -163,26 +184,72 @@ def _node_of(offset: int, stride: int, kernel: str) -> int:
     return node
 
 
-def _launch_latency(ctx: _Context, cycles: int, iterations: int) -> float:
-    latency = per_load_cycles(float(cycles), iterations, _known(ctx.clock_read), _known(ctx.loop))
-    if not latency > 0:
-        raise ProbeFailure(f"non-positive latency {latency:.2f} cycles from {cycles} cycles")
-    return latency
+@dataclass
+class Point:
+    """One footprint's samples: latency per sample, and the clock and SM of each long launch."""
+
+    latencies: list[float] = field(default_factory=list)
+    clock_mhz: list[float] = field(default_factory=list)
+    sms: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Chase:
+    """A chain being chased across launches: where the next launch starts, and how to launch it."""
+
+    ctx: _Context
+    kernel: str
+    chain: Chain
+    launch_args: Callable[[int, int, int], list[object]]  # (start node, warm steps, iterations) -> args
+    node_of_end: Callable[[int], int]
+    block: int = 1
+    shared: int = 0
+    step: int = 0
+
+    def launch(self, warm: int, iterations: int) -> list[int]:
+        start = self.chain.node_after(self.step)
+        args = self.launch_args(start, warm, iterations)
+        cycles, ns, end, smid = self.ctx.run(self.kernel, args, OUT_WORDS, self.block, self.shared)
+        self.step += warm + iterations * UNROLL
+        expected = self.chain.node_after(self.step)
+        if self.node_of_end(end) != expected:
+            raise ProbeFailure(
+                f"{self.kernel}: chase of {self.chain.nodes} nodes ended on node {self.node_of_end(end)}, "
+                f"host predicted node {expected}"
+            )
+        return [cycles, ns, end, smid & 0xFFFFFFFF]
+
+    def sample(self, point: Point, warm_short: int, warm_long: int) -> None:
+        s = self.ctx.settings
+        short = self.launch(warm_short, s.short_iterations)[0]
+        cycles, ns, _, smid = self.launch(warm_long, s.long_iterations)
+        latency = per_load_cycles(short, cycles, s)
+        if not latency > 0:
+            raise ProbeFailure(f"{self.kernel}: the long chase took {cycles} cycles, the short one {short}")
+        point.latencies.append(latency)
+        point.sms.append(smid)
+        if ns >= MIN_CLOCK_WINDOW_NS:
+            point.clock_mhz.append(cycles / ns * 1000.0)
 
 
 def measure_shared(ctx: _Context) -> Measured:
     s = ctx.settings
     nodes = s.shared_footprint // s.shared_stride
     chain = random_cycle(nodes, s.seed)
-    offsets = ctx.launcher.upload((chain.successor * s.shared_stride).astype(np.uint32))
-    iterations = timed_iterations(s)
-    samples = []
+    successors = ctx.launcher.upload((chain.successor * s.shared_stride).astype(np.uint32))
+
+    def args(start: int, warm: int, iterations: int) -> list[object]:
+        fixed = [successors, np.uint32(nodes), np.uint32(s.shared_stride)]
+        return [*fixed, np.uint32(start), np.uint32(warm), np.uint32(iterations)]
+
+    def node_of_end(end: int) -> int:
+        return _node_of(end, s.shared_stride, "gp_chase_shared")
+
+    chase = _Chase(ctx, "gp_chase_shared", chain, args, node_of_end, block=128, shared=s.shared_footprint)
+    point = Point()
     for _ in range(s.repeats):
-        args = [offsets, np.uint32(nodes), np.uint32(s.shared_stride), np.uint32(nodes), np.uint32(iterations)]
-        cycles, _, end = ctx.run("gp_chase_shared", args, block=128, shared=s.shared_footprint)
-        _check_end(_node_of(int(end), s.shared_stride, "gp_chase_shared"), chain, nodes + iterations * UNROLL, "shared")
-        samples.append(_launch_latency(ctx, cycles, iterations))
-    fact = _fact("latency.shared", samples, "cycle", "memory.latency.shared", ctx.mhz)
+        chase.sample(point, nodes, nodes)  # every launch refills shared memory: warm it each time
+    fact = _fact("latency.shared", point.latencies, "cycle", "memory.latency.shared", ctx.mhz)
     series = {"footprint": {"footprint_bytes": [float(s.shared_footprint)], "latency_cycles": [fact.value]}}
     return Measured("memory.latency.shared", ProbeOutcome("ok", series=series), [fact])
 
@@ -190,39 +257,51 @@ def measure_shared(ctx: _Context) -> Measured:
 @dataclass
 class Curve:
     footprints: list[int]
-    samples: list[list[float]]  # per footprint, one latency per launch
-    clock_mhz: list[float | None]  # per footprint, the SM clock over its timed regions (long enough ones)
+    points: list[Point]
 
     def medians(self) -> np.ndarray:
-        return np.array([np.median(s) for s in self.samples])
+        return np.array([np.median(p.latencies) for p in self.points])
 
     def samples_between(self, low: float, high: float) -> list[float]:
-        return [x for f, s in zip(self.footprints, self.samples, strict=True) if low <= f <= high for x in s]
+        return [x for f, p in zip(self.footprints, self.points, strict=True) if low <= f <= high for x in p.latencies]
 
 
 def chase_curve(ctx: _Context, kernel: str, footprints: list[int]) -> Curve:
+    """Latency at each footprint, the chain rebuilt for each and chased on across its launches."""
     s = ctx.settings
     buffer = ctx.launcher.alloc(max(footprints))
+    scratch = ctx.launcher.alloc(2 * ctx.l2_bytes)
     base = ctx.launcher.address(buffer)
-    iterations = timed_iterations(s)
-    samples: list[list[float]] = []
-    clock_mhz: list[float | None] = []
+    ctx.launcher.prefer_l1(kernel)
+    points = []
     for index, footprint in enumerate(footprints):
         nodes = footprint // s.line_bytes
         chain = random_cycle(nodes, s.seed + index)
         ctx.launcher.write_chain(buffer, chain.successor, s.line_bytes)
-        warm = warm_steps(nodes, footprint, ctx.l2_bytes, s)
-        point, clocks = [], []
-        for _ in range(s.repeats):
-            cycles, ns, end = ctx.run(kernel, [np.uint64(base), np.uint32(warm), np.uint32(iterations)])
-            node = _node_of(int(end) - base, s.line_bytes, kernel)
-            _check_end(node, chain, warm + iterations * UNROLL, f"{kernel} at {footprint} bytes")
-            point.append(_launch_latency(ctx, cycles, iterations))
-            if ns >= MIN_CLOCK_WINDOW_NS:
-                clocks.append(float(cycles) / float(ns) * 1000.0)
-        samples.append(point)
-        clock_mhz.append(float(np.median(clocks)) if clocks else None)
-    return Curve(footprints, samples, clock_mhz)
+        warm = first_warm_steps(nodes, footprint, ctx.l2_bytes, s)
+        if warm == 0:
+            check_no_revisit(nodes, footprint, s)
+            ctx.launcher.fill(scratch, 0)  # evict the chain lines that writing it left in L2
+
+        def args(start: int, warm: int, iterations: int) -> list[object]:
+            return [np.uint64(base + start * s.line_bytes), np.uint32(warm), np.uint32(iterations)]
+
+        chase = _Chase(ctx, kernel, chain, args, lambda end: _node_of(end - base, s.line_bytes, kernel))
+        rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
+        point = Point()
+        for repeat in range(s.repeats):
+            chase.sample(point, warm if repeat == 0 else rewarm, rewarm)
+        points.append(point)
+    return Curve(footprints, points)
+
+
+def check_no_revisit(nodes: int, footprint: int, settings: Settings) -> None:
+    steps = settings.repeats * (settings.short_iterations + settings.long_iterations) * UNROLL
+    if steps > nodes:
+        raise ProbeFailure(
+            f"{footprint} bytes is chased cold, but {steps} steps would revisit its {nodes} nodes: "
+            "lower the repeats or iterations, or raise warm_l2_multiple"
+        )
 
 
 def level_names(levels: list[Level], l2_bytes: int, cached_in_l1: bool) -> list[str]:
@@ -246,7 +325,7 @@ _LATENCY_FACTS = {"L1": "latency.l1", "L2": "latency.l2", "L2 far": "latency.l2_
 
 def _series(curve: Curve, levels: list[Level], names: list[str], mhz: float | None) -> dict[str, dict[str, list]]:
     medians = curve.medians()
-    bounds = [median_ci(s)[1:] for s in curve.samples]
+    bounds = [median_ci(p.latencies)[1:] for p in curve.points]
     return {
         "curve": {
             "footprint_bytes": [float(f) for f in curve.footprints],
@@ -254,7 +333,8 @@ def _series(curve: Curve, levels: list[Level], names: list[str], mhz: float | No
             "latency_ns": [float(m) / mhz * 1000.0 for m in medians] if mhz else [],
             "ci_low": [float(b[0]) for b in bounds],
             "ci_high": [float(b[1]) for b in bounds],
-            "sm_mhz": curve.clock_mhz,
+            "sm_mhz": [float(np.median(p.clock_mhz)) if p.clock_mhz else None for p in curve.points],
+            "sm_id": [p.sms[0] if len(set(p.sms)) == 1 else -1 for p in curve.points],
         },
         "levels": {
             "size_bytes": [lvl.size_bytes for lvl in levels],
@@ -312,14 +392,19 @@ STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
 
 
 def measure(
-    launcher: Launcher, l2_bytes: int, runnable: set[str], settings: Settings | None = None
+    launcher: Launcher,
+    parameters: dict[str, list[tuple[str, str]]],
+    l2_bytes: int,
+    runnable: set[str],
+    settings: Settings | None = None,
 ) -> Iterator[Measured]:
     """Run the family's probes in order, yielding each as it finishes.
 
+    ``parameters`` are the kernels' PTX signatures (every launch is checked against them);
     ``runnable`` holds the probes whose SASS contract held on this arch; the others yield their
     status without a number. A probe that fails its own check yields status "failed".
     """
-    ctx = _Context(launcher, l2_bytes, settings or Settings())
+    ctx = _Context(launcher, l2_bytes, settings or Settings(), parameters)
     ctx.out = launcher.alloc(64)
     for name, step in STEPS:
         if name not in runnable:
