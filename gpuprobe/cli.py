@@ -133,19 +133,36 @@ def cmd_sass(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gpuprobe.gpu import CupyLauncher, device_identity, require_gpu
+    from gpuprobe.expectations import match_model
+    from gpuprobe.files import write_atomic
+    from gpuprobe.gpu import LauncherSpec, device_identity, require_gpu
+    from gpuprobe.repeatability import render_markdown, repeatability
     from gpuprobe.session import default_out_dir, run_suite
 
+    if args.repeat < 1:
+        raise GpuprobeError(f"--repeat must be at least 1, got {args.repeat}")
     require_gpu()
     device = device_identity(args.device)
+    if args.model is None and match_model(device.name) is None:
+        print(f"{device.name!r} has no expectations: discovery mode (facts reported, invariants asserted)")
     out_dir = Path(args.output) if args.output else default_out_dir(device)
-    results = run_suite(device, lambda cubin: CupyLauncher(cubin, args.device), out_dir, args.model)
-    failed = [f for f in results.facts if f.verdict == "fail"]
-    crashed = [n for n, p in results.probes.items() if p.status != "ok"]
+    launcher = LauncherSpec(device_index=args.device)
+    runs = []
+    for index in range(args.repeat):
+        target = out_dir if args.repeat == 1 else out_dir / f"run-{index + 1}"
+        runs.append(run_suite(device, launcher, target, args.model, lock_wait_s=args.lock_wait))
+        print(f"wrote {target}/results.json and its fact sheet")
+    results = runs[-1]
     for fact in results.facts:
-        print(f"{fact.verdict.upper():8} {fact.detail}")
-    print(f"wrote {out_dir}/results.json and fact sheet; {len(failed)} failed facts, {len(crashed)} probes not ok")
-    return EXIT_FAILED if failed or crashed else 0
+        print(f"{fact.verdict.upper():9} {fact.detail}")
+    if len(runs) > 1:
+        table = render_markdown(repeatability(runs))
+        write_atomic(out_dir / "repeatability.md", table)
+        print(table)
+    failed = [f for run in runs for f in run.facts if f.verdict == "fail"]
+    not_ok = [n for run in runs for n, p in run.probes.items() if p.status != "ok"]
+    print(f"{len(failed)} failed facts, {len(not_ok)} probes not ok")
+    return EXIT_FAILED if failed or not_ok else 0
 
 
 # ---------------------------------------------------------------- report -------
@@ -187,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="directory for results.json and the fact sheet")
     p.add_argument("--model", help="judge as this GPU model (an expectations key) instead of the detected one")
     p.add_argument("--device", type=int, default=0, help="CUDA device index")
+    p.add_argument("--repeat", type=int, default=1, help="run the suite N times and report run-to-run differences")
+    p.add_argument("--lock-wait", type=float, default=60.0, help="seconds to wait for another run on this GPU")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("report", help="render the fact sheet from a results file")

@@ -9,6 +9,7 @@ tests implement it with a simulated device. Nothing else in gpuprobe imports CuP
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,6 +44,15 @@ class Launcher(Protocol):
 
     def nvml(self) -> dict[str, Any] | None:
         """Clocks, temperature, power, throttle reasons and other processes, where NVML is present."""
+
+
+@dataclass(frozen=True)
+class LauncherSpec:
+    """How a measuring child process opens its launcher: ``module:factory(cubin, device_index, **options)``."""
+
+    factory: str = "gpuprobe.gpu:CupyLauncher"
+    device_index: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 def gpu_unavailable_reason() -> str | None:

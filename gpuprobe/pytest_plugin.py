@@ -88,7 +88,7 @@ def _expected(results: Results, fact_id: str) -> bool:
 @pytest.fixture(scope="session")
 def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Results:
     """One measured run of the suite on the local GPU, shared by every measured test."""
-    from gpuprobe.gpu import CupyLauncher, device_identity, gpu_unavailable_reason
+    from gpuprobe.gpu import LauncherSpec, device_identity, gpu_unavailable_reason
     from gpuprobe.session import run_suite
 
     config = request.config
@@ -103,7 +103,7 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     index = config.getoption("gpu_device")
     try:
         return run_suite(
-            device_identity(index), lambda cubin: CupyLauncher(cubin, index), out_dir, config.getoption("gpu_model")
+            device_identity(index), LauncherSpec(device_index=index), out_dir, config.getoption("gpu_model")
         )
     except GpuprobeError as exc:
         pytest.fail(str(exc), pytrace=False)

@@ -28,7 +28,22 @@ from gpuprobe.files import read_text, write_atomic
 SCHEMA = "gpuprobe.results"
 SCHEMA_VERSION = 1
 
-VERDICTS = ("pass", "fail", "warn", "report", "unstable", "not_run")
+# "throttled" and "shared": measured while the GPU was throttling or had other tenants, even after a
+# retry; such a fact is recorded but not judged.
+VERDICTS = ("pass", "fail", "warn", "report", "unstable", "not_run", "throttled", "shared")
+
+
+def _check_expectation(fact_id: str, expectation: Any) -> None:
+    """The expectation a fact was judged against: None, or bounds (numbers or None) and texts."""
+    if expectation is None:
+        return
+    if not isinstance(expectation, dict):
+        raise ValueError(f"fact {fact_id!r} has an expectation that is not a table")
+    for key, value in expectation.items():
+        numeric = key in ("low", "high")
+        ok = (value is None or isinstance(value, int | float)) if numeric else isinstance(value, str)
+        if not ok or isinstance(value, bool):
+            raise ValueError(f"fact {fact_id!r}: expectation {key!r} is {type(value).__name__}")
 
 
 @dataclass
@@ -49,6 +64,9 @@ class Fact:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fact:
         ci = data.get("ci")
+        if ci is not None and len(ci) != 2:
+            raise ValueError(f"fact {data['id']!r} has a confidence interval of {len(ci)} values, not 2")
+        _check_expectation(data["id"], data.get("expectation"))
         verdict = str(data.get("verdict", "report"))
         if verdict not in VERDICTS:
             raise ValueError(f"fact {data['id']!r} has unknown verdict {verdict!r}")
@@ -88,17 +106,40 @@ class Device:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Device:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """The device of a results file; a field of the wrong type is a ValueError naming it."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for name, value in fields.items():
+            kinds = _DEVICE_FIELD_TYPES[name]
+            if not isinstance(value, kinds) or isinstance(value, bool):
+                raise ValueError(f"device field {name!r} is {type(value).__name__}, not {kinds[0].__name__}")
+        return cls(**fields)
+
+
+_TEXT, _INT, _NUMBER = (str,), (int,), (int, float)
+_DEVICE_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "name": _TEXT, "cc": _TEXT, "arch": _TEXT, "sm_count": _INT, "l2_bytes": _INT,
+    "sm_clock_nominal_mhz": (*_NUMBER, type(None)), "mem_clock_mhz": (*_NUMBER, type(None)),
+    "mem_bus_bits": (int, type(None)), "mem_bytes": (int, type(None)), "shared_per_sm_bytes": (int, type(None)),
+    "shared_per_block_optin_bytes": (int, type(None)), "driver": _TEXT, "cuda_runtime": _TEXT, "toolkit": _TEXT,
+    "uuid": _TEXT,
+}  # fmt: skip
+
+PROBE_STATUSES = ("ok", "failed", "crashed", "timeout", "violated", "skipped", "error")
 
 
 @dataclass
 class ProbeOutcome:
-    """How one probe ended, and the raw series it measured (for plots)."""
+    """How one probe ended, the raw series it measured (for plots), and the conditions it ran under.
+
+    ``conditions`` holds what was read just before and after the measurement: the SM clock from
+    the device's own timers (``sm_mhz_before`` / ``sm_mhz_after``) and NVML's readings
+    (``nvml_before`` / ``nvml_after``), plus ``attempts`` when it had to be retried.
+    """
 
     status: str
     detail: str = ""
     series: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    conditions: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -145,7 +186,10 @@ class Results:
                 facts=[Fact.from_dict(f) for f in data.get("facts", [])],
                 probes={
                     str(n): ProbeOutcome(
-                        status=str(p["status"]), detail=str(p.get("detail", "")), series=dict(p.get("series", {}))
+                        status=str(p["status"]),
+                        detail=str(p.get("detail", "")),
+                        series=dict(p.get("series", {})),
+                        conditions=dict(p.get("conditions", {})),
                     )
                     for n, p in data.get("probes", {}).items()
                 },
@@ -153,23 +197,23 @@ class Results:
                 partial=bool(data.get("partial", False)),
                 created=str(data.get("created", "")),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise GpuprobeError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None
 
 
-def _strict_json(value: Any) -> Any:
+def strict_json(value: Any) -> Any:
     """NaN and infinities have no JSON spelling: store them as null rather than lose the file."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _strict_json(v) for k, v in value.items()}
+        return {k: strict_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_strict_json(v) for v in value]
+        return [strict_json(v) for v in value]
     return value
 
 
 def save(results: Results, path: Path) -> None:
-    write_atomic(path, json.dumps(_strict_json(results.to_dict()), indent=1, allow_nan=False) + "\n")
+    write_atomic(path, json.dumps(strict_json(results.to_dict()), indent=1, allow_nan=False) + "\n")
 
 
 def load(path: Path) -> Results:

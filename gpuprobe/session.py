@@ -1,29 +1,32 @@
 """One measured run of the suite: build for the local arch, check, measure, judge, write.
 
 The order is the design's data flow. The cubin built and contract-checked here is the cubin the
-launcher loads. Results are saved atomically after every probe, so an interrupted run keeps all
-it measured (the file says ``partial`` until the run completes).
+measuring child processes load. Results are saved atomically after every probe, so an interrupted
+run keeps all it measured (the file says ``partial`` until the run completes).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 from gpuprobe.arch import parse_arch
-from gpuprobe.build import build_for
+from gpuprobe.build import BuiltModule, build_for
 from gpuprobe.check import CheckResult, check_probe
 from gpuprobe.expectations import ModelExpectations, judge, match_model
 from gpuprobe.families import memory_latency
-from gpuprobe.gpu import Launcher
+from gpuprobe.families.memory_latency import Settings
+from gpuprobe.gpu import LauncherSpec, nvml_snapshot
 from gpuprobe.invariants import check_invariants
+from gpuprobe.isolation import ChildPolicy, run_family
+from gpuprobe.lock import gpu_lock
 from gpuprobe.registry import all_probes
 from gpuprobe.report import gpu_slug, write_report
 from gpuprobe.results import Device, Fact, ProbeOutcome, Results, save
 
 RESULTS_NAME = "results.json"
+MAX_NOISE = 0.10  # a fact whose CI half-width exceeds this fraction of its value is unstable, not judged
 
 
 def judge_fact(fact: Fact, model: ModelExpectations | None) -> Fact:
@@ -64,42 +67,81 @@ def default_out_dir(device: Device) -> Path:
     return Path("reports") / gpu_slug(device.name)
 
 
+def child_spec(module: BuiltModule, device: Device, launcher: LauncherSpec, settings: Settings | None) -> dict:
+    """What a measuring child needs: the checked cubin, the kernels' signatures, how to launch."""
+    return {
+        "family": "memory",
+        "launcher": launcher.factory,
+        "launcher_options": launcher.options,
+        "device_index": launcher.device_index,
+        "cubin": str(module.cubin),
+        "parameters": module.parameters,
+        "l2_bytes": device.l2_bytes,
+        "settings": None if settings is None else asdict(settings),
+    }
+
+
+def too_noisy(fact: Fact) -> bool:
+    """A judged fact whose confidence interval is wider than ``MAX_NOISE`` of its value."""
+    if fact.ci is None or not fact.value or fact.verdict not in ("pass", "fail", "warn"):
+        return False
+    return (fact.ci[1] - fact.ci[0]) / 2 > MAX_NOISE * abs(fact.value)
+
+
+def judge_measured(fact: Fact, model: ModelExpectations | None) -> Fact:
+    """Judge a measured fact, unless its conditions were bad (already marked) or its noise too large."""
+    if fact.verdict in ("throttled", "shared"):
+        return fact
+    judge_fact(fact, model)
+    if too_noisy(fact):
+        low, high = fact.ci
+        fact.verdict = "unstable"
+        fact.detail += (
+            f"; UNSTABLE: CI {low:g}–{high:g} is wider than ±{MAX_NOISE:.0%} of the value, too noisy to judge"
+        )
+    return fact
+
+
 def run_suite(
     device: Device,
-    open_launcher: Callable[[Path], Launcher],
+    launcher: LauncherSpec,
     out_dir: Path,
     forced_model: str | None = None,
-    settings: memory_latency.Settings | None = None,
+    settings: Settings | None = None,
+    policy: ChildPolicy | None = None,
+    lock_wait_s: float = 60.0,
 ) -> Results:
-    """Measure every runnable probe on ``device``; write results and fact sheet to ``out_dir``."""
+    """Measure every runnable probe on ``device``; write results and fact sheet to ``out_dir``.
+
+    The GPU is locked for the run; each family measures in child processes (a faulting or hanging
+    probe is recorded, and the rest go on); results are saved after every probe.
+    """
     model = match_model(device.name, forced_model)
     arch = parse_arch(device.arch)
     probes = all_probes()
     module = build_for(probes, arch)
     checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
-    launcher = open_launcher(module.cubin)
-    results = Results(device=device, clocks={"nvml_before": launcher.nvml()})
-    results.facts.extend(judge_fact(f, model) for f in device_facts(device))
-    path = out_dir / RESULTS_NAME
-    for name, check in checks.items():
-        if check.status != "ok":
-            results.probes[name] = ProbeOutcome(check.status, check.detail)
-    save(results, path)
-    runnable = {name for name, check in checks.items() if check.status == "ok"}
-    for measured in memory_latency.measure(launcher, module.parameters, device.l2_bytes, runnable, settings):
-        if measured.outcome.status == "skipped" and measured.probe in results.probes:
-            continue  # keep the contract violation as the reason
-        results.probes[measured.probe] = measured.outcome
-        results.facts.extend(judge_fact(f, model) for f in measured.facts)
-        if measured.probe == "memory.clock" and measured.facts:
-            results.clocks["sm_mhz_measured"] = measured.facts[0].value
-            results.clocks["samples"] = measured.facts[0].samples
+    with gpu_lock(device.uuid or f"index{launcher.device_index}", lock_wait_s):
+        results = Results(device=device, clocks={"nvml_before": nvml_snapshot(launcher.device_index)})
+        results.clocks["model"] = model.key if model else "unknown (discovery mode)"
+        results.facts.extend(judge_fact(f, model) for f in device_facts(device))
+        path = out_dir / RESULTS_NAME
+        for name, check in checks.items():
+            if check.status != "ok":
+                results.probes[name] = ProbeOutcome(check.status, check.detail)
         save(results, path)
-    results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
-    results.facts.extend(invariant_facts(results))
-    results.clocks["nvml_after"] = launcher.nvml()
-    results.clocks["model"] = model.key if model else "unknown (discovery mode)"
-    results.partial = False
-    save(results, path)
+        order = [name for name in memory_latency.PROBES if checks.get(name) and checks[name].status == "ok"]
+        for measured in run_family(child_spec(module, device, launcher, settings), order, policy):
+            results.probes[measured.probe] = measured.outcome
+            results.facts.extend(judge_measured(f, model) for f in measured.facts)
+            if measured.probe == "memory.clock" and measured.facts:
+                results.clocks["sm_mhz_measured"] = measured.facts[0].value
+                results.clocks["samples"] = measured.facts[0].samples
+            save(results, path)
+        results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
+        results.facts.extend(invariant_facts(results))
+        results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index)
+        results.partial = False
+        save(results, path)
     write_report(results, out_dir)
     return results

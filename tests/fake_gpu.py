@@ -11,6 +11,8 @@ produces is a measurement.
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -29,7 +31,8 @@ KIB, MIB = 2**10, 2**20
 
 # Short sweeps for the simulated part (512 KiB L2): cold footprints never revisit a line.
 FAST = Settings(
-    repeats=3,
+    min_repeats=3,
+    max_repeats=4,
     short_iterations=4,
     long_iterations=20,
     l1_rewarm_bytes=64 * KIB,
@@ -196,9 +199,52 @@ def fake_gpu(**kwargs: Any) -> FakeGpu:
     return FakeGpu(**kwargs)
 
 
-def opener(gpu: FakeGpu):
-    def open_launcher(cubin: Path) -> FakeGpu:
-        assert Path(cubin).is_file(), "the session must hand over the cubin it built and checked"
-        return gpu
+@dataclass
+class FaultyGpu(FakeGpu):
+    """The simulated GPU, misbehaving on purpose, as a measuring child process would meet it.
 
-    return open_launcher
+    ``faults`` maps a kernel name to what happens when it is launched: "abort" (the process dies
+    on a signal, as after a fatal driver error), "raise" (a CUDA error surfaces as an exception),
+    "hang" (the kernel never returns). ``garbage`` prints junk on stdout at start. ``throttle`` /
+    ``shared`` make NVML report a thermal slowdown / a second process: "always", or "once" (only the
+    first process to look, told apart by ``flag_file``).
+    """
+
+    faults: dict[str, str] = field(default_factory=dict)
+    throttle: str = ""
+    shared: str = ""
+    flag_file: str = ""
+
+    def launch(self, kernel: str, grid: int, block: int, args: list[Any], shared_bytes: int = 0) -> None:
+        fault = self.faults.get(kernel)
+        if fault == "abort":
+            os.abort()
+        if fault == "raise":
+            raise RuntimeError(f"CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered in {kernel}")
+        if fault == "hang":
+            time.sleep(3600)
+        super().launch(kernel, grid, block, args, shared_bytes)
+
+    def nvml(self) -> dict[str, Any] | None:
+        first = self._first_process()
+        active = {mode: mode == "always" or (mode == "once" and first) for mode in (self.throttle, self.shared)}
+        return {
+            "clock_event_reasons": 0x40 if self.throttle and active[self.throttle] else 0,
+            "compute_processes": 2 if self.shared and active[self.shared] else 1,
+        }
+
+    def _first_process(self) -> bool:
+        marker = Path(self.flag_file) if self.flag_file else None
+        if marker is None:
+            return False
+        if not marker.exists():
+            marker.write_text(str(os.getpid()))
+        return marker.read_text() == str(os.getpid())
+
+
+def open_fake(cubin: Path, device_index: int, garbage: bool = False, **options: Any) -> FakeGpu:
+    """The launcher factory a measuring child calls (see gpuprobe.gpu.LauncherSpec)."""
+    assert Path(cubin).is_file(), "the session must hand over the cubin it built and checked"
+    if garbage:
+        print("warning: libfoo.so: something something\n\x00\x01 not json {", flush=True)
+    return FaultyGpu(**options)

@@ -113,7 +113,7 @@ def test_level_names_follow_the_device_l2(starts_kib: tuple[float, ...], l1: boo
 
 
 def _run(gpu, runnable=frozenset(ALL_PROBES), settings=FAST):
-    return {m.probe: m for m in measure(gpu, ptx_parameters(), gpu.l2_bytes, set(runnable), settings)}
+    return {name: run() for name, run in measure(gpu, ptx_parameters(), gpu.l2_bytes, set(runnable), settings)}
 
 
 def test_simulated_hierarchy_is_recovered() -> None:
@@ -155,7 +155,7 @@ def test_a_chase_that_ends_on_the_wrong_node_fails_its_probe_and_gives_no_number
 def test_probes_whose_contract_failed_are_not_launched() -> None:
     gpu = fake_gpu()
     measured = _run(gpu, runnable=ALL_PROBES - {"memory.latency.global_ca"})
-    assert measured["memory.latency.global_ca"].outcome.status == "skipped"
+    assert "memory.latency.global_ca" not in measured
     assert "gp_chase_global_ca" not in gpu.launches
     assert measured["memory.latency.global_cg"].outcome.status == "ok"
 
@@ -175,7 +175,7 @@ def test_beyond_the_l2_every_launch_chases_lines_no_earlier_one_left_in_l2() -> 
 
 
 def test_a_plan_that_would_revisit_cold_lines_is_refused() -> None:
-    greedy = dataclasses.replace(FAST, repeats=50, long_iterations=200)
+    greedy = dataclasses.replace(FAST, max_repeats=50, long_iterations=200)
     check_no_revisit(10**6, 128 * MIB, Settings())  # the defaults stay clear of it
     with pytest.raises(ProbeFailure, match="would revisit its 6144 nodes"):
         check_no_revisit(6144, 768 * KIB, greedy)
@@ -194,19 +194,3 @@ def test_a_kernel_that_writes_nothing_is_caught() -> None:
     measured = _run(gpu)
     assert measured["memory.overhead.clock_read"].outcome.status == "failed"
     assert "did not write all of its 1 results" in measured["memory.overhead.clock_read"].outcome.detail
-
-
-def test_a_launch_error_marks_its_probe_crashed_and_the_family_goes_on() -> None:
-    gpu = fake_gpu()
-    real_launch = gpu.launch
-
-    def launch(kernel, *args, **kwargs):
-        if kernel == "gp_chase_shared":
-            raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
-        return real_launch(kernel, *args, **kwargs)
-
-    gpu.launch = launch
-    measured = _run(gpu)
-    assert measured["memory.latency.shared"].outcome.status == "crashed"
-    assert "cudaErrorIllegalAddress" in measured["memory.latency.shared"].outcome.detail
-    assert measured["memory.latency.global_cg"].outcome.status == "ok"

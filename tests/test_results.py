@@ -43,6 +43,10 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, mon
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
+BAD_CI = {"id": "x.y", "value": 1, "unit": "cycle", "ci": [1]}
+BAD_VERDICT = {"id": "x.y", "value": 1, "unit": "cycle", "verdict": "great"}
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -56,6 +60,14 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, mon
         (
             json.dumps({"schema": SCHEMA, "schema_version": 1, "device": DEVICE.__dict__, "facts": [{"id": "x"}]}),
             "corrupt results file",
+        ),
+        (
+            json.dumps({"schema": SCHEMA, "schema_version": 1, "device": DEVICE.__dict__, "facts": [BAD_CI]}),
+            "of 1 values",
+        ),
+        (
+            json.dumps({"schema": SCHEMA, "schema_version": 1, "device": DEVICE.__dict__, "facts": [BAD_VERDICT]}),
+            "'great'",
         ),
     ],
 )

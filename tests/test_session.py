@@ -1,4 +1,4 @@
-"""A whole measured run against the simulated GPU: build, check, measure, judge, write."""
+"""A whole measured run against the simulated GPU in child processes: build, check, measure, judge, write."""
 
 from __future__ import annotations
 
@@ -9,15 +9,39 @@ import pytest
 
 from gpuprobe import session
 from gpuprobe.check import CheckResult
+from gpuprobe.gpu import LauncherSpec
+from gpuprobe.isolation import ChildPolicy
 from gpuprobe.results import load
-from tests.fake_gpu import FAST, fake_gpu, opener
+from tests.fake_gpu import FAST, FakeGpu
+
+SIMULATED = "Simulated GPU"
+POLICY = ChildPolicy(probe_time_limit_s=60, cooldown_s=0.0)
 
 
-def test_a_run_writes_complete_results_fact_sheet_and_plot(tmp_path: Path) -> None:
-    gpu = fake_gpu(name="Simulated GPU")
-    results = session.run_suite(gpu.device(), opener(gpu), tmp_path, settings=FAST)
+def simulated(**options) -> LauncherSpec:
+    return LauncherSpec("tests.fake_gpu:open_fake", 0, {"name": SIMULATED, **options})
+
+
+def device(name: str = SIMULATED):
+    return FakeGpu(name=name).device()
+
+
+def run(tmp_path: Path, launcher: LauncherSpec | None = None, name: str = SIMULATED, **kwargs):
+    return session.run_suite(
+        device(name), launcher or simulated(name=name), tmp_path, settings=FAST, policy=POLICY, **kwargs
+    )
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("clean")
+    return out, run(out)
+
+
+def test_a_run_writes_complete_results_fact_sheet_and_plot(clean_run) -> None:
+    out, results = clean_run
     assert not results.partial
-    on_disk = load(tmp_path / "results.json")
+    on_disk = load(out / "results.json")
     assert on_disk.partial is False
     assert {f.id for f in on_disk.facts} >= {
         "latency.l1",
@@ -26,15 +50,21 @@ def test_a_run_writes_complete_results_fact_sheet_and_plot(tmp_path: Path) -> No
         "capacity.l2",
         "device.sm_count",
     }
-    assert (tmp_path / "factsheet.md").read_text().startswith("# gpuprobe fact sheet: Simulated GPU")
-    assert (tmp_path / "latency_vs_footprint.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert results.clocks["sm_mhz_during_chases"] == pytest.approx(gpu.mhz, rel=0.01)
-    assert results.clocks["sm_mhz_measured"] == pytest.approx(gpu.mhz, rel=0.02)
+    assert (out / "factsheet.md").read_text().startswith("# gpuprobe fact sheet: Simulated GPU")
+    assert (out / "latency_vs_footprint.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert results.clocks["sm_mhz_during_chases"] == pytest.approx(1755.0, rel=0.01)
+    assert results.clocks["sm_mhz_measured"] == pytest.approx(1755.0, rel=0.02)
 
 
-def test_an_unknown_gpu_is_measured_in_discovery_mode(tmp_path: Path) -> None:
-    gpu = fake_gpu(name="Simulated GPU")
-    results = session.run_suite(gpu.device(), opener(gpu), tmp_path, settings=FAST)
+def test_every_probe_records_the_conditions_it_ran_under(clean_run) -> None:
+    _, results = clean_run
+    for name, outcome in results.probes.items():
+        assert {"sm_mhz_before", "sm_mhz_after", "nvml_before", "nvml_after"} <= set(outcome.conditions), name
+        assert outcome.conditions["sm_mhz_after"] == pytest.approx(1755.0, rel=0.05), name
+
+
+def test_an_unknown_gpu_is_measured_in_discovery_mode(clean_run) -> None:
+    _, results = clean_run
     measured = [f for f in results.facts if f.id.startswith(("latency.", "capacity."))]
     assert measured and all(f.verdict == "report" for f in measured)
     invariants = [f for f in results.facts if f.id.startswith("invariant.")]
@@ -43,8 +73,7 @@ def test_an_unknown_gpu_is_measured_in_discovery_mode(tmp_path: Path) -> None:
 
 
 def test_a_known_gpu_is_judged_against_its_model(tmp_path: Path) -> None:
-    gpu = fake_gpu()  # named like an H100 SXM, but with a tiny simulated L2
-    results = session.run_suite(gpu.device(), opener(gpu), tmp_path, settings=FAST)
+    results = run(tmp_path, name="NVIDIA H100 80GB HBM3")  # an H100 SXM's name, with a tiny simulated L2
     verdicts = {f.id: f.verdict for f in results.facts}
     assert verdicts["latency.l2"] == "pass"
     assert verdicts["device.l2_bytes"] == "fail"  # 512 KiB is not an H100's L2: the assert catches it
@@ -52,8 +81,7 @@ def test_a_known_gpu_is_judged_against_its_model(tmp_path: Path) -> None:
 
 
 def test_a_forced_model_replaces_detection(tmp_path: Path) -> None:
-    gpu = fake_gpu(name="Simulated GPU")
-    results = session.run_suite(gpu.device(), opener(gpu), tmp_path, forced_model="a100", settings=FAST)
+    results = run(tmp_path, forced_model="a100")
     assert results.clocks["model"] == "a100"
     assert results.fact("device.sm_count").verdict == "fail"  # 132 SMs is not an A100
 
@@ -67,29 +95,38 @@ def test_a_probe_whose_contract_fails_reports_the_violation_and_no_number(tmp_pa
         return real(probe, module)
 
     monkeypatch.setattr(session, "check_probe", check)
-    gpu = fake_gpu(name="Simulated GPU")
-    results = session.run_suite(gpu.device(), opener(gpu), tmp_path, settings=FAST)
+    results = run(tmp_path)
     outcome = results.probes["memory.latency.global_ca"]
     assert outcome.status == "violated" and "found 31" in outcome.detail
     assert results.fact("latency.l1") is None
-    assert "gp_chase_global_ca" not in gpu.launches
     assert results.fact("latency.l2") is not None
 
 
-def test_an_interrupted_run_keeps_what_it_measured(tmp_path: Path) -> None:
-    gpu = fake_gpu(name="Simulated GPU")
-    real_launch = gpu.launch
+def test_an_interrupted_run_keeps_what_it_measured(tmp_path: Path, monkeypatch) -> None:
+    real = session.run_family
 
-    def launch(kernel, *args, **kwargs):
-        if kernel == "gp_chase_global_cg":
-            raise KeyboardInterrupt
-        return real_launch(kernel, *args, **kwargs)
+    def interrupted(spec, order, policy):
+        for measured in real(spec, order, policy):
+            yield measured
+            if measured.probe == "memory.latency.shared":
+                raise KeyboardInterrupt
 
-    gpu.launch = launch
+    monkeypatch.setattr(session, "run_family", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        session.run_suite(gpu.device(), opener(gpu), tmp_path, settings=FAST)
+        run(tmp_path)
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["partial"] is True
     ids = {f["id"] for f in data["facts"]}
-    assert {"latency.shared", "latency.l1", "capacity.l1"} <= ids
-    assert "latency.l2_far" not in ids
+    assert {"device.sm_clock", "overhead.clock_read", "latency.shared"} <= ids
+    assert "latency.l2" not in ids
+
+
+def test_a_noisy_fact_is_unstable_not_judged() -> None:
+    from gpuprobe.expectations import load_all
+    from gpuprobe.results import Fact
+
+    h100 = load_all()["h100_sxm"]
+    noisy = Fact("latency.l2", 280.0, "cycle", (200.0, 360.0), [200.0, 280.0, 360.0])
+    assert session.judge_measured(noisy, h100).verdict == "unstable"
+    quiet = Fact("latency.l2", 280.0, "cycle", (279.0, 281.0), [279.0, 280.0, 281.0])
+    assert session.judge_measured(quiet, h100).verdict == "pass"

@@ -28,6 +28,7 @@ writes left there.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +59,11 @@ class Settings:
     points_per_octave: int = 4
     short_iterations: int = 32  # a sample is the difference of a short and a long timed chase:
     long_iterations: int = 160  # (160 - 32) x 32 = 4096 loads
-    repeats: int = 5  # samples per footprint
+    min_repeats: int = 3  # samples per footprint: at least this many,
+    max_repeats: int = 9  # at most this many,
+    target_noise: float = 0.01  # stopping once the median's CI half-width is this fraction of it,
+    point_budget_s: float = 3.0  # or once this much time went into the footprint
+    condition_spin_cycles: int = 2_000_000  # the clock sample taken before and after each probe
     warm_l2_multiple: float = 1.5  # warm the whole cycle up to this many L2 sizes; beyond, all miss
     l1_rewarm_bytes: int = 1 << 20  # at most this footprint, re-warm every launch (L1 is not kept across launches)
     shared_footprint: int = 32 * 1024
@@ -132,6 +137,7 @@ class _Context:
     parameters: dict[str, list[tuple[str, str]]]
     out: Any = None
     mhz: float | None = None
+    clock_usable: bool = False
 
     def run(self, kernel: str, args: list[object], words: int, block: int = 1, shared: int = 0) -> list[int]:
         """Launch ``kernel`` with ``out`` appended, and read its first ``words`` results back."""
@@ -247,8 +253,7 @@ def measure_shared(ctx: _Context) -> Measured:
 
     chase = _Chase(ctx, "gp_chase_shared", chain, args, node_of_end, block=128, shared=s.shared_footprint)
     point = Point()
-    for _ in range(s.repeats):
-        chase.sample(point, nodes, nodes)  # every launch refills shared memory: warm it each time
+    sample_until_stable(lambda: chase.sample(point, nodes, nodes), point, s)  # each launch refills: warm each
     fact = _fact("latency.shared", point.latencies, "cycle", "memory.latency.shared", ctx.mhz)
     series = {"footprint": {"footprint_bytes": [float(s.shared_footprint)], "latency_cycles": [fact.value]}}
     return Measured("memory.latency.shared", ProbeOutcome("ok", series=series), [fact])
@@ -266,42 +271,69 @@ class Curve:
         return [x for f, p in zip(self.footprints, self.points, strict=True) if low <= f <= high for x in p.latencies]
 
 
-def chase_curve(ctx: _Context, kernel: str, footprints: list[int]) -> Curve:
-    """Latency at each footprint, the chain rebuilt for each and chased on across its launches."""
-    s = ctx.settings
-    buffer = ctx.launcher.alloc(max(footprints))
-    scratch = ctx.launcher.alloc(2 * ctx.l2_bytes)
-    base = ctx.launcher.address(buffer)
-    ctx.launcher.prefer_l1(kernel)
-    points = []
-    for index, footprint in enumerate(footprints):
+@dataclass
+class _Sweep:
+    """What every footprint of one latency sweep shares: the kernel, the chain buffer, the scratch."""
+
+    ctx: _Context
+    kernel: str
+    buffer: Any
+    scratch: Any
+
+    @property
+    def base(self) -> int:
+        return self.ctx.launcher.address(self.buffer)
+
+    def args(self, start: int, warm: int, iterations: int) -> list[object]:
+        return [np.uint64(self.base + start * self.ctx.settings.line_bytes), np.uint32(warm), np.uint32(iterations)]
+
+    def node_of_end(self, end: int) -> int:
+        return _node_of(end - self.base, self.ctx.settings.line_bytes, self.kernel)
+
+    def point(self, footprint: int, seed: int) -> Point:
+        """One footprint: a fresh chain, warmed where a cache could hold it, sampled until stable."""
+        ctx, s = self.ctx, self.ctx.settings
         nodes = footprint // s.line_bytes
-        chain = random_cycle(nodes, s.seed + index)
-        ctx.launcher.write_chain(buffer, chain.successor, s.line_bytes)
+        chain = random_cycle(nodes, seed)
+        ctx.launcher.write_chain(self.buffer, chain.successor, s.line_bytes)
         warm = first_warm_steps(nodes, footprint, ctx.l2_bytes, s)
         if warm == 0:
             check_no_revisit(nodes, footprint, s)
-            ctx.launcher.fill(scratch, 0)  # evict the chain lines that writing it left in L2
-
-        def args(start: int, warm: int, iterations: int) -> list[object]:
-            return [np.uint64(base + start * s.line_bytes), np.uint32(warm), np.uint32(iterations)]
-
-        chase = _Chase(ctx, kernel, chain, args, lambda end: _node_of(end - base, s.line_bytes, kernel))
+            ctx.launcher.fill(self.scratch, 0)  # evict the chain lines that writing it left in L2
+        chase = _Chase(ctx, self.kernel, chain, self.args, self.node_of_end)
         rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
         point = Point()
-        for repeat in range(s.repeats):
-            chase.sample(point, warm if repeat == 0 else rewarm, rewarm)
-        points.append(point)
+        sample_until_stable(lambda: chase.sample(point, rewarm if point.latencies else warm, rewarm), point, s)
+        return point
+
+
+def chase_curve(ctx: _Context, kernel: str, footprints: list[int]) -> Curve:
+    """Latency at each footprint, the chain rebuilt for each and chased on across its launches."""
+    sweep = _Sweep(ctx, kernel, ctx.launcher.alloc(max(footprints)), ctx.launcher.alloc(2 * ctx.l2_bytes))
+    ctx.launcher.prefer_l1(kernel)
+    points = [sweep.point(footprint, ctx.settings.seed + index) for index, footprint in enumerate(footprints)]
     return Curve(footprints, points)
 
 
 def check_no_revisit(nodes: int, footprint: int, settings: Settings) -> None:
-    steps = settings.repeats * (settings.short_iterations + settings.long_iterations) * UNROLL
+    steps = settings.max_repeats * (settings.short_iterations + settings.long_iterations) * UNROLL
     if steps > nodes:
         raise ProbeFailure(
             f"{footprint} bytes is chased cold, but {steps} steps would revisit its {nodes} nodes: "
-            "lower the repeats or iterations, or raise warm_l2_multiple"
+            "lower max_repeats or the iterations, or raise warm_l2_multiple"
         )
+
+
+def sample_until_stable(take_sample: Callable[[], None], point: Point, settings: Settings) -> None:
+    """Sample until the median is known to ``target_noise``, the repeats run out, or the budget does."""
+    started = time.monotonic()
+    while len(point.latencies) < settings.max_repeats:
+        take_sample()
+        if len(point.latencies) < settings.min_repeats:
+            continue
+        median, low, high = median_ci(point.latencies)
+        if (high - low) / 2 <= settings.target_noise * median or time.monotonic() - started > settings.point_budget_s:
+            return
 
 
 def level_names(levels: list[Level], l2_bytes: int, cached_in_l1: bool) -> list[str]:
@@ -391,28 +423,53 @@ STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
 ]
 
 
+PROBES = [name for name, _ in STEPS]
+
+
+def _clock_now(ctx: _Context) -> float | None:
+    """The SM clock over a short spin of the device's own timers (None if the clock probe cannot run)."""
+    if "gp_sm_clock" not in ctx.parameters or not ctx.clock_usable:
+        return None
+    cycles, ns = ctx.run("gp_sm_clock", [np.uint64(ctx.settings.condition_spin_cycles)], words=2)
+    return cycles / ns * 1000.0 if ns else None
+
+
+def _conditions(ctx: _Context, when: str) -> dict[str, Any]:
+    return {f"sm_mhz_{when}": _clock_now(ctx), f"nvml_{when}": ctx.launcher.nvml()}
+
+
 def measure(
     launcher: Launcher,
     parameters: dict[str, list[tuple[str, str]]],
     l2_bytes: int,
     runnable: set[str],
     settings: Settings | None = None,
-) -> Iterator[Measured]:
-    """Run the family's probes in order, yielding each as it finishes.
+    state: dict[str, Any] | None = None,
+) -> Iterator[tuple[str, Callable[[], Measured]]]:
+    """The family's runnable probes in order, each as (name, run): calling ``run`` measures it.
 
     ``parameters`` are the kernels' PTX signatures (every launch is checked against them);
-    ``runnable`` holds the probes whose SASS contract held on this arch; the others yield their
-    status without a number. A probe that fails its own check yields status "failed".
+    ``runnable`` holds the probes to run (their SASS contract held on this arch). A probe whose own
+    check fails gives status "failed"; any other exception (a CUDA error) propagates, for the
+    caller to isolate. Each outcome records the clock and NVML readings just before and after.
+    ``state`` carries what later probes need from earlier ones (the measured SM clock) across
+    processes: it is read at the start and updated as probes finish.
     """
-    ctx = _Context(launcher, l2_bytes, settings or Settings(), parameters)
+    state = state if state is not None else {}
+    ctx = _Context(launcher, l2_bytes, settings or Settings(), parameters, mhz=state.get("mhz"))
+    ctx.clock_usable = "memory.clock" in runnable or state.get("mhz") is not None
     ctx.out = launcher.alloc(64)
-    for name, step in STEPS:
-        if name not in runnable:
-            yield Measured(name, ProbeOutcome("skipped", "its SASS contract did not hold on this arch"))
-            continue
+
+    def run(name: str, step: Callable[[_Context], Measured]) -> Measured:
+        before = _conditions(ctx, "before")
         try:
-            yield step(ctx)
+            measured = step(ctx)
         except ProbeFailure as exc:
-            yield Measured(name, ProbeOutcome("failed", str(exc)))
-        except Exception as exc:  # a CUDA error from the launch: record it, and let later probes try
-            yield Measured(name, ProbeOutcome("crashed", f"{type(exc).__name__}: {exc}"))
+            measured = Measured(name, ProbeOutcome("failed", str(exc)))
+        measured.outcome.conditions = {**before, **_conditions(ctx, "after")}
+        state["mhz"] = ctx.mhz
+        return measured
+
+    for name, step in STEPS:
+        if name in runnable:
+            yield name, lambda name=name, step=step: run(name, step)

@@ -1,0 +1,73 @@
+"""The measuring child process: one family's probes on one GPU, reported line by line.
+
+The parent (:mod:`gpuprobe.isolation`) starts ``python -m gpuprobe.child`` with a JSON spec on
+stdin. The child opens the launcher the spec names (``module:factory``, called with the cubin,
+the device index and the spec's options), then for each probe prints ``@@gpuprobe`` event lines
+on stdout, flushed at once: ``start`` before a probe runs, ``measured`` (outcome and facts) when
+it ends, ``state`` (what later probes need, e.g. the measured clock) after it. A probe that raises
+anything but its own check failure is reported ``crashed`` and the child exits 3 at once: its
+CUDA context may be poisoned, and a fresh process measures the rest. Everything else a library
+prints on stdout is not an event and the parent keeps it only as evidence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, TextIO
+
+from gpuprobe.families import memory_latency
+from gpuprobe.results import strict_json
+
+MARKER = "@@gpuprobe "
+EXIT_CRASHED = 3
+FAMILIES = {"memory": memory_latency}
+
+
+def emit(stream: TextIO, event: str, **fields: Any) -> None:
+    stream.write(MARKER + json.dumps({"event": event, **fields}, allow_nan=False) + "\n")
+    stream.flush()
+
+
+def load_factory(spec: str) -> Any:
+    """``package.module:callable`` -> the callable."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def run(spec: dict[str, Any], out: TextIO) -> int:
+    family = FAMILIES[spec["family"]]
+    factory = load_factory(spec["launcher"])
+    launcher = factory(Path(spec["cubin"]), int(spec.get("device_index", 0)), **spec.get("launcher_options", {}))
+    settings = family.Settings(**spec["settings"]) if spec.get("settings") else None
+    state = dict(spec.get("state", {}))
+    parameters = {k: [tuple(p) for p in v] for k, v in spec["parameters"].items()}
+    probes = family.measure(launcher, parameters, int(spec["l2_bytes"]), set(spec["runnable"]), settings, state)
+    for name, measure_probe in probes:
+        emit(out, "start", probe=name)
+        try:
+            measured = measure_probe()
+        except Exception as exc:  # a CUDA error or worse: this process's context is not to be trusted
+            detail = f"{type(exc).__name__}: {exc}"
+            emit(out, "measured", probe=name, outcome={"status": "crashed", "detail": detail}, facts=[])
+            traceback.print_exc(file=sys.stderr)
+            return EXIT_CRASHED
+        outcome = dataclasses.asdict(measured.outcome)
+        facts = [dataclasses.asdict(f) for f in measured.facts]
+        emit(out, "measured", probe=name, outcome=strict_json(outcome), facts=strict_json(facts))
+        emit(out, "state", state=strict_json(state))
+    emit(out, "done")
+    return 0
+
+
+def main() -> int:
+    spec = json.loads(sys.stdin.read())
+    return run(spec, sys.stdout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
