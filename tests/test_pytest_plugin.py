@@ -65,7 +65,7 @@ def test_a_failing_fact_says_what_was_measured_expected_where_from_and_the_clock
 
 
 def test_a_warned_or_unstable_fact_warns_but_passes() -> None:
-    for verdict in ("warn", "unstable"):
+    for verdict in ("warn", "unstable", "throttled", "shared"):
         fact = Fact("latency.l2", 400.0, "cycle", verdict=verdict, detail="outside")
         with pytest.warns(UserWarning, match=verdict.upper()):
             assert_fact(_results(fact), "latency.l2")
