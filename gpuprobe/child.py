@@ -15,7 +15,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any, TextIO
@@ -25,6 +28,7 @@ from gpuprobe.results import strict_json
 
 MARKER = "@@gpuprobe "
 EXIT_CRASHED = 3
+EXIT_ORPHANED = 4
 FAMILIES = {"memory": memory_latency}
 
 
@@ -64,7 +68,20 @@ def run(spec: dict[str, Any], out: TextIO) -> int:
     return 0
 
 
+def exit_when_orphaned(poll_s: float = 0.5) -> None:
+    """End this process if its parent dies: a killed run must not leave a child measuring the GPU."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(EXIT_ORPHANED)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main() -> int:
+    exit_when_orphaned()
     spec = json.loads(sys.stdin.read())
     return run(spec, sys.stdout)
 

@@ -136,43 +136,50 @@ def _run_children(spec: dict[str, Any], order: list[str], policy: ChildPolicy) -
     state = dict(spec.get("state", {}))
     while remaining:
         child = _Child.start({**spec, "runnable": remaining, "state": state}, policy)
-        in_flight: str | None = None
-        started_any = reported_crash = False
-        deadline = time.monotonic() + policy.probe_time_limit_s
-        while True:
-            try:
-                kind, event = child.events.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                child.kill()
+        try:
+            yield from _follow(child, remaining, state, policy)
+        finally:
+            child.kill()  # whatever happened (an interrupt, a crash in here), leave no child measuring
+
+
+def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: ChildPolicy) -> Iterator[Measured]:
+    """One child's events until it ends or times out; ``remaining`` and ``state`` are updated in place."""
+    in_flight: str | None = None
+    started_any = reported_crash = False
+    deadline = time.monotonic() + policy.probe_time_limit_s
+    while True:
+        try:
+            kind, event = child.events.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            child.kill()
+            victim = in_flight or remaining[0]
+            limit = f"ran past its {policy.probe_time_limit_s:g} s limit and was killed"
+            yield Measured(victim, ProbeOutcome("timeout", f"{victim} {limit}; {child.evidence(policy)}"))
+            remaining.remove(victim)
+            return
+        if kind == "eof":
+            if remaining and not reported_crash:  # it died (or ended early) without saying why
                 victim = in_flight or remaining[0]
-                limit = f"ran past its {policy.probe_time_limit_s:g} s limit and was killed"
-                yield Measured(victim, ProbeOutcome("timeout", f"{victim} {limit}; {child.evidence(policy)}"))
+                yield Measured(victim, ProbeOutcome("crashed", child.evidence(policy)))
                 remaining.remove(victim)
-                break
-            if kind == "eof":
-                if remaining and not reported_crash:  # it died (or ended early) without saying why
-                    victim = in_flight or remaining[0]
-                    yield Measured(victim, ProbeOutcome("crashed", child.evidence(policy)))
-                    remaining.remove(victim)
-                    if not started_any:  # died before any probe started: the rest would die the same way
-                        for name in list(remaining):
-                            yield Measured(name, ProbeOutcome("crashed", f"not measured: {child.evidence(policy)}"))
-                        remaining.clear()
-                child.process.wait()
-                break
-            if event["event"] == "start":
-                in_flight, started_any = event["probe"], True
-                deadline = time.monotonic() + policy.probe_time_limit_s
-            elif event["event"] == "measured":
-                measured = _measured(event)
-                if measured.outcome.status == "crashed":  # the child says so, then exits: wait for it
-                    reported_crash = True
-                    measured.outcome.detail += f"; {child.evidence(policy)}"
-                yield measured
-                remaining.remove(measured.probe)
-                in_flight = None
-            elif event["event"] == "state":
-                state = dict(event["state"])
+                if not started_any:  # died before any probe started: the rest would die the same way
+                    for name in list(remaining):
+                        yield Measured(name, ProbeOutcome("crashed", f"not measured: {child.evidence(policy)}"))
+                    remaining.clear()
+            return
+        if event["event"] == "start":
+            in_flight, started_any = event["probe"], True
+            deadline = time.monotonic() + policy.probe_time_limit_s
+        elif event["event"] == "measured":
+            measured = _measured(event)
+            if measured.outcome.status == "crashed":  # the child says so, then exits: wait for it
+                reported_crash = True
+                measured.outcome.detail += f"; {child.evidence(policy)}"
+            yield measured
+            remaining.remove(measured.probe)
+            in_flight = None
+        elif event["event"] == "state":
+            state.update(event["state"])
 
 
 def gpu_conditions(conditions: dict[str, Any], reference_mhz: float | None) -> str | None:

@@ -1,0 +1,87 @@
+"""A run stopped from outside, by Ctrl-C or by a kill, keeps every fact already measured and leaves no
+child process measuring the GPU. Real processes, the simulated GPU, a probe that hangs to stop on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuprobe.results import load
+
+REPO = Path(__file__).resolve().parent.parent
+DRIVER = """
+import sys
+from pathlib import Path
+from gpuprobe import session
+from gpuprobe.gpu import LauncherSpec
+from gpuprobe.isolation import ChildPolicy
+from tests.fake_gpu import FAST, FakeGpu
+
+options = {"name": "Simulated GPU", "faults": {"gp_chase_global_cg": "hang"}}
+launcher = LauncherSpec("tests.fake_gpu:open_fake", 0, options)
+device = FakeGpu(name="Simulated GPU").device()
+session.run_suite(device, launcher, Path(sys.argv[1]), settings=FAST, policy=ChildPolicy(probe_time_limit_s=600))
+"""
+
+
+def measuring_children() -> list[int]:
+    """Live gpuprobe child processes (zombies excluded)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            state = (entry / "stat").read_text().split(") ", 1)[1][0]
+        except OSError:
+            continue
+        if b"gpuprobe.child" in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def start_and_wait_for_hang(out: Path) -> subprocess.Popen[bytes]:
+    run = subprocess.Popen([sys.executable, "-c", DRIVER, str(out)], cwd=REPO, stderr=subprocess.DEVNULL,
+                           env={**os.environ, "GPUPROBE_LOCK_DIR": str(out / "locks")})  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            probes = json.loads((out / "results.json").read_text())["probes"]
+        except (OSError, ValueError):
+            probes = {}
+        if probes.get("memory.latency.global_ca", {}).get("status") == "ok":
+            time.sleep(0.5)  # the child is now inside the hanging probe
+            return run
+        time.sleep(0.2)
+    run.kill()
+    pytest.fail("the run never got as far as the L1 sweep")
+
+
+def wait_until(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc to find the child processes")
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
+def test_a_stopped_run_keeps_its_facts_and_leaves_no_child(tmp_path: Path, stop: signal.Signals) -> None:
+    assert not measuring_children(), "another test left a measuring child behind"
+    run = start_and_wait_for_hang(tmp_path)
+    assert measuring_children(), "the hanging probe's child should be running"
+    run.send_signal(stop)
+    run.wait(timeout=30)
+    assert wait_until(lambda: not measuring_children(), 10), "a child kept measuring after the run was stopped"
+    results = load(tmp_path / "results.json")
+    assert results.partial
+    assert {"device.sm_clock", "latency.shared", "latency.l1", "capacity.l1"} <= {f.id for f in results.facts}
