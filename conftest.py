@@ -13,16 +13,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--require-gpu", action="store_true", help="fail, instead of skipping, when no GPU is usable")
     group.addoption("--gpu-model", metavar="KEY", help="judge as this GPU model (see gpuprobe/expectations/)")
     group.addoption("--gpu-device", metavar="N", type=int, default=0, help="CUDA device index to measure")
+    group.addoption(
+        "--baseline", metavar="RESULTS.json",
+        help="also fail facts that got WORSE than in this earlier results file, beyond both runs' noise",
+    )  # fmt: skip
+    group.addoption(
+        "--baseline-threshold", metavar="PCT", type=float, default=0.0,
+        help="with --baseline: a change under PCT percent of the baseline value is no failure (default 0)",
+    )  # fmt: skip
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: measures on a GPU (skipped, with the reason, when none is usable)")
     config.addinivalue_line("markers", "static: compiles and checks SASS contracts; runs on any machine")
+    from gpuprobe.pytest_plugin import load_baseline
+
+    load_baseline(config)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    from gpuprobe.pytest_plugin import RESULTS_DIR
+    from gpuprobe.compare import render
+    from gpuprobe.pytest_plugin import COMPARISON, RESULTS_DIR
 
     out = config.stash.get(RESULTS_DIR, None)
     if out is not None:
         terminalreporter.write_line(f"gpuprobe: results and fact sheet in {out}")
+    comparison = config.stash.get(COMPARISON, None)
+    if comparison is not None:
+        terminalreporter.section("gpuprobe: this run against the baseline")
+        for line in render(comparison).splitlines():
+            terminalreporter.write_line(line)

@@ -1,4 +1,4 @@
-"""The ``gpuprobe`` command: list, check, sass, run, report.
+"""The ``gpuprobe`` command: list, check, sass, run, report, compare.
 
 Every user error is one line on stderr and exit status 2; a contract violation or a failed
 measurement is exit status 1; a traceback is a bug.
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpuprobe.arch import Arch, parse_arch, parse_arch_list
+from gpuprobe.compare import add_command as add_compare_command
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.files import read_text
 
@@ -212,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results")
     p.add_argument("-o", "--output", help="directory for the fact sheet (default: beside the results)")
     p.set_defaults(func=cmd_report)
+
+    add_compare_command(sub)
     return parser
 
 

@@ -16,6 +16,7 @@ import pytest
 from gpuprobe.arch import SUPPORTED_ARCHS, Arch
 from gpuprobe.build import build_for
 from gpuprobe.check import CheckResult, check_probe
+from gpuprobe.compare import Comparison, baseline_message, compare
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.registry import Probe, all_probes
 from gpuprobe.results import Fact, Results
@@ -63,8 +64,9 @@ def _clock_text(results: Results) -> str:
     return f"SM clock {mhz:.0f} MHz measured" if isinstance(mhz, float | int) else "SM clock not measured"
 
 
-def assert_fact(results: Results, fact_id: str) -> None:
-    """Hold one measured fact to its verdict; the failure message says all a reader needs."""
+def assert_fact(results: Results, fact_id: str, comparison: Comparison | None = None) -> None:
+    """Hold one measured fact to its verdict, and to the baseline run when ``comparison`` is given
+    (``pytest --baseline``); the failure message says all a reader needs."""
     fact: Fact | None = results.fact(fact_id)
     if fact is None:
         if fact_id in OPTIONAL_FACTS and not _expected(results, fact_id):
@@ -72,8 +74,12 @@ def assert_fact(results: Results, fact_id: str) -> None:
         producers = [n for n, p in results.probes.items() if p.status != "ok"]
         pytest.fail(f"{fact_id} was not measured (probes not ok: {', '.join(producers) or 'none'})", pytrace=False)
     message = f"{fact.detail} [{_clock_text(results)}; {results.device.name}]"
-    if fact.verdict == "fail":
-        pytest.fail(message, pytrace=False)
+    failures = [message] if fact.verdict == "fail" else []
+    regression = baseline_message(comparison, fact_id)
+    if regression:
+        failures.append(regression)
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
     if fact.verdict in ("warn", "unstable", "throttled", "shared"):  # noted, not judged
         warnings.warn(f"{fact.verdict.upper()}: {message}", stacklevel=1)
 
@@ -110,3 +116,45 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
 
 
 RESULTS_DIR = pytest.StashKey[Path]()
+
+
+BASELINE = pytest.StashKey[Results]()
+"""The ``--baseline`` run, loaded (and checked) when pytest starts."""
+COMPARISON = pytest.StashKey[Comparison]()
+"""This run against the baseline, once measured; the terminal summary prints it."""
+
+
+@pytest.fixture(scope="session")
+def gpuprobe_comparison(request: pytest.FixtureRequest, gpuprobe_results: Results) -> Comparison | None:
+    """The measured run labelled against ``--baseline`` (SAME / BETTER / WORSE / UNKNOWN); None without one."""
+    config = request.config
+    base = config.stash.get(BASELINE, None)
+    if base is None:
+        return None
+    try:
+        comparison = compare(
+            base, gpuprobe_results, config.getoption("baseline_threshold"),
+            base_name=config.getoption("baseline"), new_name="this run",
+        )  # fmt: skip
+    except GpuprobeError as exc:
+        pytest.fail(f"--baseline: {exc}", pytrace=False)
+    config.stash[COMPARISON] = comparison
+    return comparison
+
+
+def load_baseline(config: pytest.Config) -> None:
+    """Read ``--baseline`` before anything is measured: a bad file is a usage error, not GPU time lost."""
+    import math
+
+    from gpuprobe.results import load
+
+    path = config.getoption("baseline", None)
+    if not path:
+        return
+    threshold = config.getoption("baseline_threshold")
+    if not (math.isfinite(threshold) and threshold >= 0):
+        raise pytest.UsageError(f"--baseline-threshold must be a finite percentage of at least 0, got {threshold}")
+    try:
+        config.stash[BASELINE] = load(Path(path))
+    except GpuprobeError as exc:
+        raise pytest.UsageError(f"--baseline: {exc}") from None

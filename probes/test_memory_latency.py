@@ -29,8 +29,8 @@ def test_probe_ran_and_verified_itself(gpuprobe_results, name: str) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fact_id", [*family_fact_ids(FAMILY), "device.sm_count", "device.l2_bytes"])
-def test_fact(gpuprobe_results, fact_id: str) -> None:
-    assert_fact(gpuprobe_results, fact_id)
+def test_fact(gpuprobe_results, gpuprobe_comparison, fact_id: str) -> None:
+    assert_fact(gpuprobe_results, fact_id, gpuprobe_comparison)
 
 
 @pytest.mark.gpu

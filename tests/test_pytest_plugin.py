@@ -79,3 +79,11 @@ def test_a_missing_fact_fails_unless_the_part_lacks_that_level() -> None:
     h100 = Results(Device(name="NVIDIA H100 80GB HBM3", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=1), [])
     with pytest.raises(pytest.fail.Exception, match="was not measured"):
         assert_fact(h100, "latency.l2_far")  # an H100 has a split L2: its absence is a failure
+
+
+def test_a_bad_baseline_is_a_usage_error_before_anything_is_measured(tmp_path) -> None:
+    bad = tmp_path / "base.json"
+    bad.write_text("{not json")
+    run = _pytest("--baseline", str(bad))
+    assert run.returncode == 4  # pytest's usage error
+    assert "--baseline:" in run.stderr and "corrupt results file" in run.stderr

@@ -1,0 +1,532 @@
+"""``gpuprobe compare``: labels relative to the measured noise, warnings, tables, exit statuses.
+
+Every run here is made up in the test from samples of known distributions (test data, never a
+real measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import random
+import re
+import statistics
+from pathlib import Path
+from statistics import NormalDist
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuprobe.analysis import median_ci
+from gpuprobe.compare import (
+    HIGHER_IS_BETTER,
+    LOWER_IS_BETTER,
+    NO_DIRECTION,
+    Label,
+    add_command,
+    baseline_failure,
+    baseline_message,
+    compare,
+    direction,
+    disjoint_probability,
+    interval_ranks,
+    render,
+)
+from gpuprobe.errors import GpuprobeError
+from gpuprobe.results import SCHEMA, SCHEMA_VERSION, Device, Fact, Results, save
+
+DEVICE = Device(
+    name="Test GPU", cc="9.0", arch="sm_90", sm_count=132, l2_bytes=50 * 2**20,
+    driver="570.86", cuda_runtime="12.8", toolkit="12.8",
+)  # fmt: skip
+
+
+def normal_samples(center: float, noise_pct: float, n: int, seed: int) -> list[float]:
+    """Normal samples that are the same on every Python and NumPy version (``random.random`` is
+    guaranteed reproducible for a seed; ``NormalDist.inv_cdf`` is a fixed formula)."""
+    rng, dist = random.Random(seed), NormalDist(center, center * noise_pct / 100.0)
+    return [dist.inv_cdf(1.0 - rng.random()) for _ in range(n)]  # 1 - [0, 1) avoids inv_cdf(0)
+
+
+def measured(fact_id: str, center: float, noise_pct: float, n: int = 40, seed: int = 0, unit: str = "cycle") -> Fact:
+    """A fact as a probe makes it: normal samples around ``center``, their median and its CI."""
+    samples = normal_samples(center, noise_pct, n, seed)
+    value, low, high = median_ci(samples)
+    return Fact(fact_id, value, unit, (low, high), samples, probe="test")
+
+
+def exact(fact_id: str, value: float, unit: str = "count") -> Fact:
+    return Fact(fact_id, value, unit, probe="device")
+
+
+def capacity(value: float, low: float, high: float) -> Fact:
+    return Fact("capacity.l2", value, "byte", (low, high), [], probe="test")
+
+
+def invariant(ok: bool, name: str = "latency_order.l1_below_l2") -> Fact:
+    detail = (
+        "latency.l1 = 30 cycle < latency.l2 = 250 cycle" if ok else "latency.l1 = 300 cycle ≥ latency.l2 = 250 cycle"
+    )
+    return Fact(f"invariant.{name}", 1.0 if ok else 0.0, "bool", verdict="pass" if ok else "fail", detail=detail)
+
+
+def run(*facts: Fact, device: Device = DEVICE, mhz: float | None = 1755.0, partial: bool = False) -> Results:
+    clocks = {} if mhz is None else {"sm_mhz_measured": mhz}
+    return Results(device, list(facts), clocks=clocks, partial=partial, created="2025-01-01T00:00:00+00:00")
+
+
+def labels(base: Results, new: Results, threshold_pct: float = 0.0) -> dict[str, str]:
+    return {row.fact_id: str(row.label) for row in compare(base, new, threshold_pct).rows}
+
+
+def a_full_run(seed: int = 0, latency_scale: float = 1.0, bandwidth_scale: float = 1.0) -> Results:
+    return run(
+        measured("latency.l1", 33.0 * latency_scale, 1.0, seed=seed),
+        measured("latency.l2", 250.0 * latency_scale, 1.0, seed=seed + 1),
+        measured("bandwidth.dram_read", 3.9e12 * bandwidth_scale, 1.0, seed=seed + 2, unit="byte/s"),
+        measured("overhead.clock_read", 40.0, 2.0, n=15, seed=seed + 3),
+        capacity(50 * 2**20, 48 * 2**20, 53 * 2**20),
+        exact("device.sm_count", 132.0),
+        exact("device.l2_bytes", 50.0 * 2**20, unit="byte"),
+        invariant(True),
+    )
+
+
+# ---------------------------------------------------------------- labels ---------
+
+
+def test_identical_runs_are_all_same() -> None:
+    comparison = compare(a_full_run(), a_full_run())
+    assert {row.label for row in comparison.rows} == {Label.SAME}
+    assert comparison.worse() == [] and comparison.warnings == []
+    assert comparison.failures(strict=True) == []
+
+
+def test_two_unchanged_runs_with_fresh_noise_are_all_same() -> None:
+    assert set(labels(a_full_run(seed=0), a_full_run(seed=100)).values()) == {"SAME"}
+
+
+def test_a_latency_five_percent_slower_with_one_percent_noise_is_worse_and_the_reverse_better() -> None:
+    base = run(measured("latency.l2", 250.0, 1.0, seed=1))
+    slower = run(measured("latency.l2", 262.5, 1.0, seed=2))
+    row = compare(base, slower).rows[0]
+    assert row.label == Label.WORSE
+    assert row.change_pct == pytest.approx(5.0, abs=1.0)
+    assert "lower is better" in row.reason and "disjoint" in row.reason
+    assert compare(slower, base).rows[0].label == Label.BETTER
+
+
+def test_a_half_percent_shift_in_five_percent_noise_is_same() -> None:
+    base = run(measured("latency.l2", 250.0, 5.0, seed=3))
+    new = run(measured("latency.l2", 251.25, 5.0, seed=4))
+    row = compare(base, new).rows[0]
+    assert row.label == Label.SAME and "within the noise" in row.reason
+
+
+def test_bandwidth_is_better_higher() -> None:
+    base = run(measured("bandwidth.dram_read", 3.9e12, 1.0, seed=5, unit="byte/s"))
+    faster = run(measured("bandwidth.dram_read", 3.9e12 * 1.05, 1.0, seed=6, unit="byte/s"))
+    assert labels(base, faster) == {"bandwidth.dram_read": "BETTER"}
+    assert labels(faster, base) == {"bandwidth.dram_read": "WORSE"}
+
+
+def test_the_threshold_turns_a_small_significant_change_same() -> None:
+    base = run(measured("latency.l2", 250.0, 0.2, seed=7))
+    new = run(measured("latency.l2", 257.5, 0.2, seed=8))  # +3 %, far beyond 0.2 % noise
+    assert labels(base, new) == {"latency.l2": "WORSE"}
+    assert labels(base, new, threshold_pct=2.0) == {"latency.l2": "WORSE"}
+    row = compare(base, new, threshold_pct=5.0).rows[0]
+    assert row.label == Label.SAME and "under the 5 % threshold" in row.reason
+
+
+def test_a_whole_run_of_unchanged_facts_raises_no_false_alarm() -> None:
+    """Fifty unchanged facts: the familywise bound keeps all of them SAME (a per-fact 5 % would not)."""
+    facts = [(f"latency.f{i}", 100.0 + i) for i in range(50)]
+    base = run(*(measured(fid, c, 2.0, n=20, seed=i) for i, (fid, c) in enumerate(facts)))
+    new = run(*(measured(fid, c, 2.0, n=20, seed=1000 + i) for i, (fid, c) in enumerate(facts)))
+    comparison = compare(base, new)
+    assert comparison.tested == 50 and comparison.fact_alpha == pytest.approx(0.001)
+    assert {row.label for row in comparison.rows} == {Label.SAME}
+
+
+def test_invariants_compare_by_verdict() -> None:
+    assert labels(run(invariant(True)), run(invariant(False))) == {"invariant.latency_order.l1_below_l2": "WORSE"}
+    assert labels(run(invariant(False)), run(invariant(True))) == {"invariant.latency_order.l1_below_l2": "BETTER"}
+    assert labels(run(invariant(False)), run(invariant(False))) == {"invariant.latency_order.l1_below_l2": "SAME"}
+    row = compare(run(invariant(True)), run(invariant(False))).rows[0]
+    assert "held before, fails now" in row.reason and "300 cycle" in row.reason
+
+
+def test_facts_without_samples_compare_by_their_intervals_or_exact_values() -> None:
+    base = run(capacity(50e6, 48e6, 53e6), exact("device.sm_count", 132.0), Fact("latency.x", 10.0, "cycle"))
+    same = run(capacity(51e6, 50e6, 55e6), exact("device.sm_count", 132.0), Fact("latency.x", 10.0, "cycle"))
+    assert set(labels(base, same).values()) == {"SAME"}
+
+    moved = run(capacity(40e6, 38e6, 42e6), exact("device.sm_count", 114.0), Fact("latency.x", 12.0, "cycle"))
+    rows = {row.fact_id: row for row in compare(base, moved).rows}
+    assert rows["capacity.l2"].label == Label.UNKNOWN and "no better or worse" in rows["capacity.l2"].reason
+    assert rows["device.sm_count"].label == Label.UNKNOWN and "132 and 114" in rows["device.sm_count"].reason
+    assert rows["latency.x"].label == Label.UNKNOWN and "no noise estimate" in rows["latency.x"].reason
+
+
+def test_a_latency_without_samples_but_with_disjoint_intervals_has_a_direction() -> None:
+    base = run(Fact("latency.l2", 250.0, "cycle", (248.0, 252.0)))
+    new = run(Fact("latency.l2", 270.0, "cycle", (266.0, 274.0)))
+    assert labels(base, new) == {"latency.l2": "WORSE"}
+    assert labels(new, base) == {"latency.l2": "BETTER"}
+
+
+def test_samples_on_one_side_only_fall_back_on_the_stored_intervals() -> None:
+    base = run(measured("latency.l2", 250.0, 1.0, seed=9))
+    new_fact = measured("latency.l2", 250.0, 1.0, seed=10)
+    new_fact.samples = []
+    row = compare(base, run(new_fact)).rows[0]
+    assert row.label == Label.SAME and "stored intervals" in row.reason
+
+
+def test_too_few_samples_cannot_tell_a_change() -> None:
+    base = run(Fact("device.sm_clock", 1755.0, "MHz", (1750.0, 1760.0), [1750.0, 1755.0, 1760.0]))
+    new = run(Fact("device.sm_clock", 1985.0, "MHz", (1980.0, 1990.0), [1980.0, 1985.0, 1990.0]))
+    row = compare(base, new).rows[0]
+    assert row.label == Label.UNKNOWN and "too few samples" in row.reason
+    overlapping = run(Fact("device.sm_clock", 1757.0, "MHz", (1752.0, 1770.0), [1752.0, 1757.0, 1770.0]))
+    assert labels(base, overlapping) == {"device.sm_clock": "SAME"}
+
+
+def test_quantised_samples_that_never_vary_still_show_a_one_cycle_change() -> None:
+    base = run(Fact("latency.l1", 33.0, "cycle", (33.0, 33.0), [33.0] * 20))
+    new = run(Fact("latency.l1", 34.0, "cycle", (34.0, 34.0), [34.0] * 20))
+    assert labels(base, new) == {"latency.l1": "WORSE"}
+    assert labels(base, new, threshold_pct=5.0) == {"latency.l1": "SAME"}
+
+
+def test_facts_on_one_side_only_are_unknown_and_listed() -> None:
+    base = run(measured("latency.l1", 33.0, 1.0), measured("latency.l2", 250.0, 1.0))
+    new = run(measured("latency.l2", 250.0, 1.0), measured("latency.dram", 600.0, 1.0))
+    comparison = compare(base, new, base_name="old.json", new_name="new.json")
+    assert comparison.only_in_base() == ["latency.l1"] and comparison.only_in_new() == ["latency.dram"]
+    assert comparison.row("latency.l1").label == Label.UNKNOWN
+    assert comparison.row("latency.l1").reason == "only in old.json"
+    assert [r.fact_id for r in comparison.failures(strict=True)] == ["latency.l1"]  # a new fact is no failure
+    assert comparison.failures() == []
+    text = render(comparison)
+    assert "only in base (old.json): latency.l1" in text and "only in new (new.json): latency.dram" in text
+
+
+def test_other_unknowns() -> None:
+    base = run(Fact("latency.l2", 250.0, "cycle", (248.0, 252.0)), Fact("latency.dram", 600.0, "cycle"))
+    new = run(Fact("latency.l2", 140.0, "ns", (139.0, 141.0)), Fact("latency.dram", None, "cycle"))
+    rows = {row.fact_id: row for row in compare(base, new).rows}
+    assert rows["latency.l2"].label == Label.UNKNOWN and "unit changed" in rows["latency.l2"].reason
+    assert rows["latency.dram"].label == Label.UNKNOWN and rows["latency.dram"].reason == "no value in NEW"
+
+
+def test_a_change_measured_while_throttled_is_unknown() -> None:
+    base = run(measured("latency.l2", 250.0, 1.0, seed=1))
+    throttled = measured("latency.l2", 300.0, 1.0, seed=2)
+    throttled.verdict = "throttled"
+    row = compare(base, run(throttled)).rows[0]
+    assert row.label == Label.UNKNOWN and "NEW was measured throttled" in row.reason
+
+
+@pytest.mark.parametrize(
+    ("fact_id", "unit", "expected"),
+    [
+        ("latency.l2", "cycle", LOWER_IS_BETTER),
+        ("alu.ffma.latency", "cycle", LOWER_IS_BETTER),
+        ("overhead.loop", "cycle", LOWER_IS_BETTER),
+        ("bandwidth.dram_read", "byte/s", HIGHER_IS_BETTER),
+        ("tensor.wgmma.bf16.m64n256k16.throughput", "flop/cycle", HIGHER_IS_BETTER),
+        ("tensor.peak_tflops", "TFLOP/s", HIGHER_IS_BETTER),
+        ("device.sm_clock", "MHz", HIGHER_IS_BETTER),
+        ("device.sm_count", "count", NO_DIRECTION),
+        ("device.l2_bytes", "byte", NO_DIRECTION),
+        ("capacity.l1", "byte", NO_DIRECTION),
+        ("warp.shfl.cost", "ns", LOWER_IS_BETTER),
+        ("copy.rate", "GB/s", HIGHER_IS_BETTER),
+        ("mystery.fact", "widget", NO_DIRECTION),
+    ],
+)
+def test_direction(fact_id: str, unit: str, expected: int) -> None:
+    assert direction(fact_id, unit) == expected
+
+
+# ---------------------------------------------------------------- the statistics ---
+
+
+def _interleavings_disjoint(n_x: int, j_x: int, n_y: int, j_y: int) -> float:
+    """Brute force over every interleaving of two samples: how often the two intervals are disjoint."""
+    hits = total = 0
+    for xs in itertools.combinations(range(n_x + n_y), n_x):
+        ys = sorted(set(range(n_x + n_y)) - set(xs))
+        hits += xs[n_x - j_x] < ys[j_y - 1] or ys[n_y - j_y] < xs[j_x - 1]
+        total += 1
+    return hits / total
+
+
+@pytest.mark.parametrize("case", [(3, 1, 3, 1), (5, 2, 4, 1), (6, 2, 7, 3), (8, 3, 5, 2)])
+def test_the_disjoint_probability_is_exact(case: tuple[int, int, int, int]) -> None:
+    assert disjoint_probability(*case) == pytest.approx(_interleavings_disjoint(*case), rel=1e-9)
+
+
+def test_ranks_keep_the_bound_and_are_the_narrowest_that_do() -> None:
+    for n_base, n_new, alpha in [(9, 9, 0.05), (30, 30, 0.05), (40, 12, 0.005), (200, 150, 0.001)]:
+        ranks = interval_ranks(n_base, n_new, alpha)
+        assert ranks is not None
+        assert disjoint_probability(n_base, ranks[0], n_new, ranks[1]) <= alpha
+        narrower = (min(ranks[0] + 1, (n_base + 1) // 2), min(ranks[1] + 1, (n_new + 1) // 2))
+        assert disjoint_probability(n_base, narrower[0], n_new, narrower[1]) > alpha
+    assert interval_ranks(3, 3, 0.05) is None  # ranges of 3 and 3 are disjoint 1 time in 10
+
+
+@pytest.mark.parametrize("shape", ["normal", "lognormal", "exponential"])
+def test_false_alarms_stay_under_five_percent_whatever_the_distribution(shape: str) -> None:
+    rng, unit_normal = random.Random(42), NormalDist()
+    draw = {
+        "normal": lambda: 250.0 + 2.5 * unit_normal.inv_cdf(1.0 - rng.random()),
+        "lognormal": lambda: 250.0 * math.exp(0.3 * unit_normal.inv_cdf(1.0 - rng.random())),
+        "exponential": lambda: 250.0 - 5.0 * math.log(1.0 - rng.random()),
+    }[shape]
+
+    def fact(n: int) -> Fact:
+        samples = [draw() for _ in range(n)]
+        return Fact("latency.l2", statistics.median(samples), "cycle", None, samples)
+
+    trials = 400
+    alarms = sum(compare(run(fact(15)), run(fact(25))).rows[0].label != Label.SAME for _ in range(trials))
+    assert alarms / trials <= 0.05 + 2 * (0.05 * 0.95 / trials) ** 0.5
+
+
+# ---------------------------------------------------------------- warnings ---------
+
+
+def test_warnings_name_what_differs_between_the_runs() -> None:
+    other = Device(
+        name="Other GPU", cc="8.0", arch="sm_80", sm_count=108, l2_bytes=40 * 2**20,
+        driver="560.35", cuda_runtime="12.6", toolkit="12.9",
+    )  # fmt: skip
+    comparison = compare(run(mhz=1755.0), run(device=other, mhz=1410.0, partial=True), base_name="a", new_name="b")
+    text = "\n".join(comparison.warnings)
+    assert "different GPU models: a Test GPU (cc 9.0), b Other GPU (cc 8.0)" in text
+    assert "different drivers: a 570.86, b 560.35" in text
+    assert "different CUDA runtimes: a 12.8, b 12.6" in text
+    assert "different CUDA toolkits: a 12.8, b 12.9" in text
+    assert "SM clocks differ by -19.7 % (a 1755 MHz, b 1410 MHz)" in text
+    assert "b is a partial run" in text
+    rendered = render(comparison)
+    assert rendered.index("warning: different GPU models") < rendered.index("fact  ")
+
+
+def test_small_clock_differences_and_missing_clocks_draw_no_warning() -> None:
+    assert compare(run(mhz=1755.0), run(mhz=1780.0)).warnings == []
+    assert compare(run(mhz=1755.0), run(mhz=None)).warnings == []
+
+
+def test_the_same_model_with_fewer_sms_is_a_warning() -> None:
+    mig = Device(**{**DEVICE.__dict__, "sm_count": 16})
+    assert any("MIG" in w for w in compare(run(), run(device=mig)).warnings)
+
+
+# ---------------------------------------------------------------- rendering --------
+
+
+def _md_cells(line: str) -> list[str]:
+    assert line.startswith("| ") and line.endswith(" |"), line
+    return re.split(r"(?<!\\)\|", line[1:-1])
+
+
+def test_markdown_table_is_well_formed() -> None:
+    broken = invariant(False)
+    broken.detail = "a | b"  # a pipe in a cell must not split it
+    comparison = compare(a_full_run(), run(*a_full_run(seed=7, latency_scale=1.05).facts[:-1], broken))
+    md = render(comparison, "md")
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert table[1] == "|---|---|---|---|---|---|"
+    widths = {len(_md_cells(line)) for line in table if line != table[1]}
+    assert widths == {6}
+    assert len(table) == 2 + len(comparison.rows)
+    assert "a \\| b" in md
+    assert md.startswith("## gpuprobe compare")
+
+
+def test_text_table_columns_line_up_and_say_everything() -> None:
+    comparison = compare(a_full_run(), a_full_run(seed=7, latency_scale=1.05), base_name="a.json", new_name="b.json")
+    text = render(comparison)
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("fact "))
+    column = lines[header].index("label")
+    body = lines[header + 2 : header + 2 + len(comparison.rows)]
+    assert all(line[column:].split()[0] in {"SAME", "BETTER", "WORSE", "UNKNOWN"} for line in body)
+    l2 = next(line for line in body if line.startswith("latency.l2 "))
+    assert "WORSE" in l2 and "%" in l2 and "cycle" in l2
+    assert lines[-1] == comparison.summary() == "6 same, 0 better, 2 worse, 0 unknown"
+    assert "method: facts with samples" in text and "a.json -> b.json" in text
+
+
+def test_output_is_deterministic() -> None:
+    first = render(compare(a_full_run(), a_full_run(seed=3, latency_scale=1.02)), "md")
+    second = render(compare(a_full_run(), a_full_run(seed=3, latency_scale=1.02)), "md")
+    assert first == second
+
+
+def test_an_unknown_format_is_a_user_error() -> None:
+    with pytest.raises(GpuprobeError, match="unknown format"):
+        render(compare(run(), run()), "html")
+
+
+# ---------------------------------------------------------------- pytest --baseline ---
+
+
+def test_baseline_failure_says_before_now_noise_label_and_why() -> None:
+    comparison = compare(
+        run(measured("latency.l2", 250.0, 1.0, seed=1)), run(measured("latency.l2", 262.5, 1.0, seed=2))
+    )
+    message = baseline_message(comparison, "latency.l2")
+    assert message is not None and message == baseline_failure(comparison.rows[0])
+    assert message.startswith("latency.l2 is WORSE against the baseline: before 2")
+    assert "now 26" in message and "40 samples" in message and "CI " in message and "±" in message
+    assert "lower is better" in message and "\n" not in message
+    assert baseline_message(compare(run(measured("latency.l2", 250.0, 1.0)), run(measured("latency.l2", 250.0, 1.0))),
+                            "latency.l2") is None  # fmt: skip
+    assert baseline_message(None, "latency.l2") is None
+
+
+# ---------------------------------------------------------------- refusals ---------
+
+
+@pytest.mark.parametrize("threshold", [-1.0, float("nan"), float("inf")])
+def test_a_bad_threshold_is_refused(threshold: float) -> None:
+    with pytest.raises(GpuprobeError, match="threshold"):
+        compare(run(), run(), threshold)
+
+
+def test_a_bad_confidence_is_refused() -> None:
+    with pytest.raises(GpuprobeError, match="confidence"):
+        compare(run(), run(), confidence=1.0)
+
+
+def test_a_fact_twice_in_one_run_is_refused_not_guessed() -> None:
+    with pytest.raises(GpuprobeError, match=r"'latency\.l2' appears twice"):
+        compare(run(), run(measured("latency.l2", 250.0, 1.0), measured("latency.l2", 260.0, 1.0)))
+
+
+# ---------------------------------------------------------------- the command ------
+
+
+def _command(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="gpuprobe")
+    add_command(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["compare", *argv])
+    return args.func(args)
+
+
+def _files(tmp_path: Path, base: Results, new: Results) -> tuple[str, str]:
+    save(base, tmp_path / "base.json")
+    save(new, tmp_path / "new.json")
+    return str(tmp_path / "base.json"), str(tmp_path / "new.json")
+
+
+def test_exit_status_is_one_for_worse_else_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base, slower = _files(tmp_path, a_full_run(), a_full_run(seed=9, latency_scale=1.05))
+    assert _command(base, slower) == 1
+    assert "WORSE" in capsys.readouterr().out
+    assert _command(slower, base) == 0
+    assert _command(base, slower, "--threshold", "10") == 0
+
+
+def test_markdown_output_through_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base, new = _files(tmp_path, a_full_run(), a_full_run())
+    assert _command(base, new, "--format", "md") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## gpuprobe compare") and "| latency.l2 |" in out
+
+
+def test_strict_fails_on_unknown_facts_of_the_base(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lost = run(*a_full_run().facts[1:])
+    base, new = _files(tmp_path, a_full_run(), lost)
+    assert _command(base, new) == 0
+    assert _command(base, new, "--strict") == 1
+    assert "only in base" in capsys.readouterr().out
+
+
+def _write(path: Path, content: str) -> str:
+    path.write_text(content)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        ("{not json", "corrupt results file"),
+        ('{"hello": 1}', "not a gpuprobe results file"),
+        (json.dumps({"schema": SCHEMA, "schema_version": SCHEMA_VERSION + 1}), "newer than this gpuprobe reads"),
+        (json.dumps({"schema": SCHEMA, "schema_version": 0}), "not supported"),
+    ],
+)
+def test_unreadable_files_are_refused_clearly(tmp_path: Path, content: str | None, message: str) -> None:
+    good, _ = _files(tmp_path, a_full_run(), a_full_run())
+    bad = str(tmp_path / "bad.json") if content is None else _write(tmp_path / "bad.json", content)
+    for argv in ((good, bad), (bad, good)):
+        with pytest.raises(GpuprobeError) as info:
+            _command(*argv)
+        assert message in str(info.value) and "bad.json" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_cli_compare_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Through ``gpuprobe.cli.main``: exit 1 on WORSE, 0 otherwise, 2 and one stderr line for a bad file."""
+    from gpuprobe.cli import main
+
+    base, slower = _files(tmp_path, a_full_run(), a_full_run(seed=9, latency_scale=1.05))
+    assert main(["compare", base, slower]) == 1
+    out = capsys.readouterr().out
+    assert "latency.l2" in out and "WORSE" in out
+    assert main(["compare", slower, base, "--format", "md", "--threshold", "1"]) == 0
+    assert capsys.readouterr().out.startswith("## gpuprobe compare")
+    assert main(["compare", base, str(tmp_path / "absent.json")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == f"gpuprobe: error: {tmp_path / 'absent.json'}: no such file\n"
+
+
+# ---------------------------------------------------------------- a property -------
+
+_KINDS = ("latency.l2", "bandwidth.dram_read", "capacity.l2", "device.sm_count", "invariant.x")
+
+
+@st.composite
+def fact_pairs(draw: st.DrawFn) -> tuple[Fact, Fact]:
+    kind = draw(st.sampled_from(_KINDS))
+    values = st.floats(min_value=1.0, max_value=1000.0, allow_nan=False)
+
+    def one() -> Fact:
+        if kind == "invariant.x":
+            ok = draw(st.booleans())
+            return Fact(kind, 1.0 if ok else 0.0, "bool", verdict="pass" if ok else "fail")
+        if kind == "device.sm_count":
+            return Fact(kind, float(draw(st.integers(1, 200))), "count")
+        samples = draw(st.lists(values, min_size=0, max_size=30))
+        if not samples:
+            value = draw(values)
+            spread = draw(st.floats(0.0, 50.0))
+            return Fact(kind, value, "byte", (value - spread, value + spread) if draw(st.booleans()) else None)
+        value, low, high = median_ci(samples)
+        return Fact(kind, value, "byte", (low, high), samples)
+
+    return one(), one()
+
+
+@settings(max_examples=150, deadline=None)
+@given(pairs=st.lists(fact_pairs(), min_size=1, max_size=4, unique_by=lambda p: p[0].id))
+def test_swapping_the_runs_swaps_better_and_worse(pairs: list[tuple[Fact, Fact]]) -> None:
+    forward = compare(run(*(a for a, _ in pairs)), run(*(b for _, b in pairs)))
+    backward = compare(run(*(b for _, b in pairs)), run(*(a for a, _ in pairs)))
+    mirror = {
+        Label.BETTER: Label.WORSE,
+        Label.WORSE: Label.BETTER,
+        Label.SAME: Label.SAME,
+        Label.UNKNOWN: Label.UNKNOWN,
+    }
+    assert [mirror[r.label] for r in forward.rows] == [r.label for r in backward.rows]
