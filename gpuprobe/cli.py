@@ -1,4 +1,4 @@
-"""The ``gpuprobe`` command: list, check, sass, run, report, compare.
+"""The ``gpuprobe`` command: list, check, sass, run, report, index, compare, expectations.
 
 Every user error is one line on stderr and exit status 2; a contract violation or a failed
 measurement is exit status 1; a traceback is a bug.
@@ -15,10 +15,12 @@ from pathlib import Path
 from gpuprobe.arch import Arch, parse_arch, parse_arch_list
 from gpuprobe.compare import add_command as add_compare_command
 from gpuprobe.errors import GpuprobeError
+from gpuprobe.expectations import add_command as add_expectations_command
 from gpuprobe.files import read_text
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+FACTSHEET_FORMATS = ("md", "html")  # = gpuprobe.report.FORMATS; here so building the parser needs no matplotlib
 
 
 def _print_json(data: object) -> None:
@@ -176,8 +178,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     path = Path(args.results)
     results = load(path)
     out_dir = Path(args.output) if args.output else path.parent
-    for written in write_report(results, out_dir):
+    for written in write_report(results, out_dir, args.format):
         print(f"wrote {written}")
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from gpuprobe.reports_index import write_index
+
+    print(f"wrote {write_index(Path(args.reports_dir))}")
     return 0
 
 
@@ -212,9 +221,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="render the fact sheet from a results file")
     p.add_argument("results")
     p.add_argument("-o", "--output", help="directory for the fact sheet (default: beside the results)")
+    p.add_argument(
+        "--format",
+        choices=FACTSHEET_FORMATS,
+        default="md",
+        help="md: factsheet.md and its PNG plot (default); html: one self-contained factsheet.html",
+    )
     p.set_defaults(func=cmd_report)
 
+    p = sub.add_parser("index", help="regenerate REPORTS_DIR/README.md from every results.json in it")
+    p.add_argument("reports_dir", nargs="?", default="reports", help="default: reports")
+    p.set_defaults(func=cmd_index)
+
     add_compare_command(sub)
+    add_expectations_command(sub)
     return parser
 
 

@@ -1,4 +1,4 @@
-"""What each GPU model is expected to measure: data files, their strict loader, and the judge.
+"""What each GPU model is expected to measure: data files, their strict loader, the judge, and the command.
 
 Expectations are data, not code (DESIGN.md, principle 5). Each supported model has one TOML file
 in ``gpuprobe/expectations/``; its file name (without ``.toml``) is the model key::
@@ -349,3 +349,106 @@ def judge(fact: Fact, expectation: Expectation | None) -> tuple[str, str]:
         return "pass", f"{measured}; {expected}"
     verdict = "fail" if expectation.severity == "assert" else "warn"
     return verdict, f"{measured}; OUTSIDE {expected}"
+
+
+# --- the `gpuprobe expectations` command ---------------------------------------------------------
+
+_WRAP = 110
+
+
+def resolve_model(text: str, models: dict[str, ModelExpectations]) -> ModelExpectations:
+    """A model by its key (``h100_sxm``) or by a device name that matches it (``NVIDIA H100 80GB HBM3``)."""
+    if text.strip().lower() in models:
+        return models[text.strip().lower()]
+    model = match_model(text, models=models)
+    if model is None:
+        known = ", ".join(sorted(models)) or "(none)"
+        raise GpuprobeError(f"no GPU model matches {text!r}; known models: {known}")
+    return model
+
+
+def severity_counts(model: ModelExpectations) -> dict[str, int]:
+    """How many of the model's facts have each severity, in ``SEVERITIES`` order."""
+    return {s: sum(e.severity == s for e in model.facts.values()) for s in SEVERITIES}
+
+
+def _human_range(expectation: Expectation) -> str:
+    """The range in words, with bytes also in binary units: ``41943040–62914560 byte (40 MiB – 60 MiB)``."""
+    text = expectation.range_text()
+    bounds = [b for b in (expectation.low, expectation.high) if b is not None]
+    if expectation.unit != "byte" or not bounds:
+        return text
+    from gpuprobe.report import fmt_bytes  # imported here: report pulls in matplotlib
+
+    if len(bounds) == 2 and bounds[0] != bounds[1]:
+        return f"{text} ({fmt_bytes(bounds[0])} – {fmt_bytes(bounds[1])})"
+    return f"{text} ({fmt_bytes(bounds[0])})"
+
+
+def models_table(models: dict[str, ModelExpectations]) -> list[str]:
+    """One line per model: key, name, cc, fact counts by severity, name patterns."""
+    rows = [("key", "model", "cc", "facts", "assert", "warn", "report", "matches device names containing")]
+    for key in sorted(models):
+        model = models[key]
+        counts = severity_counts(model)
+        patterns = ", ".join(f'"{p}"' for p in model.match)
+        if model.exclude:
+            patterns += " (not: " + ", ".join(f'"{p}"' for p in model.exclude) + ")"
+        rows.append((key, model.name, model.cc, str(len(model.facts)), *(str(counts[s]) for s in SEVERITIES), patterns))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1] for row in rows]
+
+
+def model_lines(model: ModelExpectations) -> list[str]:
+    """Every expected fact of one model: range, unit, severity, then its source and note, wrapped."""
+    import textwrap
+
+    patterns = ", ".join(f'"{p}"' for p in model.match)
+    lines = [f"{model.key}: {model.name} (compute capability {model.cc})"]
+    lines.append(f"matches device names containing {patterns}")
+    if model.exclude:
+        lines.append("never names containing " + ", ".join(f'"{p}"' for p in model.exclude))
+    lines.append(f"file: {DEFAULT_DIRECTORY / (model.key + '.toml')}")
+    width = max((len(fact_id) for fact_id in model.facts), default=0)
+    for fact_id, expectation in model.facts.items():
+        lines += ["", f"{fact_id.ljust(width)}  {_human_range(expectation)}  [{expectation.severity}]"]
+        for label, text in (("source", expectation.source), ("note", expectation.note)):
+            if text:
+                lines.append(textwrap.fill(text, _WRAP, initial_indent=f"    {label}: ", subsequent_indent=" " * 6))
+    return lines
+
+
+def _model_json(model: ModelExpectations) -> dict[str, Any]:
+    """One model as JSON-ready data."""
+    facts = [
+        {"id": e.fact_id, "low": e.low, "high": e.high, "unit": e.unit, "severity": e.severity,
+         "source": e.source, "note": e.note}
+        for e in model.facts.values()
+    ]  # fmt: skip
+    return {"key": model.key, "name": model.name, "cc": model.cc, "match": list(model.match),
+            "exclude": list(model.exclude), "facts": facts}  # fmt: skip
+
+
+def cmd_expectations(args: Any) -> int:
+    """``gpuprobe expectations [MODEL] [--json]``: the known models, or every expected fact of one."""
+    import json
+
+    models = load_all()
+    if args.model is None:
+        if args.json:
+            print(json.dumps({"models": [_model_json(models[k]) for k in sorted(models)]}, indent=1))
+        else:
+            print("\n".join(models_table(models)))
+            print(f"\n{len(models)} models in {DEFAULT_DIRECTORY}")
+        return 0
+    model = resolve_model(args.model, models)
+    print(json.dumps(_model_json(model), indent=1) if args.json else "\n".join(model_lines(model)))
+    return 0
+
+
+def add_command(subparsers: Any) -> None:
+    """Register ``gpuprobe expectations`` on the CLI's subparsers (``build_parser`` in gpuprobe.cli)."""
+    p = subparsers.add_parser("expectations", help="the GPU models with expectations, or every expected fact of one")
+    p.add_argument("model", nargs="?", help="a model key (h100_sxm) or a device name that matches one")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_expectations)

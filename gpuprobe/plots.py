@@ -7,6 +7,7 @@ render to the same bytes on the same matplotlib.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import tempfile
@@ -347,13 +348,20 @@ def _add_ns_axis(ax: Axes, mhz: float) -> None:
     right.set_ylabel(f"latency (ns at measured {mhz:.0f} MHz)")
 
 
-def _save_png(fig: Figure, path: Path) -> None:
-    """Render to a temporary file beside ``path`` and rename it into place."""
+def _png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG bytes, with no software tag (same results, same bytes)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi="figure", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _save_png(data: bytes, path: Path) -> None:
+    """Write PNG bytes to a temporary file beside ``path`` and rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png", dpi="figure", metadata={"Software": None})
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
         os.chmod(tmp, 0o644)  # mkstemp makes it private; a published plot is world-readable
         os.replace(tmp, path)
     except BaseException:
@@ -361,8 +369,8 @@ def _save_png(fig: Figure, path: Path) -> None:
         raise
 
 
-def plot_latency_vs_footprint(results: Results, path: Path, dpi: int = DEFAULT_DPI) -> Path | None:
-    """Draw latency (cycles) against footprint for every latency series; None when there is none.
+def latency_figure(results: Results, dpi: int = DEFAULT_DPI) -> Figure | None:
+    """The latency-vs-footprint figure for every latency series; None when there is none.
 
     Each series (L1-cached and L1-bypassing loads) is a line with its CI band; the levels the
     analysis found are marked by a segment at their plateau and a dashed line at their size,
@@ -400,6 +408,20 @@ def plot_latency_vs_footprint(results: Results, path: Path, dpi: int = DEFAULT_D
     if device_l2 is not None:
         fixed.append(device_l2.get_window_extent(renderer))
     _label_levels(ax, curves, mhz, fixed)
+    return fig
+
+
+def latency_png(results: Results, dpi: int = DEFAULT_DPI) -> bytes | None:
+    """The latency-vs-footprint plot as PNG bytes (for embedding); None when there is no series."""
+    fig = latency_figure(results, dpi)
+    return None if fig is None else _png_bytes(fig)
+
+
+def plot_latency_vs_footprint(results: Results, path: Path, dpi: int = DEFAULT_DPI) -> Path | None:
+    """Draw the latency-vs-footprint plot (see ``latency_figure``) to ``path``; None when there is none."""
+    data = latency_png(results, dpi)
+    if data is None:
+        return None
     path = Path(path)
-    _save_png(fig, path)
+    _save_png(data, path)
     return path

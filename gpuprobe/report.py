@@ -1,9 +1,13 @@
-"""The fact sheet: one run's results rendered as Markdown, with its plots.
+"""The fact sheet: one run's results rendered as Markdown (or HTML), with its plots.
 
 The sheet opens with the device identity, shouts if the run is partial, then gives one section
 per probe family (a row of ``FAMILIES``: facts grouped by id prefix, or failing that by the
 probe that measured them), the cross-generation invariants, and the probes that did not end ok.
 Every number comes from the results; nothing here measures or edits one.
+
+The content is computed once as plain text (``identity_rows``, ``plan_sections``, ``fact_rows``,
+``invariant_rows``, ``note_items``, ``probe_problems``); ``render_markdown`` here and
+``gpuprobe.html_report.render_html`` only mark it up, so the two formats say the same thing.
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuprobe.errors import GpuprobeError
 from gpuprobe.files import write_atomic
 from gpuprobe.plots import measured_sm_mhz, plot_latency_vs_footprint
 from gpuprobe.results import Fact, Results
 
 FACTSHEET_NAME = "factsheet.md"
+FACTSHEET_HTML_NAME = "factsheet.html"
+FORMATS = ("md", "html")
 LATENCY_PLOT_KEY = "latency_vs_footprint"
 LATENCY_PLOT_NAME = "latency_vs_footprint.png"
 
@@ -29,6 +36,8 @@ VERDICT_MARKERS: dict[str, str] = {
     "warn": "WARN",
     "unstable": "UNSTABLE",
     "not_run": "NOT RUN",
+    "throttled": "THROTTLED",
+    "shared": "SHARED",
     "report": "—",
 }
 
@@ -263,10 +272,10 @@ def _shared_row(results: Results) -> str:
     return text
 
 
-def identity_lines(results: Results) -> list[str]:
-    """The device identity table."""
+def identity_rows(results: Results) -> list[tuple[str, str]]:
+    """The device identity as (label, plain text) pairs."""
     dev = results.device
-    rows = [
+    return [
         ("GPU", dev.name),
         ("Architecture", f"{dev.arch} (compute capability {dev.cc})"),
         ("SMs", str(dev.sm_count)),
@@ -279,7 +288,11 @@ def identity_lines(results: Results) -> list[str]:
         ("Toolkit that compiled the probes", dev.toolkit),
         ("Run date (UTC)", results.created),
     ]
-    return table(("Device", "Value"), rows)
+
+
+def identity_lines(results: Results) -> list[str]:
+    """The device identity table."""
+    return table(("Device", "Value"), identity_rows(results))
 
 
 def partial_banner() -> list[str]:
@@ -293,13 +306,18 @@ def partial_banner() -> list[str]:
     ]
 
 
-def verdict_summary(facts: list[Fact]) -> str:
-    """One line counting facts by verdict, in a fixed order."""
+def verdict_counts(facts: list[Fact]) -> list[tuple[str, int]]:
+    """(verdict, how many facts have it), known verdicts in ``VERDICT_MARKERS`` order, others after."""
     counts: dict[str, int] = {}
     for fact in facts:
         counts[fact.verdict] = counts.get(fact.verdict, 0) + 1
     order = [v for v in VERDICT_MARKERS if v in counts] + sorted(v for v in counts if v not in VERDICT_MARKERS)
-    parts = [f"{counts[v]} {v.replace('_', ' ')}" for v in order]
+    return [(v, counts[v]) for v in order]
+
+
+def verdict_summary(facts: list[Fact]) -> str:
+    """One line counting facts by verdict, in a fixed order."""
+    parts = [f"{n} {v.replace('_', ' ')}" for v, n in verdict_counts(facts)]
     return f"**{len(facts)} facts:** " + (", ".join(parts) if parts else "none")
 
 
@@ -325,44 +343,104 @@ def group_facts(facts: list[Fact]) -> dict[str, list[Fact]]:
     return groups
 
 
-def fact_table(facts: list[Fact], mhz: float | None) -> list[str]:
-    """Fact id, measured, expected, source, verdict."""
-    rows = [
-        (
-            f"`{f.id}`",
-            fmt_measured(f, mhz),
-            fmt_expected(f.expectation, f.unit),
-            (f.expectation or {}).get("source") or NONE,
-            verdict_marker(f.verdict),
+FACT_HEADER = ("Fact", "Measured (median [CI])", "Expected (severity)", "Source", "Verdict")
+INVARIANT_HEADER = ("Invariant", "Result", "Severity", "Verdict", "Detail")
+PROBE_HEADER = ("Probe", "Status", "Detail")
+
+
+@dataclass(frozen=True)
+class FactRow:
+    """One fact-table row as plain text; ``verdict`` is the verdict key (``"fail"``), not its marker."""
+
+    fact_id: str
+    measured: str
+    expected: str
+    source: str
+    verdict: str
+
+
+@dataclass(frozen=True)
+class InvariantRow:
+    """One invariant-table row as plain text."""
+
+    fact_id: str
+    result: str
+    severity: str
+    verdict: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class SectionPlan:
+    """What one family's section shows: its facts, its probes, and its plot (None: no plot)."""
+
+    family: Family
+    facts: list[Fact]
+    probes: list[str]
+    plot: str | None
+
+
+def fact_rows(facts: list[Fact], mhz: float | None) -> list[FactRow]:
+    """Fact id, measured, expected, source, verdict, as plain text."""
+    return [
+        FactRow(
+            fact_id=f.id,
+            measured=fmt_measured(f, mhz),
+            expected=fmt_expected(f.expectation, f.unit),
+            source=str((f.expectation or {}).get("source") or NONE),
+            verdict=f.verdict,
         )
         for f in facts
     ]
-    return table(("Fact", "Measured (median [CI])", "Expected (severity)", "Source", "Verdict"), rows)
+
+
+def invariant_rows(facts: list[Fact]) -> list[InvariantRow]:
+    """Invariant id, whether it holds, its severity, verdict, and what it compared, as plain text."""
+    return [
+        InvariantRow(
+            fact_id=f.id,
+            result=NONE if f.value is None else ("holds" if f.value else "VIOLATED"),
+            severity=str((f.expectation or {}).get("severity") or NONE),
+            verdict=f.verdict,
+            detail=f.detail,
+        )
+        for f in facts
+    ]
+
+
+def note_items(facts: list[Fact]) -> list[tuple[str, str, str]]:
+    """(fact id, measurement detail, expectation note) for every fact with either, stripped."""
+    items = []
+    for fact in facts:
+        detail, note = fact.detail.strip(), str((fact.expectation or {}).get("note") or "").strip()
+        if detail or note:
+            items.append((fact.id, detail, note))
+    return items
+
+
+def fact_table(facts: list[Fact], mhz: float | None) -> list[str]:
+    """Fact id, measured, expected, source, verdict."""
+    rows = [
+        (f"`{r.fact_id}`", r.measured, r.expected, r.source, verdict_marker(r.verdict)) for r in fact_rows(facts, mhz)
+    ]
+    return table(FACT_HEADER, rows)
 
 
 def invariant_table(facts: list[Fact]) -> list[str]:
     """Invariant id, whether it holds, its severity, verdict, and what it compared."""
     rows = [
-        (
-            f"`{f.id}`",
-            NONE if f.value is None else ("holds" if f.value else "VIOLATED"),
-            (f.expectation or {}).get("severity") or NONE,
-            verdict_marker(f.verdict),
-            escape(f.detail),
-        )
-        for f in facts
+        (f"`{r.fact_id}`", r.result, r.severity, verdict_marker(r.verdict), escape(r.detail))
+        for r in invariant_rows(facts)
     ]
-    return table(("Invariant", "Result", "Severity", "Verdict", "Detail"), rows)
+    return table(INVARIANT_HEADER, rows)
 
 
 def notes(facts: list[Fact]) -> list[str]:
     """Bullets for fact details and expectation notes, so the tables stay narrow."""
     lines = []
-    for fact in facts:
-        parts = [escape(fact.detail.strip()), str((fact.expectation or {}).get("note") or "").strip()]
-        text = " ".join(p for p in parts if p)
-        if text:
-            lines.append(f"- `{fact.id}`: " + text.replace("\n", " "))
+    for fact_id, detail, note in note_items(facts):
+        text = " — ".join(p for p in (escape(detail), note) if p)
+        lines.append(f"- `{fact_id}`: " + text.replace("\n", " "))
     return lines
 
 
@@ -371,12 +449,34 @@ def _probes_for(results: Results, family: Family) -> list[str]:
     return [p for p in results.probes if family.probe_prefixes and p.startswith(family.probe_prefixes)]
 
 
-def section(results: Results, family: Family, facts: list[Fact], plot_files: dict[str, str]) -> list[str]:
-    """One family's heading, blurb, table, notes and plot; empty when it has nothing to show."""
+def plan_section(results: Results, family: Family, facts: list[Fact], plot_files: dict[str, str]) -> SectionPlan | None:
+    """What a family's section shows; None when it has nothing to show (no facts, plot or probes)."""
     plot = plot_files.get(family.plot_key) if family.plot_key else None
     probes = _probes_for(results, family)
     if not facts and not plot and not probes:
+        return None
+    return SectionPlan(family, facts, probes, plot)
+
+
+def plan_sections(results: Results, plot_files: dict[str, str]) -> list[SectionPlan]:
+    """Every family's section that has something to show, in sheet order ("Other facts" last)."""
+    groups = group_facts(results.facts)
+    plans = (plan_section(results, f, groups.get(f.title, []), plot_files) for f in (*FAMILIES, OTHER))
+    return [plan for plan in plans if plan is not None]
+
+
+def empty_section_text(results: Results, probes: list[str]) -> str:
+    """Why a section has no facts, naming each of its probes and how it ended (plain text)."""
+    statuses = ", ".join(f"{p} {results.probes[p].status}" for p in probes)
+    return f"No facts measured ({statuses}); see Probe status."
+
+
+def section(results: Results, family: Family, facts: list[Fact], plot_files: dict[str, str]) -> list[str]:
+    """One family's heading, blurb, table, notes and plot; empty when it has nothing to show."""
+    plan = plan_section(results, family, facts, plot_files)
+    if plan is None:
         return []
+    plot, probes = plan.plot, plan.probes
     lines = [f"## {family.title}", ""]
     if family.blurb:
         lines += [family.blurb, ""]
@@ -400,24 +500,42 @@ def plot_alt(family: Family) -> str:
     return "latency vs footprint" if family.plot_key == LATENCY_PLOT_KEY else "plot"
 
 
+def extra_plot_keys(plot_files: dict[str, str]) -> list[str]:
+    """Plot keys no family claims, sorted, so a plot handed in is never silently dropped."""
+    known = {f.plot_key for f in FAMILIES if f.plot_key}
+    return sorted(k for k in plot_files if k not in known)
+
+
 def other_plots(plot_files: dict[str, str]) -> list[str]:
     """Links for plots no family claims, so a plot handed in is never silently dropped."""
-    known = {f.plot_key for f in FAMILIES if f.plot_key}
-    extra = sorted(k for k in plot_files if k not in known)
+    extra = extra_plot_keys(plot_files)
     if not extra:
         return []
     return ["## Other plots", ""] + [f"![{key}]({plot_files[key]})\n" for key in extra]
 
 
+def probe_problems(results: Results) -> list[tuple[str, str, str]]:
+    """(probe, STATUS, detail) for every probe that did not end "ok", in results order (plain text)."""
+    return [(name, p.status.upper(), p.detail) for name, p in results.probes.items() if p.status != "ok"]
+
+
+def probe_status_summary(results: Results) -> str | None:
+    """The line shown instead of a table when no probe ran or all ended ok; None when some did not."""
+    if not results.probes:
+        return "No probe ran."
+    if not probe_problems(results):
+        return f"All {len(results.probes)} probes ended ok."
+    return None
+
+
 def probe_status_lines(results: Results) -> list[str]:
     """Every probe that did not end "ok", or one line saying they all did."""
-    bad = [(f"`{name}`", p.status.upper(), escape(p.detail)) for name, p in results.probes.items() if p.status != "ok"]
     lines = ["## Probe status", ""]
-    if not results.probes:
-        return [*lines, "No probe ran.", ""]
-    if not bad:
-        return [*lines, f"All {len(results.probes)} probes ended ok.", ""]
-    return [*lines, *table(("Probe", "Status", "Detail"), bad), ""]
+    summary = probe_status_summary(results)
+    if summary is not None:
+        return [*lines, summary, ""]
+    bad = [(f"`{name}`", status, escape(detail)) for name, status, detail in probe_problems(results)]
+    return [*lines, *table(PROBE_HEADER, bad), ""]
 
 
 def render_markdown(results: Results, plot_files: dict[str, str]) -> str:
@@ -432,22 +550,15 @@ def render_markdown(results: Results, plot_files: dict[str, str]) -> str:
         lines += [*partial_banner(), ""]
     lines += [*identity_lines(results), ""]
     lines += [verdict_summary(results.facts), ""]
-    groups = group_facts(results.facts)
-    for family in (*FAMILIES, OTHER):
-        lines += section(results, family, groups.get(family.title, []), plot_files)
+    for plan in plan_sections(results, plot_files):
+        lines += section(results, plan.family, plan.facts, plot_files)
     lines += other_plots(plot_files)
     lines += probe_status_lines(results)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def write_report(results: Results, out_dir: Path, dpi: int | None = None) -> list[Path]:
-    """Write ``factsheet.md`` and its plot(s) into ``out_dir``; return the paths written.
-
-    The results JSON is the caller's to write. A plot this run cannot draw is removed if an
-    older run left one, so the directory never shows a curve from another run.
-    """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def _write_markdown(results: Results, out_dir: Path, dpi: int | None) -> list[Path]:
+    """``factsheet.md`` and its PNG plot; a plot this run cannot draw is removed if an older run left one."""
     plot_path = out_dir / LATENCY_PLOT_NAME
     kwargs = {} if dpi is None else {"dpi": dpi}
     drawn = plot_latency_vs_footprint(results, plot_path, **kwargs)
@@ -457,3 +568,21 @@ def write_report(results: Results, out_dir: Path, dpi: int | None = None) -> lis
     sheet = out_dir / FACTSHEET_NAME
     write_atomic(sheet, render_markdown(results, plot_files))
     return [sheet] + ([drawn] if drawn is not None else [])
+
+
+def write_report(results: Results, out_dir: Path, fmt: str = "md", *, dpi: int | None = None) -> list[Path]:
+    """Write the fact sheet into ``out_dir`` in format ``fmt``; return the paths written.
+
+    ``"md"``: ``factsheet.md`` plus its plot(s) as PNG files beside it. ``"html"``:
+    ``factsheet.html`` alone, self-contained (plots embedded, no external resources). The results
+    JSON is the caller's to write. An unknown format is a GpuprobeError.
+    """
+    if fmt not in FORMATS:
+        raise GpuprobeError(f"unknown fact sheet format {fmt!r} (use one of: {', '.join(FORMATS)})")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if fmt == "html":
+        from gpuprobe.html_report import write_html  # imported here: html_report imports this module
+
+        return [write_html(results, out_dir, dpi=dpi)]
+    return _write_markdown(results, out_dir, dpi)

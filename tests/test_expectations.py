@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from gpuprobe.expectations import (
     KNOWN_UNITS,
     SEVERITIES,
     Expectation,
+    add_command,
     judge,
     load_all,
     load_model_file,
@@ -22,7 +25,21 @@ from gpuprobe.invariants import check_invariants
 from gpuprobe.results import Device, Fact
 
 SHIPPED = sorted(DEFAULT_DIRECTORY.glob("*.toml"))
-EXPECTED_KEYS = {"h100_sxm", "h100_pcie", "h200", "a100", "l40s", "rtx_4090", "t4"}
+EXPECTED_KEYS = {
+    "v100",
+    "t4",
+    "a100",
+    "a10",
+    "a40",
+    "l4",
+    "l40s",
+    "rtx_4090",
+    "h100_pcie",
+    "h100_sxm",
+    "h200",
+    "b200",
+    "rtx_5090",
+}
 LATENCIES = ("latency.shared", "latency.l1", "latency.l2", "latency.l2_far", "latency.dram")
 KIB = 1024
 MIB = 1024 * 1024
@@ -87,25 +104,45 @@ def test_shipped_ranges_respect_the_invariants(path):
 # --- matching ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("device_name", "key"),
-    [
-        ("NVIDIA H100 80GB HBM3", "h100_sxm"),
-        ("NVIDIA H100 PCIe", "h100_pcie"),
-        ("NVIDIA H200", "h200"),
-        ("NVIDIA A100-SXM4-80GB", "a100"),
-        ("NVIDIA A100-SXM4-40GB", "a100"),
-        ("NVIDIA A100-PCIE-40GB", "a100"),
-        ("NVIDIA A100 80GB PCIe", "a100"),
-        ("NVIDIA L40S", "l40s"),
-        ("NVIDIA GeForce RTX 4090", "rtx_4090"),
-        ("Tesla T4", "t4"),
-        ("nvidia h100 pcie", "h100_pcie"),
-    ],
-)
+# Device names as the CUDA runtime reports them (cudaGetDeviceProperties / deviceQuery / nvidia-smi).
+REAL_NAMES = [
+    ("Tesla V100-SXM2-16GB", "v100"),
+    ("Tesla V100-SXM2-32GB", "v100"),
+    ("Tesla V100-PCIE-16GB", "v100"),
+    ("Tesla V100-PCIE-32GB", "v100"),
+    ("Tesla V100S-PCIE-32GB", "v100"),
+    ("Tesla T4", "t4"),
+    ("NVIDIA A100-SXM4-80GB", "a100"),
+    ("NVIDIA A100-SXM4-40GB", "a100"),
+    ("NVIDIA A100-PCIE-40GB", "a100"),
+    ("NVIDIA A100 80GB PCIe", "a100"),
+    ("NVIDIA A10", "a10"),
+    ("NVIDIA A40", "a40"),
+    ("NVIDIA L4", "l4"),
+    ("NVIDIA L40S", "l40s"),
+    ("NVIDIA GeForce RTX 4090", "rtx_4090"),
+    ("NVIDIA H100 PCIe", "h100_pcie"),
+    ("NVIDIA H100 80GB HBM3", "h100_sxm"),
+    ("NVIDIA H200", "h200"),
+    ("NVIDIA B200", "b200"),
+    ("NVIDIA GeForce RTX 5090", "rtx_5090"),
+    ("nvidia h100 pcie", "h100_pcie"),
+]
+
+
+@pytest.mark.parametrize(("device_name", "key"), REAL_NAMES)
 def test_real_device_names_match(models, device_name, key):
     model = match_model(device_name, models=models)
     assert model is not None and model.key == key
+
+
+@pytest.mark.parametrize(("device_name", "key"), REAL_NAMES)
+def test_no_two_models_match_the_same_name(models, device_name, key):
+    assert [m.key for m in models.values() if m.matching_pattern(device_name)] == [key]
+
+
+def test_every_shipped_model_has_a_real_name_tested(models):
+    assert {key for _, key in REAL_NAMES} == set(models)
 
 
 @pytest.mark.parametrize(
@@ -118,7 +155,14 @@ def test_real_device_names_match(models, device_name, key):
         "NVIDIA GeForce RTX 4090 Laptop GPU",
         "NVIDIA A100-SXM4-40GB MIG 1g.5gb",  # a slice of the GPU
         "NVIDIA H100 NVL",
-        "NVIDIA B200",
+        "NVIDIA GB200",  # "B200" inside "GB200"
+        "NVIDIA B200 MIG 1g.23gb",
+        "NVIDIA A10G",  # AWS part, 80 SMs: not the A10
+        "NVIDIA RTX A4000",  # not the A40
+        "Quadro GV100",  # not the V100
+        "NVIDIA TITAN V",
+        "NVIDIA GeForce RTX 5090 D",
+        "NVIDIA GeForce RTX 5090 Laptop GPU",
         "NVIDIA GeForce RTX 3090",
         "AMD Instinct MI300X",
         "",
@@ -415,3 +459,56 @@ def test_l1_capacity_bounds():
     unknown = Device(name="?", cc="9.0", arch="sm_90", sm_count=1, l2_bytes=0)
     assert l1_ok(256 * KIB, unknown) and not l1_ok(257 * KIB, unknown)
     assert check_invariants(_capacities(64 * KIB, 4 * MIB), unknown)[0][0].startswith("capacity_l1")
+
+
+# --- the `gpuprobe expectations` command ---------------------------------------------------------
+
+
+def run_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="gpuprobe")
+    add_command(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["expectations", *argv])
+    return args.func(args)
+
+
+def test_command_lists_every_model_with_its_fact_counts(capsys, models):
+    assert run_command([]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split()[:7] == ["key", "model", "cc", "facts", "assert", "warn", "report"]
+    for key, model in models.items():
+        (line,) = [line for line in lines if line.startswith(key + " ")]
+        counts = [str(sum(e.severity == s for e in model.facts.values())) for s in SEVERITIES]
+        assert f"  {model.cc}  " in line and f"  {len(model.facts)}  " in line, line
+        assert " ".join(counts) in " ".join(line.split()), line
+    assert f"{len(models)} models in" in out
+
+
+def test_command_shows_every_fact_of_one_model(capsys, models):
+    assert run_command(["b200"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("b200: NVIDIA B200 (compute capability 10.0)")
+    for fact_id, expectation in models["b200"].facts.items():
+        line = next(line for line in out.splitlines() if line.startswith(fact_id + " "))
+        assert expectation.range_text() in line and f"[{expectation.severity}]" in line
+    assert "132644864 byte (126.5 MiB)" in out
+    assert "source: markdewing/AI_kernels" in out and "note: " in out
+
+
+def test_command_takes_a_device_name(capsys):
+    assert run_command(["NVIDIA H100 80GB HBM3"]) == 0
+    assert capsys.readouterr().out.startswith("h100_sxm: ")
+
+
+def test_command_unknown_model_is_a_one_line_error():
+    with pytest.raises(GpuprobeError, match=r"no GPU model matches 'NVIDIA GB200'; known models: a10, a100"):
+        run_command(["NVIDIA GB200"])
+
+
+def test_command_json(capsys, models):
+    assert run_command(["--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["models"]
+    assert [m["key"] for m in listed] == sorted(models)
+    assert run_command(["l4", "--json"]) == 0
+    l4 = json.loads(capsys.readouterr().out)
+    assert l4["match"] == ["L4"] and {f["id"] for f in l4["facts"]} == set(models["l4"].facts)

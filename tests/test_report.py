@@ -421,3 +421,14 @@ def test_malformed_or_tiny_series(tmp_path: Path) -> None:
         "levels": {"size_bytes": [None], "latency_cycles": [300.0], "name": ["L2"]},
     }
     assert plots.plot_latency_vs_footprint(results, tmp_path / "one.png", dpi=TEST_DPI) == tmp_path / "one.png"
+
+
+def test_throttled_and_shared_verdicts_are_marked() -> None:
+    results = fake_results()
+    results.facts += [
+        Fact("latency.extra", 5.0, "cycle", probe="x", verdict="throttled"),
+        Fact("latency.other", 6.0, "cycle", probe="x", verdict="shared"),
+    ]
+    md = report.render_markdown(results, {})
+    assert "| THROTTLED |" in md and "| SHARED |" in md
+    assert "1 unstable, 1 throttled, 1 shared, 4 report" in md
