@@ -24,6 +24,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from gpuprobe.fleet import pin_xdist_worker
+
+    pin_xdist_worker(config)  # first: an xdist worker gwK sees only GPU K, set before CUDA starts
     config.addinivalue_line("markers", "gpu: measures on a GPU (skipped, with the reason, when none is usable)")
     config.addinivalue_line("markers", "static: compiles and checks SASS contracts; runs on any machine")
     from gpuprobe.pytest_plugin import load_baseline

@@ -1,4 +1,4 @@
-"""The ``gpuprobe`` command: list, check, sass, run, report, index, compare, expectations.
+"""The ``gpuprobe`` command: list, check, sass, run, report, index, compare, fleet, fleet-run, expectations.
 
 Every user error is one line on stderr and exit status 2; a contract violation or a failed
 measurement is exit status 1; a traceback is a bug.
@@ -7,6 +7,7 @@ measurement is exit status 1; a traceback is a bug.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from gpuprobe.compare import add_command as add_compare_command
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.expectations import add_command as add_expectations_command
 from gpuprobe.files import read_text
+from gpuprobe.fleet import add_command as add_fleet_commands
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -138,6 +140,7 @@ def cmd_sass(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from gpuprobe.expectations import match_model
     from gpuprobe.files import write_atomic
+    from gpuprobe.fleet import placement
     from gpuprobe.gpu import LauncherSpec, device_identity, require_gpu
     from gpuprobe.repeatability import render_markdown, repeatability
     from gpuprobe.session import default_out_dir, run_suite
@@ -145,7 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise GpuprobeError(f"--repeat must be at least 1, got {args.repeat}")
     require_gpu()
-    device = device_identity(args.device)
+    device = dataclasses.replace(device_identity(args.device), **placement(args.device))
     if args.model is None and match_model(device.name) is None:
         print(f"{device.name!r} has no expectations: discovery mode (facts reported, invariants asserted)")
     out_dir = Path(args.output) if args.output else default_out_dir(device)
@@ -234,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_index)
 
     add_compare_command(sub)
+    add_fleet_commands(sub)  # fleet, fleet-run
     add_expectations_command(sub)
     return parser
 

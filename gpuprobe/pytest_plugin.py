@@ -7,6 +7,7 @@ cases share one suite run per pytest session; without a GPU they skip with the r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 from pathlib import Path
@@ -94,23 +95,23 @@ def _expected(results: Results, fact_id: str) -> bool:
 @pytest.fixture(scope="session")
 def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Results:
     """One measured run of the suite on the local GPU, shared by every measured test."""
+    from gpuprobe.fleet import placement, worker_gpu_reason, worker_results_dir
     from gpuprobe.gpu import LauncherSpec, device_identity, gpu_unavailable_reason
     from gpuprobe.session import run_suite
 
     config = request.config
-    reason = gpu_unavailable_reason()
+    reason = worker_gpu_reason(config, gpu_unavailable_reason())
     if reason:
         if config.getoption("require_gpu"):
             pytest.fail(f"--require-gpu: {reason}", pytrace=False)
         pytest.skip(reason)
     out = config.getoption("gpuprobe_out")
-    out_dir = Path(out) if out else tmp_path_factory.mktemp("gpuprobe")
+    out_dir = worker_results_dir(config, Path(out)) if out else tmp_path_factory.mktemp("gpuprobe")
     config.stash[RESULTS_DIR] = out_dir
     index = config.getoption("gpu_device")
     try:
-        return run_suite(
-            device_identity(index), LauncherSpec(device_index=index), out_dir, config.getoption("gpu_model")
-        )
+        device = dataclasses.replace(device_identity(index), **placement(index))
+        return run_suite(device, LauncherSpec(device_index=index), out_dir, config.getoption("gpu_model"))
     except GpuprobeError as exc:
         pytest.fail(str(exc), pytrace=False)
 

@@ -121,7 +121,7 @@ def run_suite(
     probes = all_probes()
     module = build_for(probes, arch)
     checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
-    with gpu_lock(device.uuid or f"index{launcher.device_index}", lock_wait_s):
+    with gpu_lock(device.uuid or f"{device.hostname or 'local'}-gpu{launcher.device_index}", lock_wait_s):
         results = Results(device=device, clocks={"nvml_before": nvml_snapshot(launcher.device_index)})
         results.clocks["model"] = model.key if model else "unknown (discovery mode)"
         results.facts.extend(judge_fact(f, model) for f in device_facts(device))
