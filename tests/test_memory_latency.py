@@ -21,6 +21,7 @@ from gpuprobe.families.memory_latency import (
     measure,
     per_load_cycles,
     plan_footprints,
+    sample_until_stable,
 )
 from tests.fake_gpu import FAST, KIB, MIB, fake_gpu, ptx_parameters
 
@@ -194,3 +195,20 @@ def test_a_kernel_that_writes_nothing_is_caught() -> None:
     measured = _run(gpu)
     assert measured["memory.overhead.clock_read"].outcome.status == "failed"
     assert "did not write all of its 1 results" in measured["memory.overhead.clock_read"].outcome.detail
+
+
+def test_sampling_stops_once_the_median_is_known_well_enough() -> None:
+    settings = Settings(min_repeats=3, max_repeats=20, target_noise=0.01, point_budget_s=60)
+    quiet: list[float] = []
+    sample_until_stable(lambda: quiet.append(100.0 + 0.1 * len(quiet) % 2), quiet, settings)
+    assert len(quiet) == 3  # three samples within 1 % already bound the median
+    noisy: list[float] = []
+    values = iter([100.0, 150.0, 70.0] * 10)
+    sample_until_stable(lambda: noisy.append(next(values)), noisy, settings)
+    assert len(noisy) == 20  # never tight enough: the repeats run out
+    capped: list[float] = []
+    sample_until_stable(lambda: capped.append(next(values)), capped, settings, max_repeats=5)
+    assert len(capped) == 5
+    timed: list[float] = []
+    sample_until_stable(lambda: timed.append(next(values)), timed, dataclasses.replace(settings, point_budget_s=0.0))
+    assert len(timed) == 3  # the time budget ran out after the minimum

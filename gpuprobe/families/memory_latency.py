@@ -70,8 +70,8 @@ class Settings:
     shared_stride: int = 32
     clock_settle_cycles: int = 200_000_000  # spun untimed first, to leave idle clocks behind
     clock_spin_cycles: int = 20_000_000
-    clock_repeats: int = 3
-    overhead_repeats: int = 15
+    clock_repeats: int = 5  # the most clock samples (fewer once stable)
+    overhead_repeats: int = 15  # the most overhead samples (fewer once stable)
     loop_iterations: int = 1024
     seed: int = 20240901
 
@@ -154,31 +154,42 @@ class _Context:
 def measure_clock(ctx: _Context) -> Measured:
     s = ctx.settings
     ctx.run("gp_sm_clock", [np.uint64(s.clock_settle_cycles)], words=2)
-    samples = []
-    for _ in range(s.clock_repeats):
+    samples: list[float] = []
+
+    def take() -> None:
         cycles, ns = ctx.run("gp_sm_clock", [np.uint64(s.clock_spin_cycles)], words=2)
         if ns == 0 or cycles < s.clock_spin_cycles:
             raise ProbeFailure(f"clock probe returned {cycles} cycles in {ns} ns")
         samples.append(cycles / ns * 1000.0)
+
+    sample_until_stable(take, samples, s, s.clock_repeats)
     ctx.mhz = float(np.median(samples))
     fact = _fact("device.sm_clock", samples, "MHz", "memory.clock", None)
     return Measured("memory.clock", ProbeOutcome("ok"), [fact])
 
 
 def measure_clock_read(ctx: _Context) -> Measured:
-    samples = [float(ctx.run("gp_clock_overhead", [], words=1)[0]) for _ in range(ctx.settings.overhead_repeats)]
+    samples: list[float] = []
+
+    def take() -> None:
+        samples.append(float(ctx.run("gp_clock_overhead", [], words=1)[0]))
+
+    sample_until_stable(take, samples, ctx.settings, ctx.settings.overhead_repeats)
     fact = _fact("overhead.clock_read", samples, "cycle", "memory.overhead.clock_read", ctx.mhz)
     return Measured("memory.overhead.clock_read", ProbeOutcome("ok"), [fact])
 
 
 def measure_loop(ctx: _Context) -> Measured:
     iterations = ctx.settings.loop_iterations
-    samples = []
-    for _ in range(ctx.settings.overhead_repeats):
+    samples: list[float] = []
+
+    def take() -> None:
         cycles, remaining = ctx.run("gp_loop_overhead", [np.uint32(iterations)], words=2)
         if remaining & 0xFFFFFFFF:
             raise ProbeFailure(f"loop ended with counter {remaining}, expected 0")
         samples.append(cycles / iterations)
+
+    sample_until_stable(take, samples, ctx.settings, ctx.settings.overhead_repeats)
     fact = _fact("overhead.loop", samples, "cycle", "memory.overhead.loop", ctx.mhz)
     return Measured("memory.overhead.loop", ProbeOutcome("ok"), [fact])
 
@@ -253,7 +264,7 @@ def measure_shared(ctx: _Context) -> Measured:
 
     chase = _Chase(ctx, "gp_chase_shared", chain, args, node_of_end, block=128, shared=s.shared_footprint)
     point = Point()
-    sample_until_stable(lambda: chase.sample(point, nodes, nodes), point, s)  # each launch refills: warm each
+    sample_until_stable(lambda: chase.sample(point, nodes, nodes), point.latencies, s)  # each launch refills: warm
     fact = _fact("latency.shared", point.latencies, "cycle", "memory.latency.shared", ctx.mhz)
     series = {"footprint": {"footprint_bytes": [float(s.shared_footprint)], "latency_cycles": [fact.value]}}
     return Measured("memory.latency.shared", ProbeOutcome("ok", series=series), [fact])
@@ -303,7 +314,10 @@ class _Sweep:
         chase = _Chase(ctx, self.kernel, chain, self.args, self.node_of_end)
         rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
         point = Point()
-        sample_until_stable(lambda: chase.sample(point, rewarm if point.latencies else warm, rewarm), point, s)
+        def take() -> None:  # the first sample warms the whole cycle; later ones only re-warm an L1
+            chase.sample(point, rewarm if point.latencies else warm, rewarm)
+
+        sample_until_stable(take, point.latencies, s)
         return point
 
 
@@ -324,15 +338,21 @@ def check_no_revisit(nodes: int, footprint: int, settings: Settings) -> None:
         )
 
 
-def sample_until_stable(take_sample: Callable[[], None], point: Point, settings: Settings) -> None:
-    """Sample until the median is known to ``target_noise``, the repeats run out, or the budget does."""
+def sample_until_stable(
+    take_sample: Callable[[], None], samples: list[float], settings: Settings, max_repeats: int | None = None
+) -> None:
+    """Call ``take_sample`` (which appends to ``samples``) until the median is known to ``target_noise``,
+    the repeats run out (``max_repeats``, default the settings'), or the time budget does."""
+    most = max_repeats or settings.max_repeats
     started = time.monotonic()
-    while len(point.latencies) < settings.max_repeats:
+    while len(samples) < most:
         take_sample()
-        if len(point.latencies) < settings.min_repeats:
+        if len(samples) < settings.min_repeats:
             continue
-        median, low, high = median_ci(point.latencies)
-        if (high - low) / 2 <= settings.target_noise * median or time.monotonic() - started > settings.point_budget_s:
+        median, low, high = median_ci(samples)
+        if (high - low) / 2 <= settings.target_noise * abs(
+            median
+        ) or time.monotonic() - started > settings.point_budget_s:
             return
 
 
