@@ -23,13 +23,12 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpuprobe.families import memory_latency
+from gpuprobe.families.catalog import FAMILIES
 from gpuprobe.results import strict_json
 
 MARKER = "@@gpuprobe "
 EXIT_CRASHED = 3
 EXIT_ORPHANED = 4
-FAMILIES = {"memory": memory_latency}
 
 
 def emit(stream: TextIO, event: str, **fields: Any) -> None:

@@ -1,7 +1,7 @@
 """Running a family's measurements in child processes, so a faulting or hanging probe costs only itself.
 
 :func:`run_family` starts :mod:`gpuprobe.child` with a spec, reads its event lines as they come,
-and turns them into :class:`~gpuprobe.families.memory_latency.Measured` outcomes:
+and turns them into :class:`~gpuprobe.families.base.Measured` outcomes:
 
 * a probe whose child dies (a CUDA fault poisons the context, a segfault, an abort) is "crashed",
   with the exit status, the child's last stderr lines and any stray output; a fresh child
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprobe.child import MARKER
-from gpuprobe.families.memory_latency import Measured
+from gpuprobe.families.base import Measured
 from gpuprobe.registry import REPO_ROOT
 from gpuprobe.results import Fact, ProbeOutcome
 

@@ -192,18 +192,18 @@ class _ListingParser:
             self._end_attr()
             self.section = match["name"]
             if self.section.startswith(".text."):
-                self.kernel(self.section[len(".text."):])
+                self.kernel(self.section[len(".text.") :])
             return
         if match := _TARGET.match(line):
             self.arch = match["arch"]
         elif match := _ENTRY.match(line):
             self.entries.add(match["name"])
         elif self.section.startswith(".text."):
-            self._feed_code(self.kernels[self.section[len(".text."):]], line)
+            self._feed_code(self.kernels[self.section[len(".text.") :]], line)
         elif self.section.startswith(".nv.info"):
             self._feed_info(line)
         elif self.section.startswith(".nv.shared.") and (match := _ZERO.match(line)):
-            name = self.section[len(".nv.shared."):]
+            name = self.section[len(".nv.shared.") :]
             if name in self.kernels or not name.startswith("reserved"):
                 self.kernel(name).shared_bytes += int(match["size"])
 
@@ -234,7 +234,7 @@ class _ListingParser:
         for attr, words in self.attrs:
             if attr not in _KERNEL_ATTRS or len(words) != 2 or not words[0].startswith("index@("):
                 continue
-            kernel = self.kernels.get(words[0][len("index@("):-1])
+            kernel = self.kernels.get(words[0][len("index@(") : -1])
             if kernel is None:
                 continue
             try:

@@ -8,15 +8,16 @@ run keeps all it measured (the file says ``partial`` until the run completes).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from gpuprobe.arch import parse_arch
 from gpuprobe.build import BuiltModule, build_for
 from gpuprobe.check import CheckResult, check_probe
 from gpuprobe.expectations import ModelExpectations, judge, match_model
-from gpuprobe.families import memory_latency
-from gpuprobe.families.memory_latency import Settings
+from gpuprobe.families.catalog import FAMILIES
 from gpuprobe.gpu import LauncherSpec, nvml_snapshot
 from gpuprobe.invariants import check_invariants
 from gpuprobe.isolation import ChildPolicy, run_family
@@ -67,10 +68,10 @@ def default_out_dir(device: Device) -> Path:
     return Path("reports") / gpu_slug(device.name)
 
 
-def child_spec(module: BuiltModule, device: Device, launcher: LauncherSpec, settings: Settings | None) -> dict:
-    """What a measuring child needs: the checked cubin, the kernels' signatures, how to launch."""
+def child_spec(module: BuiltModule, device: Device, launcher: LauncherSpec, family: str, settings: Any = None) -> dict:
+    """What a measuring child needs: the family, the checked cubin, the kernels' signatures, how to launch."""
     return {
-        "family": "memory",
+        "family": family,
         "launcher": launcher.factory,
         "launcher_options": launcher.options,
         "device_index": launcher.device_index,
@@ -107,14 +108,15 @@ def run_suite(
     launcher: LauncherSpec,
     out_dir: Path,
     forced_model: str | None = None,
-    settings: Settings | None = None,
+    settings: Mapping[str, Any] | None = None,
     policy: ChildPolicy | None = None,
     lock_wait_s: float = 60.0,
 ) -> Results:
     """Measure every runnable probe on ``device``; write results and fact sheet to ``out_dir``.
 
     The GPU is locked for the run; each family measures in child processes (a faulting or hanging
-    probe is recorded, and the rest go on); results are saved after every probe.
+    probe is recorded, and the rest go on); results are saved after every probe. ``settings`` maps a
+    family name to its ``Settings`` (each family's defaults otherwise).
     """
     model = match_model(device.name, forced_model)
     arch = parse_arch(device.arch)
@@ -130,14 +132,17 @@ def run_suite(
             if check.status != "ok":
                 results.probes[name] = ProbeOutcome(check.status, check.detail)
         save(results, path)
-        order = [name for name in memory_latency.PROBES if checks.get(name) and checks[name].status == "ok"]
-        for measured in run_family(child_spec(module, device, launcher, settings), order, policy):
-            results.probes[measured.probe] = measured.outcome
-            results.facts.extend(judge_measured(f, model) for f in measured.facts)
-            if measured.probe == "memory.clock" and measured.facts:
-                results.clocks["sm_mhz_measured"] = measured.facts[0].value
-                results.clocks["samples"] = measured.facts[0].samples
-            save(results, path)
+        for family, measurement in FAMILIES.items():
+            order = [name for name in measurement.PROBES if checks.get(name) and checks[name].status == "ok"]
+            spec = child_spec(module, device, launcher, family, (settings or {}).get(family))
+            for measured in run_family(spec, order, policy):
+                results.probes[measured.probe] = measured.outcome
+                results.facts.extend(judge_measured(f, model) for f in measured.facts)
+                clock = next((f for f in measured.facts if f.id == "device.sm_clock"), None)
+                if clock is not None:
+                    results.clocks["sm_mhz_measured"] = clock.value
+                    results.clocks["samples"] = clock.samples
+                save(results, path)
         results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
         results.facts.extend(invariant_facts(results))
         results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index)

@@ -27,7 +27,8 @@ from tests.fake_gpu import FAST, FakeGpu
 options = {"name": "Simulated GPU", "faults": {"gp_chase_global_cg": "hang"}}
 launcher = LauncherSpec("tests.fake_gpu:open_fake", 0, options)
 device = FakeGpu(name="Simulated GPU").device()
-session.run_suite(device, launcher, Path(sys.argv[1]), settings=FAST, policy=ChildPolicy(probe_time_limit_s=600))
+policy = ChildPolicy(probe_time_limit_s=600)
+session.run_suite(device, launcher, Path(sys.argv[1]), settings={"memory": FAST}, policy=policy)
 """
 
 

@@ -300,3 +300,15 @@ def test_all_probes_without_sources_is_one_line(tmp_path: Path) -> None:
         all_probes.__wrapped__(tmp_path / "absent")
     message = str(excinfo.value)
     assert "\n" not in message and message.startswith("probe sources not found at ")
+
+
+def test_every_declared_family_has_a_measurement_that_runs_exactly_its_probes() -> None:
+    from gpuprobe.families.catalog import FAMILIES
+
+    declared: dict[str, set[str]] = {}
+    for probe in all_probes():
+        declared.setdefault(probe.family, set()).add(probe.name)
+    assert set(declared) == set(FAMILIES)
+    for family, measurement in FAMILIES.items():
+        assert set(measurement.PROBES) == declared[family], family
+        assert len(measurement.PROBES) == len(set(measurement.PROBES))

@@ -28,7 +28,7 @@ def device(name: str = SIMULATED):
 
 def run(tmp_path: Path, launcher: LauncherSpec | None = None, name: str = SIMULATED, **kwargs):
     return session.run_suite(
-        device(name), launcher or simulated(name=name), tmp_path, settings=FAST, policy=POLICY, **kwargs
+        device(name), launcher or simulated(name=name), tmp_path, settings={"memory": FAST}, policy=POLICY, **kwargs
     )
 
 

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.analysis import Level, find_levels, median_ci
+from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.chain import Chain, random_cycle
 from gpuprobe.gpu import Launcher
 from gpuprobe.registry import Probe, find_probe
@@ -45,10 +46,6 @@ UNROLL = 32  # chase steps per iteration of the timed loop: fixed by the PTX (//
 MIN_CLOCK_WINDOW_NS = 100_000  # a timed region this long reads the clock to 1 % at 1 us timer resolution
 POISON = 0xFFFFFFFFFFFFFFFF  # the output words before each launch: a kernel that wrote nothing is caught
 OUT_WORDS = 4  # cycles, nanoseconds, end node, SM id
-
-
-class ProbeFailure(Exception):
-    """The probe ran but its own check failed (wrong chase end, impossible timing)."""
 
 
 @dataclass(frozen=True)
@@ -74,15 +71,6 @@ class Settings:
     overhead_repeats: int = 15  # the most overhead samples (fewer once stable)
     loop_iterations: int = 1024
     seed: int = 20240901
-
-
-@dataclass
-class Measured:
-    """One probe's outcome and facts, handed back as soon as the probe finishes."""
-
-    probe: str
-    outcome: ProbeOutcome
-    facts: list[Fact] = field(default_factory=list)
 
 
 def plan_footprints(l2_bytes: int, settings: Settings) -> list[int]:
@@ -314,6 +302,7 @@ class _Sweep:
         chase = _Chase(ctx, self.kernel, chain, self.args, self.node_of_end)
         rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
         point = Point()
+
         def take() -> None:  # the first sample warms the whole cycle; later ones only re-warm an L1
             chase.sample(point, rewarm if point.latencies else warm, rewarm)
 
