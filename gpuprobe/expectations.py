@@ -57,7 +57,7 @@ KNOWN_UNITS: dict[str, str] = {
 
 DEFAULT_DIRECTORY = Path(__file__).resolve().parent / "expectations"
 
-_MODEL_FIELDS = frozenset({"name", "match", "exclude", "cc"})
+_MODEL_FIELDS = frozenset({"name", "match", "exclude", "cc", "memory"})
 _FACT_FIELDS = frozenset({"min", "max", "value", "tolerance", "unit", "severity", "source", "note"})
 _TOP_FIELDS = frozenset({"model", "facts"})
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
@@ -108,6 +108,7 @@ class ModelExpectations:
     cc: str
     facts: dict[str, Expectation]
     exclude: tuple[str, ...] = ()
+    memory: str = ""  # the memory type, from the datasheet (CUDA does not report it)
 
     def matching_pattern(self, device_name: str) -> str | None:
         """The longest of this model's patterns that matches ``device_name``, or None."""
@@ -230,11 +231,12 @@ def _parse_model(path: Path, key: str, data: dict[str, Any]) -> ModelExpectation
     cc = model.get("cc")
     if not isinstance(cc, str) or not _CC_RE.match(cc):
         raise _bad(path, "model.cc", f'compute capability must be a string like "9.0", got {cc!r}')
+    memory = _text(path, "model.memory", model.get("memory"), required=False)
     facts_table = data.get("facts", {})
     if not isinstance(facts_table, dict):
         raise _bad(path, "facts", "must be a table of fact tables")
     facts = {fact_id: _parse_fact(path, fact_id, table) for fact_id, table in facts_table.items()}
-    return ModelExpectations(key=key, name=name, match=match, cc=cc, facts=facts, exclude=exclude)
+    return ModelExpectations(key=key, name=name, match=match, cc=cc, facts=facts, exclude=exclude, memory=memory)
 
 
 def load_model_file(path: Path) -> ModelExpectations:

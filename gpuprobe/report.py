@@ -252,7 +252,7 @@ def _sm_clock_row(results: Results) -> str:
 def _memory_row(results: Results) -> str:
     """Memory: clock, bus width and size, whichever the device reported."""
     dev = results.device
-    parts = []
+    parts = [f"{dev.memory_type} (datasheet)"] if dev.memory_type else []
     if dev.mem_bytes is not None:
         parts.append(fmt_bytes(dev.mem_bytes))
     if dev.mem_bus_bits is not None:

@@ -106,6 +106,7 @@ class Device:
     hostname: str = ""  # the node that measured (see gpuprobe.fleet.placement)
     gpu_index: int | None = None  # the GPU's index on that node, as nvidia-smi numbers it
     cuda_visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES as the measuring process saw it; None: unset
+    memory_type: str = ""  # from the GPU model's datasheet (gpuprobe/expectations); CUDA does not report it
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Device:
@@ -125,6 +126,7 @@ _DEVICE_FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "mem_bus_bits": (int, type(None)), "mem_bytes": (int, type(None)), "shared_per_sm_bytes": (int, type(None)),
     "shared_per_block_optin_bytes": (int, type(None)), "driver": _TEXT, "cuda_runtime": _TEXT, "toolkit": _TEXT,
     "uuid": _TEXT, "hostname": _TEXT, "gpu_index": (int, type(None)), "cuda_visible_devices": (str, type(None)),
+    "memory_type": _TEXT,
 }  # fmt: skip
 
 PROBE_STATUSES = ("ok", "failed", "crashed", "timeout", "violated", "skipped", "error")

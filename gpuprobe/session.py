@@ -7,6 +7,7 @@ run keeps all it measured (the file says ``partial`` until the run completes).
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -119,6 +120,8 @@ def run_suite(
     family name to its ``Settings`` (each family's defaults otherwise).
     """
     model = match_model(device.name, forced_model)
+    if model is not None and model.memory:
+        device = dataclasses.replace(device, memory_type=model.memory)
     arch = parse_arch(device.arch)
     probes = all_probes()
     module = build_for(probes, arch)

@@ -78,6 +78,8 @@ def test_a_known_gpu_is_judged_against_its_model(tmp_path: Path) -> None:
     assert verdicts["latency.l2"] == "pass"
     assert verdicts["device.l2_bytes"] == "fail"  # 512 KiB is not an H100's L2: the assert catches it
     assert "OUTSIDE" in results.fact("device.l2_bytes").detail
+    assert results.device.memory_type == "HBM3"  # from the model's datasheet: CUDA does not say
+    assert "HBM3 (datasheet)" in (tmp_path / "factsheet.md").read_text()
 
 
 def test_a_forced_model_replaces_detection(tmp_path: Path) -> None:
