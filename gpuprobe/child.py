@@ -58,7 +58,8 @@ def run(spec: dict[str, Any], out: TextIO) -> int:
             detail = f"{type(exc).__name__}: {exc}"
             emit(out, "measured", probe=name, outcome={"status": "crashed", "detail": detail}, facts=[])
             traceback.print_exc(file=sys.stderr)
-            return EXIT_CRASHED
+            sys.stderr.flush()
+            os._exit(EXIT_CRASHED)  # no interpreter teardown: freeing a poisoned CUDA context can hang
         outcome = dataclasses.asdict(measured.outcome)
         facts = [dataclasses.asdict(f) for f in measured.facts]
         emit(out, "measured", probe=name, outcome=strict_json(outcome), facts=strict_json(facts))

@@ -47,6 +47,7 @@ class ChildPolicy:
     attempts: int = 2  # measurements of a probe that ran throttled or shared, before its facts are marked
     cooldown_s: float = 10.0
     stderr_tail: int = 1500
+    exit_wait_s: float = 20.0  # how long a child that reported a crash may take to exit
     python: str = sys.executable
 
 
@@ -56,6 +57,7 @@ class _Child:
     events: queue.Queue[tuple[str, Any]]
     stderr: list[str] = field(default_factory=list)
     stray: list[str] = field(default_factory=list)
+    readers: list[threading.Thread] = field(default_factory=list)
 
     @classmethod
     def start(cls, spec: dict[str, Any], policy: ChildPolicy) -> _Child:
@@ -69,8 +71,10 @@ class _Child:
             env=_child_environment(),
         )
         child = cls(process, queue.Queue())
-        threading.Thread(target=child._read_stdout, daemon=True).start()
-        threading.Thread(target=child._read_stderr, daemon=True).start()
+        for reader in (child._read_stdout, child._read_stderr):
+            thread = threading.Thread(target=reader, daemon=True)
+            thread.start()
+            child.readers.append(thread)
         assert process.stdin is not None
         process.stdin.write(json.dumps(spec))
         process.stdin.close()
@@ -100,7 +104,14 @@ class _Child:
         self.process.wait()
 
     def evidence(self, policy: ChildPolicy) -> str:
-        code = self.process.wait()
+        """How the child ended, its last stderr lines and any stray output (waited for, never forever)."""
+        try:
+            code = self.process.wait(timeout=policy.exit_wait_s)
+        except subprocess.TimeoutExpired:  # stuck tearing down a broken context: end it
+            self.kill()
+            code = self.process.returncode
+        for reader in self.readers:
+            reader.join(timeout=2.0)
         status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         parts = [f"child {status}"]
         if self.stderr:
@@ -130,10 +141,15 @@ def _measured(event: dict[str, Any]) -> Measured:
     )
 
 
-def _run_children(spec: dict[str, Any], order: list[str], policy: ChildPolicy) -> Iterator[Measured]:
-    """Measure ``order`` (probe names), respawning after each crash or timeout, until all ended."""
+def _run_children(
+    spec: dict[str, Any], order: list[str], policy: ChildPolicy, state: dict[str, Any]
+) -> Iterator[Measured]:
+    """Measure ``order`` (probe names), respawning after each crash or timeout, until all ended.
+
+    ``state`` (what later probes need from earlier ones, e.g. the measured clock) is handed to every
+    child and updated from what they report, so a respawned or retrying child starts from it.
+    """
     remaining = list(order)
-    state = dict(spec.get("state", {}))
     while remaining:
         child = _Child.start({**spec, "runnable": remaining, "state": state}, policy)
         try:
@@ -152,6 +168,11 @@ def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: 
             kind, event = child.events.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
             child.kill()
+            finished = _drained_measurement(child, in_flight)
+            if finished is not None:  # it finished as the limit struck: keep the measurement
+                yield finished
+                remaining.remove(finished.probe)
+                return
             victim = in_flight or remaining[0]
             limit = f"ran past its {policy.probe_time_limit_s:g} s limit and was killed"
             yield Measured(victim, ProbeOutcome("timeout", f"{victim} {limit}; {child.evidence(policy)}"))
@@ -199,6 +220,26 @@ def gpu_conditions(conditions: dict[str, Any], reference_mhz: float | None) -> s
     return "; ".join(reasons) or None
 
 
+def _drained_measurement(child: _Child, probe: str | None) -> Measured | None:
+    """A measurement of ``probe`` that reached the queue between the timeout and the kill, if any."""
+    for reader in child.readers:
+        reader.join(timeout=2.0)
+    while True:
+        try:
+            kind, event = child.events.get_nowait()
+        except queue.Empty:
+            return None
+        if kind == "event" and event.get("event") == "measured" and event.get("probe") == probe:
+            return _measured(event)
+
+
+def _settled_clock(measured: Measured) -> float | None:
+    """The run's reference SM clock: a measured ``device.sm_clock`` (taken after a settling spin), else the
+    clock just after the first clean probe, when the GPU has left its idle clocks behind."""
+    clock = next((f.value for f in measured.facts if f.id == "device.sm_clock"), None)
+    return clock if clock is not None else measured.outcome.conditions.get("sm_mhz_after")
+
+
 def _mark(measured: Measured, reason: str, attempts: int) -> Measured:
     verdict = "shared" if reason.startswith("shared") and "throttled" not in reason else "throttled"
     for fact in measured.facts:
@@ -222,11 +263,12 @@ def run_family(
     """
     policy = policy or ChildPolicy()
     pending, attempt, reference = list(order), 1, None
+    state = dict(spec.get("state", {}))
     while pending:
         retry: list[str] = []
-        for measured in _run_children(spec, pending, policy):
+        for measured in _run_children(spec, pending, policy, state):
             if reference is None and measured.outcome.status == "ok":
-                reference = measured.outcome.conditions.get("sm_mhz_before")
+                reference = _settled_clock(measured)
             reason = gpu_conditions(measured.outcome.conditions, reference)
             if reason and measured.outcome.status == "ok" and attempt < policy.attempts:
                 retry.append(measured.probe)

@@ -214,6 +214,8 @@ class FaultyGpu(FakeGpu):
     throttle: str = ""
     shared: str = ""
     flag_file: str = ""
+    throttle_from_reading: int = 1  # NVML reports the throttle from this reading on (1: all of them)
+    readings: int = 0
 
     def launch(self, kernel: str, grid: int, block: int, args: list[Any], shared_bytes: int = 0) -> None:
         fault = self.faults.get(kernel)
@@ -226,10 +228,12 @@ class FaultyGpu(FakeGpu):
         super().launch(kernel, grid, block, args, shared_bytes)
 
     def nvml(self) -> dict[str, Any] | None:
+        self.readings += 1
         first = self._first_process()
         active = {mode: mode == "always" or (mode == "once" and first) for mode in (self.throttle, self.shared)}
+        throttled = self.throttle and active[self.throttle] and self.readings >= self.throttle_from_reading
         return {
-            "clock_event_reasons": 0x40 if self.throttle and active[self.throttle] else 0,
+            "clock_event_reasons": 0x40 if throttled else 0,
             "compute_processes": 2 if self.shared and active[self.shared] else 1,
         }
 

@@ -86,6 +86,17 @@ def test_a_throttled_measurement_is_retried_after_a_cooldown(tmp_path: Path) -> 
         assert all(f.verdict == "report" for f in m.facts)  # the retry was clean: judged as usual
 
 
+def test_a_retried_probe_keeps_what_earlier_probes_measured(tmp_path: Path) -> None:
+    """Only the latency probe ran throttled (NVML readings 3 and 4 of the first child): its retry
+    starts from the clock the first child measured, so its latency still converts to ns."""
+    order = ["memory.clock", "memory.latency.shared"]
+    measured = measure(order, throttle="once", throttle_from_reading=3, flag_file=str(tmp_path / "first"))
+    shared = measured["memory.latency.shared"]
+    assert shared.outcome.status == "ok" and shared.facts[0].verdict == "report"
+    assert shared.facts[0].converted["ns"] > 0
+    assert shared.outcome.conditions["sm_mhz_before"] is not None
+
+
 def test_a_measurement_that_stays_throttled_is_marked_not_judged() -> None:
     slept = []
     policy = ChildPolicy(probe_time_limit_s=30, cooldown_s=7.0, attempts=2)

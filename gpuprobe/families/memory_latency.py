@@ -470,12 +470,14 @@ def measure(
     ctx.out = launcher.alloc(64)
 
     def run(name: str, step: Callable[[_Context], Measured]) -> Measured:
-        before = _conditions(ctx, "before")
+        conditions: dict[str, Any] = {}
         try:
+            conditions.update(_conditions(ctx, "before"))
             measured = step(ctx)
+            conditions.update(_conditions(ctx, "after"))
         except ProbeFailure as exc:
             measured = Measured(name, ProbeOutcome("failed", str(exc)))
-        measured.outcome.conditions = {**before, **_conditions(ctx, "after")}
+        measured.outcome.conditions = conditions
         state["mhz"] = ctx.mhz
         return measured
 
