@@ -38,12 +38,13 @@ BoolArray = npt.NDArray[np.bool_]
 Span = tuple[int, int]  # points start .. stop - 1 of the sorted, spike-free curve
 
 MIN_PLATEAU_POINTS = 3
+"""A level needs at least this many points on its plateau."""
+
 MIN_PLATEAU_OCTAVES = 0.2
 """A level's plateau must also span this much footprint: a stair of a few points inside a
 transition (seen on a recorded A40 curve: three flat points over 0.11 octave between L1 and L2)
 is not a cache level. The narrowest real level in the recorded curves, an A100's far L2, spans
 0.27 octave."""
-"""A level needs at least this many points on its plateau."""
 
 MERGE_RATIO = 1.2
 """Adjacent plateaus closer than this latency ratio are one level."""

@@ -55,7 +55,10 @@ def parse_arch_list(text: str | None) -> list[Arch]:
     """``"sm_80,sm_90a"`` -> Arches; None or "all" -> every supported arch."""
     if text is None or text.strip().lower() == "all":
         return list(SUPPORTED_ARCHS)
-    return [parse_arch(part) for part in text.split(",") if part.strip()]
+    archs = [parse_arch(part) for part in text.split(",") if part.strip()]
+    if not archs:
+        raise GpuprobeError(f"no arch in {text!r}; give e.g. sm_80,sm_90a or all")
+    return archs
 
 
 def arch_for_device(major: int, minor: int) -> Arch:

@@ -912,14 +912,22 @@ def _existing_results(runs: Sequence[GpuRun]) -> list[Path]:
 # ---------------------------------------------------------------- commands ------------------
 
 
-def _threshold(text: str) -> float:
+def _positive(text: str, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a positive z-score, not {text}")
+        raise argparse.ArgumentTypeError(f"must be a positive {what}, not {text}")
     return value
+
+
+def _threshold(text: str) -> float:
+    return _positive(text, "z-score")
+
+
+def _positive_seconds(text: str) -> float:
+    return _positive(text, "number of seconds")
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
@@ -931,7 +939,10 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 def cmd_fleet_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     gpus = local_gpus(args.gpus, os.environ, gpu_count)
-    pytest_args = shlex.split(args.pytest_args)
+    try:
+        pytest_args = shlex.split(args.pytest_args)
+    except ValueError as exc:
+        raise GpuprobeError(f"fleet-run: --pytest-args {args.pytest_args!r}: {exc}") from None
     runs = plan_runs(gpus, out, socket.gethostname(), args.tests, pytest_args, args.python)
     if not Path(args.tests).exists():
         raise GpuprobeError(f"fleet-run: no {args.tests} here (run from a gpuprobe checkout or give --tests)")
@@ -989,7 +1000,8 @@ def add_command(subparsers: Any) -> None:
     )
     p.add_argument("--tests", default="probes", help="what each pytest runs (default: probes)")
     p.add_argument("--python", default=sys.executable, help="interpreter for the pytest runs")
-    p.add_argument("--timeout", type=float, default=None, metavar="S", help="kill a run still going after S seconds")
+    p.add_argument("--timeout", type=_positive_seconds, default=None, metavar="S",
+                   help="kill a run still going after S seconds")  # fmt: skip
     p.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
     p.add_argument("--no-aggregate", action="store_true", help="skip the fleet report over OUT afterwards")
     p.add_argument("--threshold", type=_threshold, default=DEFAULT_THRESHOLD, metavar="Z")

@@ -21,8 +21,12 @@ from gpuprobe.errors import GpuprobeError
 
 
 def lock_path(gpu_key: str) -> Path:
+    """The GPU's lock file, in a directory every user of the machine can lock in (sticky, like /tmp)."""
     directory = Path(os.environ.get("GPUPROBE_LOCK_DIR") or Path(tempfile.gettempdir()) / "gpuprobe-locks")
-    directory.mkdir(parents=True, exist_ok=True)
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            directory.chmod(0o1777)
     return directory / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', gpu_key)}.lock"
 
 
@@ -30,7 +34,13 @@ def lock_path(gpu_key: str) -> Path:
 def gpu_lock(gpu_key: str, wait_s: float, poll_s: float = 0.2) -> Iterator[None]:
     """Hold the GPU's lock for the block; wait up to ``wait_s`` for another run to finish, else refuse."""
     path = lock_path(gpu_key)
-    with open(path, "a+") as handle:
+    try:
+        handle = open(path, "a+")  # noqa: SIM115 -- held for the whole block below
+        with contextlib.suppress(OSError):
+            path.chmod(0o666)
+    except OSError as exc:
+        raise GpuprobeError(f"cannot open the GPU lock {path} ({exc.strerror}); set GPUPROBE_LOCK_DIR") from None
+    with handle:
         deadline = time.monotonic() + wait_s
         while True:
             try:

@@ -86,9 +86,10 @@ def assert_fact(results: Results, fact_id: str, comparison: Comparison | None = 
 
 
 def _expected(results: Results, fact_id: str) -> bool:
-    from gpuprobe.expectations import match_model
+    """Whether the model the run was judged as (detected or forced) expects ``fact_id``."""
+    from gpuprobe.expectations import load_all
 
-    model = match_model(results.device.name)
+    model = load_all().get(str(results.clocks.get("model", "")))
     return model is not None and fact_id in model.facts
 
 

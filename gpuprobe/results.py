@@ -33,6 +33,12 @@ SCHEMA_VERSION = 1
 VERDICTS = ("pass", "fail", "warn", "report", "unstable", "not_run", "throttled", "shared")
 
 
+def _probe_status(probe: str, status: Any) -> str:
+    if status not in PROBE_STATUSES:
+        raise ValueError(f"probe {probe!r} has unknown status {status!r}")
+    return str(status)
+
+
 def _check_expectation(fact_id: str, expectation: Any) -> None:
     """The expectation a fact was judged against: None, or bounds (numbers or None) and texts."""
     if expectation is None:
@@ -191,7 +197,7 @@ class Results:
                 facts=[Fact.from_dict(f) for f in data.get("facts", [])],
                 probes={
                     str(n): ProbeOutcome(
-                        status=str(p["status"]),
+                        status=_probe_status(str(n), p["status"]),
                         detail=str(p.get("detail", "")),
                         series=dict(p.get("series", {})),
                         conditions=dict(p.get("conditions", {})),

@@ -45,8 +45,12 @@ def device_facts(device: Device) -> list[Fact]:
     ]
 
 
+UNJUDGED = ("throttled", "shared", "unstable")  # facts measured under conditions that forbid judging them
+
+
 def invariant_facts(results: Results) -> list[Fact]:
-    facts = {f.id: f for f in results.facts}
+    """The cross-generation invariants, over the facts fit to be judged."""
+    facts = {f.id: f for f in results.facts if f.verdict not in UNJUDGED}
     return [
         Fact(f"invariant.{name}", 1.0 if ok else 0.0, "bool", probe="invariants",
              verdict="pass" if ok else "fail", detail=detail)
@@ -126,7 +130,8 @@ def run_suite(
     probes = all_probes()
     module = build_for(probes, arch)
     checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
-    with gpu_lock(device.uuid or f"{device.hostname or 'local'}-gpu{launcher.device_index}", lock_wait_s):
+    index = device.gpu_index if device.gpu_index is not None else launcher.device_index
+    with gpu_lock(device.uuid or f"{device.hostname or 'local'}-gpu{index}", lock_wait_s):
         results = Results(device=device, clocks={"nvml_before": nvml_snapshot(launcher.device_index)})
         results.clocks["model"] = model.key if model else "unknown (discovery mode)"
         results.facts.extend(judge_fact(f, model) for f in device_facts(device))

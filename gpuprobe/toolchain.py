@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,9 +56,12 @@ def tool_version(name: str) -> str:
     if name == "nvrtc":
         major, minor = _nvrtc_version()
         return f"NVRTC {major}.{minor}"
-    out = subprocess.run([str(find_tool(name)), "--version"], capture_output=True, text=True, check=False).stdout
-    release = [line for line in out.splitlines() if "release" in line]
-    return (release[-1] if release else out.strip().splitlines()[-1]).strip()
+    out = _run([str(find_tool(name)), "--version"], name).stdout
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    release = [line for line in lines if "release" in line]
+    if not lines:
+        raise GpuprobeError(f"{find_tool(name)} --version printed nothing: is it a CUDA {name}?")
+    return release[-1] if release else lines[-1]
 
 
 def toolkit_description() -> str:
@@ -110,12 +114,26 @@ class Compiled:
     log: str
 
 
+def _with_log(key: str, log: str, cubin: bytes) -> bytes:
+    """Cache the compiler's report before its cubin, so that a cached cubin always has its report."""
+    cached_file(key, ".log", log.encode)
+    return cubin
+
+
+def _compiled(key: str, produce: Callable[[], bytes]) -> Compiled:
+    cubin = cached_file(key, ".cubin", produce)
+    log = cubin.with_suffix(".log")
+    if not log.is_file():  # a cubin cached by an older gpuprobe, without its report: compile again
+        cubin.unlink()
+        cubin = cached_file(key, ".cubin", produce)
+    return Compiled(cubin=cubin, log=log.read_text())
+
+
 def assemble_ptx(ptx: str, arch: Arch, name: str, origins: list[tuple[str, int]] | None = None) -> Compiled:
     """Assemble PTX text for ``arch`` with ptxas -v; errors name the original file and line."""
     ptxas = find_tool("ptxas")
     options = ["-v", f"-arch={arch.name}", "-O3"]
     key = content_key("ptxas", str(ptxas), tool_version("ptxas"), " ".join(options), ptx)
-    log_holder: list[str] = []
 
     def produce() -> bytes:
         with tempfile.TemporaryDirectory(prefix="gpuprobe-") as tmp:
@@ -124,12 +142,9 @@ def assemble_ptx(ptx: str, arch: Arch, name: str, origins: list[tuple[str, int]]
             proc = _run([str(ptxas), *options, str(src), "-o", str(out)], name)
             if proc.returncode != 0:
                 raise _ptxas_error(proc.stderr, origins or [], name, arch)
-            log_holder.append(proc.stdout + proc.stderr)
-            return out.read_bytes()
+            return _with_log(key, proc.stdout + proc.stderr, out.read_bytes())
 
-    cubin = cached_file(key, ".cubin", produce)
-    log_path = cached_file(key, ".log", lambda: "".join(log_holder).encode())
-    return Compiled(cubin=cubin, log=log_path.read_text())
+    return _compiled(key, produce)
 
 
 # ---------------------------------------------------------------- NVRTC --------
@@ -183,7 +198,6 @@ def compile_cuda(source: str, arch: Arch, name: str) -> Compiled:
         *(f"--include-path={d}" for d in _cuda_include_dirs()),
     ]
     key = content_key("nvrtc", tool_version("nvrtc"), " ".join(options), source)
-    log_holder: list[str] = []
 
     def produce() -> bytes:
         nvrtc = _nvrtc()
@@ -200,14 +214,11 @@ def compile_cuda(source: str, arch: Arch, name: str) -> Compiled:
             buffer = b" " * size
             (err,) = nvrtc.nvrtcGetCUBIN(prog, buffer)
             _nvrtc_check(err, name)
-            log_holder.append(log)
-            return buffer
+            return _with_log(key, log, buffer)
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
 
-    cubin = cached_file(key, ".cubin", produce)
-    log_path = cached_file(key, ".log", lambda: "".join(log_holder).encode())
-    return Compiled(cubin=cubin, log=log_path.read_text())
+    return _compiled(key, produce)
 
 
 def _nvrtc_log(nvrtc, prog) -> str:

@@ -12,6 +12,7 @@ import pytest
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.lock import gpu_lock
 
+REPO = Path(__file__).resolve().parent.parent
 HOLD = """
 import sys, time
 from gpuprobe.lock import gpu_lock
@@ -28,7 +29,7 @@ def private_lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def hold(key: str, seconds: float, tmp_path: Path) -> subprocess.Popen[str]:
     holder = subprocess.Popen([sys.executable, "-c", HOLD, key, str(seconds)], stdout=subprocess.PIPE, text=True,
-                              env={"GPUPROBE_LOCK_DIR": str(tmp_path), "PYTHONPATH": str(Path.cwd())})  # fmt: skip
+                              env={"GPUPROBE_LOCK_DIR": str(tmp_path), "PYTHONPATH": str(REPO)})  # fmt: skip
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
 

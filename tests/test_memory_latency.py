@@ -212,3 +212,11 @@ def test_sampling_stops_once_the_median_is_known_well_enough() -> None:
     timed: list[float] = []
     sample_until_stable(lambda: timed.append(next(values)), timed, dataclasses.replace(settings, point_budget_s=0.0))
     assert len(timed) == 3  # the time budget ran out after the minimum
+
+
+@pytest.mark.parametrize(
+    "change", [{"short_iterations": 0}, {"loop_iterations": 0}, {"long_iterations": 4}, {"max_repeats": 2}]
+)
+def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
+    with pytest.raises(ValueError, match="Settings"):
+        dataclasses.replace(Settings(), **change)

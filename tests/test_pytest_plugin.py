@@ -76,9 +76,11 @@ def test_a_missing_fact_fails_unless_the_part_lacks_that_level() -> None:
         assert_fact(_results(), "latency.l2")
     with pytest.raises(pytest.skip.Exception, match="no split L2"):
         assert_fact(_results(), "latency.l2_far")  # an unknown GPU: discovery mode
-    h100 = Results(Device(name="NVIDIA H100 80GB HBM3", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=1), [])
+    h100 = Results(
+        Device(name="Simulated", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=1), [], clocks={"model": "h100_sxm"}
+    )
     with pytest.raises(pytest.fail.Exception, match="was not measured"):
-        assert_fact(h100, "latency.l2_far")  # an H100 has a split L2: its absence is a failure
+        assert_fact(h100, "latency.l2_far")  # judged as an H100 (detected or forced): split L2, so absence fails
 
 
 def test_a_bad_baseline_is_a_usage_error_before_anything_is_measured(tmp_path) -> None:

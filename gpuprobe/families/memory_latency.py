@@ -72,6 +72,16 @@ class Settings:
     loop_iterations: int = 1024
     seed: int = 20240901
 
+    def __post_init__(self) -> None:
+        counts = ("line_bytes", "min_footprint", "points_per_octave", "short_iterations", "min_repeats",
+                  "max_repeats", "shared_footprint", "shared_stride", "clock_repeats", "overhead_repeats",
+                  "loop_iterations")  # fmt: skip
+        for name in counts:  # a zero iteration count would make a PTX loop run 2**32 times
+            if getattr(self, name) < 1:
+                raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
+        if self.long_iterations <= self.short_iterations or self.max_repeats < self.min_repeats:
+            raise ValueError("Settings: long_iterations must exceed short_iterations, max_repeats >= min_repeats")
+
 
 def plan_footprints(l2_bytes: int, settings: Settings) -> list[int]:
     """Footprints log-spaced from ``min_footprint`` to ``l2_multiple`` x L2, whole lines, increasing."""
