@@ -24,7 +24,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from gpuprobe.fleet import pin_xdist_worker
+    from gpuprobe.fleet_run import pin_xdist_worker
 
     pin_xdist_worker(config)  # first: an xdist worker gwK sees only GPU K, set before CUDA starts
     config.addinivalue_line("markers", "gpu: measures on a GPU (skipped, with the reason, when none is usable)")

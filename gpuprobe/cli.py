@@ -18,7 +18,8 @@ from gpuprobe.compare import add_command as add_compare_command
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.expectations import add_command as add_expectations_command
 from gpuprobe.files import read_text
-from gpuprobe.fleet import add_command as add_fleet_commands
+from gpuprobe.fleet import add_command as add_fleet_command
+from gpuprobe.fleet_run import add_command as add_fleet_run_command
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -140,7 +141,7 @@ def cmd_sass(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from gpuprobe.expectations import match_model
     from gpuprobe.files import write_atomic
-    from gpuprobe.fleet import placement
+    from gpuprobe.fleet_run import placement
     from gpuprobe.gpu import LauncherSpec, device_identity, require_gpu
     from gpuprobe.repeatability import render_markdown, repeatability
     from gpuprobe.session import default_out_dir, run_suite
@@ -237,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_index)
 
     add_compare_command(sub)
-    add_fleet_commands(sub)  # fleet, fleet-run
+    add_fleet_command(sub)
+    add_fleet_run_command(sub)
     add_expectations_command(sub)
     return parser
 

@@ -96,7 +96,7 @@ def _expected(results: Results, fact_id: str) -> bool:
 @pytest.fixture(scope="session")
 def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Results:
     """One measured run of the suite on the local GPU, shared by every measured test."""
-    from gpuprobe.fleet import placement, worker_gpu_reason, worker_results_dir
+    from gpuprobe.fleet_run import placement, worker_gpu_reason, worker_results_dir
     from gpuprobe.gpu import LauncherSpec, device_identity, gpu_unavailable_reason
     from gpuprobe.session import run_suite
 

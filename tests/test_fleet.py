@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuprobe import fleet
+from gpuprobe import cli, fleet, fleet_run
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.results import SCHEMA, SCHEMA_VERSION, Results
 
@@ -311,7 +311,9 @@ def test_render_formats_are_well_formed(mixed: Path) -> None:
 
 def tiny_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpuprobe")
-    fleet.add_command(parser.add_subparsers(dest="command", required=True))
+    commands = parser.add_subparsers(dest="command", required=True)
+    fleet.add_command(commands)
+    fleet_run.add_command(commands)
     return parser
 
 
@@ -334,7 +336,7 @@ def test_exit_status_through_add_command(tmp_path: Path, mixed: Path, capsys: py
 
 
 def test_module_main_reports_user_errors_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert fleet.main(["fleet", str(tmp_path / "nothing")]) == 2
+    assert cli.main(["fleet", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpuprobe: error: fleet: no readable gpuprobe results") and err.count("\n") == 1
 
@@ -352,12 +354,12 @@ def test_cli_fleet_end_to_end(mixed: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_placement_records_host_index_and_visible_devices() -> None:
-    assert fleet.placement(0, {}, "h") == {"hostname": "h", "gpu_index": 0, "cuda_visible_devices": None}
-    assert fleet.placement(1, {"CUDA_VISIBLE_DEVICES": "4,6"}, "h")["gpu_index"] == 6
-    assert fleet.placement(0, {"CUDA_VISIBLE_DEVICES": "GPU-abc"}, "h")["gpu_index"] is None
-    pinned = fleet.placement(0, {"CUDA_VISIBLE_DEVICES": "0", "GPUPROBE_GPU_INDEX": "3"}, "h")
+    assert fleet_run.placement(0, {}, "h") == {"hostname": "h", "gpu_index": 0, "cuda_visible_devices": None}
+    assert fleet_run.placement(1, {"CUDA_VISIBLE_DEVICES": "4,6"}, "h")["gpu_index"] == 6
+    assert fleet_run.placement(0, {"CUDA_VISIBLE_DEVICES": "GPU-abc"}, "h")["gpu_index"] is None
+    pinned = fleet_run.placement(0, {"CUDA_VISIBLE_DEVICES": "0", "GPUPROBE_GPU_INDEX": "3"}, "h")
     assert pinned == {"hostname": "h", "gpu_index": 3, "cuda_visible_devices": "0"}
-    assert fleet.placement()["hostname"]
+    assert fleet_run.placement()["hostname"]
 
 
 class FakeConfig:
@@ -382,15 +384,15 @@ def test_xdist_worker_k_is_pinned_to_gpu_k(worker: str, inherited: str | None, v
     if inherited is not None:
         env["CUDA_VISIBLE_DEVICES"] = inherited
     config = FakeConfig(worker)
-    pin = fleet.pin_xdist_worker(config, env)
+    pin = fleet_run.pin_xdist_worker(config, env)
     assert pin is not None and (pin.visible, pin.gpu_index) == (visible, index)
     assert env["CUDA_VISIBLE_DEVICES"] == visible and env["GPUPROBE_GPU_INDEX"] == str(index)
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    assert fleet.worker_results_dir(config, Path("out")) == Path("out") / f"{pin.hostname}-gpu{index}"
-    reason = fleet.worker_gpu_reason(config, "no GPU: the CUDA driver reports 0 devices")
+    assert fleet_run.worker_results_dir(config, Path("out")) == Path("out") / f"{pin.hostname}-gpu{index}"
+    reason = fleet_run.worker_gpu_reason(config, "no GPU: the CUDA driver reports 0 devices")
     if visible:
         assert reason.endswith(f"(xdist worker {worker} is pinned to CUDA_VISIBLE_DEVICES={visible})")
-        assert fleet.worker_gpu_reason(config, None) is None
+        assert fleet_run.worker_gpu_reason(config, None) is None
     else:
         assert reason == f"no GPU: xdist worker {worker} has no GPU of its own (CUDA_VISIBLE_DEVICES listed 2)"
 
@@ -398,24 +400,24 @@ def test_xdist_worker_k_is_pinned_to_gpu_k(worker: str, inherited: str | None, v
 def test_outside_xdist_nothing_is_pinned() -> None:
     env = {"PYTEST_XDIST_WORKER": "gw1"}  # inherited by a pytest that a worker's test started: not a worker
     config = FakeConfig()
-    assert fleet.pin_xdist_worker(config, env) is None and env == {"PYTEST_XDIST_WORKER": "gw1"}
-    assert fleet.worker_results_dir(config, Path("out")) == Path("out")
-    assert fleet.worker_gpu_reason(config, "why") == "why"
+    assert fleet_run.pin_xdist_worker(config, env) is None and env == {"PYTEST_XDIST_WORKER": "gw1"}
+    assert fleet_run.worker_results_dir(config, Path("out")) == Path("out")
+    assert fleet_run.worker_gpu_reason(config, "why") == "why"
     with pytest.raises(pytest.UsageError, match="--gpu-device"):
-        fleet.pin_xdist_worker(FakeConfig("gw0", gpu_device=1), {})
+        fleet_run.pin_xdist_worker(FakeConfig("gw0", gpu_device=1), {})
     with pytest.raises(pytest.UsageError, match="cannot pin"):
-        fleet.pin_xdist_worker(FakeConfig("ssh-1"), {})
+        fleet_run.pin_xdist_worker(FakeConfig("ssh-1"), {})
 
 
 XDIST_CONFTEST = """
 import json, os
-from gpuprobe import fleet
+from gpuprobe import fleet_run
 
 def pytest_addoption(parser):
     parser.addoption("--gpu-device", type=int, default=0)
 
 def pytest_configure(config):
-    fleet.pin_xdist_worker(config)
+    fleet_run.pin_xdist_worker(config)
 """
 
 XDIST_TESTS = """
@@ -424,8 +426,8 @@ import pytest
 
 @pytest.mark.parametrize("n", range(3))
 def test_record(n, request):
-    from gpuprobe import fleet
-    pin = fleet.worker_pin(request.config)
+    from gpuprobe import fleet_run
+    pin = fleet_run.worker_pin(request.config)
     out = pathlib.Path(os.environ["RECORD_DIR"]) / f"{pin.worker}-{n}.json"
     out.write_text(json.dumps({"visible": os.environ["CUDA_VISIBLE_DEVICES"], "index": pin.gpu_index}))
 """
@@ -451,32 +453,34 @@ def test_real_xdist_each_runs_every_test_once_per_gpu(tmp_path: Path) -> None:
 
 
 def test_local_gpus_each_exactly_once() -> None:
-    assert fleet.local_gpus(None, {}, lambda: 4) == [(0, "0"), (1, "1"), (2, "2"), (3, "3")]
-    assert fleet.local_gpus(None, {"CUDA_VISIBLE_DEVICES": "2,7"}, lambda: 8) == [(2, "2"), (7, "7")]
-    assert fleet.local_gpus("GPU-a,GPU-b", {}, lambda: 8) == [(0, "GPU-a"), (1, "GPU-b")]
-    assert fleet.local_gpus("1,GPU-b", {}, lambda: 8) == [(0, "1"), (1, "GPU-b")]  # positions when they collide
+    assert fleet_run.local_gpus(None, {}, lambda: 4) == [(0, "0"), (1, "1"), (2, "2"), (3, "3")]
+    assert fleet_run.local_gpus(None, {"CUDA_VISIBLE_DEVICES": "2,7"}, lambda: 8) == [(2, "2"), (7, "7")]
+    assert fleet_run.local_gpus("GPU-a,GPU-b", {}, lambda: 8) == [(0, "GPU-a"), (1, "GPU-b")]
+    assert fleet_run.local_gpus("1,GPU-b", {}, lambda: 8) == [(0, "1"), (1, "GPU-b")]  # positions when they collide
     with pytest.raises(GpuprobeError, match="listed twice"):
-        fleet.local_gpus("0,1,0", {}, lambda: 8)
+        fleet_run.local_gpus("0,1,0", {}, lambda: 8)
     with pytest.raises(GpuprobeError, match="no GPU to measure"):
-        fleet.local_gpus(None, {}, lambda: 0)
+        fleet_run.local_gpus(None, {}, lambda: 0)
 
 
 def test_plan_runs_pins_each_pytest_to_its_gpu_and_directory() -> None:
-    runs = fleet.plan_runs([(0, "0"), (5, "5")], Path("out"), "hostA", "probes", ["-k", "latency"], "py")
+    runs = fleet_run.plan_runs([(0, "0"), (5, "5")], Path("out"), "hostA", "probes", ["-k", "latency"], "py")
     assert [r.out_dir for r in runs] == [Path("out/hostA-gpu0"), Path("out/hostA-gpu5")]
     assert runs[1].command == ("py", "-m", "pytest", "probes", "-p", "no:cacheprovider", "--gpuprobe-out",
                                str(Path("out/hostA-gpu5")), "-k", "latency")  # fmt: skip
-    env = fleet.child_env(runs[1], {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,5", "PYTEST_XDIST_WORKER": "gw0"})
+    env = fleet_run.child_env(runs[1], {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,5", "PYTEST_XDIST_WORKER": "gw0"})
     assert env == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "5", "GPUPROBE_GPU_INDEX": "5",
                    "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # fmt: skip
     with pytest.raises(GpuprobeError, match="--gpu-device"):
-        fleet.plan_runs([(0, "0")], Path("out"), "h", pytest_args=["--gpu-device=1"])
+        fleet_run.plan_runs([(0, "0")], Path("out"), "h", pytest_args=["--gpu-device=1"])
 
 
 class FakeProcess:
     """A child that 'runs' for ``steps`` polls, then exits with ``code`` (writing results first)."""
 
-    def __init__(self, run: fleet.GpuRun, env: dict[str, str], code: int = 0, hang: bool = False, write: bool = True):
+    def __init__(
+        self, run: fleet_run.GpuRun, env: dict[str, str], code: int = 0, hang: bool = False, write: bool = True
+    ):
         self.run, self.env, self.code, self.hang, self.write = run, env, code, hang, write
         self.steps = 2
         self.pid = -1
@@ -503,14 +507,14 @@ class FakeProcess:
 
 
 def test_launch_runs_all_gpus_at_once_and_kills_at_the_time_limit(tmp_path: Path) -> None:
-    runs = fleet.plan_runs([(0, "0"), (1, "1")], tmp_path, "h")
+    runs = fleet_run.plan_runs([(0, "0"), (1, "1")], tmp_path, "h")
     started: list[FakeProcess] = []
 
-    def spawn(run: fleet.GpuRun, env: dict[str, str]) -> FakeProcess:
+    def spawn(run: fleet_run.GpuRun, env: dict[str, str]) -> FakeProcess:
         started.append(FakeProcess(run, env, hang=run.gpu_index == 1))
         return started[-1]
 
-    outcomes = fleet.launch(runs, {}, timeout_s=0.05, spawn=spawn, poll_s=0.02)
+    outcomes = fleet_run.launch(runs, {}, timeout_s=0.05, spawn=spawn, poll_s=0.02)
     assert [p.env["CUDA_VISIBLE_DEVICES"] for p in started] == ["0", "1"]
     assert [o.returncode for o in outcomes] == [0, None] and started[1].killed
     assert "timed out" in outcomes[1].text()
@@ -521,13 +525,13 @@ def test_fleet_run_measures_every_gpu_once_then_reports(
 ) -> None:
     started: list[FakeProcess] = []
 
-    def spawn(run: fleet.GpuRun, env: dict[str, str]) -> FakeProcess:
+    def spawn(run: fleet_run.GpuRun, env: dict[str, str]) -> FakeProcess:
         started.append(FakeProcess(run, env, code=1 if run.gpu_index == 3 else 0))
         return started[-1]
 
-    monkeypatch.setattr(fleet, "gpu_count", lambda: 4)
-    monkeypatch.setattr(fleet, "spawn_process", spawn)
-    monkeypatch.setattr(fleet.socket, "gethostname", lambda: "nodeX")
+    monkeypatch.setattr(fleet_run, "gpu_count", lambda: 4)
+    monkeypatch.setattr(fleet_run, "spawn_process", spawn)
+    monkeypatch.setattr(fleet_run.socket, "gethostname", lambda: "nodeX")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.chdir(REPO)
     out = tmp_path / "out"
@@ -539,7 +543,7 @@ def test_fleet_run_measures_every_gpu_once_then_reports(
     assert f"{out / 'nodeX-gpu2' / 'results.json'}" in text and "latency.l2 z=+" in text
     with pytest.raises(GpuprobeError, match="already exists"):
         run_command(capsys, "fleet-run", str(out))
-    monkeypatch.setattr(fleet, "spawn_process", lambda run, env: FakeProcess(run, env, write=run.gpu_index != 1))
+    monkeypatch.setattr(fleet_run, "spawn_process", lambda run, env: FakeProcess(run, env, write=run.gpu_index != 1))
     code, text = run_command(capsys, "fleet-run", str(out), "--overwrite", "--no-aggregate")
     assert code == 0 and not (out / "nodeX-gpu1" / "results.json").exists()  # no stale numbers left behind
 
@@ -572,7 +576,7 @@ if [[ $2 == pytest ]]; then
   exec "$REAL_PYTHON" -c 'import sys, tests.test_fleet as t; t.fake_measurement(sys.argv[1])' "$2"
 fi
 shift 2
-exec "$REAL_PYTHON" -m gpuprobe.fleet "$@"
+exec "$REAL_PYTHON" -m gpuprobe "$@"
 """
 
 
