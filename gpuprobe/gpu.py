@@ -8,7 +8,9 @@ tests implement it with a simulated device. Nothing else in gpuprobe imports CuP
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -83,6 +85,7 @@ class CupyLauncher:
         self._cp = cupy
         self._device_index = device_index
         cupy.cuda.Device(device_index).use()
+        self._uuid = _uuid_text(cupy.cuda.runtime.getDeviceProperties(device_index).get("uuid"))
         self._module = cupy.RawModule(path=str(cubin))
         self._kernels: dict[str, Any] = {}
 
@@ -126,7 +129,7 @@ class CupyLauncher:
         return device_identity(self._device_index)
 
     def nvml(self) -> dict[str, Any] | None:
-        return nvml_snapshot(self._device_index)
+        return nvml_snapshot(self._device_index, self._uuid, {os.getpid(), os.getppid()})
 
 
 def device_identity(device_index: int = 0) -> Device:
@@ -189,7 +192,6 @@ _NVML_READINGS: dict[str, Callable[[Any, Any], Any]] = {
     "temperature_c": lambda nv, h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
     "power_w": lambda nv, h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
     "clock_event_reasons": lambda nv, h: int(_clock_reasons(nv)(h)),
-    "compute_processes": lambda nv, h: len(nv.nvmlDeviceGetComputeRunningProcesses(h)),
     "driver": lambda nv, h: _text(nv.nvmlSystemGetDriverVersion()),
 }
 
@@ -198,11 +200,31 @@ def _clock_reasons(nv: Any) -> Callable[[Any], int]:
     return getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
 
 
-def nvml_snapshot(device_index: int) -> dict[str, Any] | None:
+def nvml_uuid(cuda_uuid_hex: str) -> str:
+    """CUDA's 16-byte UUID (as hex) in NVML's spelling, ``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx``."""
+    h = cuda_uuid_hex
+    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def _nvml_handle(nv: Any, device_index: int, uuid: str) -> Any:
+    """The device by UUID (NVML's numbering ignores CUDA_VISIBLE_DEVICES), else by index."""
+    if uuid:
+        with contextlib.suppress(Exception):
+            return nv.nvmlDeviceGetHandleByUUID(nvml_uuid(uuid))
+    return nv.nvmlDeviceGetHandleByIndex(device_index)
+
+
+def _other_processes(nv: Any, handle: Any, own_pids: Collection[int]) -> int:
+    """Compute processes on the GPU that are not this run's own."""
+    return sum(1 for p in nv.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid not in own_pids)
+
+
+def nvml_snapshot(device_index: int, uuid: str = "", own_pids: Collection[int] = ()) -> dict[str, Any] | None:
     """Clocks, temperature, power, clock-event (throttle) reasons and other processes, via NVML.
 
-    None when NVML is absent; a reading this part refuses is recorded as its error, and the others
-    are still taken.
+    ``compute_processes`` counts the processes on the GPU other than ``own_pids`` (the measuring
+    child and the run that started it). None when NVML is absent; a reading this part refuses is
+    recorded as its error, and the others are still taken.
     """
     try:
         import pynvml
@@ -213,9 +235,10 @@ def nvml_snapshot(device_index: int) -> dict[str, Any] | None:
     except Exception:
         return None
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        handle = _nvml_handle(pynvml, device_index, uuid)
         readings: dict[str, Any] = {}
-        for name, read in _NVML_READINGS.items():
+        readers = {**_NVML_READINGS, "compute_processes": lambda nv, h: _other_processes(nv, h, own_pids)}
+        for name, read in readers.items():
             try:
                 readings[name] = read(pynvml, handle)
             except Exception as exc:  # NVML raises its own error per unsupported query

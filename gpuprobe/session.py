@@ -8,6 +8,7 @@ run keeps all it measured (the file says ``partial`` until the run completes).
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -132,7 +133,8 @@ def run_suite(
     checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
     index = device.gpu_index if device.gpu_index is not None else launcher.device_index
     with gpu_lock(device.uuid or f"{device.hostname or 'local'}-gpu{index}", lock_wait_s):
-        results = Results(device=device, clocks={"nvml_before": nvml_snapshot(launcher.device_index)})
+        own = {os.getpid()}
+        results = Results(device=device, clocks={"nvml_before": nvml_snapshot(launcher.device_index, device.uuid, own)})
         results.clocks["model"] = model.key if model else "unknown (discovery mode)"
         results.facts.extend(judge_fact(f, model) for f in device_facts(device))
         path = out_dir / RESULTS_NAME
@@ -153,7 +155,7 @@ def run_suite(
                 save(results, path)
         results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
         results.facts.extend(invariant_facts(results))
-        results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index)
+        results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index, device.uuid, own)
         results.partial = False
         save(results, path)
     write_report(results, out_dir)

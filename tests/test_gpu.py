@@ -33,18 +33,28 @@ def _fake_pynvml(refuse: set[str]) -> types.ModuleType:
     nv.nvmlDeviceGetTemperature = reading("temperature", 41)
     nv.nvmlDeviceGetPowerUsage = reading("power", 123_000)
     nv.nvmlDeviceGetCurrentClocksThrottleReasons = reading("reasons", 0)  # an older nvidia-ml-py
-    nv.nvmlDeviceGetComputeRunningProcesses = reading("processes", [object()])
+    nv.nvmlDeviceGetComputeRunningProcesses = reading("processes", [types.SimpleNamespace(pid=p) for p in (7, 8, 9)])
+    nv.nvmlDeviceGetHandleByUUID = lambda uuid: f"handle-{uuid}"
     nv.nvmlSystemGetDriverVersion = reading("driver", b"580.159.03")
     return nv
 
 
 def test_nvml_readings_survive_a_refused_query(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(refuse={"power"}))
-    snapshot = gpu.nvml_snapshot(0)
+    snapshot = gpu.nvml_snapshot(0, own_pids={7, 8})  # the measuring child and its parent are not tenants
     assert snapshot["sm_clock_mhz"] == 1980 and snapshot["temperature_c"] == 41
     assert snapshot["power_w"].startswith("unavailable")
     assert snapshot["clock_event_reasons"] == 0 and snapshot["compute_processes"] == 1
     assert snapshot["driver"] == "580.159.03"
+
+
+def test_nvml_finds_the_gpu_by_uuid_whatever_cuda_visible_devices_says(monkeypatch) -> None:
+    nv = _fake_pynvml(refuse=set())
+    seen = []
+    nv.nvmlDeviceGetHandleByUUID = lambda uuid: seen.append(uuid) or "handle"
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    gpu.nvml_snapshot(0, uuid="0123456789abcdef0123456789abcdef")
+    assert seen == ["GPU-01234567-89ab-cdef-0123-456789abcdef"]
 
 
 def test_no_nvml_means_no_snapshot(monkeypatch) -> None:
