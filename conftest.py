@@ -14,6 +14,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gpu-model", metavar="KEY", help="judge as this GPU model (see gpuprobe/expectations/)")
     group.addoption("--gpu-device", metavar="N", type=int, default=0, help="CUDA device index to measure")
     group.addoption(
+        "--inject-fault", action="store_true", help="also run a probe that faults on purpose, to show the run survives"
+    )
+    group.addoption(
         "--baseline", metavar="RESULTS.json",
         help="also fail facts that got WORSE than in this earlier results file, beyond both runs' noise",
     )  # fmt: skip

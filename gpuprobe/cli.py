@@ -157,7 +157,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     runs = []
     for index in range(args.repeat):
         target = out_dir if args.repeat == 1 else out_dir / f"run-{index + 1}"
-        runs.append(run_suite(device, launcher, target, args.model, lock_wait_s=args.lock_wait))
+        runs.append(
+            run_suite(device, launcher, target, args.model, lock_wait_s=args.lock_wait, inject_fault=args.inject_fault)
+        )
         print(f"wrote {target}/results.json and its fact sheet")
     results = runs[-1]
     for fact in results.facts:
@@ -220,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", type=int, default=0, help="CUDA device index")
     p.add_argument("--repeat", type=int, default=1, help="run the suite N times and report run-to-run differences")
     p.add_argument("--lock-wait", type=float, default=60.0, help="seconds to wait for another run on this GPU")
+    p.add_argument("--inject-fault", action="store_true", help="also run a probe that faults on purpose (self-test)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("report", help="render the fact sheet from a results file")

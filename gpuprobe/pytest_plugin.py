@@ -112,7 +112,13 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     index = config.getoption("gpu_device")
     try:
         device = dataclasses.replace(device_identity(index), **placement(index))
-        return run_suite(device, LauncherSpec(device_index=index), out_dir, config.getoption("gpu_model"))
+        return run_suite(
+            device,
+            LauncherSpec(device_index=index),
+            out_dir,
+            config.getoption("gpu_model"),
+            inject_fault=config.getoption("inject_fault"),
+        )
     except GpuprobeError as exc:
         pytest.fail(str(exc), pytrace=False)
 

@@ -19,7 +19,7 @@ from gpuprobe.arch import parse_arch
 from gpuprobe.build import BuiltModule, build_for
 from gpuprobe.check import CheckResult, check_probe
 from gpuprobe.expectations import ModelExpectations, judge, match_model
-from gpuprobe.families.catalog import FAMILIES
+from gpuprobe.families.catalog import FAMILIES, OPT_IN
 from gpuprobe.gpu import LauncherSpec, nvml_snapshot
 from gpuprobe.invariants import check_invariants
 from gpuprobe.isolation import ChildPolicy, run_family
@@ -117,18 +117,20 @@ def run_suite(
     settings: Mapping[str, Any] | None = None,
     policy: ChildPolicy | None = None,
     lock_wait_s: float = 60.0,
+    inject_fault: bool = False,
 ) -> Results:
     """Measure every runnable probe on ``device``; write results and fact sheet to ``out_dir``.
 
     The GPU is locked for the run; each family measures in child processes (a faulting or hanging
     probe is recorded, and the rest go on); results are saved after every probe. ``settings`` maps a
-    family name to its ``Settings`` (each family's defaults otherwise).
+    family name to its ``Settings`` (each family's defaults otherwise). ``inject_fault`` adds the
+    self-test that faults on purpose, to show the run survives it.
     """
     model = match_model(device.name, forced_model)
     if model is not None and model.memory:
         device = dataclasses.replace(device, memory_type=model.memory)
     arch = parse_arch(device.arch)
-    probes = all_probes()
+    probes = [p for p in all_probes() if p.family not in OPT_IN or (p.family == "selftest" and inject_fault)]
     module = build_for(probes, arch)
     checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
     index = device.gpu_index if device.gpu_index is not None else launcher.device_index

@@ -188,6 +188,9 @@ class FakeGpu:
         cycles = self._timed(latency, int(iters))
         self._write(out, cycles, cycles / self.mhz * 1000.0, pointer + 128 * int(self.corrupt_chase))
 
+    def _gp_fault_illegal_address(self, out: FakeBuffer) -> None:
+        raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")
+
     def _gp_chase_global_ca(self, start, warm, iters, out: FakeBuffer) -> None:
         self._chase_global(self.hierarchy_l1, start, warm, iters, out)
 

@@ -132,3 +132,18 @@ def test_a_noisy_fact_is_unstable_not_judged() -> None:
     assert session.judge_measured(noisy, h100).verdict == "unstable"
     quiet = Fact("latency.l2", 280.0, "cycle", (279.0, 281.0), [279.0, 280.0, 281.0])
     assert session.judge_measured(quiet, h100).verdict == "pass"
+
+
+def test_an_injected_fault_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    results = run(tmp_path, inject_fault=True)
+    fault = results.probes["selftest.fault_isolation"]
+    assert fault.status == "crashed" and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault.detail
+    assert {n: p.status for n, p in results.probes.items() if n.startswith("memory.")} == {
+        n: "ok" for n in results.probes if n.startswith("memory.")
+    }
+    assert results.fact("latency.dram") is not None
+
+
+def test_the_faulting_self_test_runs_only_when_asked(clean_run) -> None:
+    _, results = clean_run
+    assert "selftest.fault_isolation" not in results.probes
