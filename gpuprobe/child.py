@@ -23,8 +23,9 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
+from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.catalog import FAMILIES
-from gpuprobe.results import strict_json
+from gpuprobe.results import ProbeOutcome, strict_json
 
 MARKER = "@@gpuprobe "
 EXIT_CRASHED = 3
@@ -54,6 +55,8 @@ def run(spec: dict[str, Any], out: TextIO) -> int:
         emit(out, "start", probe=name)
         try:
             measured = measure_probe()
+        except ProbeFailure as exc:  # the probe's own check failed: its process is sound
+            measured = Measured(name, ProbeOutcome("failed", str(exc)))
         except Exception as exc:  # a CUDA error or worse: this process's context is not to be trusted
             detail = f"{type(exc).__name__}: {exc}"
             emit(out, "measured", probe=name, outcome={"status": "crashed", "detail": detail}, facts=[])

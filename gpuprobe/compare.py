@@ -63,7 +63,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from gpuprobe.errors import GpuprobeError
-from gpuprobe.results import Fact, Results, load
+from gpuprobe.results import DISTURBED_VERDICTS, Fact, Results, load
 
 EXIT_WORSE = 1
 """Exit status when a fact got worse (the CLI's EXIT_FAILED)."""
@@ -81,8 +81,6 @@ NO_DIRECTION = 0
 TIME_UNITS = frozenset({"cycle", "cycles", "clk", "ns", "us", "ms", "s"})
 EXACT_UNITS = frozenset({"count"})
 
-DISTURBED_VERDICTS = frozenset({"throttled", "shared"})
-"""Verdicts of facts measured while the GPU throttled or had other tenants: a change in them is UNKNOWN."""
 
 
 class Label(StrEnum):

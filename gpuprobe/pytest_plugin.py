@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 
 from gpuprobe.arch import SUPPORTED_ARCHS, Arch
-from gpuprobe.build import build_for
-from gpuprobe.check import CheckResult, check_probe
+from gpuprobe.check import CheckResult, check_all
 from gpuprobe.compare import Comparison, baseline_message, compare
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.registry import Probe, all_probes
-from gpuprobe.results import Fact, Results
+from gpuprobe.results import DISTURBED_VERDICTS, Fact, Results
 
 OPTIONAL_FACTS = {"latency.l2_far": "this part shows no far-L2 plateau (no split L2)"}
 
@@ -34,23 +33,16 @@ def static_cases(family: str) -> list:
 
 
 @functools.cache
-def _checked(arch: Arch) -> dict[str, CheckResult] | str:
-    probes = [p for p in all_probes() if p.supports(arch)]
-    try:
-        module = build_for(probes, arch)
-    except GpuprobeError as exc:
-        return str(exc)
-    return {p.name: check_probe(p, module) for p in probes}
+def _checked(arch: Arch) -> dict[str, CheckResult]:
+    """Every probe's check on ``arch``, built once (a build error is each probe's "error")."""
+    return {result.probe: result for result in check_all(all_probes(), [arch])}
 
 
 def assert_contract(probe: Probe, arch: Arch) -> None:
     """The probe compiles for ``arch`` and its SASS contract holds; an arch it cannot target skips."""
     if not probe.supports(arch):
         pytest.skip(f"{arch} lacks what {probe.family} probes need (targets: {' '.join(a.name for a in probe.archs)})")
-    checked = _checked(arch)
-    if isinstance(checked, str):
-        pytest.fail(f"{probe.name} does not build for {arch}: {checked}", pytrace=False)
-    result = checked[probe.name]
+    result = _checked(arch)[probe.name]
     if result.status != "ok":
         pytest.fail(f"{probe.name} on {arch}: {result.detail}", pytrace=False)
 
@@ -81,7 +73,7 @@ def assert_fact(results: Results, fact_id: str, comparison: Comparison | None = 
         failures.append(regression)
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
-    if fact.verdict in ("warn", "unstable", "throttled", "shared"):  # noted, not judged
+    if fact.verdict in ("warn", "unstable", *DISTURBED_VERDICTS):  # noted, not judged
         warnings.warn(f"{fact.verdict.upper()}: {message}", stacklevel=1)
 
 

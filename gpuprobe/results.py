@@ -30,7 +30,8 @@ SCHEMA_VERSION = 1
 
 # "throttled" and "shared": measured while the GPU was throttling or had other tenants, even after a
 # retry; such a fact is recorded but not judged.
-VERDICTS = ("pass", "fail", "warn", "report", "unstable", "not_run", "throttled", "shared")
+DISTURBED_VERDICTS = ("throttled", "shared")
+VERDICTS = ("pass", "fail", "warn", "report", "unstable", "not_run", *DISTURBED_VERDICTS)
 
 
 def _probe_status(probe: str, status: Any) -> str:

@@ -26,7 +26,7 @@ from gpuprobe.isolation import ChildPolicy, run_family
 from gpuprobe.lock import gpu_lock
 from gpuprobe.registry import all_probes
 from gpuprobe.report import gpu_slug, write_report
-from gpuprobe.results import Device, Fact, ProbeOutcome, Results, save
+from gpuprobe.results import DISTURBED_VERDICTS, Device, Fact, ProbeOutcome, Results, save
 
 RESULTS_NAME = "results.json"
 MAX_NOISE = 0.10  # a fact whose CI half-width exceeds this fraction of its value is unstable, not judged
@@ -46,7 +46,7 @@ def device_facts(device: Device) -> list[Fact]:
     ]
 
 
-UNJUDGED = ("throttled", "shared", "unstable")  # facts measured under conditions that forbid judging them
+UNJUDGED = (*DISTURBED_VERDICTS, "unstable")  # facts whose conditions or noise forbid judging them
 
 
 def invariant_facts(results: Results) -> list[Fact]:
@@ -97,7 +97,7 @@ def too_noisy(fact: Fact) -> bool:
 
 def judge_measured(fact: Fact, model: ModelExpectations | None) -> Fact:
     """Judge a measured fact, unless its conditions were bad (already marked) or its noise too large."""
-    if fact.verdict in ("throttled", "shared"):
+    if fact.verdict in DISTURBED_VERDICTS:
         return fact
     judge_fact(fact, model)
     if too_noisy(fact):

@@ -16,7 +16,9 @@ from gpuprobe.results import Fact, ProbeOutcome
 
 
 class ProbeFailure(Exception):
-    """The probe ran but its own check failed (a wrong result, an impossible timing): no facts."""
+    """The probe ran but its own check failed (a wrong result, an impossible timing): no facts.
+
+    Raised from a family's ``run()``, the measuring child records the probe as "failed"."""
 
 
 @dataclass
