@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.catalog import FAMILIES
-from gpuprobe.results import ProbeOutcome, strict_json
+from gpuprobe.results import Device, ProbeOutcome, strict_json
 
 MARKER = "@@gpuprobe "
 EXIT_CRASHED = 3
@@ -50,7 +50,8 @@ def run(spec: dict[str, Any], out: TextIO) -> int:
     settings = family.Settings(**spec["settings"]) if spec.get("settings") else None
     state = dict(spec.get("state", {}))
     parameters = {k: [tuple(p) for p in v] for k, v in spec["parameters"].items()}
-    probes = family.measure(launcher, parameters, int(spec["l2_bytes"]), set(spec["runnable"]), settings, state)
+    device = Device.from_dict(spec["device"])
+    probes = family.measure(launcher, parameters, device, set(spec["runnable"]), settings, state)
     for name, measure_probe in probes:
         emit(out, "start", probe=name)
         try:

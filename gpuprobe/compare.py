@@ -82,7 +82,6 @@ TIME_UNITS = frozenset({"cycle", "cycles", "clk", "ns", "us", "ms", "s"})
 EXACT_UNITS = frozenset({"count"})
 
 
-
 class Label(StrEnum):
     """The four labels; a StrEnum, so ``row.label == "WORSE"`` holds."""
 

@@ -25,6 +25,17 @@ a letter or digit on either side ("T4" does not match "T400", "H200" does not ma
 
 A fact with severity ``report`` may carry no bounds at all (nothing published to hold it to);
 ``assert`` and ``warn`` facts need at least one bound.
+
+A model file may also give vendor figures the probes measure against, each with its source::
+
+    [datasheet."dram_gbps"]
+    value = 4800.0
+    unit = "GB/s"
+    source = "NVIDIA H200 datasheet"
+
+Each measurement family keeps its own facts and datasheet entries in a subdirectory, one file per
+model (``<family>/<model key>.toml``, holding only ``[facts.*]`` and ``[datasheet.*]`` tables);
+they are merged into the model, and an entry given twice is an error.
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +70,9 @@ DEFAULT_DIRECTORY = Path(__file__).resolve().parent / "expectations"
 
 _MODEL_FIELDS = frozenset({"name", "match", "exclude", "cc", "memory"})
 _FACT_FIELDS = frozenset({"min", "max", "value", "tolerance", "unit", "severity", "source", "note"})
-_TOP_FIELDS = frozenset({"model", "facts"})
+_TOP_FIELDS = frozenset({"model", "facts", "datasheet"})
+_FAMILY_FILE_FIELDS = frozenset({"facts", "datasheet"})
+_DATASHEET_FIELDS = frozenset({"value", "unit", "source", "note"})
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 _FACT_ID_RE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
 _CC_RE = re.compile(r"^\d+\.\d+$")
@@ -109,6 +122,7 @@ class ModelExpectations:
     facts: dict[str, Expectation]
     exclude: tuple[str, ...] = ()
     memory: str = ""  # the memory type, from the datasheet (CUDA does not report it)
+    datasheet: dict[str, DatasheetValue] = field(default_factory=dict)  # peaks the probes are held against
 
     def matching_pattern(self, device_name: str) -> str | None:
         """The longest of this model's patterns that matches ``device_name``, or None."""
@@ -161,6 +175,37 @@ def _patterns(path: Path, key: str, value: Any, *, required: bool) -> tuple[str,
     if not all(isinstance(item, str) and item.strip() for item in value):
         raise _bad(path, key, "every pattern must be a non-empty string")
     return tuple(item.strip() for item in value)
+
+
+@dataclass(frozen=True)
+class DatasheetValue:
+    """A vendor figure a probe is measured against (a peak bandwidth, a peak rate), with its source."""
+
+    key: str
+    value: float
+    unit: str
+    source: str
+    note: str = ""
+
+
+def _parse_datasheet(path: Path, data: dict[str, Any]) -> dict[str, DatasheetValue]:
+    """The ``[datasheet."<key>"]`` tables of a file, validated."""
+    table = data.get("datasheet", {})
+    if not isinstance(table, dict):
+        raise _bad(path, "datasheet", "must be a table of datasheet entries")
+    values: dict[str, DatasheetValue] = {}
+    for name, entry in table.items():
+        key = f'datasheet."{name}"'
+        if not _KEY_RE.match(name):
+            raise _bad(path, key, "datasheet key must be lower case letters, digits and underscores")
+        entry = _check_fields(path, key, entry, _DATASHEET_FIELDS)
+        if not _is_number(entry.get("value")) or float(entry["value"]) <= 0:
+            raise _bad(path, f"{key}.value", "must be a positive finite number")
+        unit = _text(path, f"{key}.unit", entry.get("unit"))
+        source = _text(path, f"{key}.source", entry.get("source"))
+        note = _text(path, f"{key}.note", entry.get("note"), required=False)
+        values[name] = DatasheetValue(name, float(entry["value"]), unit, source, note)
+    return values
 
 
 def _check_fields(path: Path, key: str, table: Any, allowed: frozenset[str]) -> dict[str, Any]:
@@ -236,7 +281,8 @@ def _parse_model(path: Path, key: str, data: dict[str, Any]) -> ModelExpectation
     if not isinstance(facts_table, dict):
         raise _bad(path, "facts", "must be a table of fact tables")
     facts = {fact_id: _parse_fact(path, fact_id, table) for fact_id, table in facts_table.items()}
-    return ModelExpectations(key=key, name=name, match=match, cc=cc, facts=facts, exclude=exclude, memory=memory)
+    datasheet = _parse_datasheet(path, data)
+    return ModelExpectations(key, name, match, cc, facts, exclude, memory, datasheet)
 
 
 def load_model_file(path: Path) -> ModelExpectations:
@@ -253,6 +299,35 @@ def load_model_file(path: Path) -> ModelExpectations:
     return _parse_model(path, key, data)
 
 
+def _family_file(path: Path) -> tuple[dict[str, Expectation], dict[str, DatasheetValue]]:
+    """The facts and datasheet entries of one family's file for one model (``<family>/<model key>.toml``)."""
+    try:
+        data = tomllib.loads(read_text(path))
+    except tomllib.TOMLDecodeError as exc:
+        raise GpuprobeError(f"{path}: (TOML syntax): {exc}") from None
+    _check_fields(path, "(top level)", data, _FAMILY_FILE_FIELDS)
+    facts_table = data.get("facts", {})
+    if not isinstance(facts_table, dict):
+        raise _bad(path, "facts", "must be a table of fact tables")
+    facts = {fact_id: _parse_fact(path, fact_id, table) for fact_id, table in facts_table.items()}
+    return facts, _parse_datasheet(path, data)
+
+
+def _merge_family_files(directory: Path, models: dict[str, ModelExpectations]) -> None:
+    """Add each family's facts and datasheet entries (``<family>/<model key>.toml``) to its model;
+    an entry given twice is an error."""
+    for path in sorted(directory.glob("*/*.toml")):
+        model = models.get(path.stem)
+        if model is None:
+            raise _bad(path, "(file name)", f"no model {path.stem!r} ({directory / (path.stem + '.toml')} is missing)")
+        facts, datasheet = _family_file(path)
+        for target, entries in ((model.facts, facts), (model.datasheet, datasheet)):
+            for key, entry in entries.items():
+                if key in target:
+                    raise _bad(path, key, f"{model.key} has it already (given twice)")
+                target[key] = entry  # type: ignore[index]
+
+
 def _check_overlaps(directory: Path, models: dict[str, ModelExpectations]) -> None:
     """Refuse a pattern that two models share: the match would depend on file order."""
     owner: dict[str, str] = {}
@@ -265,11 +340,13 @@ def _check_overlaps(directory: Path, models: dict[str, ModelExpectations]) -> No
 
 
 def load_all(directory: Path | None = None) -> dict[str, ModelExpectations]:
-    """Load every ``*.toml`` in ``directory`` (default: the shipped expectations), keyed by model key."""
+    """Load every ``*.toml`` in ``directory`` (default: the shipped expectations), keyed by model key,
+    with the facts of the family files in its subdirectories (``<family>/<model key>.toml``) merged in."""
     directory = DEFAULT_DIRECTORY if directory is None else Path(directory)
     if not directory.is_dir():
         raise GpuprobeError(f"{directory}: expectations directory not found")
     models = {path.stem: load_model_file(path) for path in sorted(directory.glob("*.toml"))}
+    _merge_family_files(directory, models)
     _check_overlaps(directory, models)
     return models
 

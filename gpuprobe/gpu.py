@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,23 @@ import numpy as np
 
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.results import Device
+
+Dims = int | tuple[int, ...]  # a grid or block: x, or (x, y, z)
+
+
+def _dims(value: Dims) -> tuple[int, ...]:
+    return (value,) if isinstance(value, int) else tuple(value)
+
+
+DYNAMIC_SHARED_DEFAULT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
+
+# cuBLAS GEMM inputs: (cudaDataType of A, B and C, cublasComputeType, NumPy dtype holding the values)
+_GEMM_TYPES: dict[str, tuple[int, int, str]] = {
+    "f16": (2, 68, "float16"),  # CUDA_R_16F, CUBLAS_COMPUTE_32F
+    "bf16": (14, 68, "uint16"),  # CUDA_R_16BF (NumPy has no bfloat16: the bits are uploaded as uint16)
+    "tf32": (0, 77, "float32"),  # CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32
+    "f32": (0, 68, "float32"),
+}
 
 
 class Launcher(Protocol):
@@ -37,10 +55,36 @@ class Launcher(Protocol):
     def write_chain(self, buffer: Any, successor: np.ndarray, stride: int) -> None:
         """Store, at byte ``i * stride`` of ``buffer``, the 64-bit address of node ``successor[i]``."""
 
-    def launch(self, kernel: str, grid: int, block: int, args: list[Any], shared_bytes: int = 0) -> None:
-        """Run ``kernel`` to completion; numpy scalars give parameter widths, buffers pass pointers."""
+    def launch(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, cooperative: bool = False
+    ) -> None:
+        """Run ``kernel`` to completion; numpy scalars give parameter widths, buffers pass pointers.
 
-    def read_u64(self, buffer: Any, count: int) -> np.ndarray: ...
+        ``cooperative``: a cooperative launch (all blocks co-resident, or the launch fails); dynamic
+        shared memory above 48 KiB is opted into for the kernel."""
+
+    def read(self, buffer: Any, dtype: str, count: int) -> np.ndarray:
+        """The first ``count`` elements of ``buffer`` viewed as NumPy ``dtype`` (e.g. "uint64")."""
+
+    def time_launches(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, count: int = 1,
+        cooperative: bool = False,
+    ) -> float:  # fmt: skip
+        """GPU milliseconds of ``count`` back-to-back launches, between two CUDA events."""
+
+    def max_active_blocks(self, kernel: str, block: int, shared_bytes: int = 0) -> int:
+        """Blocks of ``kernel`` that fit on one SM at once (the occupancy API)."""
+
+    def time_device_copy(self, dst: Any, src: Any, nbytes: int, count: int = 1) -> float:
+        """GPU milliseconds of ``count`` device-to-device copies of ``nbytes`` by the CUDA runtime's memcpy."""
+
+    def time_host_copy(self, nbytes: int, direction: str, pinned: bool, count: int = 1) -> float:
+        """Host wall-clock milliseconds of ``count`` copies of ``nbytes`` between host and device, each
+        waited for: ``direction`` "h2d", "d2h" or "both" (one each way at once, on two streams)."""
+
+    def time_gemm(self, n: int, dtype: str, count: int = 1) -> float:
+        """GPU milliseconds of ``count`` n x n x n cuBLAS GEMMs (``dtype`` "f16", "bf16", "tf32" or "f32"
+        inputs, float32 accumulation, random operands)."""
 
     def device(self) -> Device: ...
 
@@ -86,8 +130,10 @@ class CupyLauncher:
         self._device_index = device_index
         cupy.cuda.Device(device_index).use()
         self._uuid = _uuid_text(cupy.cuda.runtime.getDeviceProperties(device_index).get("uuid"))
-        self._module = cupy.RawModule(path=str(cubin))
-        self._kernels: dict[str, Any] = {}
+        self._cubin = str(cubin)
+        self._modules: dict[bool, Any] = {False: cupy.RawModule(path=self._cubin)}
+        self._kernels: dict[tuple[str, bool], Any] = {}
+        self._host_buffers: dict[tuple[int, bool, str], tuple[Any, Any]] = {}
 
     def alloc(self, nbytes: int) -> Any:
         return self._cp.zeros(nbytes, dtype=self._cp.uint8)
@@ -103,7 +149,8 @@ class CupyLauncher:
         self._cp.cuda.Device().synchronize()
 
     def prefer_l1(self, kernel: str) -> None:
-        self._function(kernel).preferred_shared_memory_carveout = 0  # CU_SHAREDMEM_CARVEOUT_MAX_L1
+        for cooperative in (False, True):
+            self._function(kernel, cooperative).preferred_shared_memory_carveout = 0  # CU_SHAREDMEM_CARVEOUT_MAX_L1
 
     def write_chain(self, buffer: Any, successor: np.ndarray, stride: int) -> None:
         cp = self._cp
@@ -113,17 +160,117 @@ class CupyLauncher:
         words[nodes * (stride // 8)] = cp.uint64(self.address(buffer)) + targets * cp.uint64(stride)
         cp.cuda.Device().synchronize()
 
-    def _function(self, kernel: str) -> Any:
-        if kernel not in self._kernels:
-            self._kernels[kernel] = self._module.get_function(kernel)
-        return self._kernels[kernel]
+    def _function(self, kernel: str, cooperative: bool = False) -> Any:
+        """The kernel from the cubin; a cooperative one from a second load of the same cubin."""
+        if (kernel, cooperative) not in self._kernels:
+            if cooperative not in self._modules:
+                self._modules[cooperative] = self._cp.RawModule(path=self._cubin, enable_cooperative_groups=True)
+            self._kernels[kernel, cooperative] = self._modules[cooperative].get_function(kernel)
+        return self._kernels[kernel, cooperative]
 
-    def launch(self, kernel: str, grid: int, block: int, args: list[Any], shared_bytes: int = 0) -> None:
-        self._function(kernel)((grid,), (block,), tuple(args), shared_mem=shared_bytes)
+    def _enqueue(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
+    ) -> None:
+        function = self._function(kernel, cooperative)
+        if shared_bytes > DYNAMIC_SHARED_DEFAULT and function.max_dynamic_shared_size_bytes < shared_bytes:
+            function.max_dynamic_shared_size_bytes = shared_bytes
+        function(_dims(grid), _dims(block), tuple(args), shared_mem=shared_bytes)
+
+    def launch(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, cooperative: bool = False
+    ) -> None:
+        self._enqueue(kernel, grid, block, args, shared_bytes, cooperative)
         self._cp.cuda.Device().synchronize()
 
-    def read_u64(self, buffer: Any, count: int) -> np.ndarray:
-        return self._cp.asnumpy(buffer.view(self._cp.uint64)[:count])
+    def read(self, buffer: Any, dtype: str, count: int) -> np.ndarray:
+        return self._cp.asnumpy(buffer.view(self._cp.dtype(dtype))[:count])
+
+    def _elapsed_ms(self, enqueue: Callable[[], None]) -> float:
+        """GPU milliseconds between events recorded before and after ``enqueue`` on the current stream."""
+        start, stop = self._cp.cuda.Event(), self._cp.cuda.Event()
+        start.record()
+        enqueue()
+        stop.record()
+        stop.synchronize()
+        return float(self._cp.cuda.get_elapsed_time(start, stop))
+
+    def time_launches(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, count: int = 1,
+        cooperative: bool = False,
+    ) -> float:  # fmt: skip
+        def enqueue() -> None:
+            for _ in range(count):
+                self._enqueue(kernel, grid, block, args, shared_bytes, cooperative)
+
+        return self._elapsed_ms(enqueue)
+
+    def max_active_blocks(self, kernel: str, block: int, shared_bytes: int = 0) -> int:
+        function = self._with_shared(kernel, False, shared_bytes)
+        occupancy = self._cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor
+        return int(occupancy(function.kernel.ptr, block, shared_bytes))
+
+    def time_device_copy(self, dst: Any, src: Any, nbytes: int, count: int = 1) -> float:
+        runtime = self._cp.cuda.runtime
+        stream = self._cp.cuda.get_current_stream().ptr
+
+        def enqueue() -> None:
+            for _ in range(count):
+                runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, runtime.memcpyDeviceToDevice, stream)
+
+        return self._elapsed_ms(enqueue)
+
+    def _host_pair(self, nbytes: int, pinned: bool, way: str) -> tuple[int, int]:
+        """Host and device addresses of ``nbytes`` buffers for copies ``way`` ("h2d"/"d2h"), kept for reuse:
+        the host one pinned (page-locked) or ordinary pageable memory."""
+        key = (nbytes, pinned, way)
+        if key not in self._host_buffers:
+            host = self._cp.cuda.alloc_pinned_memory(nbytes) if pinned else np.ones(nbytes, dtype=np.uint8)
+            self._host_buffers[key] = (host, self._cp.zeros(nbytes, dtype=self._cp.uint8))
+        host, device = self._host_buffers[key]
+        return (host.ptr if pinned else host.ctypes.data), device.data.ptr
+
+    def time_host_copy(self, nbytes: int, direction: str, pinned: bool, count: int = 1) -> float:
+        if direction not in ("h2d", "d2h", "both"):
+            raise ValueError(f"direction must be h2d, d2h or both, not {direction!r}")
+        cp, runtime = self._cp, self._cp.cuda.runtime
+        ways = ("h2d", "d2h") if direction == "both" else (direction,)
+        streams = [cp.cuda.Stream(non_blocking=True) for _ in ways]
+        copies = []
+        for way, stream in zip(ways, streams, strict=True):
+            host, device = self._host_pair(nbytes, pinned, way)
+            if way == "h2d":
+                copies.append((device, host, runtime.memcpyHostToDevice, stream))
+            else:
+                copies.append((host, device, runtime.memcpyDeviceToHost, stream))
+        cp.cuda.Device().synchronize()
+        started = time.perf_counter()
+        for _ in range(count):
+            for dst, src, kind, stream in copies:
+                runtime.memcpyAsync(dst, src, nbytes, kind, stream.ptr)
+            for stream in streams:
+                stream.synchronize()
+        return (time.perf_counter() - started) * 1e3
+
+    def time_gemm(self, n: int, dtype: str, count: int = 1) -> float:
+        cp = self._cp
+        from cupy.cuda import cublas
+
+        data_type, compute_type, holder = _GEMM_TYPES[dtype]
+        rng = np.random.default_rng(1)
+        values = rng.standard_normal((2, n, n), dtype=np.float32)
+        host = (values.view(np.uint32) >> 16).astype(np.uint16) if dtype == "bf16" else values.astype(holder)
+        a, b = cp.asarray(host[0]), cp.asarray(host[1])
+        c = cp.zeros((n, n), dtype=holder)
+        alpha, beta = np.ones(1, dtype=np.float32), np.zeros(1, dtype=np.float32)
+        handle = cp.cuda.device.get_cublas_handle()
+
+        def enqueue() -> None:
+            for _ in range(count):
+                cublas.gemmEx(handle, 0, 0, n, n, n, alpha.ctypes.data, a.data.ptr, data_type, n, b.data.ptr,
+                              data_type, n, beta.ctypes.data, c.data.ptr, data_type, n, compute_type, -1)  # fmt: skip
+
+        enqueue()  # the first call picks the algorithm and loads its kernels: not timed
+        return self._elapsed_ms(enqueue)
 
     def device(self) -> Device:
         return device_identity(self._device_index)

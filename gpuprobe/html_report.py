@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gpuprobe import report
 from gpuprobe.files import write_atomic
-from gpuprobe.plots import DEFAULT_DPI, latency_png, measured_sm_mhz
+from gpuprobe.plots import DEFAULT_DPI, measured_sm_mhz
 from gpuprobe.results import Results
 
 CONTENT_SECURITY_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -296,8 +296,8 @@ def render_html(results: Results, plots: dict[str, bytes] | None = None) -> str:
 
 def plot_images(results: Results, dpi: int | None = None) -> dict[str, bytes]:
     """Every plot this run can draw, as PNG bytes keyed by ``plot_key``."""
-    png = latency_png(results, DEFAULT_DPI if dpi is None else dpi)
-    return {} if png is None else {report.LATENCY_PLOT_KEY: png}
+    drawn = {plot.key: plot.png(results, DEFAULT_DPI if dpi is None else dpi) for plot in report.all_plots()}
+    return {key: png for key, png in drawn.items() if png is not None}
 
 
 def write_html(results: Results, out_dir: Path, dpi: int | None = None) -> Path:

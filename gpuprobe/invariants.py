@@ -1,5 +1,8 @@
 """Cross-generation invariants: what must hold on any NVIDIA GPU, known model or not.
 
+A measurement family adds its own as ``INVARIANTS`` in its module: functions
+``(facts: dict[str, Fact], device: Device) -> list[Check]``, each leaving out what was not measured.
+
 These are asserted in discovery mode (an unknown GPU has no per-model expectations) and on every
 known model as well. Each check returns ``(name, ok, detail)``; a check whose facts were not
 measured is skipped, i.e. left out of the list rather than reported as passing.
@@ -103,8 +106,12 @@ def check_invariants(facts: dict[str, Fact], device: Device) -> list[Check]:
 
     Names are stable ids (they become facts ``invariant.<name>``), e.g. ``latency_order.l1_below_l2``.
     """
+    from gpuprobe.families.catalog import FAMILIES  # imported here: a family may use this module's helpers
+
+    family_checks = [check for module in FAMILIES.values() for check in getattr(module, "INVARIANTS", ())]
     return [
         *latency_order_checks(facts),
         *l2_capacity_check(facts, device),
         *l1_capacity_check(facts, device),
+        *(result for check in family_checks for result in check(facts, device)),
     ]

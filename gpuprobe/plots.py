@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import io
 import math
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -355,20 +352,6 @@ def _png_bytes(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def _save_png(data: bytes, path: Path) -> None:
-    """Write PNG bytes to a temporary file beside ``path`` and rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a published plot is world-readable
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def latency_figure(results: Results, dpi: int = DEFAULT_DPI) -> Figure | None:
     """The latency-vs-footprint figure for every latency series; None when there is none.
 
@@ -415,13 +398,3 @@ def latency_png(results: Results, dpi: int = DEFAULT_DPI) -> bytes | None:
     """The latency-vs-footprint plot as PNG bytes (for embedding); None when there is no series."""
     fig = latency_figure(results, dpi)
     return None if fig is None else _png_bytes(fig)
-
-
-def plot_latency_vs_footprint(results: Results, path: Path, dpi: int = DEFAULT_DPI) -> Path | None:
-    """Draw the latency-vs-footprint plot (see ``latency_figure``) to ``path``; None when there is none."""
-    data = latency_png(results, dpi)
-    if data is None:
-        return None
-    path = Path(path)
-    _save_png(data, path)
-    return path

@@ -5,12 +5,17 @@ Each family is a pair of files in ``ptx/``: the source (``NAME.ptx``) and its de
 facts it produces, a docstring, and its SASS contract. A probe's contract is the family-level
 ``[[contract]]`` rules (every probe), the named rule sets it ``use``s (``[[rules.NAME]]``, shared
 by the probes that name them), and its own ``[[probe.contract]]`` rules; ``{var}`` placeholders
-in opcode patterns take the probe's ``vars``.
+in opcode patterns (and in count/min/max bounds given as strings, e.g. ``count = "2 * {ILP}"``)
+take the probe's ``vars``. A probe with ``each = {NAME = [v1, v2], ...}`` is declared once per
+combination of the values, ``{NAME}`` filled in its name, kernel, facts, doc and contract.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
+import itertools
+import operator
 import re
 import tomllib
 from collections.abc import Callable
@@ -61,7 +66,7 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 _FAMILY_TYPES = {"family": "string", "source": "string", "doc": "string", "min_arch": "string",
                  "archs": "strings", "contract": "tables", "rules": "rule sets", "probe": "tables"}  # fmt: skip
 _PROBE_TYPES = {"name": "string", "kernel": "string", "doc": "string", "facts": "strings",
-                "vars": "table", "use": "strings", "contract": "tables"}  # fmt: skip
+                "vars": "table", "each": "table", "use": "strings", "contract": "tables"}  # fmt: skip
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)\}")
 
 
@@ -101,12 +106,38 @@ def _fill(pattern: str, variables: dict[str, str], where: str) -> str:
     return _PLACEHOLDER.sub(value, pattern)
 
 
+_OPERATORS: dict[type, Callable[[int, int], int]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+}
+
+
+def _integer(text: str, where: str, key: str) -> int:
+    """A rule bound given as text once its vars are filled: an integer or +, -, * of integers ("2 * 4")."""
+
+    def value(node: ast.expr) -> int:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](value(node.left), value(node.right))
+        raise ValueError(text)
+
+    try:
+        return value(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ValueError):
+        raise GpuprobeError(f"{where}: {key} = {text!r} is not an integer expression (+, -, * of integers)") from None
+
+
 def _rules(entries: list[dict[str, Any]], variables: dict[str, str], where: str) -> list[Rule]:
     rules = []
     for index, entry in enumerate(entries):
         entry = dict(entry)
         if isinstance(entry.get("opcode"), str):
             entry["opcode"] = _fill(entry["opcode"], variables, f"{where}: contract[{index}]")
+        for bound in ("count", "min", "max", "reads", "loops"):  # may be "{VAR}" or an expression of vars
+            if isinstance(entry.get(bound), str):
+                entry[bound] = _integer(_fill(entry[bound], variables, f"{where}: contract[{index}]"), where, bound)
         rules.append(Rule.from_dict(entry, f"{where}: contract[{index}]"))
     return rules
 
@@ -124,29 +155,60 @@ def load_family(toml_path: Path) -> list[Probe]:
         raise GpuprobeError(f"{where}: source {data['source']!r} does not exist")
     archs = _family_archs(data, where)
     probes = []
-    for index, entry in enumerate(data["probe"]):
+    for index, declared in enumerate(data["probe"]):
         probe_where = f"{where}: probe[{index}]"
-        _validate(entry, _PROBE_TYPES, ("name", "kernel", "doc"), probe_where)
-        variables = {str(k): str(v) for k, v in entry.get("vars", {}).items()}
-        rules = _rules(data.get("contract", []), variables, where)
-        for set_name in entry.get("use", []):
-            if set_name not in data.get("rules", {}):
-                raise GpuprobeError(f"{probe_where}: uses unknown rule set {set_name!r}")
-            rules += _rules(data["rules"][set_name], variables, f"{where}: rules.{set_name}")
-        rules += _rules(entry.get("contract", []), variables, probe_where)
-        probes.append(
-            Probe(
-                name=entry["name"],
-                family=data["family"],
-                kernel=entry["kernel"],
-                source=source,
-                archs=archs,
-                facts=tuple(entry.get("facts", [])),
-                doc=" ".join(entry["doc"].split()),
-                contract=tuple(rules),
-            )
-        )
+        _validate(declared, _PROBE_TYPES, ("name", "kernel", "doc"), probe_where)
+        for entry, variables in _instances(declared, probe_where):
+            probes.append(_probe(data, entry, variables, source, archs, where, probe_where))
     return probes
+
+
+def _instances(entry: dict[str, Any], where: str) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """One probe per combination of its ``each`` values (itself alone without ``each``), with
+    ``{NAME}`` filled in its name, kernel, facts and doc, and NAME added to its vars for the contract."""
+    fixed = {str(k): str(v) for k, v in entry.get("vars", {}).items()}
+    each = entry.get("each", {})
+    for name, values in each.items():
+        if not isinstance(values, list) or not values or not all(isinstance(v, str | int) for v in values):
+            raise GpuprobeError(f"{where}: each.{name} must be a non-empty list of strings or integers")
+    combos = itertools.product(*([(name, str(v)) for v in values] for name, values in each.items()))
+    instances = []
+    for combo in combos:
+        variables = {**fixed, **dict(combo)}
+        filled = dict(entry)
+        for key in ("name", "kernel", "doc"):
+            filled[key] = _fill(entry[key], variables, f"{where}: {key}")
+        filled["facts"] = [_fill(f, variables, f"{where}: facts") for f in entry.get("facts", [])]
+        instances.append((filled, variables))
+    return instances
+
+
+def _probe(
+    data: dict[str, Any],
+    entry: dict[str, Any],
+    variables: dict[str, str],
+    source: Path,
+    archs: tuple[Arch, ...],
+    where: str,
+    probe_where: str,
+) -> Probe:
+    """One probe of a family file, its contract the family's rules, its rule sets' and its own."""
+    rules = _rules(data.get("contract", []), variables, where)
+    for set_name in entry.get("use", []):
+        if set_name not in data.get("rules", {}):
+            raise GpuprobeError(f"{probe_where}: uses unknown rule set {set_name!r}")
+        rules += _rules(data["rules"][set_name], variables, f"{where}: rules.{set_name}")
+    rules += _rules(entry.get("contract", []), variables, probe_where)
+    return Probe(
+        name=entry["name"],
+        family=data["family"],
+        kernel=entry["kernel"],
+        source=source,
+        archs=archs,
+        facts=tuple(entry.get("facts", [])),
+        doc=" ".join(entry["doc"].split()),
+        contract=tuple(rules),
+    )
 
 
 @functools.cache

@@ -21,8 +21,10 @@ from typing import Any
 
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.files import write_atomic
-from gpuprobe.plots import measured_sm_mhz, plot_latency_vs_footprint
+from gpuprobe.plots import DEFAULT_DPI, latency_png, measured_sm_mhz
 from gpuprobe.results import Fact, Results
+from gpuprobe.sections import Plot
+from gpuprobe.sections import Section as Family
 
 FACTSHEET_NAME = "factsheet.md"
 FACTSHEET_HTML_NAME = "factsheet.html"
@@ -44,16 +46,16 @@ VERDICT_MARKERS: dict[str, str] = {
 NONE = "—"
 
 
-@dataclass(frozen=True)
-class Family:
-    """One section of the sheet: which facts it holds and which plot goes with it."""
+LATENCY_PLOT = Plot(
+    LATENCY_PLOT_KEY, LATENCY_PLOT_NAME, "latency vs footprint", lambda results, dpi: latency_png(results, dpi)
+)
 
-    title: str
-    fact_prefixes: tuple[str, ...]
-    probe_prefixes: tuple[str, ...] = ()
-    plot_key: str | None = None
-    blurb: str = ""
-    invariants: bool = False
+
+def _family_sections() -> tuple[Family, ...]:
+    """The sections the measurement families declare (``SECTIONS``), in the catalog's order."""
+    from gpuprobe.families.catalog import FAMILIES as MEASURED  # imported here: families may import this module
+
+    return tuple(section for module in MEASURED.values() for section in getattr(module, "SECTIONS", ()))
 
 
 # One row per family, in sheet order. A fact goes to the first row whose id prefix matches,
@@ -63,10 +65,11 @@ FAMILIES: tuple[Family, ...] = (
         title="Memory latency",
         fact_prefixes=("latency.", "capacity."),
         probe_prefixes=("memory.latency.",),
-        plot_key=LATENCY_PLOT_KEY,
+        plot=LATENCY_PLOT,
         blurb="Dependent pointer-chase loads; one load in flight at a time. Cycles are SM clock cycles; "
         "ns are at the measured SM clock. Capacities are where the latency curve steps up.",
     ),
+    *_family_sections(),
     Family(
         title="Device",
         fact_prefixes=("device.",),
@@ -497,7 +500,12 @@ def section(results: Results, family: Family, facts: list[Fact], plot_files: dic
 
 def plot_alt(family: Family) -> str:
     """Alt text for a family's plot."""
-    return "latency vs footprint" if family.plot_key == LATENCY_PLOT_KEY else "plot"
+    return family.plot.alt if family.plot else "plot"
+
+
+def all_plots() -> list[Plot]:
+    """Every plot a section of the sheet can show."""
+    return [family.plot for family in FAMILIES if family.plot]
 
 
 def extra_plot_keys(plot_files: dict[str, str]) -> list[str]:
@@ -558,16 +566,21 @@ def render_markdown(results: Results, plot_files: dict[str, str]) -> str:
 
 
 def _write_markdown(results: Results, out_dir: Path, dpi: int | None) -> list[Path]:
-    """``factsheet.md`` and its PNG plot; a plot this run cannot draw is removed if an older run left one."""
-    plot_path = out_dir / LATENCY_PLOT_NAME
-    kwargs = {} if dpi is None else {"dpi": dpi}
-    drawn = plot_latency_vs_footprint(results, plot_path, **kwargs)
-    if drawn is None:
-        plot_path.unlink(missing_ok=True)
-    plot_files = {} if drawn is None else {LATENCY_PLOT_KEY: drawn.name}
+    """``factsheet.md`` and its PNG plots; a plot this run cannot draw is removed if an older run left one."""
+    plot_files: dict[str, str] = {}
+    drawn: list[Path] = []
+    for plot in all_plots():
+        path = out_dir / plot.file_name
+        data = plot.png(results, DEFAULT_DPI if dpi is None else dpi)
+        if data is None:
+            path.unlink(missing_ok=True)
+            continue
+        write_atomic(path, data)
+        plot_files[plot.key] = plot.file_name
+        drawn.append(path)
     sheet = out_dir / FACTSHEET_NAME
     write_atomic(sheet, render_markdown(results, plot_files))
-    return [sheet] + ([drawn] if drawn is not None else [])
+    return [sheet, *drawn]
 
 
 def write_report(results: Results, out_dir: Path, fmt: str = "md", *, dpi: int | None = None) -> list[Path]:

@@ -74,8 +74,16 @@ def default_out_dir(device: Device) -> Path:
     return Path("reports") / gpu_slug(device.name)
 
 
-def child_spec(module: BuiltModule, device: Device, launcher: LauncherSpec, family: str, settings: Any = None) -> dict:
-    """What a measuring child needs: the family, the checked cubin, the kernels' signatures, how to launch."""
+def child_spec(
+    module: BuiltModule,
+    device: Device,
+    launcher: LauncherSpec,
+    family: str,
+    settings: Any = None,
+    datasheet: Mapping[str, float] | None = None,
+) -> dict:
+    """What a measuring child needs: the family, the checked cubin, the kernels' signatures, how to launch,
+    and in its starting state the model's datasheet figures (``state["datasheet"]``, empty when unknown)."""
     return {
         "family": family,
         "launcher": launcher.factory,
@@ -83,8 +91,9 @@ def child_spec(module: BuiltModule, device: Device, launcher: LauncherSpec, fami
         "device_index": launcher.device_index,
         "cubin": str(module.cubin),
         "parameters": module.parameters,
-        "l2_bytes": device.l2_bytes,
+        "device": asdict(device),
         "settings": None if settings is None else asdict(settings),
+        "state": {"datasheet": dict(datasheet or {})},
     }
 
 
@@ -130,6 +139,7 @@ def run_suite(
     if model is not None and model.memory:
         device = dataclasses.replace(device, memory_type=model.memory)
     arch = parse_arch(device.arch)
+    datasheet = {key: entry.value for key, entry in model.datasheet.items()} if model else {}
     probes = [p for p in all_probes() if p.family not in OPT_IN or (p.family == "selftest" and inject_fault)]
     module = build_for(probes, arch)
     checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
@@ -146,7 +156,7 @@ def run_suite(
         save(results, path)
         for family, measurement in FAMILIES.items():
             order = [name for name in measurement.PROBES if checks.get(name) and checks[name].status == "ok"]
-            spec = child_spec(module, device, launcher, family, (settings or {}).get(family))
+            spec = child_spec(module, device, launcher, family, (settings or {}).get(family), datasheet)
             for measured in run_family(spec, order, policy):
                 results.probes[measured.probe] = measured.outcome
                 results.facts.extend(judge_measured(f, model) for f in measured.facts)

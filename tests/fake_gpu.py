@@ -7,12 +7,20 @@ as on a GPU, and times each chase with a cache model. L2 residency is modelled j
 catch a sweep that measures L2 where it means DRAM: lines written or visited since the last
 flush (a write through a buffer of twice the L2) are still in L2. Test support only: nothing it
 produces is a measurement.
+
+Other families simulate their kernels in ``tests/fakes/<family>.py``: each such module has a
+``KERNELS`` dict from kernel name to ``simulate(gpu, launch, **parameters) -> float | None`` (the
+parameters by PTX name; the return value is the kernel's simulated GPU time in ms, for
+``time_launches``). The simulated GPU dispatches a launch to the module that knows its kernel.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -48,6 +56,46 @@ def ptx_parameters() -> dict[str, list[tuple[str, str]]]:
     return build_for(all_probes(), parse_arch("sm_90a")).parameters
 
 
+Dims = int | tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FakeLaunch:
+    """How a simulated kernel was launched: grid and block as (x, y, z), dynamic shared bytes."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+    cooperative: bool = False
+
+    @property
+    def blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+def dims(value: Dims) -> tuple[int, int, int]:
+    values = (value,) if isinstance(value, int) else tuple(value)
+    return (*values, *(1,) * (3 - len(values)))  # type: ignore[return-value]
+
+
+@cache
+def simulated_kernels() -> dict[str, Callable[..., float | None]]:
+    """Every ``KERNELS`` entry of the modules in ``tests/fakes``; a kernel simulated twice is an error."""
+    import tests.fakes
+
+    kernels: dict[str, Callable[..., float | None]] = {}
+    for info in pkgutil.iter_modules(tests.fakes.__path__):
+        module = importlib.import_module(f"tests.fakes.{info.name}")
+        for name, simulate in getattr(module, "KERNELS", {}).items():
+            assert name not in kernels, f"kernel {name} is simulated twice"
+            kernels[name] = simulate
+    return kernels
+
+
 @dataclass
 class FakeBuffer:
     base: int
@@ -78,6 +126,14 @@ class FakeGpu:
     chain_warmed: bool = False  # a warm-up lap ran on the chain now in memory (its steady state is the model's)
     chain_bytes: int = 0  # the footprint of the chain last written
     carveouts: dict[str, str] = field(default_factory=dict)
+    sm_count: int = 132
+    cc: str = "9.0"
+    arch: str = "sm_90a"
+    blocks_per_sm: int = 8  # what the occupancy API answers, whatever the kernel
+    copy_gbps: float = 3000.0  # CuPy's device-to-device copy (bytes read + written per second, GB/s)
+    host_gbps: dict[str, float] = field(default_factory=lambda: {"pinned": 50.0, "pageable": 20.0})
+    gemm_tflops: dict[str, float] = field(default_factory=lambda: {"f16": 700.0, "bf16": 700.0, "tf32": 350.0})
+    kernel_ms: float = 0.002  # a simulated kernel's time when its simulation gives none
     _next_base: int = 0x7F0000000000
     _rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(7))
 
@@ -113,15 +169,45 @@ class FakeGpu:
         self.chain_warmed = False
         self.chain_bytes = len(successor) * stride
 
-    def read_u64(self, buffer: FakeBuffer, count: int) -> np.ndarray:
-        return buffer.data.view(np.uint64)[:count].copy()
+    def read(self, buffer: FakeBuffer, dtype: str, count: int) -> np.ndarray:
+        return buffer.data.view(np.dtype(dtype))[:count].copy()
+
+    def buffer_at(self, address: int) -> tuple[FakeBuffer, int]:
+        """The buffer holding a raw device address, and the offset into it."""
+        for buffer in self.buffers.values():
+            if buffer.base <= address < buffer.base + len(buffer.data):
+                return buffer, address - buffer.base
+        raise RuntimeError(f"CUDA_ERROR_ILLEGAL_ADDRESS: {address:#x} is in no allocation")
+
+    def time_launches(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, count: int = 1,
+        cooperative: bool = False,
+    ) -> float:  # fmt: skip
+        return sum(self._launch(kernel, grid, block, args, shared_bytes, cooperative) for _ in range(count))
+
+    def max_active_blocks(self, kernel: str, block: int, shared_bytes: int = 0) -> int:
+        ptx_parameters()[kernel]  # an unknown kernel fails here as it would in CUDA
+        return self.blocks_per_sm
+
+    def time_device_copy(self, dst: FakeBuffer, src: FakeBuffer, nbytes: int, count: int = 1) -> float:
+        dst.data[:nbytes] = src.data[:nbytes]
+        return count * 2 * nbytes / (self.copy_gbps * 1e9) * 1e3 * self._jitter()
+
+    def time_host_copy(self, nbytes: int, direction: str, pinned: bool, count: int = 1) -> float:
+        assert direction in ("h2d", "d2h", "both"), direction
+        moved = nbytes * (2 if direction == "both" else 1)
+        gbps = self.host_gbps["pinned" if pinned else "pageable"] * (2 if direction == "both" else 1)
+        return count * (moved / (gbps * 1e9) * 1e3 + 0.005) * self._jitter()
+
+    def time_gemm(self, n: int, dtype: str, count: int = 1) -> float:
+        return count * 2 * n**3 / (self.gemm_tflops[dtype] * 1e12) * 1e3 * self._jitter()
 
     def device(self) -> Device:
         return Device(
             name=self.name,
-            cc="9.0",
-            arch="sm_90a",
-            sm_count=132,
+            cc=self.cc,
+            arch=self.arch,
+            sm_count=self.sm_count,
             l2_bytes=self.l2_bytes,
             sm_clock_nominal_mhz=1980.0,
             shared_per_sm_bytes=228 * KIB,
@@ -132,12 +218,26 @@ class FakeGpu:
     def nvml(self) -> dict[str, Any] | None:
         return None
 
-    def launch(self, kernel: str, grid: int, block: int, args: list[Any], shared_bytes: int = 0) -> None:
+    def launch(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, cooperative: bool = False
+    ) -> None:
+        self._launch(kernel, grid, block, args, shared_bytes, cooperative)
+
+    def _launch(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
+    ) -> float:
+        """Run the kernel's simulation; its simulated GPU time in ms."""
         parameters = ptx_parameters()[kernel]
         if len(args) != len(parameters):
             raise TypeError(f"{kernel} takes {len(parameters)} arguments, got {len(args)}")
         self.launches.append(kernel)
-        getattr(self, f"_{kernel}")(**{name: arg for (_, name), arg in zip(parameters, args, strict=True)})
+        bound = {name: arg for (_, name), arg in zip(parameters, args, strict=True)}
+        simulate = simulated_kernels().get(kernel)
+        if simulate is None:
+            getattr(self, f"_{kernel}")(**bound)
+            return self.kernel_ms
+        ms = simulate(self, FakeLaunch(dims(grid), dims(block), shared_bytes, cooperative), **bound)
+        return self.kernel_ms if ms is None else float(ms)
 
     # ---- kernels, with the PTX parameter names ---------------------------------------------
     def _jitter(self) -> float:
@@ -220,7 +320,9 @@ class FaultyGpu(FakeGpu):
     throttle_from_reading: int = 1  # NVML reports the throttle from this reading on (1: all of them)
     readings: int = 0
 
-    def launch(self, kernel: str, grid: int, block: int, args: list[Any], shared_bytes: int = 0) -> None:
+    def _launch(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
+    ) -> float:
         fault = self.faults.get(kernel)
         if fault == "abort":
             os.abort()
@@ -228,7 +330,7 @@ class FaultyGpu(FakeGpu):
             raise RuntimeError(f"CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered in {kernel}")
         if fault == "hang":
             time.sleep(3600)
-        super().launch(kernel, grid, block, args, shared_bytes)
+        return super()._launch(kernel, grid, block, args, shared_bytes, cooperative)
 
     def nvml(self) -> dict[str, Any] | None:
         self.readings += 1

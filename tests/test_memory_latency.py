@@ -10,10 +10,10 @@ import pytest
 
 from gpuprobe.analysis import Level
 from gpuprobe.families.chain import random_cycle
+from gpuprobe.families.measuring import check_arguments, sample_until_stable
 from gpuprobe.families.memory_latency import (
     ProbeFailure,
     Settings,
-    check_arguments,
     check_no_revisit,
     first_warm_steps,
     level_names,
@@ -21,7 +21,6 @@ from gpuprobe.families.memory_latency import (
     measure,
     per_load_cycles,
     plan_footprints,
-    sample_until_stable,
 )
 from tests.fake_gpu import FAST, KIB, MIB, fake_gpu, ptx_parameters
 
@@ -114,7 +113,7 @@ def test_level_names_follow_the_device_l2(starts_kib: tuple[float, ...], l1: boo
 
 
 def _run(gpu, runnable=frozenset(ALL_PROBES), settings=FAST):
-    return {name: run() for name, run in measure(gpu, ptx_parameters(), gpu.l2_bytes, set(runnable), settings)}
+    return {name: run() for name, run in measure(gpu, ptx_parameters(), gpu.device(), set(runnable), settings)}
 
 
 def test_simulated_hierarchy_is_recovered() -> None:
@@ -200,17 +199,18 @@ def test_a_kernel_that_writes_nothing_is_caught() -> None:
 def test_sampling_stops_once_the_median_is_known_well_enough() -> None:
     settings = Settings(min_repeats=3, max_repeats=20, target_noise=0.01, point_budget_s=60)
     quiet: list[float] = []
-    sample_until_stable(lambda: quiet.append(100.0 + 0.1 * len(quiet) % 2), quiet, settings)
+    sample_until_stable(lambda: quiet.append(100.0 + 0.1 * len(quiet) % 2), quiet, settings.stopping())
     assert len(quiet) == 3  # three samples within 1 % already bound the median
     noisy: list[float] = []
     values = iter([100.0, 150.0, 70.0] * 10)
-    sample_until_stable(lambda: noisy.append(next(values)), noisy, settings)
+    sample_until_stable(lambda: noisy.append(next(values)), noisy, settings.stopping())
     assert len(noisy) == 20  # never tight enough: the repeats run out
     capped: list[float] = []
-    sample_until_stable(lambda: capped.append(next(values)), capped, settings, max_repeats=5)
+    sample_until_stable(lambda: capped.append(next(values)), capped, settings.stopping(5))
     assert len(capped) == 5
     timed: list[float] = []
-    sample_until_stable(lambda: timed.append(next(values)), timed, dataclasses.replace(settings, point_budget_s=0.0))
+    no_time = dataclasses.replace(settings, point_budget_s=0.0)
+    sample_until_stable(lambda: timed.append(next(values)), timed, no_time.stopping())
     assert len(timed) == 3  # the time budget ran out after the minimum
 
 

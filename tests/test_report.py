@@ -340,11 +340,11 @@ def test_write_report_writes_sheet_and_png(tmp_path: Path) -> None:
 
 def test_plot_is_deterministic(tmp_path: Path) -> None:
     results = fake_results()
-    a = plots.plot_latency_vs_footprint(results, tmp_path / "a.png", dpi=TEST_DPI)
-    b = plots.plot_latency_vs_footprint(results, tmp_path / "b.png", dpi=TEST_DPI)
-    assert a is not None and b is not None
-    assert a.read_bytes() == b.read_bytes()
-    assert b"Software" not in a.read_bytes() and b"Creation" not in a.read_bytes()
+    a = plots.latency_png(results, dpi=TEST_DPI)
+    b = plots.latency_png(results, dpi=TEST_DPI)
+    assert a is not None and a.startswith(PNG_SIGNATURE)
+    assert a == b
+    assert b"Software" not in a and b"Creation" not in a
 
 
 def test_plot_with_one_series_and_null_last_size(tmp_path: Path) -> None:
@@ -352,7 +352,7 @@ def test_plot_with_one_series_and_null_last_size(tmp_path: Path) -> None:
     del results.probes["memory.latency.global_cg"]
     results.clocks = {}
     results.facts = [f for f in results.facts if f.id != "device.sm_clock"]  # no clock: cycles only
-    assert plots.plot_latency_vs_footprint(results, tmp_path / "one.png", dpi=TEST_DPI) == tmp_path / "one.png"
+    assert (plots.latency_png(results, dpi=TEST_DPI) or b"").startswith(PNG_SIGNATURE)
 
 
 def test_no_latency_series_no_plot_no_link(tmp_path: Path) -> None:
@@ -360,8 +360,7 @@ def test_no_latency_series_no_plot_no_link(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "latency_vs_footprint.png").write_bytes(PNG_SIGNATURE)  # left by an older run
-    assert plots.plot_latency_vs_footprint(results, tmp_path / "x.png") is None
-    assert not (tmp_path / "x.png").exists()
+    assert plots.latency_png(results) is None
     paths = report.write_report(results, out, dpi=TEST_DPI)
     assert paths == [out / "factsheet.md"]
     assert not (out / "latency_vs_footprint.png").exists()
@@ -414,13 +413,13 @@ def test_family_without_facts_says_why() -> None:
 def test_malformed_or_tiny_series(tmp_path: Path) -> None:
     results = fake_results(with_curves=False)
     results.probes["memory.latency.global_ca"].series = {"curve": [1, 2, 3]}  # not a column dict
-    assert plots.plot_latency_vs_footprint(results, tmp_path / "bad.png", dpi=TEST_DPI) is None
+    assert plots.latency_png(results, dpi=TEST_DPI) is None
     results.device.l2_bytes = 0
     results.probes["memory.latency.global_cg"].series = {
         "curve": {"footprint_bytes": [4096, None], "latency_cycles": [300.0, 310.0]},
         "levels": {"size_bytes": [None], "latency_cycles": [300.0], "name": ["L2"]},
     }
-    assert plots.plot_latency_vs_footprint(results, tmp_path / "one.png", dpi=TEST_DPI) == tmp_path / "one.png"
+    assert (plots.latency_png(results, dpi=TEST_DPI) or b"").startswith(PNG_SIGNATURE)
 
 
 def test_throttled_and_shared_verdicts_are_marked() -> None:

@@ -28,7 +28,6 @@ writes left there.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,13 +37,13 @@ import numpy as np
 from gpuprobe.analysis import Level, find_levels, median_ci
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.chain import Chain, random_cycle
+from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
 from gpuprobe.gpu import Launcher
 from gpuprobe.registry import Probe, find_probe
-from gpuprobe.results import Fact, ProbeOutcome
+from gpuprobe.results import Device, Fact, ProbeOutcome
 
 UNROLL = 32  # chase steps per iteration of the timed loop: fixed by the PTX (//@repeat 32)
 MIN_CLOCK_WINDOW_NS = 100_000  # a timed region this long reads the clock to 1 % at 1 us timer resolution
-POISON = 0xFFFFFFFFFFFFFFFF  # the output words before each launch: a kernel that wrote nothing is caught
 OUT_WORDS = 4  # cycles, nanoseconds, end node, SM id
 
 
@@ -82,6 +81,11 @@ class Settings:
         if self.long_iterations <= self.short_iterations or self.max_repeats < self.min_repeats:
             raise ValueError("Settings: long_iterations must exceed short_iterations, max_repeats >= min_repeats")
 
+    def stopping(self, max_repeats: int | None = None) -> Stopping:
+        """When a footprint (or, with ``max_repeats``, a clock or overhead measurement) has enough samples."""
+        most = max_repeats or self.max_repeats
+        return Stopping(min(self.min_repeats, most), most, self.target_noise, self.point_budget_s)
+
 
 def plan_footprints(l2_bytes: int, settings: Settings) -> list[int]:
     """Footprints log-spaced from ``min_footprint`` to ``l2_multiple`` x L2, whole lines, increasing."""
@@ -107,26 +111,6 @@ def per_load_cycles(short_cycles: float, long_cycles: float, settings: Settings)
     return (long_cycles - short_cycles) / loads_per_sample(settings)
 
 
-def _fact(fact_id: str, samples: list[float], unit: str, probe: str, mhz: float | None) -> Fact:
-    value, low, high = median_ci(samples)
-    converted = {"ns": value / mhz * 1000.0} if unit == "cycle" and mhz else {}
-    return Fact(fact_id, value, unit, (low, high), [float(s) for s in samples], converted, probe)
-
-
-_SCALARS = {"u32": np.uint32, "u64": np.uint64}
-
-
-def check_arguments(kernel: str, args: list[object], parameters: list[tuple[str, str]]) -> None:
-    """The arguments match the kernel's PTX parameters in number and width (a buffer is a .u64)."""
-    if len(args) != len(parameters):
-        names = ", ".join(name for _, name in parameters)
-        raise ProbeFailure(f"{kernel} takes {len(parameters)} parameters ({names}), given {len(args)}")
-    for arg, (ptx_type, name) in zip(args, parameters, strict=True):
-        scalar = isinstance(arg, np.generic)
-        if (scalar and not isinstance(arg, _SCALARS[ptx_type])) or (not scalar and ptx_type != "u64"):
-            raise ProbeFailure(f"{kernel}: parameter {name} is .{ptx_type}, given {type(arg).__name__}")
-
-
 @dataclass
 class _Context:
     launcher: Launcher
@@ -139,14 +123,9 @@ class _Context:
 
     def run(self, kernel: str, args: list[object], words: int, block: int = 1, shared: int = 0) -> list[int]:
         """Launch ``kernel`` with ``out`` appended, and read its first ``words`` results back."""
-        arguments = [*args, self.out]
-        check_arguments(kernel, arguments, self.parameters[kernel])
-        self.launcher.fill(self.out, 0xFF)
-        self.launcher.launch(kernel, 1, block, arguments, shared)
-        values = [int(v) for v in self.launcher.read_u64(self.out, words)]
-        if POISON in values:
-            raise ProbeFailure(f"{kernel} did not write all of its {words} results")
-        return values
+        kernels = Kernels(self.launcher, self.parameters)
+        values = kernels.run(kernel, [*args, self.out], self.out, words, block=block, shared=shared)
+        return [int(v) for v in values]
 
 
 def measure_clock(ctx: _Context) -> Measured:
@@ -160,10 +139,10 @@ def measure_clock(ctx: _Context) -> Measured:
             raise ProbeFailure(f"clock probe returned {cycles} cycles in {ns} ns")
         samples.append(cycles / ns * 1000.0)
 
-    sample_until_stable(take, samples, s, s.clock_repeats)
+    sample_until_stable(take, samples, s.stopping(s.clock_repeats))
     ctx.mhz = float(np.median(samples))
-    fact = _fact("device.sm_clock", samples, "MHz", "memory.clock", None)
-    return Measured("memory.clock", ProbeOutcome("ok"), [fact])
+    result = fact("device.sm_clock", samples, "MHz", "memory.clock", None)
+    return Measured("memory.clock", ProbeOutcome("ok"), [result])
 
 
 def measure_clock_read(ctx: _Context) -> Measured:
@@ -172,9 +151,9 @@ def measure_clock_read(ctx: _Context) -> Measured:
     def take() -> None:
         samples.append(float(ctx.run("gp_clock_overhead", [], words=1)[0]))
 
-    sample_until_stable(take, samples, ctx.settings, ctx.settings.overhead_repeats)
-    fact = _fact("overhead.clock_read", samples, "cycle", "memory.overhead.clock_read", ctx.mhz)
-    return Measured("memory.overhead.clock_read", ProbeOutcome("ok"), [fact])
+    sample_until_stable(take, samples, ctx.settings.stopping(ctx.settings.overhead_repeats))
+    result = fact("overhead.clock_read", samples, "cycle", "memory.overhead.clock_read", ctx.mhz)
+    return Measured("memory.overhead.clock_read", ProbeOutcome("ok"), [result])
 
 
 def measure_loop(ctx: _Context) -> Measured:
@@ -187,9 +166,9 @@ def measure_loop(ctx: _Context) -> Measured:
             raise ProbeFailure(f"loop ended with counter {remaining}, expected 0")
         samples.append(cycles / iterations)
 
-    sample_until_stable(take, samples, ctx.settings, ctx.settings.overhead_repeats)
-    fact = _fact("overhead.loop", samples, "cycle", "memory.overhead.loop", ctx.mhz)
-    return Measured("memory.overhead.loop", ProbeOutcome("ok"), [fact])
+    sample_until_stable(take, samples, ctx.settings.stopping(ctx.settings.overhead_repeats))
+    result = fact("overhead.loop", samples, "cycle", "memory.overhead.loop", ctx.mhz)
+    return Measured("memory.overhead.loop", ProbeOutcome("ok"), [result])
 
 
 def _node_of(offset: int, stride: int, kernel: str) -> int:
@@ -262,10 +241,11 @@ def measure_shared(ctx: _Context) -> Measured:
 
     chase = _Chase(ctx, "gp_chase_shared", chain, args, node_of_end, block=128, shared=s.shared_footprint)
     point = Point()
-    sample_until_stable(lambda: chase.sample(point, nodes, nodes), point.latencies, s)  # each launch refills: warm
-    fact = _fact("latency.shared", point.latencies, "cycle", "memory.latency.shared", ctx.mhz)
-    series = {"footprint": {"footprint_bytes": [float(s.shared_footprint)], "latency_cycles": [fact.value]}}
-    return Measured("memory.latency.shared", ProbeOutcome("ok", series=series), [fact])
+    # each launch refills the shared memory it chases: every sample is warm
+    sample_until_stable(lambda: chase.sample(point, nodes, nodes), point.latencies, s.stopping())
+    result = fact("latency.shared", point.latencies, "cycle", "memory.latency.shared", ctx.mhz)
+    series = {"footprint": {"footprint_bytes": [float(s.shared_footprint)], "latency_cycles": [result.value]}}
+    return Measured("memory.latency.shared", ProbeOutcome("ok", series=series), [result])
 
 
 @dataclass
@@ -316,7 +296,7 @@ class _Sweep:
         def take() -> None:  # the first sample warms the whole cycle; later ones only re-warm an L1
             chase.sample(point, rewarm if point.latencies else warm, rewarm)
 
-        sample_until_stable(take, point.latencies, s)
+        sample_until_stable(take, point.latencies, s.stopping())
         return point
 
 
@@ -335,24 +315,6 @@ def check_no_revisit(nodes: int, footprint: int, settings: Settings) -> None:
             f"{footprint} bytes is chased cold, but {steps} steps would revisit its {nodes} nodes: "
             "lower max_repeats or the iterations, or raise warm_l2_multiple"
         )
-
-
-def sample_until_stable(
-    take_sample: Callable[[], None], samples: list[float], settings: Settings, max_repeats: int | None = None
-) -> None:
-    """Call ``take_sample`` (which appends to ``samples``) until the median is known to ``target_noise``,
-    the repeats run out (``max_repeats``, default the settings'), or the time budget does."""
-    most = max_repeats or settings.max_repeats
-    started = time.monotonic()
-    while len(samples) < most:
-        take_sample()
-        if len(samples) < settings.min_repeats:
-            continue
-        median, low, high = median_ci(samples)
-        if (high - low) / 2 <= settings.target_noise * abs(
-            median
-        ) or time.monotonic() - started > settings.point_budget_s:
-            return
 
 
 def level_names(levels: list[Level], l2_bytes: int, cached_in_l1: bool) -> list[str]:
@@ -395,7 +357,7 @@ def _series(curve: Curve, levels: list[Level], names: list[str], mhz: float | No
     }
 
 
-def _capacity_fact(fact_id: str, level: Level, footprints: list[int], probe: str) -> Fact:
+def _capacityfact(fact_id: str, level: Level, footprints: list[int], probe: str) -> Fact:
     """A level's size, with the footprint grid points around it as its interval."""
     assert level.size_bytes is not None
     below = max((f for f in footprints if f <= level.size_bytes), default=level.size_bytes)
@@ -416,12 +378,12 @@ def curve_facts(
         fact_id = _LATENCY_FACTS.get(name)
         if fact_id in wanted:
             samples = curve.samples_between(level.first_footprint, level.last_footprint)
-            facts.append(_fact(fact_id, samples, "cycle", probe, mhz))
+            facts.append(fact(fact_id, samples, "cycle", probe, mhz))
     on_chip = [level for name, level in zip(names, levels, strict=True) if name.startswith("L2")]
     if "capacity.l1" in wanted and names[0] == "L1":
-        facts.append(_capacity_fact("capacity.l1", levels[0], curve.footprints, probe))
+        facts.append(_capacityfact("capacity.l1", levels[0], curve.footprints, probe))
     if "capacity.l2" in wanted and on_chip and on_chip[-1].size_bytes is not None:
-        facts.append(_capacity_fact("capacity.l2", on_chip[-1], curve.footprints, probe))
+        facts.append(_capacityfact("capacity.l2", on_chip[-1], curve.footprints, probe))
     return facts, _series(curve, levels, names, mhz), f"{len(levels)} levels: " + ", ".join(names)
 
 
@@ -460,7 +422,7 @@ def _conditions(ctx: _Context, when: str) -> dict[str, Any]:
 def measure(
     launcher: Launcher,
     parameters: dict[str, list[tuple[str, str]]],
-    l2_bytes: int,
+    device: Device,
     runnable: set[str],
     settings: Settings | None = None,
     state: dict[str, Any] | None = None,
@@ -475,7 +437,7 @@ def measure(
     processes: it is read at the start and updated as probes finish.
     """
     state = state if state is not None else {}
-    ctx = _Context(launcher, l2_bytes, settings or Settings(), parameters, mhz=state.get("mhz"))
+    ctx = _Context(launcher, device.l2_bytes, settings or Settings(), parameters, mhz=state.get("mhz"))
     ctx.clock_usable = "memory.clock" in runnable or state.get("mhz") is not None
     ctx.out = launcher.alloc(64)
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.gpu import Launcher
+from gpuprobe.results import Device
 
 PROBES = ["selftest.fault_isolation"]
 
@@ -27,14 +28,14 @@ class Settings:
 def _fault(launcher: Launcher) -> Measured:
     out = launcher.alloc(8)
     launcher.launch("gp_fault_illegal_address", 1, 1, [out])
-    value = launcher.read_u64(out, 1)
+    value = launcher.read(out, "uint64", 1)
     raise ProbeFailure(f"the null-pointer load did not fault (it read {int(np.asarray(value)[0]):#x})")
 
 
 def measure(
     launcher: Launcher,
     parameters: dict[str, list[tuple[str, str]]],
-    l2_bytes: int,
+    device: Device,
     runnable: set[str],
     settings: Settings | None = None,
     state: dict[str, Any] | None = None,
