@@ -512,3 +512,56 @@ def test_command_json(capsys, models):
     assert run_command(["l4", "--json"]) == 0
     l4 = json.loads(capsys.readouterr().out)
     assert l4["match"] == ["L4"] and {f["id"] for f in l4["facts"]} == set(models["l4"].facts)
+
+
+# --- family files and datasheet figures ------------------------------------------------------------
+
+DATASHEET = '[datasheet."dram_gbps"]\nvalue = 3350.0\nunit = "GB/s"\nsource = "a datasheet"\n'
+
+
+def _family_file(directory: Path, family: str, key: str, text: str) -> Path:
+    path = directory / family / f"{key}.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_family_files_merge_into_their_model(tmp_path):
+    (tmp_path / "test_gpu.toml").write_text(_fact(f"min = 1.0\n{GOOD_FACT}") + "\n" + DATASHEET, encoding="utf-8")
+    _family_file(tmp_path, "bandwidth", "test_gpu", f'[facts."bandwidth.dram_read"]\nmin = 2.0\n{GOOD_FACT}')
+    tensor = '[datasheet."bf16_dense_tflops"]\nvalue = 989.4\nunit = "TFLOP/s"\nsource = "a whitepaper"\n'
+    _family_file(tmp_path, "wgmma", "test_gpu", tensor)
+    model = load_all(tmp_path)["test_gpu"]
+    assert set(model.facts) == {"latency.l2", "bandwidth.dram_read"}
+    assert model.facts["bandwidth.dram_read"].low == 2.0
+    assert {k: v.value for k, v in model.datasheet.items()} == {"dram_gbps": 3350.0, "bf16_dense_tflops": 989.4}
+    assert model.datasheet["dram_gbps"].source == "a datasheet"
+
+
+@pytest.mark.parametrize(
+    ("family_text", "problem"),
+    [
+        (f'[facts."latency.l2"]\nmin = 2.0\n{GOOD_FACT}', "given twice"),
+        (DATASHEET, "given twice"),
+        ('[model]\nname = "x"\n', "unknown field"),
+        ('[datasheet."dram_gbps"]\nvalue = -1.0\nunit = "GB/s"\nsource = "x"\n', "positive finite number"),
+        ('[datasheet."dram_gbps"]\nvalue = 1.0\nunit = "GB/s"\n', "source"),
+        ('[datasheet."Dram"]\nvalue = 1.0\nunit = "GB/s"\nsource = "x"\n', "lower case"),
+        ("[facts.", "TOML syntax"),
+    ],
+)
+def test_bad_family_file_is_one_line_naming_it(tmp_path, family_text, problem):
+    (tmp_path / "test_gpu.toml").write_text(_fact(f"min = 1.0\n{GOOD_FACT}") + "\n" + DATASHEET, encoding="utf-8")
+    path = _family_file(tmp_path, "bandwidth", "test_gpu", family_text)
+    with pytest.raises(GpuprobeError) as excinfo:
+        load_all(tmp_path)
+    message = str(excinfo.value)
+    assert "\n" not in message and str(path) in message and problem in message
+
+
+def test_family_file_for_an_unknown_model_is_refused(tmp_path):
+    _write(tmp_path, "test_gpu", ["Test GPU"])
+    path = _family_file(tmp_path, "bandwidth", "other_gpu", f'[facts."bandwidth.dram_read"]\nmin = 2.0\n{GOOD_FACT}')
+    with pytest.raises(GpuprobeError, match="no model 'other_gpu'") as excinfo:
+        load_all(tmp_path)
+    assert str(path) in str(excinfo.value)

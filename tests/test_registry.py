@@ -314,3 +314,59 @@ def test_every_declared_family_has_a_measurement_that_runs_exactly_its_probes() 
     for family, measurement in FAMILIES.items():
         assert set(measurement.PROBES) == declared[family], family
         assert len(measurement.PROBES) == len(set(measurement.PROBES))
+
+
+# ---------------------------------------------------------------- one declaration, several probes
+
+EACH_FAMILY = """\
+family = "toy"
+source = "toy.ptx"
+archs = ["sm_80"]
+doc = "A family for tests."
+
+[[probe]]
+name = "toy.ffma.ilp{ILP}.{T}"
+kernel = "toy_{T}_ilp{ILP}"
+facts = ["toy.{T}.ilp{ILP}.latency"]
+each = { T = ["f32", "f64"], ILP = [1, 4] }
+vars = { op = 'FFMA' }
+doc = "A {T} chain, {ILP} independent chains per thread."
+
+  [[probe.contract]]
+  rule = "count"
+  opcode = '{op}'
+  count = "8 * {ILP}"
+"""
+
+
+def test_each_declares_one_probe_per_combination(tmp_path: Path) -> None:
+    probes = load_family(write_family(tmp_path, EACH_FAMILY))
+    assert [p.name for p in probes] == [
+        "toy.ffma.ilp1.f32",
+        "toy.ffma.ilp4.f32",
+        "toy.ffma.ilp1.f64",
+        "toy.ffma.ilp4.f64",
+    ]
+    four = probes[1]
+    assert four.kernel == "toy_f32_ilp4" and four.facts == ("toy.f32.ilp4.latency",)
+    assert four.doc == "A f32 chain, 4 independent chains per thread."
+    assert [(r.opcode, r.count) for r in four.contract] == [("FFMA", 32)]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (
+            ('each = { T = ["f32", "f64"], ILP = [1, 4] }', "each = { T = [] , ILP = [1] }"),
+            "each.T must be a non-empty list",
+        ),
+        (('count = "8 * {ILP}"', 'count = "8 / {ILP}"'), "is not an integer expression"),
+        (('count = "8 * {ILP}"', 'count = "{WIDTH}"'), "undefined var 'WIDTH'"),
+        (('name = "toy.ffma.ilp{ILP}.{T}"', 'name = "toy.ffma.{N}"'), "undefined var 'N'"),
+    ],
+)
+def test_bad_each_or_bound_is_one_line(tmp_path: Path, change: tuple[str, str], problem: str) -> None:
+    path = write_family(tmp_path, EACH_FAMILY.replace(*change))
+    with pytest.raises(GpuprobeError, match=re.escape(problem)) as excinfo:
+        load_family(path)
+    assert "\n" not in str(excinfo.value)

@@ -147,3 +147,18 @@ def test_an_injected_fault_is_recorded_and_the_run_goes_on(tmp_path: Path) -> No
 def test_the_faulting_self_test_runs_only_when_asked(clean_run) -> None:
     _, results = clean_run
     assert "selftest.fault_isolation" not in results.probes
+
+
+def test_the_model_datasheet_reaches_the_measuring_children(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    specs: list[dict] = []
+    real = session.run_family
+
+    def spy(spec, order, policy):
+        specs.append(spec)
+        return real(spec, order, policy)
+
+    monkeypatch.setattr(session, "run_family", spy)
+    run(tmp_path, forced_model="h100_sxm")
+    expected = {key: entry.value for key, entry in session.match_model("", "h100_sxm").datasheet.items()}
+    assert specs and all(spec["state"] == {"datasheet": expected} for spec in specs)
+    assert all(spec["device"]["name"] == SIMULATED for spec in specs)

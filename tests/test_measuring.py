@@ -1,0 +1,106 @@
+"""What every family measures with: argument checks, poisoned outputs, stopping rules, facts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.measuring import Kernels, Stopping, check_arguments, fact, sample_until_stable, unwritten
+from tests.fake_gpu import FakeGpu, ptx_parameters
+
+SIGNATURE = [("u64", "buffer"), ("u32", "n"), ("s32", "k"), ("f32", "x"), ("b64", "bits")]
+
+
+def test_arguments_match_ptx_types() -> None:
+    buffer = object()
+    check_arguments("k", [buffer, np.uint32(1), np.int32(-1), np.float32(0.5), np.int64(3)], SIGNATURE)
+    wrong = {
+        1: (np.int32(1), "parameter n is .u32, given int32"),
+        2: (np.uint32(1), "parameter k is .s32, given uint32"),
+        3: (np.float64(0.5), "parameter x is .f32, given float64"),
+        0: (np.uint32(1), "parameter buffer is .u64, given uint32"),
+    }
+    for index, (value, message) in wrong.items():
+        args: list[object] = [buffer, np.uint32(1), np.int32(-1), np.float32(0.5), np.int64(3)]
+        args[index] = value
+        with pytest.raises(ProbeFailure, match=message):
+            check_arguments("k", args, SIGNATURE)
+    with pytest.raises(ProbeFailure, match="takes 5 parameters"):
+        check_arguments("k", [buffer], SIGNATURE)
+    with pytest.raises(ProbeFailure, match="which gpuprobe cannot pass"):
+        check_arguments("k", [np.uint32(1)], [("pred", "p")])
+
+
+def test_a_buffer_may_not_stand_for_a_32_bit_parameter() -> None:
+    with pytest.raises(ProbeFailure, match=r"parameter n is \.u32, given object"):
+        check_arguments("k", [object()], [("u32", "n")])
+
+
+@pytest.mark.parametrize("dtype", ["uint64", "uint32", "float32", "float64", "int8"])
+def test_unwritten_finds_a_poisoned_value_of_any_width(dtype: str) -> None:
+    values = np.zeros(4, dtype=dtype)
+    assert not unwritten(values)
+    raw = values.view(np.uint8)
+    raw[values.itemsize : 2 * values.itemsize] = 0xFF
+    assert unwritten(values)
+
+
+def test_a_value_with_some_bytes_set_is_written() -> None:
+    values = np.array([0x00FF_FFFF_FFFF_FFFF], dtype=np.uint64)
+    assert not unwritten(values)
+
+
+def test_kernels_run_poisons_and_reads_back() -> None:
+    gpu = FakeGpu(mhz=1000.0, noise=0.0)
+    kernels = Kernels(gpu, ptx_parameters())
+    out = gpu.alloc(64)
+    cycles, ns = kernels.run("gp_sm_clock", [np.uint64(1000), out], out, 2)
+    assert cycles == 1040 and ns == 1040
+    assert gpu.launches == ["gp_sm_clock"]
+    with pytest.raises(ProbeFailure, match="did not write all of its 3 results"):
+        kernels.run("gp_sm_clock", [np.uint64(1000), out], out, 3)  # the third word is never written
+
+
+def test_kernels_check_arguments_before_launching() -> None:
+    gpu = FakeGpu()
+    kernels = Kernels(gpu, ptx_parameters())
+    out = gpu.alloc(64)
+    with pytest.raises(ProbeFailure, match=r"parameter spin is \.u64, given uint32"):
+        kernels.run("gp_sm_clock", [np.uint32(1000), out], out, 2)
+    with pytest.raises(ProbeFailure, match="not in the checked cubin"):
+        kernels.time("gp_no_such_kernel", [], grid=1, block=1)
+    assert gpu.launches == []
+
+
+def test_kernels_time_counts_every_launch() -> None:
+    gpu = FakeGpu(kernel_ms=0.5)
+    kernels = Kernels(gpu, ptx_parameters())
+    out = gpu.alloc(64)
+    assert kernels.time("gp_clock_overhead", [out], grid=4, block=32, count=3) == pytest.approx(1.5)
+    assert gpu.launches == ["gp_clock_overhead"] * 3
+
+
+def test_stopping_is_validated() -> None:
+    with pytest.raises(ValueError, match="min_repeats <= max_repeats"):
+        Stopping(min_repeats=5, max_repeats=4)
+    with pytest.raises(ValueError):
+        Stopping(min_repeats=0)
+
+
+def test_sampling_stops_early_only_once_the_median_is_tight() -> None:
+    quiet: list[float] = []
+    sample_until_stable(lambda: quiet.append(10.0), quiet, Stopping(3, 10, 0.01, 60.0))
+    assert len(quiet) == 3
+    noisy: list[float] = []
+    values = iter([1.0, 9.0, 3.0, 7.0] * 5)
+    sample_until_stable(lambda: noisy.append(next(values)), noisy, Stopping(3, 10, 0.01, 60.0))
+    assert len(noisy) == 10
+
+
+def test_fact_gives_median_ci_and_ns_for_cycles() -> None:
+    result = fact("alu.ffma.latency", [4.0, 4.0, 4.2, 3.9, 4.0], "cycle", "alu.ffma", mhz=2000.0)
+    assert result.value == 4.0 and result.ci is not None and result.ci[0] <= 4.0 <= result.ci[1]
+    assert result.converted == {"ns": 2.0}
+    assert result.samples == [4.0, 4.0, 4.2, 3.9, 4.0]
+    assert fact("bandwidth.dram_read", [1.0, 2.0, 3.0], "GB/s", "bandwidth.dram").converted == {}

@@ -1,0 +1,61 @@
+"""Sections, plots and invariants a measurement family declares reach the sheet and the run."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pytest
+
+from gpuprobe import html_report, invariants, report
+from gpuprobe.families import catalog
+from gpuprobe.results import Device, Fact, Results
+from gpuprobe.sections import Plot, Section
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"toy"
+DEVICE = Device(name="Simulated GPU", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=50 * 2**20)
+
+
+def _toy_section(png: bytes | None) -> Section:
+    plot = Plot("toy_rate", "toy_rate.png", "toy rate vs warps", lambda results, dpi: png)
+    return Section("Toy rates", ("toy.",), plot=plot, blurb="Rates of a toy family.")
+
+
+def _results() -> Results:
+    return Results(device=DEVICE, facts=[Fact("toy.rate", 2.0, "op/clk/SM", probe="toy.rate")])
+
+
+def test_every_family_section_is_on_the_sheet() -> None:
+    declared = [s for module in catalog.FAMILIES.values() for s in getattr(module, "SECTIONS", ())]
+    assert all(section in report.FAMILIES for section in declared)
+    titles = [family.title for family in report.FAMILIES]
+    assert titles[0] == "Memory latency" and titles[-1] == "Cross-generation invariants"
+
+
+def test_a_family_plot_is_written_and_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "FAMILIES", (*report.FAMILIES, _toy_section(PNG)))
+    paths = report.write_report(_results(), tmp_path)
+    assert tmp_path / "toy_rate.png" in paths and (tmp_path / "toy_rate.png").read_bytes() == PNG
+    sheet = (tmp_path / report.FACTSHEET_NAME).read_text(encoding="utf-8")
+    assert "## Toy rates" in sheet and "![Toy rates: toy rate vs warps](toy_rate.png)" in sheet
+    assert html_report.plot_images(_results()) == {"toy_rate": PNG}
+
+
+def test_a_plot_with_nothing_to_draw_removes_a_stale_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "FAMILIES", (*report.FAMILIES, _toy_section(None)))
+    (tmp_path / "toy_rate.png").write_bytes(PNG)
+    report.write_report(_results(), tmp_path)
+    assert not (tmp_path / "toy_rate.png").exists()
+    assert "toy_rate.png" not in (tmp_path / report.FACTSHEET_NAME).read_text(encoding="utf-8")
+
+
+def test_family_invariants_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    def rate_positive(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+        fact = facts.get("toy.rate")
+        return [] if fact is None else [("toy.rate_positive", fact.value > 0, f"toy.rate = {fact.value}")]
+
+    toy = types.SimpleNamespace(INVARIANTS=(rate_positive,))
+    monkeypatch.setattr(catalog, "FAMILIES", {**catalog.FAMILIES, "toy": toy})
+    checks = invariants.check_invariants({"toy.rate": Fact("toy.rate", 2.0, "op/clk/SM")}, DEVICE)
+    assert ("toy.rate_positive", True, "toy.rate = 2.0") in checks
+    assert not [c for c in invariants.check_invariants({}, DEVICE) if c[0] == "toy.rate_positive"]
