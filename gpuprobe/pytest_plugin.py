@@ -14,14 +14,36 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, Arch
+from gpuprobe.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.check import CheckResult, check_all
 from gpuprobe.compare import Comparison, baseline_message, compare
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.registry import Probe, all_probes
 from gpuprobe.results import DISTURBED_VERDICTS, Fact, Results
 
-OPTIONAL_FACTS = {"latency.l2_far": "this part shows no far-L2 plateau (no split L2)"}
+MEMORY_OPTIONAL_FACTS = {"latency.l2_far": "this part shows no far-L2 plateau (no split L2)"}
+
+
+def optional_facts() -> dict[str, str]:
+    """Facts a part may lack for a hardware reason (fact id -> the reason): the memory family's, and
+    every family's ``OPTIONAL_FACTS``. Absent and not expected of the model, such a fact skips."""
+    from gpuprobe.families.catalog import FAMILIES
+
+    declared = {k: v for module in FAMILIES.values() for k, v in getattr(module, "OPTIONAL_FACTS", {}).items()}
+    return {**MEMORY_OPTIONAL_FACTS, **declared}
+
+
+def _unsupported_reason(results: Results, fact_id: str) -> str | None:
+    """Why no probe could measure ``fact_id`` on the measured arch (None when one could)."""
+    try:
+        arch = parse_arch(results.device.arch)
+    except GpuprobeError:
+        return None
+    producers = [p for p in all_probes() if fact_id in p.facts]
+    if not producers or any(p.supports(arch) for p in producers):
+        return None
+    targets = sorted({a.name for p in producers for a in p.archs})
+    return f"{fact_id}: {arch} lacks what {producers[0].family} probes need (targets: {' '.join(targets)})"
 
 
 def family_probes(family: str) -> list[Probe]:
@@ -62,8 +84,12 @@ def assert_fact(results: Results, fact_id: str, comparison: Comparison | None = 
     (``pytest --baseline``); the failure message says all a reader needs."""
     fact: Fact | None = results.fact(fact_id)
     if fact is None:
-        if fact_id in OPTIONAL_FACTS and not _expected(results, fact_id):
-            pytest.skip(f"{fact_id}: {OPTIONAL_FACTS[fact_id]}")
+        unsupported = _unsupported_reason(results, fact_id)
+        if unsupported:
+            pytest.skip(unsupported)
+        optional = optional_facts()
+        if fact_id in optional and not _expected(results, fact_id):
+            pytest.skip(f"{fact_id}: {optional[fact_id]}")
         producers = [n for n, p in results.probes.items() if p.status != "ok"]
         pytest.fail(f"{fact_id} was not measured (probes not ok: {', '.join(producers) or 'none'})", pytrace=False)
     message = f"{fact.detail} [{_clock_text(results)}; {results.device.name}]"

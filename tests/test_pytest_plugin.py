@@ -89,3 +89,31 @@ def test_a_bad_baseline_is_a_usage_error_before_anything_is_measured(tmp_path) -
     run = _pytest("--baseline", str(bad))
     assert run.returncode == 4  # pytest's usage error
     assert "--baseline:" in run.stderr and "corrupt results file" in run.stderr
+
+
+def test_a_fact_the_arch_cannot_measure_skips_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from gpuprobe import pytest_plugin
+    from gpuprobe.arch import parse_arch
+    from gpuprobe.registry import Probe
+
+    toy = Probe("toy.wide", "toy", "toy_wide", Path("toy.ptx"), (parse_arch("sm_90a"),), ("toy.rate",), "d", ())
+    monkeypatch.setattr(pytest_plugin, "all_probes", lambda: (toy,))
+    ampere = Results(Device(name="Simulated", cc="8.0", arch="sm_80", sm_count=108, l2_bytes=1), [])
+    with pytest.raises(pytest.skip.Exception, match=r"toy\.rate: sm_80 lacks what toy probes need \(targets: sm_90a\)"):
+        assert_fact(ampere, "toy.rate")
+    hopper = Results(DEVICE, [])
+    with pytest.raises(pytest.fail.Exception, match="was not measured"):
+        assert_fact(hopper, "toy.rate")  # the arch could measure it: its absence is a failure
+
+
+def test_families_may_declare_facts_a_part_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from gpuprobe.families import catalog
+
+    toy = types.SimpleNamespace(OPTIONAL_FACTS={"toy.far": "this part has one partition"})
+    monkeypatch.setattr(catalog, "FAMILIES", {**catalog.FAMILIES, "toy": toy})
+    with pytest.raises(pytest.skip.Exception, match=r"toy\.far: this part has one partition"):
+        assert_fact(_results(), "toy.far")
