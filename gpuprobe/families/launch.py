@@ -69,6 +69,11 @@ class Settings:
         return max(2, self.graph_node_runs // nodes)
 
     @property
+    def hold_ns(self) -> int:
+        """The hold kernel's spin before each queued run of launches."""
+        return int(self.launches * self.hold_us_per_launch * 1000)
+
+    @property
     def capacity(self) -> int:
         """Stamp slots: enough for the largest run of any probe."""
         return max(self.launches, *(n * self.replays(n) for n in self.graph_nodes))
@@ -102,12 +107,8 @@ class _Stamps:
         return [self.counter, np.uint32(self.settings.capacity), self.slots]
 
     @property
-    def hold_ns(self) -> int:
-        return int(self.settings.launches * self.settings.hold_us_per_launch * 1000)
-
-    @property
     def hold_args(self) -> list[object]:
-        return [np.uint64(self.hold_ns), self.held]
+        return [np.uint64(self.settings.hold_ns), self.held]
 
     def fresh(self) -> None:
         self.launcher.fill(self.counter, 0)
@@ -120,10 +121,10 @@ class _Stamps:
         self.launcher.enqueue_seconds(HOLD, 1, 1, self.hold_args, 1, "cupy", wait=False)
         seconds = self.launcher.enqueue_seconds(STAMP, 1, 1, self.args, count, via)
         stamps = checked_stamps(self.launcher, self.counter, self.slots, count)
-        if seconds * 1e9 >= self.hold_ns:
+        if seconds * 1e9 >= self.settings.hold_ns:
             raise ProbeFailure(
                 f"enqueueing {count} launches through {via} took {seconds * 1e6:.0f} us, longer than the "
-                f"{self.hold_ns / 1e3:.0f} us hold: raise hold_us_per_launch"
+                f"{self.settings.hold_ns / 1e3:.0f} us hold: raise hold_us_per_launch"
             )
         return seconds, stamps
 

@@ -3,7 +3,8 @@
 A cooperative launch larger than the occupancy API allows fails as CUDA fails it; a plain launch of
 the barrier kernel would deadlock on hardware, so it fails here. ``gpu.corrupt_grid_sync`` breaks a
 result on purpose: "order" (a block reads a stale tag after the barrier), "passed" (a block reports one
-barrier short), "counter" (the arrive word ends on the wrong sense).
+barrier short), "counter" (the arrive word ends on the wrong sense), "work" (the persistent kernel's
+threads count one step short).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def _grid(gpu, launch, counter, slots, data, checks, syncs, steps, out) -> float
     words = counter.data.view(np.uint32)
     words[0] = (int(words[0]) + (barriers + (corrupt == "counter")) * 0x80000000) & 0xFFFFFFFF
     words[1] += corrupt == "order"
-    data.data.view(np.uint32)[: launch.blocks * launch.threads] += np.uint32(int(steps))
+    done = int(steps) - (corrupt == "work" and int(steps) > 0)
+    data.data.view(np.uint32)[: launch.blocks * launch.threads] += np.uint32(done)
     per_sync = sync_cycles(launch.blocks)
     cycles = int(syncs) * per_sync * gpu._jitter() + 2 * gpu.clock_read
     result = out.data.view(np.uint64)
