@@ -333,7 +333,7 @@ class CupyLauncher:
             for _ in range(nodes):
                 launch()
             graph = stream.end_capture()
-        graph.upload(stream)
+        graph.upload(stream)  # so the first replay pays no upload
         stream.synchronize()
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         start.record(stream)
@@ -373,7 +373,7 @@ def _argument_block(launcher: CupyLauncher, args: list[Any]) -> tuple[list[np.nd
     return holders, np.array([h.ctypes.data for h in holders], dtype=np.uint64)
 
 
-_DRIVER_MODULES: dict[str, Any] = {}  # cubin path -> its CUmodule, loaded once per process
+_DRIVER_MODULES: dict[str, Any] = {}  # cubin path (pycuda: "pycuda:" + path) -> its module, loaded once per process
 
 
 class _DriverLaunch:
@@ -414,19 +414,22 @@ def _driver_call(driver: Any, name: str, *args: Any) -> Any:
 
 
 def _pycuda_launch(launcher: CupyLauncher, kernel: str, grid: Dims, block: Dims, args: list[Any]) -> Callable[[], None]:
-    """One launch through PyCUDA (optional: ``pip install 'gpuprobe[pycuda]'``) of the same cubin, loaded into
-    the device's primary context (CuPy's, current on this thread), on the legacy default stream."""
+    """One launch through PyCUDA (optional: ``pip install 'gpuprobe[pycuda]'``) of the same cubin, loaded once
+    into the device's primary context (CuPy's, current on this thread), on the legacy default stream."""
     try:
         import pycuda.driver as pycuda
     except ImportError:
         raise LaunchPathUnavailable("pycuda is not installed (pip install 'gpuprobe[pycuda]')") from None
-    pycuda.init()
-    context = pycuda.Device(launcher._device_index).retain_primary_context()
-    context.push()
-    try:
-        function = pycuda.module_from_buffer(Path(launcher._cubin).read_bytes()).get_function(kernel)
-    finally:
-        pycuda.Context.pop()
+    key = f"pycuda:{launcher._cubin}"
+    if key not in _DRIVER_MODULES:
+        pycuda.init()
+        context = pycuda.Device(launcher._device_index).retain_primary_context()
+        context.push()
+        try:
+            _DRIVER_MODULES[key] = (context, pycuda.module_from_buffer(Path(launcher._cubin).read_bytes()))
+        finally:
+            pycuda.Context.pop()
+    function = _DRIVER_MODULES[key][1].get_function(kernel)
     values = [a if isinstance(a, np.generic) else np.uint64(launcher.address(a)) for a in args]
     grid3, block3 = (*_dims(grid), 1, 1)[:3], (*_dims(block), 1, 1)[:3]
     return lambda: function(*values, grid=grid3, block=block3)

@@ -33,6 +33,7 @@ from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
+from gpuprobe.sections import Section
 
 PROBES = ["grid_sync.latency", "grid_sync.persistent"]
 GRID_KERNEL, STEP_KERNEL = "gp_gs_grid", "gp_gs_step"
@@ -265,6 +266,16 @@ def _block_barrier_check(facts: dict[str, Fact], device: Device) -> list[tuple[s
 
 
 INVARIANTS = (_block_barrier_check,)
+
+SECTIONS = (
+    Section(
+        "Grid synchronization",
+        ("sync.grid.", "launch.back_to_back_step"),
+        ("grid_sync.",),
+        blurb="A grid-wide barrier as cg::grid_group::sync does it, in a cooperative launch, checked for ordering "
+        "in every launch; a persistent kernel's step against the same step as back-to-back launches.",
+    ),
+)
 
 
 def measure(

@@ -35,6 +35,7 @@ from gpuprobe.families.measuring import (
 )
 from gpuprobe.gpu import Launcher, LaunchPathUnavailable
 from gpuprobe.results import Device, Fact, ProbeOutcome
+from gpuprobe.sections import Section
 
 PROBES = ["launch.stream", "launch.graph", "launch.event"]
 STAMP, HOLD = "gp_launch_stamp", "gp_launch_hold"
@@ -280,6 +281,16 @@ def _graph_below_stream(facts: dict[str, Fact], device: Device) -> list[tuple[st
 
 
 INVARIANTS = (_graph_below_stream,)
+
+SECTIONS = (
+    Section(
+        "Launch overhead",
+        ("launch.stream.", "launch.graph.", "launch.event."),
+        ("launch.",),
+        blurb="Host enqueue cost per launch by binding, the GPU's back-to-back spacing, CUDA graph replay per node "
+        "and event costs. Host-side numbers depend on the CPU, driver and binding as much as on the GPU.",
+    ),
+)
 
 
 def measure(
