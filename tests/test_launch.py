@@ -74,6 +74,26 @@ def test_a_binding_that_is_not_installed_is_left_out_with_the_reason_never_faile
     assert facts["launch.stream.host_latency.pycuda"].value == pytest.approx(6.0, rel=0.05)
 
 
+def test_an_installed_optional_binding_that_cannot_launch_is_left_out_but_a_required_one_fails() -> None:
+    gpu = fake_gpu(enqueue_us={"cupy": 4.0, "cuda-bindings": 2.5, "pycuda": 6.0})
+    enqueue = gpu.enqueue_seconds
+
+    def broken(kernel, grid, block, args, count, via="cupy", wait=True):
+        if via in ("pycuda", gpu.broken_via):
+            raise RuntimeError("cuLaunchKernel: CUDA_ERROR_INVALID_CONTEXT")
+        return enqueue(kernel, grid, block, args, count, via, wait)
+
+    gpu.enqueue_seconds, gpu.broken_via = broken, ""
+    measured = _run(gpu, runnable={"launch.stream"})
+    assert measured["launch.stream"].outcome.status == "ok"
+    assert "pycuda could not launch (RuntimeError: cuLaunchKernel: CUDA_ERROR_INVALID_CONTEXT)" in (
+        measured["launch.stream"].outcome.detail
+    )
+    gpu.broken_via = "cuda-bindings"
+    with pytest.raises(RuntimeError, match="INVALID_CONTEXT"):
+        _run(gpu, runnable={"launch.stream"})
+
+
 def test_an_unavailable_launch_path_is_a_one_line_gpuprobe_error() -> None:
     assert issubclass(LaunchPathUnavailable, GpuprobeError)
     with pytest.raises(LaunchPathUnavailable, match="pycuda is not installed"):

@@ -193,7 +193,7 @@ def measure_latency(grid: _Grid) -> Measured:
     sizes = plan_grids(grid.device.sm_count, grid.per_sm)
     curve = latency_curve(grid, sizes)
     mhz = float(np.median([m for ms in curve.mhz for m in ms]))
-    one_per_sm = sizes.index(min(sizes, key=lambda b: abs(b - grid.device.sm_count)))
+    one_per_sm = sizes.index(grid.device.sm_count)  # always planned: 1 x SMs, or the maximum itself
     facts = [
         fact("sync.grid.latency", curve.cycles[one_per_sm], "cycle", probe, mhz),
         fact("sync.grid.latency_full", curve.cycles[-1], "cycle", probe, mhz),

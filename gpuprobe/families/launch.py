@@ -40,6 +40,7 @@ from gpuprobe.sections import Section
 PROBES = ["launch.stream", "launch.graph", "launch.event"]
 STAMP, HOLD = "gp_launch_stamp", "gp_launch_hold"
 VIAS = {"cupy": "cupy", "cuda-bindings": "cuda_bindings", "pycuda": "pycuda"}  # launch path -> fact id part
+OPTIONAL_VIAS = frozenset({"pycuda"})  # left out, with the reason, when it cannot launch; never a failure
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,11 @@ def measure_stream(stamps: _Stamps) -> Measured:
             stamps.queued(1, via)
         except LaunchPathUnavailable as exc:
             found.unavailable[via] = str(exc)
+            continue
+        except Exception as exc:  # an optional binding that is installed but cannot launch here
+            if via not in OPTIONAL_VIAS:
+                raise
+            found.unavailable[via] = f"{via} could not launch ({type(exc).__name__}: {exc})"
             continue
         samples = found.host.setdefault(via, [])
 
