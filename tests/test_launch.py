@@ -103,7 +103,7 @@ def test_an_unavailable_launch_path_is_a_one_line_gpuprobe_error() -> None:
 @pytest.mark.parametrize(
     ("corrupt", "detail"),
     [
-        ("skip", "gp_launch_stamp: 20 launches enqueued, the kernel counted 3"),
+        ("skip", "gp_launch_stamp: 21 launches enqueued, the kernel counted 3"),
         ("order", "gp_launch_stamp: launch 5 stamped"),
     ],
 )

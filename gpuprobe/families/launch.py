@@ -38,7 +38,7 @@ from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
 
 PROBES = ["launch.stream", "launch.graph", "launch.event"]
-STAMP, HOLD = "gp_launch_stamp", "gp_launch_hold"
+STAMP = "gp_launch_stamp"
 VIAS = {"cupy": "cupy", "cuda-bindings": "cuda_bindings", "pycuda": "pycuda"}  # launch path -> fact id part
 OPTIONAL_VIAS = frozenset({"pycuda"})  # left out, with the reason, when it cannot launch; never a failure
 
@@ -46,7 +46,7 @@ OPTIONAL_VIAS = frozenset({"pycuda"})  # left out, with the reason, when it cann
 @dataclass(frozen=True)
 class Settings:
     launches: int = 100  # N stamp launches per stream sample (minus 1 launch)
-    hold_us_per_launch: float = 20.0  # the hold kernel's spin per queued launch: outlasts any host enqueue
+    hold_us_per_launch: float = 20.0  # the holding launch's spin per queued launch: outlasts any host enqueue
     graph_nodes: tuple[int, ...] = (1, 10, 100, 1000)
     graph_node_runs: int = 2000  # node executions per graph sample: replays = this / nodes (at least 2)
     events: int = 200
@@ -72,12 +72,12 @@ class Settings:
 
     @property
     def hold_ns(self) -> int:
-        """The hold kernel's spin before each queued run of launches."""
+        """How long the holding launch spins before each queued run of launches."""
         return int(self.launches * self.hold_us_per_launch * 1000)
 
     @property
     def capacity(self) -> int:
-        """Stamp slots: enough for the largest run of any probe."""
+        """Stamp slots: enough for the largest run of any probe (a queued run has one more, the hold's)."""
         return max(self.launches, *(n * self.replays(n) for n in self.graph_nodes))
 
 
@@ -95,40 +95,33 @@ class _Stamps:
     settings: Settings
     counter: Any = None
     slots: Any = None
-    held: Any = None
 
     def __post_init__(self) -> None:
         self.counter = self.launcher.alloc(8)
-        self.slots = self.launcher.alloc(8 * self.settings.capacity)
-        self.held = self.launcher.alloc(8)
-        check_arguments(STAMP, self.args, self.kernels.signature(STAMP))
-        check_arguments(HOLD, self.hold_args, self.kernels.signature(HOLD))
+        self.slots = self.launcher.alloc(8 * (self.settings.capacity + 1))
+        check_arguments(STAMP, self.args(), self.kernels.signature(STAMP))
 
-    @property
-    def args(self) -> list[object]:
-        return [self.counter, np.uint32(self.settings.capacity), self.slots]
-
-    @property
-    def hold_args(self) -> list[object]:
-        return [np.uint64(self.settings.hold_ns), self.held]
+    def args(self, hold_ns: int = 0) -> list[object]:
+        return [self.counter, np.uint32(self.settings.capacity + 1), np.uint64(hold_ns), self.slots]
 
     def fresh(self) -> None:
         self.launcher.fill(self.counter, 0)
         self.launcher.fill(self.slots, POISON_BYTE)
 
     def queued(self, count: int, via: str) -> tuple[float, np.ndarray]:
-        """Host seconds to enqueue ``count`` stamp launches through ``via`` behind the hold kernel, and
-        the stamps, checked."""
+        """Host seconds to enqueue ``count`` stamp launches through ``via`` behind a holding one (which
+        stamps slot 0 and spins), and their stamps, all checked."""
         self.fresh()
-        self.launcher.enqueue_seconds(HOLD, 1, 1, self.hold_args, 1, "cupy", wait=False)
-        seconds = self.launcher.enqueue_seconds(STAMP, 1, 1, self.args, count, via)
-        stamps = checked_stamps(self.launcher, self.counter, self.slots, count)
-        if seconds * 1e9 >= self.settings.hold_ns:
+        hold = self.settings.hold_ns
+        self.launcher.enqueue_seconds(STAMP, 1, 1, self.args(hold), 1, "cupy", wait=False)
+        seconds = self.launcher.enqueue_seconds(STAMP, 1, 1, self.args(), count, via)
+        stamps = checked_stamps(self.launcher, self.counter, self.slots, count + 1)
+        if seconds * 1e9 >= hold:
             raise ProbeFailure(
                 f"enqueueing {count} launches through {via} took {seconds * 1e6:.0f} us, longer than the "
-                f"{self.settings.hold_ns / 1e3:.0f} us hold: raise hold_us_per_launch"
+                f"{hold / 1e3:.0f} us hold: raise hold_us_per_launch"
             )
-        return seconds, stamps
+        return seconds, stamps[1:]
 
 
 def checked_stamps(launcher: Launcher, counter: Any, slots: Any, count: int) -> np.ndarray:
@@ -187,7 +180,7 @@ def measure_stream(stamps: _Stamps) -> Measured:
 
     def end_to_end(count: int) -> float:
         stamps.fresh()
-        ms = stamps.kernels.time(STAMP, stamps.args, grid=1, block=1, count=count)
+        ms = stamps.kernels.time(STAMP, stamps.args(), grid=1, block=1, count=count)
         checked_stamps(stamps.launcher, stamps.counter, stamps.slots, count)
         return ms
 
@@ -214,7 +207,7 @@ def graph_point(stamps: _Stamps, nodes: int) -> tuple[float, float, float | None
     spacing of consecutive nodes within a replay (None for a 1-node graph), stamps checked."""
     replays = stamps.settings.replays(nodes)
     stamps.fresh()
-    host, gpu = stamps.launcher.graph_replay(STAMP, 1, 1, stamps.args, nodes, replays)
+    host, gpu = stamps.launcher.graph_replay(STAMP, 1, 1, stamps.args(), nodes, replays)
     stamped = checked_stamps(stamps.launcher, stamps.counter, stamps.slots, nodes * replays)
     within = np.diff(stamped.astype(np.int64).reshape(replays, nodes), axis=1)
     spacing = float(np.median(within)) / 1e3 if nodes > 1 else None

@@ -1,5 +1,6 @@
 """The launch family's kernels on the simulated GPU: each stamp launch moves the simulated %globaltimer
-on by the spacing of the kind of launch now enqueued (``gpu.gap_ns``) and stamps the next slot.
+on by the spacing of the kind of launch now enqueued (``gpu.gap_ns``), stamps the next slot, and
+holds for ``hold`` ns.
 
 ``gpu.corrupt_launch`` breaks a result on purpose: "skip" (a launch does not count itself), "order"
 (a stamp earlier than the one before it).
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _stamp(gpu, launch, counter, capacity, out) -> float:
+def _stamp(gpu, launch, counter, capacity, hold, out) -> float:
     corrupt = getattr(gpu, "corrupt_launch", "")
     gap = gpu.gap_ns * gpu._jitter()
     gpu.timer_ns += gap
@@ -20,13 +21,8 @@ def _stamp(gpu, launch, counter, capacity, out) -> float:
     if slot < int(capacity):
         stamp = gpu.timer_ns - (10 * gap if corrupt == "order" and slot == 5 else 0.0)
         out.data.view(np.uint64)[slot] = round(stamp)
-    return gap / 1e6
+    gpu.timer_ns += int(hold)
+    return (gap + int(hold)) / 1e6
 
 
-def _hold(gpu, launch, ns, out) -> float:
-    gpu.timer_ns += int(ns)
-    out.data.view(np.uint64)[0] = int(ns)
-    return int(ns) / 1e6
-
-
-KERNELS = {"gp_launch_stamp": _stamp, "gp_launch_hold": _hold}
+KERNELS = {"gp_launch_stamp": _stamp}
