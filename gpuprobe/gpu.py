@@ -91,6 +91,26 @@ class Launcher(Protocol):
     def nvml(self) -> dict[str, Any] | None:
         """Clocks, temperature, power, throttle reasons and other processes, where NVML is present."""
 
+    # ---- launch costs (the launch and grid_sync families) ------------------------------------
+    def enqueue_seconds(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], count: int, via: str = "cupy", wait: bool = True
+    ) -> float:
+        """Host wall seconds (time.perf_counter) to enqueue ``count`` launches of ``kernel`` on the current
+        stream through ``via``: "cupy", "cuda-bindings" (cuLaunchKernel on the same cubin, in CuPy's
+        context) or "pycuda". Not waited for inside the timing; waited for after it unless ``wait`` is
+        False. :class:`LaunchPathUnavailable` when ``via`` cannot be used here (pycuda not installed)."""
+
+    def graph_replay(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], nodes: int, replays: int
+    ) -> tuple[float, float]:
+        """Capture ``nodes`` launches into a CUDA graph (CuPy stream capture), instantiate and upload it,
+        replay it ``replays`` times: (host wall seconds to enqueue the replays, GPU seconds they took
+        between two events), totals over all replays."""
+
+    def event_costs(self, count: int) -> dict[str, float]:
+        """Host wall seconds per CUDA event record ("record") and per synchronize on an event already
+        complete ("synchronize"), each the mean over ``count`` events."""
+
 
 @dataclass(frozen=True)
 class LauncherSpec:
@@ -277,6 +297,142 @@ class CupyLauncher:
 
     def nvml(self) -> dict[str, Any] | None:
         return nvml_snapshot(self._device_index, self._uuid, {os.getpid(), os.getppid()})
+
+    # ---- launch costs (the launch and grid_sync families) ------------------------------------
+    def _enqueuer(self, kernel: str, grid: Dims, block: Dims, args: list[Any], via: str) -> Callable[[], None]:
+        """One launch of ``kernel`` through ``via``, everything but the launch call prepared beforehand."""
+        if via == "cupy":
+            function, grid3, block3, values = self._function(kernel), _dims(grid), _dims(block), tuple(args)
+            return lambda: function(grid3, block3, values)
+        if via == "cuda-bindings":
+            return _DriverLaunch(self, kernel, grid, block, args).launch
+        if via == "pycuda":
+            return _pycuda_launch(self, kernel, grid, block, args)
+        raise ValueError(f"via must be cupy, cuda-bindings or pycuda, not {via!r}")
+
+    def enqueue_seconds(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], count: int, via: str = "cupy", wait: bool = True
+    ) -> float:
+        launch = self._enqueuer(kernel, grid, block, args, via)
+        started = time.perf_counter()
+        for _ in range(count):
+            launch()
+        elapsed = time.perf_counter() - started
+        if wait:
+            self._cp.cuda.Device().synchronize()
+        return elapsed
+
+    def graph_replay(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], nodes: int, replays: int
+    ) -> tuple[float, float]:
+        cp = self._cp
+        launch = self._enqueuer(kernel, grid, block, args, "cupy")
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            stream.begin_capture()
+            for _ in range(nodes):
+                launch()
+            graph = stream.end_capture()
+        graph.upload(stream)  # so the first replay pays no upload
+        stream.synchronize()
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record(stream)
+        started = time.perf_counter()
+        for _ in range(replays):
+            graph.launch(stream)
+        host = time.perf_counter() - started
+        stop.record(stream)
+        stop.synchronize()
+        return host, float(cp.cuda.get_elapsed_time(start, stop)) / 1e3
+
+    def event_costs(self, count: int) -> dict[str, float]:
+        cp = self._cp
+        stream = cp.cuda.get_current_stream()
+        events = [cp.cuda.Event() for _ in range(count)]
+        cp.cuda.Device().synchronize()
+        started = time.perf_counter()
+        for event in events:
+            event.record(stream)
+        recorded = time.perf_counter()
+        events[-1].synchronize()
+        waited = time.perf_counter()
+        for event in events:
+            event.synchronize()
+        done = time.perf_counter()
+        return {"record": (recorded - started) / count, "synchronize": (done - waited) / count}
+
+
+class LaunchPathUnavailable(GpuprobeError):
+    """A launch path (a binding) that cannot be used on this machine, e.g. pycuda not installed."""
+
+
+def _argument_block(launcher: CupyLauncher, args: list[Any]) -> tuple[list[np.ndarray], np.ndarray]:
+    """``void* kernelParams[]`` for cuLaunchKernel: one host array per argument (a buffer as its 64-bit
+    address, a NumPy scalar as itself) and the array of their addresses; keep both alive while launching."""
+    holders = [np.array([a]) if isinstance(a, np.generic) else np.array([launcher.address(a)], np.uint64) for a in args]
+    return holders, np.array([h.ctypes.data for h in holders], dtype=np.uint64)
+
+
+_DRIVER_MODULES: dict[str, Any] = {}  # cubin path (pycuda: "pycuda:" + path) -> its module, loaded once per process
+
+
+class _DriverLaunch:
+    """cuLaunchKernel (cuda.bindings.driver) of a kernel of the same cubin, loaded with cuModuleLoadData
+    into CuPy's context (the device's primary context), on CuPy's current stream."""
+
+    def __init__(self, launcher: CupyLauncher, kernel: str, grid: Dims, block: Dims, args: list[Any]) -> None:
+        from cuda.bindings import driver
+
+        self._driver = driver
+        _driver_call(driver, "cuInit", 0)
+        device = _driver_call(driver, "cuDeviceGet", launcher._device_index)
+        context = _driver_call(driver, "cuDevicePrimaryCtxRetain", device)
+        _driver_call(driver, "cuCtxSetCurrent", context)
+        if launcher._cubin not in _DRIVER_MODULES:
+            image = Path(launcher._cubin).read_bytes()
+            _DRIVER_MODULES[launcher._cubin] = _driver_call(driver, "cuModuleLoadData", image)
+        self._function = _driver_call(driver, "cuModuleGetFunction", _DRIVER_MODULES[launcher._cubin], kernel.encode())
+        self._grid = (*_dims(grid), 1, 1)[:3]
+        self._block = (*_dims(block), 1, 1)[:3]
+        self._holders, self._pointers = _argument_block(launcher, args)
+        self._stream = driver.CUstream(launcher._cp.cuda.get_current_stream().ptr)
+
+    def launch(self) -> None:
+        (error,) = self._driver.cuLaunchKernel(
+            self._function, *self._grid, *self._block, 0, self._stream, int(self._pointers.ctypes.data), None
+        )
+        if error != self._driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuLaunchKernel: {error!r}")
+
+
+def _driver_call(driver: Any, name: str, *args: Any) -> Any:
+    """A cuda.bindings driver call's result, its CUresult checked."""
+    error, *result = getattr(driver, name)(*args)
+    if error != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{name}: {error!r}")
+    return result[0] if len(result) == 1 else tuple(result)
+
+
+def _pycuda_launch(launcher: CupyLauncher, kernel: str, grid: Dims, block: Dims, args: list[Any]) -> Callable[[], None]:
+    """One launch through PyCUDA (optional: ``pip install 'gpuprobe[pycuda]'``) of the same cubin, loaded once
+    into the device's primary context (CuPy's, current on this thread), on the legacy default stream."""
+    try:
+        import pycuda.driver as pycuda
+    except ImportError:
+        raise LaunchPathUnavailable("pycuda is not installed (pip install 'gpuprobe[pycuda]')") from None
+    key = f"pycuda:{launcher._cubin}"
+    if key not in _DRIVER_MODULES:
+        pycuda.init()
+        context = pycuda.Device(launcher._device_index).retain_primary_context()
+        context.push()
+        try:
+            _DRIVER_MODULES[key] = (context, pycuda.module_from_buffer(Path(launcher._cubin).read_bytes()))
+        finally:
+            pycuda.Context.pop()
+    function = _DRIVER_MODULES[key][1].get_function(kernel)
+    values = [a if isinstance(a, np.generic) else np.uint64(launcher.address(a)) for a in args]
+    grid3, block3 = (*_dims(grid), 1, 1)[:3], (*_dims(block), 1, 1)[:3]
+    return lambda: function(*values, grid=grid3, block=block3)
 
 
 def device_identity(device_index: int = 0) -> Device:

@@ -134,6 +134,17 @@ class FakeGpu:
     host_gbps: dict[str, float] = field(default_factory=lambda: {"pinned": 50.0, "pageable": 20.0})
     gemm_tflops: dict[str, float] = field(default_factory=lambda: {"f16": 700.0, "bf16": 700.0, "tf32": 350.0})
     kernel_ms: float = 0.002  # a simulated kernel's time when its simulation gives none
+    # launch costs (the launch and grid_sync families): host microseconds per enqueue by launch path (a
+    # path not listed is not installed), the GPU's own spacing of back-to-back stream launches and of graph
+    # nodes, host cost per graph replay, per event record and synchronize; timer_ns is the %globaltimer
+    # the simulated kernels read, gap_ns how far it moves per launch of the kind now enqueued
+    enqueue_us: dict[str, float] = field(default_factory=lambda: {"cupy": 4.0, "cuda-bindings": 2.5})
+    stream_spacing_ns: float = 1800.0
+    graph_node_ns: float = 450.0
+    graph_replay_us: float = 2.5
+    event_us: dict[str, float] = field(default_factory=lambda: {"record": 0.25, "synchronize": 0.3})
+    timer_ns: float = 0.0
+    gap_ns: float = 1800.0
     _next_base: int = 0x7F0000000000
     _rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(7))
 
@@ -222,6 +233,30 @@ class FakeGpu:
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, cooperative: bool = False
     ) -> None:
         self._launch(kernel, grid, block, args, shared_bytes, cooperative)
+
+    # ---- launch costs (the launch and grid_sync families) ------------------------------------
+    def enqueue_seconds(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], count: int, via: str = "cupy", wait: bool = True
+    ) -> float:
+        from gpuprobe.gpu import LaunchPathUnavailable
+
+        if via not in self.enqueue_us:
+            raise LaunchPathUnavailable(f"{via} is not installed")
+        self.gap_ns = self.stream_spacing_ns
+        for _ in range(count):
+            self._launch(kernel, grid, block, args, 0, False)
+        return count * self.enqueue_us[via] * 1e-6 * self._jitter()
+
+    def graph_replay(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], nodes: int, replays: int
+    ) -> tuple[float, float]:
+        self.gap_ns = self.graph_node_ns
+        gpu_ms = sum(self._launch(kernel, grid, block, args, 0, False) for _ in range(nodes * replays))
+        self.gap_ns = self.stream_spacing_ns
+        return replays * self.graph_replay_us * 1e-6 * self._jitter(), gpu_ms / 1e3
+
+    def event_costs(self, count: int) -> dict[str, float]:
+        return {what: us * 1e-6 * self._jitter() for what, us in self.event_us.items()}
 
     def _launch(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool

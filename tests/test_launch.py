@@ -1,0 +1,225 @@
+"""The launch family's host side, end to end against a simulated GPU, its contracts, and the runner's
+cuda.bindings argument block."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.build import build_ptx
+from gpuprobe.check import check_all
+from gpuprobe.contracts import check
+from gpuprobe.errors import GpuprobeError
+from gpuprobe.families import launch
+from gpuprobe.families.launch import PROBES, ProbeFailure, Settings, additional, checked_stamps, measure
+from gpuprobe.gpu import LaunchPathUnavailable, _argument_block
+from gpuprobe.pytest_plugin import family_probes
+from gpuprobe.registry import PTX_DIR, find_probe
+from gpuprobe.results import Fact
+from tests.fake_gpu import fake_gpu, ptx_parameters
+
+FAST = Settings(launches=20, graph_nodes=(1, 10, 100), graph_node_runs=200, events=20, max_repeats=3)
+
+
+def _run(gpu, runnable=frozenset(PROBES), settings=FAST):
+    return {name: run() for name, run in measure(gpu, ptx_parameters(), gpu.device(), set(runnable), settings)}
+
+
+def _facts(measured) -> dict[str, Fact]:
+    return {f.id: f for m in measured.values() for f in m.facts}
+
+
+def test_the_additional_cost_cancels_what_every_run_pays_once() -> None:
+    fixed = 9.0
+    assert additional(fixed + 1 * 2.5, fixed + 100 * 2.5, 1, 100) == pytest.approx(2.5)
+
+
+def test_simulated_launch_costs_are_recovered() -> None:
+    gpu = fake_gpu()
+    measured = _run(gpu)
+    assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(PROBES, "ok")
+    facts = _facts(measured)
+    expected = {
+        "launch.stream.host_latency.cupy": gpu.enqueue_us["cupy"],
+        "launch.stream.host_latency.cuda_bindings": gpu.enqueue_us["cuda-bindings"],
+        "launch.stream.gpu_spacing": gpu.stream_spacing_ns / 1e3,
+        "launch.stream.additional_latency": gpu.stream_spacing_ns / 1e3,
+        "launch.graph.per_node.gpu": gpu.graph_node_ns / 1e3,
+        "launch.graph.latency": gpu.graph_node_ns / 1e3,
+        "launch.graph.gpu_spacing": gpu.graph_node_ns / 1e3,
+        "launch.event.record": gpu.event_us["record"],
+        "launch.event.synchronize": gpu.event_us["synchronize"],
+    }
+    for fact_id, value in expected.items():
+        assert facts[fact_id].value == pytest.approx(value, rel=0.05), fact_id
+        assert facts[fact_id].unit == "us"
+    assert abs(facts["launch.graph.per_node.host"].value) < 0.01  # the simulated replay costs the same at any size
+    series = measured["launch.graph"].outcome.series["graph"]
+    assert series["nodes"] == [1.0, 10.0, 100.0]
+    assert series["gpu_us_per_replay"][-1] == pytest.approx(100 * gpu.graph_node_ns / 1e3, rel=0.05)
+
+
+def test_a_binding_that_is_not_installed_is_left_out_with_the_reason_never_failed() -> None:
+    measured = _run(fake_gpu(), runnable={"launch.stream"})
+    outcome = measured["launch.stream"].outcome
+    assert outcome.status == "ok"
+    assert "pycuda left out: pycuda is not installed" in outcome.detail
+    assert "launch.stream.host_latency.pycuda" not in _facts(measured)
+    with_pycuda = fake_gpu(enqueue_us={"cupy": 4.0, "cuda-bindings": 2.5, "pycuda": 6.0})
+    facts = _facts(_run(with_pycuda, runnable={"launch.stream"}))
+    assert facts["launch.stream.host_latency.pycuda"].value == pytest.approx(6.0, rel=0.05)
+
+
+def test_an_installed_optional_binding_that_cannot_launch_is_left_out_but_a_required_one_fails() -> None:
+    gpu = fake_gpu(enqueue_us={"cupy": 4.0, "cuda-bindings": 2.5, "pycuda": 6.0})
+    enqueue = gpu.enqueue_seconds
+
+    def broken(kernel, grid, block, args, count, via="cupy", wait=True):
+        if via in ("pycuda", gpu.broken_via):
+            raise RuntimeError("cuLaunchKernel: CUDA_ERROR_INVALID_CONTEXT")
+        return enqueue(kernel, grid, block, args, count, via, wait)
+
+    gpu.enqueue_seconds, gpu.broken_via = broken, ""
+    measured = _run(gpu, runnable={"launch.stream"})
+    assert measured["launch.stream"].outcome.status == "ok"
+    assert "pycuda could not launch (RuntimeError: cuLaunchKernel: CUDA_ERROR_INVALID_CONTEXT)" in (
+        measured["launch.stream"].outcome.detail
+    )
+    gpu.broken_via = "cuda-bindings"
+    with pytest.raises(RuntimeError, match="INVALID_CONTEXT"):
+        _run(gpu, runnable={"launch.stream"})
+
+
+def test_an_unavailable_launch_path_is_a_one_line_gpuprobe_error() -> None:
+    assert issubclass(LaunchPathUnavailable, GpuprobeError)
+    with pytest.raises(LaunchPathUnavailable, match="pycuda is not installed"):
+        fake_gpu().enqueue_seconds("gp_launch_stamp", 1, 1, [], 1, "pycuda")
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "detail"),
+    [
+        ("skip", "gp_launch_stamp: 21 launches enqueued, the kernel counted 3"),
+        ("order", "gp_launch_stamp: launch 5 stamped"),
+    ],
+)
+def test_a_launch_that_did_not_count_or_stamp_in_order_fails_its_probe(corrupt: str, detail: str) -> None:
+    gpu = fake_gpu()
+    gpu.corrupt_launch = corrupt
+    measured = _run(gpu, runnable={"launch.stream", "launch.graph"})
+    for name in ("launch.stream", "launch.graph"):
+        assert measured[name].outcome.status == "failed"
+        assert measured[name].facts == []
+    assert detail in measured["launch.stream"].outcome.detail
+
+
+def test_stamps_are_checked_for_count_completeness_and_order() -> None:
+    gpu = fake_gpu()
+    counter, slots = gpu.alloc(8), gpu.alloc(64)
+    counter.data.view(np.uint32)[0] = 3
+    slots.data.view(np.uint64)[:3] = [100, 200, 250]
+    assert checked_stamps(gpu, counter, slots, 3).tolist() == [100, 200, 250]
+    with pytest.raises(ProbeFailure, match="4 launches enqueued, the kernel counted 3"):
+        checked_stamps(gpu, counter, slots, 4)
+    slots.data.view(np.uint64)[1] = np.uint64(2**64 - 1)
+    with pytest.raises(ProbeFailure, match="not every one of the 3 launches wrote its stamp"):
+        checked_stamps(gpu, counter, slots, 3)
+    slots.data.view(np.uint64)[1] = 300
+    with pytest.raises(ProbeFailure, match="launch 2 stamped 50 ns before launch 1"):
+        checked_stamps(gpu, counter, slots, 3)
+
+
+def test_a_hold_shorter_than_the_enqueue_fails_rather_than_report_host_bound_spacing() -> None:
+    slow_host = fake_gpu(enqueue_us={"cupy": 40.0, "cuda-bindings": 2.5})
+    measured = _run(slow_host, runnable={"launch.stream"})
+    assert measured["launch.stream"].outcome.status == "failed"
+    assert "longer than the 400 us hold" in measured["launch.stream"].outcome.detail
+
+
+def test_implausible_event_costs_fail_the_event_probe() -> None:
+    measured = _run(fake_gpu(event_us={"record": 0.25, "synchronize": 0.0}), runnable={"launch.event"})
+    assert measured["launch.event"].outcome.status == "failed"
+    assert "event synchronize took 0.000 us per call" in measured["launch.event"].outcome.detail
+
+
+def test_graph_replay_below_stream_launch_is_checked_where_both_were_measured() -> None:
+    node = Fact("launch.graph.per_node.gpu", 0.45, "us", (0.4, 0.5), [], {}, "launch.graph")
+    stream = Fact("launch.stream.additional_latency", 2.0, "us", (1.9, 2.1), [], {}, "launch.stream")
+    facts = {f.id: f for f in (node, stream)}
+    assert launch._graph_below_stream(facts, None) == [
+        ("graph_node_below_stream_launch", True, "launch.graph.per_node.gpu = 0.45 us < "
+         "launch.stream.additional_latency = 2 us")]  # fmt: skip
+    facts[node.id] = dataclasses.replace(node, value=3.0)
+    assert launch._graph_below_stream(facts, None)[0][1] is False
+    assert launch._graph_below_stream({node.id: node}, None) == []
+
+
+def test_the_slots_hold_the_largest_run() -> None:
+    s = Settings()
+    assert s.capacity >= max(s.launches, *(n * s.replays(n) for n in s.graph_nodes))
+    assert s.replays(1000) == 2 and s.replays(1) == 2000
+
+
+def test_planned_work_fits_the_family_budget_on_an_h100() -> None:
+    """The defaults' planned launches at pessimistic costs (10 us per stream launch end to end or on the
+    host, 2 us per graph node on the GPU, 50 us per event call, the hold as planned): under 5 s."""
+    s = Settings()
+    stream = s.max_repeats * len(launch.VIAS) * (2 * s.hold_ns * 1e-9 + (1 + s.launches) * 10e-6)
+    stream += s.max_repeats * (1 + s.launches) * 10e-6
+    graph = s.max_repeats * sum(n * s.replays(n) * 2e-6 + 0.05 for n in s.graph_nodes)  # + capture and instantiate
+    events = s.max_repeats * 2 * s.events * 50e-6
+    assert stream + graph + events < 5.0
+
+
+@pytest.mark.parametrize(
+    "change", [{"launches": 1}, {"graph_nodes": (10,)}, {"graph_nodes": (10, 1)}, {"hold_us_per_launch": 0.0}]
+)
+def test_settings_that_mean_nothing_are_refused(change: dict) -> None:
+    with pytest.raises(ValueError, match="Settings"):
+        dataclasses.replace(Settings(), **change)
+
+
+def test_the_cuda_bindings_argument_block_points_at_each_value() -> None:
+    class Addresses:
+        def address(self, buffer: object) -> int:
+            return 0xDEAD0000
+
+    holders, pointers = _argument_block(Addresses(), [object(), np.uint32(7), np.uint64(9)])
+    assert [h.dtype for h in holders] == [np.dtype(np.uint64), np.dtype(np.uint32), np.dtype(np.uint64)]
+    assert [int(h[0]) for h in holders] == [0xDEAD0000, 7, 9]
+    assert pointers.tolist() == [h.ctypes.data for h in holders]
+
+
+# ---- static: the SASS contracts -----------------------------------------------------------------
+
+
+def test_each_probe_compiles_and_its_contract_holds_on_every_supported_arch() -> None:
+    probes = family_probes("launch")
+    assert {p.name for p in probes} == set(PROBES)
+    for result in check_all(probes, SUPPORTED_ARCHS):
+        assert result.status == "ok", f"{result.probe} on {result.arch}: {result.detail} {result.violations}"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "broken"),
+    [
+        # a fixed slot instead of the atomic: repeated launches would overwrite one stamp
+        ("atom.global.add.u32 %r2, [%rd2], 1;", "ld.global.u32 %r2, [%rd2];", "count ATOMG"),
+        # a fence before the stamp store: the kernel would wait on memory
+        ("st.global.u64 [%rd4], %rd1;", "membar.gl;\n\tst.global.u64 [%rd4], %rd1;", "forbid"),
+    ],
+)
+def test_the_contract_catches_a_stamp_kernel_that_is_not_the_minimal_one(
+    tmp_path: Path, old: str, new: str, broken: str
+) -> None:
+    source = (PTX_DIR / "launch.ptx").read_text()
+    assert old in source
+    path = tmp_path / "broken_launch.ptx"
+    path.write_text(source.replace(old, new))
+    kernel = build_ptx([path], parse_arch("sm_90a")).listing.kernel("gp_launch_stamp")
+    violations = check(kernel, list(find_probe("launch.stream").contract))
+    assert any(v.rule.startswith(broken) for v in violations), [v.rule for v in violations]
