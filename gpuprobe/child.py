@@ -23,9 +23,9 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.catalog import FAMILIES
-from gpuprobe.results import Device, ProbeOutcome, strict_json
+from gpuprobe.families.conditions import ConditionRecorder
+from gpuprobe.results import Device, strict_json
 
 MARKER = "@@gpuprobe "
 EXIT_CRASHED = 3
@@ -52,12 +52,11 @@ def run(spec: dict[str, Any], out: TextIO) -> int:
     parameters = {k: [tuple(p) for p in v] for k, v in spec["parameters"].items()}
     device = Device.from_dict(spec["device"])
     probes = family.measure(launcher, parameters, device, set(spec["runnable"]), settings, state)
+    recorder = ConditionRecorder(launcher, parameters, bool(spec.get("clock_usable")))
     for name, measure_probe in probes:
         emit(out, "start", probe=name)
-        try:
-            measured = measure_probe()
-        except ProbeFailure as exc:  # the probe's own check failed: its process is sound
-            measured = Measured(name, ProbeOutcome("failed", str(exc)))
+        try:  # a failed self-check (ProbeFailure) is the outcome "failed": the process is sound
+            measured = recorder.measure(name, measure_probe)
         except Exception as exc:  # a CUDA error or worse: this process's context is not to be trusted
             detail = f"{type(exc).__name__}: {exc}"
             emit(out, "measured", probe=name, outcome={"status": "crashed", "detail": detail}, facts=[])

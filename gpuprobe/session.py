@@ -20,6 +20,7 @@ from gpuprobe.build import BuiltModule, build_for
 from gpuprobe.check import CheckResult, check_probe
 from gpuprobe.expectations import ModelExpectations, judge, match_model
 from gpuprobe.families.catalog import FAMILIES, OPT_IN
+from gpuprobe.families.conditions import CLOCK_PROBE
 from gpuprobe.gpu import LauncherSpec, nvml_snapshot
 from gpuprobe.invariants import check_invariants
 from gpuprobe.isolation import ChildPolicy, run_family
@@ -81,9 +82,11 @@ def child_spec(
     family: str,
     settings: Any = None,
     datasheet: Mapping[str, float] | None = None,
+    clock_usable: bool = False,
 ) -> dict:
     """What a measuring child needs: the family, the checked cubin, the kernels' signatures, how to launch,
-    and in its starting state the model's datasheet figures (``state["datasheet"]``, empty when unknown)."""
+    in its starting state the model's datasheet figures (``state["datasheet"]``, empty when unknown),
+    and whether the clock kernel's contract held (the clock read around every probe)."""
     return {
         "family": family,
         "launcher": launcher.factory,
@@ -94,6 +97,7 @@ def child_spec(
         "device": asdict(device),
         "settings": None if settings is None else asdict(settings),
         "state": {"datasheet": dict(datasheet or {})},
+        "clock_usable": clock_usable,
     }
 
 
@@ -154,9 +158,11 @@ def run_suite(
             if check.status != "ok":
                 results.probes[name] = ProbeOutcome(check.status, check.detail)
         save(results, path)
+        clock_usable = checks.get(CLOCK_PROBE) is not None and checks[CLOCK_PROBE].status == "ok"
         for family, measurement in FAMILIES.items():
             order = [name for name in measurement.PROBES if checks.get(name) and checks[name].status == "ok"]
-            spec = child_spec(module, device, launcher, family, (settings or {}).get(family), datasheet)
+            family_settings = (settings or {}).get(family)
+            spec = child_spec(module, device, launcher, family, family_settings, datasheet, clock_usable)
             for measured in run_family(spec, order, policy):
                 results.probes[measured.probe] = measured.outcome
                 results.facts.extend(judge_measured(f, model) for f in measured.facts)

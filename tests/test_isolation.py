@@ -27,7 +27,7 @@ def spec(**options) -> dict:
     module = build_for(all_probes(), parse_arch("sm_90a"))
     assert module.parameters == ptx_parameters()
     launcher = LauncherSpec("tests.fake_gpu:open_fake", 0, options)
-    return child_spec(module, FakeGpu().device(), launcher, "memory", FAST)
+    return child_spec(module, FakeGpu().device(), launcher, "memory", FAST, clock_usable=True)
 
 
 QUICK = ChildPolicy(probe_time_limit_s=30, cooldown_s=0.0)

@@ -59,7 +59,6 @@ class Settings:
     max_repeats: int = 9  # at most this many,
     target_noise: float = 0.01  # stopping once the median's CI half-width is this fraction of it,
     point_budget_s: float = 3.0  # or once this much time went into the footprint
-    condition_spin_cycles: int = 2_000_000  # the clock sample taken before and after each probe
     warm_l2_multiple: float = 1.5  # warm the whole cycle up to this many L2 sizes; beyond, all miss
     l1_rewarm_bytes: int = 1 << 20  # at most this footprint, re-warm every launch (L1 is not kept across launches)
     shared_footprint: int = 32 * 1024
@@ -119,7 +118,6 @@ class _Context:
     parameters: dict[str, list[tuple[str, str]]]
     out: Any = None
     mhz: float | None = None
-    clock_usable: bool = False
 
     def run(self, kernel: str, args: list[object], words: int, block: int = 1, shared: int = 0) -> list[int]:
         """Launch ``kernel`` with ``out`` appended, and read its first ``words`` results back."""
@@ -407,18 +405,6 @@ STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
 PROBES = [name for name, _ in STEPS]
 
 
-def _clock_now(ctx: _Context) -> float | None:
-    """The SM clock over a short spin of the device's own timers (None if the clock probe cannot run)."""
-    if "gp_sm_clock" not in ctx.parameters or not ctx.clock_usable:
-        return None
-    cycles, ns = ctx.run("gp_sm_clock", [np.uint64(ctx.settings.condition_spin_cycles)], words=2)
-    return cycles / ns * 1000.0 if ns else None
-
-
-def _conditions(ctx: _Context, when: str) -> dict[str, Any]:
-    return {f"sm_mhz_{when}": _clock_now(ctx), f"nvml_{when}": ctx.launcher.nvml()}
-
-
 def measure(
     launcher: Launcher,
     parameters: dict[str, list[tuple[str, str]]],
@@ -432,27 +418,20 @@ def measure(
     ``parameters`` are the kernels' PTX signatures (every launch is checked against them);
     ``runnable`` holds the probes to run (their SASS contract held on this arch). A probe whose own
     check fails gives status "failed"; any other exception (a CUDA error) propagates, for the
-    caller to isolate. Each outcome records the clock and NVML readings just before and after.
+    caller to isolate.
     ``state`` carries what later probes need from earlier ones (the measured SM clock) across
     processes: it is read at the start and updated as probes finish.
     """
     state = state if state is not None else {}
     ctx = _Context(launcher, device.l2_bytes, settings or Settings(), parameters, mhz=state.get("mhz"))
-    ctx.clock_usable = "memory.clock" in runnable or state.get("mhz") is not None
     ctx.out = launcher.alloc(64)
 
-    def run(name: str, step: Callable[[_Context], Measured]) -> Measured:
-        conditions: dict[str, Any] = {}
+    def run(step: Callable[[_Context], Measured]) -> Measured:
         try:
-            conditions.update(_conditions(ctx, "before"))
-            measured = step(ctx)
-            conditions.update(_conditions(ctx, "after"))
-        except ProbeFailure as exc:
-            measured = Measured(name, ProbeOutcome("failed", str(exc)))
-        measured.outcome.conditions = conditions
-        state["mhz"] = ctx.mhz
-        return measured
+            return step(ctx)
+        finally:
+            state["mhz"] = ctx.mhz
 
     for name, step in STEPS:
         if name in runnable:
-            yield name, lambda name=name, step=step: run(name, step)
+            yield name, lambda step=step: run(step)
