@@ -267,7 +267,9 @@ def _check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
         return None
     if rule.kind == "no_compile_notes":
         if kernel.compile_notes:
-            return Violation(name, f"ptxas changed what was written ({len(kernel.compile_notes)} note(s))", kernel.compile_notes)
+            return Violation(
+                name, f"ptxas changed what was written ({len(kernel.compile_notes)} note(s))", kernel.compile_notes
+            )
         return None
     if rule.kind == "clock_bracket":
         return _check_bracket(kernel, rule)

@@ -604,5 +604,7 @@ def test_every_registered_probe_holds_its_contract_on_every_supported_arch() -> 
     assert len(results) == len(probes) * len(SUPPORTED_ARCHS)
     targets = {(p.name, a.name) for p in probes for a in SUPPORTED_ARCHS if p.supports(a)}
     expected = {(r.probe, r.arch): "ok" if (r.probe, r.arch) in targets else "unsupported" for r in results}
-    failures = [f"{r.arch} {r.probe}: {r.status}: {r.detail}" for r in results if r.status != expected[(r.probe, r.arch)]]
+    failures = [
+        f"{r.arch} {r.probe}: {r.status}: {r.detail}" for r in results if r.status != expected[(r.probe, r.arch)]
+    ]
     assert not failures, "\n".join(failures)

@@ -25,9 +25,9 @@ from gpuprobe.families.wgmma import (
     rate_invariants,
 )
 from gpuprobe.families.wgmma_layout import (
-    M,
     N_VALUES,
     TYPES,
+    M,
     a_fragment_index,
     core_matrix_bytes,
     d_fragment_index,
@@ -40,7 +40,8 @@ from gpuprobe.families.wgmma_layout import (
 from gpuprobe.families.wgmma_operands import E4M3, decode, encode, make_operands, mismatch
 from gpuprobe.families.wgmma_ptx import Kernel, kernel_text, module_text
 from gpuprobe.registry import PTX_DIR, find_probe
-from gpuprobe.results import Fact
+from gpuprobe.report import section
+from gpuprobe.results import Fact, Results
 from gpuprobe.sass import Listing, apply_compile_log
 from tests.fake_gpu import fake_gpu, ptx_parameters
 
@@ -231,7 +232,8 @@ def test_ptxas_numbered_notes_are_attached_to_their_kernel() -> None:
         "ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
         "the presence of Extern calls in the function 'k'.\n"
         "ptxas info    : (C7517) wgmma.wait_group is injected in around line 9 by compiler in function 'other'\n"
-        "ptxas info    : Function properties for k\n    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Function properties for k\n"
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
     )
     apply_compile_log(listing, log)
     assert len(listing.kernels["k"].compile_notes) == 1 and "(C7515)" in listing.kernels["k"].compile_notes[0]
@@ -359,3 +361,36 @@ def test_no_wgmma_finishes_faster_than_its_work_allows() -> None:
     fact_id = "tensor.wgmma.bf16.m64n256k16.ss.latency"
     assert [ok for _, ok, _ in latency_floor_invariants({fact_id: _fact(fact_id, 140.0)}, device)] == [True]
     assert [ok for _, ok, _ in latency_floor_invariants({fact_id: _fact(fact_id, 100.0)}, device)] == [False]
+
+
+# --------------------------------------------------------------------------- the fact sheet
+
+
+def _results(measured) -> Results:
+    gpu_device = fake_gpu(**SMALL).device()
+    outcomes = {name: m.outcome for name, m in measured.items()}
+    return Results(gpu_device, [f for m in measured.values() for f in m.facts], outcomes, partial=False)
+
+
+def test_the_section_shows_wgmma_against_cublas_and_the_peak_at_the_measured_clock() -> None:
+    results = _results(_run(fake_gpu(**SMALL)))
+    (sheet,) = family.SECTIONS
+    facts = [f for f in results.facts if f.id.startswith(sheet.fact_prefixes)]
+    text = "\n".join(section(results, sheet, facts, {sheet.plot.key: sheet.plot.file_name}))
+    for fact_id in ("tensor.wgmma.bf16.m64n256k16.ss.tflops", "tensor.cublas.bf16.tflops",
+                    "tensor.wgmma.bf16.fraction_of_cublas", "tensor.wgmma.bf16.datasheet_peak_at_clock",
+                    "tensor.wgmma.bf16.fraction_of_peak", "tensor.wgmma.s8.m64n8k32.rs.latency"):  # fmt: skip
+        assert fact_id in text
+    assert "wgmma_latency_vs_n.png" in text
+    assert sheet.plot.png(results, 50).startswith(b"\x89PNG")
+    assert sheet.plot.png(Results(results.device), 50) is None
+
+
+def test_the_simulated_run_keeps_every_invariant() -> None:
+    cublas = {"f16": 22.0, "bf16": 22.0, "tf32": 11.0}  # about 80 % of the 4-SM part's peak, as on an H100
+    results = _results(_run(fake_gpu(**SMALL, gemm_tflops=cublas)))
+    facts = {f.id: f for f in results.facts}
+    device = dataclasses.replace(results.device, sm_count=4)
+    checks = [c for check in family.INVARIANTS for c in check(facts, device)]
+    assert len(checks) == 1 + 2 * 10 + 60
+    assert all(ok for _, ok, _ in checks), [c for c in checks if not c[1]]

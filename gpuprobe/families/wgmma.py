@@ -30,20 +30,20 @@ import numpy as np
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
 from gpuprobe.families.wgmma_layout import (
-    M,
     WARPGROUP,
+    M,
     WgmmaType,
     a_fragments,
     core_matrix_bytes,
     d_from_fragments,
     layout_bits,
-    wgmma_type,
 )
 from gpuprobe.families.wgmma_operands import Operands, make_operands, mismatch
-from gpuprobe.families.wgmma_ptx import A_BYTES, BATCH, LATENCY_THREADS, THROUGHPUT_N, Kernel, kernels
+from gpuprobe.families.wgmma_plot import latency_png
+from gpuprobe.families.wgmma_ptx import A_BYTES, LATENCY_THREADS, THROUGHPUT_N, Kernel, kernels
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
-from gpuprobe.sections import Section
+from gpuprobe.sections import Plot, Section
 
 RECORD_WORDS = 8  # uint32 words per warpgroup record: cycles, ns, start, end (u64 each)
 GEMM_DTYPE = "bf16"
@@ -62,7 +62,9 @@ def shape_id(wgmma: WgmmaType, n: int, source: str) -> str:
     return f"tensor.wgmma.{wgmma.name}.m64n{n}k{wgmma.k}.{source}"
 
 
-_THROUGHPUT = sorted((k for k in kernels() if k.purpose == "tput"), key=lambda k: (k.wgmma.name != "bf16", k.source != "ss"))
+_THROUGHPUT = sorted(
+    (k for k in kernels() if k.purpose == "tput"), key=lambda k: (k.wgmma.name != "bf16", k.source != "ss")
+)
 _LATENCY = [k for k in kernels() if k.purpose == "lat"]
 KERNELS: dict[str, Kernel] = {probe_name(k): k for k in [*_THROUGHPUT, *_LATENCY]}
 PROBES = list(KERNELS)
@@ -357,7 +359,9 @@ def cublas_invariant(facts: dict[str, Fact], device: Device) -> list[tuple[str, 
     if fraction is None:
         return []
     ok = fraction.value >= CUBLAS_FRACTION_MIN
-    return [("wgmma.bf16_reaches_cublas", ok, f"wgmma bf16 at {fraction.value:.3f} x cuBLAS (>= {CUBLAS_FRACTION_MIN})")]
+    return [
+        ("wgmma.bf16_reaches_cublas", ok, f"wgmma bf16 at {fraction.value:.3f} x cuBLAS (>= {CUBLAS_FRACTION_MIN})")
+    ]
 
 
 def rate_invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
@@ -370,8 +374,9 @@ def rate_invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, b
             if tflops is None or mhz is None:
                 continue
             ceiling = device.sm_count * HOPPER_FLOP_PER_CLK_PER_SM[kernel.wgmma.name] * mhz.value / 1e6
-            checks.append((f"wgmma.rate_below_peak.{prefix.removeprefix('tensor.wgmma.')}", tflops.value <= 1.02 * ceiling,
-                           f"{tflops.value:.1f} TFLOP/s vs {ceiling:.1f} at {mhz.value:.0f} MHz"))  # fmt: skip
+            name = f"wgmma.rate_below_peak.{prefix.removeprefix('tensor.wgmma.')}"
+            detail = f"{tflops.value:.1f} TFLOP/s vs {ceiling:.1f} at {mhz.value:.0f} MHz"
+            checks.append((name, tflops.value <= 1.02 * ceiling, detail))
     return checks
 
 
@@ -394,6 +399,7 @@ SECTIONS = (
         title="Tensor cores: wgmma (sm_90a)",
         fact_prefixes=("tensor.wgmma.", "tensor.cublas."),
         probe_prefixes=("wgmma.",),
+        plot=Plot("wgmma_latency_vs_n", "wgmma_latency_vs_n.png", "wgmma latency vs N", latency_png),
         blurb=(
             "wgmma.mma_async per type (bf16, f16, tf32, e4m3, s8), N and A source (ss: shared memory, rs: "
             "registers). Latency: one warpgroup, each wgmma waiting for the last. Throughput: every SM, "
@@ -403,6 +409,5 @@ SECTIONS = (
             "(fraction_of_cublas) and against the datasheet dense peak scaled to the measured clock "
             "(datasheet_peak_at_clock, fraction_of_peak). Every D was checked against NumPy."
         ),
-        invariants=True,
     ),
 )

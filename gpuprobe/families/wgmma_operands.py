@@ -125,7 +125,6 @@ def mismatch(d: np.ndarray, operands: Operands, times: int) -> str | None:
     if not bad.any():
         return None
     row, col = np.argwhere(bad)[0]
-    return (
-        f"D[{row},{col}] = {d[row, col]!r}, expected {expected[row, col]!r} "
-        f"({int(bad.sum())} of {bad.size} elements wrong; {times} x A @ B, {operands.wgmma.name}, {operands.kind} operands)"
-    )
+    wrong = f"{int(bad.sum())} of {bad.size} elements wrong"
+    what = f"{wrong}; {times} x A @ B, {operands.wgmma.name}, {operands.kind} operands"
+    return f"D[{row},{col}] = {d[row, col]!r}, expected {expected[row, col]!r} ({what})"

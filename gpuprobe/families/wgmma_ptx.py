@@ -119,8 +119,10 @@ def kernel_text(kernel: Kernel) -> str:
     threads = LATENCY_THREADS if kernel.purpose == "lat" else THROUGHPUT_MAX_THREADS
     acc = kernel.wgmma.accumulator
     zero = "0f00000000" if acc == "f32" else "0"
-    what = "latency: one warpgroup, each wgmma waits for the last" if kernel.purpose == "lat" else (
-        f"throughput: every warpgroup issues {kernel.batch} wgmmas, then waits"
+    what = (
+        "latency: one warpgroup, each wgmma waits for the last"
+        if kernel.purpose == "lat"
+        else (f"throughput: every warpgroup issues {kernel.batch} wgmmas, then waits")
     )
     lines = [
         f"// {kernel.wgmma.name} m64n{kernel.n}k{kernel.wgmma.k}, A from "
