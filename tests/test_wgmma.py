@@ -44,6 +44,7 @@ from gpuprobe.report import section
 from gpuprobe.results import Fact, Results
 from gpuprobe.sass import Listing, apply_compile_log
 from tests.fake_gpu import fake_gpu, ptx_parameters
+from tests.fakes.wgmma import FAKE_SETTINGS
 
 FAST = Settings(max_repeats=3, throughput_repeats=2, gemm_repeats=2, latency_budget_s=5.0)
 SMALL = {"sm_count": 4, "blocks_per_sm": 1}  # the simulated GPU: 4 SMs, one block of 3 warpgroups each
@@ -313,6 +314,15 @@ def test_probes_whose_contract_failed_are_not_launched() -> None:
     assert "gp_wg_tput_ss_bf16_n256" not in gpu.launches
 
 
+def test_a_whole_suite_run_on_the_simulated_gpu_stays_small() -> None:
+    """The default simulated GPU (132 SMs, 8 blocks an SM) with the settings other tests should pass."""
+    gpu = fake_gpu()
+    measured = _run(gpu, runnable=["wgmma.throughput.bf16.ss"], settings=FAKE_SETTINGS)
+    assert measured["wgmma.throughput.bf16.ss"].outcome.status == "ok"
+    fraction = _facts(measured)["tensor.wgmma.bf16.fraction_of_cublas"].value
+    assert fraction == pytest.approx(132 * 4096 * 0.96 * gpu.mhz * 0.93 / 1e6 / 700.0, rel=0.04)
+
+
 def test_the_family_fits_its_time_budget_on_an_h100() -> None:
     """Every launch at its most repeats, read back and checked, plus cuBLAS: within 15 s on 132 SMs."""
     assert planned_seconds(Settings(), fake_gpu().device()) < 15.0
@@ -323,7 +333,7 @@ def test_the_family_fits_its_time_budget_on_an_h100() -> None:
 @pytest.mark.parametrize(
     "change",
     [{"short_iterations": 0}, {"long_iterations": 8}, {"warpgroups_per_block": 4}, {"throughput_ms": 0.0},
-     {"max_repeats": 1}, {"gemm_count": 0}],
+     {"max_repeats": 1}, {"gemm_count": 0}, {"blocks_per_sm": -1}],
 )  # fmt: skip
 def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):

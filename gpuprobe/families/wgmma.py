@@ -3,7 +3,7 @@
 Order of measurement:
 
 1. ``wgmma.throughput.bf16.ss`` first, while the GPU is coolest of this family's work: every SM
-   runs as many blocks of warpgroups as fit, each warpgroup issuing batches of 16 m64n256k16
+   runs a block of three warpgroups (no second fits), each warpgroup issuing batches of 16 m64n256k16
    wgmmas with one wait per batch; TFLOP/s over the GPU from the kernel's own %globaltimer (first
    start to last end), the SM clock from %clock64 over %globaltimer in the same kernel. Zero and
    random operands both (the power effect). Then cuBLAS's 8192^3 bf16 GEMM in the same process:
@@ -79,6 +79,9 @@ class Settings:
     target_noise: float = 0.01
     latency_budget_s: float = 0.5  # per latency probe
     warpgroups_per_block: int = 3
+    # Throughput blocks per SM: at most this many of those that fit (occupancy API); 0: all that fit. On
+    # sm_90a a second block of three warpgroups never fits (154-158 registers x 384 threads).
+    blocks_per_sm: int = 1
     calibration_iterations: int = 8  # a first throughput launch, to size the timed ones
     throughput_ms: float = 4.0  # each timed throughput launch lasts about this long
     throughput_repeats: int = 3  # timed launches per operand kind
@@ -96,6 +99,8 @@ class Settings:
                 raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
         if self.long_iterations <= self.short_iterations or self.max_repeats < self.min_repeats:
             raise ValueError("Settings: long_iterations must exceed short_iterations, max_repeats >= min_repeats")
+        if self.blocks_per_sm < 0:
+            raise ValueError(f"Settings.blocks_per_sm must be 0 (as many as fit) or more, got {self.blocks_per_sm}")
         if not 1 <= self.warpgroups_per_block <= 3:
             raise ValueError(f"Settings.warpgroups_per_block must be 1 to 3, got {self.warpgroups_per_block}")
         if self.throughput_ms <= 0:
@@ -233,9 +238,10 @@ class Rate:
 
 def _grid(ctx: _Context, kernel: Kernel) -> tuple[int, int]:
     threads = ctx.settings.warpgroups_per_block * WARPGROUP
-    per_sm = ctx.launcher.max_active_blocks(kernel.name, threads, A_BYTES + kernel.n * 32)
-    if per_sm < 1:
+    fit = ctx.launcher.max_active_blocks(kernel.name, threads, A_BYTES + kernel.n * 32)
+    if fit < 1:
         raise ProbeFailure(f"{kernel.name}: no block of {threads} threads fits on an SM")
+    per_sm = min(fit, ctx.settings.blocks_per_sm) if ctx.settings.blocks_per_sm else fit
     return ctx.device.sm_count * per_sm, threads
 
 
