@@ -257,6 +257,7 @@ def test_the_simulated_wgmmas_are_recovered() -> None:
     assert facts["tensor.wgmma.bf16.m64n256k16.ss.latency"].value == pytest.approx(128 + 14, rel=0.03)
     assert facts["tensor.wgmma.s8.m64n8k32.rs.latency"].value == pytest.approx(4 + 14, rel=0.03)
     assert facts["tensor.wgmma.bf16.m64n256k16.ss.latency"].converted["ns"] == pytest.approx(142 / 1755 * 1e3, rel=0.03)
+    assert all("ns" in f.converted for f in facts.values() if f.id.endswith(".latency"))  # each run >= 20 us
     random_mhz, zero_mhz = gpu.mhz * 0.93, gpu.mhz
     expected = 4 * 4096 * 0.96 * random_mhz / 1e6  # 4 SMs at 96 % of the dense rate per clock
     assert facts["tensor.wgmma.bf16.m64n256k16.ss.tflops"].value == pytest.approx(expected, rel=0.03)

@@ -73,7 +73,7 @@ PROBES = list(KERNELS)
 @dataclass(frozen=True)
 class Settings:
     short_iterations: int = 64  # a latency sample: the long loop minus the short one
-    long_iterations: int = 512
+    long_iterations: int = 2048  # >= 20 us even at N = 8 (~20 cycles each), so the clock reads to ~1 %
     min_repeats: int = 3
     max_repeats: int = 7
     target_noise: float = 0.01
