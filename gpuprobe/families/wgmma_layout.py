@@ -10,8 +10,8 @@
   matrices adjacent in K) is 128, the *stride-dimension byte offset* (adjacent in M or N) 256.
 * The 64-bit descriptor (:func:`descriptor`): bits 0-13 start address >> 4, 16-29 leading byte
   offset >> 4, 32-45 stride byte offset >> 4, 49-51 base offset (0: no swizzle pattern to align),
-  62-63 swizzle mode (0: none). The kernel ORs its shared address >> 4 into bits 0-13 of the
-  layout bits the host passes (:func:`layout_bits`).
+  62-63 swizzle mode (0: none). The kernel ORs its shared address >> 4 (14 bits) into the layout
+  bits the host passes (:func:`layout_bits`).
 * Register fragments (:func:`a_fragment_index`, :func:`d_fragment_index`): warp w of the warpgroup
   holds rows 16 w .. 16 w + 15; within a warp, lane l is in group g = l // 4 (rows g and g + 8)
   and has t = l % 4 (columns 2 t, 2 t + 1 of each 8-column block of D, and the matching K columns
@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,8 +31,8 @@ CORE_ROWS, CORE_BYTES = 8, 16
 K_BYTES = 32  # every wgmma shape spans 32 bytes of K: k16 for 16-bit types, k8 tf32, k32 8-bit
 LEADING_BYTES = CORE_ROWS * CORE_BYTES  # next core matrix along K
 STRIDE_BYTES = 2 * LEADING_BYTES  # next core matrix along M or N
-SHARED_ALIGN = 16  # descriptor addresses drop their 4 low bits
-ADDRESS_BITS = 14
+SHARED_ALIGN = 16  # descriptor offsets drop their 4 low bits
+OFFSET_BITS = 14
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,6 @@ TYPES: dict[str, WgmmaType] = {
 N_VALUES = (8, 16, 32, 64, 128, 256)
 
 
-def wgmma_type(name: str) -> WgmmaType:
-    try:
-        return TYPES[name]
-    except KeyError:
-        raise ValueError(f"no wgmma type {name!r}; known: {', '.join(TYPES)}") from None
-
-
 def check_n(n: int) -> None:
     if n < 8 or n > 256 or n % 8:
         raise ValueError(f"wgmma N must be a multiple of 8 from 8 to 256, not {n}")
@@ -83,18 +77,11 @@ def check_n(n: int) -> None:
 def layout_bits(leading_bytes: int = LEADING_BYTES, stride_bytes: int = STRIDE_BYTES, swizzle: int = 0) -> int:
     """The descriptor without its start address: offsets >> 4 in bits 16-29 and 32-45, swizzle in 62-63."""
     for name, value in (("leading", leading_bytes), ("stride", stride_bytes)):
-        if value % SHARED_ALIGN or not 0 <= value >> 4 < 1 << ADDRESS_BITS:
-            raise ValueError(f"{name} byte offset {value} must be a multiple of 16 below {16 << ADDRESS_BITS}")
+        if value % SHARED_ALIGN or not 0 <= value >> 4 < 1 << OFFSET_BITS:
+            raise ValueError(f"{name} byte offset {value} must be a multiple of 16 below {16 << OFFSET_BITS}")
     if swizzle not in range(4):
         raise ValueError(f"swizzle mode {swizzle} is not one of 0 (none), 1 (128 B), 2 (64 B), 3 (32 B)")
     return (leading_bytes >> 4) << 16 | (stride_bytes >> 4) << 32 | swizzle << 62
-
-
-def descriptor(address: int, bits: int) -> int:
-    """The full descriptor: the shared-memory start address >> 4 in bits 0-13, as the kernel builds it."""
-    if address % SHARED_ALIGN or address >> 4 >= 1 << ADDRESS_BITS:
-        raise ValueError(f"shared address {address:#x} must be 16-byte aligned and below 256 KiB")
-    return bits | address >> 4
 
 
 def decode_descriptor(value: int) -> dict[str, int]:
@@ -123,11 +110,12 @@ def core_matrix_bytes(rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(tiles.transpose(0, 2, 1, 3)).reshape(-1)  # (i, j, r, byte)
 
 
-def operand_offset(row: int, byte: int, descriptor_bits: int = layout_bits()) -> int:
-    """Where a descriptor with these offsets says the byte (row, byte) of a K-major operand lies."""
+def operand_offset(row: Any, byte: Any, descriptor_bits: int = layout_bits()) -> Any:
+    """Where a descriptor with these offsets says byte ``byte`` of row ``row`` of a K-major operand lies
+    (no swizzle), as what the tensor core reads; ints or NumPy arrays."""
     fields = decode_descriptor(descriptor_bits)
-    i, r = divmod(row, CORE_ROWS)
-    j, b = divmod(byte, CORE_BYTES)
+    i, r = row // CORE_ROWS, row % CORE_ROWS
+    j, b = byte // CORE_BYTES, byte % CORE_BYTES
     return i * fields["stride"] + j * fields["leading"] + r * CORE_BYTES + b
 
 

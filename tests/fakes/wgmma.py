@@ -14,14 +14,12 @@ import numpy as np
 
 from gpuprobe.families.wgmma import Settings
 from gpuprobe.families.wgmma_layout import (
-    CORE_BYTES,
-    CORE_ROWS,
     K_BYTES,
     WARPGROUP,
     M,
     a_fragment_index,
     d_fragment_index,
-    decode_descriptor,
+    operand_offset,
 )
 from gpuprobe.families.wgmma_operands import decode
 from gpuprobe.families.wgmma_ptx import Kernel, kernels
@@ -38,13 +36,7 @@ START_NS = 1_000_000_000
 
 def _operand(data: np.ndarray, rows: int, layout: int) -> np.ndarray:
     """A K-major operand's raw bytes (rows x 32) read where the descriptor's offsets say they lie."""
-    fields = decode_descriptor(layout)
-    row = np.arange(rows)[:, None]
-    byte = np.arange(K_BYTES)[None, :]
-    i, r = row // CORE_ROWS, row % CORE_ROWS
-    j, b = byte // CORE_BYTES, byte % CORE_BYTES
-    offsets = i * fields["stride"] + j * fields["leading"] + r * CORE_BYTES + b
-    return data[offsets]
+    return data[operand_offset(np.arange(rows)[:, None], np.arange(K_BYTES)[None, :], layout)]
 
 
 def _a_from_registers(data: np.ndarray, kernel: Kernel) -> np.ndarray:
