@@ -22,7 +22,9 @@ Rule kinds:
   with nothing writing that register in between: a serial chase the hardware cannot overlap;
 * ``control_off_chain`` — no instruction other than those matching ``opcode`` reads a register
   they load: the loop control never waits for the chain, so it issues in the loads' shadow;
-* ``no_local`` — no stack frame and no spills.
+* ``no_local`` — no stack frame and no spills;
+* ``no_compile_notes`` — ptxas said nothing numbered about the kernel (``(C7515) ... wgmma.mma_async
+  instructions are serialized``, ``(C7517) wgmma.wait_group is injected``): it compiled as written.
 
 Opcode patterns are full-match regular expressions over the whole mnemonic as nvdisasm prints
 it, modifiers included (``LDG\\.E\\.64\\.STRONG\\.GPU``).
@@ -59,6 +61,7 @@ RULE_KINDS = (
     "dependent_chain",
     "control_off_chain",
     "no_local",
+    "no_compile_notes",
 )
 REGIONS = ("kernel", "timed", "timed_loop", "timed_outside_loop")
 CLOCK_OPERAND = re.compile(r"SR_CLOCKLO")
@@ -113,6 +116,8 @@ class Rule:
             return f"{self.reads} clock reads bracketing {self.loops} loop(s)"
         if self.kind == "no_local":
             return "no local memory (stack frame, spills)"
+        if self.kind == "no_compile_notes":
+            return "no numbered ptxas notes (serialization, injected waits)"
         return f"{self.kind} {self.opcode} in {self.region}"
 
 
@@ -259,6 +264,12 @@ def _check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
         spills = (kernel.spill_store_bytes or 0) + (kernel.spill_load_bytes or 0)
         if local or spills:
             return Violation(name, f"stack frame {local} bytes, spills {spills} bytes")
+        return None
+    if rule.kind == "no_compile_notes":
+        if kernel.compile_notes:
+            return Violation(
+                name, f"ptxas changed what was written ({len(kernel.compile_notes)} note(s))", kernel.compile_notes
+            )
         return None
     if rule.kind == "clock_bracket":
         return _check_bracket(kernel, rule)

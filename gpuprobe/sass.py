@@ -86,6 +86,7 @@ class Kernel:
     local_bytes: int | None = None  # per-thread stack the kernel needs, callees included; None: unbounded (recursion)
     spill_store_bytes: int | None = None  # known only when gpuprobe compiled it (ptxas -v)
     spill_load_bytes: int | None = None
+    compile_notes: list[str] = field(default_factory=list)  # ptxas's numbered notes on it, e.g. wgmma serialized
 
     @property
     def loops(self) -> list[Loop]:
@@ -266,16 +267,21 @@ def parse_listing(text: str) -> Listing:
 
 
 _PTXAS_FUNCTION = re.compile(r"Function properties for (?P<name>\S+)")
+# A numbered ptxas diagnostic about one function, e.g. "(C7515) Potential Performance Loss: wgmma.mma_async
+# instructions are serialized due to ... in the function 'k'" or "(C7517) wgmma.wait_group is injected ...".
+_PTXAS_NOTE = re.compile(r"ptxas (?:info|warning)\s*:\s*(?P<note>\(C\d+\).*?function '(?P<name>[^']+)'.*)$")
 _PTXAS_SPILL = re.compile(
     r"(?P<frame>\d+) bytes stack frame, (?P<store>\d+) bytes spill stores, (?P<load>\d+) bytes spill loads"
 )
 
 
 def apply_compile_log(listing: Listing, log: str) -> None:
-    """Attach ptxas -v's spill figures (known only for code gpuprobe compiled) to the kernels."""
+    """Attach ptxas -v's spill figures and numbered notes (known only for code gpuprobe compiled) to the kernels."""
     current = None
     for line in log.splitlines():
-        if match := _PTXAS_FUNCTION.search(line):
+        if (match := _PTXAS_NOTE.search(line)) and match["name"] in listing.kernels:
+            listing.kernels[match["name"]].compile_notes.append(match["note"].strip())
+        elif match := _PTXAS_FUNCTION.search(line):
             current = listing.kernels.get(match["name"])
         elif current is not None and (match := _PTXAS_SPILL.search(line)):
             current.spill_store_bytes = int(match["store"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gpuprobe.families import grid_sync, launch, memory_latency, selftest
+from gpuprobe.families import grid_sync, launch, memory_latency, selftest, wgmma
 
 # In measuring order. The self-test goes first when it runs (--inject-fault), so that every family
 # after it shows the run went on.
@@ -13,5 +13,6 @@ FAMILIES: dict[str, ModuleType] = {
     "memory": memory_latency,
     "grid_sync": grid_sync,
     "launch": launch,
+    "wgmma": wgmma,
 }
 OPT_IN = frozenset({"selftest"})  # measured only when asked

@@ -1,0 +1,419 @@
+"""The wgmma family (sm_90a): latency and throughput of wgmma.mma_async, checked against NumPy.
+
+Order of measurement:
+
+1. ``wgmma.throughput.bf16.ss`` first, while the GPU is coolest of this family's work: every SM
+   runs a block of three warpgroups (no second fits), each warpgroup issuing batches of 16 m64n256k16
+   wgmmas with one wait per batch; TFLOP/s over the GPU from the kernel's own %globaltimer (first
+   start to last end), the SM clock from %clock64 over %globaltimer in the same kernel. Zero and
+   random operands both (the power effect). Then cuBLAS's 8192^3 bf16 GEMM in the same process:
+   the wgmma rate over cuBLAS's, and over the datasheet dense peak scaled to the measured clock.
+2. The other throughput probes (bf16 RS, f16, tf32, e4m3, s8; SS and RS), the same way.
+3. Latency, per type, N and A source: one warpgroup, wgmma + commit + wait 0 per iteration, each
+   accumulating onto the last; a sample is a long minus a short loop's cycles over the difference
+   in iterations, so everything paid once cancels.
+
+Every launch reads back every warpgroup's D registers, maps them to rows and columns by the
+PTX ISA's D-fragment layout (:mod:`gpuprobe.families.wgmma_layout`) and holds them to
+``times x A @ B`` from NumPy within the type's tolerance (int8 exactly); a wrong D fails the
+probe and gives no facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.wgmma_layout import (
+    WARPGROUP,
+    M,
+    WgmmaType,
+    a_fragments,
+    core_matrix_bytes,
+    d_from_fragments,
+    layout_bits,
+)
+from gpuprobe.families.wgmma_operands import Operands, make_operands, mismatch
+from gpuprobe.families.wgmma_plot import latency_png
+from gpuprobe.families.wgmma_ptx import A_BYTES, LATENCY_THREADS, THROUGHPUT_N, Kernel, kernels
+from gpuprobe.gpu import Launcher
+from gpuprobe.results import Device, Fact, ProbeOutcome
+from gpuprobe.sections import Plot, Section
+
+RECORD_WORDS = 8  # uint32 words per warpgroup record: cycles, ns, start, end (u64 each)
+GEMM_DTYPE = "bf16"
+# Dense flop per clock per SM of Hopper's tensor cores (GPU_SPECS.md; compute.md section 4).
+HOPPER_FLOP_PER_CLK_PER_SM = {"bf16": 4096, "f16": 4096, "tf32": 2048, "e4m3": 8192, "s8": 8192}
+CUBLAS_FRACTION_MIN = 0.95
+
+
+def probe_name(kernel: Kernel) -> str:
+    if kernel.purpose == "lat":
+        return f"wgmma.latency.{kernel.wgmma.name}.{kernel.source}.n{kernel.n}"
+    return f"wgmma.throughput.{kernel.wgmma.name}.{kernel.source}"
+
+
+def shape_id(wgmma: WgmmaType, n: int, source: str) -> str:
+    return f"tensor.wgmma.{wgmma.name}.m64n{n}k{wgmma.k}.{source}"
+
+
+_THROUGHPUT = sorted(
+    (k for k in kernels() if k.purpose == "tput"), key=lambda k: (k.wgmma.name != "bf16", k.source != "ss")
+)
+_LATENCY = [k for k in kernels() if k.purpose == "lat"]
+KERNELS: dict[str, Kernel] = {probe_name(k): k for k in [*_THROUGHPUT, *_LATENCY]}
+PROBES = list(KERNELS)
+
+
+@dataclass(frozen=True)
+class Settings:
+    short_iterations: int = 64  # a latency sample: the long loop minus the short one
+    long_iterations: int = 2048  # >= 20 us even at N = 8 (~20 cycles each), so the clock reads to ~1 %
+    min_repeats: int = 3
+    max_repeats: int = 7
+    target_noise: float = 0.01
+    latency_budget_s: float = 0.5  # per latency probe
+    warpgroups_per_block: int = 3
+    # Throughput blocks per SM: at most this many of those that fit (occupancy API); 0: all that fit. On
+    # sm_90a a second block of three warpgroups never fits (154-158 registers x 384 threads).
+    blocks_per_sm: int = 1
+    calibration_iterations: int = 8  # a first throughput launch, to size the timed ones
+    throughput_ms: float = 4.0  # each timed throughput launch lasts about this long
+    throughput_repeats: int = 3  # timed launches per operand kind
+    gemm_n: int = 8192
+    gemm_count: int = 10  # GEMMs per cuBLAS timing
+    gemm_repeats: int = 3
+    min_clock_window_ns: int = 20_000  # a latency run this long reads its clock to ~1 %
+    seed: int = 20250901
+
+    def __post_init__(self) -> None:
+        counts = ("short_iterations", "min_repeats", "calibration_iterations", "throughput_repeats", "gemm_n",
+                  "gemm_count", "gemm_repeats")  # fmt: skip
+        for name in counts:  # a zero trip count would make a PTX loop run 2**32 times
+            if getattr(self, name) < 1:
+                raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
+        if self.long_iterations <= self.short_iterations or self.max_repeats < self.min_repeats:
+            raise ValueError("Settings: long_iterations must exceed short_iterations, max_repeats >= min_repeats")
+        if self.blocks_per_sm < 0:
+            raise ValueError(f"Settings.blocks_per_sm must be 0 (as many as fit) or more, got {self.blocks_per_sm}")
+        if not 1 <= self.warpgroups_per_block <= 3:
+            raise ValueError(f"Settings.warpgroups_per_block must be 1 to 3, got {self.warpgroups_per_block}")
+        if self.throughput_ms <= 0:
+            raise ValueError(f"Settings.throughput_ms must be positive, got {self.throughput_ms}")
+
+    def stopping(self) -> Stopping:
+        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.latency_budget_s)
+
+
+# --------------------------------------------------------------------------- one launch
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What one launch measured: per warpgroup cycles, ns, start and end (globaltimer ns)."""
+
+    cycles: np.ndarray
+    ns: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    @property
+    def span_ns(self) -> float:
+        """First start to last end over every warpgroup: the time the whole GPU took."""
+        return float(self.end.max() - self.start.min())
+
+    @property
+    def mhz(self) -> float:
+        """The SM clock the warpgroups ran at (median of cycles over ns)."""
+        return float(np.median(self.cycles / np.maximum(self.ns, 1) * 1000.0))
+
+
+def split_output(words: np.ndarray, warpgroups: int, registers: int) -> tuple[np.ndarray, np.ndarray]:
+    """Raw output (uint32) -> records (warpgroups x 4 uint64) and D registers (warpgroups x 128 x N/2)."""
+    head = warpgroups * RECORD_WORDS
+    records = np.ascontiguousarray(words[:head]).view(np.uint64).reshape(warpgroups, 4)
+    fragments = np.ascontiguousarray(words[head:]).reshape(warpgroups, WARPGROUP, registers)
+    return records, fragments
+
+
+def check_result(fragments: np.ndarray, kernel: Kernel, operands: Operands, times: int) -> None:
+    """Every warpgroup's D is bit-identical, and it is ``times`` x A @ B: else ProbeFailure."""
+    differing = np.flatnonzero(np.any(fragments != fragments[:1], axis=(1, 2)))
+    if len(differing):
+        raise ProbeFailure(
+            f"{kernel.name}: warpgroup {int(differing[0])}'s D differs from warpgroup 0's "
+            f"({len(differing)} of {len(fragments)} warpgroups)"
+        )
+    dtype = np.float32 if kernel.wgmma.accumulator == "f32" else np.int32
+    d = d_from_fragments(fragments[0].view(dtype), kernel.n)
+    problem = mismatch(d, operands, times)
+    if problem:
+        raise ProbeFailure(f"{kernel.name}: {problem}")
+
+
+@dataclass
+class _Context:
+    launcher: Launcher
+    device: Device
+    settings: Settings
+    kernels: Kernels
+    datasheet: dict[str, float]
+    outs: dict[int, Any] = field(default_factory=dict)  # output buffers by size, reused across launches
+
+    def upload_operands(self, kernel: Kernel, kind: str) -> tuple[Operands, Any, Any]:
+        operands = make_operands(kernel.wgmma, kernel.n, kind, self.settings.seed)
+        if kernel.source == "ss":
+            a = self.launcher.upload(core_matrix_bytes(operands.a_bits.view(np.uint8).reshape(M, -1)))
+        else:
+            a = self.launcher.upload(a_fragments(operands.a_bits, kernel.wgmma).reshape(-1))
+        b = self.launcher.upload(core_matrix_bytes(operands.b_bits.view(np.uint8).reshape(kernel.n, -1)))
+        return operands, a, b
+
+    def launch(
+        self, kernel: Kernel, operands: Operands, a: Any, b: Any, iterations: int, blocks: int, threads: int
+    ) -> Launched:
+        """One checked launch: its records, after D was held to the NumPy reference."""
+        warpgroups = blocks * threads // WARPGROUP
+        words = warpgroups * (RECORD_WORDS + WARPGROUP * kernel.registers)
+        out = self.outs.get(words) or self.outs.setdefault(words, self.launcher.alloc(words * 4))
+        args = [a, b, np.uint64(layout_bits()), np.uint32(iterations), out]
+        shared = A_BYTES + kernel.n * 32
+        values = self.kernels.run(kernel.name, args, out, words, dtype="uint32", grid=blocks, block=threads,
+                                  shared=shared)  # fmt: skip
+        records, fragments = split_output(values, warpgroups, kernel.registers)
+        check_result(fragments, kernel, operands, times=iterations if kernel.purpose == "lat" else kernel.batch)
+        cycles, ns, start, end = (records[:, i].astype(np.float64) for i in range(4))
+        if np.any(ns <= 0) or np.any(cycles <= 0) or np.any(end < start):
+            raise ProbeFailure(f"{kernel.name}: impossible timing (cycles {cycles.min()}, ns {ns.min()})")
+        return Launched(cycles, ns, start, end)
+
+
+# --------------------------------------------------------------------------- latency
+
+
+def per_wgmma_cycles(short_cycles: float, long_cycles: float, settings: Settings) -> float:
+    """One dependent wgmma (+ commit + wait): the long loop minus the short, over the iterations between."""
+    return (long_cycles - short_cycles) / (settings.long_iterations - settings.short_iterations)
+
+
+def measure_latency(ctx: _Context, name: str) -> Measured:
+    kernel = KERNELS[name]
+    s = ctx.settings
+    operands, a, b = ctx.upload_operands(kernel, "ternary")
+    samples: list[float] = []
+    clocks: list[float] = []
+
+    def take() -> None:
+        short = ctx.launch(kernel, operands, a, b, s.short_iterations, 1, LATENCY_THREADS)
+        long = ctx.launch(kernel, operands, a, b, s.long_iterations, 1, LATENCY_THREADS)
+        latency = per_wgmma_cycles(float(short.cycles[0]), float(long.cycles[0]), s)
+        if latency <= 0:
+            raise ProbeFailure(f"{kernel.name}: the long loop took no longer than the short one")
+        samples.append(latency)
+        if long.ns[0] >= s.min_clock_window_ns:
+            clocks.append(long.mhz)
+
+    sample_until_stable(take, samples, s.stopping())
+    mhz = float(np.median(clocks)) if clocks else None
+    result = fact(f"{shape_id(kernel.wgmma, kernel.n, kernel.source)}.latency", samples, "cycle", name, mhz)
+    note = f"{result.value:.1f} cycles per dependent wgmma" + (f" at {mhz:.0f} MHz" if mhz else "")
+    return Measured(name, ProbeOutcome("ok", note, {"latency": {"cycles": samples, "mhz": clocks}}), [result])
+
+
+# --------------------------------------------------------------------------- throughput
+
+
+@dataclass
+class Rate:
+    """One operand kind's timed launches: TFLOP/s and the SM clock of each."""
+
+    tflops: list[float]
+    mhz: list[float]
+
+
+def _grid(ctx: _Context, kernel: Kernel) -> tuple[int, int]:
+    threads = ctx.settings.warpgroups_per_block * WARPGROUP
+    fit = ctx.launcher.max_active_blocks(kernel.name, threads, A_BYTES + kernel.n * 32)
+    if fit < 1:
+        raise ProbeFailure(f"{kernel.name}: no block of {threads} threads fits on an SM")
+    per_sm = min(fit, ctx.settings.blocks_per_sm) if ctx.settings.blocks_per_sm else fit
+    return ctx.device.sm_count * per_sm, threads
+
+
+def measure_rate(ctx: _Context, kernel: Kernel, kind: str) -> Rate:
+    """Calibrate the trip count to ``throughput_ms``, then time ``throughput_repeats`` launches."""
+    s = ctx.settings
+    operands, a, b = ctx.upload_operands(kernel, kind)
+    blocks, threads = _grid(ctx, kernel)
+    flop_per_iteration = kernel.wgmma.flop(kernel.n) * kernel.batch * blocks * threads // WARPGROUP
+    first = ctx.launch(kernel, operands, a, b, s.calibration_iterations, blocks, threads)
+    scale = s.throughput_ms * 1e6 / max(first.span_ns, 1.0)
+    iterations = int(min(max(1, round(s.calibration_iterations * scale)), 2**31 - 1))
+    rate = Rate([], [])
+    for _ in range(s.throughput_repeats):
+        run = ctx.launch(kernel, operands, a, b, iterations, blocks, threads)
+        rate.tflops.append(flop_per_iteration * iterations / run.span_ns / 1e3)
+        rate.mhz.append(run.mhz)
+    return rate
+
+
+def cublas_tflops(ctx: _Context) -> list[float]:
+    s = ctx.settings
+    flop = 2.0 * s.gemm_n**3 * s.gemm_count
+    return [flop / (ctx.launcher.time_gemm(s.gemm_n, GEMM_DTYPE, s.gemm_count) * 1e9) for _ in range(s.gemm_repeats)]
+
+
+def peak_at_clock(datasheet: dict[str, float], mhz: float) -> float | None:
+    """The datasheet's dense bf16 peak scaled from the clock it assumes to ``mhz`` (None if unknown)."""
+    peak, clock = datasheet.get("bf16_dense_tflops"), datasheet.get("bf16_dense_clock_mhz")
+    return peak * mhz / clock if peak and clock else None
+
+
+def _cublas_facts(ctx: _Context, name: str, rate: Rate) -> tuple[list[Fact], str]:
+    cublas = cublas_tflops(ctx)
+    reference = float(np.median(cublas))
+    facts = [
+        fact("tensor.cublas.bf16.tflops", cublas, "TFLOP/s", name),
+        fact("tensor.wgmma.bf16.fraction_of_cublas", [t / reference for t in rate.tflops], "fraction", name),
+    ]
+    note = f"; cuBLAS {reference:.1f} TFLOP/s"
+    peaks = [peak_at_clock(ctx.datasheet, mhz) for mhz in rate.mhz]
+    if all(peaks):
+        facts.append(fact("tensor.wgmma.bf16.datasheet_peak_at_clock", peaks, "TFLOP/s", name))
+        fractions = [t / p for t, p in zip(rate.tflops, peaks, strict=True) if p]
+        facts.append(fact("tensor.wgmma.bf16.fraction_of_peak", fractions, "fraction", name))
+        note += f", datasheet peak at the measured clock {float(np.median(peaks)):.1f}"
+    return facts, note
+
+
+def measure_throughput(ctx: _Context, name: str) -> Measured:
+    kernel = KERNELS[name]
+    base = shape_id(kernel.wgmma, kernel.n, kernel.source)
+    rates = {kind: measure_rate(ctx, kernel, kind) for kind in ("zero", "random")}
+    facts = [
+        fact(f"{base}.tflops", rates["random"].tflops, "TFLOP/s", name),
+        fact(f"{base}.zero_operands.tflops", rates["zero"].tflops, "TFLOP/s", name),
+        fact(f"{base}.sm_clock", rates["random"].mhz, "MHz", name),
+        fact(f"{base}.zero_operands.sm_clock", rates["zero"].mhz, "MHz", name),
+    ]
+    note = f"{facts[0].value:.1f} TFLOP/s random, {facts[1].value:.1f} zero operands"
+    if kernel.wgmma.name == GEMM_DTYPE and kernel.source == "ss":
+        more, extra = _cublas_facts(ctx, name, rates["random"])
+        facts += more
+        note += extra
+    series = {kind: {"tflops": r.tflops, "mhz": r.mhz} for kind, r in rates.items()}
+    return Measured(name, ProbeOutcome("ok", note, series), facts)
+
+
+# --------------------------------------------------------------------------- the family
+
+
+def planned_seconds(settings: Settings, device: Device, launch_overhead_s: float = 0.002) -> float:
+    """An upper bound on the family's GPU-side time: every launch at its most repeats, each throughput
+    launch with its read-back (10 GB/s) and check (1 GB/s), and the cuBLAS runs at 500 TFLOP/s."""
+    s = settings
+    latency = len(_LATENCY) * s.max_repeats * 2 * launch_overhead_s
+    words = device.sm_count * s.warpgroups_per_block * WARPGROUP * (THROUGHPUT_N // 2 + RECORD_WORDS)
+    per_launch = s.throughput_ms / 1e3 + words * 4 / 10e9 + words * 4 / 1e9 + launch_overhead_s
+    throughput = len(_THROUGHPUT) * 2 * (s.throughput_repeats + 1) * per_launch
+    gemm = s.gemm_repeats * s.gemm_count * 2 * s.gemm_n**3 / 500e12
+    return latency + throughput + gemm
+
+
+def measure(
+    launcher: Launcher,
+    parameters: dict[str, list[tuple[str, str]]],
+    device: Device,
+    runnable: set[str],
+    settings: Settings | None = None,
+    state: dict[str, Any] | None = None,
+) -> Iterator[tuple[str, Callable[[], Measured]]]:
+    """The family's runnable probes in order, each as (name, run). A wrong D or an impossible timing
+    is the probe's "failed"; anything else (a CUDA error) propagates for the caller to isolate."""
+    state = state if state is not None else {}
+    datasheet = {k: float(v) for k, v in state.get("datasheet", {}).items()}
+    ctx = _Context(launcher, device, settings or Settings(), Kernels(launcher, parameters), datasheet)
+
+    def run(name: str) -> Measured:
+        step = measure_latency if KERNELS[name].purpose == "lat" else measure_throughput
+        try:
+            return step(ctx, name)
+        except ProbeFailure as exc:
+            return Measured(name, ProbeOutcome("failed", str(exc)))
+
+    for name in PROBES:
+        if name in runnable:
+            yield name, lambda name=name: run(name)
+
+
+# --------------------------------------------------------------------------- invariants and the sheet
+
+
+def _measured(facts: dict[str, Fact], fact_id: str) -> Fact | None:
+    found = facts.get(fact_id)
+    return found if found is not None and found.value is not None else None
+
+
+def cublas_invariant(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """The bf16 wgmma probe reaches at least 95 % of cuBLAS's bf16 GEMM rate measured in the same run."""
+    fraction = _measured(facts, "tensor.wgmma.bf16.fraction_of_cublas")
+    if fraction is None:
+        return []
+    ok = fraction.value >= CUBLAS_FRACTION_MIN
+    return [
+        ("wgmma.bf16_reaches_cublas", ok, f"wgmma bf16 at {fraction.value:.3f} x cuBLAS (>= {CUBLAS_FRACTION_MIN})")
+    ]
+
+
+def rate_invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """No wgmma runs faster than Hopper's dense rate per SM at the clock it ran (2 % for timer noise)."""
+    checks = []
+    for kernel in _THROUGHPUT:
+        base = shape_id(kernel.wgmma, kernel.n, kernel.source)
+        for prefix in (base, f"{base}.zero_operands"):
+            tflops, mhz = _measured(facts, f"{prefix}.tflops"), _measured(facts, f"{prefix}.sm_clock")
+            if tflops is None or mhz is None:
+                continue
+            ceiling = device.sm_count * HOPPER_FLOP_PER_CLK_PER_SM[kernel.wgmma.name] * mhz.value / 1e6
+            name = f"wgmma.rate_below_peak.{prefix.removeprefix('tensor.wgmma.')}"
+            detail = f"{tflops.value:.1f} TFLOP/s vs {ceiling:.1f} at {mhz.value:.0f} MHz"
+            checks.append((name, tflops.value <= 1.02 * ceiling, detail))
+    return checks
+
+
+def latency_floor_invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """A wgmma's latency is at least N/2 cycles: its 64 x N x 32 bytes of work over an SM's dense rate."""
+    checks = []
+    for kernel in _LATENCY:
+        latency = _measured(facts, f"{shape_id(kernel.wgmma, kernel.n, kernel.source)}.latency")
+        if latency is not None:
+            floor = kernel.wgmma.flop(kernel.n) / HOPPER_FLOP_PER_CLK_PER_SM[kernel.wgmma.name]
+            checks.append((f"wgmma.latency_floor.{latency.id.removeprefix('tensor.wgmma.')}", latency.value >= floor,
+                           f"{latency.value:.1f} cycles vs a floor of {floor:.0f}"))  # fmt: skip
+    return checks
+
+
+INVARIANTS = (cublas_invariant, rate_invariants, latency_floor_invariants)
+
+SECTIONS = (
+    Section(
+        title="Tensor cores: wgmma (sm_90a)",
+        fact_prefixes=("tensor.wgmma.", "tensor.cublas."),
+        probe_prefixes=("wgmma.",),
+        plot=Plot("wgmma_latency_vs_n", "wgmma_latency_vs_n.png", "wgmma latency vs N", latency_png),
+        blurb=(
+            "wgmma.mma_async per type (bf16, f16, tf32, e4m3, s8), N and A source (ss: shared memory, rs: "
+            "registers). Latency: one warpgroup, each wgmma waiting for the last. Throughput: every SM, "
+            "batches of 16 m64n256 wgmmas; TFLOP/s from the kernel's own global timer, at the SM clock "
+            "measured in the same kernel, with random operands (the honest figure) and with zeros (less "
+            "power, a higher clock). bf16 is set against cuBLAS's 8192^3 GEMM measured in the same run "
+            "(fraction_of_cublas) and against the datasheet dense peak scaled to the measured clock "
+            "(datasheet_peak_at_clock, fraction_of_peak). Every D was checked against NumPy."
+        ),
+    ),
+)

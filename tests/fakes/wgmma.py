@@ -1,0 +1,105 @@
+"""The wgmma kernels on the simulated GPU: D computed from the operands as the descriptors say they
+lie, written back in the D-fragment layout, with a timing model. Test support only.
+
+A reads its operands through the ``layout`` bits the host passed (leading and stride byte offsets),
+and, for RS kernels, A from the registers each thread loaded: a host that lays operands out one way
+and describes them another gets a wrong D, as on a GPU. Flags set on the FakeGpu instance:
+``wgmma_corrupt`` (one element of the last warpgroup's D is one more than it should be),
+``wgmma_corrupt_all`` (every warpgroup's D is, in the same element).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuprobe.families.wgmma import Settings
+from gpuprobe.families.wgmma_layout import (
+    K_BYTES,
+    WARPGROUP,
+    M,
+    a_fragment_index,
+    d_fragment_index,
+    operand_offset,
+)
+from gpuprobe.families.wgmma_operands import decode
+from gpuprobe.families.wgmma_ptx import Kernel, kernels
+
+# Settings for a whole-suite run on the simulated GPU (132 SMs, 8 blocks an SM by its occupancy
+# answer): one warpgroup a block and one block an SM keep each throughput launch's D at 8.7 MB.
+FAKE_SETTINGS = Settings(max_repeats=3, warpgroups_per_block=1, blocks_per_sm=1, throughput_repeats=2, gemm_repeats=2)
+LATENCY_BASE = 14.0  # cycles a dependent wgmma costs on top of its N/2-cycle floor
+THROUGHPUT_EFFICIENCY = {"zero": 0.98, "random": 0.96}  # fraction of the per-SM dense rate per clock
+RANDOM_CLOCK_DROP = 0.93  # random operands draw more power: the clock falls this much
+FLOP_PER_CLK_PER_SM = {"bf16": 4096, "f16": 4096, "tf32": 2048, "e4m3": 8192, "s8": 8192}
+START_NS = 1_000_000_000
+
+
+def _operand(data: np.ndarray, rows: int, layout: int) -> np.ndarray:
+    """A K-major operand's raw bytes (rows x 32) read where the descriptor's offsets say they lie."""
+    return data[operand_offset(np.arange(rows)[:, None], np.arange(K_BYTES)[None, :], layout)]
+
+
+def _a_from_registers(data: np.ndarray, kernel: Kernel) -> np.ndarray:
+    """A's raw elements (64 x K) from the 128 threads' four A registers, per the fragment layout."""
+    element = np.dtype(f"u{kernel.wgmma.element_bytes}")
+    registers = data[: WARPGROUP * 16].view(element).reshape(WARPGROUP, -1)
+    rows, cols = a_fragment_index(kernel.wgmma)
+    a = np.zeros((M, kernel.wgmma.k), dtype=element)
+    a[rows, cols] = registers
+    return a
+
+
+def _product(kernel: Kernel, a, b, layout: int) -> np.ndarray:
+    wgmma = kernel.wgmma
+    element = np.dtype(f"u{wgmma.element_bytes}")
+    if kernel.source == "ss":
+        a_bits = _operand(a.data, M, layout).copy().view(element)
+    else:
+        a_bits = _a_from_registers(a.data, kernel)
+    b_bits = _operand(b.data, kernel.n, layout).copy().view(element)
+    return decode(a_bits, wgmma) @ decode(b_bits, wgmma).T
+
+
+def _clock(gpu, zero: bool, purpose: str) -> float:
+    return gpu.mhz * (1.0 if zero or purpose == "lat" else RANDOM_CLOCK_DROP)
+
+
+def simulate(gpu, launch, kernel: Kernel, a, b, layout, iters, out) -> float:
+    iterations = int(iters)
+    warpgroups = launch.blocks * launch.threads // WARPGROUP
+    product = _product(kernel, a, b, int(layout))
+    times = iterations if kernel.purpose == "lat" else kernel.batch
+    d = times * product
+    d = d.astype(np.float32) if kernel.wgmma.accumulator == "f32" else d.astype(np.int64).astype(np.int32)
+    rows, cols = d_fragment_index(kernel.n)
+    fragments = np.repeat(d[rows, cols][None], warpgroups, axis=0)
+    if getattr(gpu, "wgmma_corrupt_all", False):
+        fragments[:, 5, 1] += 1
+    if getattr(gpu, "wgmma_corrupt", False):
+        fragments[warpgroups - 1, 3, 0] += 1
+    fragments = fragments.view(np.uint32)
+    zero = not product.any() and not a.data.any()
+    mhz = _clock(gpu, zero, kernel.purpose)
+    if kernel.purpose == "lat":
+        per = kernel.n / 2 + LATENCY_BASE
+        cycles = np.full(warpgroups, gpu.clock_read + gpu.edge + iterations * per * gpu._jitter())
+    else:
+        per_sm = max(1, warpgroups // min(gpu.sm_count, launch.blocks))
+        flop = kernel.wgmma.flop(kernel.n) * kernel.batch * iterations * per_sm
+        rate = FLOP_PER_CLK_PER_SM[kernel.wgmma.name] * THROUGHPUT_EFFICIENCY["zero" if zero else "random"]
+        cycles = np.full(warpgroups, flop / rate * gpu._jitter())
+    ns = cycles / mhz * 1000.0
+    start = START_NS + np.arange(warpgroups) % 7  # the blocks start within a few ns of each other
+    end = start + ns
+    records = np.stack([cycles, ns, start, end], axis=1).round().astype(np.uint64)
+    words = out.data.view(np.uint32)
+    words[: warpgroups * 8] = records.reshape(-1).view(np.uint32)
+    words[warpgroups * 8 : warpgroups * 8 + fragments.size] = fragments.reshape(-1)
+    return float(ns.max() / 1e6)
+
+
+def _bind(kernel: Kernel):
+    return lambda gpu, launch, **params: simulate(gpu, launch, kernel, **params)
+
+
+KERNELS = {k.name: _bind(k) for k in kernels()}

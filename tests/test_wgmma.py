@@ -1,0 +1,404 @@
+"""The wgmma family's host side: layouts, operands, the generated PTX, contracts, and measure()
+end to end against the simulated GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gpuprobe.families.wgmma as family
+from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.build import build_ptx
+from gpuprobe.check import check_all, check_probe
+from gpuprobe.families.wgmma import (
+    KERNELS,
+    PROBES,
+    Settings,
+    cublas_invariant,
+    latency_floor_invariants,
+    measure,
+    per_wgmma_cycles,
+    planned_seconds,
+    rate_invariants,
+)
+from gpuprobe.families.wgmma_layout import (
+    N_VALUES,
+    TYPES,
+    M,
+    a_fragment_index,
+    core_matrix_bytes,
+    d_fragment_index,
+    d_from_fragments,
+    decode_descriptor,
+    layout_bits,
+    operand_offset,
+)
+from gpuprobe.families.wgmma_operands import E4M3, decode, encode, make_operands, mismatch
+from gpuprobe.families.wgmma_ptx import Kernel, kernel_text, module_text
+from gpuprobe.registry import PTX_DIR, find_probe
+from gpuprobe.report import section
+from gpuprobe.results import Fact, Results
+from gpuprobe.sass import Listing, apply_compile_log
+from tests.fake_gpu import fake_gpu, ptx_parameters
+from tests.fakes.wgmma import FAKE_SETTINGS
+
+FAST = Settings(max_repeats=3, throughput_repeats=2, gemm_repeats=2, latency_budget_s=5.0)
+SMALL = {"sm_count": 4, "blocks_per_sm": 1}  # the simulated GPU: 4 SMs, one block of 3 warpgroups each
+# The datasheet peak of that 4-SM part, at the clock its bf16 peak assumes (4096 flop/clk/SM).
+DATASHEET = {"bf16_dense_tflops": 4 * 4096 * 1830e6 / 1e12, "bf16_dense_clock_mhz": 1830.0}
+
+
+def _run(gpu, runnable=None, settings=FAST, datasheet=DATASHEET):
+    names = set(PROBES) if runnable is None else set(runnable)
+    state = {"datasheet": dict(datasheet)}
+    return {name: run() for name, run in measure(gpu, ptx_parameters(), gpu.device(), names, settings, state)}
+
+
+def _facts(measured) -> dict[str, Fact]:
+    return {f.id: f for m in measured.values() for f in m.facts}
+
+
+# --------------------------------------------------------------------------- descriptors and layouts
+
+
+def test_the_descriptor_packs_offsets_and_swizzle_where_the_ptx_isa_puts_them() -> None:
+    bits = layout_bits()
+    assert bits == (128 >> 4) << 16 | (256 >> 4) << 32  # LBO 128 (next core matrix in K), SBO 256 (in M/N)
+    full = bits | 0x1200 >> 4  # the kernel ORs in its shared address >> 4
+    assert decode_descriptor(full) == {"start": 0x1200, "leading": 128, "stride": 256, "base_offset": 0, "swizzle": 0}
+    assert decode_descriptor(layout_bits(swizzle=1))["swizzle"] == 1 and layout_bits(swizzle=1) >> 62 == 1
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: layout_bits(leading_bytes=100), "multiple of 16"),
+    (lambda: layout_bits(stride_bytes=1 << 18), "multiple of 16 below"),
+    (lambda: layout_bits(swizzle=4), "swizzle mode 4"),
+])  # fmt: skip
+def test_impossible_descriptors_are_refused(call, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_operands_lie_in_core_matrices_exactly_where_the_descriptor_says() -> None:
+    rows = np.arange(64 * 32, dtype=np.uint32).astype(np.uint16).reshape(64, 32).astype(np.uint8)
+    rows = np.random.default_rng(1).integers(0, 256, size=(64, 32), dtype=np.uint8)
+    laid = core_matrix_bytes(rows)
+    assert laid.size == 64 * 32
+    for row in range(64):
+        for byte in range(32):
+            assert laid[operand_offset(row, byte)] == rows[row, byte]
+    assert operand_offset(8, 0) == 256 and operand_offset(0, 16) == 128 and operand_offset(1, 0) == 16
+
+
+def test_core_matrix_layout_refuses_a_ragged_operand() -> None:
+    with pytest.raises(ValueError, match="multiple of 8 rows"):
+        core_matrix_bytes(np.zeros((12, 32), dtype=np.uint8))
+
+
+@pytest.mark.parametrize("n", N_VALUES)
+def test_d_fragments_cover_the_tile_once_in_the_ptx_isa_layout(n: int) -> None:
+    rows, cols = d_fragment_index(n)
+    assert rows.shape == (128, n // 2)
+    assert len(set(zip(rows.ravel().tolist(), cols.ravel().tolist(), strict=True))) == 64 * n
+    lane5 = (rows[5], cols[5])  # lane 5: group 1, t 1
+    assert (lane5[0][:4].tolist(), lane5[1][:4].tolist()) == ([1, 1, 9, 9], [2, 3, 2, 3])
+    assert rows[32, 0] == 16 and rows[127, 3] == 16 * 3 + 7 + 8  # warp w holds rows 16 w ..
+
+
+def test_d_fragments_map_back_to_the_matrix() -> None:
+    d = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
+    rows, cols = d_fragment_index(32)
+    assert np.array_equal(d_from_fragments(d[rows, cols], 32), d)
+
+
+@pytest.mark.parametrize("name", list(TYPES))
+def test_a_fragments_cover_a_once_with_consecutive_k_in_each_register(name: str) -> None:
+    wgmma = TYPES[name]
+    rows, cols = a_fragment_index(wgmma)
+    assert len(set(zip(rows.ravel().tolist(), cols.ravel().tolist(), strict=True))) == M * wgmma.k
+    per = 4 // wgmma.element_bytes
+    # lane 5 (group 1, t 1): register 0 holds row 1 from column t x per, register 2 the same K/2 on
+    assert rows[5, 0] == 1 and cols[5, 0] == per and rows[5, per] == 9
+    assert cols[5, 2 * per] == per + wgmma.k // 2
+
+
+# --------------------------------------------------------------------------- operands
+
+
+def test_e4m3_values_follow_the_format() -> None:
+    assert E4M3[0x38] == 1.0 and E4M3[0x7E] == 448.0 and E4M3[0x01] == 2.0**-9 and E4M3[0xB8] == -1.0
+    assert np.isnan(E4M3[0x7F]) and np.isnan(E4M3[0xFF]) and np.isfinite(E4M3[0x7E])
+
+
+@pytest.mark.parametrize("name", list(TYPES))
+@pytest.mark.parametrize("kind", ["zero", "random", "ternary"])
+def test_operands_round_trip_exactly(name: str, kind: str) -> None:
+    wgmma = TYPES[name]
+    operands = make_operands(wgmma, 64, kind, seed=3)
+    assert operands.a_bits.shape == (64, wgmma.k) and operands.b_bits.shape == (64, wgmma.k)
+    assert operands.a_bits.itemsize == wgmma.element_bytes
+    assert np.array_equal(encode(operands.a, wgmma), operands.a_bits)
+    if kind == "random":
+        assert np.count_nonzero(operands.a) > 0.9 * operands.a.size
+    assert np.all(np.isfinite(decode(operands.b_bits, wgmma)))
+
+
+def test_bf16_rounds_to_nearest_even() -> None:
+    wgmma = TYPES["bf16"]
+    assert decode(encode(np.array([1.0 + 2.0**-8]), wgmma), wgmma)[0] == 1.0  # a tie, to even
+    assert decode(encode(np.array([1.0 + 3 * 2.0**-8]), wgmma), wgmma)[0] == 1.0 + 2.0**-6
+
+
+def test_a_wrong_d_is_named_and_a_right_one_passes() -> None:
+    operands = make_operands(TYPES["bf16"], 16, "random", seed=5)
+    d = (4 * operands.product()).astype(np.float32)
+    assert mismatch(d, operands, 4) is None
+    d[3, 7] += 1.0
+    assert "D[3,7]" in mismatch(d, operands, 4)
+    exact = make_operands(TYPES["s8"], 16, "random", seed=5)
+    d = (16 * exact.product()).astype(np.int32)
+    d[0, 0] += 1
+    assert "1 of 1024 elements wrong" in mismatch(d, exact, 16)
+    zero = make_operands(TYPES["e4m3"], 8, "zero", seed=5)
+    assert mismatch(np.full((64, 8), 1e-6, dtype=np.float32), zero, 16) is not None
+
+
+# --------------------------------------------------------------------------- the generated PTX and the probes
+
+
+def test_the_committed_ptx_is_what_the_generator_writes() -> None:
+    assert (PTX_DIR / "wgmma.ptx").read_text() == module_text(), "regenerate: python -m gpuprobe.families.wgmma_ptx"
+
+
+def test_every_declared_probe_has_its_kernel_and_facts_as_measured() -> None:
+    measured = _run(fake_gpu(**SMALL))
+    assert list(measured) == PROBES
+    for name in PROBES:
+        probe = find_probe(name)
+        assert probe.kernel == KERNELS[name].name
+        assert sorted(f.id for f in measured[name].facts) == sorted(probe.facts), name
+
+
+def test_the_family_is_sm_90a_only_and_says_so_elsewhere() -> None:
+    probes = [find_probe(name) for name in PROBES]
+    others = [arch for arch in SUPPORTED_ARCHS if arch.name != "sm_90a"]
+    results = check_all(probes[:2], others)
+    assert {r.status for r in results} == {"unsupported"}
+    assert all("wgmma does not target" in r.detail for r in results)
+
+
+def test_every_probe_compiles_and_keeps_its_contract_on_sm_90a() -> None:
+    results = check_all([find_probe(name) for name in PROBES], [parse_arch("sm_90a")])
+    assert {r.probe: r.status for r in results} == dict.fromkeys(PROBES, "ok")
+
+
+def _built(tmp_path: Path, kernel: Kernel, edit) -> object:
+    source = tmp_path / "wgmma_variant.ptx"
+    source.write_text(edit(module_text().split("\n.visible")[0] + "\n" + kernel_text(kernel)))
+    return build_ptx([source], parse_arch("sm_90a"))
+
+
+def test_the_contract_catches_an_unrolled_loop(tmp_path: Path) -> None:
+    """Without nounroll ptxas unrolls by four and slips a dummy HGMMA.64x8x16.F16 into the remainder."""
+    kernel = KERNELS["wgmma.throughput.bf16.ss"]
+    module = _built(tmp_path, kernel, lambda text: text.replace('\t.pragma "nounroll";\n', ""))
+    result = check_probe(find_probe("wgmma.throughput.bf16.ss"), module)
+    assert result.status == "violated"
+    assert "found 2 loop(s) between the clock reads" in result.detail
+    assert "count [HQIB]GMMA(\\..*)? in timed == 16' violated: found 68" in result.detail  # 4 x 16 and 4 dummies
+
+
+def test_the_contract_catches_a_wait_ptxas_injected(tmp_path: Path) -> None:
+    """Touching the accumulator before the wait makes ptxas inject a wait_group (C7517)."""
+    kernel = KERNELS["wgmma.throughput.bf16.ss"]
+    touch = "\tadd.f32 %d0, %d0, 0f3F800000;\n\twgmma.commit_group.sync.aligned;"
+    module = _built(tmp_path, kernel, lambda text: text.replace("\twgmma.commit_group.sync.aligned;", touch))
+    result = check_probe(find_probe("wgmma.throughput.bf16.ss"), module)
+    assert result.status == "violated"
+    assert "C7517" in result.detail
+
+
+def test_ptxas_numbered_notes_are_attached_to_their_kernel() -> None:
+    listing = Listing("sm_90a", {})
+    from gpuprobe.sass import Kernel as SassKernel
+
+    listing.kernels["k"] = SassKernel("k")
+    log = (
+        "ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+        "the presence of Extern calls in the function 'k'.\n"
+        "ptxas info    : (C7517) wgmma.wait_group is injected in around line 9 by compiler in function 'other'\n"
+        "ptxas info    : Function properties for k\n"
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+    )
+    apply_compile_log(listing, log)
+    assert len(listing.kernels["k"].compile_notes) == 1 and "(C7515)" in listing.kernels["k"].compile_notes[0]
+    assert listing.kernels["k"].spill_store_bytes == 0
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def test_latency_is_the_difference_of_a_long_and_a_short_loop() -> None:
+    settings = Settings(short_iterations=64, long_iterations=512)
+    assert per_wgmma_cycles(100.0 + 64 * 142.0, 100.0 + 512 * 142.0, settings) == pytest.approx(142.0)
+
+
+def test_the_simulated_wgmmas_are_recovered() -> None:
+    gpu = fake_gpu(**SMALL)
+    measured = _run(gpu)
+    assert {name: m.outcome.status for name, m in measured.items()} == dict.fromkeys(PROBES, "ok")
+    facts = _facts(measured)
+    assert facts["tensor.wgmma.bf16.m64n256k16.ss.latency"].value == pytest.approx(128 + 14, rel=0.03)
+    assert facts["tensor.wgmma.s8.m64n8k32.rs.latency"].value == pytest.approx(4 + 14, rel=0.03)
+    assert facts["tensor.wgmma.bf16.m64n256k16.ss.latency"].converted["ns"] == pytest.approx(142 / 1755 * 1e3, rel=0.03)
+    assert all("ns" in f.converted for f in facts.values() if f.id.endswith(".latency"))  # each run >= 20 us
+    random_mhz, zero_mhz = gpu.mhz * 0.93, gpu.mhz
+    expected = 4 * 4096 * 0.96 * random_mhz / 1e6  # 4 SMs at 96 % of the dense rate per clock
+    assert facts["tensor.wgmma.bf16.m64n256k16.ss.tflops"].value == pytest.approx(expected, rel=0.03)
+    assert facts["tensor.wgmma.bf16.m64n256k16.ss.zero_operands.tflops"].value == pytest.approx(
+        4 * 4096 * 0.98 * zero_mhz / 1e6, rel=0.03
+    )
+    assert facts["tensor.wgmma.tf32.m64n256k8.rs.tflops"].value == pytest.approx(expected / 2, rel=0.03)
+    assert facts["tensor.wgmma.bf16.m64n256k16.ss.sm_clock"].value == pytest.approx(random_mhz, rel=0.02)
+    assert facts["tensor.cublas.bf16.tflops"].value == pytest.approx(700.0, rel=0.03)
+    assert facts["tensor.wgmma.bf16.fraction_of_cublas"].value == pytest.approx(expected / 700.0, rel=0.04)
+    peak = DATASHEET["bf16_dense_tflops"] * random_mhz / 1830.0
+    assert facts["tensor.wgmma.bf16.datasheet_peak_at_clock"].value == pytest.approx(peak, rel=0.02)
+    assert facts["tensor.wgmma.bf16.fraction_of_peak"].value == pytest.approx(0.96, rel=0.03)
+
+
+def test_without_a_datasheet_the_peak_fraction_is_left_out() -> None:
+    measured = _run(fake_gpu(**SMALL), runnable=["wgmma.throughput.bf16.ss"], datasheet={})
+    ids = {f.id for f in measured["wgmma.throughput.bf16.ss"].facts}
+    assert "tensor.wgmma.bf16.fraction_of_cublas" in ids
+    assert not ids & {"tensor.wgmma.bf16.fraction_of_peak", "tensor.wgmma.bf16.datasheet_peak_at_clock"}
+
+
+def test_one_warpgroup_computing_a_wrong_d_fails_the_probe() -> None:
+    gpu = fake_gpu(**SMALL)
+    gpu.wgmma_corrupt = True
+    measured = _run(gpu, runnable=["wgmma.throughput.e4m3.ss", "wgmma.latency.bf16.ss.n8"])
+    for outcome in (measured["wgmma.throughput.e4m3.ss"].outcome,):
+        assert outcome.status == "failed"
+        assert "warpgroup 11's D differs from warpgroup 0's" in outcome.detail
+    assert measured["wgmma.latency.bf16.ss.n8"].outcome.status == "failed"  # one warpgroup: wrong vs NumPy
+    assert "expected" in measured["wgmma.latency.bf16.ss.n8"].outcome.detail
+    assert all(m.facts == [] for m in measured.values())
+
+
+def test_every_warpgroup_agreeing_on_a_wrong_d_fails_against_numpy() -> None:
+    gpu = fake_gpu(**SMALL)
+    gpu.wgmma_corrupt_all = True
+    measured = _run(gpu, runnable=["wgmma.throughput.s8.rs"])
+    outcome = measured["wgmma.throughput.s8.rs"].outcome
+    assert outcome.status == "failed" and "D[" in outcome.detail and "s8, zero operands" in outcome.detail
+
+
+def test_a_descriptor_that_misdescribes_the_operands_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Swapping the leading and stride offsets reads the core matrices in the wrong order."""
+    monkeypatch.setattr(family, "layout_bits", lambda: layout_bits(leading_bytes=256, stride_bytes=128))
+    measured = _run(fake_gpu(**SMALL), runnable=["wgmma.latency.f16.ss.n16"])
+    outcome = measured["wgmma.latency.f16.ss.n16"].outcome
+    assert outcome.status == "failed" and "expected" in outcome.detail
+
+
+def test_probes_whose_contract_failed_are_not_launched() -> None:
+    gpu = fake_gpu(**SMALL)
+    measured = _run(gpu, runnable=set(PROBES) - {"wgmma.throughput.bf16.ss"})
+    assert "wgmma.throughput.bf16.ss" not in measured
+    assert "gp_wg_tput_ss_bf16_n256" not in gpu.launches
+
+
+def test_a_whole_suite_run_on_the_simulated_gpu_stays_small() -> None:
+    """The default simulated GPU (132 SMs, 8 blocks an SM) with the settings other tests should pass."""
+    gpu = fake_gpu()
+    measured = _run(gpu, runnable=["wgmma.throughput.bf16.ss"], settings=FAKE_SETTINGS)
+    assert measured["wgmma.throughput.bf16.ss"].outcome.status == "ok"
+    fraction = _facts(measured)["tensor.wgmma.bf16.fraction_of_cublas"].value
+    assert fraction == pytest.approx(132 * 4096 * 0.96 * gpu.mhz * 0.93 / 1e6 / 700.0, rel=0.04)
+
+
+def test_the_family_fits_its_time_budget_on_an_h100() -> None:
+    """Every launch at its most repeats, read back and checked, plus cuBLAS: within 15 s on 132 SMs."""
+    assert planned_seconds(Settings(), fake_gpu().device()) < 15.0
+    greedy = dataclasses.replace(Settings(), throughput_ms=40.0, throughput_repeats=9)
+    assert planned_seconds(greedy, fake_gpu().device()) > 15.0  # the bound can fail
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"short_iterations": 0}, {"long_iterations": 8}, {"warpgroups_per_block": 4}, {"throughput_ms": 0.0},
+     {"max_repeats": 1}, {"gemm_count": 0}, {"blocks_per_sm": -1}],
+)  # fmt: skip
+def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
+    with pytest.raises(ValueError, match="Settings"):
+        dataclasses.replace(Settings(), **change)
+
+
+# --------------------------------------------------------------------------- invariants
+
+
+def _fact(fact_id: str, value: float) -> Fact:
+    return Fact(fact_id, value, "x", (value, value), [value], {}, "p")
+
+
+def test_the_cublas_invariant_holds_at_95_percent() -> None:
+    device = fake_gpu().device()
+    assert cublas_invariant({}, device) == []
+    ((_, ok, _),) = cublas_invariant({"tensor.wgmma.bf16.fraction_of_cublas": _fact("x", 1.2)}, device)
+    assert ok
+    ((_, ok, detail),) = cublas_invariant({"tensor.wgmma.bf16.fraction_of_cublas": _fact("x", 0.9)}, device)
+    assert not ok and "0.900" in detail
+
+
+def test_no_wgmma_may_beat_the_dense_rate_at_its_clock() -> None:
+    device = fake_gpu().device()  # 132 SMs
+    base = "tensor.wgmma.bf16.m64n256k16.ss"
+    ceiling = 132 * 4096 * 1800 / 1e6
+    facts = {f"{base}.tflops": _fact("t", 0.95 * ceiling), f"{base}.sm_clock": _fact("c", 1800.0)}
+    assert [ok for _, ok, _ in rate_invariants(facts, device)] == [True]
+    facts[f"{base}.tflops"] = _fact("t", 1.1 * ceiling)
+    assert [ok for _, ok, _ in rate_invariants(facts, device)] == [False]
+
+
+def test_no_wgmma_finishes_faster_than_its_work_allows() -> None:
+    device = fake_gpu().device()
+    fact_id = "tensor.wgmma.bf16.m64n256k16.ss.latency"
+    assert [ok for _, ok, _ in latency_floor_invariants({fact_id: _fact(fact_id, 140.0)}, device)] == [True]
+    assert [ok for _, ok, _ in latency_floor_invariants({fact_id: _fact(fact_id, 100.0)}, device)] == [False]
+
+
+# --------------------------------------------------------------------------- the fact sheet
+
+
+def _results(measured) -> Results:
+    gpu_device = fake_gpu(**SMALL).device()
+    outcomes = {name: m.outcome for name, m in measured.items()}
+    return Results(gpu_device, [f for m in measured.values() for f in m.facts], outcomes, partial=False)
+
+
+def test_the_section_shows_wgmma_against_cublas_and_the_peak_at_the_measured_clock() -> None:
+    results = _results(_run(fake_gpu(**SMALL)))
+    (sheet,) = family.SECTIONS
+    facts = [f for f in results.facts if f.id.startswith(sheet.fact_prefixes)]
+    text = "\n".join(section(results, sheet, facts, {sheet.plot.key: sheet.plot.file_name}))
+    for fact_id in ("tensor.wgmma.bf16.m64n256k16.ss.tflops", "tensor.cublas.bf16.tflops",
+                    "tensor.wgmma.bf16.fraction_of_cublas", "tensor.wgmma.bf16.datasheet_peak_at_clock",
+                    "tensor.wgmma.bf16.fraction_of_peak", "tensor.wgmma.s8.m64n8k32.rs.latency"):  # fmt: skip
+        assert fact_id in text
+    assert "wgmma_latency_vs_n.png" in text
+    assert sheet.plot.png(results, 50).startswith(b"\x89PNG")
+    assert sheet.plot.png(Results(results.device), 50) is None
+
+
+def test_the_simulated_run_keeps_every_invariant() -> None:
+    cublas = {"f16": 22.0, "bf16": 22.0, "tf32": 11.0}  # about 80 % of the 4-SM part's peak, as on an H100
+    results = _results(_run(fake_gpu(**SMALL, gemm_tflops=cublas)))
+    facts = {f.id: f for f in results.facts}
+    device = dataclasses.replace(results.device, sm_count=4)
+    checks = [c for check in family.INVARIANTS for c in check(facts, device)]
+    assert len(checks) == 1 + 2 * 10 + 60
+    assert all(ok for _, ok, _ in checks), [c for c in checks if not c[1]]
