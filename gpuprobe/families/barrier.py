@@ -26,6 +26,7 @@ import numpy as np
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.differencing import Lengths, per_step_samples
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.invariants import Check
 from gpuprobe.results import Device, Fact, ProbeOutcome
@@ -59,8 +60,8 @@ class Settings:
     def __post_init__(self) -> None:
         Lengths(self.short_iterations, self.long_iterations, UNROLL)
         Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.probe_budget_s)
-        if self.named_threads % GROUP_THREADS or not 0 < self.named_threads <= 15 * GROUP_THREADS:
-            raise ValueError(f"Settings.named_threads must be 1 to 8 groups of {GROUP_THREADS}, not {self.named_threads}")
+        if self.named_threads % GROUP_THREADS or not 0 < self.named_threads <= 1024:
+            raise ValueError(f"Settings.named_threads: 1 to 8 groups of {GROUP_THREADS}, not {self.named_threads}")
         if self.split_threads % 64 or not 0 < self.split_threads <= 1024:
             raise ValueError(f"Settings.split_threads must be pairs of warps up to 1024, not {self.split_threads}")
         if self.per_sm_threads % 32 or not 0 < self.per_sm_threads <= 1024:
@@ -186,24 +187,12 @@ def measure(
     settings: Settings | None = None,
     state: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, Callable[[], Measured]]]:
-    """The family's runnable probes in order, each as (name, run); a probe whose own check fails
-    is "failed" with no facts. ``state`` is not used."""
+    """The family's runnable probes in order, each as (name, run) (see :mod:`gpuprobe.families.stepping`).
+    ``state`` is not used."""
     ctx = _Context(launcher, parameters, settings or Settings(), device)
     steps = _steps(ctx)
 
-    def run(name: str) -> Measured:
-        conditions = {"nvml_before": launcher.nvml()}
-        try:
-            measured = steps[name]()
-        except ProbeFailure as exc:
-            measured = Measured(name, ProbeOutcome("failed", str(exc)))
-        conditions["nvml_after"] = launcher.nvml()
-        measured.outcome.conditions = conditions
-        return measured
-
-    for name in PROBES:
-        if name in runnable:
-            yield name, lambda name=name: run(name)
+    return runs(PROBES, steps, runnable, launcher)
 
 
 def barrier_monotonic(facts: dict[str, Fact], device: Device) -> list[Check]:

@@ -45,7 +45,7 @@ def per_step_samples(launch: Callable[[int], float], lengths: Lengths, stop: Sto
         long = launch(lengths.long)
         step = lengths.per_step(short, long)
         if not step > 0:
-            raise ProbeFailure(f"{what}: {lengths.long} iterations took {long:g} cycles, {lengths.short} took {short:g}")
+            raise ProbeFailure(f"{what}: {lengths.long} iterations took {long:g} cycles, {lengths.short} {short:g}")
         samples.append(step)
 
     sample_until_stable(take, samples, stop)

@@ -26,6 +26,7 @@ import numpy as np
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.differencing import Lengths, per_step_samples
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, ProbeOutcome
 
@@ -67,7 +68,7 @@ class Settings:
         Lengths(self.short_iterations, self.long_iterations, UNROLL)
         Lengths(self.throughput_short, self.throughput_long, UNROLL)
         if self.throughput_threads % LANES or not 0 < self.throughput_threads <= 1024:
-            raise ValueError(f"Settings.throughput_threads must be whole warps up to 1024, not {self.throughput_threads}")
+            raise ValueError(f"Settings.throughput_threads: whole warps up to 1024, not {self.throughput_threads}")
         Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.probe_budget_s)
 
     def stopping(self) -> Stopping:
@@ -241,7 +242,8 @@ def measure_chain(ctx: _Context, probe: str) -> Measured:
         steps = iterations * UNROLL
         check_lanes(chain.kernel, values[1 : 1 + LANES], chain.predict(steps), steps)
         if chain.check_word and int(values[-1]) != chain.check_word():
-            raise ProbeFailure(f"{chain.kernel}: the first sum is {int(values[-1]):#x}, the host's {chain.check_word():#x}")
+            first, host = int(values[-1]), chain.check_word()
+            raise ProbeFailure(f"{chain.kernel}: the first sum is {first:#x}, the host's {host:#x}")
         return float(values[0])
 
     samples = per_step_samples(launch, ctx.settings.lengths, ctx.settings.stopping(), chain.kernel)
@@ -277,13 +279,18 @@ def measure_throughput(ctx: _Context) -> Measured:
     results: dict[int, dict[int, tuple[float, int]]] = {}
 
     def launch(iterations: int) -> dict[int, tuple[float, int]]:
-        values = ctx.kernels.run("gp_warp_shfl_bfly_tput", [np.uint32(iterations), out], out, 3 * warps + blocks * threads,
-                                 grid=blocks, block=threads)  # fmt: skip
+        count = 3 * warps + blocks * threads
+        values = ctx.kernels.run(
+            "gp_warp_shfl_bfly_tput", [np.uint32(iterations), out], out, count, grid=blocks, block=threads
+        )
         expected = throughput_values(blocks, threads, iterations)
         wrong = np.flatnonzero(values[3 * warps :] != expected)
         if wrong.size:
-            raise ProbeFailure(f"gp_warp_shfl_bfly_tput: thread {int(wrong[0])} summed {int(values[3 * warps + wrong[0]])}, "
-                               f"the host predicts {int(expected[wrong[0]])} ({wrong.size} threads wrong)")  # fmt: skip
+            thread = int(wrong[0])
+            raise ProbeFailure(
+                f"gp_warp_shfl_bfly_tput: thread {thread} summed {int(values[3 * warps + thread])}, "
+                f"the host predicts {int(expected[thread])} ({wrong.size} threads wrong)"
+            )
         timing = values[: 3 * warps].reshape(warps, 3).astype(np.int64)
         if np.any(timing[:, 1] <= timing[:, 0]):
             raise ProbeFailure("gp_warp_shfl_bfly_tput: a warp's clock did not advance over its loop")
@@ -298,7 +305,7 @@ def measure_throughput(ctx: _Context) -> Measured:
         ops = lane_ops * sum(w for _, w in long.values())
         cycles = sum(span for span, _ in long.values()) - sum(span for span, _ in short.values())
         if cycles <= 0:
-            raise ProbeFailure(f"gp_warp_shfl_bfly_tput: the long launch took no longer than the short ({cycles:g} cycles)")
+            raise ProbeFailure(f"gp_warp_shfl_bfly_tput: the long launch took no longer than the short ({cycles:g})")
         samples.append(ops / cycles)
 
     sample_until_stable(take, samples, s.stopping())
@@ -315,20 +322,11 @@ def measure(
     settings: Settings | None = None,
     state: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, Callable[[], Measured]]]:
-    """The family's runnable probes in order, each as (name, run); a probe whose own check fails
-    is "failed" with no facts. ``state`` is not used: every probe is self-contained."""
-    ctx = _Context(launcher, parameters, settings or Settings(), device, np.random.default_rng((settings or Settings()).seed))
+    """The family's runnable probes in order, each as (name, run) (see :mod:`gpuprobe.families.stepping`).
+    ``state`` is not used: every probe is self-contained."""
+    settings = settings or Settings()
+    ctx = _Context(launcher, parameters, settings, device, np.random.default_rng(settings.seed))
 
-    def run(name: str) -> Measured:
-        conditions = {"nvml_before": launcher.nvml()}
-        try:
-            measured = measure_throughput(ctx) if name == "warp.shfl.bfly.throughput" else measure_chain(ctx, name)
-        except ProbeFailure as exc:
-            measured = Measured(name, ProbeOutcome("failed", str(exc)))
-        conditions["nvml_after"] = launcher.nvml()
-        measured.outcome.conditions = conditions
-        return measured
-
-    for name in PROBES:
-        if name in runnable:
-            yield name, lambda name=name: run(name)
+    steps = {name: (lambda name=name: measure_chain(ctx, name)) for name in _FACTS}
+    steps["warp.shfl.bfly.throughput"] = lambda: measure_throughput(ctx)
+    return runs(PROBES, steps, runnable, launcher)
