@@ -1,6 +1,7 @@
 """Simulated barrier-family kernels: every warp's checked sum as a correct barrier makes it, and a
 per-barrier cost that grows with the warps waited for. ``gpu.barrier_corrupt = True`` makes one
-warp read a stale slot once (its sum short by one iteration's number), as a broken barrier would."""
+warp read a stale slot once (its sum short by one iteration's number), as a broken barrier would;
+``gpu.barrier_silent_block = True`` makes the last block write nothing."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ def _write(gpu, launch, out, kernel: str, iters: int, per_step: float, sums: lis
     crowding = 1.0 + 0.04 * (per_sm - 1)
     stride = 2 + launch.threads // 32
     for block in range(launch.blocks):
+        if getattr(gpu, "barrier_silent_block", False) and block == launch.blocks - 1:
+            continue  # a block that never wrote its words: they keep the poison
         row = words[block * stride : (block + 1) * stride]
         row[0] = round(FIXED + iters * UNROLL * per_step * crowding * gpu._jitter())
         row[1] = block % gpu.sm_count

@@ -1,6 +1,7 @@
 """Simulated warp-family kernels: each lane's chain replayed lane by lane from the PTX ISA's
 pseudo-code (written apart from the host's replay in gpuprobe.families.warp, so one checks the
-other), with a latency per collective. ``gpu.warp_corrupt = True`` makes lane 5 end one off."""
+other), with a latency per collective. ``gpu.warp_corrupt = True`` makes lane 5 end one off (and thread 7
+of the throughput kernel); ``gpu.warp_corrupt_sum = True`` makes redux's first sum one off."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def redux_add(gpu, launch, lanes, iters, out) -> None:
     first = sum(values) & 0xFFFFFFFF
     for _ in range(int(iters) * UNROLL):
         values = [sum(values) & 0xFFFFFFFF] * LANES
-    _finish(gpu, out, "redux", iters, values, extra=first)
+    _finish(gpu, out, "redux", iters, values, extra=first + int(getattr(gpu, "warp_corrupt_sum", False)))
 
 
 def tile_reduce(gpu, launch, lanes, tile, iters, out) -> None:
