@@ -46,7 +46,7 @@ def test_the_simulated_costs_are_recovered() -> None:
         assert value == pytest.approx(fake.block_cost(threads // 32), rel=0.01), threads
     assert facts["sync.block.named.latency"].value == pytest.approx(fake.block_cost(4) + 2.0, rel=0.01)
     assert facts["sync.block.split.latency"].value == pytest.approx(2 * fake.block_cost(8) + 10.0, rel=0.01)
-    crowded = measured["sync.block.per_sm"].outcome.series["per_sm"]
+    crowded = measured["barrier.per_sm"].outcome.series["per_sm"]
     assert crowded["blocks_per_sm"] == [1.0, 2.0, 4.0, 8.0]
     assert crowded["cycles_per_barrier"][-1] == pytest.approx(fake.block_cost(8) * (1 + 0.04 * 7), rel=0.01)
     assert set(facts) == {f for p in all_probes() if p.family == "barrier" for f in p.facts}
@@ -59,7 +59,7 @@ def test_a_barrier_that_let_a_read_pass_a_write_fails_the_probe() -> None:
     for name, m in measured.items():
         assert m.outcome.status == "failed", name
         assert m.facts == []
-    detail = measured["sync.block.256"].outcome.detail
+    detail = measured["barrier.block.256"].outcome.detail
     assert "block 0 warp 7 summed" in detail and "a barrier let a read pass a write" in detail
 
 
@@ -84,8 +84,8 @@ def test_the_invariant_holds_when_cost_grows_and_fails_when_it_falls() -> None:
 def test_a_block_that_wrote_nothing_is_caught() -> None:
     gpu = fake_gpu(sm_count=2)
     gpu.barrier_silent_block = True
-    measured = _run(gpu, runnable={"sync.block.64", "sync.block.per_sm"})
-    for name in ("sync.block.64", "sync.block.per_sm"):
+    measured = _run(gpu, runnable={"barrier.block.64", "barrier.per_sm"})
+    for name in ("barrier.block.64", "barrier.per_sm"):
         assert measured[name].outcome.status == "failed"
         assert "did not write all" in measured[name].outcome.detail
 
@@ -108,7 +108,7 @@ def test_a_barrier_loop_without_its_check_breaks_the_contract(tmp_path: Path) ->
     assert text.count(old) == 1
     path = tmp_path / "barrier_mutated.ptx"
     path.write_text(text.replace(old, "//@repeat 32\n\tbar.sync 0;"))
-    result = check_probe(find_probe("sync.block.256"), build_ptx([path], parse_arch("sm_90")))
+    result = check_probe(find_probe("barrier.block.256"), build_ptx([path], parse_arch("sm_90")))
     assert result.status == "violated" and "STS" in result.detail
 
 

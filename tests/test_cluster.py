@@ -47,12 +47,12 @@ def test_the_simulated_costs_are_recovered() -> None:
         assert facts[f"sync.cluster.latency.{size}"].value == pytest.approx(fake.cluster_cost(size), rel=0.01)
     assert facts["sync.mbarrier.arrive_wait.latency"].value == pytest.approx(48.0, rel=0.01)
     assert facts["sync.mbarrier.tx.latency"].value == pytest.approx(75.0, rel=0.01)
-    assert "4 clusters of 8 blocks" in measured["sync.cluster.8"].outcome.detail
+    assert "4 clusters of 8 blocks" in measured["cluster.bar.8"].outcome.detail
 
 
 def test_the_grid_is_a_whole_number_of_clusters() -> None:
     gpu = fake_gpu(sm_count=4)
-    _run(gpu, runnable={"sync.cluster.8"})  # the simulation refuses a grid that is not
+    _run(gpu, runnable={"cluster.bar.8"})  # the simulation refuses a grid that is not
     assert gpu.launches.count("gp_cluster_bar_8") >= 2 * FAST.min_repeats
 
 
@@ -63,10 +63,10 @@ def test_a_block_that_left_early_or_a_lost_arrival_fails_the_probe() -> None:
     for name, m in measured.items():
         assert m.outcome.status == "failed", name
         assert m.facts == []
-    assert "before every block had arrived" in measured["sync.cluster.2"].outcome.detail
+    assert "before every block had arrived" in measured["cluster.bar.2"].outcome.detail
     short = FAST.short_iterations * cluster.UNROLL  # the first (short) launch already fails
-    assert f"after {short} phases" in measured["sync.mbarrier.arrive_wait"].outcome.detail
-    assert f"after {short + 1} phases" in measured["sync.mbarrier.tx"].outcome.detail
+    assert f"after {short} phases" in measured["cluster.mbarrier.arrive_wait"].outcome.detail
+    assert f"after {short + 1} phases" in measured["cluster.mbarrier.tx"].outcome.detail
 
 
 @pytest.mark.parametrize("change", [{"clusters": 0}, {"long_iterations": 8}])
@@ -96,7 +96,7 @@ def test_a_relaxed_arrival_is_not_cluster_sync(tmp_path: Path) -> None:
     """cluster.sync() releases: an arrive.relaxed loop drops the fence the contract pins."""
     old = "//@for U in 0 1 2 3 4 5 6 7\n\tbarrier.cluster.arrive.aligned;"
     module = _mutated(tmp_path, old, "//@for U in 0 1 2 3 4 5 6 7\n\tbarrier.cluster.arrive.relaxed.aligned;")
-    result = check_probe(find_probe("sync.cluster.4"), module)
+    result = check_probe(find_probe("cluster.bar.4"), module)
     assert result.status == "violated" and "MEMBAR" in result.detail
 
 
@@ -105,7 +105,7 @@ def test_a_blocking_wait_is_not_the_mbarrier_probe(tmp_path: Path) -> None:
     arrive = "\t@%p3 mbarrier.arrive.shared::cta.b64 %rd3, [gp_mbar_bar];\n"
     old = arrive + "\tmbarrier.test_wait.shared::cta.b64"
     module = _mutated(tmp_path, old, arrive + "\tmbarrier.try_wait.shared::cta.b64")
-    result = check_probe(find_probe("sync.mbarrier.arrive_wait"), module)
+    result = check_probe(find_probe("cluster.mbarrier.arrive_wait"), module)
     assert result.status == "violated" and "PHASECHK" in result.detail
 
 

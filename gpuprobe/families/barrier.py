@@ -30,6 +30,7 @@ from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.invariants import Check
 from gpuprobe.results import Device, Fact, ProbeOutcome
+from gpuprobe.sections import Section
 
 UNROLL = 32  # barriers (or rounds) per loop iteration: fixed by the PTX
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
@@ -38,11 +39,22 @@ GROUP_THREADS = 128  # the named-barrier kernel's group size: fixed by the PTX (
 FULL = 0xFFFFFFFF
 
 PROBES = [
-    *(f"sync.block.{threads}" for threads in BLOCK_SIZES),
-    "sync.block.per_sm",
-    "sync.block.named",
-    "sync.block.split",
+    *(f"barrier.block.{threads}" for threads in BLOCK_SIZES),
+    "barrier.per_sm",
+    "barrier.named",
+    "barrier.split",
 ]
+
+
+SECTIONS = (
+    Section(
+        "Block barriers",
+        ("sync.block.",),
+        ("barrier.",),
+        blurb="Cycles per __syncthreads vs threads per block and with 8 blocks per SM, per named-barrier sync and "
+        "per producer/consumer round (bar.arrive + bar.sync), each with a once-per-32-barriers ordering check.",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -155,26 +167,26 @@ def measure_per_sm(ctx: _Context) -> Measured:
         raise ProbeFailure(f"gp_bar_block: a per-barrier cost was not positive: {medians}")
     series = {"per_sm": {"blocks_per_sm": [float(k) for k in PER_SM_BLOCKS], "cycles_per_barrier": medians}}
     note = f"{s.per_sm_threads} threads per block; at most {max(placements)} blocks seen on one SM"
-    facts = [fact("sync.block.latency.per_sm_8", samples[PER_SM_BLOCKS[-1]], "cycle", "sync.block.per_sm")]
-    return Measured("sync.block.per_sm", ProbeOutcome("ok", note, series), facts)
+    facts = [fact("sync.block.latency.per_sm_8", samples[PER_SM_BLOCKS[-1]], "cycle", "barrier.per_sm")]
+    return Measured("barrier.per_sm", ProbeOutcome("ok", note, series), facts)
 
 
 def _steps(ctx: _Context) -> dict[str, Callable[[], Measured]]:
     s = ctx.settings
     steps: dict[str, Callable[[], Measured]] = {
-        f"sync.block.{threads}": (
+        f"barrier.block.{threads}": (
             lambda threads=threads: measure_single(
-                ctx, f"sync.block.{threads}", "gp_bar_block", threads, f"sync.block.latency.{threads}"
+                ctx, f"barrier.block.{threads}", "gp_bar_block", threads, f"sync.block.latency.{threads}"
             )
         )
         for threads in BLOCK_SIZES
     }
-    steps["sync.block.per_sm"] = lambda: measure_per_sm(ctx)
-    steps["sync.block.named"] = lambda: measure_single(
-        ctx, "sync.block.named", "gp_bar_named", s.named_threads, "sync.block.named.latency"
+    steps["barrier.per_sm"] = lambda: measure_per_sm(ctx)
+    steps["barrier.named"] = lambda: measure_single(
+        ctx, "barrier.named", "gp_bar_named", s.named_threads, "sync.block.named.latency"
     )
-    steps["sync.block.split"] = lambda: measure_single(
-        ctx, "sync.block.split", "gp_bar_split", s.split_threads, "sync.block.split.latency"
+    steps["barrier.split"] = lambda: measure_single(
+        ctx, "barrier.split", "gp_bar_split", s.split_threads, "sync.block.split.latency"
     )
     return steps
 

@@ -3,15 +3,15 @@
 Every kernel (ptx/cluster.ptx) runs 32 barriers (or mbarrier phases) per loop iteration between
 %clock64 reads; a sample is a long minus a short launch (:mod:`gpuprobe.families.differencing`).
 
-* ``sync.cluster.<size>``: clusters of ``size`` one-warp blocks, declared in the PTX
-  (.reqnctapercluster), so a plain launch of a grid that is a multiple of ``size`` runs clusters.
-  Each block sums, once per iteration, the number its neighbour wrote into block 0's shared memory
-  before the barriers: 1 + 2 + ... + iterations in every block, else a block passed a barrier
-  before all had arrived. The host also checks every block's rank in its cluster.
-* ``sync.mbarrier.*``: one warp, the arrival of each step predicated on the previous phase test,
-  so a phase not complete when tested throws the phase count off; the host checks the parities the
-  kernel tests at the end (and, for the transaction-count kernel, that pending bytes held a phase
-  open).
+* ``cluster.bar.<size>`` (fact ``sync.cluster.latency.<size>``): clusters of ``size`` one-warp
+  blocks, declared in the PTX (.reqnctapercluster), so a plain launch of a grid that is a multiple
+  of ``size`` runs clusters. Each block sums, once per iteration, the number its neighbour wrote
+  into block 0's shared memory before the barriers: 1 + 2 + ... + iterations in every block, else
+  a block passed a barrier before all had arrived. The host also checks every block's rank.
+* ``cluster.mbarrier.*`` (facts ``sync.mbarrier.*``): one warp, the arrival of each step
+  predicated on the previous phase test, so a phase not complete when tested throws the phase
+  count off; the host checks the parities the kernel tests at the end (and, for the
+  transaction-count kernel, that pending bytes held a phase open).
 
 Cycles only: this family does not measure the SM clock.
 """
@@ -31,6 +31,7 @@ from gpuprobe.families.measuring import Kernels, Stopping, fact
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, ProbeOutcome
+from gpuprobe.sections import Section
 
 UNROLL = 32  # barriers or phases per loop iteration: fixed by the PTX
 CLUSTER_SIZES = (2, 4, 8)
@@ -38,7 +39,18 @@ CLUSTER_WORDS = 4  # per block: cycles, SM id, sum, rank in the cluster
 MBAR_WORDS = 4  # cycles, previous phase complete, current phase complete, complete before the bytes
 MBAR_PROLOGUE_PHASES = {"gp_mbar_arrive_wait": 0, "gp_mbar_tx": 1}  # untimed phases before the loop
 
-PROBES = [*(f"sync.cluster.{size}" for size in CLUSTER_SIZES), "sync.mbarrier.arrive_wait", "sync.mbarrier.tx"]
+PROBES = [*(f"cluster.bar.{size}" for size in CLUSTER_SIZES), "cluster.mbarrier.arrive_wait", "cluster.mbarrier.tx"]
+
+
+SECTIONS = (
+    Section(
+        "Clusters and mbarriers",
+        ("sync.cluster.", "sync.mbarrier."),
+        ("cluster.",),
+        blurb="Cycles per cluster.sync() (release/acquire arrive + wait) vs cluster size, and per mbarrier phase of "
+        "one warp, without and with a transaction count (sm_90+).",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,7 @@ class _Context:
 
 
 def measure_cluster(ctx: _Context, size: int) -> Measured:
-    kernel, probe = f"gp_cluster_bar_{size}", f"sync.cluster.{size}"
+    kernel, probe = f"gp_cluster_bar_{size}", f"cluster.bar.{size}"
     blocks = size * ctx.settings.clusters
     out = ctx.launcher.alloc(blocks * CLUSTER_WORDS * 8)
     sms: set[int] = set()
@@ -141,13 +153,13 @@ def measure(
     ``state`` is not used."""
     ctx = _Context(launcher, parameters, settings or Settings())
     steps: dict[str, Callable[[], Measured]] = {
-        f"sync.cluster.{size}": (lambda size=size: measure_cluster(ctx, size)) for size in CLUSTER_SIZES
+        f"cluster.bar.{size}": (lambda size=size: measure_cluster(ctx, size)) for size in CLUSTER_SIZES
     }
-    steps["sync.mbarrier.arrive_wait"] = lambda: measure_mbarrier(
-        ctx, "sync.mbarrier.arrive_wait", "gp_mbar_arrive_wait", "sync.mbarrier.arrive_wait.latency"
+    steps["cluster.mbarrier.arrive_wait"] = lambda: measure_mbarrier(
+        ctx, "cluster.mbarrier.arrive_wait", "gp_mbar_arrive_wait", "sync.mbarrier.arrive_wait.latency"
     )
-    steps["sync.mbarrier.tx"] = lambda: measure_mbarrier(
-        ctx, "sync.mbarrier.tx", "gp_mbar_tx", "sync.mbarrier.tx.latency"
+    steps["cluster.mbarrier.tx"] = lambda: measure_mbarrier(
+        ctx, "cluster.mbarrier.tx", "gp_mbar_tx", "sync.mbarrier.tx.latency"
     )
 
     return runs(PROBES, steps, runnable, launcher)

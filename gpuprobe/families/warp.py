@@ -29,6 +29,7 @@ from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_st
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, ProbeOutcome
+from gpuprobe.sections import Section
 
 LANES = 32
 UNROLL = 32  # collectives per loop iteration: fixed by the PTX (//@repeat 32)
@@ -49,6 +50,18 @@ PROBES = [
     "warp.syncwarp",
     "warp.shfl.bfly.throughput",
 ]
+
+
+SECTIONS = (
+    Section(
+        "Warp collectives",
+        ("warp.",),
+        ("warp.",),
+        blurb="Latency of one warp's dependent chains of shuffles, votes, matches, redux and tile reductions "
+        "(cycles per collective; a tile reduction is log2(tile) shuffle + add steps), and shuffle lane results "
+        "per clock per SM. Every lane's result is checked against the host's replay.",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -154,7 +167,9 @@ def plan_chain(probe: str, rng: np.random.Generator) -> _Chain:
     none = np.zeros(LANES, dtype=np.uint64)
     if probe.startswith("warp.shfl."):
         mode = probe.removeprefix("warp.shfl.")
-        b = {"idx": rng.permutation(LANES), "bfly": np.ones(LANES)}.get(mode, np.ones(LANES)).astype(np.uint64)
+        # idx: a random permutation; up/down/bfly: a random delta or lane mask per lane (1..31), so
+        # the final values depend on every lane's own operand, not just on how many steps ran
+        b = (rng.permutation(LANES) if mode == "idx" else rng.integers(1, LANES, LANES)).astype(np.uint64)
         c = 0 if mode == "up" else 31
         kernel = f"gp_warp_shfl_{mode}_lat"
         return _Chain(kernel, b, words, [np.uint32(c)], lambda n: _power(lambda v: shfl(v, mode, b, c), words, n))
