@@ -44,3 +44,12 @@ def test_probe_ran_and_verified_itself(gpuprobe_results, name: str) -> None:
 def test_fact(gpuprobe_results, gpuprobe_comparison, fact_id: str) -> None:
     skip_where_the_arch_lacks_it(gpuprobe_results, [p.name for p in family_probes(FAMILY) if fact_id in p.facts])
     assert_fact(gpuprobe_results, fact_id, gpuprobe_comparison)
+
+
+@pytest.mark.gpu
+def test_cross_generation_invariants(gpuprobe_results) -> None:
+    skip_where_the_arch_lacks_it(gpuprobe_results, ["cluster.bar.2"])
+    checks = [f for f in gpuprobe_results.facts if f.id.startswith("invariant.cluster_sync_above_block_sync")]
+    assert checks, "no invariant could be checked: sync.cluster.latency.2 and sync.block.latency.32 missing"
+    broken = [f.detail for f in checks if f.verdict == "fail"]
+    assert not broken, "; ".join(broken)

@@ -15,6 +15,7 @@ from gpuprobe.check import check_all, check_probe
 from gpuprobe.families import cluster
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.registry import PTX_DIR, all_probes, find_probe
+from gpuprobe.results import Fact
 from tests.fake_gpu import fake_gpu, ptx_parameters
 from tests.fakes import cluster as fake
 
@@ -117,3 +118,15 @@ def test_the_planned_work_fits_the_time_budget() -> None:
     per_repeat = len(cluster.CLUSTER_SIZES) * (2 * 0.2e-3 + steps * 2000 / 1e9) + 2 * (2 * 0.2e-3 + steps * 500 / 1e9)
     total = s.max_repeats * per_repeat
     assert total < 3.0, f"the cluster family could take {total:.2f} s"
+
+
+def test_cluster_sync_costs_no_less_than_a_one_warp_block_barrier() -> None:
+    device = fake_gpu().device()
+    block = Fact("sync.block.latency.32", 20.0, "cycle", (19.0, 21.0))
+    cluster_fact = Fact("sync.cluster.latency.2", 380.0, "cycle", (378.0, 383.0))
+    facts = {block.id: block, cluster_fact.id: cluster_fact}
+    [(name, ok, detail)] = cluster.cluster_above_block(facts, device)
+    assert name == "cluster_sync_above_block_sync" and ok and "sync.block.latency.32 = 20" in detail
+    cheap = Fact("sync.cluster.latency.2", 5.0, "cycle", (4.0, 6.0))
+    assert not cluster.cluster_above_block({block.id: block, cheap.id: cheap}, device)[0][1]
+    assert cluster.cluster_above_block({cheap.id: cheap}, device) == []  # no block barrier measured: no check

@@ -172,3 +172,15 @@ def test_the_planned_work_fits_the_time_budget() -> None:
     latency_probes = len(warp.PROBES) - 1
     total = s.max_repeats * (latency_probes * (2 * launch_s + chain_s) + 2 * launch_s + tput_s)
     assert total < 4.0, f"the warp family could take {total:.2f} s"
+
+
+def test_the_tile_invariant_holds_on_the_simulated_run_and_catches_a_fall() -> None:
+    measured = _run(fake_gpu(sm_count=2))
+    facts = {f.id: f for m in measured.values() for f in m.facts}
+    checks = warp.tile_reduce_grows(facts, fake_gpu().device())
+    assert [name for name, _, _ in checks] == ["tile_reduce_grows.4_to_8", "tile_reduce_grows.8_to_16",
+                                               "tile_reduce_grows.16_to_32"]  # fmt: skip
+    assert all(ok for _, ok, _ in checks)
+    fallen = dataclasses.replace(facts["warp.tile.reduce.latency.32"], value=1.0, ci=(0.9, 1.1))
+    broken = warp.tile_reduce_grows({**facts, fallen.id: fallen}, fake_gpu().device())
+    assert [name for name, ok, _ in broken if not ok] == ["tile_reduce_grows.16_to_32"]

@@ -16,9 +16,8 @@ samples' confidence intervals).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ import numpy as np
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.differencing import Lengths, per_step_samples
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.ordering import non_decreasing
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.invariants import Check
@@ -115,12 +115,15 @@ class _Context:
     parameters: dict[str, list[tuple[str, str]]]
     settings: Settings
     device: Device
+    outs: dict[int, Any] = field(default_factory=dict)  # output buffers by their size in words, reused
 
     def launch(self, kernel: str, iterations: int, blocks: int, threads: int) -> Launch:
         """Run ``kernel`` and check every warp's sum; ProbeFailure naming the first wrong one."""
         warps = threads // 32
         words = 2 + warps  # per block: cycles, SM id, one sum per warp
-        out = self.launcher.alloc(blocks * words * 8)
+        out = self.outs.get(blocks * words)
+        if out is None:
+            out = self.outs[blocks * words] = self.launcher.alloc(blocks * words * 8)
         kernels = Kernels(self.launcher, self.parameters)
         values = kernels.run(kernel, [np.uint32(iterations), out], out, blocks * words, grid=blocks, block=threads)
         table = values.reshape(blocks, words)
@@ -208,22 +211,10 @@ def measure(
 
 
 def barrier_monotonic(facts: dict[str, Fact], device: Device) -> list[Check]:
-    """``sync.block.latency.<threads>`` does not fall as the block grows: each measured size's CI
-    reaches at least the next smaller measured size's CI (a barrier waiting for more warps costs
-    no less)."""
-    present = [(t, f) for t in BLOCK_SIZES if (f := facts.get(f"sync.block.latency.{t}")) and f.value is not None]
-    checks: list[Check] = []
-    for (small, lower), (large, upper) in itertools.pairwise(present):
-        low_ci = lower.ci[0] if lower.ci else lower.value
-        high_ci = upper.ci[1] if upper.ci else upper.value
-        ok = high_ci >= low_ci
-        relation = "≥" if ok else "<"
-        detail = (
-            f"sync.block.latency.{large} = {upper.value:g} (CI up to {high_ci:g}) {relation} "
-            f"sync.block.latency.{small} = {lower.value:g} (CI from {low_ci:g}) cycles"
-        )
-        checks.append((f"barrier_cost_grows.{small}_to_{large}", ok, detail))
-    return checks
+    """``sync.block.latency.<threads>`` does not fall as the block grows (a barrier waiting for more
+    warps costs no less), within the facts' confidence intervals."""
+    ordered = [(str(t), f"sync.block.latency.{t}") for t in BLOCK_SIZES]
+    return non_decreasing(facts, ordered, "barrier_cost_grows")
 
 
 INVARIANTS = (barrier_monotonic,)

@@ -28,9 +28,11 @@ from gpuprobe.families.barrier import triangle
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.differencing import Lengths, per_step_samples
 from gpuprobe.families.measuring import Kernels, Stopping, fact
+from gpuprobe.families.ordering import pair_not_below
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
-from gpuprobe.results import Device, ProbeOutcome
+from gpuprobe.invariants import Check
+from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
 
 UNROLL = 32  # barriers or phases per loop iteration: fixed by the PTX
@@ -163,3 +165,13 @@ def measure(
     )
 
     return runs(PROBES, steps, runnable, launcher)
+
+
+def cluster_above_block(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """cluster.sync() of the smallest cluster (a GPU-scope release, blocks on other SMs) costs no
+    less than a one-warp __syncthreads (the barrier family's sync.block.latency.32)."""
+    smallest = f"sync.cluster.latency.{CLUSTER_SIZES[0]}"
+    return pair_not_below(facts, "cluster_sync_above_block_sync", "sync.block.latency.32", smallest)
+
+
+INVARIANTS = (cluster_above_block,)

@@ -26,9 +26,11 @@ import numpy as np
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.differencing import Lengths, per_step_samples
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.ordering import non_decreasing
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
-from gpuprobe.results import Device, ProbeOutcome
+from gpuprobe.invariants import Check
+from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
 
 LANES = 32
@@ -345,3 +347,12 @@ def measure(
     steps = {name: (lambda name=name: measure_chain(ctx, name)) for name in _FACTS}
     steps["warp.shfl.bfly.throughput"] = lambda: measure_throughput(ctx)
     return runs(PROBES, steps, runnable, launcher)
+
+
+def tile_reduce_grows(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """A reduction over a larger tile takes more steps (log2 of the tile), so it costs no less."""
+    ordered = [(str(tile), f"warp.tile.reduce.latency.{tile}") for tile in TILES]
+    return non_decreasing(facts, ordered, "tile_reduce_grows")
+
+
+INVARIANTS = (tile_reduce_grows,)
