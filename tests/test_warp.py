@@ -73,6 +73,7 @@ def test_the_simulated_latencies_and_throughput_are_recovered() -> None:
     measured = _run(fake_gpu(sm_count=2, noise=0.0))
     facts = {f.id: f for m in measured.values() for f in m.facts}
     assert facts["warp.shfl.idx.latency"].value == pytest.approx(fake.CYCLES["idx"], rel=0.01)
+    assert facts["warp.shfl.partial.latency"].value == pytest.approx(fake.CYCLES["partial"], rel=0.01)
     assert facts["warp.match.any.latency"].value == pytest.approx(fake.CYCLES["match"], rel=0.01)
     assert facts["warp.redux.add.latency"].value == pytest.approx(fake.CYCLES["redux"], rel=0.01)
     for tile in warp.TILES:  # one reduction is log2(tile) steps

@@ -44,6 +44,7 @@ OUT_WORDS = 1 + LANES + 1  # cycles, every lane's value, one check word (redux's
 
 PROBES = [
     *(f"warp.shfl.{mode}" for mode in SHFL_MODES),
+    "warp.shfl.partial",
     "warp.vote.ballot",
     "warp.vote.any",
     "warp.match.any",
@@ -154,6 +155,7 @@ class _Chain:
     predict: Callable[[int], np.ndarray]
     per_fact: float = 1.0  # steps per fact unit (a tile reduction is log2(tile) steps)
     check_word: Callable[[], int] | None = None  # the extra word the kernel writes, predicted
+    threads: int = LANES  # the block: the lanes that exist, each writing its final value
 
 
 def _power(step: Callable[[np.ndarray], np.ndarray], start: np.ndarray, count: int) -> np.ndarray:
@@ -167,7 +169,7 @@ def plan_chain(probe: str, rng: np.random.Generator) -> _Chain:
     """The operands, starting values and prediction of one latency probe."""
     words = rng.integers(0, 2**32, LANES, dtype=np.uint64)
     none = np.zeros(LANES, dtype=np.uint64)
-    if probe.startswith("warp.shfl."):
+    if probe in (f"warp.shfl.{mode}" for mode in SHFL_MODES):
         mode = probe.removeprefix("warp.shfl.")
         # idx: a random permutation; up/down/bfly: a random delta or lane mask per lane (1..31), so
         # the final values depend on every lane's own operand, not just on how many steps ran
@@ -175,6 +177,14 @@ def plan_chain(probe: str, rng: np.random.Generator) -> _Chain:
         c = 0 if mode == "up" else 31
         kernel = f"gp_warp_shfl_{mode}_lat"
         return _Chain(kernel, b, words, [np.uint32(c)], lambda n: _power(lambda v: shfl(v, mode, b, c), words, n))
+    if probe == "warp.shfl.partial":
+        half = LANES // 2
+        b = np.concatenate([rng.permutation(half), np.zeros(half, dtype=np.int64)]).astype(np.uint64)
+
+        def partial_chain(n: int) -> np.ndarray:  # lanes 16..31 do not exist: only 0..15 are replayed
+            return _power(lambda v: v[b[:half].astype(np.int64)], words[:half], n)
+
+        return _Chain("gp_warp_shfl_partial_lat", b, words, [], partial_chain, threads=half)
     if probe == "warp.vote.ballot":
         bits = rng.permutation(LANES).astype(np.uint64)
         start = np.full(LANES, words[0], dtype=np.uint64)
@@ -214,6 +224,7 @@ def plan_chain(probe: str, rng: np.random.Generator) -> _Chain:
 
 _FACTS = {
     **{f"warp.shfl.{mode}": f"warp.shfl.{mode}.latency" for mode in SHFL_MODES},
+    "warp.shfl.partial": "warp.shfl.partial.latency",
     "warp.vote.ballot": "warp.vote.ballot.latency",
     "warp.vote.any": "warp.vote.any.latency",
     "warp.match.any": "warp.match.any.latency",
@@ -243,7 +254,7 @@ def check_lanes(kernel: str, got: np.ndarray, expected: np.ndarray, steps: int) 
         lane = int(wrong[0])
         raise ProbeFailure(
             f"{kernel}: after {steps} steps lane {lane} holds {int(got[lane]):#x}, the host predicts "
-            f"{int(expected[lane]):#x} ({wrong.size} of {LANES} lanes wrong)"
+            f"{int(expected[lane]):#x} ({wrong.size} of {len(expected)} lanes wrong)"
         )
 
 
@@ -251,13 +262,13 @@ def measure_chain(ctx: _Context, probe: str) -> Measured:
     chain = plan_chain(probe, ctx.rng)
     lanes = ctx.launcher.upload(np.concatenate([chain.operands, chain.start]).astype(np.uint32))
     out = ctx.launcher.alloc(OUT_WORDS * 8)
-    words = OUT_WORDS if chain.check_word else 1 + LANES
+    words = OUT_WORDS if chain.check_word else 1 + chain.threads
 
     def launch(iterations: int) -> float:
         args = [lanes, *chain.scalars, np.uint32(iterations), out]
-        values = ctx.kernels.run(chain.kernel, args, out, words)
+        values = ctx.kernels.run(chain.kernel, args, out, words, block=chain.threads)
         steps = iterations * UNROLL
-        check_lanes(chain.kernel, values[1 : 1 + LANES], chain.predict(steps), steps)
+        check_lanes(chain.kernel, values[1 : 1 + chain.threads], chain.predict(steps), steps)
         if chain.check_word and int(values[-1]) != chain.check_word():
             first, host = int(values[-1]), chain.check_word()
             raise ProbeFailure(f"{chain.kernel}: the first sum is {first:#x}, the host's {host:#x}")

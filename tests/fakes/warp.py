@@ -10,8 +10,8 @@ import functools
 import numpy as np
 
 LANES, UNROLL = 32, 32
-CYCLES = {"idx": 23.0, "up": 22.0, "down": 22.0, "bfly": 23.0, "ballot": 15.0, "any": 11.0, "match": 41.0,
-          "redux": 31.0, "tile": 28.0, "syncwarp": 1.0}  # fmt: skip
+CYCLES = {"idx": 23.0, "partial": 24.0, "up": 22.0, "down": 22.0, "bfly": 23.0, "ballot": 15.0, "any": 11.0,
+          "match": 41.0, "redux": 31.0, "tile": 28.0, "syncwarp": 1.0}  # fmt: skip
 FIXED = 60.0  # what a timed region pays once
 SHFL_PER_CLK = 1.0  # warp shuffles per clock per SM
 
@@ -41,7 +41,7 @@ def _finish(gpu, out, kind: str, iters: int, values: list[int], extra: int | Non
         values[5] ^= 1
     words = out.data.view(np.uint64)
     words[0] = round(FIXED + int(iters) * UNROLL * CYCLES[kind] * gpu._jitter())
-    words[1 : 1 + LANES] = [v & 0xFFFFFFFF for v in values]
+    words[1 : 1 + len(values)] = [v & 0xFFFFFFFF for v in values]
     if extra is not None:
         words[1 + LANES] = extra
 
@@ -53,6 +53,17 @@ def shfl(mode: str, gpu, launch, lanes, clamp, iters, out) -> None:
     for _ in range(int(iters) * UNROLL):
         values = [values[source[lane]] for lane in range(LANES)]
     _finish(gpu, out, mode, iters, values)
+
+
+def shfl_partial(gpu, launch, lanes, iters, out) -> None:
+    """A block of 16 threads: only lanes 0..15 exist, and they shuffle among themselves."""
+    assert launch.threads == 16, "the partial-warp kernel runs in a block of 16 threads"
+    words = _words(lanes, 2 * LANES)
+    source = words[:16]
+    values = words[LANES : LANES + 16]
+    for _ in range(int(iters) * UNROLL):
+        values = [values[source[lane]] for lane in range(16)]
+    _finish(gpu, out, "partial", iters, values)
 
 
 def ballot(gpu, launch, lanes, iters, out) -> None:
@@ -127,6 +138,7 @@ def bfly_throughput(gpu, launch, iters, out) -> float:
 
 KERNELS = {
     **{f"gp_warp_shfl_{mode}_lat": functools.partial(shfl, mode) for mode in ("idx", "up", "down", "bfly")},
+    "gp_warp_shfl_partial_lat": shfl_partial,
     "gp_warp_ballot_lat": ballot,
     "gp_warp_vote_any_lat": vote_any,
     "gp_warp_match_any_lat": match_any,
