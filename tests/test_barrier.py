@@ -12,6 +12,9 @@ from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.build import build_ptx
 from gpuprobe.check import check_all, check_probe
 from gpuprobe.families import barrier
+from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.differencing import Lengths, per_step_samples
+from gpuprobe.families.measuring import Stopping
 from gpuprobe.registry import PTX_DIR, all_probes, find_probe
 from gpuprobe.results import Fact
 from tests.fake_gpu import fake_gpu, ptx_parameters
@@ -120,3 +123,12 @@ def test_the_planned_work_fits_the_time_budget() -> None:
     launches = 2 * s.max_repeats * (len(barrier.PROBES) - 1 + len(barrier.PER_SM_BLOCKS))
     total = launches * (0.2e-3 + kernel_s)
     assert total < 3.0, f"the barrier family could take {total:.2f} s"
+
+
+def test_a_long_launch_no_slower_than_the_short_one_fails_the_probe() -> None:
+    """A loop the compiler emptied, or a clock that stood still, gives no number."""
+    lengths = Lengths(2, 6, 32)
+    with pytest.raises(ProbeFailure, match="6 iterations took 500 cycles, 2 500"):
+        per_step_samples(lambda iterations: 500.0, lengths, Stopping(1, 3, 0.01, 1.0), "gp_bar_block")
+    with pytest.raises(ValueError, match="Lengths"):
+        Lengths(6, 6, 32)
