@@ -304,7 +304,7 @@ def measure_throughput(ctx: _Context) -> Measured:
     blocks, threads = ctx.device.sm_count, s.throughput_threads
     warps = blocks * threads // LANES
     out = ctx.launcher.alloc((3 * warps + blocks * threads) * 8)
-    results: dict[int, dict[int, tuple[float, int]]] = {}
+    spans: dict[int, tuple[float, int]] = {}  # the last long launch's, per SM, for the series
 
     def launch(iterations: int) -> dict[int, tuple[float, int]]:
         count = 3 * warps + blocks * threads
@@ -328,7 +328,8 @@ def measure_throughput(ctx: _Context) -> Measured:
 
     def take() -> None:
         short, long = launch(s.throughput_short), launch(s.throughput_long)
-        results[len(samples)] = long
+        spans.clear()
+        spans.update(long)
         lane_ops = (s.throughput_long - s.throughput_short) * UNROLL * LANES
         ops = lane_ops * sum(w for _, w in long.values())
         cycles = sum(span for span, _ in long.values()) - sum(span for span, _ in short.values())
@@ -337,9 +338,9 @@ def measure_throughput(ctx: _Context) -> Measured:
         samples.append(ops / cycles)
 
     sample_until_stable(take, samples, s.stopping())
-    series = {"per_sm": {"sm": [float(k) for k in results[0]], "span_cycles": [v[0] for v in results[0].values()]}}
+    series = {"per_sm": {"sm": [float(k) for k in spans], "span_cycles": [span for span, _ in spans.values()]}}
     facts = [fact("warp.shfl.bfly.throughput", samples, "op/clk/SM", "warp.shfl.bfly.throughput")]
-    return Measured("warp.shfl.bfly.throughput", ProbeOutcome("ok", f"{len(results[0])} SMs", series), facts)
+    return Measured("warp.shfl.bfly.throughput", ProbeOutcome("ok", f"{len(spans)} SMs", series), facts)
 
 
 def measure(
