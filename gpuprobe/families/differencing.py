@@ -1,0 +1,52 @@
+"""Long-minus-short timing of an unrolled loop, shared by the warp, barrier and cluster families.
+
+A probe kernel runs ``iterations`` of a loop of ``steps`` identical operations between two
+%clock64 reads. Whatever the timed region pays once (the clock reads, entering and leaving the
+loop, the last operation's drain) is the same in a short and a long launch, so
+
+    cycles per step = (cycles_long - cycles_short) / ((long - short) x steps)
+
+holds the operation's cost alone. Every launch verifies its own result before its cycles are used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.measuring import Stopping, sample_until_stable
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """The short and long iteration counts of one difference, and the operations per iteration."""
+
+    short: int
+    long: int
+    steps: int
+
+    def __post_init__(self) -> None:
+        if self.short < 1 or self.long <= self.short or self.steps < 1:
+            raise ValueError(f"Lengths: need 1 <= short < long and steps >= 1, not {self}")
+
+    def per_step(self, short_cycles: float, long_cycles: float) -> float:
+        return (long_cycles - short_cycles) / ((self.long - self.short) * self.steps)
+
+
+def per_step_samples(launch: Callable[[int], float], lengths: Lengths, stop: Stopping, what: str) -> list[float]:
+    """Samples of the cost of one step: ``launch(iterations)`` runs (and verifies) the kernel and
+    returns the timed region's cycles. A step that does not cost more in the long launch is a
+    ProbeFailure (a loop the compiler emptied, or a clock that did not advance)."""
+    samples: list[float] = []
+
+    def take() -> None:
+        short = launch(lengths.short)
+        long = launch(lengths.long)
+        step = lengths.per_step(short, long)
+        if not step > 0:
+            raise ProbeFailure(f"{what}: {lengths.long} iterations took {long:g} cycles, {lengths.short} {short:g}")
+        samples.append(step)
+
+    sample_until_stable(take, samples, stop)
+    return samples

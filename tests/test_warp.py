@@ -1,0 +1,187 @@
+"""The warp family's host side: the chain replays, the throughput arithmetic, the self-checks, the
+run against the simulated GPU, the contracts on every arch, and the time the plan needs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.build import build_ptx
+from gpuprobe.check import check_all, check_probe
+from gpuprobe.families import warp
+from gpuprobe.families.differencing import Lengths
+from gpuprobe.registry import PTX_DIR, all_probes, find_probe
+from tests.fake_gpu import fake_gpu, ptx_parameters
+from tests.fakes import warp as fake
+
+FAST = warp.Settings(short_iterations=2, long_iterations=6, max_repeats=3, throughput_short=2, throughput_long=6)
+LANE = np.arange(32)
+
+
+def _run(gpu, settings=FAST, runnable=None):
+    names = set(warp.PROBES) if runnable is None else runnable
+    return {name: run() for name, run in warp.measure(gpu, ptx_parameters(), gpu.device(), names, settings)}
+
+
+def test_the_probe_order_is_the_declared_family() -> None:
+    declared = {p.name for p in all_probes() if p.family == "warp"}
+    assert set(warp.PROBES) == declared
+
+
+def test_a_step_is_the_long_minus_the_short_chain_over_the_steps_between() -> None:
+    lengths = Lengths(8, 72, 32)
+    fixed = 75.0  # clock reads, loop edges, the last collective's drain
+    assert lengths.per_step(fixed + 8 * 32 * 23.0, fixed + 72 * 32 * 23.0) == pytest.approx(23.0)
+
+
+@pytest.mark.parametrize(
+    ("mode", "b", "c", "expected"),
+    [
+        ("idx", 5, 31, [5] * 32),  # everyone reads lane 5
+        ("up", 1, 0, [0, *range(31)]),  # lane 0 keeps its own
+        ("down", 1, 31, [*range(1, 32), 31]),  # lane 31 keeps its own
+        ("bfly", 1, 31, list(LANE ^ 1)),
+        ("bfly", 1, (32 - 4) << 8 | 31, list(LANE ^ 1)),  # within tiles of 4
+        ("down", 2, (32 - 8) << 8 | 31, [lane + 2 if lane % 8 < 6 else lane for lane in range(32)]),
+    ],
+)
+def test_shfl_replays_the_ptx_isa_lane_rules(mode: str, b: int, c: int, expected: list[int]) -> None:
+    assert list(warp.shfl(LANE.copy(), mode, np.full(32, b), c)) == expected
+
+
+def test_ballot_match_and_tile_reduce_replays() -> None:
+    bits = np.roll(LANE, -1)  # lane votes bit lane + 1: the ballot rotates right by one
+    assert int(warp.ballot(np.full(32, 0b110, dtype=np.uint64), bits)[0]) == 0b11
+    groups = np.array([7, 9] * 16, dtype=np.uint64)
+    assert set(warp.match_any(groups).tolist()) == {0x55555555, 0xAAAAAAAA}
+    ones = np.ones(32, dtype=np.uint64)
+    assert list(warp.tile_reduce(ones, 8, 3)) == [8] * 32  # one whole reduction: the tile's sum
+    assert list(warp.tile_reduce(ones, 8, 6)) == [64] * 32  # and the next one sums the sums
+
+
+def test_every_chain_prediction_matches_the_independent_simulation() -> None:
+    """The host's replay and the simulated GPU's lane-by-lane one agree for every probe."""
+    measured = _run(fake_gpu(sm_count=2))
+    assert {name: m.outcome.status for name, m in measured.items()} == dict.fromkeys(warp.PROBES, "ok")
+
+
+def test_the_simulated_latencies_and_throughput_are_recovered() -> None:
+    measured = _run(fake_gpu(sm_count=2, noise=0.0))
+    facts = {f.id: f for m in measured.values() for f in m.facts}
+    assert facts["warp.shfl.idx.latency"].value == pytest.approx(fake.CYCLES["idx"], rel=0.01)
+    assert facts["warp.shfl.partial.latency"].value == pytest.approx(fake.CYCLES["partial"], rel=0.01)
+    assert facts["warp.match.any.latency"].value == pytest.approx(fake.CYCLES["match"], rel=0.01)
+    assert facts["warp.redux.add.latency"].value == pytest.approx(fake.CYCLES["redux"], rel=0.01)
+    for tile in warp.TILES:  # one reduction is log2(tile) steps
+        reduce = facts[f"warp.tile.reduce.latency.{tile}"]
+        assert reduce.value == pytest.approx(fake.CYCLES["tile"] * np.log2(tile), rel=0.01)
+    assert facts["warp.shfl.bfly.throughput"].value == pytest.approx(32 * fake.SHFL_PER_CLK, rel=0.02)
+    assert facts["warp.shfl.bfly.throughput"].unit == "op/clk/SM"
+    assert all(f.unit == "cycle" for i, f in facts.items() if i.endswith(".latency") or ".latency." in i)
+    assert set(facts) == {f for p in all_probes() if p.family == "warp" for f in p.facts}
+
+
+def test_a_lane_that_ends_anywhere_else_fails_its_probe_and_gives_no_number() -> None:
+    gpu = fake_gpu(sm_count=2)
+    gpu.warp_corrupt = True
+    measured = _run(gpu)
+    for name, m in measured.items():
+        assert m.outcome.status == "failed", name
+        assert m.facts == []
+    assert "lane 5 holds" in measured["warp.shfl.idx"].outcome.detail
+    assert "host predicts" in measured["warp.shfl.idx"].outcome.detail
+    assert "thread 7 summed" in measured["warp.shfl.bfly.throughput"].outcome.detail
+
+
+def test_a_wrong_first_sum_fails_the_redux_probe() -> None:
+    gpu = fake_gpu(sm_count=2)
+    gpu.warp_corrupt_sum = True
+    measured = _run(gpu, runnable={"warp.redux.add"})
+    assert measured["warp.redux.add"].outcome.status == "failed"
+    assert "the first sum is" in measured["warp.redux.add"].outcome.detail
+
+
+def test_throughput_spans_group_warps_by_sm() -> None:
+    timing = np.array([[100, 900, 3], [120, 1000, 3], [50, 700, 5]])
+    assert warp.sm_spans(timing) == {3: (900.0, 2), 5: (650.0, 1)}
+
+
+def test_the_throughput_values_follow_the_mask_sequence() -> None:
+    one = warp.throughput_values(1, 64, 1)  # the 8 masks xor to 16: lane l holds lane l ^ 16's chains
+    assert int(one[0]) == 16 * 16 + 6 and int(one[16]) == 16 * 0 + 6 and int(one[32]) == 16 * 48 + 6
+    assert list(warp.throughput_values(1, 64, 2)) == [16 * t + 6 for t in range(64)]
+
+
+@pytest.mark.parametrize("change", [{"short_iterations": 0}, {"long_iterations": 8}, {"throughput_threads": 48}])
+def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
+    with pytest.raises(ValueError, match=r"Settings|Lengths"):
+        dataclasses.replace(warp.Settings(), **change)
+
+
+def test_probes_whose_contract_failed_are_not_launched() -> None:
+    gpu = fake_gpu(sm_count=2)
+    measured = _run(gpu, runnable=set(warp.PROBES) - {"warp.match.any"})
+    assert "warp.match.any" not in measured
+    assert "gp_warp_match_any_lat" not in gpu.launches
+
+
+def test_every_probe_holds_its_contract_on_every_arch_and_redux_skips_turing() -> None:
+    probes = [p for p in all_probes() if p.family == "warp"]
+    results = check_all(probes, SUPPORTED_ARCHS)
+    assert all(r.status == "ok" for r in results if not (r.probe == "warp.redux.add" and r.arch == "sm_75")), [
+        (r.probe, r.arch, r.detail) for r in results if r.status != "ok"
+    ]
+    redux_75 = next(r for r in results if r.probe == "warp.redux.add" and r.arch == "sm_75")
+    assert redux_75.status == "unsupported"
+
+
+def _mutated(tmp_path: Path, old: str, new: str, arch: str = "sm_80"):
+    text = (PTX_DIR / "warp.ptx").read_text()
+    assert text.count(old) == 1, old
+    path = tmp_path / "warp_mutated.ptx"
+    path.write_text(text.replace(old, new))
+    return build_ptx([path], parse_arch(arch))
+
+
+def test_a_chain_one_shuffle_short_breaks_the_contract(tmp_path: Path) -> None:
+    module = _mutated(tmp_path, "//@repeat 32\n\tshfl.sync.{OP}.b32", "//@repeat 31\n\tshfl.sync.{OP}.b32")
+    result = check_probe(find_probe("warp.shfl.idx"), module)
+    assert result.status == "violated"
+    assert "== 32" in result.detail and "found 31" in result.detail
+
+
+def test_a_syncwarp_with_a_run_time_mask_breaks_the_contract(tmp_path: Path) -> None:
+    """A register mask makes ptxas check the mask and add a slow path whose branches wrap the clock
+    read: exactly why warp.syncwarp times the literal full mask."""
+    module = _mutated(tmp_path, "//@repeat 32\n\tbar.warp.sync -1;", "//@repeat 32\n\tbar.warp.sync %r5;", "sm_90")
+    result = check_probe(find_probe("warp.syncwarp"), module)
+    assert result.status == "violated"
+
+
+def test_the_planned_work_fits_the_time_budget() -> None:
+    """Worst case: every probe takes all its repeats, each a short and a long launch; a launch costs
+    0.2 ms of host overhead plus its kernel, timed at a pessimistic 100 cycles per collective and
+    1 GHz (the throughput kernel: one warp shuffle per clock for 32 warps per SM)."""
+    s = warp.Settings()
+    launch_s = 0.2e-3
+    chain_s = (s.short_iterations + s.long_iterations) * warp.UNROLL * 100 / 1e9
+    tput_s = (s.throughput_short + s.throughput_long) * warp.UNROLL * (s.throughput_threads // 32) / 1e9
+    latency_probes = len(warp.PROBES) - 1
+    total = s.max_repeats * (latency_probes * (2 * launch_s + chain_s) + 2 * launch_s + tput_s)
+    assert total < 4.0, f"the warp family could take {total:.2f} s"
+
+
+def test_the_tile_invariant_holds_on_the_simulated_run_and_catches_a_fall() -> None:
+    measured = _run(fake_gpu(sm_count=2))
+    facts = {f.id: f for m in measured.values() for f in m.facts}
+    checks = warp.tile_reduce_grows(facts, fake_gpu().device())
+    assert [name for name, _, _ in checks] == ["tile_reduce_grows.4_to_8", "tile_reduce_grows.8_to_16",
+                                               "tile_reduce_grows.16_to_32"]  # fmt: skip
+    assert all(ok for _, ok, _ in checks)
+    fallen = dataclasses.replace(facts["warp.tile.reduce.latency.32"], value=1.0, ci=(0.9, 1.1))
+    broken = warp.tile_reduce_grows({**facts, fallen.id: fallen}, fake_gpu().device())
+    assert [name for name, ok, _ in broken if not ok] == ["tile_reduce_grows.16_to_32"]
