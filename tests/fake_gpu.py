@@ -30,6 +30,7 @@ import numpy as np
 
 from gpuprobe.arch import parse_arch
 from gpuprobe.build import build_for
+from gpuprobe.families.conditions import ConditionRecorder
 from gpuprobe.families.memory_latency import UNROLL, Settings
 from gpuprobe.registry import all_probes
 from gpuprobe.results import Device
@@ -392,3 +393,13 @@ def open_fake(cubin: Path, device_index: int, garbage: bool = False, **options: 
     if garbage:
         print("warning: libfoo.so: something something\n\x00\x01 not json {", flush=True)
     return FaultyGpu(**options)
+
+
+def measure_family(
+    family: Any, gpu: FakeGpu, runnable: set[str] | frozenset[str], settings: Any = None, state: dict | None = None
+) -> dict[str, Any]:
+    """Each runnable probe of ``family`` (its module) measured as the measuring child measures it:
+    between clock and NVML snapshots, a failed self-check giving the outcome "failed"."""
+    recorder = ConditionRecorder(gpu, ptx_parameters(), clock_usable=True)
+    probes = family.measure(gpu, ptx_parameters(), gpu.device(), set(runnable), settings, state)
+    return {name: recorder.measure(name, run) for name, run in probes}

@@ -17,7 +17,7 @@ from gpuprobe.families.differencing import Lengths, per_step_samples
 from gpuprobe.families.measuring import Stopping
 from gpuprobe.registry import PTX_DIR, all_probes, find_probe
 from gpuprobe.results import Fact
-from tests.fake_gpu import fake_gpu, ptx_parameters
+from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes import barrier as fake
 
 FAST = barrier.Settings(short_iterations=2, long_iterations=6, max_repeats=3)
@@ -25,7 +25,7 @@ FAST = barrier.Settings(short_iterations=2, long_iterations=6, max_repeats=3)
 
 def _run(gpu, settings=FAST, runnable=None):
     names = set(barrier.PROBES) if runnable is None else runnable
-    return {name: run() for name, run in barrier.measure(gpu, ptx_parameters(), gpu.device(), names, settings)}
+    return measure_family(barrier, gpu, names, settings)
 
 
 def test_the_probe_order_is_the_declared_family() -> None:

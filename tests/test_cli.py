@@ -16,7 +16,7 @@ import gpuprobe.gpu
 from gpuprobe.arch import parse_arch
 from gpuprobe.check import STATUSES
 from gpuprobe.cli import main
-from gpuprobe.registry import REPO_ROOT, all_probes
+from gpuprobe.registry import REPO_ROOT, all_probes, find_probe
 from gpuprobe.results import SCHEMA, SCHEMA_VERSION, Device, Fact, Results, save
 from gpuprobe.toolchain import assemble_ptx
 
@@ -120,12 +120,19 @@ def test_list_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
 # ---------------------------------------------------------------- check --------
 
 
+def targeted_count(*archs: str) -> tuple[int, int]:
+    """(probe x arch pairs a probe targets, pairs it does not) over ``archs``."""
+    pairs = [p.supports(parse_arch(a)) for p in all_probes() for a in archs]
+    return sum(pairs), len(pairs) - sum(pairs)
+
+
 def test_check_text(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "check", "--arch", "sm_80,sm_90a")
     assert code == 0 and err == ""
-    count = len(all_probes()) * 2
-    assert out.splitlines()[-1] == f"{count} ok, 0 violated, 0 unsupported, 0 error"
-    assert sum(line.startswith("ok ") for line in out.splitlines()) == count
+    ok, unsupported = targeted_count("sm_80", "sm_90a")
+    assert unsupported > 0  # wgmma and clusters are not on sm_80
+    assert out.splitlines()[-1] == f"{ok} ok, 0 violated, {unsupported} unsupported, 0 error"
+    assert sum(line.startswith("ok ") for line in out.splitlines()) == ok
 
 
 def test_check_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
@@ -137,7 +144,8 @@ def test_check_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(results) == len(all_probes()) * 2
     for entry in results:
         assert has_keys(entry, "probe", "arch", "status", "detail")
-        assert entry["status"] in STATUSES and entry["status"] == "ok"
+        targeted = find_probe(entry["probe"]).supports(parse_arch(entry["arch"]))
+        assert entry["status"] in STATUSES and entry["status"] == ("ok" if targeted else "unsupported")
         assert entry["arch"] in ("sm_80", "sm_90a")
         assert isinstance(entry["detail"], str)
     assert {(e["probe"], e["arch"]) for e in results} == {
@@ -408,7 +416,8 @@ def test_python_m_gpuprobe_check() -> None:
     proc = run_module("check", "--arch", "sm_80")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
-    assert proc.stdout.splitlines()[-1] == f"{len(all_probes())} ok, 0 violated, 0 unsupported, 0 error"
+    ok, unsupported = targeted_count("sm_80")
+    assert proc.stdout.splitlines()[-1] == f"{ok} ok, 0 violated, {unsupported} unsupported, 0 error"
 
 
 def test_python_m_gpuprobe_user_error() -> None:

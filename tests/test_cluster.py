@@ -16,7 +16,7 @@ from gpuprobe.families import cluster
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.registry import PTX_DIR, all_probes, find_probe
 from gpuprobe.results import Fact
-from tests.fake_gpu import fake_gpu, ptx_parameters
+from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes import cluster as fake
 
 FAST = cluster.Settings(short_iterations=2, long_iterations=6, max_repeats=3, clusters=4)
@@ -24,7 +24,7 @@ FAST = cluster.Settings(short_iterations=2, long_iterations=6, max_repeats=3, cl
 
 def _run(gpu, settings=FAST, runnable=None):
     names = set(cluster.PROBES) if runnable is None else runnable
-    return {name: run() for name, run in cluster.measure(gpu, ptx_parameters(), gpu.device(), names, settings)}
+    return measure_family(cluster, gpu, names, settings)
 
 
 def test_the_probe_order_is_the_declared_family() -> None:

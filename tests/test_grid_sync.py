@@ -12,18 +12,18 @@ from gpuprobe.build import build_ptx
 from gpuprobe.check import check_all
 from gpuprobe.contracts import check
 from gpuprobe.families import grid_sync
-from gpuprobe.families.grid_sync import PROBES, ProbeFailure, Settings, measure, per_sync, plan_grids
+from gpuprobe.families.grid_sync import PROBES, ProbeFailure, Settings, per_sync, plan_grids
 from gpuprobe.pytest_plugin import family_probes
 from gpuprobe.registry import PTX_DIR, find_probe
 from gpuprobe.results import Fact
-from tests.fake_gpu import fake_gpu, ptx_parameters
+from tests.fake_gpu import fake_gpu, measure_family, ptx_parameters
 from tests.fakes.grid_sync import WORK_NS, sync_cycles
 
 FAST = Settings(long_syncs=41, long_steps=21, max_repeats=3)
 
 
 def _run(gpu, runnable=frozenset(PROBES), settings=FAST):
-    return {name: run() for name, run in measure(gpu, ptx_parameters(), gpu.device(), set(runnable), settings)}
+    return measure_family(grid_sync, gpu, runnable, settings)
 
 
 def _facts(measured) -> dict[str, Fact]:

@@ -15,18 +15,18 @@ from gpuprobe.check import check_all
 from gpuprobe.contracts import check
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.families import launch
-from gpuprobe.families.launch import PROBES, ProbeFailure, Settings, additional, checked_stamps, measure
+from gpuprobe.families.launch import PROBES, ProbeFailure, Settings, additional, checked_stamps
 from gpuprobe.gpu import LaunchPathUnavailable, _argument_block
 from gpuprobe.pytest_plugin import family_probes
 from gpuprobe.registry import PTX_DIR, find_probe
 from gpuprobe.results import Fact
-from tests.fake_gpu import fake_gpu, ptx_parameters
+from tests.fake_gpu import fake_gpu, measure_family
 
 FAST = Settings(launches=20, graph_nodes=(1, 10, 100), graph_node_runs=200, events=20, max_repeats=3)
 
 
 def _run(gpu, runnable=frozenset(PROBES), settings=FAST):
-    return {name: run() for name, run in measure(gpu, ptx_parameters(), gpu.device(), set(runnable), settings)}
+    return measure_family(launch, gpu, runnable, settings)
 
 
 def _facts(measured) -> dict[str, Fact]:

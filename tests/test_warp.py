@@ -15,7 +15,7 @@ from gpuprobe.check import check_all, check_probe
 from gpuprobe.families import warp
 from gpuprobe.families.differencing import Lengths
 from gpuprobe.registry import PTX_DIR, all_probes, find_probe
-from tests.fake_gpu import fake_gpu, ptx_parameters
+from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes import warp as fake
 
 FAST = warp.Settings(short_iterations=2, long_iterations=6, max_repeats=3, throughput_short=2, throughput_long=6)
@@ -24,7 +24,7 @@ LANE = np.arange(32)
 
 def _run(gpu, settings=FAST, runnable=None):
     names = set(warp.PROBES) if runnable is None else runnable
-    return {name: run() for name, run in warp.measure(gpu, ptx_parameters(), gpu.device(), names, settings)}
+    return measure_family(warp, gpu, names, settings)
 
 
 def test_the_probe_order_is_the_declared_family() -> None:

@@ -13,13 +13,13 @@ import gpuprobe.families.wgmma as family
 from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.build import build_ptx
 from gpuprobe.check import check_all, check_probe
+from gpuprobe.families import wgmma
 from gpuprobe.families.wgmma import (
     KERNELS,
     PROBES,
     Settings,
     cublas_invariant,
     latency_floor_invariants,
-    measure,
     per_wgmma_cycles,
     planned_seconds,
     rate_invariants,
@@ -42,7 +42,7 @@ from gpuprobe.registry import PTX_DIR, find_probe
 from gpuprobe.report import section
 from gpuprobe.results import Fact, Results
 from gpuprobe.sass import Listing, apply_compile_log
-from tests.fake_gpu import fake_gpu, ptx_parameters
+from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes.wgmma import FAKE_SETTINGS
 
 FAST = Settings(max_repeats=3, throughput_repeats=2, gemm_repeats=2, latency_budget_s=5.0)
@@ -54,7 +54,7 @@ DATASHEET = {"bf16_dense_tflops": 4 * 4096 * 1830e6 / 1e12, "bf16_dense_clock_mh
 def _run(gpu, runnable=None, settings=FAST, datasheet=DATASHEET):
     names = set(PROBES) if runnable is None else set(runnable)
     state = {"datasheet": dict(datasheet)}
-    return {name: run() for name, run in measure(gpu, ptx_parameters(), gpu.device(), names, settings, state)}
+    return measure_family(wgmma, gpu, names, settings, state)
 
 
 def _facts(measured) -> dict[str, Fact]:

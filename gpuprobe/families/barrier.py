@@ -207,7 +207,7 @@ def measure(
     ctx = _Context(launcher, parameters, settings or Settings(), device)
     steps = _steps(ctx)
 
-    return runs(PROBES, steps, runnable, launcher)
+    return runs(PROBES, steps, runnable)
 
 
 def barrier_monotonic(facts: dict[str, Fact], device: Device) -> list[Check]:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gpuprobe.families import grid_sync, launch, memory_latency, selftest, wgmma
+from gpuprobe.families import barrier, cluster, grid_sync, launch, memory_latency, selftest, warp, wgmma
 
 # In measuring order. The self-test goes first when it runs (--inject-fault), so that every family
 # after it shows the run went on.
 FAMILIES: dict[str, ModuleType] = {
     "selftest": selftest,
     "memory": memory_latency,
+    "warp": warp,
+    "barrier": barrier,
+    "cluster": cluster,
     "grid_sync": grid_sync,
     "launch": launch,
     "wgmma": wgmma,

@@ -164,7 +164,7 @@ def measure(
         ctx, "cluster.mbarrier.tx", "gp_mbar_tx", "sync.mbarrier.tx.latency"
     )
 
-    return runs(PROBES, steps, runnable, launcher)
+    return runs(PROBES, steps, runnable)
 
 
 def cluster_above_block(facts: dict[str, Fact], device: Device) -> list[Check]:

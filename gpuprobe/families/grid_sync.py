@@ -31,6 +31,7 @@ import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
@@ -286,7 +287,7 @@ def measure(
     settings: Settings | None = None,
     state: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, Callable[[], Measured]]]:
-    """The runnable probes in order, as (name, run). A probe whose own check fails gives "failed"."""
+    """The runnable probes in order, as (name, run); a failed self-check raises ProbeFailure."""
     settings = settings or Settings()
     opened: list[_Grid] = []
 
@@ -300,12 +301,4 @@ def measure(
         PROBES[1]: lambda: measure_persistent(grid(), runnable),
     }
 
-    def run(name: str) -> Measured:
-        try:
-            return steps[name]()
-        except ProbeFailure as exc:
-            return Measured(name, ProbeOutcome("failed", str(exc)))
-
-    for name in PROBES:
-        if name in runnable:
-            yield name, lambda name=name: run(name)
+    yield from runs(PROBES, steps, runnable)

@@ -33,6 +33,7 @@ from gpuprobe.families.measuring import (
     sample_until_stable,
     unwritten,
 )
+from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher, LaunchPathUnavailable
 from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
@@ -300,19 +301,14 @@ def measure(
     settings: Settings | None = None,
     state: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, Callable[[], Measured]]]:
-    """The runnable probes in order, as (name, run). A probe whose own check fails gives "failed"."""
+    """The runnable probes in order, as (name, run); a failed self-check raises ProbeFailure."""
     settings = settings or Settings()
     opened: list[_Stamps] = []
     steps = {PROBES[0]: measure_stream, PROBES[1]: measure_graph, PROBES[2]: measure_event}
 
     def run(name: str) -> Measured:
-        try:
-            if not opened:
-                opened.append(_Stamps(launcher, Kernels(launcher, parameters), settings))
-            return steps[name](opened[0])
-        except ProbeFailure as exc:
-            return Measured(name, ProbeOutcome("failed", str(exc)))
+        if not opened:
+            opened.append(_Stamps(launcher, Kernels(launcher, parameters), settings))
+        return steps[name](opened[0])
 
-    for name in PROBES:
-        if name in runnable:
-            yield name, lambda name=name: run(name)
+    yield from runs(PROBES, {name: lambda name=name: run(name) for name in PROBES}, runnable)

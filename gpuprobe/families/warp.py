@@ -358,7 +358,7 @@ def measure(
 
     steps = {name: (lambda name=name: measure_chain(ctx, name)) for name in _FACTS}
     steps["warp.shfl.bfly.throughput"] = lambda: measure_throughput(ctx)
-    return runs(PROBES, steps, runnable, launcher)
+    return runs(PROBES, steps, runnable)
 
 
 def tile_reduce_grows(facts: dict[str, Fact], device: Device) -> list[Check]:

@@ -29,6 +29,7 @@ import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.stepping import runs
 from gpuprobe.families.wgmma_layout import (
     WARPGROUP,
     M,
@@ -334,21 +335,16 @@ def measure(
     state: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, Callable[[], Measured]]]:
     """The family's runnable probes in order, each as (name, run). A wrong D or an impossible timing
-    is the probe's "failed"; anything else (a CUDA error) propagates for the caller to isolate."""
+    raises ProbeFailure; anything else (a CUDA error) propagates for the caller to isolate."""
     state = state if state is not None else {}
     datasheet = {k: float(v) for k, v in state.get("datasheet", {}).items()}
     ctx = _Context(launcher, device, settings or Settings(), Kernels(launcher, parameters), datasheet)
 
     def run(name: str) -> Measured:
         step = measure_latency if KERNELS[name].purpose == "lat" else measure_throughput
-        try:
-            return step(ctx, name)
-        except ProbeFailure as exc:
-            return Measured(name, ProbeOutcome("failed", str(exc)))
+        return step(ctx, name)
 
-    for name in PROBES:
-        if name in runnable:
-            yield name, lambda name=name: run(name)
+    yield from runs(PROBES, {name: lambda name=name: run(name) for name in PROBES}, runnable)
 
 
 # --------------------------------------------------------------------------- invariants and the sheet
