@@ -26,6 +26,8 @@ from gpuprobe.families.cache_geometry import (
     cold_nodes,
     constant_end,
     l1_sweep_bytes,
+    line_bytes_from_capacities,
+    line_node_counts,
     measure,
     sequential_cycle,
     tlb_node_counts,
@@ -49,6 +51,9 @@ FAST = Settings(
     l1_sweep_bytes=64 * KIB,
     tlb_page_bytes=64 * KIB,
     tlb_max_bytes=256 * MIB,
+    line_min_bytes=2 * KIB,
+    line_max_bytes=64 * KIB,
+    line_points_per_octave=3,
 )
 
 
@@ -134,6 +139,14 @@ def test_tlb_footprints_reach_the_cap_and_respect_the_device_memory() -> None:
         tlb_node_counts(s, 32 * MIB)
 
 
+def test_the_line_is_the_ratio_of_the_dense_and_the_sparse_capacity() -> None:
+    assert line_bytes_from_capacities(256 * KIB, 2048) == 128
+    assert line_bytes_from_capacities(256 * KIB, 1800) == 128  # knees read off a grid: rounded to a power of two
+    assert line_bytes_from_capacities(64 * KIB, 1024) == 64
+    counts = line_node_counts(Settings())
+    assert counts[0] * 32 == 8 * KIB and counts[-1] * 32 == 512 * KIB
+
+
 def test_sequential_cycle_walks_the_nodes_in_address_order() -> None:
     chain = sequential_cycle(5)
     assert list(chain.successor) == [1, 2, 3, 4, 0]
@@ -154,7 +167,8 @@ def test_the_host_model_of_the_constant_chase_is_the_ptx_initializer() -> None:
 @pytest.mark.parametrize(
     "change",
     [{"short_iterations": 0}, {"long_iterations": 2}, {"max_repeats": 1}, {"strides": (8, 16, 32)},
-     {"strides": (4, 8, 16, 32)}, {"divergent_lanes": (1,)}, {"divergent_lanes": (1, 64)}, {"tlb_skew_bytes": 100}],
+     {"strides": (4, 8, 16, 32)}, {"line_sparse_stride": 32},
+     {"line_max_bytes": 16 * 1024}, {"divergent_lanes": (1,)}, {"divergent_lanes": (1, 64)}, {"tlb_skew_bytes": 100}],
 )  # fmt: skip
 def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):
@@ -185,6 +199,10 @@ def planned_seconds(s: Settings, device: Device) -> dict[str, float]:
     per_point = launches * LAUNCH_S
     return {
         "sector.l1": sum(per_point + (timed + sweep // st) * SECONDS_PER_LOAD["l2"] for st in s.strides),
+        "line.l1": sum(
+            per_point + (timed + launches * n) * SECONDS_PER_LOAD["l2"]
+            for n in [*line_node_counts(s), *(n * s.line_dense_stride // 128 for n in line_node_counts(s))]
+        ),
         "sector.l2": len(s.strides) * (per_point + flush_s + timed * SECONDS_PER_LOAD["dram"]),
         "width.l1": 2 * (per_point + (timed + launches * widths["l1"] // 128) * SECONDS_PER_LOAD["l1"]),
         "width.l2": 2 * (per_point + (timed + widths["l2"] // 128) * SECONDS_PER_LOAD["l2"]),
@@ -201,13 +219,6 @@ def test_the_whole_family_fits_its_budget_on_an_h100() -> None:
     assert sum(seconds.values()) < 8.0, seconds
 
 
-def test_sampling_time_is_bounded_per_point() -> None:
-    """Beyond the loads, sample_until_stable stops a point after point_budget_s: the bound is real."""
-    s = Settings()
-    points = 2 * len(s.strides) + 3 + len(tlb_node_counts(s, H100.mem_bytes)) + 2 + 1
-    assert points * s.point_budget_s < 30  # the worst case if every point hit its time budget
-
-
 # ---- end to end against the simulated GPU ----------------------------------------------------
 
 
@@ -219,6 +230,9 @@ def test_simulated_geometry_is_recovered() -> None:
     facts = _facts(measured)
     assert facts["cache.l1.sector_bytes"].value == 32
     assert facts["cache.l2.sector_bytes"].value == 64
+    assert facts["cache.l1.line_bytes"].value == 128
+    low, high = facts["cache.l1.line_bytes"].ci
+    assert low <= 128 <= high
     for level, extra in Model().wide_extra.items():
         assert facts[f"latency.{level}.v16_minus_v8"].value == pytest.approx(extra, abs=0.1 * extra + 0.5), level
     assert 2 * MIB <= facts["tlb.l1.reach_bytes"].value <= 8 * MIB
@@ -230,6 +244,13 @@ def test_simulated_geometry_is_recovered() -> None:
     assert all(f.unit in ("byte", "cycle") for f in facts.values())
     series = measured["cache_geometry.sector.l1"].outcome.series["stride"]
     assert len(series["stride_bytes"]) == len(series["latency_cycles"]) == len(FAST.strides)
+
+
+def test_a_different_l1_line_is_seen() -> None:
+    gpu = fake_gpu(noise=0.001)
+    gpu.cache_geometry = Model(l1_line=64)
+    measured = _run(gpu, runnable={"cache_geometry.line.l1"})
+    assert measured["cache_geometry.line.l1"].facts[0].value == 64
 
 
 def test_a_chase_that_ends_on_the_wrong_node_fails_its_probe_and_gives_no_number() -> None:

@@ -9,11 +9,14 @@ probe to probe is how the host lays the chain out:
 1. ``cache_geometry.sector.l1`` / ``.sector.l2`` — nodes in address order, S bytes apart, for
    strides S from 8 to 256 bytes; the knee of latency vs stride is the fill unit
    (:func:`~gpuprobe.families.cache_geometry_analysis.fit_unit`);
-2. ``cache_geometry.width.{l1,l2,dram}`` — one random cycle per level chased by the 8-byte and the
+2. ``cache_geometry.line.l1`` — random chases over growing footprints with nodes packed densely
+   and one per line; the L1 holds the same bytes of the first and one line's worth of nodes per line
+   of the second, so a line is the ratio of the two capacities;
+3. ``cache_geometry.width.{l1,l2,dram}`` — one random cycle per level chased by the 8-byte and the
    16-byte kernels in turn; a sample is the difference of their latencies;
-3. ``cache_geometry.tlb`` — one node per 2 MiB page, footprints up to several GiB; find_levels reads
+4. ``cache_geometry.tlb`` — one node per 2 MiB page, footprints up to several GiB; find_levels reads
    the translation steps;
-4. ``cache_geometry.constant.latency`` / ``.divergent`` — the .const array the PTX initializes.
+5. ``cache_geometry.constant.latency`` / ``.divergent`` — the .const array the PTX initializes.
 
 Times are in cycles only: the family runs no clock probe of its own.
 """
@@ -62,13 +65,18 @@ class Settings:
     tlb_memory_fraction: float = 0.25  # of the device memory, when it reports it
     tlb_points_per_octave: int = 3
     divergent_lanes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    line_dense_stride: int = 32  # no more than any plausible line: the L1 holds its capacity in bytes
+    line_sparse_stride: int = 544  # more than any plausible line (and no power of two): one node per line
+    line_min_bytes: int = 8 * 1024  # the L1 line probe sweeps footprints (in lines' worth of data)
+    line_max_bytes: int = 512 * 1024  # up to twice the largest L1
+    line_points_per_octave: int = 4
     seed: int = 20240917
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strides", tuple(self.strides))  # JSON hands lists back
         object.__setattr__(self, "divergent_lanes", tuple(self.divergent_lanes))
         counts = ("short_iterations", "min_repeats", "l1_sweep_bytes", "width_l1_bytes", "tlb_page_bytes",
-                  "tlb_max_bytes", "tlb_points_per_octave")  # fmt: skip
+                  "tlb_max_bytes", "tlb_points_per_octave", "line_points_per_octave")  # fmt: skip
         for name in counts:  # a zero iteration count would make a PTX loop run 2**32 times
             if getattr(self, name) < 1:
                 raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
@@ -80,6 +88,8 @@ class Settings:
             raise ValueError(
                 f"Settings.divergent_lanes must be 2+ distinct counts in 1..32, got {self.divergent_lanes}"
             )
+        if not 8 <= self.line_dense_stride < self.line_sparse_stride or self.line_max_bytes < 4 * self.line_min_bytes:
+            raise ValueError("Settings: need 8 <= line_dense_stride < line_sparse_stride, line_max_bytes >= 4 x min")
         if self.tlb_skew_bytes % LINE or not 0 <= self.tlb_skew_bytes < self.tlb_page_bytes:
             raise ValueError("Settings.tlb_skew_bytes must be whole lines, less than a page")
 
@@ -123,6 +133,21 @@ def tlb_node_counts(settings: Settings, mem_bytes: int | None) -> list[int]:
     octaves = math.log2(most / 2)
     raw = 2 * np.power(2.0, np.linspace(0.0, octaves, math.ceil(octaves * settings.tlb_points_per_octave) + 1))
     return [int(n) for n in np.unique(np.round(raw).astype(np.int64))]
+
+
+def line_node_counts(settings: Settings) -> list[int]:
+    """Node counts of the L1 line probe's sweeps: footprints of ``line_min_bytes`` to ``line_max_bytes``
+    at the dense stride, the same counts of lines at the sparse one (log-spaced, whole nodes)."""
+    s = settings
+    octaves = math.log2(s.line_max_bytes / s.line_min_bytes)
+    raw = s.line_min_bytes * np.power(2.0, np.linspace(0.0, octaves, math.ceil(octaves * s.line_points_per_octave) + 1))
+    return [int(n) for n in np.unique(np.round(raw / s.line_dense_stride).astype(np.int64))]
+
+
+def line_bytes_from_capacities(dense_capacity: float, sparse_nodes: float) -> int:
+    """The L1 line: the L1 holds ``dense_capacity`` bytes of densely packed nodes, but only
+    ``sparse_nodes`` nodes one line apart, so a line is their ratio, rounded to a power of two."""
+    return int(2 ** round(math.log2(dense_capacity / sparse_nodes)))
 
 
 def width_footprints(settings: Settings, l2_bytes: int) -> dict[str, int]:
@@ -213,6 +238,50 @@ def measure_sector_l1(fam: _Family, probe: str) -> Measured:
     result, hit, miss = _unit_facts("cache.l1.sector_bytes", list(s.strides), points, probe)
     note = f"{footprint} B footprint: {hit:.0f} cycles per L1 hit, {miss:.0f} per L1 miss"
     return Measured(probe, ProbeOutcome("ok", note, _stride_series(list(s.strides), points)), [result])
+
+
+def _capacity_sweep(fam: _Family, stride: int, counts: list[int], seed: int) -> tuple[list[int], list[Point]]:
+    """L1-cached random chases of ``counts`` nodes ``stride`` apart, each launch warming its whole cycle."""
+    buffer = fam.launcher.alloc(counts[-1] * stride)
+    points = []
+    for index, nodes in enumerate(counts):
+        chase = fam.chase("gp_cg_chase_ca_v8", buffer, random_cycle(nodes, seed + index), stride)
+        points.append(fam.sample(chase, nodes, nodes))  # L1 is not kept across launches: warm every one
+    return [n * stride for n in counts], points
+
+
+def _l1_capacity(
+    footprints: list[int], points: list[Point], probe: str, what: str
+) -> tuple[float, tuple[float, float]]:
+    """The footprint where the first plateau (L1 hits) ends, with the sweep points around it."""
+    levels = find_levels(footprints, [float(np.median(p.latencies)) for p in points])
+    if len(levels) < 2 or levels[0].size_bytes is None:
+        raise ProbeFailure(f"{probe}: no L1 capacity step in the {what} sweep up to {footprints[-1]} bytes")
+    capacity = _capacityfact("capacity", levels[0], footprints, probe)
+    return capacity.value, capacity.ci
+
+
+def measure_line_l1(fam: _Family, probe: str) -> Measured:
+    """The L1's capacity with nodes packed densely (bytes) and one per line (lines): a line is their ratio."""
+    s = fam.settings
+    counts = line_node_counts(s)
+    fam.launcher.prefer_l1("gp_cg_chase_ca_v8")
+    dense = _capacity_sweep(fam, s.line_dense_stride, counts, s.seed)
+    lines = [max(2, n * s.line_dense_stride // LINE) for n in counts]
+    sparse = _capacity_sweep(fam, s.line_sparse_stride, sorted(set(lines)), s.seed + len(counts))
+    dense_bytes, (dense_low, dense_high) = _l1_capacity(*dense, probe, "dense")
+    sparse_bytes, (sparse_low, sparse_high) = _l1_capacity(*sparse, probe, "sparse")
+    per = s.line_sparse_stride
+    line = line_bytes_from_capacities(dense_bytes, sparse_bytes / per)
+    ci = (dense_low / (sparse_high / per), dense_high / (sparse_low / per))
+    result = Fact("cache.l1.line_bytes", float(line), "byte", ci, [dense_bytes / (sparse_bytes / per)], {}, probe)
+    series = {
+        f"stride_{stride}": {"footprint_bytes": [float(f) for f in sweep[0]],
+                             "latency_cycles": [float(np.median(p.latencies)) for p in sweep[1]]}
+        for stride, sweep in ((s.line_dense_stride, dense), (per, sparse))
+    }  # fmt: skip
+    note = f"L1 holds {dense_bytes:.0f} B of dense nodes and {sparse_bytes / per:.0f} nodes {per} B apart"
+    return Measured(probe, ProbeOutcome("ok", note, series), [result])
 
 
 def measure_sector_l2(fam: _Family, probe: str) -> Measured:
@@ -376,6 +445,7 @@ def measure_constant_divergent(fam: _Family, probe: str) -> Measured:
 
 STEPS: list[tuple[str, Callable[[_Family, str], Measured]]] = [
     ("cache_geometry.sector.l1", measure_sector_l1),
+    ("cache_geometry.line.l1", measure_line_l1),
     ("cache_geometry.sector.l2", measure_sector_l2),
     ("cache_geometry.width.l1", lambda f, p: measure_width(f, p, "l1")),
     ("cache_geometry.width.l2", lambda f, p: measure_width(f, p, "l2")),

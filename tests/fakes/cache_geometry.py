@@ -30,6 +30,7 @@ KIB, MIB = 2**10, 2**20
 class Model:
     l1_bytes: int = 16 * KIB
     l1_unit: int = 32
+    l1_line: int = 128
     l2_unit: int = 64  # not the L1's, so a test can tell the two fits apart
     l1: float = 33.0
     l2: float = 260.0
@@ -64,9 +65,11 @@ def _chase(gpu: FakeGpu, cache_op: str, wide: bool, start, warm, iters, out: Fak
     buffer, _ = gpu.buffer_at(int(start))
     words = buffer.data.view(np.uint64)
     footprint = gpu.chain_bytes
-    l1_warm = cache_op == "ca" and int(warm) > 0 and footprint <= m.l1_bytes
-    pointer, previous, latencies = int(start), -1, []
+    pointer, previous, latencies, warm_lines = int(start), -1, [], set()
     for step in range(int(warm) + int(iters) * UNROLL):
+        if step < int(warm):
+            warm_lines.add(pointer // m.l1_line)
+        l1_warm = cache_op == "ca" and int(warm) > 0 and len(warm_lines) * m.l1_line <= m.l1_bytes
         unit = pointer - pointer % m.l2_unit
         in_l1 = cache_op == "ca" and (pointer // m.l1_unit == previous // m.l1_unit or l1_warm)
         level = "l1" if in_l1 else "l2" if unit in gpu.in_l2 else "dram"
