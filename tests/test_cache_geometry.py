@@ -39,22 +39,9 @@ from gpuprobe.families.memory_latency import UNROLL
 from gpuprobe.registry import PTX_DIR, find_probe
 from gpuprobe.results import Device
 from tests.fake_gpu import KIB, MIB, fake_gpu, ptx_parameters
-from tests.fakes.cache_geometry import Model, const_array
+from tests.fakes.cache_geometry import FAST, Model, const_array
 
 GIB = 2**30
-
-# Short sweeps for the simulated part (16 KiB L1, 512 KiB L2, 64 KiB "pages").
-FAST = Settings(
-    short_iterations=2,
-    long_iterations=6,
-    max_repeats=4,
-    l1_sweep_bytes=64 * KIB,
-    tlb_page_bytes=64 * KIB,
-    tlb_max_bytes=256 * MIB,
-    line_min_bytes=2 * KIB,
-    line_max_bytes=64 * KIB,
-    line_points_per_octave=3,
-)
 
 
 def _run(gpu, runnable=frozenset(PROBES), settings=FAST):
@@ -124,6 +111,8 @@ def test_the_l1_sweep_fits_the_l2_and_the_cold_chains_are_never_revisited() -> N
     assert l1_sweep_bytes(s, 50 * MIB) == 1 * MIB
     assert l1_sweep_bytes(s, 1 * MIB) == 512 * KIB
     assert cold_nodes(s) > s.max_repeats * (s.short_iterations + s.long_iterations) * UNROLL
+    assert width_footprints(s, 50 * MIB)["dram"] == 200 * MIB
+    assert width_footprints(s, 1 * MIB)["dram"] // 128 >= 2 * cold_nodes(s)  # a small L2: still two cold halves
 
 
 def test_tlb_footprints_reach_the_cap_and_respect_the_device_memory() -> None:
@@ -253,9 +242,18 @@ def test_a_different_l1_line_is_seen() -> None:
     assert measured["cache_geometry.line.l1"].facts[0].value == 64
 
 
+def test_every_probe_records_the_clock_and_nvml_around_it() -> None:
+    gpu = fake_gpu()
+    for name, outcome in ((n, m.outcome) for n, m in _run(gpu).items()):
+        assert set(outcome.conditions) == {"sm_mhz_before", "sm_mhz_after", "nvml_before", "nvml_after"}, name
+        assert outcome.conditions["sm_mhz_after"] == pytest.approx(gpu.mhz, rel=0.03), name
+    without = _run(fake_gpu(), runnable={"cache_geometry.constant.latency"})  # the clock's kernel did not hold
+    assert without["cache_geometry.constant.latency"].outcome.conditions["sm_mhz_before"] is None
+
+
 def test_a_chase_that_ends_on_the_wrong_node_fails_its_probe_and_gives_no_number() -> None:
-    measured = _run(fake_gpu(corrupt_chase=True))
-    for name in PROBES:
+    measured = _run(fake_gpu(corrupt_chase=True), runnable=set(PROBES) - {"cache_geometry.sector.l1"})
+    for name in set(PROBES) - {"cache_geometry.sector.l1", "cache_geometry.width.l1"}:
         if "constant" in name:
             assert measured[name].outcome.status == "ok"
             continue

@@ -70,13 +70,14 @@ class Settings:
     line_min_bytes: int = 8 * 1024  # the L1 line probe sweeps footprints (in lines' worth of data)
     line_max_bytes: int = 512 * 1024  # up to twice the largest L1
     line_points_per_octave: int = 4
+    clock_iterations: int = 2048  # the clock reading around each probe: 65536 L1 hits, about 1 ms
     seed: int = 20240917
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strides", tuple(self.strides))  # JSON hands lists back
         object.__setattr__(self, "divergent_lanes", tuple(self.divergent_lanes))
         counts = ("short_iterations", "min_repeats", "l1_sweep_bytes", "width_l1_bytes", "tlb_page_bytes",
-                  "tlb_max_bytes", "tlb_points_per_octave", "line_points_per_octave")  # fmt: skip
+                  "tlb_max_bytes", "tlb_points_per_octave", "line_points_per_octave", "clock_iterations")  # fmt: skip
         for name in counts:  # a zero iteration count would make a PTX loop run 2**32 times
             if getattr(self, name) < 1:
                 raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
@@ -151,8 +152,9 @@ def line_bytes_from_capacities(dense_capacity: float, sparse_nodes: float) -> in
 
 
 def width_footprints(settings: Settings, l2_bytes: int) -> dict[str, int]:
+    """Each width probe's footprint; the DRAM one holds two cold chases (one per width) at least."""
     l2 = max(2 * LINE, int(l2_bytes * settings.width_l2_fraction) // LINE * LINE)
-    dram = int(l2_bytes * settings.width_dram_l2_multiple) // LINE * LINE
+    dram = max(int(l2_bytes * settings.width_dram_l2_multiple) // LINE, 2 * cold_nodes(settings)) * LINE
     return {"l1": settings.width_l1_bytes, "l2": l2, "dram": dram}
 
 
@@ -311,9 +313,7 @@ def measure_width(fam: _Family, probe: str, level: str) -> Measured:
     wide = fam.chase(f"gp_cg_chase_{cache}_v16", buffer, chain, LINE, step=nodes // 2 if level == "dram" else 0)
     warm_first, warm_rest = {"l1": (nodes, nodes), "l2": (nodes, 0), "dram": (0, 0)}[level]
     if level == "dram":
-        if 2 * s.steps_per_point() > nodes:
-            raise ProbeFailure(f"{probe}: {nodes} nodes are too few to chase each half once cold")
-        fam.flush_l2()
+        fam.flush_l2()  # each kernel chases its own half of the cycle once (width_footprints)
     for kernel in (narrow.kernel, wide.kernel):
         fam.launcher.prefer_l1(kernel)
     p8, p16, differences = Point(), Point(), []
@@ -465,6 +465,18 @@ PARTNERS = {
 }
 
 
+CLOCK_KERNEL_PROBE = "cache_geometry.sector.l1"  # pins gp_cg_chase_ca_v8, which the clock reading runs
+
+
+def clock_now(fam: _Family) -> float | None:
+    """The SM clock (MHz) over a ~1 ms chase of two L1-resident nodes: its %clock64 cycles over its
+    %globaltimer nanoseconds; the chase's end is checked like any other."""
+    buffer = fam.launcher.alloc(2 * LINE)
+    chase = fam.chase("gp_cg_chase_ca_v8", buffer, sequential_cycle(2), LINE)
+    cycles, ns, *_ = chase.launch(2, fam.settings.clock_iterations)
+    return cycles / ns * 1000.0 if ns else None
+
+
 def measure(
     launcher: Launcher,
     parameters: dict[str, list[tuple[str, str]]],
@@ -476,20 +488,31 @@ def measure(
     """The family's runnable probes in order, each as (name, run); see the module docstring.
 
     A width probe whose 8-byte partner kernel failed its contract is "skipped" with the reason; a
-    probe whose own check fails is "failed". ``state`` is not used: the family keeps cycles only.
+    probe whose own check fails is "failed". Each outcome records the SM clock (:func:`clock_now`,
+    when its kernel's contract held) and the NVML readings just before and after. ``state`` is not
+    used: the family reports cycles only.
     """
     s = settings or Settings()
     ctx = _Context(launcher, device.l2_bytes, s.chase(), parameters, out=launcher.alloc(64))
     fam = _Family(ctx, s, device, const_out=launcher.alloc(8 * (2 + WARP)))
 
+    def conditions(when: str) -> dict[str, Any]:
+        mhz = clock_now(fam) if CLOCK_KERNEL_PROBE in runnable else None
+        return {f"sm_mhz_{when}": mhz, f"nvml_{when}": launcher.nvml()}
+
     def run(name: str, step: Callable[[_Family, str], Measured]) -> Measured:
         partner = PARTNERS.get(name)
         if partner is not None and partner not in runnable:
             return Measured(name, ProbeOutcome("skipped", f"the 8-byte kernel's contract ({partner}) did not hold"))
+        recorded: dict[str, Any] = {}
         try:
-            return step(fam, name)
+            recorded.update(conditions("before"))
+            measured = step(fam, name)
+            recorded.update(conditions("after"))
         except ProbeFailure as exc:
-            return Measured(name, ProbeOutcome("failed", str(exc)))
+            measured = Measured(name, ProbeOutcome("failed", str(exc)))
+        measured.outcome.conditions = recorded
+        return measured
 
     for name, step in STEPS:
         if name in runnable:

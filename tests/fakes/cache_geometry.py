@@ -18,12 +18,28 @@ from functools import cache
 
 import numpy as np
 
+from gpuprobe.families.cache_geometry import Settings
 from gpuprobe.families.memory_latency import UNROLL
 from gpuprobe.ptxsource import expand
 from gpuprobe.registry import PTX_DIR
 from tests.fake_gpu import FakeBuffer, FakeGpu, FakeLaunch
 
 KIB, MIB = 2**10, 2**20
+
+# Short sweeps for the simulated part (16 KiB L1, 512 KiB L2, 64 KiB "pages"); a session test can pass
+# them as the family's settings ({"cache_geometry": FAST}).
+FAST = Settings(
+    short_iterations=2,
+    long_iterations=6,
+    max_repeats=4,
+    l1_sweep_bytes=64 * KIB,
+    tlb_page_bytes=64 * KIB,
+    tlb_max_bytes=256 * MIB,
+    line_min_bytes=2 * KIB,
+    line_max_bytes=64 * KIB,
+    line_points_per_octave=3,
+    clock_iterations=16,
+)
 
 
 @dataclass(frozen=True)
