@@ -20,8 +20,10 @@ from gpuprobe.families.cache_geometry import (
     CONST_ROW_BYTES,
     CONST_ROWS,
     CONST_SELF,
+    INVARIANTS,
     PARTNERS,
     PROBES,
+    SECTIONS,
     Settings,
     cold_nodes,
     constant_end,
@@ -37,7 +39,7 @@ from gpuprobe.families.cache_geometry import (
 from gpuprobe.families.cache_geometry_analysis import candidate_units, fit_unit, miss_fraction, slope, tlb_levels
 from gpuprobe.families.memory_latency import UNROLL
 from gpuprobe.registry import PTX_DIR, find_probe
-from gpuprobe.results import Device
+from gpuprobe.results import Device, Fact
 from tests.fake_gpu import KIB, MIB, fake_gpu, ptx_parameters
 from tests.fakes.cache_geometry import FAST, Model, const_array
 
@@ -329,3 +331,26 @@ def test_a_constant_chase_whose_address_is_computed_from_its_value_is_caught(tmp
     result = check_probe(find_probe("cache_geometry.constant.latency"), module)
     assert result.status == "violated"
     assert [v.rule for v in result.violations if v.rule.startswith("dependent_chain")]
+
+
+# ---- invariants ------------------------------------------------------------------------------
+
+
+def _fact(fact_id: str, value: float, unit: str) -> Fact:
+    return Fact(fact_id, value, unit, (value, value), [value], {}, "cache_geometry.test")
+
+
+def test_the_invariants_hold_on_the_simulated_part_and_catch_a_broken_order() -> None:
+    facts = _facts(_run(fake_gpu(noise=0.001)))
+    checks = [result for check in INVARIANTS for result in check(facts, fake_gpu().device())]
+    assert {name for name, _, _ in checks} == {
+        "cache.l1_sector_divides_line", "constant.hit_below_miss", "tlb.l1_reach_below_l2_reach"
+    }  # fmt: skip
+    assert all(ok for _, ok, _ in checks), checks
+    broken = {"latency.constant.hit": _fact("latency.constant.hit", 120.0, "cycle"),
+              "latency.constant.miss": _fact("latency.constant.miss", 100.0, "cycle"),
+              "cache.l1.sector_bytes": _fact("cache.l1.sector_bytes", 48.0, "byte"),
+              "cache.l1.line_bytes": _fact("cache.l1.line_bytes", 128.0, "byte")}  # fmt: skip
+    results = {name: ok for check in INVARIANTS for name, ok, _ in check(broken, fake_gpu().device())}
+    assert results == {"cache.l1_sector_divides_line": False, "constant.hit_below_miss": False}
+    assert SECTIONS[0].fact_prefixes == ("cache.", "tlb.", "constant.")

@@ -33,6 +33,8 @@ import numpy as np
 from gpuprobe.analysis import find_levels
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.cache_geometry_analysis import fit_unit, slope, tlb_levels
+from gpuprobe.families.cache_geometry_checks import INVARIANTS as INVARIANTS
+from gpuprobe.families.cache_geometry_checks import SECTIONS as SECTIONS
 from gpuprobe.families.chain import Chain, random_cycle
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
 from gpuprobe.families.memory_latency import UNROLL, Point, _capacityfact, _Chase, _Context, _node_of
