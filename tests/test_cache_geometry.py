@@ -98,11 +98,17 @@ def test_slope_is_the_cost_per_distinct_address() -> None:
 def test_tlb_levels_are_the_steps_of_the_page_sweep() -> None:
     levels = [Level(8 * MIB, 300.0, 4 * MIB, 6 * MIB), Level(64 * MIB, 420.0, 12 * MIB, 48 * MIB),
               Level(None, 800.0, 96 * MIB, 4 * GIB)]  # fmt: skip
-    found = tlb_levels(levels)
+    found = tlb_levels(levels, reference=290.0)
     assert found is not None
-    assert found.reaches == [8 * MIB, 64 * MIB]
-    assert found.last.latency - found.first.latency == 500.0
-    assert tlb_levels(levels[:1]) is None
+    assert found.reaches == {1: 8 * MIB, 2: 64 * MIB}
+    assert found.miss_cycles(290.0) == 510.0
+    assert tlb_levels(levels[:1], reference=290.0) is None
+
+
+def test_a_sweep_that_starts_beyond_the_first_tlb_names_its_first_step_the_second_level() -> None:
+    levels = [Level(64 * MIB, 420.0, 4 * MIB, 48 * MIB), Level(None, 800.0, 96 * MIB, 4 * GIB)]
+    found = tlb_levels(levels, reference=290.0)  # the first plateau is already well above a no-miss chase
+    assert found is not None and found.reaches == {2: 64 * MIB}
 
 
 # ---- planning --------------------------------------------------------------------------------
@@ -120,10 +126,11 @@ def test_the_l1_sweep_fits_the_l2_and_the_cold_chains_are_never_revisited() -> N
 def test_tlb_footprints_reach_the_cap_and_respect_the_device_memory() -> None:
     s = Settings()
     counts = tlb_node_counts(s, 80 * GIB)
-    assert counts[0] == 2 and counts[-1] * tlb_stride(s) <= 8 * GIB
-    assert counts[-1] * tlb_stride(s) > 7 * GIB
+    assert counts[0] == 2 and 19 * GIB < counts[-1] * tlb_stride(s) <= 20 * GIB
+    assert tlb_node_counts(s, 141 * GIB)[-1] * tlb_stride(s) <= 32 * GIB
     small = tlb_node_counts(s, 16 * GIB)
     assert small[-1] * tlb_stride(s) <= 4 * GIB
+    assert tlb_node_counts(s, None)[-1] * tlb_stride(s) <= 256 * MIB  # unknown memory: stay small
     assert all(b > a for a, b in itertools.pairwise(counts))
     assert tlb_stride(s) % 128 == 0 and tlb_stride(s) % s.tlb_page_bytes != 0
     with pytest.raises(ProbeFailure, match="at least 8 pages"):
@@ -159,7 +166,8 @@ def test_the_host_model_of_the_constant_chase_is_the_ptx_initializer() -> None:
     "change",
     [{"short_iterations": 0}, {"long_iterations": 2}, {"max_repeats": 1}, {"strides": (8, 16, 32)},
      {"strides": (4, 8, 16, 32)}, {"line_sparse_stride": 32},
-     {"line_max_bytes": 16 * 1024}, {"divergent_lanes": (1,)}, {"divergent_lanes": (1, 64)}, {"tlb_skew_bytes": 100}],
+     {"line_max_bytes": 16 * 1024}, {"divergent_lanes": (1,)}, {"divergent_lanes": (1, 64)}, {"tlb_skew_bytes": 100},
+     {"tlb_reference_nodes": 1}],
 )  # fmt: skip
 def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):
@@ -198,7 +206,7 @@ def planned_seconds(s: Settings, device: Device) -> dict[str, float]:
         "width.l1": 2 * (per_point + (timed + launches * widths["l1"] // 128) * SECONDS_PER_LOAD["l1"]),
         "width.l2": 2 * (per_point + (timed + widths["l2"] // 128) * SECONDS_PER_LOAD["l2"]),
         "width.dram": 2 * (per_point + timed * SECONDS_PER_LOAD["dram"]) + flush_s,
-        "tlb": sum(per_point + (timed + max(n, 64)) * SECONDS_PER_LOAD["tlb"] for n in tlb),
+        "tlb": sum(per_point + (timed + max(n, 64)) * SECONDS_PER_LOAD["tlb"] for n in [s.tlb_reference_nodes, *tlb]),
         "constant.latency": 2 * (per_point + timed * SECONDS_PER_LOAD["const"]),
         "constant.divergent": len(s.divergent_lanes) * (per_point + timed * 32 * SECONDS_PER_LOAD["const"]),
     }
@@ -251,6 +259,15 @@ def test_every_probe_records_the_clock_and_nvml_around_it() -> None:
         assert outcome.conditions["sm_mhz_after"] == pytest.approx(gpu.mhz, rel=0.03), name
     without = _run(fake_gpu(), runnable={"cache_geometry.constant.latency"})  # the clock's kernel did not hold
     assert without["cache_geometry.constant.latency"].outcome.conditions["sm_mhz_before"] is None
+
+
+def test_a_first_tlb_smaller_than_the_smallest_footprint_is_not_mistaken_for_it() -> None:
+    gpu = fake_gpu(noise=0.001)
+    gpu.cache_geometry = Model(tlb=((64 * KIB, 120.0), (32 * MIB, 380.0)))  # two pages already miss the first
+    facts = _facts(_run(gpu, runnable={"cache_geometry.tlb"}))
+    assert "tlb.l1.reach_bytes" not in facts
+    assert 16 * MIB <= facts["tlb.l2.reach_bytes"].value <= 64 * MIB
+    assert facts["tlb.miss_cycles"].value == pytest.approx(500.0, rel=0.05)
 
 
 def test_a_chase_that_ends_on_the_wrong_node_fails_its_probe_and_gives_no_number() -> None:

@@ -63,8 +63,10 @@ class Settings:
     width_dram_l2_multiple: float = 4.0
     tlb_page_bytes: int = 2 << 20
     tlb_skew_bytes: int = 3 * LINE  # added to the page stride, so the nodes spread over the L2's sets
-    tlb_max_bytes: int = 8 << 30
-    tlb_memory_fraction: float = 0.25  # of the device memory, when it reports it
+    tlb_max_bytes: int = 32 << 30
+    tlb_memory_fraction: float = 0.25  # of the device memory, when it reports it;
+    tlb_unknown_memory_bytes: int = 256 << 20  # the cap when it does not (a real device always does)
+    tlb_reference_nodes: int = 64  # the no-miss reference: this many lines within one page
     tlb_points_per_octave: int = 3
     divergent_lanes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     line_dense_stride: int = 32  # no more than any plausible line: the L1 holds its capacity in bytes
@@ -79,7 +81,8 @@ class Settings:
         object.__setattr__(self, "strides", tuple(self.strides))  # JSON hands lists back
         object.__setattr__(self, "divergent_lanes", tuple(self.divergent_lanes))
         counts = ("short_iterations", "min_repeats", "l1_sweep_bytes", "width_l1_bytes", "tlb_page_bytes",
-                  "tlb_max_bytes", "tlb_points_per_octave", "line_points_per_octave", "clock_iterations")  # fmt: skip
+                  "tlb_max_bytes", "tlb_points_per_octave", "line_points_per_octave", "clock_iterations",
+                  "tlb_unknown_memory_bytes")  # fmt: skip
         for name in counts:  # a zero iteration count would make a PTX loop run 2**32 times
             if getattr(self, name) < 1:
                 raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
@@ -95,6 +98,8 @@ class Settings:
             raise ValueError("Settings: need 8 <= line_dense_stride < line_sparse_stride, line_max_bytes >= 4 x min")
         if self.tlb_skew_bytes % LINE or not 0 <= self.tlb_skew_bytes < self.tlb_page_bytes:
             raise ValueError("Settings.tlb_skew_bytes must be whole lines, less than a page")
+        if not 2 <= self.tlb_reference_nodes <= self.tlb_page_bytes // LINE:
+            raise ValueError("Settings.tlb_reference_nodes must be 2 to a page's worth of lines")
 
     def chase(self) -> ChaseSettings:
         """The memory family's settings for the chase lengths this family uses."""
@@ -127,9 +132,8 @@ def tlb_stride(settings: Settings) -> int:
 
 def tlb_node_counts(settings: Settings, mem_bytes: int | None) -> list[int]:
     """Nodes (one per page) of each TLB footprint, log-spaced from 2 to the cap."""
-    cap = settings.tlb_max_bytes
-    if mem_bytes:
-        cap = min(cap, int(mem_bytes * settings.tlb_memory_fraction))
+    known = int(mem_bytes * settings.tlb_memory_fraction) if mem_bytes else settings.tlb_unknown_memory_bytes
+    cap = min(settings.tlb_max_bytes, known)
     most = cap // tlb_stride(settings)
     if most < 8:
         raise ProbeFailure(f"a TLB sweep needs at least 8 pages of {tlb_stride(settings)} bytes within {cap} bytes")
@@ -337,6 +341,11 @@ def measure_width(fam: _Family, probe: str, level: str) -> Measured:
 def measure_tlb(fam: _Family, probe: str) -> Measured:
     """Latency vs footprint with one node per page; the steps are translation levels missed."""
     s = fam.settings
+    nodes = s.tlb_reference_nodes
+    reference_chase = fam.chase(
+        "gp_cg_chase_cg_v8", fam.launcher.alloc(nodes * LINE), random_cycle(nodes, s.seed), LINE
+    )
+    reference = float(np.median(fam.sample(reference_chase, nodes, 0).latencies))  # within one page: no TLB miss
     stride = tlb_stride(s)
     counts = tlb_node_counts(s, fam.device.mem_bytes)
     buffer = fam.launcher.alloc(counts[-1] * stride)
@@ -350,15 +359,18 @@ def measure_tlb(fam: _Family, probe: str) -> Measured:
     series: dict[str, dict[str, list]] = {
         "footprint": {"footprint_bytes": [float(f) for f in footprints], "latency_cycles": medians},
         "levels": {"size_bytes": [lvl.size_bytes for lvl in levels], "latency_cycles": [lvl.latency for lvl in levels]},
+        "reference": {"footprint_bytes": [float(nodes * LINE)], "latency_cycles": [reference]},
     }
-    found = tlb_levels(levels)
+    found = tlb_levels(levels, reference)
     if found is None:
-        return Measured(probe, ProbeOutcome("ok", "no translation step up to the largest footprint", series), [])
-    facts = [_capacityfact(f"tlb.l{k + 1}.reach_bytes", levels[k], footprints, probe)
-             for k in range(min(2, len(found.reaches)))]  # fmt: skip
+        note = f"no translation step up to {footprints[-1]} bytes ({reference:.0f} cycles within one page)"
+        return Measured(probe, ProbeOutcome("ok", note, series), [])
+    by_size = {level.size_bytes: level for level in levels}
+    facts = [_capacityfact(f"tlb.l{number}.reach_bytes", by_size[reach], footprints, probe)
+             for number, reach in found.reaches.items() if number <= 2]  # fmt: skip
     last = [x for f, p in zip(footprints, points, strict=True) if f >= found.last.first_footprint for x in p.latencies]
-    facts.append(fact("tlb.miss_cycles", [x - found.first.latency for x in last], "cycle", probe))
-    note = f"{len(levels)} plateaus: " + ", ".join(f"{lvl.latency:.0f} cycles" for lvl in levels)
+    facts.append(fact("tlb.miss_cycles", [x - reference for x in last], "cycle", probe))
+    note = f"{reference:.0f} cycles within one page; plateaus at " + ", ".join(f"{lvl.latency:.0f}" for lvl in levels)
     return Measured(probe, ProbeOutcome("ok", note, series), facts)
 
 

@@ -71,19 +71,28 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     return float(np.polyfit(x, y, 1)[0])
 
 
+TLB_HIT_MARGIN = 0.1  # a plateau this far above the no-miss reference already misses a TLB level
+
+
 @dataclass(frozen=True)
 class TlbLevels:
-    """What a page-stride footprint sweep shows: the reach of each TLB level found, and the plateaus."""
+    """What a page-stride footprint sweep shows, against a chase that misses no TLB (``reference``)."""
 
-    reaches: list[float]  # footprint where each translation level stops serving, fastest first
-    first: Level
-    last: Level
+    reaches: dict[int, float]  # TLB level (1 = first) -> footprint where it stops serving
+    last: Level  # the plateau that misses every level seen
+
+    def miss_cycles(self, reference: float) -> float:
+        return self.last.latency - reference
 
 
-def tlb_levels(levels: list[Level]) -> TlbLevels | None:
-    """Read TLB levels off the plateaus of a page-stride sweep whose lines all stay in L2: every step
-    up is one more translation level missed. None with fewer than two plateaus (no step seen)."""
+def tlb_levels(levels: list[Level], reference: float) -> TlbLevels | None:
+    """Read TLB levels off the plateaus of a page-stride sweep whose lines all stay in L2: every
+    step up is one more translation level missed. ``reference`` is the latency of the same chase
+    within one page: when even the first plateau is well above it (the smallest footprint already
+    exceeds the first level's reach), the first step seen is the second level's. None with fewer
+    than two plateaus (no step seen)."""
     if len(levels) < 2:
         return None
-    reaches = [level.size_bytes for level in levels[:-1] if level.size_bytes is not None]
-    return TlbLevels(reaches, levels[0], levels[-1])
+    first = 2 if levels[0].latency > reference * (1 + TLB_HIT_MARGIN) else 1
+    reaches = {first + k: level.size_bytes for k, level in enumerate(levels[:-1]) if level.size_bytes is not None}
+    return TlbLevels(reaches, levels[-1])
