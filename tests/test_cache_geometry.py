@@ -213,9 +213,11 @@ def planned_seconds(s: Settings, device: Device) -> dict[str, float]:
 
 
 def test_the_whole_family_fits_its_budget_on_an_h100() -> None:
-    seconds = planned_seconds(Settings(), H100)
+    s = Settings()
+    seconds = planned_seconds(s, H100)
     assert set(seconds) == {p.removeprefix("cache_geometry.") for p in PROBES}
-    assert sum(seconds.values()) < 8.0, seconds
+    clock_readings = 2 * len(PROBES) * (LAUNCH_S + s.clock_iterations * UNROLL * SECONDS_PER_LOAD["l1"])
+    assert sum(seconds.values()) + clock_readings < 8.0, seconds
 
 
 # ---- end to end against the simulated GPU ----------------------------------------------------
