@@ -1,0 +1,141 @@
+"""The cache-geometry kernels on the simulated GPU (see tests/fake_gpu.py).
+
+The global chases follow the pointers really written into simulated memory; the constant chase
+follows the .const array parsed from ptx/cache_geometry.ptx itself, so a host prediction that
+disagrees with the PTX's initializer is caught. Timing model, per load (``Model``): an L1 hit when
+the load's L1 fill unit is the previous load's or when a warm-up lap in the same launch covered a
+chain that fits the L1 (ca kernels); otherwise an L2 hit when its L2 fill unit was written or
+visited since the last flush (``gpu.in_l2``, which a write through twice the L2 clears), else a
+DRAM access; plus a translation penalty per TLB level the chain's footprint exceeds; plus the
+16-byte kernels' extra cost per level. Test support only: nothing it produces is a measurement.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+
+from gpuprobe.families.cache_geometry import Settings
+from gpuprobe.families.memory_latency import UNROLL
+from gpuprobe.ptxsource import expand
+from gpuprobe.registry import PTX_DIR
+from tests.fake_gpu import FakeBuffer, FakeGpu, FakeLaunch
+
+KIB, MIB = 2**10, 2**20
+
+# Short sweeps for the simulated part (16 KiB L1, 512 KiB L2, 64 KiB "pages"); a session test can pass
+# them as the family's settings ({"cache_geometry": FAST}).
+FAST = Settings(
+    short_iterations=2,
+    long_iterations=6,
+    max_repeats=4,
+    l1_sweep_bytes=64 * KIB,
+    tlb_page_bytes=64 * KIB,
+    tlb_max_bytes=256 * MIB,
+    line_min_bytes=2 * KIB,
+    line_max_bytes=64 * KIB,
+    line_points_per_octave=3,
+    clock_iterations=16,
+)
+
+
+@dataclass(frozen=True)
+class Model:
+    l1_bytes: int = 16 * KIB
+    l1_unit: int = 32
+    l1_line: int = 128
+    l2_unit: int = 64  # not the L1's, so a test can tell the two fits apart
+    l1: float = 33.0
+    l2: float = 260.0
+    dram: float = 700.0
+    wide_extra: dict[str, float] = field(default_factory=lambda: {"l1": 2.0, "l2": 4.0, "dram": 8.0})
+    tlb: tuple[tuple[int, float], ...] = ((4 * MIB, 120.0), (32 * MIB, 380.0))  # (reach, extra cycles)
+    const_hit: float = 18.0
+    const_miss: float = 105.0
+    const_lines: int = 32  # 64-byte lines the constant L1 holds
+    const_divergent: float = 6.0  # extra cycles per further distinct address in a warp load
+    corrupt_const: bool = False
+
+
+def model(gpu: FakeGpu) -> Model:
+    return getattr(gpu, "cache_geometry", Model())
+
+
+def _timed(gpu: FakeGpu, latencies: list[float]) -> float:
+    return gpu.clock_read + gpu.edge + float(np.sum(latencies)) * gpu._jitter()
+
+
+def _write(gpu: FakeGpu, out: FakeBuffer, words: list[int]) -> None:
+    out.data.view(np.uint64)[: len(words)] = words
+
+
+def _translation(m: Model, footprint: int) -> float:
+    return sum(extra for reach, extra in m.tlb if footprint > reach)
+
+
+def _chase(gpu: FakeGpu, cache_op: str, wide: bool, start, warm, iters, out: FakeBuffer) -> None:
+    m = model(gpu)
+    buffer, _ = gpu.buffer_at(int(start))
+    words = buffer.data.view(np.uint64)
+    footprint = gpu.chain_bytes
+    pointer, previous, latencies, warm_lines = int(start), -1, [], set()
+    for step in range(int(warm) + int(iters) * UNROLL):
+        if step < int(warm):
+            warm_lines.add(pointer // m.l1_line)
+        l1_warm = cache_op == "ca" and int(warm) > 0 and len(warm_lines) * m.l1_line <= m.l1_bytes
+        unit = pointer - pointer % m.l2_unit
+        in_l1 = cache_op == "ca" and (pointer // m.l1_unit == previous // m.l1_unit or l1_warm)
+        level = "l1" if in_l1 else "l2" if unit in gpu.in_l2 else "dram"
+        gpu.in_l2.add(unit)
+        if step >= int(warm):
+            extra = m.wide_extra[level] if wide else 0.0
+            latencies.append(getattr(m, level) + extra + (0.0 if in_l1 else _translation(m, footprint)))
+        previous, pointer = pointer, int(words[(pointer - buffer.base) // 8])
+    cycles = _timed(gpu, latencies)
+    end = pointer + 128 * int(gpu.corrupt_chase)
+    _write(gpu, out, [round(cycles), round(cycles / gpu.mhz * 1000.0), end, 0, 0])
+    out.data.view(np.uint32)[6] = gpu.sm_id
+
+
+def _chaser(cache_op: str, wide: bool):
+    def simulate(gpu: FakeGpu, launch: FakeLaunch, start, warm, iters, out) -> None:
+        _chase(gpu, cache_op, wide, start, warm, iters, out)
+
+    return simulate
+
+
+@cache
+def const_array() -> np.ndarray:
+    """gp_cg_const as ptx/cache_geometry.ptx initializes it, as 32-bit words."""
+    path = PTX_DIR / "cache_geometry.ptx"
+    text = "\n".join(expand(path.read_text(), str(path)).lines)
+    match = re.search(r"\.const\s+\.align\s+\d+\s+\.u32\s+gp_cg_const\[(\d+)\]\s*=\s*\{([^}]*)\}", text)
+    assert match, "gp_cg_const is not initialized in ptx/cache_geometry.ptx"
+    values = [int(v) for v in match.group(2).replace("\n", " ").split(",") if v.strip()]
+    array = np.zeros(int(match.group(1)), dtype=np.uint32)
+    array[: len(values)] = values
+    return array
+
+
+def _const_chase(gpu: FakeGpu, launch: FakeLaunch, start, lanes, warm, iters, out: FakeBuffer) -> None:
+    m = model(gpu)
+    words = const_array()
+    offsets = [int(start) + 4 * (t % int(lanes)) for t in range(launch.threads)]
+    distinct_lines: set[int] = set()
+    for _ in range(int(warm) + int(iters) * UNROLL):
+        distinct_lines.update(o // 64 for o in offsets)
+        offsets = [int(words[o // 4]) for o in offsets]
+    per_load = m.const_miss if len(distinct_lines) > m.const_lines else m.const_hit
+    per_load += m.const_divergent * (min(int(lanes), launch.threads) - 1)
+    cycles = _timed(gpu, [per_load] * (int(iters) * UNROLL))
+    ends = [o + 4 * int(m.corrupt_const) for o in offsets]
+    _write(gpu, out, [round(cycles), round(cycles / gpu.mhz * 1000.0), *ends])
+
+
+KERNELS = {
+    **{f"gp_cg_chase_{c}_{w}": _chaser(c, w == "v16") for c in ("ca", "cg") for w in ("v8", "v16")},
+    "gp_cg_const_chase": _const_chase,
+}
