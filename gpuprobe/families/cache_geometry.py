@@ -37,7 +37,7 @@ from gpuprobe.families.cache_geometry_checks import INVARIANTS as INVARIANTS
 from gpuprobe.families.cache_geometry_checks import SECTIONS as SECTIONS
 from gpuprobe.families.chain import Chain, random_cycle
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
-from gpuprobe.families.memory_latency import UNROLL, Point, _capacityfact, _Chase, _Context, _node_of
+from gpuprobe.families.memory_latency import UNROLL, Chase, ChaseContext, Point, capacity_fact, node_of
 from gpuprobe.families.memory_latency import Settings as ChaseSettings
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
@@ -74,14 +74,13 @@ class Settings:
     line_min_bytes: int = 8 * 1024  # the L1 line probe sweeps footprints (in lines' worth of data)
     line_max_bytes: int = 512 * 1024  # up to twice the largest L1
     line_points_per_octave: int = 4
-    clock_iterations: int = 2048  # the clock reading around each probe: 65536 L1 hits, about 1 ms
     seed: int = 20240917
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strides", tuple(self.strides))  # JSON hands lists back
         object.__setattr__(self, "divergent_lanes", tuple(self.divergent_lanes))
         counts = ("short_iterations", "min_repeats", "l1_sweep_bytes", "width_l1_bytes", "tlb_page_bytes",
-                  "tlb_max_bytes", "tlb_points_per_octave", "line_points_per_octave", "clock_iterations",
+                  "tlb_max_bytes", "tlb_points_per_octave", "line_points_per_octave",
                   "tlb_unknown_memory_bytes")  # fmt: skip
         for name in counts:  # a zero iteration count would make a PTX loop run 2**32 times
             if getattr(self, name) < 1:
@@ -179,7 +178,7 @@ def sequential_cycle(nodes: int) -> Chain:
 class _Family:
     """What the probes share: the launcher, the memory family's chase context, the device."""
 
-    ctx: _Context
+    ctx: ChaseContext
     settings: Settings
     device: Device
     const_out: Any = None
@@ -192,7 +191,7 @@ class _Family:
         """Write through a buffer of twice the L2, so no line the host's chain writes left stays there."""
         self.launcher.fill(self.launcher.alloc(2 * self.device.l2_bytes), 0)
 
-    def chase(self, kernel: str, buffer: Any, chain: Chain, stride: int, step: int = 0) -> _Chase:
+    def chase(self, kernel: str, buffer: Any, chain: Chain, stride: int, step: int = 0) -> Chase:
         """A chase of ``chain`` laid out in ``buffer`` with node i at i x ``stride``, from ``step``."""
         self.launcher.write_chain(buffer, chain.successor, stride)
         base = self.launcher.address(buffer)
@@ -200,9 +199,9 @@ class _Family:
         def args(start: int, warm: int, iterations: int) -> list[object]:
             return [np.uint64(base + start * stride), np.uint32(warm), np.uint32(iterations)]
 
-        return _Chase(self.ctx, kernel, chain, args, lambda end: _node_of(end - base, stride, kernel), step=step)
+        return Chase(self.ctx, kernel, chain, args, lambda end: node_of(end - base, stride, kernel), step=step)
 
-    def sample(self, chase: _Chase, warm_first: int, warm_rest: int) -> Point:
+    def sample(self, chase: Chase, warm_first: int, warm_rest: int) -> Point:
         """One point: samples until stable, the first warming ``warm_first`` steps, later ones ``warm_rest``."""
         point = Point()
         sample_until_stable(
@@ -265,7 +264,7 @@ def _l1_capacity(
     levels = find_levels(footprints, [float(np.median(p.latencies)) for p in points])
     if len(levels) < 2 or levels[0].size_bytes is None:
         raise ProbeFailure(f"{probe}: no L1 capacity step in the {what} sweep up to {footprints[-1]} bytes")
-    capacity = _capacityfact("capacity", levels[0], footprints, probe)
+    capacity = capacity_fact("capacity", levels[0], footprints, probe)
     return capacity.value, capacity.ci
 
 
@@ -366,7 +365,7 @@ def measure_tlb(fam: _Family, probe: str) -> Measured:
         note = f"no translation step up to {footprints[-1]} bytes ({reference:.0f} cycles within one page)"
         return Measured(probe, ProbeOutcome("ok", note, series), [])
     by_size = {level.size_bytes: level for level in levels}
-    facts = [_capacityfact(f"tlb.l{number}.reach_bytes", by_size[reach], footprints, probe)
+    facts = [capacity_fact(f"tlb.l{number}.reach_bytes", by_size[reach], footprints, probe)
              for number, reach in found.reaches.items() if number <= 2]  # fmt: skip
     last = [x for f, p in zip(footprints, points, strict=True) if f >= found.last.first_footprint for x in p.latencies]
     facts.append(fact("tlb.miss_cycles", [x - reference for x in last], "cycle", probe))
@@ -479,18 +478,6 @@ PARTNERS = {
 }
 
 
-CLOCK_KERNEL_PROBE = "cache_geometry.sector.l1"  # pins gp_cg_chase_ca_v8, which the clock reading runs
-
-
-def clock_now(fam: _Family) -> float | None:
-    """The SM clock (MHz) over a ~1 ms chase of two L1-resident nodes: its %clock64 cycles over its
-    %globaltimer nanoseconds; the chase's end is checked like any other."""
-    buffer = fam.launcher.alloc(2 * LINE)
-    chase = fam.chase("gp_cg_chase_ca_v8", buffer, sequential_cycle(2), LINE)
-    cycles, ns, *_ = chase.launch(2, fam.settings.clock_iterations)
-    return cycles / ns * 1000.0 if ns else None
-
-
 def measure(
     launcher: Launcher,
     parameters: dict[str, list[tuple[str, str]]],
@@ -502,31 +489,17 @@ def measure(
     """The family's runnable probes in order, each as (name, run); see the module docstring.
 
     A width probe whose 8-byte partner kernel failed its contract is "skipped" with the reason; a
-    probe whose own check fails is "failed". Each outcome records the SM clock (:func:`clock_now`,
-    when its kernel's contract held) and the NVML readings just before and after. ``state`` is not
-    used: the family reports cycles only.
+    probe whose own check fails raises ProbeFailure. ``state`` is not used: the family reports cycles only.
     """
     s = settings or Settings()
-    ctx = _Context(launcher, device.l2_bytes, s.chase(), parameters, out=launcher.alloc(64))
+    ctx = ChaseContext(launcher, device.l2_bytes, s.chase(), parameters, out=launcher.alloc(64))
     fam = _Family(ctx, s, device, const_out=launcher.alloc(8 * (2 + WARP)))
-
-    def conditions(when: str) -> dict[str, Any]:
-        mhz = clock_now(fam) if CLOCK_KERNEL_PROBE in runnable else None
-        return {f"sm_mhz_{when}": mhz, f"nvml_{when}": launcher.nvml()}
 
     def run(name: str, step: Callable[[_Family, str], Measured]) -> Measured:
         partner = PARTNERS.get(name)
         if partner is not None and partner not in runnable:
             return Measured(name, ProbeOutcome("skipped", f"the 8-byte kernel's contract ({partner}) did not hold"))
-        recorded: dict[str, Any] = {}
-        try:
-            recorded.update(conditions("before"))
-            measured = step(fam, name)
-            recorded.update(conditions("after"))
-        except ProbeFailure as exc:
-            measured = Measured(name, ProbeOutcome("failed", str(exc)))
-        measured.outcome.conditions = recorded
-        return measured
+        return step(fam, name)
 
     for name, step in STEPS:
         if name in runnable:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gpuprobe.families import barrier, cluster, grid_sync, launch, memory_latency, selftest, warp, wgmma
+from gpuprobe.families import barrier, cache_geometry, cluster, grid_sync, launch, memory_latency, selftest, warp, wgmma
 
 # In measuring order. The self-test goes first when it runs (--inject-fault), so that every family
 # after it shows the run went on.
 FAMILIES: dict[str, ModuleType] = {
     "selftest": selftest,
     "memory": memory_latency,
+    "cache_geometry": cache_geometry,
     "warp": warp,
     "barrier": barrier,
     "cluster": cluster,

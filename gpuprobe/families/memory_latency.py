@@ -111,7 +111,7 @@ def per_load_cycles(short_cycles: float, long_cycles: float, settings: Settings)
 
 
 @dataclass
-class _Context:
+class ChaseContext:
     launcher: Launcher
     l2_bytes: int
     settings: Settings
@@ -126,7 +126,7 @@ class _Context:
         return [int(v) for v in values]
 
 
-def measure_clock(ctx: _Context) -> Measured:
+def measure_clock(ctx: ChaseContext) -> Measured:
     s = ctx.settings
     ctx.run("gp_sm_clock", [np.uint64(s.clock_settle_cycles)], words=2)
     samples: list[float] = []
@@ -143,7 +143,7 @@ def measure_clock(ctx: _Context) -> Measured:
     return Measured("memory.clock", ProbeOutcome("ok"), [result])
 
 
-def measure_clock_read(ctx: _Context) -> Measured:
+def measure_clock_read(ctx: ChaseContext) -> Measured:
     samples: list[float] = []
 
     def take() -> None:
@@ -154,7 +154,7 @@ def measure_clock_read(ctx: _Context) -> Measured:
     return Measured("memory.overhead.clock_read", ProbeOutcome("ok"), [result])
 
 
-def measure_loop(ctx: _Context) -> Measured:
+def measure_loop(ctx: ChaseContext) -> Measured:
     iterations = ctx.settings.loop_iterations
     samples: list[float] = []
 
@@ -169,7 +169,7 @@ def measure_loop(ctx: _Context) -> Measured:
     return Measured("memory.overhead.loop", ProbeOutcome("ok"), [result])
 
 
-def _node_of(offset: int, stride: int, kernel: str) -> int:
+def node_of(offset: int, stride: int, kernel: str) -> int:
     node, rest = divmod(offset, stride)
     if rest or node < 0:
         raise ProbeFailure(f"{kernel}: chase ended at offset {offset:#x}, not on a node")
@@ -186,10 +186,10 @@ class Point:
 
 
 @dataclass
-class _Chase:
+class Chase:
     """A chain being chased across launches: where the next launch starts, and how to launch it."""
 
-    ctx: _Context
+    ctx: ChaseContext
     kernel: str
     chain: Chain
     launch_args: Callable[[int, int, int], list[object]]  # (start node, warm steps, iterations) -> args
@@ -224,7 +224,7 @@ class _Chase:
             point.clock_mhz.append(cycles / ns * 1000.0)
 
 
-def measure_shared(ctx: _Context) -> Measured:
+def measure_shared(ctx: ChaseContext) -> Measured:
     s = ctx.settings
     nodes = s.shared_footprint // s.shared_stride
     chain = random_cycle(nodes, s.seed)
@@ -235,9 +235,9 @@ def measure_shared(ctx: _Context) -> Measured:
         return [*fixed, np.uint32(start), np.uint32(warm), np.uint32(iterations)]
 
     def node_of_end(end: int) -> int:
-        return _node_of(end, s.shared_stride, "gp_chase_shared")
+        return node_of(end, s.shared_stride, "gp_chase_shared")
 
-    chase = _Chase(ctx, "gp_chase_shared", chain, args, node_of_end, block=128, shared=s.shared_footprint)
+    chase = Chase(ctx, "gp_chase_shared", chain, args, node_of_end, block=128, shared=s.shared_footprint)
     point = Point()
     # each launch refills the shared memory it chases: every sample is warm
     sample_until_stable(lambda: chase.sample(point, nodes, nodes), point.latencies, s.stopping())
@@ -262,7 +262,7 @@ class Curve:
 class _Sweep:
     """What every footprint of one latency sweep shares: the kernel, the chain buffer, the scratch."""
 
-    ctx: _Context
+    ctx: ChaseContext
     kernel: str
     buffer: Any
     scratch: Any
@@ -275,7 +275,7 @@ class _Sweep:
         return [np.uint64(self.base + start * self.ctx.settings.line_bytes), np.uint32(warm), np.uint32(iterations)]
 
     def node_of_end(self, end: int) -> int:
-        return _node_of(end - self.base, self.ctx.settings.line_bytes, self.kernel)
+        return node_of(end - self.base, self.ctx.settings.line_bytes, self.kernel)
 
     def point(self, footprint: int, seed: int) -> Point:
         """One footprint: a fresh chain, warmed where a cache could hold it, sampled until stable."""
@@ -287,7 +287,7 @@ class _Sweep:
         if warm == 0:
             check_no_revisit(nodes, footprint, s)
             ctx.launcher.fill(self.scratch, 0)  # evict the chain lines that writing it left in L2
-        chase = _Chase(ctx, self.kernel, chain, self.args, self.node_of_end)
+        chase = Chase(ctx, self.kernel, chain, self.args, self.node_of_end)
         rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
         point = Point()
 
@@ -298,7 +298,7 @@ class _Sweep:
         return point
 
 
-def chase_curve(ctx: _Context, kernel: str, footprints: list[int]) -> Curve:
+def chase_curve(ctx: ChaseContext, kernel: str, footprints: list[int]) -> Curve:
     """Latency at each footprint, the chain rebuilt for each and chased on across its launches."""
     sweep = _Sweep(ctx, kernel, ctx.launcher.alloc(max(footprints)), ctx.launcher.alloc(2 * ctx.l2_bytes))
     ctx.launcher.prefer_l1(kernel)
@@ -355,7 +355,7 @@ def _series(curve: Curve, levels: list[Level], names: list[str], mhz: float | No
     }
 
 
-def _capacityfact(fact_id: str, level: Level, footprints: list[int], probe: str) -> Fact:
+def capacity_fact(fact_id: str, level: Level, footprints: list[int], probe: str) -> Fact:
     """A level's size, with the footprint grid points around it as its interval."""
     assert level.size_bytes is not None
     below = max((f for f in footprints if f <= level.size_bytes), default=level.size_bytes)
@@ -379,20 +379,20 @@ def curve_facts(
             facts.append(fact(fact_id, samples, "cycle", probe, mhz))
     on_chip = [level for name, level in zip(names, levels, strict=True) if name.startswith("L2")]
     if "capacity.l1" in wanted and names[0] == "L1":
-        facts.append(_capacityfact("capacity.l1", levels[0], curve.footprints, probe))
+        facts.append(capacity_fact("capacity.l1", levels[0], curve.footprints, probe))
     if "capacity.l2" in wanted and on_chip and on_chip[-1].size_bytes is not None:
-        facts.append(_capacityfact("capacity.l2", on_chip[-1], curve.footprints, probe))
+        facts.append(capacity_fact("capacity.l2", on_chip[-1], curve.footprints, probe))
     return facts, _series(curve, levels, names, mhz), f"{len(levels)} levels: " + ", ".join(names)
 
 
-def measure_global(ctx: _Context, probe: Probe, cached_in_l1: bool) -> Measured:
+def measure_global(ctx: ChaseContext, probe: Probe, cached_in_l1: bool) -> Measured:
     """A latency-vs-footprint sweep; the probe's declaration says which facts it yields."""
     curve = chase_curve(ctx, probe.kernel, plan_footprints(ctx.l2_bytes, ctx.settings))
     facts, series, note = curve_facts(curve, probe.name, set(probe.facts), ctx.l2_bytes, cached_in_l1, ctx.mhz)
     return Measured(probe.name, ProbeOutcome("ok", note, series), facts)
 
 
-STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
+STEPS: list[tuple[str, Callable[[ChaseContext], Measured]]] = [
     ("memory.clock", measure_clock),
     ("memory.overhead.clock_read", measure_clock_read),
     ("memory.overhead.loop", measure_loop),
@@ -423,10 +423,10 @@ def measure(
     processes: it is read at the start and updated as probes finish.
     """
     state = state if state is not None else {}
-    ctx = _Context(launcher, device.l2_bytes, settings or Settings(), parameters, mhz=state.get("mhz"))
+    ctx = ChaseContext(launcher, device.l2_bytes, settings or Settings(), parameters, mhz=state.get("mhz"))
     ctx.out = launcher.alloc(64)
 
-    def run(step: Callable[[_Context], Measured]) -> Measured:
+    def run(step: Callable[[ChaseContext], Measured]) -> Measured:
         try:
             return step(ctx)
         finally:

@@ -38,7 +38,6 @@ FAST = Settings(
     line_min_bytes=2 * KIB,
     line_max_bytes=64 * KIB,
     line_points_per_octave=3,
-    clock_iterations=16,
 )
 
 
