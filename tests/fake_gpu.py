@@ -83,14 +83,25 @@ def dims(value: Dims) -> tuple[int, int, int]:
     return (*values, *(1,) * (3 - len(values)))  # type: ignore[return-value]
 
 
+def _fake_modules() -> list[Any]:
+    import tests.fakes
+
+    return [importlib.import_module(f"tests.fakes.{info.name}") for info in pkgutil.iter_modules(tests.fakes.__path__)]
+
+
+def fast_settings() -> dict[str, Any]:
+    """Settings for a quick whole-suite run on the simulated GPU: the memory family's ``FAST``, and each
+    family's ``FAST_SETTINGS`` from its ``tests/fakes`` module (the module's name is the family's)."""
+    fast = {module.__name__.rsplit(".", 1)[1]: module.FAST_SETTINGS for module in _fake_modules()
+            if hasattr(module, "FAST_SETTINGS")}  # fmt: skip
+    return {"memory": FAST, **fast}
+
+
 @cache
 def simulated_kernels() -> dict[str, Callable[..., float | None]]:
     """Every ``KERNELS`` entry of the modules in ``tests/fakes``; a kernel simulated twice is an error."""
-    import tests.fakes
-
     kernels: dict[str, Callable[..., float | None]] = {}
-    for info in pkgutil.iter_modules(tests.fakes.__path__):
-        module = importlib.import_module(f"tests.fakes.{info.name}")
+    for module in _fake_modules():
         for name, simulate in getattr(module, "KERNELS", {}).items():
             assert name not in kernels, f"kernel {name} is simulated twice"
             kernels[name] = simulate

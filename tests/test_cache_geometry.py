@@ -41,12 +41,12 @@ from gpuprobe.families.memory_latency import UNROLL
 from gpuprobe.registry import PTX_DIR, find_probe
 from gpuprobe.results import Device, Fact
 from tests.fake_gpu import KIB, MIB, fake_gpu, measure_family
-from tests.fakes.cache_geometry import FAST, Model, const_array
+from tests.fakes.cache_geometry import FAST_SETTINGS, Model, const_array
 
 GIB = 2**30
 
 
-def _run(gpu, runnable=frozenset(PROBES), settings=FAST):
+def _run(gpu, runnable=frozenset(PROBES), settings=FAST_SETTINGS):
     return measure_family(cache_geometry, gpu, runnable, settings)
 
 
@@ -243,7 +243,7 @@ def test_simulated_geometry_is_recovered() -> None:
     assert facts["constant.divergent_cost"].value == pytest.approx(6.0, rel=0.05)
     assert all(f.unit in ("byte", "cycle") for f in facts.values())
     series = measured["cache_geometry.sector.l1"].outcome.series["stride"]
-    assert len(series["stride_bytes"]) == len(series["latency_cycles"]) == len(FAST.strides)
+    assert len(series["stride_bytes"]) == len(series["latency_cycles"]) == len(FAST_SETTINGS.strides)
 
 
 def test_a_different_l1_line_is_seen() -> None:

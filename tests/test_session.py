@@ -12,7 +12,7 @@ from gpuprobe.check import CheckResult
 from gpuprobe.gpu import LauncherSpec
 from gpuprobe.isolation import ChildPolicy
 from gpuprobe.results import load
-from tests.fake_gpu import FAST, FakeGpu
+from tests.fake_gpu import FakeGpu, fast_settings
 
 SIMULATED = "Simulated GPU"
 POLICY = ChildPolicy(probe_time_limit_s=60, cooldown_s=0.0)
@@ -28,7 +28,7 @@ def device(name: str = SIMULATED):
 
 def run(tmp_path: Path, launcher: LauncherSpec | None = None, name: str = SIMULATED, **kwargs):
     return session.run_suite(
-        device(name), launcher or simulated(name=name), tmp_path, settings={"memory": FAST}, policy=POLICY, **kwargs
+        device(name), launcher or simulated(name=name), tmp_path, settings=fast_settings(), policy=POLICY, **kwargs
     )
 
 

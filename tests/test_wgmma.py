@@ -43,7 +43,7 @@ from gpuprobe.report import section
 from gpuprobe.results import Fact, Results
 from gpuprobe.sass import Listing, apply_compile_log
 from tests.fake_gpu import fake_gpu, measure_family
-from tests.fakes.wgmma import FAKE_SETTINGS
+from tests.fakes.wgmma import FAST_SETTINGS
 
 FAST = Settings(max_repeats=3, throughput_repeats=2, gemm_repeats=2, latency_budget_s=5.0)
 SMALL = {"sm_count": 4, "blocks_per_sm": 1}  # the simulated GPU: 4 SMs, one block of 3 warpgroups each
@@ -315,7 +315,7 @@ def test_probes_whose_contract_failed_are_not_launched() -> None:
 def test_a_whole_suite_run_on_the_simulated_gpu_stays_small() -> None:
     """The default simulated GPU (132 SMs, 8 blocks an SM) with the settings other tests should pass."""
     gpu = fake_gpu()
-    measured = _run(gpu, runnable=["wgmma.throughput.bf16.ss"], settings=FAKE_SETTINGS)
+    measured = _run(gpu, runnable=["wgmma.throughput.bf16.ss"], settings=FAST_SETTINGS)
     assert measured["wgmma.throughput.bf16.ss"].outcome.status == "ok"
     fraction = _facts(measured)["tensor.wgmma.bf16.fraction_of_cublas"].value
     assert fraction == pytest.approx(132 * 4096 * 0.96 * gpu.mhz * 0.93 / 1e6 / 700.0, rel=0.04)

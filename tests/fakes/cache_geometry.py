@@ -28,7 +28,7 @@ KIB, MIB = 2**10, 2**20
 
 # Short sweeps for the simulated part (16 KiB L1, 512 KiB L2, 64 KiB "pages"); a session test can pass
 # them as the family's settings ({"cache_geometry": FAST}).
-FAST = Settings(
+FAST_SETTINGS = Settings(
     short_iterations=2,
     long_iterations=6,
     max_repeats=4,

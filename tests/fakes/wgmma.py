@@ -26,7 +26,7 @@ from gpuprobe.families.wgmma_ptx import Kernel, kernels
 
 # Settings for a whole-suite run on the simulated GPU (132 SMs, 8 blocks an SM by its occupancy
 # answer): one warpgroup a block and one block an SM keep each throughput launch's D at 8.7 MB.
-FAKE_SETTINGS = Settings(max_repeats=3, warpgroups_per_block=1, blocks_per_sm=1, throughput_repeats=2, gemm_repeats=2)
+FAST_SETTINGS = Settings(max_repeats=3, warpgroups_per_block=1, blocks_per_sm=1, throughput_repeats=2, gemm_repeats=2)
 LATENCY_BASE = 14.0  # cycles a dependent wgmma costs on top of its N/2-cycle floor
 THROUGHPUT_EFFICIENCY = {"zero": 0.98, "random": 0.96}  # fraction of the per-SM dense rate per clock
 RANDOM_CLOCK_DROP = 0.93  # random operands draw more power: the clock falls this much
