@@ -1,0 +1,49 @@
+"""The simulated SM-driven host copy (gp_ht_sm_copy): it copies, reports each thread's sums, and
+takes the time the host link (or device memory) would."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+LAUNCH_MS = 0.005  # what every simulated launch costs on top of its bytes
+
+
+@dataclass
+class HostLink:
+    """The simulated link's rates for SM-driven copies, and a fault to inject."""
+
+    read_gbps: float = 24.0  # SMs loading host memory
+    write_gbps: float = 26.0  # SMs storing to host memory
+    both_gbps: float = 40.0  # host memory to host memory: every byte crosses the link both ways
+    device_gbps: float = 2000.0
+    corrupt: str = ""  # "sums": a thread reports a wrong sum; "data": one destination word is wrong
+
+
+def link(gpu) -> HostLink:
+    """The link settings of one simulated GPU (made on first use)."""
+    return gpu.__dict__.setdefault("host_link", HostLink())
+
+
+def sm_copy(gpu, launch, src, dst, iters, out) -> float:
+    threads = launch.blocks * launch.threads
+    nbytes = int(iters) * threads * 64
+    dst.data[:nbytes] = src.data[:nbytes]
+    words = src.data[:nbytes].view(np.uint32)
+    sums = words.reshape(-1, 4).sum(axis=1, dtype=np.uint64).reshape(-1, threads).sum(axis=0, dtype=np.uint64)
+    settings = link(gpu)
+    if settings.corrupt == "sums":
+        sums[threads // 2] += np.uint64(1)
+    if settings.corrupt == "data":
+        dst.data[nbytes // 2] ^= 0x10
+    out.data.view(np.uint64)[:threads] = sums
+    host_src, host_dst = src.base in gpu.pinned, dst.base in gpu.pinned
+    if host_src and host_dst:
+        gbps = settings.both_gbps
+    else:
+        gbps = settings.read_gbps if host_src else settings.write_gbps if host_dst else settings.device_gbps
+    return (nbytes / (gbps * 1e9) * 1e3 + LAUNCH_MS) * gpu._jitter()
+
+
+KERNELS = {"gp_ht_sm_copy": sm_copy}
