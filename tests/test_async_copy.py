@@ -14,6 +14,7 @@ from gpuprobe.families.async_copy import (
     PROBES,
     Settings,
     bulk_block_sums,
+    chunk_sums,
     measure,
     neighbour_sums,
     pattern,
@@ -70,8 +71,9 @@ def test_a_rate_is_the_extra_bytes_over_the_extra_time() -> None:
 
 def test_the_stream_checks_follow_the_kernels_data_layout() -> None:
     words = pattern(4 * 4 * 6)  # 6 threads, 4 chunks each, 16 bytes a chunk
-    sums = stream_sums(words, 6)
-    chunks = words.reshape(-1, 4).sum(axis=1, dtype=np.uint64)
+    chunks = chunk_sums(words)
+    assert chunks[1] == words[4:8].sum(dtype=np.uint64)
+    sums = stream_sums(chunks, 6)
     assert sums[5] == chunks[5::6].sum()
     assert list(neighbour_sums(sums)[:4]) == [sums[1], sums[0], sums[3], sums[2]]
     per_block = bulk_block_sums(np.arange(10, dtype=np.uint64), blocks=3, steps=4)

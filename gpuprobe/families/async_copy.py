@@ -67,7 +67,7 @@ class Settings:
     dram_l2_multiple: float = 4.0  # the DRAM source, in L2 sizes,
     dram_min_bytes: int = 64 * MIB  # and at least this
     dram_passes: tuple[int, int] = (1, 4)  # short and long runs over the DRAM source
-    l2_passes: tuple[int, int] = (8, 40)  # and over the L2-sized one
+    l2_passes: tuple[int, int] = (16, 160)  # and over the L2-sized one
     bulk_points: tuple[tuple[int, int], ...] = ((1024, 8), (4096, 4), (4096, 8), (16384, 2), (16384, 4), (32768, 4))
     bulk_threads: int = 128
     dsm_stream_threads: int = 512
@@ -123,9 +123,14 @@ def pattern(words: int, offset: int = 0) -> np.ndarray:
     return values.astype(np.uint32)
 
 
-def stream_sums(words: np.ndarray, threads: int) -> np.ndarray:
-    """Per thread, the words of its chunks (t + k x threads, 16 bytes each), summed as 64-bit integers."""
-    return words.reshape(-1, 4).sum(axis=1, dtype=np.uint64).reshape(-1, threads).sum(axis=0, dtype=np.uint64)
+def chunk_sums(words: np.ndarray) -> np.ndarray:
+    """The sum of each 16-byte chunk's four words, as 64-bit integers."""
+    return words.reshape(-1, 4).sum(axis=1, dtype=np.uint64)
+
+
+def stream_sums(chunks: np.ndarray, threads: int) -> np.ndarray:
+    """Per thread, the sum of its 16-byte chunks (t + k x threads) given each chunk's sum (``chunk_sums``)."""
+    return chunks.reshape(-1, threads).sum(axis=0, dtype=np.uint64)
 
 
 def neighbour_sums(sums: np.ndarray) -> np.ndarray:
@@ -133,16 +138,15 @@ def neighbour_sums(sums: np.ndarray) -> np.ndarray:
     return sums[np.arange(len(sums)) ^ 1]
 
 
-def bulk_block_sums(chunk_sums: np.ndarray, blocks: int, steps: int) -> np.ndarray:
+def bulk_block_sums(copy_sums: np.ndarray, blocks: int, steps: int) -> np.ndarray:
     """Per block of the bulk stream, the sum of its chunks: block b takes (b + k x blocks) mod chunks."""
-    index = (np.arange(blocks)[:, None] + np.arange(steps)[None, :] * blocks) % len(chunk_sums)
-    return chunk_sums[index].sum(axis=1, dtype=np.uint64)
+    index = (np.arange(blocks)[:, None] + np.arange(steps)[None, :] * blocks) % len(copy_sums)
+    return copy_sums[index].sum(axis=1, dtype=np.uint64)
 
 
 def dsm_thread_sums(threads: int, rank_read: int) -> np.ndarray:
     """Per thread of the DSM stream, one iteration's sum of the four chunks it reads of block ``rank_read``."""
-    words = pattern(threads * 16, rank_read)
-    return stream_sums(words, threads)
+    return stream_sums(chunk_sums(pattern(threads * 16, rank_read)), threads)
 
 
 def check_sums(kernel: str, got: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -175,7 +179,7 @@ class _Context:
     settings: Settings
     out: Any = None
     out_words: int = 0
-    sources: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)  # bytes -> (buffer, words)
+    sources: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)  # bytes -> (buffer, chunk sums)
 
     @property
     def kernels(self) -> Kernels:
@@ -188,10 +192,10 @@ class _Context:
         return self.out
 
     def source(self, nbytes: int) -> tuple[Any, np.ndarray]:
-        """A device buffer of ``nbytes`` holding the pattern, and its words (made once per size)."""
+        """A device buffer of ``nbytes`` holding the pattern, and its 16-byte chunks' sums (made once per size)."""
         if nbytes not in self.sources:
             words = pattern(nbytes // 4)
-            self.sources[nbytes] = (self.launcher.upload(words), words)
+            self.sources[nbytes] = (self.launcher.upload(words), chunk_sums(words))
         return self.sources[nbytes]
 
     def grid(self, kernel: str, threads: int, shared: int) -> int:
@@ -359,14 +363,14 @@ def _copy_level(ctx: _Context, kernel: str, level: str) -> tuple[list[float], fl
         iterations, runs = 1, s.l2_passes
     total = grid * threads
     nbytes = iterations * total * STREAM_CHUNK_BYTES
-    source, words = ctx.source(nbytes)
+    source, chunks = ctx.source(nbytes)
     out = ctx.output(total)
 
     def args(passes: int) -> list[object]:
         return [source, np.uint32(iterations), np.uint32(passes), out]
 
     got = ctx.kernels.run(kernel, args(runs[0]), out, total, grid=grid, block=threads, shared=shared)
-    expected = neighbour_sums(stream_sums(words, total)) * np.uint64(runs[0])
+    expected = neighbour_sums(stream_sums(chunks, total)) * np.uint64(runs[0])
     check_sums(kernel, got, expected, "thread")
     samples = _stream_rate(ctx, kernel, args, runs, nbytes * (runs[1] - runs[0]), grid, threads, shared)
     return samples, float(nbytes)
@@ -390,7 +394,7 @@ def _bulk_point(ctx: _Context, size: int, stages: int, nbytes: int) -> list[floa
     from a source of about ``nbytes``; the per-block sums of one run checked first."""
     kernel, threads = "gp_ac_bulk_stream", ctx.settings.bulk_threads
     chunks = nbytes // size
-    source, words = ctx.source(chunks * size)
+    source, sums16 = ctx.source(chunks * size)
     grid = ctx.grid(kernel, threads, size * stages)
     per_block = max(2 * stages, chunks // grid // 2)  # the long run (twice as many steps) is one pass
     out = ctx.output(grid * threads)
@@ -399,9 +403,9 @@ def _bulk_point(ctx: _Context, size: int, stages: int, nbytes: int) -> list[floa
         return [source, np.uint32(size), np.uint32(stages), np.uint32(chunks), np.uint32(steps), out]
 
     got = ctx.kernels.run(kernel, args(per_block), out, grid * threads, grid=grid, block=threads, shared=size * stages)
-    chunk_sums = words.reshape(chunks, -1).sum(axis=1, dtype=np.uint64)
+    copy_sums = sums16.reshape(chunks, -1).sum(axis=1, dtype=np.uint64)  # each bulk copy's words
     block_sums = got.reshape(grid, threads).sum(axis=1, dtype=np.uint64)
-    check_sums(kernel, block_sums, bulk_block_sums(chunk_sums, grid, per_block), "block")
+    check_sums(kernel, block_sums, bulk_block_sums(copy_sums, grid, per_block), "block")
     extra = grid * per_block * size
     return _stream_rate(ctx, kernel, args, (per_block, 2 * per_block), extra, grid, threads, size * stages)
 
