@@ -23,10 +23,9 @@ from gpuprobe.families.host_transfer import (
 )
 from gpuprobe.registry import all_probes
 from tests.fake_gpu import KIB, fake_gpu, ptx_parameters
-from tests.fakes.host_transfer import link
+from tests.fakes.host_transfer import FAST, link
 
-# A tiny grid so that the simulated copies stay small: 4 x 32 threads move 8 KiB per iteration.
-SMALL = Settings(small_bytes=64 * KIB, large_bytes=256 * KIB, blocks=4, threads=32, latency_copies=4, budget_s=0.0)
+SMALL = FAST
 
 
 def _run(gpu, runnable=frozenset(PROBES), settings=SMALL):
@@ -45,8 +44,10 @@ def test_the_default_plan_copies_64_and_256_mib_with_a_grid_that_divides_them() 
 
 
 def test_the_family_fits_its_time_budget_on_a_slow_link() -> None:
-    """Every copy at the most repeats over a PCIe Gen4 link (pinned 20 GB/s, pageable 6 GB/s)."""
-    assert planned_seconds(Settings(), pinned_gbps=20.0, pageable_gbps=6.0) < 5.5
+    """Every copy at the most repeats over a PCIe Gen4 link (pinned 20 GB/s, pageable 6 GB/s); the budget
+    both families share is checked in tests/test_async_copy.py."""
+    assert planned_seconds(Settings(), pinned_gbps=20.0, pageable_gbps=6.0) < 3.0
+    assert planned_seconds(Settings(), pinned_gbps=10.0, pageable_gbps=3.0) > 3.0  # the bound does depend on the link
 
 
 def test_a_rate_is_the_extra_bytes_over_the_extra_time() -> None:

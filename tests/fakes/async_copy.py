@@ -7,7 +7,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuprobe.families.async_copy import PATTERN_MULTIPLIER
+from gpuprobe.families.async_copy import PATTERN_MULTIPLIER, Settings
+
+# Settings sized for the simulated GPU: small grids and sources, many passes over them so that the copy
+# time dwarfs the simulated launches' jitter.
+FAST = Settings(
+    stream_threads=32,
+    bulk_threads=32,
+    dsm_stream_threads=32,
+    dram_min_bytes=1 << 20,
+    dram_passes=(1, 20),
+    l2_passes=(8, 400),
+    bulk_points=((1024, 8), (4096, 2), (16384, 4)),
+    budget_s=0.0,
+    max_repeats=4,
+)
 
 EDGE = 40.0  # cycles a timed chase pays once (pipeline fill and drain)
 LAUNCH_MS = 0.004
