@@ -38,7 +38,8 @@ def _gpu(**kwargs):
 
 
 def _run(gpu, runnable=frozenset(PROBES), settings=SMALL):
-    return {name: run() for name, run in measure(gpu, ptx_parameters(), gpu.device(), set(runnable), settings)}
+    device = dataclasses.replace(gpu.device(), shared_per_block_optin_bytes=227 * KIB)  # as an H100 reports
+    return {name: run() for name, run in measure(gpu, ptx_parameters(), device, set(runnable), settings)}
 
 
 def _facts(measured) -> dict[str, Fact]:
@@ -208,3 +209,17 @@ def test_a_dsm_stream_with_weak_loads_breaks_the_contract(tmp_path: Path, arch: 
         tmp_path, "async_copy.dsmem.bandwidth", arch, "ld.relaxed.cluster.shared::cluster", "ld.shared::cluster"
     )
     assert any("LD\\.E\\.128" in rule for rule in broken), broken
+
+
+def test_bulk_points_whose_buffers_do_not_fit_a_block_are_left_out() -> None:
+    """An sm_120 part lets a block use 99 KiB of shared memory: 32 KiB x 4 in flight cannot run there."""
+    gpu = _gpu()
+    device = dataclasses.replace(gpu.device(), shared_per_block_optin_bytes=99 * KIB)
+    settings = dataclasses.replace(FAST, bulk_points=((1024, 8), (32768, 4)))
+    measured = dict(measure(gpu, ptx_parameters(), device, {"async_copy.bulk.bandwidth"}, settings))
+    outcome = measured["async_copy.bulk.bandwidth"]().outcome
+    assert outcome.status == "ok" and outcome.series["sweep"]["size_bytes"] == [1024.0]
+    assert "1 point(s) need more shared memory" in outcome.detail
+    tiny = dataclasses.replace(device, shared_per_block_optin_bytes=1024)
+    measured = dict(measure(gpu, ptx_parameters(), tiny, {"async_copy.bulk.bandwidth"}, settings))
+    assert "no bulk point" in measured["async_copy.bulk.bandwidth"]().outcome.detail

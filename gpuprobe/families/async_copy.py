@@ -50,6 +50,8 @@ OUT_WORDS = 4  # a chase's results: cycles, nanoseconds, end, SM id
 MIN_CLOCK_WINDOW_NS = 100_000  # a timed chase this long gives the SM clock to 1 %
 PATTERN_MULTIPLIER = 0x9E3779B1  # word i of a source holds i x this (+ the block's rank), modulo 2**32
 STREAM_CHUNK_BYTES = 64  # bytes per thread per iteration of the streaming kernels: four 16-byte chunks
+BULK_STATIC_SHARED = 64  # the bulk kernels' static shared memory: 8 mbarriers
+BULK_STAGING_KNOWN_TO_FIT = 48 * 1024  # a block's dynamic shared memory without opting in, when the device says nothing
 
 
 @dataclass(frozen=True)
@@ -413,7 +415,11 @@ def _bulk_point(ctx: _Context, size: int, stages: int, nbytes: int) -> list[floa
 def measure_bulk_bandwidth(ctx: _Context, probe: str) -> Measured:
     s = ctx.settings
     nbytes = max(s.dram_min_bytes, int(s.dram_l2_multiple * ctx.device.l2_bytes))
-    points = [(size, stages, _bulk_point(ctx, size, stages, nbytes)) for size, stages in s.bulk_points]
+    room = ctx.device.shared_per_block_optin_bytes or BULK_STAGING_KNOWN_TO_FIT
+    fitting = [(size, stages) for size, stages in s.bulk_points if size * stages + BULK_STATIC_SHARED <= room]
+    if not fitting:
+        raise ProbeFailure(f"no bulk point's buffers fit the {room} bytes of shared memory a block may use")
+    points = [(size, stages, _bulk_point(ctx, size, stages, nbytes)) for size, stages in fitting]
     medians = [float(np.median(samples)) for _, _, samples in points]
     top = int(np.argmax(medians))
     series = {
@@ -421,7 +427,10 @@ def measure_bulk_bandwidth(ctx: _Context, probe: str) -> Measured:
         "stages": [float(stages) for _, stages, _ in points],
         "gbps": medians,
     }
-    note = f"best at {points[top][0]} B x {points[top][1]} in flight per block"
+    skipped = len(s.bulk_points) - len(fitting)
+    note = f"best at {points[top][0]} B x {points[top][1]} in flight per block" + (
+        f"; {skipped} point(s) need more shared memory than a block may use ({room} bytes)" if skipped else ""
+    )
     result = fact("async.bulk.bandwidth", points[top][2], "GB/s", probe)
     return Measured(probe, ProbeOutcome("ok", note, {"sweep": series}), [result])
 
