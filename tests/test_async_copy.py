@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gpuprobe.arch import parse_arch
+from gpuprobe.check import check_all
 from gpuprobe.families.async_copy import (
     INVARIANTS,
     PROBES,
@@ -223,3 +224,16 @@ def test_bulk_points_whose_buffers_do_not_fit_a_block_are_left_out() -> None:
     tiny = dataclasses.replace(device, shared_per_block_optin_bytes=1024)
     measured = dict(measure(gpu, ptx_parameters(), tiny, {"async_copy.bulk.bandwidth"}, settings))
     assert "no bulk point" in measured["async_copy.bulk.bandwidth"]().outcome.detail
+
+
+def test_the_static_check_reports_the_features_an_arch_lacks_as_unsupported() -> None:
+    """cp.async from sm_80, bulk copies and clusters from sm_90: `gpuprobe check` says so, it builds nothing."""
+    probes = [p for p in all_probes() if p.family == "async_copy"]
+    sm80 = {"async_copy.cp_async.latency.ca", "async_copy.cp_async.latency.cg", "async_copy.cp_async.bandwidth",
+            "async_copy.plain_copy.bandwidth"}  # fmt: skip
+    for arch, supported in (("sm_75", set()), ("sm_89", sm80), ("sm_90", {p.name for p in probes})):
+        results = {r.probe: r for r in check_all(probes, [parse_arch(arch)])}
+        unsupported = {name for name, r in results.items() if r.status == "unsupported"}
+        assert unsupported == {p.name for p in probes} - supported, arch
+        assert all(r.status == "ok" for name, r in results.items() if name in supported), arch
+        assert all("does not target" in results[name].detail for name in unsupported)
