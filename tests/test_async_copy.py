@@ -13,6 +13,7 @@ from gpuprobe.check import check_all
 from gpuprobe.families.async_copy import (
     INVARIANTS,
     PROBES,
+    SECTIONS,
     Settings,
     bulk_block_sums,
     chunk_sums,
@@ -26,7 +27,7 @@ from gpuprobe.families.async_copy import (
 )
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.registry import all_probes
-from gpuprobe.results import Fact
+from gpuprobe.results import Fact, Results
 from tests.fake_gpu import KIB, MIB, fake_gpu, ptx_parameters
 from tests.fakes.async_copy import FAST, model
 from tests.test_host_transfer import mutant_violations
@@ -49,7 +50,7 @@ def _facts(measured) -> dict[str, Fact]:
 
 def test_a_step_is_the_long_chase_minus_the_short_one() -> None:
     fixed = 77.0
-    assert per_step(fixed + 8 * 16 * 300.0, fixed + 40 * 16 * 300.0, 32 * 16) == pytest.approx(300.0)
+    assert per_step(fixed + 32 * 16 * 300.0, fixed + 480 * 16 * 300.0, 448 * 16) == pytest.approx(300.0)
     with pytest.raises(ProbeFailure, match="long chase took"):
         per_step(1000.0, 900.0, 16)
 
@@ -85,7 +86,7 @@ def test_both_families_fit_their_time_budget_on_an_h100_class_gpu() -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"short_iterations": 0}, {"long_iterations": 8}, {"bulk_points": ((1000, 2),)}, {"bulk_points": ((1024, 9),)},
+    [{"short_iterations": 0}, {"long_iterations": 32}, {"bulk_points": ((1000, 2),)}, {"bulk_points": ((1024, 9),)},
      {"dram_passes": (2, 2)}, {"dsm_stride": 12}],
 )  # fmt: skip
 def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
@@ -115,8 +116,10 @@ def test_simulated_latencies_and_rates_are_recovered() -> None:
     }  # fmt: skip
     for fact_id, value in expected.items():
         assert facts[fact_id].value == pytest.approx(value, rel=0.06), fact_id
-    # the long chases read the clock: cycles come with nanoseconds at the simulated 1755 MHz
+    # the long chases read the clock: cycles come with nanoseconds at the simulated 1755 MHz, even the quickest
     assert facts["async.cp_async.cg.latency"].converted["ns"] == pytest.approx(300.0 / 1.755, rel=0.06)
+    assert facts["dsmem.latency.own"].converted["ns"] == pytest.approx(32.0 / 1.755, rel=0.06)
+    assert facts["async.cp_async.ca.latency"].converted and facts["async.bulk.latency.256"].converted
     sweep = measured["async_copy.bulk.bandwidth"].outcome.series["sweep"]
     assert sweep["stages"] == [8.0, 2.0, 4.0] and sweep["gbps"][0] < sweep["gbps"][2]
 
@@ -237,3 +240,13 @@ def test_the_static_check_reports_the_features_an_arch_lacks_as_unsupported() ->
         assert unsupported == {p.name for p in probes} - supported, arch
         assert all(r.status == "ok" for name, r in results.items() if name in supported), arch
         assert all("does not target" in results[name].detail for name in unsupported)
+
+
+def test_the_bulk_plot_draws_what_the_probes_measured() -> None:
+    gpu = _gpu()
+    measured = _run(gpu, runnable={"async_copy.bulk.latency", "async_copy.bulk.bandwidth"})
+    results = Results(device=gpu.device(), probes={name: m.outcome for name, m in measured.items()})
+    (section,) = SECTIONS
+    assert section.plot is not None
+    assert section.plot.png(results, 50)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert section.plot.png(Results(device=gpu.device()), 50) is None  # nothing measured, nothing drawn

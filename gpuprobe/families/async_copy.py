@@ -32,8 +32,8 @@ from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.chain import Chain, random_cycle
 from gpuprobe.families.measuring import Kernels, Stopping, conditions, fact, sample_until_stable
 from gpuprobe.gpu import Launcher
-from gpuprobe.results import Device, Fact, ProbeOutcome
-from gpuprobe.sections import Section
+from gpuprobe.results import Device, Fact, ProbeOutcome, Results
+from gpuprobe.sections import Plot, Section
 
 PROBES = [
     "async_copy.cp_async.latency.ca",
@@ -58,10 +58,10 @@ BULK_STAGING_KNOWN_TO_FIT = 48 * 1024  # a block's dynamic shared memory without
 class Settings:
     chase_nodes: int = 64  # a small, warmed cycle: the copies hit the cache the operator names
     chase_stride: int = 128
-    short_iterations: int = 8
-    long_iterations: int = 40
+    short_iterations: int = 32  # timed iterations of the cp.async and DSM chases (16 and 32 steps each):
+    long_iterations: int = 480  # a long chase of ~400k cycles or more reads the SM clock to 1 %
     bulk_sizes: tuple[int, ...] = (256, 1024, 4096, 16384, 32768)  # as ptx/async_copy_sm90.toml's facts
-    bulk_iterations: tuple[int, int] = (64, 320)  # bulk chase steps, short and long (one per iteration)
+    bulk_iterations: tuple[int, int] = (64, 1000)  # bulk chase steps, short and long (one per iteration)
     dsm_nodes: int = 256
     dsm_stride: int = 32
     dsm_threads: int = 128
@@ -487,11 +487,45 @@ def _invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool,
 
 INVARIANTS = (_invariants,)
 
+
+def bulk_png(results: Results, dpi: int) -> bytes | None:
+    """Bulk copies vs their size: one copy's latency (left), and the stream's rate per copies in flight
+    per block (right); None when neither probe left a series."""
+    latency = results.probes.get("async_copy.bulk.latency")
+    sweep = results.probes.get("async_copy.bulk.bandwidth")
+    latency_series = latency.series.get("latency") if latency else None
+    sweep_series = sweep.series.get("sweep") if sweep else None
+    if not latency_series and not sweep_series:
+        return None
+    import io  # the plot's dependencies are loaded only when a sheet is drawn
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(10, 3.6), dpi=dpi)
+    left, right = figure.subplots(1, 2)
+    if latency_series:
+        left.plot(latency_series["size_bytes"], latency_series["latency_cycles"], "o-")
+    left.set(xscale="log", xlabel="bytes per copy", ylabel="cycles", title="one bulk copy, issue to data usable")
+    if sweep_series:
+        for stages in sorted(set(sweep_series["stages"])):
+            rows = zip(sweep_series["size_bytes"], sweep_series["stages"], sweep_series["gbps"], strict=True)
+            points = [(x, y) for x, k, y in rows if k == stages]
+            right.plot(*zip(*points, strict=True), "o-", label=f"{stages:.0f} in flight per block")
+        right.legend(fontsize="small")
+    right.set(xscale="log", xlabel="bytes per copy", ylabel="GB/s", title="bulk copies from DRAM, every SM")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    FigureCanvasAgg(figure).print_png(buffer)
+    return buffer.getvalue()
+
+
 SECTIONS = (
     Section(
         "Asynchronous copies and distributed shared memory",
         ("async.", "dsmem."),
         ("async_copy.",),
+        plot=Plot("bulk_copies", "bulk_copies.png", "bulk copy latency and rate vs size", bulk_png),
         blurb="cp.async (sm_80+) against the plain path through registers; bulk copies completing an mbarrier "
         "and loads from a peer block's shared memory in a cluster of two (sm_90+). Latencies are serial chases "
         "(cycles per step, long minus short); bandwidths are full grids timed with events.",
