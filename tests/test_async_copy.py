@@ -20,12 +20,12 @@ from gpuprobe.families.async_copy import (
     measure,
     neighbour_sums,
     pattern,
-    per_step,
     planned_seconds,
     rate_gbps,
     stream_sums,
 )
 from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.chase import per_step
 from gpuprobe.registry import all_probes
 from gpuprobe.results import Fact, Results
 from tests.fake_gpu import KIB, MIB, fake_gpu, ptx_parameters

@@ -93,6 +93,8 @@ def test_simulated_links_are_recovered() -> None:
     for fact_id, value in expected.items():
         assert facts[fact_id].value == pytest.approx(value, rel=0.1), fact_id
         assert facts[fact_id].unit == "GB/s"
+    assert facts["host.sm_read.latency"].value == pytest.approx(2600.0, rel=0.05)
+    assert facts["host.sm_read.latency"].converted["ns"] == pytest.approx(2600.0 / 1.755, rel=0.05)
     # the simulated copy engine pays 5 us per call: small copies take about that
     assert facts["host.h2d.latency"].value == pytest.approx(5.0, rel=0.1)
     assert facts["host.d2h.latency"].unit == "us"
@@ -106,7 +108,8 @@ def test_a_wrong_copy_fails_every_probe_and_gives_no_number(fault: str, detail: 
     gpu = fake_gpu()
     link(gpu).corrupt = fault
     measured = _run(gpu)
-    for name in PROBES:
+    assert measured["host_transfer.sm_latency"].outcome.status == "ok"  # it copies nothing
+    for name in set(PROBES) - {"host_transfer.sm_latency"}:
         assert measured[name].outcome.status == "failed"
         assert detail in measured[name].outcome.detail
         assert measured[name].facts == []
@@ -149,3 +152,11 @@ def test_a_copy_that_the_cache_could_serve_breaks_the_contract(tmp_path: Path, a
     broken = mutant_violations(tmp_path, "host_transfer.h2d", arch, "ld.global.cv.v4.u32", "ld.global.v4.u32")
     assert any("LDG" in rule and "STRONG" in rule for rule in broken), broken
     assert mutant_violations(tmp_path, "host_transfer.h2d", arch, "ld.global.cv.v4.u32", "ld.global.cv.v4.u32") == set()
+
+
+def test_a_chase_through_host_memory_that_ends_on_the_wrong_node_fails() -> None:
+    gpu = fake_gpu()
+    link(gpu).corrupt = "chase"
+    measured = _run(gpu, runnable={"host_transfer.sm_latency"})["host_transfer.sm_latency"]
+    assert measured.outcome.status == "failed" and "host predicted" in measured.outcome.detail
+    assert measured.facts == []

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
-from gpuprobe.families.chain import Chain, random_cycle
+from gpuprobe.families.chain import random_cycle
+from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of
 from gpuprobe.families.measuring import Kernels, Stopping, conditions, fact, sample_until_stable
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome, Results
@@ -46,8 +47,6 @@ PROBES = [
     "async_copy.dsmem.bandwidth",
 ]
 MIB = 1 << 20
-OUT_WORDS = 4  # a chase's results: cycles, nanoseconds, end, SM id
-MIN_CLOCK_WINDOW_NS = 100_000  # a timed chase this long gives the SM clock to 1 %
 PATTERN_MULTIPLIER = 0x9E3779B1  # word i of a source holds i x this (+ the block's rank), modulo 2**32
 STREAM_CHUNK_BYTES = 64  # bytes per thread per iteration of the streaming kernels: four 16-byte chunks
 BULK_STATIC_SHARED = 64  # the bulk kernels' static shared memory: 8 mbarriers
@@ -102,14 +101,6 @@ class Settings:
 
     def stopping(self) -> Stopping:
         return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.budget_s)
-
-
-def per_step(short_cycles: float, long_cycles: float, steps: int) -> float:
-    """Cycles per chase step: the long chase minus the short one, over the steps between."""
-    latency = (long_cycles - short_cycles) / steps
-    if not latency > 0:
-        raise ProbeFailure(f"the long chase took {long_cycles} cycles, the short one {short_cycles}")
-    return latency
 
 
 def rate_gbps(extra_bytes: float, short_ms: float, long_ms: float) -> float:
@@ -213,71 +204,14 @@ class _Context:
 # ---- chases ----------------------------------------------------------------------------------
 
 
-@dataclass
-class _Chase:
-    """A chain chased across launches: where the next launch starts, and how to launch it.
-
-    ``launch(start node, warm steps, iterations)`` returns the kernel's four output words; ``node_of``
-    turns the end word into a node. ``unroll`` steps run per timed iteration."""
-
-    chain: Chain
-    launch: Callable[[int, int, int], np.ndarray]
-    node_of: Callable[[int], int]
-    unroll: int
-    kernel: str
-    step: int = 0
-    clock_mhz: list[float] = field(default_factory=list)
-
-    def run(self, iterations: int) -> float:
-        """One launch (a warm lap, then ``iterations`` timed), its end checked; its cycles."""
-        warm = self.chain.nodes
-        cycles, ns, end, _ = (int(v) for v in self.launch(self.chain.node_after(self.step), warm, iterations))
-        self.step += warm + iterations * self.unroll
-        expected = self.chain.node_after(self.step)
-        if self.node_of(end) != expected:
-            raise ProbeFailure(
-                f"{self.kernel}: chase of {self.chain.nodes} nodes ended on node {self.node_of(end)}, "
-                f"host predicted node {expected}"
-            )
-        if ns >= MIN_CLOCK_WINDOW_NS:
-            self.clock_mhz.append(cycles / ns * 1e3)
-        return float(cycles)
-
-    def latencies(self, short: int, long: int, stopping: Stopping) -> list[float]:
-        samples: list[float] = []
-
-        def take() -> None:
-            low = self.run(short)
-            samples.append(per_step(low, self.run(long), (long - short) * self.unroll))
-
-        sample_until_stable(take, samples, stopping)
-        return samples
-
-    @property
-    def mhz(self) -> float | None:
-        return float(np.median(self.clock_mhz)) if self.clock_mhz else None
-
-
-def _node_of(offset: int, stride: int, nodes: int, kernel: str) -> int:
-    node, rest = divmod(offset, stride)
-    if rest or not 0 <= node < nodes:
-        raise ProbeFailure(f"{kernel}: chase ended at offset {offset:#x}, not on a node")
-    return node
-
-
-def _global_chase(ctx: _Context, kernel: str, stride: int, unroll: int, extra: list[object], shared: int) -> _Chase:
+def _global_chase(ctx: _Context, kernel: str, stride: int, unroll: int, extra: list[object], shared: int) -> Chase:
     """A chase through a fresh random cycle in global memory, one node every ``stride`` bytes."""
     s = ctx.settings
     chain = random_cycle(s.chase_nodes, s.seed + stride)
     buffer = ctx.launcher.alloc(s.chase_nodes * stride)
     ctx.launcher.write_chain(buffer, chain.successor, stride)
-    base, out = ctx.launcher.address(buffer), ctx.output(OUT_WORDS)
-
-    def launch(start: int, warm: int, iterations: int) -> np.ndarray:
-        args = [np.uint64(base + start * stride), *extra, np.uint32(warm), np.uint32(iterations), out]
-        return ctx.kernels.run(kernel, args, out, OUT_WORDS, shared=shared)
-
-    return _Chase(chain, launch, lambda end: _node_of(end - base, stride, s.chase_nodes, kernel), unroll, kernel)
+    address, out = ctx.launcher.address(buffer), ctx.output(OUT_WORDS)
+    return memory_chase(ctx.kernels, kernel, address, chain, stride, unroll, out, extra, shared)
 
 
 def measure_cp_async_latency(ctx: _Context, probe: str) -> Measured:
@@ -305,7 +239,7 @@ def measure_bulk_latency(ctx: _Context, probe: str) -> Measured:
     return Measured(probe, ProbeOutcome("ok", _clock_note(clock), series), facts)
 
 
-def _dsm_chase(ctx: _Context, target: int) -> _Chase:
+def _dsm_chase(ctx: _Context, target: int) -> Chase:
     """A chase through a fresh random cycle in the shared memory of cluster rank ``target``."""
     s, kernel = ctx.settings, "gp_ac_dsm_chase"
     chain = random_cycle(s.dsm_nodes, s.seed + target)
@@ -317,7 +251,7 @@ def _dsm_chase(ctx: _Context, target: int) -> _Chase:
         args = [*fixed, np.uint32(warm), np.uint32(iterations), out]
         return ctx.kernels.run(kernel, args, out, OUT_WORDS, grid=2, block=s.dsm_threads, shared=shared)
 
-    return _Chase(chain, launch, lambda end: _node_of(end, s.dsm_stride, s.dsm_nodes, kernel), 32, kernel)
+    return Chase(chain, launch, lambda end: node_of(end, s.dsm_stride, s.dsm_nodes, kernel), 32, kernel)
 
 
 def measure_dsm_latency(ctx: _Context, probe: str) -> Measured:

@@ -14,6 +14,9 @@ Each probe is one direction (``host.h2d``, ``host.d2h``, ``host.bidirectional``)
 
 The copy engine's buffers belong to the runtime, so its copies cannot be checked; a timing that
 makes no sense (a large copy no slower than a small one, a rate no link reaches) fails the probe.
+
+``host_transfer.sm_latency`` times one SM load's round trip to pinned host memory: a one-thread
+chase through a random cycle written there (``gpuprobe.families.chase``), every load fetched again.
 """
 
 from __future__ import annotations
@@ -25,13 +28,18 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.chain import random_cycle
+from gpuprobe.families.chase import OUT_WORDS, memory_chase
 from gpuprobe.families.measuring import Kernels, Stopping, conditions, fact, sample_until_stable
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
 
-PROBES = ["host_transfer.h2d", "host_transfer.d2h", "host_transfer.bidirectional"]
+PROBES = ["host_transfer.h2d", "host_transfer.d2h", "host_transfer.bidirectional", "host_transfer.sm_latency"]
 KERNEL = "gp_ht_sm_copy"
+CHASE_KERNEL = "gp_ht_sm_chase"
+CHASE_UNROLL = 16  # fixed by the PTX (//@repeat 16)
+LINK_STEP_S = 5e-6  # the most one load from host memory is expected to take, for the time budget
 CHUNK = 16  # bytes per load and store
 CHUNKS_PER_ITERATION = 4  # fixed by the PTX: four chunks in flight per thread
 PATTERN_MULTIPLIER = 0x9E3779B1  # word i of a source holds i x this, modulo 2**32
@@ -51,6 +59,10 @@ class Settings:
     target_noise: float = 0.02
     budget_s: float = 0.6  # the most time sampling one measurement
     max_gbps: float = 2000.0  # no host link moves more: a faster reading is a broken timing
+    chase_nodes: int = 256  # the SM-load latency chase: 256 nodes in pinned host memory,
+    chase_stride: int = 256
+    chase_iterations: tuple[int, int] = (2, 12)  # short and long timed iterations (16 loads each)
+    seed: int = 20240903
 
     def __post_init__(self) -> None:
         step = self.iteration_bytes
@@ -64,6 +76,11 @@ class Settings:
             raise ValueError("Settings: latency_sizes must be positive sizes and latency_copies at least 1")
         if self.min_repeats < 1 or self.max_repeats < self.min_repeats:
             raise ValueError("Settings: need 1 <= min_repeats <= max_repeats")
+        short, long = self.chase_iterations
+        if not 1 <= short < long or self.chase_nodes < 2 or self.chase_stride % 8:
+            raise ValueError(
+                "Settings: chase_iterations 1 <= short < long, 2+ chase_nodes, chase_stride of whole words"
+            )
 
     @property
     def threads_total(self) -> int:
@@ -114,7 +131,8 @@ def planned_seconds(settings: Settings, pinned_gbps: float, pageable_gbps: float
         seconds += moved / (pageable_gbps * 1e9)
         seconds += 3 * ways * settings.large_bytes / (pinned_gbps * 1e9)  # preparing and checking a copy
     latency = 2 * settings.max_repeats * settings.latency_copies * len(settings.latency_sizes) * 50e-6
-    return seconds + latency
+    chase_steps = settings.max_repeats * (2 * settings.chase_nodes + CHASE_UNROLL * sum(settings.chase_iterations))
+    return seconds + latency + chase_steps * LINK_STEP_S
 
 
 @dataclass
@@ -254,6 +272,22 @@ def measure_direction(ctx: _Context, probe: str) -> Measured:
     return Measured(probe, ProbeOutcome("ok", note, series), facts)
 
 
+def measure_sm_latency(ctx: _Context, probe: str) -> Measured:
+    """One SM load's round trip to pinned host memory, from a chase through it."""
+    s, launcher = ctx.settings, ctx.launcher
+    chain = random_cycle(s.chase_nodes, s.seed)
+    buffer = launcher.alloc_pinned(s.chase_nodes * s.chase_stride)
+    launcher.write_chain(buffer, chain.successor, s.chase_stride)
+    out = launcher.alloc(OUT_WORDS * 8)
+    kernels = Kernels(launcher, ctx.parameters)
+    chase = memory_chase(kernels, CHASE_KERNEL, launcher.address(buffer), chain, s.chase_stride, CHASE_UNROLL, out)
+    samples = chase.latencies(*s.chase_iterations, s.stopping())
+    result = fact("host.sm_read.latency", samples, "cycle", probe, chase.mhz)
+    ns = result.converted.get("ns")
+    note = f"{result.value:.0f} cycles" + (f", {ns:.0f} ns" if ns else "") + " per load from pinned host memory"
+    return Measured(probe, ProbeOutcome("ok", note), [result])
+
+
 SECTIONS = (
     Section(
         "Host transfers",
@@ -282,7 +316,9 @@ def measure(
     def run(name: str) -> Measured:
         before = conditions(launcher, parameters, clock_out, "before")
         try:
-            measured = measure_direction(ctx, name)
+            measured = (
+                measure_sm_latency(ctx, name) if name == "host_transfer.sm_latency" else measure_direction(ctx, name)
+            )
         except ProbeFailure as exc:
             measured = Measured(name, ProbeOutcome("failed", str(exc)))
         measured.outcome.conditions = {**before, **conditions(launcher, parameters, clock_out, "after")}

@@ -22,7 +22,8 @@ class HostLink:
     write_gbps: float = 26.0  # SMs storing to host memory
     both_gbps: float = 40.0  # host memory to host memory: every byte crosses the link both ways
     device_gbps: float = 2000.0
-    corrupt: str = ""  # "sums": a thread reports a wrong sum; "data": one destination word is wrong
+    load_cycles: float = 2600.0  # one SM load's round trip to host memory
+    corrupt: str = ""  # "sums": a wrong thread sum; "data": a wrong destination word; "chase": a wrong end
 
 
 def link(gpu) -> HostLink:
@@ -50,4 +51,19 @@ def sm_copy(gpu, launch, src, dst, iters, out) -> float:
     return (nbytes / (gbps * 1e9) * 1e3 + LAUNCH_MS) * gpu._jitter()
 
 
-KERNELS = {"gp_ht_sm_copy": sm_copy}
+def sm_chase(gpu, launch, start, warm, iters, out) -> None:
+    """Follow the addresses stored at each node, as the one-thread chase through host memory does."""
+    buffer, _ = gpu.buffer_at(int(start))
+    assert buffer.base in gpu.pinned, "the chase runs through pinned host memory"
+    words, pointer = buffer.data.view(np.uint64), int(start)
+    for _ in range(int(warm) + int(iters) * 16):
+        pointer = int(words[(pointer - buffer.base) // 8])
+    settings = link(gpu)
+    cycles = 40.0 + int(iters) * 16 * settings.load_cycles * gpu._jitter()
+    result = out.data.view(np.uint64)
+    result[0], result[1] = round(cycles), round(cycles / gpu.mhz * 1000.0)
+    result[2] = pointer + (256 if settings.corrupt == "chase" else 0)
+    out.data.view(np.uint32)[6] = gpu.sm_id
+
+
+KERNELS = {"gp_ht_sm_copy": sm_copy, "gp_ht_sm_chase": sm_chase}
