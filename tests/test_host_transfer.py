@@ -160,3 +160,10 @@ def test_a_chase_through_host_memory_that_ends_on_the_wrong_node_fails() -> None
     measured = _run(gpu, runnable={"host_transfer.sm_latency"})["host_transfer.sm_latency"]
     assert measured.outcome.status == "failed" and "host predicted" in measured.outcome.detail
     assert measured.facts == []
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_100a"])
+def test_a_chase_the_cache_could_serve_breaks_the_contract(tmp_path: Path, arch: str) -> None:
+    """Without .cv the chase's loads could hit a cached copy of host memory: not one round trip each."""
+    broken = mutant_violations(tmp_path, "host_transfer.sm_latency", arch, "ld.global.cv.u64", "ld.global.u64")
+    assert any(rule.startswith("count LDG") for rule in broken), broken
