@@ -16,16 +16,14 @@ from gpuprobe.families.async_copy import (
     SECTIONS,
     Settings,
     bulk_block_sums,
-    chunk_sums,
     measure,
     neighbour_sums,
-    pattern,
     planned_seconds,
     rate_gbps,
-    stream_sums,
 )
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.chase import per_step
+from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
 from gpuprobe.registry import all_probes
 from gpuprobe.results import Fact, Results
 from tests.fake_gpu import KIB, MIB, fake_gpu, ptx_parameters

@@ -16,11 +16,10 @@ from gpuprobe.families.host_transfer import (
     PROBES,
     Settings,
     measure,
-    pattern,
     planned_seconds,
     rate_gbps,
-    thread_sums,
 )
+from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
 from gpuprobe.registry import all_probes
 from tests.fake_gpu import KIB, fake_gpu, ptx_parameters
 from tests.fakes.host_transfer import FAST, link
@@ -65,14 +64,18 @@ def test_a_timing_no_link_could_give_fails(small_ms: float, large_ms: float, mat
 
 
 def test_each_thread_reports_the_sum_of_its_own_chunks() -> None:
-    words = pattern(4 * 64 * 3)  # 3 threads, 4 iterations of one chunk... as the kernel strides them
-    sums = thread_sums(words, threads=3)
-    chunks = words.reshape(-1, 4).sum(axis=1, dtype=np.uint64)
-    assert sums[1] == chunks[1::3].sum(dtype=np.uint64)
-    assert len(set(pattern(1 << 16).reshape(-1, 4).sum(axis=1).tolist())) > 1000  # chunks differ
+    words = pattern(4 * 4 * 3)  # 3 threads, 4 chunks each, strided as the kernel strides them
+    chunks = chunk_sums(words)
+    assert chunks[1] == words[4:8].sum(dtype=np.uint64)
+    assert stream_sums(chunks, threads=3)[1] == chunks[1::3].sum(dtype=np.uint64)
+    assert len(set(chunk_sums(pattern(1 << 16)).tolist())) == 1 << 14  # every chunk differs
 
 
-@pytest.mark.parametrize("change", [{"large_bytes": 48 * KIB}, {"small_bytes": 70 * KIB}, {"latency_copies": 0}])
+@pytest.mark.parametrize(
+    "change",
+    [{"large_bytes": 48 * KIB}, {"small_bytes": 70 * KIB}, {"latency_copies": 0}, {"threads": 0},
+     {"chase_iterations": (4, 4)}],
+)  # fmt: skip
 def test_settings_that_would_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):
         dataclasses.replace(SMALL, **change)
@@ -103,7 +106,7 @@ def test_simulated_links_are_recovered() -> None:
     assert set(facts) == declared
 
 
-@pytest.mark.parametrize(("fault", "detail"), [("sums", "summing to"), ("data", "destination word")])
+@pytest.mark.parametrize(("fault", "detail"), [("sums", "thread"), ("data", "destination word")])
 def test_a_wrong_copy_fails_every_probe_and_gives_no_number(fault: str, detail: str) -> None:
     gpu = fake_gpu()
     link(gpu).corrupt = fault

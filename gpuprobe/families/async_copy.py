@@ -32,6 +32,7 @@ from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of
 from gpuprobe.families.measuring import Kernels, Stopping, conditions, fact, sample_until_stable
+from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.sections import Plot, Section
@@ -47,7 +48,6 @@ PROBES = [
     "async_copy.dsmem.bandwidth",
 ]
 MIB = 1 << 20
-PATTERN_MULTIPLIER = 0x9E3779B1  # word i of a source holds i x this (+ the block's rank), modulo 2**32
 STREAM_CHUNK_BYTES = 64  # bytes per thread per iteration of the streaming kernels: four 16-byte chunks
 BULK_STATIC_SHARED = 64  # the bulk kernels' static shared memory: 8 mbarriers
 BULK_STAGING_KNOWN_TO_FIT = 48 * 1024  # a block's dynamic shared memory without opting in, when the device says nothing
@@ -110,22 +110,6 @@ def rate_gbps(extra_bytes: float, short_ms: float, long_ms: float) -> float:
     return extra_bytes / ((long_ms - short_ms) * 1e-3) / 1e9
 
 
-def pattern(words: int, offset: int = 0) -> np.ndarray:
-    """Source words: word i holds i x PATTERN_MULTIPLIER + offset, modulo 2**32."""
-    values = np.arange(words, dtype=np.uint32) * np.uint32(PATTERN_MULTIPLIER) + np.uint32(offset)
-    return values.astype(np.uint32)
-
-
-def chunk_sums(words: np.ndarray) -> np.ndarray:
-    """The sum of each 16-byte chunk's four words, as 64-bit integers."""
-    return words.reshape(-1, 4).sum(axis=1, dtype=np.uint64)
-
-
-def stream_sums(chunks: np.ndarray, threads: int) -> np.ndarray:
-    """Per thread, the sum of its 16-byte chunks (t + k x threads) given each chunk's sum (``chunk_sums``)."""
-    return chunks.reshape(-1, threads).sum(axis=0, dtype=np.uint64)
-
-
 def neighbour_sums(sums: np.ndarray) -> np.ndarray:
     """What each thread of the global->shared stream reports: its warp neighbour's (lane ^ 1) sum."""
     return sums[np.arange(len(sums)) ^ 1]
@@ -140,15 +124,6 @@ def bulk_block_sums(copy_sums: np.ndarray, blocks: int, steps: int) -> np.ndarra
 def dsm_thread_sums(threads: int, rank_read: int) -> np.ndarray:
     """Per thread of the DSM stream, one iteration's sum of the four chunks it reads of block ``rank_read``."""
     return stream_sums(chunk_sums(pattern(threads * 16, rank_read)), threads)
-
-
-def check_sums(kernel: str, got: np.ndarray, expected: np.ndarray, what: str) -> None:
-    wrong = np.flatnonzero(got != expected)
-    if wrong.size:
-        i = int(wrong[0])
-        raise ProbeFailure(
-            f"{kernel}: {what} {i} summed {int(got[i]):#x}, expected {int(expected[i]):#x} ({wrong.size} wrong)"
-        )
 
 
 def planned_seconds(settings: Settings, sm_count: int, l2_bytes: int, dram_gbps: float) -> float:

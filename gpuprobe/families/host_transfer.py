@@ -1,6 +1,6 @@
 """The host-transfer family: host <-> device bandwidth and latency, copy engine against SMs.
 
-Each probe is one direction (``host.h2d``, ``host.d2h``, ``host.bidirectional``) measured two ways:
+The probes ``host_transfer.h2d``, ``.d2h`` and ``.bidirectional`` each measure one direction two ways:
 
 * the copy engine (``Launcher.time_host_copy``: cudaMemcpy on its own buffers, host wall clock),
   from pinned and from pageable host memory: bandwidth as the extra bytes over the extra time
@@ -31,6 +31,7 @@ from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, memory_chase
 from gpuprobe.families.measuring import Kernels, Stopping, conditions, fact, sample_until_stable
+from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
@@ -42,7 +43,6 @@ CHASE_UNROLL = 16  # fixed by the PTX (//@repeat 16)
 LINK_STEP_S = 5e-6  # the most one load from host memory is expected to take, for the time budget
 CHUNK = 16  # bytes per load and store
 CHUNKS_PER_ITERATION = 4  # fixed by the PTX: four chunks in flight per thread
-PATTERN_MULTIPLIER = 0x9E3779B1  # word i of a source holds i x this, modulo 2**32
 MIB = 1 << 20
 
 
@@ -65,6 +65,8 @@ class Settings:
     seed: int = 20240903
 
     def __post_init__(self) -> None:
+        if self.blocks < 1 or self.threads < 1:
+            raise ValueError(f"Settings: the SM copy needs blocks and threads, got {self.blocks} x {self.threads}")
         step = self.iteration_bytes
         for name in ("small_bytes", "large_bytes"):
             value = getattr(self, name)
@@ -108,18 +110,6 @@ def rate_gbps(small_bytes: int, small_ms: float, large_bytes: int, large_ms: flo
     return gbps
 
 
-def pattern(nbytes: int) -> np.ndarray:
-    """The source words: word i is i x PATTERN_MULTIPLIER modulo 2**32 (every chunk distinct)."""
-    return (np.arange(nbytes // 4, dtype=np.uint32) * np.uint32(PATTERN_MULTIPLIER)).astype(np.uint32)
-
-
-def thread_sums(words: np.ndarray, threads: int) -> np.ndarray:
-    """What each thread of the SM copy must report: the sum of the words of its chunks (thread t
-    moves chunks t + k x threads), as 64-bit integers."""
-    chunk_sums = words.reshape(-1, 4).sum(axis=1, dtype=np.uint64)
-    return chunk_sums.reshape(-1, threads).sum(axis=0, dtype=np.uint64)
-
-
 def planned_seconds(settings: Settings, pinned_gbps: float, pageable_gbps: float) -> float:
     """Upper bound of the family's copying time at the given link rates (every sample repeated the
     most times): what the time budget is checked against."""
@@ -146,7 +136,7 @@ class _Context:
 
     def words(self) -> np.ndarray:
         if self.source is None:
-            self.source = pattern(self.settings.large_bytes)
+            self.source = pattern(self.settings.large_bytes // 4)
         return self.source
 
     def buffer(self, name: str) -> Any:
@@ -169,23 +159,17 @@ class _Context:
     def sm_copy(self, src: Any, dst: Any, nbytes: int) -> None:
         """Copy ``nbytes`` with the SMs and check it: each thread's sum, then every copied word."""
         s = self.settings
-        out = self.launcher.alloc(s.threads_total * 8) if "out" not in self.buffers else self.buffers["out"]
-        self.buffers["out"] = out
+        if "out" not in self.buffers:
+            self.buffers["out"] = self.launcher.alloc(s.threads_total * 8)
+        out = self.buffers["out"]
         self.launcher.fill(dst, 0)  # so a copy that wrote nothing cannot pass on an earlier one's bytes
         args = [src, dst, np.uint32(nbytes // s.iteration_bytes), out]
         sums = Kernels(self.launcher, self.parameters).run(
             KERNEL, args, out, s.threads_total, grid=s.blocks, block=s.threads
         )
         if nbytes not in self.sums:
-            self.sums[nbytes] = thread_sums(self.words()[: nbytes // 4], s.threads_total)
-        expected = self.sums[nbytes]
-        wrong = np.flatnonzero(sums != expected)
-        if wrong.size:
-            t = int(wrong[0])
-            raise ProbeFailure(
-                f"{KERNEL}: thread {t} moved words summing to {int(sums[t]):#x}, expected {int(expected[t]):#x} "
-                f"({wrong.size} threads wrong)"
-            )
+            self.sums[nbytes] = stream_sums(chunk_sums(self.words()[: nbytes // 4]), s.threads_total)
+        check_sums(KERNEL, sums, self.sums[nbytes], "thread")
         copied = self.launcher.read(dst, "uint32", nbytes // 4)
         bad = np.flatnonzero(copied != self.words()[: nbytes // 4])
         if bad.size:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuprobe.families.async_copy import PATTERN_MULTIPLIER, Settings
+from gpuprobe.families.async_copy import Settings
+from gpuprobe.families.streams import PATTERN_MULTIPLIER
 
 # Settings sized for the simulated GPU: small grids and sources, many passes over them so that the copy
 # time dwarfs the simulated launches' jitter.
