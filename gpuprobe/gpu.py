@@ -42,6 +42,10 @@ _GEMM_TYPES: dict[str, tuple[int, int, str]] = {
 class Launcher(Protocol):
     def alloc(self, nbytes: int) -> Any: ...
 
+    def alloc_pinned(self, nbytes: int) -> Any:
+        """``nbytes`` of page-locked host memory that kernels address directly (unified addressing);
+        the buffer works with ``address``, ``fill`` and ``read`` like a device buffer."""
+
     def address(self, buffer: Any) -> int: ...
 
     def upload(self, array: np.ndarray) -> Any: ...
@@ -157,6 +161,12 @@ class CupyLauncher:
 
     def alloc(self, nbytes: int) -> Any:
         return self._cp.zeros(nbytes, dtype=self._cp.uint8)
+
+    def alloc_pinned(self, nbytes: int) -> Any:
+        cp = self._cp
+        pinned = cp.cuda.alloc_pinned_memory(nbytes)  # under unified addressing, its host address is a device address
+        memory = cp.cuda.UnownedMemory(pinned.ptr, nbytes, pinned, self._device_index)  # keeps ``pinned`` alive
+        return cp.ndarray(nbytes, dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(memory, 0))
 
     def address(self, buffer: Any) -> int:
         return int(buffer.data.ptr)

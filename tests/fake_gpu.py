@@ -134,6 +134,7 @@ class FakeGpu:
     corrupt_chase: bool = False  # the device returns a wrong end node
     launches: list[str] = field(default_factory=list)
     buffers: dict[int, FakeBuffer] = field(default_factory=dict)  # by base address: kernels get raw pointers
+    pinned: set[int] = field(default_factory=set)  # base addresses of the buffers in (pinned) host memory
     in_l2: set[int] = field(default_factory=set)  # line addresses written or read since the last flush
     chain_warmed: bool = False  # a warm-up lap ran on the chain now in memory (its steady state is the model's)
     chain_bytes: int = 0  # the footprint of the chain last written
@@ -165,6 +166,11 @@ class FakeGpu:
         buffer = FakeBuffer(self._next_base, np.zeros(nbytes, dtype=np.uint8))
         self._next_base += (nbytes + 0xFFFF) & ~0xFFFF
         self.buffers[buffer.base] = buffer
+        return buffer
+
+    def alloc_pinned(self, nbytes: int) -> FakeBuffer:
+        buffer = self.alloc(nbytes)
+        self.pinned.add(buffer.base)
         return buffer
 
     def address(self, buffer: FakeBuffer) -> int:

@@ -1,0 +1,114 @@
+"""A random cycle chased across launches by a one-thread latency kernel, and the latency it shows.
+
+A chase kernel takes where to start, untimed ("warm") steps and timed iterations of ``unroll``
+dependent steps, and writes four words: cycles and nanoseconds of the timed part, where it ended,
+and its SM. :class:`Chase` keeps the chain going from launch to launch, checks that every launch
+ended on the node the host predicts, and turns a short and a long launch into the latency of one
+step (their difference over the steps between, so once-per-launch costs cancel). Long launches also
+give the SM clock (cycles over nanoseconds), so latencies come in cycles and nanoseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.chain import Chain
+from gpuprobe.families.measuring import Kernels, Stopping, sample_until_stable
+
+OUT_WORDS = 4  # a chase's results: cycles, nanoseconds, end, SM id
+MIN_CLOCK_WINDOW_NS = 100_000  # a timed chase this long gives the SM clock to 1 % at 1 us timer resolution
+
+
+def per_step(short_cycles: float, long_cycles: float, steps: int) -> float:
+    """Cycles per chase step: the long chase minus the short one, over the steps between."""
+    latency = (long_cycles - short_cycles) / steps
+    if not latency > 0:
+        raise ProbeFailure(f"the long chase took {long_cycles} cycles, the short one {short_cycles}")
+    return latency
+
+
+def node_of(offset: int, stride: int, nodes: int, kernel: str) -> int:
+    """The node at byte ``offset`` of a chain laid out one node every ``stride`` bytes."""
+    node, rest = divmod(offset, stride)
+    if rest or not 0 <= node < nodes:
+        raise ProbeFailure(f"{kernel}: chase ended at offset {offset:#x}, not on a node")
+    return node
+
+
+@dataclass
+class Chase:
+    """A chain chased across launches: where the next launch starts, and how to launch it.
+
+    ``launch(start node, warm steps, iterations)`` returns the kernel's four output words;
+    ``end_node`` turns the end word into a node; ``unroll`` steps run per timed iteration; each
+    launch first takes ``warm_laps`` untimed laps of the cycle."""
+
+    chain: Chain
+    launch: Callable[[int, int, int], np.ndarray]
+    end_node: Callable[[int], int]
+    unroll: int
+    kernel: str
+    warm_laps: int = 1
+    step: int = 0
+    clock_mhz: list[float] = field(default_factory=list)
+
+    def run(self, iterations: int) -> float:
+        """One launch, its end checked; the cycles of its timed part."""
+        warm = self.warm_laps * self.chain.nodes
+        cycles, ns, end, _ = (int(v) for v in self.launch(self.chain.node_after(self.step), warm, iterations))
+        self.step += warm + iterations * self.unroll
+        expected = self.chain.node_after(self.step)
+        if self.end_node(end) != expected:
+            raise ProbeFailure(
+                f"{self.kernel}: chase of {self.chain.nodes} nodes ended on node {self.end_node(end)}, "
+                f"host predicted node {expected}"
+            )
+        if ns >= MIN_CLOCK_WINDOW_NS:
+            self.clock_mhz.append(cycles / ns * 1e3)
+        return float(cycles)
+
+    def latencies(self, short: int, long: int, stopping: Stopping) -> list[float]:
+        """Samples of one step's latency (cycles), each a short and a long launch."""
+        samples: list[float] = []
+
+        def take() -> None:
+            low = self.run(short)
+            samples.append(per_step(low, self.run(long), (long - short) * self.unroll))
+
+        sample_until_stable(take, samples, stopping)
+        return samples
+
+    @property
+    def mhz(self) -> float | None:
+        """The SM clock over the launches long enough to read it."""
+        return float(np.median(self.clock_mhz)) if self.clock_mhz else None
+
+
+def memory_chase(
+    kernels: Kernels,
+    kernel: str,
+    buffer_address: int,
+    chain: Chain,
+    stride: int,
+    unroll: int,
+    out: Any,
+    extra: Sequence[object] = (),
+    shared: int = 0,
+    warm_laps: int = 1,
+) -> Chase:
+    """A chase through ``chain``, written (``Launcher.write_chain``) one node every ``stride`` bytes of
+    the buffer at ``buffer_address``, by a kernel taking (start address, *extra, warm, iters, out)."""
+
+    def launch(start: int, warm: int, iterations: int) -> np.ndarray:
+        args = [np.uint64(buffer_address + start * stride), *extra, np.uint32(warm), np.uint32(iterations), out]
+        return kernels.run(kernel, args, out, OUT_WORDS, shared=shared)
+
+    def end_node(end: int) -> int:
+        return node_of(end - buffer_address, stride, chain.nodes, kernel)
+
+    return Chase(chain, launch, end_node, unroll, kernel, warm_laps)

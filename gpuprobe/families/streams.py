@@ -1,0 +1,41 @@
+"""What a streaming kernel's sums are checked against: the source pattern and the sums of its chunks.
+
+The streaming kernels (host_transfer's SM copy, async_copy's global->shared streams) read a source
+whose 32-bit word i holds i x PATTERN_MULTIPLIER (+ an offset), modulo 2**32, so every 16-byte chunk
+differs, and each thread reports the sum of the words it moved; chunk t + k x threads belongs to
+thread t. A chunk moved twice or not at all changes some thread's sum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuprobe.families.base import ProbeFailure
+
+PATTERN_MULTIPLIER = 0x9E3779B1
+
+
+def pattern(words: int, offset: int = 0) -> np.ndarray:
+    """Source words: word i holds i x PATTERN_MULTIPLIER + offset, modulo 2**32."""
+    values = np.arange(words, dtype=np.uint32) * np.uint32(PATTERN_MULTIPLIER) + np.uint32(offset)
+    return values.astype(np.uint32)
+
+
+def chunk_sums(words: np.ndarray) -> np.ndarray:
+    """The sum of each 16-byte chunk's four words, as 64-bit integers."""
+    return words.reshape(-1, 4).sum(axis=1, dtype=np.uint64)
+
+
+def stream_sums(chunks: np.ndarray, threads: int) -> np.ndarray:
+    """Per thread, the sum of its 16-byte chunks (t + k x threads) given each chunk's sum (``chunk_sums``)."""
+    return chunks.reshape(-1, threads).sum(axis=0, dtype=np.uint64)
+
+
+def check_sums(kernel: str, got: np.ndarray, expected: np.ndarray, what: str) -> None:
+    """ProbeFailure naming the first ``what`` (thread, block) whose sum is not the expected one."""
+    wrong = np.flatnonzero(got != expected)
+    if wrong.size:
+        i = int(wrong[0])
+        raise ProbeFailure(
+            f"{kernel}: {what} {i} summed {int(got[i]):#x}, expected {int(expected[i]):#x} ({wrong.size} wrong)"
+        )

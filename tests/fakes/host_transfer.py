@@ -1,0 +1,69 @@
+"""The simulated SM-driven host copy (gp_ht_sm_copy): it copies, reports each thread's sums, and
+takes the time the host link (or device memory) would."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuprobe.families.host_transfer import Settings
+
+# Settings sized for the simulated GPU: 4 x 32 threads move 8 KiB per iteration, copies of 64 and 256 KiB.
+FAST = Settings(small_bytes=64 << 10, large_bytes=256 << 10, blocks=4, threads=32, latency_copies=4, budget_s=0.0)
+LAUNCH_MS = 0.005  # what every simulated launch costs on top of its bytes
+
+
+@dataclass
+class HostLink:
+    """The simulated link's rates for SM-driven copies, and a fault to inject."""
+
+    read_gbps: float = 24.0  # SMs loading host memory
+    write_gbps: float = 26.0  # SMs storing to host memory
+    both_gbps: float = 40.0  # host memory to host memory: every byte crosses the link both ways
+    device_gbps: float = 2000.0
+    load_cycles: float = 2600.0  # one SM load's round trip to host memory
+    corrupt: str = ""  # "sums": a wrong thread sum; "data": a wrong destination word; "chase": a wrong end
+
+
+def link(gpu) -> HostLink:
+    """The link settings of one simulated GPU (made on first use)."""
+    return gpu.__dict__.setdefault("host_link", HostLink())
+
+
+def sm_copy(gpu, launch, src, dst, iters, out) -> float:
+    threads = launch.blocks * launch.threads
+    nbytes = int(iters) * threads * 64
+    dst.data[:nbytes] = src.data[:nbytes]
+    words = src.data[:nbytes].view(np.uint32)
+    sums = words.reshape(-1, 4).sum(axis=1, dtype=np.uint64).reshape(-1, threads).sum(axis=0, dtype=np.uint64)
+    settings = link(gpu)
+    if settings.corrupt == "sums":
+        sums[threads // 2] += np.uint64(1)
+    if settings.corrupt == "data":
+        dst.data[nbytes // 2] ^= 0x10
+    out.data.view(np.uint64)[:threads] = sums
+    host_src, host_dst = src.base in gpu.pinned, dst.base in gpu.pinned
+    if host_src and host_dst:
+        gbps = settings.both_gbps
+    else:
+        gbps = settings.read_gbps if host_src else settings.write_gbps if host_dst else settings.device_gbps
+    return (nbytes / (gbps * 1e9) * 1e3 + LAUNCH_MS) * gpu._jitter()
+
+
+def sm_chase(gpu, launch, start, warm, iters, out) -> None:
+    """Follow the addresses stored at each node, as the one-thread chase through host memory does."""
+    buffer, _ = gpu.buffer_at(int(start))
+    assert buffer.base in gpu.pinned, "the chase runs through pinned host memory"
+    words, pointer = buffer.data.view(np.uint64), int(start)
+    for _ in range(int(warm) + int(iters) * 16):
+        pointer = int(words[(pointer - buffer.base) // 8])
+    settings = link(gpu)
+    cycles = 40.0 + int(iters) * 16 * settings.load_cycles * gpu._jitter()
+    result = out.data.view(np.uint64)
+    result[0], result[1] = round(cycles), round(cycles / gpu.mhz * 1000.0)
+    result[2] = pointer + (256 if settings.corrupt == "chase" else 0)
+    out.data.view(np.uint32)[6] = gpu.sm_id
+
+
+KERNELS = {"gp_ht_sm_copy": sm_copy, "gp_ht_sm_chase": sm_chase}

@@ -1,0 +1,250 @@
+"""The async-copy family's host side, end to end against a simulated GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuprobe.arch import parse_arch
+from gpuprobe.check import check_all
+from gpuprobe.families.async_copy import (
+    INVARIANTS,
+    PROBES,
+    SECTIONS,
+    Settings,
+    bulk_block_sums,
+    measure,
+    neighbour_sums,
+    planned_seconds,
+    rate_gbps,
+)
+from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.chase import per_step
+from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
+from gpuprobe.registry import all_probes
+from gpuprobe.results import Fact, Results
+from tests.fake_gpu import KIB, MIB, fake_gpu, ptx_parameters
+from tests.fakes.async_copy import FAST, model
+from tests.test_host_transfer import mutant_violations
+
+SMALL = FAST
+
+
+def _gpu(**kwargs):
+    return fake_gpu(sm_count=4, l2_bytes=256 * KIB, **kwargs)
+
+
+def _run(gpu, runnable=frozenset(PROBES), settings=SMALL):
+    device = dataclasses.replace(gpu.device(), shared_per_block_optin_bytes=227 * KIB)  # as an H100 reports
+    return {name: run() for name, run in measure(gpu, ptx_parameters(), device, set(runnable), settings)}
+
+
+def _facts(measured) -> dict[str, Fact]:
+    return {f.id: f for m in measured.values() for f in m.facts}
+
+
+def test_a_step_is_the_long_chase_minus_the_short_one() -> None:
+    fixed = 77.0
+    assert per_step(fixed + 32 * 16 * 300.0, fixed + 480 * 16 * 300.0, 448 * 16) == pytest.approx(300.0)
+    with pytest.raises(ProbeFailure, match="long chase took"):
+        per_step(1000.0, 900.0, 16)
+
+
+def test_a_rate_is_the_extra_bytes_over_the_extra_time() -> None:
+    assert rate_gbps(3e9, 0.25, 1.25) == pytest.approx(3000.0)
+    with pytest.raises(ProbeFailure, match="no longer than"):
+        rate_gbps(1e6, 1.0, 1.0)
+
+
+def test_the_stream_checks_follow_the_kernels_data_layout() -> None:
+    words = pattern(4 * 4 * 6)  # 6 threads, 4 chunks each, 16 bytes a chunk
+    chunks = chunk_sums(words)
+    assert chunks[1] == words[4:8].sum(dtype=np.uint64)
+    sums = stream_sums(chunks, 6)
+    assert sums[5] == chunks[5::6].sum()
+    assert list(neighbour_sums(sums)[:4]) == [sums[1], sums[0], sums[3], sums[2]]
+    per_block = bulk_block_sums(np.arange(10, dtype=np.uint64), blocks=3, steps=4)
+    assert list(per_block) == [0 + 3 + 6 + 9, 1 + 4 + 7 + 0, 2 + 5 + 8 + 1]  # (b + k x blocks) mod chunks
+
+
+def test_both_families_fit_their_time_budget_on_an_h100_class_gpu() -> None:
+    """8 s for host_transfer and async_copy together on an H100-class GPU: the streams at H200 scale (132 SMs,
+    60 MiB L2) at a pessimistic 2 TB/s plus every chase's sampling budget, the host copies over a PCIe Gen4
+    link (pinned 20 GB/s, pageable 6 GB/s), and 2 s for the host's own work (patterns, checks, allocations)."""
+    from gpuprobe.families import host_transfer
+
+    ours = planned_seconds(Settings(), sm_count=132, l2_bytes=60 * MIB, dram_gbps=2000.0)
+    host = host_transfer.planned_seconds(host_transfer.Settings(), pinned_gbps=20.0, pageable_gbps=6.0)
+    assert ours < 3.5 and host < 3.0
+    assert ours + host + 2.0 < 8.0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"short_iterations": 0}, {"long_iterations": 32}, {"bulk_points": ((1000, 2),)}, {"bulk_points": ((1024, 9),)},
+     {"dram_passes": (2, 2)}, {"dsm_stride": 12}],
+)  # fmt: skip
+def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
+    with pytest.raises(ValueError, match="Settings"):
+        dataclasses.replace(Settings(), **change)
+
+
+def test_the_bulk_latency_facts_are_the_declared_ones() -> None:
+    declared = next(p for p in all_probes() if p.name == "async_copy.bulk.latency").facts
+    assert set(declared) == {f"async.bulk.latency.{size}" for size in Settings().bulk_sizes}
+
+
+def test_simulated_latencies_and_rates_are_recovered() -> None:
+    gpu = _gpu(noise=0.002)  # the simulated sources are tiny: launch jitter would swamp their copy times
+    measured = _run(gpu)
+    assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(PROBES, "ok")
+    facts = _facts(measured)
+    declared = {f for p in all_probes() if p.family == "async_copy" for f in p.facts}
+    assert set(facts) == declared
+    expected = {
+        "async.cp_async.ca.latency": 60.0, "async.cp_async.cg.latency": 300.0,
+        "async.bulk.latency.256": 504.0, "async.bulk.latency.32768": 1012.0,
+        "dsmem.latency.own": 32.0, "dsmem.latency.peer": 190.0,
+        "async.plain_copy.bandwidth": 3000.0, "async.cp_async.bandwidth": 3300.0,
+        "async.plain_copy.l2_bandwidth": 9000.0, "async.cp_async.l2_bandwidth": 9900.0,
+        "async.bulk.bandwidth": 3200.0, "dsmem.bandwidth.own": 30000.0, "dsmem.bandwidth.peer": 12000.0,
+    }  # fmt: skip
+    for fact_id, value in expected.items():
+        assert facts[fact_id].value == pytest.approx(value, rel=0.06), fact_id
+    # the long chases read the clock: cycles come with nanoseconds at the simulated 1755 MHz, even the quickest
+    assert facts["async.cp_async.cg.latency"].converted["ns"] == pytest.approx(300.0 / 1.755, rel=0.06)
+    assert facts["dsmem.latency.own"].converted["ns"] == pytest.approx(32.0 / 1.755, rel=0.06)
+    assert facts["async.cp_async.ca.latency"].converted and facts["async.bulk.latency.256"].converted
+    sweep = measured["async_copy.bulk.bandwidth"].outcome.series["sweep"]
+    assert sweep["stages"] == [8.0, 2.0, 4.0] and sweep["gbps"][0] < sweep["gbps"][2]
+
+
+@pytest.mark.parametrize("fault", ["chase", "sums"])
+def test_a_wrong_result_fails_its_probe_and_gives_no_number(fault: str) -> None:
+    gpu = _gpu()
+    model(gpu).corrupt = fault
+    measured = _run(gpu)
+    chases = {n for n in PROBES if ".latency" in n}
+    for name in chases if fault == "chase" else set(PROBES) - chases:
+        assert measured[name].outcome.status == "failed", name
+        assert ("host predicted" if fault == "chase" else "expected") in measured[name].outcome.detail
+        assert measured[name].facts == []
+
+
+def test_probes_the_arch_lacks_are_not_launched() -> None:
+    """An sm_80 part runs cp.async only: the sm_90 kernels are not runnable there (their toml)."""
+    sm80 = parse_arch("sm_80")
+    runnable = {p.name for p in all_probes() if p.family == "async_copy" and p.supports(sm80)}
+    cp_async = {"cp_async.latency.ca", "cp_async.latency.cg", "cp_async.bandwidth", "plain_copy.bandwidth"}
+    assert runnable == {f"async_copy.{name}" for name in cp_async}
+    assert not any(p.supports(parse_arch("sm_75")) for p in all_probes() if p.family == "async_copy")
+    gpu = _gpu()
+    measured = _run(gpu, runnable=runnable)
+    assert set(measured) == runnable
+    assert not any(k.startswith(("gp_ac_bulk", "gp_ac_dsm")) for k in gpu.launches)
+
+
+def test_invariants_hold_on_the_simulated_part_and_catch_a_swap() -> None:
+    facts = _facts(_run(_gpu()))
+    checks = [check for invariant in INVARIANTS for check in invariant(facts, None)]
+    assert len(checks) == 2 and all(ok for _, ok, _ in checks)
+    swapped = dict(facts)
+    swapped["dsmem.latency.own"], swapped["dsmem.latency.peer"] = (
+        facts["dsmem.latency.peer"],
+        facts["dsmem.latency.own"],
+    )
+    assert not all(ok for invariant in INVARIANTS for _, ok, _ in invariant(swapped, None))
+    assert [c for invariant in INVARIANTS for c in invariant({}, None)] == []  # nothing measured, nothing checked
+
+
+# ---- the contracts catch the wrong kernels that matter --------------------------------------
+
+
+def test_a_cp_async_chase_that_does_not_wait_breaks_the_contract(tmp_path: Path) -> None:
+    """Drop cp.async.wait_all from the timed steps: the shared load would race the copy."""
+    probe, step_end = "async_copy.cp_async.latency.ca", "\tcp.async.wait_all;\n\tld.shared.u64 %rd1, [%r4];\n//@endfor"
+    assert mutant_violations(tmp_path, probe, "sm_90", step_end, step_end) == set()  # the real kernel holds
+    broken = mutant_violations(tmp_path, probe, "sm_90", step_end, "\tld.shared.u64 %rd1, [%r4];\n//@endfor")
+    assert any("DEPBAR" in rule for rule in broken), broken
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_120"])
+def test_a_cp_async_stream_through_l1_breaks_the_contract(tmp_path: Path, arch: str) -> None:
+    """cp.async.ca instead of .cg: the stream would no longer bypass L1 like the plain path's ld.cg."""
+    broken = mutant_violations(
+        tmp_path,
+        "async_copy.cp_async.bandwidth",
+        arch,
+        "cp.async.cg.shared.global [%r11]",
+        "cp.async.ca.shared.global [%r11]",
+    )
+    assert any("LDGSTS" in rule for rule in broken), broken
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100a", "sm_120"])
+def test_a_bulk_chase_waiting_with_try_wait_breaks_the_clock_bracket(tmp_path: Path, arch: str) -> None:
+    """ptxas moves try_wait's retry out of line, past the second clock read: the loop it makes encloses
+    the clock reads, so the timed region is no longer one chase loop (why the kernel polls with test_wait)."""
+    broken = mutant_violations(
+        tmp_path, "async_copy.bulk.latency", arch, "mbarrier.test_wait.parity", "mbarrier.try_wait.parity"
+    )
+    assert any("clock reads bracketing" in rule for rule in broken), broken
+
+
+def test_a_dsm_chase_through_32_bit_cluster_addresses_breaks_the_contract(tmp_path: Path) -> None:
+    """ld.shared::cluster with 32-bit addresses puts moves (the window's high half) on the chain."""
+    steps = " ".join(str(k) for k in range(32))
+    old = "//@repeat 32\n\tld.u64 %rd8, [%rd8];\n"
+    new = f"//@for K in {steps}\n\tcvt.u32.u64 %r20, %rd8;\n\tld.shared::cluster.u64 %rd8, [%r20];\n//@endfor\n"
+    broken = mutant_violations(tmp_path, "async_copy.dsmem.latency", "sm_90", old, new)
+    assert any(rule.startswith("only LD") for rule in broken), broken
+    assert any(rule.startswith("control_off_chain") for rule in broken), broken  # the moves read each load
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_120"])
+def test_a_dsm_stream_with_weak_loads_breaks_the_contract(tmp_path: Path, arch: str) -> None:
+    """Weak loads of unchanging addresses may be hoisted out of the loop: the stream would read once."""
+    broken = mutant_violations(
+        tmp_path, "async_copy.dsmem.bandwidth", arch, "ld.relaxed.cluster.shared::cluster", "ld.shared::cluster"
+    )
+    assert any("LD\\.E\\.128" in rule for rule in broken), broken
+
+
+def test_bulk_points_whose_buffers_do_not_fit_a_block_are_left_out() -> None:
+    """An sm_120 part lets a block use 99 KiB of shared memory: 32 KiB x 4 in flight cannot run there."""
+    gpu = _gpu()
+    device = dataclasses.replace(gpu.device(), shared_per_block_optin_bytes=99 * KIB)
+    settings = dataclasses.replace(FAST, bulk_points=((1024, 8), (32768, 4)))
+    measured = dict(measure(gpu, ptx_parameters(), device, {"async_copy.bulk.bandwidth"}, settings))
+    outcome = measured["async_copy.bulk.bandwidth"]().outcome
+    assert outcome.status == "ok" and outcome.series["sweep"]["size_bytes"] == [1024.0]
+    assert "1 point(s) need more shared memory" in outcome.detail
+    tiny = dataclasses.replace(device, shared_per_block_optin_bytes=1024)
+    measured = dict(measure(gpu, ptx_parameters(), tiny, {"async_copy.bulk.bandwidth"}, settings))
+    assert "no bulk point" in measured["async_copy.bulk.bandwidth"]().outcome.detail
+
+
+def test_the_static_check_reports_the_features_an_arch_lacks_as_unsupported() -> None:
+    """cp.async from sm_80, bulk copies and clusters from sm_90: `gpuprobe check` says so, it builds nothing."""
+    probes = [p for p in all_probes() if p.family == "async_copy"]
+    sm80 = {"async_copy.cp_async.latency.ca", "async_copy.cp_async.latency.cg", "async_copy.cp_async.bandwidth",
+            "async_copy.plain_copy.bandwidth"}  # fmt: skip
+    for arch, supported in (("sm_75", set()), ("sm_89", sm80), ("sm_90", {p.name for p in probes})):
+        results = {r.probe: r for r in check_all(probes, [parse_arch(arch)])}
+        unsupported = {name for name, r in results.items() if r.status == "unsupported"}
+        assert unsupported == {p.name for p in probes} - supported, arch
+        assert all(r.status == "ok" for name, r in results.items() if name in supported), arch
+        assert all("does not target" in results[name].detail for name in unsupported)
+
+
+def test_the_bulk_plot_draws_what_the_probes_measured() -> None:
+    gpu = _gpu()
+    measured = _run(gpu, runnable={"async_copy.bulk.latency", "async_copy.bulk.bandwidth"})
+    results = Results(device=gpu.device(), probes={name: m.outcome for name, m in measured.items()})
+    (section,) = SECTIONS
+    assert section.plot is not None
+    assert section.plot.png(results, 50)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert section.plot.png(Results(device=gpu.device()), 50) is None  # nothing measured, nothing drawn
