@@ -413,10 +413,16 @@ def open_fake(cubin: Path, device_index: int, garbage: bool = False, **options: 
 
 
 def measure_family(
-    family: Any, gpu: FakeGpu, runnable: set[str] | frozenset[str], settings: Any = None, state: dict | None = None
+    family: Any,
+    gpu: FakeGpu,
+    runnable: set[str] | frozenset[str],
+    settings: Any = None,
+    state: dict | None = None,
+    device: Device | None = None,
 ) -> dict[str, Any]:
     """Each runnable probe of ``family`` (its module) measured as the measuring child measures it:
-    between clock and NVML snapshots, a failed self-check giving the outcome "failed"."""
+    between clock and NVML snapshots, a failed self-check giving the outcome "failed". ``device``
+    (default: what the simulated GPU reports) is the device the family is told it measures."""
     recorder = ConditionRecorder(gpu, ptx_parameters(), clock_usable=True)
-    probes = family.measure(gpu, ptx_parameters(), gpu.device(), set(runnable), settings, state)
+    probes = family.measure(gpu, ptx_parameters(), device or gpu.device(), set(runnable), settings, state)
     return {name: recorder.measure(name, run) for name, run in probes}

@@ -10,6 +10,7 @@ import pytest
 
 from gpuprobe.arch import parse_arch
 from gpuprobe.check import check_all
+from gpuprobe.families import async_copy
 from gpuprobe.families.async_copy import (
     INVARIANTS,
     PROBES,
@@ -26,11 +27,11 @@ from gpuprobe.families.chase import per_step
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
 from gpuprobe.registry import all_probes
 from gpuprobe.results import Fact, Results
-from tests.fake_gpu import KIB, MIB, fake_gpu, ptx_parameters
-from tests.fakes.async_copy import FAST, model
+from tests.fake_gpu import KIB, MIB, fake_gpu, measure_family, ptx_parameters
+from tests.fakes.async_copy import FAST_SETTINGS, model
 from tests.test_host_transfer import mutant_violations
 
-SMALL = FAST
+SMALL = FAST_SETTINGS
 
 
 def _gpu(**kwargs):
@@ -39,7 +40,7 @@ def _gpu(**kwargs):
 
 def _run(gpu, runnable=frozenset(PROBES), settings=SMALL):
     device = dataclasses.replace(gpu.device(), shared_per_block_optin_bytes=227 * KIB)  # as an H100 reports
-    return {name: run() for name, run in measure(gpu, ptx_parameters(), device, set(runnable), settings)}
+    return measure_family(async_copy, gpu, runnable, settings, device=device)
 
 
 def _facts(measured) -> dict[str, Fact]:
@@ -217,14 +218,15 @@ def test_bulk_points_whose_buffers_do_not_fit_a_block_are_left_out() -> None:
     """An sm_120 part lets a block use 99 KiB of shared memory: 32 KiB x 4 in flight cannot run there."""
     gpu = _gpu()
     device = dataclasses.replace(gpu.device(), shared_per_block_optin_bytes=99 * KIB)
-    settings = dataclasses.replace(FAST, bulk_points=((1024, 8), (32768, 4)))
+    settings = dataclasses.replace(FAST_SETTINGS, bulk_points=((1024, 8), (32768, 4)))
     measured = dict(measure(gpu, ptx_parameters(), device, {"async_copy.bulk.bandwidth"}, settings))
     outcome = measured["async_copy.bulk.bandwidth"]().outcome
     assert outcome.status == "ok" and outcome.series["sweep"]["size_bytes"] == [1024.0]
     assert "1 point(s) need more shared memory" in outcome.detail
     tiny = dataclasses.replace(device, shared_per_block_optin_bytes=1024)
-    measured = dict(measure(gpu, ptx_parameters(), tiny, {"async_copy.bulk.bandwidth"}, settings))
-    assert "no bulk point" in measured["async_copy.bulk.bandwidth"]().outcome.detail
+    measured = measure_family(async_copy, gpu, {"async_copy.bulk.bandwidth"}, settings, device=tiny)
+    assert measured["async_copy.bulk.bandwidth"].outcome.status == "failed"
+    assert "no bulk point" in measured["async_copy.bulk.bandwidth"].outcome.detail
 
 
 def test_the_static_check_reports_the_features_an_arch_lacks_as_unsupported() -> None:

@@ -11,24 +11,24 @@ import pytest
 from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.build import build_ptx
 from gpuprobe.contracts import check
+from gpuprobe.families import host_transfer
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.host_transfer import (
     PROBES,
     Settings,
-    measure,
     planned_seconds,
     rate_gbps,
 )
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
 from gpuprobe.registry import all_probes
-from tests.fake_gpu import KIB, fake_gpu, ptx_parameters
-from tests.fakes.host_transfer import FAST, link
+from tests.fake_gpu import KIB, fake_gpu, measure_family
+from tests.fakes.host_transfer import FAST_SETTINGS, link
 
-SMALL = FAST
+SMALL = FAST_SETTINGS
 
 
 def _run(gpu, runnable=frozenset(PROBES), settings=SMALL):
-    return {name: run() for name, run in measure(gpu, ptx_parameters(), gpu.device(), set(runnable), settings)}
+    return measure_family(host_transfer, gpu, runnable, settings)
 
 
 def _facts(measured) -> dict:

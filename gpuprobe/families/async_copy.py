@@ -31,7 +31,8 @@ import numpy as np
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of
-from gpuprobe.families.measuring import Kernels, Stopping, conditions, fact, sample_until_stable
+from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.stepping import runs
 from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome, Results
@@ -450,21 +451,7 @@ def measure(
     settings: Settings | None = None,
     state: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, Callable[[], Measured]]]:
-    """The family's runnable probes in order, each as (name, run); a probe whose own check fails
-    gives status "failed" and no facts. Probes the arch lacks are not runnable (their toml's archs). Each
-    outcome records the SM clock and NVML just before and after."""
+    """The family's runnable probes in order, each as (name, run); a probe whose own check fails raises
+    ProbeFailure. Probes the arch lacks are not runnable (their toml's archs)."""
     ctx = _Context(launcher, parameters, device, settings or Settings())
-    clock_out = launcher.alloc(16)
-
-    def run(name: str) -> Measured:
-        before = conditions(launcher, parameters, clock_out, "before")
-        try:
-            measured = STEPS[name](ctx, name)
-        except ProbeFailure as exc:
-            measured = Measured(name, ProbeOutcome("failed", str(exc)))
-        measured.outcome.conditions = {**before, **conditions(launcher, parameters, clock_out, "after")}
-        return measured
-
-    for name in PROBES:
-        if name in runnable:
-            yield name, lambda name=name: run(name)
+    yield from runs(PROBES, {name: lambda name=name: STEPS[name](ctx, name) for name in PROBES}, runnable)

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gpuprobe.families import barrier, cache_geometry, cluster, grid_sync, launch, memory_latency, selftest, warp, wgmma
+from gpuprobe.families import (
+    async_copy,
+    barrier,
+    cache_geometry,
+    cluster,
+    grid_sync,
+    host_transfer,
+    launch,
+    memory_latency,
+    selftest,
+    warp,
+    wgmma,
+)
 
 # In measuring order. The self-test goes first when it runs (--inject-fault), so that every family
 # after it shows the run went on.
@@ -12,6 +24,8 @@ FAMILIES: dict[str, ModuleType] = {
     "selftest": selftest,
     "memory": memory_latency,
     "cache_geometry": cache_geometry,
+    "host_transfer": host_transfer,
+    "async_copy": async_copy,
     "warp": warp,
     "barrier": barrier,
     "cluster": cluster,

@@ -30,7 +30,8 @@ import numpy as np
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, memory_chase
-from gpuprobe.families.measuring import Kernels, Stopping, conditions, fact, sample_until_stable
+from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.stepping import runs
 from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
@@ -292,22 +293,11 @@ def measure(
     settings: Settings | None = None,
     state: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, Callable[[], Measured]]]:
-    """The family's runnable probes in order, each as (name, run); a probe whose own check fails
-    gives status "failed" and no facts. Each outcome records the SM clock and NVML just before and after."""
+    """The family's runnable probes in order, each as (name, run); a probe whose own check fails raises
+    ProbeFailure."""
     ctx = _Context(launcher, parameters, settings or Settings())
-    clock_out = launcher.alloc(16)
 
     def run(name: str) -> Measured:
-        before = conditions(launcher, parameters, clock_out, "before")
-        try:
-            measured = (
-                measure_sm_latency(ctx, name) if name == "host_transfer.sm_latency" else measure_direction(ctx, name)
-            )
-        except ProbeFailure as exc:
-            measured = Measured(name, ProbeOutcome("failed", str(exc)))
-        measured.outcome.conditions = {**before, **conditions(launcher, parameters, clock_out, "after")}
-        return measured
+        return measure_sm_latency(ctx, name) if name == "host_transfer.sm_latency" else measure_direction(ctx, name)
 
-    for name in PROBES:
-        if name in runnable:
-            yield name, lambda name=name: run(name)
+    yield from runs(PROBES, {name: lambda name=name: run(name) for name in PROBES}, runnable)

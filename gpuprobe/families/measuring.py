@@ -136,18 +136,3 @@ def fact(fact_id: str, samples: Sequence[float], unit: str, probe: str, mhz: flo
     value, low, high = median_ci(list(samples))
     converted = {"ns": value / mhz * 1000.0} if unit == "cycle" and mhz else {}
     return Fact(fact_id, value, unit, (low, high), [float(s) for s in samples], converted, probe)
-
-
-CLOCK_KERNEL = "gp_sm_clock"  # ptx/memory_latency.ptx: spins %clock64 cycles, reports them and the ns they took
-
-
-def conditions(launcher: Launcher, parameters: dict[str, list[tuple[str, str]]], out: Any, when: str,
-               spin_cycles: int = 2_000_000) -> dict[str, Any]:  # fmt: skip
-    """What a probe ran under, taken just ``when`` ("before"/"after") it: the SM clock over a short
-    spin of the device's own timers (None where the clock kernel is not in the cubin) and NVML's
-    readings. ``out`` is any output buffer of at least two 64-bit words."""
-    mhz = None
-    if CLOCK_KERNEL in parameters:
-        cycles, ns = Kernels(launcher, parameters).run(CLOCK_KERNEL, [np.uint64(spin_cycles), out], out, 2)
-        mhz = float(cycles) / float(ns) * 1000.0 if ns else None
-    return {f"sm_mhz_{when}": mhz, f"nvml_{when}": launcher.nvml()}

@@ -12,7 +12,7 @@ from gpuprobe.families.streams import PATTERN_MULTIPLIER
 
 # Settings sized for the simulated GPU: small grids and sources, many passes over them so that the copy
 # time dwarfs the simulated launches' jitter.
-FAST = Settings(
+FAST_SETTINGS = Settings(
     stream_threads=32,
     bulk_threads=32,
     dsm_stream_threads=32,

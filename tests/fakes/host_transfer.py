@@ -10,7 +10,9 @@ import numpy as np
 from gpuprobe.families.host_transfer import Settings
 
 # Settings sized for the simulated GPU: 4 x 32 threads move 8 KiB per iteration, copies of 64 and 256 KiB.
-FAST = Settings(small_bytes=64 << 10, large_bytes=256 << 10, blocks=4, threads=32, latency_copies=4, budget_s=0.0)
+FAST_SETTINGS = Settings(
+    small_bytes=64 << 10, large_bytes=256 << 10, blocks=4, threads=32, latency_copies=4, budget_s=0.0
+)
 LAUNCH_MS = 0.005  # what every simulated launch costs on top of its bytes
 
 
