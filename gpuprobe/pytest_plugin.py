@@ -7,9 +7,11 @@ cases share one suite run per pytest session; without a GPU they skip with the r
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -99,8 +101,62 @@ def assert_fact(results: Results, fact_id: str, comparison: Comparison | None = 
         failures.append(regression)
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
-    if fact.verdict in ("warn", "unstable", *DISTURBED_VERDICTS):  # noted, not judged
+    if fact.verdict in ("warn", "unstable", "not_run", *DISTURBED_VERDICTS):  # noted, not judged
         warnings.warn(f"{fact.verdict.upper()}: {message}", stacklevel=1)
+
+
+def assert_probe_ok(results: Results, name: str) -> None:
+    """The probe ran and its own check held; a probe the measured arch cannot run skips, naming why."""
+    probe = next((p for p in all_probes() if p.name == name), None)
+    with contextlib.suppress(GpuprobeError):
+        arch = parse_arch(results.device.arch)
+        if probe is not None and not probe.supports(arch):
+            targets = " ".join(a.name for a in probe.archs)
+            pytest.skip(f"{name}: {arch} lacks what {probe.family} probes need (targets: {targets})")
+    outcome = results.probes.get(name)
+    assert outcome is not None, f"{name} did not run"
+    assert outcome.status == "ok", f"{name}: {outcome.status}: {outcome.detail}"
+
+
+def assert_invariants(results: Results, *prefixes: str, family: str | None = None) -> None:
+    """The cross-generation invariants ``invariant.<prefix>*`` were checked and hold; where ``family``
+    is given and the measured arch can run none of its probes, the check skips, naming why."""
+    probes = family_probes(family) if family else []
+    with contextlib.suppress(GpuprobeError):
+        arch = parse_arch(results.device.arch)
+        if probes and not any(p.supports(arch) for p in probes):
+            pytest.skip(f"{arch} lacks what {family} probes need: their invariants cannot be checked")
+    checks = [f for f in results.facts if f.id.startswith(tuple(f"invariant.{p}" for p in prefixes))]
+    names = ", ".join(f"invariant.{p}*" for p in prefixes)
+    assert checks, f"no {names} could be checked: the facts they compare are missing"
+    broken = [f.detail for f in checks if f.verdict == "fail"]
+    assert not broken, "; ".join(broken)
+
+
+def family_tests(family: str, extra_facts: tuple[str, ...] = ()) -> tuple[Callable[..., None], ...]:
+    """The standard tests of a family's ``probes/test_<family>.py``, to assign at module level::
+
+        test_sass_contract, test_probe_ran_and_verified_itself, test_fact = family_tests("warp")
+
+    each probe's SASS contract on every arch (static), each probe ran and verified itself, and each
+    fact the family declares (and ``extra_facts``) judged against the GPU model's expectations."""
+
+    @pytest.mark.static
+    @pytest.mark.parametrize(("probe", "arch"), static_cases(family))
+    def test_sass_contract(probe: Probe, arch: Arch) -> None:
+        assert_contract(probe, arch)
+
+    @pytest.mark.gpu
+    @pytest.mark.parametrize("name", [p.name for p in family_probes(family)])
+    def test_probe_ran_and_verified_itself(gpuprobe_results: Results, name: str) -> None:
+        assert_probe_ok(gpuprobe_results, name)
+
+    @pytest.mark.gpu
+    @pytest.mark.parametrize("fact_id", [*family_fact_ids(family), *extra_facts])
+    def test_fact(gpuprobe_results: Results, gpuprobe_comparison: Comparison | None, fact_id: str) -> None:
+        assert_fact(gpuprobe_results, fact_id, gpuprobe_comparison)
+
+    return test_sass_contract, test_probe_ran_and_verified_itself, test_fact
 
 
 def _expected(results: Results, fact_id: str) -> bool:

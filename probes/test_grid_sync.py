@@ -8,45 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from gpuprobe.arch import parse_arch
-from gpuprobe.pytest_plugin import assert_contract, assert_fact, family_fact_ids, family_probes, static_cases
-from gpuprobe.registry import find_probe
+from gpuprobe.pytest_plugin import assert_invariants, family_tests
 
 FAMILY = "grid_sync"
-
-
-@pytest.mark.static
-@pytest.mark.parametrize(("probe", "arch"), static_cases(FAMILY))
-def test_sass_contract(probe, arch) -> None:
-    assert_contract(probe, arch)
-
-
-def _skip_unsupported(results, probe_name: str) -> None:
-    arch = parse_arch(results.device.arch)
-    if not find_probe(probe_name).supports(arch):
-        pytest.skip(f"{arch} lacks what {FAMILY} probes need (see ptx/grid_sync.toml)")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", [p.name for p in family_probes(FAMILY)])
-def test_probe_ran_and_verified_itself(gpuprobe_results, name: str) -> None:
-    _skip_unsupported(gpuprobe_results, name)
-    outcome = gpuprobe_results.probes.get(name)
-    assert outcome is not None, f"{name} did not run"
-    assert outcome.status == "ok", f"{name}: {outcome.status}: {outcome.detail}"
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("fact_id", family_fact_ids(FAMILY))
-def test_fact(gpuprobe_results, gpuprobe_comparison, fact_id: str) -> None:
-    _skip_unsupported(gpuprobe_results, "grid_sync.latency")
-    assert_fact(gpuprobe_results, fact_id, gpuprobe_comparison)
+test_sass_contract, test_probe_ran_and_verified_itself, test_fact = family_tests(FAMILY)
 
 
 @pytest.mark.gpu
 def test_grid_sync_costs_more_than_a_block_barrier(gpuprobe_results) -> None:
-    checks = [f for f in gpuprobe_results.facts if f.id.startswith("invariant.grid_sync_above_")]
-    if not checks:
-        pytest.skip("no sync.block.* barrier fact was measured to compare the grid barrier with")
-    broken = [f.detail for f in checks if f.verdict == "fail"]
-    assert not broken, "; ".join(broken)
+    assert_invariants(gpuprobe_results, "grid_sync_above_", family=FAMILY)

@@ -8,34 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from gpuprobe.pytest_plugin import assert_contract, assert_fact, family_fact_ids, family_probes, static_cases
+from gpuprobe.pytest_plugin import assert_invariants, family_tests
 
 FAMILY = "memory"
-
-
-@pytest.mark.static
-@pytest.mark.parametrize(("probe", "arch"), static_cases(FAMILY))
-def test_sass_contract(probe, arch) -> None:
-    assert_contract(probe, arch)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", [p.name for p in family_probes(FAMILY)])
-def test_probe_ran_and_verified_itself(gpuprobe_results, name: str) -> None:
-    outcome = gpuprobe_results.probes.get(name)
-    assert outcome is not None, f"{name} did not run"
-    assert outcome.status == "ok", f"{name}: {outcome.status}: {outcome.detail}"
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("fact_id", [*family_fact_ids(FAMILY), "device.sm_count", "device.l2_bytes"])
-def test_fact(gpuprobe_results, gpuprobe_comparison, fact_id: str) -> None:
-    assert_fact(gpuprobe_results, fact_id, gpuprobe_comparison)
+DEVICE_FACTS = ("device.sm_count", "device.l2_bytes")  # what the device reports, judged with the family
+test_sass_contract, test_probe_ran_and_verified_itself, test_fact = family_tests(FAMILY, DEVICE_FACTS)
 
 
 @pytest.mark.gpu
 def test_cross_generation_invariants(gpuprobe_results) -> None:
-    invariants = [f for f in gpuprobe_results.facts if f.id.startswith("invariant.")]
-    assert invariants, "no invariant could be checked: the hierarchy facts are missing"
-    broken = [f.detail for f in invariants if f.verdict == "fail"]
-    assert not broken, "; ".join(broken)
+    assert_invariants(gpuprobe_results, "latency_order", "capacity_")

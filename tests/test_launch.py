@@ -14,6 +14,7 @@ from gpuprobe.build import build_ptx
 from gpuprobe.check import check_all
 from gpuprobe.contracts import check
 from gpuprobe.errors import GpuprobeError
+from gpuprobe.expectations import judge
 from gpuprobe.families import launch
 from gpuprobe.families.launch import PROBES, ProbeFailure, Settings, additional, checked_stamps
 from gpuprobe.gpu import LaunchPathUnavailable, _argument_block
@@ -63,12 +64,14 @@ def test_simulated_launch_costs_are_recovered() -> None:
     assert series["gpu_us_per_replay"][-1] == pytest.approx(100 * gpu.graph_node_ns / 1e3, rel=0.05)
 
 
-def test_a_binding_that_is_not_installed_is_left_out_with_the_reason_never_failed() -> None:
+def test_a_binding_that_is_not_installed_is_not_measured_with_the_reason_never_failed() -> None:
     measured = _run(fake_gpu(), runnable={"launch.stream"})
     outcome = measured["launch.stream"].outcome
     assert outcome.status == "ok"
     assert "pycuda left out: pycuda is not installed" in outcome.detail
-    assert "launch.stream.host_latency.pycuda" not in _facts(measured)
+    pycuda = _facts(measured)["launch.stream.host_latency.pycuda"]
+    assert pycuda.value is None and "pycuda is not installed" in pycuda.detail
+    assert judge(pycuda, None)[0] == "not_run"
     with_pycuda = fake_gpu(enqueue_us={"cupy": 4.0, "cuda-bindings": 2.5, "pycuda": 6.0})
     facts = _facts(_run(with_pycuda, runnable={"launch.stream"}))
     assert facts["launch.stream.host_latency.pycuda"].value == pytest.approx(6.0, rel=0.05)

@@ -270,11 +270,12 @@ def test_the_simulated_wgmmas_are_recovered() -> None:
     assert facts["tensor.wgmma.bf16.fraction_of_peak"].value == pytest.approx(0.96, rel=0.03)
 
 
-def test_without_a_datasheet_the_peak_fraction_is_left_out() -> None:
+def test_without_a_datasheet_the_peak_fraction_is_not_measured_with_the_reason() -> None:
     measured = _run(fake_gpu(**SMALL), runnable=["wgmma.throughput.bf16.ss"], datasheet={})
-    ids = {f.id for f in measured["wgmma.throughput.bf16.ss"].facts}
-    assert "tensor.wgmma.bf16.fraction_of_cublas" in ids
-    assert not ids & {"tensor.wgmma.bf16.fraction_of_peak", "tensor.wgmma.bf16.datasheet_peak_at_clock"}
+    facts = {f.id: f for f in measured["wgmma.throughput.bf16.ss"].facts}
+    assert facts["tensor.wgmma.bf16.fraction_of_cublas"].value is not None
+    for fact_id in ("tensor.wgmma.bf16.fraction_of_peak", "tensor.wgmma.bf16.datasheet_peak_at_clock"):
+        assert facts[fact_id].value is None and "no datasheet bf16 peak" in facts[fact_id].detail
 
 
 def test_one_warpgroup_computing_a_wrong_d_fails_the_probe() -> None:

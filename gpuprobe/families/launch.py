@@ -31,6 +31,7 @@ from gpuprobe.families.measuring import (
     check_arguments,
     fact,
     sample_until_stable,
+    unmeasured,
     unwritten,
 )
 from gpuprobe.families.stepping import runs
@@ -190,6 +191,8 @@ def measure_stream(stamps: _Stamps) -> Measured:
         s.stopping(),
     )  # fmt: skip
     facts = [fact(f"launch.stream.host_latency.{VIAS[via]}", v, "us", probe) for via, v in found.host.items()]
+    facts += [unmeasured(f"launch.stream.host_latency.{VIAS[via]}", "us", probe, why)
+              for via, why in found.unavailable.items()]  # fmt: skip
     facts += [fact("launch.stream.gpu_spacing", found.spacing, "us", probe),
               fact("launch.stream.additional_latency", found.additional, "us", probe)]  # fmt: skip
     note = "; ".join(f"{via} left out: {why}" for via, why in found.unavailable.items())

@@ -136,3 +136,9 @@ def fact(fact_id: str, samples: Sequence[float], unit: str, probe: str, mhz: flo
     value, low, high = median_ci(list(samples))
     converted = {"ns": value / mhz * 1000.0} if unit == "cycle" and mhz else {}
     return Fact(fact_id, value, unit, (low, high), [float(s) for s in samples], converted, probe)
+
+
+def unmeasured(fact_id: str, unit: str, probe: str, reason: str) -> Fact:
+    """A fact the probe could not measure here for a reason outside the GPU (an optional binding not
+    installed, no datasheet figure for an unknown model): no value, judged "not_run" with the reason."""
+    return Fact(fact_id, None, unit, probe=probe, detail=reason)

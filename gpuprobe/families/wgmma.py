@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
-from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable, unmeasured
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.wgmma_layout import (
     WARPGROUP,
@@ -289,6 +289,10 @@ def _cublas_facts(ctx: _Context, name: str, rate: Rate) -> tuple[list[Fact], str
         fractions = [t / p for t, p in zip(rate.tflops, peaks, strict=True) if p]
         facts.append(fact("tensor.wgmma.bf16.fraction_of_peak", fractions, "fraction", name))
         note += f", datasheet peak at the measured clock {float(np.median(peaks)):.1f}"
+    else:
+        why = "no datasheet bf16 peak and its clock for this GPU model (discovery mode)"
+        facts += [unmeasured("tensor.wgmma.bf16.datasheet_peak_at_clock", "TFLOP/s", name, why),
+                  unmeasured("tensor.wgmma.bf16.fraction_of_peak", "fraction", name, why)]  # fmt: skip
     return facts, note
 
 
