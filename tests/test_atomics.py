@@ -64,7 +64,7 @@ def test_one_lane_chain_runs_through_fibonacci_numbers() -> None:
 def test_a_chain_that_lost_or_repeated_an_add_fails() -> None:
     last, before, final = chain_values(1, 64)
     check_chain("k", 1, 64, [last], [before], [final])
-    with pytest.raises(ProbeFailure, match="lane 0 returned .* the host predicted"):
+    with pytest.raises(ProbeFailure, match=r"lane 0 returned .* the host predicted"):
         check_chain("k", 1, 64, [last], [before], [final + 1])
     with pytest.raises(ProbeFailure, match="lane 1"):
         check_chain("k", 1, 64, [last, last], [before, before + 1], [final, final])
@@ -116,7 +116,7 @@ def test_counters_and_returned_values_are_held_to_the_adds_made() -> None:
     sums[::32] = 3 * n * (n - 1) // 2
     check_returned_sums("k", offsets, 10, 3, sums)
     sums[64] += 3
-    with pytest.raises(ProbeFailure, match="counter 64's 320 adds sum to .* handed out twice or never"):
+    with pytest.raises(ProbeFailure, match=r"counter 64's 320 adds sum to .* handed out twice or never"):
         check_returned_sums("k", offsets, 10, 3, sums)
 
 

@@ -50,7 +50,7 @@ BLOCK = 32  # one warp; thread 0 chases
 
 @dataclass(frozen=True)
 class Settings:
-    rounds: int = 24  # each line is read by this many SMs; each SM reads 15 x this many lines
+    rounds: int = 16  # each line is read by this many SMs; each SM reads 15 x this many lines
     line_bytes: int = 128
     flush_l2_multiple: float = 2.0
     split_ratio: float = 1.3  # the slow cluster's median over the fast one's, at least, for a split

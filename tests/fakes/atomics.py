@@ -125,14 +125,16 @@ def _targets(launch: Any, shift: Any, mask: Any, spacing: Any) -> np.ndarray:
     return (((g >> int(shift)) & int(mask)) << int(spacing)) // 4
 
 
-def tput_global(gpu: Any, launch: Any, counters: Any, shift, mask, spacing, inc, iters, out: Any) -> float:  # noqa: ANN001
+def tput_global(
+    gpu: Any, launch: Any, counters: Any, shift: Any, mask: Any, spacing: Any, inc: Any, iters: Any, out: Any
+) -> float:
     targets, adds = _targets(launch, shift, mask, spacing), int(iters) * STREAM_UNROLL
     words = counters.data.view(np.uint32)
     out.data.view(np.uint32)[: len(targets)] = _add_all(gpu, words, targets, adds, int(inc))
     return _stream_ms(gpu, "global", targets, adds)
 
 
-def red_global(gpu: Any, launch: Any, shift, mask, spacing, inc, iters, out: Any) -> float:  # noqa: ANN001
+def red_global(gpu: Any, launch: Any, shift: Any, mask: Any, spacing: Any, inc: Any, iters: Any, out: Any) -> float:
     targets, adds = _targets(launch, shift, mask, spacing), int(iters) * STREAM_UNROLL
     _add_all(gpu, out.data.view(np.uint32), targets, adds, int(inc))
     return _stream_ms(gpu, "global", targets, adds, red=True)

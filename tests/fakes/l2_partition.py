@@ -56,7 +56,7 @@ def _latency(gpu: Any, sm: int, address: int) -> float:
     return (NEAR if near else FAR) * jitter
 
 
-def touch(gpu: Any, launch: Any, lines: Any, groups: Any, group_bytes: Any, round: Any, out: Any) -> float:  # noqa: A002
+def touch(gpu: Any, launch: Any, lines: Any, groups: Any, group_bytes: Any, round: Any, out: Any) -> float:
     fault = getattr(gpu, "l2p_fault", "")
     words = lines.data.view(np.uint64)
     base = lines.base
