@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from gpuprobe.families.atomics import (
     WORD,
     ProbeFailure,
     Settings,
+    Stream,
     chain_values,
     check_chain,
     check_counters,
@@ -138,7 +140,7 @@ def test_latency_is_the_difference_of_a_long_and_a_short_chain() -> None:
 @pytest.mark.parametrize(
     "change",
     [{"short_iterations": 0}, {"long_iterations": 2, "short_iterations": 2}, {"block": 100}, {"increment": 0},
-     {"stream_max_iterations": 2}, {"max_repeats": 1}],
+     {"stream_max_iterations": 2}, {"max_repeats": 1}, {"stream_target_ms": 0.0}],
 )  # fmt: skip
 def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):
@@ -170,6 +172,25 @@ def test_simulated_latencies_and_throughputs_are_recovered() -> None:
     assert facts["atomic.global.throughput.distinct"].unit == "Gop/s"
     declared = {f for name in PROBES for f in find_probe(name).facts}
     assert set(facts) == declared
+
+
+class _Timed(Stream):
+    """A stream whose launches take the given milliseconds per number of iterations."""
+
+    def __init__(self, ms, settings: Settings) -> None:
+        super().__init__(SimpleNamespace(settings=settings), "k", 1, list, lambda: None, lambda _: None)
+        self.ms = ms
+
+    def time(self, iterations: int) -> float:
+        return self.ms(iterations)
+
+
+def test_the_long_launch_is_sized_to_the_target_time() -> None:
+    settings = Settings(stream_target_ms=3.0, stream_short_iterations=1)
+    assert _Timed(lambda n: 0.01 + 0.5 * n, settings).long_iterations(0.51) == 7  # 1 + 3 ms / 0.5 ms
+    assert _Timed(lambda n: 0.01 + 1e-6 * n, settings).long_iterations(0.01) == settings.stream_max_iterations
+    # timing noise hides the per-iteration cost: the trial's whole time bounds it, never the maximum
+    assert _Timed(lambda n: 1.0, settings).long_iterations(1.0) == 10  # 1 + 3 ms / (1 ms / 3)
 
 
 def test_throughput_uses_every_sm_at_the_occupancy_the_device_allows() -> None:

@@ -92,8 +92,10 @@ class Settings:
             raise ValueError("Settings: long_iterations must exceed short_iterations, max_repeats >= min_repeats")
         if self.block % WARP or self.block > 1024:
             raise ValueError(f"Settings.block must be a multiple of {WARP} up to 1024, got {self.block}")
-        if self.stream_max_iterations <= self.stream_short_iterations + 1 or self.stream_target_ms <= 0:
-            raise ValueError("Settings: stream_max_iterations must exceed stream_short_iterations + 1, target > 0")
+        if self.stream_max_iterations < 2 * self.stream_short_iterations + 1 or self.stream_target_ms <= 0:
+            raise ValueError(
+                "Settings: stream_max_iterations must be at least 2 x stream_short_iterations + 1, target > 0"
+            )
 
     def stopping(self, max_repeats: int | None = None) -> Stopping:
         most = max_repeats or self.max_repeats
@@ -278,7 +280,7 @@ def measure_latency(ctx: _Context, probe: str, kernel: str, space: str) -> Measu
 
 
 @dataclass
-class _Stream:
+class Stream:
     """One throughput mode: how to launch it with a number of iterations, and how to check it after."""
 
     ctx: _Context
@@ -302,9 +304,10 @@ class _Stream:
         """Iterations for a long launch of about the target time, from a trial of 1 + short ones."""
         s = self.ctx.settings
         trial = s.stream_short_iterations * 2 + 1
-        per_iteration = (self.time(trial) - short_ms) / (trial - s.stream_short_iterations)
-        if not per_iteration > 0:
-            return s.stream_max_iterations
+        trial_ms = self.time(trial)
+        per_iteration = (trial_ms - short_ms) / (trial - s.stream_short_iterations)
+        if not per_iteration > 0:  # lost in the launch overhead: the trial's whole time bounds it from above
+            per_iteration = trial_ms / trial
         wanted = round(s.stream_target_ms / per_iteration) + s.stream_short_iterations
         return int(min(max(wanted, trial), s.stream_max_iterations))
 
@@ -339,7 +342,7 @@ def _poison(launcher: Launcher, buffer: Any) -> None:
     launcher.fill(buffer, POISON_BYTE)
 
 
-def global_stream(ctx: _Context, kernel: str, spread: Spread, returning: bool) -> _Stream:
+def global_stream(ctx: _Context, kernel: str, spread: Spread, returning: bool) -> Stream:
     s, launcher = ctx.settings, ctx.launcher
     grid = stream_grid(ctx, kernel)
     threads = grid * s.block
@@ -368,10 +371,10 @@ def global_stream(ctx: _Context, kernel: str, spread: Spread, returning: bool) -
                 raise ProbeFailure(f"{kernel} did not write every thread's sum")
             check_returned_sums(kernel, offsets, adds, s.increment, returned)
 
-    return _Stream(ctx, kernel, grid, args, reset, verify)
+    return Stream(ctx, kernel, grid, args, reset, verify)
 
 
-def shared_stream(ctx: _Context, mask: int) -> _Stream:
+def shared_stream(ctx: _Context, mask: int) -> Stream:
     s, launcher, kernel = ctx.settings, ctx.launcher, "gp_at_tput_shared"
     grid = stream_grid(ctx, kernel)
     threads = grid * s.block
@@ -390,10 +393,10 @@ def shared_stream(ctx: _Context, mask: int) -> _Stream:
     def args(iterations: int) -> list[object]:
         return [np.uint32(mask), np.uint32(s.increment), np.uint32(iterations), out]
 
-    return _Stream(ctx, kernel, grid, args, lambda: _poison(launcher, out), verify)
+    return Stream(ctx, kernel, grid, args, lambda: _poison(launcher, out), verify)
 
 
-def _throughput(probe: str, prefix: str, streams: dict[str, Callable[[], _Stream]]) -> Measured:
+def _throughput(probe: str, prefix: str, streams: dict[str, Callable[[], Stream]]) -> Measured:
     facts, series = [], {"mode": [], "gops": [], "threads": []}
     for index, (suffix, make) in enumerate(streams.items()):
         stream = make()

@@ -2,8 +2,9 @@
 
 One probe, ``l2.partition.map``. Each round:
 
-1. flush the L2 (a write through a scratch buffer of twice its size), then write the probe lines:
-   each then sits in its home L2 slice, and no SM has read it (split-L2 parts keep a copy of a far
+1. flush the L2 (a write through a scratch buffer of twice its size), then write the probe lines
+   whole (a memset, then the chain's pointers): each then sits in its home L2 slice, and no SM has
+   read it (split-L2 parts keep a copy of a far
    line near the SM that read it, which would hide the far latency from every later read);
 2. launch one block per SM (more than half an SM's shared memory each, cooperative, so every SM
    runs exactly one): block b chases the 17-line cycle of group (b + round) mod groups, 16
@@ -292,12 +293,12 @@ def measure_map(launcher: Launcher, kernels: Kernels, device: Device, settings: 
     buffer = launcher.alloc(layout.nbytes)
     scratch = launcher.alloc(int(settings.flush_l2_multiple * device.l2_bytes))
     out = launcher.alloc(8 * RECORD_WORDS * groups)
-    launcher.fill(buffer, 0)  # the zero word after the groups
     base = launcher.address(buffer)
     readings = Readings([], [], [])
     for round_ in range(settings.rounds):
         launcher.fill(scratch, 0)  # flush: no line of the layout is left in L2, near or far
-        launcher.write_chain(buffer, layout.successor, layout.line_bytes)  # the lines, in their home slices
+        launcher.fill(buffer, 0)  # whole lines written (no partial sector to fill from DRAM), the zero word
+        launcher.write_chain(buffer, layout.successor, layout.line_bytes)  # the pointers, in their home slices
         args = [buffer, np.uint32(groups), np.uint32(layout.group_bytes), np.uint32(round_), out]
         raw = kernels.run(KERNEL, args, out, RECORD_WORDS * groups, grid=groups, block=BLOCK, shared=shared,
                           cooperative=True)  # fmt: skip
