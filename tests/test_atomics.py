@@ -267,3 +267,19 @@ def test_an_alu_step_on_the_latency_chain_is_caught(tmp_path: Path, arch: str) -
     assert result.status == "violated"
     assert [v.rule for v in result.violations] == [find_probe("atomic.latency.global").contract[4].describe()]
     assert "IADD3" in result.detail
+
+
+def test_the_invariants_hold_on_the_simulated_gpu_and_catch_a_contradiction() -> None:
+    from gpuprobe.families.atomics import INVARIANTS
+
+    gpu = fake_gpu(sm_count=8, blocks_per_sm=2)
+    facts = _facts(_run(gpu))
+    checks = [c for invariant in INVARIANTS for c in invariant(facts, gpu.device())]
+    assert [(name, ok) for name, ok, _ in checks] == [
+        ("atomics.shared_below_global", True),
+        ("atomics.contention_costs", True),
+    ]
+    swapped = dict(facts)
+    swapped["atomic.shared.latency"] = dataclasses.replace(facts["atomic.shared.latency"], value=5000.0)
+    assert not INVARIANTS[0](swapped, gpu.device())[0][1]
+    assert INVARIANTS[1]({}, gpu.device()) == []  # not measured: left out, not passed

@@ -250,3 +250,17 @@ def test_loads_that_do_not_depend_on_each_other_are_caught(tmp_path: Path, arch:
     result = check_probe(find_probe(PROBE), build_ptx([path], parse_arch(arch)))
     assert result.status == "violated"
     assert "dependent_chain" in result.detail
+
+
+def test_the_invariants_compare_far_with_near_and_the_map_with_the_chase() -> None:
+    from gpuprobe.families.l2_partition import INVARIANTS
+
+    gpu = fake.configure(fake_gpu(sm_count=16), split=True)
+    facts = _facts(_run(gpu))
+    checks = [c for invariant in INVARIANTS for c in invariant(facts, gpu.device())]
+    assert [(name, ok) for name, ok, _ in checks] == [("l2_partition.far_above_near", True)]  # no chase measured
+    chase = dataclasses.replace(facts["l2.near_latency"], id="latency.l2", value=600.0)
+    assert INVARIANTS[1]({**facts, "latency.l2": chase}, gpu.device())[0][1] is False
+    assert INVARIANTS[1]({**facts, "latency.l2": dataclasses.replace(chase, value=270.0)}, gpu.device())[0][1]
+    unsplit = _facts(_run(fake.configure(fake_gpu(sm_count=16), split=False)))
+    assert INVARIANTS[0](unsplit, gpu.device()) == []

@@ -32,6 +32,7 @@ from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.measuring import POISON_BYTE, Kernels, Stopping, fact, sample_until_stable, unwritten
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
+from gpuprobe.sections import Section
 
 CHAIN_UNROLL = 32  # adds per iteration of the latency loop: fixed by the PTX
 STREAM_UNROLL = 8  # adds per iteration of the throughput loops: fixed by the PTX
@@ -438,6 +439,44 @@ STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
 ]
 
 PROBES = [name for name, _ in STEPS]
+
+
+def _both(facts: dict[str, Fact], low: str, high: str) -> tuple[float, float] | None:
+    a, b = facts.get(low), facts.get(high)
+    return None if a is None or b is None or a.value is None or b.value is None else (a.value, b.value)
+
+
+def invariant_shared_below_global(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """An add in the SM's shared memory returns sooner than one performed in L2."""
+    pair = _both(facts, "atomic.shared.latency", "atomic.global.latency")
+    if pair is None:
+        return []
+    return [("atomics.shared_below_global", pair[0] < pair[1], f"shared {pair[0]:.0f} vs global {pair[1]:.0f} cycles")]
+
+
+def invariant_contention_costs(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """Adds to one global counter are serialized: never faster than adds spread over every thread's word."""
+    pair = _both(facts, "atomic.global.throughput.one_address", "atomic.global.throughput.distinct")
+    if pair is None:
+        return []
+    return [
+        ("atomics.contention_costs", pair[0] <= pair[1], f"one address {pair[0]:.3g} vs distinct {pair[1]:.3g} Gop/s")
+    ]
+
+
+INVARIANTS = (invariant_shared_below_global, invariant_contention_costs)
+
+SECTIONS = (
+    Section(
+        "Atomics",
+        ("atomic.",),
+        ("atomic.",),
+        blurb=(
+            "Atomic adds: latency of a self-feeding chain (one lane, a warp on one address, a warp on distinct "
+            "words) and throughput from every SM (one address, one per warp, one per thread), returning and not."
+        ),
+    ),
+)
 
 
 def planned_launches(settings: Settings) -> dict[str, int]:

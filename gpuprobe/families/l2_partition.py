@@ -382,6 +382,31 @@ def heatmap_png(results: Results, dpi: int) -> bytes | None:
     return buffer.getvalue()
 
 
+NEAR_CHASE_FACTOR = 1.35  # first-touch near latency vs the memory family's chase plateau, at most this apart
+
+
+def invariant_far_above_near(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """Where the map found two partitions, the far half is slower than the near one."""
+    near, far = facts.get("l2.near_latency"), facts.get("l2.far_latency")
+    if near is None or far is None or near.value is None or far.value is None:
+        return []
+    return [
+        ("l2_partition.far_above_near", far.value > near.value, f"far {far.value:.0f} vs near {near.value:.0f} cycles")
+    ]
+
+
+def invariant_near_matches_chase(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """The map's near latency and the pointer chase's L2 plateau measure the same hit, by two methods."""
+    near, chase = facts.get("l2.near_latency"), facts.get("latency.l2")
+    if near is None or chase is None or not near.value or not chase.value:
+        return []
+    ratio = near.value / chase.value
+    ok = 1 / NEAR_CHASE_FACTOR <= ratio <= NEAR_CHASE_FACTOR
+    return [("l2_partition.near_matches_chase", ok, f"map {near.value:.0f} vs chase {chase.value:.0f} cycles")]
+
+
+INVARIANTS = (invariant_far_above_near, invariant_near_matches_chase)
+
 SECTIONS = (
     Section(
         "L2 partitions",
