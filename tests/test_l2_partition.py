@@ -264,3 +264,9 @@ def test_the_invariants_compare_far_with_near_and_the_map_with_the_chase() -> No
     assert INVARIANTS[1]({**facts, "latency.l2": dataclasses.replace(chase, value=270.0)}, gpu.device())[0][1]
     unsplit = _facts(_run(fake.configure(fake_gpu(sm_count=16), split=False)))
     assert INVARIANTS[0](unsplit, gpu.device()) == []
+
+
+def test_a_probe_whose_contract_failed_is_not_launched() -> None:
+    gpu = fake.configure(fake_gpu(sm_count=16))
+    assert list(measure(gpu, ptx_parameters(), gpu.device(), set(), FAST)) == []
+    assert gpu.launches == []
