@@ -195,27 +195,27 @@ def test_the_long_launch_is_sized_to_the_target_time() -> None:
 
 def test_throughput_uses_every_sm_at_the_occupancy_the_device_allows() -> None:
     gpu = fake_gpu(sm_count=8, blocks_per_sm=1)
-    series = _run(gpu, runnable={"atomic.throughput.global"})["atomic.throughput.global"].outcome.series
+    series = _run(gpu, runnable={"atomics.throughput.global"})["atomics.throughput.global"].outcome.series
     assert series["throughput"]["threads"] == [8 * 1 * FAST.block] * 3
 
 
 @pytest.mark.parametrize(("fault", "message"), [("lost_add", "host predicted"), ("duplicate_value", "")])
 def test_a_wrong_atomic_result_fails_its_probe_and_gives_no_number(fault: str, message: str) -> None:
     measured = _run(with_fault(fake_gpu(sm_count=8, blocks_per_sm=2), fault))
-    must_fail = set(PROBES) - ({"atomic.throughput.global_red"} if fault == "duplicate_value" else set())
+    must_fail = set(PROBES) - ({"atomics.throughput.global_red"} if fault == "duplicate_value" else set())
     for name in must_fail:
         assert measured[name].outcome.status == "failed", name
         assert measured[name].facts == []
         assert message in measured[name].outcome.detail
     if fault == "duplicate_value":  # a red returns nothing, so only its counters are checked
-        assert measured["atomic.throughput.global_red"].outcome.status == "ok"
+        assert measured["atomics.throughput.global_red"].outcome.status == "ok"
 
 
 def test_probes_whose_contract_failed_are_not_launched() -> None:
     gpu = fake_gpu(sm_count=8, blocks_per_sm=2)
-    measured = _run(gpu, runnable={"atomic.latency.shared"})
-    assert set(measured) == {"atomic.latency.shared"}
-    assert set(gpu.launches) == {"gp_at_lat_shared"}
+    measured = _run(gpu, runnable={"atomics.latency.shared"})
+    assert set(measured) == {"atomics.latency.shared"}
+    assert set(gpu.launches) == {"gp_at_lat_shared", "gp_sm_clock"}  # and the clock readings around it
 
 
 def test_the_planned_work_fits_the_time_budget_on_an_h100() -> None:
@@ -225,7 +225,7 @@ def test_the_planned_work_fits_the_time_budget_on_an_h100() -> None:
     launches = planned_launches(settings)
     adds = (settings.long_iterations + settings.short_iterations) * 32
     chain_s = adds * 1500 / 1.7e9  # a warp on one global address: ~1500 cycles per add at 1.7 GHz
-    latency_s = (launches["atomic.latency.global"] + launches["atomic.latency.shared"]) / 2 * chain_s
+    latency_s = (launches["atomics.latency.global"] + launches["atomics.latency.shared"]) / 2 * chain_s
     streams = sum(v for k, v in launches.items() if "throughput" in k)
     stream_s = streams / 2 * settings.stream_target_ms * 1e-3 * 1.5  # long launches near the target
     assert latency_s + stream_s < 4.0
@@ -251,7 +251,7 @@ def _variant(tmp_path: Path, old: str, new: str) -> Path:
 def test_an_atom_whose_value_is_dropped_becomes_a_red_and_is_caught(tmp_path: Path, arch: str) -> None:
     """Without the sum of returned values, ptxas emits RED: the throughput contract refuses it."""
     path = _variant(tmp_path, "\tadd.u32 %r11, %r11, %r12;\n", "")
-    result = check_probe(find_probe("atomic.throughput.global"), build_ptx([path], parse_arch(arch)))
+    result = check_probe(find_probe("atomics.throughput.global"), build_ptx([path], parse_arch(arch)))
     assert result.status == "violated"
     assert {v.rule for v in result.violations} >= {"count ATOMG\\.E\\.ADD\\.STRONG\\.GPU in kernel == 8"}
 
@@ -263,9 +263,9 @@ def test_an_alu_step_on_the_latency_chain_is_caught(tmp_path: Path, arch: str) -
         "\tatom.global.add.u32 %r7, [%rd3], %r8;\n",
         "\tatom.global.add.u32 %r7, [%rd3], %r8;\n\tadd.u32 %r7, %r7, %r1;\n",
     )
-    result = check_probe(find_probe("atomic.latency.global"), build_ptx([path], parse_arch(arch)))
+    result = check_probe(find_probe("atomics.latency.global"), build_ptx([path], parse_arch(arch)))
     assert result.status == "violated"
-    assert [v.rule for v in result.violations] == [find_probe("atomic.latency.global").contract[4].describe()]
+    assert [v.rule for v in result.violations] == [find_probe("atomics.latency.global").contract[4].describe()]
     assert "IADD3" in result.detail
 
 
@@ -283,3 +283,13 @@ def test_the_invariants_hold_on_the_simulated_gpu_and_catch_a_contradiction() ->
     swapped["atomic.shared.latency"] = dataclasses.replace(facts["atomic.shared.latency"], value=5000.0)
     assert not INVARIANTS[0](swapped, gpu.device())[0][1]
     assert INVARIANTS[1]({}, gpu.device()) == []  # not measured: left out, not passed
+
+
+def test_every_probe_records_the_conditions_it_ran_under() -> None:
+    gpu = fake_gpu(sm_count=8, blocks_per_sm=2)
+    for name, measured in _run(gpu).items():
+        conditions = measured.outcome.conditions
+        assert {"sm_mhz_before", "sm_mhz_after", "nvml_before", "nvml_after"} <= set(conditions), name
+        assert conditions["sm_mhz_after"] == pytest.approx(gpu.mhz, rel=0.05), name
+    failed = _run(with_fault(fake_gpu(sm_count=8, blocks_per_sm=2), "lost_add"), runnable={"atomics.latency.global"})
+    assert failed["atomics.latency.global"].outcome.conditions["sm_mhz_before"] == pytest.approx(gpu.mhz, rel=0.05)

@@ -22,6 +22,7 @@ from gpuprobe.families.l2_partition import (
     block_shared_bytes,
     group_of,
     heatmap_png,
+    heatmap_series,
     measure,
     partition_map,
     plan_layout,
@@ -186,11 +187,15 @@ def test_the_launch_is_cooperative_one_block_per_sm() -> None:
     gpu = fake.configure(fake_gpu(sm_count=16))
     seen = []
     launch = gpu._launch
-    gpu._launch = lambda k, grid, block, args, shared, coop: (
-        seen.append((grid, block, shared, coop)) or launch(k, grid, block, args, shared, coop)
-    )
+
+    def recording(kernel, grid, block, args, shared, cooperative):
+        if kernel == "gp_l2p_touch":
+            seen.append((grid, block, shared, cooperative))
+        return launch(kernel, grid, block, args, shared, cooperative)
+
+    gpu._launch = recording
     _run(gpu)
-    assert {s for s in seen} == {(16, 32, block_shared_bytes(gpu.device()), True)}
+    assert set(seen) == {(16, 32, block_shared_bytes(gpu.device()), True)}
     assert len(seen) == FAST.rounds
 
 
@@ -205,6 +210,17 @@ def test_the_heatmap_is_drawn_from_the_series() -> None:
     assert png is not None and png.startswith(b"\x89PNG")
     assert heatmap_png(Results(gpu.device()), 60) is None
     assert SECTIONS[0].plot is not None and SECTIONS[0].plot.png is heatmap_png
+
+
+def test_each_heatmap_cell_is_the_median_of_its_readings_with_sms_ordered_by_side() -> None:
+    readings = Readings([], [], [])
+    readings.extend(7, np.array([0, 1, 2, 3]), np.array([100.0, 300.0, 200.0, 400.0]))
+    readings.extend(3, np.array([0, 1]), np.array([500.0, 600.0]))
+    result = partition_map(readings, Settings())
+    result = dataclasses.replace(result, side=np.array([1, 0]), home=np.array([0, 0, 1, 1]))  # SM 3 side 1, SM 7 side 0
+    rows = heatmap_series(readings, result, bins=2)  # lines 0, 1 in bin 0; lines 2, 3 in bin 1
+    cells = {(r, b): (sm, v) for r, sm, b, v in zip(*rows.values(), strict=True)}
+    assert cells == {(0.0, 0.0): (7.0, 200.0), (0.0, 1.0): (7.0, 300.0), (1.0, 0.0): (3.0, 550.0)}
 
 
 def test_the_planned_work_fits_the_time_budget_on_an_h100() -> None:
@@ -269,4 +285,11 @@ def test_the_invariants_compare_far_with_near_and_the_map_with_the_chase() -> No
 def test_a_probe_whose_contract_failed_is_not_launched() -> None:
     gpu = fake.configure(fake_gpu(sm_count=16))
     assert list(measure(gpu, ptx_parameters(), gpu.device(), set(), FAST)) == []
-    assert gpu.launches == []
+    assert gpu.launches == []  # not even the clock readings
+
+
+def test_the_map_records_the_conditions_it_ran_under() -> None:
+    gpu = fake.configure(fake_gpu(sm_count=16))
+    conditions = _run(gpu).outcome.conditions
+    assert {"sm_mhz_before", "sm_mhz_after", "nvml_before", "nvml_after"} <= set(conditions)
+    assert conditions["sm_mhz_before"] == pytest.approx(gpu.mhz, rel=0.05)

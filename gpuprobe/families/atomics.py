@@ -2,7 +2,7 @@
 
 Order of measurement:
 
-1. ``atomic.latency.global`` / ``atomic.latency.shared`` — a self-feeding chain of returning adds
+1. ``atomics.latency.global`` / ``atomics.latency.shared`` — a self-feeding chain of returning adds
    (each increment is the value the previous add returned), timed by %clock64 around a loop of 32:
    one lane, a warp on one address, a warp on 32 distinct words. A sample is a long minus a short
    launch, so what a timed region pays once cancels. From a zeroed counter, one lane's returned
@@ -10,7 +10,7 @@ Order of measurement:
    for a warp on one address the hardware picks the order of the 32 adds of each instruction, and
    :func:`check_serialized` checks that the last instruction's values form one serial chain that
    ends at the counter's final value.
-2. ``atomic.throughput.global`` / ``global_red`` / ``shared`` — every SM adding as fast as it can
+2. ``atomics.throughput.global`` / ``global_red`` / ``shared`` — every SM adding as fast as it can
    (CUDA events, long minus short launch, the long one sized to a target time), to one address,
    one address per warp, or one word per thread. Every counter must end at adds x increment, and
    (for the returning adds) the values handed out for each counter must sum to what 0, inc, ...,
@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.conditions import recorded
 from gpuprobe.families.measuring import POISON_BYTE, Kernels, Stopping, fact, sample_until_stable, unwritten
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
@@ -410,28 +411,28 @@ def _throughput(probe: str, prefix: str, streams: dict[str, Callable[[], Stream]
 
 
 STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
-    ("atomic.latency.global", lambda c: measure_latency(c, "atomic.latency.global", "gp_at_lat_global", "global")),
-    ("atomic.latency.shared", lambda c: measure_latency(c, "atomic.latency.shared", "gp_at_lat_shared", "shared")),
+    ("atomics.latency.global", lambda c: measure_latency(c, "atomics.latency.global", "gp_at_lat_global", "global")),
+    ("atomics.latency.shared", lambda c: measure_latency(c, "atomics.latency.shared", "gp_at_lat_shared", "shared")),
     (
-        "atomic.throughput.global",
+        "atomics.throughput.global",
         lambda c: _throughput(
-            "atomic.throughput.global",
+            "atomics.throughput.global",
             "atomic.global.throughput",
             {k: (lambda v=v: global_stream(c, "gp_at_tput_global", v, True)) for k, v in GLOBAL_SPREADS.items()},
         ),
     ),
     (
-        "atomic.throughput.global_red",
+        "atomics.throughput.global_red",
         lambda c: _throughput(
-            "atomic.throughput.global_red",
+            "atomics.throughput.global_red",
             "atomic.global.red.throughput",
             {k: (lambda v=v: global_stream(c, "gp_at_red_global", v, False)) for k, v in GLOBAL_SPREADS.items()},
         ),
     ),
     (
-        "atomic.throughput.shared",
+        "atomics.throughput.shared",
         lambda c: _throughput(
-            "atomic.throughput.shared",
+            "atomics.throughput.shared",
             "atomic.shared.throughput",
             {k: (lambda m=m: shared_stream(c, m)) for k, m in SHARED_MASKS.items()},
         ),
@@ -470,7 +471,7 @@ SECTIONS = (
     Section(
         "Atomics",
         ("atomic.",),
-        ("atomic.",),
+        ("atomics.",),
         blurb=(
             "Atomic adds: latency of a self-feeding chain (one lane, a warp on one address, a warp on distinct "
             "words) and throughput from every SM (one address, one per warp, one per thread), returning and not."
@@ -485,11 +486,11 @@ def planned_launches(settings: Settings) -> dict[str, int]:
     latency = len(LANE_SHAPES) * 2 * settings.max_repeats
     per_mode = 2 + 2 * settings.stream_repeats
     return {
-        "atomic.latency.global": latency,
-        "atomic.latency.shared": latency,
-        "atomic.throughput.global": len(GLOBAL_SPREADS) * per_mode,
-        "atomic.throughput.global_red": len(GLOBAL_SPREADS) * per_mode,
-        "atomic.throughput.shared": len(SHARED_MASKS) * per_mode,
+        "atomics.latency.global": latency,
+        "atomics.latency.shared": latency,
+        "atomics.throughput.global": len(GLOBAL_SPREADS) * per_mode,
+        "atomics.throughput.global_red": len(GLOBAL_SPREADS) * per_mode,
+        "atomics.throughput.shared": len(SHARED_MASKS) * per_mode,
     }
 
 
@@ -501,17 +502,12 @@ def measure(
     settings: Settings | None = None,
     state: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, Callable[[], Measured]]]:
-    """The family's runnable probes in order, each as (name, run); a failed self-check gives "failed"."""
+    """The family's runnable probes in order, each as (name, run); a failed self-check gives "failed",
+    and every outcome records the SM clock and NVML readings just before and after it."""
     ctx = _Context(launcher, Kernels(launcher, parameters), device, settings or Settings())
     ctx.out = launcher.alloc(8 * (2 + 3 * WARP))
     ctx.counters = launcher.alloc(4 * WARP)
 
-    def run(name: str, step: Callable[[_Context], Measured]) -> Measured:
-        try:
-            return step(ctx)
-        except ProbeFailure as exc:
-            return Measured(name, ProbeOutcome("failed", str(exc)))
-
     for name, step in STEPS:
         if name in runnable:
-            yield name, lambda name=name, step=step: run(name, step)
+            yield name, lambda name=name, step=step: recorded(launcher, parameters, name, lambda: step(ctx))

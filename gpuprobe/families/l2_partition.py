@@ -1,6 +1,6 @@
 """The L2-partition family: which L2 lines are near which SMs, from first-touch load latencies.
 
-One probe, ``l2.partition.map``. Each round:
+One probe, ``l2_partition.map``. Each round:
 
 1. flush the L2 (a write through a scratch buffer of twice its size), then write the probe lines
    whole (a memset, then the chain's pointers): each then sits in its home L2 slice, and no SM has
@@ -35,12 +35,13 @@ import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.chain import random_cycle
+from gpuprobe.families.conditions import recorded
 from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.sections import Plot, Section
 
-PROBE = "l2.partition.map"
+PROBE = "l2_partition.map"
 KERNEL = "gp_l2p_touch"
 LOADS = 16  # loads per chain, each followed by a clock read: fixed by the PTX
 TIMED = LOADS - 1  # intervals that time a load (the last load's latency is not timed)
@@ -270,17 +271,22 @@ def heatmap_series(readings: Readings, result: PartitionMap, bins: int) -> dict[
     bin_of_line = np.empty(len(result.lines), dtype=np.int64)
     bin_of_line[line_order] = np.arange(len(result.lines)) * bins // max(len(result.lines), 1)
     line_bin = bin_of_line[np.searchsorted(result.lines, np.asarray(readings.line))]
-    sm = np.asarray(readings.sm)
+    sm_by_rank = result.sms[np.lexsort((result.sms, result.side))]
+    rank_of_sm = np.empty(int(result.sms.max()) + 1, dtype=np.int64)
+    rank_of_sm[sm_by_rank] = np.arange(len(sm_by_rank))
     cycles = np.asarray(readings.cycles, dtype=np.float64)
-    rank = {int(s): r for r, s in enumerate(result.sms[np.lexsort((result.sms, result.side))])}
-    rows: dict[str, list[float]] = {"sm_rank": [], "sm_id": [], "bin": [], "latency_cycles": []}
-    for s in result.sms:
-        for b in np.unique(line_bin[sm == s]):
-            rows["sm_rank"].append(float(rank[int(s)]))
-            rows["sm_id"].append(float(s))
-            rows["bin"].append(float(b))
-            rows["latency_cycles"].append(float(np.median(cycles[(sm == s) & (line_bin == b)])))
-    return rows
+    cell = rank_of_sm[np.asarray(readings.sm)] * bins + line_bin
+    order = np.lexsort((cycles, cell))  # by cell, and by latency within a cell
+    cells, first, count = np.unique(cell[order], return_index=True, return_counts=True)
+    sorted_cycles = cycles[order]
+    median = (sorted_cycles[first + (count - 1) // 2] + sorted_cycles[first + count // 2]) / 2
+    rank = cells // bins
+    return {
+        "sm_rank": [float(r) for r in rank],
+        "sm_id": [float(sm_by_rank[r]) for r in rank],
+        "bin": [float(b) for b in cells % bins],
+        "latency_cycles": [float(m) for m in median],
+    }
 
 
 # ---- measuring -----------------------------------------------------------------------------------
@@ -340,14 +346,14 @@ def measure(
     settings: Settings | None = None,
     state: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, Callable[[], Measured]]]:
-    """The map, as (name, run) when runnable; a failed self-check gives status "failed"."""
+    """The map, as (name, run) when runnable; a failed self-check gives status "failed", and the
+    outcome records the SM clock and NVML readings just before and after it."""
     chosen = settings or Settings()
 
     def run() -> Measured:
-        try:
-            return measure_map(launcher, Kernels(launcher, parameters), device, chosen)
-        except ProbeFailure as exc:
-            return Measured(PROBE, ProbeOutcome("failed", str(exc)))
+        return recorded(
+            launcher, parameters, PROBE, lambda: measure_map(launcher, Kernels(launcher, parameters), device, chosen)
+        )
 
     if PROBE in runnable:
         yield PROBE, run
@@ -411,7 +417,7 @@ SECTIONS = (
     Section(
         "L2 partitions",
         ("l2.",),
-        ("l2.partition.",),
+        ("l2_partition.",),
         plot=Plot("l2_partition_map", "l2_partition_map.png", "SM x address-group latency", heatmap_png),
         blurb=(
             "First-touch latency of L2-resident lines from every SM. A split L2 (A100, H100) shows as two "
