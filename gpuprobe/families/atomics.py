@@ -303,7 +303,7 @@ class Stream:
         return ms
 
     def long_iterations(self, short_ms: float) -> int:
-        """Iterations for a long launch of about the target time, from a trial of 1 + short ones."""
+        """Iterations for a long launch of about the target time, from a trial of 2 x short + 1 iterations."""
         s = self.ctx.settings
         trial = s.stream_short_iterations * 2 + 1
         trial_ms = self.time(trial)
