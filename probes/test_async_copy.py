@@ -9,7 +9,14 @@ archs those probes skip as unsupported, and their facts are not expected.
 
 from __future__ import annotations
 
-from gpuprobe.pytest_plugin import family_tests
+import pytest
+
+from gpuprobe.pytest_plugin import assert_invariants, family_tests
 
 FAMILY = "async_copy"
 test_sass_contract, test_probe_ran_and_verified_itself, test_fact = family_tests(FAMILY)
+
+
+@pytest.mark.gpu
+def test_cross_generation_invariants(gpuprobe_results) -> None:
+    assert_invariants(gpuprobe_results, "async.", family=FAMILY)

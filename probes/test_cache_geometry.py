@@ -6,7 +6,14 @@ ptx/cache_geometry.toml (``gpuprobe list``) and gpuprobe/families/cache_geometry
 
 from __future__ import annotations
 
-from gpuprobe.pytest_plugin import family_tests
+import pytest
+
+from gpuprobe.pytest_plugin import assert_invariants, family_tests
 
 FAMILY = "cache_geometry"
 test_sass_contract, test_probe_ran_and_verified_itself, test_fact = family_tests(FAMILY)
+
+
+@pytest.mark.gpu
+def test_cross_generation_invariants(gpuprobe_results) -> None:
+    assert_invariants(gpuprobe_results, "cache.", "constant.", "tlb.", family=FAMILY)

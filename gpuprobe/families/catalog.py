@@ -6,11 +6,13 @@ from types import ModuleType
 
 from gpuprobe.families import (
     async_copy,
+    atomics,
     barrier,
     cache_geometry,
     cluster,
     grid_sync,
     host_transfer,
+    l2_partition,
     launch,
     memory_latency,
     selftest,
@@ -24,6 +26,8 @@ FAMILIES: dict[str, ModuleType] = {
     "selftest": selftest,
     "memory": memory_latency,
     "cache_geometry": cache_geometry,
+    "l2_partition": l2_partition,
+    "atomics": atomics,
     "host_transfer": host_transfer,
     "async_copy": async_copy,
     "warp": warp,

@@ -1,0 +1,89 @@
+"""Simulated L2-partition kernel (ptx/l2_partition.ptx) for the simulated GPU.
+
+The chase follows the pointers really written in the simulated memory. Each launch places its
+blocks on the SMs in a random order (one per SM). A split L2 is modelled as the parts behave:
+SM ``s`` is on side ``(s // 2) % 2``, a line's home side is a hash of its address, a first read
+from the home side is near, from the other side far, and once a side read a line it keeps a copy
+(near from then on) until the L2 is flushed; a line not written since the last flush is a DRAM
+miss. An unsplit L2 has latencies that vary smoothly with the SM and the line (as measured on an
+L40), with no two clusters. ``configure(gpu, split=..., fault=...)`` picks the model and a fault:
+"wrong_end", "sm_out_of_range", "duplicate_sm", "no_wait". Test support only.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from gpuprobe.families.l2_partition import LOADS, RECORD_WORDS
+
+NEAR, FAR, DRAM = 265.0, 475.0, 700.0
+UNSPLIT, UNSPLIT_SPREAD = 270.0, 0.1  # one partition: 270 x (1 +- 0.1 per SM +- 0.1 per line)
+ISSUE = 6.0  # a load and a clock read issuing, nothing waited for
+LINE = 128
+
+
+def configure(gpu: Any, split: bool = True, fault: str = "") -> Any:
+    gpu.l2p_split, gpu.l2p_fault = split, fault
+    return gpu
+
+
+def side_of(sm: int) -> int:
+    return (sm // 2) % 2
+
+
+def home_of(address: int) -> int:
+    return bin((address // LINE) & 0x5B).count("1") % 2
+
+
+@cache
+def _unit(key: int, salt: int) -> float:
+    """A fixed pseudo-random number in [-1, 1] for ``key``."""
+    return float(np.random.default_rng([key, salt]).uniform(-1.0, 1.0))
+
+
+def _latency(gpu: Any, sm: int, address: int) -> float:
+    jitter = float(1.0 + gpu.noise * gpu._rng.standard_normal())
+    if address not in gpu.in_l2:
+        return DRAM * jitter
+    if not getattr(gpu, "l2p_split", True):
+        return UNSPLIT * (1 + UNSPLIT_SPREAD * (_unit(sm, 1) + _unit(address // LINE, 2))) * jitter
+    side = side_of(sm)
+    near = home_of(address) == side or (side, address) in gpu.in_l2  # a copy made by an earlier read
+    gpu.in_l2.add((side, address))  # copies live in the L2: a flush drops them
+    return (NEAR if near else FAR) * jitter
+
+
+def touch(gpu: Any, launch: Any, lines: Any, groups: Any, group_bytes: Any, round: Any, out: Any) -> float:
+    fault = getattr(gpu, "l2p_fault", "")
+    words = lines.data.view(np.uint64)
+    base = lines.base
+    sms = gpu._rng.permutation(gpu.sm_count)[: launch.blocks]
+    if fault == "duplicate_sm":
+        sms[1] = sms[0]
+    if fault == "sm_out_of_range":
+        sms[0] = gpu.sm_count
+    records = out.data.view(np.uint64)
+    for block in range(launch.blocks):
+        group = (block + int(round)) % int(groups)
+        zero = int(words[int(groups) * int(group_bytes) // 8])
+        pointer = base + group * int(group_bytes) + zero
+        clocks = [1000.0 + 50.0 * block]
+        clocks.append(clocks[0] + ISSUE)
+        for load in range(LOADS):
+            latency = _latency(gpu, int(sms[block]), pointer)
+            pointer = int(words[(pointer - base) // 8])
+            if load < LOADS - 1:  # the last load's latency is not timed
+                clocks.append(clocks[-1] + (ISSUE / 2 if fault == "no_wait" else latency))
+        end = pointer + (LINE if fault == "wrong_end" else 0)
+        records[block * RECORD_WORDS : (block + 1) * RECORD_WORDS] = [
+            *np.round(clocks).astype(np.int64).tolist(),
+            end,
+            int(sms[block]),
+        ]
+    return None
+
+
+KERNELS = {"gp_l2p_touch": touch}

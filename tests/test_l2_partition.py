@@ -1,0 +1,289 @@
+"""The L2-partition family's host side: plan, checks, clustering, plot, contracts, end to end on the simulated GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.build import build_ptx
+from gpuprobe.check import check_probe
+from gpuprobe.families import l2_partition
+from gpuprobe.families.l2_partition import (
+    GROUP_LINES,
+    PROBE,
+    SECTIONS,
+    TIMED,
+    ProbeFailure,
+    Readings,
+    Settings,
+    block_shared_bytes,
+    group_of,
+    heatmap_png,
+    heatmap_series,
+    measure,
+    partition_map,
+    plan_layout,
+    planned_work,
+    two_means_threshold,
+)
+from gpuprobe.registry import PTX_DIR, find_probe
+from gpuprobe.results import Device, Results
+from tests.fake_gpu import KIB, MIB, fake_gpu, measure_family, ptx_parameters
+from tests.fakes import l2_partition as fake
+
+FAST = Settings(rounds=8)
+
+
+def _run(gpu, settings=FAST):
+    return measure_family(l2_partition, gpu, {PROBE}, settings)[PROBE]
+
+
+def _facts(measured) -> dict:
+    return {f.id: f for f in measured.facts}
+
+
+# ---- the plan ----------------------------------------------------------------------------------------
+
+
+def test_each_group_is_one_cycle_through_its_own_lines_from_its_first() -> None:
+    layout = plan_layout(6, Settings())
+    assert layout.lines == 6 * GROUP_LINES
+    assert layout.nbytes == (6 * GROUP_LINES + 1) * 128
+    for group in range(6):
+        first = group * GROUP_LINES
+        line, visited = first, []
+        for _ in range(GROUP_LINES):
+            visited.append(line)
+            line = int(layout.successor[line])
+        assert line == first  # one cycle, back at the start
+        assert sorted(visited) == list(range(first, first + GROUP_LINES))
+        assert list(layout.order[group]) == visited
+        assert list(layout.timed_lines(group)) == visited[:TIMED]
+        assert layout.end_line(group) == visited[-1]  # 16 loads from the first line end on the 17th
+
+
+def test_every_round_gives_each_block_its_own_group_and_rounds_rotate_them() -> None:
+    groups = 10
+    for round_ in range(4):
+        assert sorted(group_of(b, round_, groups) for b in range(groups)) == list(range(groups))
+    assert len({group_of(3, r, groups) for r in range(groups)}) == groups
+
+
+def test_one_block_per_sm_by_shared_memory() -> None:
+    h100 = Device("H100", "9.0", "sm_90", 132, 50 * MIB, shared_per_sm_bytes=228 * KIB,
+                  shared_per_block_optin_bytes=227 * KIB)  # fmt: skip
+    assert 114 * KIB < block_shared_bytes(h100) <= 227 * KIB
+    t4 = dataclasses.replace(h100, shared_per_sm_bytes=64 * KIB, shared_per_block_optin_bytes=64 * KIB)
+    assert 32 * KIB < block_shared_bytes(t4) <= 64 * KIB
+    with pytest.raises(ProbeFailure, match="no shared memory per SM"):
+        block_shared_bytes(dataclasses.replace(h100, shared_per_sm_bytes=None))
+    with pytest.raises(ProbeFailure, match="exceed"):
+        block_shared_bytes(dataclasses.replace(h100, shared_per_block_optin_bytes=48 * KIB))
+
+
+# ---- the analysis ------------------------------------------------------------------------------------
+
+
+def test_two_means_cuts_between_two_clusters() -> None:
+    values = np.concatenate([np.full(50, 265.0), np.full(30, 475.0), [270.0, 480.0]])
+    assert 270.0 < two_means_threshold(values) < 475.0
+
+
+def _synthetic(split: bool, sms: int = 20, lines: int = 200, per_sm: int = 60, seed: int = 0) -> tuple:
+    rng = np.random.default_rng(seed)
+    side = rng.integers(0, 2, sms)
+    home = rng.integers(0, 2, lines)
+    readings = Readings([], [], [])
+    for s in range(sms):
+        chosen = rng.choice(lines, per_sm, replace=False)
+        if split:
+            cycles = np.where(home[chosen] == side[s], 265.0, 475.0) * (1 + 0.02 * rng.standard_normal(per_sm))
+        else:
+            cycles = 270.0 * (1 + 0.03 * rng.standard_normal(per_sm))
+        readings.extend(s, chosen, cycles)
+    return readings, side, home
+
+
+def test_a_split_l2_is_found_with_its_sm_sides_and_line_homes() -> None:
+    readings, side, home = _synthetic(split=True)
+    result = partition_map(readings, Settings())
+    assert result.partitions == 2
+    assert result.consistency == 1.0
+    same = np.array_equal(result.side, side[result.sms])
+    assert same or np.array_equal(result.side, 1 - side[result.sms])  # the labels may swap, together
+    assert np.array_equal(result.home, home[result.lines] if same else 1 - home[result.lines])
+
+
+def test_one_cluster_of_latencies_is_one_partition() -> None:
+    readings, _, _ = _synthetic(split=False)
+    result = partition_map(readings, Settings())
+    assert result.partitions == 1
+    assert result.near.all() and not result.side.any()
+
+
+def test_latencies_that_vary_by_sm_and_line_without_two_sides_are_one_partition() -> None:
+    """An L40-like spread (each SM and each slice a little nearer or farther) is not a split."""
+    gpu = fake.configure(fake_gpu(sm_count=24), split=False)
+    measured = _run(gpu)
+    assert measured.outcome.status == "ok"
+    facts = _facts(measured)
+    assert facts["l2.partition_count"].value == 1.0
+    assert "l2.far_latency" not in facts and "l2.partition_sm_fraction" not in facts
+    assert facts["l2.near_line_fraction"].value == 1.0
+    assert facts["l2.near_latency"].value == pytest.approx(fake.UNSPLIT, rel=0.08)
+
+
+# ---- end to end on the simulated GPU -----------------------------------------------------------------
+
+
+def test_a_split_l2_is_mapped_on_the_simulated_gpu() -> None:
+    gpu = fake.configure(fake_gpu(sm_count=24), split=True)
+    measured = _run(gpu)
+    assert measured.outcome.status == "ok", measured.outcome.detail
+    facts = _facts(measured)
+    assert facts["l2.partition_count"].value == 2.0
+    assert facts["l2.near_latency"].value == pytest.approx(fake.NEAR, rel=0.03)
+    assert facts["l2.far_latency"].value == pytest.approx(fake.FAR, rel=0.03)
+    assert facts["l2.near_line_fraction"].value == pytest.approx(0.5, abs=0.15)
+    assert facts["l2.partition_sm_fraction"].value == pytest.approx(0.5)
+    assert facts["l2.partition_consistency"].value > 0.95
+    sides = measured.outcome.series["sides"]
+    found = {int(s): int(x) for s, x in zip(sides["sm_id"], sides["side"], strict=True)}
+    assert set(found) == set(range(24))  # every SM is on the map
+    truth = {s: fake.side_of(s) for s in found}
+    assert found == truth or found == {s: 1 - x for s, x in truth.items()}
+    assert {f.id for f in measured.facts} == set(find_probe(PROBE).facts)
+
+
+def test_without_the_flush_copies_hide_the_far_partition() -> None:
+    """Why every round flushes: lines read in an earlier round have copies near both sides."""
+    gpu = fake.configure(fake_gpu(sm_count=24), split=True)
+    flush = gpu.fill
+    gpu.fill = lambda buffer, value: None if len(buffer.data) >= 2 * gpu.l2_bytes else flush(buffer, value)
+    facts = _facts(_run(gpu))
+    assert facts["l2.partition_count"].value == 1.0
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("wrong_end", "host predicted"),
+        ("sm_out_of_range", "is not below the device's 16 SMs"),
+        ("duplicate_sm", "not one block on every SM"),
+        ("no_wait", "did not wait for the loads"),
+    ],
+)
+def test_a_launch_that_fails_its_check_fails_the_probe_and_gives_no_number(fault: str, message: str) -> None:
+    measured = _run(fake.configure(fake_gpu(sm_count=16), split=True, fault=fault))
+    assert measured.outcome.status == "failed"
+    assert message in measured.outcome.detail
+    assert measured.facts == []
+
+
+def test_the_launch_is_cooperative_one_block_per_sm() -> None:
+    gpu = fake.configure(fake_gpu(sm_count=16))
+    seen = []
+    launch = gpu._launch
+
+    def recording(kernel, grid, block, args, shared, cooperative):
+        if kernel == "gp_l2p_touch":
+            seen.append((grid, block, shared, cooperative))
+        return launch(kernel, grid, block, args, shared, cooperative)
+
+    gpu._launch = recording
+    _run(gpu)
+    assert set(seen) == {(16, 32, block_shared_bytes(gpu.device()), True)}
+    assert len(seen) == FAST.rounds
+
+
+def test_the_heatmap_is_drawn_from_the_series() -> None:
+    gpu = fake.configure(fake_gpu(sm_count=16))
+    measured = _run(gpu)
+    heatmap = measured.outcome.series["heatmap"]
+    assert len(heatmap["sm_rank"]) == len(heatmap["bin"]) == len(heatmap["latency_cycles"])
+    assert set(heatmap["sm_rank"]) == set(map(float, range(16)))
+    results = Results(gpu.device(), facts=measured.facts, probes={PROBE: measured.outcome})
+    png = heatmap_png(results, 60)
+    assert png is not None and png.startswith(b"\x89PNG")
+    assert heatmap_png(Results(gpu.device()), 60) is None
+    assert SECTIONS[0].plot is not None and SECTIONS[0].plot.png is heatmap_png
+
+
+def test_each_heatmap_cell_is_the_median_of_its_readings_with_sms_ordered_by_side() -> None:
+    readings = Readings([], [], [])
+    readings.extend(7, np.array([0, 1, 2, 3]), np.array([100.0, 300.0, 200.0, 400.0]))
+    readings.extend(3, np.array([0, 1]), np.array([500.0, 600.0]))
+    result = partition_map(readings, Settings())
+    result = dataclasses.replace(result, side=np.array([1, 0]), home=np.array([0, 0, 1, 1]))  # SM 3 side 1, SM 7 side 0
+    rows = heatmap_series(readings, result, bins=2)  # lines 0, 1 in bin 0; lines 2, 3 in bin 1
+    cells = {(r, b): (sm, v) for r, sm, b, v in zip(*rows.values(), strict=True)}
+    assert cells == {(0.0, 0.0): (7.0, 200.0), (0.0, 1.0): (7.0, 300.0), (1.0, 0.0): (3.0, 550.0)}
+
+
+def test_the_planned_work_fits_the_time_budget_on_an_h100() -> None:
+    """On an H100 (132 SMs, 50 MiB L2): the flushes dominate; well under 2 s at 2 TB/s of memset."""
+    h100 = Device("H100", "9.0", "sm_90", 132, 50 * MIB, shared_per_sm_bytes=228 * KIB)
+    work = planned_work(h100, Settings())
+    assert work["bytes_written"] / 2e12 + work["launches"] * 5e-3 < 2.0
+
+
+@pytest.mark.parametrize("change", [{"rounds": 1}, {"split_ratio": 1.0}, {"min_consistency": 0.5}])
+def test_settings_that_mean_nothing_are_refused(change: dict) -> None:
+    with pytest.raises(ValueError, match="Settings"):
+        dataclasses.replace(Settings(), **change)
+
+
+# ---- static: every arch, and contracts that catch a wrong kernel ---------------------------------------
+
+
+@pytest.mark.parametrize("arch", [a.name for a in SUPPORTED_ARCHS])
+def test_the_probe_targets_every_supported_arch(arch: str) -> None:
+    assert find_probe(PROBE).supports(parse_arch(arch))
+
+
+def _variant(tmp_path: Path, old: str, new: str) -> Path:
+    text = (PTX_DIR / "l2_partition.ptx").read_text()
+    assert old in text
+    path = tmp_path / "l2_variant.ptx"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_loads_cached_in_l1_are_caught(tmp_path: Path, arch: str) -> None:
+    path = _variant(tmp_path, "\tld.global.cg.u64 %rd6, [%rd6];", "\tld.global.ca.u64 %rd6, [%rd6];")
+    result = check_probe(find_probe(PROBE), build_ptx([path], parse_arch(arch)))
+    assert result.status == "violated"
+    assert "count LDG" in result.detail
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_loads_that_do_not_depend_on_each_other_are_caught(tmp_path: Path, arch: str) -> None:
+    path = _variant(tmp_path, "\tld.global.cg.u64 %rd6, [%rd6];", "\tld.global.cg.u64 %rd9, [%rd6];")
+    result = check_probe(find_probe(PROBE), build_ptx([path], parse_arch(arch)))
+    assert result.status == "violated"
+    assert "dependent_chain" in result.detail
+
+
+def test_the_invariants_compare_far_with_near_and_the_map_with_the_chase() -> None:
+    from gpuprobe.families.l2_partition import INVARIANTS
+
+    gpu = fake.configure(fake_gpu(sm_count=16), split=True)
+    facts = _facts(_run(gpu))
+    checks = [c for invariant in INVARIANTS for c in invariant(facts, gpu.device())]
+    assert [(name, ok) for name, ok, _ in checks] == [("l2_partition.far_above_near", True)]  # no chase measured
+    chase = dataclasses.replace(facts["l2.near_latency"], id="latency.l2", value=600.0)
+    assert INVARIANTS[1]({**facts, "latency.l2": chase}, gpu.device())[0][1] is False
+    assert INVARIANTS[1]({**facts, "latency.l2": dataclasses.replace(chase, value=270.0)}, gpu.device())[0][1]
+    unsplit = _facts(_run(fake.configure(fake_gpu(sm_count=16), split=False)))
+    assert INVARIANTS[0](unsplit, gpu.device()) == []
+
+
+def test_a_probe_whose_contract_failed_is_not_launched() -> None:
+    gpu = fake.configure(fake_gpu(sm_count=16))
+    assert list(measure(gpu, ptx_parameters(), gpu.device(), set(), FAST)) == []
+    assert gpu.launches == []
