@@ -1,0 +1,681 @@
+"""The bandwidth family: shared memory, L1, L2 and DRAM bandwidth with every SM busy; DRAM occupancy
+and goodput; the DRAM figures held against the theoretical peak and the CUDA runtime's copy.
+
+Order of measurement (``PROBES``): DRAM reads, writes and copies at 16, 8 and 4 bytes per access,
+then L2, L1, shared memory, the DRAM occupancy sweep and the goodput patterns. What each probe
+isolates and why its kernel is shaped so: ``ptx/bandwidth.toml`` and ``ptx/bandwidth.ptx``;
+launch shapes and predicted results: :mod:`gpuprobe.families.bandwidth_plan`; timing:
+:mod:`gpuprobe.families.bandwidth_runs`.
+
+* DRAM: footprint ``dram_l2_multiple`` x L2; a sample is a launch over all of it minus a launch
+  over ``short_fraction`` of it, each after an L2 flush; GB/s.
+* L2: footprint at most ``l2_fraction`` of the L2, warmed, re-read ``passes`` times; GB/s.
+* L1 and shared: a per-warp tile re-read; bytes per clock per SM from the kernels' clock records.
+
+Every launch is checked (read sums, written values, copied bytes); a wrong one fails the probe.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuprobe.families import bandwidth_plan as plan
+from gpuprobe.families.bandwidth_plan import PATTERNS, PatternStream, SharedStream, Stream
+from gpuprobe.families.bandwidth_report import INVARIANTS, SECTIONS
+from gpuprobe.families.bandwidth_runs import Launch, Runner, check_sums, cycle_rate, event_rate
+from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.measuring import Stopping, fact, sample_until_stable
+from gpuprobe.gpu import Launcher
+from gpuprobe.results import Device, Fact, ProbeOutcome
+
+__all__ = ["INVARIANTS", "PROBES", "SECTIONS", "Settings", "measure"]
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Settings:
+    threads: int = 256  # per block, for the global streams
+    dram_l2_multiple: float = 4.0  # DRAM footprint, in L2 sizes
+    short_fraction: float = 0.25  # the short launch's share of the long one
+    flush_l2_multiple: float = 2.0  # the scratch read that flushes the L2
+    l2_fraction: float = 0.5  # the L2 probes' footprint (source and destination together), of the L2
+    l2_long_bytes: int = 4 << 30  # bytes a long L2 launch moves
+    cached_tile_per_sm: int = 32 * 1024  # L1 and shared: bytes each SM's blocks re-read
+    cached_long_bytes_per_sm: int = 32 * MIB  # bytes per SM in a long L1 / shared launch
+    pattern_moved_l2_multiple: float = 1.0  # bytes a long goodput launch moves, in L2 sizes
+    sweep_threads: tuple[int, ...] = (128, 256, 512, 1024)
+    sweep_blocks: tuple[int, ...] = (1, 2, 4, 8, 16)  # blocks per SM tried (up to the occupancy limit, which is added)
+    saturation: float = 0.9  # the occupancy sweep's saturation: this fraction of the best
+    check_words: int = 1 << 20  # after a launch shape's first full check, written words checked per launch
+    min_repeats: int = 3
+    max_repeats: int = 7
+    sweep_repeats: int = 3
+    target_noise: float = 0.01
+    probe_budget_s: float = 1.0
+    seed: int = 20240917
+
+    def __post_init__(self) -> None:
+        counts = (
+            "threads",
+            "l2_long_bytes",
+            "cached_tile_per_sm",
+            "cached_long_bytes_per_sm",
+            "check_words",
+            "min_repeats",
+            "sweep_repeats",
+        )
+        for name in counts:
+            if getattr(self, name) < 1:
+                raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
+        if self.threads % 128 or self.threads > 1024 or any(t % 128 or t > 1024 for t in self.sweep_threads):
+            raise ValueError("Settings: threads per block must be multiples of 128, at most 1024")
+        if not 0 < self.short_fraction < 1 or not 0 < self.l2_fraction <= 1 or not 0 < self.saturation <= 1:
+            raise ValueError("Settings: short_fraction in (0, 1), l2_fraction and saturation in (0, 1]")
+        if self.dram_l2_multiple < 2 or self.flush_l2_multiple < 1 or self.max_repeats < self.min_repeats:
+            raise ValueError("Settings: dram_l2_multiple >= 2, flush_l2_multiple >= 1, max_repeats >= min_repeats")
+
+    def stopping(self, sweep: bool = False) -> Stopping:
+        most = self.sweep_repeats if sweep else self.max_repeats
+        return Stopping(min(self.min_repeats, most), most, self.target_noise, self.probe_budget_s)
+
+
+LEVELS = ("dram", "l2")
+OPS = ("read", "write", "copy")
+STREAM_KERNELS = {
+    "read": "gp_bw_read_cg_v{w}",
+    "write": "gp_bw_write_b{bits}",
+    "copy": "gp_bw_copy_b{bits}",
+}
+
+
+def stream_kernel(op: str, width: int) -> str:
+    return STREAM_KERNELS[op].format(w=width, bits=8 * width)
+
+
+def fit_blocks(width: int, threads: int, most_per_sm: int, sm_count: int, footprint: int) -> int:
+    """Blocks per SM (at most ``most_per_sm``) whose tile fits in ``footprint``: all SMs busy, as full
+    as the footprint allows; ProbeFailure when not even one block per SM fits."""
+    for per_sm in range(most_per_sm, 0, -1):
+        if sm_count * per_sm * threads * width * plan.ACCESSES <= footprint:
+            return per_sm
+    raise ProbeFailure(f"{footprint} bytes is less than one {threads}-thread block per SM of {width}-byte accesses")
+
+
+def dram_pair(width: int, blocks: int, threads: int, l2_bytes: int, settings: Settings) -> tuple[Stream, Stream]:
+    """The short and the long DRAM sweep: one pass each, the long over ``dram_l2_multiple`` L2 sizes."""
+    footprint = int(settings.dram_l2_multiple * l2_bytes)
+    long = plan.sweep_for(width, blocks, threads, footprint)
+    short = plan.sweep_for(width, blocks, threads, max(long.tile, int(long.footprint * settings.short_fraction)))
+    if short.iters >= long.iters:
+        raise ProbeFailure(f"a DRAM footprint of {footprint} bytes holds too few {long.tile}-byte tiles to difference")
+    return short, long
+
+
+def l2_pair(
+    width: int, blocks: int, threads: int, footprint: int, factor: int, settings: Settings
+) -> tuple[Stream, Stream]:
+    """The short and the long L2 launch: the same footprint, passes in the ratio short_fraction."""
+    once = plan.sweep_for(width, blocks, threads, footprint)
+    passes = max(2, math.ceil(settings.l2_long_bytes / (factor * once.footprint)))
+    short_passes = max(1, int(passes * settings.short_fraction))
+    return Stream(width, blocks, threads, once.iters, short_passes), Stream(width, blocks, threads, once.iters, passes)
+
+
+def cached_pair(width: int, blocks_per_sm: int, sm_count: int, threads: int, settings: Settings) -> tuple[int, int]:
+    """Iterations of the short and the long L1 / shared launch."""
+    per_iteration = blocks_per_sm * threads * width * plan.ACCESSES
+    long = max(8, settings.cached_long_bytes_per_sm // per_iteration)
+    return max(2, int(long * settings.short_fraction)) // 2 * 2, long // 2 * 2
+
+
+@dataclass
+class _Context:
+    launcher: Launcher
+    device: Device
+    settings: Settings
+    runner: Runner
+    datasheet: dict[str, float]
+    words: np.ndarray  # the source buffer's contents
+    src: Any
+    dst: Any
+    value: Any
+    most_blocks: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    tables: dict[int, np.ndarray] = field(default_factory=dict)
+    launches: int = 0
+
+    def table(self, width: int) -> np.ndarray:
+        """The source's per-group sums for ``width``-byte reads, computed once."""
+        if width not in self.tables:
+            self.tables[width] = plan.group_sums(self.words, width)
+        return self.tables[width]
+
+    def blocks_per_sm(self, kernel: str, threads: int, shared: int = 0) -> int:
+        key = (kernel, threads, shared)
+        if key not in self.most_blocks:
+            self.most_blocks[key] = self.launcher.max_active_blocks(kernel, threads, shared)
+            if self.most_blocks[key] < 1:
+                raise ProbeFailure(f"{kernel} cannot be resident with {threads} threads and {shared} bytes shared")
+        return self.most_blocks[key]
+
+    def address(self, buffer: Any) -> np.uint64:
+        return np.uint64(self.launcher.address(buffer))
+
+
+# ---- global streams ---------------------------------------------------------------------------------
+
+
+def _read_launch(ctx: _Context, kernel: str, stream: Stream, src: Any, expected: np.ndarray | None = None) -> Launch:
+    """A read of ``src`` (the uploaded source unless given, with the sums it must give)."""
+    if expected is None:
+        expected = plan.stream_sums(ctx.table(stream.width), stream)
+    args = [
+        ctx.address(src),
+        np.uint32(stream.width),
+        np.uint64(stream.step),
+        np.uint32(stream.iters),
+        np.uint32(stream.passes),
+        None,
+        None,
+    ]
+    launch = Launch(kernel, args, stream.blocks, stream.threads, stream.bytes_accessed, lambda first: None)
+    launch.check = lambda first: check_sums(kernel, ctx.runner.sums_of(launch), expected)
+    return launch
+
+
+def _written_words(ctx: _Context, buffer: Any, count: int, first: bool) -> np.ndarray:
+    return np.asarray(ctx.launcher.read(buffer, "uint32", count if first else min(count, ctx.settings.check_words)))
+
+
+def _write_launch(ctx: _Context, stream: Stream) -> Launch:
+    kernel = stream_kernel("write", stream.width)
+    words = stream.footprint // plan.WORD.itemsize
+    args: list[object] = [
+        ctx.address(ctx.dst),
+        ctx.address(ctx.value),
+        np.uint32(stream.width),
+        np.uint64(stream.step),
+        np.uint32(stream.iters),
+        np.uint32(stream.passes),
+        None,
+    ]
+    pattern: dict[str, np.ndarray] = {}
+
+    def prepare() -> None:  # a new value every launch: a launch that stored nothing is caught
+        ctx.launches += 1
+        pattern["value"] = plan.source_words(4, ctx.settings.seed + ctx.launches)
+        ctx.value = ctx.launcher.upload(pattern["value"])
+        args[1] = ctx.address(ctx.value)
+
+    def check(first: bool) -> None:
+        got = _written_words(ctx, ctx.dst, words, first).reshape(-1, stream.width // plan.WORD.itemsize)
+        wrong = np.flatnonzero(np.any(got != pattern["value"][: got.shape[1]], axis=1))
+        if len(wrong):
+            raise ProbeFailure(
+                f"{kernel}: {len(wrong)} of {len(got)} stored {stream.width}-byte values are wrong "
+                f"(first at byte {int(wrong[0]) * stream.width})"
+            )
+
+    return Launch(
+        kernel, args, stream.blocks, stream.threads, stream.bytes_accessed, check, prepare=prepare, uses_sums=False
+    )
+
+
+def _copy_launch(ctx: _Context, stream: Stream) -> Launch:
+    kernel = stream_kernel("copy", stream.width)
+    words = stream.footprint // plan.WORD.itemsize
+    args = [
+        ctx.address(ctx.src),
+        ctx.address(ctx.dst),
+        np.uint32(stream.width),
+        np.uint64(stream.step),
+        np.uint32(stream.iters),
+        np.uint32(stream.passes),
+        None,
+    ]
+
+    def check(first: bool) -> None:
+        got = _written_words(ctx, ctx.dst, words, first)
+        wrong = np.flatnonzero(got != ctx.words[: len(got)])
+        if len(wrong):
+            raise ProbeFailure(
+                f"{kernel}: {len(wrong)} of {len(got)} copied words differ from the source "
+                f"(first at byte {int(wrong[0]) * 4})"
+            )
+
+    def prepare() -> None:  # a launch that copied nothing would leave the poison
+        ctx.launcher.fill(ctx.dst, 0xFF)
+
+    return Launch(
+        kernel, args, stream.blocks, stream.threads, 2 * stream.bytes_accessed, check, prepare=prepare, uses_sums=False
+    )
+
+
+def _launches(ctx: _Context, op: str, short: Stream, long: Stream) -> tuple[Launch, Launch]:
+    if op == "read":
+        kernel = stream_kernel("read", long.width)
+        return _read_launch(ctx, kernel, short, ctx.src), _read_launch(ctx, kernel, long, ctx.src)
+    if op == "write":
+        return _write_launch(ctx, short), _write_launch(ctx, long)
+    return _copy_launch(ctx, short), _copy_launch(ctx, long)
+
+
+def _rates(ctx: _Context, short: Launch, long: Launch, flush: bool, sweep: bool = False) -> list[float]:
+    samples: list[float] = []
+    sample_until_stable(
+        lambda: samples.append(event_rate(ctx.runner, short, long, flush)), samples, ctx.settings.stopping(sweep)
+    )
+    return samples
+
+
+def _peak(ctx: _Context) -> tuple[float, str] | None:
+    return plan.dram_peak_gbps(ctx.device.mem_clock_mhz, ctx.device.mem_bus_bits, ctx.datasheet)
+
+
+def measure_dram(ctx: _Context, op: str, width: int) -> Measured:
+    name = f"bandwidth.dram.{op}.v{width}"
+    kernel = stream_kernel(op, width)
+    s = ctx.settings
+    blocks = ctx.device.sm_count * ctx.blocks_per_sm(kernel, s.threads)
+    short, long = dram_pair(width, blocks, s.threads, ctx.device.l2_bytes, s)
+    samples = _rates(ctx, *_launches(ctx, op, short, long), flush=True)
+    facts = [fact(f"bandwidth.dram_{op}.v{width}", samples, "GB/s", name)]
+    note = f"{long.footprint / MIB:.0f} MiB, {blocks} blocks of {s.threads}"
+    if width == 16:
+        peak = _peak(ctx)
+        if peak is None:
+            note += "; no memory clock, bus width or datasheet figure: no theoretical peak"
+        else:
+            value, source = peak
+            facts.append(fact(f"bandwidth.dram_{op}_fraction_of_peak", [x / value for x in samples], "fraction", name))
+            if op == "read":
+                facts.append(Fact("bandwidth.dram_theoretical", value, "GB/s", (value, value), [value], {}, name))
+            note += f"; peak {value:.0f} GB/s from the {source}"
+        if op == "copy":
+            facts += _memcpy_facts(ctx, short, long, samples, name)
+    series = {"stream": {"footprint_bytes": [float(long.footprint)], "gbps": [facts[0].value]}}
+    return Measured(name, ProbeOutcome("ok", note, series), facts)
+
+
+def _memcpy_facts(ctx: _Context, short: Stream, long: Stream, probe_samples: list[float], name: str) -> list[Fact]:
+    """The CUDA runtime's device-to-device copy of the same bytes, flushed and differenced as the probe."""
+    flush = ctx.runner.flush
+
+    def copy_ms(nbytes: int) -> float:
+        if flush is not None:
+            ctx.runner.run(flush)
+        return ctx.launcher.time_device_copy(ctx.dst, ctx.src, nbytes, 1)
+
+    samples: list[float] = []
+
+    def take() -> None:
+        short_ms, long_ms = copy_ms(short.footprint), copy_ms(long.footprint)
+        if not long_ms > short_ms:
+            raise ProbeFailure(
+                f"cudaMemcpy of {long.footprint} bytes took {long_ms} ms, of {short.footprint} {short_ms} ms"
+            )
+        samples.append(2 * (long.footprint - short.footprint) / ((long_ms - short_ms) * 1e-3) / 1e9)
+
+    sample_until_stable(take, samples, ctx.settings.stopping())
+    memcpy = fact("bandwidth.dram_copy_cuda_memcpy", samples, "GB/s", name)
+    ratios = [p / m for p, m in zip(probe_samples, samples, strict=False)]
+    return [memcpy, fact("bandwidth.dram_copy_fraction_of_memcpy", ratios, "fraction", name)]
+
+
+def measure_l2(ctx: _Context, op: str, width: int) -> Measured:
+    name = f"bandwidth.l2.{op}.v{width}"
+    kernel = stream_kernel(op, width)
+    s = ctx.settings
+    buffers = 2 if op == "copy" else 1
+    footprint = int(s.l2_fraction * ctx.device.l2_bytes) // buffers
+    per_sm = fit_blocks(width, s.threads, ctx.blocks_per_sm(kernel, s.threads), ctx.device.sm_count, footprint)
+    short, long = l2_pair(width, ctx.device.sm_count * per_sm, s.threads, footprint, buffers, s)
+    first, second = _launches(ctx, op, short, long)
+    ctx.runner.run(second)  # warm: the footprint into L2
+    samples = _rates(ctx, first, second, flush=False)
+    note = f"{long.footprint / MIB:.1f} MiB x {long.passes} passes, {long.blocks} blocks of {s.threads}"
+    return Measured(name, ProbeOutcome("ok", note), [fact(f"bandwidth.l2_{op}.v{width}", samples, "GB/s", name)])
+
+
+# ---- L1 and shared memory: bytes per clock per SM ----------------------------------------------------
+
+
+def measure_l1(ctx: _Context, width: int) -> Measured:
+    name, kernel = f"bandwidth.l1.read.v{width}", f"gp_bw_read_ca_v{width}"
+    s = ctx.settings
+    ctx.launcher.prefer_l1(kernel)
+    wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
+    per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads))
+    short_iters, long_iters = cached_pair(width, per_sm, ctx.device.sm_count, s.threads, s)
+    blocks = ctx.device.sm_count * per_sm
+    streams = [Stream(width, blocks, s.threads, n, sweep=False) for n in (short_iters, long_iters)]
+    short, long = (_read_launch(ctx, kernel, st, ctx.src) for st in streams)
+    per_block = tuple(st.threads * width * plan.ACCESSES * st.iters for st in streams)
+    samples: list[float] = []
+    sample_until_stable(lambda: samples.append(cycle_rate(ctx.runner, short, long, per_block)), samples, s.stopping())  # type: ignore[arg-type]
+    note = (
+        f"{per_sm} blocks of {s.threads} per SM, {per_sm * s.threads * width * plan.ACCESSES // 1024} KiB tile per SM"
+    )
+    return Measured(name, ProbeOutcome("ok", note), [fact(f"bandwidth.l1_read.v{width}", samples, "byte/clk/SM", name)])
+
+
+def _shared_launch(ctx: _Context, kernel: str, stream: SharedStream) -> Launch:
+    expected = plan.shared_sums(ctx.words, stream)
+    args = [
+        ctx.address(ctx.src),
+        np.uint32(stream.width),
+        np.uint32(stream.iters),
+        np.uint32(stream.half_bytes if stream.toggle else 0),
+        None,
+        None,
+    ]
+    launch = Launch(
+        kernel,
+        args,
+        stream.blocks,
+        stream.threads,
+        stream.blocks * stream.bytes_per_block,
+        lambda first: None,
+        shared=stream.shared_bytes,
+    )
+    launch.check = lambda first: check_sums(kernel, ctx.runner.sums_of(launch), expected)
+    return launch
+
+
+def measure_shared(ctx: _Context, width: int) -> Measured:
+    name, kernel = f"bandwidth.shared.read.v{width}", f"gp_bw_shared_read_v{width}"
+    s = ctx.settings
+    shared_bytes = SharedStream(width, 1, s.threads, 2).shared_bytes
+    wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
+    per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads, shared_bytes))
+    short_iters, long_iters = cached_pair(width, per_sm, ctx.device.sm_count, s.threads, s)
+    streams = [SharedStream(width, ctx.device.sm_count * per_sm, s.threads, n) for n in (short_iters, long_iters)]
+    short, long = (_shared_launch(ctx, kernel, st) for st in streams)
+    per_block = (streams[0].bytes_per_block, streams[1].bytes_per_block)
+    samples: list[float] = []
+    sample_until_stable(lambda: samples.append(cycle_rate(ctx.runner, short, long, per_block)), samples, s.stopping())
+    note = f"{per_sm} blocks of {s.threads} per SM, {shared_bytes // 1024} KiB shared each"
+    return Measured(
+        name, ProbeOutcome("ok", note), [fact(f"bandwidth.shared_read.v{width}", samples, "byte/clk/SM", name)]
+    )
+
+
+# ---- occupancy and goodput --------------------------------------------------------------------------
+
+
+def sweep_points(settings: Settings, most: Callable[[int], int]) -> list[tuple[int, int]]:
+    """(threads per block, blocks per SM) pairs of the occupancy sweep: each block size at the
+    settings' block counts up to the occupancy limit ``most(threads)``, and at the limit itself."""
+    points = []
+    for threads in settings.sweep_threads:
+        limit = most(threads)
+        points += [(threads, b) for b in sorted({*(b for b in settings.sweep_blocks if b < limit), limit}) if b >= 1]
+    return points
+
+
+def measure_occupancy(ctx: _Context) -> Measured:
+    name, kernel, width = "bandwidth.dram.occupancy.v4", "gp_bw_read_cg_v4", 4
+    s, sms = ctx.settings, ctx.device.sm_count
+    columns: dict[str, list[float]] = {"threads_per_block": [], "blocks_per_sm": [], "threads_per_sm": [], "gbps": []}
+    medians: list[tuple[float, int, list[float]]] = []
+    for threads, per_sm in sweep_points(s, lambda t: ctx.blocks_per_sm(kernel, t)):
+        short, long = dram_pair(width, sms * per_sm, threads, ctx.device.l2_bytes, s)
+        samples = _rates(ctx, *_launches(ctx, "read", short, long), flush=True, sweep=True)
+        median = float(np.median(samples))
+        medians.append((median, threads * per_sm, samples))
+        for key, value in zip(columns, (threads, per_sm, threads * per_sm, median), strict=True):
+            columns[key].append(float(value))
+    best = max(medians, key=lambda m: m[0])
+    saturated = min((m for m in medians if m[0] >= s.saturation * best[0]), key=lambda m: m[1])
+    facts = [
+        Fact(
+            "bandwidth.dram_read_saturation.v4",
+            float(saturated[1]),
+            "count",
+            (float(saturated[1]),) * 2,
+            [float(saturated[1])],
+            {},
+            name,
+        ),
+        fact("bandwidth.dram_read_best.v4", best[2], "GB/s", name),
+    ]
+    note = f"{s.saturation:.0%} of the best {best[0]:.0f} GB/s from {saturated[1]} resident threads per SM"
+    return Measured(name, ProbeOutcome("ok", note, {"occupancy": columns}), facts)
+
+
+def _pattern_launch(ctx: _Context, stream: PatternStream) -> Launch:
+    p = stream.pattern
+    kernel = f"gp_bw_pattern_v{p.width}"
+    expected = plan.pattern_sums(ctx.words, stream)
+    args = [
+        np.uint64(ctx.launcher.address(ctx.src) + p.offset),
+        np.uint32(p.lane_stride),
+        np.uint64(p.slot),
+        np.uint64(stream.step),
+        np.uint32(stream.iters),
+        None,
+        None,
+    ]
+    launch = Launch(kernel, args, stream.blocks, stream.threads, stream.useful_bytes, lambda first: None)
+    launch.check = lambda first: check_sums(kernel, ctx.runner.sums_of(launch), expected)
+    return launch
+
+
+def pattern_pair(
+    pattern: plan.Pattern,
+    most_per_sm: int,
+    sm_count: int,
+    threads: int,
+    l2_bytes: int,
+    buffer_bytes: int,
+    settings: Settings,
+) -> tuple[PatternStream, PatternStream]:
+    """The short and long goodput launch, with as many blocks per SM (up to ``most_per_sm``) as leave
+    room in the buffer for at least two iterations: the long moves ``pattern_moved_l2_multiple`` L2
+    sizes as far as the buffer reaches (at least two iterations), the short ``short_fraction`` of that."""
+    for per_sm in range(most_per_sm, 0, -1):
+        one = PatternStream(pattern, sm_count * per_sm, threads, 1)
+        room = buffer_bytes // one.footprint
+        if room >= 2:
+            iters = min(room, max(2, math.ceil(settings.pattern_moved_l2_multiple * l2_bytes / one.moved_bytes)))
+            short = max(1, int(iters * settings.short_fraction))
+            return PatternStream(pattern, one.blocks, threads, short), PatternStream(
+                pattern, one.blocks, threads, iters
+            )
+    raise ProbeFailure(
+        f"pattern {pattern.name}: a {buffer_bytes}-byte buffer holds under two iterations of one block per SM"
+    )
+
+
+def measure_goodput(ctx: _Context, pattern_name: str) -> Measured:
+    pattern = PATTERNS[pattern_name]
+    name, kernel = f"bandwidth.goodput.{pattern_name}", f"gp_bw_pattern_v{pattern.width}"
+    s = ctx.settings
+    most = ctx.blocks_per_sm(kernel, s.threads)
+    short, long = pattern_pair(
+        pattern, most, ctx.device.sm_count, s.threads, ctx.device.l2_bytes, len(ctx.words) * 4, s
+    )
+    useful = _rates(ctx, _pattern_launch(ctx, short), _pattern_launch(ctx, long), flush=True)
+    ratio = 1.0 / pattern.efficiency
+    prefix = f"bandwidth.goodput.{pattern_name}"
+    facts = [
+        fact(f"{prefix}.useful", useful, "GB/s", name),
+        fact(f"{prefix}.moved", [u * ratio for u in useful], "GB/s", name),
+        Fact(
+            f"{prefix}.efficiency",
+            pattern.efficiency,
+            "fraction",
+            (pattern.efficiency,) * 2,
+            [pattern.efficiency],
+            {},
+            name,
+        ),
+    ]
+    note = (
+        f"{pattern.useful_bytes} useful bytes per warp request in {pattern.sectors} sectors "
+        f"({pattern.moved_bytes} bytes moved)"
+    )
+    series = {
+        "goodput": {"useful_gbps": [facts[0].value], "moved_gbps": [facts[1].value], "efficiency": [pattern.efficiency]}
+    }
+    return Measured(name, ProbeOutcome("ok", note, series), facts)
+
+
+# ---- the planned work, for the time budget -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one probe plans at most: bytes through each level and launches (timed, flush, warm-up)."""
+
+    probe: str
+    level: str  # "dram", "l2", "cached" (L1 and shared: bytes per SM) or "check" (read back to the host)
+    bytes: int
+    launches: int
+
+
+def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str, int], int]) -> list[Work]:
+    """Every probe's work at ``max_repeats`` samples, from the same plans ``measure`` launches;
+    ``most_blocks(kernel, threads)`` stands for the occupancy API."""
+    s, sms, l2 = settings, device.sm_count, device.l2_bytes
+    flush = int(s.flush_l2_multiple * l2)
+    work: list[Work] = []
+    for op in OPS:
+        factor = 2 if op == "copy" else 1
+        for width in (16, 8, 4):
+            kernel = stream_kernel(op, width)
+            short, long = dram_pair(width, sms * most_blocks(kernel, s.threads), s.threads, l2, s)
+            memcpy = 2 if op == "copy" and width == 16 else 1  # the runtime's copy, sampled as often
+            moved = factor * (short.bytes_accessed + long.bytes_accessed) + 2 * flush
+            work.append(
+                Work(
+                    f"bandwidth.dram.{op}.v{width}", "dram", memcpy * s.max_repeats * moved, memcpy * s.max_repeats * 4
+                )
+            )
+            check = long.footprint + s.max_repeats * 2 * s.check_words * 4 if op != "read" else 0
+            work.append(Work(f"bandwidth.dram.{op}.v{width}", "check", check, 0))
+            footprint = int(s.l2_fraction * l2) // factor
+            per_sm = fit_blocks(width, s.threads, most_blocks(kernel, s.threads), sms, footprint)
+            short, long = l2_pair(width, sms * per_sm, s.threads, footprint, factor, s)
+            moved = factor * (short.bytes_accessed + (s.max_repeats + 1) * long.bytes_accessed) // s.max_repeats
+            work.append(Work(f"bandwidth.l2.{op}.v{width}", "l2", s.max_repeats * moved, 2 * s.max_repeats + 1))
+    for level, kernel in (("l1", "gp_bw_read_ca_v{w}"), ("shared", "gp_bw_shared_read_v{w}")):
+        for width in (16, 8, 4):
+            wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
+            per_sm = min(wanted, most_blocks(kernel.format(w=width), s.threads))
+            short_iters, long_iters = cached_pair(width, per_sm, sms, s.threads, s)
+            per_iteration = per_sm * s.threads * width * plan.ACCESSES
+            work.append(
+                Work(
+                    f"bandwidth.{level}.read.v{width}",
+                    "cached",
+                    s.max_repeats * per_iteration * (short_iters + long_iters),
+                    2 * s.max_repeats,
+                )
+            )
+    for threads, per_sm in sweep_points(s, lambda t: most_blocks("gp_bw_read_cg_v4", t)):
+        short, long = dram_pair(4, sms * per_sm, threads, l2, s)
+        work.append(
+            Work(
+                "bandwidth.dram.occupancy.v4",
+                "dram",
+                s.sweep_repeats * (short.bytes_accessed + long.bytes_accessed + 2 * flush),
+                4 * s.sweep_repeats,
+            )
+        )
+    buffer = int(s.dram_l2_multiple * l2) // plan.GROUP_BYTES * plan.GROUP_BYTES
+    for name, pattern in PATTERNS.items():
+        most = most_blocks(f"gp_bw_pattern_v{pattern.width}", s.threads)
+        short, long = pattern_pair(pattern, most, sms, s.threads, l2, buffer, s)
+        work.append(
+            Work(
+                f"bandwidth.goodput.{name}",
+                "dram",
+                s.max_repeats * (short.moved_bytes + long.moved_bytes + 2 * flush),
+                4 * s.max_repeats,
+            )
+        )
+    return work
+
+
+# ---- the family -------------------------------------------------------------------------------------
+
+STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
+    *((f"bandwidth.dram.{op}.v{w}", lambda c, op=op, w=w: measure_dram(c, op, w)) for op in OPS for w in (16, 8, 4)),
+    *((f"bandwidth.l2.{op}.v{w}", lambda c, op=op, w=w: measure_l2(c, op, w)) for op in OPS for w in (16, 8, 4)),
+    *((f"bandwidth.l1.read.v{w}", lambda c, w=w: measure_l1(c, w)) for w in (16, 8, 4)),
+    *((f"bandwidth.shared.read.v{w}", lambda c, w=w: measure_shared(c, w)) for w in (16, 8, 4)),
+    ("bandwidth.dram.occupancy.v4", measure_occupancy),
+    *((f"bandwidth.goodput.{p}", lambda c, p=p: measure_goodput(c, p)) for p in PATTERNS),
+]
+
+PROBES = [name for name, _ in STEPS]
+
+
+def _context(
+    launcher: Launcher,
+    parameters: dict[str, list[tuple[str, str]]],
+    device: Device,
+    settings: Settings,
+    state: dict[str, Any],
+) -> _Context:
+    """Buffers shared by every probe: the source (uploaded once), destination, L2 flush scratch, outputs."""
+    buffer_bytes = int(settings.dram_l2_multiple * device.l2_bytes) // plan.GROUP_BYTES * plan.GROUP_BYTES
+    words = plan.source_words(buffer_bytes // 4, settings.seed)
+    runner = Runner(launcher, parameters)
+    ctx = _Context(
+        launcher,
+        device,
+        settings,
+        runner,
+        dict(state.get("datasheet", {})),
+        words,
+        launcher.upload(words),
+        launcher.alloc(buffer_bytes),
+        launcher.upload(words[:4]),
+    )
+    if "gp_bw_read_cg_v16" in parameters:
+        runner.flush = _flush_launch(ctx, launcher, device, settings)
+    return ctx
+
+
+def _flush_launch(ctx: _Context, launcher: Launcher, device: Device, settings: Settings) -> Launch:
+    """A read of a zeroed scratch buffer of ``flush_l2_multiple`` L2 sizes: every sum must be 0."""
+    footprint = int(settings.flush_l2_multiple * device.l2_bytes)
+    stream = plan.sweep_for(16, device.sm_count * 4, settings.threads, footprint)
+    scratch = launcher.alloc(stream.footprint)
+    return _read_launch(ctx, "gp_bw_read_cg_v16", stream, scratch, np.zeros(stream.total_threads, dtype=np.uint32))
+
+
+def measure(
+    launcher: Launcher,
+    parameters: dict[str, list[tuple[str, str]]],
+    device: Device,
+    runnable: set[str],
+    settings: Settings | None = None,
+    state: dict[str, Any] | None = None,
+) -> Iterator[tuple[str, Callable[[], Measured]]]:
+    """The family's runnable probes in order, each as (name, run). ``state["datasheet"]`` may hold the
+    model's ``dram_gbps``, the peak used when the device reports no memory clock or bus width."""
+    steps = [(name, step) for name, step in STEPS if name in runnable]
+    if not steps:
+        return
+    ctx = _context(launcher, parameters, device, settings or Settings(), state if state is not None else {})
+
+    def run(name: str, step: Callable[[_Context], Measured]) -> Measured:
+        conditions: dict[str, Any] = {"nvml_before": launcher.nvml()}
+        try:
+            measured = step(ctx)
+        except ProbeFailure as exc:
+            measured = Measured(name, ProbeOutcome("failed", str(exc)))
+        conditions["nvml_after"] = launcher.nvml()
+        measured.outcome.conditions = conditions
+        return measured
+
+    for name, step in steps:
+        yield name, lambda name=name, step=step: run(name, step)
