@@ -226,12 +226,13 @@ def _write_launch(ctx: _Context, stream: Stream) -> Launch:
     )
 
 
-def _copy_launch(ctx: _Context, stream: Stream) -> Launch:
+def _copy_launch(ctx: _Context, stream: Stream, dst: Any) -> Launch:
+    """A copy from the source to ``dst``, which is poisoned before each launch and checked after."""
     kernel = stream_kernel("copy", stream.width)
     words = stream.footprint // plan.WORD.itemsize
     args = [
         ctx.address(ctx.src),
-        ctx.address(ctx.dst),
+        ctx.address(dst),
         np.uint32(stream.width),
         np.uint64(stream.step),
         np.uint32(stream.iters),
@@ -240,7 +241,7 @@ def _copy_launch(ctx: _Context, stream: Stream) -> Launch:
     ]
 
     def check(first: bool) -> None:
-        got = _written_words(ctx, ctx.dst, words, first)
+        got = _written_words(ctx, dst, words, first)
         wrong = np.flatnonzero(got != ctx.words[: len(got)])
         if len(wrong):
             raise ProbeFailure(
@@ -249,20 +250,22 @@ def _copy_launch(ctx: _Context, stream: Stream) -> Launch:
             )
 
     def prepare() -> None:  # a launch that copied nothing would leave the poison
-        ctx.launcher.fill(ctx.dst, 0xFF)
+        ctx.launcher.fill(dst, 0xFF)
 
     return Launch(
         kernel, args, stream.blocks, stream.threads, 2 * stream.bytes_accessed, check, prepare=prepare, uses_sums=False
     )
 
 
-def _launches(ctx: _Context, op: str, short: Stream, long: Stream) -> tuple[Launch, Launch]:
+def _launches(ctx: _Context, op: str, short: Stream, long: Stream, dst: Any = None) -> tuple[Launch, Launch]:
+    """The short and long launch of ``op``; copies go to ``dst`` (default: the shared destination)."""
     if op == "read":
         kernel = stream_kernel("read", long.width)
         return _read_launch(ctx, kernel, short, ctx.src), _read_launch(ctx, kernel, long, ctx.src)
     if op == "write":
         return _write_launch(ctx, short), _write_launch(ctx, long)
-    return _copy_launch(ctx, short), _copy_launch(ctx, long)
+    dst = ctx.dst if dst is None else dst
+    return _copy_launch(ctx, short, dst), _copy_launch(ctx, long, dst)
 
 
 def _rates(ctx: _Context, short: Launch, long: Launch, flush: bool, sweep: bool = False) -> list[float]:
@@ -335,7 +338,9 @@ def measure_l2(ctx: _Context, op: str, width: int) -> Measured:
     footprint = int(s.l2_fraction * ctx.device.l2_bytes) // buffers
     per_sm = fit_blocks(width, s.threads, ctx.blocks_per_sm(kernel, s.threads), ctx.device.sm_count, footprint)
     short, long = l2_pair(width, ctx.device.sm_count * per_sm, s.threads, footprint, buffers, s)
-    first, second = _launches(ctx, op, short, long)
+    # a copy's own destination, no larger than its footprint: poisoning it before each launch stays in L2
+    dst = ctx.launcher.alloc(long.footprint) if op == "copy" else None
+    first, second = _launches(ctx, op, short, long, dst)
     ctx.runner.run(second)  # warm: the footprint into L2
     samples = _rates(ctx, first, second, flush=False)
     note = f"{long.footprint / MIB:.1f} MiB x {long.passes} passes, {long.blocks} blocks of {s.threads}"
