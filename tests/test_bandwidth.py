@@ -140,7 +140,8 @@ def test_every_probe_runs_and_recovers_the_simulated_rates() -> None:
             assert facts[f"bandwidth.dram_{op}.v{width}"].value == pytest.approx(2500.0, rel=0.02)
             assert facts[f"bandwidth.l2_{op}.v{width}"].value == pytest.approx(8000.0, rel=0.02)
         assert facts[f"bandwidth.l1_read.v{width}"].value == pytest.approx(100.0, rel=0.02)
-        assert facts[f"bandwidth.shared_read.v{width}"].value == pytest.approx(100.0, rel=0.02)
+        for op in ("read", "write", "copy"):
+            assert facts[f"bandwidth.shared_{op}.v{width}"].value == pytest.approx(100.0, rel=0.02)
     assert facts["bandwidth.dram_theoretical"].value == 3350.0
     assert facts["bandwidth.dram_read_fraction_of_peak"].value == pytest.approx(2500 / 3350, rel=0.02)
     assert facts["bandwidth.dram_copy_cuda_memcpy"].value == pytest.approx(gpu.copy_gbps, rel=0.03)
@@ -187,6 +188,8 @@ def test_without_a_peak_the_fractions_are_left_out_and_said_so() -> None:
         ("bandwidth.l2.copy.v16", "gp_bw_copy_b128", "copied words differ"),
         ("bandwidth.l1.read.v8", "gp_bw_read_ca_v8", "thread sums differ"),
         ("bandwidth.shared.read.v4", "gp_bw_shared_read_v4", "thread sums differ"),
+        ("bandwidth.shared.write.v16", "gp_bw_shared_write_b128", "holds wrong bytes after the write"),
+        ("bandwidth.shared.copy.v8", "gp_bw_shared_copy_b64", "holds wrong bytes after the copy"),
         ("bandwidth.goodput.v4.stride2", "gp_bw_pattern_v4", "thread sums differ"),
     ],
 )

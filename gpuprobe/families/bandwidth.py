@@ -2,7 +2,8 @@
 and goodput; the DRAM figures held against the theoretical peak and the CUDA runtime's copy.
 
 Order of measurement (``PROBES``): DRAM reads, writes and copies at 16, 8 and 4 bytes per access,
-then L2, L1, shared memory, the DRAM occupancy sweep and the goodput patterns. What each probe
+then L2 likewise, L1 reads, shared-memory reads, writes and copies, the DRAM occupancy sweep and the
+goodput patterns. What each probe
 isolates and why its kernel is shaped so: ``ptx/bandwidth.toml`` and ``ptx/bandwidth.ptx``;
 launch shapes and predicted results: :mod:`gpuprobe.families.bandwidth_plan`; timing:
 :mod:`gpuprobe.families.bandwidth_runs`.
@@ -10,7 +11,8 @@ launch shapes and predicted results: :mod:`gpuprobe.families.bandwidth_plan`; ti
 * DRAM: footprint ``dram_l2_multiple`` x L2; a sample is a launch over all of it minus a launch
   over ``short_fraction`` of it, each after an L2 flush; GB/s.
 * L2: footprint at most ``l2_fraction`` of the L2, warmed, re-read ``passes`` times; GB/s.
-* L1 and shared: a per-warp tile re-read; bytes per clock per SM from the kernels' clock records.
+* L1 (reads only: global stores are not cached in L1) and shared memory (reads, writes, ping-pong
+  copies): a per-warp tile re-read or rewritten; bytes per clock per SM from the kernels' clock records.
 
 Every launch is checked (read sums, written values, copied bytes); a wrong one fails the probe.
 """
@@ -369,45 +371,94 @@ def measure_l1(ctx: _Context, width: int) -> Measured:
     return Measured(name, ProbeOutcome("ok", note), [fact(f"bandwidth.l1_read.v{width}", samples, "byte/clk/SM", name)])
 
 
-def _shared_launch(ctx: _Context, kernel: str, stream: SharedStream) -> Launch:
+SHARED_KERNELS = {
+    "read": "gp_bw_shared_read_v{w}",
+    "write": "gp_bw_shared_write_b{bits}",
+    "copy": "gp_bw_shared_copy_b{bits}",
+}
+
+
+def _shared_read_launch(ctx: _Context, kernel: str, stream: SharedStream) -> Launch:
     expected = plan.shared_sums(ctx.words, stream)
     args = [
         ctx.address(ctx.src),
         np.uint32(stream.width),
         np.uint32(stream.iters),
-        np.uint32(stream.half_bytes if stream.toggle else 0),
+        np.uint32(stream.half_bytes),
         None,
         None,
     ]
+    bytes_moved = stream.blocks * stream.bytes_per_block
     launch = Launch(
-        kernel,
-        args,
-        stream.blocks,
-        stream.threads,
-        stream.blocks * stream.bytes_per_block,
-        lambda first: None,
-        shared=stream.shared_bytes,
+        kernel, args, stream.blocks, stream.threads, bytes_moved, lambda first: None, shared=stream.shared_bytes
     )
     launch.check = lambda first: check_sums(kernel, ctx.runner.sums_of(launch), expected)
     return launch
 
 
-def measure_shared(ctx: _Context, width: int) -> Measured:
-    name, kernel = f"bandwidth.shared.read.v{width}", f"gp_bw_shared_read_v{width}"
+def _shared_store_launch(ctx: _Context, kernel: str, op: str, stream: SharedStream, dst: Any) -> Launch:
+    """A shared write or copy; afterwards every block's two halves, written back to ``dst``, must hold
+    the stored value (write) or twice the source's first half (copy)."""
+    half_words = stream.half_bytes // plan.WORD.itemsize
+    if op == "write":
+        value = plan.source_words(4, ctx.settings.seed + 1)
+        expected = np.tile(value[: stream.width // plan.WORD.itemsize], 2 * half_words * 4 // stream.width)
+        source = ctx.launcher.upload(value)
+    else:
+        expected, source = np.tile(ctx.words[:half_words], 2), ctx.src
+    args = [
+        ctx.address(source),
+        np.uint32(stream.width),
+        np.uint32(stream.iters),
+        np.uint32(stream.half_bytes),
+        ctx.address(dst),
+        None,
+    ]
+
+    def check(first: bool) -> None:
+        got = np.asarray(ctx.launcher.read(dst, "uint32", stream.blocks * 2 * half_words)).reshape(stream.blocks, -1)
+        wrong = np.flatnonzero(np.any(got != expected[None, :], axis=1))
+        if len(wrong):
+            raise ProbeFailure(
+                f"{kernel}: the shared memory of {len(wrong)} of {stream.blocks} blocks holds wrong "
+                f"bytes after the {op} (first: block {int(wrong[0])})"
+            )
+
+    factor = 2 if op == "copy" else 1
+    launch = Launch(
+        kernel,
+        args,
+        stream.blocks,
+        stream.threads,
+        factor * stream.blocks * stream.bytes_per_block,
+        check,
+        shared=stream.shared_bytes,
+        prepare=lambda: ctx.launcher.fill(dst, 0xFF),
+        uses_sums=False,
+    )
+    return launch
+
+
+def measure_shared(ctx: _Context, op: str, width: int) -> Measured:
+    name, kernel = f"bandwidth.shared.{op}.v{width}", SHARED_KERNELS[op].format(w=width, bits=8 * width)
     s = ctx.settings
     shared_bytes = SharedStream(width, 1, s.threads, 2).shared_bytes
     wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
     per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads, shared_bytes))
     short_iters, long_iters = cached_pair(width, per_sm, ctx.device.sm_count, s.threads, s)
     streams = [SharedStream(width, ctx.device.sm_count * per_sm, s.threads, n) for n in (short_iters, long_iters)]
-    short, long = (_shared_launch(ctx, kernel, st) for st in streams)
-    per_block = (streams[0].bytes_per_block, streams[1].bytes_per_block)
+    if op == "read":
+        short, long = (_shared_read_launch(ctx, kernel, st) for st in streams)
+    else:
+        dst = ctx.launcher.alloc(streams[0].blocks * streams[0].shared_bytes)
+        short, long = (_shared_store_launch(ctx, kernel, op, st, dst) for st in streams)
+    factor = 2 if op == "copy" else 1
+    per_block = (factor * streams[0].bytes_per_block, factor * streams[1].bytes_per_block)
     samples: list[float] = []
     sample_until_stable(lambda: samples.append(cycle_rate(ctx.runner, short, long, per_block)), samples, s.stopping())
     note = f"{per_sm} blocks of {s.threads} per SM, {shared_bytes // 1024} KiB shared each"
-    return Measured(
-        name, ProbeOutcome("ok", note), [fact(f"bandwidth.shared_read.v{width}", samples, "byte/clk/SM", name)]
-    )
+    facts = [fact(f"bandwidth.shared_{op}.v{width}", samples, "byte/clk/SM", name)]
+    return Measured(name, ProbeOutcome("ok", note), facts)
 
 
 # ---- occupancy and goodput --------------------------------------------------------------------------
@@ -569,17 +620,18 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
             short, long = l2_pair(width, sms * per_sm, s.threads, footprint, factor, s)
             moved = factor * (short.bytes_accessed + (s.max_repeats + 1) * long.bytes_accessed) // s.max_repeats
             work.append(Work(f"bandwidth.l2.{op}.v{width}", "l2", s.max_repeats * moved, 2 * s.max_repeats + 1))
-    for level, kernel in (("l1", "gp_bw_read_ca_v{w}"), ("shared", "gp_bw_shared_read_v{w}")):
+    cached = [("l1.read", "gp_bw_read_ca_v{w}")] + [(f"shared.{op}", SHARED_KERNELS[op]) for op in OPS]
+    for level, kernel in cached:
         for width in (16, 8, 4):
             wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
-            per_sm = min(wanted, most_blocks(kernel.format(w=width), s.threads))
+            per_sm = min(wanted, most_blocks(kernel.format(w=width, bits=8 * width), s.threads))
             short_iters, long_iters = cached_pair(width, per_sm, sms, s.threads, s)
             per_iteration = per_sm * s.threads * width * plan.ACCESSES
             work.append(
                 Work(
-                    f"bandwidth.{level}.read.v{width}",
+                    f"bandwidth.{level}.v{width}",
                     "cached",
-                    s.max_repeats * per_iteration * (short_iters + long_iters),
+                    s.max_repeats * per_iteration * (short_iters + long_iters) * (2 if level == "shared.copy" else 1),
                     2 * s.max_repeats,
                 )
             )
@@ -614,7 +666,11 @@ STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
     *((f"bandwidth.dram.{op}.v{w}", lambda c, op=op, w=w: measure_dram(c, op, w)) for op in OPS for w in (16, 8, 4)),
     *((f"bandwidth.l2.{op}.v{w}", lambda c, op=op, w=w: measure_l2(c, op, w)) for op in OPS for w in (16, 8, 4)),
     *((f"bandwidth.l1.read.v{w}", lambda c, w=w: measure_l1(c, w)) for w in (16, 8, 4)),
-    *((f"bandwidth.shared.read.v{w}", lambda c, w=w: measure_shared(c, w)) for w in (16, 8, 4)),
+    *(
+        (f"bandwidth.shared.{op}.v{w}", lambda c, op=op, w=w: measure_shared(c, op, w))
+        for op in OPS
+        for w in (16, 8, 4)
+    ),
     ("bandwidth.dram.occupancy.v4", measure_occupancy),
     *((f"bandwidth.goodput.{p}", lambda c, p=p: measure_goodput(c, p)) for p in PATTERNS),
 ]

@@ -179,6 +179,49 @@ def _shared(kernel: str, w: int):
     return simulate
 
 
+def _shared_store(kernel: str, w: int, copy: bool):
+    """Shared write (value stored everywhere) or ping-pong copy (both halves end as the source's
+    first half), each block's two halves written back to dst."""
+
+    def simulate(gpu: Any, launch: Any, width, iters, toggle, dst, out, src=None, value=None) -> float:
+        assert int(width) == w, f"{kernel} given width {int(width)}"
+        half = launch.threads * w * ACCESSES
+        assert launch.shared_bytes >= 2 * half and int(toggle) == half and int(iters) >= 2
+        if copy:
+            buffer, start = _region(gpu, int(src))
+            block = np.tile(buffer.data[start : start + half], 2)
+        else:
+            holder, at = _region(gpu, int(value))
+            block = np.tile(holder.data[at : at + w], 2 * half // w)
+        target, begin = _region(gpu, int(dst))
+        target.data[begin : begin + launch.blocks * 2 * half] = np.tile(block, launch.blocks)
+        if _corrupt(gpu, kernel):
+            target.data[begin + 2 * half * (launch.blocks - 1)] ^= 1
+        moved = half * int(iters) * (2 if copy else 1)
+        _write_records(gpu, launch, out, _cached_cycles(gpu, launch, moved))
+        return LAUNCH_MS
+
+    return simulate
+
+
+def _shared_write(kernel: str, w: int):
+    store = _shared_store(kernel, w, copy=False)
+
+    def simulate(gpu: Any, launch: Any, value, width, iters, toggle, dst, out) -> float:
+        return store(gpu, launch, width, iters, toggle, dst, out, value=value)
+
+    return simulate
+
+
+def _shared_copy(kernel: str, w: int):
+    store = _shared_store(kernel, w, copy=True)
+
+    def simulate(gpu: Any, launch: Any, src, width, iters, toggle, dst, out) -> float:
+        return store(gpu, launch, width, iters, toggle, dst, out, src=src)
+
+    return simulate
+
+
 def _pattern(kernel: str, width: int):
     def simulate(gpu: Any, launch: Any, src, lane_stride, request_stride, step, iters, sums, out) -> float:
         buffer, start = _region(gpu, int(src))
@@ -207,5 +250,7 @@ KERNELS = {
     **{f"gp_bw_write_b{8 * w}": _write(f"gp_bw_write_b{8 * w}", w) for w in (4, 8, 16)},
     **{f"gp_bw_copy_b{8 * w}": _copy(f"gp_bw_copy_b{8 * w}", w) for w in (4, 8, 16)},
     **{f"gp_bw_shared_read_v{w}": _shared(f"gp_bw_shared_read_v{w}", w) for w in (4, 8, 16)},
+    **{f"gp_bw_shared_write_b{8 * w}": _shared_write(f"gp_bw_shared_write_b{8 * w}", w) for w in (4, 8, 16)},
+    **{f"gp_bw_shared_copy_b{8 * w}": _shared_copy(f"gp_bw_shared_copy_b{8 * w}", w) for w in (4, 8, 16)},
     **{f"gp_bw_pattern_v{w}": _pattern(f"gp_bw_pattern_v{w}", w) for w in (4, 16)},
 }
