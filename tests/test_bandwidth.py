@@ -214,6 +214,24 @@ def test_missing_or_impossible_clock_records_fail_the_probe(monkeypatch: pytest.
     assert "end clock is not after" in measured["bandwidth.shared.read.v16"].outcome.detail
 
 
+def test_every_timed_dram_launch_follows_an_l2_flush() -> None:
+    gpu = small_gpu()
+    measured = run_family(gpu, runnable=["bandwidth.dram.write.v16", "bandwidth.goodput.v4.stride2"])
+    assert all(m.outcome.status == "ok" for m in measured.values())
+    writes = gpu.launches[: gpu.launches.index("gp_bw_pattern_v4") - 1]
+    assert writes == ["gp_bw_read_cg_v16", "gp_bw_write_b128"] * (len(writes) // 2) and writes
+    patterns = gpu.launches[len(writes) :]
+    assert patterns == ["gp_bw_read_cg_v16", "gp_bw_pattern_v4"] * (len(patterns) // 2)
+
+
+def test_l2_probes_warm_the_footprint_and_never_flush() -> None:
+    gpu = small_gpu()
+    measured = run_family(gpu, runnable=["bandwidth.l2.copy.v16"])
+    assert measured["bandwidth.l2.copy.v16"].outcome.status == "ok"
+    assert set(gpu.launches) == {"gp_bw_copy_b128"}
+    assert len(gpu.launches) % 2 == 1  # the warm-up, then short and long launches in pairs
+
+
 def test_probes_not_runnable_are_not_launched() -> None:
     gpu = small_gpu()
     measured = run_family(gpu, runnable=["bandwidth.shared.read.v16"])

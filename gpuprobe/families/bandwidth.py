@@ -3,10 +3,10 @@ and goodput; the DRAM figures held against the theoretical peak and the CUDA run
 
 Order of measurement (``PROBES``): DRAM reads, writes and copies at 16, 8 and 4 bytes per access,
 then L2 likewise, L1 reads, shared-memory reads, writes and copies, the DRAM occupancy sweep and the
-goodput patterns. What each probe
-isolates and why its kernel is shaped so: ``ptx/bandwidth.toml`` and ``ptx/bandwidth.ptx``;
-launch shapes and predicted results: :mod:`gpuprobe.families.bandwidth_plan`; timing:
-:mod:`gpuprobe.families.bandwidth_runs`.
+goodput patterns. What each probe isolates and why its kernel is shaped so: ``ptx/bandwidth.toml``
+and ``ptx/bandwidth.ptx``; launch shapes and predicted results: :mod:`gpuprobe.families.bandwidth_plan`;
+timing: :mod:`gpuprobe.families.bandwidth_runs`; the fact sheet and invariants:
+:mod:`gpuprobe.families.bandwidth_report`.
 
 * DRAM: footprint ``dram_l2_multiple`` x L2; a sample is a launch over all of it minus a launch
   over ``short_fraction`` of it, each after an L2 flush; GB/s.
@@ -42,6 +42,8 @@ MIB = 1 << 20
 
 @dataclass(frozen=True)
 class Settings:
+    """How much each probe moves and how often it samples (JSON-able: it crosses into the child)."""
+
     threads: int = 256  # per block, for the global streams
     dram_l2_multiple: float = 4.0  # DRAM footprint, in L2 sizes
     short_fraction: float = 0.25  # the short launch's share of the long one
@@ -87,7 +89,6 @@ class Settings:
         return Stopping(min(self.min_repeats, most), most, self.target_noise, self.probe_budget_s)
 
 
-LEVELS = ("dram", "l2")
 OPS = ("read", "write", "copy")
 STREAM_KERNELS = {
     "read": "gp_bw_read_cg_v{w}",
@@ -129,7 +130,7 @@ def l2_pair(
     return Stream(width, blocks, threads, once.iters, short_passes), Stream(width, blocks, threads, once.iters, passes)
 
 
-def cached_pair(width: int, blocks_per_sm: int, sm_count: int, threads: int, settings: Settings) -> tuple[int, int]:
+def cached_pair(width: int, blocks_per_sm: int, threads: int, settings: Settings) -> tuple[int, int]:
     """Iterations of the short and the long L1 / shared launch."""
     per_iteration = blocks_per_sm * threads * width * plan.ACCESSES
     long = max(8, settings.cached_long_bytes_per_sm // per_iteration)
@@ -146,10 +147,9 @@ class _Context:
     words: np.ndarray  # the source buffer's contents
     src: Any
     dst: Any
-    value: Any
     most_blocks: dict[tuple[str, int, int], int] = field(default_factory=dict)
     tables: dict[int, np.ndarray] = field(default_factory=dict)
-    launches: int = 0
+    values_stored: int = 0  # write launches so far: each stores a value of its own
 
     def table(self, width: int) -> np.ndarray:
         """The source's per-group sums for ``width``-byte reads, computed once."""
@@ -199,20 +199,20 @@ def _write_launch(ctx: _Context, stream: Stream) -> Launch:
     words = stream.footprint // plan.WORD.itemsize
     args: list[object] = [
         ctx.address(ctx.dst),
-        ctx.address(ctx.value),
+        None,  # the value's address, set before each launch
         np.uint32(stream.width),
         np.uint64(stream.step),
         np.uint32(stream.iters),
         np.uint32(stream.passes),
         None,
     ]
-    pattern: dict[str, np.ndarray] = {}
+    pattern: dict[str, Any] = {}
 
     def prepare() -> None:  # a new value every launch: a launch that stored nothing is caught
-        ctx.launches += 1
-        pattern["value"] = plan.source_words(4, ctx.settings.seed + ctx.launches)
-        ctx.value = ctx.launcher.upload(pattern["value"])
-        args[1] = ctx.address(ctx.value)
+        ctx.values_stored += 1
+        pattern["value"] = plan.source_words(4, ctx.settings.seed + ctx.values_stored)
+        pattern["buffer"] = ctx.launcher.upload(pattern["value"])
+        args[1] = ctx.address(pattern["buffer"])
 
     def check(first: bool) -> None:
         got = _written_words(ctx, ctx.dst, words, first).reshape(-1, stream.width // plan.WORD.itemsize)
@@ -309,11 +309,9 @@ def measure_dram(ctx: _Context, op: str, width: int) -> Measured:
 
 def _memcpy_facts(ctx: _Context, short: Stream, long: Stream, probe_samples: list[float], name: str) -> list[Fact]:
     """The CUDA runtime's device-to-device copy of the same bytes, flushed and differenced as the probe."""
-    flush = ctx.runner.flush
 
     def copy_ms(nbytes: int) -> float:
-        if flush is not None:
-            ctx.runner.run(flush)
+        ctx.runner.flush_l2()
         return ctx.launcher.time_device_copy(ctx.dst, ctx.src, nbytes, 1)
 
     samples: list[float] = []
@@ -358,7 +356,7 @@ def measure_l1(ctx: _Context, width: int) -> Measured:
     ctx.launcher.prefer_l1(kernel)
     wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
     per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads))
-    short_iters, long_iters = cached_pair(width, per_sm, ctx.device.sm_count, s.threads, s)
+    short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
     blocks = ctx.device.sm_count * per_sm
     streams = [Stream(width, blocks, s.threads, n, sweep=False) for n in (short_iters, long_iters)]
     short, long = (_read_launch(ctx, kernel, st, ctx.src) for st in streams)
@@ -445,7 +443,7 @@ def measure_shared(ctx: _Context, op: str, width: int) -> Measured:
     shared_bytes = SharedStream(width, 1, s.threads, 2).shared_bytes
     wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
     per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads, shared_bytes))
-    short_iters, long_iters = cached_pair(width, per_sm, ctx.device.sm_count, s.threads, s)
+    short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
     streams = [SharedStream(width, ctx.device.sm_count * per_sm, s.threads, n) for n in (short_iters, long_iters)]
     if op == "read":
         short, long = (_shared_read_launch(ctx, kernel, st) for st in streams)
@@ -625,7 +623,7 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
         for width in (16, 8, 4):
             wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
             per_sm = min(wanted, most_blocks(kernel.format(w=width, bits=8 * width), s.threads))
-            short_iters, long_iters = cached_pair(width, per_sm, sms, s.threads, s)
+            short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
             per_iteration = per_sm * s.threads * width * plan.ACCESSES
             work.append(
                 Work(
@@ -698,10 +696,8 @@ def _context(
         words,
         launcher.upload(words),
         launcher.alloc(buffer_bytes),
-        launcher.upload(words[:4]),
     )
-    if "gp_bw_read_cg_v16" in parameters:
-        runner.flush = _flush_launch(ctx, launcher, device, settings)
+    runner.flush = _flush_launch(ctx, launcher, device, settings)
     return ctx
 
 

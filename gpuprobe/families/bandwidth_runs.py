@@ -85,13 +85,19 @@ class Runner:
     def sums_of(self, launch: Launch) -> np.ndarray:
         return np.asarray(self.launcher.read(self.sums, "uint32", launch.blocks * launch.threads))
 
+    def flush_l2(self) -> None:
+        """Read the scratch buffer of twice the L2 (checked): what a launch reads next comes from DRAM."""
+        if self.flush is None:
+            raise ProbeFailure("no L2 flush is set up")
+        self.run(self.flush)
+
     def run(self, launch: Launch, flush: bool = False) -> float:
         """Launch once (after a flush of the L2 when asked), check it, and return its GPU ms."""
         launch.prepare()
         self._fit(launch)
         self._poison()
-        if flush and self.flush is not None:
-            self.run(self.flush)
+        if flush:
+            self.flush_l2()
             self._poison()
         launch.args[-1] = self.out
         if launch.uses_sums:
