@@ -65,6 +65,10 @@ class Settings:
     seed: int = 20240917
 
     def __post_init__(self) -> None:
+        if self.threads & (self.threads - 1):
+            raise ValueError(
+                f"Settings: threads must be a power of two (shared halves flip by xor), not {self.threads}"
+            )
         counts = (
             "threads",
             "l2_long_bytes",
@@ -588,7 +592,8 @@ class Work:
     """What one probe plans at most: bytes through each level and launches (timed, flush, warm-up)."""
 
     probe: str
-    level: str  # "dram", "l2", "cached" (L1 and shared: bytes per SM) or "check" (read back to the host)
+    level: str  # "dram", "l2", "cached" (L1 and shared: bytes per SM), "check" (read back to the host) or
+    # "host" (bytes the host generates or sums to predict results)
     bytes: int
     launches: int
 
@@ -598,7 +603,9 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
     ``most_blocks(kernel, threads)`` stands for the occupancy API."""
     s, sms, l2 = settings, device.sm_count, device.l2_bytes
     flush = int(s.flush_l2_multiple * l2)
-    work: list[Work] = []
+    buffer = int(s.dram_l2_multiple * l2) // plan.GROUP_BYTES * plan.GROUP_BYTES
+    # the source generated and uploaded once, and summed once per access width
+    work: list[Work] = [Work(PROBES[0], "host", (1 + len(plan.WIDTHS)) * buffer, 0)]
     for op in OPS:
         factor = 2 if op == "copy" else 1
         for width in (16, 8, 4):
@@ -643,7 +650,6 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
                 4 * s.sweep_repeats,
             )
         )
-    buffer = int(s.dram_l2_multiple * l2) // plan.GROUP_BYTES * plan.GROUP_BYTES
     for name, pattern in PATTERNS.items():
         most = most_blocks(f"gp_bw_pattern_v{pattern.width}", s.threads)
         short, long = pattern_pair(pattern, most, sms, s.threads, l2, buffer, s)
@@ -655,6 +661,9 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
                 4 * s.max_repeats,
             )
         )
+        work.append(
+            Work(f"bandwidth.goodput.{name}", "host", short.useful_bytes + long.useful_bytes, 0)
+        )  # predicted sums
     return work
 
 
