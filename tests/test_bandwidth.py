@@ -16,7 +16,9 @@ from gpuprobe.check import check_all
 from gpuprobe.contracts import check
 from gpuprobe.families import bandwidth as bw
 from gpuprobe.families import bandwidth_plan as plan
+from gpuprobe.families import bandwidth_shapes as shapes
 from gpuprobe.families.bandwidth_report import INVARIANTS, occupancy_png
+from gpuprobe.families.base import ProbeFailure
 from gpuprobe.registry import PTX_DIR, find_probe
 from gpuprobe.results import Device, Fact, ProbeOutcome, Results
 from tests.fake_gpu import MIB, fake_gpu, ptx_parameters
@@ -110,11 +112,11 @@ def test_dram_peak_from_the_memory_clock_else_the_datasheet() -> None:
 
 
 def test_blocks_are_fitted_to_the_footprint_and_the_sweep_reaches_the_limit() -> None:
-    assert bw.fit_blocks(16, 256, 8, 132, 25 * MIB) == 8  # 17.3 MB tile
-    assert bw.fit_blocks(16, 256, 8, 132, 10 * MIB) == 4  # 2.16 MB per block per SM
-    with pytest.raises(bw.ProbeFailure, match="less than one"):
-        bw.fit_blocks(16, 256, 8, 132, MIB)
-    points = bw.sweep_points(bw.Settings(sweep_threads=(128, 1024)), lambda t: 2048 // t)
+    assert shapes.fit_blocks(16, 256, 8, 132, 25 * MIB) == 8  # 17.3 MB tile
+    assert shapes.fit_blocks(16, 256, 8, 132, 10 * MIB) == 4  # 2.16 MB per block per SM
+    with pytest.raises(ProbeFailure, match="less than one"):
+        shapes.fit_blocks(16, 256, 8, 132, MIB)
+    points = shapes.sweep_points(bw.Settings(sweep_threads=(128, 1024)), lambda t: 2048 // t)
     assert points == [(128, 1), (128, 2), (128, 4), (128, 8), (128, 16), (1024, 1), (1024, 2)]
 
 
@@ -257,7 +259,7 @@ LAUNCH_S = 1e-3  # a launch with its synchronisation, poisoning and read-back of
 
 
 def test_the_family_fits_its_budget_on_an_h100() -> None:
-    work = bw.planned_work(H100, bw.Settings(), lambda kernel, threads: 2048 // threads)
+    work = shapes.planned_work(H100, bw.Settings(), lambda kernel, threads: 2048 // threads)
     assert {w.probe for w in work} == set(bw.PROBES), "every probe is planned"
     seconds = sum(w.bytes / RATES[w.level] + w.launches * LAUNCH_S for w in work)
     assert seconds < 12.0, f"planned {seconds:.1f} s"
