@@ -35,6 +35,11 @@ FAST = bw.Settings(
 DATASHEET = {"datasheet": {"dram_gbps": 3350.0}}
 
 
+def kernels_launched(gpu) -> list[str]:
+    """The bandwidth kernels the simulated GPU ran, in order (not the SM clock read around each probe)."""
+    return [k for k in gpu.launches if k != "gp_sm_clock"]
+
+
 def small_gpu(**options: object):
     gpu = fake_gpu(sm_count=4, l2_bytes=MIB)
     for name, value in options.items():
@@ -116,8 +121,11 @@ def test_blocks_are_fitted_to_the_footprint_and_the_sweep_reaches_the_limit() ->
     assert shapes.fit_blocks(16, 256, 8, 132, 10 * MIB) == 4  # 2.16 MB per block per SM
     with pytest.raises(ProbeFailure, match="less than one"):
         shapes.fit_blocks(16, 256, 8, 132, MIB)
-    points = shapes.sweep_points(bw.Settings(sweep_threads=(128, 1024)), lambda t: 2048 // t)
+    settings = bw.Settings(sweep_threads=(128, 1024))
+    points = shapes.sweep_points(settings, lambda t: 2048 // t, 132, 50 * MIB)
     assert points == [(128, 1), (128, 2), (128, 4), (128, 8), (128, 16), (1024, 1), (1024, 2)]
+    small = shapes.sweep_points(settings, lambda t: 2048 // t, 132, 2 * MIB)  # 8 MiB: 4 tiles of <= 993 threads/SM
+    assert small == [(128, 1), (128, 2), (128, 4)]
 
 
 @pytest.mark.parametrize(
@@ -149,6 +157,9 @@ def test_every_probe_runs_and_recovers_the_simulated_rates() -> None:
     assert facts["bandwidth.dram_copy_cuda_memcpy"].value == pytest.approx(gpu.copy_gbps, rel=0.03)
     assert facts["bandwidth.dram_copy_fraction_of_memcpy"].value == pytest.approx(2500 / gpu.copy_gbps, rel=0.03)
     assert set(facts) == {f for p in bw.PROBES for f in find_probe(p).facts}, "the facts the toml declares"
+    for outcome in (m.outcome for m in measured.values()):  # the SM clock and NVML around every probe
+        assert outcome.conditions["sm_mhz_before"] == pytest.approx(gpu.mhz, rel=0.05)
+        assert {"sm_mhz_after", "nvml_before", "nvml_after"} <= set(outcome.conditions)
 
 
 def test_goodput_reports_useful_and_moved_bytes() -> None:
@@ -200,6 +211,7 @@ def test_a_wrong_result_fails_its_probe_with_no_facts(probe: str, kernel: str, m
     assert measured[probe].outcome.status == "failed"
     assert message in measured[probe].outcome.detail
     assert measured[probe].facts == []
+    assert {"sm_mhz_before", "sm_mhz_after", "nvml_after"} <= set(measured[probe].outcome.conditions)
 
 
 def test_missing_or_impossible_clock_records_fail_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -220,9 +232,10 @@ def test_every_timed_dram_launch_follows_an_l2_flush() -> None:
     gpu = small_gpu()
     measured = run_family(gpu, runnable=["bandwidth.dram.write.v16", "bandwidth.goodput.v4.stride2"])
     assert all(m.outcome.status == "ok" for m in measured.values())
-    writes = gpu.launches[: gpu.launches.index("gp_bw_pattern_v4") - 1]
+    launches = kernels_launched(gpu)
+    writes = launches[: launches.index("gp_bw_pattern_v4") - 1]
     assert writes == ["gp_bw_read_cg_v16", "gp_bw_write_b128"] * (len(writes) // 2) and writes
-    patterns = gpu.launches[len(writes) :]
+    patterns = launches[len(writes) :]
     assert patterns == ["gp_bw_read_cg_v16", "gp_bw_pattern_v4"] * (len(patterns) // 2)
 
 
@@ -230,15 +243,15 @@ def test_l2_probes_warm_the_footprint_and_never_flush() -> None:
     gpu = small_gpu()
     measured = run_family(gpu, runnable=["bandwidth.l2.copy.v16"])
     assert measured["bandwidth.l2.copy.v16"].outcome.status == "ok"
-    assert set(gpu.launches) == {"gp_bw_copy_b128"}
-    assert len(gpu.launches) % 2 == 1  # the warm-up, then short and long launches in pairs
+    assert set(kernels_launched(gpu)) == {"gp_bw_copy_b128"}
+    assert len(kernels_launched(gpu)) % 2 == 1  # the warm-up, then short and long launches in pairs
 
 
 def test_probes_not_runnable_are_not_launched() -> None:
     gpu = small_gpu()
     measured = run_family(gpu, runnable=["bandwidth.shared.read.v16"])
     assert list(measured) == ["bandwidth.shared.read.v16"]
-    assert set(gpu.launches) == {"gp_bw_shared_read_v16"}
+    assert set(kernels_launched(gpu)) == {"gp_bw_shared_read_v16"}
 
 
 # ---- the time budget on an H100-class GPU -----------------------------------------------------------

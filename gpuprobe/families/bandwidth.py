@@ -5,7 +5,8 @@ Order of measurement (``PROBES``): DRAM reads, writes and copies at 16, 8 and 4 
 then L2 likewise, L1 reads, shared-memory reads, writes and copies, the DRAM occupancy sweep and the
 goodput patterns. What each probe isolates and why its kernel is shaped so: ``ptx/bandwidth.toml``
 and ``ptx/bandwidth.ptx``; launch shapes and predicted results: :mod:`gpuprobe.families.bandwidth_plan`;
-timing: :mod:`gpuprobe.families.bandwidth_runs`; the fact sheet and invariants:
+settings, launch shapes and the time budget: :mod:`gpuprobe.families.bandwidth_shapes`; timing:
+:mod:`gpuprobe.families.bandwidth_runs`; the fact sheet and invariants:
 :mod:`gpuprobe.families.bandwidth_report`.
 
 * DRAM: footprint ``dram_l2_multiple`` x L2; a sample is a launch over all of it minus a launch
@@ -35,10 +36,12 @@ from gpuprobe.families.bandwidth_shapes import (
     SHARED_KERNELS,
     Settings,
     cached_pair,
+    dram_blocks,
     dram_pair,
     fit_blocks,
     l2_pair,
     pattern_pair,
+    source_bytes,
     stream_kernel,
     sweep_points,
 )
@@ -52,6 +55,8 @@ __all__ = ["INVARIANTS", "PROBES", "SECTIONS", "Settings", "measure"]
 
 @dataclass
 class _Context:
+    """What every probe of one measuring process shares: the device, the buffers, cached plans."""
+
     launcher: Launcher
     device: Device
     settings: Settings
@@ -87,6 +92,8 @@ class _Context:
 
 def _read_launch(ctx: _Context, kernel: str, stream: Stream, src: Any, expected: np.ndarray | None = None) -> Launch:
     """A read of ``src`` (the uploaded source unless given, with the sums it must give)."""
+    if expected is None and stream.footprint > 4 * len(ctx.words):
+        raise ProbeFailure(f"{kernel}: {stream.footprint} bytes to read, the source holds {4 * len(ctx.words)}")
     if expected is None:
         expected = plan.stream_sums(ctx.table(stream.width), stream)
     args = [
@@ -199,8 +206,9 @@ def measure_dram(ctx: _Context, op: str, width: int) -> Measured:
     name = f"bandwidth.dram.{op}.v{width}"
     kernel = stream_kernel(op, width)
     s = ctx.settings
-    blocks = ctx.device.sm_count * ctx.blocks_per_sm(kernel, s.threads)
-    short, long = dram_pair(width, blocks, s.threads, ctx.device.l2_bytes, s)
+    sms, l2 = ctx.device.sm_count, ctx.device.l2_bytes
+    blocks = sms * dram_blocks(width, s.threads, ctx.blocks_per_sm(kernel, s.threads), sms, l2, s)
+    short, long = dram_pair(width, blocks, s.threads, l2, s)
     samples = _rates(ctx, *_launches(ctx, op, short, long), flush=True)
     facts = [fact(f"bandwidth.dram_{op}.v{width}", samples, "GB/s", name)]
     note = f"{long.footprint / MIB:.0f} MiB, {blocks} blocks of {s.threads}"
@@ -373,7 +381,12 @@ def measure_occupancy(ctx: _Context) -> Measured:
     s, sms = ctx.settings, ctx.device.sm_count
     columns: dict[str, list[float]] = {"threads_per_block": [], "blocks_per_sm": [], "threads_per_sm": [], "gbps": []}
     medians: list[tuple[float, int, list[float]]] = []
-    for threads, per_sm in sweep_points(s, lambda t: ctx.blocks_per_sm(kernel, t)):
+    points = sweep_points(s, lambda t: ctx.blocks_per_sm(kernel, t), sms, ctx.device.l2_bytes)
+    if not points:
+        raise ProbeFailure(
+            f"the DRAM footprint holds too few tiles of even one {min(s.sweep_threads)}-thread block per SM"
+        )
+    for threads, per_sm in points:
         short, long = dram_pair(width, sms * per_sm, threads, ctx.device.l2_bytes, s)
         samples = _rates(ctx, *_launches(ctx, "read", short, long), flush=True, sweep=True)
         median = float(np.median(samples))
@@ -476,7 +489,7 @@ def _context(
     state: dict[str, Any],
 ) -> _Context:
     """Buffers shared by every probe: the source (uploaded once), destination, L2 flush scratch, outputs."""
-    buffer_bytes = int(settings.dram_l2_multiple * device.l2_bytes) // plan.GROUP_BYTES * plan.GROUP_BYTES
+    buffer_bytes = source_bytes(device, settings)
     words = plan.source_words(buffer_bytes // 4, settings.seed)
     runner = Runner(launcher, parameters)
     ctx = _Context(
@@ -516,13 +529,20 @@ def measure(
         return
     ctx = _context(launcher, parameters, device, settings or Settings(), state if state is not None else {})
 
+    def clock(when: str) -> dict[str, Any]:
+        try:
+            mhz = ctx.runner.sm_mhz(ctx.settings.clock_spin_cycles)
+        except ProbeFailure:  # the clock kernel's own check: recorded as unknown, the probe still judged
+            mhz = None
+        return {f"sm_mhz_{when}": mhz, f"nvml_{when}": launcher.nvml()}
+
     def run(name: str, step: Callable[[_Context], Measured]) -> Measured:
-        conditions: dict[str, Any] = {"nvml_before": launcher.nvml()}
+        conditions = clock("before")
         try:
             measured = step(ctx)
         except ProbeFailure as exc:
             measured = Measured(name, ProbeOutcome("failed", str(exc)))
-        conditions["nvml_after"] = launcher.nvml()
+        conditions.update(clock("after"))  # after a failure too: the conditions it failed under
         measured.outcome.conditions = conditions
         return measured
 

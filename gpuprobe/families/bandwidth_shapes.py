@@ -42,6 +42,7 @@ class Settings:
     sweep_repeats: int = 3
     target_noise: float = 0.01
     probe_budget_s: float = 1.0
+    clock_spin_cycles: int = 2_000_000  # the SM clock read before and after each probe
     seed: int = 20240917
 
     def __post_init__(self) -> None:
@@ -55,6 +56,7 @@ class Settings:
             "cached_tile_per_sm",
             "cached_long_bytes_per_sm",
             "check_words",
+            "clock_spin_cycles",
             "min_repeats",
             "sweep_repeats",
         )
@@ -94,6 +96,22 @@ def fit_blocks(width: int, threads: int, most_per_sm: int, sm_count: int, footpr
     raise ProbeFailure(f"{footprint} bytes is less than one {threads}-thread block per SM of {width}-byte accesses")
 
 
+def source_bytes(device: Device, settings: Settings) -> int:
+    """The source buffer: the DRAM footprint, or every SM's L1 tile if that is more, in whole groups."""
+    wanted = max(int(settings.dram_l2_multiple * device.l2_bytes), device.sm_count * settings.cached_tile_per_sm)
+    return -(-wanted // plan.GROUP_BYTES) * plan.GROUP_BYTES
+
+
+MIN_DRAM_TILES = 4  # a DRAM footprint holds at least this many tiles, so the short and long launch differ
+
+
+def dram_blocks(width: int, threads: int, most_per_sm: int, sm_count: int, l2_bytes: int, settings: Settings) -> int:
+    """Blocks per SM for a DRAM stream: as many as resident (``most_per_sm``) while the footprint still
+    holds ``MIN_DRAM_TILES`` of their tiles (always all of them on a real GPU, whose L2 is large)."""
+    footprint = int(settings.dram_l2_multiple * l2_bytes)
+    return fit_blocks(width, threads, most_per_sm, sm_count, footprint // MIN_DRAM_TILES)
+
+
 def dram_pair(width: int, blocks: int, threads: int, l2_bytes: int, settings: Settings) -> tuple[Stream, Stream]:
     """The short and the long DRAM sweep: one pass each, the long over ``dram_l2_multiple`` L2 sizes."""
     footprint = int(settings.dram_l2_multiple * l2_bytes)
@@ -128,13 +146,17 @@ SHARED_KERNELS = {
 }
 
 
-def sweep_points(settings: Settings, most: Callable[[int], int]) -> list[tuple[int, int]]:
+def sweep_points(settings: Settings, most: Callable[[int], int], sm_count: int, l2_bytes: int) -> list[tuple[int, int]]:
     """(threads per block, blocks per SM) pairs of the occupancy sweep: each block size at the
-    settings' block counts up to the occupancy limit ``most(threads)``, and at the limit itself."""
+    settings' block counts up to the occupancy limit ``most(threads)``, and at the limit itself, as far
+    as the DRAM footprint holds ``MIN_DRAM_TILES`` tiles of 4-byte reads (on a real GPU, all of them)."""
+    footprint = int(settings.dram_l2_multiple * l2_bytes)
     points = []
     for threads in settings.sweep_threads:
         limit = most(threads)
-        points += [(threads, b) for b in sorted({*(b for b in settings.sweep_blocks if b < limit), limit}) if b >= 1]
+        for per_sm in sorted({*(b for b in settings.sweep_blocks if b < limit), limit}):
+            if per_sm >= 1 and MIN_DRAM_TILES * sm_count * per_sm * threads * 4 * plan.ACCESSES <= footprint:
+                points.append((threads, per_sm))
     return points
 
 
@@ -183,14 +205,15 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
     ``most_blocks(kernel, threads)`` stands for the occupancy API."""
     s, sms, l2 = settings, device.sm_count, device.l2_bytes
     flush = int(s.flush_l2_multiple * l2)
-    buffer = int(s.dram_l2_multiple * l2) // plan.GROUP_BYTES * plan.GROUP_BYTES
+    buffer = source_bytes(device, s)
     # the source generated and uploaded once, and summed once per access width
     work: list[Work] = [Work("bandwidth.dram.read.v16", "host", (1 + len(plan.WIDTHS)) * buffer, 0)]
     for op in OPS:
         factor = 2 if op == "copy" else 1
         for width in (16, 8, 4):
             kernel = stream_kernel(op, width)
-            short, long = dram_pair(width, sms * most_blocks(kernel, s.threads), s.threads, l2, s)
+            per_sm = dram_blocks(width, s.threads, most_blocks(kernel, s.threads), sms, l2, s)
+            short, long = dram_pair(width, sms * per_sm, s.threads, l2, s)
             memcpy = 2 if op == "copy" and width == 16 else 1  # the runtime's copy, sampled as often
             moved = factor * (short.bytes_accessed + long.bytes_accessed) + 2 * flush
             work.append(
@@ -220,7 +243,7 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
                     2 * s.max_repeats,
                 )
             )
-    for threads, per_sm in sweep_points(s, lambda t: most_blocks("gp_bw_read_cg_v4", t)):
+    for threads, per_sm in sweep_points(s, lambda t: most_blocks("gp_bw_read_cg_v4", t), sms, l2):
         short, long = dram_pair(4, sms * per_sm, threads, l2, s)
         work.append(
             Work(
