@@ -77,6 +77,7 @@ def occupancy_png(results: Results, dpi: int = DEFAULT_DPI) -> bytes | None:
     """DRAM read GB/s against resident threads per SM, one line per block size."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
     outcome = results.probes.get(OCCUPANCY_PROBE)
     columns = outcome.series.get("occupancy") if outcome is not None else None
@@ -98,7 +99,20 @@ def occupancy_png(results: Results, dpi: int = DEFAULT_DPI) -> bytes | None:
     peak = results.fact("bandwidth.dram_theoretical")
     if peak is not None and peak.value:
         ax.axhline(peak.value, color="#555555", linestyle="--", linewidth=1, label=f"theoretical {peak.value:.0f} GB/s")
+    saturation = results.fact("bandwidth.dram_read_saturation.v4")
+    if saturation is not None and saturation.value:
+        ax.axvline(
+            saturation.value,
+            color="#555555",
+            linestyle=":",
+            linewidth=1,
+            label=f"saturated ({saturation.value:.0f} threads per SM)",
+        )
     ax.set_xscale("log", base=2)
+    ticks = sorted({float(r[1]) for r in rows})
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FixedFormatter([f"{t:.0f}" for t in ticks]))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("resident threads per SM")
     ax.set_ylabel("DRAM read (GB/s), 4-byte loads")
     ax.set_ylim(bottom=0)
@@ -118,7 +132,6 @@ SECTIONS = (
         ),
         blurb="Every SM busy streaming a footprint of several L2 sizes, flushed and differenced (long minus "
         "short launch). Copies count bytes read plus written, as does the CUDA runtime's copy beside them.",
-        invariants=True,
     ),
     Section(
         "L2, L1 and shared-memory bandwidth",
