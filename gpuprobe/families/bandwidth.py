@@ -455,7 +455,7 @@ def measure_goodput(ctx: _Context, pattern_name: str) -> Measured:
     ]
     note = (
         f"{pattern.useful_bytes} useful bytes per warp request in {pattern.sectors} sectors "
-        f"({pattern.moved_bytes} bytes moved)"
+        f"({pattern.moved_bytes} bytes moved); {long.blocks} blocks of {s.threads}, {long.iters} iterations"
     )
     series = {
         "goodput": {"useful_gbps": [facts[0].value], "moved_gbps": [facts[1].value], "efficiency": [pattern.efficiency]}

@@ -160,6 +160,9 @@ def sweep_points(settings: Settings, most: Callable[[int], int], sm_count: int, 
     return points
 
 
+PATTERN_ITERS = 8  # a goodput launch wants this many iterations, so the short and long launch differ well
+
+
 def pattern_pair(
     pattern: plan.Pattern,
     most_per_sm: int,
@@ -169,21 +172,21 @@ def pattern_pair(
     buffer_bytes: int,
     settings: Settings,
 ) -> tuple[PatternStream, PatternStream]:
-    """The short and long goodput launch, with as many blocks per SM (up to ``most_per_sm``) as leave
-    room in the buffer for at least two iterations: the long moves ``pattern_moved_l2_multiple`` L2
-    sizes as far as the buffer reaches (at least two iterations), the short ``short_fraction`` of that."""
-    for per_sm in range(most_per_sm, 0, -1):
-        one = PatternStream(pattern, sm_count * per_sm, threads, 1)
-        room = buffer_bytes // one.footprint
-        if room >= 2:
-            iters = min(room, max(2, math.ceil(settings.pattern_moved_l2_multiple * l2_bytes / one.moved_bytes)))
-            short = max(1, int(iters * settings.short_fraction))
-            return PatternStream(pattern, one.blocks, threads, short), PatternStream(
-                pattern, one.blocks, threads, iters
-            )
-    raise ProbeFailure(
-        f"pattern {pattern.name}: a {buffer_bytes}-byte buffer holds under two iterations of one block per SM"
-    )
+    """The short and long goodput launch. Blocks per SM: as many as resident (``most_per_sm``) while the
+    buffer holds ``PATTERN_ITERS`` iterations of them, else the fewest (one), if it holds two of those.
+    The long launch moves ``pattern_moved_l2_multiple`` L2 sizes (at least ``PATTERN_ITERS`` iterations),
+    as far as the buffer reaches; the short ``short_fraction`` of that."""
+    shapes = [PatternStream(pattern, sm_count * per_sm, threads, 1) for per_sm in range(most_per_sm, 0, -1)]
+    one = next((o for o in shapes if buffer_bytes // o.footprint >= PATTERN_ITERS), shapes[-1])
+    room = buffer_bytes // one.footprint
+    if room < 2:
+        raise ProbeFailure(
+            f"pattern {pattern.name}: a {buffer_bytes}-byte buffer holds under two iterations of one block per SM"
+        )
+    wanted = math.ceil(settings.pattern_moved_l2_multiple * l2_bytes / one.moved_bytes)
+    iters = min(room, max(PATTERN_ITERS, wanted))
+    short = max(1, int(iters * settings.short_fraction))
+    return PatternStream(pattern, one.blocks, threads, short), PatternStream(pattern, one.blocks, threads, iters)
 
 
 # ---- the planned work, for the time budget -------------------------------------------------------------
