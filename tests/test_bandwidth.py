@@ -128,6 +128,16 @@ def test_blocks_are_fitted_to_the_footprint_and_the_sweep_reaches_the_limit() ->
     assert small == [(128, 1), (128, 2), (128, 4)]
 
 
+def test_goodput_launches_fit_the_buffer_with_iterations_to_difference() -> None:
+    for pattern in plan.PATTERNS.values():
+        short, long = shapes.pattern_pair(pattern, 8, 132, 256, 50 * MIB, 200 * MIB, bw.Settings())
+        assert long.footprint + pattern.offset <= 200 * MIB, pattern.name
+        assert long.iters >= shapes.PATTERN_ITERS and short.iters <= long.iters // 4 + 1, pattern.name
+        assert long.blocks % 132 == 0
+    with pytest.raises(ProbeFailure, match="under two iterations"):
+        shapes.pattern_pair(plan.PATTERNS["v4.stride32"], 8, 132, 256, 50 * MIB, 4 * MIB, bw.Settings())
+
+
 @pytest.mark.parametrize(
     "change",
     [{"threads": 96}, {"short_fraction": 1.0}, {"dram_l2_multiple": 1.0}, {"min_repeats": 0}, {"max_repeats": 1}],
