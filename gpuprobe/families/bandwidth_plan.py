@@ -105,13 +105,13 @@ def stream_sums(table: np.ndarray, stream: Stream) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SharedStream:
-    """One launch of a shared-memory read kernel: every block reads its two halves alternately."""
+    """One launch of a shared-memory kernel: every block reads, writes or copies between two halves,
+    alternating (the offset xor the half size, so the halves must be a power of two: threads are)."""
 
     width: int
     blocks: int
     threads: int
     iters: int
-    toggle: bool = True
 
     @property
     def half_bytes(self) -> int:
@@ -128,12 +128,12 @@ class SharedStream:
 
 
 def shared_sums(words: np.ndarray, plan: SharedStream) -> np.ndarray:
-    """Each thread's 32-bit sum: iteration i reads half i % 2 (half 0 only without toggling)."""
+    """Each thread's 32-bit sum: iteration i reads half i % 2."""
     one_block = Stream(plan.width, 1, plan.threads, 1, sweep=False)
     half_words = plan.half_bytes // WORD.itemsize
     first = stream_sums(group_sums(words[:half_words], plan.width), one_block).astype(np.uint64)
     second = stream_sums(group_sums(words[half_words : 2 * half_words], plan.width), one_block).astype(np.uint64)
-    in_second = plan.iters // 2 if plan.toggle else 0
+    in_second = plan.iters // 2
     block = first * np.uint64(plan.iters - in_second) + second * np.uint64(in_second)
     return np.tile((block & np.uint64(0xFFFFFFFF)).astype(np.uint32), plan.blocks)
 

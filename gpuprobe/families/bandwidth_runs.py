@@ -143,9 +143,8 @@ def event_rate(runner: Runner, short: Launch, long: Launch, flush: bool) -> floa
     return (long.bytes - short.bytes) / ((long_ms - short_ms) * 1e-3) / 1e9
 
 
-def per_sm(records: np.ndarray, bytes_per_block: int) -> dict[int, tuple[int, float]]:
-    """Per SM id: (blocks, span in cycles from its first block's start to its last block's end),
-    and so its bytes are blocks x ``bytes_per_block``."""
+def per_sm(records: np.ndarray) -> dict[int, tuple[int, float]]:
+    """Per SM id: (blocks it ran, span in cycles from its first block's start to its last block's end)."""
     spans: dict[int, tuple[int, float]] = {}
     for sm in np.unique(records[:, 2]):
         mine = records[records[:, 2] == sm]
@@ -157,9 +156,9 @@ def cycle_rate(runner: Runner, short: Launch, long: Launch, bytes_per_block: tup
     """Bytes per clock per SM: per SM, (long bytes - short bytes) / (long span - short span), over the
     SMs that ran as many blocks in both launches; the median over SMs."""
     runner.run(short)
-    first = per_sm(runner.records(short), bytes_per_block[0])
+    first = per_sm(runner.records(short))
     runner.run(long)
-    second = per_sm(runner.records(long), bytes_per_block[1])
+    second = per_sm(runner.records(long))
     rates = []
     for sm, (blocks, span) in second.items():
         if sm in first and first[sm][0] == blocks and span > first[sm][1]:
