@@ -301,41 +301,73 @@ def test_every_probe_targets_every_supported_arch_and_its_contract_holds() -> No
     assert not broken, "\n".join(broken)
 
 
-def _kernel_text(name: str) -> str:
-    """One kernel of ptx/bandwidth.ptx with its //@for variable filled (cg reads)."""
+def _kernel_text(template: str, **values: str) -> str:
+    """One kernel of ptx/bandwidth.ptx as written (``template``: its name with the //@for variables,
+    e.g. ``gp_bw_write_{T}``), the variables filled with ``values``, under a header of its own."""
     text = (PTX_DIR / "bandwidth.ptx").read_text()
-    start = text.index(f".visible .entry {name.replace('_cg_', '_{CACHE}_')}(")
-    end = text.index("\n}\n", start) + 3
-    return text[start:end].replace("{CACHE}", "cg")
+    start = text.index(f".visible .entry {template}(")
+    kernel = text[start : text.index("\n}\n", start) + 3]
+    for name, value in values.items():
+        kernel = kernel.replace("{" + name + "}", value)
+    header = ".version 8.7\n.target sm_90\n.address_size 64\n.extern .shared .align 16 .b8 gp_bw_smem[];\n"
+    return header + kernel
+
+
+def _violations(tmp_path: Path, probe_name: str, text: str) -> list:
+    probe = find_probe(probe_name)
+    source = tmp_path / f"{len(list(tmp_path.iterdir()))}.ptx"
+    source.write_text(text)
+    return check(build_ptx([source], parse_arch("sm_90")).listing.kernel(probe.kernel), list(probe.contract))
+
+
+def _unrolled(text: str) -> str:
+    """ptxas left free to unroll: more loads per iteration than the four written."""
+    return text.replace('ITER:\n\t.pragma "nounroll";', "ITER:")
+
+
+def _cached_in_l1(text: str) -> str:
+    return text.replace("ld.global.cg.v4.u32", "ld.global.ca.v4.u32")
+
+
+def _store_in_read_loop(text: str) -> str:
+    step = "\tadd.u64 %rd9, %rd9, %rd2;"
+    return text.replace(step, "\tst.global.u32 [%rd3], %r20;\n" + step)
+
+
+def _bypassing_l1(text: str) -> str:
+    return text.replace("ld.global.ca.v2.u32", "ld.global.cg.v2.u32")
+
+
+def _eight_byte_stores(text: str) -> str:
+    """The 16-byte write kernel storing 8-byte values."""
+    text = text.replace(".reg .b128 %q<2>;\n", ".reg .b128 %q<2>;\n\t.reg .b64 %x<2>;\n")
+    text = text.replace("\tld.global.b128 %q1, [%rd14];", "\tld.global.b64 %x1, [%rd14];")
+    return text.replace("st.global.b128", "st.global.b64").replace("], %q1;", "], %x1;")
+
+
+def _one_address_twice(text: str) -> str:
+    """The shared copy loading one address twice: ptxas merges the loads, three per iteration remain."""
+    text = text.replace("\tadd.u32 %r19, %r15, %r18;\n", "\tmov.u32 %r19, %r15;\n", 1)
+    return text.replace("ld.shared.b128 %q2, [%r19+512]", "ld.shared.b128 %q2, [%r19]")
 
 
 @pytest.mark.parametrize(
-    ("edit", "rule"),
+    ("probe", "template", "values", "edit", "rule"),
     [
-        (lambda t: t.replace('ITER:\n\t.pragma "nounroll";', "ITER:"), "count"),  # unrolled: 16 loads per iteration
-        (lambda t: t.replace("ld.global.cg.v4.u32", "ld.global.ca.v4.u32"), "count"),  # L1-cached loads
-        (
-            lambda t: t.replace(
-                "\tadd.u64 %rd9, %rd9, %rd2;", "\tst.global.u32 [%rd3], %r20;\n\tadd.u64 %rd9, %rd9, %rd2;"
-            ),
-            "only",
-        ),
+        ("bandwidth.dram.read.v16", "gp_bw_read_{CACHE}_v16", {"CACHE": "cg"}, _unrolled, "count"),
+        ("bandwidth.dram.read.v16", "gp_bw_read_{CACHE}_v16", {"CACHE": "cg"}, _cached_in_l1, "count"),
+        ("bandwidth.dram.read.v16", "gp_bw_read_{CACHE}_v16", {"CACHE": "cg"}, _store_in_read_loop, "only"),
+        ("bandwidth.l1.read.v8", "gp_bw_read_{CACHE}_v8", {"CACHE": "ca"}, _bypassing_l1, "count"),
+        ("bandwidth.dram.write.v16", "gp_bw_write_{T}", {"T": "b128"}, _eight_byte_stores, "count"),
+        ("bandwidth.shared.copy.v16", "gp_bw_shared_copy_{T}", {"T": "b128"}, _one_address_twice, "count"),
     ],
 )
-def test_the_read_contract_catches_a_wrong_kernel(tmp_path: Path, edit, rule: str) -> None:
-    probe = find_probe("bandwidth.dram.read.v16")
-    source = tmp_path / "broken.ptx"
-    header = ".version 8.7\n.target sm_90\n.address_size 64\n"
-    good = header + _kernel_text("gp_bw_read_cg_v16")
-    source.write_text(good)
-    assert (
-        check(build_ptx([source], parse_arch("sm_90")).listing.kernel("gp_bw_read_cg_v16"), list(probe.contract)) == []
-    )
-    broken = tmp_path / "broken2.ptx"
-    broken.write_text(edit(good))
-    violations = check(
-        build_ptx([broken], parse_arch("sm_90")).listing.kernel("gp_bw_read_cg_v16"), list(probe.contract)
-    )
+def test_a_contract_catches_a_wrong_kernel(
+    tmp_path: Path, probe: str, template: str, values: dict, edit, rule: str
+) -> None:
+    good = _kernel_text(template, **values)
+    assert _violations(tmp_path, probe, good) == [], "the kernel as written holds its contract"
+    violations = _violations(tmp_path, probe, edit(good))
     assert any(re.match(rule, v.rule) for v in violations), [str(v) for v in violations]
 
 
