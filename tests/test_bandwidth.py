@@ -1,0 +1,415 @@
+"""The bandwidth family's host side: plans and predictions, end to end on the simulated GPU, its
+self-checks catching corrupted results, its time budget, contracts on every arch, and its invariants."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.build import build_ptx
+from gpuprobe.check import check_all
+from gpuprobe.contracts import check
+from gpuprobe.families import bandwidth as bw
+from gpuprobe.families import bandwidth_plan as plan
+from gpuprobe.families import bandwidth_shapes as shapes
+from gpuprobe.families.bandwidth_report import INVARIANTS, occupancy_png
+from gpuprobe.families.base import ProbeFailure
+from gpuprobe.registry import PTX_DIR, find_probe
+from gpuprobe.results import Device, Fact, ProbeOutcome, Results
+from tests.fake_gpu import MIB, fake_gpu, ptx_parameters
+
+FAST = bw.Settings(
+    l2_long_bytes=8 * MIB,
+    cached_long_bytes_per_sm=MIB,
+    max_repeats=3,
+    sweep_repeats=2,
+    check_words=4096,
+    sweep_threads=(128, 256),
+    sweep_blocks=(1, 2, 4),
+)
+DATASHEET = {"datasheet": {"dram_gbps": 3350.0}}
+
+
+def kernels_launched(gpu) -> list[str]:
+    """The bandwidth kernels the simulated GPU ran, in order (not the SM clock read around each probe)."""
+    return [k for k in gpu.launches if k != "gp_sm_clock"]
+
+
+def small_gpu(**options: object):
+    gpu = fake_gpu(sm_count=4, l2_bytes=MIB)
+    for name, value in options.items():
+        setattr(gpu, name, value)
+    return gpu
+
+
+def run_family(gpu, runnable=None, settings=FAST, state=None):
+    probes = set(runnable or bw.PROBES)
+    state = state if state is not None else dict(DATASHEET)
+    return {name: run() for name, run in bw.measure(gpu, ptx_parameters(), gpu.device(), probes, settings, state)}
+
+
+# ---- plans and predictions -------------------------------------------------------------------------
+
+
+def brute_sums(words: np.ndarray, stream: plan.Stream) -> np.ndarray:
+    """Thread by thread, access by access, as the PTX reads (the reference the reshapes must match)."""
+    sums = np.zeros(stream.total_threads, dtype=np.uint64)
+    per_group = 512 // stream.width
+    for t in range(stream.total_threads):
+        start = (t // per_group) * 2048 + (t % per_group) * stream.width
+        for i in range(stream.iters):
+            for k in range(4):
+                at = (start + k * 512 + i * stream.step) // 4
+                sums[t] += int(words[at : at + stream.width // 4].astype(np.uint64).sum())
+    return ((sums * stream.passes) & 0xFFFFFFFF).astype(np.uint32)
+
+
+@pytest.mark.parametrize("width", [4, 8, 16])
+@pytest.mark.parametrize("sweep", [True, False])
+def test_predicted_sums_match_a_thread_by_thread_walk(width: int, sweep: bool) -> None:
+    words = plan.source_words(1 << 16, seed=5)
+    stream = plan.Stream(width, blocks=2, threads=128, iters=3, passes=2, sweep=sweep)
+    assert np.array_equal(plan.stream_sums(plan.group_sums(words, width), stream), brute_sums(words, stream))
+
+
+def test_a_stream_must_fill_whole_groups_and_count_its_bytes() -> None:
+    stream = plan.Stream(16, blocks=4, threads=256, iters=5, passes=3)
+    assert stream.tile == 4 * 256 * 16 * 4
+    assert stream.footprint == 5 * stream.tile and stream.bytes_accessed == 15 * stream.tile
+    assert plan.Stream(16, 4, 256, 5, sweep=False).footprint == stream.tile
+    with pytest.raises(ValueError, match="whole 2 KiB groups"):
+        plan.Stream(4, blocks=1, threads=64, iters=1)
+    with pytest.raises(ValueError, match="width"):
+        plan.Stream(2, blocks=1, threads=256, iters=1)
+
+
+@pytest.mark.parametrize(
+    ("name", "sectors", "efficiency"),
+    [
+        ("v4.stride1", 4, 1.0),
+        ("v4.stride2", 8, 0.5),
+        ("v4.stride4", 16, 0.25),
+        ("v4.stride8", 32, 0.125),
+        ("v4.stride32", 32, 0.125),
+        ("v4.offset4", 5, 0.8),
+        ("v16.stride1", 16, 1.0),
+        ("v16.offset16", 17, 16 / 17),
+    ],
+)
+def test_sectors_touched_are_counted_from_the_pattern(name: str, sectors: int, efficiency: float) -> None:
+    pattern = plan.PATTERNS[name]
+    assert pattern.sectors == sectors
+    assert pattern.efficiency == pytest.approx(efficiency)
+    last = pattern.offset + 31 * pattern.lane_stride + pattern.width - 1
+    assert last < pattern.slot and pattern.slot % 128 == 0, "a request's sectors stay in its own slot"
+
+
+def test_dram_peak_from_the_memory_clock_else_the_datasheet() -> None:
+    value, source = plan.dram_peak_gbps(2619.0, 5120, {"dram_gbps": 1.0})  # H100 SXM: 2619 MHz x 5120 bits
+    assert value == pytest.approx(3352.3, abs=0.1) and "clock" in source
+    assert plan.dram_peak_gbps(None, 5120, {"dram_gbps": 4800.0}) == (4800.0, "datasheet")
+    assert plan.dram_peak_gbps(None, None, {}) is None
+
+
+def test_blocks_are_fitted_to_the_footprint_and_the_sweep_reaches_the_limit() -> None:
+    assert shapes.fit_blocks(16, 256, 8, 132, 25 * MIB) == 8  # 17.3 MB tile
+    assert shapes.fit_blocks(16, 256, 8, 132, 10 * MIB) == 4  # 2.16 MB per block per SM
+    with pytest.raises(ProbeFailure, match="less than one"):
+        shapes.fit_blocks(16, 256, 8, 132, MIB)
+    settings = bw.Settings(sweep_threads=(128, 1024))
+    points = shapes.sweep_points(settings, lambda t: 2048 // t, 132, 50 * MIB)
+    assert points == [(128, 1), (128, 2), (128, 4), (128, 8), (128, 16), (1024, 1), (1024, 2)]
+    small = shapes.sweep_points(settings, lambda t: 2048 // t, 132, 2 * MIB)  # 8 MiB: 4 tiles of <= 993 threads/SM
+    assert small == [(128, 1), (128, 2), (128, 4)]
+
+
+def test_goodput_launches_fit_the_buffer_with_iterations_to_difference() -> None:
+    for pattern in plan.PATTERNS.values():
+        short, long = shapes.pattern_pair(pattern, 8, 132, 256, 50 * MIB, 200 * MIB, bw.Settings())
+        assert long.footprint + pattern.offset <= 200 * MIB, pattern.name
+        assert long.iters >= shapes.PATTERN_ITERS and short.iters <= long.iters // 4 + 1, pattern.name
+        assert long.blocks % 132 == 0
+    with pytest.raises(ProbeFailure, match="under two iterations"):
+        shapes.pattern_pair(plan.PATTERNS["v4.stride32"], 8, 132, 256, 50 * MIB, 4 * MIB, bw.Settings())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"threads": 96}, {"short_fraction": 1.0}, {"dram_l2_multiple": 1.0}, {"min_repeats": 0}, {"max_repeats": 1}],
+)
+def test_settings_that_would_mean_nothing_are_refused(change: dict) -> None:
+    with pytest.raises(ValueError, match="Settings"):
+        dataclasses.replace(bw.Settings(), **change)
+
+
+# ---- end to end on the simulated GPU ----------------------------------------------------------------
+
+
+def test_every_probe_runs_and_recovers_the_simulated_rates() -> None:
+    gpu = small_gpu(bw_dram_gbps=2500.0, bw_l2_gbps=8000.0, bw_cached_bpc=100.0)
+    measured = run_family(gpu)
+    assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(bw.PROBES, "ok")
+    facts = {f.id: f for m in measured.values() for f in m.facts}
+    for width in (4, 8, 16):
+        for op in ("read", "write", "copy"):
+            assert facts[f"bandwidth.dram_{op}.v{width}"].value == pytest.approx(2500.0, rel=0.02)
+            assert facts[f"bandwidth.l2_{op}.v{width}"].value == pytest.approx(8000.0, rel=0.02)
+        assert facts[f"bandwidth.l1_read.v{width}"].value == pytest.approx(100.0, rel=0.02)
+        for op in ("read", "write", "copy"):
+            assert facts[f"bandwidth.shared_{op}.v{width}"].value == pytest.approx(100.0, rel=0.02)
+    assert facts["bandwidth.dram_theoretical"].value == 3350.0
+    assert facts["bandwidth.dram_read_fraction_of_peak"].value == pytest.approx(2500 / 3350, rel=0.02)
+    assert facts["bandwidth.dram_copy_cuda_memcpy"].value == pytest.approx(gpu.copy_gbps, rel=0.03)
+    assert facts["bandwidth.dram_copy_fraction_of_memcpy"].value == pytest.approx(2500 / gpu.copy_gbps, rel=0.03)
+    assert set(facts) == {f for p in bw.PROBES for f in find_probe(p).facts}, "the facts the toml declares"
+    for outcome in (m.outcome for m in measured.values()):  # the SM clock and NVML around every probe
+        assert outcome.conditions["sm_mhz_before"] == pytest.approx(gpu.mhz, rel=0.05)
+        assert {"sm_mhz_after", "nvml_before", "nvml_after"} <= set(outcome.conditions)
+
+
+def test_goodput_reports_useful_and_moved_bytes() -> None:
+    measured = run_family(small_gpu(), runnable=[f"bandwidth.goodput.{p}" for p in plan.PATTERNS])
+    facts = {f.id: f for m in measured.values() for f in m.facts}
+    stride4 = "bandwidth.goodput.v4.stride4"
+    assert facts[f"{stride4}.efficiency"].value == 0.25
+    assert facts[f"{stride4}.moved"].value == pytest.approx(3000.0, rel=0.02)  # the simulated DRAM rate
+    assert facts[f"{stride4}.useful"].value == pytest.approx(750.0, rel=0.02)
+    assert facts["bandwidth.goodput.v16.offset16.useful"].value == pytest.approx(3000 * 16 / 17, rel=0.02)
+
+
+def test_the_occupancy_sweep_finds_where_dram_saturates() -> None:
+    gpu = small_gpu(bw_inflight_bytes=32 * 1024.0)  # 4 loads x 4 bytes per thread: saturated from 2048 threads per SM
+    settings = dataclasses.replace(FAST, sweep_threads=(128, 256, 512, 1024), sweep_blocks=(1, 2, 4))
+    measured = run_family(gpu, runnable=["bandwidth.dram.occupancy.v4"], settings=settings)
+    outcome = measured["bandwidth.dram.occupancy.v4"].outcome
+    facts = {f.id: f for f in measured["bandwidth.dram.occupancy.v4"].facts}
+    assert facts["bandwidth.dram_read_best.v4"].value == pytest.approx(3000.0, rel=0.02)
+    assert facts["bandwidth.dram_read_saturation.v4"].value == 2048
+    columns = outcome.series["occupancy"]
+    assert len(columns["gbps"]) == len(columns["threads_per_sm"]) == 4 * 4  # blocks 1, 2, 4 and the limit 8
+    assert columns["gbps"][0] == pytest.approx(3000.0 * 128 / 2048, rel=0.05)
+
+
+def test_without_a_peak_the_fractions_are_left_out_and_said_so() -> None:
+    measured = run_family(small_gpu(), runnable=["bandwidth.dram.read.v16"], state={})
+    outcome = measured["bandwidth.dram.read.v16"]
+    assert [f.id for f in outcome.facts] == ["bandwidth.dram_read.v16"]
+    assert "no theoretical peak" in outcome.outcome.detail
+
+
+@pytest.mark.parametrize(
+    ("probe", "kernel", "message"),
+    [
+        ("bandwidth.dram.read.v16", "gp_bw_read_cg_v16", "thread sums differ"),
+        ("bandwidth.l2.read.v4", "gp_bw_read_cg_v4", "thread sums differ"),
+        ("bandwidth.dram.write.v8", "gp_bw_write_b64", "stored 8-byte values are wrong"),
+        ("bandwidth.l2.copy.v16", "gp_bw_copy_b128", "copied words differ"),
+        ("bandwidth.l1.read.v8", "gp_bw_read_ca_v8", "thread sums differ"),
+        ("bandwidth.shared.read.v4", "gp_bw_shared_read_v4", "thread sums differ"),
+        ("bandwidth.shared.write.v16", "gp_bw_shared_write_b128", "holds wrong bytes after the write"),
+        ("bandwidth.shared.copy.v8", "gp_bw_shared_copy_b64", "holds wrong bytes after the copy"),
+        ("bandwidth.goodput.v4.stride2", "gp_bw_pattern_v4", "thread sums differ"),
+    ],
+)
+def test_a_wrong_result_fails_its_probe_with_no_facts(probe: str, kernel: str, message: str) -> None:
+    measured = run_family(small_gpu(bw_corrupt=kernel), runnable=[probe])
+    assert measured[probe].outcome.status == "failed"
+    assert message in measured[probe].outcome.detail
+    assert measured[probe].facts == []
+    assert {"sm_mhz_before", "sm_mhz_after", "nvml_after"} <= set(measured[probe].outcome.conditions)
+
+
+def test_missing_or_impossible_clock_records_fail_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fakes import bandwidth as fake
+
+    monkeypatch.setattr(fake, "_write_records", lambda gpu, launch, out, cycles: None)
+    measured = run_family(small_gpu(), runnable=["bandwidth.l1.read.v16"])
+    assert "did not write all of its" in measured["bandwidth.l1.read.v16"].outcome.detail
+    monkeypatch.setattr(fake, "_cached_cycles", lambda gpu, launch, per_block: np.zeros(launch.blocks))
+    monkeypatch.undo()
+    monkeypatch.setattr(fake, "BLOCK_CYCLES", -fake.START_CLOCK)  # blocks that end where they start
+    measured = run_family(small_gpu(bw_cached_bpc=1e18), runnable=["bandwidth.shared.read.v16"])
+    assert measured["bandwidth.shared.read.v16"].outcome.status == "failed"
+    assert "end clock is not after" in measured["bandwidth.shared.read.v16"].outcome.detail
+
+
+def test_every_timed_dram_launch_follows_an_l2_flush() -> None:
+    gpu = small_gpu()
+    measured = run_family(gpu, runnable=["bandwidth.dram.write.v16", "bandwidth.goodput.v4.stride2"])
+    assert all(m.outcome.status == "ok" for m in measured.values())
+    launches = kernels_launched(gpu)
+    writes = launches[: launches.index("gp_bw_pattern_v4") - 1]
+    assert writes == ["gp_bw_read_cg_v16", "gp_bw_write_b128"] * (len(writes) // 2) and writes
+    patterns = launches[len(writes) :]
+    assert patterns == ["gp_bw_read_cg_v16", "gp_bw_pattern_v4"] * (len(patterns) // 2)
+
+
+def test_l2_probes_warm_the_footprint_and_never_flush() -> None:
+    gpu = small_gpu()
+    measured = run_family(gpu, runnable=["bandwidth.l2.copy.v16"])
+    assert measured["bandwidth.l2.copy.v16"].outcome.status == "ok"
+    assert set(kernels_launched(gpu)) == {"gp_bw_copy_b128"}
+    assert len(kernels_launched(gpu)) % 2 == 1  # the warm-up, then short and long launches in pairs
+
+
+def test_probes_not_runnable_are_not_launched() -> None:
+    gpu = small_gpu()
+    measured = run_family(gpu, runnable=["bandwidth.shared.read.v16"])
+    assert list(measured) == ["bandwidth.shared.read.v16"]
+    assert set(kernels_launched(gpu)) == {"gp_bw_shared_read_v16"}
+
+
+# ---- the time budget on an H100-class GPU -----------------------------------------------------------
+
+H100 = Device(
+    name="NVIDIA H100 80GB HBM3",
+    cc="9.0",
+    arch="sm_90a",
+    sm_count=132,
+    l2_bytes=50 * MIB,
+    mem_clock_mhz=2619.0,
+    mem_bus_bits=5120,
+)
+# bytes/s: GPU levels (cached: per SM) at or below what an H100 SXM delivers; reading back to the host over
+# PCIe; and NumPy on the host, conservatively
+RATES = {"dram": 2.8e12, "l2": 6.0e12, "cached": 100.0 * 1.7e9, "check": 20e9, "host": 1e9}
+LAUNCH_S = 1e-3  # a launch with its synchronisation, poisoning and read-back of sums, from Python
+
+
+def test_the_family_fits_its_budget_on_an_h100() -> None:
+    work = shapes.planned_work(H100, bw.Settings(), lambda kernel, threads: 2048 // threads)
+    assert {w.probe for w in work} == set(bw.PROBES), "every probe is planned"
+    seconds = sum(w.bytes / RATES[w.level] + w.launches * LAUNCH_S for w in work)
+    assert seconds < 12.0, f"planned {seconds:.1f} s"
+    dram_read = next(w for w in work if w.probe == "bandwidth.dram.read.v16")
+    assert dram_read.bytes >= 3 * 4 * 50 * MIB, "the DRAM footprint is several L2 sizes, sampled repeatedly"
+
+
+# ---- SASS contracts ---------------------------------------------------------------------------------
+
+
+def test_every_probe_targets_every_supported_arch_and_its_contract_holds() -> None:
+    probes = [find_probe(name) for name in bw.PROBES]
+    assert all(set(p.archs) == set(SUPPORTED_ARCHS) for p in probes)
+    results = check_all(probes, SUPPORTED_ARCHS)
+    broken = [f"{r.probe} on {r.arch}: {r.detail}" for r in results if r.status != "ok"]
+    assert not broken, "\n".join(broken)
+
+
+def _kernel_text(template: str, **values: str) -> str:
+    """One kernel of ptx/bandwidth.ptx as written (``template``: its name with the //@for variables,
+    e.g. ``gp_bw_write_{T}``), the variables filled with ``values``, under a header of its own."""
+    text = (PTX_DIR / "bandwidth.ptx").read_text()
+    start = text.index(f".visible .entry {template}(")
+    kernel = text[start : text.index("\n}\n", start) + 3]
+    for name, value in values.items():
+        kernel = kernel.replace("{" + name + "}", value)
+    header = ".version 8.7\n.target sm_90\n.address_size 64\n.extern .shared .align 16 .b8 gp_bw_smem[];\n"
+    return header + kernel
+
+
+def _violations(tmp_path: Path, probe_name: str, text: str) -> list:
+    probe = find_probe(probe_name)
+    source = tmp_path / f"{len(list(tmp_path.iterdir()))}.ptx"
+    source.write_text(text)
+    return check(build_ptx([source], parse_arch("sm_90")).listing.kernel(probe.kernel), list(probe.contract))
+
+
+def _unrolled(text: str) -> str:
+    """ptxas left free to unroll: more loads per iteration than the four written."""
+    return text.replace('ITER:\n\t.pragma "nounroll";', "ITER:")
+
+
+def _cached_in_l1(text: str) -> str:
+    return text.replace("ld.global.cg.v4.u32", "ld.global.ca.v4.u32")
+
+
+def _store_in_read_loop(text: str) -> str:
+    step = "\tadd.u64 %rd9, %rd9, %rd2;"
+    return text.replace(step, "\tst.global.u32 [%rd3], %r20;\n" + step)
+
+
+def _bypassing_l1(text: str) -> str:
+    return text.replace("ld.global.ca.v2.u32", "ld.global.cg.v2.u32")
+
+
+def _eight_byte_stores(text: str) -> str:
+    """The 16-byte write kernel storing 8-byte values."""
+    text = text.replace(".reg .b128 %q<2>;\n", ".reg .b128 %q<2>;\n\t.reg .b64 %x<2>;\n")
+    text = text.replace("\tld.global.b128 %q1, [%rd14];", "\tld.global.b64 %x1, [%rd14];")
+    return text.replace("st.global.b128", "st.global.b64").replace("], %q1;", "], %x1;")
+
+
+def _one_address_twice(text: str) -> str:
+    """The shared copy loading one address twice: ptxas merges the loads, three per iteration remain."""
+    text = text.replace("\tadd.u32 %r19, %r15, %r18;\n", "\tmov.u32 %r19, %r15;\n", 1)
+    return text.replace("ld.shared.b128 %q2, [%r19+512]", "ld.shared.b128 %q2, [%r19]")
+
+
+@pytest.mark.parametrize(
+    ("probe", "template", "values", "edit", "rule"),
+    [
+        ("bandwidth.dram.read.v16", "gp_bw_read_{CACHE}_v16", {"CACHE": "cg"}, _unrolled, "count"),
+        ("bandwidth.dram.read.v16", "gp_bw_read_{CACHE}_v16", {"CACHE": "cg"}, _cached_in_l1, "count"),
+        ("bandwidth.dram.read.v16", "gp_bw_read_{CACHE}_v16", {"CACHE": "cg"}, _store_in_read_loop, "only"),
+        ("bandwidth.l1.read.v8", "gp_bw_read_{CACHE}_v8", {"CACHE": "ca"}, _bypassing_l1, "count"),
+        ("bandwidth.dram.write.v16", "gp_bw_write_{T}", {"T": "b128"}, _eight_byte_stores, "count"),
+        ("bandwidth.shared.copy.v16", "gp_bw_shared_copy_{T}", {"T": "b128"}, _one_address_twice, "count"),
+    ],
+)
+def test_a_contract_catches_a_wrong_kernel(
+    tmp_path: Path, probe: str, template: str, values: dict, edit, rule: str
+) -> None:
+    good = _kernel_text(template, **values)
+    assert _violations(tmp_path, probe, good) == [], "the kernel as written holds its contract"
+    violations = _violations(tmp_path, probe, edit(good))
+    assert any(re.match(rule, v.rule) for v in violations), [str(v) for v in violations]
+
+
+# ---- invariants and the plot ------------------------------------------------------------------------
+
+
+def _facts(**values: float) -> dict[str, Fact]:
+    return {k.replace("__", "."): Fact(k.replace("__", "."), v, "x") for k, v in values.items()}
+
+
+def test_invariants_hold_and_fail_where_they_should() -> None:
+    good = _facts(
+        bandwidth__dram_read_fraction_of_peak=0.9,
+        bandwidth__dram_copy_fraction_of_memcpy=1.01,
+        bandwidth__l2_read__v16=7000.0,
+        bandwidth__dram_read__v16=3000.0,
+        bandwidth__shared_read__v16=127.0,
+    )
+    bad = _facts(
+        bandwidth__dram_read_fraction_of_peak=1.2,
+        bandwidth__dram_copy_fraction_of_memcpy=0.8,
+        bandwidth__l2_read__v16=2000.0,
+        bandwidth__dram_read__v16=3000.0,
+        bandwidth__shared_read__v16=256.0,
+    )
+    for facts, expected in ((good, True), (bad, False)):
+        checks = [c for invariant in INVARIANTS for c in invariant(facts, H100)]
+        assert len(checks) == 4
+        assert all(ok is expected for _, ok, _ in checks), checks
+    assert [c for invariant in INVARIANTS for c in invariant({}, H100)] == [], "nothing measured, nothing checked"
+
+
+def test_the_occupancy_plot_is_drawn_from_the_sweep() -> None:
+    results = Results(H100)
+    assert occupancy_png(results) is None
+    columns = {
+        "threads_per_block": [128.0, 128.0, 256.0],
+        "blocks_per_sm": [1.0, 2.0, 1.0],
+        "threads_per_sm": [128.0, 256.0, 256.0],
+        "gbps": [900.0, 1700.0, 1650.0],
+    }
+    results.probes["bandwidth.dram.occupancy.v4"] = ProbeOutcome("ok", series={"occupancy": columns})
+    results.facts.append(Fact("bandwidth.dram_theoretical", 3352.0, "GB/s"))
+    png = occupancy_png(results, dpi=50)
+    assert png is not None and png.startswith(b"\x89PNG")
