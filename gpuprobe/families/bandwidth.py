@@ -46,7 +46,8 @@ from gpuprobe.families.bandwidth_shapes import (
     sweep_points,
 )
 from gpuprobe.families.base import Measured, ProbeFailure
-from gpuprobe.families.measuring import fact, sample_until_stable
+from gpuprobe.families.measuring import fact, sample_until_stable, unmeasured
+from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
 
@@ -215,7 +216,11 @@ def measure_dram(ctx: _Context, op: str, width: int) -> Measured:
     if width == 16:
         peak = _peak(ctx)
         if peak is None:
-            note += "; no memory clock, bus width or datasheet figure: no theoretical peak"
+            why = "no memory clock, bus width or datasheet figure: no theoretical peak"
+            note += f"; {why}"
+            facts.append(unmeasured(f"bandwidth.dram_{op}_fraction_of_peak", "fraction", name, why))
+            if op == "read":
+                facts.append(unmeasured("bandwidth.dram_theoretical", "GB/s", name, why))
         else:
             value, source = peak
             facts.append(fact(f"bandwidth.dram_{op}_fraction_of_peak", [x / value for x in samples], "fraction", name))
@@ -529,22 +534,4 @@ def measure(
         return
     ctx = _context(launcher, parameters, device, settings or Settings(), state if state is not None else {})
 
-    def clock(when: str) -> dict[str, Any]:
-        try:
-            mhz = ctx.runner.sm_mhz(ctx.settings.clock_spin_cycles)
-        except ProbeFailure:  # the clock kernel's own check: recorded as unknown, the probe still judged
-            mhz = None
-        return {f"sm_mhz_{when}": mhz, f"nvml_{when}": launcher.nvml()}
-
-    def run(name: str, step: Callable[[_Context], Measured]) -> Measured:
-        conditions = clock("before")
-        try:
-            measured = step(ctx)
-        except ProbeFailure as exc:
-            measured = Measured(name, ProbeOutcome("failed", str(exc)))
-        conditions.update(clock("after"))  # after a failure too: the conditions it failed under
-        measured.outcome.conditions = conditions
-        return measured
-
-    for name, step in steps:
-        yield name, lambda name=name, step=step: run(name, step)
+    yield from runs([name for name, _ in steps], {name: lambda step=step: step(ctx) for name, step in steps}, runnable)

@@ -54,7 +54,6 @@ class Runner:
     out: Any = None  # per-block records
     sums_bytes: int = 0
     out_bytes: int = 0
-    clock_out: Any = None
 
     @property
     def kernels(self) -> Kernels:
@@ -85,17 +84,6 @@ class Runner:
 
     def sums_of(self, launch: Launch) -> np.ndarray:
         return np.asarray(self.launcher.read(self.sums, "uint32", launch.blocks * launch.threads))
-
-    def sm_mhz(self, spin_cycles: int) -> float | None:
-        """The SM clock now (cycles over global-timer ns of a short spin), from the memory family's
-        ``gp_sm_clock`` kernel, which the same cubin holds; None where it is absent."""
-        if "gp_sm_clock" not in self.parameters:
-            return None
-        if self.clock_out is None:
-            self.clock_out = self.launcher.alloc(16)
-        args = [np.uint64(spin_cycles), self.clock_out]
-        cycles, ns = (int(v) for v in self.kernels.run("gp_sm_clock", args, self.clock_out, 2))
-        return cycles / ns * 1000.0 if ns else None
 
     def flush_l2(self) -> None:
         """Read the scratch buffer of twice the L2 (checked): what a launch reads next comes from DRAM."""

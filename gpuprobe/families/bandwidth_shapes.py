@@ -42,7 +42,6 @@ class Settings:
     sweep_repeats: int = 3
     target_noise: float = 0.01
     probe_budget_s: float = 1.0
-    clock_spin_cycles: int = 2_000_000  # the SM clock read before and after each probe
     seed: int = 20240917
 
     def __post_init__(self) -> None:
@@ -56,7 +55,6 @@ class Settings:
             "cached_tile_per_sm",
             "cached_long_bytes_per_sm",
             "check_words",
-            "clock_spin_cycles",
             "min_repeats",
             "sweep_repeats",
         )

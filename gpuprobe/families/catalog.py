@@ -7,6 +7,7 @@ from types import ModuleType
 from gpuprobe.families import (
     async_copy,
     atomics,
+    bandwidth,
     barrier,
     cache_geometry,
     cluster,
@@ -25,6 +26,7 @@ from gpuprobe.families import (
 FAMILIES: dict[str, ModuleType] = {
     "selftest": selftest,
     "memory": memory_latency,
+    "bandwidth": bandwidth,
     "cache_geometry": cache_geometry,
     "l2_partition": l2_partition,
     "atomics": atomics,
