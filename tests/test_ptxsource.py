@@ -95,6 +95,21 @@ def test_for_substitutes_each_value() -> None:
     assert expanded.origins == [("f.ptx", 2), ("f.ptx", 3)] * 3
 
 
+def test_for_binds_tuples_of_names_that_vary_together() -> None:
+    text = src(
+        "//@for OP,TYPE in ffma,f32 dfma,f64",
+        ".entry k_{OP}() {TYPE}",
+        "//@endfor",
+    )
+    assert expand(text, "f.ptx").lines == [".entry k_ffma() f32", ".entry k_dfma() f64"]
+
+
+def test_for_tuple_of_the_wrong_length_is_a_one_line_error() -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        expand(src("//@for A,B in 1,2 3", "x", "//@endfor"), "f.ptx")
+    assert one_line_error(excinfo) == "f.ptx:1: //@for A,B: '3' is not 2 values"
+
+
 def test_nested_for_binds_both_names() -> None:
     text = src(
         "//@for A in x y",  # 1
