@@ -6,9 +6,12 @@ it instead:
 
 * ``//@repeat N`` repeats the next line N times;
 * ``//@for NAME in v1 v2 ...`` ... ``//@endfor`` repeats the block once per value, with
-  ``{NAME}`` replaced by the value; ``//@for A,B in a1,b1 a2,b2`` binds several names at once,
-  one comma-separated tuple per repetition (names that vary together, such as an instruction and
-  its register type, or an ILP and the register each unrolled slot uses).
+  ``{NAME}`` replaced by the value; ``//@for A:B in a1:b1 a2:b2`` binds several names at once,
+  one colon-separated tuple per repetition (names that vary together, such as an instruction and
+  its register type, or an ILP and the register each unrolled slot uses). Placeholders are
+  replaced outer loop first, so a value may itself hold an inner loop's placeholder (a register
+  list ``{%d{S}_0,%d{S}_1}`` whose chain ``S`` an inner loop picks); and an inner ``//@for``'s
+  values may use the enclosing loops' names (``//@for S in 0 {R1} {R2}``).
 
 Every expanded line remembers the file and line it came from, so ptxas's errors point at the
 source that was written, not at the expansion. All probe files for one arch are combined into
@@ -29,7 +32,7 @@ from gpuprobe.files import read_text
 Origin = tuple[str, int]  # (file, 1-based line)
 
 _REPEAT = re.compile(r"^\s*//@repeat\s+(\d+)\s*$")
-_FOR = re.compile(r"^\s*//@for\s+(\w+(?:,\w+)*)\s+in\s+(.+?)\s*$")
+_FOR = re.compile(r"^\s*//@for\s+(\w+(?::\w+)*)\s+in\s+(.+?)\s*$")
 _ENDFOR = re.compile(r"^\s*//@endfor\s*$")
 _DIRECTIVE = re.compile(r"^\s*//@")
 _HEADER = re.compile(r"^\s*\.(version|target|address_size)\b")
@@ -84,9 +87,9 @@ def _expand_block(
             line = lines[index]
         if match := _FOR.match(line):
             end = _block_end(lines, index + 1, path)
-            names = match.group(1).split(",")
-            for value in match.group(2).split():
-                values = value.split(",") if len(names) > 1 else [value]
+            names = match.group(1).split(":")
+            for value in _substitute(match.group(2), bindings).split():
+                values = value.split(":") if len(names) > 1 else [value]
                 if len(values) != len(names):
                     raise GpuprobeError(
                         f"{path}:{index + 1}: //@for {match.group(1)}: {value!r} is not {len(names)} values"

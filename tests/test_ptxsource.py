@@ -97,17 +97,40 @@ def test_for_substitutes_each_value() -> None:
 
 def test_for_binds_tuples_of_names_that_vary_together() -> None:
     text = src(
-        "//@for OP,TYPE in ffma,f32 dfma,f64",
-        ".entry k_{OP}() {TYPE}",
+        "//@for OP:TYPE:REGS in ffma:f32:{%x0,%x1} dfma:f64:{%y0}",
+        ".entry k_{OP}() {TYPE} {REGS}",
         "//@endfor",
     )
-    assert expand(text, "f.ptx").lines == [".entry k_ffma() f32", ".entry k_dfma() f64"]
+    assert expand(text, "f.ptx").lines == [".entry k_ffma() f32 {%x0,%x1}", ".entry k_dfma() f64 {%y0}"]
+
+
+def test_a_value_may_hold_an_inner_loops_placeholder() -> None:
+    """Outer names are replaced first: a register list from an outer tuple, its chain from an inner loop."""
+    text = src(
+        "//@for D in {%d{S}_0,%d{S}_1}",
+        "//@for S in 3 5",
+        "mma {D};",
+        "//@endfor",
+        "//@endfor",
+    )
+    assert expand(text, "f.ptx").lines == ["mma {%d3_0,%d3_1};", "mma {%d5_0,%d5_1};"]
+
+
+def test_an_inner_for_takes_its_values_from_the_enclosing_loops() -> None:
+    text = src(
+        "//@for ILP:R1 in 1:0 2:1",
+        "//@for S in 0 {R1}",
+        "x{S}",
+        "//@endfor",
+        "//@endfor",
+    )
+    assert expand(text, "f.ptx").lines == ["x0", "x0", "x0", "x1"]
 
 
 def test_for_tuple_of_the_wrong_length_is_a_one_line_error() -> None:
     with pytest.raises(GpuprobeError) as excinfo:
-        expand(src("//@for A,B in 1,2 3", "x", "//@endfor"), "f.ptx")
-    assert one_line_error(excinfo) == "f.ptx:1: //@for A,B: '3' is not 2 values"
+        expand(src("//@for A:B in 1:2 3", "x", "//@endfor"), "f.ptx")
+    assert one_line_error(excinfo) == "f.ptx:1: //@for A:B: '3' is not 2 values"
 
 
 def test_nested_for_binds_both_names() -> None:
