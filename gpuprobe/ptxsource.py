@@ -11,7 +11,10 @@ it instead:
   its register type, or an ILP and the register each unrolled slot uses). Placeholders are
   replaced outer loop first, so a value may itself hold an inner loop's placeholder (a register
   list ``{%d{S}_0,%d{S}_1}`` whose chain ``S`` an inner loop picks); and an inner ``//@for``'s
-  values may use the enclosing loops' names (``//@for S in 0 {R1} {R2}``).
+  values may use the enclosing loops' names (``//@for S in 0 {R1} {R2}``);
+* ``//@include NAME`` expands the file NAME (beside the including file) in place, with the
+  enclosing loops' names bound: one kernel template, instantiated by several probe files whose
+  archs differ (PTX itself has no include).
 
 Every expanded line remembers the file and line it came from, so ptxas's errors point at the
 source that was written, not at the expansion. All probe files for one arch are combined into
@@ -34,6 +37,8 @@ Origin = tuple[str, int]  # (file, 1-based line)
 _REPEAT = re.compile(r"^\s*//@repeat\s+(\d+)\s*$")
 _FOR = re.compile(r"^\s*//@for\s+(\w+(?::\w+)*)\s+in\s+(.+?)\s*$")
 _ENDFOR = re.compile(r"^\s*//@endfor\s*$")
+_INCLUDE = re.compile(r"^\s*//@include\s+([\w.-]+)\s*$")
+MAX_INCLUDE_DEPTH = 4
 _DIRECTIVE = re.compile(r"^\s*//@")
 _HEADER = re.compile(r"^\s*\.(version|target|address_size)\b")
 _VERSION = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)")
@@ -45,13 +50,40 @@ class Expanded:
     origins: list[Origin]
 
 
-def expand(text: str, path: str) -> Expanded:
-    """Apply ``//@repeat`` and ``//@for`` to a PTX file, keeping each line's origin."""
+def expand(text: str, path: str, directory: Path | None = None) -> Expanded:
+    """Apply ``//@repeat``, ``//@for`` and ``//@include`` (from ``directory``) to a PTX file,
+    keeping each line's origin."""
     lines = text.splitlines()
     out: list[str] = []
     origins: list[Origin] = []
-    _expand_block(lines, 0, len(lines), {}, path, out, origins)
+    _expand_block(lines, 0, len(lines), {}, _Where(path, directory), out, origins)
     return Expanded(out, origins)
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The file being expanded (as shown in messages), where its includes are, and how deep."""
+
+    path: str
+    directory: Path | None
+    depth: int = 0
+
+    def __str__(self) -> str:
+        return self.path
+
+
+def _include(
+    name: str, bindings: dict[str, str], where: _Where, line: int, out: list[str], origins: list[Origin]
+) -> None:
+    if where.directory is None or where.depth >= MAX_INCLUDE_DEPTH:
+        why = "no directory to include from" if where.directory is None else "includes nested too deep"
+        raise GpuprobeError(f"{where}:{line}: //@include {name}: {why}")
+    source = where.directory / name
+    if not source.is_file():
+        raise GpuprobeError(f"{where}:{line}: //@include {name}: no such file beside it")
+    lines = read_text(source).splitlines()
+    inner = _Where(str(Path(where.path).parent / name), where.directory, where.depth + 1)
+    _expand_block(lines, 0, len(lines), bindings, inner, out, origins)
 
 
 def _block_end(lines: list[str], start: int, path: str) -> int:
@@ -73,7 +105,13 @@ def _substitute(line: str, bindings: dict[str, str]) -> str:
 
 
 def _expand_block(
-    lines: list[str], start: int, stop: int, bindings: dict[str, str], path: str, out: list[str], origins: list[Origin]
+    lines: list[str],
+    start: int,
+    stop: int,
+    bindings: dict[str, str],
+    path: _Where,
+    out: list[str],
+    origins: list[Origin],
 ) -> None:
     index = start
     while index < stop:
@@ -98,13 +136,17 @@ def _expand_block(
                 _expand_block(lines, index + 1, end, inner, path, out, origins)
             index = end + 1
             continue
+        if match := _INCLUDE.match(line):
+            _include(match.group(1), bindings, path, index + 1, out, origins)
+            index += 1
+            continue
         if _ENDFOR.match(line):
             raise GpuprobeError(f"{path}:{index + 1}: //@endfor without //@for")
         if _DIRECTIVE.match(line):
             raise GpuprobeError(f"{path}:{index + 1}: malformed directive {line.strip()!r}")
         for _ in range(repeat):
             out.append(_substitute(line, bindings))
-            origins.append((path, index + 1))
+            origins.append((path.path, index + 1))
         index += 1
 
 
@@ -142,7 +184,7 @@ def combine(files: list[Path], arch: Arch, root: Path | None = None) -> Module:
     lines = [f".version {major}.{minor}", f".target {arch.name}", ".address_size 64"]
     origins: list[Origin] = [("<header>", 1), ("<header>", 2), ("<header>", 3)]
     for path in files:
-        expanded = expand(texts[path], shown[path])
+        expanded = expand(texts[path], shown[path], path.parent)
         for line, origin in zip(expanded.lines, expanded.origins, strict=True):
             if not _HEADER.match(line):
                 lines.append(line)

@@ -330,3 +330,30 @@ def test_the_memory_latency_family_expands() -> None:
 def test_a_malformed_directive_is_an_error_not_a_comment(line: str) -> None:
     with pytest.raises(GpuprobeError, match=r"f\.ptx:2: malformed directive"):
         expand(f"a\n{line}\nb\n", "f.ptx")
+
+
+# ---------------------------------------------------------------- //@include -----
+
+
+def test_include_expands_the_file_beside_with_the_loops_names_bound(tmp_path: Path) -> None:
+    (tmp_path / "body.ptxinc").write_text(src("k_{V}", "//@repeat 2", "x{V}"))
+    text = src("//@for V in a b", "//@include body.ptxinc", "//@endfor", "end")
+    expanded = expand(text, "ptx/f.ptx", tmp_path)
+    assert expanded.lines == ["k_a", "xa", "xa", "k_b", "xb", "xb", "end"]
+    assert expanded.origins[:3] == [("ptx/body.ptxinc", 1), ("ptx/body.ptxinc", 3), ("ptx/body.ptxinc", 3)]
+    assert expanded.origins[-1] == ("ptx/f.ptx", 4)
+
+
+@pytest.mark.parametrize(
+    ("directory", "what"), [(None, "no directory to include from"), (Path("/nonexistent"), "no such file beside it")]
+)
+def test_an_include_that_cannot_be_read_is_a_one_line_error(directory: Path | None, what: str) -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        expand(src("x", "//@include body.ptxinc"), "f.ptx", directory)
+    assert one_line_error(excinfo) == f"f.ptx:2: //@include body.ptxinc: {what}"
+
+
+def test_an_include_of_itself_stops(tmp_path: Path) -> None:
+    (tmp_path / "self.ptxinc").write_text(src("//@include self.ptxinc"))
+    with pytest.raises(GpuprobeError, match="includes nested too deep"):
+        expand(src("//@include self.ptxinc"), "f.ptx", tmp_path)
