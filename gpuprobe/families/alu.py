@@ -31,22 +31,21 @@ from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.issue_sweep import (
     RECORD_WORDS,
     Records,
+    Settings,
+    Sweeper,
     SweepPoint,
     check_results,
-    issue_rate,
-    iterations_for,
     plateau,
-    step_latency,
+    sweep_seconds,
     sweep_series,
 )
-from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, ProbeOutcome
 
 CHAINS = 8  # chain registers per thread, whatever the ILP (ptx/alu.ptx)
 STEPS_PER_ITERATION = 32  # instructions per loop iteration, whatever the ILP
 ILPS = (1, 2, 4, 8)
-LAUNCH_S = 100e-6  # a launch, its poisoning fill and its read-back call, besides the bytes (generous)
 MUFU_TOLERANCE = 1e-4  # on the sum of 8 chains at their fixed point: each within ~3 x 2^-21
 
 
@@ -75,30 +74,6 @@ OPS: tuple[Op, ...] = (
 OPS_BY_NAME = {op.name: op for op in OPS}
 
 PROBES = [f"alu.{op.name}.ilp{ilp}" for op in OPS for ilp in ILPS]
-
-
-@dataclass(frozen=True)
-class Settings:
-    warps: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # warps per SM in the sweep (one block per SM)
-    short_iterations: int = 8
-    latency_target_cycles: float = 300_000.0  # long minus short, for the one-thread latency runs
-    sweep_target_cycles: float = 150_000.0  # long minus short, for each sweep point
-    max_iterations: int = 1 << 20
-    min_repeats: int = 2
-    max_repeats: int = 5
-    target_noise: float = 0.01
-    point_budget_s: float = 0.5
-
-    def __post_init__(self) -> None:
-        if self.short_iterations < 1 or self.max_iterations <= self.short_iterations:
-            raise ValueError("Settings: need 1 <= short_iterations < max_iterations")
-        if not self.warps or any(not 1 <= w <= 32 for w in self.warps):
-            raise ValueError(f"Settings.warps must be 1 to 32 warps per SM, got {self.warps}")
-        if self.min_repeats < 1 or self.max_repeats < self.min_repeats:
-            raise ValueError("Settings: need 1 <= min_repeats <= max_repeats")
-
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.point_budget_s)
 
 
 # ---- operands and predictions -------------------------------------------------------------------
@@ -189,7 +164,8 @@ def check_launch(op: Op, records: Records, iterations: int, ilp: int, kernel: st
     if op.mufu is None:
         mask = (1 << op.width) - 1
         expected = predicted_ternary(op)
-        check_results(records.result, lambda r: (r & np.uint64(mask)) == np.uint64(expected), kernel, hex(expected))
+        results = records.result[:, 0]
+        check_results(results, lambda r: (r & np.uint64(mask)) == np.uint64(expected), kernel, hex(expected))
         return
     expected_sum = predicted_mufu(op, iterations, ilp)
     sums = (records.result & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32).astype(np.float64)
@@ -198,16 +174,9 @@ def check_launch(op: Op, records: Records, iterations: int, ilp: int, kernel: st
     )
 
 
-def planned_seconds(settings: Settings, sm_count: int, mhz: float, readback_gbps: float = 10.0) -> float:
-    """An upper bound on the family's GPU time: every sample at its maximum repeats, each a short and
-    a long run of at most the target plus twice a short run's cycles, and each run's records read back."""
-    s = settings
-    runs = 0.0
-    for warps in s.warps:
-        readback = sm_count * 32 * warps * RECORD_WORDS * 8 / (readback_gbps * 1e9)
-        runs += len(ILPS) * s.max_repeats * 2 * (3 * s.sweep_target_cycles / (mhz * 1e6) + readback + LAUNCH_S)
-    latency = s.max_repeats * 2 * (3 * s.latency_target_cycles / (mhz * 1e6) + LAUNCH_S)
-    return len(OPS) * (runs + latency)
+def planned_seconds(settings: Settings, sm_count: int, mhz: float) -> float:
+    """An upper bound on the family's GPU time (see :func:`gpuprobe.families.issue_sweep.planned_seconds`)."""
+    return len(OPS) * sweep_seconds(settings, sm_count, mhz, len(ILPS), RECORD_WORDS)
 
 
 # ---- launching --------------------------------------------------------------------------------------
@@ -236,50 +205,14 @@ class _Context:
         return records
 
 
-def _pair_of_runs(ctx: _Context, op: Op, ilp: int, blocks: int, threads: int, target: float) -> tuple:
-    """A short run and a long one sized from it to ``target`` cycles more: (short, long, iterations)."""
-    s = ctx.settings
-    short = ctx.launch(op, ilp, s.short_iterations, blocks, threads)
-    iterations = iterations_for(s.short_iterations, short.span(), target, s.max_iterations)
-    return short, ctx.launch(op, ilp, iterations, blocks, threads), iterations
-
-
-def measure_latency(ctx: _Context, op: Op) -> tuple[list, float | None]:
-    """Cycles per dependent step of one thread's chain, and the SM clock over the long runs."""
-    s = ctx.settings
-    samples: list[float] = []
-    clocks: list[float] = []
-
-    def take() -> None:
-        short, long, iterations = _pair_of_runs(ctx, op, 1, 1, 1, s.latency_target_cycles)
-        samples.append(step_latency(short, long, (iterations - s.short_iterations) * STEPS_PER_ITERATION))
-        mhz = long.mhz()
-        if mhz:
-            clocks.append(mhz)
-
-    sample_until_stable(take, samples, s.stopping())
-    return samples, float(np.median(clocks)) if clocks else None
-
-
-def measure_point(ctx: _Context, op: Op, ilp: int, warps: int) -> SweepPoint:
-    s = ctx.settings
-    rates: list[float] = []
-
-    def take() -> None:
-        short, long, iterations = _pair_of_runs(ctx, op, ilp, ctx.device.sm_count, 32 * warps, s.sweep_target_cycles)
-        work = (iterations - s.short_iterations) * STEPS_PER_ITERATION * op.lane_ops  # lane operations per thread
-        rates.append(issue_rate(short, long, work))
-
-    sample_until_stable(take, rates, s.stopping())
-    return SweepPoint(ilp, warps, rates)
-
-
 def run_probe(ctx: _Context, op: Op, ilp: int) -> Measured:
     name = f"alu.{op.name}.ilp{ilp}"
     facts = []
     notes = []
+    sweeper = Sweeper(lambda k, n, b, t: ctx.launch(op, k, n, b, t), ctx.settings, ctx.device.sm_count)
     if ilp == 1:
-        samples, mhz = measure_latency(ctx, op)
+        samples = sweeper.latency(STEPS_PER_ITERATION, threads=1)
+        mhz = sweeper.mhz()
         if op.fma_steps:
             ffma = ctx.state.get("alu.ffma.latency")
             if ffma is None:
@@ -291,7 +224,7 @@ def run_probe(ctx: _Context, op: Op, ilp: int) -> Measured:
         facts.append(latency)
     sweeps = ctx.state.setdefault("alu_sweeps", {}).setdefault(op.name, [])
     for warps in ctx.settings.warps:
-        point = measure_point(ctx, op, ilp, warps)
+        point = sweeper.point(ilp, warps, STEPS_PER_ITERATION * op.lane_ops)
         sweeps.append([point.ilp, point.warps, point.rates])
     points = [SweepPoint(i, w, r) for i, w, r in sweeps]
     if ilp == ILPS[-1]:

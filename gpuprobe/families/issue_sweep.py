@@ -14,13 +14,14 @@ and just after the timed loop, %globaltimer around those, the SM id, and the thr
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.measuring import Stopping, sample_until_stable
 
-RECORD_WORDS = 6  # clock start, clock end, globaltimer start, globaltimer end, SM id, result
+RECORD_WORDS = 6  # clock start, clock end, globaltimer start, globaltimer end, SM id, then the result words
 MIN_CLOCK_WINDOW_NS = 50_000  # a span this long reads the SM clock to 2 % at 1 us timer resolution
 
 
@@ -33,15 +34,15 @@ class Records:
     start_ns: np.ndarray
     end_ns: np.ndarray
     sm: np.ndarray
-    result: np.ndarray
+    result: np.ndarray  # one row per thread, the kernel's result words
 
     @classmethod
-    def from_words(cls, words: np.ndarray, kernel: str) -> Records:
-        table = np.asarray(words, dtype=np.uint64).reshape(-1, RECORD_WORDS)
+    def from_words(cls, words: np.ndarray, kernel: str, width: int = RECORD_WORDS) -> Records:
+        table = np.asarray(words, dtype=np.uint64).reshape(-1, width)
         start, end = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
         if np.any(end <= start):
             raise ProbeFailure(f"{kernel}: a thread's timed loop ended at or before its start (clock {start[0]})")
-        return cls(start, end, table[:, 2].astype(np.int64), table[:, 3].astype(np.int64), table[:, 4], table[:, 5])
+        return cls(start, end, table[:, 2].astype(np.int64), table[:, 3].astype(np.int64), table[:, 4], table[:, 5:])
 
     def span(self) -> float:
         """The median over SMs of each SM's span, first start to last end, in cycles."""
@@ -120,6 +121,101 @@ def check_results(results: np.ndarray, predicted: Callable[[np.ndarray], np.ndar
     good = predicted(results)
     if not np.all(good):
         bad = int(np.argmin(good))
-        raise ProbeFailure(
-            f"{kernel}: thread {bad} computed {int(results[bad]):#x}, not {what} ({int(np.sum(~good))} threads wrong)"
-        )
+        got = " ".join(f"{int(w):#x}" for w in np.atleast_1d(results[bad]))
+        raise ProbeFailure(f"{kernel}: thread {bad} computed {got}, not {what} ({int(np.sum(~good))} threads wrong)")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a chain family samples: the sweep's warps, the runs' lengths, when to stop."""
+
+    warps: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # warps per SM in the sweep (one block per SM)
+    short_iterations: int = 8
+    latency_target_cycles: float = 300_000.0  # long minus short, for the one-warp latency runs
+    sweep_target_cycles: float = 150_000.0  # long minus short, for each sweep point
+    max_iterations: int = 1 << 20
+    min_repeats: int = 2
+    max_repeats: int = 5
+    target_noise: float = 0.01
+    point_budget_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.short_iterations < 1 or self.max_iterations <= self.short_iterations:
+            raise ValueError("Settings: need 1 <= short_iterations < max_iterations")
+        if not self.warps or any(not 1 <= w <= 32 for w in self.warps):
+            raise ValueError(f"Settings.warps must be 1 to 32 warps per SM, got {self.warps}")
+        if self.min_repeats < 1 or self.max_repeats < self.min_repeats:
+            raise ValueError("Settings: need 1 <= min_repeats <= max_repeats")
+
+    def stopping(self) -> Stopping:
+        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.point_budget_s)
+
+    def planned_runs(self, configurations: int) -> int:
+        """The most launches a latency or one ILP's sweep takes: a short and a long run per sample."""
+        return configurations * self.max_repeats * 2
+
+
+Launch = Callable[[int, int, int, int], Records]  # (ILP, iterations, blocks, threads per block) -> checked records
+
+
+@dataclass
+class Sweeper:
+    """Latency and sweep points of one chain kernel family, through ``launch`` (which checks results)."""
+
+    launch: Launch
+    settings: Settings
+    sm_count: int
+    clocks: list[float] = field(default_factory=list)  # SM MHz read over the long runs
+
+    def pair(self, ilp: int, blocks: int, threads: int, target: float) -> tuple[Records, Records, int]:
+        """A short run and a long one sized from it to ``target`` cycles more, and its iterations."""
+        s = self.settings
+        short = self.launch(ilp, s.short_iterations, blocks, threads)
+        iterations = iterations_for(s.short_iterations, short.span(), target, s.max_iterations)
+        long = self.launch(ilp, iterations, blocks, threads)
+        mhz = long.mhz()
+        if mhz:
+            self.clocks.append(mhz)
+        return short, long, iterations - s.short_iterations
+
+    def latency(self, steps_per_iteration: int, threads: int) -> list[float]:
+        """Cycles per dependent step of one chain (ILP 1, one block of ``threads``: 1 thread or 1 warp)."""
+        samples: list[float] = []
+
+        def take() -> None:
+            short, long, between = self.pair(1, 1, threads, self.settings.latency_target_cycles)
+            samples.append(step_latency(short, long, between * steps_per_iteration))
+
+        sample_until_stable(take, samples, self.settings.stopping())
+        return samples
+
+    def point(self, ilp: int, warps: int, work_per_iteration: float) -> SweepPoint:
+        """The rate at ``warps`` per SM (one block per SM), ``work_per_iteration`` per thread."""
+        rates: list[float] = []
+
+        def take() -> None:
+            short, long, between = self.pair(ilp, self.sm_count, 32 * warps, self.settings.sweep_target_cycles)
+            rates.append(issue_rate(short, long, between * work_per_iteration))
+
+        sample_until_stable(take, rates, self.settings.stopping())
+        return SweepPoint(ilp, warps, rates)
+
+    def mhz(self) -> float | None:
+        return float(np.median(self.clocks)) if self.clocks else None
+
+
+LAUNCH_S = 100e-6  # a launch, its poisoning fill and its read-back call, besides the bytes (generous)
+
+
+def sweep_seconds(settings: Settings, sm_count: int, mhz: float, ilps: int, record_words: int) -> float:
+    """An upper bound on one kernel family's GPU time (latency and all ILPs' sweeps): every sample at
+    its maximum repeats, each run at most three times its target cycles, every run's records read
+    back at 10 GB/s."""
+    s = settings
+
+    def run_s(target: float, threads: int) -> float:
+        return 3 * target / (mhz * 1e6) + threads * record_words * 8 / 10e9 + LAUNCH_S
+
+    latency = s.planned_runs(1) * run_s(s.latency_target_cycles, 32)
+    sweep = sum(s.planned_runs(ilps) * run_s(s.sweep_target_cycles, sm_count * 32 * w) for w in s.warps)
+    return latency + sweep
