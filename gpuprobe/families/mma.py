@@ -1,0 +1,174 @@
+"""The mma family: mma.sync latency and issue rate for every shape and type the arch has natively,
+and the emulations ptxas substitutes where it has not.
+
+Per variant (:data:`gpuprobe.families.mma_fragments.VARIANTS`), the probes
+``mma.<type>.<shape>.ilp1`` .. ``ilp8`` run the chain kernel of ptx/mma_chain.ptxinc:
+
+1. ``ilp1`` measures the latency of one accumulator-dependent mma.sync: one warp, a short and a
+   long run (:class:`~gpuprobe.families.issue_sweep.Sweeper`);
+2. every ILP probe sweeps 1 to 32 warps per SM, one block per SM;
+3. ``ilp8`` reports the sweep's plateau as ``.throughput``, multiply-adds per clock per SM (an
+   mma.sync of shape mMnNkK is M N K of them), and as ``.tflops``: 2 flop per multiply-add, every
+   SM, at the SM clock the same long runs read (%clock64 over %globaltimer).
+
+Where the SASS shows ptxas emulating a type (int4 from sm_90, fp8 on sm_90 and sm_100a: the
+contracts in ptx/mma_int4_emulated.toml and ptx/mma_fp8_emulated.toml), ``mma.<type>.<shape>.emulated``
+runs the kernel once, checks its result, and reports ``tensor.mma_sync.<int4|fp8>.emulated = 1``;
+the native int4 m8n8k32 and e4m3 probes report 0.
+
+Every launch checks every lane's D (the sum of its 8 chains, each at C + A B) against the NumPy
+reference, bit for bit: the operands are small integers, exact in every type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.issue_sweep import (
+    RECORD_WORDS,
+    Records,
+    Settings,
+    Sweeper,
+    SweepPoint,
+    check_results,
+    plateau,
+    sweep_seconds,
+    sweep_series,
+)
+from gpuprobe.families.measuring import Kernels, fact
+from gpuprobe.families.mma_fragments import (
+    LANES,
+    MMA_PER_ITERATION,
+    VARIANTS,
+    Variant,
+    make_operands,
+    predicted_words,
+)
+from gpuprobe.gpu import Launcher
+from gpuprobe.results import Device, Fact, ProbeOutcome
+
+__all__ = ["PROBES", "Settings", "measure"]
+
+ILPS = (1, 2, 4, 8)
+MMA_RECORD_WORDS = RECORD_WORDS + 1  # the record, then D's four 32-bit sums in two words
+STEPS_PER_CHAIN = MMA_PER_ITERATION  # one chain (ILP 1) takes every mma of an iteration
+SEED = 20241202
+EMULATED = {"int4": "tensor.mma_sync.int4.emulated", "e4m3": "tensor.mma_sync.fp8.emulated"}
+NATIVE_REPORTER = {("int4", "m8n8k32"), ("e4m3", "m16n8k32")}  # their ilp1 probes report emulated = 0
+EMULATED_PROBES = {"mma.int4.m16n8k64.emulated": Variant("int4", "m16n8k64"),
+                   "mma.e4m3.m16n8k32.emulated": Variant("e4m3", "m16n8k32")}  # fmt: skip
+
+PROBES = [f"mma.{v.name}.{v.shape}.ilp{ilp}" for v in VARIANTS for ilp in ILPS] + list(EMULATED_PROBES)
+
+
+def check_launch(v: Variant, records: Records, expected: np.ndarray, kernel: str) -> None:
+    """Every thread's four D sums are its lane's prediction (threads are whole warps)."""
+    got = np.ascontiguousarray(records.result, dtype=np.uint64).view(np.uint32).reshape(-1, 4)
+    want = expected[np.arange(len(got)) % LANES]
+    good = np.all(got == want, axis=1)
+    first_bad = int(np.argmin(good))
+    check_results(records.result, lambda _: good, kernel, " ".join(f"{int(w):#x}" for w in want[first_bad]))
+
+
+@dataclass
+class _Context:
+    launcher: Launcher
+    parameters: dict[str, list[tuple[str, str]]]
+    device: Device
+    settings: Settings
+    state: dict[str, Any]
+    out: Any = None
+    uploaded: dict[Variant, tuple[Any, np.ndarray]] = field(default_factory=dict)  # fragments, prediction
+
+    def launch(self, v: Variant, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
+        if v not in self.uploaded:
+            operands = make_operands(v, SEED)
+            self.uploaded[v] = (self.launcher.upload(operands.fragments.ravel()), predicted_words(v, operands))
+        buffer, expected = self.uploaded[v]
+        kernel = v.kernel(ilp)
+        words = Kernels(self.launcher, self.parameters).run(
+            kernel, [np.uint32(iterations), buffer, self.out], self.out, blocks * threads * MMA_RECORD_WORDS,
+            grid=blocks, block=threads,
+        )  # fmt: skip
+        records = Records.from_words(words, kernel, MMA_RECORD_WORDS)
+        check_launch(v, records, expected, kernel)
+        return records
+
+
+def _flag(fact_id: str, value: float, probe: str) -> Fact:
+    return Fact(fact_id, value, "bool", (value, value), [value], {}, probe)
+
+
+def run_probe(ctx: _Context, v: Variant, ilp: int) -> Measured:
+    name = f"mma.{v.name}.{v.shape}.ilp{ilp}"
+    facts: list[Fact] = []
+    notes: list[str] = []
+    sweeper = Sweeper(lambda k, n, b, t: ctx.launch(v, k, n, b, t), ctx.settings, ctx.device.sm_count)
+    if ilp == 1:
+        samples = sweeper.latency(STEPS_PER_CHAIN, threads=LANES)
+        facts.append(fact(f"{v.fact_stem}.latency", samples, "cycle", name, sweeper.mhz()))
+        if (v.name, v.shape) in NATIVE_REPORTER:
+            facts.append(_flag(EMULATED[v.name], 0.0, name))
+    sweeps = ctx.state.setdefault("mma_sweeps", {}).setdefault(f"{v.name}.{v.shape}", {"points": [], "mhz": []})
+    for warps in ctx.settings.warps:
+        point = sweeper.point(ilp, warps, MMA_PER_ITERATION * v.fmas / LANES)
+        sweeps["points"].append([point.ilp, point.warps, point.rates])
+    sweeps["mhz"].extend(sweeper.clocks)
+    points = [SweepPoint(i, w, r) for i, w, r in sweeps["points"]]
+    if ilp == ILPS[-1]:
+        top, rates = plateau(points)
+        facts.append(fact(f"{v.fact_stem}.throughput", rates, "op/clk/SM", name))
+        if sweeps["mhz"]:
+            mhz = float(np.median(sweeps["mhz"]))
+            tflops = [2.0 * r * ctx.device.sm_count * mhz * 1e6 / 1e12 for r in rates]
+            facts.append(fact(f"{v.fact_stem}.tflops", tflops, "TFLOP/s", name))
+            notes.append(f"TFLOP/s at {mhz:.0f} MHz measured over the sweep's long runs")
+        notes.append(f"plateau from the sweep's best point, ILP {top.ilp} with {top.warps} warps per SM")
+    series = {"sweep": sweep_series([p for p in points if p.ilp == ilp])}
+    return Measured(name, ProbeOutcome("ok", "; ".join(notes), series), facts)
+
+
+def run_emulated(ctx: _Context, name: str, v: Variant) -> Measured:
+    """One checked run of the emulated kernel: the emulation must still compute C + A B."""
+    ctx.launch(v, 1, ctx.settings.short_iterations, 1, LANES)
+    note = "ptxas emulates this type here (the SASS contract shows no native instruction); result verified"
+    return Measured(name, ProbeOutcome("ok", note), [_flag(EMULATED[v.name], 1.0, name)])
+
+
+def planned_seconds(settings: Settings, sm_count: int, mhz: float) -> float:
+    """An upper bound on the family's GPU time on a GPU where every variant is native."""
+    return len(VARIANTS) * sweep_seconds(settings, sm_count, mhz, len(ILPS), MMA_RECORD_WORDS)
+
+
+def measure(
+    launcher: Launcher,
+    parameters: dict[str, list[tuple[str, str]]],
+    device: Device,
+    runnable: set[str],
+    settings: Settings | None = None,
+    state: dict[str, Any] | None = None,
+) -> Iterator[tuple[str, Callable[[], Measured]]]:
+    """The family's runnable probes in order, each as (name, run); see the module docstring."""
+    state = state if state is not None else {}
+    ctx = _Context(launcher, parameters, device, settings or Settings(), state)
+    ctx.out = launcher.alloc(device.sm_count * 32 * LANES * MMA_RECORD_WORDS * 8)
+
+    def guarded(name: str, step: Callable[[], Measured]) -> Measured:
+        try:
+            return step()
+        except ProbeFailure as exc:
+            return Measured(name, ProbeOutcome("failed", str(exc)))
+
+    for v in VARIANTS:
+        for ilp in ILPS:
+            name = f"mma.{v.name}.{v.shape}.ilp{ilp}"
+            if name in runnable:
+                yield name, lambda name=name, v=v, ilp=ilp: guarded(name, lambda: run_probe(ctx, v, ilp))
+    for name, v in EMULATED_PROBES.items():
+        if name in runnable:
+            yield name, lambda name=name, v=v: guarded(name, lambda: run_emulated(ctx, name, v))

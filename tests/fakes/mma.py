@@ -1,0 +1,135 @@
+"""The mma.sync chain kernels on the simulated GPU: D = C + A B in NumPy, time from a model.
+
+Each lane's fragments are decoded from the buffer the host uploaded (the PTX ISA layouts of
+gpuprobe.families.mma_fragments, whose positions tests/test_mma.py checks against the ISA's
+figures), A, B and C are assembled, and every lane writes the sum of its 8 chains, each at
+C + A B, encoded in the accumulator type. Time per iteration on an SM is the larger of the chain
+bound (16 / ILP dependent mma at the variant's latency) and the issue bound (the SM's
+multiply-adds over the variant's peak). ``gpu.mma_corrupt = True`` flips a bit of one lane's D.
+Test support only: nothing it produces is a measurement.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gpuprobe.families.mma_fragments import (
+    CHAINS,
+    LANES,
+    MMA_PER_ITERATION,
+    VARIANTS,
+    Variant,
+    a_position,
+    accumulator_words,
+    b_position,
+    c_positions,
+)
+
+# (name, shape): (latency in cycles, peak multiply-adds per clock per SM), H100-like
+TIMING: dict[tuple[str, str], tuple[float, float]] = {
+    ("f16", "m16n8k8"): (16.0, 1000.0),
+    ("f16_f16acc", "m16n8k8"): (16.0, 1000.0),
+    ("f16", "m16n8k16"): (24.0, 1340.0),
+    ("f16_f16acc", "m16n8k16"): (24.0, 1340.0),
+    ("bf16", "m16n8k16"): (24.0, 1340.0),
+    ("tf32", "m16n8k8"): (24.0, 670.0),
+    ("int8", "m8n8k16"): (16.0, 2000.0),
+    ("int8", "m16n8k32"): (24.0, 2680.0),
+    ("int4", "m8n8k32"): (16.0, 4000.0),
+    ("int4", "m16n8k64"): (24.0, 5000.0),
+    ("e4m3", "m16n8k32"): (24.0, 2600.0),
+    ("e5m2", "m16n8k32"): (24.0, 2600.0),
+}
+EDGE = 40.0
+WARP_SKEW = 5.0
+_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "int8": 8, "int4": 4, "e4m3": 8, "e5m2": 8}
+
+
+def _decode(kind: str, bits: int) -> float:
+    if kind == "f16":
+        return float(np.uint16(bits).view(np.float16))
+    if kind == "bf16":
+        return float(np.uint32(bits << 16).view(np.float32))
+    if kind == "tf32":
+        return float(np.uint32(bits & 0xFFFFE000).view(np.float32))  # the low 13 mantissa bits are not read
+    if kind in ("int8", "int4"):
+        width = _BITS[kind]
+        return float(bits - (1 << width) if bits >> (width - 1) else bits)
+    exponent_bits, bias = (4, 7) if kind == "e4m3" else (5, 15)
+    mantissa_bits = 7 - exponent_bits
+    sign = -1.0 if bits & 0x80 else 1.0
+    exponent = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1)
+    mantissa = bits & ((1 << mantissa_bits) - 1)
+    if exponent == 0:
+        return sign * mantissa * 2.0 ** (1 - bias - mantissa_bits)
+    return sign * (1 + mantissa / (1 << mantissa_bits)) * 2.0 ** (exponent - bias)
+
+
+def element(v: Variant, word: int, j: int) -> float:
+    bits = _BITS[v.input_type]
+    return _decode(v.input_type, (int(word) >> (bits * j)) & ((1 << bits) - 1))
+
+
+def _accumulator_value(v: Variant, words: np.ndarray, i: int) -> float:
+    if v.accumulator == "f16":
+        return float(np.uint16((int(words[i // 2]) >> (16 * (i % 2))) & 0xFFFF).view(np.float16))
+    if v.accumulator == "s32":
+        return float(np.uint32(words[i]).view(np.int32))
+    return float(np.uint32(words[i]).view(np.float32))
+
+
+def lane_results(v: Variant, fragments: np.ndarray) -> np.ndarray:
+    """What each lane writes (4 words): the sum of 8 chains, each at C + A B, from the raw fragments."""
+    a, b, c = np.zeros((v.m, v.k)), np.zeros((v.k, v.n)), np.zeros((v.m, v.n))
+    e = v.per_register
+    for lane in range(LANES):
+        words = fragments[lane]
+        for r in range(v.a_registers):
+            for j in range(e):
+                a[a_position(v, lane, r, j)] = element(v, words[r], j)
+        for r in range(v.b_registers):
+            for j in range(e):
+                b[b_position(v, lane, r, j)] = element(v, words[8 + r], j)
+        for i, position in enumerate(c_positions(v, lane)):
+            c[position] = _accumulator_value(v, words[12:16], i)
+    d = (c + a @ b) * CHAINS
+    out = np.zeros((LANES, 4), dtype=np.uint32)
+    for lane in range(LANES):
+        out[lane, : v.d_words] = accumulator_words(v, [int(d[p]) for p in c_positions(v, lane)])
+    return out
+
+
+def simulate(v: Variant, ilp: int):
+    latency, peak = TIMING[(v.name, v.shape)]
+
+    def run(gpu, launch, iters, fragments, out) -> float:
+        iterations = int(iters)
+        lanes = lane_results(v, fragments.data.view(np.uint32).reshape(LANES, 16))
+        blocks, threads = launch.blocks, launch.threads
+        warps = math.ceil(threads / 32)
+        sm_of_block = np.arange(blocks) % gpu.sm_count
+        warps_on_sm = np.bincount(sm_of_block, minlength=gpu.sm_count) * warps
+        thread_sm = np.repeat(sm_of_block, threads)
+        per_iteration = np.maximum(
+            latency * MMA_PER_ITERATION / ilp, warps_on_sm[thread_sm] * MMA_PER_ITERATION * v.fmas / peak
+        )
+        start = 10_000.0 + WARP_SKEW * ((np.arange(blocks * threads) // 32) % warps)
+        end = start + EDGE + iterations * per_iteration * (1.0 + gpu.noise * gpu._rng.standard_normal())
+        records = np.zeros((blocks * threads, 7), dtype=np.uint64)
+        records[:, 0], records[:, 1] = np.round(start), np.round(end)
+        records[:, 2] = np.round(1e9 + start / gpu.mhz * 1000.0)
+        records[:, 3] = np.round(1e9 + end / gpu.mhz * 1000.0)
+        records[:, 4] = thread_sm
+        sums = lanes[np.arange(blocks * threads) % LANES]
+        if getattr(gpu, "mma_corrupt", False):
+            sums[-1, 0] ^= 1 << 20
+        records[:, 5:] = np.ascontiguousarray(sums).view(np.uint64).reshape(-1, 2)
+        out.data.view(np.uint64)[: records.size] = records.ravel()
+        return float(end.max() / gpu.mhz / 1000.0)
+
+    return run
+
+
+KERNELS = {v.kernel(ilp): simulate(v, ilp) for v in VARIANTS for ilp in (1, 2, 4, 8)}
