@@ -51,8 +51,9 @@ class Expanded:
 
 
 def expand(text: str, path: str, directory: Path | None = None) -> Expanded:
-    """Apply ``//@repeat``, ``//@for`` and ``//@include`` (from ``directory``) to a PTX file,
-    keeping each line's origin."""
+    """Apply ``//@repeat``, ``//@for`` and ``//@include`` (from ``directory``, by default the
+    directory of ``path``) to a PTX file, keeping each line's origin."""
+    directory = directory if directory is not None else Path(path).parent
     lines = text.splitlines()
     out: list[str] = []
     origins: list[Origin] = []
@@ -65,7 +66,7 @@ class _Where:
     """The file being expanded (as shown in messages), where its includes are, and how deep."""
 
     path: str
-    directory: Path | None
+    directory: Path
     depth: int = 0
 
     def __str__(self) -> str:
@@ -75,9 +76,8 @@ class _Where:
 def _include(
     name: str, bindings: dict[str, str], where: _Where, line: int, out: list[str], origins: list[Origin]
 ) -> None:
-    if where.directory is None or where.depth >= MAX_INCLUDE_DEPTH:
-        why = "no directory to include from" if where.directory is None else "includes nested too deep"
-        raise GpuprobeError(f"{where}:{line}: //@include {name}: {why}")
+    if where.depth >= MAX_INCLUDE_DEPTH:
+        raise GpuprobeError(f"{where}:{line}: //@include {name}: includes nested too deep")
     source = where.directory / name
     if not source.is_file():
         raise GpuprobeError(f"{where}:{line}: //@include {name}: no such file beside it")

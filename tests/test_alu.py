@@ -137,7 +137,8 @@ def test_the_throughput_is_reported_over_every_ilp_measured_and_state_stays_json
 
     state: dict = {}
     measured = _run(fake_gpu(sm_count=2), runnable={f"alu.ffma.ilp{k}" for k in alu.ILPS}, state=state)
-    assert [f.id for f in measured["alu.ffma.ilp8"].facts] == ["alu.ffma.throughput"]
+    assert [f.id for f in measured["alu.ffma.ilp8"].facts] == ["alu.ffma.throughput.ilp8", "alu.ffma.throughput"]
+    assert [f.id for f in measured["alu.ffma.ilp2"].facts] == ["alu.ffma.throughput.ilp2"]
     assert {row[0] for row in state["alu_sweeps"]["ffma"]} == set(alu.ILPS)
     json.dumps(state)
 

@@ -124,11 +124,6 @@ def test_emulated_types_report_the_flag_after_a_checked_run() -> None:
     assert gpu.launches == ["gp_mma_int4_m16n8k64_ilp1", "gp_mma_e4m3_m16n8k32_ilp1"]
 
 
-def test_the_native_fp8_latency_probe_reports_fp8_is_not_emulated() -> None:
-    measured = _run(fake_gpu(sm_count=2), {"mma.e4m3.m16n8k32.ilp1"})
-    assert {f.id: f.value for f in measured["mma.e4m3.m16n8k32.ilp1"].facts}["tensor.mma_sync.fp8.emulated"] == 0.0
-
-
 NEWER = ("sm_90", "sm_90a", "sm_100a", "sm_120")
 
 

@@ -227,11 +227,13 @@ def run_probe(ctx: _Context, op: Op, ilp: int) -> Measured:
         point = sweeper.point(ilp, warps, STEPS_PER_ITERATION * op.lane_ops)
         sweeps.append([point.ilp, point.warps, point.rates])
     points = [SweepPoint(i, w, r) for i, w, r in sweeps]
+    row = [p for p in points if p.ilp == ilp]
+    facts.append(fact(f"alu.{op.name}.throughput.ilp{ilp}", plateau(row)[1], "op/clk/SM", name))
     if ilp == ILPS[-1]:
         top, samples = plateau(points)
         facts.append(fact(f"alu.{op.name}.throughput", samples, "op/clk/SM", name))
         notes.append(f"plateau from the sweep's best point, ILP {top.ilp} with {top.warps} warps per SM")
-    series = {"sweep": sweep_series([p for p in points if p.ilp == ilp])}
+    series = {"sweep": sweep_series(row)}
     return Measured(name, ProbeOutcome("ok", "; ".join(notes), series), facts)
 
 

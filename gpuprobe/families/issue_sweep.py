@@ -46,7 +46,9 @@ class Records:
 
     def span(self) -> float:
         """The median over SMs of each SM's span, first start to last end, in cycles."""
-        spans = [self.end[self.sm == sm].max() - self.start[self.sm == sm].min() for sm in np.unique(self.sm)]
+        order = np.argsort(self.sm, kind="stable")
+        firsts = np.flatnonzero(np.r_[True, np.diff(self.sm[order]) != 0])  # each SM's first row in ``order``
+        spans = np.maximum.reduceat(self.end[order], firsts) - np.minimum.reduceat(self.start[order], firsts)
         return float(np.median(spans))
 
     def threads_per_sm(self) -> float:

@@ -13,8 +13,8 @@ Per variant (:data:`gpuprobe.families.mma_fragments.VARIANTS`), the probes
 
 Where the SASS shows ptxas emulating a type (int4 from sm_90, fp8 on sm_90 and sm_100a: the
 contracts in ptx/mma_int4_emulated.toml and ptx/mma_fp8_emulated.toml), ``mma.<type>.<shape>.emulated``
-runs the kernel once, checks its result, and reports ``tensor.mma_sync.<int4|fp8>.emulated = 1``;
-the native int4 m8n8k32 and e4m3 probes report 0.
+runs the kernel once, checks its result, and reports ``tensor.mma_sync.<int4|fp8>.emulated = 1``
+(where the type is native, the native probes' contracts are the evidence, and no flag is reported).
 
 Every launch checks every lane's D (the sum of its 8 chains, each at C + A B) against the NumPy
 reference, bit for bit: the operands are small integers, exact in every type.
@@ -59,7 +59,6 @@ MMA_RECORD_WORDS = RECORD_WORDS + 1  # the record, then D's four 32-bit sums in 
 STEPS_PER_CHAIN = MMA_PER_ITERATION  # one chain (ILP 1) takes every mma of an iteration
 SEED = 20241202
 EMULATED = {"int4": "tensor.mma_sync.int4.emulated", "e4m3": "tensor.mma_sync.fp8.emulated"}
-NATIVE_REPORTER = {("int4", "m8n8k32"), ("e4m3", "m16n8k32")}  # their ilp1 probes report emulated = 0
 EMULATED_PROBES = {"mma.int4.m16n8k64.emulated": Variant("int4", "m16n8k64"),
                    "mma.e4m3.m16n8k32.emulated": Variant("e4m3", "m16n8k32")}  # fmt: skip
 
@@ -112,14 +111,14 @@ def run_probe(ctx: _Context, v: Variant, ilp: int) -> Measured:
     if ilp == 1:
         samples = sweeper.latency(STEPS_PER_CHAIN, threads=LANES)
         facts.append(fact(f"{v.fact_stem}.latency", samples, "cycle", name, sweeper.mhz()))
-        if (v.name, v.shape) in NATIVE_REPORTER:
-            facts.append(_flag(EMULATED[v.name], 0.0, name))
     sweeps = ctx.state.setdefault("mma_sweeps", {}).setdefault(f"{v.name}.{v.shape}", {"points": [], "mhz": []})
     for warps in ctx.settings.warps:
         point = sweeper.point(ilp, warps, MMA_PER_ITERATION * v.fmas / LANES)
         sweeps["points"].append([point.ilp, point.warps, point.rates])
     sweeps["mhz"].extend(sweeper.clocks)
     points = [SweepPoint(i, w, r) for i, w, r in sweeps["points"]]
+    row = [p for p in points if p.ilp == ilp]
+    facts.append(fact(f"{v.fact_stem}.throughput.ilp{ilp}", plateau(row)[1], "op/clk/SM", name))
     if ilp == ILPS[-1]:
         top, rates = plateau(points)
         facts.append(fact(f"{v.fact_stem}.throughput", rates, "op/clk/SM", name))
@@ -129,7 +128,7 @@ def run_probe(ctx: _Context, v: Variant, ilp: int) -> Measured:
             facts.append(fact(f"{v.fact_stem}.tflops", tflops, "TFLOP/s", name))
             notes.append(f"TFLOP/s at {mhz:.0f} MHz measured over the sweep's long runs")
         notes.append(f"plateau from the sweep's best point, ILP {top.ilp} with {top.warps} warps per SM")
-    series = {"sweep": sweep_series([p for p in points if p.ilp == ilp])}
+    series = {"sweep": sweep_series(row)}
     return Measured(name, ProbeOutcome("ok", "; ".join(notes), series), facts)
 
 
