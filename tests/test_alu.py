@@ -11,7 +11,15 @@ from gpuprobe.arch import parse_arch
 from gpuprobe.build import build_for
 from gpuprobe.contracts import check
 from gpuprobe.families import alu
-from gpuprobe.families.issue_sweep import Records, SweepPoint, issue_rate, iterations_for, plateau, step_latency
+from gpuprobe.families.issue_sweep import (
+    TIMING_WORDS,
+    Records,
+    SweepPoint,
+    issue_rate,
+    iterations_for,
+    plateau,
+    step_latency,
+)
 from gpuprobe.registry import all_probes, find_probe
 from tests.fake_gpu import fake_gpu, ptx_parameters, simulated_kernels
 from tests.fakes.alu import TIMING, thread_result
@@ -52,30 +60,32 @@ def test_mufu_prediction_converges_to_the_fixed_point(op) -> None:
     assert got == pytest.approx(alu.predicted_mufu(op, 3, 2), abs=alu.MUFU_TOLERANCE)
 
 
-def _records(starts: list[int], ends: list[int], sms: tuple[int, ...] = (0,)) -> Records:
-    n = len(starts)
-    words = np.zeros((n, 6), dtype=np.uint64)
-    words[:, 0], words[:, 1], words[:, 4] = starts, ends, sms
-    words[:, 2], words[:, 3] = 0, 100_000
-    return Records.from_words(words.ravel(), "k")
+def _records(starts: list[int], ends: list[int], sms: tuple[int, ...] = (0,), lanes: int = 32) -> Records:
+    """A launch's output with one warp per entry (its timing) and a zero result per thread."""
+    warps = len(starts)
+    timing = np.zeros((warps, TIMING_WORDS), dtype=np.uint64)
+    timing[:, 0], timing[:, 1], timing[:, 3], timing[:, 4] = starts, ends, 100_000, sms
+    words = np.concatenate([np.zeros(warps * lanes, dtype=np.uint64), timing.ravel()])
+    return Records.from_output(words, warps * lanes, 1, "k")
 
 
 def test_latency_is_long_minus_short_over_the_steps_between() -> None:
     fixed = 57
-    short, long = _records([0], [fixed + 8 * 32 * 4]), _records([0], [fixed + 108 * 32 * 4])
+    short, long = _records([0], [fixed + 8 * 32 * 4], lanes=1), _records([0], [fixed + 108 * 32 * 4], lanes=1)
     assert step_latency(short, long, 100 * 32) == pytest.approx(4.0)
 
 
 def test_issue_rate_uses_each_sm_span_from_first_start_to_last_end() -> None:
-    # two SMs, two threads each; the second thread of each SM starts 10 cycles late
-    short = _records([0, 10, 0, 10], [110, 120, 110, 120], [0, 0, 1, 1])
-    long = _records([0, 10, 0, 10], [1110, 1120, 1110, 1120], [0, 0, 1, 1])
+    # two SMs, two warps each; the second warp of each SM starts 10 cycles late
+    short = _records([0, 10, 0, 10], [110, 120, 110, 120], (0, 0, 1, 1))
+    long = _records([0, 10, 0, 10], [1110, 1120, 1110, 1120], (0, 0, 1, 1))
     assert short.span() == 120 and long.span() == 1120
-    assert issue_rate(short, long, work_per_thread_between=500.0) == pytest.approx(2 * 500 / 1000)
+    assert short.threads_per_sm() == 64
+    assert issue_rate(short, long, work_per_thread_between=500.0) == pytest.approx(64 * 500 / 1000)
 
 
 def test_timings_that_go_backwards_fail_the_probe() -> None:
-    with pytest.raises(alu.ProbeFailure, match="ended at or before its start"):
+    with pytest.raises(alu.ProbeFailure, match="a warp's timed loop ended at or before its start"):
         _records([5], [5], [0])
     with pytest.raises(alu.ProbeFailure, match="cycles more than the short one"):
         step_latency(_records([0], [500]), _records([0], [400]), 10)

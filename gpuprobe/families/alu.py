@@ -29,12 +29,12 @@ import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.issue_sweep import (
-    RECORD_WORDS,
     Records,
     Settings,
     Sweeper,
     SweepPoint,
     check_results,
+    output_words,
     plateau,
     sweep_seconds,
     sweep_series,
@@ -176,7 +176,7 @@ def check_launch(op: Op, records: Records, iterations: int, ilp: int, kernel: st
 
 def planned_seconds(settings: Settings, sm_count: int, mhz: float) -> float:
     """An upper bound on the family's GPU time (see :func:`gpuprobe.families.issue_sweep.planned_seconds`)."""
-    return len(OPS) * sweep_seconds(settings, sm_count, mhz, len(ILPS), RECORD_WORDS)
+    return len(OPS) * sweep_seconds(settings, sm_count, mhz, len(ILPS), 1)
 
 
 # ---- launching --------------------------------------------------------------------------------------
@@ -197,10 +197,9 @@ class _Context:
         if op.name not in self.uploaded:
             self.uploaded[op.name] = self.launcher.upload(operands(op))
         args = [np.uint32(iterations), self.uploaded[op.name], self.out]
-        words = Kernels(self.launcher, self.parameters).run(
-            kernel, args, self.out, blocks * threads * RECORD_WORDS, grid=blocks, block=threads
-        )
-        records = Records.from_words(words, kernel)
+        count = output_words(blocks * threads, 1)
+        words = Kernels(self.launcher, self.parameters).run(kernel, args, self.out, count, grid=blocks, block=threads)
+        records = Records.from_output(words, blocks * threads, 1, kernel)
         check_launch(op, records, iterations, ilp, kernel)
         return records
 
@@ -248,7 +247,7 @@ def measure(
     """The family's runnable probes in order, each as (name, run); see the module docstring."""
     state = state if state is not None else {}
     ctx = _Context(launcher, parameters, device, settings or Settings(), state)
-    ctx.out = launcher.alloc(device.sm_count * 32 * 32 * RECORD_WORDS * 8)
+    ctx.out = launcher.alloc(output_words(device.sm_count * 32 * 32, 1) * 8)
 
     def run(op: Op, ilp: int) -> Measured:
         name = f"alu.{op.name}.ilp{ilp}"

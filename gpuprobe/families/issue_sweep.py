@@ -1,8 +1,9 @@
 """Latency and issue rate from timed chain kernels: the records they write and what they mean.
 
 A chain kernel (ptx/alu*.ptx, ptx/mma*.ptx) runs ``iters`` iterations of an unrolled loop of
-dependent chains and writes, per thread, :data:`RECORD_WORDS` 64-bit words: %clock64 just before
-and just after the timed loop, %globaltimer around those, the SM id, and the thread's result.
+dependent chains and writes every thread's result words, then per warp (ptx/chain_records.ptxinc)
+:data:`TIMING_WORDS` 64-bit words: %clock64 just before and just after the timed loop,
+%globaltimer around those, and the SM id.
 
 * Latency: one thread, one chain; a short and a long run. The cycles between them over the chain
   steps between them: what a timed region pays once cancels.
@@ -21,13 +22,18 @@ import numpy as np
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.measuring import Stopping, sample_until_stable
 
-RECORD_WORDS = 6  # clock start, clock end, globaltimer start, globaltimer end, SM id, then the result words
+TIMING_WORDS = 5  # per warp, after all threads' results: clock start, clock end, timer start, timer end, SM id
 MIN_CLOCK_WINDOW_NS = 50_000  # a span this long reads the SM clock to 2 % at 1 us timer resolution
+
+
+def output_words(threads: int, result_words: int) -> int:
+    """The 64-bit words a launch of ``threads`` writes: every thread's result, then each warp's timing."""
+    return threads * result_words + -(-threads // 32) * TIMING_WORDS
 
 
 @dataclass(frozen=True)
 class Records:
-    """One launch's per-thread records, as columns."""
+    """One launch's output: per warp its timing (as columns), per thread its result words."""
 
     start: np.ndarray
     end: np.ndarray
@@ -35,14 +41,18 @@ class Records:
     end_ns: np.ndarray
     sm: np.ndarray
     result: np.ndarray  # one row per thread, the kernel's result words
+    lanes: int  # threads per warp: 32, or the one thread of a latency run
 
     @classmethod
-    def from_words(cls, words: np.ndarray, kernel: str, width: int = RECORD_WORDS) -> Records:
-        table = np.asarray(words, dtype=np.uint64).reshape(-1, width)
-        start, end = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
+    def from_output(cls, words: np.ndarray, threads: int, result_words: int, kernel: str) -> Records:
+        words = np.asarray(words, dtype=np.uint64)
+        result = words[: threads * result_words].reshape(threads, result_words)
+        timing = words[threads * result_words : output_words(threads, result_words)].reshape(-1, TIMING_WORDS)
+        start, end = timing[:, 0].astype(np.int64), timing[:, 1].astype(np.int64)
         if np.any(end <= start):
-            raise ProbeFailure(f"{kernel}: a thread's timed loop ended at or before its start (clock {start[0]})")
-        return cls(start, end, table[:, 2].astype(np.int64), table[:, 3].astype(np.int64), table[:, 4], table[:, 5:])
+            raise ProbeFailure(f"{kernel}: a warp's timed loop ended at or before its start (clock {start[0]})")
+        ns = timing[:, 2].astype(np.int64), timing[:, 3].astype(np.int64)
+        return cls(start, end, ns[0], ns[1], timing[:, 4], result, min(threads, 32))
 
     def span(self) -> float:
         """The median over SMs of each SM's span, first start to last end, in cycles."""
@@ -52,7 +62,7 @@ class Records:
         return float(np.median(spans))
 
     def threads_per_sm(self) -> float:
-        return float(np.median(np.unique(self.sm, return_counts=True)[1]))
+        return float(np.median(np.unique(self.sm, return_counts=True)[1])) * self.lanes
 
     def mhz(self) -> float | None:
         """The SM clock over the longest thread's loop (cycles over timer ns), if long enough to read."""
@@ -209,14 +219,14 @@ class Sweeper:
 LAUNCH_S = 100e-6  # a launch, its poisoning fill and its read-back call, besides the bytes (generous)
 
 
-def sweep_seconds(settings: Settings, sm_count: int, mhz: float, ilps: int, record_words: int) -> float:
+def sweep_seconds(settings: Settings, sm_count: int, mhz: float, ilps: int, result_words: int) -> float:
     """An upper bound on one kernel family's GPU time (latency and all ILPs' sweeps): every sample at
     its maximum repeats, each run at most three times its target cycles, every run's records read
     back at 10 GB/s."""
     s = settings
 
     def run_s(target: float, threads: int) -> float:
-        return 3 * target / (mhz * 1e6) + threads * record_words * 8 / 10e9 + LAUNCH_S
+        return 3 * target / (mhz * 1e6) + output_words(threads, result_words) * 8 / 10e9 + LAUNCH_S
 
     latency = s.planned_runs(1) * run_s(s.latency_target_cycles, 32)
     sweep = sum(s.planned_runs(ilps) * run_s(s.sweep_target_cycles, sm_count * 32 * w) for w in s.warps)

@@ -30,12 +30,12 @@ import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.issue_sweep import (
-    RECORD_WORDS,
     Records,
     Settings,
     Sweeper,
     SweepPoint,
     check_results,
+    output_words,
     plateau,
     sweep_seconds,
     sweep_series,
@@ -55,7 +55,7 @@ from gpuprobe.results import Device, Fact, ProbeOutcome
 __all__ = ["PROBES", "Settings", "measure"]
 
 ILPS = (1, 2, 4, 8)
-MMA_RECORD_WORDS = RECORD_WORDS + 1  # the record, then D's four 32-bit sums in two words
+RESULT_WORDS = 2  # per thread: D's four 32-bit sums
 STEPS_PER_CHAIN = MMA_PER_ITERATION  # one chain (ILP 1) takes every mma of an iteration
 SEED = 20241202
 EMULATED = {"int4": "tensor.mma_sync.int4.emulated", "e4m3": "tensor.mma_sync.fp8.emulated"}
@@ -90,11 +90,10 @@ class _Context:
             self.uploaded[v] = (self.launcher.upload(operands.fragments.ravel()), predicted_words(v, operands))
         buffer, expected = self.uploaded[v]
         kernel = v.kernel(ilp)
-        words = Kernels(self.launcher, self.parameters).run(
-            kernel, [np.uint32(iterations), buffer, self.out], self.out, blocks * threads * MMA_RECORD_WORDS,
-            grid=blocks, block=threads,
-        )  # fmt: skip
-        records = Records.from_words(words, kernel, MMA_RECORD_WORDS)
+        count = output_words(blocks * threads, RESULT_WORDS)
+        args = [np.uint32(iterations), buffer, self.out]
+        words = Kernels(self.launcher, self.parameters).run(kernel, args, self.out, count, grid=blocks, block=threads)
+        records = Records.from_output(words, blocks * threads, RESULT_WORDS, kernel)
         check_launch(v, records, expected, kernel)
         return records
 
@@ -141,7 +140,7 @@ def run_emulated(ctx: _Context, name: str, v: Variant) -> Measured:
 
 def planned_seconds(settings: Settings, sm_count: int, mhz: float) -> float:
     """An upper bound on the family's GPU time on a GPU where every variant is native."""
-    return len(VARIANTS) * sweep_seconds(settings, sm_count, mhz, len(ILPS), MMA_RECORD_WORDS)
+    return len(VARIANTS) * sweep_seconds(settings, sm_count, mhz, len(ILPS), RESULT_WORDS)
 
 
 def measure(
@@ -155,7 +154,7 @@ def measure(
     """The family's runnable probes in order, each as (name, run); see the module docstring."""
     state = state if state is not None else {}
     ctx = _Context(launcher, parameters, device, settings or Settings(), state)
-    ctx.out = launcher.alloc(device.sm_count * 32 * LANES * MMA_RECORD_WORDS * 8)
+    ctx.out = launcher.alloc(output_words(device.sm_count * 32 * LANES, RESULT_WORDS) * 8)
 
     def guarded(name: str, step: Callable[[], Measured]) -> Measured:
         try:

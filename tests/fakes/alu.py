@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tests.fakes.chain_output import warps_on_sm, write
+
 # op: (latency of one chain step in cycles, peak lane operations per clock per SM, lane ops per instruction)
 TIMING: dict[str, tuple[float, float, int]] = {
     "ffma": (4.0, 128.0, 1),
@@ -26,8 +28,6 @@ TIMING: dict[str, tuple[float, float, int]] = {
     "mufu_ex2": (18.0, 16.0, 1),
     "mufu_sin": (26.0, 16.0, 1),  # FMUL + FMUL.RZ + MUFU.SIN: 4 + 4 + 18
 }
-EDGE = 30.0  # cycles a timed loop pays once
-WARP_SKEW = 3.0  # cycles between the starts of consecutive warps of an SM
 MUFU = {
     "mufu_rsqrt": lambda x: 1.0 / math.sqrt(x),
     "mufu_ex2": lambda x: 2.0**-x,
@@ -100,29 +100,13 @@ def simulate(op: str, ilp: int):
         slots = operands.data.view(np.uint64)[:10] if width == 64 else operands.data.view(np.uint64)[:10] & 0xFFFFFFFF
         result = thread_result(op, slots, iterations, ilp)
         latency, peak, lane_ops = TIMING[op]
-        blocks, threads = launch.blocks, launch.threads
-        sm_of_block = np.arange(blocks) % gpu.sm_count
-        warps_on_sm = np.bincount(sm_of_block, minlength=gpu.sm_count) * math.ceil(threads / 32)
-        thread_sm = np.repeat(sm_of_block, threads)
-        warp_in_sm = (np.arange(blocks * threads) // 32) % max(1, math.ceil(threads / 32))
-        per_iteration = np.maximum(latency * 32 / ilp, warps_on_sm[thread_sm] * 32 * 32 * lane_ops / peak)
-        jitter = 1.0 + gpu.noise * gpu._rng.standard_normal()
-        start = 10_000.0 + WARP_SKEW * warp_in_sm
-        end = start + EDGE + iterations * per_iteration * jitter
-        records = np.zeros((blocks * threads, 6), dtype=np.uint64)
-        records[:, 0], records[:, 1] = np.round(start), np.round(end)
-        records[:, 2] = np.round(1e9 + start / gpu.mhz * 1000.0)
-        records[:, 3] = np.round(1e9 + end / gpu.mhz * 1000.0)
-        records[:, 4] = thread_sm
-        records[:, 5] = result
+        per_iteration = np.maximum(latency * 32 / ilp, warps_on_sm(gpu, launch) * 32 * 32 * lane_ops / peak)
+        results = np.full((launch.blocks * launch.threads, 1), result, dtype=np.uint64)
+        if width == 32:  # a 32-bit store leaves the upper half of the result word as it was (poisoned)
+            results |= np.uint64(0xFFFFFFFF << 32)
         if getattr(gpu, "alu_corrupt", False):
-            records[-1, 5] ^= np.uint64(1 << 30)  # a high bit: far outside any tolerance
-        raw = out.data.view(np.uint64)
-        raw[: records.size] = records.ravel()
-        if width == 32:  # a 32-bit store leaves the upper half of the result word as it was
-            results = raw[5 : records.size : 6]
-            raw[5 : records.size : 6] = (results & np.uint64(0xFFFFFFFF)) | np.uint64(0xFFFFFFFF << 32)
-        return float(end.max() / gpu.mhz / 1000.0)
+            results[-1, 0] ^= np.uint64(1 << 30)  # a high bit: far outside any tolerance
+        return write(gpu, launch, out, per_iteration, iterations, results)
 
     return run
 
