@@ -34,8 +34,10 @@ from gpuprobe.families.issue_sweep import (
     Sweeper,
     SweepPoint,
     check_results,
+    clock_iterations,
     output_words,
     plateau,
+    recorded_run,
     sweep_seconds,
     sweep_series,
 )
@@ -249,12 +251,16 @@ def measure(
     ctx = _Context(launcher, parameters, device, settings or Settings(), state)
     ctx.out = launcher.alloc(output_words(device.sm_count * 32 * 32, 1) * 8)
 
+    ffma = OPS_BY_NAME["ffma"]
+    clock_probe = "alu.ffma.ilp1"  # one thread's FFMA chain, 4 cycles a step on every arch (128 an iteration)
+
+    def read_mhz() -> float | None:
+        return ctx.launch(ffma, 1, clock_iterations(4.0 * STEPS_PER_ITERATION), 1, 1).mhz()
+
+    clock = read_mhz if clock_probe in runnable else None
+
     def run(op: Op, ilp: int) -> Measured:
-        name = f"alu.{op.name}.ilp{ilp}"
-        try:
-            return run_probe(ctx, op, ilp)
-        except ProbeFailure as exc:
-            return Measured(name, ProbeOutcome("failed", str(exc)))
+        return recorded_run(launcher, f"alu.{op.name}.ilp{ilp}", clock, lambda: run_probe(ctx, op, ilp))
 
     for op in OPS:
         for ilp in ILPS:

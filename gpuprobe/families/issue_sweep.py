@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.measuring import Stopping, sample_until_stable
+from gpuprobe.results import ProbeOutcome
 
 TIMING_WORDS = 5  # per warp, after all threads' results: clock start, clock end, timer start, timer end, SM id
 MIN_CLOCK_WINDOW_NS = 50_000  # a span this long reads the SM clock to 2 % at 1 us timer resolution
@@ -231,3 +232,36 @@ def sweep_seconds(settings: Settings, sm_count: int, mhz: float, ilps: int, resu
     latency = s.planned_runs(1) * run_s(s.latency_target_cycles, 32)
     sweep = sum(s.planned_runs(ilps) * run_s(s.sweep_target_cycles, sm_count * 32 * w) for w in s.warps)
     return latency + sweep
+
+
+CLOCK_TARGET_CYCLES = 200_000  # a clock reading's run: 100 us at 2 GHz, the timer read to 1 %
+
+
+MhzReader = Callable[[], float | None]
+
+
+def conditions(launcher, read_mhz: MhzReader | None, when: str) -> dict:
+    """The SM clock (from ``read_mhz``, None if the family cannot read it here) and NVML, ``when``
+    being "before" or "after" a probe: what every probe outcome records."""
+    return {f"sm_mhz_{when}": read_mhz() if read_mhz else None, f"nvml_{when}": launcher.nvml()}
+
+
+def recorded_run(
+    launcher, name: str, read_mhz: Callable[[], float | None] | None, step: Callable[[], Measured]
+) -> Measured:
+    """Run a probe's ``step`` between two readings of the conditions; its own check failing is
+    status "failed" with no facts (any other exception propagates, for the caller to isolate)."""
+    recorded: dict = {}
+    try:
+        recorded.update(conditions(launcher, read_mhz, "before"))
+        measured = step()
+        recorded.update(conditions(launcher, read_mhz, "after"))
+    except ProbeFailure as exc:
+        measured = Measured(name, ProbeOutcome("failed", str(exc)))
+    measured.outcome.conditions = recorded
+    return measured
+
+
+def clock_iterations(cycles_per_iteration: float) -> int:
+    """Iterations of a one-chain run that lasts :data:`CLOCK_TARGET_CYCLES`."""
+    return max(1, round(CLOCK_TARGET_CYCLES / cycles_per_iteration))

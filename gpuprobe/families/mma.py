@@ -28,15 +28,17 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured
 from gpuprobe.families.issue_sweep import (
     Records,
     Settings,
     Sweeper,
     SweepPoint,
     check_results,
+    clock_iterations,
     output_words,
     plateau,
+    recorded_run,
     sweep_seconds,
     sweep_series,
 )
@@ -156,11 +158,16 @@ def measure(
     ctx = _Context(launcher, parameters, device, settings or Settings(), state)
     ctx.out = launcher.alloc(output_words(device.sm_count * 32 * LANES, RESULT_WORDS) * 8)
 
+    clock_variant = Variant("f16", "m16n8k8")  # one warp's HMMA.1688 chain: on every arch, ~16-32 cycles a step
+    clock_probe = f"mma.{clock_variant.name}.{clock_variant.shape}.ilp1"
+
+    def read_mhz() -> float | None:
+        return ctx.launch(clock_variant, 1, clock_iterations(24.0 * STEPS_PER_CHAIN), 1, LANES).mhz()
+
+    clock = read_mhz if clock_probe in runnable else None
+
     def guarded(name: str, step: Callable[[], Measured]) -> Measured:
-        try:
-            return step()
-        except ProbeFailure as exc:
-            return Measured(name, ProbeOutcome("failed", str(exc)))
+        return recorded_run(launcher, name, clock, step)
 
     for v in VARIANTS:
         for ilp in ILPS:
