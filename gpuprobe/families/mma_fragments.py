@@ -28,8 +28,6 @@ LANE_WORDS = 16  # 32-bit words per lane in the fragments buffer: A 0-3, -A 4-7,
 CHAINS = 8  # accumulator chains per thread: the kernel writes the sum of their D
 MMA_PER_ITERATION = 16  # two rounds (A, then -A) of 8 slots
 
-_E4M3 = {-2: 0xC0, -1: 0xB8, 0: 0x00, 1: 0x38, 2: 0x40}  # sign, 4 exponent bits (bias 7), 3 mantissa bits
-_E5M2 = {-2: 0xC0, -1: 0xBC, 0: 0x00, 1: 0x3C, 2: 0x40}  # sign, 5 exponent bits (bias 15), 2 mantissa bits
 _BITS = {"f16": 16, "bf16": 16, "tf32": 32, "int8": 8, "int4": 4, "e4m3": 8, "e5m2": 8}
 
 
@@ -135,8 +133,34 @@ def c_position(v: Variant, lane: int, element: int) -> tuple[int, int]:
     return row, 2 * t + element % 2
 
 
-def encode(kind: str, value: int) -> int:
-    """One small integer as the bits of an element of type ``kind``."""
+def decode(kind: str, bits: int) -> float:
+    """The value of an element's bits (tf32: the f32 bits as the tensor core gets them)."""
+    if kind == "f16":
+        return float(np.uint16(bits).view(np.float16))
+    if kind == "bf16":
+        return float(np.uint32(bits << 16).view(np.float32))
+    if kind in ("tf32", "f32"):
+        return float(np.uint32(bits).view(np.float32))
+    if kind in ("int8", "int4", "s32"):
+        width = _BITS.get(kind, 32)
+        return float(bits - (1 << width) if bits >> (width - 1) else bits)
+    exponent_bits, bias = (4, 7) if kind == "e4m3" else (5, 15)
+    mantissa_bits = 7 - exponent_bits
+    sign = -1.0 if bits & 0x80 else 1.0
+    exponent, mantissa = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1), bits & ((1 << mantissa_bits) - 1)
+    if exponent == 0:
+        return sign * mantissa * 2.0 ** (1 - bias - mantissa_bits)
+    return sign * (1 + mantissa / (1 << mantissa_bits)) * 2.0 ** (exponent - bias)
+
+
+_FP8_CODES = {
+    kind: {decode(kind, code): code for code in range(256) if code not in (0x80,)} for kind in ("e4m3", "e5m2")
+}
+
+
+def encode(kind: str, value: float) -> int:
+    """The bits of an element of type ``kind`` holding ``value`` (f16 rounds, bf16 truncates the f32
+    bits, tf32 keeps all f32 bits: what the tensor core drops is what the numerics probes ask)."""
     if kind in ("f16", "f16_f16acc"):
         return int(np.float16(value).view(np.uint16))
     if kind == "bf16":
@@ -144,8 +168,15 @@ def encode(kind: str, value: int) -> int:
     if kind in ("tf32", "f32"):
         return int(np.float32(value).view(np.uint32))
     if kind in ("int8", "s32", "int4"):
-        return value & ((1 << _BITS.get(kind, 32)) - 1)
-    return (_E4M3 if kind == "e4m3" else _E5M2)[value]
+        return int(value) & ((1 << _BITS.get(kind, 32)) - 1)
+    return _FP8_CODES[kind].get(float(value), 0x7F)  # 0x7F: NaN in e4m3, a huge value in e5m2: never equal
+
+
+def encodable(kind: str, value: float) -> bool:
+    """Whether ``value`` is exactly an element of type ``kind`` (tf32: of its 10-bit mantissa)."""
+    if kind == "tf32":
+        return encodable("f32", value) and int(np.float32(value).view(np.uint32)) & 0x1FFF == 0
+    return decode(kind, encode(kind, value)) == value
 
 
 def _register(v: Variant, values: list[int]) -> int:
