@@ -9,6 +9,7 @@ from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.build import build_for
 from gpuprobe.contracts import check
 from gpuprobe.families import mma
+from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.issue_sweep import Settings
 from gpuprobe.families.mma_fragments import (
     LANES,
@@ -17,12 +18,20 @@ from gpuprobe.families.mma_fragments import (
     a_position,
     b_position,
     c_position,
+    encodable,
     make_operands,
     predicted_words,
 )
+from gpuprobe.families.mma_numerics import (
+    NUMERIC_VARIANTS,
+    accumulator_experiment,
+    alignment_experiment,
+    mantissa_experiment,
+    read_numerics,
+)
 from gpuprobe.registry import all_probes, find_probe
 from tests.fake_gpu import fake_gpu, ptx_parameters
-from tests.fakes.mma import TIMING, element, lane_results
+from tests.fakes.mma import TIMING, element, lane_results, numeric_d
 
 FAST = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=20_000)
 SM90A = parse_arch("sm_90a")
@@ -180,3 +189,74 @@ def test_state_stays_json() -> None:
     _run(fake_gpu(sm_count=2), {"mma.tf32.m16n8k8.ilp1", "mma.tf32.m16n8k8.ilp8"}, state=state)
     assert set(state["mma_sweeps"]) == {"tf32.m16n8k8"}
     json.dumps(state)
+
+
+# ---------------------------------------------------------------- numerics -----
+
+
+def _model_run(v: Variant, **model):
+    """D of an experiment from the simulated tensor core's arithmetic model."""
+    gpu = fake_gpu()
+    for key, value in model.items():
+        setattr(gpu, key, value)
+    return lambda exp: numeric_d(v, exp.a, exp.b, exp.c, gpu)
+
+
+@pytest.mark.parametrize("variant", NUMERIC_VARIANTS, ids=lambda v: v.name)
+@pytest.mark.parametrize("sum_bits", [23, 13, 8])
+def test_the_accumulator_and_alignment_bits_are_read_back(variant: Variant, sum_bits: int) -> None:
+    readings = {r.fact_id: r for r in read_numerics(variant, _model_run(variant, tensor_sum_bits=sum_bits), "k")}
+    prefix = "tensor.numerics.fp8" if variant.name == "e4m3" else f"tensor.numerics.{variant.name}"
+    for what in ("accumulator_bits", "alignment_bits"):
+        reading = readings[f"{prefix}.{what}"]
+        if reading.at_least:  # fp8 cannot hold the inputs to test every bit: a lower bound, never above the truth
+            assert reading.value <= sum_bits and variant.name == "e4m3", (what, reading)
+        else:
+            assert reading.value == sum_bits, (what, reading)
+
+
+@pytest.mark.parametrize(("bits", "nearest"), [(10, False), (10, True), (13, False)])
+def test_tf32_mantissa_and_rounding_are_read_back(bits: int, nearest: bool) -> None:
+    tf32 = Variant("tf32", "m16n8k8")
+    readings = {
+        r.fact_id: r.value for r in read_numerics(tf32, _model_run(tf32, tf32_bits=bits, tf32_nearest=nearest), "k")
+    }
+    assert readings["tensor.numerics.tf32.mantissa_bits"] == bits
+    assert readings["tensor.numerics.tf32.rounds_to_nearest"] == float(nearest)
+
+
+def test_every_experiment_input_is_exact_in_its_type() -> None:
+    for v in NUMERIC_VARIANTS:
+        for exp in (accumulator_experiment(v), alignment_experiment(v)):
+            assert exp.cells, (v.name, exp.name)
+            assert all(encodable(v.input_type, x) for x in np.concatenate([exp.a.ravel(), exp.b.ravel()])), exp.name
+    tf32 = Variant("tf32", "m16n8k8")
+    assert not encodable("tf32", mantissa_experiment(tf32).a[10, 0])  # 1 + 2^-15: beyond tf32, on purpose
+
+
+def test_a_cell_that_is_neither_kept_nor_lost_fails_the_probe() -> None:
+    v = Variant("f16", "m16n8k16")
+    exp = accumulator_experiment(v)
+    d = exp.reference()
+    d[3, 2] = 7.0
+    with pytest.raises(ProbeFailure, match=r"D\[3\]\[2\] = 7.0, neither"):
+        exp.kept(d, "k")
+
+
+def test_numerics_end_to_end_on_the_simulated_gpu() -> None:
+    gpu = fake_gpu(sm_count=2)
+    gpu.tensor_sum_bits = 13
+    measured = _run(gpu, {"mma.numerics.tf32", "mma.numerics.bf16"})
+    facts = {f.id: f.value for m in measured.values() for f in m.facts}
+    assert facts == {
+        "tensor.numerics.tf32.mantissa_bits": 10.0,
+        "tensor.numerics.tf32.rounds_to_nearest": 0.0,
+        "tensor.numerics.tf32.accumulator_bits": 13.0,
+        "tensor.numerics.tf32.alignment_bits": 13.0,
+        "tensor.numerics.bf16.accumulator_bits": 13.0,
+        "tensor.numerics.bf16.alignment_bits": 13.0,
+    }
+    corrupt = fake_gpu(sm_count=2)
+    corrupt.mma_corrupt = True
+    failed = _run(corrupt, {"mma.numerics.f16"})["mma.numerics.f16"]
+    assert failed.outcome.status == "failed" and "neither" in failed.outcome.detail and not failed.facts

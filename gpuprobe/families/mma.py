@@ -16,6 +16,9 @@ contracts in ptx/mma_int4_emulated.toml and ptx/mma_fp8_emulated.toml), ``mma.<t
 runs the kernel once, checks its result, and reports ``tensor.mma_sync.<int4|fp8>.emulated = 1``
 (where the type is native, the native probes' contracts are the evidence, and no flag is reported).
 
+The ``mma.numerics.<type>`` probes run one untimed mma.sync per experiment of
+:mod:`gpuprobe.families.mma_numerics` and report what the tensor core keeps (``tensor.numerics.*``).
+
 Every launch checks every lane's D (the sum of its 8 chains, each at C + A B) against the NumPy
 reference, bit for bit: the operands are small integers, exact in every type.
 """
@@ -51,6 +54,7 @@ from gpuprobe.families.mma_fragments import (
     make_operands,
     predicted_words,
 )
+from gpuprobe.families.mma_numerics import NUMERIC_VARIANTS, Experiment, d_matrix, fragments, read_numerics
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
 
@@ -64,7 +68,10 @@ EMULATED = {"int4": "tensor.mma_sync.int4.emulated", "e4m3": "tensor.mma_sync.fp
 EMULATED_PROBES = {"mma.int4.m16n8k64.emulated": Variant("int4", "m16n8k64"),
                    "mma.e4m3.m16n8k32.emulated": Variant("e4m3", "m16n8k32")}  # fmt: skip
 
+NUMERICS_PROBES = {f"mma.numerics.{v.name}": v for v in NUMERIC_VARIANTS}
+
 PROBES = [f"mma.{v.name}.{v.shape}.ilp{ilp}" for v in VARIANTS for ilp in ILPS] + list(EMULATED_PROBES)
+PROBES += list(NUMERICS_PROBES)
 
 
 def check_launch(v: Variant, records: Records, expected: np.ndarray, kernel: str) -> None:
@@ -140,6 +147,23 @@ def run_emulated(ctx: _Context, name: str, v: Variant) -> Measured:
     return Measured(name, ProbeOutcome("ok", note), [_flag(EMULATED[v.name], 1.0, name)])
 
 
+def run_numerics(ctx: _Context, name: str, v: Variant) -> Measured:
+    """The variant's arithmetic experiments, one untimed mma each; facts report what it keeps."""
+    kernel = f"gp_mma_numerics_{v.name}_{v.shape}"
+    kernels = Kernels(ctx.launcher, ctx.parameters)
+
+    def run(experiment: Experiment) -> np.ndarray:
+        buffer = ctx.launcher.upload(fragments(v, experiment).ravel())
+        words = kernels.run(kernel, [buffer, ctx.out], ctx.out, LANES * 2)
+        return d_matrix(v, np.ascontiguousarray(words).view(np.uint32).reshape(LANES, 4))
+
+    readings = read_numerics(v, run, kernel)
+    facts = [Fact(r.fact_id, r.value, r.unit, (r.value, r.value), [r.value], {}, name) for r in readings]
+    bounds = [r.fact_id for r in readings if r.at_least]
+    note = f"every tested term kept, so at least: {', '.join(bounds)}" if bounds else ""
+    return Measured(name, ProbeOutcome("ok", note), facts)
+
+
 def planned_seconds(settings: Settings, sm_count: int, mhz: float) -> float:
     """An upper bound on the family's GPU time on a GPU where every variant is native."""
     return len(VARIANTS) * sweep_seconds(settings, sm_count, mhz, len(ILPS), RESULT_WORDS)
@@ -177,3 +201,6 @@ def measure(
     for name, v in EMULATED_PROBES.items():
         if name in runnable:
             yield name, lambda name=name, v=v: guarded(name, lambda: run_emulated(ctx, name, v))
+    for name, v in NUMERICS_PROBES.items():
+        if name in runnable:
+            yield name, lambda name=name, v=v: guarded(name, lambda: run_numerics(ctx, name, v))

@@ -51,9 +51,26 @@ class Experiment:
     b: np.ndarray
     c: np.ndarray
     cells: dict[tuple[int, int], int]
+    big: np.ndarray  # D if every small term is lost
 
-    def kept(self, d: np.ndarray, reference: np.ndarray) -> dict[int, bool]:
-        """Per k, whether every cell asking about k came out exactly as the float64 reference."""
+    def reference(self) -> np.ndarray:
+        """D in float64: exact, every term kept."""
+        return self.c + self.a @ self.b
+
+    def kept(self, d: np.ndarray, kernel: str) -> dict[int, bool]:
+        """Per k, whether every cell asking about k kept its small term. Every cell must be the exact
+        result or the big term alone, and every other cell exact: anything else is a wrong mma."""
+        reference = self.reference()
+        asked = np.zeros(d.shape, dtype=bool)
+        for cell in self.cells:
+            asked[cell] = True
+        wrong = (~asked & (d != reference)) | (asked & (d != reference) & (d != self.big))
+        if np.any(wrong):
+            i, j = np.argwhere(wrong)[0]
+            raise ProbeFailure(
+                f"{kernel} ({self.name}): D[{i}][{j}] = {float(d[i, j])!r}, neither {float(reference[i, j])!r} "
+                f"nor {float(self.big[i, j])!r}"
+            )
         result: dict[int, bool] = {}
         for cell, k in self.cells.items():
             result[k] = result.get(k, True) and bool(d[cell] == reference[cell])
@@ -76,7 +93,9 @@ def mantissa_experiment(v: Variant) -> Experiment:
         k = 5 + i
         a[i, 0] = 1.0 + 2.0**-k
         cells.update({(i, j): k for j in range(v.n)})
-    return Experiment("mantissa", a, b, c, cells)
+    big = np.zeros_like(c)
+    big[:, :] = 1.0
+    return Experiment("mantissa", a, b, c, cells, big)
 
 
 def rounding_experiment(v: Variant, mantissa_bits: int) -> Experiment:
@@ -85,15 +104,20 @@ def rounding_experiment(v: Variant, mantissa_bits: int) -> Experiment:
     b[0, :] = 1.0
     ulp = 2.0**-mantissa_bits
     a[0, 0], a[1, 0] = 1.0 + 0.75 * ulp, -(1.0 + 0.75 * ulp)
-    return Experiment("rounding", a, b, c, {(i, j): 1 for i in (0, 1) for j in range(v.n)})
+    big = np.zeros_like(c)
+    big[0, :], big[1, :] = 1.0, -1.0  # truncated (toward zero)
+    return Experiment("rounding", a, b, c, {(i, j): 1 for i in (0, 1) for j in range(v.n)}, big)
 
 
-def rounded_reference(exp: Experiment, mantissa_bits: int) -> np.ndarray:
-    """D if the inputs are rounded to nearest at ``mantissa_bits``: +-(1 + ulp)."""
+def rounds_to_nearest(exp: Experiment, d: np.ndarray, mantissa_bits: int, kernel: str) -> bool:
+    """Whether +-(1 + 0.75 ulp) became +-(1 + ulp) (rounded to nearest) rather than +-1 (truncated)."""
     ulp = 2.0**-mantissa_bits
-    d = np.zeros_like(exp.c)
-    d[0, :], d[1, :] = 1.0 + ulp, -(1.0 + ulp)
-    return d
+    rows = d[:2, :]
+    if np.all(rows == exp.big[:2, :]):
+        return False
+    if np.all(rows[0] == 1.0 + ulp) and np.all(rows[1] == -(1.0 + ulp)):
+        return True
+    raise ProbeFailure(f"{kernel} (rounding): rows {rows[:, 0].tolist()} are neither truncated nor rounded to nearest")
 
 
 def accumulator_experiment(v: Variant) -> Experiment:
@@ -106,7 +130,7 @@ def accumulator_experiment(v: Variant) -> Experiment:
             for i in range(v.m):
                 c[i, j] = 2.0 ** (2 * i)
                 cells[(i, j)] = 2 * i + j
-    return Experiment("accumulator", a, b, c, cells)
+    return Experiment("accumulator", a, b, c, cells, c.copy())
 
 
 def alignment_experiment(v: Variant) -> Experiment:
@@ -120,7 +144,10 @@ def alignment_experiment(v: Variant) -> Experiment:
     for i in rows:
         a[i, 0], a[i, 1] = 2.0**i, 1.0
         cells.update({(i, j): i + 2 * j for j in columns})
-    return Experiment("alignment", a, b, c, cells)
+    big = np.zeros_like(c)
+    for i in rows:
+        big[i, columns] = 2.0**i
+    return Experiment("alignment", a, b, c, cells, big)
 
 
 def fragments(v: Variant, exp: Experiment) -> np.ndarray:
@@ -160,4 +187,32 @@ def bits_kept(kept: dict[int, bool]) -> tuple[int, bool]:
     return max(k for k in tested if k < lost[0]), False
 
 
-Run = Callable[[np.ndarray], np.ndarray]  # fragments -> each lane's four D words
+def fact_prefix(v: Variant) -> str:
+    return f"tensor.numerics.{'fp8' if v.input_type in ('e4m3', 'e5m2') else v.input_type}"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One numeric fact: its value, and whether it is only a lower bound (every tested k kept)."""
+
+    fact_id: str
+    value: float
+    unit: str
+    at_least: bool = False
+
+
+def read_numerics(v: Variant, run: Callable[[Experiment], np.ndarray], kernel: str) -> list[Reading]:
+    """Run the variant's experiments (``run`` gives D for an experiment) and read their facts."""
+    prefix = fact_prefix(v)
+    readings = []
+    if v.input_type == "tf32":
+        exp = mantissa_experiment(v)
+        bits, at_least = bits_kept(exp.kept(run(exp), kernel))
+        readings.append(Reading(f"{prefix}.mantissa_bits", float(bits), "count", at_least))
+        rounding = rounding_experiment(v, bits)
+        nearest = rounds_to_nearest(rounding, run(rounding), bits, kernel)
+        readings.append(Reading(f"{prefix}.rounds_to_nearest", float(nearest), "bool"))
+    for exp in (accumulator_experiment(v), alignment_experiment(v)):
+        bits, at_least = bits_kept(exp.kept(run(exp), kernel))
+        readings.append(Reading(f"{prefix}.{exp.name}_bits", float(bits), "count", at_least))
+    return readings

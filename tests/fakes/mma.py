@@ -12,6 +12,7 @@ Test support only: nothing it produces is a measurement.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -25,7 +26,9 @@ from gpuprobe.families.mma_fragments import (
     accumulator_words,
     b_position,
     c_positions,
+    decode,
 )
+from gpuprobe.families.mma_numerics import NUMERIC_VARIANTS
 from tests.fakes.chain_output import warps_on_sm, write
 
 # (name, shape): (latency in cycles, peak multiply-adds per clock per SM), H100-like
@@ -124,3 +127,64 @@ def simulate(v: Variant, ilp: int):
 
 
 KERNELS = {v.kernel(ilp): simulate(v, ilp) for v in VARIANTS for ilp in (1, 2, 4, 8)}
+
+
+def _keep(value: float, bits: int, nearest: bool) -> float:
+    """``value`` with ``bits`` mantissa bits, the rest truncated toward zero or rounded to nearest."""
+    if value == 0.0:
+        return 0.0
+    scale = 2.0 ** (math.floor(math.log2(abs(value))) - bits)
+    return (round(value / scale) if nearest else math.trunc(value / scale)) * scale
+
+
+def numeric_d(v: Variant, a: np.ndarray, b: np.ndarray, c: np.ndarray, gpu) -> np.ndarray:
+    """The modelled tensor core: tf32 inputs keep ``gpu.tf32_bits`` (10) bits, truncated unless
+    ``gpu.tf32_nearest``; each D cell sums C and its products exactly, keeps ``gpu.tensor_sum_bits``
+    (23) fraction bits below its largest term, truncating, and rounds to f32."""
+    if v.input_type == "tf32":
+        keep = np.vectorize(lambda x: _keep(x, getattr(gpu, "tf32_bits", 10), getattr(gpu, "tf32_nearest", False)))
+        a, b = keep(a), keep(b)
+    bits = getattr(gpu, "tensor_sum_bits", 23)
+    d = np.zeros_like(c)
+    for i in range(v.m):
+        for j in range(v.n):
+            terms = [c[i, j], *(a[i, :] * b[:, j])]
+            largest = max(abs(t) for t in terms)
+            total = math.fsum(terms)
+            if largest:
+                quantum = 2.0 ** (math.floor(math.log2(largest)) - bits)
+                total = math.trunc(total / quantum) * quantum
+            d[i, j] = float(np.float32(total))
+    return d
+
+
+def simulate_numerics(v: Variant):
+    def run(gpu, launch, fragments, out) -> None:
+        words = fragments.data.view(np.uint32).reshape(LANES, 16)
+        a, b, c = np.zeros((v.m, v.k)), np.zeros((v.k, v.n)), np.zeros((v.m, v.n))
+        bits = 32 // v.per_register
+        for lane in range(LANES):
+            for r in range(v.a_registers):
+                for j in range(v.per_register):
+                    a[a_position(v, lane, r, j)] = decode(
+                        v.input_type, (int(words[lane, r]) >> (bits * j)) & ((1 << bits) - 1)
+                    )
+            for r in range(v.b_registers):
+                for j in range(v.per_register):
+                    b[b_position(v, lane, r, j)] = decode(
+                        v.input_type, (int(words[lane, 8 + r]) >> (bits * j)) & ((1 << bits) - 1)
+                    )
+            for i, position in enumerate(c_positions(v, lane)):
+                c[position] = decode("f32", int(words[lane, 12 + i]))
+        d = numeric_d(v, a, b, c, gpu)
+        lanes = np.zeros((LANES, 4), dtype=np.uint32)
+        for lane in range(LANES):
+            lanes[lane] = [np.float32(d[p]).view(np.uint32) for p in c_positions(v, lane)]
+        if getattr(gpu, "mma_corrupt", False):
+            lanes[5, 1] ^= 1 << 22
+        out.data.view(np.uint32)[: lanes.size] = lanes.ravel()
+
+    return run
+
+
+KERNELS.update({f"gp_mma_numerics_{v.name}_{v.shape}": simulate_numerics(v) for v in NUMERIC_VARIANTS})
