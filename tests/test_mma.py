@@ -260,3 +260,17 @@ def test_numerics_end_to_end_on_the_simulated_gpu() -> None:
     corrupt.mma_corrupt = True
     failed = _run(corrupt, {"mma.numerics.f16"})["mma.numerics.f16"]
     assert failed.outcome.status == "failed" and "neither" in failed.outcome.detail and not failed.facts
+
+
+def test_the_latency_invariant_holds_for_growing_k_and_is_skipped_when_unmeasured() -> None:
+    from gpuprobe.results import Fact
+
+    def facts(k8: float, k16: float) -> dict:
+        ids = {"tensor.mma_sync.f16.m16n8k8.latency": k8, "tensor.mma_sync.f16.m16n8k16.latency": k16}
+        return {i: Fact(i, v, "cycle", (v, v), [v], {}, "p") for i, v in ids.items()}
+
+    device = fake_gpu().device()
+    (check,) = mma.INVARIANTS
+    assert check(facts(16.0, 24.0), device)[0][1] is True
+    assert check(facts(24.0, 16.0), device)[0][1] is False
+    assert check({}, device) == []

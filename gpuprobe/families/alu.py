@@ -43,7 +43,8 @@ from gpuprobe.families.issue_sweep import (
 )
 from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.gpu import Launcher
-from gpuprobe.results import Device, ProbeOutcome
+from gpuprobe.results import Device, Fact, ProbeOutcome
+from gpuprobe.sections import Section
 
 CHAINS = 8  # chain registers per thread, whatever the ILP (ptx/alu.ptx)
 STEPS_PER_ITERATION = 32  # instructions per loop iteration, whatever the ILP
@@ -76,6 +77,47 @@ OPS: tuple[Op, ...] = (
 OPS_BY_NAME = {op.name: op for op in OPS}
 
 PROBES = [f"alu.{op.name}.ilp{ilp}" for op in OPS for ilp in ILPS]
+
+SECTIONS = (
+    Section(
+        "CUDA-core instructions",
+        ("alu.",),
+        ("alu.",),
+        blurb="Dependent-chain latency (cycles, one thread) and the best issue rate of an ILP x warps sweep, in "
+        "lane operations per clock per SM (an FMA counts one per lane, an HFMA2 two), next to the CUDA "
+        "Programming Guide's arithmetic-throughput table.",
+    ),
+)
+ISSUE_WIDTH = 128  # lanes an SM issues per clock at most: 4 schedulers x 32 lanes
+
+
+def issue_bound(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """No instruction issues faster than 4 warps' worth of lanes per clock per SM (times its lane ops)."""
+    checks = []
+    for op in OPS:
+        measured = facts.get(f"alu.{op.name}.throughput")
+        if measured is not None and measured.value is not None:
+            bound = ISSUE_WIDTH * op.lane_ops * 1.05
+            ok = measured.value <= bound
+            checks.append((f"alu.{op.name}.issue_bound", ok, f"{measured.value:.1f} op/clk/SM vs at most {bound:.0f}"))
+    return checks
+
+
+def mufu_slower_than_ffma(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """A special-function step takes longer than an FFMA step on every architecture."""
+    ffma = facts.get("alu.ffma.latency")
+    if ffma is None or ffma.value is None:
+        return []
+    checks = []
+    for name in ("mufu_rsqrt", "mufu_ex2"):
+        mufu = facts.get(f"alu.{name}.latency")
+        if mufu is not None and mufu.value is not None:
+            ok = mufu.value > ffma.value
+            checks.append((f"alu.{name}.slower_than_ffma", ok, f"{mufu.value:.1f} vs FFMA {ffma.value:.1f} cycles"))
+    return checks
+
+
+INVARIANTS = (issue_bound, mufu_slower_than_ffma)
 
 
 # ---- operands and predictions -------------------------------------------------------------------

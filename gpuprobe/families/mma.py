@@ -57,8 +57,9 @@ from gpuprobe.families.mma_fragments import (
 from gpuprobe.families.mma_numerics import NUMERIC_VARIANTS, Experiment, d_matrix, fragments, read_numerics
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
+from gpuprobe.sections import Section
 
-__all__ = ["PROBES", "Settings", "measure"]
+__all__ = ["INVARIANTS", "PROBES", "SECTIONS", "Settings", "measure"]
 
 ILPS = (1, 2, 4, 8)
 RESULT_WORDS = 2  # per thread: D's four 32-bit sums
@@ -72,6 +73,35 @@ NUMERICS_PROBES = {f"mma.numerics.{v.name}": v for v in NUMERIC_VARIANTS}
 
 PROBES = [f"mma.{v.name}.{v.shape}.ilp{ilp}" for v in VARIANTS for ilp in ILPS] + list(EMULATED_PROBES)
 PROBES += list(NUMERICS_PROBES)
+
+SECTIONS = (
+    Section(
+        "Tensor cores: mma.sync",
+        ("tensor.mma_sync.",),
+        ("mma.",),
+        blurb="Latency of one accumulator-dependent mma.sync (one warp), and the best issue rate of an ILP x warps "
+        "sweep in multiply-adds per clock per SM and TFLOP/s at the measured clock. Types ptxas emulates on this "
+        "arch are flagged, not timed.",
+    ),
+    Section(
+        "Tensor-core numerics",
+        ("tensor.numerics.",),
+        blurb="What the tensor core keeps: tf32's mantissa bits and rounding, and the fraction bits of the sum with C "
+        "and of aligned products, from exact powers of two checked against float64.",
+    ),
+)
+
+
+def larger_k_is_not_faster(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """An f16 mma.sync with twice the k takes at least as long (m16n8k16 against m16n8k8)."""
+    small, large = (facts.get(f"tensor.mma_sync.f16.{shape}.latency") for shape in ("m16n8k8", "m16n8k16"))
+    if small is None or large is None or small.value is None or large.value is None:
+        return []
+    detail = f"m16n8k16 {large.value:.1f} vs m16n8k8 {small.value:.1f} cycles"
+    return [("tensor.mma_sync.f16.latency_grows_with_k", large.value >= small.value * 0.95, detail)]
+
+
+INVARIANTS = (larger_k_is_not_faster,)
 
 
 def check_launch(v: Variant, records: Records, expected: np.ndarray, kernel: str) -> None:
