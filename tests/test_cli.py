@@ -123,8 +123,10 @@ def test_list_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
 def test_check_text(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "check", "--arch", "sm_80,sm_90a")
     assert code == 0 and err == ""
-    count = len(all_probes()) * 2
-    assert out.splitlines()[-1] == f"{count} ok, 0 violated, 0 unsupported, 0 error"
+    archs = [parse_arch("sm_80"), parse_arch("sm_90a")]
+    count = sum(p.supports(a) for p in all_probes() for a in archs)  # a probe is unsupported where its family is not
+    unsupported = len(all_probes()) * 2 - count
+    assert out.splitlines()[-1] == f"{count} ok, 0 violated, {unsupported} unsupported, 0 error"
     assert sum(line.startswith("ok ") for line in out.splitlines()) == count
 
 
@@ -135,9 +137,11 @@ def test_check_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert list(data) == ["results"]
     results = data["results"]
     assert len(results) == len(all_probes()) * 2
+    targets = {p.name: {a.name for a in p.archs} for p in all_probes()}
     for entry in results:
         assert has_keys(entry, "probe", "arch", "status", "detail")
-        assert entry["status"] in STATUSES and entry["status"] == "ok"
+        expected = "ok" if entry["arch"] in targets[entry["probe"]] else "unsupported"
+        assert entry["status"] in STATUSES and entry["status"] == expected
         assert entry["arch"] in ("sm_80", "sm_90a")
         assert isinstance(entry["detail"], str)
     assert {(e["probe"], e["arch"]) for e in results} == {
