@@ -214,3 +214,10 @@ def test_invariants_bound_the_issue_rate_and_order_the_latencies() -> None:
     failed = {name for check in alu.INVARIANTS for name, ok, _ in check(bad, device) if not ok}
     assert failed == {"alu.ffma.issue_bound", "alu.mufu_ex2.slower_than_ffma"}
     assert [r for check in alu.INVARIANTS for r in check({}, device)] == []  # nothing measured: nothing checked
+
+
+def test_a_block_the_kernel_cannot_launch_is_left_out_of_the_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = fake_gpu(sm_count=2)
+    monkeypatch.setattr(gpu, "max_active_blocks", lambda kernel, block, shared=0: 0 if block > 128 else 8)
+    measured = _run(gpu, runnable={"alu.ffma.ilp1"})
+    assert measured["alu.ffma.ilp1"].outcome.series["sweep"]["warps_per_sm"] == [1, 4]

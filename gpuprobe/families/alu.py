@@ -37,6 +37,7 @@ from gpuprobe.families.issue_sweep import (
     SweepPoint,
     check_results,
     clock_iterations,
+    launchable_warps,
     output_words,
     plateau,
     recorded_run,
@@ -268,7 +269,7 @@ def run_probe(ctx: _Context, op: Op, ilp: int) -> Measured:
         ctx.state[latency.id] = latency.value
         facts.append(latency)
     sweeps = ctx.state.setdefault("alu_sweeps", {}).setdefault(op.name, [])
-    for warps in ctx.settings.warps:
+    for warps in launchable_warps(ctx.launcher, f"gp_alu_{op.name}_ilp{ilp}", ctx.settings):
         point = sweeper.point(ilp, warps, STEPS_PER_ITERATION * op.lane_ops)
         sweeps.append([point.ilp, point.warps, point.rates])
     points = [SweepPoint(i, w, r) for i, w, r in sweeps]

@@ -217,6 +217,11 @@ class Sweeper:
         return float(np.median(self.clocks)) if self.clocks else None
 
 
+def launchable_warps(launcher, kernel: str, settings: Settings) -> list[int]:
+    """The sweep's warps per SM whose block the kernel's resources allow (occupancy API)."""
+    return [w for w in settings.warps if launcher.max_active_blocks(kernel, 32 * w) >= 1]
+
+
 LAUNCH_S = 100e-6  # a launch, its poisoning fill and its read-back call, besides the bytes (generous)
 
 

@@ -39,6 +39,7 @@ from gpuprobe.families.issue_sweep import (
     SweepPoint,
     check_results,
     clock_iterations,
+    launchable_warps,
     output_words,
     plateau,
     recorded_run,
@@ -150,7 +151,7 @@ def run_probe(ctx: _Context, v: Variant, ilp: int) -> Measured:
         samples = sweeper.latency(STEPS_PER_CHAIN, threads=LANES)
         facts.append(fact(f"{v.fact_stem}.latency", samples, "cycle", name, sweeper.mhz()))
     sweeps = ctx.state.setdefault("mma_sweeps", {}).setdefault(f"{v.name}.{v.shape}", {"points": [], "mhz": []})
-    for warps in ctx.settings.warps:
+    for warps in launchable_warps(ctx.launcher, v.kernel(ilp), ctx.settings):
         point = sweeper.point(ilp, warps, MMA_PER_ITERATION * v.fmas / LANES)
         sweeps["points"].append([point.ilp, point.warps, point.rates])
     sweeps["mhz"].extend(sweeper.clocks)
