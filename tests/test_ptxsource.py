@@ -95,6 +95,44 @@ def test_for_substitutes_each_value() -> None:
     assert expanded.origins == [("f.ptx", 2), ("f.ptx", 3)] * 3
 
 
+def test_for_binds_tuples_of_names_that_vary_together() -> None:
+    text = src(
+        "//@for OP:TYPE:REGS in ffma:f32:{%x0,%x1} dfma:f64:{%y0}",
+        ".entry k_{OP}() {TYPE} {REGS}",
+        "//@endfor",
+    )
+    assert expand(text, "f.ptx").lines == [".entry k_ffma() f32 {%x0,%x1}", ".entry k_dfma() f64 {%y0}"]
+
+
+def test_a_value_may_hold_an_inner_loops_placeholder() -> None:
+    """Outer names are replaced first: a register list from an outer tuple, its chain from an inner loop."""
+    text = src(
+        "//@for D in {%d{S}_0,%d{S}_1}",
+        "//@for S in 3 5",
+        "mma {D};",
+        "//@endfor",
+        "//@endfor",
+    )
+    assert expand(text, "f.ptx").lines == ["mma {%d3_0,%d3_1};", "mma {%d5_0,%d5_1};"]
+
+
+def test_an_inner_for_takes_its_values_from_the_enclosing_loops() -> None:
+    text = src(
+        "//@for ILP:R1 in 1:0 2:1",
+        "//@for S in 0 {R1}",
+        "x{S}",
+        "//@endfor",
+        "//@endfor",
+    )
+    assert expand(text, "f.ptx").lines == ["x0", "x0", "x0", "x1"]
+
+
+def test_for_tuple_of_the_wrong_length_is_a_one_line_error() -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        expand(src("//@for A:B in 1:2 3", "x", "//@endfor"), "f.ptx")
+    assert one_line_error(excinfo) == "f.ptx:1: //@for A:B: '3' is not 2 values"
+
+
 def test_nested_for_binds_both_names() -> None:
     text = src(
         "//@for A in x y",  # 1
@@ -292,3 +330,32 @@ def test_the_memory_latency_family_expands() -> None:
 def test_a_malformed_directive_is_an_error_not_a_comment(line: str) -> None:
     with pytest.raises(GpuprobeError, match=r"f\.ptx:2: malformed directive"):
         expand(f"a\n{line}\nb\n", "f.ptx")
+
+
+# ---------------------------------------------------------------- //@include -----
+
+
+def test_include_expands_the_file_beside_with_the_loops_names_bound(tmp_path: Path) -> None:
+    (tmp_path / "body.ptxinc").write_text(src("k_{V}", "//@repeat 2", "x{V}"))
+    text = src("//@for V in a b", "//@include body.ptxinc", "//@endfor", "end")
+    expanded = expand(text, "ptx/f.ptx", tmp_path)
+    assert expanded.lines == ["k_a", "xa", "xa", "k_b", "xb", "xb", "end"]
+    assert expanded.origins[:3] == [("ptx/body.ptxinc", 1), ("ptx/body.ptxinc", 3), ("ptx/body.ptxinc", 3)]
+    assert expanded.origins[-1] == ("ptx/f.ptx", 4)
+
+
+def test_an_include_that_cannot_be_read_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        expand(src("x", "//@include body.ptxinc"), str(tmp_path / "f.ptx"))
+    assert one_line_error(excinfo) == f"{tmp_path / 'f.ptx'}:2: //@include body.ptxinc: no such file beside it"
+
+
+def test_an_include_is_found_beside_the_file_by_default(tmp_path: Path) -> None:
+    (tmp_path / "body.ptxinc").write_text(src("y"))
+    assert expand(src("//@include body.ptxinc"), str(tmp_path / "f.ptx")).lines == ["y"]
+
+
+def test_an_include_of_itself_stops(tmp_path: Path) -> None:
+    (tmp_path / "self.ptxinc").write_text(src("//@include self.ptxinc"))
+    with pytest.raises(GpuprobeError, match="includes nested too deep"):
+        expand(src("//@include self.ptxinc"), "f.ptx", tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from gpuprobe.families import (
+    alu,
     async_copy,
     atomics,
     bandwidth,
@@ -16,13 +17,15 @@ from gpuprobe.families import (
     l2_partition,
     launch,
     memory_latency,
+    mma,
     selftest,
     warp,
     wgmma,
 )
 
-# In measuring order. The self-test goes first when it runs (--inject-fault), so that every family
-# after it shows the run went on.
+# In measuring order (and fact-sheet order): the memory hierarchy, then compute and tensor cores, then
+# warps, synchronisation and launch. The self-test goes first when it runs (--inject-fault), so that
+# every family after it shows the run went on.
 FAMILIES: dict[str, ModuleType] = {
     "selftest": selftest,
     "memory": memory_latency,
@@ -32,11 +35,13 @@ FAMILIES: dict[str, ModuleType] = {
     "atomics": atomics,
     "host_transfer": host_transfer,
     "async_copy": async_copy,
+    "alu": alu,
+    "mma": mma,
+    "wgmma": wgmma,
     "warp": warp,
     "barrier": barrier,
     "cluster": cluster,
     "grid_sync": grid_sync,
     "launch": launch,
-    "wgmma": wgmma,
 }
 OPT_IN = frozenset({"selftest"})  # measured only when asked

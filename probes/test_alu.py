@@ -1,0 +1,12 @@
+"""The ALU family: SASS contracts on every arch, then the measured latencies and issue rates.
+
+What is measured and why each kernel is shaped as it is: see the probe docs in
+ptx/alu.toml, ptx/alu_sm80.toml (``gpuprobe list``) and gpuprobe/families/alu.py.
+"""
+
+from __future__ import annotations
+
+from gpuprobe.pytest_plugin import family_tests
+
+FAMILY = "alu"
+test_sass_contract, test_probe_ran_and_verified_itself, test_fact = family_tests(FAMILY)

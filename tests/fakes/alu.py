@@ -1,0 +1,117 @@
+"""The ALU chain kernels on the simulated GPU: their arithmetic in NumPy, their time from a model.
+
+Each thread's result is computed from the operand buffer the host uploaded, step by step as the
+kernel does (one untimed step per chain, then 32 / ILP steps per iteration on chains below the
+ILP); a chain that falls into a cycle is jumped ahead. Time per iteration on an SM is the larger
+of the chain's latency bound (32 / ILP dependent steps) and its issue bound (the SM's lane
+operations over the peak rate). ``gpu.alu_corrupt = True`` makes one thread's result wrong.
+Test support only: nothing it produces is a measurement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from gpuprobe.families.alu import Settings
+from tests.fakes.chain_output import warps_on_sm, write
+
+FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=20_000)
+
+# op: (latency of one chain step in cycles, peak lane operations per clock per SM, lane ops per instruction)
+TIMING: dict[str, tuple[float, float, int]] = {
+    "ffma": (4.0, 128.0, 1),
+    "dfma": (8.0, 64.0, 1),
+    "hfma2": (6.0, 256.0, 2),
+    "hfma2_bf16": (6.0, 256.0, 2),
+    "imad": (4.5, 64.0, 1),
+    "mufu_rsqrt": (18.0, 16.0, 1),
+    "mufu_ex2": (18.0, 16.0, 1),
+    "mufu_sin": (26.0, 16.0, 1),  # FMUL + FMUL.RZ + MUFU.SIN: 4 + 4 + 18
+}
+MUFU = {
+    "mufu_rsqrt": lambda x: 1.0 / math.sqrt(x),
+    "mufu_ex2": lambda x: 2.0**-x,
+    "mufu_sin": lambda x: math.sin(2 * x),
+}
+
+
+def _halves(bits: int, bf16: bool) -> list[float]:
+    low, high = bits & 0xFFFF, bits >> 16
+    if bf16:
+        return [float(np.uint32(h << 16).view(np.float32)) for h in (low, high)]
+    return [float(np.uint16(h).view(np.float16)) for h in (low, high)]
+
+
+def _pack(values: list[float], bf16: bool) -> int:
+    if bf16:
+        bits = [int(np.float32(v).view(np.uint32)) >> 16 for v in values]
+    else:
+        bits = [int(np.float16(v).view(np.uint16)) for v in values]
+    return bits[0] | (bits[1] << 16)
+
+
+def _ternary_step(op: str, a: int, b: int) -> Callable[[int], int]:
+    """x <- a * x + b on the raw bits of one chain register, in the kernel's type."""
+    if op == "imad":
+        return lambda x: (a * x + b) & 0xFFFFFFFF
+    if op == "ffma":
+        fa, fb = (float(np.uint32(v).view(np.float32)) for v in (a, b))
+        return lambda x: int(np.float32(fa * float(np.uint32(x).view(np.float32)) + fb).view(np.uint32))
+    if op == "dfma":
+        da, db = (float(np.uint64(v).view(np.float64)) for v in (a, b))
+        return lambda x: int(np.float64(da * float(np.uint64(x).view(np.float64)) + db).view(np.uint64))
+    bf16 = op == "hfma2_bf16"
+    pa, pb = _halves(a, bf16), _halves(b, bf16)
+    return lambda x: _pack([pa[i] * v + pb[i] for i, v in enumerate(_halves(x, bf16))], bf16)
+
+
+def _iterate(step: Callable, x, steps: int):
+    """``steps`` applications of ``step``, jumping ahead once the chain repeats (period 1 or 2)."""
+    history = [x]
+    for done in range(1, steps + 1):
+        x = step(x)
+        if len(history) >= 2 and x == history[-2]:  # period 2 from here on
+            return history[-1] if (steps - done) % 2 else x
+        if x == history[-1]:
+            return x
+        history.append(x)
+    return x
+
+
+def thread_result(op: str, slots: np.ndarray, iterations: int, ilp: int) -> int:
+    """What one thread writes: the XOR (ternary) or float sum (MUFU) of its 8 chains."""
+    steps = [1 + (iterations * 32 // ilp if c < ilp else 0) for c in range(8)]
+    if op in MUFU:
+        f = MUFU[op]
+        values = [_iterate(lambda x: float(np.float32(f(x))), float(np.uint32(slots[2 + c]).view(np.float32)), n)
+                  for c, n in enumerate(steps)]  # fmt: skip
+        return int(np.float32(sum(values)).view(np.uint32))
+    step = _ternary_step(op, int(slots[0]), int(slots[1]))
+    result = 0
+    for c, n in enumerate(steps):
+        result ^= _iterate(step, int(slots[2 + c]), n)
+    return result
+
+
+def simulate(op: str, ilp: int):
+    def run(gpu, launch, iters, operands, out) -> float:
+        iterations = int(iters)
+        width = 64 if op == "dfma" else 32
+        slots = operands.data.view(np.uint64)[:10] if width == 64 else operands.data.view(np.uint64)[:10] & 0xFFFFFFFF
+        result = thread_result(op, slots, iterations, ilp)
+        latency, peak, lane_ops = TIMING[op]
+        per_iteration = np.maximum(latency * 32 / ilp, warps_on_sm(gpu, launch) * 32 * 32 * lane_ops / peak)
+        results = np.full((launch.blocks * launch.threads, 1), result, dtype=np.uint64)
+        if width == 32:  # a 32-bit store leaves the upper half of the result word as it was (poisoned)
+            results |= np.uint64(0xFFFFFFFF << 32)
+        if getattr(gpu, "alu_corrupt", False):
+            results[-1, 0] ^= np.uint64(1 << 30)  # a high bit: far outside any tolerance
+        return write(gpu, launch, out, per_iteration, iterations, results)
+
+    return run
+
+
+KERNELS = {f"gp_alu_{op}_ilp{ilp}": simulate(op, ilp) for op in TIMING for ilp in (1, 2, 4, 8)}

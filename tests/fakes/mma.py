@@ -1,0 +1,193 @@
+"""The mma.sync chain kernels on the simulated GPU: D = C + A B in NumPy, time from a model.
+
+Each lane's fragments are decoded from the buffer the host uploaded (the PTX ISA layouts of
+gpuprobe.families.mma_fragments, whose positions tests/test_mma.py checks against the ISA's
+figures), A, B and C are assembled, and every lane writes the sum of its 8 chains, each at
+C + A B, encoded in the accumulator type. Time per iteration on an SM is the larger of the chain
+bound (16 / ILP dependent mma at the variant's latency) and the issue bound (the SM's
+multiply-adds over the variant's peak). ``gpu.mma_corrupt = True`` flips a bit of one lane's D.
+Test support only: nothing it produces is a measurement.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from gpuprobe.families.mma import Settings
+from gpuprobe.families.mma_fragments import (
+    CHAINS,
+    LANES,
+    MMA_PER_ITERATION,
+    VARIANTS,
+    Variant,
+    a_position,
+    accumulator_words,
+    b_position,
+    c_positions,
+    decode,
+)
+from gpuprobe.families.mma_numerics import NUMERIC_VARIANTS
+from tests.fakes.chain_output import warps_on_sm, write
+
+FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=20_000)
+
+# (name, shape): (latency in cycles, peak multiply-adds per clock per SM), H100-like
+TIMING: dict[tuple[str, str], tuple[float, float]] = {
+    ("f16", "m16n8k8"): (16.0, 1000.0),
+    ("f16_f16acc", "m16n8k8"): (16.0, 1000.0),
+    ("f16", "m16n8k16"): (24.0, 1340.0),
+    ("f16_f16acc", "m16n8k16"): (24.0, 1340.0),
+    ("bf16", "m16n8k16"): (24.0, 1340.0),
+    ("tf32", "m16n8k8"): (24.0, 670.0),
+    ("int8", "m8n8k16"): (16.0, 2000.0),
+    ("int8", "m16n8k32"): (24.0, 2680.0),
+    ("int4", "m8n8k32"): (16.0, 4000.0),
+    ("int4", "m16n8k64"): (24.0, 5000.0),
+    ("e4m3", "m16n8k32"): (24.0, 2600.0),
+    ("e5m2", "m16n8k32"): (24.0, 2600.0),
+}
+_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "int8": 8, "int4": 4, "e4m3": 8, "e5m2": 8}
+
+
+def _decode(kind: str, bits: int) -> float:
+    if kind == "f16":
+        return float(np.uint16(bits).view(np.float16))
+    if kind == "bf16":
+        return float(np.uint32(bits << 16).view(np.float32))
+    if kind == "tf32":
+        return float(np.uint32(bits & 0xFFFFE000).view(np.float32))  # the low 13 mantissa bits are not read
+    if kind in ("int8", "int4"):
+        width = _BITS[kind]
+        return float(bits - (1 << width) if bits >> (width - 1) else bits)
+    exponent_bits, bias = (4, 7) if kind == "e4m3" else (5, 15)
+    mantissa_bits = 7 - exponent_bits
+    sign = -1.0 if bits & 0x80 else 1.0
+    exponent = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1)
+    mantissa = bits & ((1 << mantissa_bits) - 1)
+    if exponent == 0:
+        return sign * mantissa * 2.0 ** (1 - bias - mantissa_bits)
+    return sign * (1 + mantissa / (1 << mantissa_bits)) * 2.0 ** (exponent - bias)
+
+
+def element(v: Variant, word: int, j: int) -> float:
+    bits = _BITS[v.input_type]
+    return _decode(v.input_type, (int(word) >> (bits * j)) & ((1 << bits) - 1))
+
+
+def _accumulator_value(v: Variant, words: np.ndarray, i: int) -> float:
+    if v.accumulator == "f16":
+        return float(np.uint16((int(words[i // 2]) >> (16 * (i % 2))) & 0xFFFF).view(np.float16))
+    if v.accumulator == "s32":
+        return float(np.uint32(words[i]).view(np.int32))
+    return float(np.uint32(words[i]).view(np.float32))
+
+
+def lane_results(v: Variant, fragments: np.ndarray) -> np.ndarray:
+    """What each lane writes (4 words): the sum of 8 chains, each at C + A B, from the raw fragments."""
+    a, b, c = np.zeros((v.m, v.k)), np.zeros((v.k, v.n)), np.zeros((v.m, v.n))
+    e = v.per_register
+    for lane in range(LANES):
+        words = fragments[lane]
+        for r in range(v.a_registers):
+            for j in range(e):
+                a[a_position(v, lane, r, j)] = element(v, words[r], j)
+        for r in range(v.b_registers):
+            for j in range(e):
+                b[b_position(v, lane, r, j)] = element(v, words[8 + r], j)
+        for i, position in enumerate(c_positions(v, lane)):
+            c[position] = _accumulator_value(v, words[12:16], i)
+    d = (c + a @ b) * CHAINS
+    out = np.zeros((LANES, 4), dtype=np.uint32)
+    for lane in range(LANES):
+        out[lane, : v.d_words] = accumulator_words(v, [int(d[p]) for p in c_positions(v, lane)])
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def cached_lane_results(v: Variant, fragments: bytes) -> np.ndarray:
+    return lane_results(v, np.frombuffer(fragments, dtype=np.uint32).reshape(LANES, 16))
+
+
+def simulate(v: Variant, ilp: int):
+    latency, peak = TIMING[(v.name, v.shape)]
+
+    def run(gpu, launch, iters, fragments, out) -> float:
+        iterations = int(iters)
+        lanes = cached_lane_results(v, fragments.data.tobytes())
+        per_iteration = np.maximum(
+            latency * MMA_PER_ITERATION / ilp, warps_on_sm(gpu, launch) * MMA_PER_ITERATION * v.fmas / peak
+        )
+        sums = lanes[np.arange(launch.blocks * launch.threads) % LANES]
+        if getattr(gpu, "mma_corrupt", False):
+            sums[-1, 0] ^= 1 << 20
+        results = np.ascontiguousarray(sums).view(np.uint64).reshape(-1, 2)
+        return write(gpu, launch, out, per_iteration, iterations, results)
+
+    return run
+
+
+KERNELS = {v.kernel(ilp): simulate(v, ilp) for v in VARIANTS for ilp in (1, 2, 4, 8)}
+
+
+def _keep(value: float, bits: int, nearest: bool) -> float:
+    """``value`` with ``bits`` mantissa bits, the rest truncated toward zero or rounded to nearest."""
+    if value == 0.0:
+        return 0.0
+    scale = 2.0 ** (math.floor(math.log2(abs(value))) - bits)
+    return (round(value / scale) if nearest else math.trunc(value / scale)) * scale
+
+
+def numeric_d(v: Variant, a: np.ndarray, b: np.ndarray, c: np.ndarray, gpu) -> np.ndarray:
+    """The modelled tensor core: tf32 inputs keep ``gpu.tf32_bits`` (10) bits, truncated unless
+    ``gpu.tf32_nearest``; each D cell sums C and its products exactly, keeps ``gpu.tensor_sum_bits``
+    (23) fraction bits below its largest term, truncating, and rounds to f32."""
+    if v.input_type == "tf32":
+        keep = np.vectorize(lambda x: _keep(x, getattr(gpu, "tf32_bits", 10), getattr(gpu, "tf32_nearest", False)))
+        a, b = keep(a), keep(b)
+    bits = getattr(gpu, "tensor_sum_bits", 23)
+    d = np.zeros_like(c)
+    for i in range(v.m):
+        for j in range(v.n):
+            terms = [c[i, j], *(a[i, :] * b[:, j])]
+            largest = max(abs(t) for t in terms)
+            total = math.fsum(terms)
+            if largest:
+                quantum = 2.0 ** (math.floor(math.log2(largest)) - bits)
+                total = math.trunc(total / quantum) * quantum
+            d[i, j] = float(np.float32(total))
+    return d
+
+
+def simulate_numerics(v: Variant):
+    def run(gpu, launch, fragments, out) -> None:
+        words = fragments.data.view(np.uint32).reshape(LANES, 16)
+        a, b, c = np.zeros((v.m, v.k)), np.zeros((v.k, v.n)), np.zeros((v.m, v.n))
+        bits = 32 // v.per_register
+        for lane in range(LANES):
+            for r in range(v.a_registers):
+                for j in range(v.per_register):
+                    a[a_position(v, lane, r, j)] = decode(
+                        v.input_type, (int(words[lane, r]) >> (bits * j)) & ((1 << bits) - 1)
+                    )
+            for r in range(v.b_registers):
+                for j in range(v.per_register):
+                    b[b_position(v, lane, r, j)] = decode(
+                        v.input_type, (int(words[lane, 8 + r]) >> (bits * j)) & ((1 << bits) - 1)
+                    )
+            for i, position in enumerate(c_positions(v, lane)):
+                c[position] = decode("f32", int(words[lane, 12 + i]))
+        d = numeric_d(v, a, b, c, gpu)
+        lanes = np.zeros((LANES, 4), dtype=np.uint32)
+        for lane in range(LANES):
+            lanes[lane] = [np.float32(d[p]).view(np.uint32) for p in c_positions(v, lane)]
+        if getattr(gpu, "mma_corrupt", False):
+            lanes[5, 1] ^= 1 << 22
+        out.data.view(np.uint32)[: lanes.size] = lanes.ravel()
+
+    return run
+
+
+KERNELS.update({f"gp_mma_numerics_{v.name}_{v.shape}": simulate_numerics(v) for v in NUMERIC_VARIANTS})

@@ -1,0 +1,276 @@
+"""The mma family's host side: fragment layouts, references, and end to end against the simulated GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.build import build_for
+from gpuprobe.contracts import check
+from gpuprobe.families import mma
+from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.issue_sweep import Settings
+from gpuprobe.families.mma_fragments import (
+    LANES,
+    VARIANTS,
+    Variant,
+    a_position,
+    b_position,
+    c_position,
+    encodable,
+    make_operands,
+    predicted_words,
+)
+from gpuprobe.families.mma_numerics import (
+    NUMERIC_VARIANTS,
+    accumulator_experiment,
+    alignment_experiment,
+    mantissa_experiment,
+    read_numerics,
+)
+from gpuprobe.registry import all_probes, find_probe
+from tests.fake_gpu import fake_gpu, measure_family
+from tests.fakes.mma import FAST_SETTINGS, TIMING, element, lane_results, numeric_d
+
+SM90A = parse_arch("sm_90a")
+ON_SM90A = {p.name for p in all_probes() if p.family == "mma" and p.supports(SM90A)}
+
+
+def _run(gpu, runnable, settings=FAST_SETTINGS, state=None):
+    return measure_family(mma, gpu, runnable, settings, state)
+
+
+@pytest.mark.parametrize(
+    ("variant", "lane", "register", "element", "a", "b"),
+    [
+        # PTX ISA, "Matrix fragments for mma.m16n8k16 with floating point type": a0,a1 at (g, 2t + i),
+        # a2,a3 at (g + 8, ...), a4..a7 at columns + 8; b0,b1 at rows 2t + i, b2,b3 at rows + 8
+        (Variant("f16", "m16n8k16"), 5, 0, 1, (1, 3), (3, 1)),
+        (Variant("f16", "m16n8k16"), 5, 1, 0, (9, 2), (10, 1)),
+        (Variant("f16", "m16n8k16"), 31, 3, 1, (15, 15), (15, 7)),
+        # m16n8k8 tf32: a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); b0 (t, g), b1 (t + 4, g)
+        (Variant("tf32", "m16n8k8"), 6, 2, 0, (1, 6), (6, 1)),
+        # m16n8k32 int8: a0..a3 (g, 4t + i), a8..a11 at columns + 16; b4..b7 at rows 4t + i + 16
+        (Variant("int8", "m16n8k32"), 9, 2, 3, (2, 23), (23, 2)),
+        # m8n8k16 int8: a (g, 4t + i); b (4t + i, g)
+        (Variant("int8", "m8n8k16"), 13, 0, 2, (3, 6), (6, 3)),
+        # m16n8k64 int4: a0..a7 (g, 8t + i), a16..a23 at columns + 32; b8..b15 at rows + 32
+        (Variant("int4", "m16n8k64"), 3, 3, 7, (8, 63), (63, 0)),
+    ],
+)
+def test_fragment_positions_are_the_ptx_isa_layouts(variant, lane, register, element, a, b) -> None:
+    assert a_position(variant, lane, register, element) == a
+    if register < variant.b_registers:
+        assert b_position(variant, lane, register, element) == b
+
+
+def test_accumulator_positions_are_the_ptx_isa_layout() -> None:
+    m16 = Variant("f16", "m16n8k16")  # c0,c1 (g, 2t + i), c2,c3 (g + 8, 2t + i)
+    assert [c_position(m16, 6, i) for i in range(4)] == [(1, 4), (1, 5), (9, 4), (9, 5)]
+    m8 = Variant("int8", "m8n8k16")  # c0,c1 (g, 2t + i)
+    assert [c_position(m8, 6, i) for i in range(2)] == [(1, 4), (1, 5)]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: f"{v.name}.{v.shape}")
+def test_every_element_of_every_operand_is_held_by_exactly_one_lane(variant: Variant) -> None:
+    v, e = variant, variant.per_register
+    a_cells = [a_position(v, lane, r, j) for lane in range(LANES) for r in range(v.a_registers) for j in range(e)]
+    b_cells = [b_position(v, lane, r, j) for lane in range(LANES) for r in range(v.b_registers) for j in range(e)]
+    c_cells = [c_position(v, lane, i) for lane in range(LANES) for i in range(v.m * v.n // LANES)]
+    assert sorted(a_cells) == [(i, j) for i in range(v.m) for j in range(v.k)]
+    assert sorted(b_cells) == [(i, j) for i in range(v.k) for j in range(v.n)]
+    assert sorted(c_cells) == [(i, j) for i in range(v.m) for j in range(v.n)]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: f"{v.name}.{v.shape}")
+def test_the_prediction_is_what_the_fragments_compute(variant: Variant) -> None:
+    """Host packing and host reference against a decoder of the raw fragment bits (the simulated GPU)."""
+    operands = make_operands(variant, seed=3)
+    assert np.array_equal(lane_results(variant, operands.fragments), predicted_words(variant, operands))
+    assert np.any(operands.a @ operands.b != 0)  # a product that is all zero would prove nothing
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: f"{v.name}.{v.shape}")
+def test_the_negated_fragments_hold_minus_a(variant: Variant) -> None:
+    """The timed loop's second round uses -A: every element of it must be the negated element of A."""
+    words = make_operands(variant, seed=5).fragments
+    for lane in range(LANES):
+        for r in range(variant.a_registers):
+            for j in range(variant.per_register):
+                assert element(variant, words[lane, 4 + r], j) == -element(variant, words[lane, r], j)
+
+
+def test_simulated_latency_and_peaks_are_recovered() -> None:
+    measured = _run(fake_gpu(sm_count=4), ON_SM90A - {n for n in ON_SM90A if n.endswith("emulated")})
+    assert {m.outcome.status for m in measured.values()} == {"ok"}
+    facts = {f.id: f for m in measured.values() for f in m.facts}
+    for (name, shape), (latency, peak) in TIMING.items():
+        stem = f"tensor.mma_sync.{name}.{shape}"
+        if f"mma.{name}.{shape}.ilp1" not in ON_SM90A:
+            continue
+        assert facts[f"{stem}.latency"].value == pytest.approx(latency, rel=0.03), stem
+        assert facts[f"{stem}.throughput"].value == pytest.approx(peak, rel=0.03), stem
+        tflops = 2 * peak * 4 * 1755e6 / 1e12  # 4 SMs at the simulated clock
+        assert facts[f"{stem}.tflops"].value == pytest.approx(tflops, rel=0.04), stem
+
+
+def test_a_wrong_lane_fails_the_probe_and_names_the_thread() -> None:
+    gpu = fake_gpu(sm_count=2)
+    gpu.mma_corrupt = True
+    measured = _run(gpu, {"mma.bf16.m16n8k16.ilp1", "mma.int4.m16n8k64.emulated"})
+    for outcome in (m.outcome for m in measured.values()):
+        assert outcome.status == "failed" and "computed" in outcome.detail
+    assert all(m.facts == [] for m in measured.values())
+
+
+def test_emulated_types_report_the_flag_after_a_checked_run() -> None:
+    gpu = fake_gpu(sm_count=2)
+    measured = _run(gpu, {"mma.int4.m16n8k64.emulated", "mma.e4m3.m16n8k32.emulated"})
+    flags = {f.id: f.value for m in measured.values() for f in m.facts}
+    assert flags == {"tensor.mma_sync.int4.emulated": 1.0, "tensor.mma_sync.fp8.emulated": 1.0}
+    probe_launches = [k for k in gpu.launches if k != "gp_sm_clock"]  # the clock is read around every probe
+    assert probe_launches == ["gp_mma_int4_m16n8k64_ilp1", "gp_mma_e4m3_m16n8k32_ilp1"]
+
+
+NEWER = ("sm_90", "sm_90a", "sm_100a", "sm_120")
+
+
+@pytest.mark.parametrize(
+    ("probe", "emulation", "native", "emulated"),
+    [
+        ("mma.int4.m16n8k64.ilp1", "mma.int4.m16n8k64.emulated", ("sm_80", "sm_86", "sm_89"), NEWER),
+        ("mma.e4m3.m16n8k32.ilp1", "mma.e4m3.m16n8k32.emulated", ("sm_89", "sm_120"), ("sm_90", "sm_90a", "sm_100a")),
+    ],
+)
+def test_a_type_is_measured_where_native_and_flagged_where_emulated(probe, emulation, native, emulated) -> None:
+    """Where the arch has the instruction, the native probe targets it; where ptxas emulates it, the
+    native contract fails on the real SASS (so no number is reported) and the emulation probe holds."""
+    assert tuple(a.name for a in find_probe(probe).archs) == native
+    assert tuple(a.name for a in find_probe(emulation).archs) == emulated
+    below = [a for a in SUPPORTED_ARCHS if a.name not in native + emulated]
+    assert all(not find_probe(probe).supports(a) for a in below)
+    native_rules = list(find_probe(probe).contract)
+    kernel = build_for(all_probes(), parse_arch(emulated[0])).listing.kernel(find_probe(emulation).kernel)
+    assert any(v.rule.startswith("count") for v in check(kernel, native_rules))  # the native contract rejects it
+
+
+def test_fp8_mma_sync_is_absent_below_sm_89() -> None:
+    for arch in ("sm_75", "sm_80", "sm_86"):
+        assert "gp_mma_e4m3_m16n8k32_ilp1" not in build_for(all_probes(), parse_arch(arch)).parameters
+
+
+def test_a_contract_catches_a_kernel_of_another_type() -> None:
+    listing = build_for(all_probes(), parse_arch("sm_80")).listing
+    bf16 = find_probe("mma.bf16.m16n8k16.ilp1")
+    assert check(listing.kernel(bf16.kernel), list(bf16.contract)) == []
+    violations = check(listing.kernel("gp_mma_f16_m16n8k16_ilp1"), list(bf16.contract))
+    assert any("HMMA" in v.rule for v in violations)
+
+
+def test_every_probe_is_declared_and_measured_in_order() -> None:
+    declared = {p.name for p in all_probes() if p.family == "mma"}
+    assert declared == set(mma.PROBES)
+    for v in VARIANTS:
+        assert mma.PROBES.index(f"mma.{v.name}.{v.shape}.ilp1") < mma.PROBES.index(f"mma.{v.name}.{v.shape}.ilp8")
+
+
+def test_both_compute_families_fit_the_15_s_budget_on_an_h100() -> None:
+    from gpuprobe.families import alu
+
+    total = mma.planned_seconds(Settings(), 132, 1755.0) + alu.planned_seconds(Settings(), 132, 1755.0)
+    assert total < 15.0
+
+
+def test_state_stays_json() -> None:
+    import json
+
+    state: dict = {}
+    _run(fake_gpu(sm_count=2), {"mma.tf32.m16n8k8.ilp1", "mma.tf32.m16n8k8.ilp8"}, state=state)
+    assert set(state["mma_sweeps"]) == {"tf32.m16n8k8"}
+    json.dumps(state)
+
+
+# ---------------------------------------------------------------- numerics -----
+
+
+def _model_run(v: Variant, **model):
+    """D of an experiment from the simulated tensor core's arithmetic model."""
+    gpu = fake_gpu()
+    for key, value in model.items():
+        setattr(gpu, key, value)
+    return lambda exp: numeric_d(v, exp.a, exp.b, exp.c, gpu)
+
+
+@pytest.mark.parametrize("variant", NUMERIC_VARIANTS, ids=lambda v: v.name)
+@pytest.mark.parametrize("sum_bits", [23, 13, 8])
+def test_the_accumulator_and_alignment_bits_are_read_back(variant: Variant, sum_bits: int) -> None:
+    readings = {r.fact_id: r for r in read_numerics(variant, _model_run(variant, tensor_sum_bits=sum_bits), "k")}
+    prefix = "tensor.numerics.fp8" if variant.name == "e4m3" else f"tensor.numerics.{variant.name}"
+    for what in ("accumulator_bits", "alignment_bits"):
+        reading = readings[f"{prefix}.{what}"]
+        if reading.at_least:  # fp8 cannot hold the inputs to test every bit: a lower bound, never above the truth
+            assert reading.value <= sum_bits and variant.name == "e4m3", (what, reading)
+        else:
+            assert reading.value == sum_bits, (what, reading)
+
+
+@pytest.mark.parametrize(("bits", "nearest"), [(10, False), (10, True), (13, False)])
+def test_tf32_mantissa_and_rounding_are_read_back(bits: int, nearest: bool) -> None:
+    tf32 = Variant("tf32", "m16n8k8")
+    readings = {
+        r.fact_id: r.value for r in read_numerics(tf32, _model_run(tf32, tf32_bits=bits, tf32_nearest=nearest), "k")
+    }
+    assert readings["tensor.numerics.tf32.mantissa_bits"] == bits
+    assert readings["tensor.numerics.tf32.rounds_to_nearest"] == float(nearest)
+
+
+def test_every_experiment_input_is_exact_in_its_type() -> None:
+    for v in NUMERIC_VARIANTS:
+        for exp in (accumulator_experiment(v), alignment_experiment(v)):
+            assert exp.cells, (v.name, exp.name)
+            assert all(encodable(v.input_type, x) for x in np.concatenate([exp.a.ravel(), exp.b.ravel()])), exp.name
+    tf32 = Variant("tf32", "m16n8k8")
+    assert not encodable("tf32", mantissa_experiment(tf32).a[10, 0])  # 1 + 2^-15: beyond tf32, on purpose
+
+
+def test_a_cell_that_is_neither_kept_nor_lost_fails_the_probe() -> None:
+    v = Variant("f16", "m16n8k16")
+    exp = accumulator_experiment(v)
+    d = exp.reference()
+    d[3, 2] = 7.0
+    with pytest.raises(ProbeFailure, match=r"D\[3\]\[2\] = 7.0, neither"):
+        exp.kept(d, "k")
+
+
+def test_numerics_end_to_end_on_the_simulated_gpu() -> None:
+    gpu = fake_gpu(sm_count=2)
+    gpu.tensor_sum_bits = 13
+    measured = _run(gpu, {"mma.numerics.tf32", "mma.numerics.bf16"})
+    facts = {f.id: f.value for m in measured.values() for f in m.facts}
+    assert facts == {
+        "tensor.numerics.tf32.mantissa_bits": 10.0,
+        "tensor.numerics.tf32.rounds_to_nearest": 0.0,
+        "tensor.numerics.tf32.accumulator_bits": 13.0,
+        "tensor.numerics.tf32.alignment_bits": 13.0,
+        "tensor.numerics.bf16.accumulator_bits": 13.0,
+        "tensor.numerics.bf16.alignment_bits": 13.0,
+    }
+    corrupt = fake_gpu(sm_count=2)
+    corrupt.mma_corrupt = True
+    failed = _run(corrupt, {"mma.numerics.f16"})["mma.numerics.f16"]
+    assert failed.outcome.status == "failed" and "neither" in failed.outcome.detail and not failed.facts
+
+
+def test_the_latency_invariant_holds_for_growing_k_and_is_skipped_when_unmeasured() -> None:
+    from gpuprobe.results import Fact
+
+    def facts(k8: float, k16: float) -> dict:
+        ids = {"tensor.mma_sync.f16.m16n8k8.latency": k8, "tensor.mma_sync.f16.m16n8k16.latency": k16}
+        return {i: Fact(i, v, "cycle", (v, v), [v], {}, "p") for i, v in ids.items()}
+
+    device = fake_gpu().device()
+    (check,) = mma.INVARIANTS
+    assert check(facts(16.0, 24.0), device)[0][1] is True
+    assert check(facts(24.0, 16.0), device)[0][1] is False
+    assert check({}, device) == []
