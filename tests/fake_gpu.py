@@ -89,6 +89,16 @@ def _fake_modules() -> list[Any]:
     return [importlib.import_module(f"tests.fakes.{info.name}") for info in pkgutil.iter_modules(tests.fakes.__path__)]
 
 
+SUITE_SMS = 16  # the simulated part a whole-suite run measures: few SMs for its small L2, as real parts have
+
+
+def suite_options(**options: Any) -> dict[str, Any]:
+    """The simulated part of a whole-suite run: ``SUITE_SMS`` SMs, and a cuBLAS as fast per SM as the
+    default part's (so the simulated wgmma, which scales with the SMs, compares as it would)."""
+    gemm = {dtype: tflops * SUITE_SMS / 132 for dtype, tflops in FakeGpu().gemm_tflops.items()}
+    return {"sm_count": SUITE_SMS, "gemm_tflops": gemm, **options}
+
+
 def fast_settings() -> dict[str, Any]:
     """Settings for a quick whole-suite run on the simulated GPU: the memory family's ``FAST``, and each
     family's ``FAST_SETTINGS`` from its ``tests/fakes`` module (the module's name is the family's)."""
@@ -145,7 +155,9 @@ class FakeGpu:
     blocks_per_sm: int = 8  # what the occupancy API answers, whatever the kernel
     copy_gbps: float = 3000.0  # CuPy's device-to-device copy (bytes read + written per second, GB/s)
     host_gbps: dict[str, float] = field(default_factory=lambda: {"pinned": 50.0, "pageable": 20.0})
-    gemm_tflops: dict[str, float] = field(default_factory=lambda: {"f16": 700.0, "bf16": 700.0, "tf32": 350.0})
+    gemm_tflops: dict[str, float] = field(
+        default_factory=lambda: {"f16": 700.0, "bf16": 700.0, "tf32": 350.0}
+    )  # 132 SMs
     kernel_ms: float = 0.002  # a simulated kernel's time when its simulation gives none
     # launch costs (the launch and grid_sync families): host microseconds per enqueue by launch path (a
     # path not listed is not installed), the GPU's own spacing of back-to-back stream launches and of graph

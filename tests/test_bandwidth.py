@@ -22,16 +22,8 @@ from gpuprobe.families.base import ProbeFailure
 from gpuprobe.registry import PTX_DIR, find_probe
 from gpuprobe.results import Device, Fact, ProbeOutcome, Results
 from tests.fake_gpu import MIB, fake_gpu, measure_family
+from tests.fakes.bandwidth import FAST_SETTINGS
 
-FAST = bw.Settings(
-    l2_long_bytes=8 * MIB,
-    cached_long_bytes_per_sm=MIB,
-    max_repeats=3,
-    sweep_repeats=2,
-    check_words=4096,
-    sweep_threads=(128, 256),
-    sweep_blocks=(1, 2, 4),
-)
 DATASHEET = {"datasheet": {"dram_gbps": 3350.0}}
 
 
@@ -47,7 +39,7 @@ def small_gpu(**options: object):
     return gpu
 
 
-def run_family(gpu, runnable=None, settings=FAST, state=None):
+def run_family(gpu, runnable=None, settings=FAST_SETTINGS, state=None):
     probes = set(runnable or bw.PROBES)
     state = state if state is not None else dict(DATASHEET)
     return measure_family(bw, gpu, probes, settings, state)
@@ -181,7 +173,7 @@ def test_goodput_reports_useful_and_moved_bytes() -> None:
 
 def test_the_occupancy_sweep_finds_where_dram_saturates() -> None:
     gpu = small_gpu(bw_inflight_bytes=32 * 1024.0)  # 4 loads x 4 bytes per thread: saturated from 2048 threads per SM
-    settings = dataclasses.replace(FAST, sweep_threads=(128, 256, 512, 1024), sweep_blocks=(1, 2, 4))
+    settings = dataclasses.replace(FAST_SETTINGS, sweep_threads=(128, 256, 512, 1024), sweep_blocks=(1, 2, 4))
     measured = run_family(gpu, runnable=["bandwidth.dram.occupancy.v4"], settings=settings)
     outcome = measured["bandwidth.dram.occupancy.v4"].outcome
     facts = {f.id: f for f in measured["bandwidth.dram.occupancy.v4"].facts}

@@ -12,18 +12,18 @@ from gpuprobe.check import CheckResult
 from gpuprobe.gpu import LauncherSpec
 from gpuprobe.isolation import ChildPolicy
 from gpuprobe.results import load
-from tests.fake_gpu import FakeGpu, fast_settings
+from tests.fake_gpu import FakeGpu, fast_settings, suite_options
 
 SIMULATED = "Simulated GPU"
 POLICY = ChildPolicy(probe_time_limit_s=60, cooldown_s=0.0)
 
 
 def simulated(**options) -> LauncherSpec:
-    return LauncherSpec("tests.fake_gpu:open_fake", 0, {"name": SIMULATED, **options})
+    return LauncherSpec("tests.fake_gpu:open_fake", 0, suite_options(**{"name": SIMULATED, **options}))
 
 
 def device(name: str = SIMULATED):
-    return FakeGpu(name=name).device()
+    return FakeGpu(**suite_options(name=name)).device()
 
 
 def run(tmp_path: Path, launcher: LauncherSpec | None = None, name: str = SIMULATED, **kwargs):

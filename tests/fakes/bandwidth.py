@@ -19,6 +19,23 @@ from typing import Any
 
 import numpy as np
 
+from gpuprobe.families.bandwidth_shapes import Settings
+
+MIB = 1 << 20
+
+# A quick run, on a simulated part of a few SMs (see tests.fake_gpu.SUITE_SMS: the default part's 512 KiB
+# L2 is too small for 132 SMs' worth of blocks).
+FAST_SETTINGS = Settings(
+    threads=128,
+    l2_long_bytes=8 * MIB,
+    cached_long_bytes_per_sm=MIB,
+    max_repeats=3,
+    sweep_repeats=2,
+    check_words=4096,
+    sweep_threads=(128, 256),
+    sweep_blocks=(1, 2, 4),
+)
+
 ACCESSES, REQUEST, GROUP = 4, 512, 2048
 DEFAULTS = {"bw_dram_gbps": 3000.0, "bw_l2_gbps": 9000.0, "bw_cached_bpc": 120.0, "bw_inflight_bytes": 32768.0}
 LAUNCH_MS = 0.004
