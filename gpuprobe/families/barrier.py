@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
-from gpuprobe.families.differencing import Lengths, per_step_samples
-from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.differencing import UNROLL, DifferencedSettings, per_step_samples
+from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
 from gpuprobe.families.ordering import non_decreasing
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
@@ -32,7 +32,6 @@ from gpuprobe.invariants import Check
 from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
 
-UNROLL = 32  # barriers (or rounds) per loop iteration: fixed by the PTX
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
 PER_SM_BLOCKS = (1, 2, 4, 8)
 GROUP_THREADS = 128  # the named-barrier kernel's group size: fixed by the PTX (bar.sync id, 128)
@@ -58,33 +57,19 @@ SECTIONS = (
 
 
 @dataclass(frozen=True)
-class Settings:
-    short_iterations: int = 8  # a sample: (40 - 8) x 32 = 1024 barriers
-    long_iterations: int = 40
-    min_repeats: int = 3
-    max_repeats: int = 9
-    target_noise: float = 0.01
-    probe_budget_s: float = 0.5
+class Settings(DifferencedSettings):
     per_sm_threads: int = 256
     named_threads: int = 256
     split_threads: int = 256
 
     def __post_init__(self) -> None:
-        Lengths(self.short_iterations, self.long_iterations, UNROLL)
-        Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.probe_budget_s)
+        super().__post_init__()
         if self.named_threads % GROUP_THREADS or not 0 < self.named_threads <= 1024:
             raise ValueError(f"Settings.named_threads: 1 to 8 groups of {GROUP_THREADS}, not {self.named_threads}")
         if self.split_threads % 64 or not 0 < self.split_threads <= 1024:
             raise ValueError(f"Settings.split_threads must be pairs of warps up to 1024, not {self.split_threads}")
         if self.per_sm_threads % 32 or not 0 < self.per_sm_threads <= 1024:
             raise ValueError(f"Settings.per_sm_threads must be whole warps up to 1024, not {self.per_sm_threads}")
-
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.probe_budget_s)
-
-    @property
-    def lengths(self) -> Lengths:
-        return Lengths(self.short_iterations, self.long_iterations, UNROLL)
 
 
 def triangle(count: int) -> int:

@@ -26,8 +26,8 @@ import numpy as np
 
 from gpuprobe.families.barrier import triangle
 from gpuprobe.families.base import Measured, ProbeFailure
-from gpuprobe.families.differencing import Lengths, per_step_samples
-from gpuprobe.families.measuring import Kernels, Stopping, fact
+from gpuprobe.families.differencing import UNROLL, DifferencedSettings, per_step_samples
+from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.families.ordering import pair_not_below
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
@@ -35,7 +35,6 @@ from gpuprobe.invariants import Check
 from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
 
-UNROLL = 32  # barriers or phases per loop iteration: fixed by the PTX
 CLUSTER_SIZES = (2, 4, 8)
 CLUSTER_WORDS = 4  # per block: cycles, SM id, sum, rank in the cluster
 MBAR_WORDS = 4  # cycles, previous phase complete, current phase complete, complete before the bytes
@@ -56,27 +55,13 @@ SECTIONS = (
 
 
 @dataclass(frozen=True)
-class Settings:
-    short_iterations: int = 8  # a sample: (40 - 8) x 32 = 1024 barriers
-    long_iterations: int = 40
+class Settings(DifferencedSettings):
     clusters: int = 16  # clusters per launch
-    min_repeats: int = 3
-    max_repeats: int = 9
-    target_noise: float = 0.01
-    probe_budget_s: float = 0.5
 
     def __post_init__(self) -> None:
-        Lengths(self.short_iterations, self.long_iterations, UNROLL)
-        Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.probe_budget_s)
+        super().__post_init__()
         if self.clusters < 1:
             raise ValueError(f"Settings.clusters must be at least 1, not {self.clusters}")
-
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.probe_budget_s)
-
-    @property
-    def lengths(self) -> Lengths:
-        return Lengths(self.short_iterations, self.long_iterations, UNROLL)
 
 
 def check_cluster(kernel: str, table: np.ndarray, size: int, iterations: int) -> None:

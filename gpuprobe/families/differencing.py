@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.measuring import Stopping, sample_until_stable
 
+UNROLL = 32  # operations per loop iteration in every differenced kernel: fixed by their PTX (//@repeat 32)
+
 
 @dataclass(frozen=True)
 class Lengths:
@@ -32,6 +34,30 @@ class Lengths:
 
     def per_step(self, short_cycles: float, long_cycles: float) -> float:
         return (long_cycles - short_cycles) / ((self.long - self.short) * self.steps)
+
+
+@dataclass(frozen=True)
+class DifferencedSettings:
+    """What a long-minus-short family samples: its two loop lengths, and when to stop sampling.
+    A family's ``Settings`` extends it (and calls ``super().__post_init__()`` from its own)."""
+
+    short_iterations: int = 8  # a sample: (40 - 8) x 32 = 1024 operations
+    long_iterations: int = 40
+    min_repeats: int = 3
+    max_repeats: int = 9
+    target_noise: float = 0.01
+    probe_budget_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        self.stopping()  # each validates itself
+        _ = self.lengths
+
+    def stopping(self) -> Stopping:
+        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.probe_budget_s)
+
+    @property
+    def lengths(self) -> Lengths:
+        return Lengths(self.short_iterations, self.long_iterations, UNROLL)
 
 
 def per_step_samples(launch: Callable[[int], float], lengths: Lengths, stop: Stopping, what: str) -> list[float]:

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
-from gpuprobe.families.differencing import Lengths, per_step_samples
-from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.differencing import UNROLL, DifferencedSettings, Lengths, per_step_samples
+from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
 from gpuprobe.families.ordering import non_decreasing
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
@@ -34,7 +34,6 @@ from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
 
 LANES = 32
-UNROLL = 32  # collectives per loop iteration: fixed by the PTX (//@repeat 32)
 FULL = 0xFFFFFFFF
 SHFL_MODES = ("idx", "up", "down", "bfly")
 TILES = (4, 8, 16, 32)
@@ -68,31 +67,18 @@ SECTIONS = (
 
 
 @dataclass(frozen=True)
-class Settings:
-    short_iterations: int = 8  # a latency sample: (72 - 8) x 32 = 2048 collectives
-    long_iterations: int = 72
-    min_repeats: int = 3
-    max_repeats: int = 9
-    target_noise: float = 0.01
-    probe_budget_s: float = 0.5
+class Settings(DifferencedSettings):
+    long_iterations: int = 72  # a latency sample: (72 - 8) x 32 = 2048 collectives
     throughput_threads: int = 1024  # per block, one block per SM
     throughput_short: int = 16
     throughput_long: int = 80
     seed: int = 20240917
 
     def __post_init__(self) -> None:
-        Lengths(self.short_iterations, self.long_iterations, UNROLL)
+        super().__post_init__()
         Lengths(self.throughput_short, self.throughput_long, UNROLL)
         if self.throughput_threads % LANES or not 0 < self.throughput_threads <= 1024:
             raise ValueError(f"Settings.throughput_threads: whole warps up to 1024, not {self.throughput_threads}")
-        Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.probe_budget_s)
-
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.probe_budget_s)
-
-    @property
-    def lengths(self) -> Lengths:
-        return Lengths(self.short_iterations, self.long_iterations, UNROLL)
 
 
 # ---- the host's replay of each chain --------------------------------------------------------------
