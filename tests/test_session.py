@@ -9,8 +9,10 @@ import pytest
 
 from gpuprobe import session
 from gpuprobe.check import CheckResult
+from gpuprobe.expectations import load_all
 from gpuprobe.gpu import LauncherSpec
 from gpuprobe.isolation import ChildPolicy
+from gpuprobe.registry import all_probes
 from gpuprobe.results import load
 from tests.fake_gpu import FakeGpu, fast_settings, suite_options
 
@@ -162,3 +164,20 @@ def test_the_model_datasheet_reaches_the_measuring_children(monkeypatch: pytest.
     expected = {key: entry.value for key, entry in session.match_model("", "h100_sxm").datasheet.items()}
     assert specs and all(spec["state"] == {"datasheet": expected} for spec in specs)
     assert all(spec["device"]["name"] == SIMULATED for spec in specs)
+
+
+def test_every_probe_yields_exactly_the_facts_it_declares(clean_run) -> None:
+    _, results = clean_run
+    declared = {p.name: set(p.facts) for p in all_probes()}
+    produced: dict[str, set[str]] = {}
+    for fact in results.facts:
+        produced.setdefault(fact.probe, set()).add(fact.id)
+    for name, outcome in results.probes.items():
+        if outcome.status == "ok" and name in declared:
+            assert produced.get(name, set()) == declared[name], name
+
+
+def test_every_expectation_is_of_a_fact_some_probe_declares() -> None:
+    declared = {f for p in all_probes() for f in p.facts} | {"device.sm_count", "device.l2_bytes"}
+    for key, model in load_all().items():
+        assert not set(model.facts) - declared, f"{key}: expectations for facts no probe declares"
