@@ -75,7 +75,6 @@ OPS: tuple[Op, ...] = (
     Op("mufu_ex2", 32, 1, lambda x: 2.0**-x),
     Op("mufu_sin", 32, 1, lambda x: math.sin(2.0 * x), fma_steps=2),
 )
-OPS_BY_NAME = {op.name: op for op in OPS}
 
 PROBES = [f"alu.{op.name}.ilp{ilp}" for op in OPS for ilp in ILPS]
 
