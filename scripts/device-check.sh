@@ -4,7 +4,7 @@
 #
 #   scripts/device-check.sh [OUT]        default OUT: $OUT (the device tool's), else /tmp/gpuprobe-out
 #
-# Writes OUT/<gpu-slug>/: results.json, factsheet.md, latency_vs_footprint.png (the suite's own
+# Writes OUT/<gpu-slug>/: results.json, factsheet.md and its plots (PNG; the suite's own
 # output, to commit under reports/<gpu-slug>/ as it came) and pytest.log (the run, with its time).
 set -uo pipefail
 cd "$(dirname "$0")/.."

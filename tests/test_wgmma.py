@@ -403,3 +403,18 @@ def test_the_simulated_run_keeps_every_invariant() -> None:
     checks = [c for check in family.INVARIANTS for c in check(facts, device)]
     assert len(checks) == 1 + 2 * 10 + 60
     assert all(ok for _, ok, _ in checks), [c for c in checks if not c[1]]
+
+
+def test_mma_sync_stays_below_wgmma_where_both_were_measured() -> None:
+    from gpuprobe.families.wgmma import mma_sync_below_wgmma
+
+    def facts(sync: float, wide: float) -> dict[str, Fact]:
+        return {
+            "tensor.mma_sync.bf16.m16n8k16.tflops": Fact("tensor.mma_sync.bf16.m16n8k16.tflops", sync, "TFLOP/s"),
+            "tensor.wgmma.bf16.m64n256k16.ss.tflops": Fact("tensor.wgmma.bf16.m64n256k16.ss.tflops", wide, "TFLOP/s"),
+        }
+
+    device = fake_gpu().device()
+    assert mma_sync_below_wgmma(facts(640.0, 900.0), device)[0][1]
+    assert not mma_sync_below_wgmma(facts(950.0, 900.0), device)[0][1]
+    assert mma_sync_below_wgmma({}, device) == []  # not measured (no Hopper): left out, not passed

@@ -398,7 +398,18 @@ def latency_floor_invariants(facts: dict[str, Fact], device: Device) -> list[tup
     return checks
 
 
-INVARIANTS = (cublas_invariant, rate_invariants, latency_floor_invariants)
+def mma_sync_below_wgmma(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """On Hopper, mma.sync tops out well under the dense peak while wgmma reaches it: the bf16
+    mma.sync rate (the mma family) stays below the bf16 wgmma rate measured in the same run."""
+    sync = _measured(facts, "tensor.mma_sync.bf16.m16n8k16.tflops")
+    wide = _measured(facts, "tensor.wgmma.bf16.m64n256k16.ss.tflops")
+    if sync is None or wide is None:
+        return []
+    detail = f"mma.sync bf16 {sync.value:.1f} vs wgmma bf16 {wide.value:.1f} TFLOP/s"
+    return [("wgmma.mma_sync_below_wgmma", sync.value < wide.value, detail)]
+
+
+INVARIANTS = (cublas_invariant, rate_invariants, latency_floor_invariants, mma_sync_below_wgmma)
 
 SECTIONS = (
     Section(
