@@ -30,6 +30,12 @@ def _dims(value: Dims) -> tuple[int, ...]:
 
 DYNAMIC_SHARED_DEFAULT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 
+# What holds the GPU while timed work is enqueued: the memory family's %clock64 spin (every cubin has it),
+# long enough per launch to outlast the host's enqueueing of one (tens of us; 100k cycles is 50 us at 2 GHz).
+HOLD_KERNEL = "gp_sm_clock"
+HOLD_CYCLES_PER_LAUNCH = 100_000
+HOLD_MAX_CYCLES = 1_000_000_000
+
 # cuBLAS GEMM inputs: (cudaDataType of A, B and C, cublasComputeType, NumPy dtype holding the values)
 _GEMM_TYPES: dict[str, tuple[int, int, str]] = {
     "f16": (2, 68, "float16"),  # CUDA_R_16F, CUBLAS_COMPUTE_32F
@@ -158,6 +164,8 @@ class CupyLauncher:
         self._modules: dict[bool, Any] = {False: cupy.RawModule(path=self._cubin)}
         self._kernels: dict[tuple[str, bool], Any] = {}
         self._host_buffers: dict[tuple[int, bool, str], tuple[Any, Any]] = {}
+        self._pinned: dict[int, np.ndarray] = {}  # device address of a pinned buffer -> its host view
+        self._hold_out: Any = None
 
     def alloc(self, nbytes: int) -> Any:
         return self._cp.zeros(nbytes, dtype=self._cp.uint8)
@@ -166,7 +174,9 @@ class CupyLauncher:
         cp = self._cp
         pinned = cp.cuda.alloc_pinned_memory(nbytes)  # under unified addressing, its host address is a device address
         memory = cp.cuda.UnownedMemory(pinned.ptr, nbytes, pinned, self._device_index)  # keeps ``pinned`` alive
-        return cp.ndarray(nbytes, dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(memory, 0))
+        buffer = cp.ndarray(nbytes, dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(memory, 0))
+        self._pinned[pinned.ptr] = np.ndarray(nbytes, dtype=np.uint8, buffer=pinned)  # filled and read by the host
+        return buffer
 
     def address(self, buffer: Any) -> int:
         return int(buffer.data.ptr)
@@ -175,6 +185,11 @@ class CupyLauncher:
         return self._cp.asarray(array)
 
     def fill(self, buffer: Any, value: int) -> None:
+        host = self._pinned.get(self.address(buffer))
+        self._cp.cuda.Device().synchronize()
+        if host is not None:  # pinned host memory: the host writes it (no device memset on a host pointer)
+            host[:] = value
+            return
         buffer.fill(value)
         self._cp.cuda.Device().synchronize()
 
@@ -198,12 +213,17 @@ class CupyLauncher:
             self._kernels[kernel, cooperative] = self._modules[cooperative].get_function(kernel)
         return self._kernels[kernel, cooperative]
 
-    def _enqueue(
-        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
-    ) -> None:
+    def _with_shared(self, kernel: str, cooperative: bool, shared_bytes: int) -> Any:
+        """The kernel, opted in to ``shared_bytes`` of dynamic shared memory where that is above the default."""
         function = self._function(kernel, cooperative)
         if shared_bytes > DYNAMIC_SHARED_DEFAULT and function.max_dynamic_shared_size_bytes < shared_bytes:
             function.max_dynamic_shared_size_bytes = shared_bytes
+        return function
+
+    def _enqueue(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
+    ) -> None:
+        function = self._with_shared(kernel, cooperative, shared_bytes)
         function(_dims(grid), _dims(block), tuple(args), shared_mem=shared_bytes)
 
     def launch(
@@ -213,11 +233,26 @@ class CupyLauncher:
         self._cp.cuda.Device().synchronize()
 
     def read(self, buffer: Any, dtype: str, count: int) -> np.ndarray:
+        host = self._pinned.get(self.address(buffer))
+        if host is not None:  # pinned host memory: read where it is, once the GPU is done with it
+            self._cp.cuda.Device().synchronize()
+            return host.view(np.dtype(dtype))[:count].copy()
         return self._cp.asnumpy(buffer.view(self._cp.dtype(dtype))[:count])
 
-    def _elapsed_ms(self, enqueue: Callable[[], None]) -> float:
-        """GPU milliseconds between events recorded before and after ``enqueue`` on the current stream."""
+    def _hold(self, launches: int, stream: Any = None) -> None:
+        """Keep the GPU busy (a %clock64 spin) while the host enqueues ``launches`` launches to be timed,
+        so the events around them time the GPU's work, not the host's enqueueing of it."""
+        if self._hold_out is None:
+            self._hold_out = self._cp.zeros(16, dtype=self._cp.uint8)
+        cycles = np.uint64(min(HOLD_MAX_CYCLES, HOLD_CYCLES_PER_LAUNCH * max(1, launches)))
+        with stream if stream is not None else contextlib.nullcontext():
+            self._function(HOLD_KERNEL)((1,), (1,), (cycles, self._hold_out))
+
+    def _elapsed_ms(self, enqueue: Callable[[], None], launches: int) -> float:
+        """GPU milliseconds between events recorded before and after ``enqueue`` (``launches`` launches or
+        calls) on the current stream, the GPU held by a spin while the host enqueues them."""
         start, stop = self._cp.cuda.Event(), self._cp.cuda.Event()
+        self._hold(launches)
         start.record()
         enqueue()
         stop.record()
@@ -232,7 +267,7 @@ class CupyLauncher:
             for _ in range(count):
                 self._enqueue(kernel, grid, block, args, shared_bytes, cooperative)
 
-        return self._elapsed_ms(enqueue)
+        return self._elapsed_ms(enqueue, count)
 
     def max_active_blocks(self, kernel: str, block: int, shared_bytes: int = 0) -> int:
         function = self._with_shared(kernel, False, shared_bytes)
@@ -247,7 +282,7 @@ class CupyLauncher:
             for _ in range(count):
                 runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, runtime.memcpyDeviceToDevice, stream)
 
-        return self._elapsed_ms(enqueue)
+        return self._elapsed_ms(enqueue, count)
 
     def _host_pair(self, nbytes: int, pinned: bool, way: str) -> tuple[int, int]:
         """Host and device addresses of ``nbytes`` buffers for copies ``way`` ("h2d"/"d2h"), kept for reuse:
@@ -300,7 +335,7 @@ class CupyLauncher:
                               data_type, n, beta.ctypes.data, c.data.ptr, data_type, n, compute_type, -1)  # fmt: skip
 
         enqueue()  # the first call picks the algorithm and loads its kernels: not timed
-        return self._elapsed_ms(enqueue)
+        return self._elapsed_ms(enqueue, count)
 
     def device(self) -> Device:
         return device_identity(self._device_index)
@@ -346,6 +381,7 @@ class CupyLauncher:
         graph.upload(stream)  # so the first replay pays no upload
         stream.synchronize()
         start, stop = cp.cuda.Event(), cp.cuda.Event()
+        self._hold(replays, stream)
         start.record(stream)
         started = time.perf_counter()
         for _ in range(replays):

@@ -89,7 +89,7 @@ def _fake_modules() -> list[Any]:
     return [importlib.import_module(f"tests.fakes.{info.name}") for info in pkgutil.iter_modules(tests.fakes.__path__)]
 
 
-SUITE_SMS = 16  # the simulated part a whole-suite run measures: few SMs for its small L2, as real parts have
+SUITE_SMS = 8  # the simulated part a whole-suite run measures: few SMs for its small L2, as real parts have
 
 
 def suite_options(**options: Any) -> dict[str, Any]:
