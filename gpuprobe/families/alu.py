@@ -11,8 +11,8 @@ with 1, 2, 4 and 8 independent chains per thread (ptx/alu.ptx, ptx/alu_sm80.ptx)
    plateau of the whole ILP x warps sweep as ``alu.<op>.throughput``, in lane operations per
    clock per SM: an FMA (FFMA, DFMA, IMAD) counts one per lane, an HFMA2 two (its two halves), a
    MUFU one — the convention of the CUDA Programming Guide's arithmetic throughput table, which
-   the expectations cite. The sin.approx step is two FMULs and MUFU.SIN: its latency fact
-   subtracts two measured FFMA latencies.
+   the expectations cite. The sin.approx step is two FMULs and MUFU.SIN: its latency fact is the
+   whole step's, FMULs included (nothing assumed is subtracted).
 
 Every launch checks every thread's result. Ternary chains step x <- a x + b with a = -1, b = 1, so
 each chain ends at exactly 1 - x0 after the untimed first step and an even number of timed ones;
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured
 from gpuprobe.families.issue_sweep import (
     Records,
     Settings,
@@ -62,7 +62,7 @@ class Op:
     width: int
     lane_ops: int
     mufu: Callable[[float], float] | None = None
-    fma_steps: int = 0  # FMA-pipe instructions in each step besides the timed one (subtracted)
+    fma_steps: int = 0  # FMA-pipe instructions in each step besides the one the probe is about (reported)
 
 
 OPS: tuple[Op, ...] = (
@@ -257,11 +257,7 @@ def run_probe(ctx: _Context, op: Op, ilp: int) -> Measured:
         samples = sweeper.latency(STEPS_PER_ITERATION, threads=1)
         mhz = sweeper.mhz()
         if op.fma_steps:
-            ffma = ctx.state.get("alu.ffma.latency")
-            if ffma is None:
-                raise ProbeFailure(f"{name}: the FFMA latency its FMUL steps are subtracted by was not measured")
-            samples = [x - op.fma_steps * ffma for x in samples]
-            notes.append(f"{op.fma_steps} x FFMA latency ({ffma:.2f} cycles) subtracted")
+            notes.append(f"a step is MUFU and {op.fma_steps} FMULs (range reduction): its latency is theirs together")
         latency = fact(f"alu.{op.name}.latency", samples, "cycle", name, mhz)
         ctx.state[latency.id] = latency.value
         facts.append(latency)
