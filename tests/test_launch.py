@@ -226,3 +226,14 @@ def test_the_contract_catches_a_stamp_kernel_that_is_not_the_minimal_one(
     kernel = build_ptx([path], parse_arch("sm_90a")).listing.kernel("gp_launch_stamp")
     violations = check(kernel, list(find_probe("launch.stream").contract))
     assert any(v.rule.startswith(broken) for v in violations), [v.rule for v in violations]
+
+
+def test_spacing_is_not_quantised_by_the_timer_tick() -> None:
+    """Launches 1.5 us apart, stamped by a timer that ticks every 1.024 us: the gaps read 1.024 or
+    2.048 us, and only the first-to-last mean recovers 1.5."""
+    from gpuprobe.families.launch import mean_spacing_us
+
+    true_ns = np.arange(201) * 1500.0
+    stamped = (true_ns // 1024 * 1024).astype(np.uint64)
+    assert set(np.diff(stamped.astype(np.int64))) == {1024, 2048}
+    assert mean_spacing_us(stamped) == pytest.approx(1.5, rel=0.01)
