@@ -28,7 +28,8 @@ class Settings:
     dram_l2_multiple: float = 4.0  # DRAM footprint, in L2 sizes
     short_fraction: float = 0.25  # the short launch's share of the long one
     flush_l2_multiple: float = 2.0  # the scratch read that flushes the L2
-    l2_fraction: float = 0.5  # the L2 probes' footprint (source and destination together), of the L2
+    l2_fraction: float = 0.25  # the L2 probes' footprint (source and destination together), of the L2: on a
+    # split L2 (A100, H100) a line read by an SM on the far side is also kept near it, so half the L2 is its reach
     l2_long_bytes: int = 4 << 30  # bytes a long L2 launch moves
     cached_tile_per_sm: int = 32 * 1024  # L1 and shared: bytes each SM's blocks re-read
     cached_long_bytes_per_sm: int = 32 * MIB  # bytes per SM in a long L1 / shared launch

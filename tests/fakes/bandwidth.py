@@ -26,6 +26,7 @@ MIB = 1 << 20
 # A quick run, on a simulated part of a few SMs (see tests.fake_gpu.SUITE_SMS: the default part's 512 KiB
 # L2 is too small for 132 SMs' worth of blocks).
 FAST_SETTINGS = Settings(
+    l2_fraction=0.5,
     l2_long_bytes=8 * MIB,
     cached_long_bytes_per_sm=MIB,
     max_repeats=3,
