@@ -149,6 +149,7 @@ class _Context:
     out: Any = None
     out_words: int = 0
     sources: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)  # bytes -> (buffer, chunk sums)
+    scratch: Any = None  # twice the L2, written through to flush it
 
     @property
     def kernels(self) -> Kernels:
@@ -166,6 +167,12 @@ class _Context:
             words = pattern(nbytes // 4)
             self.sources[nbytes] = (self.launcher.upload(words), chunk_sums(words))
         return self.sources[nbytes]
+
+    def l2_flush(self) -> Callable[[], None]:
+        """Flushing the L2: a write through a scratch buffer of twice its size evicts what it held."""
+        if self.scratch is None:
+            self.scratch = self.launcher.alloc(2 * self.device.l2_bytes)
+        return lambda: self.launcher.fill(self.scratch, 0)
 
     def grid(self, kernel: str, threads: int, shared: int) -> int:
         """Blocks filling every SM with as many blocks of ``kernel`` as fit."""
@@ -248,13 +255,17 @@ def _clock_note(mhz: float | None) -> str:
 
 
 def _stream_rate(ctx: _Context, kernel: str, args: Callable[[int], list[object]], runs: tuple[int, int],
-                 extra_bytes: float, grid: int, block: int, shared: int) -> list[float]:  # fmt: skip
-    """Samples of a streaming kernel's rate: ``args(n)`` runs it n times over its data."""
+                 extra_bytes: float, grid: int, block: int, shared: int,
+                 flush: Callable[[], None] = lambda: None) -> list[float]:  # fmt: skip
+    """Samples of a streaming kernel's rate: ``args(n)`` runs it n times over its data, ``flush()``
+    before each timed run (for a DRAM source: nothing an earlier run left in L2 is read from it)."""
     short, long = runs
     samples: list[float] = []
 
     def take() -> None:
+        flush()
         low = ctx.kernels.time(kernel, args(short), grid=grid, block=block, shared=shared)
+        flush()
         high = ctx.kernels.time(kernel, args(long), grid=grid, block=block, shared=shared)
         samples.append(rate_gbps(extra_bytes, low, high))
 
@@ -284,7 +295,8 @@ def _copy_level(ctx: _Context, kernel: str, level: str) -> tuple[list[float], fl
     got = ctx.kernels.run(kernel, args(runs[0]), out, total, grid=grid, block=threads, shared=shared)
     expected = neighbour_sums(stream_sums(chunks, total)) * np.uint64(runs[0])
     check_sums(kernel, got, expected, "thread")
-    samples = _stream_rate(ctx, kernel, args, runs, nbytes * (runs[1] - runs[0]), grid, threads, shared)
+    flush = ctx.l2_flush() if level == "dram" else (lambda: None)
+    samples = _stream_rate(ctx, kernel, args, runs, nbytes * (runs[1] - runs[0]), grid, threads, shared, flush)
     return samples, float(nbytes)
 
 
@@ -319,7 +331,8 @@ def _bulk_point(ctx: _Context, size: int, stages: int, nbytes: int) -> list[floa
     block_sums = got.reshape(grid, threads).sum(axis=1, dtype=np.uint64)
     check_sums(kernel, block_sums, bulk_block_sums(copy_sums, grid, per_block), "block")
     extra = grid * per_block * size
-    return _stream_rate(ctx, kernel, args, (per_block, 2 * per_block), extra, grid, threads, size * stages)
+    flush = ctx.l2_flush()  # the source is several L2 sizes: what a run reads comes from DRAM
+    return _stream_rate(ctx, kernel, args, (per_block, 2 * per_block), extra, grid, threads, size * stages, flush)
 
 
 def measure_bulk_bandwidth(ctx: _Context, probe: str) -> Measured:
