@@ -430,11 +430,11 @@ class _DriverLaunch:
         from cuda.bindings import driver
 
         self._driver = driver
-        _driver_call(driver, "cuInit", 0)
-        device = _driver_call(driver, "cuDeviceGet", launcher._device_index)
-        context = _driver_call(driver, "cuDevicePrimaryCtxRetain", device)
-        _driver_call(driver, "cuCtxSetCurrent", context)
-        if launcher._cubin not in _DRIVER_MODULES:
+        if launcher._cubin not in _DRIVER_MODULES:  # once per process: the context retained, the cubin loaded
+            _driver_call(driver, "cuInit", 0)
+            device = _driver_call(driver, "cuDeviceGet", launcher._device_index)
+            context = _driver_call(driver, "cuDevicePrimaryCtxRetain", device)
+            _driver_call(driver, "cuCtxSetCurrent", context)
             image = Path(launcher._cubin).read_bytes()
             _DRIVER_MODULES[launcher._cubin] = _driver_call(driver, "cuModuleLoadData", image)
         self._function = _driver_call(driver, "cuModuleGetFunction", _DRIVER_MODULES[launcher._cubin], kernel.encode())
