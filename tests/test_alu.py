@@ -83,6 +83,12 @@ def test_issue_rate_uses_each_sm_span_from_first_start_to_last_end() -> None:
     assert issue_rate(short, long, work_per_thread_between=500.0) == pytest.approx(64 * 500 / 1000)
 
 
+def test_blocks_doubled_up_on_one_sm_fail_the_rate() -> None:
+    uneven = _records([0, 0, 0], [100, 100, 100], (0, 0, 1))  # two warps on SM 0, one on SM 1
+    with pytest.raises(ProbeFailure, match=r"not spread evenly over the SMs \(1 to 2 warps on one SM\)"):
+        uneven.threads_per_sm()
+
+
 def test_timings_that_go_backwards_fail_the_probe() -> None:
     with pytest.raises(ProbeFailure, match="a warp's timed loop ended at or before its start"):
         _records([5], [5], [0])

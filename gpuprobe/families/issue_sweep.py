@@ -62,7 +62,13 @@ class Records:
         return float(np.median(spans))
 
     def threads_per_sm(self) -> float:
-        return float(np.median(np.unique(self.sm, return_counts=True)[1])) * self.lanes
+        """Threads on each SM; every SM must hold as many (a rate per SM from uneven SMs would mix loads)."""
+        counts = np.unique(self.sm, return_counts=True)[1]
+        if counts.min() != counts.max():
+            raise ProbeFailure(
+                f"the blocks were not spread evenly over the SMs ({counts.min()} to {counts.max()} warps on one SM)"
+            )
+        return float(counts[0]) * self.lanes
 
     def mhz(self) -> float | None:
         """The SM clock over the longest thread's loop (cycles over timer ns), if long enough to read."""
