@@ -4,8 +4,9 @@
 #
 #   scripts/device-check.sh [OUT]        default OUT: $OUT (the device tool's), else /tmp/gpuprobe-out
 #
-# Writes OUT/<gpu-slug>/: results.json, factsheet.md and its plots (PNG; the suite's own
-# output, to commit under reports/<gpu-slug>/ as it came) and pytest.log (the run, with its time).
+# Writes OUT/<gpu-slug>/: results.json, factsheet.md, plots.tar (the fact sheet's PNG plots, packed:
+# the device tool brings back at most 8 files; unpack it beside factsheet.md) -- the suite's own
+# output, to commit under reports/<gpu-slug>/ as it came -- and pytest.log (the run, with its time).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-${OUT:-/tmp/gpuprobe-out}}"
@@ -21,4 +22,7 @@ started=$(date +%s)
 python3 -m pytest probes/ -q -rs --require-gpu --gpuprobe-out "$out/$slug" 2>&1 | tee "$out/$slug/pytest.log"
 status=${PIPESTATUS[0]}
 echo "device-check: pytest probes/ exited $status after $(( $(date +%s) - started )) s" | tee -a "$out/$slug/pytest.log"
+if compgen -G "$out/$slug/*.png" > /dev/null; then
+    (cd "$out/$slug" && tar -cf plots.tar -- *.png && rm -f -- *.png)
+fi
 exit "$status"
