@@ -23,6 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
+from gpuprobe.families.base import Request
 from gpuprobe.families.catalog import FAMILIES
 from gpuprobe.families.conditions import ConditionRecorder
 from gpuprobe.results import Device, strict_json
@@ -51,7 +52,7 @@ def run(spec: dict[str, Any], out: TextIO) -> int:
     state = dict(spec.get("state", {}))
     parameters = {k: [tuple(p) for p in v] for k, v in spec["parameters"].items()}
     device = Device.from_dict(spec["device"])
-    probes = family.measure(launcher, parameters, device, set(spec["runnable"]), settings, state)
+    probes = family.measure(Request(launcher, parameters, device, set(spec["runnable"]), settings, state))
     recorder = ConditionRecorder(launcher, parameters, bool(spec.get("clock_usable")))
     for name, measure_probe in probes:
         emit(out, "start", probe=name)

@@ -30,6 +30,7 @@ import numpy as np
 
 from gpuprobe.arch import parse_arch
 from gpuprobe.build import build_for
+from gpuprobe.families.base import Request
 from gpuprobe.families.conditions import ConditionRecorder
 from gpuprobe.families.memory_latency import UNROLL, Settings
 from gpuprobe.registry import all_probes
@@ -436,5 +437,8 @@ def measure_family(
     between clock and NVML snapshots, a failed self-check giving the outcome "failed". ``device``
     (default: what the simulated GPU reports) is the device the family is told it measures."""
     recorder = ConditionRecorder(gpu, ptx_parameters(), clock_usable=True)
-    probes = family.measure(gpu, ptx_parameters(), device or gpu.device(), set(runnable), settings, state)
+    request = Request(
+        gpu, ptx_parameters(), device or gpu.device(), set(runnable), settings, {} if state is None else state
+    )
+    probes = family.measure(request)
     return {name: recorder.measure(name, run) for name, run in probes}

@@ -22,7 +22,7 @@ from gpuprobe.families.async_copy import (
     planned_seconds,
     rate_gbps,
 )
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.base import ProbeFailure, Request
 from gpuprobe.families.chase import per_step
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
 from gpuprobe.registry import all_probes
@@ -219,7 +219,7 @@ def test_bulk_points_whose_buffers_do_not_fit_a_block_are_left_out() -> None:
     gpu = _gpu()
     device = dataclasses.replace(gpu.device(), shared_per_block_optin_bytes=99 * KIB)
     settings = dataclasses.replace(FAST_SETTINGS, bulk_points=((1024, 8), (32768, 4)))
-    measured = dict(measure(gpu, ptx_parameters(), device, {"async_copy.bulk.bandwidth"}, settings))
+    measured = dict(measure(Request(gpu, ptx_parameters(), device, {"async_copy.bulk.bandwidth"}, settings)))
     outcome = measured["async_copy.bulk.bandwidth"]().outcome
     assert outcome.status == "ok" and outcome.series["sweep"]["size_bytes"] == [1024.0]
     assert "1 point(s) need more shared memory" in outcome.detail

@@ -12,6 +12,7 @@ from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.build import build_ptx
 from gpuprobe.check import check_probe
 from gpuprobe.families import l2_partition
+from gpuprobe.families.base import Request
 from gpuprobe.families.l2_partition import (
     GROUP_LINES,
     PROBE,
@@ -285,5 +286,5 @@ def test_the_invariants_compare_far_with_near_and_the_map_with_the_chase() -> No
 
 def test_a_probe_whose_contract_failed_is_not_launched() -> None:
     gpu = fake.configure(fake_gpu(sm_count=16))
-    assert list(measure(gpu, ptx_parameters(), gpu.device(), set(), FAST)) == []
+    assert list(measure(Request(gpu, ptx_parameters(), gpu.device(), set(), FAST))) == []
     assert gpu.launches == []

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gpuprobe.analysis import Level
+from gpuprobe.families.base import Request
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.conditions import ConditionRecorder
 from gpuprobe.families.measuring import check_arguments, sample_until_stable
@@ -116,7 +117,7 @@ def test_level_names_follow_the_device_l2(starts_kib: tuple[float, ...], l1: boo
 def _run(gpu, runnable=frozenset(ALL_PROBES), settings=FAST):
     """Each probe measured as the measuring child measures it (a failed self-check is "failed")."""
     recorder = ConditionRecorder(gpu, ptx_parameters(), clock_usable=True)
-    probes = measure(gpu, ptx_parameters(), gpu.device(), set(runnable), settings)
+    probes = measure(Request(gpu, ptx_parameters(), gpu.device(), set(runnable), settings))
     return {name: recorder.measure(name, run) for name, run in probes}
 
 

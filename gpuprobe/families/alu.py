@@ -23,13 +23,13 @@ point; the host iterates the exact function in float64 and allows the approximat
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured
+from gpuprobe.families.base import Measured, Probes, Request
 from gpuprobe.families.issue_sweep import (
     Records,
     Settings,
@@ -276,16 +276,10 @@ def run_probe(ctx: _Context, op: Op, ilp: int) -> Measured:
     return Measured(name, ProbeOutcome("ok", "; ".join(notes), series), facts)
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); see the module docstring."""
-    state = state if state is not None else {}
+    launcher, parameters, device = request.launcher, request.parameters, request.device
+    runnable, settings, state = request.runnable, request.settings, request.state
     ctx = _Context(launcher, parameters, device, settings or Settings(), state)
     ctx.out = launcher.alloc(output_words(device.sm_count * 32 * 32, 1) * 8)
 

@@ -22,13 +22,13 @@ long and a short run; every kernel adds up the words it moved and the host check
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
@@ -456,15 +456,10 @@ SECTIONS = (
 )
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); a probe whose own check fails raises
     ProbeFailure. Probes the arch lacks are not runnable (their toml's archs)."""
+    launcher, parameters = request.launcher, request.parameters
+    device, runnable, settings = request.device, request.runnable, request.settings
     ctx = _Context(launcher, parameters, device, settings or Settings())
     yield from runs(PROBES, {name: lambda name=name: STEPS[name](ctx, name) for name in PROBES}, runnable)

@@ -21,14 +21,14 @@ Any mismatch is a ProbeFailure: the probe reports no number.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.measuring import POISON_BYTE, Kernels, Stopping, fact, sample_until_stable, unwritten
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
@@ -494,15 +494,10 @@ def planned_launches(settings: Settings) -> dict[str, int]:
     }
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); a failed self-check raises ProbeFailure."""
+    launcher, parameters = request.launcher, request.parameters
+    device, runnable, settings = request.device, request.runnable, request.settings
     ctx = _Context(launcher, Kernels(launcher, parameters), device, settings or Settings())
     ctx.out = launcher.alloc(8 * (2 + 3 * WARP))
     ctx.counters = launcher.alloc(4 * WARP)

@@ -20,7 +20,7 @@ Every launch is checked (read sums, written values, copied bytes); a wrong one f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +45,7 @@ from gpuprobe.families.bandwidth_shapes import (
     stream_kernel,
     sweep_points,
 )
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.measuring import fact, sample_until_stable, unmeasured
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
@@ -519,19 +519,14 @@ def _flush_launch(ctx: _Context, launcher: Launcher, device: Device, settings: S
     return _read_launch(ctx, "gp_bw_read_cg_v16", stream, scratch, np.zeros(stream.total_threads, dtype=np.uint32))
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run). ``state["datasheet"]`` may hold the
     model's ``dram_gbps``, the peak used when the device reports no memory clock or bus width."""
+    launcher, parameters, device = request.launcher, request.parameters, request.device
+    runnable, settings, state = request.runnable, request.settings, request.state
     steps = [(name, step) for name, step in STEPS if name in runnable]
     if not steps:
         return
-    ctx = _context(launcher, parameters, device, settings or Settings(), state if state is not None else {})
+    ctx = _context(launcher, parameters, device, settings or Settings(), state)
 
     yield from runs([name for name, _ in steps], {name: lambda step=step: step(ctx) for name, step in steps}, runnable)

@@ -16,13 +16,13 @@ samples' confidence intervals).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.differencing import UNROLL, DifferencedSettings, per_step_samples
 from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
 from gpuprobe.families.ordering import non_decreasing
@@ -179,16 +179,11 @@ def _steps(ctx: _Context) -> dict[str, Callable[[], Measured]]:
     return steps
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run) (see :mod:`gpuprobe.families.stepping`).
     ``state`` is not used."""
+    launcher, parameters = request.launcher, request.parameters
+    device, runnable, settings = request.device, request.runnable, request.settings
     ctx = _Context(launcher, parameters, settings or Settings(), device)
     steps = _steps(ctx)
 

@@ -3,16 +3,19 @@ own check failed, and the shape of a family module.
 
 A family module (see :mod:`gpuprobe.families.catalog`) provides ``PROBES`` (its probe names in
 measuring order, as declared in ``ptx/*.toml``), a ``Settings`` dataclass (JSON-able fields: it
-crosses into the measuring child process), and ``measure(launcher, parameters, l2_bytes, runnable,
-settings, state)`` yielding ``(probe name, run)`` pairs, where ``run()`` measures that probe and
-returns a :class:`Measured`. ``state`` is a JSON-able dict carried across child processes.
+crosses into the measuring child process), and ``measure(request: Request) -> Probes``, yielding
+``(probe name, run)`` pairs, where ``run()`` measures that probe and returns a :class:`Measured`
+(or raises :class:`ProbeFailure`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from gpuprobe.results import Fact, ProbeOutcome
+from gpuprobe.gpu import Launcher
+from gpuprobe.results import Device, Fact, ProbeOutcome
 
 
 class ProbeFailure(Exception):
@@ -28,3 +31,19 @@ class Measured:
     probe: str
     outcome: ProbeOutcome
     facts: list[Fact] = field(default_factory=list)
+
+
+@dataclass
+class Request:
+    """What a family is asked to measure, and with what."""
+
+    launcher: Launcher  # the one runner every launch goes through
+    parameters: dict[str, list[tuple[str, str]]]  # each kernel's PTX signature: every launch is checked against it
+    device: Device
+    runnable: set[str]  # the probes to measure: their SASS contracts held on this arch
+    settings: Any = None  # the family's Settings; None: its defaults
+    state: dict[str, Any] = field(default_factory=dict)  # JSON-able, carried across measuring processes
+    # (it starts with the GPU model's datasheet figures, state["datasheet"]; families add what later probes need)
+
+
+Probes = Iterator[tuple[str, Callable[[], Measured]]]  # (probe name, run) in measuring order

@@ -24,14 +24,14 @@ Times are in cycles only: the family runs no clock probe of its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gpuprobe.analysis import find_levels
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.cache_geometry_analysis import fit_unit, slope, tlb_levels
 from gpuprobe.families.cache_geometry_checks import INVARIANTS as INVARIANTS
 from gpuprobe.families.cache_geometry_checks import SECTIONS as SECTIONS
@@ -478,19 +478,14 @@ PARTNERS = {
 }
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); see the module docstring.
 
     A width probe whose 8-byte partner kernel failed its contract is "skipped" with the reason; a
     probe whose own check fails raises ProbeFailure. ``state`` is not used: the family reports cycles only.
     """
+    launcher, parameters = request.launcher, request.parameters
+    device, runnable, settings = request.device, request.runnable, request.settings
     s = settings or Settings()
     ctx = ChaseContext(launcher, device.l2_bytes, s.chase(), parameters, out=launcher.alloc(64))
     fam = _Family(ctx, s, device, const_out=launcher.alloc(8 * (2 + WARP)))

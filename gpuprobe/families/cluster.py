@@ -18,14 +18,13 @@ Cycles only: this family does not measure the SM clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from gpuprobe.families.barrier import triangle
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.differencing import UNROLL, DifferencedSettings, per_step_samples
 from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.families.ordering import pair_not_below
@@ -128,16 +127,10 @@ def measure_mbarrier(ctx: _Context, probe: str, kernel: str, fact_id: str) -> Me
     return Measured(probe, ProbeOutcome("ok"), [fact(fact_id, samples, "cycle", probe)])
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run) (see :mod:`gpuprobe.families.stepping`).
     ``state`` is not used."""
+    launcher, parameters, runnable, settings = request.launcher, request.parameters, request.runnable, request.settings
     ctx = _Context(launcher, parameters, settings or Settings())
     steps: dict[str, Callable[[], Measured]] = {
         f"cluster.bar.{size}": (lambda size=size: measure_cluster(ctx, size)) for size in CLUSTER_SIZES

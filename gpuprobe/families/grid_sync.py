@@ -23,13 +23,13 @@ both results are checked word by word.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
@@ -279,15 +279,10 @@ SECTIONS = (
 )
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The runnable probes in order, as (name, run); a failed self-check raises ProbeFailure."""
+    launcher, parameters = request.launcher, request.parameters
+    device, runnable, settings = request.device, request.runnable, request.settings
     settings = settings or Settings()
     opened: list[_Grid] = []
 

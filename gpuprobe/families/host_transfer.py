@@ -21,20 +21,20 @@ chase through a random cycle written there (``gpuprobe.families.chase``), every 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, memory_chase
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
 from gpuprobe.gpu import Launcher
-from gpuprobe.results import Device, Fact, ProbeOutcome
+from gpuprobe.results import Fact, ProbeOutcome
 from gpuprobe.sections import Section
 
 PROBES = ["host_transfer.h2d", "host_transfer.d2h", "host_transfer.bidirectional", "host_transfer.sm_latency"]
@@ -285,16 +285,10 @@ SECTIONS = (
 )
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); a probe whose own check fails raises
     ProbeFailure."""
+    launcher, parameters, runnable, settings = request.launcher, request.parameters, request.runnable, request.settings
     ctx = _Context(launcher, parameters, settings or Settings())
 
     def run(name: str) -> Measured:

@@ -27,13 +27,12 @@ otherwise one, and every line counts as near.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.gpu import Launcher
@@ -337,15 +336,10 @@ def planned_work(device: Device, settings: Settings) -> dict[str, float]:
     return {"launches": float(settings.rounds), "bytes_written": float(settings.rounds * per_round)}
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The map, as (name, run) when runnable; a failed self-check raises ProbeFailure."""
+    launcher, parameters = request.launcher, request.parameters
+    device, runnable, settings = request.device, request.runnable, request.settings
     chosen = settings or Settings()
 
     def run() -> Measured:

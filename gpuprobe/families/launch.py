@@ -17,13 +17,12 @@ depend on the host CPU, the driver and the binding as much as on the GPU.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.measuring import (
     POISON_BYTE,
     Kernels,
@@ -299,15 +298,9 @@ SECTIONS = (
 )
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The runnable probes in order, as (name, run); a failed self-check raises ProbeFailure."""
+    launcher, parameters, runnable, settings = request.launcher, request.parameters, request.runnable, request.settings
     settings = settings or Settings()
     opened: list[_Stamps] = []
     steps = {PROBES[0]: measure_stream, PROBES[1]: measure_graph, PROBES[2]: measure_event}

@@ -28,19 +28,19 @@ writes left there.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gpuprobe.analysis import Level, find_levels, median_ci
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.chain import Chain, random_cycle
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
 from gpuprobe.gpu import Launcher
 from gpuprobe.registry import Probe, find_probe
-from gpuprobe.results import Device, Fact, ProbeOutcome
+from gpuprobe.results import Fact, ProbeOutcome
 
 UNROLL = 32  # chase steps per iteration of the timed loop: fixed by the PTX (//@repeat 32)
 MIN_CLOCK_WINDOW_NS = 100_000  # a timed region this long reads the clock to 1 % at 1 us timer resolution
@@ -405,14 +405,7 @@ STEPS: list[tuple[str, Callable[[ChaseContext], Measured]]] = [
 PROBES = [name for name, _ in STEPS]
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run): calling ``run`` measures it.
 
     ``parameters`` are the kernels' PTX signatures (every launch is checked against them);
@@ -422,7 +415,8 @@ def measure(
     ``state`` carries what later probes need from earlier ones (the measured SM clock) across
     processes: it is read at the start and updated as probes finish.
     """
-    state = state if state is not None else {}
+    launcher, parameters, device = request.launcher, request.parameters, request.device
+    runnable, settings, state = request.runnable, request.settings, request.state
     ctx = ChaseContext(launcher, device.l2_bytes, settings or Settings(), parameters, mhz=state.get("mhz"))
     ctx.out = launcher.alloc(64)
 

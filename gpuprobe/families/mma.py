@@ -25,13 +25,12 @@ reference, bit for bit: the operands are small integers, exact in every type.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured
+from gpuprobe.families.base import Measured, Probes, Request
 from gpuprobe.families.issue_sweep import (
     Records,
     Settings,
@@ -198,16 +197,10 @@ def planned_seconds(settings: Settings, sm_count: int, mhz: float) -> float:
     return len(VARIANTS) * sweep_seconds(settings, sm_count, mhz, len(ILPS), RESULT_WORDS)
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); see the module docstring."""
-    state = state if state is not None else {}
+    launcher, parameters, device = request.launcher, request.parameters, request.device
+    runnable, settings, state = request.runnable, request.settings, request.state
     ctx = _Context(launcher, parameters, device, settings or Settings(), state)
     ctx.out = launcher.alloc(output_words(device.sm_count * 32 * LANES, RESULT_WORDS) * 8)
 

@@ -7,15 +7,12 @@ after it are measured by fresh children. A launch that does *not* fault is a fai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.gpu import Launcher
-from gpuprobe.results import Device
 
 PROBES = ["selftest.fault_isolation"]
 
@@ -32,15 +29,9 @@ def _fault(launcher: Launcher) -> Measured:
     raise ProbeFailure(f"the null-pointer load did not fault (it read {int(np.asarray(value)[0]):#x})")
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The fault, as (name, run): ``run`` raises the launch's error for the isolation to record, or
     ProbeFailure when the load did not fault."""
+    launcher, runnable = request.launcher, request.runnable
     if PROBES[0] in runnable:
         yield PROBES[0], lambda: _fault(launcher)

@@ -17,13 +17,12 @@ converts, for whoever needs ns).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.differencing import UNROLL, DifferencedSettings, Lengths, per_step_samples
 from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
 from gpuprobe.families.ordering import non_decreasing
@@ -329,16 +328,11 @@ def measure_throughput(ctx: _Context) -> Measured:
     return Measured("warp.shfl.bfly.throughput", ProbeOutcome("ok", f"{len(spans)} SMs", series), facts)
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run) (see :mod:`gpuprobe.families.stepping`).
     ``state`` is not used: every probe is self-contained."""
+    launcher, parameters = request.launcher, request.parameters
+    device, runnable, settings = request.device, request.runnable, request.settings
     settings = settings or Settings()
     ctx = _Context(launcher, parameters, settings, device, np.random.default_rng(settings.seed))
 

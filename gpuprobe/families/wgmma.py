@@ -21,13 +21,12 @@ probe and gives no facts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable, unmeasured
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.wgmma_layout import (
@@ -330,17 +329,11 @@ def planned_seconds(settings: Settings, device: Device, launch_overhead_s: float
     return latency + throughput + gemm
 
 
-def measure(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    runnable: set[str],
-    settings: Settings | None = None,
-    state: dict[str, Any] | None = None,
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
+def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run). A wrong D or an impossible timing
     raises ProbeFailure; anything else (a CUDA error) propagates for the caller to isolate."""
-    state = state if state is not None else {}
+    launcher, parameters, device = request.launcher, request.parameters, request.device
+    runnable, settings, state = request.runnable, request.settings, request.state
     datasheet = {k: float(v) for k, v in state.get("datasheet", {}).items()}
     ctx = _Context(launcher, device, settings or Settings(), Kernels(launcher, parameters), datasheet)
 
