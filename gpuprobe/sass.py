@@ -75,6 +75,22 @@ class Loop:
         return self.start <= offset <= self.end
 
 
+def _merge_interleaved(loops: list[Loop]) -> list[Loop]:
+    """Loops whose bodies partly overlap, merged (repeatedly) into their union; nesting is kept."""
+    merged = list(loops)
+    changed = True
+    while changed:
+        changed = False
+        for a in merged:
+            b = next((b for b in merged if a.start < b.start <= a.end < b.end), None)
+            if b is not None:
+                merged = [x for x in merged if x is not a and x is not b]
+                merged.append(Loop(start=a.start, end=b.end, label=a.label))
+                changed = True
+                break
+    return sorted(merged, key=lambda loop: (loop.start, loop.end))
+
+
 @dataclass
 class Kernel:
     name: str
@@ -90,7 +106,9 @@ class Kernel:
 
     @property
     def loops(self) -> list[Loop]:
-        found = []
+        """One loop per backward branch; two whose bodies interleave (each starts inside the other and
+        ends outside it, as ptxas lays out a spin with its convergence loop) are one loop, their union."""
+        found: list[Loop] = []
         for ins in self.instructions:
             label = ins.branch_target()
             if label is None or not ins.base.startswith(("BRA", "JMP")):
@@ -98,7 +116,7 @@ class Kernel:
             target = self.labels.get(label)
             if target is not None and target <= ins.offset:
                 found.append(Loop(start=target, end=ins.offset, label=label))
-        return found
+        return _merge_interleaved(found)
 
     def between(self, start: int, end: int) -> list[Instruction]:
         return [ins for ins in self.instructions if start <= ins.offset <= end]

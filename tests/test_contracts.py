@@ -120,6 +120,32 @@ CHASE = [
 ]
 
 
+# A spin as ptxas lays it out for sm_75: the acquire loop (.L_x_1 .. the BRA at 0x70) and a YIELD
+# convergence loop (.L_x_2 .. the BRA.U at 0x60) interleave: each starts inside the other.
+INTERLEAVED_SPIN = [
+    "CS2R R4, SR_CLOCKLO",  # 0000
+    ".L_x_1:",
+    "LDG.E.STRONG.GPU R11, [R8]",  # 0010
+    "ISETP.NE.U32.AND P2, PT, R11, UR4, PT",  # 0020
+    "@!P2 BRA `(.L_x_3)",  # 0030
+    ".L_x_2:",
+    "YIELD",  # 0040
+    "VOTEU.ANY UR6, UPT, PT",  # 0050
+    "@!P2 BRA.U `(.L_x_1)",  # 0060
+    "BRA `(.L_x_2)",  # 0070
+    ".L_x_3:",
+    "CS2R R12, SR_CLOCKLO",  # 0080
+    "EXIT",  # 0090
+]
+
+
+def test_interleaved_loops_are_one_loop_their_union() -> None:
+    kernel = sass(INTERLEAVED_SPIN)
+    assert [(loop.start, loop.end) for loop in kernel.loops] == [(0x10, 0x70)]
+    bracket = rule(rule="clock_bracket", reads=2, loops=1)
+    assert check_rule(kernel, bracket) is None
+
+
 def test_hand_written_listing_parses_as_intended() -> None:
     kernel = sass(CHASE, frame=0, registers=12)
     assert kernel.entry and kernel.registers == 12 and kernel.local_bytes == 0
