@@ -488,6 +488,11 @@ def model_lines(model: ModelExpectations) -> list[str]:
     if model.exclude:
         lines.append("never names containing " + ", ".join(f'"{p}"' for p in model.exclude))
     lines.append(f"file: {DEFAULT_DIRECTORY / (model.key + '.toml')}")
+    families = sorted(path.parent.name for path in DEFAULT_DIRECTORY.glob(f"*/{model.key}.toml"))
+    if families:
+        lines.append(f"and each family's {model.key}.toml in: " + ", ".join(families))
+    for entry in model.datasheet.values():
+        lines.append(f"datasheet {entry.key} = {_num(entry.value)} {entry.unit} ({entry.source})")
     width = max((len(fact_id) for fact_id in model.facts), default=0)
     for fact_id, expectation in model.facts.items():
         lines += ["", f"{fact_id.ljust(width)}  {_human_range(expectation)}  [{expectation.severity}]"]
@@ -504,8 +509,10 @@ def _model_json(model: ModelExpectations) -> dict[str, Any]:
          "source": e.source, "note": e.note}
         for e in model.facts.values()
     ]  # fmt: skip
+    datasheet = [{"key": d.key, "value": d.value, "unit": d.unit, "source": d.source, "note": d.note}
+                 for d in model.datasheet.values()]  # fmt: skip
     return {"key": model.key, "name": model.name, "cc": model.cc, "match": list(model.match),
-            "exclude": list(model.exclude), "facts": facts}  # fmt: skip
+            "exclude": list(model.exclude), "facts": facts, "datasheet": datasheet}  # fmt: skip
 
 
 def cmd_expectations(args: Any) -> int:

@@ -512,6 +512,17 @@ def test_command_json(capsys, models):
     assert run_command(["l4", "--json"]) == 0
     l4 = json.loads(capsys.readouterr().out)
     assert l4["match"] == ["L4"] and {f["id"] for f in l4["facts"]} == set(models["l4"].facts)
+    assert run_command(["h100_sxm", "--json"]) == 0
+    h100 = json.loads(capsys.readouterr().out)
+    peaks = {d["key"]: d["value"] for d in h100["datasheet"]}
+    assert peaks["dram_gbps"] == 3350.0 and all(d["source"] for d in h100["datasheet"])
+
+
+def test_command_names_the_family_files_and_datasheet(capsys):
+    assert run_command(["h100_sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "and each family's h100_sxm.toml in: " in out and "wgmma" in out
+    assert "datasheet dram_gbps = 3350 GB/s (" in out
 
 
 # --- family files and datasheet figures ------------------------------------------------------------
