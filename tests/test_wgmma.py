@@ -401,7 +401,7 @@ def test_the_simulated_run_keeps_every_invariant() -> None:
     facts = {f.id: f for f in results.facts}
     device = dataclasses.replace(results.device, sm_count=4)
     checks = [c for check in family.INVARIANTS for c in check(facts, device)]
-    assert len(checks) == 1 + 2 * 10 + 60
+    assert len(checks) == 1 + 2 * 12 + 60  # cuBLAS, each throughput probe (zero, random), each latency probe
     assert all(ok for _, ok, _ in checks), [c for c in checks if not c[1]]
 
 

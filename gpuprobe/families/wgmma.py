@@ -55,7 +55,8 @@ CUBLAS_FRACTION_MIN = 0.95
 def probe_name(kernel: Kernel) -> str:
     if kernel.purpose == "lat":
         return f"wgmma.latency.{kernel.wgmma.name}.{kernel.source}.n{kernel.n}"
-    return f"wgmma.throughput.{kernel.wgmma.name}.{kernel.source}"
+    smaller = "" if kernel.n == THROUGHPUT_N else f".n{kernel.n}"
+    return f"wgmma.throughput.{kernel.wgmma.name}.{kernel.source}{smaller}"
 
 
 def shape_id(wgmma: WgmmaType, n: int, source: str) -> str:
@@ -63,7 +64,8 @@ def shape_id(wgmma: WgmmaType, n: int, source: str) -> str:
 
 
 _THROUGHPUT = sorted(
-    (k for k in kernels() if k.purpose == "tput"), key=lambda k: (k.wgmma.name != "bf16", k.source != "ss")
+    (k for k in kernels() if k.purpose == "tput"),
+    key=lambda k: (k.wgmma.name != "bf16", k.source != "ss", k.n != THROUGHPUT_N, k.n),
 )
 _LATENCY = [k for k in kernels() if k.purpose == "lat"]
 KERNELS: dict[str, Kernel] = {probe_name(k): k for k in [*_THROUGHPUT, *_LATENCY]}
@@ -306,7 +308,7 @@ def measure_throughput(ctx: _Context, name: str) -> Measured:
         fact(f"{base}.zero_operands.sm_clock", rates["zero"].mhz, "MHz", name),
     ]
     note = f"{facts[0].value:.1f} TFLOP/s random, {facts[1].value:.1f} zero operands"
-    if kernel.wgmma.name == GEMM_DTYPE and kernel.source == "ss":
+    if kernel.wgmma.name == GEMM_DTYPE and kernel.source == "ss" and kernel.n == THROUGHPUT_N:
         more, extra = _cublas_facts(ctx, name, rates["random"])
         facts += more
         note += extra

@@ -25,6 +25,7 @@ THROUGHPUT_MAX_THREADS = 384  # up to three warpgroups a block
 BATCH = 16  # wgmmas issued back to back between waits, in the throughput kernels
 A_BYTES = 2048  # 64 rows x 32 bytes: B follows A in shared memory
 THROUGHPUT_N = 256
+SMALLER_THROUGHPUT_N = (64, 128)  # bf16 from shared memory only: how the rate falls with N
 
 _TYPE_SUFFIX = {"bf16": "f32.bf16.bf16", "f16": "f32.f16.f16", "tf32": "f32.tf32.tf32",
                 "e4m3": "f32.e4m3.e4m3", "s8": "s32.s8.s8"}  # fmt: skip
@@ -57,12 +58,14 @@ def kernel_name(purpose: str, source: str, type_name: str, n: int) -> str:
 
 
 def kernels() -> list[Kernel]:
-    """Latency kernels for every type, N and operand source; throughput kernels at N = 256."""
+    """Latency kernels for every type, N and operand source; throughput kernels at N = 256, and for
+    bf16 from shared memory at the smaller N too."""
     found = []
     for wgmma in TYPES.values():
         for source in ("ss", "rs"):
             found += [Kernel("lat", source, wgmma, n) for n in N_VALUES]
             found.append(Kernel("tput", source, wgmma, THROUGHPUT_N))
+    found += [Kernel("tput", "ss", TYPES["bf16"], n) for n in SMALLER_THROUGHPUT_N]
     return found
 
 
