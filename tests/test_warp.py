@@ -15,6 +15,7 @@ from gpuprobe.check import check_all, check_probe
 from gpuprobe.families import warp
 from gpuprobe.families.differencing import Lengths
 from gpuprobe.registry import PTX_DIR, all_probes, find_probe
+from gpuprobe.results import Fact
 from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes import warp as fake
 
@@ -79,6 +80,10 @@ def test_the_simulated_latencies_and_throughput_are_recovered() -> None:
     for tile in warp.TILES:  # one reduction is log2(tile) steps
         reduce = facts[f"warp.tile.reduce.latency.{tile}"]
         assert reduce.value == pytest.approx(fake.CYCLES["tile"] * np.log2(tile), rel=0.01)
+    one_path = 16 * fake.IMAD_CYCLES + fake.BRANCH_CYCLES
+    assert facts["warp.divergence.uniform"].value == pytest.approx(one_path, rel=0.01)
+    assert facts["warp.divergence.divergent"].value == pytest.approx(one_path + 16 * fake.IMAD_CYCLES, rel=0.01)
+    assert facts["warp.divergence.cost"].value == pytest.approx(16 * fake.IMAD_CYCLES, rel=0.02)
     assert facts["warp.shfl.bfly.throughput"].value == pytest.approx(32 * fake.SHFL_PER_CLK, rel=0.02)
     assert facts["warp.shfl.bfly.throughput"].unit == "op/clk/SM"
     assert all(f.unit == "cycle" for i, f in facts.items() if i.endswith(".latency") or ".latency." in i)
@@ -95,6 +100,27 @@ def test_a_lane_that_ends_anywhere_else_fails_its_probe_and_gives_no_number() ->
     assert "lane 5 holds" in measured["warp.shfl.idx"].outcome.detail
     assert "host predicts" in measured["warp.shfl.idx"].outcome.detail
     assert "thread 7 summed" in measured["warp.shfl.bfly.throughput"].outcome.detail
+
+
+def test_each_lane_of_the_divergent_kernel_follows_its_own_path() -> None:
+    m, x0 = np.array([3] * 32, dtype=np.uint64), np.arange(32, dtype=np.uint64)
+    got = warp.diverge_values(m, x0, split=16, iterations=1)
+    for lane in (0, 15, 16, 31):  # 16 steps of x = 3x + 1 (lanes below the split) or 3x + 2
+        x = lane
+        for _ in range(16):
+            x = (3 * x + (1 if lane < 16 else 2)) % 2**32
+        assert int(got[lane]) == x
+    assert not np.array_equal(got, warp.diverge_values(m, x0, split=32, iterations=1))
+
+
+def test_a_divergence_that_costs_nothing_breaks_the_invariant() -> None:
+    def fact_of(fact_id: str, value: float) -> Fact:
+        return Fact(fact_id, value, "cycle", (value - 1, value + 1))
+
+    cheap = {"warp.divergence.uniform": fact_of("warp.divergence.uniform", 80.0),
+             "warp.divergence.divergent": fact_of("warp.divergence.divergent", 60.0)}  # fmt: skip
+    assert not warp.divergence_costs(cheap, fake_gpu().device())[0][1]
+    assert warp.divergence_costs({}, fake_gpu().device()) == []
 
 
 def test_a_wrong_first_sum_fails_the_redux_probe() -> None:
@@ -160,6 +186,14 @@ def test_a_syncwarp_with_a_run_time_mask_breaks_the_contract(tmp_path: Path) -> 
     module = _mutated(tmp_path, "//@repeat 32\n\tbar.warp.sync -1;", "//@repeat 32\n\tbar.warp.sync %r5;", "sm_90")
     result = check_probe(find_probe("warp.syncwarp"), module)
     assert result.status == "violated"
+
+
+def test_a_branch_the_whole_warp_takes_alike_breaks_the_divergence_contract(tmp_path: Path) -> None:
+    """Split on the parameter instead of the lane: the branch is uniform, ptxas sets up no
+    reconvergence, and the kernel would time no divergence at all."""
+    module = _mutated(tmp_path, "setp.lt.u32 %p3, %r3, %r1;", "setp.lt.u32 %p3, %r2, %r1;")
+    result = check_probe(find_probe("warp.divergence"), module)
+    assert result.status == "violated" and "BSSY" in result.detail
 
 
 def test_the_planned_work_fits_the_time_budget() -> None:

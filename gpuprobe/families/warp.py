@@ -7,6 +7,9 @@ host replays the same chain (:func:`shfl`, :func:`ballot`, :func:`match_any`, ..
 that ends anywhere else fails the probe. A sample is a long minus a short launch
 (:mod:`gpuprobe.families.differencing`), so the clock reads and the loop's edges cancel.
 
+The divergence probe times an if/else of two 16-IMAD paths with the warp on one path and split over
+both (the paths then run one after the other), every lane's result checked.
+
 The throughput probe fills every SM with 32 warps of 4 independent shuffle chains and divides the
 shuffles by the SM's span between its first warp's start and its last warp's end, long minus short.
 
@@ -25,7 +28,7 @@ import numpy as np
 from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.differencing import UNROLL, DifferencedSettings, Lengths, per_step_samples
 from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
-from gpuprobe.families.ordering import non_decreasing
+from gpuprobe.families.ordering import non_decreasing, pair_not_below
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.invariants import Check
@@ -49,8 +52,10 @@ PROBES = [
     "warp.redux.add",
     *(f"warp.tile{tile}.reduce" for tile in TILES),
     "warp.syncwarp",
+    "warp.divergence",
     "warp.shfl.bfly.throughput",
 ]
+DIVERGE_STEPS = 16  # dependent IMADs on each path of the divergence kernel's if/else: fixed by its PTX
 
 
 SECTIONS = (
@@ -264,6 +269,47 @@ def measure_chain(ctx: _Context, probe: str) -> Measured:
     return Measured(probe, ProbeOutcome("ok"), [fact(_FACTS[probe], scaled, "cycle", probe)])
 
 
+# ---- divergence ------------------------------------------------------------------------------------
+def diverge_values(multipliers: np.ndarray, starts: np.ndarray, split: int, iterations: int) -> np.ndarray:
+    """Each lane's x after ``iterations`` x 16 steps of x = x * m + (1 below ``split``, else 2), mod 2^32."""
+    x, m = starts.astype(np.uint64), multipliers.astype(np.uint64)
+    add = np.where(np.arange(LANES) < split, 1, 2).astype(np.uint64)
+    for _ in range(iterations * DIVERGE_STEPS):
+        x = (x * m + add) & np.uint64(FULL)  # both factors below 2^32: the product fits 64 bits
+    return x
+
+
+def measure_divergence(ctx: _Context) -> Measured:
+    """Cycles per iteration with the warp on one path (split 32) and split in two (16): the paths of a
+    divergent branch run one after the other, and the difference is what the divergence costs."""
+    probe, kernel, s = "warp.divergence", "gp_warp_diverge_lat", ctx.settings
+    multipliers = ctx.rng.integers(0, 2**32, LANES, dtype=np.uint64) | np.uint64(1)  # odd: no lane collapses
+    starts = ctx.rng.integers(0, 2**32, LANES, dtype=np.uint64)
+    lanes = ctx.launcher.upload(np.concatenate([multipliers, starts]).astype(np.uint32))
+    out = ctx.launcher.alloc(OUT_WORDS * 8)
+    per_iteration = Lengths(s.short_iterations, s.long_iterations, 1)
+
+    def cycles_per_iteration(split: int) -> list[float]:
+        def launch(iterations: int) -> float:
+            args = [lanes, np.uint32(split), np.uint32(iterations), out]
+            values = ctx.kernels.run(kernel, args, out, 1 + LANES, block=LANES)
+            expected = diverge_values(multipliers, starts, split, iterations)
+            check_lanes(kernel, values[1 : 1 + LANES], expected, iterations * DIVERGE_STEPS)
+            return float(values[0])
+
+        return per_step_samples(launch, per_iteration, s.stopping(), f"{kernel} (split {split})")
+
+    uniform, divergent = cycles_per_iteration(LANES), cycles_per_iteration(LANES // 2)
+    facts = [
+        fact("warp.divergence.uniform", uniform, "cycle", probe),
+        fact("warp.divergence.divergent", divergent, "cycle", probe),
+        fact("warp.divergence.cost", [d - u for d in divergent for u in uniform], "cycle", probe),
+    ]
+    note = (f"cycles per iteration of an if/else of two {DIVERGE_STEPS}-IMAD paths: {facts[0].value:.0f} with "
+            f"the warp on one path, {facts[1].value:.0f} split over both")  # fmt: skip
+    return Measured(probe, ProbeOutcome("ok", note), facts)
+
+
 # ---- throughput ------------------------------------------------------------------------------------
 def throughput_values(blocks: int, threads: int, iterations: int) -> np.ndarray:
     """What each thread of the throughput kernel writes: the sum of its 4 chains, mod 2^32."""
@@ -337,6 +383,7 @@ def measure(request: Request) -> Probes:
     ctx = _Context(launcher, parameters, settings, device, np.random.default_rng(settings.seed))
 
     steps = {name: (lambda name=name: measure_chain(ctx, name)) for name in _FACTS}
+    steps["warp.divergence"] = lambda: measure_divergence(ctx)
     steps["warp.shfl.bfly.throughput"] = lambda: measure_throughput(ctx)
     return runs(PROBES, steps, runnable)
 
@@ -347,4 +394,9 @@ def tile_reduce_grows(facts: dict[str, Fact], device: Device) -> list[Check]:
     return non_decreasing(facts, ordered, "tile_reduce_grows")
 
 
-INVARIANTS = (tile_reduce_grows,)
+def divergence_costs(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """A warp split over both paths of a branch runs them one after the other: it costs no less."""
+    return pair_not_below(facts, "divergence_costs", "warp.divergence.uniform", "warp.divergence.divergent")
+
+
+INVARIANTS = (tile_reduce_grows, divergence_costs)

@@ -111,6 +111,27 @@ def syncwarp(gpu, launch, lanes, iters, out) -> None:
     _finish(gpu, out, "syncwarp", iters, [values[lane ^ 1] for lane in range(LANES)])
 
 
+IMAD_CYCLES, BRANCH_CYCLES = 4.0, 12.0  # one dependent IMAD; the split and the reconvergence
+
+
+def diverge(gpu, launch, lanes, split, iters, out) -> None:
+    """Lanes below ``split`` step x = x * m + 1, the others x * m + 2, 16 steps an iteration; both
+    paths run, one after the other, when the warp is split."""
+    words = _words(lanes, 2 * LANES)
+    values = words[LANES:]
+    for lane in range(LANES):
+        add = 1 if lane < int(split) else 2
+        for _ in range(int(iters) * 16):
+            values[lane] = (values[lane] * words[lane] + add) & 0xFFFFFFFF
+    if getattr(gpu, "warp_corrupt", False):
+        values[5] ^= 1
+    paths = 2 if 0 < int(split) < LANES else 1
+    per_iteration = paths * 16 * IMAD_CYCLES + BRANCH_CYCLES
+    result = out.data.view(np.uint64)
+    result[0] = round(FIXED + int(iters) * per_iteration * gpu._jitter())
+    result[1 : 1 + LANES] = values
+
+
 def bfly_throughput(gpu, launch, iters, out) -> float:
     """Blocks spread over the SMs round-robin; an SM retires SHFL_PER_CLK warp shuffles a clock."""
     threads, blocks = launch.threads, launch.blocks
@@ -145,5 +166,6 @@ KERNELS = {
     "gp_warp_redux_add_lat": redux_add,
     "gp_warp_tile_reduce_lat": tile_reduce,
     "gp_warp_syncwarp_lat": syncwarp,
+    "gp_warp_diverge_lat": diverge,
     "gp_warp_shfl_bfly_tput": bfly_throughput,
 }
