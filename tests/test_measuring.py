@@ -104,3 +104,17 @@ def test_fact_gives_median_ci_and_ns_for_cycles() -> None:
     assert result.converted == {"ns": 2.0}
     assert result.samples == [4.0, 4.0, 4.2, 3.9, 4.0]
     assert fact("bandwidth.dram_read", [1.0, 2.0, 3.0], "GB/s", "bandwidth.dram").converted == {}
+
+
+def test_settings_checks_name_the_setting_at_fault() -> None:
+    from types import SimpleNamespace
+
+    from gpuprobe.families.measuring import require_counts, require_long_after_short
+
+    ok = SimpleNamespace(short_iterations=2, long_iterations=8, min_repeats=3, max_repeats=5)
+    require_counts(ok, ("short_iterations", "min_repeats"))
+    require_long_after_short(ok)
+    with pytest.raises(ValueError, match=r"Settings\.min_repeats must be at least 1, got 0"):
+        require_counts(SimpleNamespace(min_repeats=0), ("min_repeats",))
+    with pytest.raises(ValueError, match="long_iterations must exceed short_iterations"):
+        require_long_after_short(SimpleNamespace(short_iterations=8, long_iterations=8, min_repeats=1, max_repeats=1))

@@ -31,7 +31,7 @@ import numpy as np
 from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of
-from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.measuring import Kernels, Stopping, fact, require_counts, sample_until_stable
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
 from gpuprobe.gpu import Launcher
@@ -83,9 +83,7 @@ class Settings:
     def __post_init__(self) -> None:
         counts = ("chase_nodes", "short_iterations", "dsm_nodes", "stream_threads", "bulk_threads",
                   "dsm_stream_threads", "min_repeats")  # fmt: skip
-        for name in counts:  # a zero count would make a PTX loop run 2**32 times
-            if getattr(self, name) < 1:
-                raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
+        require_counts(self, counts)
         pairs = {"short/long_iterations": (self.short_iterations, self.long_iterations),
                  "bulk_iterations": tuple(self.bulk_iterations), "dram_passes": tuple(self.dram_passes),
                  "l2_passes": tuple(self.l2_passes), "dsm_iterations": tuple(self.dsm_iterations)}  # fmt: skip

@@ -29,7 +29,16 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
-from gpuprobe.families.measuring import POISON_BYTE, Kernels, Stopping, fact, sample_until_stable, unwritten
+from gpuprobe.families.measuring import (
+    POISON_BYTE,
+    Kernels,
+    Stopping,
+    fact,
+    require_counts,
+    require_long_after_short,
+    sample_until_stable,
+    unwritten,
+)
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
@@ -87,11 +96,8 @@ class Settings:
     def __post_init__(self) -> None:
         counts = ("short_iterations", "first_increment", "min_repeats", "block", "blocks_per_sm", "increment",
                   "stream_short_iterations", "stream_repeats")  # fmt: skip
-        for name in counts:  # a zero iteration count would make a PTX loop run 2**32 times
-            if getattr(self, name) < 1:
-                raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
-        if self.long_iterations <= self.short_iterations or self.max_repeats < self.min_repeats:
-            raise ValueError("Settings: long_iterations must exceed short_iterations, max_repeats >= min_repeats")
+        require_counts(self, counts)
+        require_long_after_short(self)
         if self.block % WARP or self.block > 1024:
             raise ValueError(f"Settings.block must be a multiple of {WARP} up to 1024, got {self.block}")
         if self.stream_max_iterations < 2 * self.stream_short_iterations + 1 or self.stream_target_ms <= 0:

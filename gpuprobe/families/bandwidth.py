@@ -91,6 +91,16 @@ class _Context:
 # ---- global streams ---------------------------------------------------------------------------------
 
 
+def _summing_launch(
+    ctx: _Context, kernel: str, args: list[object], blocks: int, threads: int, nbytes: int, expected: np.ndarray,
+    shared: int = 0,
+) -> Launch:  # fmt: skip
+    """A launch of a read kernel whose check is that every thread's sum is the host's ``expected``."""
+    launch = Launch(kernel, args, blocks, threads, nbytes, lambda first: None, shared=shared)
+    launch.check = lambda first: check_sums(kernel, ctx.runner.sums_of(launch), expected)
+    return launch
+
+
 def _read_launch(ctx: _Context, kernel: str, stream: Stream, src: Any, expected: np.ndarray | None = None) -> Launch:
     """A read of ``src`` (the uploaded source unless given, with the sums it must give)."""
     if expected is None and stream.footprint > 4 * len(ctx.words):
@@ -106,9 +116,7 @@ def _read_launch(ctx: _Context, kernel: str, stream: Stream, src: Any, expected:
         None,
         None,
     ]
-    launch = Launch(kernel, args, stream.blocks, stream.threads, stream.bytes_accessed, lambda first: None)
-    launch.check = lambda first: check_sums(kernel, ctx.runner.sums_of(launch), expected)
-    return launch
+    return _summing_launch(ctx, kernel, args, stream.blocks, stream.threads, stream.bytes_accessed, expected)
 
 
 def _written_words(ctx: _Context, buffer: Any, count: int, first: bool) -> np.ndarray:
@@ -306,11 +314,9 @@ def _shared_read_launch(ctx: _Context, kernel: str, stream: SharedStream) -> Lau
         None,
     ]
     bytes_moved = stream.blocks * stream.bytes_per_block
-    launch = Launch(
-        kernel, args, stream.blocks, stream.threads, bytes_moved, lambda first: None, shared=stream.shared_bytes
+    return _summing_launch(
+        ctx, kernel, args, stream.blocks, stream.threads, bytes_moved, expected, shared=stream.shared_bytes
     )
-    launch.check = lambda first: check_sums(kernel, ctx.runner.sums_of(launch), expected)
-    return launch
 
 
 def _shared_store_launch(ctx: _Context, kernel: str, op: str, stream: SharedStream, dst: Any) -> Launch:
@@ -429,9 +435,7 @@ def _pattern_launch(ctx: _Context, stream: PatternStream) -> Launch:
         None,
         None,
     ]
-    launch = Launch(kernel, args, stream.blocks, stream.threads, stream.useful_bytes, lambda first: None)
-    launch.check = lambda first: check_sums(kernel, ctx.runner.sums_of(launch), expected)
-    return launch
+    return _summing_launch(ctx, kernel, args, stream.blocks, stream.threads, stream.useful_bytes, expected)
 
 
 def measure_goodput(ctx: _Context, pattern_name: str) -> Measured:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gpuprobe.families import bandwidth_plan as plan
 from gpuprobe.families.bandwidth_plan import PATTERNS, PatternStream, Stream
 from gpuprobe.families.base import ProbeFailure
-from gpuprobe.families.measuring import Stopping
+from gpuprobe.families.measuring import Stopping, require_counts
 from gpuprobe.results import Device
 
 MIB = 1 << 20
@@ -59,9 +59,7 @@ class Settings:
             "min_repeats",
             "sweep_repeats",
         )
-        for name in counts:
-            if getattr(self, name) < 1:
-                raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
+        require_counts(self, counts)
         if self.threads % 128 or self.threads > 1024 or any(t % 128 or t > 1024 for t in self.sweep_threads):
             raise ValueError("Settings: threads per block must be multiples of 128, at most 1024")
         if not 0 < self.short_fraction < 1 or not 0 < self.l2_fraction <= 1 or not 0 < self.saturation <= 1:

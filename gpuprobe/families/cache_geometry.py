@@ -36,7 +36,14 @@ from gpuprobe.families.cache_geometry_analysis import fit_unit, slope, tlb_level
 from gpuprobe.families.cache_geometry_checks import INVARIANTS as INVARIANTS
 from gpuprobe.families.cache_geometry_checks import SECTIONS as SECTIONS
 from gpuprobe.families.chain import Chain, random_cycle
-from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.measuring import (
+    Kernels,
+    Stopping,
+    fact,
+    require_counts,
+    require_long_after_short,
+    sample_until_stable,
+)
 from gpuprobe.families.memory_latency import UNROLL, Chase, ChaseContext, Point, capacity_fact, node_of
 from gpuprobe.families.memory_latency import Settings as ChaseSettings
 from gpuprobe.gpu import Launcher
@@ -82,11 +89,8 @@ class Settings:
         counts = ("short_iterations", "min_repeats", "l1_sweep_bytes", "width_l1_bytes", "tlb_page_bytes",
                   "tlb_max_bytes", "tlb_points_per_octave", "line_points_per_octave",
                   "tlb_unknown_memory_bytes")  # fmt: skip
-        for name in counts:  # a zero iteration count would make a PTX loop run 2**32 times
-            if getattr(self, name) < 1:
-                raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
-        if self.long_iterations <= self.short_iterations or self.max_repeats < self.min_repeats:
-            raise ValueError("Settings: long_iterations must exceed short_iterations, max_repeats >= min_repeats")
+        require_counts(self, counts)
+        require_long_after_short(self)
         if len(self.strides) < 4 or min(self.strides) < 8 or any(s % 8 for s in self.strides):
             raise ValueError(f"Settings.strides must be at least 4 multiples of 8 bytes, got {self.strides}")
         if len(set(self.divergent_lanes)) < 2 or not all(1 <= k <= WARP for k in self.divergent_lanes):

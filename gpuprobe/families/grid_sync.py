@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
-from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.measuring import Kernels, Stopping, fact, require_counts, sample_until_stable
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
@@ -55,9 +55,7 @@ class Settings:
     point_budget_s: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("block", "short_syncs", "checks", "short_steps", "min_repeats"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
+        require_counts(self, ("block", "short_syncs", "checks", "short_steps", "min_repeats"))
         if self.long_syncs <= self.short_syncs or self.long_steps <= self.short_steps:
             raise ValueError("Settings: long_syncs and long_steps must exceed short_syncs and short_steps")
         if self.max_repeats < self.min_repeats:

@@ -102,6 +102,21 @@ class Kernels:
         return self.launcher.time_launches(kernel, grid, block, list(args), shared, count, cooperative)
 
 
+def require_counts(settings: object, names: Sequence[str]) -> None:
+    """Each named setting is at least 1: a zero iteration count would make a PTX loop run 2**32 times."""
+    for name in names:
+        if getattr(settings, name) < 1:
+            raise ValueError(f"Settings.{name} must be at least 1, got {getattr(settings, name)}")
+
+
+def require_long_after_short(settings: object) -> None:
+    """``long_iterations`` exceeds ``short_iterations`` (their difference is what is timed), and
+    ``max_repeats`` is at least ``min_repeats``."""
+    long, short = settings.long_iterations, settings.short_iterations
+    if long <= short or settings.max_repeats < settings.min_repeats:
+        raise ValueError("Settings: long_iterations must exceed short_iterations, max_repeats >= min_repeats")
+
+
 @dataclass(frozen=True)
 class Stopping:
     """When to stop sampling: at least ``min_repeats``, at most ``max_repeats``, stopping early once the

@@ -37,7 +37,14 @@ import numpy as np
 from gpuprobe.analysis import Level, find_levels, median_ci
 from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
 from gpuprobe.families.chain import Chain, random_cycle
-from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.measuring import (
+    Kernels,
+    Stopping,
+    fact,
+    require_counts,
+    require_long_after_short,
+    sample_until_stable,
+)
 from gpuprobe.gpu import Launcher
 from gpuprobe.registry import Probe, find_probe
 from gpuprobe.results import Fact, ProbeOutcome
@@ -74,11 +81,8 @@ class Settings:
         counts = ("line_bytes", "min_footprint", "points_per_octave", "short_iterations", "min_repeats",
                   "max_repeats", "shared_footprint", "shared_stride", "clock_repeats", "overhead_repeats",
                   "loop_iterations")  # fmt: skip
-        for name in counts:  # a zero iteration count would make a PTX loop run 2**32 times
-            if getattr(self, name) < 1:
-                raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
-        if self.long_iterations <= self.short_iterations or self.max_repeats < self.min_repeats:
-            raise ValueError("Settings: long_iterations must exceed short_iterations, max_repeats >= min_repeats")
+        require_counts(self, counts)
+        require_long_after_short(self)
 
     def stopping(self, max_repeats: int | None = None) -> Stopping:
         """When a footprint (or, with ``max_repeats``, a clock or overhead measurement) has enough samples."""

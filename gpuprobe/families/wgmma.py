@@ -27,7 +27,15 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
-from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable, unmeasured
+from gpuprobe.families.measuring import (
+    Kernels,
+    Stopping,
+    fact,
+    require_counts,
+    require_long_after_short,
+    sample_until_stable,
+    unmeasured,
+)
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.wgmma_layout import (
     WARPGROUP,
@@ -96,11 +104,8 @@ class Settings:
     def __post_init__(self) -> None:
         counts = ("short_iterations", "min_repeats", "calibration_iterations", "throughput_repeats", "gemm_n",
                   "gemm_count", "gemm_repeats")  # fmt: skip
-        for name in counts:  # a zero trip count would make a PTX loop run 2**32 times
-            if getattr(self, name) < 1:
-                raise ValueError(f"Settings.{name} must be at least 1, got {getattr(self, name)}")
-        if self.long_iterations <= self.short_iterations or self.max_repeats < self.min_repeats:
-            raise ValueError("Settings: long_iterations must exceed short_iterations, max_repeats >= min_repeats")
+        require_counts(self, counts)
+        require_long_after_short(self)
         if self.blocks_per_sm < 0:
             raise ValueError(f"Settings.blocks_per_sm must be 0 (as many as fit) or more, got {self.blocks_per_sm}")
         if not 1 <= self.warpgroups_per_block <= 3:
