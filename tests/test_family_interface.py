@@ -1,0 +1,51 @@
+"""What every measurement family provides beyond its probes: a time plan and a first-contact smoke check."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuprobe.families.base import Plan, Smoke
+from gpuprobe.families.catalog import FAMILIES, OPT_IN
+from gpuprobe.plan import family_seconds
+from tests.devices import A100_SXM, H100_SXM, H200
+from tests.fake_gpu import FakeGpu, measure_family, suite_options
+
+MEASURED = [name for name in FAMILIES if name not in OPT_IN]
+SMOKE_FAMILY_S = 4.0  # a family's smoke probes on an H200, beyond starting its measuring process
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_family_declares_a_plan_and_a_smoke_check(name: str) -> None:
+    family = FAMILIES[name]
+    assert callable(getattr(family, "plan", None)), f"{name} has no plan(settings, device)"
+    smoke = getattr(family, "SMOKE", None)
+    assert isinstance(smoke, Smoke), f"{name} has no SMOKE"
+    assert smoke.probes and set(smoke.probes) <= set(family.PROBES), smoke.probes
+    assert isinstance(smoke.settings, family.Settings)
+
+
+@pytest.mark.parametrize("device", [H200, H100_SXM, A100_SXM], ids=lambda d: d.name)
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_a_plan_counts_real_work_and_the_smoke_settings_plan_less(name: str, device) -> None:
+    family = FAMILIES[name]
+    full, smoke = family.plan(family.Settings(), device), family.plan(family.SMOKE.settings, device)
+    assert isinstance(full, Plan) and isinstance(smoke, Plan)
+    assert full.probes >= 1 and full.launches >= full.probes and full.gpu_s > 0
+    assert family_seconds(smoke) <= family_seconds(full)
+
+
+@pytest.mark.parametrize("name", MEASURED)
+def test_a_family_smoke_check_fits_its_share_of_the_first_contact_stage_on_an_h200(name: str) -> None:
+    family = FAMILIES[name]
+    plan = family.plan(family.SMOKE.settings, H200)
+    assert family_seconds(plan, child_start=False) < SMOKE_FAMILY_S, plan
+
+
+@pytest.mark.parametrize("name", MEASURED)
+def test_a_family_smoke_probes_run_and_verify_themselves_on_the_simulated_gpu(name: str) -> None:
+    family = FAMILIES[name]
+    gpu = FakeGpu(**suite_options())
+    measured = measure_family(family, gpu, set(family.SMOKE.probes), family.SMOKE.settings)
+    assert list(measured) == [p for p in family.PROBES if p in family.SMOKE.probes]
+    for probe, outcome in measured.items():
+        assert outcome.outcome.status == "ok", f"{probe}: {outcome.outcome.detail}"
