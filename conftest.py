@@ -17,6 +17,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--inject-fault", action="store_true", help="also run a probe that faults on purpose, to show the run survives"
     )
     group.addoption(
+        "--gpuprobe-deadline", metavar="S", type=float,
+        help="stop measuring S seconds after the run starts: the rest is not_run (deadline), the results partial",
+    )  # fmt: skip
+    group.addoption(
+        "--probe-time-limit", metavar="S", type=float, help="kill a probe that runs longer than S seconds (default 120)"
+    )
+    group.addoption(
+        "--cooldown", metavar="S", type=float, help="seconds to wait before re-measuring a throttled probe (default 3)"
+    )
+    group.addoption(
         "--baseline", metavar="RESULTS.json",
         help="also fail facts that got WORSE than in this earlier results file, beyond both runs' noise",
     )  # fmt: skip

@@ -138,32 +138,76 @@ def cmd_sass(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- run ----------
 
 
+def _positive(value: float | None, option: str) -> None:
+    import math
+
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise GpuprobeError(f"{option} must be a positive number of seconds, got {value}")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``gpuprobe run --plan``: the time plan, for the local GPU or (``--model``) a model's [device] record."""
+    from gpuprobe.expectations import load_all, resolve_model
+    from gpuprobe.gpu import device_identity, gpu_unavailable_reason
+    from gpuprobe.plan import SMOKE, Stage, calibration, model_device, render_plan, run_plan
+    from gpuprobe.results import load
+
+    if args.model:
+        device = model_device(resolve_model(args.model, load_all()))
+    else:
+        reason = gpu_unavailable_reason()
+        if reason:
+            raise GpuprobeError(f"{reason}; give --model KEY to plan for a GPU model (gpuprobe expectations)")
+        device = device_identity(args.device)
+    factor = calibration(load(Path(args.calibrate))) if args.calibrate else 1.0
+    plan = run_plan(device, SMOKE if args.smoke else Stage("full"), calibration=factor)
+    print(render_plan(plan, args.deadline), end="")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from gpuprobe.expectations import match_model
     from gpuprobe.files import write_atomic
+    from gpuprobe.first_contact import family_rows, verdict_line
     from gpuprobe.fleet_run import placement
     from gpuprobe.gpu import LauncherSpec, device_identity, require_gpu
+    from gpuprobe.isolation import ChildPolicy
+    from gpuprobe.plan import FULL, SMOKE
     from gpuprobe.repeatability import render_markdown, repeatability
-    from gpuprobe.session import default_out_dir, run_suite
+    from gpuprobe.session import FIRST_CONTACT_NAME, default_out_dir, run_suite
 
     if args.repeat < 1:
         raise GpuprobeError(f"--repeat must be at least 1, got {args.repeat}")
+    for value, option in ((args.deadline, "--deadline"), (args.probe_time_limit, "--probe-time-limit")):
+        _positive(value, option)
+    if args.cooldown is not None and not args.cooldown >= 0:
+        raise GpuprobeError(f"--cooldown must be at least 0 seconds, got {args.cooldown}")
+    if args.plan:
+        return cmd_plan(args)
     require_gpu()
     device = dataclasses.replace(device_identity(args.device), **placement(args.device))
     if args.model is None and match_model(device.name) is None:
         print(f"{device.name!r} has no expectations: discovery mode (facts reported, invariants asserted)")
-    out_dir = Path(args.output) if args.output else default_out_dir(device)
+    out_dir = Path(args.output) if args.output else default_out_dir(device) / ("first-contact" if args.smoke else "")
     launcher = LauncherSpec(device_index=args.device)
+    defaults = ChildPolicy()
+    policy = ChildPolicy(
+        probe_time_limit_s=args.probe_time_limit or defaults.probe_time_limit_s,
+        cooldown_s=defaults.cooldown_s if args.cooldown is None else args.cooldown,
+    )
     runs = []
     for index in range(args.repeat):
         target = out_dir if args.repeat == 1 else out_dir / f"run-{index + 1}"
-        runs.append(
-            run_suite(device, launcher, target, args.model, lock_wait_s=args.lock_wait, inject_fault=args.inject_fault)
-        )
-        print(f"wrote {target}/results.json and its fact sheet")
+        runs.append(run_suite(device, launcher, target, args.model, policy=policy, lock_wait_s=args.lock_wait,
+                              inject_fault=args.inject_fault, stage=SMOKE if args.smoke else FULL,
+                              deadline_s=args.deadline))  # fmt: skip
+        print(f"wrote {target}/results.json and its {FIRST_CONTACT_NAME if args.smoke else 'fact sheet'}")
     results = runs[-1]
-    for fact in results.facts:
-        print(f"{fact.verdict.upper():9} {fact.detail}")
+    if args.smoke:
+        print(verdict_line(family_rows(results)))
+    else:
+        for fact in results.facts:
+            print(f"{fact.verdict.upper():9} {fact.detail}")
     if len(runs) > 1:
         table = render_markdown(repeatability(runs))
         write_atomic(out_dir / "repeatability.md", table)
@@ -223,6 +267,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=1, help="run the suite N times and report run-to-run differences")
     p.add_argument("--lock-wait", type=float, default=60.0, help="seconds to wait for another run on this GPU")
     p.add_argument("--inject-fault", action="store_true", help="also run a probe that faults on purpose (self-test)")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="first contact: each family's cheapest probes once, written up in first-contact.md",
+    )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        metavar="S",
+        help="stop measuring S seconds from now; what is left is not_run (deadline), the results partial",
+    )
+    p.add_argument("--probe-time-limit", type=float, metavar="S", help="a probe running longer is killed (default 120)")
+    p.add_argument("--cooldown", type=float, metavar="S", help="wait before re-measuring a throttled probe (default 3)")
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the time plan per family and measure nothing (with --model: no GPU needed)",
+    )
+    p.add_argument(
+        "--calibrate",
+        metavar="RESULTS.json",
+        help="with --plan: correct the plan by the actual/planned seconds of an earlier run",
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("report", help="render the fact sheet from a results file")

@@ -26,6 +26,20 @@ a letter or digit on either side ("T4" does not match "T400", "H200" does not ma
 A fact with severity ``report`` may carry no bounds at all (nothing published to hold it to);
 ``assert`` and ``warn`` facts need at least one bound.
 
+A model file may say what the part reports through ``cudaGetDeviceProperties``, so a run can be
+planned (``gpuprobe run --plan --model KEY``) without the GPU at hand::
+
+    [device]
+    sm_count = 132
+    l2_bytes = 62914560
+    mem_bytes = 150754820096
+    sm_clock_mhz = 1980.0
+    mem_clock_mhz = 3201.0
+    mem_bus_bits = 6144
+    shared_per_sm_bytes = 233472
+    shared_per_block_optin_bytes = 232448
+    source = "where these come from"
+
 A model file may also give vendor figures the probes measure against, each with its source::
 
     [datasheet."dram_gbps"]
@@ -70,7 +84,13 @@ DEFAULT_DIRECTORY = Path(__file__).resolve().parent / "expectations"
 
 _MODEL_FIELDS = frozenset({"name", "match", "exclude", "cc", "memory"})
 _FACT_FIELDS = frozenset({"min", "max", "value", "tolerance", "unit", "severity", "source", "note"})
-_TOP_FIELDS = frozenset({"model", "facts", "datasheet"})
+_TOP_FIELDS = frozenset({"model", "facts", "datasheet", "device"})
+# [device]: what the part reports, field -> the Device field it fills (all but ``source`` required)
+DEVICE_RECORD_FIELDS: dict[str, str] = {
+    "sm_count": "sm_count", "l2_bytes": "l2_bytes", "mem_bytes": "mem_bytes", "sm_clock_mhz": "sm_clock_nominal_mhz",
+    "mem_clock_mhz": "mem_clock_mhz", "mem_bus_bits": "mem_bus_bits", "shared_per_sm_bytes": "shared_per_sm_bytes",
+    "shared_per_block_optin_bytes": "shared_per_block_optin_bytes",
+}  # fmt: skip
 _FAMILY_FILE_FIELDS = frozenset({"facts", "datasheet"})
 _DATASHEET_FIELDS = frozenset({"value", "unit", "source", "note"})
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
@@ -123,6 +143,7 @@ class ModelExpectations:
     exclude: tuple[str, ...] = ()
     memory: str = ""  # the memory type, from the datasheet (CUDA does not report it)
     datasheet: dict[str, DatasheetValue] = field(default_factory=dict)  # peaks the probes are held against
+    device: dict[str, float] = field(default_factory=dict)  # [device]: what the part reports (empty if not given)
 
     def matching_pattern(self, device_name: str) -> str | None:
         """The longest of this model's patterns that matches ``device_name``, or None."""
@@ -282,7 +303,22 @@ def _parse_model(path: Path, key: str, data: dict[str, Any]) -> ModelExpectation
         raise _bad(path, "facts", "must be a table of fact tables")
     facts = {fact_id: _parse_fact(path, fact_id, table) for fact_id, table in facts_table.items()}
     datasheet = _parse_datasheet(path, data)
-    return ModelExpectations(key, name, match, cc, facts, exclude, memory, datasheet)
+    return ModelExpectations(key, name, match, cc, facts, exclude, memory, datasheet, _parse_device(path, data))
+
+
+def _parse_device(path: Path, data: dict[str, Any]) -> dict[str, float]:
+    """The ``[device]`` table: every field a positive number, and a source."""
+    if "device" not in data:
+        return {}
+    table = _check_fields(path, "device", data["device"], frozenset({*DEVICE_RECORD_FIELDS, "source"}))
+    _text(path, "device.source", table.get("source"))
+    record = {}
+    for name in DEVICE_RECORD_FIELDS:
+        value = table.get(name)
+        if not _is_number(value) or value <= 0:
+            raise _bad(path, f"device.{name}", f"must be a positive number, got {value!r}")
+        record[name] = float(value)
+    return record
 
 
 def load_model_file(path: Path) -> ModelExpectations:

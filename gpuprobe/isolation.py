@@ -8,8 +8,17 @@ and turns them into :class:`~gpuprobe.families.base.Measured` outcomes:
   measures the probes that were still to come;
 * a probe that runs past ``probe_time_limit_s`` is "timeout": the child's whole process group is
   killed, and a fresh child goes on;
+* a circuit breaker stops the respawning: when two fresh children in a row die on their first probe
+  the same way, or a family has used up ``max_children`` processes, the rest of the family is
+  "crashed" with the reason (a broken driver or library would otherwise cost a respawn per probe);
+* at the run's ``deadline`` the child is stopped and every probe not yet measured is "not_run"
+  with the reason "deadline";
 * lines that are not events (a library printing) never break the protocol; they are kept as
   evidence when something goes wrong.
+
+Every launcher call the child makes is reported as it is made (:mod:`gpuprobe.flight`); the last
+:data:`~gpuprobe.flight.FLIGHT_CALLS` are kept and written into the outcome of a probe that crashed,
+timed out or failed its self-check.
 
 A probe measured while the GPU throttled or had other tenants (see :func:`gpu_conditions`) is
 measured again after a cool-down; if it stays so, its facts are marked rather than judged.
@@ -17,10 +26,12 @@ measured again after a cool-down; if it stays so, its facts are marked rather th
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -32,23 +43,41 @@ from typing import Any
 
 from gpuprobe.child import MARKER
 from gpuprobe.families.base import Measured
+from gpuprobe.families.conditions import CLOCK_DROP, REFERENCE_KEY
+from gpuprobe.flight import FLIGHT_CALLS
 from gpuprobe.registry import REPO_ROOT
 from gpuprobe.results import Fact, ProbeOutcome
 
-# NVML clock-event reasons that mean the clock was held down: SW power cap, HW slowdown,
-# SW thermal, HW thermal, HW power brake. Idle, application-clock settings and sync boost are not.
-THROTTLE_REASONS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
-CLOCK_DROP = 0.05  # an SM clock this much below the run's own first reading is throttling too
+# NVML clock-event reasons that mean the clock was held down by something outside the measurement: HW
+# slowdown, SW thermal, HW thermal, HW power brake. Idle, application-clock settings and sync boost are
+# not. Nor is the SW power cap (0x4): a power-limited part lowers its clock under a full-chip load as
+# designed, and the probes measure that clock themselves (rates per clock, TFLOP/s at the clock run).
+THROTTLE_REASONS = 0x8 | 0x20 | 0x40 | 0x80
+SW_POWER_CAP = 0x4
+FLIGHT_STATUSES = ("crashed", "timeout", "failed")  # outcomes that keep the flight record
 
 
 @dataclass(frozen=True)
 class ChildPolicy:
-    probe_time_limit_s: float = 300.0
+    """How measuring processes are run: limits, retries, and the run's deadline (a ``time.monotonic()``
+    instant; None: no deadline)."""
+
+    probe_time_limit_s: float = 120.0
     attempts: int = 2  # measurements of a probe that ran throttled or shared, before its facts are marked
-    cooldown_s: float = 10.0
+    cooldown_s: float = 3.0
+    max_children: int = 8  # measuring processes one family may start (each crash or timeout starts one)
+    deadline: float | None = None
     stderr_tail: int = 1500
     exit_wait_s: float = 20.0  # how long a child that reported a crash may take to exit
     python: str = sys.executable
+
+    def seconds_left(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+
+
+def deadline_outcome(what: str = "") -> ProbeOutcome:
+    """A probe the run's deadline left unmeasured."""
+    return ProbeOutcome("not_run", f"deadline: the run's time ran out{what}; not measured")
 
 
 @dataclass
@@ -58,6 +87,7 @@ class _Child:
     stderr: list[str] = field(default_factory=list)
     stray: list[str] = field(default_factory=list)
     readers: list[threading.Thread] = field(default_factory=list)
+    flight: collections.deque[dict[str, Any]] = field(default_factory=lambda: collections.deque(maxlen=FLIGHT_CALLS))
 
     @classmethod
     def start(cls, spec: dict[str, Any], policy: ChildPolicy) -> _Child:
@@ -98,6 +128,22 @@ class _Child:
             self.stderr.append(line.rstrip("\n"))
             del self.stderr[:-200]
 
+    def record(self, event: dict[str, Any]) -> None:
+        """A launcher call ("call") or its return ("ret") into the flight record."""
+        if event["event"] == "call":
+            self.flight.append({**event["record"], "elapsed_ms": None})
+            return
+        for call in reversed(self.flight):
+            if call.get("n") == event["n"]:
+                call["elapsed_ms"] = event["ms"]
+                if event.get("error"):
+                    call["error"] = event["error"]
+                return
+
+    def flight_record(self) -> list[dict[str, Any]]:
+        """The calls kept, oldest first; a call still without ``elapsed_ms`` never returned."""
+        return [dict(call) for call in self.flight]
+
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
@@ -128,17 +174,48 @@ def _child_environment() -> dict[str, str]:
 
 
 def _measured(event: dict[str, Any]) -> Measured:
-    outcome = event["outcome"]
     return Measured(
-        event["probe"],
-        ProbeOutcome(
-            status=str(outcome["status"]),
-            detail=str(outcome.get("detail", "")),
-            series=dict(outcome.get("series", {})),
-            conditions=dict(outcome.get("conditions", {})),
-        ),
+        event["probe"], ProbeOutcome.from_dict(event["probe"], event["outcome"]),
         [Fact.from_dict(f) for f in event.get("facts", [])],
-    )
+    )  # fmt: skip
+
+
+def _with_flight(measured: Measured, child: _Child) -> Measured:
+    if measured.outcome.status in FLIGHT_STATUSES:
+        measured.outcome.flight = child.flight_record()
+    return measured
+
+
+def failure_signature(detail: str) -> str:
+    """A crash's message with what differs between probes (numbers, addresses, kernel names) taken out,
+    so two crashes of the same cause compare equal."""
+    text = detail.split("; child ", 1)[0]
+    return re.sub(r"0x[0-9a-fA-F]+|\d+|\bgp_\w+", "#", text).strip()
+
+
+@dataclass
+class _Breaker:
+    """Counts a family's measuring processes and notices when fresh ones keep dying the same way."""
+
+    policy: ChildPolicy
+    children: int = 0
+    last_first_crash: str | None = None  # the signature of the last fresh child's death on its first probe
+    reason: str | None = None  # set once the rest of the family is not to be tried
+
+    def started(self) -> None:
+        self.children += 1
+
+    def ended(self, first: Measured | None, only_first: bool) -> None:
+        """A child ended; ``first`` is its first probe's outcome, ``only_first`` if it measured no other."""
+        died_at_once = first is not None and only_first and first.outcome.status in ("crashed", "timeout")
+        signature = None
+        if died_at_once and first is not None:
+            signature = "timed out" if first.outcome.status == "timeout" else failure_signature(first.outcome.detail)
+        if signature is not None and signature == self.last_first_crash:
+            self.reason = f"two fresh processes in a row died on their first probe the same way ({signature})"
+        elif self.children >= self.policy.max_children:
+            self.reason = f"{self.children} measuring processes of this family ended early (the limit)"
+        self.last_first_crash = signature
 
 
 def _run_children(
@@ -150,22 +227,37 @@ def _run_children(
     child and updated from what they report, so a respawned or retrying child starts from it.
     """
     remaining = list(order)
+    breaker = _Breaker(policy)
     while remaining:
+        if policy.seconds_left() <= 0:
+            yield from (Measured(name, deadline_outcome()) for name in remaining)
+            return
+        if breaker.reason:
+            for name in remaining:
+                yield Measured(name, ProbeOutcome("crashed", f"not measured: {breaker.reason}"))
+            return
         child = _Child.start({**spec, "runnable": remaining, "state": state}, policy)
+        breaker.started()
+        ended: list[Measured] = []
         try:
-            yield from _follow(child, remaining, state, policy)
+            for measured in _follow(child, remaining, state, policy):
+                ended.append(measured)
+                yield measured
         finally:
             child.kill()  # whatever happened (an interrupt, a crash in here), leave no child measuring
+        breaker.ended(ended[0] if ended else None, len(ended) == 1)
 
 
 def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: ChildPolicy) -> Iterator[Measured]:
-    """One child's events until it ends or times out; ``remaining`` and ``state`` are updated in place."""
+    """One child's events until it ends, times out or the run's deadline comes; ``remaining`` and
+    ``state`` are updated in place."""
     in_flight: str | None = None
     started_any = reported_crash = False
-    deadline = time.monotonic() + policy.probe_time_limit_s
+    probe_deadline = time.monotonic() + policy.probe_time_limit_s
     while True:
+        wait = min(probe_deadline - time.monotonic(), policy.seconds_left())
         try:
-            kind, event = child.events.get(timeout=max(0.0, deadline - time.monotonic()))
+            kind, event = child.events.get(timeout=max(0.0, wait))
         except queue.Empty:
             child.kill()
             finished = _drained_measurement(child, in_flight)
@@ -173,50 +265,65 @@ def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: 
                 yield finished
                 remaining.remove(finished.probe)
                 return
+            if policy.seconds_left() <= 0:  # the run's deadline, not the probe's limit
+                for name in list(remaining):
+                    yield Measured(name, deadline_outcome(f" while {in_flight} was measured" * bool(in_flight)))
+                remaining.clear()
+                return
             victim = in_flight or remaining[0]
             limit = f"ran past its {policy.probe_time_limit_s:g} s limit and was killed"
-            yield Measured(victim, ProbeOutcome("timeout", f"{victim} {limit}; {child.evidence(policy)}"))
+            outcome = ProbeOutcome("timeout", f"{victim} {limit}; {child.evidence(policy)}")
+            yield _with_flight(Measured(victim, outcome), child)
             remaining.remove(victim)
             return
         if kind == "eof":
             if remaining and not reported_crash:  # it died (or ended early) without saying why
                 victim = in_flight or remaining[0]
-                yield Measured(victim, ProbeOutcome("crashed", child.evidence(policy)))
+                yield _with_flight(Measured(victim, ProbeOutcome("crashed", child.evidence(policy))), child)
                 remaining.remove(victim)
                 if not started_any:  # died before any probe started: the rest would die the same way
                     for name in list(remaining):
                         yield Measured(name, ProbeOutcome("crashed", f"not measured: {child.evidence(policy)}"))
                     remaining.clear()
             return
-        if event["event"] == "start":
+        if event["event"] in ("call", "ret"):
+            child.record(event)
+        elif event["event"] == "start":
             in_flight, started_any = event["probe"], True
-            deadline = time.monotonic() + policy.probe_time_limit_s
+            probe_deadline = time.monotonic() + policy.probe_time_limit_s
         elif event["event"] == "measured":
             measured = _measured(event)
             if measured.outcome.status == "crashed":  # the child says so, then exits: wait for it
                 reported_crash = True
                 measured.outcome.detail += f"; {child.evidence(policy)}"
-            yield measured
+            yield _with_flight(measured, child)
             remaining.remove(measured.probe)
             in_flight = None
         elif event["event"] == "state":
             state.update(event["state"])
 
 
-def gpu_conditions(conditions: dict[str, Any], reference_mhz: float | None) -> str | None:
-    """Why a measurement's conditions make it unfit to judge, or None when they were clean."""
+def gpu_conditions(conditions: dict[str, Any], reference_mhz: float | None = None) -> str | None:
+    """Why a measurement's conditions make it unfit to judge, or None when they were clean.
+
+    The SM clock readings are held to the reference clock the measuring process recorded with them
+    (``sm_mhz_reference``: the run's highest settled reading), else to ``reference_mhz``. A clock
+    below it while NVML names only the SW power cap is the part's own power management under load,
+    measured as such, not a disturbance."""
     reasons = []
+    reference = conditions.get(REFERENCE_KEY) or reference_mhz
     for when in ("before", "after"):
         nvml = conditions.get(f"nvml_{when}") or {}
         bits = nvml.get("clock_event_reasons")
         if isinstance(bits, int) and bits & THROTTLE_REASONS:
             reasons.append(f"throttled {when} (NVML clock-event reasons {bits:#x})")
         processes = nvml.get("compute_processes")
-        if isinstance(processes, int) and processes > 1:
-            reasons.append(f"shared {when} ({processes} compute processes on the GPU)")
+        if isinstance(processes, int) and processes >= 1:
+            reasons.append(f"shared {when} ({processes} other compute process(es) on the GPU)")
         mhz = conditions.get(f"sm_mhz_{when}")
-        if reference_mhz and isinstance(mhz, float | int) and mhz < (1 - CLOCK_DROP) * reference_mhz:
-            reasons.append(f"throttled {when} (SM clock {mhz:.0f} MHz, run started at {reference_mhz:.0f})")
+        power_capped = isinstance(bits, int) and bits & SW_POWER_CAP and not bits & THROTTLE_REASONS
+        if reference and isinstance(mhz, float | int) and mhz < (1 - CLOCK_DROP) * reference and not power_capped:
+            reasons.append(f"throttled {when} (SM clock {mhz:.0f} MHz, run started at {reference:.0f})")
     return "; ".join(reasons) or None
 
 
@@ -229,15 +336,12 @@ def _drained_measurement(child: _Child, probe: str | None) -> Measured | None:
             kind, event = child.events.get_nowait()
         except queue.Empty:
             return None
-        if kind == "event" and event.get("event") == "measured" and event.get("probe") == probe:
-            return _measured(event)
-
-
-def _settled_clock(measured: Measured) -> float | None:
-    """The run's reference SM clock: a measured ``device.sm_clock`` (taken after a settling spin), else the
-    clock just after the first clean probe, when the GPU has left its idle clocks behind."""
-    clock = next((f.value for f in measured.facts if f.id == "device.sm_clock"), None)
-    return clock if clock is not None else measured.outcome.conditions.get("sm_mhz_after")
+        if kind != "event":
+            continue
+        if event.get("event") in ("call", "ret"):
+            child.record(event)
+        elif event.get("event") == "measured" and event.get("probe") == probe:
+            return _with_flight(_measured(event), child)
 
 
 def _mark(measured: Measured, reason: str, attempts: int) -> Measured:
@@ -255,26 +359,33 @@ def run_family(
     order: list[str],
     policy: ChildPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    state: dict[str, Any] | None = None,
 ) -> Iterator[Measured]:
     """Every probe of ``order`` measured in child processes, each yielded as soon as it is final.
 
     A probe measured under bad conditions is measured again (after ``cooldown_s``) up to
-    ``attempts`` times; if it never gets clean conditions its facts are marked throttled or shared.
+    ``attempts`` times, while the deadline allows; if it never gets clean conditions its facts are
+    marked throttled or shared. ``state`` (default: a copy of the spec's) is updated in place with
+    what the children report, so a caller can carry it on (the run's reference clock, for one).
     """
     policy = policy or ChildPolicy()
-    pending, attempt, reference = list(order), 1, None
-    state = dict(spec.get("state", {}))
+    pending, attempt = list(order), 1
+    state = dict(spec.get("state", {})) if state is None else state
+    disturbed: dict[str, Measured] = {}  # a probe's last disturbed measurement, kept should its retry be cut
     while pending:
         retry: list[str] = []
         for measured in _run_children(spec, pending, policy, state):
-            if reference is None and measured.outcome.status == "ok":
-                reference = _settled_clock(measured)
-            reason = gpu_conditions(measured.outcome.conditions, reference)
-            if reason and measured.outcome.status == "ok" and attempt < policy.attempts:
+            tries = attempt
+            if measured.outcome.status == "not_run" and measured.probe in disturbed:
+                measured, tries = disturbed[measured.probe], attempt - 1  # the deadline cut the retry: the try stands
+            reason = gpu_conditions(measured.outcome.conditions)
+            clean = not reason or measured.outcome.status != "ok"
+            if not clean and attempt < policy.attempts and policy.seconds_left() > policy.cooldown_s:
+                disturbed[measured.probe] = measured
                 retry.append(measured.probe)
                 continue
-            if reason and measured.outcome.status == "ok":
-                measured = _mark(measured, reason, attempt)
+            if not clean:
+                measured = _mark(measured, reason or "", tries)
             yield measured
         pending, attempt = retry, attempt + 1
         if pending:

@@ -13,6 +13,7 @@ import functools
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,6 +23,9 @@ from gpuprobe.compare import Comparison, baseline_message, compare
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.registry import Probe, all_probes
 from gpuprobe.results import DISTURBED_VERDICTS, Fact, Results
+
+if TYPE_CHECKING:
+    from gpuprobe.isolation import ChildPolicy
 
 MEMORY_OPTIONAL_FACTS = {"latency.l2_far": "this part shows no far-L2 plateau (no split L2)"}
 
@@ -191,10 +195,27 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
             LauncherSpec(device_index=index),
             out_dir,
             config.getoption("gpu_model"),
+            policy=child_policy(config),
             inject_fault=config.getoption("inject_fault"),
+            deadline_s=config.getoption("gpuprobe_deadline"),
         )
     except GpuprobeError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+def child_policy(config: pytest.Config) -> ChildPolicy:
+    """The measuring processes' policy, with ``--probe-time-limit`` and ``--cooldown`` where given."""
+    from gpuprobe.isolation import ChildPolicy
+
+    limit, cooldown = config.getoption("probe_time_limit"), config.getoption("cooldown")
+    for value, option in ((limit, "--probe-time-limit"), (cooldown, "--cooldown")):
+        if value is not None and not value >= 0:
+            raise pytest.UsageError(f"{option} must be a number of seconds of at least 0, got {value}")
+    defaults = ChildPolicy()
+    return ChildPolicy(
+        probe_time_limit_s=defaults.probe_time_limit_s if limit is None else limit,
+        cooldown_s=defaults.cooldown_s if cooldown is None else cooldown,
+    )
 
 
 RESULTS_DIR = pytest.StashKey[Path]()

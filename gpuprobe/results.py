@@ -1,16 +1,24 @@
 """The results file: one run's device identity, facts and raw series, versioned and atomic.
 
-Schema (``SCHEMA_VERSION``)::
+Schema (``SCHEMA_VERSION``; files of every version from 1 are read)::
 
-    {"schema": "gpuprobe.results", "schema_version": 1,
-     "created": ISO-8601 UTC, "partial": bool,
+    {"schema": "gpuprobe.results", "schema_version": 2,
+     "created": ISO-8601 UTC, "partial": bool, "stage": "full"|"smoke",
      "device": {...Device fields...},
-     "clocks": {"sm_mhz_measured": float|None, "samples": [...], "nvml": {...}|None},
-     "probes": {probe_name: {"status": "ok"|"violated"|"crashed"|"timeout"|"skipped",
-                             "detail": str, "series": {name: {column: [values...]}}}},
+     "clocks": {"sm_mhz_measured": float|None, "samples": [...], "nvml_before": {...}|None, ...},
+     "environment": {"device_record": {...NVML...}|None, "software": {...versions...}},     (2)
+     "build": {"arch": str, "cubin": str, "cubin_sha256": str, "toolkit": str},            (2)
+     "families": {family: {"planned_s": float, "actual_s": float|None, "probes": int,
+                           "ended": "measured"|"deadline"|"not_started"}},                 (2)
+     "probes": {probe_name: {"status": "ok"|"failed"|"crashed"|"timeout"|"violated"|"skipped"
+                                       |"error"|"not_run",
+                             "detail": str, "series": {name: {column: [values...]}},
+                             "conditions": {...}, "flight": [launcher calls...]}},         (flight: 2)
      "facts": [...Fact fields...]}
 
-Facts carry their raw samples so that reports and comparisons can recompute their noise.
+Facts carry their raw samples so that reports and comparisons can recompute their noise. A probe that
+crashed, timed out or failed its self-check carries ``flight``: the last launcher calls its measuring
+process made (see :mod:`gpuprobe.flight`), so a failure seen once on a GPU can be diagnosed without one.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from gpuprobe.errors import GpuprobeError
 from gpuprobe.files import read_text, write_atomic
 
 SCHEMA = "gpuprobe.results"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # "throttled" and "shared": measured while the GPU was throttling or had other tenants, even after a
 # retry; such a fact is recorded but not judged.
@@ -136,7 +144,8 @@ _DEVICE_FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "memory_type": _TEXT,
 }  # fmt: skip
 
-PROBE_STATUSES = ("ok", "failed", "crashed", "timeout", "violated", "skipped", "error")
+# "not_run": the probe could have run but the run ended first (its deadline), with the reason in the detail.
+PROBE_STATUSES = ("ok", "failed", "crashed", "timeout", "violated", "skipped", "error", "not_run")
 
 
 @dataclass
@@ -145,13 +154,29 @@ class ProbeOutcome:
 
     ``conditions`` holds what was read just before and after the measurement: the SM clock from
     the device's own timers (``sm_mhz_before`` / ``sm_mhz_after``) and NVML's readings
-    (``nvml_before`` / ``nvml_after``), plus ``attempts`` when it had to be retried.
+    (``nvml_before`` / ``nvml_after``), plus ``attempts`` when it had to be retried. ``flight``: the
+    measuring process's last launcher calls, kept when the probe crashed, timed out or failed.
     """
 
     status: str
     detail: str = ""
     series: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     conditions: dict[str, Any] = field(default_factory=dict)
+    flight: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, probe: str, data: dict[str, Any]) -> ProbeOutcome:
+        """A probe's outcome as a results file (or a measuring process) spells it; a bad field is a ValueError."""
+        flight = data.get("flight", [])
+        if not isinstance(flight, list) or not all(isinstance(call, dict) for call in flight):
+            raise ValueError(f"probe {probe!r} has a flight record that is not a list of calls")
+        return cls(
+            status=_probe_status(probe, data["status"]),
+            detail=str(data.get("detail", "")),
+            series=dict(data.get("series", {})),
+            conditions=dict(data.get("conditions", {})),
+            flight=list(flight),
+        )
 
 
 @dataclass
@@ -162,6 +187,10 @@ class Results:
     clocks: dict[str, Any] = field(default_factory=dict)
     partial: bool = True
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    stage: str = "full"  # "smoke": a first-contact run, each family's cheapest probes once (see gpuprobe.session)
+    environment: dict[str, Any] = field(default_factory=dict)  # the NVML device record, software versions
+    build: dict[str, Any] = field(default_factory=dict)  # the cubin measured: arch, path, sha256, toolkit
+    families: dict[str, dict[str, Any]] = field(default_factory=dict)  # per family: planned and actual seconds
 
     def fact(self, fact_id: str) -> Fact | None:
         return next((f for f in self.facts if f.id == fact_id), None)
@@ -172,8 +201,12 @@ class Results:
             "schema_version": SCHEMA_VERSION,
             "created": self.created,
             "partial": self.partial,
+            "stage": self.stage,
             "device": asdict(self.device),
             "clocks": self.clocks,
+            "environment": self.environment,
+            "build": self.build,
+            "families": self.families,
             "probes": {name: asdict(p) for name, p in self.probes.items()},
             "facts": [asdict(f) for f in self.facts],
         }
@@ -196,21 +229,26 @@ class Results:
             return cls(
                 device=Device.from_dict(data["device"]),
                 facts=[Fact.from_dict(f) for f in data.get("facts", [])],
-                probes={
-                    str(n): ProbeOutcome(
-                        status=_probe_status(str(n), p["status"]),
-                        detail=str(p.get("detail", "")),
-                        series=dict(p.get("series", {})),
-                        conditions=dict(p.get("conditions", {})),
-                    )
-                    for n, p in data.get("probes", {}).items()
-                },
+                probes={str(n): ProbeOutcome.from_dict(str(n), p) for n, p in data.get("probes", {}).items()},
                 clocks=dict(data.get("clocks", {})),
                 partial=bool(data.get("partial", False)),
                 created=str(data.get("created", "")),
+                stage=_stage(data.get("stage", "full")),
+                environment=dict(data.get("environment", {})),
+                build=dict(data.get("build", {})),
+                families={str(k): dict(v) for k, v in data.get("families", {}).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise GpuprobeError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None
+
+
+STAGES = ("full", "smoke")
+
+
+def _stage(value: Any) -> str:
+    if value not in STAGES:
+        raise ValueError(f"unknown stage {value!r}")
+    return str(value)
 
 
 def strict_json(value: Any) -> Any:

@@ -1,8 +1,14 @@
 """One measured run of the suite: build for the local arch, check, measure, judge, write.
 
 The order is the design's data flow. The cubin built and contract-checked here is the cubin the
-measuring child processes load. Results are saved atomically after every probe, so an interrupted
-run keeps all it measured (the file says ``partial`` until the run completes).
+measuring child processes load (each checks its SHA-256 before loading it, and the results record
+it). Results are saved atomically after every probe, so an interrupted run keeps all it measured
+(the file says ``partial`` until the run completes, and stays so when the run's deadline cut it).
+
+Two stages: "full", every probe; and "smoke", a first contact with new hardware: each family's
+cheapest probes once with minimal settings, each under a short limit, written up per family in
+``first-contact.md`` (ran and verified, self-check failed, crashed, timed out, skipped and why).
+For every family the results record its planned seconds (:mod:`gpuprobe.plan`) and what it took.
 """
 
 from __future__ import annotations
@@ -10,24 +16,31 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
+import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from gpuprobe.arch import parse_arch
 from gpuprobe.build import BuiltModule, build_for
 from gpuprobe.check import CheckResult, check_probe
+from gpuprobe.child import file_sha256
 from gpuprobe.expectations import ModelExpectations, judge, match_model
 from gpuprobe.families.catalog import FAMILIES, OPT_IN
-from gpuprobe.families.conditions import CLOCK_PROBE
-from gpuprobe.gpu import LauncherSpec, nvml_snapshot
+from gpuprobe.families.conditions import CLOCK_PROBE, REFERENCE_KEY
+from gpuprobe.files import write_atomic
+from gpuprobe.first_contact import render_first_contact
+from gpuprobe.gpu import LauncherSpec, device_record, nvml_snapshot, software_versions
 from gpuprobe.invariants import check_invariants
-from gpuprobe.isolation import ChildPolicy, run_family
+from gpuprobe.isolation import ChildPolicy, deadline_outcome, run_family
 from gpuprobe.lock import gpu_lock
+from gpuprobe.plan import FULL, Stage, family_seconds
 from gpuprobe.registry import all_probes
 from gpuprobe.report import gpu_slug, write_report
 from gpuprobe.results import DISTURBED_VERDICTS, Device, Fact, ProbeOutcome, Results, save
+from gpuprobe.toolchain import toolkit_description
 
 RESULTS_NAME = "results.json"
 MAX_NOISE = 0.10  # a fact whose CI half-width exceeds this fraction of its value is unstable, not judged
@@ -93,6 +106,7 @@ def child_spec(
         "launcher_options": launcher.options,
         "device_index": launcher.device_index,
         "cubin": str(module.cubin),
+        "cubin_sha256": file_sha256(module.cubin),
         "parameters": module.parameters,
         "device": asdict(device),
         "settings": None if settings is None else asdict(settings),
@@ -122,6 +136,37 @@ def judge_measured(fact: Fact, model: ModelExpectations | None) -> Fact:
     return fact
 
 
+SMOKE_PROBE_LIMIT_S = 20.0  # a smoke probe measures once with minimal settings: seconds, not minutes
+FIRST_CONTACT_NAME = "first-contact.md"
+
+
+def stage_policy(stage: Stage, policy: ChildPolicy) -> ChildPolicy:
+    """Smoke probes run once (no retry) under a short limit: a first contact reports, it does not judge."""
+    if stage.name != "smoke":
+        return policy
+    return dataclasses.replace(policy, probe_time_limit_s=min(policy.probe_time_limit_s, SMOKE_PROBE_LIMIT_S),
+                               attempts=1)  # fmt: skip
+
+
+def planned_seconds(family: ModuleType, settings: Any, device: Device) -> tuple[float | None, str]:
+    """The family's planned wall seconds on ``device`` (see gpuprobe.plan), or None and why not."""
+    try:
+        return family_seconds(family.plan(settings, device)), ""
+    except Exception as exc:  # a plan's bug must not cost the measurement; it is recorded instead
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def environment_record(device_index: int, uuid: str) -> dict[str, Any]:
+    """What the first run on a machine needs on record: the NVML device record and every software version."""
+    return {"device_record": device_record(device_index, uuid), "software": software_versions()}
+
+
+def build_record(module: BuiltModule) -> dict[str, Any]:
+    """The cubin the run measures: the one built and checked here, by hash (each measuring process checks it)."""
+    return {"arch": module.arch.name, "cubin": str(module.cubin), "cubin_sha256": file_sha256(module.cubin),
+            "toolkit": toolkit_description()}  # fmt: skip
+
+
 def run_suite(
     device: Device,
     launcher: LauncherSpec,
@@ -131,14 +176,22 @@ def run_suite(
     policy: ChildPolicy | None = None,
     lock_wait_s: float = 60.0,
     inject_fault: bool = False,
+    stage: Stage = FULL,
+    deadline_s: float | None = None,
 ) -> Results:
     """Measure every runnable probe on ``device``; write results and fact sheet to ``out_dir``.
 
     The GPU is locked for the run; each family measures in child processes (a faulting or hanging
     probe is recorded, and the rest go on); results are saved after every probe. ``settings`` maps a
     family name to its ``Settings`` (each family's defaults otherwise). ``inject_fault`` adds the
-    self-test that faults on purpose, to show the run survives it.
+    self-test that faults on purpose, to show the run survives it. ``stage`` "smoke" measures each
+    family's cheapest probes once and writes the first-contact report instead of the fact sheet.
+    ``deadline_s``: seconds from now after which no more is measured; what is left is recorded
+    ``not_run`` ("deadline"), and the results and fact sheet are written as partial.
     """
+    policy = stage_policy(stage, policy or ChildPolicy())
+    if deadline_s is not None:
+        policy = dataclasses.replace(policy, deadline=time.monotonic() + deadline_s)
     model = match_model(device.name, forced_model)
     if model is not None and model.memory:
         device = dataclasses.replace(device, memory_type=model.memory)
@@ -150,7 +203,9 @@ def run_suite(
     index = device.gpu_index if device.gpu_index is not None else launcher.device_index
     with gpu_lock(device.uuid or f"{device.hostname or 'local'}-gpu{index}", lock_wait_s):
         own = {os.getpid()}
-        results = Results(device=device, clocks={"nvml_before": nvml_snapshot(launcher.device_index, device.uuid, own)})
+        results = Results(device=device, clocks={"nvml_before": nvml_snapshot(launcher.device_index, device.uuid, own)},
+                          stage=stage.name, build=build_record(module),
+                          environment=environment_record(launcher.device_index, device.uuid))  # fmt: skip
         results.clocks["model"] = model.key if model else "unknown (discovery mode)"
         results.facts.extend(judge_fact(f, model) for f in device_facts(device))
         path = out_dir / RESULTS_NAME
@@ -159,22 +214,46 @@ def run_suite(
                 results.probes[name] = ProbeOutcome(check.status, check.detail)
         save(results, path)
         clock_usable = checks.get(CLOCK_PROBE) is not None and checks[CLOCK_PROBE].status == "ok"
+        run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
         for family, measurement in FAMILIES.items():
-            order = [name for name in measurement.PROBES if checks.get(name) and checks[name].status == "ok"]
-            family_settings = (settings or {}).get(family)
+            if family in OPT_IN and not (family == "selftest" and inject_fault):
+                continue
+            order = [name for name in stage.probes(measurement) if checks.get(name) and checks[name].status == "ok"]
+            family_settings = stage.settings(measurement, (settings or {}).get(family))
+            planned, plan_error = planned_seconds(measurement, family_settings, device)
+            record: dict[str, Any] = {"planned_s": planned, "actual_s": None, "probes": len(order)}
+            if plan_error:
+                record["plan_error"] = plan_error
+            results.families[family] = record
+            if policy.seconds_left() <= 0:
+                record["ended"] = "not_started"
+                for name in order:
+                    results.probes[name] = deadline_outcome(" before this family started")
+                save(results, path)
+                continue
             spec = child_spec(module, device, launcher, family, family_settings, datasheet, clock_usable)
-            for measured in run_family(spec, order, policy):
+            state = {**spec["state"], **run_state}
+            started = time.monotonic()
+            for measured in run_family(spec, order, policy, state=state):
                 results.probes[measured.probe] = measured.outcome
                 results.facts.extend(judge_measured(f, model) for f in measured.facts)
                 clock = next((f for f in measured.facts if f.id == "device.sm_clock"), None)
                 if clock is not None:
                     results.clocks["sm_mhz_measured"] = clock.value
                     results.clocks["samples"] = clock.samples
+                record["actual_s"] = round(time.monotonic() - started, 3)
                 save(results, path)
+            cut = any(results.probes[name].status == "not_run" for name in order)
+            record.update(actual_s=round(time.monotonic() - started, 3), ended="deadline" if cut else "measured")
+            if REFERENCE_KEY in state:
+                run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
         results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
         results.facts.extend(invariant_facts(results))
         results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index, device.uuid, own)
-        results.partial = False
+        results.partial = any(r.get("ended") != "measured" for r in results.families.values())
         save(results, path)
-    write_report(results, out_dir)
+    if stage.name == "smoke":
+        write_atomic(out_dir / FIRST_CONTACT_NAME, render_first_contact(results))
+    else:
+        write_report(results, out_dir)
     return results

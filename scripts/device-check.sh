@@ -1,28 +1,81 @@
 #!/usr/bin/env bash
-# One measured run of the suite on a lent GPU, as the device tool runs it: from a checkout, with the
-# machine's own packages (CuPy, NumPy, pytest, matplotlib, NVML), nothing installed.
+# First contact with a lent GPU and one measured run of the suite, inside one 10-minute command, as the
+# device tool runs it: from a checkout, with the machine's own packages (CuPy, NumPy, pytest, matplotlib,
+# NVML), nothing installed. Every stage is bounded, and a stage that fails or overruns never stops the next,
+# so even a failed or cut-off run returns what is needed to fix it.
 #
-#   scripts/device-check.sh [OUT]        default OUT: $OUT (the device tool's), else /tmp/gpuprobe-out
+#   scripts/device-check.sh [OUT]     default OUT: $OUT (the device tool's), else /tmp/gpuprobe-out
+#   DEADLINE=S (default 420): the full suite stops measuring S seconds after this script started
 #
-# Writes OUT/<gpu-slug>/: results.json, factsheet.md, plots.tar (the fact sheet's PNG plots, packed:
-# the device tool brings back at most 8 files; unpack it beside factsheet.md) -- the suite's own
-# output, to commit under reports/<gpu-slug>/ as it came -- and pytest.log (the run, with its time).
+# Stages:
+#   0. the machine as found (nvidia-smi -q, the toolkit, the Python packages, the time plan)  -> env.txt
+#   1. smoke: each family's cheapest probes once, each under a short limit, the stage within
+#      SMOKE_S (default 90) seconds                                   -> smoke-results.json, first-contact.md
+#   2. the full suite (pytest probes/ -m gpu) until the deadline; what it could not reach is recorded
+#      not_run ("deadline") and the results say partial              -> results.json, factsheet.md, plots.tar
+#   3. the fact sheet rendered again from results.json if stage 2 was cut before writing it
+# Everything lands in OUT/<gpu-slug>/ (at most 8 files: the device tool brings back no more), with the whole
+# log in device-check.log; commit that folder under reports/<gpu-slug>/ as it came.
+# The card's clocks and settings are read, never changed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+started=$(date +%s)
 out="${1:-${OUT:-/tmp/gpuprobe-out}}"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+deadline="${DEADLINE:-420}"
+smoke_s="${SMOKE_S:-90}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+elapsed() { echo $(( $(date +%s) - started )); }
+
 slug=$(python3 -c '
 import sys
 from gpuprobe.gpu import device_identity, gpu_unavailable_reason
 from gpuprobe.report import gpu_slug
 reason = gpu_unavailable_reason()
 sys.exit(f"device-check: {reason}") if reason else print(gpu_slug(device_identity(0).name))') || exit 2
-mkdir -p "$out/$slug"
-started=$(date +%s)
-python3 -m pytest probes/ -q -rs --require-gpu --gpuprobe-out "$out/$slug" 2>&1 | tee "$out/$slug/pytest.log"
-status=${PIPESTATUS[0]}
-echo "device-check: pytest probes/ exited $status after $(( $(date +%s) - started )) s" | tee -a "$out/$slug/pytest.log"
-if compgen -G "$out/$slug/*.png" > /dev/null; then
-    (cd "$out/$slug" && tar -cf plots.tar -- *.png && rm -f -- *.png)
+dir="$out/$slug"
+work=$(mktemp -d)
+mkdir -p "$dir"
+
+stages() {
+echo "device-check: $(date -u +%FT%TZ) on $(hostname), GPU $slug, deadline ${deadline} s, smoke ${smoke_s} s"
+{
+    echo "== nvidia-smi -q"; timeout 30 nvidia-smi -q
+    echo "== toolkit"; for tool in ptxas nvdisasm cuobjdump nvcc; do command -v "$tool" && "$tool" --version | tail -n 2; done
+    echo "== the toolkit gpuprobe builds with"
+    python3 -c 'from gpuprobe.toolchain import toolkit_description; print(toolkit_description())'
+    echo "== python packages"; python3 --version
+    python3 -m pip list 2>/dev/null | grep -iE '^(cupy|cuda|nvidia|numpy|pytest|matplotlib|tabulate)' || true
+    echo "== time plan"; timeout 60 python3 -m gpuprobe run --plan --deadline "$deadline"
+} > "$dir/env.txt" 2>&1
+echo "device-check: stage 0 (the machine as found) done after $(elapsed) s: env.txt"
+
+timeout -s INT -k 10 $(( smoke_s + 20 )) python3 -m gpuprobe run --smoke -o "$work/smoke" --deadline "$smoke_s" --probe-time-limit 15
+echo "device-check: stage 1 (smoke) exited $? after $(elapsed) s"
+[ -f "$work/smoke/results.json" ] && cp "$work/smoke/results.json" "$dir/smoke-results.json"
+[ -f "$work/smoke/first-contact.md" ] && cp "$work/smoke/first-contact.md" "$dir/first-contact.md"
+
+left=$(( deadline - $(elapsed) ))
+if [ "$left" -gt 30 ]; then
+    # SIGINT at the deadline plus a minute for the invariants and the fact sheet; SIGKILL 20 s after that.
+    timeout -s INT -k 20 $(( left + 60 )) python3 -m pytest probes/ -m gpu -q -rs -p no:cacheprovider --require-gpu \
+        --gpuprobe-out "$dir" --gpuprobe-deadline "$left" --probe-time-limit 60 --cooldown 2
+    status=$?
+    echo "device-check: stage 2 (pytest probes/ -m gpu) exited $status after $(elapsed) s"
+else
+    status=3
+    echo "device-check: stage 2 skipped: only ${left} s left before the deadline"
 fi
-exit "$status"
+
+if [ -f "$dir/results.json" ] && [ ! -f "$dir/factsheet.md" ]; then
+    timeout 90 python3 -m gpuprobe report "$dir/results.json"
+    echo "device-check: stage 3 (fact sheet from results.json) exited $? after $(elapsed) s"
+fi
+if compgen -G "$dir/*.png" > /dev/null; then
+    (cd "$dir" && tar -cf plots.tar -- *.png && rm -f -- *.png)
+fi
+rm -rf "$work"
+echo "device-check: done after $(elapsed) s; files: $(cd "$dir" && ls | tr '\n' ' ')device-check.log"
+return "$status"
+}
+
+stages 2>&1 | tee "$dir/device-check.log"

@@ -405,7 +405,7 @@ class FaultyGpu(FakeGpu):
         throttled = self.throttle and active[self.throttle] and self.readings >= self.throttle_from_reading
         return {
             "clock_event_reasons": 0x40 if throttled else 0,
-            "compute_processes": 2 if self.shared and active[self.shared] else 1,
+            "compute_processes": 1 if self.shared and active[self.shared] else 0,  # others than the run's own
         }
 
     def _first_process(self) -> bool:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from gpuprobe.families.base import Measured, ProbeFailure
-from gpuprobe.families.conditions import CLOCK_KERNEL, ConditionRecorder
+from gpuprobe.families.conditions import CLOCK_KERNEL, SETTLE_TRIES, ConditionRecorder
 from gpuprobe.results import ProbeOutcome
 from tests.fake_gpu import FaultyGpu, ptx_parameters
 
-KEYS = {"sm_mhz_before", "sm_mhz_after", "nvml_before", "nvml_after"}
+KEYS = {"sm_mhz_before", "sm_mhz_after", "nvml_before", "nvml_after", "sm_mhz_reference"}
 
 
 def _ok() -> Measured:
@@ -22,8 +24,8 @@ def test_a_probe_is_measured_between_two_snapshots() -> None:
     conditions = measured.outcome.conditions
     assert set(conditions) == KEYS
     assert conditions["sm_mhz_before"] == pytest.approx(1500.0, rel=0.01)
-    assert conditions["nvml_after"] == {"clock_event_reasons": 0, "compute_processes": 1}
-    assert gpu.launches == [CLOCK_KERNEL, CLOCK_KERNEL]
+    assert conditions["nvml_after"] == {"clock_event_reasons": 0, "compute_processes": 0}
+    assert gpu.launches == [CLOCK_KERNEL] * 3  # no clock known yet: one spin to wake the GPU, then the readings
 
 
 def test_a_failed_self_check_is_failed_and_keeps_what_it_ran_under() -> None:
@@ -55,3 +57,39 @@ def test_a_cuda_error_is_not_caught() -> None:
 
     with pytest.raises(RuntimeError, match="ILLEGAL_ADDRESS"):
         ConditionRecorder(FaultyGpu(), ptx_parameters(), clock_usable=True).measure("toy.probe", crash)
+
+
+@dataclass
+class RampingGpu(FaultyGpu):
+    """A GPU found idle: its clock is ``idle_mhz`` until ``ramp_launches`` kernels have run, then ``mhz``."""
+
+    idle_mhz: float = 345.0
+    ramp_launches: int = 2
+
+    def _gp_sm_clock(self, spin, out) -> None:
+        ramped = len(self.launches) > self.ramp_launches
+        cycles = int(spin) + 40
+        self._write(out, cycles, cycles / (self.mhz if ramped else self.idle_mhz) * 1000.0)
+
+
+def test_a_gpu_found_idle_is_woken_before_its_clock_is_read_and_the_reference_kept() -> None:
+    gpu, state = RampingGpu(mhz=1980.0, noise=0.0, ramp_launches=3), {"sm_mhz_reference": 1980.0}
+    measured = ConditionRecorder(gpu, ptx_parameters(), clock_usable=True, state=state).measure("toy.probe", _ok)
+    assert measured.outcome.conditions["sm_mhz_before"] == pytest.approx(1980.0, rel=0.01)
+    assert gpu.launches == [CLOCK_KERNEL] * 6  # idle read, settle, idle read, settle, read, and the one after
+    assert state["sm_mhz_reference"] == pytest.approx(1980.0, rel=0.01)
+
+
+def test_a_gpu_that_stays_slow_is_read_as_slow_after_a_bounded_settling() -> None:
+    gpu, state = RampingGpu(mhz=1980.0, noise=0.0, ramp_launches=10_000), {"sm_mhz_reference": 1980.0}
+    measured = ConditionRecorder(gpu, ptx_parameters(), clock_usable=True, state=state).measure("toy.probe", _ok)
+    assert measured.outcome.conditions["sm_mhz_before"] == pytest.approx(345.0, rel=0.01)
+    assert len(gpu.launches) == 2 + 2 * SETTLE_TRIES  # the first reading, SETTLE_TRIES settles and readings, after
+    assert measured.outcome.conditions["sm_mhz_reference"] == 1980.0  # a slow reading never lowers the reference
+
+
+def test_the_reference_rises_to_the_highest_settled_clock() -> None:
+    state = {"sm_mhz_reference": 1500.0}
+    recorder = ConditionRecorder(FaultyGpu(mhz=1800.0, noise=0.0), ptx_parameters(), clock_usable=True, state=state)
+    recorder.measure("toy.probe", _ok)
+    assert state["sm_mhz_reference"] == pytest.approx(1800.0, rel=0.01)

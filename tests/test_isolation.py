@@ -115,9 +115,9 @@ def test_a_shared_gpu_is_marked_shared() -> None:
 @pytest.mark.parametrize(
     ("conditions", "expected"),
     [
-        ({"nvml_before": {"clock_event_reasons": 0x1, "compute_processes": 1}}, None),  # idle is not throttling
+        ({"nvml_before": {"clock_event_reasons": 0x1, "compute_processes": 0}}, None),  # idle is not throttling
         ({"nvml_after": {"clock_event_reasons": 0x40}}, "throttled after (NVML clock-event reasons 0x40)"),
-        ({"nvml_before": {"compute_processes": 3}}, "shared before (3 compute processes on the GPU)"),
+        ({"nvml_before": {"compute_processes": 3}}, "shared before (3 other compute process(es) on the GPU)"),
         ({"sm_mhz_after": 1500.0}, "throttled after (SM clock 1500 MHz, run started at 1980)"),
         ({"sm_mhz_after": 1950.0}, None),
         ({"nvml_before": {"clock_event_reasons": "unavailable (NVMLError)"}}, None),
@@ -125,3 +125,84 @@ def test_a_shared_gpu_is_marked_shared() -> None:
 )
 def test_gpu_conditions(conditions: dict, expected: str | None) -> None:
     assert gpu_conditions(conditions, reference_mhz=1980.0) == expected
+
+
+def test_a_probe_that_hangs_keeps_the_launch_that_never_returned_in_its_flight_record() -> None:
+    measured = measure(policy=ChildPolicy(probe_time_limit_s=3, cooldown_s=0.0), faults={"gp_clock_overhead": "hang"})
+    flight = measured["memory.overhead.clock_read"].outcome.flight
+    assert flight, "a timed-out probe keeps the launcher calls its process made"
+    hung = flight[-1]
+    assert (hung["call"], hung["kernel"], hung["elapsed_ms"]) == ("launch", "gp_clock_overhead", None)
+    assert hung["args"] == ["FakeBuffer"] and hung["grid"] == 1
+    assert all(call["elapsed_ms"] is not None for call in flight[:-1])
+    assert measured["memory.latency.shared"].outcome.flight == []  # a clean probe carries none
+
+
+def test_a_crash_keeps_the_failing_call_and_its_error_in_its_flight_record() -> None:
+    crashed = measure(faults={"gp_clock_overhead": "raise"})["memory.overhead.clock_read"].outcome
+    last = crashed.flight[-1]
+    assert last["kernel"] == "gp_clock_overhead" and "CUDA_ERROR_ILLEGAL_ADDRESS" in last["error"]
+
+
+def test_a_failed_self_check_keeps_its_flight_record() -> None:
+    failed = measure(["memory.clock", "memory.latency.global_cg"], corrupt_chase=True)["memory.latency.global_cg"]
+    assert failed.outcome.status == "failed"
+    assert any(call.get("kernel") == "gp_chase_global_cg" for call in failed.outcome.flight)
+
+
+def test_fresh_processes_that_die_the_same_way_on_their_first_probe_stop_the_respawning() -> None:
+    measured = measure(faults={"gp_sm_clock": "raise"})  # every probe's first clock reading fails alike
+    outcomes = [measured[name].outcome for name in FEW]
+    assert [o.status for o in outcomes] == ["crashed"] * 3
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in outcomes[0].detail and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcomes[1].detail
+    assert outcomes[2].detail.startswith("not measured: two fresh processes in a row died on their first probe")
+
+
+def test_a_family_stops_after_its_limit_of_measuring_processes() -> None:
+    policy = ChildPolicy(probe_time_limit_s=30, cooldown_s=0.0, max_children=1)
+    measured = measure(policy=policy, faults={"gp_clock_overhead": "raise"})
+    assert measured["memory.overhead.clock_read"].outcome.status == "crashed"
+    assert "1 measuring processes of this family ended early" in measured["memory.latency.shared"].outcome.detail
+
+
+def test_the_run_deadline_stops_a_hung_family_and_records_the_rest_not_run() -> None:
+    started = time.monotonic()
+    policy = ChildPolicy(probe_time_limit_s=60, cooldown_s=0.0, deadline=time.monotonic() + 4)
+    measured = measure(policy=policy, faults={"gp_clock_overhead": "hang"})
+    assert time.monotonic() - started < 20
+    assert measured["memory.clock"].outcome.status == "ok"
+    for name in ("memory.overhead.clock_read", "memory.latency.shared"):
+        assert measured[name].outcome.status == "not_run"
+        assert measured[name].outcome.detail.startswith("deadline: the run's time ran out")
+    assert "while memory.overhead.clock_read was measured" in measured["memory.latency.shared"].outcome.detail
+
+
+def test_a_passed_deadline_starts_no_process() -> None:
+    policy = ChildPolicy(deadline=time.monotonic() - 1)
+    measured = measure(policy=policy, faults={"gp_sm_clock": "abort"})  # a child would die at once
+    assert {m.outcome.status for m in measured.values()} == {"not_run"}
+
+
+def test_the_state_a_family_reports_is_handed_back_to_the_caller() -> None:
+    state: dict = {}
+    list(run_family(spec(), FEW, QUICK, state=state))
+    assert state["mhz"] == pytest.approx(FakeGpu().mhz, rel=0.05)  # memory.clock's reading, for later families
+    assert state["sm_mhz_reference"] == pytest.approx(FakeGpu().mhz, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("conditions", "expected"),
+    [
+        ({"sm_mhz_after": 1500.0, "sm_mhz_reference": 1980.0, "nvml_after": {"clock_event_reasons": 0x4}}, None),
+        ({"sm_mhz_after": 1500.0, "sm_mhz_reference": 1980.0, "nvml_after": {"clock_event_reasons": 0x44}},
+         "throttled after (NVML clock-event reasons 0x44); throttled after (SM clock 1500 MHz, run started at 1980)"),
+        ({"nvml_before": {"clock_event_reasons": 0x4}}, None),  # a power cap alone is the part's design
+        ({"sm_mhz_before": 1720.0, "sm_mhz_reference": 1800.0}, None),  # within 5 % of the run's own reference
+        ({"sm_mhz_before": 1700.0, "sm_mhz_reference": 1980.0},
+         "throttled before (SM clock 1700 MHz, run started at 1980)"),
+        ({"nvml_after": {"compute_processes": 1}}, "shared after (1 other compute process(es) on the GPU)"),
+        ({"nvml_after": {"compute_processes": 0}}, None),
+    ],
+)  # fmt: skip
+def test_gpu_conditions_against_the_run_reference_and_the_power_cap(conditions: dict, expected: str | None) -> None:
+    assert gpu_conditions(conditions) == expected

@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 
 from gpuprobe import session
+from gpuprobe.arch import parse_arch
 from gpuprobe.check import CheckResult
+from gpuprobe.child import file_sha256
 from gpuprobe.expectations import load_all
 from gpuprobe.gpu import LauncherSpec
 from gpuprobe.isolation import ChildPolicy
+from gpuprobe.plan import SMOKE, measured_families
 from gpuprobe.registry import all_probes
 from gpuprobe.results import load
 from tests.fake_gpu import FakeGpu, fast_settings, suite_options
@@ -109,8 +112,8 @@ def test_a_probe_whose_contract_fails_reports_the_violation_and_no_number(tmp_pa
 def test_an_interrupted_run_keeps_what_it_measured(tmp_path: Path, monkeypatch) -> None:
     real = session.run_family
 
-    def interrupted(spec, order, policy):
-        for measured in real(spec, order, policy):
+    def interrupted(spec, order, policy, **kwargs):
+        for measured in real(spec, order, policy, **kwargs):
             yield measured
             if measured.probe == "memory.latency.shared":
                 raise KeyboardInterrupt
@@ -155,9 +158,9 @@ def test_the_model_datasheet_reaches_the_measuring_children(monkeypatch: pytest.
     specs: list[dict] = []
     real = session.run_family
 
-    def spy(spec, order, policy):
+    def spy(spec, order, policy, **kwargs):
         specs.append(spec)
-        return real(spec, order, policy)
+        return real(spec, order, policy, **kwargs)
 
     monkeypatch.setattr(session, "run_family", spy)
     run(tmp_path, forced_model="h100_sxm")
@@ -181,3 +184,49 @@ def test_every_expectation_is_of_a_fact_some_probe_declares() -> None:
     declared = {f for p in all_probes() for f in p.facts} | {"device.sm_count", "device.l2_bytes"}
     for key, model in load_all().items():
         assert not set(model.facts) - declared, f"{key}: expectations for facts no probe declares"
+
+
+def test_a_run_records_its_build_environment_and_each_family_planned_and_actual_seconds(clean_run) -> None:
+    on_disk = load(clean_run[0] / "results.json")
+    assert on_disk.stage == "full"
+    assert on_disk.build["cubin_sha256"] == file_sha256(Path(on_disk.build["cubin"]))
+    assert on_disk.build["arch"] == "sm_90a" and "ptxas" in on_disk.build["toolkit"]
+    assert set(on_disk.environment) == {"device_record", "software"}
+    assert set(on_disk.families) == set(measured_families())
+    for family, record in on_disk.families.items():
+        assert record["ended"] == "measured", family
+        assert record["planned_s"] > 0 and record["actual_s"] > 0, family
+
+
+def test_a_measuring_process_refuses_a_cubin_that_is_not_the_one_checked(tmp_path: Path, monkeypatch) -> None:
+    real = session.child_spec
+
+    def tampered(*args, **kwargs):
+        return {**real(*args, **kwargs), "cubin_sha256": "0" * 64}
+
+    monkeypatch.setattr(session, "child_spec", tampered)
+    results = run(tmp_path)
+    outcome = results.probes["memory.clock"]
+    assert outcome.status == "crashed" and "is not the cubin that was checked" in outcome.detail
+
+
+def test_the_deadline_ends_the_run_with_the_rest_not_run_and_the_sheet_partial(tmp_path: Path) -> None:
+    results = run(tmp_path, deadline_s=6.0)
+    assert results.partial and load(tmp_path / "results.json").partial
+    ended = {family: record["ended"] for family, record in results.families.items()}
+    assert ended["memory"] in ("measured", "deadline") and ended["launch"] == "not_started"
+    cut = [name for name, outcome in results.probes.items() if outcome.status == "not_run"]
+    assert cut and all(results.probes[name].detail.startswith("deadline") for name in cut)
+    assert "partial" in (tmp_path / "factsheet.md").read_text().lower()
+
+
+def test_a_smoke_run_measures_each_family_cheapest_probes_and_writes_the_first_contact_page(tmp_path: Path) -> None:
+    results = session.run_suite(device(), simulated(), tmp_path, policy=POLICY, stage=SMOKE)
+    assert results.stage == "smoke" and not results.partial
+    smoke = {p for family in measured_families().values() for p in family.SMOKE.probes}
+    measured = set(results.probes) - {n for n, p in results.probes.items() if p.status in ("violated", "error")}
+    assert measured == smoke & {p.name for p in all_probes() if p.supports(parse_arch("sm_90a"))}
+    assert {p.status for name, p in results.probes.items() if name in smoke} == {"ok"}
+    page = (tmp_path / "first-contact.md").read_text()
+    assert f"**{len(measured_families())} of {len(measured_families())} families ran and verified themselves.**" in page
+    assert not (tmp_path / "factsheet.md").exists()

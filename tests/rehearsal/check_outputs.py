@@ -1,0 +1,70 @@
+"""What a device check must leave behind, checked on a rehearsal's output folder (exit 1 and why, if not).
+
+    python3 tests/rehearsal/check_outputs.py OUT/<gpu-slug> DEADLINE_S
+
+The device tool brings back at most 8 files, so the folder holds at most 8; the smoke stage's results
+and first-contact page, the full stage's results and fact sheet (partial where the deadline cut the
+run, with every unmeasured probe ``not_run`` for the deadline), the log with every stage's end, the
+environment record, and the plots packed in one tar.
+"""
+
+from __future__ import annotations
+
+import sys
+import tarfile
+from pathlib import Path
+
+from gpuprobe.results import load
+
+EXPECTED = {"env.txt", "device-check.log", "smoke-results.json", "first-contact.md", "results.json", "factsheet.md",
+            "plots.tar"}  # fmt: skip
+
+
+def problems(folder: Path, deadline_s: float) -> list[str]:
+    found = {p.name for p in folder.iterdir()}
+    wrong = [f"files: {sorted(found)} is not {sorted(EXPECTED)}"] if found != EXPECTED or len(found) > 8 else []
+    if wrong:
+        return wrong
+    smoke, full = load(folder / "smoke-results.json"), load(folder / "results.json")
+    log = (folder / "device-check.log").read_text()
+    checks = {
+        "the smoke results are a smoke stage": smoke.stage == "smoke",
+        "every smoke family is recorded with its planned and actual seconds": bool(smoke.families)
+        and all(r.get("planned_s") and r.get("ended") for r in smoke.families.values()),
+        "the first-contact page has its verdict": "families ran and verified themselves"
+        in (folder / "first-contact.md").read_text(),
+        "the full run was cut by its deadline and says partial": full.partial
+        and any(r.get("ended") in ("deadline", "not_started") for r in full.families.values()),
+        "what the deadline cut is not_run for the deadline": all(
+            p.detail.startswith("deadline") for p in full.probes.values() if p.status == "not_run"
+        ),
+        "the fact sheet says it is partial": "partial" in (folder / "factsheet.md").read_text().lower(),
+        "the plots are packed": len(tarfile.open(folder / "plots.tar").getnames()) >= 1,
+        "the environment record names the toolkit": "ptxas" in (folder / "env.txt").read_text(),
+        "every stage ended and the script finished": all(
+            f"stage {n}" in log for n in (0, 1, 2)
+        ) and "device-check: done after" in log,
+        "the build and environment are recorded": bool(full.build.get("cubin_sha256")) and "software" in full.environment,
+    }
+    took = int(log.rsplit("device-check: done after ", 1)[-1].split(" s", 1)[0])
+    checks[f"the script ended within a minute and a half of its {deadline_s:.0f} s deadline ({took} s)"] = (
+        took <= deadline_s + 90
+    )
+    return [name for name, ok in checks.items() if not ok]
+
+
+def main() -> int:
+    folder, deadline_s = Path(sys.argv[1]), float(sys.argv[2])
+    if not folder.is_dir():
+        print(f"check_outputs: {folder} was not written", file=sys.stderr)
+        return 1
+    failed = problems(folder, deadline_s)
+    for problem in failed:
+        print(f"check_outputs: FAILED: {problem}", file=sys.stderr)
+    if not failed:
+        print(f"check_outputs: the device check left everything it must in {folder}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+"""Stands the simulated GPU in for a real one in every Python process of a device-check rehearsal.
+
+``scripts/rehearse-device-check.sh`` puts this directory first on PYTHONPATH, so Python imports this
+module at start-up in the script's processes and in every measuring child they start: the launch
+path's three entry points (is a GPU there, what is it, the launcher factory) then answer with the
+simulated GPU of ``tests/fake_gpu.py`` (8 SMs, a 512 KiB split L2), and everything else (the stages,
+the deadline, the files, the reports) runs as it would on a lent GPU. Test support only.
+"""
+
+from __future__ import annotations
+
+import os
+
+if os.environ.get("GPUPROBE_REHEARSAL") == "1":
+    import gpuprobe.gpu
+    from tests.fake_gpu import FakeGpu, open_fake, suite_options
+
+    OPTIONS = suite_options(name="Rehearsal GPU")
+
+    gpuprobe.gpu.gpu_unavailable_reason = lambda: None
+    gpuprobe.gpu.device_identity = lambda device_index=0: FakeGpu(**OPTIONS).device()
+    gpuprobe.gpu.CupyLauncher = lambda cubin, device_index=0: open_fake(cubin, device_index, **OPTIONS)

@@ -1,0 +1,106 @@
+"""The run's time plan: per family from its settings and the device, summed against the device check's deadline."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpuprobe.cli import main
+from gpuprobe.expectations import load_all
+from gpuprobe.families.base import Plan
+from gpuprobe.plan import (
+    BUILD_S,
+    DEVICE_CHECK_DEADLINE_S,
+    REPORT_S,
+    SMOKE,
+    SMOKE_STAGE_S,
+    calibration,
+    family_seconds,
+    measured_families,
+    model_device,
+    render_plan,
+    run_plan,
+)
+from gpuprobe.results import Device, Results
+from tests.devices import A100_SXM, H100_SXM, H200
+
+ROOM = 0.85  # a plan may use at most this share of its budget: the rest is for what no plan foresees
+
+
+def test_the_smoke_stage_fits_its_budget_on_an_h200() -> None:
+    plan = run_plan(H200, SMOKE)
+    assert plan.total_s <= ROOM * SMOKE_STAGE_S, render_plan(plan)
+
+
+def test_the_full_suite_fits_the_device_check_deadline_after_the_smoke_stage_on_an_h200() -> None:
+    """The device check gives the full suite what its deadline leaves after the smoke stage (7 min in all)."""
+    plan = run_plan(H200)
+    assert plan.total_s <= ROOM * (DEVICE_CHECK_DEADLINE_S - SMOKE_STAGE_S), render_plan(plan)
+
+
+@pytest.mark.parametrize("device", [H100_SXM, A100_SXM], ids=lambda d: d.name)
+def test_other_parts_plan_every_family_too(device: Device) -> None:
+    plan = run_plan(device)
+    assert [row.family for row in plan.families] == list(measured_families())
+    assert plan.total_s > BUILD_S + REPORT_S
+
+
+def test_a_plan_grows_with_its_settings_and_the_cost_model_counts_every_part() -> None:
+    small, large = Plan(1, 10, 0.5, 0.1), Plan(2, 1000, 2.0, 1.0)
+    assert family_seconds(small) < family_seconds(large)
+    assert family_seconds(small + large) == pytest.approx(family_seconds(small) + family_seconds(large, False))
+    with pytest.raises(ValueError, match="at least 0"):
+        Plan(1, -1, 0.0)
+
+
+def test_an_earlier_run_calibrates_the_next_plan() -> None:
+    results = Results(Device("x", "9.0", "sm_90a", 132, 1))
+    results.families = {
+        "memory": {"planned_s": 10.0, "actual_s": 15.0, "ended": "measured"},
+        "alu": {"planned_s": 10.0, "actual_s": 25.0, "ended": "measured"},
+        "wgmma": {"planned_s": 50.0, "actual_s": 3.0, "ended": "deadline"},  # cut short: says nothing
+    }
+    assert calibration(results) == pytest.approx(2.0)
+    assert calibration(Results(results.device)) == 1.0
+    plan = run_plan(H200, calibration=2.0)
+    assert plan.measuring_s == pytest.approx(2 * run_plan(H200).measuring_s)
+
+
+@pytest.mark.parametrize(("key", "expected"), [("h200", H200), ("h100_sxm", H100_SXM), ("a100", A100_SXM)])
+def test_a_model_device_record_describes_the_part_to_plan_for(key: str, expected: Device) -> None:
+    device = model_device(load_all()[key])
+    fields = ("cc", "arch", "sm_count", "l2_bytes", "mem_bus_bits", "shared_per_sm_bytes")
+    assert {f: getattr(device, f) for f in fields} == {f: getattr(expected, f) for f in fields}
+    assert device.mem_clock_mhz == pytest.approx(expected.mem_clock_mhz)
+
+
+def test_the_plan_command_needs_no_gpu_with_a_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--plan", "--model", "h200", "--deadline", str(DEVICE_CHECK_DEADLINE_S)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("time plan (full stage) for NVIDIA H200 SXM: 132 SMs, L2 60 MiB")
+    assert all(f"\n{family} " in out for family in measured_families())
+    assert "fits a 420 s deadline" in out
+    assert main(["run", "--plan", "--smoke", "--model", "h200"]) == 0
+    assert capsys.readouterr().out.startswith("time plan (smoke stage)")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--plan"], "give --model KEY to plan for a GPU model"),
+        (["run", "--plan", "--model", "t4"], "model 't4' has no [device] table"),
+        (["run", "--plan", "--model", "nope"], "no GPU model matches"),
+        (["run", "--plan", "--model", "h200", "--deadline", "-3"], "--deadline must be a positive number"),
+    ],
+)
+def test_the_plan_command_errors_are_one_line(argv: list[str], message: str, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_device_without_a_record_cannot_be_planned_silently() -> None:
+    model = dataclasses.replace(load_all()["h200"], device={})
+    with pytest.raises(Exception, match="no \\[device\\] table"):
+        model_device(model)
