@@ -18,7 +18,7 @@ import os
 import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -34,7 +34,7 @@ from gpuprobe.files import write_atomic
 from gpuprobe.first_contact import render_first_contact
 from gpuprobe.gpu import LauncherSpec, device_record, nvml_snapshot, software_versions
 from gpuprobe.invariants import check_invariants
-from gpuprobe.isolation import ChildPolicy, deadline_outcome, run_family
+from gpuprobe.isolation import ChildPolicy, deadline_outcome, failure_signature, run_family
 from gpuprobe.lock import gpu_lock
 from gpuprobe.plan import FULL, Stage, family_seconds
 from gpuprobe.registry import all_probes
@@ -167,6 +167,56 @@ def build_record(module: BuiltModule) -> dict[str, Any]:
             "toolkit": toolkit_description()}  # fmt: skip
 
 
+STOP_AFTER_FAMILIES = 3  # families in a row whose every probe died the same way end the run
+
+
+@dataclass
+class _SameDeath:
+    """Notices when family after family dies the same way (a broken driver or library): the run stops."""
+
+    signature: str | None = None
+    families: int = 0
+    reason: str | None = None
+
+    def family_ended(self, outcomes: list[ProbeOutcome]) -> None:
+        dead = bool(outcomes) and all(o.status in ("crashed", "timeout") for o in outcomes)
+        signature = failure_signature(outcomes[0].detail) if dead else None
+        self.families = self.families + 1 if signature and signature == self.signature else int(bool(signature))
+        self.signature = signature
+        if self.families >= STOP_AFTER_FAMILIES:
+            self.reason = f"the last {self.families} families' processes all died the same way ({signature})"
+
+
+def measure_family(
+    results: Results,
+    path: Path,
+    family: str,
+    spec: dict[str, Any],
+    order: list[str],
+    policy: ChildPolicy,
+    run_state: dict[str, Any],
+    model: ModelExpectations | None,
+) -> None:
+    """One family's probes measured into ``results`` (saved after each), its seconds recorded, and the
+    run's reference clock carried on in ``run_state``."""
+    record = results.families[family]
+    state = {**spec["state"], **run_state}
+    started = time.monotonic()
+    for measured in run_family(spec, order, policy, state=state):
+        results.probes[measured.probe] = measured.outcome
+        results.facts.extend(judge_measured(f, model) for f in measured.facts)
+        clock = next((f for f in measured.facts if f.id == "device.sm_clock"), None)
+        if clock is not None:
+            results.clocks["sm_mhz_measured"] = clock.value
+            results.clocks["samples"] = clock.samples
+        record["actual_s"] = round(time.monotonic() - started, 3)
+        save(results, path)
+    cut = any(results.probes[name].status == "not_run" for name in order)
+    record.update(actual_s=round(time.monotonic() - started, 3), ended="deadline" if cut else "measured")
+    if REFERENCE_KEY in state:
+        run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
+
+
 def run_suite(
     device: Device,
     launcher: LauncherSpec,
@@ -215,6 +265,7 @@ def run_suite(
         save(results, path)
         clock_usable = checks.get(CLOCK_PROBE) is not None and checks[CLOCK_PROBE].status == "ok"
         run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
+        dying = _SameDeath()
         for family, measurement in FAMILIES.items():
             if family in OPT_IN and not (family == "selftest" and inject_fault):
                 continue
@@ -222,31 +273,20 @@ def run_suite(
             family_settings = stage.settings(measurement, (settings or {}).get(family))
             planned, plan_error = planned_seconds(measurement, family_settings, device)
             record: dict[str, Any] = {"planned_s": planned, "actual_s": None, "probes": len(order)}
-            if plan_error:
-                record["plan_error"] = plan_error
-            results.families[family] = record
-            if policy.seconds_left() <= 0:
-                record["ended"] = "not_started"
+            results.families[family] = {**record, **({"plan_error": plan_error} if plan_error else {})}
+            if policy.seconds_left() <= 0 or dying.reason:
+                results.families[family]["ended"] = "not_started"
                 for name in order:
-                    results.probes[name] = deadline_outcome(" before this family started")
+                    results.probes[name] = (
+                        ProbeOutcome("crashed", f"not measured: {dying.reason}")
+                        if dying.reason
+                        else deadline_outcome(" before this family started")
+                    )
                 save(results, path)
                 continue
             spec = child_spec(module, device, launcher, family, family_settings, datasheet, clock_usable)
-            state = {**spec["state"], **run_state}
-            started = time.monotonic()
-            for measured in run_family(spec, order, policy, state=state):
-                results.probes[measured.probe] = measured.outcome
-                results.facts.extend(judge_measured(f, model) for f in measured.facts)
-                clock = next((f for f in measured.facts if f.id == "device.sm_clock"), None)
-                if clock is not None:
-                    results.clocks["sm_mhz_measured"] = clock.value
-                    results.clocks["samples"] = clock.samples
-                record["actual_s"] = round(time.monotonic() - started, 3)
-                save(results, path)
-            cut = any(results.probes[name].status == "not_run" for name in order)
-            record.update(actual_s=round(time.monotonic() - started, 3), ended="deadline" if cut else "measured")
-            if REFERENCE_KEY in state:
-                run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
+            measure_family(results, path, family, spec, order, policy, run_state, model)
+            dying.family_ended([results.probes[name] for name in order])
         results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
         results.facts.extend(invariant_facts(results))
         results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index, device.uuid, own)

@@ -18,7 +18,10 @@ HUNG_CALL = {"n": 7, "call": "launch", "kernel": "gp_gs_grid", "grid": 132, "blo
 def smoke_results() -> Results:
     results = Results(DEVICE, stage="smoke", partial=False)
     results.build = {"arch": "sm_90a", "cubin": "/c/x.cubin", "cubin_sha256": "ab" * 32, "toolkit": "ptxas V13.0.88"}
-    results.environment = {"device_record": {"power_limit_w": 700.0, "ecc_mode": "enabled"}, "software": {"cupy": "14.2"}}
+    results.environment = {
+        "device_record": {"power_limit_w": 700.0, "ecc_mode": "enabled"},
+        "software": {"cupy": "14.2"},
+    }
     for family in ("memory", "grid_sync", "launch", "wgmma"):
         results.families[family] = {"planned_s": 5.0, "actual_s": 4.2, "probes": 1, "ended": "measured"}
     for name in FAMILIES["memory"].SMOKE.probes:

@@ -230,3 +230,12 @@ def test_a_smoke_run_measures_each_family_cheapest_probes_and_writes_the_first_c
     page = (tmp_path / "first-contact.md").read_text()
     assert f"**{len(measured_families())} of {len(measured_families())} families ran and verified themselves.**" in page
     assert not (tmp_path / "factsheet.md").exists()
+
+
+def test_a_run_whose_families_all_die_the_same_way_stops_after_three(tmp_path: Path) -> None:
+    results = run(tmp_path, launcher=simulated(faults={"gp_sm_clock": "raise"}))  # every probe's clock read fails
+    ended = [record["ended"] for record in results.families.values()]
+    assert ended[:3] == ["measured"] * 3 and set(ended[3:]) == {"not_started"}
+    stopped = [o for n, o in results.probes.items() if n.startswith("launch.")]
+    assert stopped and all("the last 3 families' processes all died the same way" in o.detail for o in stopped)
+    assert results.partial

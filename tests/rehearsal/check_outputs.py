@@ -27,6 +27,8 @@ def problems(folder: Path, deadline_s: float) -> list[str]:
         return wrong
     smoke, full = load(folder / "smoke-results.json"), load(folder / "results.json")
     log = (folder / "device-check.log").read_text()
+    with tarfile.open(folder / "plots.tar") as plots:
+        packed = plots.getnames()
     checks = {
         "the smoke results are a smoke stage": smoke.stage == "smoke",
         "every smoke family is recorded with its planned and actual seconds": bool(smoke.families)
@@ -39,12 +41,12 @@ def problems(folder: Path, deadline_s: float) -> list[str]:
             p.detail.startswith("deadline") for p in full.probes.values() if p.status == "not_run"
         ),
         "the fact sheet says it is partial": "partial" in (folder / "factsheet.md").read_text().lower(),
-        "the plots are packed": len(tarfile.open(folder / "plots.tar").getnames()) >= 1,
+        "the plots are packed": bool(packed) and all(name.endswith(".png") for name in packed),
         "the environment record names the toolkit": "ptxas" in (folder / "env.txt").read_text(),
-        "every stage ended and the script finished": all(
-            f"stage {n}" in log for n in (0, 1, 2)
-        ) and "device-check: done after" in log,
-        "the build and environment are recorded": bool(full.build.get("cubin_sha256")) and "software" in full.environment,
+        "every stage ended and the script finished": all(f"stage {n}" in log for n in (0, 1, 2))
+        and "device-check: done after" in log,
+        "the build and environment are recorded": bool(full.build.get("cubin_sha256"))
+        and "software" in full.environment,
     }
     took = int(log.rsplit("device-check: done after ", 1)[-1].split(" s", 1)[0])
     checks[f"the script ended within a minute and a half of its {deadline_s:.0f} s deadline ({took} s)"] = (
