@@ -30,6 +30,7 @@ import numpy as np
 
 from gpuprobe.families.base import Plan, ProbeFailure
 from gpuprobe.families.measuring import Stopping, sample_until_stable
+from gpuprobe.gpu import HOLD_CYCLES_PER_LAUNCH, HOLD_MAX_CYCLES
 from gpuprobe.results import Device
 
 TIMING_WORDS = 5  # per warp, after all threads' results: clock start, clock end, timer start, timer end, SM id
@@ -279,6 +280,15 @@ def run_plan(runs: int, target_cycles: float, threads: int, result_words: int, d
     output = output_words(threads, result_words) * 8
     return Plan(0, runs * RUN_CALLS, runs * 3 * target_cycles / (mhz * 1e6),
                 runs * output * (1 / READ_BYTES_PER_S + 1 / CHECK_BYTES_PER_S))  # fmt: skip
+
+
+def held_batch_s(launches: int, launch_s: float, device: Device) -> float:
+    """GPU seconds of one timed batch (Launcher.time_launches) of ``launches`` launches of ``launch_s``
+    each: the runner first holds the GPU with a spin of HOLD_CYCLES_PER_LAUNCH per launch (at the
+    nominal clock) while it enqueues them."""
+    mhz = device.sm_clock_nominal_mhz or UNKNOWN_MHZ
+    hold = min(HOLD_MAX_CYCLES, HOLD_CYCLES_PER_LAUNCH * max(1, launches)) / (mhz * 1e6)
+    return hold + launches * launch_s
 
 
 def sweep_plan(settings: Settings, device: Device, kernels: int, ilps: int, result_words: int) -> Plan:
