@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.issue_sweep import RUN_CALLS, clock_mhz, clock_window_ns, held_batch_s
+from gpuprobe.families.issue_sweep import MOST_THREADS_PER_SM, RUN_CALLS, clock_mhz, clock_window_ns, held_batch_s
 from gpuprobe.families.measuring import Kernels, Stopping, fact, require_counts, sample_until_stable
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
@@ -263,7 +263,6 @@ def measure_persistent(grid: _Grid, runnable: set[str]) -> Measured:
     return Measured(probe, ProbeOutcome("ok", note), facts)
 
 
-MOST_THREADS_PER_SM = 2048  # resident threads per SM on any supported arch, at most: bounds the occupancy answer
 BARRIER_S = 5e-6  # one grid barrier, at most (0.4 to 1.5 us expected at one block per SM)
 STEP_LAUNCH_S = 10e-6  # one back-to-back launch of the step kernel on the GPU, at most
 TIMED_CALLS = 2 + RUN_CALLS + 1  # one timed(): the two fresh fills, the checked run, the arrive word read

@@ -270,6 +270,7 @@ def launchable_warps(launcher, kernel: str, settings: Settings) -> list[int]:
 READ_BYTES_PER_S = 10e9  # a read-back, device to host
 CHECK_BYTES_PER_S = 1e9  # NumPy holding what was read back to the host's prediction (generous)
 UNKNOWN_MHZ = 1000.0  # the clock planned with where the device reports none
+MOST_THREADS_PER_SM = 2048  # resident threads per SM on any supported arch, at most: bounds an occupancy answer
 
 
 def run_plan(runs: int, target_cycles: float, threads: int, result_words: int, device: Device) -> Plan:
