@@ -275,7 +275,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     (:data:`MOST_THREADS_PER_SM` / block), every sample at its most repeats, each barrier at
     :data:`BARRIER_S`; the results read back are a few words per block (no host time to speak of)."""
     s = settings
-    sizes = plan_grids(device.sm_count, max(1, min(32, MOST_THREADS_PER_SM // s.block)))
+    sizes = plan_grids(device.sm_count, max(1, min(32, MOST_THREADS_PER_SM // s.block)))  # 32 blocks per SM at most
     samples = len(sizes) * s.max_repeats
     barriers = 2 * s.checks + s.short_syncs + s.long_syncs  # a sample's two launches
     latency = Plan(1, samples * 2 * TIMED_CALLS, samples * barriers * BARRIER_S)

@@ -18,7 +18,9 @@ dependent chains and writes every thread's result words, then per warp (ptx/chai
   about a microsecond (:data:`TIMER_TICK_NS`), so a window of W ns reads it to a tick in W
   (:func:`clock_mhz`); a shorter window than the precision asks for gives no clock.
 
-What a family's sweeps cost at most on a device (:func:`sweep_plan`) is counted from the settings.
+What a family's sweeps cost at most on a device (:func:`sweep_plan`) is counted from the settings;
+:func:`run_plan` and :func:`held_batch_s` price the checked runs and timed batches that other families'
+plans count too.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ PROBES = list(KERNELS)
 @dataclass(frozen=True)
 class Settings:
     short_iterations: int = 64  # a latency sample: the long loop minus the short one
-    long_iterations: int = 32768  # >= 100 us even at N = 8 (a wgmma and its wait: >= 8 cycles at <= 2 GHz)
+    long_iterations: int = 32768  # x >= 8 cycles (a wgmma, its commit and wait) at <= 2 GHz: >= 130 us
     min_repeats: int = 3
     max_repeats: int = 7
     target_noise: float = 0.01
