@@ -21,7 +21,9 @@ from gpuprobe.families.issue_sweep import (
     plateau,
     step_latency,
 )
+from gpuprobe.plan import family_seconds
 from gpuprobe.registry import all_probes, find_probe
+from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family, simulated_kernels
 from tests.fakes.alu import FAST_SETTINGS, TIMING, thread_result
 
@@ -79,14 +81,32 @@ def test_issue_rate_uses_each_sm_span_from_first_start_to_last_end() -> None:
     short = _records([0, 10, 0, 10], [110, 120, 110, 120], (0, 0, 1, 1))
     long = _records([0, 10, 0, 10], [1110, 1120, 1110, 1120], (0, 0, 1, 1))
     assert short.span() == 120 and long.span() == 1120
-    assert short.threads_per_sm() == 64
-    assert issue_rate(short, long, work_per_thread_between=500.0) == pytest.approx(64 * 500 / 1000)
+    assert short.alone(warps=2) == 2  # each SM held one block of two warps: 64 threads
+    assert issue_rate(short, long, work_per_thread_between=500.0, warps=2) == pytest.approx(64 * 500 / 1000)
 
 
-def test_blocks_doubled_up_on_one_sm_fail_the_rate() -> None:
-    uneven = _records([0, 0, 0], [100, 100, 100], (0, 0, 1))  # two warps on SM 0, one on SM 1
-    with pytest.raises(ProbeFailure, match=r"not spread evenly over the SMs \(1 to 2 warps on one SM\)"):
-        uneven.threads_per_sm()
+def test_an_sm_the_scheduler_gave_two_blocks_is_left_out_of_the_rate() -> None:
+    """Five one-warp blocks on four SMs: SM 0 ran two (one after the other, or together), so its span is
+    another load's; the rate is over SMs 1 to 3 (median span 1100 - 100), not over all four (1200 - 100)."""
+    short = _records([0] * 5, [100] * 5, (1, 2, 3, 0, 0))
+    long = _records([0, 0, 0, 0, 200], [1100, 1100, 1300, 1100, 2300], (1, 2, 3, 0, 0))
+    assert long.span() == 1200 and long.span(warps=1) == 1100 and long.alone(warps=1) == 3
+    assert issue_rate(short, long, work_per_thread_between=500.0, warps=1) == pytest.approx(32 * 500 / 1000)
+
+
+def test_blocks_the_scheduler_doubles_up_neither_fail_nor_bias_the_sweep() -> None:
+    gpu = fake_gpu(sm_count=8)
+    gpu.double_up = 1.0  # every launch of 4 blocks or more puts two of them on one SM
+    measured = _run(gpu, runnable={"alu.ffma.ilp8"})
+    assert measured["alu.ffma.ilp8"].outcome.status == "ok", measured["alu.ffma.ilp8"].outcome.detail
+    throughput = {f.id: f for f in measured["alu.ffma.ilp8"].facts}["alu.ffma.throughput"]
+    assert throughput.value == pytest.approx(TIMING["ffma"][1], rel=0.03)
+
+
+def test_a_run_with_most_blocks_doubled_up_fails_the_rate() -> None:
+    uneven = _records([0, 0, 0], [100, 100, 100], (0, 0, 1))  # three one-warp blocks: two on SM 0, one on SM 1
+    with pytest.raises(ProbeFailure, match=r"only 1 of 3 blocks of 1 warps had an SM to themselves"):
+        issue_rate(uneven, uneven, 500.0, warps=1)
 
 
 def test_timings_that_go_backwards_fail_the_probe() -> None:
@@ -165,7 +185,7 @@ def test_probes_whose_contract_failed_are_not_launched() -> None:
 
 def test_the_whole_family_fits_its_share_of_the_time_budget_on_an_h100() -> None:
     """Both compute families get 15 s on an H100-class GPU; the ALU sweep must stay well inside half."""
-    assert alu.planned_seconds(alu.Settings(), sm_count=132, mhz=1755.0) < 5.0
+    assert family_seconds(alu.plan(alu.Settings(), H100_SXM), child_start=False) < 5.0
 
 
 def test_every_probe_is_declared_and_measured_in_order() -> None:

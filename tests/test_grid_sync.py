@@ -13,13 +13,15 @@ from gpuprobe.check import check_all
 from gpuprobe.contracts import check
 from gpuprobe.families import grid_sync
 from gpuprobe.families.grid_sync import PROBES, ProbeFailure, Settings, per_sync, plan_grids
+from gpuprobe.plan import family_seconds
 from gpuprobe.pytest_plugin import family_probes
 from gpuprobe.registry import PTX_DIR, find_probe
 from gpuprobe.results import Fact
+from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family, ptx_parameters
 from tests.fakes.grid_sync import WORK_NS, sync_cycles
 
-FAST = Settings(long_syncs=41, long_steps=21, max_repeats=3)
+FAST = Settings(long_syncs=161, long_steps=21, max_repeats=3)  # long phases of >= 100 us: the clock to 1 %
 
 
 def _run(gpu, runnable=frozenset(PROBES), settings=FAST):
@@ -58,6 +60,22 @@ def test_simulated_barrier_costs_are_recovered_in_cycles_and_ns() -> None:
     step_us = (sync_cycles(gpu.sm_count) / gpu.mhz * 1000.0 + WORK_NS) / 1e3
     assert facts["sync.grid.persistent_step"].value == pytest.approx(step_us, rel=0.05)
     assert facts["launch.back_to_back_step"].value == pytest.approx((gpu.stream_spacing_ns + WORK_NS) / 1e3, rel=0.05)
+
+
+def test_a_short_phase_under_a_timer_tick_reads_0_or_1_tick_and_is_no_error() -> None:
+    """One barrier (0.7 us here) between block 0's reads of a %globaltimer that moves every 1 us."""
+    gpu = fake_gpu()
+    grid = grid_sync._Grid.open(gpu, ptx_parameters(), gpu.device(), FAST)
+    readings = {grid.timed(1, 1)[1] for _ in range(20)}
+    assert readings == {0, 1000}
+
+
+def test_long_phases_too_short_to_read_the_clock_give_cycles_only_and_say_so() -> None:
+    measured = _run(fake_gpu(), runnable={"grid_sync.latency"}, settings=dataclasses.replace(FAST, long_syncs=41))
+    outcome = measured["grid_sync.latency"].outcome
+    assert outcome.status == "ok" and "no timed phase of 100 us or more" in outcome.detail
+    assert all(f.converted == {} for f in measured["grid_sync.latency"].facts)
+    assert "latency_ns" not in outcome.series["grid"]
 
 
 def test_every_cooperative_grid_fits_what_the_occupancy_api_allows() -> None:
@@ -119,13 +137,10 @@ def test_the_persistent_probe_needs_the_barrier_kernels_contract() -> None:
 
 def test_planned_work_fits_the_family_budget_on_an_h100() -> None:
     """Every launch the defaults can plan on an H100 (132 SMs, up to 8 blocks of 256 per SM), at a
-    pessimistic 5 us per barrier and 0.2 ms per launch with its fills and read-back: under 5 s."""
-    s = Settings()
-    sizes = plan_grids(132, 8)
-    barriers = len(sizes) * s.max_repeats * (2 * s.checks + s.short_syncs + s.long_syncs)
-    launches = len(sizes) * s.max_repeats * 2 + s.max_repeats * 2 * (2 + s.short_steps + s.long_steps)
-    persistent = s.max_repeats * 2 * (s.short_steps + s.long_steps)
-    assert (barriers + persistent) * 5e-6 + launches * 2e-4 < 5.0
+    pessimistic 5 us per barrier, with the runner's fills, read-backs and holds: under 5 s."""
+    plan = grid_sync.plan(Settings(), H100_SXM)
+    assert plan.probes == 2 and plan.launches == 7 * 7 * 2 * grid_sync.TIMED_CALLS + 7 * 2 * 8
+    assert family_seconds(plan, child_start=False) < 5.0
 
 
 def test_grid_sync_costs_more_than_a_block_barrier_where_both_were_measured() -> None:

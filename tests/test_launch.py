@@ -18,10 +18,13 @@ from gpuprobe.expectations import judge
 from gpuprobe.families import launch
 from gpuprobe.families.launch import PROBES, ProbeFailure, Settings, additional, checked_stamps
 from gpuprobe.gpu import LaunchPathUnavailable, _argument_block
+from gpuprobe.plan import family_seconds
 from gpuprobe.pytest_plugin import family_probes
 from gpuprobe.registry import PTX_DIR, find_probe
 from gpuprobe.results import Fact
+from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family
+from tests.fakes.launch import REALISTIC_ENQUEUE_US, busy_host
 
 FAST = Settings(launches=20, graph_nodes=(1, 10, 100), graph_node_runs=200, events=20, max_repeats=3)
 
@@ -97,6 +100,52 @@ def test_an_installed_optional_binding_that_cannot_launch_is_left_out_but_a_requ
         _run(gpu, runnable={"launch.stream"})
 
 
+def test_a_launch_path_that_is_unavailable_here_is_not_run_with_the_reason_never_a_crash() -> None:
+    """cuda-bindings as well as pycuda: the runner says LaunchPathUnavailable (not installed, or a call it
+    cannot make), first or in the middle of the samples; the probe measures the others."""
+    measured = _run(fake_gpu(enqueue_us={"cupy": 4.0}), runnable={"launch.stream"})
+    assert measured["launch.stream"].outcome.status == "ok"
+    bindings = _facts(measured)["launch.stream.host_latency.cuda_bindings"]
+    assert bindings.value is None and judge(bindings, None)[0] == "not_run"
+    gpu = fake_gpu()
+    enqueue, calls = gpu.enqueue_seconds, []
+
+    def fails_later(kernel, grid, block, args, count, via="cupy", wait=True):
+        calls.append(via)
+        if via == "cuda-bindings" and calls.count(via) == 3:
+            raise LaunchPathUnavailable("cuLaunchKernel: the extra argument must be an integer")
+        return enqueue(kernel, grid, block, args, count, via, wait)
+
+    gpu.enqueue_seconds = fails_later
+    measured = _run(gpu, runnable={"launch.stream"})
+    assert measured["launch.stream"].outcome.status == "ok"
+    assert "cuda-bindings left out: cuLaunchKernel: the extra argument" in measured["launch.stream"].outcome.detail
+    facts = _facts(measured)
+    assert facts["launch.stream.host_latency.cuda_bindings"].value is None
+    assert facts["launch.stream.host_latency.cupy"].value == pytest.approx(gpu.enqueue_us["cupy"], rel=0.05)
+
+
+def test_a_host_that_outlasts_the_hold_once_costs_a_retaken_sample_not_the_probe() -> None:
+    """CuPy's 5 to 8 us per launch, and one 2.5 ms stall (call 6: the first 20-launch run through CuPy)
+    behind a 400 us hold: the run is taken again behind 800 us, and the hold stays doubled."""
+    gpu = busy_host(fake_gpu(enqueue_us=dict(REALISTIC_ENQUEUE_US)), stalls={6})
+    measured = _run(gpu, runnable={"launch.stream"})
+    outcome = measured["launch.stream"].outcome
+    assert outcome.status == "ok", outcome.detail
+    assert "an enqueue outlasted the hold: samples retaken behind a 800 us hold" in outcome.detail
+    facts = _facts(measured)
+    for via, us in REALISTIC_ENQUEUE_US.items():
+        assert facts[f"launch.stream.host_latency.{launch.VIAS[via]}"].value == pytest.approx(us, rel=0.05)
+
+
+def test_a_host_that_outlasts_every_hold_fails_the_probe_after_three_doublings() -> None:
+    gpu = busy_host(fake_gpu(), stalls=range(1, 1000), stall_us=1e4)  # 10 ms stalls: past 8 x 400 us
+    measured = _run(gpu, runnable={"launch.stream"})
+    outcome = measured["launch.stream"].outcome
+    assert outcome.status == "failed" and measured["launch.stream"].facts == []
+    assert "longer than the 3200 us hold, doubled 3 times already" in outcome.detail
+
+
 def test_an_unavailable_launch_path_is_a_one_line_gpuprobe_error() -> None:
     assert issubclass(LaunchPathUnavailable, GpuprobeError)
     with pytest.raises(LaunchPathUnavailable, match="pycuda is not installed"):
@@ -137,10 +186,20 @@ def test_stamps_are_checked_for_count_completeness_and_order() -> None:
 
 
 def test_a_hold_shorter_than_the_enqueue_fails_rather_than_report_host_bound_spacing() -> None:
-    slow_host = fake_gpu(enqueue_us={"cupy": 40.0, "cuda-bindings": 2.5})
+    slow_host = fake_gpu(enqueue_us={"cupy": 200.0, "cuda-bindings": 2.5})  # 20 launches: 4 ms, past 8 x 400 us
     measured = _run(slow_host, runnable={"launch.stream"})
     assert measured["launch.stream"].outcome.status == "failed"
-    assert "longer than the 400 us hold" in measured["launch.stream"].outcome.detail
+    assert "longer than the 3200 us hold" in measured["launch.stream"].outcome.detail
+
+
+def test_a_host_slower_than_the_planned_hold_is_measured_behind_a_longer_one() -> None:
+    slow_host = fake_gpu(enqueue_us={"cupy": 30.0, "cuda-bindings": 2.5})  # 20 launches: 600 us, past the 400 us hold
+    measured = _run(slow_host, runnable={"launch.stream"})
+    assert measured["launch.stream"].outcome.status == "ok"
+    assert "samples retaken behind a 800 us hold" in measured["launch.stream"].outcome.detail
+    facts = _facts(measured)
+    assert facts["launch.stream.gpu_spacing"].value == pytest.approx(slow_host.stream_spacing_ns / 1e3, rel=0.05)
+    assert facts["launch.stream.host_latency.cupy"].value == pytest.approx(30.0, rel=0.05)
 
 
 def test_implausible_event_costs_fail_the_event_probe() -> None:
@@ -168,14 +227,12 @@ def test_the_slots_hold_the_largest_run() -> None:
 
 
 def test_planned_work_fits_the_family_budget_on_an_h100() -> None:
-    """The defaults' planned launches at pessimistic costs (10 us per stream launch end to end or on the
-    host, 2 us per graph node on the GPU, 50 us per event call, the hold as planned): under 5 s."""
-    s = Settings()
-    stream = s.max_repeats * len(launch.VIAS) * (2 * s.hold_ns * 1e-9 + (1 + s.launches) * 10e-6)
-    stream += s.max_repeats * (1 + s.launches) * 10e-6
-    graph = s.max_repeats * sum(n * s.replays(n) * 2e-6 + 0.05 for n in s.graph_nodes)  # + capture and instantiate
-    events = s.max_repeats * 2 * s.events * 50e-6
-    assert stream + graph + events < 5.0
+    """The defaults' planned launches at pessimistic costs (10 us per stamp launch on the GPU, 20 us per
+    launch enqueued or captured, 50 ms per graph built, 50 us per event call, every hold at its largest,
+    the runner's calls and holds): under 5 s."""
+    plan = launch.plan(Settings(), H100_SXM)
+    assert plan.probes == 3
+    assert family_seconds(plan, child_start=False) < 5.0
 
 
 @pytest.mark.parametrize(

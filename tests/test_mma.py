@@ -29,7 +29,9 @@ from gpuprobe.families.mma_numerics import (
     mantissa_experiment,
     read_numerics,
 )
+from gpuprobe.plan import family_seconds
 from gpuprobe.registry import all_probes, find_probe
+from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes.mma import FAST_SETTINGS, TIMING, element, lane_results, numeric_d
 
@@ -178,7 +180,7 @@ def test_every_probe_is_declared_and_measured_in_order() -> None:
 def test_both_compute_families_fit_the_15_s_budget_on_an_h100() -> None:
     from gpuprobe.families import alu
 
-    total = mma.planned_seconds(Settings(), 132, 1755.0) + alu.planned_seconds(Settings(), 132, 1755.0)
+    total = family_seconds(mma.plan(Settings(), H100_SXM) + alu.plan(Settings(), H100_SXM), child_start=False)
     assert total < 15.0
 
 

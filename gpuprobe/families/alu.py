@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, Probes, Request
+from gpuprobe.families.base import Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.issue_sweep import (
+    SMOKE_SETTINGS,
     Records,
     Settings,
     Sweeper,
@@ -39,7 +40,7 @@ from gpuprobe.families.issue_sweep import (
     launchable_warps,
     output_words,
     plateau,
-    sweep_seconds,
+    sweep_plan,
     sweep_series,
 )
 from gpuprobe.families.measuring import Kernels, fact
@@ -218,9 +219,14 @@ def check_launch(op: Op, records: Records, iterations: int, ilp: int, kernel: st
     check_results(results, lambda _: np.abs(sums - expected_sum) <= MUFU_TOLERANCE, kernel, f"{expected_sum:.6f}")
 
 
-def planned_seconds(settings: Settings, sm_count: int, mhz: float) -> float:
-    """An upper bound on the family's GPU time (see :func:`gpuprobe.families.issue_sweep.sweep_seconds`)."""
-    return len(OPS) * sweep_seconds(settings, sm_count, mhz, len(ILPS), 1)
+def plan(settings: Settings, device: Device) -> Plan:
+    """What measuring every probe costs at most on ``device`` (:func:`~gpuprobe.families.issue_sweep.sweep_plan`)."""
+    return sweep_plan(settings, device, len(OPS), len(ILPS), 1)
+
+
+# First contact: FFMA's latency and its one-warp issue rate on every SM, each sample once and short
+# (the ternary check holds for any trip count).
+SMOKE = Smoke(probes=("alu.ffma.ilp1",), settings=SMOKE_SETTINGS)
 
 
 # ---- launching --------------------------------------------------------------------------------------

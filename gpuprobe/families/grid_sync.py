@@ -8,7 +8,9 @@ for the barrier to open), so asking for one is a :class:`ProbeFailure` before an
 it is never shrunk to fit. Each sample is two launches, ``long_syncs`` and ``short_syncs`` barriers
 between block 0's clock reads: cost per sync = (cycles(K) - cycles(1)) / (K - 1), so the clock reads
 and the loop's entry and exit cancel. The SM clock comes from the same launches (cycles over
-global-timer ns of the long timed phase), so every latency is in cycles and ns.
+global-timer ns of the long timed phase, read only from windows of at least :data:`CLOCK_WINDOW_NS`:
+%globaltimer moves in ticks of about a microsecond), so every latency is in cycles and ns. The short
+launch's window, one barrier of 0.4 to 1.5 us, often reads 0 or 1 tick: its ns are not used.
 
 Every launch first runs ``checks`` rounds of the check phase: each block writes its tag for the round,
 passes the barrier, and reads every block's tag for that round; the kernel counts wrong tags. The host
@@ -19,6 +21,8 @@ sense the number of barriers implies: a barrier that let a block through early f
 times, separated by the same grid barrier inside one cooperative launch, against the same step as
 back-to-back launches of a kernel of its own. Both costs are long-minus-short over GPU event time, and
 both results are checked word by word.
+
+:func:`plan` counts what measuring both costs at most on a device, from the settings alone.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.issue_sweep import MOST_THREADS_PER_SM, RUN_CALLS, clock_mhz, clock_window_ns, held_batch_s
 from gpuprobe.families.measuring import Kernels, Stopping, fact, require_counts, sample_until_stable
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
@@ -39,6 +44,7 @@ from gpuprobe.sections import Section
 PROBES = ["grid_sync.latency", "grid_sync.persistent"]
 GRID_KERNEL, STEP_KERNEL = "gp_gs_grid", "gp_gs_step"
 SENSE_BIT = 0x80000000  # the arrive word's top bit flips at every barrier
+CLOCK_WINDOW_NS = clock_window_ns(0.01)  # 100 us: the long launch's timed phase reads the SM clock to 1 %
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,8 @@ class _Grid:
 
     def timed(self, blocks: int, syncs: int) -> tuple[int, int]:
         """One cooperative launch of ``blocks`` blocks: the check phase, then ``syncs`` timed barriers;
-        verified; block 0's (cycles, ns) of the timed phase."""
+        verified; block 0's (cycles, ns) of the timed phase. The ns are whole timer ticks: a phase
+        shorter than a tick may read 0."""
         self.check_fits(blocks)
         self.fresh()
         s = self.settings
@@ -149,8 +156,8 @@ class _Grid:
                                   grid=blocks, block=s.block, cooperative=True)  # fmt: skip
         self.verify(blocks, s.checks + syncs, values[2:])
         cycles, ns = int(values[0]), int(values[1])
-        if cycles <= 0 or ns <= 0:
-            raise ProbeFailure(f"{GRID_KERNEL}: the timed phase took {cycles} cycles in {ns} ns")
+        if cycles <= 0:
+            raise ProbeFailure(f"{GRID_KERNEL}: the timed phase took {cycles} cycles")
         return cycles, ns
 
 
@@ -179,7 +186,9 @@ def latency_curve(grid: _Grid, sizes: list[int]) -> Curve:
                     f"{GRID_KERNEL}: {s.long_syncs} syncs took {long} cycles, {s.short_syncs} took {short}"
                 )
             samples.append(cost)
-            clocks.append(long / ns * 1000.0)
+            mhz = clock_mhz(long, ns, CLOCK_WINDOW_NS)
+            if mhz is not None:
+                clocks.append(mhz)
 
         sample_until_stable(take, samples, s.stopping())
         curve.cycles.append(samples)
@@ -191,17 +200,22 @@ def measure_latency(grid: _Grid) -> Measured:
     probe = PROBES[0]
     sizes = plan_grids(grid.device.sm_count, grid.per_sm)
     curve = latency_curve(grid, sizes)
-    mhz = float(np.median([m for ms in curve.mhz for m in ms]))
+    clocks = [m for ms in curve.mhz for m in ms]
+    mhz = float(np.median(clocks)) if clocks else None
     one_per_sm = sizes.index(grid.device.sm_count)  # always planned: 1 x SMs, or the maximum itself
     facts = [
         fact("sync.grid.latency", curve.cycles[one_per_sm], "cycle", probe, mhz),
         fact("sync.grid.latency_full", curve.cycles[-1], "cycle", probe, mhz),
     ]
     medians = [float(np.median(c)) for c in curve.cycles]
-    series = {"grid": {"blocks": [float(b) for b in sizes], "latency_cycles": medians,
-                       "latency_ns": [m / mhz * 1000.0 for m in medians]}}  # fmt: skip
-    note = f"{len(sizes)} grid sizes up to {grid.max_blocks} blocks ({grid.per_sm}/SM), SM clock {mhz:.0f} MHz"
-    return Measured(probe, ProbeOutcome("ok", note, series), facts)
+    curve_series = {"blocks": [float(b) for b in sizes], "latency_cycles": medians}
+    note = f"{len(sizes)} grid sizes up to {grid.max_blocks} blocks ({grid.per_sm}/SM), "
+    if mhz is None:
+        note += f"no timed phase of {CLOCK_WINDOW_NS / 1e3:.0f} us or more to read the SM clock over (cycles only)"
+    else:
+        curve_series["latency_ns"] = [m / mhz * 1000.0 for m in medians]
+        note += f"SM clock {mhz:.0f} MHz"
+    return Measured(probe, ProbeOutcome("ok", note, {"grid": curve_series}), facts)
 
 
 def _check_data(grid: _Grid, threads: int, steps: int, what: str) -> None:
@@ -247,6 +261,37 @@ def measure_persistent(grid: _Grid, runnable: set[str]) -> Measured:
     ]
     note = f"{sms} blocks x {s.block} threads, {s.long_steps - s.short_steps} steps per sample"
     return Measured(probe, ProbeOutcome("ok", note), facts)
+
+
+BARRIER_S = 5e-6  # one grid barrier, at most (0.4 to 1.5 us expected at one block per SM)
+STEP_LAUNCH_S = 10e-6  # one back-to-back launch of the step kernel on the GPU, at most
+TIMED_CALLS = 2 + RUN_CALLS + 1  # one timed(): the two fresh fills, the checked run, the arrive word read
+PERSISTENT_CALLS = 5  # one persistent sample launch: two fresh fills, the data fill, the timed batch, the read
+STEP_CALLS = 3  # one back-to-back sample: the data fill, the timed batch, the read
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """What both probes cost at most on ``device``: every grid size the occupancy API could allow
+    (:data:`MOST_THREADS_PER_SM` / block), every sample at its most repeats, each barrier at
+    :data:`BARRIER_S`; the results read back are a few words per block (no host time to speak of)."""
+    s = settings
+    sizes = plan_grids(device.sm_count, max(1, min(32, MOST_THREADS_PER_SM // s.block)))  # 32 blocks per SM at most
+    samples = len(sizes) * s.max_repeats
+    barriers = 2 * s.checks + s.short_syncs + s.long_syncs  # a sample's two launches
+    latency = Plan(1, samples * 2 * TIMED_CALLS, samples * barriers * BARRIER_S)
+    steps = (s.short_steps, s.long_steps)
+    persistent_s = sum(held_batch_s(1, n * BARRIER_S, device) + held_batch_s(n, STEP_LAUNCH_S, device) for n in steps)
+    persistent = Plan(1, s.max_repeats * 2 * (PERSISTENT_CALLS + STEP_CALLS), s.max_repeats * persistent_s)
+    return latency + persistent
+
+
+# First contact: both probes (the persistent one runs the barrier kernel, so it needs the latency probe's
+# contract), every grid size once, one check round, one and two barriers or steps: the cooperative launch,
+# the ordering checks and the step counts all run; the windows are too short to read the SM clock.
+SMOKE = Smoke(
+    probes=tuple(PROBES),
+    settings=Settings(short_syncs=1, long_syncs=2, checks=1, short_steps=1, long_steps=2, min_repeats=1, max_repeats=1),
+)
 
 
 def _block_barrier_check(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:

@@ -10,6 +10,17 @@ dependent chains and writes every thread's result words, then per warp (ptx/chai
 * Issue rate: one block per SM (grid = SM count), 1 to 32 warps, ``ILP`` chains per thread. An SM's
   span is its first thread's start to its last thread's end (%clock64 is one counter per SM); a
   short and a long run, and the rate is the work between them over the median span between them.
+  The block scheduler does not promise one block per SM (a block that finished early, or one
+  dispatched late, may share an SM with another), so the rate is taken over the SMs that held
+  exactly one block: an SM holding two measures another load, and SMs do not share the units an
+  issue rate is about. A run in which fewer than half of the blocks had an SM to themselves fails.
+* The SM clock: %clock64 cycles over %globaltimer ns of one window. The timer moves in ticks of
+  about a microsecond (:data:`TIMER_TICK_NS`), so a window of W ns reads it to a tick in W
+  (:func:`clock_mhz`); a shorter window than the precision asks for gives no clock.
+
+What a family's sweeps cost at most on a device (:func:`sweep_plan`) is counted from the settings;
+:func:`run_plan` and :func:`held_batch_s` price the checked runs and timed batches that other families'
+plans count too.
 """
 
 from __future__ import annotations
@@ -19,11 +30,29 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.base import Plan, ProbeFailure
 from gpuprobe.families.measuring import Stopping, sample_until_stable
+from gpuprobe.gpu import HOLD_CYCLES_PER_LAUNCH, HOLD_MAX_CYCLES
+from gpuprobe.results import Device
 
 TIMING_WORDS = 5  # per warp, after all threads' results: clock start, clock end, timer start, timer end, SM id
-MIN_CLOCK_WINDOW_NS = 50_000  # a span this long reads the SM clock to 2 % at 1 us timer resolution
+TIMER_TICK_NS = 1000  # how often %globaltimer moves on current GPUs (about 1 us; every 32 ns only under a profiler)
+RUN_CALLS = 3  # launcher calls of one checked run (measuring.Kernels.run): the poisoning fill, the launch, the read
+
+
+def clock_window_ns(precision: float) -> float:
+    """The shortest %globaltimer window that reads the SM clock to ``precision`` (a fraction): each
+    window's reading is off from the true time by less than one tick."""
+    return TIMER_TICK_NS / precision
+
+
+def clock_mhz(cycles: float, ns: float, window_ns: float) -> float | None:
+    """The SM clock, ``cycles`` of %clock64 over ``ns`` of %globaltimer, from a window of at least
+    ``window_ns``; None from a shorter one (a window under a tick may even read 0 ns)."""
+    return float(cycles) / float(ns) * 1000.0 if ns >= window_ns else None
+
+
+MIN_CLOCK_WINDOW_NS = clock_window_ns(0.02)  # 50 us: a chain run's clock to 2 %
 
 
 def output_words(threads: int, result_words: int) -> int:
@@ -54,29 +83,28 @@ class Records:
         ns = timing[:, 2].astype(np.int64), timing[:, 3].astype(np.int64)
         return cls(start, end, ns[0], ns[1], timing[:, 4], result, min(threads, 32))
 
-    def span(self) -> float:
-        """The median over SMs of each SM's span, first start to last end, in cycles."""
+    def _per_sm(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each SM's span (first start to last end, cycles) and the warps it held."""
         order = np.argsort(self.sm, kind="stable")
         firsts = np.flatnonzero(np.r_[True, np.diff(self.sm[order]) != 0])  # each SM's first row in ``order``
         spans = np.maximum.reduceat(self.end[order], firsts) - np.minimum.reduceat(self.start[order], firsts)
-        return float(np.median(spans))
+        return spans, np.diff(np.r_[firsts, len(order)])
 
-    def threads_per_sm(self) -> float:
-        """Threads on each SM; every SM must hold as many (a rate per SM from uneven SMs would mix loads)."""
-        counts = np.unique(self.sm, return_counts=True)[1]
-        if counts.min() != counts.max():
-            raise ProbeFailure(
-                f"the blocks were not spread evenly over the SMs ({counts.min()} to {counts.max()} warps on one SM)"
-            )
-        return float(counts[0]) * self.lanes
+    def span(self, warps: int | None = None) -> float:
+        """The median over SMs of each SM's span, first start to last end, in cycles; with ``warps``,
+        over the SMs that held exactly that many warps only."""
+        spans, held = self._per_sm()
+        return float(np.median(spans if warps is None else spans[held == warps]))
+
+    def alone(self, warps: int) -> int:
+        """The SMs that held exactly ``warps`` warps: with blocks of that many, one block each."""
+        return int(np.sum(self._per_sm()[1] == warps))
 
     def mhz(self) -> float | None:
         """The SM clock over the longest thread's loop (cycles over timer ns), if long enough to read."""
         longest = int(np.argmax(self.end_ns - self.start_ns))
         ns = int(self.end_ns[longest] - self.start_ns[longest])
-        if ns < MIN_CLOCK_WINDOW_NS:
-            return None
-        return float(self.end[longest] - self.start[longest]) / ns * 1000.0
+        return clock_mhz(float(self.end[longest] - self.start[longest]), ns, MIN_CLOCK_WINDOW_NS)
 
 
 def step_latency(short: Records, long: Records, steps_between: int) -> float:
@@ -87,12 +115,21 @@ def step_latency(short: Records, long: Records, steps_between: int) -> float:
     return cycles / steps_between
 
 
-def issue_rate(short: Records, long: Records, work_per_thread_between: float) -> float:
-    """Work per clock per SM: each SM's threads' work between the runs over the span between them."""
-    cycles = long.span() - short.span()
+def issue_rate(short: Records, long: Records, work_per_thread_between: float, warps: int) -> float:
+    """Work per clock per SM holding one block of ``warps`` warps: its threads' work between the runs
+    over its span between them (medians over such SMs). An SM the block scheduler gave two blocks is
+    left out; a run in which fewer than half of the blocks had an SM to themselves fails."""
+    for run in (short, long):
+        blocks = len(run.sm) // warps
+        if 2 * run.alone(warps) < blocks:
+            raise ProbeFailure(
+                f"only {run.alone(warps)} of {blocks} blocks of {warps} warps had an SM to themselves: "
+                "the block scheduler doubled up the others"
+            )
+    cycles = long.span(warps) - short.span(warps)
     if cycles <= 0:
         raise ProbeFailure(f"the long run's SM span was {cycles:+.0f} cycles longer than the short one's")
-    return long.threads_per_sm() * work_per_thread_between / cycles
+    return warps * long.lanes * work_per_thread_between / cycles
 
 
 def iterations_for(short_iterations: int, short_span: float, target_cycles: float, most: int) -> int:
@@ -173,6 +210,11 @@ class Settings:
         return configurations * self.max_repeats * 2
 
 
+# A first contact's sweep: one warp per SM, every sample taken once, runs of a few thousand cycles (the
+# families' checks hold for any trip count; such runs are too short to read the SM clock).
+SMOKE_SETTINGS = Settings(warps=(1,), short_iterations=1, latency_target_cycles=2000.0, sweep_target_cycles=2000.0,
+                          min_repeats=1, max_repeats=1)  # fmt: skip
+
 Launch = Callable[[int, int, int, int], Records]  # (ILP, iterations, blocks, threads per block) -> checked records
 
 
@@ -213,7 +255,7 @@ class Sweeper:
 
         def take() -> None:
             short, long, between = self.pair(ilp, self.sm_count, 32 * warps, self.settings.sweep_target_cycles)
-            rates.append(issue_rate(short, long, between * work_per_iteration))
+            rates.append(issue_rate(short, long, between * work_per_iteration, warps))
 
         sample_until_stable(take, rates, self.settings.stopping())
         return SweepPoint(ilp, warps, rates)
@@ -227,18 +269,38 @@ def launchable_warps(launcher, kernel: str, settings: Settings) -> list[int]:
     return [w for w in settings.warps if launcher.max_active_blocks(kernel, 32 * w) >= 1]
 
 
-LAUNCH_S = 100e-6  # a launch, its poisoning fill and its read-back call, besides the bytes (generous)
+READ_BYTES_PER_S = 10e9  # a read-back, device to host
+CHECK_BYTES_PER_S = 1e9  # NumPy holding what was read back to the host's prediction (generous)
+UNKNOWN_MHZ = 1000.0  # the clock planned with where the device reports none
+MOST_THREADS_PER_SM = 2048  # resident threads per SM on any supported arch, at most: bounds an occupancy answer
 
 
-def sweep_seconds(settings: Settings, sm_count: int, mhz: float, ilps: int, result_words: int) -> float:
-    """An upper bound on one kernel family's GPU time (latency and all ILPs' sweeps): every sample at
-    its maximum repeats, each run at most three times its target cycles, every run's records read
-    back at 10 GB/s."""
+def run_plan(runs: int, target_cycles: float, threads: int, result_words: int, device: Device) -> Plan:
+    """What ``runs`` checked runs of ``threads`` threads cost at most: each at most three times
+    ``target_cycles`` at the device's nominal clock (a margin that also covers a clock down to a third
+    of it), and its output read back and checked. No probe: the caller counts those."""
+    mhz = device.sm_clock_nominal_mhz or UNKNOWN_MHZ
+    output = output_words(threads, result_words) * 8
+    return Plan(0, runs * RUN_CALLS, runs * 3 * target_cycles / (mhz * 1e6),
+                runs * output * (1 / READ_BYTES_PER_S + 1 / CHECK_BYTES_PER_S))  # fmt: skip
+
+
+def held_batch_s(launches: int, launch_s: float, device: Device) -> float:
+    """GPU seconds of one timed batch (Launcher.time_launches) of ``launches`` launches of ``launch_s``
+    each: the runner first holds the GPU with a spin of HOLD_CYCLES_PER_LAUNCH per launch (at the
+    nominal clock) while it enqueues them."""
+    mhz = device.sm_clock_nominal_mhz or UNKNOWN_MHZ
+    hold = min(HOLD_MAX_CYCLES, HOLD_CYCLES_PER_LAUNCH * max(1, launches)) / (mhz * 1e6)
+    return hold + launches * launch_s
+
+
+def sweep_plan(settings: Settings, device: Device, kernels: int, ilps: int, result_words: int) -> Plan:
+    """What ``kernels`` chain kernels measured at ``ilps`` ILPs each cost at most: one probe per kernel
+    and ILP; per kernel a latency (one warp) and every ILP's sweep over the warps, every sample at its
+    most repeats (:func:`run_plan` for each run)."""
     s = settings
-
-    def run_s(target: float, threads: int) -> float:
-        return 3 * target / (mhz * 1e6) + output_words(threads, result_words) * 8 / 10e9 + LAUNCH_S
-
-    latency = s.planned_runs(1) * run_s(s.latency_target_cycles, 32)
-    sweep = sum(s.planned_runs(ilps) * run_s(s.sweep_target_cycles, sm_count * 32 * w) for w in s.warps)
-    return latency + sweep
+    per_kernel = run_plan(s.planned_runs(1), s.latency_target_cycles, 32, result_words, device)
+    for warps in s.warps:
+        per_kernel += run_plan(s.planned_runs(ilps), s.sweep_target_cycles, device.sm_count * 32 * warps,
+                               result_words, device)  # fmt: skip
+    return Plan(kernels * ilps, kernels * per_kernel.launches, kernels * per_kernel.gpu_s, kernels * per_kernel.host_s)

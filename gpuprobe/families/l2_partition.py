@@ -13,15 +13,17 @@ One probe, ``l2_partition.map``. Each round:
 
 Groups rotate across blocks from round to round, so each line is read by ``rounds`` SMs and each SM
 reads ``rounds`` x 15 lines. Every launch is checked: each chain ends on the line the host
-predicts, the SM ids are below the SM count and cover every SM once, and the loads waited for each
-other (every interval exceeds the issue-only first one).
+predicts, every block ran on an SM of its own (by %smid: the PTX ISA does not promise SM ids 0 to
+SM count - 1, and parts with disabled SMs number them with gaps, so ids are only compared, never used
+as indices), and the loads waited for each other (every interval exceeds the issue-only first one).
 
 :func:`partition_map` reads the map: the latencies split into a fast and a slow cluster (two-means
 in one dimension); each SM's fast/slow pattern over lines, compared with every other SM's, gives
 the SM sides (the sign of the leading eigenvector of the SMs' agreement matrix) and each line's
 home (the side it is fast from). The part has two partitions when that model explains the data
 (``min_consistency``), both clusters are substantial and the slow one is clearly slower;
-otherwise one, and every line counts as near.
+otherwise one, and every line counts as near. :func:`plan` counts what the map costs at most, from
+the settings alone.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.chain import random_cycle
+from gpuprobe.families.issue_sweep import RUN_CALLS
 from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome, Results
@@ -146,11 +149,10 @@ class Readings:
 
 def check_launch(records: np.ndarray, layout: Layout, base: int, round_: int, sm_count: int) -> None:
     """The launch's records (blocks x RECORD_WORDS): chains ended where predicted, every SM ran one
-    block, and the loads waited for each other."""
+    block (``sm_count`` blocks on as many distinct SM ids, whatever the ids), and the loads waited for
+    each other."""
     blocks = len(records)
     sms = records[:, RECORD_WORDS - 1] & 0xFFFFFFFF
-    if np.any(sms >= sm_count):
-        raise ProbeFailure(f"{KERNEL}: SM id {int(sms.max())} is not below the device's {sm_count} SMs")
     if len(set(sms.tolist())) != blocks or blocks != sm_count:
         raise ProbeFailure(
             f"{KERNEL}: {blocks} blocks ran on {len(set(sms.tolist()))} distinct SMs of {sm_count}: "
@@ -269,19 +271,20 @@ def heatmap_series(readings: Readings, result: PartitionMap, bins: int) -> dict[
     bin_of_line = np.empty(len(result.lines), dtype=np.int64)
     bin_of_line[line_order] = np.arange(len(result.lines)) * bins // max(len(result.lines), 1)
     line_bin = bin_of_line[np.searchsorted(result.lines, np.asarray(readings.line))]
-    sm_by_rank = result.sms[np.lexsort((result.sms, result.side))]
-    rank_of_sm = np.empty(int(result.sms.max()) + 1, dtype=np.int64)
-    rank_of_sm[sm_by_rank] = np.arange(len(sm_by_rank))
+    by_rank = np.lexsort((result.sms, result.side))  # positions in ``result.sms`` (sorted ids), by side then id
+    sm_by_rank = result.sms[by_rank]
+    rank = np.empty(len(by_rank), dtype=np.int64)
+    rank[by_rank] = np.arange(len(by_rank))
     cycles = np.asarray(readings.cycles, dtype=np.float64)
-    cell = rank_of_sm[np.asarray(readings.sm)] * bins + line_bin
+    cell = rank[np.searchsorted(result.sms, np.asarray(readings.sm))] * bins + line_bin
     order = np.lexsort((cycles, cell))  # by cell, and by latency within a cell
     cells, first, count = np.unique(cell[order], return_index=True, return_counts=True)
     sorted_cycles = cycles[order]
     median = (sorted_cycles[first + (count - 1) // 2] + sorted_cycles[first + count // 2]) / 2
-    rank = cells // bins
+    cell_rank = cells // bins
     return {
-        "sm_rank": [float(r) for r in rank],
-        "sm_id": [float(sm_by_rank[r]) for r in rank],
+        "sm_rank": [float(r) for r in cell_rank],
+        "sm_id": [float(sm_by_rank[r]) for r in cell_rank],
         "bin": [float(b) for b in cells % bins],
         "latency_cycles": [float(m) for m in median],
     }
@@ -329,11 +332,29 @@ def measure_map(launcher: Launcher, kernels: Kernels, device: Device, settings: 
 PROBES = [PROBE]
 
 
-def planned_work(device: Device, settings: Settings) -> dict[str, float]:
-    """What the probe does, for the time budget: launches, and bytes written to flush and re-write."""
-    layout_bytes = device.sm_count * GROUP_LINES * settings.line_bytes
-    per_round = settings.flush_l2_multiple * device.l2_bytes + layout_bytes
-    return {"launches": float(settings.rounds), "bytes_written": float(settings.rounds * per_round)}
+ROUND_CALLS = 3 + RUN_CALLS  # the flush and the layout's fills, the chain written, the checked run
+UNKNOWN_WRITE_BYTES_PER_S = 0.5e12  # the memsets' rate planned with where the device reports no memory clock
+TOUCH_S = 100e-6  # one launch on the GPU: 16 dependent loads from DRAM or L2 per block, at most
+HOST_S_PER_READING = 3e-5  # one first-touch reading collected, clustered and mapped on the host
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """What the map costs at most: every round's flush (``flush_l2_multiple`` x the L2) and layout
+    written at half the memory's theoretical peak, its launch, and the host's work on its readings."""
+    s = settings
+    if device.mem_clock_mhz and device.mem_bus_bits:  # double data rate: two transfers per clock
+        write_bytes_per_s = 0.5 * 2 * device.mem_clock_mhz * 1e6 * device.mem_bus_bits / 8
+    else:
+        write_bytes_per_s = UNKNOWN_WRITE_BYTES_PER_S
+    written = s.flush_l2_multiple * device.l2_bytes + device.sm_count * GROUP_LINES * s.line_bytes
+    readings = s.rounds * device.sm_count * TIMED
+    return Plan(1, s.rounds * ROUND_CALLS, s.rounds * (written / write_bytes_per_s + TOUCH_S),
+                readings * HOST_S_PER_READING)  # fmt: skip
+
+
+# First contact: the map from two rounds (each line read from two SMs): the cooperative one-block-per-SM
+# launch, the flush, the chain ends, the distinct SMs and the loads' ordering all checked.
+SMOKE = Smoke(probes=(PROBE,), settings=Settings(rounds=2))
 
 
 def measure(request: Request) -> Probes:

@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, Probes, Request
+from gpuprobe.families.base import Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.issue_sweep import (
+    SMOKE_SETTINGS,
     Records,
     Settings,
     Sweeper,
@@ -40,7 +41,8 @@ from gpuprobe.families.issue_sweep import (
     launchable_warps,
     output_words,
     plateau,
-    sweep_seconds,
+    run_plan,
+    sweep_plan,
     sweep_series,
 )
 from gpuprobe.families.measuring import Kernels, fact
@@ -52,12 +54,19 @@ from gpuprobe.families.mma_fragments import (
     make_operands,
     predicted_words,
 )
-from gpuprobe.families.mma_numerics import NUMERIC_VARIANTS, Experiment, d_matrix, fragments, read_numerics
+from gpuprobe.families.mma_numerics import (
+    NUMERIC_VARIANTS,
+    Experiment,
+    d_matrix,
+    experiment_count,
+    fragments,
+    read_numerics,
+)
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
 
-__all__ = ["INVARIANTS", "PROBES", "SECTIONS", "Settings", "measure"]
+__all__ = ["INVARIANTS", "PROBES", "SECTIONS", "SMOKE", "Settings", "measure", "plan"]
 
 ILPS = (1, 2, 4, 8)
 RESULT_WORDS = 2  # per thread: D's four 32-bit sums
@@ -192,9 +201,20 @@ def run_numerics(ctx: _Context, name: str, v: Variant) -> Measured:
     return Measured(name, ProbeOutcome("ok", note), facts)
 
 
-def planned_seconds(settings: Settings, sm_count: int, mhz: float) -> float:
-    """An upper bound on the family's GPU time on a GPU where every variant is native."""
-    return len(VARIANTS) * sweep_seconds(settings, sm_count, mhz, len(ILPS), RESULT_WORDS)
+def plan(settings: Settings, device: Device) -> Plan:
+    """What measuring every probe costs at most on ``device``, every variant native
+    (:func:`~gpuprobe.families.issue_sweep.sweep_plan`); an emulated type's run and each numerics
+    experiment (an upload and a run) cost at most a latency run each."""
+    s = settings
+    sweeps = sweep_plan(s, device, len(VARIANTS), len(ILPS), RESULT_WORDS)
+    experiments = sum(experiment_count(v) for v in NUMERICS_PROBES.values())
+    single = run_plan(len(EMULATED_PROBES) + experiments, s.latency_target_cycles, LANES, RESULT_WORDS, device)
+    return sweeps + single + Plan(len(EMULATED_PROBES) + len(NUMERICS_PROBES), experiments, 0.0)
+
+
+# First contact: the f16 m16n8k8 chain (every arch has it) timed once and short, and the f16 numerics'
+# two untimed mma (sm_80 and later): both kernels' launches and their bit-exact checks against NumPy.
+SMOKE = Smoke(probes=("mma.f16.m16n8k8.ilp1", "mma.numerics.f16"), settings=SMOKE_SETTINGS)
 
 
 def measure(request: Request) -> Probes:

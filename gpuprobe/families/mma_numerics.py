@@ -201,6 +201,12 @@ class Reading:
     at_least: bool = False
 
 
+def experiment_count(v: Variant) -> int:
+    """The experiments :func:`read_numerics` runs for ``v``: mantissa and rounding for tf32, then
+    accumulator and alignment."""
+    return 4 if v.input_type == "tf32" else 2
+
+
 def read_numerics(v: Variant, run: Callable[[Experiment], np.ndarray], kernel: str) -> list[Reading]:
     """Run the variant's experiments (``run`` gives D for an experiment) and read their facts."""
     prefix = fact_prefix(v)

@@ -11,7 +11,10 @@ Order of measurement:
 2. The other throughput probes (bf16 RS, f16, tf32, e4m3, s8; SS and RS), the same way.
 3. Latency, per type, N and A source: one warpgroup, wgmma + commit + wait 0 per iteration, each
    accumulating onto the last; a sample is a long minus a short loop's cycles over the difference
-   in iterations, so everything paid once cancels.
+   in iterations, so everything paid once cancels. The SM clock (for the latency in ns) is read over
+   the long loops only where they last ``min_clock_window_ns``: %globaltimer moves in ticks of about
+   a microsecond, so a window of W ns reads the clock to a tick in W; the short loop, under a
+   microsecond at small N, may read 0 ns, and its ns are not used.
 
 Every launch reads back every warpgroup's D registers, maps them to rows and columns by the
 PTX ISA's D-fragment layout (:mod:`gpuprobe.families.wgmma_layout`) and holds them to
@@ -26,7 +29,18 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.issue_sweep import (
+    CHECK_BYTES_PER_S,
+    MOST_THREADS_PER_SM,
+    READ_BYTES_PER_S,
+    RUN_CALLS,
+    TIMER_TICK_NS,
+    UNKNOWN_MHZ,
+    clock_mhz,
+    clock_window_ns,
+    held_batch_s,
+)
 from gpuprobe.families.measuring import (
     Kernels,
     Stopping,
@@ -83,7 +97,7 @@ PROBES = list(KERNELS)
 @dataclass(frozen=True)
 class Settings:
     short_iterations: int = 64  # a latency sample: the long loop minus the short one
-    long_iterations: int = 2048  # >= 20 us even at N = 8 (~20 cycles each), so the clock reads to ~1 %
+    long_iterations: int = 32768  # x >= 8 cycles (a wgmma, its commit and wait) at <= 2 GHz: >= 130 us
     min_repeats: int = 3
     max_repeats: int = 7
     target_noise: float = 0.01
@@ -98,7 +112,7 @@ class Settings:
     gemm_n: int = 8192
     gemm_count: int = 10  # GEMMs per cuBLAS timing
     gemm_repeats: int = 3
-    min_clock_window_ns: int = 20_000  # a latency run this long reads its clock to ~1 %
+    min_clock_window_ns: float = clock_window_ns(0.01)  # 100 us: a run this long reads the SM clock to 1 %
     seed: int = 20250901
 
     def __post_init__(self) -> None:
@@ -110,8 +124,11 @@ class Settings:
             raise ValueError(f"Settings.blocks_per_sm must be 0 (as many as fit) or more, got {self.blocks_per_sm}")
         if not 1 <= self.warpgroups_per_block <= 3:
             raise ValueError(f"Settings.warpgroups_per_block must be 1 to 3, got {self.warpgroups_per_block}")
-        if self.throughput_ms <= 0:
-            raise ValueError(f"Settings.throughput_ms must be positive, got {self.throughput_ms}")
+        if self.throughput_ms * 1e6 < 2 * self.min_clock_window_ns:
+            raise ValueError(
+                f"Settings.throughput_ms must be at least {2 * self.min_clock_window_ns / 1e6:g} ms (twice "
+                f"min_clock_window_ns: each timed run reads the SM clock), got {self.throughput_ms}"
+            )
 
     def stopping(self) -> Stopping:
         return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.latency_budget_s)
@@ -134,10 +151,10 @@ class Launched:
         """First start to last end over every warpgroup: the time the whole GPU took."""
         return float(self.end.max() - self.start.min())
 
-    @property
-    def mhz(self) -> float:
-        """The SM clock the warpgroups ran at (median of cycles over ns)."""
-        return float(np.median(self.cycles / np.maximum(self.ns, 1) * 1000.0))
+    def mhz(self, window_ns: float) -> float | None:
+        """The SM clock the warpgroups ran at (the median of their cycles over ns), from windows of at
+        least ``window_ns``; None from shorter ones."""
+        return clock_mhz(float(np.median(self.cycles)), float(np.median(self.ns)), window_ns)
 
 
 def split_output(words: np.ndarray, warpgroups: int, registers: int) -> tuple[np.ndarray, np.ndarray]:
@@ -195,8 +212,10 @@ class _Context:
         records, fragments = split_output(values, warpgroups, kernel.registers)
         check_result(fragments, kernel, operands, times=iterations if kernel.purpose == "lat" else kernel.batch)
         cycles, ns, start, end = (records[:, i].astype(np.float64) for i in range(4))
-        if np.any(ns <= 0) or np.any(cycles <= 0) or np.any(end < start):
+        if np.any(cycles <= 0) or np.any(end < start):
             raise ProbeFailure(f"{kernel.name}: impossible timing (cycles {cycles.min()}, ns {ns.min()})")
+        if np.any(ns != end - start):
+            raise ProbeFailure(f"{kernel.name}: a warpgroup's timer window is not its end reading minus its start")
         return Launched(cycles, ns, start, end)
 
 
@@ -222,8 +241,9 @@ def measure_latency(ctx: _Context, name: str) -> Measured:
         if latency <= 0:
             raise ProbeFailure(f"{kernel.name}: the long loop took no longer than the short one")
         samples.append(latency)
-        if long.ns[0] >= s.min_clock_window_ns:
-            clocks.append(long.mhz)
+        mhz = long.mhz(s.min_clock_window_ns)
+        if mhz is not None:
+            clocks.append(mhz)
 
     sample_until_stable(take, samples, s.stopping())
     mhz = float(np.median(clocks)) if clocks else None
@@ -259,13 +279,17 @@ def measure_rate(ctx: _Context, kernel: Kernel, kind: str) -> Rate:
     blocks, threads = _grid(ctx, kernel)
     flop_per_iteration = kernel.wgmma.flop(kernel.n) * kernel.batch * blocks * threads // WARPGROUP
     first = ctx.launch(kernel, operands, a, b, s.calibration_iterations, blocks, threads)
-    scale = s.throughput_ms * 1e6 / max(first.span_ns, 1.0)
+    scale = s.throughput_ms * 1e6 / max(first.span_ns, TIMER_TICK_NS)  # a span under a tick may read 0
     iterations = int(min(max(1, round(s.calibration_iterations * scale)), 2**31 - 1))
     rate = Rate([], [])
     for _ in range(s.throughput_repeats):
         run = ctx.launch(kernel, operands, a, b, iterations, blocks, threads)
+        mhz = run.mhz(s.min_clock_window_ns)
+        if mhz is None:  # the calibration was off by more than half
+            raise ProbeFailure(f"{kernel.name}: a timed run lasted {float(np.median(run.ns)) / 1e3:.0f} us, "
+                               f"too short to read the SM clock ({s.min_clock_window_ns / 1e3:.0f} us)")  # fmt: skip
         rate.tflops.append(flop_per_iteration * iterations / run.span_ns / 1e3)
-        rate.mhz.append(run.mhz)
+        rate.mhz.append(mhz)
     return rate
 
 
@@ -324,16 +348,53 @@ def measure_throughput(ctx: _Context, name: str) -> Measured:
 # --------------------------------------------------------------------------- the family
 
 
-def planned_seconds(settings: Settings, device: Device, launch_overhead_s: float = 0.002) -> float:
-    """An upper bound on the family's GPU-side time: every launch at its most repeats, each throughput
-    launch with its read-back (10 GB/s) and check (1 GB/s), and the cuBLAS runs at 500 TFLOP/s."""
+LATENCY_EXTRA_CYCLES = 64  # a dependent wgmma's issue, commit and wait beyond its floor, at most (generous)
+GEMM_TFLOPS = 500.0  # cuBLAS's bf16 GEMM rate planned with (H100-class parts reach 600 to 800)
+GEMM_HOST_S_PER_VALUE = 20e-9  # each cuBLAS timing draws its 2 n^2 random operands on the host, and converts them
+
+
+def latency_floor(kernel: Kernel) -> float:
+    """The fewest cycles a wgmma of ``kernel`` can take: its work over an SM's dense rate (N/2)."""
+    return kernel.wgmma.flop(kernel.n) / HOPPER_FLOP_PER_CLK_PER_SM[kernel.wgmma.name]
+
+
+def _checked_runs(runs: int, words: int) -> Plan:
+    """``runs`` checked launches writing ``words`` uint32 each: the calls, and the read-back and check."""
+    return Plan(0, runs * RUN_CALLS, 0.0, runs * words * 4 * (1 / READ_BYTES_PER_S + 1 / CHECK_BYTES_PER_S))
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """What every probe costs at most on ``device`` (an sm_90a part: elsewhere none runs): each latency
+    sample's two runs at twice the floor plus :data:`LATENCY_EXTRA_CYCLES` per iteration, each timed
+    throughput run (and the calibration) at most twice ``throughput_ms``, two operand uploads per
+    latency probe and per throughput operand kind, every launch's records and D read back and checked,
+    and the cuBLAS timings (each runs its GEMMs twice, the first untimed, after drawing its operands)."""
     s = settings
-    latency = len(_LATENCY) * s.max_repeats * 2 * launch_overhead_s
-    words = device.sm_count * s.warpgroups_per_block * WARPGROUP * (THROUGHPUT_N // 2 + RECORD_WORDS)
-    per_launch = s.throughput_ms / 1e3 + words * 4 / 10e9 + words * 4 / 1e9 + launch_overhead_s
-    throughput = len(_THROUGHPUT) * 2 * (s.throughput_repeats + 1) * per_launch
-    gemm = s.gemm_repeats * s.gemm_count * 2 * s.gemm_n**3 / 500e12
-    return latency + throughput + gemm
+    mhz = device.sm_clock_nominal_mhz or UNKNOWN_MHZ
+    total = Plan(len(PROBES), 0, 0.0)
+    for kernel in _LATENCY:
+        cycles = (s.short_iterations + s.long_iterations) * (2 * latency_floor(kernel) + LATENCY_EXTRA_CYCLES)
+        runs = _checked_runs(2 * s.max_repeats, RECORD_WORDS + WARPGROUP * kernel.registers)
+        total += runs + Plan(0, 2, s.max_repeats * cycles / (mhz * 1e6))
+    threads = s.warpgroups_per_block * WARPGROUP
+    blocks = device.sm_count * (s.blocks_per_sm or max(1, MOST_THREADS_PER_SM // threads))
+    for kernel in _THROUGHPUT:
+        runs = 2 * (1 + s.throughput_repeats)  # per operand kind: the calibration, then the timed runs
+        words = blocks * threads // WARPGROUP * (RECORD_WORDS + WARPGROUP * kernel.registers)
+        total += _checked_runs(runs, words) + Plan(0, 2 * 2, runs * 2 * s.throughput_ms / 1e3)
+    gemms = 2 * s.gemm_count * 2.0 * s.gemm_n**3 / (GEMM_TFLOPS * 1e12)
+    gemm = held_batch_s(s.gemm_count, 0.0, device) + gemms
+    operands_s = 2 * s.gemm_n**2 * GEMM_HOST_S_PER_VALUE
+    return total + Plan(0, s.gemm_repeats, s.gemm_repeats * gemm, s.gemm_repeats * operands_s)
+
+
+# First contact: the bf16 m64n256k16 throughput from shared memory (every SM, the calibration, zero and
+# random operands, cuBLAS) and the cheapest latency chain (bf16, N = 8), each checked against NumPy: one
+# warpgroup per block, timed runs just long enough to read the clock, one sample of each, a small GEMM.
+SMOKE_SETTINGS = Settings(short_iterations=1, long_iterations=2, min_repeats=1, max_repeats=1,
+                          warpgroups_per_block=1, throughput_ms=0.2, throughput_repeats=1, gemm_n=1024,
+                          gemm_count=1, gemm_repeats=1)  # fmt: skip
+SMOKE = Smoke(probes=("wgmma.throughput.bf16.ss", "wgmma.latency.bf16.ss.n8"), settings=SMOKE_SETTINGS)
 
 
 def measure(request: Request) -> Probes:
@@ -392,7 +453,7 @@ def latency_floor_invariants(facts: dict[str, Fact], device: Device) -> list[tup
     for kernel in _LATENCY:
         latency = _measured(facts, f"{shape_id(kernel.wgmma, kernel.n, kernel.source)}.latency")
         if latency is not None:
-            floor = kernel.wgmma.flop(kernel.n) / HOPPER_FLOP_PER_CLK_PER_SM[kernel.wgmma.name]
+            floor = latency_floor(kernel)
             checks.append((f"wgmma.latency_floor.{latency.id.removeprefix('tensor.wgmma.')}", latency.value >= floor,
                            f"{latency.value:.1f} cycles vs a floor of {floor:.0f}"))  # fmt: skip
     return checks

@@ -5,7 +5,8 @@ kernel does (one untimed step per chain, then 32 / ILP steps per iteration on ch
 ILP); a chain that falls into a cycle is jumped ahead. Time per iteration on an SM is the larger
 of the chain's latency bound (32 / ILP dependent steps) and its issue bound (the SM's lane
 operations over the peak rate). ``gpu.alu_corrupt = True`` makes one thread's result wrong.
-Test support only: nothing it produces is a measurement.
+Blocks are placed on SMs, and their timer read, as :mod:`tests.fakes.chain_output` says (now and then
+two blocks on one SM). Test support only: nothing it produces is a measurement.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections.abc import Callable
 import numpy as np
 
 from gpuprobe.families.alu import Settings
-from tests.fakes.chain_output import warps_on_sm, write
+from tests.fakes.chain_output import place_blocks, warps_on_sm, write
 
-FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=20_000)
+FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=100_000)
 
 # op: (latency of one chain step in cycles, peak lane operations per clock per SM, lane ops per instruction)
 TIMING: dict[str, tuple[float, float, int]] = {
@@ -99,17 +100,18 @@ def thread_result(op: str, slots: np.ndarray, iterations: int, ilp: int) -> int:
 def simulate(op: str, ilp: int):
     def run(gpu, launch, iters, operands, out) -> float:
         iterations = int(iters)
+        sms = place_blocks(gpu, launch)
         width = 64 if op == "dfma" else 32
         slots = operands.data.view(np.uint64)[:10] if width == 64 else operands.data.view(np.uint64)[:10] & 0xFFFFFFFF
         result = thread_result(op, slots, iterations, ilp)
         latency, peak, lane_ops = TIMING[op]
-        per_iteration = np.maximum(latency * 32 / ilp, warps_on_sm(gpu, launch) * 32 * 32 * lane_ops / peak)
+        per_iteration = np.maximum(latency * 32 / ilp, warps_on_sm(launch, sms) * 32 * 32 * lane_ops / peak)
         results = np.full((launch.blocks * launch.threads, 1), result, dtype=np.uint64)
         if width == 32:  # a 32-bit store leaves the upper half of the result word as it was (poisoned)
             results |= np.uint64(0xFFFFFFFF << 32)
         if getattr(gpu, "alu_corrupt", False):
             results[-1, 0] ^= np.uint64(1 << 30)  # a high bit: far outside any tolerance
-        return write(gpu, launch, out, per_iteration, iterations, results)
+        return write(gpu, launch, sms, out, per_iteration, iterations, results)
 
     return run
 

@@ -1,5 +1,11 @@
 """What a simulated chain kernel writes (see ptx/chain_records.ptxinc): every thread's result words,
-then each warp's timing record, from its lane 0. Shared by the ALU and mma simulations."""
+then each warp's timing record, from its lane 0. Shared by the ALU and mma simulations.
+
+Blocks go to SMs as a real block scheduler may send them: one per SM mostly, but in a share
+(``gpu.double_up``, default :data:`DOUBLE_UP`) of the launches of several blocks one block lands on
+an SM that already holds another, whose warps then share that SM. %globaltimer moves in ticks
+(:mod:`tests.fake_timer`).
+"""
 
 from __future__ import annotations
 
@@ -8,37 +14,51 @@ import math
 import numpy as np
 
 from gpuprobe.families.issue_sweep import TIMING_WORDS
+from tests.fake_timer import at_launch
 
 EDGE = 40.0  # cycles a timed loop pays once
 WARP_SKEW = 5.0  # cycles between the starts of consecutive warps of an SM
+DOUBLE_UP = 0.25  # the share of launches of 4 blocks or more in which one SM gets two blocks
 
 
-def layout(gpu, launch) -> tuple[np.ndarray, np.ndarray, int]:
-    """Each thread's SM (block b on SM b mod SM count), each warp's index in its block, warps per block."""
-    warps = math.ceil(launch.threads / 32)
+def place_blocks(gpu, launch) -> np.ndarray:
+    """Each block's SM: block b on SM b mod SM count, except that now and then one block is sent to
+    the SM of another (the SM it should have had runs nothing)."""
     sm_of_block = np.arange(launch.blocks) % gpu.sm_count
+    if launch.blocks >= 4 and gpu._rng.random() < getattr(gpu, "double_up", DOUBLE_UP):
+        moved, host = gpu._rng.choice(launch.blocks, size=2, replace=False)
+        sm_of_block[moved] = sm_of_block[host]
+    return sm_of_block
+
+
+def layout(launch, sm_of_block: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each thread's SM, each thread's warp index in its block, warps per block."""
+    warps = math.ceil(launch.threads / 32)
     thread_sm = np.repeat(sm_of_block, launch.threads)
     warp_in_block = (np.arange(launch.blocks * launch.threads) % launch.threads) // 32
     return thread_sm, warp_in_block, warps
 
 
-def warps_on_sm(gpu, launch) -> np.ndarray:
+def warps_on_sm(launch, sm_of_block: np.ndarray) -> np.ndarray:
     """Per thread, the warps resident on its SM."""
-    thread_sm, _, warps = layout(gpu, launch)
-    per_sm = np.bincount(np.arange(launch.blocks) % gpu.sm_count, minlength=gpu.sm_count) * warps
+    thread_sm, _, warps = layout(launch, sm_of_block)
+    per_sm = np.bincount(sm_of_block, minlength=int(sm_of_block.max()) + 1) * warps
     return per_sm[thread_sm]
 
 
-def write(gpu, launch, out, cycles_per_iteration: np.ndarray, iterations: int, results: np.ndarray) -> float:
+def write(
+    gpu, launch, sm_of_block: np.ndarray, out, cycles_per_iteration: np.ndarray, iterations: int, results: np.ndarray
+) -> float:
     """Write the results (threads x words, uint64) and each warp's timing; the simulated ms."""
-    thread_sm, warp_in_block, _ = layout(gpu, launch)
+    thread_sm, warp_in_block, _ = layout(launch, sm_of_block)
     start = 10_000.0 + WARP_SKEW * warp_in_block
     end = start + EDGE + iterations * cycles_per_iteration * (1.0 + gpu.noise * gpu._rng.standard_normal())
     lane0 = np.arange(0, launch.blocks * launch.threads, 32) if launch.threads >= 32 else np.arange(launch.blocks)
+    timer = at_launch(gpu)
     timing = np.zeros((len(lane0), TIMING_WORDS), dtype=np.uint64)
     timing[:, 0], timing[:, 1] = np.round(start[lane0]), np.round(end[lane0])
-    timing[:, 2] = np.round(1e9 + start[lane0] / gpu.mhz * 1000.0)
-    timing[:, 3] = np.round(1e9 + end[lane0] / gpu.mhz * 1000.0)
+    timing[:, 2] = timer.read(start[lane0] / gpu.mhz * 1000.0)
+    timing[:, 3] = timer.read(end[lane0] / gpu.mhz * 1000.0)
     timing[:, 4] = thread_sm[lane0]
     raw = out.data.view(np.uint64)
     raw[: results.size] = results.ravel()

@@ -4,12 +4,14 @@ A cooperative launch larger than the occupancy API allows fails as CUDA fails it
 the barrier kernel would deadlock on hardware, so it fails here. ``gpu.corrupt_grid_sync`` breaks a
 result on purpose: "order" (a block reads a stale tag after the barrier), "passed" (a block reports one
 barrier short), "counter" (the arrive word ends on the wrong sense), "work" (the persistent kernel's
-threads count one step short).
+threads count one step short). Block 0 reads %globaltimer as it moves, in ticks (:mod:`tests.fake_timer`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from tests.fake_timer import at_launch
 
 SYNC_BASE_CYCLES = 1200.0  # one grid barrier: the arrival and release round trips through L2,
 SYNC_CYCLES_PER_BLOCK = 1.5  # plus the serialised arrivals
@@ -35,8 +37,10 @@ def _grid(gpu, launch, counter, slots, data, checks, syncs, steps, out) -> float
     data.data.view(np.uint32)[: launch.blocks * launch.threads] += np.uint32(done)
     per_sync = sync_cycles(launch.blocks)
     cycles = int(syncs) * per_sync * gpu._jitter() + 2 * gpu.clock_read
+    checked_ns = int(checks) * per_sync / gpu.mhz * 1000.0  # the check phase runs before the timed one
     result = out.data.view(np.uint64)
-    result[0], result[1] = round(cycles), round(cycles / gpu.mhz * 1000.0)
+    result[0] = round(cycles)
+    result[1] = at_launch(gpu).window(checked_ns, checked_ns + cycles / gpu.mhz * 1000.0)
     result[2 : 2 + launch.blocks] = barriers
     if corrupt == "passed":
         result[1 + launch.blocks] = barriers - 1

@@ -1,13 +1,15 @@
 """Simulated L2-partition kernel (ptx/l2_partition.ptx) for the simulated GPU.
 
 The chase follows the pointers really written in the simulated memory. Each launch places its
-blocks on the SMs in a random order (one per SM). A split L2 is modelled as the parts behave:
+blocks on the SMs in a random order (one per SM), and the SMs' ids (%smid) are not 0 to SM count - 1
+but :func:`sm_ids`, with gaps and beyond the count, as on parts whose disabled SMs keep their numbers.
+A split L2 is modelled as the parts behave:
 SM ``s`` is on side ``(s // 2) % 2``, a line's home side is a hash of its address, a first read
 from the home side is near, from the other side far, and once a side read a line it keeps a copy
 (near from then on) until the L2 is flushed; a line not written since the last flush is a DRAM
 miss. An unsplit L2 has latencies that vary smoothly with the SM and the line (as measured on an
 L40), with no two clusters. ``configure(gpu, split=..., fault=...)`` picks the model and a fault:
-"wrong_end", "sm_out_of_range", "duplicate_sm", "no_wait". Test support only.
+"wrong_end", "duplicate_sm", "no_wait". Test support only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ LINE = 128
 def configure(gpu: Any, split: bool = True, fault: str = "") -> Any:
     gpu.l2p_split, gpu.l2p_fault = split, fault
     return gpu
+
+
+@cache
+def sm_ids(sm_count: int) -> tuple[int, ...]:
+    """The %smid of each of ``sm_count`` SMs: a fixed choice out of ids up to an eighth beyond the count."""
+    nsmid = sm_count + max(2, sm_count // 8)
+    return tuple(sorted(np.random.default_rng(sm_count).choice(nsmid, sm_count, replace=False).tolist()))
 
 
 def side_of(sm: int) -> int:
@@ -60,11 +69,9 @@ def touch(gpu: Any, launch: Any, lines: Any, groups: Any, group_bytes: Any, roun
     fault = getattr(gpu, "l2p_fault", "")
     words = lines.data.view(np.uint64)
     base = lines.base
-    sms = gpu._rng.permutation(gpu.sm_count)[: launch.blocks]
+    sms = np.array(sm_ids(gpu.sm_count))[gpu._rng.permutation(gpu.sm_count)[: launch.blocks]]
     if fault == "duplicate_sm":
         sms[1] = sms[0]
-    if fault == "sm_out_of_range":
-        sms[0] = gpu.sm_count
     records = out.data.view(np.uint64)
     for block in range(launch.blocks):
         group = (block + int(round)) % int(groups)

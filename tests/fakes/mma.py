@@ -6,7 +6,8 @@ figures), A, B and C are assembled, and every lane writes the sum of its 8 chain
 C + A B, encoded in the accumulator type. Time per iteration on an SM is the larger of the chain
 bound (16 / ILP dependent mma at the variant's latency) and the issue bound (the SM's
 multiply-adds over the variant's peak). ``gpu.mma_corrupt = True`` flips a bit of one lane's D.
-Test support only: nothing it produces is a measurement.
+Blocks are placed on SMs, and their timer read, as :mod:`tests.fakes.chain_output` says (now and then
+two blocks on one SM). Test support only: nothing it produces is a measurement.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from gpuprobe.families.mma_fragments import (
     decode,
 )
 from gpuprobe.families.mma_numerics import NUMERIC_VARIANTS
-from tests.fakes.chain_output import warps_on_sm, write
+from tests.fakes.chain_output import place_blocks, warps_on_sm, write
 
-FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=20_000)
+FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=100_000)
 
 # (name, shape): (latency in cycles, peak multiply-adds per clock per SM), H100-like
 TIMING: dict[tuple[str, str], tuple[float, float]] = {
@@ -116,15 +117,16 @@ def simulate(v: Variant, ilp: int):
 
     def run(gpu, launch, iters, fragments, out) -> float:
         iterations = int(iters)
+        sms = place_blocks(gpu, launch)
         lanes = cached_lane_results(v, fragments.data.tobytes())
         per_iteration = np.maximum(
-            latency * MMA_PER_ITERATION / ilp, warps_on_sm(gpu, launch) * MMA_PER_ITERATION * v.fmas / peak
+            latency * MMA_PER_ITERATION / ilp, warps_on_sm(launch, sms) * MMA_PER_ITERATION * v.fmas / peak
         )
         sums = lanes[np.arange(launch.blocks * launch.threads) % LANES]
         if getattr(gpu, "mma_corrupt", False):
             sums[-1, 0] ^= 1 << 20
         results = np.ascontiguousarray(sums).view(np.uint64).reshape(-1, 2)
-        return write(gpu, launch, out, per_iteration, iterations, results)
+        return write(gpu, launch, sms, out, per_iteration, iterations, results)
 
     return run
 

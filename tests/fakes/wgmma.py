@@ -5,7 +5,8 @@ A reads its operands through the ``layout`` bits the host passed (leading and st
 and, for RS kernels, A from the registers each thread loaded: a host that lays operands out one way
 and describes them another gets a wrong D, as on a GPU. Flags set on the FakeGpu instance:
 ``wgmma_corrupt`` (one element of the last warpgroup's D is one more than it should be),
-``wgmma_corrupt_all`` (every warpgroup's D is, in the same element).
+``wgmma_corrupt_all`` (every warpgroup's D is, in the same element). The records' %globaltimer
+readings move in ticks (:mod:`tests.fake_timer`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gpuprobe.families.wgmma_layout import (
 )
 from gpuprobe.families.wgmma_operands import decode
 from gpuprobe.families.wgmma_ptx import Kernel, kernels
+from tests.fake_timer import at_launch
 
 # Settings for a whole-suite run on the simulated GPU (132 SMs, 8 blocks an SM by its occupancy
 # answer): one warpgroup a block and one block an SM keep each throughput launch's D at 8.7 MB.
@@ -31,7 +33,6 @@ LATENCY_BASE = 14.0  # cycles a dependent wgmma costs on top of its N/2-cycle fl
 THROUGHPUT_EFFICIENCY = {"zero": 0.98, "random": 0.96}  # fraction of the per-SM dense rate per clock
 RANDOM_CLOCK_DROP = 0.93  # random operands draw more power: the clock falls this much
 FLOP_PER_CLK_PER_SM = {"bf16": 4096, "f16": 4096, "tf32": 2048, "e4m3": 8192, "s8": 8192}
-START_NS = 1_000_000_000
 
 
 def _operand(data: np.ndarray, rows: int, layout: int) -> np.ndarray:
@@ -88,14 +89,15 @@ def simulate(gpu, launch, kernel: Kernel, a, b, layout, iters, out) -> float:
         flop = kernel.wgmma.flop(kernel.n) * kernel.batch * iterations * per_sm
         rate = FLOP_PER_CLK_PER_SM[kernel.wgmma.name] * THROUGHPUT_EFFICIENCY["zero" if zero else "random"]
         cycles = np.full(warpgroups, flop / rate * gpu._jitter())
-    ns = cycles / mhz * 1000.0
-    start = START_NS + np.arange(warpgroups) % 7  # the blocks start within a few ns of each other
-    end = start + ns
-    records = np.stack([cycles, ns, start, end], axis=1).round().astype(np.uint64)
+    true_start = np.arange(warpgroups) % 7  # the blocks start within a few ns of each other
+    true_end = true_start + cycles / mhz * 1000.0
+    timer = at_launch(gpu)
+    start, end = timer.read(true_start), timer.read(true_end)
+    records = np.stack([cycles.round().astype(np.uint64), end - start, start, end], axis=1)
     words = out.data.view(np.uint32)
     words[: warpgroups * 8] = records.reshape(-1).view(np.uint32)
     words[warpgroups * 8 : warpgroups * 8 + fragments.size] = fragments.reshape(-1)
-    return float(ns.max() / 1e6)
+    return float(true_end.max() / 1e6)
 
 
 def _bind(kernel: Kernel):
