@@ -926,6 +926,12 @@ def test_every_device_property_gpu_py_reads_is_one_cupys_cuda13_build_fills(scan
     assert not missing, f"not in CuPy's runtime module: {sorted(missing)}"
 
 
+def test_a_device_property_key_cupy_does_not_fill_is_caught() -> None:
+    source = GPU_SOURCE.read_text().replace('props["l2CacheSize"]', 'props["l2CacheBytes"]', 1)
+    keys = ApiScan(source, exempt_functions=_pycuda_exemption()).property_keys
+    assert keys - cython_string_constants(_runtime_extension()) == {"l2CacheBytes"}
+
+
 def test_the_string_table_reader_tells_a_key_from_a_part_of_one() -> None:
     constants = cython_string_constants(_runtime_extension())
     assert {"clockRate", "memoryClockRate", "sharedMemPerBlockOptin", "pciBusID"} <= constants
