@@ -113,12 +113,21 @@ class Many:
 
 @dataclass(frozen=True)
 class Union:
+    """One of several kinds of value (``a if c else b``, ``x | None``)."""
+
     members: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
 class Own:
     """An instance of a class of gpu.py (its attributes from its assignments and methods)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class OwnClass:
+    """A class of gpu.py itself: calling it makes an :class:`Own`."""
 
     name: str
 
@@ -235,6 +244,8 @@ def documented_outputs(function: Any) -> list[str]:
 
 @dataclass
 class Finding:
+    """One use in gpu.py that the installed packages contradict, or that the scan cannot place."""
+
     line: int
     text: str
     problem: str
@@ -252,7 +263,7 @@ class ApiScan:
     uses: set[str] = field(default_factory=set)  # dotted paths of the library objects used
     unchecked: set[str] = field(default_factory=set)  # uses of optional packages not installed here
     property_keys: set[str] = field(default_factory=set)  # keys read from CuPy's getDeviceProperties()
-    shapeless: set[str] = field(default_factory=set)  # classes constructed whose signature nothing states
+    shapeless: set[str] = field(default_factory=set)  # cuda-bindings classes made whose signature nothing states
     exempt_functions: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
@@ -290,7 +301,7 @@ class ApiScan:
     def _scan_module(self) -> None:
         env = self.module_env
         for name in [*self.functions, *self.classes]:
-            env.setdefault(name, OwnFunction(self.functions[name]) if name in self.functions else PLAIN)
+            env.setdefault(name, OwnFunction(self.functions[name]) if name in self.functions else OwnClass(name))
         for node in self.tree.body:
             self.function_name = ""
             if isinstance(node, ast.FunctionDef):
@@ -301,7 +312,7 @@ class ApiScan:
                 self._statements([node], env)
 
     def _scan_class(self, node: ast.ClassDef, env: dict[str, Any]) -> None:
-        attributes = self.class_attributes[node.name]
+        attributes = self.class_attributes.setdefault(node.name, {})
         for item in node.body:
             if isinstance(item, ast.FunctionDef):
                 attributes.setdefault(item.name, OwnFunction(item))
@@ -571,7 +582,7 @@ class ApiScan:
                 return UNKNOWN
             with self._quiet():
                 return _union(tuple(self._attribute(m, name, node) for m in found))
-        if base == PLAIN or isinstance(base, Plain | Many | Items):
+        if base == PLAIN or isinstance(base, Plain | Many | Items | OwnClass):
             return PLAIN
         if isinstance(base, Absent):
             if self.recording:
@@ -593,7 +604,7 @@ class ApiScan:
     def _has(self, value: Any, name: str) -> bool:
         if isinstance(value, Lib):
             return _instance_has(value.obj, name) if value.instance else hasattr(value.obj, name)
-        return value == PLAIN or isinstance(value, Plain | Absent | Own)
+        return value == PLAIN or isinstance(value, Plain | Absent | Own | OwnClass)
 
     def _library_attribute(self, base: Lib, name: str, node: ast.AST) -> Any:
         path = f"{base.path}.{name}"
@@ -652,7 +663,9 @@ class ApiScan:
                 self._property_key(node.args[0], node)
                 return PLAIN
         if isinstance(function, OwnFunction) and function.node.name == "_driver_call":
-            return self._driver_call(node, arguments, env)
+            return self._driver_call(node, arguments)
+        if isinstance(function, OwnClass):
+            return Own(function.name)
         if isinstance(function, OwnFunction):
             returns = function.node.returns
             return self._annotation(returns, self.module_env) if returns is not None else PLAIN
@@ -686,7 +699,7 @@ class ApiScan:
             return Lib(getattr(module, declared), f"{function.path}()", instance=True)
         return PLAIN if declared in ("int", "str", "tuple", "intptr_t", "size_t", "bool", "float") else UNKNOWN
 
-    def _driver_call(self, node: ast.Call, arguments: list[Any], env: dict[str, Any]) -> Any:
+    def _driver_call(self, node: ast.Call, arguments: list[Any]) -> Any:
         """``_driver_call(driver.cuX, *args)``: ``cuX(*args)``, its CUresult taken off."""
         function = arguments[0] if arguments else UNKNOWN
         if not isinstance(function, Lib):
@@ -700,8 +713,8 @@ class ApiScan:
 
     def _check_found(self, found: Any, node: ast.Call, path: str, skip: int, constructor: bool = False) -> None:
         if found is None:
-            if constructor:  # a cuda-bindings struct says nothing of its constructor: the driver-path run makes one
-                self.shapeless.add(path)
+            if constructor and path.startswith("cuda.bindings"):  # a struct that states no constructor
+                self.shapeless.add(path)  # the driver-path run makes one for real
             else:
                 self._problem(node, f"{path}: no signature to check the call against")
             return
@@ -847,6 +860,7 @@ def test_the_scan_covers_the_launch_path(scan: ApiScan) -> None:
         ("_driver_call(driver.cuInit, 0)", "_driver_call(driver.cuInit, 0, 0)", "does not fit"),
         ("function.kernel.ptr, threads", "function.kernel.pointer, threads", "no attribute pointer"),
         ("p.pid for p", "p.pids for p", "no attribute pids"),
+        ("args).launch", "args).lunch", "_DriverLaunch has no attribute lunch"),
         (".preferred_shared_memory_carveout = 0", ".num_regs = 0", "RawKernel.num_regs cannot be set"),
         ("return int(buffer.data.ptr)", "return int(mystery.data.ptr)", "not known to the scan"),
     ],
@@ -1108,6 +1122,7 @@ def test_every_cuda_bindings_call_converts_its_arguments(driver_paths: dict[str,
     assert "error" not in driver_paths, driver_paths
     used = {u.rsplit(".", 1)[1] for u in scan.uses if u.startswith("cuda.bindings.driver.cu")}
     assert set(driver_paths["called"]) == used  # every driver function gpu.py names was run
+    assert scan.shapeless == {"cuda.bindings.driver.CUlaunchConfig"}  # made, and its fields set, in that run
 
 
 def test_the_driver_path_run_would_have_caught_extra_none(driver_paths: dict[str, Any]) -> None:
