@@ -952,6 +952,13 @@ def test_the_string_table_reader_tells_a_key_from_a_part_of_one() -> None:
     assert "ClockRate" not in constants and "clockRateX" not in constants  # no substrings, no inventions
 
 
+def test_cupys_cooperative_launch_would_shrink_a_grid_so_the_launcher_refuses_it_first() -> None:
+    """Why ``CupyLauncher`` checks a cooperative grid itself: CuPy's installed launch code (its compiled
+    cupy/cuda/function module) reduces a grid above occupancy x SMs, with a warning, rather than refuse it."""
+    constants = cython_string_constants(Path(importlib.util.find_spec("cupy.cuda.function").origin))
+    assert "The grid size will be reduced from {} to {}, as the specified grid size exceeds the limit." in constants
+
+
 # ---- cuBLAS, statically where libcublas is absent --------------------------------------------------
 
 
