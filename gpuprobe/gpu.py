@@ -700,6 +700,8 @@ def _failure(exc: Exception) -> str:
     """How a reading that failed is recorded: "not installed" for a missing package, else the error."""
     if isinstance(exc, ModuleNotFoundError):
         return f"not installed ({exc.name})"
+    if isinstance(exc, GpuprobeError):  # gpuprobe's own one-line reason
+        return f"unavailable ({exc})"
     return f"unavailable ({type(exc).__name__}: {exc})"
 
 
@@ -884,8 +886,8 @@ def software_versions() -> dict[str, Any]:
     was built for, the CUDA runtime (CuPy's own and the one installed), the driver's CUDA version,
     NVRTC (CuPy's, and the one gpuprobe compiles with), whether cuBLAS loads, cuda-bindings,
     cuda-pathfinder, nvidia-ml-py and NVML's own library version, and the ptxas and nvdisasm that
-    compiled and inspected the probes (their release lines, where found, and ``toolkit`` as in the
-    device record). CUDA versions are ``{"number": 13000, "text": "13.0"}``. JSON-able; a missing
+    compiled and inspected the probes (their release lines, where found, and ``toolkit`` as
+    ``Device.toolkit`` states them). CUDA versions are ``{"number": 13000, "text": "13.0"}``. JSON-able; a missing
     package is recorded as "not installed (...)", any other failure as its error; never raises."""
     return {name: _recorded(read) for name, read in _SOFTWARE.items()}
 
