@@ -1,24 +1,40 @@
 """The CuPy launch path against a stand-in CuPy that records every call: each Launcher method runs,
 asks CUDA for what it means to, and hands back what it read.
 
-No GPU is involved: the stand-in only checks that gpuprobe calls CuPy's API as that API is (names,
-arguments, which module a cooperative launch goes through), so a typo or a missing method in the
-runner fails here rather than on the first lent GPU.
+No GPU is involved. The stand-in shows what the runner asks for and does with the answers (which
+module a cooperative launch goes through, what it refuses, what it computes from occupancy); that the
+names and arguments are CuPy's, cuda-bindings' and NVML's own is shown against the installed packages
+in tests/test_cuda_api.py. cuda-bindings is the real module's types with answering functions
+(:class:`tests.test_cuda_api.DriverDouble`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from gpuprobe.gpu import DYNAMIC_SHARED_DEFAULT, HOLD_CYCLES_PER_LAUNCH, HOLD_KERNEL, CupyLauncher
+from gpuprobe import gpu
+from gpuprobe.gpu import (
+    DYNAMIC_SHARED_DEFAULT,
+    HOLD_CYCLES_PER_LAUNCH,
+    HOLD_KERNEL,
+    CooperativeGridTooLarge,
+    CudaDriverError,
+    CupyLauncher,
+    LaunchPathUnavailable,
+)
+from tests.test_cuda_api import DriverDouble, driver_double
+
+SMS = 4  # the stand-in GPU's SM count
 
 
 class StubArray:
@@ -110,7 +126,7 @@ class StubCupy(types.ModuleType):
                 return stub.kernels.setdefault((name, self.cooperative), StubKernel(stub, name, self.cooperative))
 
         runtime = types.SimpleNamespace(
-            getDeviceProperties=lambda index: {"uuid": b"\x01" * 16},
+            getDeviceProperties=lambda index: {"multiProcessorCount": SMS},
             memcpyAsync=lambda dst, src, n, kind, stream: calls.append(("memcpy", dst, src, n, kind, stream)),
             memcpyDeviceToDevice=3, memcpyHostToDevice=1, memcpyDeviceToHost=2,
         )  # fmt: skip
@@ -136,7 +152,7 @@ class StubCupy(types.ModuleType):
     def _occupancy(self, function_ptr: int, block: int, shared: int) -> int:
         kernel = next(k for k in self.kernels.values() if id(k) == function_ptr)
         assert shared <= DYNAMIC_SHARED_DEFAULT or kernel.max_dynamic_shared_size_bytes >= shared, "not opted in"
-        self.calls.append(("occupancy", kernel.name, block, shared))
+        self.calls.append(("occupancy", kernel.name, block, shared, kernel.cooperative))
         return 3
 
     def zeros(self, n: int, dtype: Any) -> StubArray:
@@ -156,7 +172,14 @@ class StubCupy(types.ModuleType):
 
 
 @pytest.fixture
-def stub(monkeypatch: pytest.MonkeyPatch) -> StubCupy:
+def driver() -> Iterator[DriverDouble]:
+    """cuda-bindings' driver module answering every call with success (no cluster, no UUID bytes)."""
+    with driver_double(DriverDouble()) as double:
+        yield double
+
+
+@pytest.fixture
+def stub(monkeypatch: pytest.MonkeyPatch, driver: DriverDouble) -> StubCupy:
     cupy = StubCupy()
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.setitem(sys.modules, "cupy.cuda", cupy.cuda)
@@ -191,7 +214,75 @@ def test_a_cooperative_launch_goes_through_a_cooperative_load_of_the_same_cubin(
 
 def test_occupancy_asks_for_the_kernel_opted_in_to_its_shared_memory(stub, launcher) -> None:
     assert launcher.max_active_blocks("gp_k", 256, 64 * 1024) == 3
-    assert ("occupancy", "gp_k", 256, 64 * 1024) in stub.calls
+    assert ("occupancy", "gp_k", 256, 64 * 1024, False) in stub.calls
+
+
+def test_a_cooperative_grid_that_cannot_be_co_resident_is_refused_never_shrunk(stub, launcher) -> None:
+    launcher.launch("gp_k", 3 * SMS, (32, 2), [], shared_bytes=64 * 1024, cooperative=True)  # 3 per SM fit
+    assert ("occupancy", "gp_k", 64, 64 * 1024, True) in stub.calls  # the cooperative load's, opted in
+    with pytest.raises(CooperativeGridTooLarge, match=r"13 blocks .* at most 12 \(3 per SM x 4 SMs\); refused"):
+        launcher.launch("gp_k", (13, 1, 1), 64, [], shared_bytes=64 * 1024, cooperative=True)
+    assert len(launches(stub)) == 1  # CuPy never saw the grid it would have shrunk
+    launcher.launch("gp_k", 13, 64, [])  # an ordinary launch of as many blocks as it likes
+
+
+def test_a_cluster_kernels_blocks_per_sm_are_its_co_resident_clusters_over_the_sms(stub, launcher, driver) -> None:
+    real = driver._real
+    ok = real.CUresult.CUDA_SUCCESS
+    configs = []
+    driver._answers.update(
+        cuFuncGetAttribute=lambda which, function: (ok, 2 if which.name.endswith("WIDTH") else 1),
+        cuOccupancyMaxActiveClusters=lambda function, config: configs.append(config) or (ok, 10),
+    )
+    assert launcher.max_active_blocks("gp_ac_dsm_stream", 128, 4096) == 10 * 2 // SMS
+    (config,) = configs
+    assert (config.gridDimX, config.gridDimY, config.gridDimZ) == (2, 1, 1)  # one cluster of the required shape
+    assert (config.blockDimX, config.sharedMemBytes) == (128, 4096)
+    assert not [c for c in stub.calls if c[0] == "occupancy"]  # the per-SM API is not asked about a cluster kernel
+
+
+def test_the_cuda_bindings_path_launches_the_same_cubin_with_integer_pointers(stub, launcher, driver) -> None:
+    out = launcher.alloc(16)
+    launcher.enqueue_seconds("gp_k", 4, (32, 2), [np.uint32(7), out], count=3, via="cuda-bindings")
+    launcher.enqueue_seconds("gp_k", 4, (32, 2), [np.uint32(7), out], count=1, via="cuda-bindings")
+    called = [name for name, _ in driver.calls]
+    assert called.count("cuModuleLoadData") == 1  # the cubin is loaded once per process
+    launched = [args for name, args in driver.calls if name == "cuLaunchKernel"]
+    assert len(launched) == 4
+    _, *dims, shared, _, params, extra = launched[0]
+    assert dims == [4, 1, 1, 32, 2, 1] and shared == 0
+    assert isinstance(params, int) and params and extra == 0  # addresses, never None (cuda-bindings refuses it)
+
+
+def test_a_binding_that_takes_other_arguments_is_an_unavailable_path(stub, launcher, driver) -> None:
+    def other_api(*args: Any) -> tuple:
+        raise TypeError("an integer is required")
+
+    driver._answers["cuLaunchKernel"] = other_api
+    with pytest.raises(LaunchPathUnavailable, match=r"cuda-bindings .* cannot launch here \(TypeError"):
+        launcher.enqueue_seconds("gp_k", 1, 1, [], count=1, via="cuda-bindings")
+
+
+def test_a_driver_error_is_a_cuda_error_not_an_unavailable_path(stub, launcher, driver) -> None:
+    error = driver._real.CUresult.CUDA_ERROR_INVALID_CONTEXT
+    driver._answers["cuLaunchKernel"] = lambda *args: (error,)
+    with pytest.raises(CudaDriverError, match="cuLaunchKernel: CUDA_ERROR_INVALID_CONTEXT"):
+        launcher.enqueue_seconds("gp_k", 1, 1, [], count=1, via="cuda-bindings")
+    assert not issubclass(CudaDriverError, LaunchPathUnavailable)
+
+
+def test_cuda_bindings_missing_is_an_unavailable_path(stub, launcher, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "cuda.bindings", None)
+    with pytest.raises(LaunchPathUnavailable, match="cuda-bindings cannot be imported"):
+        launcher.enqueue_seconds("gp_k", 1, 1, [], count=1, via="cuda-bindings")
+
+
+def test_the_launchers_snapshot_counts_its_own_context(stub, launcher, monkeypatch) -> None:
+    asked = []
+    monkeypatch.setattr(gpu, "nvml_snapshot", lambda *args, **kwargs: asked.append((args, kwargs)) or {})
+    launcher.nvml()
+    ((args, kwargs),) = asked
+    assert os.getpid() in args[2] and kwargs == {"holds_context": True}
 
 
 def test_timed_launches_are_enqueued_behind_a_hold_between_two_events(stub, launcher) -> None:
