@@ -33,6 +33,7 @@ from gpuprobe.build import build_for
 from gpuprobe.families.base import Request
 from gpuprobe.families.conditions import ConditionRecorder
 from gpuprobe.families.memory_latency import UNROLL, Settings
+from gpuprobe.gpu import CooperativeGridTooLarge
 from gpuprobe.registry import all_probes
 from gpuprobe.results import Device
 from tests.cache_model import curve
@@ -296,13 +297,18 @@ class FakeGpu:
         parameters = ptx_parameters()[kernel]
         if len(args) != len(parameters):
             raise TypeError(f"{kernel} takes {len(parameters)} arguments, got {len(args)}")
+        launch = FakeLaunch(dims(grid), dims(block), shared_bytes, cooperative)
+        if cooperative and launch.blocks > self.blocks_per_sm * self.sm_count:  # as CupyLauncher refuses it
+            raise CooperativeGridTooLarge(
+                f"{kernel}: a cooperative grid of {launch.blocks} blocks cannot be co-resident"
+            )
         self.launches.append(kernel)
         bound = {name: arg for (_, name), arg in zip(parameters, args, strict=True)}
         simulate = simulated_kernels().get(kernel)
         if simulate is None:
             getattr(self, f"_{kernel}")(**bound)
             return self.kernel_ms
-        ms = simulate(self, FakeLaunch(dims(grid), dims(block), shared_bytes, cooperative), **bound)
+        ms = simulate(self, launch, **bound)
         return self.kernel_ms if ms is None else float(ms)
 
     # ---- kernels, with the PTX parameter names ---------------------------------------------

@@ -8,6 +8,7 @@ import pytest
 
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.conditions import CLOCK_KERNEL, SETTLE_TRIES, ConditionRecorder
+from gpuprobe.gpu import CooperativeGridTooLarge
 from gpuprobe.results import ProbeOutcome
 from tests.fake_gpu import FaultyGpu, ptx_parameters
 
@@ -93,3 +94,11 @@ def test_the_reference_rises_to_the_highest_settled_clock() -> None:
     recorder = ConditionRecorder(FaultyGpu(mhz=1800.0, noise=0.0), ptx_parameters(), clock_usable=True, state=state)
     recorder.measure("toy.probe", _ok)
     assert state["sm_mhz_reference"] == pytest.approx(1800.0, rel=0.01)
+
+
+def test_a_cooperative_grid_the_launcher_refused_is_failed_not_crashed() -> None:
+    def too_large() -> Measured:
+        raise CooperativeGridTooLarge("a cooperative grid of 2000 blocks cannot be co-resident (at most 1056)")
+
+    measured = ConditionRecorder(FaultyGpu(), ptx_parameters(), clock_usable=True).measure("toy.probe", too_large)
+    assert measured.outcome.status == "failed" and "at most 1056" in measured.outcome.detail

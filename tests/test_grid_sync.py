@@ -13,6 +13,7 @@ from gpuprobe.check import check_all
 from gpuprobe.contracts import check
 from gpuprobe.families import grid_sync
 from gpuprobe.families.grid_sync import PROBES, ProbeFailure, Settings, per_sync, plan_grids
+from gpuprobe.gpu import CooperativeGridTooLarge
 from gpuprobe.plan import family_seconds
 from gpuprobe.pytest_plugin import family_probes
 from gpuprobe.registry import PTX_DIR, find_probe
@@ -91,7 +92,7 @@ def test_an_oversized_cooperative_grid_is_refused_never_shrunk() -> None:
     with pytest.raises(ProbeFailure, match=r"9 blocks .* at most 8 \(2 per SM x 4 SMs.*never shrunk"):
         grid.timed(9, 1)
     assert "gp_gs_grid" not in gpu.launches
-    with pytest.raises(RuntimeError, match="COOPERATIVE_LAUNCH_TOO_LARGE"):  # as CUDA itself would
+    with pytest.raises(CooperativeGridTooLarge, match="9 blocks cannot be co-resident"):  # as the launcher refuses it
         gpu.launch("gp_gs_grid", 9, FAST.block, grid.args(1, 1, 0), cooperative=True)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.measuring import Kernels
-from gpuprobe.gpu import Launcher
+from gpuprobe.gpu import CooperativeGridTooLarge, Launcher
 from gpuprobe.results import ProbeOutcome
 
 CLOCK_KERNEL = "gp_sm_clock"
@@ -78,7 +78,8 @@ class ConditionRecorder:
         return {f"sm_mhz_{when}": mhz, f"nvml_{when}": self.launcher.nvml()}
 
     def measure(self, name: str, run: Callable[[], Measured]) -> Measured:
-        """``run()`` between two snapshots; a failed self-check (ProbeFailure) is the outcome "failed".
+        """``run()`` between two snapshots; a failed self-check (ProbeFailure), or a cooperative launch the
+        launcher refused before running anything, is the outcome "failed".
         The conditions also keep the reference clock the readings are judged against."""
         conditions: dict[str, Any] = {}
         try:
@@ -86,7 +87,7 @@ class ConditionRecorder:
             conditions[REFERENCE_KEY] = self.state.get(REFERENCE_KEY)
             measured = run()
             conditions.update(self.snapshot("after"))
-        except ProbeFailure as exc:
+        except (ProbeFailure, CooperativeGridTooLarge) as exc:  # nothing ran wrong on the GPU: the process is sound
             measured = Measured(name, ProbeOutcome("failed", str(exc)))
         measured.outcome.conditions = conditions
         return measured

@@ -26,8 +26,6 @@ def sync_cycles(blocks: int) -> float:
 def _grid(gpu, launch, counter, slots, data, checks, syncs, steps, out) -> float:
     if not launch.cooperative:
         raise RuntimeError("gp_gs_grid launched without cooperative=True: the grid barrier would deadlock")
-    if launch.blocks > gpu.blocks_per_sm * gpu.sm_count:
-        raise RuntimeError("CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: too many blocks in cooperative launch")
     corrupt = getattr(gpu, "corrupt_grid_sync", "")
     barriers = int(checks) + int(syncs) + int(steps)
     words = counter.data.view(np.uint32)
