@@ -74,26 +74,32 @@ def locate_tool(name: str) -> Tool:
 
     ``GPUPROBE_TOOLKIT`` (directories separated by ``os.pathsep``, each searched for the tool
     directly and in its ``bin/``) wins over everything; then the PyPI wheels through
-    ``cuda.pathfinder``, ``CUDA_HOME`` / ``CUDA_PATH``, and ``PATH``.
+    ``cuda.pathfinder``, ``CUDA_HOME`` / ``CUDA_PATH``, and ``PATH``. The path is resolved (no
+    symbolic links), so that it names the file that runs.
     """
+    path, found_by = _search(name)
+    return Tool(name, path.resolve(), found_by)
+
+
+def _search(name: str) -> tuple[Path, str]:
     override = os.environ.get(TOOLKIT_VARIABLE)
     if override:  # empty means unset, as for GPUPROBE_CACHE
-        return Tool(name, _from_override(name, override), TOOLKIT_VARIABLE)
+        return _from_override(name, override), TOOLKIT_VARIABLE
     try:
         from cuda.pathfinder import find_nvidia_binary_utility
 
         found = find_nvidia_binary_utility(name)
         if found:
-            return Tool(name, Path(found), "cuda.pathfinder")
+            return Path(found), "cuda.pathfinder"
     except ImportError:
         pass
     for var in ("CUDA_HOME", "CUDA_PATH"):
         root = os.environ.get(var)
         if root and (Path(root) / "bin" / name).is_file():
-            return Tool(name, Path(root) / "bin" / name, var)
+            return Path(root) / "bin" / name, var
     on_path = shutil.which(name)
     if on_path:
-        return Tool(name, Path(on_path), "PATH")
+        return Path(on_path), "PATH"
     hint = _INSTALL_HINT.get(name, "the CUDA toolkit")
     raise GpuprobeError(
         f"{name} not found: pip install {hint}, or set {TOOLKIT_VARIABLE} (or CUDA_HOME) to a CUDA toolkit"

@@ -266,6 +266,17 @@ def test_the_toolkit_override_naming_no_directory_is_one_line(
     assert one_line(excinfo.value) == f"{TOOLKIT_VARIABLE} names {typo}, which is not a directory"
 
 
+def test_a_linked_tool_is_named_by_the_file_that_runs(
+    fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A directory of symbolic links (one tool from here, one from there) records the real files."""
+    real = fake_tool(tmp_path / "cuda-12.8" / "bin" / "ptxas", "12.8.93")
+    (tmp_path / "chosen").mkdir()
+    (tmp_path / "chosen" / "ptxas").symlink_to(real)
+    monkeypatch.setenv(TOOLKIT_VARIABLE, str(tmp_path / "chosen"))
+    assert find_tool("ptxas") == real
+
+
 def test_an_empty_toolkit_override_is_unset(no_wheels: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     on_path = make_executable(no_wheels / "ptxas")
     monkeypatch.setenv(TOOLKIT_VARIABLE, "")
