@@ -133,7 +133,7 @@ def _version_line(path: Path, name: str) -> str:
 _EXACT_VERSION = re.compile(r"\bV\d+(?:\.\d+)+\b")
 
 
-def describe_tool(name: str) -> str:
+def _describe_tool(name: str) -> str:
     """``ptxas V13.0.88 (/usr/local/cuda/bin/ptxas, found by PATH)``: exact version, file, search step.
 
     A tool whose release line has no ``V<major>.<minor>.<patch>`` is named by the whole line.
@@ -146,7 +146,7 @@ def describe_tool(name: str) -> str:
 
 def toolkit_description() -> str:
     """One line naming the tools that compiled and inspected the probes (for results files)."""
-    return "; ".join(describe_tool(name) for name in ("ptxas", "nvdisasm"))
+    return "; ".join(_describe_tool(name) for name in ("ptxas", "nvdisasm"))
 
 
 def _run(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
