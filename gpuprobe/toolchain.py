@@ -1,7 +1,9 @@
 """Finding and running the CUDA compiler pieces: ptxas, nvdisasm, cuobjdump and NVRTC.
 
-Search order for each tool: the PyPI wheels (through ``cuda.pathfinder``), then ``CUDA_HOME`` /
-``CUDA_PATH``, then ``PATH``. Every compile and disassembly is cached by content
+Search order for each tool: ``GPUPROBE_TOOLKIT`` if set (it wins over everything and never falls
+back), then the PyPI wheels (through ``cuda.pathfinder``), then ``CUDA_HOME`` / ``CUDA_PATH``, then
+``PATH``. NVRTC is a library loaded by ``cuda.bindings`` and is not chosen this way; the probes are
+PTX, built by ptxas alone. Every compile and disassembly is cached by content
 (:mod:`gpuprobe.cache`), keyed by the tool's version and path, so a warm check runs no tool.
 """
 
@@ -21,6 +23,8 @@ from gpuprobe.arch import Arch
 from gpuprobe.cache import cached_file, content_key
 from gpuprobe.errors import GpuprobeError
 
+TOOLKIT_VARIABLE = "GPUPROBE_TOOLKIT"
+
 _INSTALL_HINT = {
     "ptxas": "nvidia-cuda-nvcc",
     "nvdisasm": "nvidia-cuda-nvdisasm",
@@ -28,45 +32,121 @@ _INSTALL_HINT = {
 }
 
 
+@dataclass(frozen=True)
+class Tool:
+    """A located CUDA binary utility and which step of the search found it."""
+
+    name: str
+    path: Path
+    found_by: str  # GPUPROBE_TOOLKIT, cuda.pathfinder, CUDA_HOME, CUDA_PATH or PATH
+
+
+def _in_directory(directory: Path, name: str) -> Path | None:
+    """``name`` directly in ``directory`` or in its ``bin/``, if either is a file."""
+    for candidate in (directory / name, directory / "bin" / name):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _from_override(name: str, value: str) -> Path:
+    """The tool from the first directory of ``GPUPROBE_TOOLKIT`` that has it; anything else is an error.
+
+    The override is what the user chose, so it never falls back to another toolkit: a directory that
+    does not exist, or a list in which no directory has the tool, is a one-line error. A list may
+    name a ptxas from one place and an nvdisasm from another.
+    """
+    directories = [Path(part) for part in value.split(os.pathsep) if part]
+    for directory in directories:
+        if not directory.is_dir():
+            raise GpuprobeError(f"{TOOLKIT_VARIABLE} names {directory}, which is not a directory")
+    for directory in directories:
+        found = _in_directory(directory, name)
+        if found:
+            return found
+    where = ", ".join(str(d) for d in directories)
+    raise GpuprobeError(f"{name} not found in {TOOLKIT_VARIABLE} ({where}): looked for {name} and bin/{name} in each")
+
+
 @functools.cache
-def find_tool(name: str) -> Path:
-    """Locate a CUDA binary utility, or raise a one-line error saying how to get it."""
+def locate_tool(name: str) -> Tool:
+    """Locate a CUDA binary utility, or raise a one-line error saying how to get it.
+
+    ``GPUPROBE_TOOLKIT`` (directories separated by ``os.pathsep``, each searched for the tool
+    directly and in its ``bin/``) wins over everything; then the PyPI wheels through
+    ``cuda.pathfinder``, ``CUDA_HOME`` / ``CUDA_PATH``, and ``PATH``. The path is resolved (no
+    symbolic links), so that it names the file that runs.
+    """
+    path, found_by = _search(name)
+    return Tool(name, path.resolve(), found_by)
+
+
+def _search(name: str) -> tuple[Path, str]:
+    override = os.environ.get(TOOLKIT_VARIABLE)
+    if override:  # empty means unset, as for GPUPROBE_CACHE
+        return _from_override(name, override), TOOLKIT_VARIABLE
     try:
         from cuda.pathfinder import find_nvidia_binary_utility
 
         found = find_nvidia_binary_utility(name)
         if found:
-            return Path(found)
+            return Path(found), "cuda.pathfinder"
     except ImportError:
         pass
     for var in ("CUDA_HOME", "CUDA_PATH"):
         root = os.environ.get(var)
         if root and (Path(root) / "bin" / name).is_file():
-            return Path(root) / "bin" / name
+            return Path(root) / "bin" / name, var
     on_path = shutil.which(name)
     if on_path:
-        return Path(on_path)
+        return Path(on_path), "PATH"
     hint = _INSTALL_HINT.get(name, "the CUDA toolkit")
-    raise GpuprobeError(f"{name} not found: pip install {hint}, or set CUDA_HOME to a CUDA toolkit")
+    raise GpuprobeError(
+        f"{name} not found: pip install {hint}, or set {TOOLKIT_VARIABLE} (or CUDA_HOME) to a CUDA toolkit"
+    )
 
 
-@functools.cache
+def find_tool(name: str) -> Path:
+    """The path of a CUDA binary utility (see :func:`locate_tool` for the search order)."""
+    return locate_tool(name).path
+
+
 def tool_version(name: str) -> str:
     """The tool's release line, e.g. ``Cuda compilation tools, release 13.5, V13.5.37``."""
     if name == "nvrtc":
         major, minor = _nvrtc_version()
         return f"NVRTC {major}.{minor}"
-    out = _run([str(find_tool(name)), "--version"], name).stdout
+    return _version_line(find_tool(name), name)
+
+
+@functools.cache
+def _version_line(path: Path, name: str) -> str:
+    """What ``path --version`` says, cached by the tool's path (never by its name alone)."""
+    out = _run([str(path), "--version"], name).stdout
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     release = [line for line in lines if "release" in line]
     if not lines:
-        raise GpuprobeError(f"{find_tool(name)} --version printed nothing: is it a CUDA {name}?")
+        raise GpuprobeError(f"{path} --version printed nothing: is it a CUDA {name}?")
     return release[-1] if release else lines[-1]
+
+
+_EXACT_VERSION = re.compile(r"\bV\d+(?:\.\d+)+\b")
+
+
+def _describe_tool(name: str) -> str:
+    """``ptxas V13.0.88 (/usr/local/cuda/bin/ptxas, found by PATH)``: exact version, file, search step.
+
+    A tool whose release line has no ``V<major>.<minor>.<patch>`` is named by the whole line.
+    """
+    tool = locate_tool(name)
+    line = tool_version(name)
+    exact = _EXACT_VERSION.search(line)
+    return f"{name} {exact[0] if exact else line} ({tool.path}, found by {tool.found_by})"
 
 
 def toolkit_description() -> str:
     """One line naming the tools that compiled and inspected the probes (for results files)."""
-    return f"ptxas {tool_version('ptxas')}; nvdisasm {tool_version('nvdisasm')}"
+    return "; ".join(_describe_tool(name) for name in ("ptxas", "nvdisasm"))
 
 
 def _run(args: list[str], what: str) -> subprocess.CompletedProcess[str]:

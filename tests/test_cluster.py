@@ -103,7 +103,7 @@ def test_a_relaxed_arrival_is_not_cluster_sync(tmp_path: Path) -> None:
 
 def test_a_blocking_wait_is_not_the_mbarrier_probe(tmp_path: Path) -> None:
     """try_wait may suspend the thread: the probe times the non-blocking test."""
-    arrive = "\t@%p3 mbarrier.arrive.shared::cta.b64 %rd3, [gp_mbar_bar];\n"
+    arrive = "\t@%p3 mbarrier.arrive.shared::cta.b64 %rd3, [%r8];\n"
     old = arrive + "\tmbarrier.test_wait.shared::cta.b64"
     module = _mutated(tmp_path, old, arrive + "\tmbarrier.try_wait.shared::cta.b64")
     result = check_probe(find_probe("cluster.mbarrier.arrive_wait"), module)

@@ -631,3 +631,21 @@ def test_every_registered_probe_holds_its_contract_on_every_arch_it_targets() ->
     targeted = {(r.probe, r.arch): probes[r.probe].supports(parse_arch(r.arch)) for r in results}
     wrong = [r for r in results if r.status != ("ok" if targeted[r.probe, r.arch] else "unsupported")]
     assert not wrong, "\n".join(f"{r.arch} {r.probe}: {r.status}: {r.detail}" for r in wrong)
+
+
+# CUDA 12.8, the oldest toolkit the suite accepts (README, "Toolkits"), reads PTX ISA 8.7 at most.
+OLDEST_TOOLKIT_PTX_ISA = (8, 7)
+PTX_VERSION = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)", re.MULTILINE)
+
+
+def test_every_ptx_file_assembles_with_the_oldest_supported_toolkit() -> None:
+    """A newer .version still assembles with the newest ptxas, which these tests run, so only the
+    toolkit matrix (ptxas 12.8) would see it: hold every file to 12.8's ISA here as well."""
+    versions = {path.name: PTX_VERSION.search(path.read_text()) for path in sorted(PTX_DIR.glob("*.ptx"))}
+    assert len(versions) > 20
+    too_new = {
+        name: match.group(0).strip() if match else "no .version"
+        for name, match in versions.items()
+        if match is None or (int(match[1]), int(match[2])) > OLDEST_TOOLKIT_PTX_ISA
+    }
+    assert not too_new, f"CUDA 12.8 reads PTX ISA {OLDEST_TOOLKIT_PTX_ISA}: {too_new}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -15,7 +16,15 @@ from gpuprobe.arch import parse_arch
 from gpuprobe.build import build_ptx
 from gpuprobe.errors import GpuprobeError
 from gpuprobe.ptxsource import combine
-from gpuprobe.toolchain import assemble_ptx, compile_cuda, disassemble, find_tool
+from gpuprobe.toolchain import (
+    TOOLKIT_VARIABLE,
+    assemble_ptx,
+    compile_cuda,
+    disassemble,
+    find_tool,
+    locate_tool,
+    toolkit_description,
+)
 
 SM80 = parse_arch("sm_80")
 SM90A = parse_arch("sm_90a")
@@ -62,11 +71,16 @@ def make_executable(path: Path, script: str = "#!/bin/sh\nexit 0\n") -> Path:
 
 
 @pytest.fixture
-def fresh_lookup() -> Iterator[None]:
-    """Forget cached tool locations before and after, so a fake never leaks into other tests."""
-    find_tool.cache_clear()
+def fresh_lookup(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Forget cached tool locations before and after, so a fake never leaks into other tests.
+
+    GPUPROBE_TOOLKIT is unset too: the suite may run under it (that is how a toolkit is chosen),
+    and the discovery tests each set it themselves where they mean to.
+    """
+    monkeypatch.delenv(TOOLKIT_VARIABLE, raising=False)
+    locate_tool.cache_clear()
     yield
-    find_tool.cache_clear()
+    locate_tool.cache_clear()
 
 
 @pytest.fixture
@@ -164,17 +178,150 @@ def test_found_tool_is_the_one_that_runs(no_wheels: Path, monkeypatch: pytest.Mo
     )
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "toolkit"))
     monkeypatch.setenv("GPUPROBE_CACHE", str(tmp_path / "cache"))
-    toolchain.tool_version.cache_clear()
-    try:
-        source = tmp_path / "k.ptx"
-        source.write_text(ptx_text(*GOOD_KERNEL))
-        module = combine([source], SM80, tmp_path)
-        with pytest.raises(GpuprobeError) as excinfo:
-            assemble_ptx(module.text, SM80, "k", module.origins)
-    finally:
-        toolchain.tool_version.cache_clear()
+    source = tmp_path / "k.ptx"
+    source.write_text(ptx_text(*GOOD_KERNEL))
+    module = combine([source], SM80, tmp_path)
+    with pytest.raises(GpuprobeError) as excinfo:
+        assemble_ptx(module.text, SM80, "k", module.origins)
     # Module line 6 is the kernel's 2nd line ("{"): file line 6 too (header replaced 1:1).
     assert one_line(excinfo.value) == "k.ptx:6: ptxas error: fake diagnostic from CUDA_HOME [sm_80]"
+
+
+# ---------------------------------------------------------------- GPUPROBE_TOOLKIT --
+
+
+def fake_tool(path: Path, version: str) -> Path:
+    """A tool at ``path`` whose ``--version`` says CUDA release ``version`` (as ``V<version>``)."""
+    major_minor = ".".join(version.split(".")[:2])
+    return make_executable(
+        path,
+        "#!/bin/sh\n"
+        'echo "NVIDIA (R) fake tool"\n'
+        f'echo "Cuda compilation tools, release {major_minor}, V{version}"\n'
+        f'echo "Build cuda_{major_minor}.r{major_minor}/compiler.0_0"\n',
+    )
+
+
+def test_the_toolkit_override_wins_over_everything(
+    fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """GPUPROBE_TOOLKIT beats the wheels (which this venv has), CUDA_HOME and PATH."""
+    chosen = make_executable(tmp_path / "chosen" / "bin" / "ptxas")
+    make_executable(tmp_path / "home" / "bin" / "ptxas")
+    make_executable(tmp_path / "on-path" / "ptxas")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", str(tmp_path / "on-path"))
+    monkeypatch.setenv(TOOLKIT_VARIABLE, str(tmp_path / "chosen"))
+    assert locate_tool("ptxas") == toolchain.Tool("ptxas", chosen, TOOLKIT_VARIABLE)
+    assert find_tool("ptxas") == chosen
+
+
+def test_the_toolkit_override_takes_a_bin_directory_itself(
+    fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A wheel's ``nvidia/cu13/bin`` (or a toolkit's ``bin``) can be named directly."""
+    direct = make_executable(tmp_path / "nvidia" / "cu13" / "bin" / "nvdisasm")
+    monkeypatch.setenv(TOOLKIT_VARIABLE, str(direct.parent))
+    assert find_tool("nvdisasm") == direct
+
+
+def test_the_toolkit_override_is_a_search_list(
+    fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Directories separated by os.pathsep: the first that has a tool gives it, each tool on its own."""
+    first_ptxas = make_executable(tmp_path / "a" / "bin" / "ptxas")
+    make_executable(tmp_path / "b" / "bin" / "ptxas")
+    second_nvdisasm = make_executable(tmp_path / "b" / "nvdisasm")
+    monkeypatch.setenv(TOOLKIT_VARIABLE, os.pathsep.join([str(tmp_path / "a"), "", str(tmp_path / "b")]))
+    assert find_tool("ptxas") == first_ptxas
+    assert find_tool("nvdisasm") == second_nvdisasm
+
+
+def test_the_toolkit_override_never_falls_back(
+    fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A chosen toolkit lacking the tool is an error, even though the wheels and PATH have one."""
+    (tmp_path / "partial" / "bin").mkdir(parents=True)
+    make_executable(tmp_path / "partial" / "bin" / "ptxas")
+    make_executable(tmp_path / "on-path" / "nvdisasm")
+    monkeypatch.setenv("PATH", str(tmp_path / "on-path"))
+    monkeypatch.setenv(TOOLKIT_VARIABLE, str(tmp_path / "partial"))
+    with pytest.raises(GpuprobeError) as excinfo:
+        find_tool("nvdisasm")
+    assert one_line(excinfo.value) == (
+        f"nvdisasm not found in {TOOLKIT_VARIABLE} ({tmp_path / 'partial'}): "
+        "looked for nvdisasm and bin/nvdisasm in each"
+    )
+
+
+def test_the_toolkit_override_naming_no_directory_is_one_line(
+    fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A mistyped directory is named, even when another directory of the list has the tool."""
+    make_executable(tmp_path / "real" / "bin" / "ptxas")
+    typo = tmp_path / "raal"
+    monkeypatch.setenv(TOOLKIT_VARIABLE, os.pathsep.join([str(tmp_path / "real"), str(typo)]))
+    with pytest.raises(GpuprobeError) as excinfo:
+        find_tool("ptxas")
+    assert one_line(excinfo.value) == f"{TOOLKIT_VARIABLE} names {typo}, which is not a directory"
+
+
+def test_a_linked_tool_is_named_by_the_file_that_runs(
+    fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A directory of symbolic links (one tool from here, one from there) records the real files."""
+    real = fake_tool(tmp_path / "cuda-12.8" / "bin" / "ptxas", "12.8.93")
+    (tmp_path / "chosen").mkdir()
+    (tmp_path / "chosen" / "ptxas").symlink_to(real)
+    monkeypatch.setenv(TOOLKIT_VARIABLE, str(tmp_path / "chosen"))
+    assert find_tool("ptxas") == real
+
+
+def test_an_empty_toolkit_override_is_unset(no_wheels: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    on_path = make_executable(no_wheels / "ptxas")
+    monkeypatch.setenv(TOOLKIT_VARIABLE, "")
+    assert locate_tool("ptxas") == toolchain.Tool("ptxas", on_path, "PATH")
+
+
+def test_toolkit_description_names_exact_versions_and_where_each_came_from(
+    fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The results file records which ptxas and nvdisasm built and read the cubin, to the patch level."""
+    ptxas = fake_tool(tmp_path / "cuda-13.0" / "bin" / "ptxas", "13.0.88")
+    nvdisasm = fake_tool(tmp_path / "nvdisasm-13.2" / "nvdisasm", "13.2.86")
+    monkeypatch.setenv(TOOLKIT_VARIABLE, os.pathsep.join([str(tmp_path / "cuda-13.0"), str(nvdisasm.parent)]))
+    assert toolkit_description() == (
+        f"ptxas V13.0.88 ({ptxas}, found by {TOOLKIT_VARIABLE}); "
+        f"nvdisasm V13.2.86 ({nvdisasm}, found by {TOOLKIT_VARIABLE})"
+    )
+
+
+def test_toolkit_description_of_a_tool_without_a_patch_version(
+    fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A release line without ``V<a>.<b>.<c>`` is kept whole rather than cut to something vaguer."""
+    make_executable(tmp_path / "odd" / "ptxas", '#!/bin/sh\necho "ptxas, release 99"\n')
+    fake_tool(tmp_path / "odd" / "nvdisasm", "13.5.37")
+    monkeypatch.setenv(TOOLKIT_VARIABLE, str(tmp_path / "odd"))
+    assert toolkit_description().startswith(f"ptxas ptxas, release 99 ({tmp_path / 'odd' / 'ptxas'}, found by")
+
+
+def test_versions_are_per_tool_file_not_per_tool_name(
+    fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Choosing another toolkit in the same process reports that toolkit's version, not the first one's."""
+    for version in ("12.8.93", "13.0.88"):
+        fake_tool(tmp_path / version / "bin" / "ptxas", version)
+        monkeypatch.setenv(TOOLKIT_VARIABLE, str(tmp_path / version))
+        locate_tool.cache_clear()
+        assert toolchain.tool_version("ptxas") == f"Cuda compilation tools, release {version[:4]}, V{version}"
+
+
+def test_the_real_toolkit_is_described_exactly() -> None:
+    """Whatever toolkit this suite runs under (the wheels, or GPUPROBE_TOOLKIT) is named by V-number."""
+    description = toolkit_description()
+    one = r"{0} V\d+\.\d+\.\d+ \(/\S+/{0}, found by (GPUPROBE_TOOLKIT|cuda\.pathfinder|CUDA_HOME|CUDA_PATH|PATH)\)"
+    assert re.fullmatch(f"{one.format('ptxas')}; {one.format('nvdisasm')}", description), description
 
 
 # ---------------------------------------------------------------- the cache -----
@@ -252,6 +399,30 @@ def test_a_failed_assembly_is_not_cached(private_cache: Path) -> None:
         with pytest.raises(GpuprobeError):
             assemble_ptx(text, SM80, "k")
     assert not list(private_cache.rglob("*.cubin"))
+
+
+def test_another_toolkit_never_gets_a_cached_cubin(
+    private_cache: Path, fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The cache key holds the ptxas file and its version: switching toolkits compiles again.
+
+    Two wrappers around the real ptxas stand for two toolkits: same version at another path, then
+    the same path reporting another version; each gets its own cubin, and an unchanged one hits.
+    """
+    real = find_tool("ptxas")
+    wrapper = '#!/bin/sh\nif [ "$1" = "--version" ]; then echo "release {v}, V{v}"; exit 0; fi\nexec {real} "$@"\n'
+    text = ptx_text(*GOOD_KERNEL)
+    cubins = []
+    for directory, version in (("one", "1.0.1"), ("two", "1.0.1"), ("two", "1.0.2")):
+        make_executable(tmp_path / directory / "ptxas", wrapper.format(v=version, real=real))
+        monkeypatch.setenv(TOOLKIT_VARIABLE, str(tmp_path / directory))
+        locate_tool.cache_clear()
+        toolchain._version_line.cache_clear()
+        cubins.append(assemble_ptx(text, SM80, "k").cubin)
+    assert len(set(cubins)) == 3
+    with monkeypatch.context() as patched:
+        patched.setattr(subprocess, "run", no_subprocess)
+        assert assemble_ptx(text, SM80, "k").cubin == cubins[-1]
 
 
 def test_disassembly_is_cached(private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

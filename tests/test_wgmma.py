@@ -4,6 +4,7 @@ end to end against the simulated GPU."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -204,9 +205,21 @@ def _built(tmp_path: Path, kernel: Kernel, edit) -> object:
 
 
 def test_the_contract_catches_an_unrolled_loop(tmp_path: Path) -> None:
-    """Without nounroll ptxas unrolls by four and slips a dummy HGMMA.64x8x16.F16 into the remainder."""
+    """Without nounroll ptxas unrolls by four and slips a dummy HGMMA.64x8x16.F16 into the remainder.
+
+    It does so (12.8, 13.0 and 13.5 alike) only when the loop does not begin with its own
+    wgmma.fence, so both go: the loop top as first written, before the fence that 12.8 and 13.0
+    would otherwise inject (C7519).
+    """
     kernel = KERNELS["wgmma.throughput.bf16.ss"]
-    module = _built(tmp_path, kernel, lambda text: text.replace('\t.pragma "nounroll";\n', ""))
+    loop_top = re.compile(r'(LOOP:\n)\t\.pragma "nounroll";\n\twgmma\.fence\.sync\.aligned;[^\n]*\n')
+
+    def without_pragma_and_fence(text: str) -> str:
+        edited, found = loop_top.subn(r"\1", text)
+        assert found == 1, "the loop top changed: update this mutation"
+        return edited
+
+    module = _built(tmp_path, kernel, without_pragma_and_fence)
     result = check_probe(find_probe("wgmma.throughput.bf16.ss"), module)
     assert result.status == "violated"
     assert "found 2 loop(s) between the clock reads" in result.detail

@@ -183,6 +183,7 @@ def kernel_text(kernel: Kernel) -> str:
         "\tmov.u64 %rd11, %clock64;",
         "LOOP:",
         '\t.pragma "nounroll";',
+        "\twgmma.fence.sync.aligned;  // ptxas 12.8 and 13.0 inject it here if absent (C7519): same SASS",
     ]
     # Latency: every wgmma accumulates onto the last one's D. Throughput: the first of a batch
     # starts D afresh (scale-d = 0), so D is batch x A @ B whatever the trip count.
