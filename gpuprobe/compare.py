@@ -57,6 +57,7 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -507,6 +508,12 @@ def _interval_text(interval: tuple[float, float]) -> str:
 # --------------------------------------------------------------------------- warnings
 
 
+def toolkit_versions(description: str) -> str:
+    """A results file's toolkit line without where each tool was found: ``ptxas V13.0.88; nvdisasm V13.2.86``
+    (the same versions installed in two places build the same cubins)."""
+    return re.sub(r"\s*\([^()]*\)", "", description)
+
+
 def run_warnings(base: Results, new: Results, base_name: str = "BASE", new_name: str = "NEW") -> list[str]:
     """What differs between the two runs' machines and software: warnings, not errors."""
     b, n = base.device, new.device
@@ -521,7 +528,7 @@ def run_warnings(base: Results, new: Results, base_name: str = "BASE", new_name:
     for what, before, now in (
         ("drivers", b.driver, n.driver),
         ("CUDA runtimes", b.cuda_runtime, n.cuda_runtime),
-        ("CUDA toolkits", b.toolkit, n.toolkit),
+        ("CUDA toolkits", toolkit_versions(b.toolkit), toolkit_versions(n.toolkit)),
     ):
         if before != now:
             warnings.append(f"different {what}: {base_name} {before or 'unrecorded'}, {new_name} {now or 'unrecorded'}")

@@ -7,6 +7,7 @@ real measurement).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -530,3 +531,15 @@ def test_swapping_the_runs_swaps_better_and_worse(pairs: list[tuple[Fact, Fact]]
         Label.UNKNOWN: Label.UNKNOWN,
     }
     assert [mirror[r.label] for r in forward.rows] == [r.label for r in backward.rows]
+
+
+def test_the_same_tool_versions_found_in_other_places_are_the_same_toolkit() -> None:
+    from gpuprobe.compare import run_warnings, toolkit_versions
+
+    here = "ptxas V13.0.88 (/usr/local/cuda/bin/ptxas, found by PATH); nvdisasm V13.2.86 (/x/nvdisasm, found by wheel)"
+    there = "ptxas V13.0.88 (/opt/cuda/bin/ptxas, found by CUDA_HOME); nvdisasm V13.2.86 (/y/nvdisasm, found by wheel)"
+    assert toolkit_versions(here) == toolkit_versions(there) == "ptxas V13.0.88; nvdisasm V13.2.86"
+    base, new = Results(dataclasses.replace(DEVICE, toolkit=here)), Results(dataclasses.replace(DEVICE, toolkit=there))
+    assert not any("toolkit" in w for w in run_warnings(base, new))
+    newer = Results(dataclasses.replace(DEVICE, toolkit=there.replace("V13.0.88", "V13.5.37")))
+    assert any("different CUDA toolkits" in w for w in run_warnings(base, newer))
