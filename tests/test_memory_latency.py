@@ -44,7 +44,25 @@ def test_footprints_span_a_few_kib_to_several_l2_in_whole_lines() -> None:
     assert all(f % settings.line_bytes == 0 for f in footprints)
     assert all(b > a for a, b in itertools.pairwise(footprints))
     octaves = np.log2(footprints[-1] / footprints[0])
-    assert len(footprints) == pytest.approx(octaves * settings.points_per_octave + 1, abs=2)
+    dense = np.log2(settings.dense_to_l2 / settings.dense_from_l2)
+    count = (octaves - dense) * settings.points_per_octave + dense * settings.dense_points_per_octave + 1
+    assert len(footprints) == pytest.approx(count, abs=3)
+    plain = plan_footprints(50 * MIB, settings, dense=False)
+    assert len(plain) == pytest.approx(octaves * settings.points_per_octave + 1, abs=2)
+
+
+def test_footprints_are_dense_where_a_split_l2_shows_its_far_plateau() -> None:
+    """From a quarter of the L2 to twice it, consecutive footprints are at most an eighth of an octave
+    apart (the far plateau of an H100's L2 spans 0.6-1.0 L2 sizes); elsewhere a quarter."""
+    settings = Settings()
+    footprints = np.array(plan_footprints(60 * MIB, settings))
+    steps = np.diff(np.log2(footprints))
+    middle = np.log2(footprints[1:]) <= np.log2(2 * 60 * MIB)
+    middle &= np.log2(footprints[:-1]) >= np.log2(60 * MIB / 4)
+    assert middle.sum() >= 3 * settings.dense_points_per_octave - 1
+    assert steps[middle].max() <= 1 / settings.dense_points_per_octave + 0.02  # + whole lines' rounding
+    assert steps[~middle].max() <= 1 / settings.points_per_octave + 0.02
+    assert sum(0.6 * 60 * MIB <= f <= 60 * MIB for f in footprints) >= 5
 
 
 def test_warm_up_covers_the_whole_cycle_only_where_a_cache_could_hold_it() -> None:
