@@ -38,6 +38,7 @@ LINK_PAGEABLE_GBPS = 6.0  # the same link from pageable memory, staged by the dr
 HOST_GENERATE_BYTES_PER_S = 0.15e9
 HOST_CHECK_BYTES_PER_S = 0.5e9
 HOST_CHAIN_NODE_S = 150e-9
+HOST_CHECK_THREAD_S = 200e-9  # one thread's result predicted and checked (atomics, warp: 50-100 ns measured)
 
 
 def sm_mhz(device: Device) -> float:

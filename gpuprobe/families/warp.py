@@ -36,7 +36,7 @@ from gpuprobe.families.differencing import (
 )
 from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
 from gpuprobe.families.ordering import non_decreasing, pair_not_below
-from gpuprobe.families.planning import cycles_s, kernel_runs, link_s, probe
+from gpuprobe.families.planning import HOST_CHECK_THREAD_S, cycles_s, kernel_runs, link_s, probe
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.invariants import Check
@@ -389,7 +389,6 @@ def measure_throughput(ctx: _Context) -> Measured:
 COLLECTIVE_CYCLES = 200.0  # one collective of a latency chain at most (shuffles ~25 cycles, match.any more)
 DIVERGED_STEP_CYCLES = 20.0  # one IMAD of the divergence kernel's paths, both paths counted, at most
 REPLAY_STEP_S = 20e-6  # the host's replay of one collective of 32 lanes (NumPy, up to 14 us measured)
-CHECK_THREAD_S = 100e-9  # the host's prediction and check of one throughput thread (7 ms for 132 x 1024)
 
 
 def plan(settings: Settings, device: Device) -> Plan:
@@ -405,7 +404,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     launches, threads = 2 * s.max_repeats, s.throughput_threads * device.sm_count
     read_back = launches * (3 * warps * device.sm_count + threads) * 8
     gpu_s = cycles_s(shuffles, device) + link_s(read_back, pinned=False)
-    throughput = probe(kernel_runs(launches, gpu_s, launches * threads * CHECK_THREAD_S))
+    throughput = probe(kernel_runs(launches, gpu_s, launches * threads * HOST_CHECK_THREAD_S))
     return sum([*chains, divergence], throughput)
 
 
