@@ -12,6 +12,8 @@ wall seconds (a host round trip per launcher call, the condition snapshots) is
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpuprobe.families.bandwidth_plan import dram_peak_gbps
 from gpuprobe.families.base import Plan
 from gpuprobe.results import Device
@@ -20,6 +22,7 @@ KERNEL_RUN_CALLS = 3  # a checked Kernels.run: the poison fill, the launch, the 
 MIN_KERNEL_S = 5e-6  # the GPU time of the emptiest launch: its start and its drain
 UNKNOWN_SM_MHZ = 1000.0  # the SM clock of a device that reports none
 MAX_THREADS_PER_SM = 2048  # the most resident threads any supported arch allows (sm_80, sm_90, sm_100)
+MAX_BLOCKS_PER_SM = 32
 
 # Cycles per dependent load, at least what any supported part was measured to take at that level
 # (far L2 475-556 on Hopper, DRAM 540-700 on A100 and Hopper, as tests/test_find_levels_recorded.py
@@ -30,13 +33,14 @@ DRAM_STEP_CYCLES = 1200.0
 
 DRAM_FRACTION = 0.5  # of the theoretical DRAM peak
 UNKNOWN_DRAM_GBPS = 300.0  # a device that reports neither memory clock nor bus width (a T4 reaches 320 peak)
-LINK_PINNED_GBPS = 20.0  # PCIe Gen4 x16, pinned host memory (the H200 has Gen5: twice that)
-LINK_PAGEABLE_GBPS = 6.0  # the same link from pageable memory, staged by the driver
 
-# The host, per byte or node (2-core build machine, NumPy 2): generating a source pattern 0.17-0.33 GB/s,
-# summing or comparing words read back 0.75-3.7 GB/s, a random cycle built and converted 54-200 ns a node.
-HOST_GENERATE_BYTES_PER_S = 0.15e9
-HOST_CHECK_BYTES_PER_S = 0.5e9
+# The host, per byte or node, at half or less of what the 2-core build machine measured unloaded (NumPy 2,
+# fresh pages included; a loaded one measured several times slower): generating a source pattern in place
+# 2.0-2.6 GB/s, summing 32-bit words into 64-bit sums 0.6-0.86 GB/s, comparing words or summing rows of
+# sums 3.7-11 GB/s, a random cycle built and converted 54 ns a node.
+HOST_GENERATE_BYTES_PER_S = 1.0e9
+HOST_SUM_BYTES_PER_S = 0.3e9
+HOST_COMPARE_BYTES_PER_S = 1.5e9
 HOST_CHAIN_NODE_S = 150e-9
 HOST_CHECK_THREAD_S = 200e-9  # one thread's result predicted and checked (atomics, warp: 50-100 ns measured)
 
@@ -62,15 +66,54 @@ def dram_s(nbytes: float, device: Device) -> float:
     return nbytes / (dram_gbps(device) * 1e9)
 
 
+@dataclass(frozen=True)
+class Link:
+    """A host link's copy rates, GB/s: from pinned host memory, and from pageable memory (staged by the driver)."""
+
+    pinned_gbps: float
+    pageable_gbps: float
+
+    def seconds(self, nbytes: float, pinned: bool = True) -> float:
+        """Seconds to copy ``nbytes`` between host and device."""
+        return nbytes / ((self.pinned_gbps if pinned else self.pageable_gbps) * 1e9)
+
+
+GEN4_LINK = Link(pinned_gbps=20.0, pageable_gbps=6.0)  # PCIe Gen4 x16 (the H200's Gen5 moves twice that)
+
+
 def link_s(nbytes: float, pinned: bool = True) -> float:
     """Seconds to copy ``nbytes`` between host and device over a PCIe Gen4 link."""
-    return nbytes / ((LINK_PINNED_GBPS if pinned else LINK_PAGEABLE_GBPS) * 1e9)
+    return GEN4_LINK.seconds(nbytes, pinned)
+
+
+def resident_blocks(device: Device, threads: int, shared_bytes: int = 0) -> int:
+    """The most blocks of ``threads`` threads (and ``shared_bytes`` of shared memory each) an SM of
+    ``device`` could hold: what the occupancy API answers at most, for a plan of a full grid."""
+    most = min(MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM // threads)
+    if shared_bytes and device.shared_per_sm_bytes:
+        most = min(most, device.shared_per_sm_bytes // shared_bytes)
+    return max(1, most)
 
 
 def step_cycles(footprint: int, device: Device) -> float:
     """Cycles a dependent load of a chase over ``footprint`` bytes takes at most: an L2 hit while the
     footprint fits the L2, a DRAM access beyond."""
     return L2_STEP_CYCLES if footprint <= device.l2_bytes else DRAM_STEP_CYCLES
+
+
+def generate_host_s(nbytes: float) -> float:
+    """Host seconds to generate ``nbytes`` of a source pattern."""
+    return nbytes / HOST_GENERATE_BYTES_PER_S
+
+
+def sum_host_s(nbytes: float) -> float:
+    """Host seconds to sum ``nbytes`` of words (a prediction of what the threads add up)."""
+    return nbytes / HOST_SUM_BYTES_PER_S
+
+
+def compare_host_s(nbytes: float) -> float:
+    """Host seconds to compare ``nbytes`` of words read back with what they must hold."""
+    return nbytes / HOST_COMPARE_BYTES_PER_S
 
 
 def chain_host_s(nodes: int) -> float:
