@@ -450,9 +450,10 @@ PROBES = [name for name, _ in STEPS]
 LOOP_CYCLES = 20.0  # one iteration of the bare loop (gp_loop_overhead) at most: a few cycles measured
 
 
-def _chase_plan(settings: Settings, device: Device, warm: int, rewarm: int, step: float) -> Plan:
-    """One footprint's samples at their most: a short and a long launch each, the first warming ``warm``
-    steps, every later launch ``rewarm``; every step ``step`` cycles at most."""
+def chase_plan(settings: Settings, device: Device, warm: int, rewarm: int, step: float) -> Plan:
+    """One footprint's samples (:meth:`Chase.sample` until stable) at their most: a short and a long
+    launch each, the first warming ``warm`` steps, every later launch ``rewarm``; every step ``step``
+    cycles at most."""
     s = settings
     timed = s.max_repeats * (s.short_iterations + s.long_iterations) * UNROLL
     steps = warm + (2 * s.max_repeats - 1) * rewarm + timed
@@ -471,7 +472,7 @@ def sweep_plan(settings: Settings, device: Device, dense: bool) -> Plan:
         rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
         write = dram_s(footprint, device) + link_s(8 * nodes, pinned=False)  # the successors uploaded, scattered
         flush = Plan(0, 1, dram_s(2 * l2, device)) if warm == 0 else Plan(0, 0, 0.0)
-        chase = _chase_plan(s, device, warm, rewarm, step_cycles(footprint, device))
+        chase = chase_plan(s, device, warm, rewarm, step_cycles(footprint, device))
         total += Plan(0, 1, write, chain_host_s(nodes)) + flush + chase
     return total
 
@@ -485,7 +486,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     loop_cycles = s.overhead_repeats * s.loop_iterations * LOOP_CYCLES
     loop = probe(kernel_runs(s.overhead_repeats, cycles_s(loop_cycles, device)))
     nodes = s.shared_footprint // s.shared_stride
-    shared = probe(Plan(0, 1, 0.0, chain_host_s(nodes)), _chase_plan(s, device, nodes, nodes, SHARED_STEP_CYCLES))
+    shared = probe(Plan(0, 1, 0.0, chain_host_s(nodes)), chase_plan(s, device, nodes, nodes, SHARED_STEP_CYCLES))
     sweeps = [probe(sweep_plan(s, device, dense=not cached_in_l1)) for cached_in_l1 in (True, False)]
     return clock + clock_read + loop + shared + sum(sweeps, Plan(0, 0, 0.0))
 
