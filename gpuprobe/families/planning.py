@@ -34,13 +34,14 @@ DRAM_STEP_CYCLES = 1200.0
 DRAM_FRACTION = 0.5  # of the theoretical DRAM peak
 UNKNOWN_DRAM_GBPS = 300.0  # a device that reports neither memory clock nor bus width (a T4 reaches 320 peak)
 
-# The host, per byte or node, at half or less of what the 2-core build machine measured unloaded (NumPy 2,
-# fresh pages included; a loaded one measured several times slower): generating a source pattern in place
-# 2.0-2.6 GB/s, summing 32-bit words into 64-bit sums 0.6-0.86 GB/s, comparing words or summing rows of
-# sums 3.7-11 GB/s, a random cycle built and converted 54 ns a node.
+# The host, per byte or node, at half or less of what the 2-core build machine measured when not crowded
+# (NumPy 2, fresh pages included; crowded, several times slower): generating a source pattern in place
+# 2.0-3.6 GB/s; reducing words into wider sums across strided axes (16-byte chunk sums, a goodput pattern's
+# lanes) 0.6-0.86 GB/s; an elementwise pass (comparing words, adding them, summing rows of sums) 1.6-11 GB/s;
+# a random cycle built and converted 54 ns a node.
 HOST_GENERATE_BYTES_PER_S = 1.0e9
 HOST_SUM_BYTES_PER_S = 0.3e9
-HOST_COMPARE_BYTES_PER_S = 1.5e9
+HOST_COMPARE_BYTES_PER_S = 0.8e9
 HOST_CHAIN_NODE_S = 150e-9
 HOST_CHECK_THREAD_S = 200e-9  # one thread's result predicted and checked (atomics, warp: 50-100 ns measured)
 
@@ -107,12 +108,13 @@ def generate_host_s(nbytes: float) -> float:
 
 
 def sum_host_s(nbytes: float) -> float:
-    """Host seconds to sum ``nbytes`` of words (a prediction of what the threads add up)."""
+    """Host seconds to reduce ``nbytes`` of words into wider sums (a prediction of what threads add up)."""
     return nbytes / HOST_SUM_BYTES_PER_S
 
 
 def compare_host_s(nbytes: float) -> float:
-    """Host seconds to compare ``nbytes`` of words read back with what they must hold."""
+    """Host seconds for an elementwise pass over ``nbytes`` of words: compared with what they must hold
+    (read back), or added to others."""
     return nbytes / HOST_COMPARE_BYTES_PER_S
 
 
