@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,9 +23,10 @@ from gpuprobe.families.memory_latency import (
     loads_per_sample,
     measure,
     per_load_cycles,
+    plan,
     plan_footprints,
 )
-from tests.fake_gpu import FAST, KIB, MIB, fake_gpu, ptx_parameters
+from tests.fake_gpu import FAST, KIB, MIB, FakeBuffer, FakeGpu, fake_gpu, ptx_parameters
 
 ALL_PROBES = {
     "memory.clock",
@@ -235,6 +237,44 @@ def test_sampling_stops_once_the_median_is_known_well_enough() -> None:
     no_time = dataclasses.replace(settings, point_budget_s=0.0)
     sample_until_stable(lambda: timed.append(next(values)), timed, no_time.stopping())
     assert len(timed) == 3  # the time budget ran out after the minimum
+
+
+@dataclasses.dataclass
+class CountingGpu(FakeGpu):
+    """The simulated GPU, counting the launcher calls that wait for it."""
+
+    calls: int = 0
+
+    def fill(self, buffer: FakeBuffer, value: int) -> None:
+        self.calls += 1
+        super().fill(buffer, value)
+
+    def launch(self, *args: Any, **kwargs: Any) -> None:
+        self.calls += 1
+        super().launch(*args, **kwargs)
+
+    def read(self, buffer: FakeBuffer, dtype: str, count: int) -> np.ndarray:
+        self.calls += 1
+        return super().read(buffer, dtype, count)
+
+    def write_chain(self, buffer: FakeBuffer, successor: np.ndarray, stride: int) -> None:
+        self.calls += 1
+        super().write_chain(buffer, successor, stride)
+
+    def upload(self, array: np.ndarray) -> FakeBuffer:
+        self.calls += 1
+        return super().upload(array)
+
+
+def test_the_plan_bounds_the_launcher_calls_a_run_makes() -> None:
+    """Every probe measured on the simulated GPU makes no more waiting launcher calls than ``plan`` counts
+    (it counts every footprint at its most repeats; the simulated part's quiet samples stop sooner)."""
+    gpu = CountingGpu()
+    for _, run in measure(Request(gpu, ptx_parameters(), gpu.device(), set(ALL_PROBES), FAST)):
+        run()
+    planned = plan(FAST, gpu.device())
+    assert planned.probes == len(ALL_PROBES)
+    assert 0.5 * planned.launches <= gpu.calls <= planned.launches, (gpu.calls, planned)
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,13 @@
 """What a family's :func:`plan` counts its work at: bounds on the GPU's speeds and the host's.
 
 A plan (:class:`~gpuprobe.families.base.Plan`) is an upper bound a real run can be held to, so
-every figure here is a pessimistic one: the SM clock the device reports (the kernels timed in
-cycles run at least that fast once the clock has settled, which every probe's conditions check),
-latencies above any published for the level, half the DRAM peak the device's memory clock and bus
-allow (published reads and writes reach 0.79-0.87 of it), a PCIe Gen4 link for host copies, and
-NumPy at the speeds measured on the 2-core build machine. The cost model that turns a plan into
-wall seconds (a host round trip per launcher call, the condition snapshots) is
-:mod:`gpuprobe.plan`'s.
+every figure here is a pessimistic one: cycles per load 1.3-2 times what any supported part was
+measured to take at the level (enough to cover an SM clock somewhat below the nominal one the device
+reports, which cycles are counted at), half the DRAM peak the device's memory clock and bus allow
+(published reads and writes reach 0.79-0.87 of it), a PCIe Gen4 link for host copies, and NumPy at
+half the speeds measured on the 2-core build machine. The cost model that turns a plan into wall
+seconds (a host round trip per launcher call, the condition snapshots) is :mod:`gpuprobe.plan`'s.
+These are guesses, as that model's are, until a real run records planned against actual seconds.
 """
 
 from __future__ import annotations
