@@ -8,7 +8,9 @@ Order of measurement:
    of the chase loop's control, measured on their own and reported;
 3. ``memory.latency.shared`` — one footprint in shared memory;
 4. ``memory.latency.global_ca`` / ``global_cg`` — latency vs footprint, L1-cached and L1-bypassing,
-   from 4 KiB to several times the L2 the device reports; ``find_levels`` reads the levels.
+   from 4 KiB to several times the L2 the device reports, four footprints per octave (the L1-bypassing
+   sweep eight from a quarter of the L2 to twice it, where a split L2's far plateau lies);
+   ``find_levels`` reads the levels.
 
 Each latency sample is a pair of launches, a short and a long timed chase continuing the same
 chain: latency = (cycles_long - cycles_short) / (loads_long - loads_short). Everything a timed
