@@ -34,6 +34,8 @@ from gpuprobe.families.chase import OUT_WORDS, Chase, latencies_plan, memory_cha
 from gpuprobe.families.measuring import Kernels, Stopping, fact, require_counts, sample_until_stable
 from gpuprobe.families.planning import (
     L2_STEP_CYCLES,
+    NO_WORK,
+    combined,
     compare_host_s,
     cycles_s,
     dram_s,
@@ -433,7 +435,7 @@ def _streams(settings: Settings, device: Device) -> tuple[Plan, list[int]]:
         sizes.append(nbytes)
         check = kernel_runs(1, dram_s(short * nbytes, device))
         timed = Plan(0, 2 * r, r * dram_s((short + long) * nbytes, device))
-        copies += check + timed + (Plan(0, 0, 0.0) if level == "l2" else sum([flush] * 2 * r, Plan(0, 0, 0.0)))
+        copies += check + timed + (NO_WORK if level == "l2" else combined([flush] * 2 * r))
     source = dram_source_bytes(s, device)
     bulk = []
     for size, stages in fitting_bulk_points(s, device):
@@ -442,7 +444,7 @@ def _streams(settings: Settings, device: Device) -> tuple[Plan, list[int]]:
         sizes.append(chunks * size)
         once = grid * per_block * size  # bytes of the short run
         check = kernel_runs(1, dram_s(once, device), compare_host_s(chunks * size // 2))  # one pass: copy sums
-        bulk.append(check + Plan(0, 2 * r, r * dram_s(3 * once, device)) + sum([flush] * 2 * r, Plan(0, 0, 0.0)))
+        bulk.append(check + Plan(0, 2 * r, r * dram_s(3 * once, device)) + combined([flush] * 2 * r))
     dsm_shared = s.dsm_stream_threads * STREAM_CHUNK_BYTES
     blocks = device.sm_count * resident_blocks(device, s.dsm_stream_threads, dsm_shared) // 2 * 2
     per_iteration = blocks * s.dsm_stream_threads * STREAM_CHUNK_BYTES
@@ -450,13 +452,13 @@ def _streams(settings: Settings, device: Device) -> tuple[Plan, list[int]]:
     short, long = s.dsm_iterations
     one_way = kernel_runs(1 + 2 * r, cycles_s(per_iteration * (short + r * (short + long)) / rate, device))
     streams = [probe(copies), probe(copies), probe(*bulk), probe(one_way, one_way)]  # cp.async, plain, bulk, DSM
-    return sum(streams, Plan(0, 0, 0.0)), sizes
+    return combined(streams), sizes
 
 
 def plan(settings: Settings, device: Device) -> Plan:
     """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): the chases step by step,
-    the streams by the bytes they move and their L2 flushes, every source generated, summed and uploaded
-    once per size. Probes the arch lacks are counted too (an upper bound)."""
+    the streams by the bytes they move and their L2 flushes, the one source generated, summed and uploaded
+    (again only for a stream larger than any before). Probes the arch lacks are counted too (an upper bound)."""
     s, r = settings, settings.max_repeats
     l2_step = cycles_s(L2_STEP_CYCLES, device)
     cp_async = latencies_plan(s.chase_nodes, 16, s.short_iterations, s.long_iterations, r, l2_step)

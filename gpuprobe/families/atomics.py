@@ -39,7 +39,7 @@ from gpuprobe.families.measuring import (
     sample_until_stable,
     unwritten,
 )
-from gpuprobe.families.planning import HOST_CHECK_THREAD_S, cycles_s, kernel_runs, probe
+from gpuprobe.families.planning import HOST_CHECK_THREAD_S, combined, cycles_s, kernel_runs, probe
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
@@ -506,7 +506,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     gpu_s = launches * STREAM_LAUNCH_TARGETS * s.stream_target_ms * 1e-3
     mode = Plan(0, launches * STREAM_LAUNCH_CALLS, gpu_s, launches * threads * HOST_CHECK_THREAD_S)
     modes = (len(GLOBAL_SPREADS), len(GLOBAL_SPREADS), len(SHARED_MASKS))  # global, global_red, shared
-    return sum((probe(*[mode] * count) for count in modes), sum(latency, Plan(0, 0, 0.0)))
+    return sum((probe(*[mode] * count) for count in modes), combined(latency))
 
 
 # A first contact: the one-lane, warp and distinct chains on global memory, one sample each (their

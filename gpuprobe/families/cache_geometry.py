@@ -57,7 +57,9 @@ from gpuprobe.families.memory_latency import Settings as ChaseSettings
 from gpuprobe.families.planning import (
     DRAM_STEP_CYCLES,
     L2_STEP_CYCLES,
+    NO_WORK,
     chain_host_s,
+    combined,
     cycles_s,
     dram_s,
     kernel_runs,
@@ -523,7 +525,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     for level, footprint in width_footprints(s, l2).items():
         nodes, (first, rest) = footprint // LINE, laps[level]
         one = point(nodes, first * nodes, rest * nodes, step_cycles(footprint, device))
-        widths.append(probe(one, one, flush if level == "dram" else Plan(0, 0, 0.0)))  # the 8- and 16-byte chases
+        widths.append(probe(one, one, flush if level == "dram" else NO_WORK))  # the 8- and 16-byte chases
     counts = tlb_node_counts(s, device.mem_bytes)
     reference = point(s.tlb_reference_nodes, s.tlb_reference_nodes, 0, L2_STEP_CYCLES)
     zeroed = Plan(0, 0, dram_s(counts[-1] * tlb_stride(s), device))
@@ -534,7 +536,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     lanes = [kernel_runs(2 * r, cycles_s(r * (8 + timed * UNROLL) * k * CONSTANT_STEP_CYCLES, device))
              for k in s.divergent_lanes]  # fmt: skip
     parts = [sector_l1, line_l1, sector_l2, *widths, tlb, probe(*hit_miss), probe(*lanes)]
-    return sum(parts, Plan(0, 0, 0.0))
+    return combined(parts)
 
 
 # A first contact: the constant-cache chase (no buffer of its own: the .const array the PTX initializes),

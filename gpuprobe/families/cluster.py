@@ -34,7 +34,7 @@ from gpuprobe.families.differencing import (
 )
 from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.families.ordering import pair_not_below
-from gpuprobe.families.planning import probe
+from gpuprobe.families.planning import combined, probe
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.invariants import Check
@@ -161,7 +161,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     side by side, each on SMs of its own."""
     bars = [probe(samples_plan(settings, device, CLUSTER_BARRIER_CYCLES)) for _ in CLUSTER_SIZES]
     mbarriers = [probe(samples_plan(settings, device, MBARRIER_PHASE_CYCLES)) for _ in range(2)]
-    return sum([*bars, *mbarriers], Plan(0, 0, 0.0))
+    return combined([*bars, *mbarriers])
 
 
 # A first contact: the smallest cluster, one of them, one sample (a cluster launch and its checked ranks and sums).

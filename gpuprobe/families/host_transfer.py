@@ -33,6 +33,7 @@ from gpuprobe.families.chase import OUT_WORDS, memory_chase
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
 from gpuprobe.families.planning import (
     GEN4_LINK,
+    NO_WORK,
     Link,
     chain_host_s,
     compare_host_s,
@@ -146,7 +147,7 @@ def plan(settings: Settings, device: Device, link: Link = GEN4_LINK) -> Plan:
         copied = _checked_copy(s.large_bytes, ways, link, destination)
         engine = Plan(0, 4 * r, r * (link.seconds(ways * pair) + link.seconds(ways * pair, pinned=False)))
         sms = Plan(0, 2 * r, r * link.seconds(ways * pair))  # a small and a large copy, event-timed
-        directions.append(probe(copied, engine, sms, latency if timed_latency else Plan(0, 0, 0.0)))
+        directions.append(probe(copied, engine, sms, latency if timed_latency else NO_WORK))
     steps = r * (2 * s.chase_nodes + CHASE_UNROLL * sum(s.chase_iterations))
     chase = probe(Plan(0, 1, 0.0, chain_host_s(s.chase_nodes)), kernel_runs(2 * r, steps * LINK_STEP_S))
     return sum(directions, buffers + chase)

@@ -49,8 +49,10 @@ from gpuprobe.families.measuring import (
     sample_until_stable,
 )
 from gpuprobe.families.planning import (
+    NO_WORK,
     SHARED_STEP_CYCLES,
     chain_host_s,
+    combined,
     cycles_s,
     dram_s,
     kernel_runs,
@@ -473,7 +475,7 @@ def sweep_plan(settings: Settings, device: Device, dense: bool) -> Plan:
         warm = first_warm_steps(nodes, footprint, l2, s)
         rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
         write = dram_s(footprint, device) + link_s(8 * nodes, pinned=False)  # the successors uploaded, scattered
-        flush = Plan(0, 1, dram_s(2 * l2, device)) if warm == 0 else Plan(0, 0, 0.0)
+        flush = Plan(0, 1, dram_s(2 * l2, device)) if warm == 0 else NO_WORK
         chase = chase_plan(s, device, warm, rewarm, step_cycles(footprint, device))
         total += Plan(0, 1, write, chain_host_s(nodes)) + flush + chase
     return total
@@ -490,7 +492,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     nodes = s.shared_footprint // s.shared_stride
     shared = probe(Plan(0, 1, 0.0, chain_host_s(nodes)), chase_plan(s, device, nodes, nodes, SHARED_STEP_CYCLES))
     sweeps = [probe(sweep_plan(s, device, dense=not cached_in_l1)) for cached_in_l1 in (True, False)]
-    return clock + clock_read + loop + shared + sum(sweeps, Plan(0, 0, 0.0))
+    return clock + clock_read + loop + shared + combined(sweeps)
 
 
 # A first contact: the clock (its kernel is the one every probe's conditions read the clock with) and

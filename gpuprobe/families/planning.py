@@ -12,6 +12,7 @@ These are guesses, as that model's are, until a real run records planned against
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpuprobe.families.bandwidth_plan import dram_peak_gbps
@@ -121,6 +122,14 @@ def compare_host_s(nbytes: float) -> float:
 def chain_host_s(nodes: int) -> float:
     """Host seconds to build a random cycle of ``nodes`` and hand it to ``Launcher.write_chain``."""
     return nodes * HOST_CHAIN_NODE_S
+
+
+NO_WORK = Plan(0, 0, 0.0)
+
+
+def combined(plans: Iterable[Plan]) -> Plan:
+    """The work of all ``plans`` together."""
+    return sum(plans, NO_WORK)
 
 
 def kernel_runs(runs: int, gpu_s: float, host_s: float = 0.0) -> Plan:
