@@ -207,6 +207,7 @@ class _Family:
     settings: Settings
     device: Device
     const_out: Any = None
+    scratch: Any = None  # twice the L2, made once, written through to flush it
 
     @property
     def launcher(self) -> Launcher:
@@ -214,7 +215,9 @@ class _Family:
 
     def flush_l2(self) -> None:
         """Write through a buffer of twice the L2, so no line the host's chain writes left stays there."""
-        self.launcher.fill(self.launcher.alloc(2 * self.device.l2_bytes), 0)
+        if self.scratch is None:
+            self.scratch = self.launcher.alloc(2 * self.device.l2_bytes)
+        self.launcher.fill(self.scratch, 0)
 
     def chase(self, kernel: str, buffer: Any, chain: Chain, stride: int, step: int = 0) -> Chase:
         """A chase of ``chain`` laid out in ``buffer`` with node i at i x ``stride``, from ``step``."""
@@ -504,7 +507,7 @@ CONSTANT_STEP_CYCLES = 300.0  # a constant-cache load missing to L2, at most
 def plan(settings: Settings, device: Device) -> Plan:
     """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): per point its chain built
     and written and its samples (the memory family's :func:`chase_plan`), per flush a scratch of twice the
-    L2 allocated and written, and the TLB sweep's buffer, one page per node up to ``tlb_max_bytes``,
+    L2 written (allocated, and zeroed, once), and the TLB sweep's buffer, one page per node up to ``tlb_max_bytes``,
     zeroed when it is allocated (34 GB on an H200: 14 ms at half its DRAM peak)."""
     s, l2 = settings, device.l2_bytes
     lengths = s.chase()
@@ -513,7 +516,7 @@ def plan(settings: Settings, device: Device) -> Plan:
         write = Plan(0, 1, dram_s(nodes * LINE, device) + link_s(8 * nodes, pinned=False), chain_host_s(nodes))
         return write + chase_plan(lengths, device, warm_first, warm_rest, step)
 
-    flush = Plan(0, 1, dram_s(2 * 2 * l2, device))
+    flush = Plan(0, 1, dram_s(2 * l2, device))  # the scratch of twice the L2 written (zeroed once, below)
     swept = l1_sweep_bytes(s, l2)
     sector_l1 = probe(*(point(swept // stride, swept // stride, 0, L2_STEP_CYCLES) for stride in s.strides))
     dense = line_node_counts(s)
@@ -536,7 +539,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     lanes = [kernel_runs(2 * r, cycles_s(r * (8 + timed * UNROLL) * k * CONSTANT_STEP_CYCLES, device))
              for k in s.divergent_lanes]  # fmt: skip
     parts = [sector_l1, line_l1, sector_l2, *widths, tlb, probe(*hit_miss), probe(*lanes)]
-    return combined(parts)
+    return combined(parts) + Plan(0, 0, dram_s(2 * l2, device))
 
 
 # A first contact: the constant-cache chase (no buffer of its own: the .const array the PTX initializes),
