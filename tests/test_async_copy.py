@@ -19,15 +19,16 @@ from gpuprobe.families.async_copy import (
     bulk_block_sums,
     measure,
     neighbour_sums,
-    planned_seconds,
     rate_gbps,
 )
 from gpuprobe.families.base import ProbeFailure, Request
 from gpuprobe.families.chase import per_step
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
+from gpuprobe.plan import family_seconds
 from gpuprobe.registry import all_probes
 from gpuprobe.results import Fact, Results
-from tests.fake_gpu import KIB, MIB, fake_gpu, measure_family, ptx_parameters
+from tests.devices import H200
+from tests.fake_gpu import KIB, fake_gpu, measure_family, ptx_parameters
 from tests.fakes.async_copy import FAST_SETTINGS, model
 from tests.test_host_transfer import mutant_violations
 
@@ -72,15 +73,26 @@ def test_the_stream_checks_follow_the_kernels_data_layout() -> None:
 
 
 def test_both_families_fit_their_time_budget_on_an_h100_class_gpu() -> None:
-    """8 s for host_transfer and async_copy together on an H100-class GPU: the streams at H200 scale (132 SMs,
-    60 MiB L2) at a pessimistic 2 TB/s plus every chase's sampling budget, the host copies over a PCIe Gen4
-    link (pinned 20 GB/s, pageable 6 GB/s), and 2 s for the host's own work (patterns, checks, allocations)."""
+    """8 s for host_transfer and async_copy together on an H200 (``plan``): the streams at half the DRAM peak,
+    every chase step at an L2 miss's worst, the host copies over a PCIe Gen4 link (pinned 20 GB/s, pageable
+    6 GB/s), the host's own work (patterns, sums, checks) and every launcher call and condition snapshot."""
     from gpuprobe.families import host_transfer
 
-    ours = planned_seconds(Settings(), sm_count=132, l2_bytes=60 * MIB, dram_gbps=2000.0)
-    host = host_transfer.planned_seconds(host_transfer.Settings(), pinned_gbps=20.0, pageable_gbps=6.0)
-    assert ours < 3.5 and host < 3.0
-    assert ours + host + 2.0 < 8.0
+    ours = async_copy.plan(Settings(), H200)
+    host = host_transfer.plan(host_transfer.Settings(), H200)
+    assert ours.probes == len(PROBES) and ours.gpu_s < 3.5 and host.gpu_s < 3.0
+    assert family_seconds(ours, child_start=False) + family_seconds(host, child_start=False) < 8.0
+    greedy = async_copy.plan(dataclasses.replace(Settings(), dram_l2_multiple=40.0), H200)
+    assert family_seconds(greedy, child_start=False) > 8.0  # the bound counts the sources: it can fail
+
+
+def test_every_stream_reads_one_source_made_once() -> None:
+    """A smaller stream reads the first bytes of the largest source made so far: the host generates, sums and
+    uploads the pattern once, not once per stream size."""
+    gpu = _gpu(noise=0.002)
+    _run(gpu, runnable={"async_copy.cp_async.bandwidth", "async_copy.bulk.bandwidth"})
+    uploads = [b for b in gpu.buffers.values() if len(b.data) >= SMALL.dram_min_bytes]
+    assert len(uploads) == 1, [len(b.data) for b in uploads]
 
 
 @pytest.mark.parametrize(

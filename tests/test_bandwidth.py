@@ -19,8 +19,10 @@ from gpuprobe.families import bandwidth_plan as plan
 from gpuprobe.families import bandwidth_shapes as shapes
 from gpuprobe.families.bandwidth_report import INVARIANTS, occupancy_png
 from gpuprobe.families.base import ProbeFailure
+from gpuprobe.plan import family_seconds
 from gpuprobe.registry import PTX_DIR, find_probe
-from gpuprobe.results import Device, Fact, ProbeOutcome, Results
+from gpuprobe.results import Fact, ProbeOutcome, Results
+from tests.devices import H100_SXM
 from tests.fake_gpu import MIB, fake_gpu, measure_family
 from tests.fakes.bandwidth import FAST_SETTINGS
 
@@ -66,7 +68,8 @@ def brute_sums(words: np.ndarray, stream: plan.Stream) -> np.ndarray:
 def test_predicted_sums_match_a_thread_by_thread_walk(width: int, sweep: bool) -> None:
     words = plan.source_words(1 << 16, seed=5)
     stream = plan.Stream(width, blocks=2, threads=128, iters=3, passes=2, sweep=sweep)
-    assert np.array_equal(plan.stream_sums(plan.group_sums(words, width), stream), brute_sums(words, stream))
+    table = plan.group_sums(plan.request_sums(words), width)
+    assert np.array_equal(plan.stream_sums(table, stream), brute_sums(words, stream))
 
 
 def test_a_stream_must_fill_whole_groups_and_count_its_bytes() -> None:
@@ -124,7 +127,7 @@ def test_goodput_launches_fit_the_buffer_with_iterations_to_difference() -> None
     for pattern in plan.PATTERNS.values():
         short, long = shapes.pattern_pair(pattern, 8, 132, 256, 50 * MIB, 200 * MIB, bw.Settings())
         assert long.footprint + pattern.offset <= 200 * MIB, pattern.name
-        assert long.iters >= shapes.PATTERN_ITERS and short.iters <= long.iters // 4 + 1, pattern.name
+        assert long.iters >= bw.Settings().pattern_iterations and short.iters <= long.iters // 4 + 1, pattern.name
         assert long.blocks % 132 == 0
     with pytest.raises(ProbeFailure, match="under two iterations"):
         shapes.pattern_pair(plan.PATTERNS["v4.stride32"], 8, 132, 256, 50 * MIB, 4 * MIB, bw.Settings())
@@ -257,28 +260,20 @@ def test_probes_not_runnable_are_not_launched() -> None:
 
 # ---- the time budget on an H100-class GPU -----------------------------------------------------------
 
-H100 = Device(
-    name="NVIDIA H100 80GB HBM3",
-    cc="9.0",
-    arch="sm_90a",
-    sm_count=132,
-    l2_bytes=50 * MIB,
-    mem_clock_mhz=2619.0,
-    mem_bus_bits=5120,
-)
-# bytes/s: GPU levels (cached: per SM) at or below what an H100 SXM delivers; reading back to the host over
-# PCIe; and NumPy on the host, conservatively
-RATES = {"dram": 2.8e12, "l2": 6.0e12, "cached": 100.0 * 1.7e9, "check": 20e9, "host": 1e9}
-LAUNCH_S = 1e-3  # a launch with its synchronisation, poisoning and read-back of sums, from Python
-
 
 def test_the_family_fits_its_budget_on_an_h100() -> None:
-    work = shapes.planned_work(H100, bw.Settings(), lambda kernel, threads: 2048 // threads)
+    """Every probe's work at its most repeats (``bandwidth.plan`` over ``planned_work``): the bytes through
+    each level at the planning rates, every launcher call, the host's source, sums and checks."""
+    work = shapes.planned_work(H100_SXM, bw.Settings(), lambda kernel, threads: 2048 // threads)
     assert {w.probe for w in work} == set(bw.PROBES), "every probe is planned"
-    seconds = sum(w.bytes / RATES[w.level] + w.launches * LAUNCH_S for w in work)
-    assert seconds < 12.0, f"planned {seconds:.1f} s"
-    dram_read = next(w for w in work if w.probe == "bandwidth.dram.read.v16")
+    dram_read = next(w for w in work if w.probe == "bandwidth.dram.read.v16" and w.level == "dram")
     assert dram_read.bytes >= 3 * 4 * 50 * MIB, "the DRAM footprint is several L2 sizes, sampled repeatedly"
+    planned = bw.plan(bw.Settings(), H100_SXM)
+    assert planned.probes == len(bw.PROBES)
+    seconds = family_seconds(planned, child_start=False)
+    assert seconds < 12.0, f"planned {seconds:.1f} s"
+    greedy = bw.plan(dataclasses.replace(bw.Settings(), dram_l2_multiple=12.0), H100_SXM)
+    assert family_seconds(greedy, child_start=False) > 12.0  # the host's source and sums count: it can fail
 
 
 # ---- SASS contracts ---------------------------------------------------------------------------------
@@ -385,14 +380,14 @@ def test_invariants_hold_and_fail_where_they_should() -> None:
         bandwidth__shared_read__v16=256.0,
     )
     for facts, expected in ((good, True), (bad, False)):
-        checks = [c for invariant in INVARIANTS for c in invariant(facts, H100)]
+        checks = [c for invariant in INVARIANTS for c in invariant(facts, H100_SXM)]
         assert len(checks) == 4
         assert all(ok is expected for _, ok, _ in checks), checks
-    assert [c for invariant in INVARIANTS for c in invariant({}, H100)] == [], "nothing measured, nothing checked"
+    assert [c for invariant in INVARIANTS for c in invariant({}, H100_SXM)] == [], "nothing measured, nothing checked"
 
 
 def test_the_occupancy_plot_is_drawn_from_the_sweep() -> None:
-    results = Results(H100)
+    results = Results(H100_SXM)
     assert occupancy_png(results) is None
     columns = {
         "threads_per_block": [128.0, 128.0, 256.0],

@@ -15,8 +15,10 @@ from gpuprobe.families import barrier
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.differencing import Lengths, per_step_samples
 from gpuprobe.families.measuring import Stopping
+from gpuprobe.plan import family_seconds
 from gpuprobe.registry import PTX_DIR, all_probes, find_probe
 from gpuprobe.results import Fact
+from tests.devices import H200
 from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes import barrier as fake
 
@@ -116,13 +118,14 @@ def test_a_barrier_loop_without_its_check_breaks_the_contract(tmp_path: Path) ->
 
 
 def test_the_planned_work_fits_the_time_budget() -> None:
-    """Worst case: every repeat taken, 0.2 ms of host overhead a launch, 300 cycles a barrier at
-    1 GHz (the per-SM probe: four levels of 8 blocks per SM at most)."""
-    s = barrier.Settings()
-    kernel_s = (s.short_iterations + s.long_iterations) * barrier.UNROLL * 300 / 1e9
-    launches = 2 * s.max_repeats * (len(barrier.PROBES) - 1 + len(barrier.PER_SM_BLOCKS))
-    total = launches * (0.2e-3 + kernel_s)
+    """Worst case on an H200 (``barrier.plan``): every repeat taken, 300 cycles a barrier, every launcher
+    call's round trip (the per-SM probe: four levels of up to 8 blocks per SM, taking turns)."""
+    plan = barrier.plan(barrier.Settings(), H200)
+    assert plan.probes == len(barrier.PROBES)
+    total = family_seconds(plan, child_start=False)
     assert total < 3.0, f"the barrier family could take {total:.2f} s"
+    greedy = barrier.plan(dataclasses.replace(barrier.Settings(), long_iterations=20_000), H200)
+    assert family_seconds(greedy, child_start=False) > 3.0  # the bound counts the kernels: it can fail
 
 
 def test_a_long_launch_no_slower_than_the_short_one_fails_the_probe() -> None:

@@ -45,6 +45,7 @@ import numpy.typing as npt
 import pytest
 
 from gpuprobe.analysis import Level, find_levels
+from gpuprobe.families.memory_latency import Settings, level_names, plan_footprints
 
 DATA_DIR = Path(__file__).parent / "data" / "recorded_latency"
 KIB, MIB = 2**10, 2**20
@@ -382,3 +383,94 @@ def test_each_level_plateau_lies_on_our_plateau(name: str) -> None:
         low = max(math.log2(level.first_footprint), math.log2(plateau.first_kib * KIB))
         high = min(math.log2(level.last_footprint), math.log2(plateau.last_kib * KIB))
         assert low <= high, f"{name}: no overlap with {plateau}; {describe(found)}"
+
+
+# ----------------------------------------------------------------------------- the memory family's grid on them
+#
+# The memory family does not measure these curves at their own footprints: it samples its own grid
+# (memory_latency.plan_footprints), and each point is a median known to within its stopping rule's
+# 1 % (its CI half-width), so noisy. On a split L2 the far-partition plateau spans about 0.6-1.0 L2
+# sizes (h100_pcie: 31.4-50.5 of 50 MiB; a100_80_fine: 23.4-39.0 of 40 MiB), three points of a grid of
+# four per octave, where find_levels needs three. So each split-L2 curve is scaled to an L2 of the
+# H200's 60 MiB (and left at its own), read at the grid's footprints (log-log interpolation between
+# recorded points), and each point multiplied by 1 + noise: 0.6 % (a median whose 95 % CI half-width
+# is 1 % has a standard error of about 0.5 %, as expectations_audit.md assumed) and 1 % (one whose
+# repeats ran out first). Levels are found and named as the family does (find_levels, level_names).
+
+SPLIT_L2_CURVES = {"h100_pcie": 50 * MIB, "a100_80_fine": 40 * MIB}  # the recorded Hopper curve; the whole-line one
+H200_L2 = 60 * MIB
+GRID_TRIALS = 200
+GRID_SCENARIOS = [(name, l2) for name, own in SPLIT_L2_CURVES.items() for l2 in (H200_L2, own)]
+
+
+def resampled(name: str, l2_bytes: int, footprints: list[int], noise: float, seed: int) -> FloatArray:
+    """Curve ``name`` with its footprints scaled from its part's L2 to ``l2_bytes``, read at ``footprints``
+    and multiplied point by point by 1 + ``noise`` x a standard normal draw (seeded)."""
+    recorded, latencies = load_curve(name)
+    scaled = recorded * l2_bytes / SPLIT_L2_CURVES[name]
+    grid = np.asarray(footprints, dtype=np.float64)
+    assert scaled[0] <= grid[0] and grid[-1] <= scaled[-1], "the grid lies within the recorded footprints"
+    clean = np.exp(np.interp(np.log(grid), np.log(scaled), np.log(latencies)))
+    return clean * (1.0 + noise * np.random.default_rng(seed).standard_normal(grid.size))
+
+
+def far_l2_capacities(name: str, l2_bytes: int, dense: bool, noise: float) -> list[float | None]:
+    """Per seeded trial, ``capacity.l2`` as the memory family reads it, in L2 sizes, when the far L2
+    plateau was found (the last L2 level's size), else None."""
+    footprints = plan_footprints(l2_bytes, Settings(), dense=dense)
+    capacities: list[float | None] = []
+    for seed in range(GRID_TRIALS):
+        levels = find_levels(footprints, resampled(name, l2_bytes, footprints, noise, seed))
+        names = level_names(levels, l2_bytes, cached_in_l1=True)
+        far = [level for level, named in zip(levels, names, strict=True) if named == "L2 far"]
+        capacities.append(far[0].size_bytes / l2_bytes if far and far[0].size_bytes else None)
+    return capacities
+
+
+_capacities: dict[tuple[str, int, bool, float], list[float | None]] = {}
+
+
+def capacities_of(name: str, l2_bytes: int, dense: bool, noise: float) -> list[float | None]:
+    """``far_l2_capacities``, computed once per scenario."""
+    key = (name, l2_bytes, dense, noise)
+    if key not in _capacities:
+        _capacities[key] = far_l2_capacities(*key)
+    return _capacities[key]
+
+
+@pytest.mark.parametrize("noise", [0.006, 0.01])
+@pytest.mark.parametrize(("name", "l2_bytes"), GRID_SCENARIOS)
+def test_the_memory_grid_finds_the_far_l2_plateau_in_every_noisy_sweep(name: str, l2_bytes: int, noise: float) -> None:
+    missed = capacities_of(name, l2_bytes, True, noise).count(None)
+    assert missed == 0, f"{name} at {l2_bytes / MIB:g} MiB, noise {noise:.1%}: far L2 missed in {missed} trials"
+
+
+@pytest.mark.parametrize(("name", "l2_bytes"), GRID_SCENARIOS)
+def test_four_points_per_octave_miss_the_far_l2_plateau(name: str, l2_bytes: int) -> None:
+    """The grid before its dense stretch (four points per octave throughout) misses the far plateau
+    of the same curves in some of the sweeps at 1 % noise (2 to 13 of these 200 when written)."""
+    missed = capacities_of(name, l2_bytes, False, 0.01).count(None)
+    assert missed >= 0.01 * GRID_TRIALS, f"{name} at {l2_bytes / MIB:g} MiB: missed in only {missed} trials"
+
+
+@pytest.mark.parametrize("l2_bytes", [H200_L2, SPLIT_L2_CURVES["a100_80_fine"]])
+def test_capacity_l2_of_a_whole_line_chase_lands_within_9_percent_above_the_l2(l2_bytes: int) -> None:
+    """A chase through every line once (as the memory family's) fills the L2 right up to its size: in
+    99 % of the sweeps capacity.l2 is 1.00-1.09 L2 sizes, the range expectations_audit.md reads off
+    published whole-line curves (the rest a fraction of a percent below 1.00)."""
+    capacities = [c for c in capacities_of("a100_80_fine", l2_bytes, True, 0.006) if c is not None]
+    within = sum(1.0 <= c <= 1.09 for c in capacities)
+    assert within >= 0.99 * GRID_TRIALS, f"{within} of {GRID_TRIALS} within 1.00-1.09: {sorted(capacities)[:5]}"
+    assert min(capacities) >= 0.99
+
+
+@pytest.mark.parametrize("l2_bytes", [H200_L2, SPLIT_L2_CURVES["h100_pcie"]])
+def test_capacity_l2_on_the_grid_is_what_the_whole_recorded_hopper_curve_shows(l2_bytes: int) -> None:
+    """h100_pcie visits each 128-byte line twice per lap (one pointer per 64 bytes), so a line evicted
+    once may still be hit once, and the step into DRAM sits about 10 % past the L2 on the recorded
+    curve itself: the grid must read the capacity the full curve shows, within 3 %."""
+    full = levels_of("h100_pcie")[-2].size_bytes
+    assert full is not None and 1.05 <= full / SPLIT_L2_CURVES["h100_pcie"] <= 1.15
+    capacities = capacities_of("h100_pcie", l2_bytes, True, 0.006)
+    assert all(c is not None for c in capacities)
+    assert max(abs(c / (full / SPLIT_L2_CURVES["h100_pcie"]) - 1.0) for c in capacities) <= 0.03

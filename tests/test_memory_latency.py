@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,9 +23,10 @@ from gpuprobe.families.memory_latency import (
     loads_per_sample,
     measure,
     per_load_cycles,
+    plan,
     plan_footprints,
 )
-from tests.fake_gpu import FAST, KIB, MIB, fake_gpu, ptx_parameters
+from tests.fake_gpu import FAST, KIB, MIB, FakeBuffer, FakeGpu, fake_gpu, ptx_parameters
 
 ALL_PROBES = {
     "memory.clock",
@@ -44,7 +46,25 @@ def test_footprints_span_a_few_kib_to_several_l2_in_whole_lines() -> None:
     assert all(f % settings.line_bytes == 0 for f in footprints)
     assert all(b > a for a, b in itertools.pairwise(footprints))
     octaves = np.log2(footprints[-1] / footprints[0])
-    assert len(footprints) == pytest.approx(octaves * settings.points_per_octave + 1, abs=2)
+    dense = np.log2(settings.dense_to_l2 / settings.dense_from_l2)
+    count = (octaves - dense) * settings.points_per_octave + dense * settings.dense_points_per_octave + 1
+    assert len(footprints) == pytest.approx(count, abs=3)
+    plain = plan_footprints(50 * MIB, settings, dense=False)
+    assert len(plain) == pytest.approx(octaves * settings.points_per_octave + 1, abs=2)
+
+
+def test_footprints_are_dense_where_a_split_l2_shows_its_far_plateau() -> None:
+    """From a quarter of the L2 to twice it, consecutive footprints are at most an eighth of an octave
+    apart (the far plateau of an H100's L2 spans 0.6-1.0 L2 sizes); elsewhere a quarter."""
+    settings = Settings()
+    footprints = np.array(plan_footprints(60 * MIB, settings))
+    steps = np.diff(np.log2(footprints))
+    middle = np.log2(footprints[1:]) <= np.log2(2 * 60 * MIB)
+    middle &= np.log2(footprints[:-1]) >= np.log2(60 * MIB / 4)
+    assert middle.sum() >= 3 * settings.dense_points_per_octave - 1
+    assert steps[middle].max() <= 1 / settings.dense_points_per_octave + 0.02  # + whole lines' rounding
+    assert steps[~middle].max() <= 1 / settings.points_per_octave + 0.02
+    assert sum(0.6 * 60 * MIB <= f <= 60 * MIB for f in footprints) >= 5
 
 
 def test_warm_up_covers_the_whole_cycle_only_where_a_cache_could_hold_it() -> None:
@@ -217,6 +237,44 @@ def test_sampling_stops_once_the_median_is_known_well_enough() -> None:
     no_time = dataclasses.replace(settings, point_budget_s=0.0)
     sample_until_stable(lambda: timed.append(next(values)), timed, no_time.stopping())
     assert len(timed) == 3  # the time budget ran out after the minimum
+
+
+@dataclasses.dataclass
+class CountingGpu(FakeGpu):
+    """The simulated GPU, counting the launcher calls that wait for it."""
+
+    calls: int = 0
+
+    def fill(self, buffer: FakeBuffer, value: int) -> None:
+        self.calls += 1
+        super().fill(buffer, value)
+
+    def launch(self, *args: Any, **kwargs: Any) -> None:
+        self.calls += 1
+        super().launch(*args, **kwargs)
+
+    def read(self, buffer: FakeBuffer, dtype: str, count: int) -> np.ndarray:
+        self.calls += 1
+        return super().read(buffer, dtype, count)
+
+    def write_chain(self, buffer: FakeBuffer, successor: np.ndarray, stride: int) -> None:
+        self.calls += 1
+        super().write_chain(buffer, successor, stride)
+
+    def upload(self, array: np.ndarray) -> FakeBuffer:
+        self.calls += 1
+        return super().upload(array)
+
+
+def test_the_plan_bounds_the_launcher_calls_a_run_makes() -> None:
+    """Every probe measured on the simulated GPU makes no more waiting launcher calls than ``plan`` counts
+    (it counts every footprint at its most repeats; the simulated part's quiet samples stop sooner)."""
+    gpu = CountingGpu()
+    for _, run in measure(Request(gpu, ptx_parameters(), gpu.device(), set(ALL_PROBES), FAST)):
+        run()
+    planned = plan(FAST, gpu.device())
+    assert planned.probes == len(ALL_PROBES)
+    assert 0.5 * planned.launches <= gpu.calls <= planned.launches, (gpu.calls, planned)
 
 
 @pytest.mark.parametrize(

@@ -28,10 +28,24 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of
+from gpuprobe.families.chase import OUT_WORDS, Chase, latencies_plan, memory_chase, node_of
 from gpuprobe.families.measuring import Kernels, Stopping, fact, require_counts, sample_until_stable
+from gpuprobe.families.planning import (
+    L2_STEP_CYCLES,
+    NO_WORK,
+    combined,
+    compare_host_s,
+    cycles_s,
+    dram_s,
+    generate_host_s,
+    kernel_runs,
+    link_s,
+    probe,
+    resident_blocks,
+    sum_host_s,
+)
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
 from gpuprobe.gpu import Launcher
@@ -125,17 +139,26 @@ def dsm_thread_sums(threads: int, rank_read: int) -> np.ndarray:
     return stream_sums(chunk_sums(pattern(threads * 16, rank_read)), threads)
 
 
-def planned_seconds(settings: Settings, sm_count: int, l2_bytes: int, dram_gbps: float) -> float:
-    """Upper bound of the streaming kernels' GPU time at ``dram_gbps`` (every measurement repeated
-    the most times, plus its check): what the time budget is checked against. The chases take
-    microseconds per launch and are bounded by ``budget_s`` per measurement."""
-    s = settings
-    dram = max(s.dram_min_bytes, s.dram_l2_multiple * l2_bytes)
-    runs = s.max_repeats + 1
-    copies = 2 * runs * (s.dram_passes[0] + s.dram_passes[1]) * dram / (dram_gbps * 1e9)
-    bulk = len(s.bulk_points) * runs * 2 * dram / (dram_gbps * 1e9)  # each point at most two passes over its source
-    chase_budget = (2 + 1 + 2) * s.budget_s  # cp.async ca/cg, bulk (all sizes share), dsm own/peer
-    return copies + bulk + chase_budget + len(s.bulk_sizes) * s.budget_s
+def dram_source_bytes(settings: Settings, device: Device) -> int:
+    """The DRAM streams' source: ``dram_l2_multiple`` L2 sizes, at least ``dram_min_bytes``."""
+    return max(settings.dram_min_bytes, int(settings.dram_l2_multiple * device.l2_bytes))
+
+
+def copy_shape(settings: Settings, device: Device, grid: int, level: str) -> tuple[int, int, tuple[int, int]]:
+    """The global->shared stream from ``level`` ("dram" or "l2") on a full ``grid``: the grid it runs
+    (cut, for the L2, so its source fits half the L2), iterations per thread, (short, long) passes."""
+    s, shared = settings, settings.stream_threads * STREAM_CHUNK_BYTES
+    if level == "dram":
+        iterations = max(1, round(dram_source_bytes(s, device) / (grid * shared)))
+        return grid, iterations, s.dram_passes
+    return max(1, min(grid, device.l2_bytes // 2 // shared)), 1, s.l2_passes  # one iteration per thread
+
+
+def bulk_shape(nbytes: int, size: int, stages: int, grid: int) -> tuple[int, int]:
+    """The bulk stream's copies in its source of about ``nbytes``, and steps per block of its short run
+    (the long run, twice as many, is one pass)."""
+    chunks = nbytes // size
+    return chunks, max(2 * stages, chunks // grid // 2)
 
 
 @dataclass
@@ -146,7 +169,8 @@ class _Context:
     settings: Settings
     out: Any = None
     out_words: int = 0
-    sources: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)  # bytes -> (buffer, chunk sums)
+    source_buffer: Any = None  # the pattern, as large as the largest stream asked for so far
+    source_chunks: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))  # its chunks' sums
     scratch: Any = None  # twice the L2, written through to flush it
 
     @property
@@ -160,11 +184,13 @@ class _Context:
         return self.out
 
     def source(self, nbytes: int) -> tuple[Any, np.ndarray]:
-        """A device buffer of ``nbytes`` holding the pattern, and its 16-byte chunks' sums (made once per size)."""
-        if nbytes not in self.sources:
+        """A device buffer starting with ``nbytes`` of the pattern, and the sums of those bytes' 16-byte
+        chunks. One source serves every stream (a smaller pattern is a larger one's first words): it is
+        made again only for a stream larger than any before."""
+        if len(self.source_chunks) * 16 < nbytes:
             words = pattern(nbytes // 4)
-            self.sources[nbytes] = (self.launcher.upload(words), chunk_sums(words))
-        return self.sources[nbytes]
+            self.source_buffer, self.source_chunks = self.launcher.upload(words), chunk_sums(words)
+        return self.source_buffer, self.source_chunks[: nbytes // 16]
 
     def l2_flush(self) -> Callable[[], None]:
         """Flushing the L2: a write through a scratch buffer of twice its size evicts what it held."""
@@ -273,15 +299,9 @@ def _stream_rate(ctx: _Context, kernel: str, args: Callable[[int], list[object]]
 
 def _copy_level(ctx: _Context, kernel: str, level: str) -> tuple[list[float], float]:
     """Samples of the global->shared stream's rate from DRAM or from L2, and the source's size."""
-    s, threads = ctx.settings, ctx.settings.stream_threads
+    threads = ctx.settings.stream_threads
     shared = threads * STREAM_CHUNK_BYTES
-    grid = ctx.grid(kernel, threads, shared)
-    if level == "dram":
-        target, runs = max(s.dram_min_bytes, int(s.dram_l2_multiple * ctx.device.l2_bytes)), s.dram_passes
-        iterations = max(1, round(target / (grid * threads * STREAM_CHUNK_BYTES)))
-    else:  # one iteration per thread, the grid cut so the source fits half the L2
-        grid = max(1, min(grid, ctx.device.l2_bytes // 2 // shared))
-        iterations, runs = 1, s.l2_passes
+    grid, iterations, runs = copy_shape(ctx.settings, ctx.device, ctx.grid(kernel, threads, shared), level)
     total = grid * threads
     nbytes = iterations * total * STREAM_CHUNK_BYTES
     source, chunks = ctx.source(nbytes)
@@ -315,10 +335,9 @@ def _bulk_point(ctx: _Context, size: int, stages: int, nbytes: int) -> list[floa
     """Samples of the bulk stream's rate with copies of ``size`` bytes, ``stages`` in flight per block,
     from a source of about ``nbytes``; the per-block sums of one run checked first."""
     kernel, threads = "gp_ac_bulk_stream", ctx.settings.bulk_threads
-    chunks = nbytes // size
-    source, sums16 = ctx.source(chunks * size)
     grid = ctx.grid(kernel, threads, size * stages)
-    per_block = max(2 * stages, chunks // grid // 2)  # the long run (twice as many steps) is one pass
+    chunks, per_block = bulk_shape(nbytes, size, stages, grid)
+    source, sums16 = ctx.source(chunks * size)
     out = ctx.output(grid * threads)
 
     def args(steps: int) -> list[object]:
@@ -333,11 +352,17 @@ def _bulk_point(ctx: _Context, size: int, stages: int, nbytes: int) -> list[floa
     return _stream_rate(ctx, kernel, args, (per_block, 2 * per_block), extra, grid, threads, size * stages, flush)
 
 
+def fitting_bulk_points(settings: Settings, device: Device) -> list[tuple[int, int]]:
+    """The bulk points whose staging buffers fit the shared memory one block may use."""
+    room = device.shared_per_block_optin_bytes or BULK_STAGING_KNOWN_TO_FIT
+    return [(size, stages) for size, stages in settings.bulk_points if size * stages + BULK_STATIC_SHARED <= room]
+
+
 def measure_bulk_bandwidth(ctx: _Context, probe: str) -> Measured:
     s = ctx.settings
-    nbytes = max(s.dram_min_bytes, int(s.dram_l2_multiple * ctx.device.l2_bytes))
+    nbytes = dram_source_bytes(s, ctx.device)
     room = ctx.device.shared_per_block_optin_bytes or BULK_STAGING_KNOWN_TO_FIT
-    fitting = [(size, stages) for size, stages in s.bulk_points if size * stages + BULK_STATIC_SHARED <= room]
+    fitting = fitting_bulk_points(s, ctx.device)
     if not fitting:
         raise ProbeFailure(f"no bulk point's buffers fit the {room} bytes of shared memory a block may use")
     points = [(size, stages, _bulk_point(ctx, size, stages, nbytes)) for size, stages in fitting]
@@ -389,6 +414,83 @@ STEPS: dict[str, Callable[[_Context, str], Measured]] = {
     "async_copy.dsmem.latency": measure_dsm_latency,
     "async_copy.dsmem.bandwidth": measure_dsm_bandwidth,
 }
+
+
+# ---- the time plan ---------------------------------------------------------------------------
+
+BULK_STEP_CYCLES = 3000.0  # one bulk copy of up to 32 KiB completing its mbarrier, at most (500-1000 measured)
+DSM_BYTES_PER_CLOCK = 8.0  # per SM, the least the SM-to-SM network moves (3.3 TB/s published on H800: ~14)
+
+
+def _streams(settings: Settings, device: Device) -> tuple[Plan, list[int]]:
+    """The bandwidth probes at their most repeats, and the source bytes each asks for, in measuring order."""
+    s, r, l2 = settings, settings.max_repeats, device.l2_bytes
+    flush = Plan(0, 1, dram_s(2 * l2, device))  # a write through twice the L2
+    shared = s.stream_threads * STREAM_CHUNK_BYTES
+    full = device.sm_count * resident_blocks(device, s.stream_threads, shared)
+    copies, sizes = Plan(0, 0, dram_s(2 * l2, device)), []  # the flush scratch, zeroed
+    for level in ("dram", "l2"):
+        grid, iterations, (short, long) = copy_shape(s, device, full, level)
+        nbytes = iterations * grid * shared
+        sizes.append(nbytes)
+        check = kernel_runs(1, dram_s(short * nbytes, device))
+        timed = Plan(0, 2 * r, r * dram_s((short + long) * nbytes, device))
+        copies += check + timed + (NO_WORK if level == "l2" else combined([flush] * 2 * r))
+    source = dram_source_bytes(s, device)
+    bulk = []
+    for size, stages in fitting_bulk_points(s, device):
+        grid = device.sm_count * resident_blocks(device, s.bulk_threads, size * stages + BULK_STATIC_SHARED)
+        chunks, per_block = bulk_shape(source, size, stages, grid)
+        sizes.append(chunks * size)
+        once = grid * per_block * size  # bytes of the short run
+        check = kernel_runs(1, dram_s(once, device), compare_host_s(chunks * size // 2))  # one pass: copy sums
+        bulk.append(check + Plan(0, 2 * r, r * dram_s(3 * once, device)) + combined([flush] * 2 * r))
+    dsm_shared = s.dsm_stream_threads * STREAM_CHUNK_BYTES
+    blocks = device.sm_count * resident_blocks(device, s.dsm_stream_threads, dsm_shared) // 2 * 2
+    per_iteration = blocks * s.dsm_stream_threads * STREAM_CHUNK_BYTES
+    rate = device.sm_count * DSM_BYTES_PER_CLOCK
+    short, long = s.dsm_iterations
+    one_way = kernel_runs(1 + 2 * r, cycles_s(per_iteration * (short + r * (short + long)) / rate, device))
+    streams = [probe(copies), probe(copies), probe(*bulk), probe(one_way, one_way)]  # cp.async, plain, bulk, DSM
+    return combined(streams), sizes
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): the chases step by step,
+    the streams by the bytes they move and their L2 flushes, the one source generated, summed and uploaded
+    (again only for a stream larger than any before). Probes the arch lacks are counted too (an upper bound)."""
+    s, r = settings, settings.max_repeats
+    l2_step = cycles_s(L2_STEP_CYCLES, device)
+    cp_async = latencies_plan(s.chase_nodes, 16, s.short_iterations, s.long_iterations, r, l2_step)
+    bulk_step = cycles_s(BULK_STEP_CYCLES, device)
+    bulk = [latencies_plan(s.chase_nodes, 1, *s.bulk_iterations, r, bulk_step) for _ in s.bulk_sizes]
+    dsm = latencies_plan(s.dsm_nodes, 32, s.short_iterations, s.long_iterations, r, l2_step)
+    streams, asked = _streams(s, device)
+    made = sum(n for k, n in enumerate(asked) if n > max(asked[:k], default=0))  # as _Context.source makes them
+    sources = Plan(0, 0, link_s(made, pinned=False), generate_host_s(made) + sum_host_s(made))
+    chases = [probe(cp_async), probe(cp_async), probe(*bulk), probe(dsm, dsm)]
+    return sum(chases, streams + sources)
+
+
+# A first contact: the cp.async chase through L1 and the bulk-copy chase at one size (each launch's end
+# node checked), one sample each.
+SMOKE = Smoke(
+    probes=("async_copy.cp_async.latency.ca", "async_copy.bulk.latency"),
+    settings=Settings(
+        short_iterations=1,
+        long_iterations=2,
+        bulk_sizes=(256,),
+        bulk_iterations=(1, 2),
+        dram_min_bytes=1 << 20,
+        dram_l2_multiple=0.0,  # the stream probes at their smallest: 1 MiB sources, one pass over them
+        dram_passes=(1, 2),
+        l2_passes=(1, 2),
+        bulk_points=((1024, 1),),
+        dsm_iterations=(1, 2),
+        min_repeats=1,
+        max_repeats=1,
+    ),
+)
 
 
 def _ordered(facts: dict[str, Fact], low: str, high: str, name: str) -> list[tuple[str, bool, str]]:

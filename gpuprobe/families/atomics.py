@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.measuring import (
     POISON_BYTE,
     Kernels,
@@ -39,6 +39,7 @@ from gpuprobe.families.measuring import (
     sample_until_stable,
     unwritten,
 )
+from gpuprobe.families.planning import HOST_CHECK_THREAD_S, combined, cycles_s, kernel_runs, probe
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
@@ -486,18 +487,36 @@ SECTIONS = (
 )
 
 
-def planned_launches(settings: Settings) -> dict[str, int]:
-    """The most launches each probe makes (for the time budget): latency 2 per sample per shape;
-    throughput per mode one short, one trial and 2 per sample."""
-    latency = len(LANE_SHAPES) * 2 * settings.max_repeats
-    per_mode = 2 + 2 * settings.stream_repeats
-    return {
-        "atomics.latency.global": latency,
-        "atomics.latency.shared": latency,
-        "atomics.throughput.global": len(GLOBAL_SPREADS) * per_mode,
-        "atomics.throughput.global_red": len(GLOBAL_SPREADS) * per_mode,
-        "atomics.throughput.shared": len(SHARED_MASKS) * per_mode,
-    }
+LATENCY_ADD_CYCLES = 1500.0  # one add of a latency chain at most (a warp on one global address: 32 in turn)
+STREAM_LAUNCH_CALLS = 5  # a timed throughput launch: counters zeroed, sums poisoned, the timed batch, both read
+STREAM_LAUNCH_TARGETS = 1.5  # a throughput launch takes at most this many stream_target_ms
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): latency 2 launches per
+    sample per shape (the global ones zero and read back their counters too); throughput per mode one
+    short launch, one trial and 2 per sample, each checked per thread on the host."""
+    s = settings
+    adds = s.max_repeats * (s.short_iterations + s.long_iterations) * CHAIN_UNROLL
+    chains = kernel_runs(2 * s.max_repeats, cycles_s(adds * LATENCY_ADD_CYCLES, device))
+    counters = Plan(0, 2 * 2 * s.max_repeats, 0.0)
+    latency = [probe(*[chains + counters] * len(LANE_SHAPES)), probe(*[chains] * len(LANE_SHAPES))]
+    launches = 2 + 2 * s.stream_repeats
+    threads = device.sm_count * s.blocks_per_sm * s.block
+    gpu_s = launches * STREAM_LAUNCH_TARGETS * s.stream_target_ms * 1e-3
+    mode = Plan(0, launches * STREAM_LAUNCH_CALLS, gpu_s, launches * threads * HOST_CHECK_THREAD_S)
+    modes = (len(GLOBAL_SPREADS), len(GLOBAL_SPREADS), len(SHARED_MASKS))  # global, global_red, shared
+    return sum((probe(*[mode] * count) for count in modes), combined(latency))
+
+
+# A first contact: the one-lane, warp and distinct chains on global memory, one sample each (their
+# returned values replayed on the host, the counters read back).
+SMOKE = Smoke(
+    probes=("atomics.latency.global",),
+    settings=Settings(
+        short_iterations=1, long_iterations=2, min_repeats=1, max_repeats=1, stream_repeats=1, stream_target_ms=0.1
+    ),
+)
 
 
 def measure(request: Request) -> Probes:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families import bandwidth_plan as plan
+from gpuprobe.families import bandwidth_plan as layout
 from gpuprobe.families.bandwidth_plan import PATTERNS, PatternStream, SharedStream, Stream
 from gpuprobe.families.bandwidth_report import INVARIANTS, SECTIONS
 from gpuprobe.families.bandwidth_runs import Launch, Runner, check_sums, cycle_rate, event_rate
@@ -35,23 +35,35 @@ from gpuprobe.families.bandwidth_shapes import (
     OPS,
     SHARED_KERNELS,
     Settings,
+    Work,
     cached_pair,
     dram_blocks,
     dram_pair,
     fit_blocks,
     l2_pair,
     pattern_pair,
+    planned_work,
     source_bytes,
     stream_kernel,
     sweep_points,
 )
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.measuring import fact, sample_until_stable, unmeasured
+from gpuprobe.families.planning import (
+    compare_host_s,
+    cycles_s,
+    dram_s,
+    generate_host_s,
+    link_s,
+    probe,
+    resident_blocks,
+    sum_host_s,
+)
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
 
-__all__ = ["INVARIANTS", "PROBES", "SECTIONS", "Settings", "measure"]
+__all__ = ["INVARIANTS", "PROBES", "SECTIONS", "SMOKE", "Settings", "measure", "plan"]
 
 
 @dataclass
@@ -67,13 +79,16 @@ class _Context:
     src: Any
     dst: Any
     most_blocks: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    requests: np.ndarray | None = None  # the source's request sums, made once for every width's table
     tables: dict[int, np.ndarray] = field(default_factory=dict)
     values_stored: int = 0  # write launches so far: each stores a value of its own
 
     def table(self, width: int) -> np.ndarray:
         """The source's per-group sums for ``width``-byte reads, computed once."""
         if width not in self.tables:
-            self.tables[width] = plan.group_sums(self.words, width)
+            if self.requests is None:
+                self.requests = layout.request_sums(self.words)
+            self.tables[width] = layout.group_sums(self.requests, width)
         return self.tables[width]
 
     def blocks_per_sm(self, kernel: str, threads: int, shared: int = 0) -> int:
@@ -106,7 +121,7 @@ def _read_launch(ctx: _Context, kernel: str, stream: Stream, src: Any, expected:
     if expected is None and stream.footprint > 4 * len(ctx.words):
         raise ProbeFailure(f"{kernel}: {stream.footprint} bytes to read, the source holds {4 * len(ctx.words)}")
     if expected is None:
-        expected = plan.stream_sums(ctx.table(stream.width), stream)
+        expected = layout.stream_sums(ctx.table(stream.width), stream)
     args = [
         ctx.address(src),
         np.uint32(stream.width),
@@ -125,7 +140,7 @@ def _written_words(ctx: _Context, buffer: Any, count: int, first: bool) -> np.nd
 
 def _write_launch(ctx: _Context, stream: Stream) -> Launch:
     kernel = stream_kernel("write", stream.width)
-    words = stream.footprint // plan.WORD.itemsize
+    words = stream.footprint // layout.WORD.itemsize
     args: list[object] = [
         ctx.address(ctx.dst),
         None,  # the value's address, set before each launch
@@ -139,13 +154,14 @@ def _write_launch(ctx: _Context, stream: Stream) -> Launch:
 
     def prepare() -> None:  # a new value every launch: a launch that stored nothing is caught
         ctx.values_stored += 1
-        pattern["value"] = plan.source_words(4, ctx.settings.seed + ctx.values_stored)
+        pattern["value"] = layout.source_words(4, ctx.settings.seed + ctx.values_stored)
         pattern["buffer"] = ctx.launcher.upload(pattern["value"])
         args[1] = ctx.address(pattern["buffer"])
 
     def check(first: bool) -> None:
-        got = _written_words(ctx, ctx.dst, words, first).reshape(-1, stream.width // plan.WORD.itemsize)
-        wrong = np.flatnonzero(np.any(got != pattern["value"][: got.shape[1]], axis=1))
+        per_value = stream.width // layout.WORD.itemsize
+        got = _written_words(ctx, ctx.dst, words, first).reshape(-1, per_value)
+        wrong = np.unique(np.flatnonzero(got != pattern["value"][:per_value]) // per_value)  # values with a bad word
         if len(wrong):
             raise ProbeFailure(
                 f"{kernel}: {len(wrong)} of {len(got)} stored {stream.width}-byte values are wrong "
@@ -160,7 +176,7 @@ def _write_launch(ctx: _Context, stream: Stream) -> Launch:
 def _copy_launch(ctx: _Context, stream: Stream, dst: Any) -> Launch:
     """A copy from the source to ``dst``, which is poisoned before each launch and checked after."""
     kernel = stream_kernel("copy", stream.width)
-    words = stream.footprint // plan.WORD.itemsize
+    words = stream.footprint // layout.WORD.itemsize
     args = [
         ctx.address(ctx.src),
         ctx.address(dst),
@@ -208,7 +224,7 @@ def _rates(ctx: _Context, short: Launch, long: Launch, flush: bool, sweep: bool 
 
 
 def _peak(ctx: _Context) -> tuple[float, str] | None:
-    return plan.dram_peak_gbps(ctx.device.mem_clock_mhz, ctx.device.mem_bus_bits, ctx.datasheet)
+    return layout.dram_peak_gbps(ctx.device.mem_clock_mhz, ctx.device.mem_bus_bits, ctx.datasheet)
 
 
 def measure_dram(ctx: _Context, op: str, width: int) -> Measured:
@@ -288,23 +304,23 @@ def measure_l1(ctx: _Context, width: int) -> Measured:
     name, kernel = f"bandwidth.l1.read.v{width}", f"gp_bw_read_ca_v{width}"
     s = ctx.settings
     ctx.launcher.prefer_l1(kernel)
-    wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
+    wanted = max(1, s.cached_tile_per_sm // (s.threads * width * layout.ACCESSES))
     per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads))
     short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
     blocks = ctx.device.sm_count * per_sm
     streams = [Stream(width, blocks, s.threads, n, sweep=False) for n in (short_iters, long_iters)]
     short, long = (_read_launch(ctx, kernel, st, ctx.src) for st in streams)
-    per_block = tuple(st.threads * width * plan.ACCESSES * st.iters for st in streams)
+    per_block = tuple(st.threads * width * layout.ACCESSES * st.iters for st in streams)
     samples: list[float] = []
     sample_until_stable(lambda: samples.append(cycle_rate(ctx.runner, short, long, per_block)), samples, s.stopping())  # type: ignore[arg-type]
     note = (
-        f"{per_sm} blocks of {s.threads} per SM, {per_sm * s.threads * width * plan.ACCESSES // 1024} KiB tile per SM"
+        f"{per_sm} blocks of {s.threads} per SM, {per_sm * s.threads * width * layout.ACCESSES // 1024} KiB tile per SM"
     )
     return Measured(name, ProbeOutcome("ok", note), [fact(f"bandwidth.l1_read.v{width}", samples, "byte/clk/SM", name)])
 
 
 def _shared_read_launch(ctx: _Context, kernel: str, stream: SharedStream) -> Launch:
-    expected = plan.shared_sums(ctx.words, stream)
+    expected = layout.shared_sums(ctx.words, stream)
     args = [
         ctx.address(ctx.src),
         np.uint32(stream.width),
@@ -322,10 +338,10 @@ def _shared_read_launch(ctx: _Context, kernel: str, stream: SharedStream) -> Lau
 def _shared_store_launch(ctx: _Context, kernel: str, op: str, stream: SharedStream, dst: Any) -> Launch:
     """A shared write or copy; afterwards every block's two halves, written back to ``dst``, must hold
     the stored value (write) or twice the source's first half (copy)."""
-    half_words = stream.half_bytes // plan.WORD.itemsize
+    half_words = stream.half_bytes // layout.WORD.itemsize
     if op == "write":
-        value = plan.source_words(4, ctx.settings.seed + 1)
-        expected = np.tile(value[: stream.width // plan.WORD.itemsize], 2 * half_words * 4 // stream.width)
+        value = layout.source_words(4, ctx.settings.seed + 1)
+        expected = np.tile(value[: stream.width // layout.WORD.itemsize], 2 * half_words * 4 // stream.width)
         source = ctx.launcher.upload(value)
     else:
         expected, source = np.tile(ctx.words[:half_words], 2), ctx.src
@@ -366,7 +382,7 @@ def measure_shared(ctx: _Context, op: str, width: int) -> Measured:
     name, kernel = f"bandwidth.shared.{op}.v{width}", SHARED_KERNELS[op].format(w=width, bits=8 * width)
     s = ctx.settings
     shared_bytes = SharedStream(width, 1, s.threads, 2).shared_bytes
-    wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
+    wanted = max(1, s.cached_tile_per_sm // (s.threads * width * layout.ACCESSES))
     per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads, shared_bytes))
     short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
     streams = [SharedStream(width, ctx.device.sm_count * per_sm, s.threads, n) for n in (short_iters, long_iters)]
@@ -422,10 +438,13 @@ def measure_occupancy(ctx: _Context) -> Measured:
     return Measured(name, ProbeOutcome("ok", note, {"occupancy": columns}), facts)
 
 
-def _pattern_launch(ctx: _Context, stream: PatternStream) -> Launch:
+def _pattern_launch(ctx: _Context, stream: PatternStream, per_iteration: np.ndarray) -> Launch:
+    """A pattern read whose threads must each sum what ``per_iteration`` (the sums of a launch at least
+    as long, per iteration: :func:`~gpuprobe.families.bandwidth_plan.pattern_iteration_sums`) says its
+    first ``stream.iters`` iterations read."""
     p = stream.pattern
     kernel = f"gp_bw_pattern_v{p.width}"
-    expected = plan.pattern_sums(ctx.words, stream)
+    expected = per_iteration[: stream.iters].sum(axis=0, dtype=np.uint32)  # wrapping, as the kernel's sums
     args = [
         np.uint64(ctx.launcher.address(ctx.src) + p.offset),
         np.uint32(p.lane_stride),
@@ -446,7 +465,9 @@ def measure_goodput(ctx: _Context, pattern_name: str) -> Measured:
     short, long = pattern_pair(
         pattern, most, ctx.device.sm_count, s.threads, ctx.device.l2_bytes, len(ctx.words) * 4, s
     )
-    useful = _rates(ctx, _pattern_launch(ctx, short), _pattern_launch(ctx, long), flush=True)
+    per_iteration = layout.pattern_iteration_sums(ctx.words, long)  # the short launch reads its first iterations
+    launches = (_pattern_launch(ctx, stream, per_iteration) for stream in (short, long))
+    useful = _rates(ctx, *launches, flush=True)
     ratio = 1.0 / pattern.efficiency
     prefix = f"bandwidth.goodput.{pattern_name}"
     facts = [
@@ -490,6 +511,67 @@ STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
 PROBES = [name for name, _ in STEPS]
 
 
+# ---- the time plan ----------------------------------------------------------------------------------
+
+CACHED_BYTES_PER_CLOCK = 32.0  # per SM, the least the L1 or shared memory moves (about 128 measured on Hopper)
+# Launcher calls of one Runner.run: both outputs poisoned, the launch prepared (a value uploaded or a
+# destination poisoned), the timed batch, its sums or stores read back, its block records read.
+RUN_CALLS = 6
+
+
+def _work_plan(work: Work, device: Device) -> Plan:
+    """One :class:`Work` entry in seconds: GPU levels at the planning rates (an L2 moves at least what
+    DRAM does), what is read back over the link and compared, what the host generates, adds, gathers."""
+    nbytes = work.bytes
+    gpu = {
+        "dram": dram_s(nbytes, device),
+        "l2": dram_s(nbytes, device),
+        "cached": cycles_s(nbytes / CACHED_BYTES_PER_CLOCK, device),
+        "check": link_s(nbytes, pinned=False),
+        "generate": link_s(nbytes, pinned=False),  # the source uploaded
+    }
+    host = {
+        "check": compare_host_s(nbytes),
+        "generate": generate_host_s(nbytes),
+        "add": compare_host_s(nbytes),
+        "gather": sum_host_s(nbytes),  # strided views reduced
+    }
+    return Plan(0, RUN_CALLS * work.launches, gpu.get(work.level, 0.0), host.get(work.level, 0.0))
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """Every probe at its most repeats (:func:`~gpuprobe.families.bandwidth_shapes.planned_work`, the very
+    plans ``measure`` launches, at the most blocks an SM could hold; see
+    :mod:`gpuprobe.families.planning`), plus the source, destination and flush buffers zeroed."""
+    work = planned_work(device, settings, lambda kernel, threads: resident_blocks(device, threads))
+    flush = int(settings.flush_l2_multiple * device.l2_bytes)
+    total = Plan(0, 0, dram_s(2 * source_bytes(device, settings) + flush, device))
+    for name in PROBES:
+        total += probe(*(_work_plan(w, device) for w in work if w.probe == name))
+    return total
+
+
+# A first contact: the DRAM read at 16 bytes per access (its flushes, event timing and every thread's sum
+# checked), one sample, the DRAM footprint at its smallest; every other probe at its shortest too.
+SMOKE = Smoke(
+    probes=("bandwidth.dram.read.v16",),
+    settings=Settings(
+        dram_l2_multiple=2.0,
+        short_fraction=0.1,
+        flush_l2_multiple=1.0,
+        l2_long_bytes=64 << 20,
+        cached_long_bytes_per_sm=1 << 20,
+        pattern_moved_l2_multiple=0.0,
+        pattern_iterations=2,
+        sweep_threads=(256,),
+        sweep_blocks=(1,),
+        min_repeats=1,
+        max_repeats=1,
+        sweep_repeats=1,
+    ),
+)
+
+
 def _context(
     launcher: Launcher,
     parameters: dict[str, list[tuple[str, str]]],
@@ -499,7 +581,7 @@ def _context(
 ) -> _Context:
     """Buffers shared by every probe: the source (uploaded once), destination, L2 flush scratch, outputs."""
     buffer_bytes = source_bytes(device, settings)
-    words = plan.source_words(buffer_bytes // 4, settings.seed)
+    words = layout.source_words(buffer_bytes // 4, settings.seed)
     runner = Runner(launcher, parameters)
     ctx = _Context(
         launcher,
@@ -518,7 +600,7 @@ def _context(
 def _flush_launch(ctx: _Context, launcher: Launcher, device: Device, settings: Settings) -> Launch:
     """A read of a zeroed scratch buffer of ``flush_l2_multiple`` L2 sizes: every sum must be 0."""
     footprint = int(settings.flush_l2_multiple * device.l2_bytes)
-    stream = plan.sweep_for(16, device.sm_count * 4, settings.threads, footprint)
+    stream = layout.sweep_for(16, device.sm_count * 4, settings.threads, footprint)
     scratch = launcher.alloc(stream.footprint)
     return _read_launch(ctx, "gp_bw_read_cg_v16", stream, scratch, np.zeros(stream.total_threads, dtype=np.uint32))
 

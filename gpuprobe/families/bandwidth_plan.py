@@ -83,14 +83,25 @@ def sweep_for(width: int, blocks: int, threads: int, footprint: int, passes: int
     return Stream(width, blocks, threads, max(1, footprint // tile), passes)
 
 
-def group_sums(words: np.ndarray, width: int) -> np.ndarray:
-    """Per 2 KiB group of ``words`` and per thread slot in it, the sum of the words that thread
-    loads from the group: [groups, 512 / width], 64-bit. Computed once per width and source, it
-    turns the prediction for any launch shape into a small reshape (see :func:`stream_sums`)."""
-    per_group_thread = REQUEST_BYTES // width
+def request_sums(words: np.ndarray) -> np.ndarray:
+    """Per 2 KiB group of ``words``, at each word offset of a 512-byte request, the sum of the group's
+    four words there (one per access): [groups, 128], 32-bit and wrapping as the kernels' sums do. One
+    pass over the source serves every width's :func:`group_sums`."""
     usable = len(words) // (GROUP_BYTES // WORD.itemsize) * (GROUP_BYTES // WORD.itemsize)
-    shaped = words[:usable].reshape(-1, ACCESSES, per_group_thread, width // WORD.itemsize)
-    return shaped.sum(axis=(1, 3), dtype=np.uint64)
+    accesses = words[:usable].reshape(-1, ACCESSES, REQUEST_BYTES // WORD.itemsize)
+    return accesses[:, 0] + accesses[:, 1] + accesses[:, 2] + accesses[:, 3]
+
+
+def group_sums(requests: np.ndarray, width: int) -> np.ndarray:
+    """Per 2 KiB group and per thread slot in it, the 32-bit sum of the words that thread loads from
+    the group: [groups, 512 / width], from the groups' :func:`request_sums` (a thread's ``width`` bytes
+    are adjacent offsets). Computed once per width and source, it turns the prediction for any launch
+    shape into a small reshape (see :func:`stream_sums`)."""
+    per_thread = width // WORD.itemsize
+    sums = requests[:, ::per_thread].copy()
+    for word in range(1, per_thread):
+        sums += requests[:, word::per_thread]
+    return sums
 
 
 def stream_sums(table: np.ndarray, stream: Stream) -> np.ndarray:
@@ -131,8 +142,8 @@ def shared_sums(words: np.ndarray, plan: SharedStream) -> np.ndarray:
     """Each thread's 32-bit sum: iteration i reads half i % 2."""
     one_block = Stream(plan.width, 1, plan.threads, 1, sweep=False)
     half_words = plan.half_bytes // WORD.itemsize
-    first = stream_sums(group_sums(words[:half_words], plan.width), one_block).astype(np.uint64)
-    second = stream_sums(group_sums(words[half_words : 2 * half_words], plan.width), one_block).astype(np.uint64)
+    halves = (request_sums(words[k * half_words : (k + 1) * half_words]) for k in (0, 1))
+    first, second = (stream_sums(group_sums(half, plan.width), one_block).astype(np.uint64) for half in halves)
     in_second = plan.iters // 2
     block = first * np.uint64(plan.iters - in_second) + second * np.uint64(in_second)
     return np.tile((block & np.uint64(0xFFFFFFFF)).astype(np.uint32), plan.blocks)
@@ -147,6 +158,10 @@ class Pattern:
     width: int
     lane_stride: int
     offset: int = 0
+
+    def __post_init__(self) -> None:
+        if self.width not in WIDTHS or self.lane_stride < self.width or (self.lane_stride | self.offset) % 4:
+            raise ValueError(f"Pattern {self.name}: lanes of {WIDTHS} bytes, apart by at least that, in whole words")
 
     @property
     def slot(self) -> int:
@@ -219,15 +234,21 @@ class PatternStream:
         return self.requests * self.pattern.moved_bytes
 
 
-def pattern_sums(words: np.ndarray, plan: PatternStream) -> np.ndarray:
-    """Each thread's 32-bit sum for a pattern read of ``words`` (the buffer as the kernel sees it,
-    from the unshifted base: the pattern's offset is applied here)."""
+def pattern_iteration_sums(words: np.ndarray, plan: PatternStream) -> np.ndarray:
+    """Per iteration, each thread's 32-bit sum for a pattern read of ``words`` (the buffer as the kernel
+    sees it, from the unshifted base: the pattern's offset is applied here): [iters, threads]; a launch of
+    fewer iterations reads the first rows. The words each lane reads are strided views of the slots,
+    lanes 0-30 one ``lane_stride`` apart (the last lane's stride may reach past the slot), summed without
+    copying them out, wrapping at 32 bits as the kernel's sums do."""
     p = plan.pattern
-    lanes = (p.offset + np.arange(32) * p.lane_stride) // WORD.itemsize
-    index = (lanes[:, None] + np.arange(p.width // WORD.itemsize)[None, :]).reshape(-1)
-    slots = words[: plan.footprint // WORD.itemsize].reshape(-1, p.slot // WORD.itemsize)
-    picked = slots[:, index].astype(np.uint64).reshape(plan.iters, plan.warps, ACCESSES, 32, -1)
-    return (picked.sum(axis=(0, 2, 4)).reshape(-1) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    first, stride, width = (n // WORD.itemsize for n in (p.offset, p.lane_stride, p.width))
+    slots = words[: plan.footprint // WORD.itemsize].reshape(plan.iters, plan.warps, ACCESSES, -1)
+    last = first + 31 * stride
+    lanes = slots[..., first:last].reshape(plan.iters, plan.warps, ACCESSES, 31, stride)[..., :width]
+    sums = np.empty((plan.iters, plan.warps, 32), dtype=np.uint32)
+    sums[..., :31] = lanes.sum(axis=(2, 4), dtype=np.uint32)
+    sums[..., 31] = slots[..., last : last + width].sum(axis=(2, 3), dtype=np.uint32)
+    return sums.reshape(plan.iters, -1)
 
 
 def dram_peak_gbps(

@@ -33,7 +33,8 @@ class Settings:
     l2_long_bytes: int = 4 << 30  # bytes a long L2 launch moves
     cached_tile_per_sm: int = 32 * 1024  # L1 and shared: bytes each SM's blocks re-read
     cached_long_bytes_per_sm: int = 32 * MIB  # bytes per SM in a long L1 / shared launch
-    pattern_moved_l2_multiple: float = 1.0  # bytes a long goodput launch moves, in L2 sizes
+    pattern_moved_l2_multiple: float = 1.0  # bytes a long goodput launch moves, in L2 sizes,
+    pattern_iterations: int = 8  # and at least this many iterations, so the short and long launch differ well
     sweep_threads: tuple[int, ...] = (128, 256, 512, 1024)
     sweep_blocks: tuple[int, ...] = (1, 2, 4, 8, 16)  # blocks per SM tried (up to the occupancy limit, which is added)
     saturation: float = 0.9  # the occupancy sweep's saturation: this fraction of the best
@@ -64,6 +65,8 @@ class Settings:
             raise ValueError("Settings: threads per block must be multiples of 128, at most 1024")
         if not 0 < self.short_fraction < 1 or not 0 < self.l2_fraction <= 1 or not 0 < self.saturation <= 1:
             raise ValueError("Settings: short_fraction in (0, 1), l2_fraction and saturation in (0, 1]")
+        if self.pattern_iterations < 2:
+            raise ValueError(f"Settings: pattern_iterations must be at least 2, not {self.pattern_iterations}")
         if self.dram_l2_multiple < 2 or self.flush_l2_multiple < 1 or self.max_repeats < self.min_repeats:
             raise ValueError("Settings: dram_l2_multiple >= 2, flush_l2_multiple >= 1, max_repeats >= min_repeats")
 
@@ -157,9 +160,6 @@ def sweep_points(settings: Settings, most: Callable[[int], int], sm_count: int, 
     return points
 
 
-PATTERN_ITERS = 8  # a goodput launch wants this many iterations, so the short and long launch differ well
-
-
 def pattern_pair(
     pattern: plan.Pattern,
     most_per_sm: int,
@@ -170,18 +170,18 @@ def pattern_pair(
     settings: Settings,
 ) -> tuple[PatternStream, PatternStream]:
     """The short and long goodput launch. Blocks per SM: as many as resident (``most_per_sm``) while the
-    buffer holds ``PATTERN_ITERS`` iterations of them, else the fewest (one), if it holds two of those.
-    The long launch moves ``pattern_moved_l2_multiple`` L2 sizes (at least ``PATTERN_ITERS`` iterations),
+    buffer holds ``pattern_iterations`` of them, else the fewest (one), if it holds two of those. The
+    long launch moves ``pattern_moved_l2_multiple`` L2 sizes (at least ``pattern_iterations`` iterations),
     as far as the buffer reaches; the short ``short_fraction`` of that."""
     shapes = [PatternStream(pattern, sm_count * per_sm, threads, 1) for per_sm in range(most_per_sm, 0, -1)]
-    one = next((o for o in shapes if buffer_bytes // o.footprint >= PATTERN_ITERS), shapes[-1])
+    one = next((o for o in shapes if buffer_bytes // o.footprint >= settings.pattern_iterations), shapes[-1])
     room = buffer_bytes // one.footprint
     if room < 2:
         raise ProbeFailure(
             f"pattern {pattern.name}: a {buffer_bytes}-byte buffer holds under two iterations of one block per SM"
         )
     wanted = math.ceil(settings.pattern_moved_l2_multiple * l2_bytes / one.moved_bytes)
-    iters = min(room, max(PATTERN_ITERS, wanted))
+    iters = min(room, max(settings.pattern_iterations, wanted))
     short = max(1, int(iters * settings.short_fraction))
     return PatternStream(pattern, one.blocks, threads, short), PatternStream(pattern, one.blocks, threads, iters)
 
@@ -194,10 +194,12 @@ class Work:
     """What one probe plans at most: bytes through each level and launches (timed, flush, warm-up)."""
 
     probe: str
-    level: str  # "dram", "l2", "cached" (L1 and shared: bytes per SM), "check" (read back to the host) or
-    # "host" (bytes the host generates or sums to predict results)
+    level: str  # "dram", "l2", "cached" (L1 and shared: bytes per SM), "check" (read back to the host and
+    # compared), or what the host does to predict results: "generate" (the source, then uploaded), "add"
+    # (the source's request sums and each width's group sums: elementwise adds), "gather" (the words a
+    # goodput pattern reads, summed)
     bytes: int
-    launches: int
+    launches: int  # kernel launches: timed, flushes, warm-ups
 
 
 def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str, int], int]) -> list[Work]:
@@ -206,8 +208,10 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
     s, sms, l2 = settings, device.sm_count, device.l2_bytes
     flush = int(s.flush_l2_multiple * l2)
     buffer = source_bytes(device, s)
-    # the source generated and uploaded once, and summed once per access width
-    work: list[Work] = [Work("bandwidth.dram.read.v16", "host", (1 + len(plan.WIDTHS)) * buffer, 0)]
+    # the source generated and uploaded once, its request sums made once (a pass over it), and from them
+    # (a quarter of its bytes) each access width's group sums
+    work = [Work("bandwidth.dram.read.v16", "generate", buffer, 0),
+            Work("bandwidth.dram.read.v16", "add", buffer + len(plan.WIDTHS) * buffer // 4, 0)]  # fmt: skip
     for op in OPS:
         factor = 2 if op == "copy" else 1
         for width in (16, 8, 4):
@@ -221,7 +225,9 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
                     f"bandwidth.dram.{op}.v{width}", "dram", memcpy * s.max_repeats * moved, memcpy * s.max_repeats * 4
                 )
             )
-            check = long.footprint + s.max_repeats * 2 * s.check_words * 4 if op != "read" else 0
+            # every launch shape's first check reads all it wrote, later ones at most check_words
+            later = 2 * (s.max_repeats - 1) * min(4 * s.check_words, long.footprint)
+            check = short.footprint + long.footprint + later if op != "read" else 0
             work.append(Work(f"bandwidth.dram.{op}.v{width}", "check", check, 0))
             footprint = int(s.l2_fraction * l2) // factor
             per_sm = fit_blocks(width, s.threads, most_blocks(kernel, s.threads), sms, footprint)
@@ -264,7 +270,5 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
                 4 * s.max_repeats,
             )
         )
-        work.append(
-            Work(f"bandwidth.goodput.{name}", "host", short.useful_bytes + long.useful_bytes, 0)
-        )  # predicted sums
+        work.append(Work(f"bandwidth.goodput.{name}", "gather", long.useful_bytes, 0))  # the short's: its first rows
     return work

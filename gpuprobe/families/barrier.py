@@ -22,10 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
-from gpuprobe.families.differencing import UNROLL, DifferencedSettings, per_step_samples
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.differencing import (
+    SMOKE_SAMPLING,
+    UNROLL,
+    DifferencedSettings,
+    per_step_samples,
+    samples_plan,
+)
 from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
 from gpuprobe.families.ordering import non_decreasing
+from gpuprobe.families.planning import probe
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.invariants import Check
@@ -188,6 +195,21 @@ def measure(request: Request) -> Probes:
     steps = _steps(ctx)
 
     return runs(PROBES, steps, runnable)
+
+
+BARRIER_CYCLES = 300.0  # one barrier with its share of the ordering check, at most (tens of cycles measured)
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): the per-SM probe's blocks
+    counted as taking turns on their SM."""
+    single = probe(samples_plan(settings, device, BARRIER_CYCLES))
+    per_sm = probe(*(samples_plan(settings, device, BARRIER_CYCLES, serial=k) for k in PER_SM_BLOCKS))
+    return sum([single] * (len(PROBES) - 1), per_sm)
+
+
+# A first contact: one block of 8 warps (each warp's check reads another warp's slot), one sample.
+SMOKE = Smoke(probes=("barrier.block.256",), settings=Settings(**SMOKE_SAMPLING))
 
 
 def barrier_monotonic(facts: dict[str, Fact], device: Device) -> list[Check]:

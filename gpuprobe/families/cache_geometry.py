@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.analysis import find_levels
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.cache_geometry_analysis import fit_unit, slope, tlb_levels
 from gpuprobe.families.cache_geometry_checks import INVARIANTS as INVARIANTS
 from gpuprobe.families.cache_geometry_checks import SECTIONS as SECTIONS
@@ -44,8 +44,29 @@ from gpuprobe.families.measuring import (
     require_long_after_short,
     sample_until_stable,
 )
-from gpuprobe.families.memory_latency import UNROLL, Chase, ChaseContext, Point, capacity_fact, node_of
+from gpuprobe.families.memory_latency import (
+    UNROLL,
+    Chase,
+    ChaseContext,
+    Point,
+    capacity_fact,
+    chase_plan,
+    node_of,
+)
 from gpuprobe.families.memory_latency import Settings as ChaseSettings
+from gpuprobe.families.planning import (
+    DRAM_STEP_CYCLES,
+    L2_STEP_CYCLES,
+    NO_WORK,
+    chain_host_s,
+    combined,
+    cycles_s,
+    dram_s,
+    kernel_runs,
+    link_s,
+    probe,
+    step_cycles,
+)
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
 
@@ -186,6 +207,7 @@ class _Family:
     settings: Settings
     device: Device
     const_out: Any = None
+    scratch: Any = None  # twice the L2, made once, written through to flush it
 
     @property
     def launcher(self) -> Launcher:
@@ -193,7 +215,9 @@ class _Family:
 
     def flush_l2(self) -> None:
         """Write through a buffer of twice the L2, so no line the host's chain writes left stays there."""
-        self.launcher.fill(self.launcher.alloc(2 * self.device.l2_bytes), 0)
+        if self.scratch is None:
+            self.scratch = self.launcher.alloc(2 * self.device.l2_bytes)
+        self.launcher.fill(self.scratch, 0)
 
     def chase(self, kernel: str, buffer: Any, chain: Chain, stride: int, step: int = 0) -> Chase:
         """A chase of ``chain`` laid out in ``buffer`` with node i at i x ``stride``, from ``step``."""
@@ -393,22 +417,22 @@ def constant_end(start: int, lanes: int, thread: int, steps: int) -> int:
 
 @dataclass
 class _ConstantChase:
-    """Launches of gp_cg_const_chase from one start, each end checked against :func:`constant_end`."""
+    """Launches of gp_cg_const_chase, each from ``start`` (the .const cycle cannot be continued from the
+    host), each end checked against :func:`constant_end`."""
 
     fam: _Family
     start: int
     lanes: int
     threads: int
-    steps: int = 0
 
     def launch(self, warm: int, iterations: int) -> int:
         kernels = Kernels(self.fam.launcher, self.fam.ctx.parameters)
         args = [np.uint32(self.start), np.uint32(self.lanes), np.uint32(warm), np.uint32(iterations)]
         out = self.fam.const_out
         values = kernels.run("gp_cg_const_chase", [*args, out], out, 2 + self.threads, block=self.threads)
-        self.steps += warm + iterations * UNROLL
+        steps = warm + iterations * UNROLL
         ends = [int(v) for v in values[2:]]
-        expected = [constant_end(self.start, self.lanes, t, self.steps) for t in range(self.threads)]
+        expected = [constant_end(self.start, self.lanes, t, steps) for t in range(self.threads)]
         if ends != expected:
             wrong = next(t for t in range(self.threads) if ends[t] != expected[t])
             raise ProbeFailure(
@@ -473,6 +497,71 @@ STEPS: list[tuple[str, Callable[[_Family, str], Measured]]] = [
 ]
 
 PROBES = [name for name, _ in STEPS]
+
+# ---- the time plan ---------------------------------------------------------------------------
+
+TLB_STEP_CYCLES = 3000.0  # a load missing every TLB level, at most (the page walk from L2 or DRAM)
+CONSTANT_STEP_CYCLES = 300.0  # a constant-cache load missing to L2, at most
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): per point its chain built
+    and written and its samples (the memory family's :func:`chase_plan`), per flush a scratch of twice the
+    L2 written (allocated, and zeroed, once), and the TLB sweep's buffer, one page per node up to ``tlb_max_bytes``,
+    zeroed when it is allocated (34 GB on an H200: 14 ms at half its DRAM peak)."""
+    s, l2 = settings, device.l2_bytes
+    lengths = s.chase()
+
+    def point(nodes: int, warm_first: int, warm_rest: int, step: float) -> Plan:
+        write = Plan(0, 1, dram_s(nodes * LINE, device) + link_s(8 * nodes, pinned=False), chain_host_s(nodes))
+        return write + chase_plan(lengths, device, warm_first, warm_rest, step)
+
+    flush = Plan(0, 1, dram_s(2 * l2, device))  # the scratch of twice the L2 written (zeroed once, below)
+    swept = l1_sweep_bytes(s, l2)
+    sector_l1 = probe(*(point(swept // stride, swept // stride, 0, L2_STEP_CYCLES) for stride in s.strides))
+    dense = line_node_counts(s)
+    sparse = sorted({max(2, n * s.line_dense_stride // LINE) for n in dense})
+    line_l1 = probe(*(point(n, n, n, L2_STEP_CYCLES) for n in [*dense, *sparse]))
+    sector_l2 = probe(*(point(cold_nodes(s), 0, 0, DRAM_STEP_CYCLES) + flush for _ in s.strides))
+    laps = {"l1": (1, 1), "l2": (1, 0), "dram": (0, 0)}  # the width chases' warm-ups: first sample, later ones
+    widths = []
+    for level, footprint in width_footprints(s, l2).items():
+        nodes, (first, rest) = footprint // LINE, laps[level]
+        one = point(nodes, first * nodes, rest * nodes, step_cycles(footprint, device))
+        widths.append(probe(one, one, flush if level == "dram" else NO_WORK))  # the 8- and 16-byte chases
+    counts = tlb_node_counts(s, device.mem_bytes)
+    reference = point(s.tlb_reference_nodes, s.tlb_reference_nodes, 0, L2_STEP_CYCLES)
+    zeroed = Plan(0, 0, dram_s(counts[-1] * tlb_stride(s), device))
+    tlb = probe(reference, zeroed, *(point(n, max(n, 64), 0, TLB_STEP_CYCLES) for n in counts))
+    r = s.max_repeats
+    timed = s.short_iterations + s.long_iterations
+    hit_miss = [kernel_runs(2 * r, cycles_s(r * (2 * CONST_ROWS + timed * UNROLL) * CONSTANT_STEP_CYCLES, device))] * 2
+    lanes = [kernel_runs(2 * r, cycles_s(r * (8 + timed * UNROLL) * k * CONSTANT_STEP_CYCLES, device))
+             for k in s.divergent_lanes]  # fmt: skip
+    parts = [sector_l1, line_l1, sector_l2, *widths, tlb, probe(*hit_miss), probe(*lanes)]
+    return combined(parts) + Plan(0, 0, dram_s(2 * l2, device))
+
+
+# A first contact: the constant-cache chase (no buffer of its own: the .const array the PTX initializes),
+# every thread's end checked, one sample; every other probe's sweep at its shortest, should it run.
+SMOKE = Smoke(
+    probes=("cache_geometry.constant.latency",),
+    settings=Settings(
+        short_iterations=1,
+        long_iterations=2,
+        min_repeats=1,
+        max_repeats=1,
+        strides=(8, 16, 32, 64),
+        l1_sweep_bytes=64 * 1024,
+        width_l2_fraction=0.0,
+        width_dram_l2_multiple=0.0,
+        tlb_max_bytes=64 << 20,
+        tlb_points_per_octave=1,
+        divergent_lanes=(1, 32),
+        line_max_bytes=32 * 1024,
+        line_points_per_octave=1,
+    ),
+)
 
 # A width probe also launches the 8-byte kernel, whose contract another probe pins.
 PARTNERS = {

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.base import Plan, ProbeFailure
 from gpuprobe.families.chain import Chain
 from gpuprobe.families.measuring import Kernels, Stopping, sample_until_stable
+from gpuprobe.families.planning import chain_host_s, kernel_runs
 
 OUT_WORDS = 4  # a chase's results: cycles, nanoseconds, end, SM id
 MIN_CLOCK_WINDOW_NS = 100_000  # a timed chase this long gives the SM clock to 1 % at 1 us timer resolution
@@ -112,3 +113,11 @@ def memory_chase(
         return node_of(end - buffer_address, stride, chain.nodes, kernel)
 
     return Chase(chain, launch, end_node, unroll, kernel, warm_laps)
+
+
+def latencies_plan(nodes: int, unroll: int, short: int, long: int, repeats: int, step_s: float) -> Plan:
+    """What a chase through a fresh cycle of ``nodes`` costs: its chain built and written, and
+    :meth:`Chase.latencies` at ``repeats`` samples, every launch warming one lap and every step taking
+    ``step_s`` seconds at most."""
+    steps = repeats * (2 * nodes + (short + long) * unroll)
+    return Plan(0, 1, 0.0, chain_host_s(nodes)) + kernel_runs(2 * repeats, steps * step_s)

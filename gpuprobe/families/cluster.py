@@ -24,10 +24,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuprobe.families.barrier import triangle
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
-from gpuprobe.families.differencing import UNROLL, DifferencedSettings, per_step_samples
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.differencing import (
+    SMOKE_SAMPLING,
+    UNROLL,
+    DifferencedSettings,
+    per_step_samples,
+    samples_plan,
+)
 from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.families.ordering import pair_not_below
+from gpuprobe.families.planning import combined, probe
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.invariants import Check
@@ -143,6 +150,22 @@ def measure(request: Request) -> Probes:
     )
 
     return runs(PROBES, steps, runnable)
+
+
+CLUSTER_BARRIER_CYCLES = 2000.0  # one cluster barrier at most (a GPU-scope release and its wait)
+MBARRIER_PHASE_CYCLES = 500.0  # one mbarrier phase at most
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`); a launch's clusters run
+    side by side, each on SMs of its own."""
+    bars = [probe(samples_plan(settings, device, CLUSTER_BARRIER_CYCLES)) for _ in CLUSTER_SIZES]
+    mbarriers = [probe(samples_plan(settings, device, MBARRIER_PHASE_CYCLES)) for _ in range(2)]
+    return combined([*bars, *mbarriers])
+
+
+# A first contact: the smallest cluster, one of them, one sample (a cluster launch and its checked ranks and sums).
+SMOKE = Smoke(probes=("cluster.bar.2",), settings=Settings(clusters=1, **SMOKE_SAMPLING))
 
 
 def cluster_above_block(facts: dict[str, Fact], device: Device) -> list[Check]:

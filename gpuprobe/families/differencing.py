@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.base import Plan, ProbeFailure
 from gpuprobe.families.measuring import Stopping, sample_until_stable
+from gpuprobe.families.planning import cycles_s, kernel_runs
+from gpuprobe.results import Device
 
 UNROLL = 32  # operations per loop iteration in every differenced kernel: fixed by their PTX (//@repeat 32)
 
@@ -34,6 +36,10 @@ class Lengths:
 
     def per_step(self, short_cycles: float, long_cycles: float) -> float:
         return (long_cycles - short_cycles) / ((self.long - self.short) * self.steps)
+
+
+# A first contact's sampling: one sample, its long launch 32 steps longer than its short one.
+SMOKE_SAMPLING = {"short_iterations": 1, "long_iterations": 2, "min_repeats": 1, "max_repeats": 1}
 
 
 @dataclass(frozen=True)
@@ -76,3 +82,14 @@ def per_step_samples(launch: Callable[[int], float], lengths: Lengths, stop: Sto
 
     sample_until_stable(take, samples, stop)
     return samples
+
+
+def samples_plan(
+    settings: DifferencedSettings, device: Device, step_cycles: float, lengths: Lengths | None = None, serial: int = 1
+) -> Plan:
+    """What :func:`per_step_samples` costs at its most repeats: each sample a short and a long checked
+    launch of ``lengths`` (default: the settings'), each step ``step_cycles`` at most, ``serial`` times
+    over (blocks that take turns on an SM)."""
+    lengths = lengths or settings.lengths
+    steps = settings.max_repeats * (lengths.short + lengths.long) * lengths.steps
+    return kernel_runs(2 * settings.max_repeats, cycles_s(serial * steps * step_cycles, device))

@@ -27,21 +27,32 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, memory_chase
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.planning import (
+    GEN4_LINK,
+    NO_WORK,
+    Link,
+    chain_host_s,
+    compare_host_s,
+    generate_host_s,
+    kernel_runs,
+    probe,
+    sum_host_s,
+)
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
 from gpuprobe.gpu import Launcher
-from gpuprobe.results import Fact, ProbeOutcome
+from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Section
 
 PROBES = ["host_transfer.h2d", "host_transfer.d2h", "host_transfer.bidirectional", "host_transfer.sm_latency"]
 KERNEL = "gp_ht_sm_copy"
 CHASE_KERNEL = "gp_ht_sm_chase"
 CHASE_UNROLL = 16  # fixed by the PTX (//@repeat 16)
-LINK_STEP_S = 5e-6  # the most one load from host memory is expected to take, for the time budget
+LINK_STEP_S = 5e-6  # the most one load from host memory is expected to take, for the time plan
 CHUNK = 16  # bytes per load and store
 CHUNKS_PER_ITERATION = 4  # fixed by the PTX: four chunks in flight per thread
 MIB = 1 << 20
@@ -111,19 +122,35 @@ def rate_gbps(small_bytes: int, small_ms: float, large_bytes: int, large_ms: flo
     return gbps
 
 
-def planned_seconds(settings: Settings, pinned_gbps: float, pageable_gbps: float) -> float:
-    """Upper bound of the family's copying time at the given link rates (every sample repeated the
-    most times): what the time budget is checked against."""
-    pair = settings.small_bytes + settings.large_bytes
-    seconds = 0.0
-    for ways in (1, 1, 2):  # h2d, d2h, both
-        moved = ways * pair * settings.max_repeats
-        seconds += moved / (pinned_gbps * 1e9) * 2  # copy engine pinned, and the SMs
-        seconds += moved / (pageable_gbps * 1e9)
-        seconds += 3 * ways * settings.large_bytes / (pinned_gbps * 1e9)  # preparing and checking a copy
-    latency = 2 * settings.max_repeats * settings.latency_copies * len(settings.latency_sizes) * 50e-6
-    chase_steps = settings.max_repeats * (2 * settings.chase_nodes + CHASE_UNROLL * sum(settings.chase_iterations))
-    return seconds + latency + chase_steps * LINK_STEP_S
+SMALL_COPY_S = 50e-6  # one small pinned copy back to back with others, call included, at most
+
+
+def _checked_copy(nbytes: int, ways: int, link: Link, device_destination: bool) -> Plan:
+    """``_Context.sm_copy``: the destination zeroed, the SM copy (its threads' sums checked), the
+    destination read back and every word compared."""
+    read_back = link.seconds(nbytes, pinned=False) if device_destination else 0.0
+    return kernel_runs(1, link.seconds(ways * nbytes) + read_back, compare_host_s(nbytes)) + Plan(0, 2, 0.0)
+
+
+def plan(settings: Settings, device: Device, link: Link = GEN4_LINK) -> Plan:
+    """Every probe at its most repeats over ``link`` (see :mod:`gpuprobe.families.planning`): each direction
+    checks one SM copy, then samples the copy engine from pinned and pageable memory and the SMs, each a
+    small and a large copy; h2d and d2h also time small pinned copies; the buffers are made once."""
+    s = settings
+    pair, r = s.small_bytes + s.large_bytes, s.max_repeats
+    made = generate_host_s(s.large_bytes) + sum_host_s(s.large_bytes)  # the pattern, and its threads' sums
+    buffers = Plan(0, 0, link.seconds(s.large_bytes, pinned=False), made)
+    buffers += _checked_copy(s.large_bytes, 1, link, device_destination=False)  # the pinned source
+    latency = Plan(0, r * len(s.latency_sizes), r * len(s.latency_sizes) * s.latency_copies * SMALL_COPY_S)
+    directions = []
+    for ways, destination, timed_latency in ((1, True, True), (1, False, True), (2, False, False)):  # h2d, d2h, both
+        copied = _checked_copy(s.large_bytes, ways, link, destination)
+        engine = Plan(0, 4 * r, r * (link.seconds(ways * pair) + link.seconds(ways * pair, pinned=False)))
+        sms = Plan(0, 2 * r, r * link.seconds(ways * pair))  # a small and a large copy, event-timed
+        directions.append(probe(copied, engine, sms, latency if timed_latency else NO_WORK))
+    steps = r * (2 * s.chase_nodes + CHASE_UNROLL * sum(s.chase_iterations))
+    chase = probe(Plan(0, 1, 0.0, chain_host_s(s.chase_nodes)), kernel_runs(2 * r, steps * LINK_STEP_S))
+    return sum(directions, buffers + chase)
 
 
 @dataclass
@@ -272,6 +299,22 @@ def measure_sm_latency(ctx: _Context, probe: str) -> Measured:
     note = f"{result.value:.0f} cycles" + (f", {ns:.0f} ns" if ns else "") + " per load from pinned host memory"
     return Measured(probe, ProbeOutcome("ok", note), [result])
 
+
+# A first contact: one direction at small sizes (its SM copy checked word by word, the copy engine
+# timed from pinned and pageable memory), and the SM-load chase through pinned memory, one sample each.
+SMOKE = Smoke(
+    probes=("host_transfer.h2d", "host_transfer.sm_latency"),
+    settings=Settings(
+        small_bytes=4 * MIB,  # 12 MiB between the two sizes: half a millisecond on any link
+        large_bytes=16 * MIB,
+        latency_sizes=(4,),
+        latency_copies=10,
+        blocks=64,  # 1 MiB per iteration of the SM copy's grid
+        min_repeats=1,
+        max_repeats=1,
+        chase_iterations=(1, 2),
+    ),
+)
 
 SECTIONS = (
     Section(

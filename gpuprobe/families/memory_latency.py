@@ -8,7 +8,9 @@ Order of measurement:
    of the chase loop's control, measured on their own and reported;
 3. ``memory.latency.shared`` — one footprint in shared memory;
 4. ``memory.latency.global_ca`` / ``global_cg`` — latency vs footprint, L1-cached and L1-bypassing,
-   from 4 KiB to several times the L2 the device reports; ``find_levels`` reads the levels.
+   from 4 KiB to several times the L2 the device reports, four footprints per octave (the L1-bypassing
+   sweep eight from a quarter of the L2 to twice it, where a split L2's far plateau lies);
+   ``find_levels`` reads the levels.
 
 Each latency sample is a pair of launches, a short and a long timed chase continuing the same
 chain: latency = (cycles_long - cycles_short) / (loads_long - loads_short). Everything a timed
@@ -27,6 +29,7 @@ writes left there.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.analysis import Level, find_levels, median_ci
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.chain import Chain, random_cycle
 from gpuprobe.families.measuring import (
     Kernels,
@@ -45,9 +48,21 @@ from gpuprobe.families.measuring import (
     require_long_after_short,
     sample_until_stable,
 )
+from gpuprobe.families.planning import (
+    NO_WORK,
+    SHARED_STEP_CYCLES,
+    chain_host_s,
+    combined,
+    cycles_s,
+    dram_s,
+    kernel_runs,
+    link_s,
+    probe,
+    step_cycles,
+)
 from gpuprobe.gpu import Launcher
 from gpuprobe.registry import Probe, find_probe
-from gpuprobe.results import Fact, ProbeOutcome
+from gpuprobe.results import Device, Fact, ProbeOutcome
 
 UNROLL = 32  # chase steps per iteration of the timed loop: fixed by the PTX (//@repeat 32)
 MIN_CLOCK_WINDOW_NS = 100_000  # a timed region this long reads the clock to 1 % at 1 us timer resolution
@@ -60,6 +75,12 @@ class Settings:
     min_footprint: int = 4 * 1024
     l2_multiple: float = 4.0  # largest footprint, in device L2 sizes
     points_per_octave: int = 4
+    # Denser from a quarter of the L2 to twice it: the near and the far L2 plateau of a split L2
+    # (A100, H100, H200) and the step into DRAM. At 4 points per octave the far plateau of a
+    # recorded H100 curve is missed in up to 11 % of noisy sweeps (tests/test_find_levels_recorded.py).
+    dense_points_per_octave: int = 8
+    dense_from_l2: float = 0.25
+    dense_to_l2: float = 2.0
     short_iterations: int = 32  # a sample is the difference of a short and a long timed chase:
     long_iterations: int = 160  # (160 - 32) x 32 = 4096 loads
     min_repeats: int = 3  # samples per footprint: at least this many,
@@ -78,11 +99,13 @@ class Settings:
     seed: int = 20240901
 
     def __post_init__(self) -> None:
-        counts = ("line_bytes", "min_footprint", "points_per_octave", "short_iterations", "min_repeats",
-                  "max_repeats", "shared_footprint", "shared_stride", "clock_repeats", "overhead_repeats",
-                  "loop_iterations")  # fmt: skip
+        counts = ("line_bytes", "min_footprint", "points_per_octave", "dense_points_per_octave", "short_iterations",
+                  "min_repeats", "max_repeats", "shared_footprint", "shared_stride", "clock_repeats",
+                  "overhead_repeats", "loop_iterations")  # fmt: skip
         require_counts(self, counts)
         require_long_after_short(self)
+        if not 0 < self.dense_from_l2 <= self.dense_to_l2 or self.l2_multiple < 0:
+            raise ValueError("Settings: need 0 < dense_from_l2 <= dense_to_l2 and l2_multiple >= 0")
 
     def stopping(self, max_repeats: int | None = None) -> Stopping:
         """When a footprint (or, with ``max_repeats``, a clock or overhead measurement) has enough samples."""
@@ -90,14 +113,28 @@ class Settings:
         return Stopping(min(self.min_repeats, most), most, self.target_noise, self.point_budget_s)
 
 
-def plan_footprints(l2_bytes: int, settings: Settings) -> list[int]:
-    """Footprints log-spaced from ``min_footprint`` to ``l2_multiple`` x L2, whole lines, increasing."""
-    top = max(settings.min_footprint * 4, int(l2_bytes * settings.l2_multiple))
-    octaves = math.log2(top / settings.min_footprint)
-    count = math.ceil(octaves * settings.points_per_octave) + 1
-    raw = settings.min_footprint * np.power(2.0, np.linspace(0.0, octaves, count))
-    lines = np.unique(np.round(raw / settings.line_bytes).astype(np.int64))
-    return [int(n) * settings.line_bytes for n in lines if n >= 2]
+def _log_spaced(low: float, high: float, per_octave: int) -> np.ndarray:
+    """At least ``per_octave`` points per octave from ``low`` to ``high``, both ends included."""
+    octaves = math.log2(high / low)
+    return low * np.power(2.0, np.linspace(0.0, octaves, math.ceil(octaves * per_octave) + 1))
+
+
+def plan_footprints(l2_bytes: int, settings: Settings, dense: bool = True) -> list[int]:
+    """Footprints log-spaced from ``min_footprint`` to ``l2_multiple`` x L2 (at least 4 x ``min_footprint``),
+    whole lines, increasing: ``points_per_octave``, and (``dense``) ``dense_points_per_octave`` from
+    ``dense_from_l2`` to ``dense_to_l2`` L2 sizes as far as the sweep reaches, where a split L2 shows its
+    far plateau."""
+    s = settings
+    top = max(s.min_footprint * 4, int(l2_bytes * s.l2_multiple))
+    edges, rates = [s.min_footprint, top], [s.points_per_octave]
+    if dense:
+        low, high = (min(max(s.min_footprint, l2_bytes * k), top) for k in (s.dense_from_l2, s.dense_to_l2))
+        edges = [s.min_footprint, low, high, top]
+        rates = [s.points_per_octave, s.dense_points_per_octave, s.points_per_octave]
+    pairs = zip(itertools.pairwise(edges), rates, strict=True)
+    spans = [_log_spaced(low, high, rate) for (low, high), rate in pairs if high > low]
+    lines = np.unique(np.round(np.concatenate(spans) / s.line_bytes).astype(np.int64))
+    return [int(n) * s.line_bytes for n in lines if n >= 2]
 
 
 def first_warm_steps(nodes: int, footprint: int, l2_bytes: int, settings: Settings) -> int:
@@ -390,8 +427,11 @@ def curve_facts(
 
 
 def measure_global(ctx: ChaseContext, probe: Probe, cached_in_l1: bool) -> Measured:
-    """A latency-vs-footprint sweep; the probe's declaration says which facts it yields."""
-    curve = chase_curve(ctx, probe.kernel, plan_footprints(ctx.l2_bytes, ctx.settings))
+    """A latency-vs-footprint sweep; the probe's declaration says which facts it yields. Only the
+    L1-bypassing sweep is dense around the L2 (its plateaus are that probe's facts; the L1-cached
+    one reports the L1, and needs the L2 and DRAM only to tell the L1 from them)."""
+    footprints = plan_footprints(ctx.l2_bytes, ctx.settings, dense=not cached_in_l1)
+    curve = chase_curve(ctx, probe.kernel, footprints)
     facts, series, note = curve_facts(curve, probe.name, set(probe.facts), ctx.l2_bytes, cached_in_l1, ctx.mhz)
     return Measured(probe.name, ProbeOutcome("ok", note, series), facts)
 
@@ -407,6 +447,70 @@ STEPS: list[tuple[str, Callable[[ChaseContext], Measured]]] = [
 
 
 PROBES = [name for name, _ in STEPS]
+
+
+# ---- the time plan ------------------------------------------------------------------------------
+
+LOOP_CYCLES = 20.0  # one iteration of the bare loop (gp_loop_overhead) at most: a few cycles measured
+
+
+def chase_plan(settings: Settings, device: Device, warm: int, rewarm: int, step: float) -> Plan:
+    """One footprint's samples (:meth:`Chase.sample` until stable) at their most: a short and a long
+    launch each, the first warming ``warm`` steps, every later launch ``rewarm``; every step ``step``
+    cycles at most."""
+    s = settings
+    timed = s.max_repeats * (s.short_iterations + s.long_iterations) * UNROLL
+    steps = warm + (2 * s.max_repeats - 1) * rewarm + timed
+    return kernel_runs(2 * s.max_repeats, cycles_s(steps * step, device))
+
+
+def sweep_plan(settings: Settings, device: Device, dense: bool) -> Plan:
+    """One latency-vs-footprint sweep (``chase_curve`` over ``plan_footprints``), its probe not counted:
+    per footprint a chain built and written, the flush before a cold one, and its samples."""
+    s, l2 = settings, device.l2_bytes
+    footprints = plan_footprints(l2, s, dense)
+    total = Plan(0, 0, dram_s(max(footprints) + 2 * l2, device))  # the chain buffer and the scratch, zeroed
+    for footprint in footprints:
+        nodes = footprint // s.line_bytes
+        warm = first_warm_steps(nodes, footprint, l2, s)
+        rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
+        write = dram_s(footprint, device) + link_s(8 * nodes, pinned=False)  # the successors uploaded, scattered
+        flush = Plan(0, 1, dram_s(2 * l2, device)) if warm == 0 else NO_WORK
+        chase = chase_plan(s, device, warm, rewarm, step_cycles(footprint, device))
+        total += Plan(0, 1, write, chain_host_s(nodes)) + flush + chase
+    return total
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """Every probe of the family at its most repeats on ``device`` (see :mod:`gpuprobe.families.planning`)."""
+    s = settings
+    clock_cycles = s.clock_settle_cycles + s.clock_repeats * s.clock_spin_cycles
+    clock = probe(kernel_runs(1 + s.clock_repeats, cycles_s(clock_cycles, device)))
+    clock_read = probe(kernel_runs(s.overhead_repeats, 0.0))
+    loop_cycles = s.overhead_repeats * s.loop_iterations * LOOP_CYCLES
+    loop = probe(kernel_runs(s.overhead_repeats, cycles_s(loop_cycles, device)))
+    nodes = s.shared_footprint // s.shared_stride
+    shared = probe(Plan(0, 1, 0.0, chain_host_s(nodes)), chase_plan(s, device, nodes, nodes, SHARED_STEP_CYCLES))
+    sweeps = [probe(sweep_plan(s, device, dense=not cached_in_l1)) for cached_in_l1 in (True, False)]
+    return clock + clock_read + loop + shared + combined(sweeps)
+
+
+# A first contact: the clock (its kernel is the one every probe's conditions read the clock with) and
+# the cheapest chase (one shared-memory footprint: every launch's end node checked), one sample each.
+# A global sweep this short would name its one plateau DRAM, a wrong fact: the full run measures those.
+SMOKE = Smoke(
+    probes=("memory.clock", "memory.latency.shared"),
+    settings=Settings(
+        l2_multiple=0.0,  # the global sweeps at their shortest: 4 x min_footprint, one point per octave
+        points_per_octave=1,
+        short_iterations=1,
+        long_iterations=2,
+        min_repeats=1,
+        max_repeats=1,
+        clock_repeats=1,
+        overhead_repeats=1,
+    ),
+)
 
 
 def measure(request: Request) -> Probes:

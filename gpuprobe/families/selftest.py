@@ -11,8 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.planning import MIN_KERNEL_S
 from gpuprobe.gpu import Launcher
+from gpuprobe.results import Device
 
 PROBES = ["selftest.fault_isolation"]
 
@@ -20,6 +22,15 @@ PROBES = ["selftest.fault_isolation"]
 @dataclass(frozen=True)
 class Settings:
     """Nothing to tune: the fault is the whole probe."""
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """One launch that faults and the read that reports it (a crash ends the measuring process; the
+    next family starts its own, as it would anyway)."""
+    return Plan(1, 2, MIN_KERNEL_S)
+
+
+SMOKE = Smoke(probes=(PROBES[0],), settings=Settings())  # the fault is already as small as a probe gets
 
 
 def _fault(launcher: Launcher) -> Measured:

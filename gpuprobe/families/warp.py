@@ -25,10 +25,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuprobe.families.base import Measured, ProbeFailure, Probes, Request
-from gpuprobe.families.differencing import UNROLL, DifferencedSettings, Lengths, per_step_samples
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.differencing import (
+    SMOKE_SAMPLING,
+    UNROLL,
+    DifferencedSettings,
+    Lengths,
+    per_step_samples,
+    samples_plan,
+)
 from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
 from gpuprobe.families.ordering import non_decreasing, pair_not_below
+from gpuprobe.families.planning import HOST_CHECK_THREAD_S, cycles_s, kernel_runs, link_s, probe
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.invariants import Check
@@ -253,12 +261,15 @@ def measure_chain(ctx: _Context, probe: str) -> Measured:
     lanes = ctx.launcher.upload(np.concatenate([chain.operands, chain.start]).astype(np.uint32))
     out = ctx.launcher.alloc(OUT_WORDS * 8)
     words = OUT_WORDS if chain.check_word else 1 + chain.threads
+    predicted: dict[int, np.ndarray] = {}  # the host's replay of each chain length, once
 
     def launch(iterations: int) -> float:
         args = [lanes, *chain.scalars, np.uint32(iterations), out]
         values = ctx.kernels.run(chain.kernel, args, out, words, block=chain.threads)
         steps = iterations * UNROLL
-        check_lanes(chain.kernel, values[1 : 1 + chain.threads], chain.predict(steps), steps)
+        if steps not in predicted:
+            predicted[steps] = chain.predict(steps)
+        check_lanes(chain.kernel, values[1 : 1 + chain.threads], predicted[steps], steps)
         if chain.check_word and int(values[-1]) != chain.check_word():
             first, host = int(values[-1]), chain.check_word()
             raise ProbeFailure(f"{chain.kernel}: the first sum is {first:#x}, the host's {host:#x}")
@@ -372,6 +383,33 @@ def measure_throughput(ctx: _Context) -> Measured:
     series = {"per_sm": {"sm": [float(k) for k in spans], "span_cycles": [span for span, _ in spans.values()]}}
     facts = [fact("warp.shfl.bfly.throughput", samples, "op/clk/SM", "warp.shfl.bfly.throughput")]
     return Measured("warp.shfl.bfly.throughput", ProbeOutcome("ok", f"{len(spans)} SMs", series), facts)
+
+
+# ---- the time plan ---------------------------------------------------------------------------------
+COLLECTIVE_CYCLES = 200.0  # one collective of a latency chain at most (shuffles ~25 cycles, match.any more)
+DIVERGED_STEP_CYCLES = 20.0  # one IMAD of the divergence kernel's paths, both paths counted, at most
+REPLAY_STEP_S = 20e-6  # the host's replay of one collective of 32 lanes (NumPy, up to 14 us measured)
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): each latency chain
+    replayed once per length on the host; the throughput kernel at one warp shuffle per clock per SM."""
+    s = settings
+    replay = (s.short_iterations + s.long_iterations) * UNROLL * REPLAY_STEP_S
+    chains = [probe(samples_plan(s, device, COLLECTIVE_CYCLES), Plan(0, 0, 0.0, replay)) for _ in _FACTS]
+    per_iteration = Lengths(s.short_iterations, s.long_iterations, 2 * DIVERGE_STEPS)  # both paths, in turn
+    divergence = probe(*(samples_plan(s, device, DIVERGED_STEP_CYCLES, per_iteration) for _ in range(2)))
+    warps = s.throughput_threads // LANES
+    shuffles = s.max_repeats * (s.throughput_short + s.throughput_long) * UNROLL * TPUT_CHAINS * warps
+    launches, threads = 2 * s.max_repeats, s.throughput_threads * device.sm_count
+    read_back = launches * (3 * warps * device.sm_count + threads) * 8
+    gpu_s = cycles_s(shuffles, device) + link_s(read_back, pinned=False)
+    throughput = probe(kernel_runs(launches, gpu_s, launches * threads * HOST_CHECK_THREAD_S))
+    return sum([*chains, divergence], throughput)
+
+
+# A first contact: one shuffle chain (every lane's end replayed on the host), one sample.
+SMOKE = Smoke(probes=("warp.shfl.idx",), settings=Settings(**SMOKE_SAMPLING))
 
 
 def measure(request: Request) -> Probes:
