@@ -34,8 +34,16 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.issue_sweep import MOST_THREADS_PER_SM, RUN_CALLS, clock_mhz, clock_window_ns, held_batch_s
-from gpuprobe.families.measuring import Kernels, Stopping, fact, require_counts, sample_until_stable
+from gpuprobe.families.measuring import (
+    Kernels,
+    Stopping,
+    clock_mhz,
+    clock_window_ns,
+    fact,
+    require_counts,
+    sample_until_stable,
+)
+from gpuprobe.families.planning import KERNEL_RUN_CALLS, MAX_THREADS_PER_SM, held_batch_s
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome
@@ -265,17 +273,17 @@ def measure_persistent(grid: _Grid, runnable: set[str]) -> Measured:
 
 BARRIER_S = 5e-6  # one grid barrier, at most (0.4 to 1.5 us expected at one block per SM)
 STEP_LAUNCH_S = 10e-6  # one back-to-back launch of the step kernel on the GPU, at most
-TIMED_CALLS = 2 + RUN_CALLS + 1  # one timed(): the two fresh fills, the checked run, the arrive word read
+TIMED_CALLS = 2 + KERNEL_RUN_CALLS + 1  # one timed(): the two fresh fills, the checked run, the arrive word read
 PERSISTENT_CALLS = 5  # one persistent sample launch: two fresh fills, the data fill, the timed batch, the read
 STEP_CALLS = 3  # one back-to-back sample: the data fill, the timed batch, the read
 
 
 def plan(settings: Settings, device: Device) -> Plan:
     """What both probes cost at most on ``device``: every grid size the occupancy API could allow
-    (:data:`MOST_THREADS_PER_SM` / block), every sample at its most repeats, each barrier at
+    (:data:`MAX_THREADS_PER_SM` / block), every sample at its most repeats, each barrier at
     :data:`BARRIER_S`; the results read back are a few words per block (no host time to speak of)."""
     s = settings
-    sizes = plan_grids(device.sm_count, max(1, min(32, MOST_THREADS_PER_SM // s.block)))  # 32 blocks per SM at most
+    sizes = plan_grids(device.sm_count, max(1, min(32, MAX_THREADS_PER_SM // s.block)))  # 32 blocks per SM at most
     samples = len(sizes) * s.max_repeats
     barriers = 2 * s.checks + s.short_syncs + s.long_syncs  # a sample's two launches
     latency = Plan(1, samples * 2 * TIMED_CALLS, samples * barriers * BARRIER_S)

@@ -31,27 +31,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuprobe.families.base import Plan, ProbeFailure
-from gpuprobe.families.measuring import Stopping, sample_until_stable
-from gpuprobe.gpu import HOLD_CYCLES_PER_LAUNCH, HOLD_MAX_CYCLES
+from gpuprobe.families.measuring import Stopping, clock_mhz, clock_window_ns, sample_until_stable
+from gpuprobe.families.planning import KERNEL_RUN_CALLS, cycles_s, readback_host_s
 from gpuprobe.results import Device
 
 TIMING_WORDS = 5  # per warp, after all threads' results: clock start, clock end, timer start, timer end, SM id
-TIMER_TICK_NS = 1000  # how often %globaltimer moves on current GPUs (about 1 us; every 32 ns only under a profiler)
-RUN_CALLS = 3  # launcher calls of one checked run (measuring.Kernels.run): the poisoning fill, the launch, the read
-
-
-def clock_window_ns(precision: float) -> float:
-    """The shortest %globaltimer window that reads the SM clock to ``precision`` (a fraction): each
-    window's reading is off from the true time by less than one tick."""
-    return TIMER_TICK_NS / precision
-
-
-def clock_mhz(cycles: float, ns: float, window_ns: float) -> float | None:
-    """The SM clock, ``cycles`` of %clock64 over ``ns`` of %globaltimer, from a window of at least
-    ``window_ns``; None from a shorter one (a window under a tick may even read 0 ns)."""
-    return float(cycles) / float(ns) * 1000.0 if ns >= window_ns else None
-
-
 MIN_CLOCK_WINDOW_NS = clock_window_ns(0.02)  # 50 us: a chain run's clock to 2 %
 
 
@@ -269,29 +253,12 @@ def launchable_warps(launcher, kernel: str, settings: Settings) -> list[int]:
     return [w for w in settings.warps if launcher.max_active_blocks(kernel, 32 * w) >= 1]
 
 
-READ_BYTES_PER_S = 10e9  # a read-back, device to host
-CHECK_BYTES_PER_S = 1e9  # NumPy holding what was read back to the host's prediction (generous)
-UNKNOWN_MHZ = 1000.0  # the clock planned with where the device reports none
-MOST_THREADS_PER_SM = 2048  # resident threads per SM on any supported arch, at most: bounds an occupancy answer
-
-
 def run_plan(runs: int, target_cycles: float, threads: int, result_words: int, device: Device) -> Plan:
     """What ``runs`` checked runs of ``threads`` threads cost at most: each at most three times
     ``target_cycles`` at the device's nominal clock (a margin that also covers a clock down to a third
     of it), and its output read back and checked. No probe: the caller counts those."""
-    mhz = device.sm_clock_nominal_mhz or UNKNOWN_MHZ
     output = output_words(threads, result_words) * 8
-    return Plan(0, runs * RUN_CALLS, runs * 3 * target_cycles / (mhz * 1e6),
-                runs * output * (1 / READ_BYTES_PER_S + 1 / CHECK_BYTES_PER_S))  # fmt: skip
-
-
-def held_batch_s(launches: int, launch_s: float, device: Device) -> float:
-    """GPU seconds of one timed batch (Launcher.time_launches) of ``launches`` launches of ``launch_s``
-    each: the runner first holds the GPU with a spin of HOLD_CYCLES_PER_LAUNCH per launch (at the
-    nominal clock) while it enqueues them."""
-    mhz = device.sm_clock_nominal_mhz or UNKNOWN_MHZ
-    hold = min(HOLD_MAX_CYCLES, HOLD_CYCLES_PER_LAUNCH * max(1, launches)) / (mhz * 1e6)
-    return hold + launches * launch_s
+    return Plan(0, runs * KERNEL_RUN_CALLS, runs * cycles_s(3 * target_cycles, device), runs * readback_host_s(output))
 
 
 def sweep_plan(settings: Settings, device: Device, kernels: int, ilps: int, result_words: int) -> Plan:

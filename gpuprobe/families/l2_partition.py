@@ -36,8 +36,8 @@ import numpy as np
 
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.issue_sweep import RUN_CALLS
 from gpuprobe.families.measuring import Kernels, fact
+from gpuprobe.families.planning import KERNEL_RUN_CALLS, dram_s
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.sections import Plot, Section
@@ -332,24 +332,20 @@ def measure_map(launcher: Launcher, kernels: Kernels, device: Device, settings: 
 PROBES = [PROBE]
 
 
-ROUND_CALLS = 3 + RUN_CALLS  # the flush and the layout's fills, the chain written, the checked run
-UNKNOWN_WRITE_BYTES_PER_S = 0.5e12  # the memsets' rate planned with where the device reports no memory clock
+ROUND_CALLS = 3 + KERNEL_RUN_CALLS  # the flush and the layout's fills, the chain written, the checked run
 TOUCH_S = 100e-6  # one launch on the GPU: 16 dependent loads from DRAM or L2 per block, at most
 HOST_S_PER_READING = 3e-5  # one first-touch reading collected, clustered and mapped on the host
 
 
 def plan(settings: Settings, device: Device) -> Plan:
     """What the map costs at most: every round's flush (``flush_l2_multiple`` x the L2) and layout
-    written at half the memory's theoretical peak, its launch, and the host's work on its readings."""
+    written at the DRAM rate plans count at, its launch, and the host's work on its readings."""
     s = settings
-    if device.mem_clock_mhz and device.mem_bus_bits:  # double data rate: two transfers per clock
-        write_bytes_per_s = 0.5 * 2 * device.mem_clock_mhz * 1e6 * device.mem_bus_bits / 8
-    else:
-        write_bytes_per_s = UNKNOWN_WRITE_BYTES_PER_S
     written = s.flush_l2_multiple * device.l2_bytes + device.sm_count * GROUP_LINES * s.line_bytes
     readings = s.rounds * device.sm_count * TIMED
-    return Plan(1, s.rounds * ROUND_CALLS, s.rounds * (written / write_bytes_per_s + TOUCH_S),
-                readings * HOST_S_PER_READING)  # fmt: skip
+    return Plan(
+        1, s.rounds * ROUND_CALLS, s.rounds * (dram_s(written, device) + TOUCH_S), readings * HOST_S_PER_READING
+    )
 
 
 # First contact: the map from two rounds (each line read from two SMs): the cooperative one-block-per-SM

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.issue_sweep import held_batch_s
 from gpuprobe.families.measuring import (
     POISON_BYTE,
     Kernels,
@@ -43,6 +42,7 @@ from gpuprobe.families.measuring import (
     unmeasured,
     unwritten,
 )
+from gpuprobe.families.planning import held_batch_s
 from gpuprobe.families.stepping import runs
 from gpuprobe.gpu import Launcher, LaunchPathUnavailable
 from gpuprobe.results import Device, Fact, ProbeOutcome

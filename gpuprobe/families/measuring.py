@@ -22,6 +22,21 @@ from gpuprobe.families.base import ProbeFailure
 from gpuprobe.gpu import Launcher
 from gpuprobe.results import Fact
 
+TIMER_TICK_NS = 1000  # how often %globaltimer moves on current GPUs (about 1 us; every 32 ns only under a profiler)
+
+
+def clock_window_ns(precision: float) -> float:
+    """The shortest %globaltimer window that reads the SM clock to ``precision`` (a fraction): each
+    window's reading is off from the true time by less than one tick."""
+    return TIMER_TICK_NS / precision
+
+
+def clock_mhz(cycles: float, ns: float, window_ns: float) -> float | None:
+    """The SM clock, ``cycles`` of %clock64 over ``ns`` of %globaltimer, from a window of at least
+    ``window_ns``; None from a shorter one (a window under a tick may even read 0 ns)."""
+    return float(cycles) / float(ns) * 1000.0 if ns >= window_ns else None
+
+
 POISON_BYTE = 0xFF  # every output byte before a launch; a word still all-ones was never written
 
 # PTX parameter type -> the NumPy scalar types a launch may pass for it (a buffer passes for .u64/.b64).

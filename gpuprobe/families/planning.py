@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from gpuprobe.families.bandwidth_plan import dram_peak_gbps
 from gpuprobe.families.base import Plan
+from gpuprobe.gpu import HOLD_CYCLES_PER_LAUNCH, HOLD_MAX_CYCLES
 from gpuprobe.results import Device
 
 KERNEL_RUN_CALLS = 3  # a checked Kernels.run: the poison fill, the launch, the read-back
@@ -44,6 +45,7 @@ HOST_GENERATE_BYTES_PER_S = 1.0e9
 HOST_SUM_BYTES_PER_S = 0.3e9
 HOST_COMPARE_BYTES_PER_S = 0.8e9
 HOST_CHAIN_NODE_S = 150e-9
+READBACK_BYTES_PER_S = 10e9  # results read back, device to host (a Gen4 link's pinned rate is 20-25 GB/s)
 HOST_CHECK_THREAD_S = 200e-9  # one thread's result predicted and checked (atomics, warp: 50-100 ns measured)
 
 
@@ -117,6 +119,18 @@ def compare_host_s(nbytes: float) -> float:
     """Host seconds for an elementwise pass over ``nbytes`` of words: compared with what they must hold
     (read back), or added to others."""
     return nbytes / HOST_COMPARE_BYTES_PER_S
+
+
+def readback_host_s(nbytes: float) -> float:
+    """Host seconds to read ``nbytes`` of results back and hold them to the host's prediction."""
+    return nbytes / READBACK_BYTES_PER_S + compare_host_s(nbytes)
+
+
+def held_batch_s(launches: int, launch_s: float, device: Device) -> float:
+    """GPU seconds of one timed batch (Launcher.time_launches) of ``launches`` launches of ``launch_s``
+    each: the runner first holds the GPU with a spin of HOLD_CYCLES_PER_LAUNCH per launch while it
+    enqueues them."""
+    return cycles_s(min(HOLD_MAX_CYCLES, HOLD_CYCLES_PER_LAUNCH * max(1, launches)), device) + launches * launch_s
 
 
 def chain_host_s(nodes: int) -> float:

@@ -30,26 +30,19 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.issue_sweep import (
-    CHECK_BYTES_PER_S,
-    MOST_THREADS_PER_SM,
-    READ_BYTES_PER_S,
-    RUN_CALLS,
-    TIMER_TICK_NS,
-    UNKNOWN_MHZ,
-    clock_mhz,
-    clock_window_ns,
-    held_batch_s,
-)
 from gpuprobe.families.measuring import (
+    TIMER_TICK_NS,
     Kernels,
     Stopping,
+    clock_mhz,
+    clock_window_ns,
     fact,
     require_counts,
     require_long_after_short,
     sample_until_stable,
     unmeasured,
 )
+from gpuprobe.families.planning import KERNEL_RUN_CALLS, MAX_THREADS_PER_SM, cycles_s, held_batch_s, readback_host_s
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.wgmma_layout import (
     WARPGROUP,
@@ -360,7 +353,7 @@ def latency_floor(kernel: Kernel) -> float:
 
 def _checked_runs(runs: int, words: int) -> Plan:
     """``runs`` checked launches writing ``words`` uint32 each: the calls, and the read-back and check."""
-    return Plan(0, runs * RUN_CALLS, 0.0, runs * words * 4 * (1 / READ_BYTES_PER_S + 1 / CHECK_BYTES_PER_S))
+    return Plan(0, runs * KERNEL_RUN_CALLS, 0.0, runs * readback_host_s(words * 4))
 
 
 def plan(settings: Settings, device: Device) -> Plan:
@@ -370,14 +363,13 @@ def plan(settings: Settings, device: Device) -> Plan:
     latency probe and per throughput operand kind, every launch's records and D read back and checked,
     and the cuBLAS timings (each runs its GEMMs twice, the first untimed, after drawing its operands)."""
     s = settings
-    mhz = device.sm_clock_nominal_mhz or UNKNOWN_MHZ
     total = Plan(len(PROBES), 0, 0.0)
     for kernel in _LATENCY:
         cycles = (s.short_iterations + s.long_iterations) * (2 * latency_floor(kernel) + LATENCY_EXTRA_CYCLES)
         runs = _checked_runs(2 * s.max_repeats, RECORD_WORDS + WARPGROUP * kernel.registers)
-        total += runs + Plan(0, 2, s.max_repeats * cycles / (mhz * 1e6))
+        total += runs + Plan(0, 2, s.max_repeats * cycles_s(cycles, device))
     threads = s.warpgroups_per_block * WARPGROUP
-    blocks = device.sm_count * (s.blocks_per_sm or max(1, MOST_THREADS_PER_SM // threads))
+    blocks = device.sm_count * (s.blocks_per_sm or max(1, MAX_THREADS_PER_SM // threads))
     for kernel in _THROUGHPUT:
         runs = 2 * (1 + s.throughput_repeats)  # per operand kind: the calibration, then the timed runs
         words = blocks * threads // WARPGROUP * (RECORD_WORDS + WARPGROUP * kernel.registers)
