@@ -357,7 +357,11 @@ class CupyLauncher:
 
     def time_gemm(self, n: int, dtype: str, count: int = 1) -> float:
         cp = self._cp
-        from cupy.cuda import cublas
+        try:
+            from cupy.cuda import cublas
+        except ImportError as exc:  # CuPy finds libcublas at first use: a machine may lack it
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise LaunchPathUnavailable(f"cuBLAS cannot be loaded here ({reason})") from None
 
         data_type, compute_type, holder = _GEMM_TYPES[dtype]
         rng = np.random.default_rng(1)
@@ -448,10 +452,10 @@ class CupyLauncher:
 
 
 class LaunchPathUnavailable(GpuprobeError):
-    """A launch path (a binding) that cannot be used on this machine: pycuda not installed, or
+    """A launch path (a binding) or library that cannot be used on this machine: pycuda not installed,
     cuda-bindings that cannot be imported, cannot find the driver library, or takes other argument
-    types than gpuprobe passes (another version's API). Never a CUDA error: the launch family leaves
-    the path out, with this reason, and measures the others."""
+    types than gpuprobe passes (another version's API), or a cuBLAS CuPy cannot load. Never a CUDA
+    error: the family leaves what needs it out (``not_run`` with this reason) and measures the rest."""
 
 
 class CudaDriverError(RuntimeError):

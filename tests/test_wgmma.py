@@ -40,6 +40,7 @@ from gpuprobe.families.wgmma_layout import (
 )
 from gpuprobe.families.wgmma_operands import E4M3, decode, encode, make_operands, mismatch
 from gpuprobe.families.wgmma_ptx import Kernel, kernel_text, module_text
+from gpuprobe.gpu import LaunchPathUnavailable
 from gpuprobe.registry import PTX_DIR, find_probe
 from gpuprobe.report import section
 from gpuprobe.results import Fact, Results
@@ -310,6 +311,22 @@ def test_without_a_datasheet_the_peak_fraction_is_not_measured_with_the_reason()
     assert facts["tensor.wgmma.bf16.fraction_of_cublas"].value is not None
     for fact_id in ("tensor.wgmma.bf16.fraction_of_peak", "tensor.wgmma.bf16.datasheet_peak_at_clock"):
         assert facts[fact_id].value is None and "no datasheet bf16 peak" in facts[fact_id].detail
+
+
+def test_without_cublas_the_wgmma_rate_stands_and_the_comparison_is_not_run_with_the_reason() -> None:
+    gpu = fake_gpu(**SMALL)
+
+    def no_cublas(n: int, dtype: str, count: int = 1) -> float:
+        raise LaunchPathUnavailable("cuBLAS cannot be loaded here (Failure finding libcublasLt.so.13)")
+
+    gpu.time_gemm = no_cublas
+    measured = _run(gpu, runnable=["wgmma.throughput.bf16.ss"])
+    assert measured["wgmma.throughput.bf16.ss"].outcome.status == "ok"
+    facts = {f.id: f for f in measured["wgmma.throughput.bf16.ss"].facts}
+    assert facts["tensor.wgmma.bf16.m64n256k16.ss.tflops"].value > 0
+    assert facts["tensor.wgmma.bf16.fraction_of_peak"].value is not None
+    for fact_id in ("tensor.cublas.bf16.tflops", "tensor.wgmma.bf16.fraction_of_cublas"):
+        assert facts[fact_id].value is None and "libcublasLt" in facts[fact_id].detail
 
 
 def test_one_warpgroup_computing_a_wrong_d_fails_the_probe() -> None:

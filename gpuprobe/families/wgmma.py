@@ -56,7 +56,7 @@ from gpuprobe.families.wgmma_layout import (
 from gpuprobe.families.wgmma_operands import Operands, make_operands, mismatch
 from gpuprobe.families.wgmma_plot import latency_png
 from gpuprobe.families.wgmma_ptx import A_BYTES, LATENCY_THREADS, THROUGHPUT_N, Kernel, kernels
-from gpuprobe.gpu import Launcher
+from gpuprobe.gpu import Launcher, LaunchPathUnavailable
 from gpuprobe.results import Device, Fact, ProbeOutcome
 from gpuprobe.sections import Plot, Section
 
@@ -299,13 +299,19 @@ def peak_at_clock(datasheet: dict[str, float], mhz: float) -> float | None:
 
 
 def _cublas_facts(ctx: _Context, name: str, rate: Rate) -> tuple[list[Fact], str]:
-    cublas = cublas_tflops(ctx)
-    reference = float(np.median(cublas))
-    facts = [
-        fact("tensor.cublas.bf16.tflops", cublas, "TFLOP/s", name),
-        fact("tensor.wgmma.bf16.fraction_of_cublas", [t / reference for t in rate.tflops], "fraction", name),
-    ]
-    note = f"; cuBLAS {reference:.1f} TFLOP/s"
+    try:
+        cublas = cublas_tflops(ctx)
+    except LaunchPathUnavailable as exc:  # no cuBLAS here: the wgmma rate stands, the comparison is not run
+        facts = [unmeasured("tensor.cublas.bf16.tflops", "TFLOP/s", name, str(exc)),
+                 unmeasured("tensor.wgmma.bf16.fraction_of_cublas", "fraction", name, str(exc))]  # fmt: skip
+        note = f"; {exc}"
+    else:
+        reference = float(np.median(cublas))
+        facts = [
+            fact("tensor.cublas.bf16.tflops", cublas, "TFLOP/s", name),
+            fact("tensor.wgmma.bf16.fraction_of_cublas", [t / reference for t in rate.tflops], "fraction", name),
+        ]
+        note = f"; cuBLAS {reference:.1f} TFLOP/s"
     peaks = [peak_at_clock(ctx.datasheet, mhz) for mhz in rate.mhz]
     if all(peaks):
         facts.append(fact("tensor.wgmma.bf16.datasheet_peak_at_clock", peaks, "TFLOP/s", name))
