@@ -399,3 +399,18 @@ def test_the_occupancy_plot_is_drawn_from_the_sweep() -> None:
     results.facts.append(Fact("bandwidth.dram_theoretical", 3352.0, "GB/s"))
     png = occupancy_png(results, dpi=50)
     assert png is not None and png.startswith(b"\x89PNG")
+
+
+def test_the_copy_invariant_floor_is_the_expectations_floor() -> None:
+    """A copy at 0.9 of cudaMemcpy (inside the spread published copy kernels show on one GPU) holds the
+    invariant, and no model expects more of it than the invariant does (nor the invariant more than they)."""
+    from gpuprobe.expectations import load_all
+    from gpuprobe.families.bandwidth_report import MEMCPY_FLOOR
+
+    checks = [
+        c for invariant in INVARIANTS for c in invariant(_facts(bandwidth__dram_copy_fraction_of_memcpy=0.9), H100_SXM)
+    ]
+    assert [ok for _, ok, _ in checks] == [True]
+    floors = {key: m.facts["bandwidth.dram_copy_fraction_of_memcpy"].low for key, m in load_all().items()
+              if "bandwidth.dram_copy_fraction_of_memcpy" in m.facts}  # fmt: skip
+    assert floors and set(floors.values()) == {MEMCPY_FLOOR}, floors

@@ -4,7 +4,9 @@ Invariants (held on any GPU, known model or not; each skipped when its facts wer
 
 * no DRAM figure beats the theoretical peak by more than ``PEAK_MARGIN`` (a timing error if so);
 * the probe's DRAM copy is at least ``MEMCPY_FLOOR`` of the CUDA runtime's device-to-device copy of
-  the same bytes (a plain streaming copy should be as fast as the runtime's);
+  the same bytes (a plain streaming copy should come near the runtime's; nothing published compares
+  the two on these parts, and published copy kernels on one GPU differ by up to 10 %, gpu-benches
+  gpu-stream/h200.txt, so the floor leaves that and some room: the same floor as the expectations');
 * L2 reads are faster than DRAM reads (16-byte accesses);
 * L1 and shared memory deliver at most ``CACHED_MAX`` bytes per clock per SM: 32 banks x 4 bytes is
   128, and a figure well beyond it means the clock records were misread.
@@ -17,7 +19,7 @@ from gpuprobe.results import Device, Fact, Results
 from gpuprobe.sections import Plot, Section
 
 PEAK_MARGIN = 1.02
-MEMCPY_FLOOR = 0.95
+MEMCPY_FLOOR = 0.85
 CACHED_MAX = 128 * 1.1
 OCCUPANCY_PROBE = "bandwidth.dram.occupancy.v4"
 
