@@ -267,7 +267,10 @@ def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: 
                 return
             if policy.seconds_left() <= 0:  # the run's deadline, not the probe's limit
                 for name in list(remaining):
-                    yield Measured(name, deadline_outcome(f" while {in_flight} was measured" * bool(in_flight)))
+                    cut = deadline_outcome(f" while {in_flight} was measured" * bool(in_flight))
+                    if name == in_flight:  # what it was doing when stopped: a call that never returned?
+                        cut.flight = child.flight_record()
+                    yield Measured(name, cut)
                 remaining.clear()
                 return
             victim = in_flight or remaining[0]

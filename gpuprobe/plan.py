@@ -70,9 +70,25 @@ FULL, SMOKE = Stage("full"), Stage("smoke")
 
 @dataclass(frozen=True)
 class FamilyPlan:
+    """One family's plan and its seconds; a plan that could not be made says why (``error``), and its
+    seconds are None: a plan's own bug must never cost a measurement, so it is recorded instead."""
+
     family: str
-    plan: Plan
-    seconds: float
+    plan: Plan | None
+    seconds: float | None
+    error: str = ""
+
+
+def family_plan(name: str, family: ModuleType, stage: Stage, settings: Any, device: Device) -> FamilyPlan:
+    """The family's plan at ``stage`` with ``settings`` on ``device``: at the smoke stage, every probe's
+    work at the smoke settings (a bound) and the condition snapshots of the smoke probes alone."""
+    try:
+        plan = family.plan(settings, device)
+    except Exception as exc:  # e.g. a launch shape this device cannot hold: the probe will say so itself
+        return FamilyPlan(name, None, None, f"{type(exc).__name__}: {exc}")
+    if stage.name == "smoke":
+        plan = dataclasses.replace(plan, probes=len(stage.probes(family)))
+    return FamilyPlan(name, plan, family_seconds(plan))
 
 
 @dataclass(frozen=True)
@@ -86,7 +102,8 @@ class RunPlan:
 
     @property
     def measuring_s(self) -> float:
-        return sum(f.seconds for f in self.families) * self.calibration
+        """The families' seconds, calibrated; a family without a plan counts its process start only."""
+        return sum(CHILD_START_S if f.seconds is None else f.seconds for f in self.families) * self.calibration
 
     @property
     def total_s(self) -> float:
@@ -101,13 +118,11 @@ def run_plan(
     device: Device, stage: Stage = FULL, settings: Mapping[str, Any] | None = None, calibration: float = 1.0
 ) -> RunPlan:
     """Every measured family's plan on ``device`` at ``stage``, with its settings (or the stage's)."""
-    rows = []
-    for name, family in measured_families().items():
-        plan = family.plan(stage.settings(family, (settings or {}).get(name)), device)
-        if stage.name == "smoke":  # every probe's work at the smoke settings (a bound), the smoke probes' snapshots
-            plan = dataclasses.replace(plan, probes=len(stage.probes(family)))
-        rows.append(FamilyPlan(name, plan, family_seconds(plan)))
-    return RunPlan(device, stage, tuple(rows), calibration)
+    rows = tuple(
+        family_plan(name, family, stage, stage.settings(family, (settings or {}).get(name)), device)
+        for name, family in measured_families().items()
+    )
+    return RunPlan(device, stage, rows, calibration)
 
 
 def calibration(results: Results) -> float:
@@ -142,6 +157,9 @@ def render_plan(plan: RunPlan, deadline_s: float | None = None) -> str:
     ]
     for row in plan.families:
         p = row.plan
+        if p is None or row.seconds is None:
+            lines.append(f"{row.family:16} no plan: {row.error}")
+            continue
         seconds = row.seconds * plan.calibration
         lines.append(f"{row.family:16} {p.probes:6d} {p.launches:9d} {p.gpu_s:8.1f} {p.host_s:8.1f} {seconds:8.1f}")
     lines.append(f"{'measuring':16} {'':6} {'':9} {'':8} {'':8} {plan.measuring_s:8.1f}")

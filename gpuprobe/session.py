@@ -20,7 +20,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from gpuprobe.arch import parse_arch
@@ -36,7 +35,7 @@ from gpuprobe.gpu import LauncherSpec, device_record, nvml_snapshot, software_ve
 from gpuprobe.invariants import check_invariants
 from gpuprobe.isolation import ChildPolicy, deadline_outcome, failure_signature, run_family
 from gpuprobe.lock import gpu_lock
-from gpuprobe.plan import FULL, Stage, family_seconds
+from gpuprobe.plan import FULL, Stage, family_plan
 from gpuprobe.registry import all_probes
 from gpuprobe.report import gpu_slug, write_report
 from gpuprobe.results import DISTURBED_VERDICTS, Device, Fact, ProbeOutcome, Results, save
@@ -146,14 +145,6 @@ def stage_policy(stage: Stage, policy: ChildPolicy) -> ChildPolicy:
         return policy
     return dataclasses.replace(policy, probe_time_limit_s=min(policy.probe_time_limit_s, SMOKE_PROBE_LIMIT_S),
                                attempts=1)  # fmt: skip
-
-
-def planned_seconds(family: ModuleType, settings: Any, device: Device) -> tuple[float | None, str]:
-    """The family's planned wall seconds on ``device`` (see gpuprobe.plan), or None and why not."""
-    try:
-        return family_seconds(family.plan(settings, device)), ""
-    except Exception as exc:  # a plan's bug must not cost the measurement; it is recorded instead
-        return None, f"{type(exc).__name__}: {exc}"
 
 
 def environment_record(device_index: int, uuid: str) -> dict[str, Any]:
@@ -271,8 +262,9 @@ def run_suite(
                 continue
             order = [name for name in stage.probes(measurement) if checks.get(name) and checks[name].status == "ok"]
             family_settings = stage.settings(measurement, (settings or {}).get(family))
-            planned, plan_error = planned_seconds(measurement, family_settings, device)
-            record: dict[str, Any] = {"planned_s": planned, "actual_s": None, "probes": len(order)}
+            planned = family_plan(family, measurement, stage, family_settings, device)
+            record: dict[str, Any] = {"planned_s": planned.seconds, "actual_s": None, "probes": len(order)}
+            plan_error = planned.error
             results.families[family] = {**record, **({"plan_error": plan_error} if plan_error else {})}
             if policy.seconds_left() <= 0 or dying.reason:
                 results.families[family]["ended"] = "not_started"

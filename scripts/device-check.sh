@@ -74,7 +74,7 @@ if compgen -G "$dir/*.png" > /dev/null; then
     (cd "$dir" && tar -cf plots.tar -- *.png && rm -f -- *.png)
 fi
 rm -rf "$work"
-echo "device-check: done after $(elapsed) s; files: $(cd "$dir" && ls | tr '\n' ' ')device-check.log"
+echo "device-check: done after $(elapsed) s; files: $(cd "$dir" && ls | tr '\n' ' ')"
 return "$status"
 }
 

@@ -175,6 +175,9 @@ def test_the_run_deadline_stops_a_hung_family_and_records_the_rest_not_run() -> 
         assert measured[name].outcome.status == "not_run"
         assert measured[name].outcome.detail.startswith("deadline: the run's time ran out")
     assert "while memory.overhead.clock_read was measured" in measured["memory.latency.shared"].outcome.detail
+    hung = measured["memory.overhead.clock_read"].outcome.flight  # the probe stopped keeps what it was doing
+    assert hung and hung[-1]["kernel"] == "gp_clock_overhead" and hung[-1]["elapsed_ms"] is None
+    assert measured["memory.latency.shared"].outcome.flight == []
 
 
 def test_a_passed_deadline_starts_no_process() -> None:

@@ -24,6 +24,7 @@ from gpuprobe.plan import (
 )
 from gpuprobe.results import Device, Results
 from tests.devices import A100_SXM, H100_SXM, H200
+from tests.fake_gpu import FakeGpu, suite_options
 
 ROOM = 0.85  # a plan may use at most this share of its budget: the rest is for what no plan foresees
 
@@ -104,3 +105,12 @@ def test_a_device_without_a_record_cannot_be_planned_silently() -> None:
     model = dataclasses.replace(load_all()["h200"], device={})
     with pytest.raises(Exception, match="no \\[device\\] table"):
         model_device(model)
+
+
+def test_a_family_that_cannot_plan_for_a_device_says_why_and_the_plan_goes_on() -> None:
+    device = FakeGpu(**suite_options()).device()  # 8 SMs, a 512 KiB L2: too small for the bandwidth shapes
+    plan = run_plan(device)
+    rows = {row.family: row for row in plan.families}
+    assert rows["bandwidth"].plan is None and rows["bandwidth"].error.startswith("ProbeFailure")
+    assert rows["memory"].seconds is not None
+    assert "bandwidth        no plan: ProbeFailure" in render_plan(plan)

@@ -31,10 +31,15 @@ def problems(folder: Path, deadline_s: float) -> list[str]:
         packed = plots.getnames()
     checks = {
         "the smoke results are a smoke stage": smoke.stage == "smoke",
-        "every smoke family is recorded with its planned and actual seconds": bool(smoke.families)
-        and all(r.get("planned_s") and r.get("ended") for r in smoke.families.values()),
+        "every smoke family is recorded with its planned seconds (or why not) and how it ended": bool(smoke.families)
+        and all((r.get("planned_s") or r.get("plan_error")) and r.get("ended") for r in smoke.families.values()),
         "the first-contact page has its verdict": "families ran and verified themselves"
         in (folder / "first-contact.md").read_text(),
+        "the hung launch timed out in the smoke stage, with the call that never returned": any(
+            o.status == "timeout" and o.flight and o.flight[-1].get("elapsed_ms") is None
+            for name, o in smoke.probes.items()
+            if name.startswith("launch.")
+        ),
         "the full run was cut by its deadline and says partial": full.partial
         and any(r.get("ended") in ("deadline", "not_started") for r in full.families.values()),
         "what the deadline cut is not_run for the deadline": all(

@@ -13,10 +13,10 @@ import os
 
 if os.environ.get("GPUPROBE_REHEARSAL") == "1":
     import gpuprobe.gpu
-    from tests.fake_gpu import FakeGpu, open_fake, suite_options
+    from tests.fake_gpu import FaultyGpu, open_fake, suite_options
 
-    OPTIONS = suite_options(name="Rehearsal GPU")
+    OPTIONS = suite_options(name="Rehearsal GPU", faults={"gp_launch_stamp": "hang"})
 
     gpuprobe.gpu.gpu_unavailable_reason = lambda: None
-    gpuprobe.gpu.device_identity = lambda device_index=0: FakeGpu(**OPTIONS).device()
+    gpuprobe.gpu.device_identity = lambda device_index=0: FaultyGpu(**OPTIONS).device()
     gpuprobe.gpu.CupyLauncher = lambda cubin, device_index=0: open_fake(cubin, device_index, **OPTIONS)
