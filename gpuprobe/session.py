@@ -178,6 +178,15 @@ class _SameDeath:
             self.reason = f"the last {self.families} families' processes all died the same way ({signature})"
 
 
+def not_started(results: Results, family: str, order: list[str], stopped: str | None) -> None:
+    """A family the run did not reach: its probes ``not_run`` for the deadline, or ``crashed`` when the run
+    stopped because family after family died the same way (``stopped``, the reason)."""
+    results.families[family]["ended"] = "not_started"
+    for name in order:
+        stopped_outcome = ProbeOutcome("crashed", f"not measured: {stopped}") if stopped else None
+        results.probes[name] = stopped_outcome or deadline_outcome(" before this family started")
+
+
 def measure_family(
     results: Results,
     path: Path,
@@ -264,16 +273,9 @@ def run_suite(
             family_settings = stage.settings(measurement, (settings or {}).get(family))
             planned = family_plan(family, measurement, stage, family_settings, device)
             record: dict[str, Any] = {"planned_s": planned.seconds, "actual_s": None, "probes": len(order)}
-            plan_error = planned.error
-            results.families[family] = {**record, **({"plan_error": plan_error} if plan_error else {})}
+            results.families[family] = {**record, "plan_error": planned.error} if planned.error else record
             if policy.seconds_left() <= 0 or dying.reason:
-                results.families[family]["ended"] = "not_started"
-                for name in order:
-                    results.probes[name] = (
-                        ProbeOutcome("crashed", f"not measured: {dying.reason}")
-                        if dying.reason
-                        else deadline_outcome(" before this family started")
-                    )
+                not_started(results, family, order, dying.reason)
                 save(results, path)
                 continue
             spec = child_spec(module, device, launcher, family, family_settings, datasheet, clock_usable)
