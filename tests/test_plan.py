@@ -93,6 +93,9 @@ def test_the_plan_command_needs_no_gpu_with_a_model(capsys: pytest.CaptureFixtur
         (["run", "--plan", "--model", "t4"], "model 't4' has no [device] table"),
         (["run", "--plan", "--model", "nope"], "no GPU model matches"),
         (["run", "--plan", "--model", "h200", "--deadline", "-3"], "--deadline must be a positive number"),
+        (["run", "--plan", "--model", "h200", "--calibrate", "/no/such/results.json"], "no such file"),
+        (["run", "--smoke", "--cooldown", "-2"], "--cooldown must be at least 0 seconds"),
+        (["run", "--smoke", "--probe-time-limit", "0"], "--probe-time-limit must be a positive number"),
     ],
 )
 def test_the_plan_command_errors_are_one_line(argv: list[str], message: str, capsys) -> None:
