@@ -138,18 +138,11 @@ def cmd_sass(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- run ----------
 
 
-def _positive(value: float | None, option: str) -> None:
-    import math
-
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise GpuprobeError(f"{option} must be a positive number of seconds, got {value}")
-
-
 def cmd_plan(args: argparse.Namespace) -> int:
     """``gpuprobe run --plan``: the time plan, for the local GPU or (``--model``) a model's [device] record."""
     from gpuprobe.expectations import load_all, resolve_model
     from gpuprobe.gpu import device_identity, gpu_unavailable_reason
-    from gpuprobe.plan import SMOKE, Stage, calibration, model_device, render_plan, run_plan
+    from gpuprobe.plan import FULL, SMOKE, calibration, model_device, render_plan, run_plan
     from gpuprobe.results import load
 
     if args.model:
@@ -160,7 +153,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise GpuprobeError(f"{reason}; give --model KEY to plan for a GPU model (gpuprobe expectations)")
         device = device_identity(args.device)
     factor = calibration(load(Path(args.calibrate))) if args.calibrate else 1.0
-    plan = run_plan(device, SMOKE if args.smoke else Stage("full"), calibration=factor)
+    plan = run_plan(device, SMOKE if args.smoke else FULL, calibration=factor)
     print(render_plan(plan, args.deadline), end="")
     return 0
 
@@ -171,17 +164,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gpuprobe.first_contact import family_rows, verdict_line
     from gpuprobe.fleet_run import placement
     from gpuprobe.gpu import LauncherSpec, device_identity, require_gpu
-    from gpuprobe.isolation import ChildPolicy
+    from gpuprobe.isolation import require_seconds, user_policy
     from gpuprobe.plan import FULL, SMOKE
     from gpuprobe.repeatability import render_markdown, repeatability
     from gpuprobe.session import FIRST_CONTACT_NAME, default_out_dir, run_suite
 
     if args.repeat < 1:
         raise GpuprobeError(f"--repeat must be at least 1, got {args.repeat}")
-    for value, option in ((args.deadline, "--deadline"), (args.probe_time_limit, "--probe-time-limit")):
-        _positive(value, option)
-    if args.cooldown is not None and not args.cooldown >= 0:
-        raise GpuprobeError(f"--cooldown must be at least 0 seconds, got {args.cooldown}")
+    require_seconds(args.deadline, "--deadline")
+    policy = user_policy(args.probe_time_limit, args.cooldown)
     if args.plan:
         return cmd_plan(args)
     require_gpu()
@@ -190,11 +181,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{device.name!r} has no expectations: discovery mode (facts reported, invariants asserted)")
     out_dir = Path(args.output) if args.output else default_out_dir(device) / ("first-contact" if args.smoke else "")
     launcher = LauncherSpec(device_index=args.device)
-    defaults = ChildPolicy()
-    policy = ChildPolicy(
-        probe_time_limit_s=args.probe_time_limit or defaults.probe_time_limit_s,
-        cooldown_s=defaults.cooldown_s if args.cooldown is None else args.cooldown,
-    )
     runs = []
     for index in range(args.repeat):
         target = out_dir if args.repeat == 1 else out_dir / f"run-{index + 1}"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import math
 import os
 import queue
 import re
@@ -42,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprobe.child import MARKER
+from gpuprobe.errors import GpuprobeError
 from gpuprobe.families.base import Measured
 from gpuprobe.families.conditions import CLOCK_DROP, REFERENCE_KEY
 from gpuprobe.flight import FLIGHT_CALLS
@@ -73,6 +75,27 @@ class ChildPolicy:
 
     def seconds_left(self) -> float:
         return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+
+
+def require_seconds(value: float | None, option: str, zero_ok: bool = False) -> None:
+    """A user's number of seconds (None: not given) is finite and positive (or 0, where ``zero_ok``);
+    else a one-line GpuprobeError naming ``option``."""
+    if value is None or (math.isfinite(value) and (value > 0 or (zero_ok and value == 0))):
+        return
+    wanted = "at least 0 seconds" if zero_ok else "a positive number of seconds"
+    raise GpuprobeError(f"{option} must be {wanted}, got {value}")
+
+
+def user_policy(probe_time_limit_s: float | None = None, cooldown_s: float | None = None) -> ChildPolicy:
+    """The default policy with the ``--probe-time-limit`` and ``--cooldown`` a user gave (None: the
+    default), each checked."""
+    require_seconds(probe_time_limit_s, "--probe-time-limit")
+    require_seconds(cooldown_s, "--cooldown", zero_ok=True)
+    defaults = ChildPolicy()
+    return ChildPolicy(
+        probe_time_limit_s=defaults.probe_time_limit_s if probe_time_limit_s is None else probe_time_limit_s,
+        cooldown_s=defaults.cooldown_s if cooldown_s is None else cooldown_s,
+    )
 
 
 def deadline_outcome(what: str = "") -> ProbeOutcome:
@@ -193,13 +216,34 @@ def failure_signature(detail: str) -> str:
     return re.sub(r"0x[0-9a-fA-F]+|\d+|\bgp_\w+", "#", text).strip()
 
 
+def death_signature(outcome: ProbeOutcome) -> str | None:
+    """How a probe's process died, comparable across probes (None if it did not die): a timeout, or a
+    crash's :func:`failure_signature`."""
+    if outcome.status == "timeout":
+        return "timed out"
+    return failure_signature(outcome.detail) if outcome.status == "crashed" else None
+
+
+@dataclass
+class FailureStreak:
+    """How many times in a row the same failure was seen; anything else (None) ends the streak."""
+
+    signature: str | None = None
+    count: int = 0
+
+    def see(self, signature: str | None) -> int:
+        same = signature is not None and signature == self.signature
+        self.signature, self.count = signature, self.count + 1 if same else int(signature is not None)
+        return self.count
+
+
 @dataclass
 class _Breaker:
     """Counts a family's measuring processes and notices when fresh ones keep dying the same way."""
 
     policy: ChildPolicy
     children: int = 0
-    last_first_crash: str | None = None  # the signature of the last fresh child's death on its first probe
+    first_deaths: FailureStreak = field(default_factory=FailureStreak)  # fresh children dying on their first probe
     reason: str | None = None  # set once the rest of the family is not to be tried
 
     def started(self) -> None:
@@ -207,15 +251,11 @@ class _Breaker:
 
     def ended(self, first: Measured | None, only_first: bool) -> None:
         """A child ended; ``first`` is its first probe's outcome, ``only_first`` if it measured no other."""
-        died_at_once = first is not None and only_first and first.outcome.status in ("crashed", "timeout")
-        signature = None
-        if died_at_once and first is not None:
-            signature = "timed out" if first.outcome.status == "timeout" else failure_signature(first.outcome.detail)
-        if signature is not None and signature == self.last_first_crash:
+        signature = death_signature(first.outcome) if first is not None and only_first else None
+        if self.first_deaths.see(signature) >= 2:
             self.reason = f"two fresh processes in a row died on their first probe the same way ({signature})"
         elif self.children >= self.policy.max_children:
             self.reason = f"{self.children} measuring processes of this family ended early (the limit)"
-        self.last_first_crash = signature
 
 
 def _run_children(

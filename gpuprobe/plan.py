@@ -23,7 +23,7 @@ from gpuprobe.errors import GpuprobeError
 from gpuprobe.expectations import DEVICE_RECORD_FIELDS, ModelExpectations
 from gpuprobe.families.base import Plan
 from gpuprobe.families.catalog import FAMILIES, OPT_IN
-from gpuprobe.results import Device, Results
+from gpuprobe.results import STAGES, Device, Results
 
 # The cost model. Guesses until a real run records planned against actual seconds per family.
 # A measuring process: Python, NumPy and gpuprobe imported (0.65 s on the 2-core build machine), CuPy (0.2 s),
@@ -52,8 +52,8 @@ class Stage:
     name: str = "full"
 
     def __post_init__(self) -> None:
-        if self.name not in ("full", "smoke"):
-            raise GpuprobeError(f"unknown stage {self.name!r} (use full or smoke)")
+        if self.name not in STAGES:
+            raise GpuprobeError(f"unknown stage {self.name!r} (use one of: {', '.join(STAGES)})")
 
     def probes(self, family: ModuleType) -> list[str]:
         return list(family.SMOKE.probes) if self.name == "smoke" else list(family.PROBES)

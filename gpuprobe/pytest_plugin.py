@@ -205,17 +205,13 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
 
 def child_policy(config: pytest.Config) -> ChildPolicy:
     """The measuring processes' policy, with ``--probe-time-limit`` and ``--cooldown`` where given."""
-    from gpuprobe.isolation import ChildPolicy
+    from gpuprobe.isolation import require_seconds, user_policy
 
-    limit, cooldown = config.getoption("probe_time_limit"), config.getoption("cooldown")
-    for value, option in ((limit, "--probe-time-limit"), (cooldown, "--cooldown")):
-        if value is not None and not value >= 0:
-            raise pytest.UsageError(f"{option} must be a number of seconds of at least 0, got {value}")
-    defaults = ChildPolicy()
-    return ChildPolicy(
-        probe_time_limit_s=defaults.probe_time_limit_s if limit is None else limit,
-        cooldown_s=defaults.cooldown_s if cooldown is None else cooldown,
-    )
+    try:
+        require_seconds(config.getoption("gpuprobe_deadline"), "--gpuprobe-deadline")
+        return user_policy(config.getoption("probe_time_limit"), config.getoption("cooldown"))
+    except GpuprobeError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 RESULTS_DIR = pytest.StashKey[Path]()

@@ -18,7 +18,7 @@ import os
 import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from gpuprobe.files import write_atomic
 from gpuprobe.first_contact import render_first_contact
 from gpuprobe.gpu import LauncherSpec, device_record, nvml_snapshot, software_versions
 from gpuprobe.invariants import check_invariants
-from gpuprobe.isolation import ChildPolicy, deadline_outcome, failure_signature, run_family
+from gpuprobe.isolation import ChildPolicy, FailureStreak, deadline_outcome, death_signature, run_family
 from gpuprobe.lock import gpu_lock
 from gpuprobe.plan import FULL, Stage, family_plan
 from gpuprobe.registry import all_probes
@@ -165,17 +165,14 @@ STOP_AFTER_FAMILIES = 3  # families in a row whose every probe died the same way
 class _SameDeath:
     """Notices when family after family dies the same way (a broken driver or library): the run stops."""
 
-    signature: str | None = None
-    families: int = 0
+    streak: FailureStreak = field(default_factory=FailureStreak)
     reason: str | None = None
 
     def family_ended(self, outcomes: list[ProbeOutcome]) -> None:
-        dead = bool(outcomes) and all(o.status in ("crashed", "timeout") for o in outcomes)
-        signature = failure_signature(outcomes[0].detail) if dead else None
-        self.families = self.families + 1 if signature and signature == self.signature else int(bool(signature))
-        self.signature = signature
-        if self.families >= STOP_AFTER_FAMILIES:
-            self.reason = f"the last {self.families} families' processes all died the same way ({signature})"
+        deaths = {death_signature(o) for o in outcomes}
+        signature = death_signature(outcomes[0]) if outcomes and None not in deaths else None
+        if self.streak.see(signature) >= STOP_AFTER_FAMILIES:
+            self.reason = f"the last {self.streak.count} families' processes all died the same way ({signature})"
 
 
 def not_started(results: Results, family: str, order: list[str], stopped: str | None) -> None:
