@@ -21,9 +21,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
 out="${1:-${OUT:-/tmp/gpuprobe-out}}"
-deadline="${DEADLINE:-420}"
-smoke_s="${SMOKE_S:-90}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+# the defaults are the time plan's (gpuprobe/plan.py), which a test holds the H200's plan to
+read -r plan_deadline plan_smoke < <(python3 -c '
+from gpuprobe.plan import DEVICE_CHECK_DEADLINE_S, SMOKE_STAGE_S
+print(int(DEVICE_CHECK_DEADLINE_S), int(SMOKE_STAGE_S))') || exit 2
+deadline="${DEADLINE:-$plan_deadline}"
+smoke_s="${SMOKE_S:-$plan_smoke}"
 elapsed() { echo $(( $(date +%s) - started )); }
 
 slug=$(python3 -c '
