@@ -37,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from gpuprobe.fleet_run import pin_xdist_worker
+    from gpuprobe.fleet.runs import pin_xdist_worker
 
     pin_xdist_worker(config)  # first: an xdist worker gwK sees only GPU K, set before CUDA starts
     config.addinivalue_line("markers", "gpu: measures on a GPU (skipped, with the reason, when none is usable)")
@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    from gpuprobe.compare import render
+    from gpuprobe.fleet.compare import render
     from gpuprobe.pytest_plugin import COMPARISON, RESULTS_DIR
 
     out = config.stash.get(RESULTS_DIR, None)

@@ -13,17 +13,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpuprobe.arch import Arch, parse_arch, parse_arch_list
-from gpuprobe.compare import add_command as add_compare_command
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.expectations import add_command as add_expectations_command
-from gpuprobe.files import read_text
-from gpuprobe.fleet import add_command as add_fleet_command
-from gpuprobe.fleet_run import add_command as add_fleet_run_command
+from gpuprobe.core.arch import Arch, parse_arch, parse_arch_list
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import read_text
+from gpuprobe.fleet.aggregate import add_command as add_fleet_command
+from gpuprobe.fleet.compare import add_command as add_compare_command
+from gpuprobe.fleet.runs import add_command as add_fleet_run_command
+from gpuprobe.judge.expectations import add_command as add_expectations_command
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-FACTSHEET_FORMATS = ("md", "html")  # = gpuprobe.report.FORMATS; here so building the parser needs no matplotlib
+FACTSHEET_FORMATS = ("md", "html")  # = gpuprobe.output.report.FORMATS; here so building the parser needs no matplotlib
 
 
 def _print_json(data: object) -> None:
@@ -34,7 +34,7 @@ def _print_json(data: object) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from gpuprobe.registry import all_probes
+    from gpuprobe.build.registry import all_probes
 
     probes = all_probes()
     if args.json:
@@ -55,8 +55,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from gpuprobe.check import STATUSES, check_all
-    from gpuprobe.registry import all_probes
+    from gpuprobe.build.check import STATUSES, check_all
+    from gpuprobe.build.registry import all_probes
 
     results = check_all(all_probes(), parse_arch_list(args.arch))
     bad = [r for r in results if r.status in ("violated", "error")]
@@ -91,9 +91,9 @@ def _default_arch_for_ptx(path: Path) -> Arch:
 
 
 def _listing_for(path: Path, arch_text: str | None):
-    from gpuprobe.ptxsource import combine
-    from gpuprobe.sass import apply_compile_log, read_cubin
-    from gpuprobe.toolchain import assemble_ptx, compile_cuda
+    from gpuprobe.build.ptxsource import combine
+    from gpuprobe.build.sass import apply_compile_log, read_cubin
+    from gpuprobe.build.toolchain import assemble_ptx, compile_cuda
 
     if not path.is_file():
         raise GpuprobeError(f"{path}: no such file")
@@ -140,10 +140,10 @@ def cmd_sass(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """``gpuprobe run --plan``: the time plan, for the local GPU or (``--model``) a model's [device] record."""
-    from gpuprobe.expectations import load_all, resolve_model
-    from gpuprobe.gpu import device_identity, gpu_unavailable_reason
-    from gpuprobe.plan import FULL, SMOKE, calibration, model_device, render_plan, run_plan
-    from gpuprobe.results import load
+    from gpuprobe.core.results import load
+    from gpuprobe.judge.expectations import load_all, resolve_model
+    from gpuprobe.measure.plan import FULL, SMOKE, calibration, model_device, render_plan, run_plan
+    from gpuprobe.runner.gpu import device_identity, gpu_unavailable_reason
 
     if args.model:
         device = model_device(resolve_model(args.model, load_all()))
@@ -159,15 +159,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gpuprobe.expectations import match_model
-    from gpuprobe.files import write_atomic
-    from gpuprobe.first_contact import family_rows, verdict_line
-    from gpuprobe.fleet_run import placement
-    from gpuprobe.gpu import LauncherSpec, device_identity, require_gpu
-    from gpuprobe.isolation import require_seconds, user_policy
-    from gpuprobe.plan import FULL, SMOKE
-    from gpuprobe.repeatability import render_markdown, repeatability
-    from gpuprobe.session import FIRST_CONTACT_NAME, default_out_dir, run_suite
+    from gpuprobe.core.files import write_atomic
+    from gpuprobe.families import catalog
+    from gpuprobe.fleet.repeatability import render_markdown, repeatability
+    from gpuprobe.fleet.runs import placement
+    from gpuprobe.judge.expectations import match_model
+    from gpuprobe.measure.isolation import require_seconds, user_policy
+    from gpuprobe.measure.plan import FULL, SMOKE
+    from gpuprobe.measure.session import FIRST_CONTACT_NAME, default_out_dir, run_suite
+    from gpuprobe.output.first_contact import family_rows, verdict_line
+    from gpuprobe.runner.gpu import LauncherSpec, device_identity, require_gpu
 
     if args.repeat < 1:
         raise GpuprobeError(f"--repeat must be at least 1, got {args.repeat}")
@@ -190,7 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"wrote {target}/results.json and its {FIRST_CONTACT_NAME if args.smoke else 'fact sheet'}")
     results = runs[-1]
     if args.smoke:
-        print(verdict_line(family_rows(results)))
+        print(verdict_line(family_rows(results, catalog.probes_by_family(smoke=results.stage == "smoke"))))
     else:
         for fact in results.facts:
             print(f"{fact.verdict.upper():9} {fact.detail}")
@@ -208,19 +209,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from gpuprobe.report import write_report
-    from gpuprobe.results import load
+    from gpuprobe.core.results import load
+    from gpuprobe.families.catalog import sections
+    from gpuprobe.output.factsheet import write_report
 
     path = Path(args.results)
     results = load(path)
     out_dir = Path(args.output) if args.output else path.parent
-    for written in write_report(results, out_dir, args.format):
+    for written in write_report(results, out_dir, args.format, sections=sections()):
         print(f"wrote {written}")
     return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from gpuprobe.reports_index import write_index
+    from gpuprobe.output.reports_index import write_index
 
     print(f"wrote {write_index(Path(args.reports_dir))}")
     return 0

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, Arch, parse_arch
-from gpuprobe.check import CheckResult, check_all
-from gpuprobe.compare import Comparison, baseline_message, compare
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.registry import Probe, all_probes
-from gpuprobe.results import DISTURBED_VERDICTS, Fact, Results
+from gpuprobe.build.check import CheckResult, check_all
+from gpuprobe.build.registry import Probe, all_probes
+from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.results import DISTURBED_VERDICTS, Fact, Results
+from gpuprobe.fleet.compare import Comparison, baseline_message, compare
 
 if TYPE_CHECKING:
-    from gpuprobe.isolation import ChildPolicy
+    from gpuprobe.measure.isolation import ChildPolicy
 
 MEMORY_OPTIONAL_FACTS = {"latency.l2_far": "this part shows no far-L2 plateau (no split L2)"}
 
@@ -165,7 +165,7 @@ def family_tests(family: str, extra_facts: tuple[str, ...] = ()) -> tuple[Callab
 
 def _expected(results: Results, fact_id: str) -> bool:
     """Whether the model the run was judged as (detected or forced) expects ``fact_id``."""
-    from gpuprobe.expectations import load_all
+    from gpuprobe.judge.expectations import load_all
 
     model = load_all().get(str(results.clocks.get("model", "")))
     return model is not None and fact_id in model.facts
@@ -174,9 +174,9 @@ def _expected(results: Results, fact_id: str) -> bool:
 @pytest.fixture(scope="session")
 def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Results:
     """One measured run of the suite on the local GPU, shared by every measured test."""
-    from gpuprobe.fleet_run import placement, worker_gpu_reason, worker_results_dir
-    from gpuprobe.gpu import LauncherSpec, device_identity, gpu_unavailable_reason
-    from gpuprobe.session import run_suite
+    from gpuprobe.fleet.runs import placement, worker_gpu_reason, worker_results_dir
+    from gpuprobe.measure.session import run_suite
+    from gpuprobe.runner.gpu import LauncherSpec, device_identity, gpu_unavailable_reason
 
     config = request.config
     reason = worker_gpu_reason(config, gpu_unavailable_reason())
@@ -205,7 +205,7 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
 
 def child_policy(config: pytest.Config) -> ChildPolicy:
     """The measuring processes' policy, with ``--probe-time-limit`` and ``--cooldown`` where given."""
-    from gpuprobe.isolation import require_seconds, user_policy
+    from gpuprobe.measure.isolation import require_seconds, user_policy
 
     try:
         require_seconds(config.getoption("gpuprobe_deadline"), "--gpuprobe-deadline")
@@ -245,7 +245,7 @@ def load_baseline(config: pytest.Config) -> None:
     """Read ``--baseline`` before anything is measured: a bad file is a usage error, not GPU time lost."""
     import math
 
-    from gpuprobe.results import load
+    from gpuprobe.core.results import load
 
     path = config.getoption("baseline", None)
     if not path:

@@ -1,8 +1,8 @@
 """The cluster family: SASS contracts on every arch (sm_90+: older archs skip, naming the targets), then
 cluster-barrier and mbarrier costs.
 
-What is measured and why each kernel is shaped as it is: see the probe docs in ptx/cluster.toml
-(``gpuprobe list``) and gpuprobe/families/cluster.py.
+What is measured and why each kernel is shaped as it is: see the probe docs in ptx/cluster/cluster.toml
+(``gpuprobe list``) and gpuprobe/families/cluster/__init__.py.
 """
 
 from __future__ import annotations

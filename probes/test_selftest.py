@@ -1,6 +1,6 @@
 """The run's own fault isolation, on a real GPU: with --inject-fault a probe faults on purpose.
 
-What the self-test probe does and why: ptx/selftest.toml. Without --inject-fault it must not run.
+What the self-test probe does and why: ptx/selftest/selftest.toml. Without --inject-fault it must not run.
 """
 
 from __future__ import annotations

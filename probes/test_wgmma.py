@@ -1,7 +1,7 @@
 """The wgmma family (sm_90a): SASS contracts, then latency and throughput measured and judged.
 
-What is measured and why each kernel is shaped as it is: see the probe docs in ptx/wgmma.toml
-(``gpuprobe list``) and gpuprobe/families/wgmma.py. On any GPU but Hopper the family is
+What is measured and why each kernel is shaped as it is: see the probe docs in ptx/wgmma/wgmma.toml
+(``gpuprobe list``) and gpuprobe/families/wgmma/__init__.py. On any GPU but Hopper the family is
 unsupported: the static cases skip with the reason, and so do the measured ones.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS
+from gpuprobe.core.arch import SUPPORTED_ARCHS
 from gpuprobe.pytest_plugin import assert_invariants, family_probes, family_tests
 
 FAMILY = "wgmma"

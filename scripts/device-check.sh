@@ -22,9 +22,9 @@ cd "$(dirname "$0")/.."
 started=$(date +%s)
 out="${1:-${OUT:-/tmp/gpuprobe-out}}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-# the defaults are the time plan's (gpuprobe/plan.py), which a test holds the H200's plan to
+# the defaults are the time plan's (gpuprobe/measure/plan.py), which a test holds the H200's plan to
 read -r plan_deadline plan_smoke < <(python3 -c '
-from gpuprobe.plan import DEVICE_CHECK_DEADLINE_S, SMOKE_STAGE_S
+from gpuprobe.measure.plan import DEVICE_CHECK_DEADLINE_S, SMOKE_STAGE_S
 print(int(DEVICE_CHECK_DEADLINE_S), int(SMOKE_STAGE_S))') || exit 2
 deadline="${DEADLINE:-$plan_deadline}"
 smoke_s="${SMOKE_S:-$plan_smoke}"
@@ -32,8 +32,8 @@ elapsed() { echo $(( $(date +%s) - started )); }
 
 slug=$(python3 -c '
 import sys
-from gpuprobe.gpu import device_identity, gpu_unavailable_reason
-from gpuprobe.report import gpu_slug
+from gpuprobe.runner.gpu import device_identity, gpu_unavailable_reason
+from gpuprobe.output.report import gpu_slug
 reason = gpu_unavailable_reason()
 sys.exit(f"device-check: {reason}") if reason else print(gpu_slug(device_identity(0).name))') || exit 2
 dir="$out/$slug"
@@ -46,7 +46,7 @@ echo "device-check: $(date -u +%FT%TZ) on $(hostname), GPU $slug, deadline ${dea
     echo "== nvidia-smi -q"; timeout 30 nvidia-smi -q
     echo "== toolkit"; for tool in ptxas nvdisasm cuobjdump nvcc; do command -v "$tool" && "$tool" --version | tail -n 2; done
     echo "== the toolkit gpuprobe builds with"
-    python3 -c 'from gpuprobe.toolchain import toolkit_description; print(toolkit_description())'
+    python3 -c 'from gpuprobe.build.toolchain import toolkit_description; print(toolkit_description())'
     echo "== python packages"; python3 --version
     python3 -m pip list 2>/dev/null | grep -iE '^(cupy|cuda|nvidia|numpy|pytest|matplotlib|tabulate)' || true
     echo "== time plan"; timeout 60 python3 -m gpuprobe run --plan --deadline "$deadline"

@@ -30,7 +30,7 @@ fetch ptxas-12.8 nvidia-cuda-nvcc-cu12==12.8.93
 fetch ptxas-13.0 nvidia-cuda-nvcc==13.0.88
 fetch nvdisasm-13.2 nvidia-cuda-nvdisasm==13.2.86
 newest() {  # the directory of the tool this venv finds by itself
-    "$python" -c "from gpuprobe.toolchain import find_tool; print(find_tool('$1').parent)"
+    "$python" -c "from gpuprobe.build.toolchain import find_tool; print(find_tool('$1').parent)"
 }
 newest_ptxas=$(newest ptxas) && newest_nvdisasm=$(newest nvdisasm) || exit 2
 work=$(realpath "$work")  # gpuprobe records the tools' real paths, compared with these below
@@ -49,7 +49,7 @@ for p in 12.8 13.0 newest; do
         ln -sf "${nvdisasm[$d]}/nvdisasm" "$work/$name/nvdisasm"
         export GPUPROBE_TOOLKIT="$work/$name"
         t0=$(date +%s)
-        toolkit=$("$python" -c "from gpuprobe.toolchain import toolkit_description; print(toolkit_description())" 2>&1)
+        toolkit=$("$python" -c "from gpuprobe.build.toolchain import toolkit_description; print(toolkit_description())" 2>&1)
         echo "toolkit-matrix: $toolkit"
         if [[ $toolkit != *"(${ptxas[$p]}/ptxas,"* || $toolkit != *"(${nvdisasm[$d]}/nvdisasm,"* ]]; then
             echo "toolkit-matrix:   not the ptxas of ${ptxas[$p]} and the nvdisasm of ${nvdisasm[$d]}"

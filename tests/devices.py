@@ -7,7 +7,7 @@ clocks, bus width, shared memory), from the datasheets and device queries cited 
 
 from __future__ import annotations
 
-from gpuprobe.results import Device
+from gpuprobe.core.results import Device
 
 KIB, MIB = 2**10, 2**20
 

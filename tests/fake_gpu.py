@@ -28,14 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.arch import parse_arch
-from gpuprobe.build import build_for
+from gpuprobe.build.cubin import build_for
+from gpuprobe.build.registry import all_probes
+from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.results import Device
 from gpuprobe.families.base import Request
-from gpuprobe.families.conditions import ConditionRecorder
 from gpuprobe.families.memory_latency import UNROLL, Settings
-from gpuprobe.gpu import CooperativeGridTooLarge
-from gpuprobe.registry import all_probes
-from gpuprobe.results import Device
+from gpuprobe.measure.conditions import ConditionRecorder
+from gpuprobe.runner.gpu import CooperativeGridTooLarge
 from tests.cache_model import curve
 
 KIB, MIB = 2**10, 2**20
@@ -270,7 +270,7 @@ class FakeGpu:
     def enqueue_seconds(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], count: int, via: str = "cupy", wait: bool = True
     ) -> float:
-        from gpuprobe.gpu import LaunchPathUnavailable
+        from gpuprobe.runner.gpu import LaunchPathUnavailable
 
         if via not in self.enqueue_us:
             raise LaunchPathUnavailable(f"{via} is not installed")
@@ -424,7 +424,7 @@ class FaultyGpu(FakeGpu):
 
 
 def open_fake(cubin: Path, device_index: int, garbage: bool = False, **options: Any) -> FakeGpu:
-    """The launcher factory a measuring child calls (see gpuprobe.gpu.LauncherSpec)."""
+    """The launcher factory a measuring child calls (see gpuprobe.runner.gpu.LauncherSpec)."""
     assert Path(cubin).is_file(), "the session must hand over the cubin it built and checked"
     if garbage:
         print("warning: libfoo.so: something something\n\x00\x01 not json {", flush=True)

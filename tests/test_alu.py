@@ -7,9 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpuprobe.arch import parse_arch
-from gpuprobe.build import build_for
-from gpuprobe.contracts import check
+from gpuprobe.build.contracts import check
+from gpuprobe.build.cubin import build_for
+from gpuprobe.build.registry import all_probes, find_probe
+from gpuprobe.core.arch import parse_arch
 from gpuprobe.families import alu
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.issue_sweep import (
@@ -21,8 +22,7 @@ from gpuprobe.families.issue_sweep import (
     plateau,
     step_latency,
 )
-from gpuprobe.plan import family_seconds
-from gpuprobe.registry import all_probes, find_probe
+from gpuprobe.measure.plan import family_seconds
 from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family, simulated_kernels
 from tests.fakes.alu import FAST_SETTINGS, TIMING, thread_result
@@ -223,7 +223,7 @@ def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> N
 
 
 def _facts(**values: float) -> dict:
-    from gpuprobe.results import Fact
+    from gpuprobe.core.results import Fact
 
     return {k.replace("__", "."): Fact(k.replace("__", "."), v, "x", (v, v), [v], {}, "p") for k, v in values.items()}
 

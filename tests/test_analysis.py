@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuprobe.analysis import Level, find_levels, median_ci
+from gpuprobe.judge.analysis import Level, find_levels, median_ci
 from tests.cache_model import HIERARCHIES, KIB, MIB, Hierarchy, curve, log_footprints
 
 CAPACITY_TOLERANCE = 0.30

@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.arch import parse_arch
-from gpuprobe.check import check_all
+from gpuprobe.build.check import check_all
+from gpuprobe.build.registry import all_probes
+from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.results import Fact, Results
 from gpuprobe.families import async_copy
 from gpuprobe.families.async_copy import (
     INVARIANTS,
@@ -24,9 +26,7 @@ from gpuprobe.families.async_copy import (
 from gpuprobe.families.base import ProbeFailure, Request
 from gpuprobe.families.chase import per_step
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
-from gpuprobe.plan import family_seconds
-from gpuprobe.registry import all_probes
-from gpuprobe.results import Fact, Results
+from gpuprobe.measure.plan import family_seconds
 from tests.devices import H200
 from tests.fake_gpu import KIB, fake_gpu, measure_family, ptx_parameters
 from tests.fakes.async_copy import FAST_SETTINGS, model

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.check import check_probe
+from gpuprobe.build.check import check_probe
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.registry import PTX_DIR, find_probe
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.families import atomics
 from gpuprobe.families.atomics import (
     GLOBAL_SPREADS,
@@ -27,8 +28,7 @@ from gpuprobe.families.atomics import (
     check_serialized,
     per_add_cycles,
 )
-from gpuprobe.plan import family_seconds
-from gpuprobe.registry import PTX_DIR, find_probe
+from gpuprobe.measure.plan import family_seconds
 from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes import atomics as fake
@@ -239,7 +239,7 @@ def test_every_probe_targets_every_supported_arch(arch: str) -> None:
 
 
 def _variant(tmp_path: Path, old: str, new: str) -> Path:
-    text = (PTX_DIR / "atomics.ptx").read_text()
+    text = (PTX_DIR / "atomics" / "atomics.ptx").read_text()
     assert old in text
     path = tmp_path / "atomics_variant.ptx"
     path.write_text(text.replace(old, new))

@@ -10,18 +10,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.check import check_all
-from gpuprobe.contracts import check
+from gpuprobe.build.check import check_all
+from gpuprobe.build.contracts import check
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.registry import PTX_DIR, find_probe
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.results import Fact, ProbeOutcome, Results
 from gpuprobe.families import bandwidth as bw
-from gpuprobe.families import bandwidth_plan as plan
-from gpuprobe.families import bandwidth_shapes as shapes
-from gpuprobe.families.bandwidth_report import INVARIANTS, occupancy_png
+from gpuprobe.families.bandwidth import patterns as plan
+from gpuprobe.families.bandwidth import shapes
+from gpuprobe.families.bandwidth.report import INVARIANTS, occupancy_png
 from gpuprobe.families.base import ProbeFailure
-from gpuprobe.plan import family_seconds
-from gpuprobe.registry import PTX_DIR, find_probe
-from gpuprobe.results import Fact, ProbeOutcome, Results
+from gpuprobe.families.planning import dram_peak_gbps
+from gpuprobe.measure.plan import family_seconds
 from tests.devices import H100_SXM
 from tests.fake_gpu import MIB, fake_gpu, measure_family
 from tests.fakes.bandwidth import FAST_SETTINGS
@@ -105,10 +106,10 @@ def test_sectors_touched_are_counted_from_the_pattern(name: str, sectors: int, e
 
 
 def test_dram_peak_from_the_memory_clock_else_the_datasheet() -> None:
-    value, source = plan.dram_peak_gbps(2619.0, 5120, {"dram_gbps": 1.0})  # H100 SXM: 2619 MHz x 5120 bits
+    value, source = dram_peak_gbps(2619.0, 5120, {"dram_gbps": 1.0})  # H100 SXM: 2619 MHz x 5120 bits
     assert value == pytest.approx(3352.3, abs=0.1) and "clock" in source
-    assert plan.dram_peak_gbps(None, 5120, {"dram_gbps": 4800.0}) == (4800.0, "datasheet")
-    assert plan.dram_peak_gbps(None, None, {}) is None
+    assert dram_peak_gbps(None, 5120, {"dram_gbps": 4800.0}) == (4800.0, "datasheet")
+    assert dram_peak_gbps(None, None, {}) is None
 
 
 def test_blocks_are_fitted_to_the_footprint_and_the_sweep_reaches_the_limit() -> None:
@@ -288,9 +289,9 @@ def test_every_probe_targets_every_supported_arch_and_its_contract_holds() -> No
 
 
 def _kernel_text(template: str, **values: str) -> str:
-    """One kernel of ptx/bandwidth.ptx as written (``template``: its name with the //@for variables,
+    """One kernel of ptx/bandwidth/bandwidth.ptx as written (``template``: its name with the //@for variables,
     e.g. ``gp_bw_write_{T}``), the variables filled with ``values``, under a header of its own."""
-    text = (PTX_DIR / "bandwidth.ptx").read_text()
+    text = (PTX_DIR / "bandwidth" / "bandwidth.ptx").read_text()
     start = text.index(f".visible .entry {template}(")
     kernel = text[start : text.index("\n}\n", start) + 3]
     for name, value in values.items():
@@ -404,8 +405,8 @@ def test_the_occupancy_plot_is_drawn_from_the_sweep() -> None:
 def test_the_copy_invariant_floor_is_the_expectations_floor() -> None:
     """A copy at 0.9 of cudaMemcpy (inside the spread published copy kernels show on one GPU) holds the
     invariant, and no model expects more of it than the invariant does (nor the invariant more than they)."""
-    from gpuprobe.expectations import load_all
-    from gpuprobe.families.bandwidth_report import MEMCPY_FLOOR
+    from gpuprobe.families.bandwidth.report import MEMCPY_FLOOR
+    from gpuprobe.judge.expectations import load_all
 
     checks = [
         c for invariant in INVARIANTS for c in invariant(_facts(bandwidth__dram_copy_fraction_of_memcpy=0.9), H100_SXM)

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.check import check_all, check_probe
+from gpuprobe.build.check import check_all, check_probe
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.registry import PTX_DIR, all_probes, find_probe
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.results import Fact
 from gpuprobe.families import barrier
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.differencing import Lengths, per_step_samples
 from gpuprobe.families.measuring import Stopping
-from gpuprobe.plan import family_seconds
-from gpuprobe.registry import PTX_DIR, all_probes, find_probe
-from gpuprobe.results import Fact
+from gpuprobe.measure.plan import family_seconds
 from tests.devices import H200
 from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes import barrier as fake
@@ -108,7 +108,7 @@ def test_every_probe_holds_its_contract_on_every_arch() -> None:
 
 def test_a_barrier_loop_without_its_check_breaks_the_contract(tmp_path: Path) -> None:
     """The ordering check is part of what is timed: a loop that drops the slot write is not the probe."""
-    text = (PTX_DIR / "barrier.ptx").read_text()
+    text = (PTX_DIR / "barrier" / "barrier.ptx").read_text()
     old = "\tst.shared.u32 [%r13], %r2;\n//@repeat 32\n\tbar.sync 0;"
     assert text.count(old) == 1
     path = tmp_path / "barrier_mutated.ptx"

@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.analysis import Level
-from gpuprobe.arch import parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.check import check_probe
+from gpuprobe.build.check import check_probe
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.registry import PTX_DIR, find_probe
+from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.results import Fact
 from gpuprobe.families import cache_geometry
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.cache_geometry import (
@@ -36,11 +37,10 @@ from gpuprobe.families.cache_geometry import (
     tlb_stride,
     width_footprints,
 )
-from gpuprobe.families.cache_geometry_analysis import candidate_units, fit_unit, miss_fraction, slope, tlb_levels
+from gpuprobe.families.cache_geometry.analysis import candidate_units, fit_unit, miss_fraction, slope, tlb_levels
 from gpuprobe.families.memory_latency import UNROLL
-from gpuprobe.plan import family_seconds
-from gpuprobe.registry import PTX_DIR, find_probe
-from gpuprobe.results import Fact
+from gpuprobe.judge.analysis import Level
+from gpuprobe.measure.plan import family_seconds
 from tests.devices import H100_SXM
 from tests.fake_gpu import KIB, MIB, fake_gpu, measure_family
 from tests.fakes.cache_geometry import FAST_SETTINGS, Model, const_array
@@ -154,7 +154,7 @@ def test_sequential_cycle_walks_the_nodes_in_address_order() -> None:
 
 
 def test_the_host_model_of_the_constant_chase_is_the_ptx_initializer() -> None:
-    """constant_end (the host's prediction) follows the words ptx/cache_geometry.ptx really holds."""
+    """constant_end (the host's prediction) follows the words ptx/cache_geometry/cache_geometry.ptx really holds."""
     words = const_array()
     assert len(words) * 4 == CONST_SELF + 32 * 4
     for start, lanes, thread in [(0, 1, 0), (CONST_ROW_BYTES * 5, 1, 0), (CONST_SELF, 32, 17), (CONST_SELF, 4, 9)]:
@@ -303,7 +303,7 @@ SM90 = parse_arch("sm_90")
 
 
 def _broken(tmp_path: Path, old: str, new: str):
-    source = (PTX_DIR / "cache_geometry.ptx").read_text()
+    source = (PTX_DIR / "cache_geometry" / "cache_geometry.ptx").read_text()
     assert old in source
     path = tmp_path / "cache_geometry.ptx"
     path.write_text(source.replace(old, new))

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-import gpuprobe.gpu
-from gpuprobe.arch import parse_arch
-from gpuprobe.check import STATUSES
+import gpuprobe.runner.gpu
+from gpuprobe.build.check import STATUSES
+from gpuprobe.build.registry import REPO_ROOT, all_probes, find_probe
+from gpuprobe.build.toolchain import assemble_ptx
 from gpuprobe.cli import main
-from gpuprobe.registry import REPO_ROOT, all_probes, find_probe
-from gpuprobe.results import SCHEMA, SCHEMA_VERSION, Device, Fact, Results, save
-from gpuprobe.toolchain import assemble_ptx
+from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Device, Fact, Results, save
 
 PREFIX = "gpuprobe: error: "
 
@@ -297,14 +297,14 @@ def test_sass_unknown_arch(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
 
 
 def test_run_without_gpu(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(gpuprobe.gpu, "gpu_unavailable_reason", lambda: "no GPU: the test says there is none")
+    monkeypatch.setattr(gpuprobe.runner.gpu, "gpu_unavailable_reason", lambda: "no GPU: the test says there is none")
     assert user_error(capsys, "run", "-o", str(tmp_path)) == "no GPU: the test says there is none"
     assert not list(tmp_path.iterdir())
 
 
 def test_run_on_this_machine_without_gpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Unpatched: on a machine with no usable GPU, ``run`` says why in one line."""
-    reason = gpuprobe.gpu.gpu_unavailable_reason()
+    reason = gpuprobe.runner.gpu.gpu_unavailable_reason()
     if reason is None:
         pytest.skip("a GPU is present: `run` would measure")
     assert user_error(capsys, "run", "-o", str(tmp_path)) == reason

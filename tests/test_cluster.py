@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.check import check_all, check_probe
+from gpuprobe.build.check import check_all, check_probe
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.registry import PTX_DIR, all_probes, find_probe
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.results import Fact
 from gpuprobe.families import cluster
 from gpuprobe.families.base import ProbeFailure
-from gpuprobe.plan import family_seconds
-from gpuprobe.registry import PTX_DIR, all_probes, find_probe
-from gpuprobe.results import Fact
+from gpuprobe.measure.plan import family_seconds
 from tests.devices import H200
 from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes import cluster as fake
@@ -88,7 +88,7 @@ def test_contracts_hold_from_sm_90_and_older_archs_are_explicitly_unsupported() 
 
 
 def _mutated(tmp_path: Path, old: str, new: str):
-    text = (PTX_DIR / "cluster.ptx").read_text()
+    text = (PTX_DIR / "cluster" / "cluster.ptx").read_text()
     assert text.count(old) == 1, old
     path = tmp_path / "cluster_mutated.ptx"
     path.write_text(text.replace(old, new))

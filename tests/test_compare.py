@@ -21,8 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuprobe.analysis import median_ci
-from gpuprobe.compare import (
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Device, Fact, Results, save
+from gpuprobe.fleet.compare import (
     HIGHER_IS_BETTER,
     LOWER_IS_BETTER,
     NO_DIRECTION,
@@ -36,8 +37,7 @@ from gpuprobe.compare import (
     interval_ranks,
     render,
 )
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.results import SCHEMA, SCHEMA_VERSION, Device, Fact, Results, save
+from gpuprobe.judge.analysis import median_ci
 
 DEVICE = Device(
     name="Test GPU", cc="9.0", arch="sm_90", sm_count=132, l2_bytes=50 * 2**20,
@@ -534,7 +534,7 @@ def test_swapping_the_runs_swaps_better_and_worse(pairs: list[tuple[Fact, Fact]]
 
 
 def test_the_same_tool_versions_found_in_other_places_are_the_same_toolkit() -> None:
-    from gpuprobe.compare import run_warnings, toolkit_versions
+    from gpuprobe.fleet.compare import run_warnings, toolkit_versions
 
     here = "ptxas V13.0.88 (/usr/local/cuda/bin/ptxas, found by PATH); nvdisasm V13.2.86 (/x/nvdisasm, found by wheel)"
     there = "ptxas V13.0.88 (/opt/cuda/bin/ptxas, found by CUDA_HOME); nvdisasm V13.2.86 (/y/nvdisasm, found by wheel)"

@@ -3,7 +3,7 @@
 A stand-in module only shows that gpuprobe calls what the stand-in's author believed the API to be.
 Here the API is the real one, introspected:
 
-- :class:`ApiScan` parses ``gpuprobe/gpu.py`` and follows every attribute chain that starts at one of
+- :class:`ApiScan` parses ``gpuprobe/runner/gpu.py`` and follows every attribute chain that starts at one of
   those libraries (an import, ``self._cp``, a local alias, a parameter such as ``nv``), through what
   their calls return, to the object it names in the imported module. Each must exist; each call must
   bind to the function's signature (``inspect.signature`` for Python functions, the signature Cython
@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuprobe import gpu
+from gpuprobe.runner import gpu
 
 GPU_SOURCE = Path(gpu.__file__)
 REPO = GPU_SOURCE.parents[1]

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuprobe import gpu
-from gpuprobe.gpu import (
+from gpuprobe.runner import gpu
+from gpuprobe.runner.gpu import (
     DYNAMIC_SHARED_DEFAULT,
     HOLD_CYCLES_PER_LAUNCH,
     HOLD_KERNEL,
@@ -75,7 +75,7 @@ class StubKernel:
 
 
 class StubCupy(types.ModuleType):
-    """The parts of CuPy gpuprobe.gpu uses, recording what is asked of them."""
+    """The parts of CuPy gpuprobe.runner.gpu uses, recording what is asked of them."""
 
     uint8, uint64 = np.uint8, np.uint64
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.expectations import (
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.results import Device, Fact
+from gpuprobe.judge.expectations import (
     DEFAULT_DIRECTORY,
     KNOWN_UNITS,
     SEVERITIES,
@@ -21,8 +22,7 @@ from gpuprobe.expectations import (
     load_model_file,
     match_model,
 )
-from gpuprobe.invariants import check_invariants
-from gpuprobe.results import Device, Fact
+from gpuprobe.judge.invariants import check_invariants
 
 SHIPPED = sorted(DEFAULT_DIRECTORY.glob("*.toml"))
 EXPECTED_KEYS = {

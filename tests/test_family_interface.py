@@ -6,7 +6,7 @@ import pytest
 
 from gpuprobe.families.base import Plan, Smoke
 from gpuprobe.families.catalog import FAMILIES, OPT_IN
-from gpuprobe.plan import family_seconds
+from gpuprobe.measure.plan import family_seconds
 from tests.devices import A100_SXM, H100_SXM, H200
 from tests.fake_gpu import FakeGpu, measure_family, suite_options
 

@@ -44,8 +44,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from gpuprobe.analysis import Level, find_levels
 from gpuprobe.families.memory_latency import Settings, level_names, plan_footprints
+from gpuprobe.judge.analysis import Level, find_levels
 
 DATA_DIR = Path(__file__).parent / "data" / "recorded_latency"
 KIB, MIB = 2**10, 2**20

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.families.catalog import FAMILIES
-from gpuprobe.first_contact import OUTCOMES, family_rows, render_first_contact, verdict_line
-from gpuprobe.results import Device, Fact, ProbeOutcome, Results, load, save
+from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load, save
+from gpuprobe.families.catalog import FAMILIES, probes_by_family
+from gpuprobe.output.first_contact import OUTCOMES, family_rows, render_first_contact, verdict_line
 
 DEVICE = Device("NVIDIA H200", "9.0", "sm_90a", 132, 60 * 2**20, driver="580.159", cuda_runtime="13.0")
 HUNG_CALL = {"n": 7, "call": "launch", "kernel": "gp_gs_grid", "grid": 132, "block": 256, "elapsed_ms": None}
+
+SMOKE_PROBES = probes_by_family(smoke=True)
 
 
 def smoke_results() -> Results:
@@ -37,7 +39,7 @@ def smoke_results() -> Results:
 
 
 def test_each_family_shows_its_worst_probe_and_what_happened() -> None:
-    rows = {row[0]: row for row in family_rows(smoke_results())}
+    rows = {row[0]: row for row in family_rows(smoke_results(), SMOKE_PROBES)}
     assert rows["memory"][2] == OUTCOMES["ok"] and "device.sm_clock 1980 MHz" in rows["memory"][4]
     assert rows["grid_sync"][2] == "timed out" and "15 s limit" in rows["grid_sync"][4]
     assert rows["launch"][2] == "crashed" and "CUDA_ERROR_ILLEGAL_ADDRESS" in rows["launch"][4]
@@ -47,19 +49,19 @@ def test_each_family_shows_its_worst_probe_and_what_happened() -> None:
 
 
 def test_the_page_records_the_machine_and_the_call_that_never_returned(tmp_path: Path) -> None:
-    page = render_first_contact(smoke_results())
+    page = render_first_contact(smoke_results(), SMOKE_PROBES)
     assert page.startswith("# gpuprobe first contact: NVIDIA H200\n")
     assert "SHA-256 `" + "ab" * 32 + "`" in page and "ptxas V13.0.88" in page
     assert "| power_limit_w | 700.0 |" in page and "| cupy | 14.2 |" in page
     assert "#7 launch kernel=gp_gs_grid grid=132 block=256 -> NEVER RETURNED" in page
     save(smoke_results(), tmp_path / "results.json")  # and it round-trips through the results file
-    assert render_first_contact(load(tmp_path / "results.json")) == page
+    assert render_first_contact(load(tmp_path / "results.json"), SMOKE_PROBES) == page
 
 
 def test_a_probe_the_arch_cannot_run_is_skipped_with_the_reason() -> None:
     results = Results(Device("Tesla T4", "7.5", "sm_75", 40, 4 * 2**20), stage="smoke")
     results.families["wgmma"] = {"planned_s": 1.0, "actual_s": 0.0, "probes": 0, "ended": "measured"}
-    (row,) = family_rows(results)
+    (row,) = family_rows(results, SMOKE_PROBES)
     assert row[2] == "skipped: arch lacks it" and "sm_75 lacks what it needs" in row[4]
 
 

@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuprobe import cli, fleet, fleet_run
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.results import SCHEMA, SCHEMA_VERSION, Results
+from gpuprobe import cli
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Results
+from gpuprobe.fleet import aggregate as fleet
+from gpuprobe.fleet import runs as fleet_run
 
 REPO = Path(__file__).resolve().parent.parent
 SBATCH = REPO / "docs" / "slurm" / "gpuprobe-fleet.sbatch"
@@ -411,7 +413,7 @@ def test_outside_xdist_nothing_is_pinned() -> None:
 
 XDIST_CONFTEST = """
 import json, os
-from gpuprobe import fleet_run
+from gpuprobe.fleet import runs as fleet_run
 
 def pytest_addoption(parser):
     parser.addoption("--gpu-device", type=int, default=0)
@@ -426,7 +428,7 @@ import pytest
 
 @pytest.mark.parametrize("n", range(3))
 def test_record(n, request):
-    from gpuprobe import fleet_run
+    from gpuprobe.fleet import runs as fleet_run
     pin = fleet_run.worker_pin(request.config)
     out = pathlib.Path(os.environ["RECORD_DIR"]) / f"{pin.worker}-{n}.json"
     out.write_text(json.dumps({"visible": os.environ["CUDA_VISIBLE_DEVICES"], "index": pin.gpu_index}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuprobe.flight import RecordingLauncher, describe_argument, describe_call
+from gpuprobe.runner.flight import RecordingLauncher, describe_argument, describe_call
 from tests.fake_gpu import FakeGpu
 
 

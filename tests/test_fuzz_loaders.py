@@ -11,10 +11,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.expectations import load_model_file
-from gpuprobe.report import render_markdown
-from gpuprobe.results import Device, Fact, ProbeOutcome, Results, load, save
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load, save
+from gpuprobe.families.catalog import sections
+from gpuprobe.judge.expectations import load_model_file
+from gpuprobe.output.report import render_markdown
 
 EXPECTATIONS = Path(__file__).resolve().parent.parent / "gpuprobe" / "expectations"
 FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -50,7 +51,7 @@ def load_or_clear_error(path: Path) -> None:
     except GpuprobeError as exc:
         assert "\n" not in str(exc)
         return
-    render_markdown(results, {})
+    render_markdown(results, {}, sections=sections())
 
 
 @FUZZ

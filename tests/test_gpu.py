@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuprobe import gpu
+from gpuprobe.runner import gpu
 from tests.test_cuda_api import DriverDouble, driver_double
 
 
@@ -307,7 +307,7 @@ H200_PROPS = {
 
 def test_device_identity_reads_properties_and_falls_back_to_attributes(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(H200_PROPS, {13: 1980000, 36: 3201000, 37: 6144}))
-    monkeypatch.setattr("gpuprobe.toolchain.toolkit_description", lambda: "ptxas test")
+    monkeypatch.setattr("gpuprobe.build.toolchain.toolkit_description", lambda: "ptxas test")
     with driver_double(DriverDouble()) as driver:
         driver._answers["cuDeviceGetUuid"] = _uuid_answer(driver, bytes(range(16)))
         device = gpu.device_identity(0)

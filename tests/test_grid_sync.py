@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.check import check_all
-from gpuprobe.contracts import check
+from gpuprobe.build.check import check_all
+from gpuprobe.build.contracts import check
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.registry import PTX_DIR, find_probe
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.results import Fact
 from gpuprobe.families import grid_sync
 from gpuprobe.families.grid_sync import PROBES, ProbeFailure, Settings, per_sync, plan_grids
-from gpuprobe.gpu import CooperativeGridTooLarge
-from gpuprobe.plan import family_seconds
+from gpuprobe.measure.plan import family_seconds
 from gpuprobe.pytest_plugin import family_probes
-from gpuprobe.registry import PTX_DIR, find_probe
-from gpuprobe.results import Fact
+from gpuprobe.runner.gpu import CooperativeGridTooLarge
 from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family, ptx_parameters
 from tests.fakes.grid_sync import WORK_NS, sync_cycles
@@ -184,7 +184,7 @@ def test_each_probe_compiles_and_its_contract_holds_on_every_supported_arch() ->
     ],
 )
 def test_the_contract_catches_a_barrier_that_would_not_order(tmp_path: Path, edit, broken: set[str]) -> None:
-    source = (PTX_DIR / "grid_sync.ptx").read_text()
+    source = (PTX_DIR / "grid_sync" / "grid_sync.ptx").read_text()
     for old, new in edit:
         assert old in source
         source = source.replace(old, new)

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.contracts import check
+from gpuprobe.build.contracts import check
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.registry import all_probes
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.families import host_transfer
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.host_transfer import (
@@ -20,7 +21,6 @@ from gpuprobe.families.host_transfer import (
 )
 from gpuprobe.families.planning import Link
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
-from gpuprobe.registry import all_probes
 from tests.devices import H200
 from tests.fake_gpu import KIB, fake_gpu, measure_family
 from tests.fakes.host_transfer import FAST_SETTINGS, link

@@ -13,11 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe import html_report, report
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.results import Fact, Results
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.results import Fact, Results
+from gpuprobe.families.catalog import sections
+from gpuprobe.families.memory_latency import LATENCY_PLOT
+from gpuprobe.output import factsheet, html_report, report
 from tests.test_report import PNG_SIGNATURE, TEST_DPI, fake_results
 
+SECTIONS = sections()
 FAKE_PNG = PNG_SIGNATURE + b"not really a picture"
 EVIL = '<script>alert("x")</script>'
 
@@ -75,7 +78,7 @@ class Page(HTMLParser):
 
 def render(results: Results | None = None, plots: dict[str, bytes] | None = None) -> str:
     results = fake_results() if results is None else results
-    return html_report.render_html(results, {report.LATENCY_PLOT_KEY: FAKE_PNG} if plots is None else plots)
+    return html_report.render_html(results, {LATENCY_PLOT.key: FAKE_PNG} if plots is None else plots, sections=SECTIONS)
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +144,7 @@ def test_no_plot_no_image() -> None:
 
 
 def test_other_plots_are_not_dropped() -> None:
-    page = Page(render(plots={report.LATENCY_PLOT_KEY: FAKE_PNG, "zz_extra": FAKE_PNG}))
+    page = Page(render(plots={LATENCY_PLOT.key: FAKE_PNG, "zz_extra": FAKE_PNG}))
     assert "Other plots" in page.headings
     assert len([t for t, _ in page.tags if t == "img"]) == 2
 
@@ -196,7 +199,7 @@ def test_partial_banner() -> None:
 
 def test_same_facts_as_markdown(page: Page) -> None:
     results = fake_results()
-    sheet = report.render_markdown(results, {report.LATENCY_PLOT_KEY: "x.png"})
+    sheet = report.render_markdown(results, {LATENCY_PLOT.key: "x.png"}, sections=SECTIONS)
     markdown = md_rows(sheet.split("## Probe status", 1)[0])
     headers = [list(report.FACT_HEADER), list(report.INVARIANT_HEADER)]
     html_rows = {r[0]: r for css in ("facts", "invariants") for r in page.rows[css] if r not in headers}
@@ -208,7 +211,7 @@ def test_same_facts_as_markdown(page: Page) -> None:
 
 def test_same_sections_identity_and_probe_status(page: Page) -> None:
     results = fake_results()
-    markdown = report.render_markdown(results, {report.LATENCY_PLOT_KEY: "x.png"})
+    markdown = report.render_markdown(results, {LATENCY_PLOT.key: "x.png"}, sections=SECTIONS)
     assert page.headings == [line[3:] for line in markdown.splitlines() if line.startswith("## ")]
     identity = {row[0]: row[1] for row in page.rows["identity"]}
     assert identity == {label: value for label, value in report.identity_rows(results)}
@@ -240,7 +243,7 @@ def test_render_is_deterministic() -> None:
 
 
 def test_write_report_html_writes_one_self_contained_file(tmp_path: Path) -> None:
-    paths = report.write_report(fake_results(), tmp_path / "out", "html", dpi=TEST_DPI)
+    paths = factsheet.write_report(fake_results(), tmp_path / "out", "html", dpi=TEST_DPI, sections=SECTIONS)
     assert paths == [tmp_path / "out" / "factsheet.html"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["factsheet.html"]
     (img,) = [a for t, a in Page(paths[0].read_text(encoding="utf-8")).tags if t == "img"]
@@ -248,13 +251,13 @@ def test_write_report_html_writes_one_self_contained_file(tmp_path: Path) -> Non
 
 
 def test_write_report_default_is_markdown(tmp_path: Path) -> None:
-    paths = report.write_report(fake_results(with_curves=False), tmp_path)
+    paths = factsheet.write_report(fake_results(with_curves=False), tmp_path, sections=SECTIONS)
     assert [p.name for p in paths] == ["factsheet.md"]
 
 
 def test_unknown_format_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(GpuprobeError, match="unknown fact sheet format 'pdf'"):
-        report.write_report(fake_results(), tmp_path, "pdf")
+        factsheet.write_report(fake_results(), tmp_path, "pdf", sections=SECTIONS)
     assert not list(tmp_path.iterdir())
 
 

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.results import load
+from gpuprobe.core.results import load
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = """
 import sys
 from pathlib import Path
-from gpuprobe import session
-from gpuprobe.gpu import LauncherSpec
-from gpuprobe.isolation import ChildPolicy
+from gpuprobe.measure import session
+from gpuprobe.runner.gpu import LauncherSpec
+from gpuprobe.measure.isolation import ChildPolicy
 from tests.fake_gpu import FakeGpu, fast_settings
 
 options = {"name": "Simulated GPU", "faults": {"gp_chase_global_cg": "hang"}}
@@ -43,7 +43,7 @@ def measuring_children() -> list[int]:
             state = (entry / "stat").read_text().split(") ", 1)[1][0]
         except OSError:
             continue
-        if b"gpuprobe.child" in cmdline and state != "Z":
+        if b"gpuprobe.measure.child" in cmdline and state != "Z":
             found.append(int(entry.name))
     return found
 

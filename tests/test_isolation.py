@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.gpu import LauncherSpec
-from gpuprobe.isolation import ChildPolicy, gpu_conditions, run_family
-from gpuprobe.session import child_spec
+from gpuprobe.measure.isolation import ChildPolicy, gpu_conditions, run_family
+from gpuprobe.measure.session import child_spec
+from gpuprobe.runner.gpu import LauncherSpec
 from tests.fake_gpu import FAST, FakeGpu, ptx_parameters
 
 FEW = ["memory.clock", "memory.overhead.clock_read", "memory.latency.shared"]
 
 
 def spec(**options) -> dict:
-    from gpuprobe.arch import parse_arch
-    from gpuprobe.build import build_for
-    from gpuprobe.registry import all_probes
+    from gpuprobe.build.cubin import build_for
+    from gpuprobe.build.registry import all_probes
+    from gpuprobe.core.arch import parse_arch
 
     module = build_for(all_probes(), parse_arch("sm_90a"))
     assert module.parameters == ptx_parameters()

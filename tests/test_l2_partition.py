@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.check import check_probe
+from gpuprobe.build.check import check_probe
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.registry import PTX_DIR, find_probe
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.results import Device, Results
 from gpuprobe.families import l2_partition
 from gpuprobe.families.base import Request
 from gpuprobe.families.l2_partition import (
@@ -31,9 +33,7 @@ from gpuprobe.families.l2_partition import (
     plan_layout,
     two_means_threshold,
 )
-from gpuprobe.plan import family_seconds
-from gpuprobe.registry import PTX_DIR, find_probe
-from gpuprobe.results import Device, Results
+from gpuprobe.measure.plan import family_seconds
 from tests.devices import H100_SXM
 from tests.fake_gpu import KIB, MIB, fake_gpu, measure_family, ptx_parameters
 from tests.fakes import l2_partition as fake
@@ -258,7 +258,7 @@ def test_the_probe_targets_every_supported_arch(arch: str) -> None:
 
 
 def _variant(tmp_path: Path, old: str, new: str) -> Path:
-    text = (PTX_DIR / "l2_partition.ptx").read_text()
+    text = (PTX_DIR / "l2_partition" / "l2_partition.ptx").read_text()
     assert old in text
     path = tmp_path / "l2_variant.ptx"
     path.write_text(text.replace(old, new))

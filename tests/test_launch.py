@@ -9,19 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.check import check_all
-from gpuprobe.contracts import check
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.expectations import judge
+from gpuprobe.build.check import check_all
+from gpuprobe.build.contracts import check
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.registry import PTX_DIR, find_probe
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.results import Fact
 from gpuprobe.families import launch
 from gpuprobe.families.launch import PROBES, ProbeFailure, Settings, additional, checked_stamps
-from gpuprobe.gpu import LaunchPathUnavailable, _argument_block
-from gpuprobe.plan import family_seconds
+from gpuprobe.judge.expectations import judge
+from gpuprobe.measure.plan import family_seconds
 from gpuprobe.pytest_plugin import family_probes
-from gpuprobe.registry import PTX_DIR, find_probe
-from gpuprobe.results import Fact
+from gpuprobe.runner.gpu import LaunchPathUnavailable, _argument_block
 from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes.launch import REALISTIC_ENQUEUE_US, busy_host
@@ -277,7 +277,7 @@ def test_each_probe_compiles_and_its_contract_holds_on_every_supported_arch() ->
 def test_the_contract_catches_a_stamp_kernel_that_is_not_the_minimal_one(
     tmp_path: Path, old: str, new: str, broken: str
 ) -> None:
-    source = (PTX_DIR / "launch.ptx").read_text()
+    source = (PTX_DIR / "launch" / "launch.ptx").read_text()
     assert old in source
     path = tmp_path / "broken_launch.ptx"
     path.write_text(source.replace(old, new))

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.lock import gpu_lock
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.measure.lock import gpu_lock
 
 REPO = Path(__file__).resolve().parent.parent
 HOLD = """
 import sys, time
-from gpuprobe.lock import gpu_lock
+from gpuprobe.measure.lock import gpu_lock
 with gpu_lock(sys.argv[1], wait_s=0):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))

@@ -9,10 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuprobe.analysis import Level
 from gpuprobe.families.base import Request
 from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.conditions import ConditionRecorder
 from gpuprobe.families.measuring import check_arguments, sample_until_stable
 from gpuprobe.families.memory_latency import (
     ProbeFailure,
@@ -26,6 +24,8 @@ from gpuprobe.families.memory_latency import (
     plan,
     plan_footprints,
 )
+from gpuprobe.judge.analysis import Level
+from gpuprobe.measure.conditions import ConditionRecorder
 from tests.fake_gpu import FAST, KIB, MIB, FakeBuffer, FakeGpu, fake_gpu, ptx_parameters
 
 ALL_PROBES = {

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.build import build_for
-from gpuprobe.contracts import check
+from gpuprobe.build.contracts import check
+from gpuprobe.build.cubin import build_for
+from gpuprobe.build.registry import all_probes, find_probe
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.families import mma
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.issue_sweep import Settings
-from gpuprobe.families.mma_fragments import (
+from gpuprobe.families.mma.fragments import (
     LANES,
     VARIANTS,
     Variant,
@@ -22,15 +23,14 @@ from gpuprobe.families.mma_fragments import (
     make_operands,
     predicted_words,
 )
-from gpuprobe.families.mma_numerics import (
+from gpuprobe.families.mma.numerics import (
     NUMERIC_VARIANTS,
     accumulator_experiment,
     alignment_experiment,
     mantissa_experiment,
     read_numerics,
 )
-from gpuprobe.plan import family_seconds
-from gpuprobe.registry import all_probes, find_probe
+from gpuprobe.measure.plan import family_seconds
 from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes.mma import FAST_SETTINGS, TIMING, element, lane_results, numeric_d
@@ -265,7 +265,7 @@ def test_numerics_end_to_end_on_the_simulated_gpu() -> None:
 
 
 def test_the_latency_invariant_holds_for_growing_k_and_is_skipped_when_unmeasured() -> None:
-    from gpuprobe.results import Fact
+    from gpuprobe.core.results import Fact
 
     def facts(k8: float, k16: float) -> dict:
         ids = {"tensor.mma_sync.f16.m16n8k8.latency": k8, "tensor.mma_sync.f16.m16n8k16.latency": k16}

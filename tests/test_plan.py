@@ -7,9 +7,10 @@ import dataclasses
 import pytest
 
 from gpuprobe.cli import main
-from gpuprobe.expectations import load_all
+from gpuprobe.core.results import Device, Results
 from gpuprobe.families.base import Plan
-from gpuprobe.plan import (
+from gpuprobe.judge.expectations import load_all
+from gpuprobe.measure.plan import (
     BUILD_S,
     DEVICE_CHECK_DEADLINE_S,
     REPORT_S,
@@ -22,7 +23,6 @@ from gpuprobe.plan import (
     render_plan,
     run_plan,
 )
-from gpuprobe.results import Device, Results
 from tests.devices import A100_SXM, H100_SXM, H200
 from tests.fake_gpu import FakeGpu, suite_options
 

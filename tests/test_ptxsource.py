@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.arch import Arch, parse_arch
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.ptxsource import combine, expand, ptx_version
+from gpuprobe.build.ptxsource import combine, expand, ptx_version
+from gpuprobe.core.arch import Arch, parse_arch
+from gpuprobe.core.errors import GpuprobeError
 
 SM80 = parse_arch("sm_80")
 SM90A = parse_arch("sm_90a")
@@ -306,9 +306,9 @@ def test_combine_directive_errors_name_the_file(tmp_path: Path) -> None:
 
 def test_the_memory_latency_family_expands() -> None:
     """The real family: both chase variants written out, 32 loads each, and every line traced."""
-    from gpuprobe.registry import PTX_DIR, REPO_ROOT
+    from gpuprobe.build.registry import PTX_DIR, REPO_ROOT
 
-    module = combine([PTX_DIR / "memory_latency.ptx"], SM90A, REPO_ROOT)
+    module = combine([PTX_DIR / "memory_latency" / "memory_latency.ptx"], SM90A, REPO_ROOT)
     lines = module.text.splitlines()
     assert len(lines) == len(module.origins)
     entries = [line.split("(")[0].split()[-1] for line in lines if ".entry" in line]
@@ -323,7 +323,7 @@ def test_the_memory_latency_family_expands() -> None:
     for cache in ("ca", "cg"):
         assert sum(line.strip() == f"ld.global.{cache}.u64 %rd1, [%rd1];" for line in lines) == 32 + 1  # + warm-up
     assert not any(line.lstrip().startswith("//@") or "{CACHE}" in line for line in lines)
-    assert {path for path, _ in module.origins[3:]} == {"ptx/memory_latency.ptx"}
+    assert {path for path, _ in module.origins[3:]} == {"ptx/memory_latency/memory_latency.ptx"}
 
 
 @pytest.mark.parametrize("line", ["//@for X in", "//@repeat", "//@repeat two", "//@forr X in a"])

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuprobe.core.results import Device, Fact, Results
 from gpuprobe.pytest_plugin import assert_fact
-from gpuprobe.results import Device, Fact, Results
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -24,7 +24,7 @@ def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def no_gpu_run() -> subprocess.CompletedProcess[str]:
-    from gpuprobe.gpu import gpu_unavailable_reason
+    from gpuprobe.runner.gpu import gpu_unavailable_reason
 
     if gpu_unavailable_reason() is None:
         pytest.skip("a GPU is present: this checks the behaviour without one")
@@ -39,7 +39,7 @@ def test_without_a_gpu_static_checks_pass_and_measurements_skip_with_the_reason(
 
 
 def test_require_gpu_turns_the_skip_into_a_failure() -> None:
-    from gpuprobe.gpu import gpu_unavailable_reason
+    from gpuprobe.runner.gpu import gpu_unavailable_reason
 
     if gpu_unavailable_reason() is None:
         pytest.skip("a GPU is present: this checks the behaviour without one")
@@ -95,8 +95,8 @@ def test_a_fact_the_arch_cannot_measure_skips_with_the_reason(monkeypatch: pytes
     from pathlib import Path
 
     from gpuprobe import pytest_plugin
-    from gpuprobe.arch import parse_arch
-    from gpuprobe.registry import Probe
+    from gpuprobe.build.registry import Probe
+    from gpuprobe.core.arch import parse_arch
 
     toy = Probe("toy.wide", "toy", "toy_wide", Path("toy.ptx"), (parse_arch("sm_90a"),), ("toy.rate",), "d", ())
     monkeypatch.setattr(pytest_plugin, "all_probes", lambda: (toy,))

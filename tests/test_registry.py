@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.contracts import RULE_KINDS
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.ptxsource import expand
-from gpuprobe.registry import PTX_DIR, REPO_ROOT, Probe, all_probes, find_probe, load_family
+from gpuprobe.build.contracts import RULE_KINDS
+from gpuprobe.build.ptxsource import expand
+from gpuprobe.build.registry import PTX_DIR, REPO_ROOT, Probe, all_probes, find_probe, load_family
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.errors import GpuprobeError
 
 DOTTED_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 ENTRY = re.compile(r"^\s*\.visible\s+\.entry\s+(\w+)\s*\(", re.MULTILINE)
@@ -27,17 +27,17 @@ def entries_of(source: Path) -> list[str]:
 
 
 def test_every_family_file_loads() -> None:
-    tomls = sorted(PTX_DIR.glob("*.toml"))
-    assert tomls, "no families under ptx/"
+    tomls = sorted(PTX_DIR.glob("*/*.toml"))
+    assert tomls, "no families under ptx/<family>/"
     for toml in tomls:
         probes = load_family(toml)
         assert probes, toml
-        assert {p.source for p in probes} == {PTX_DIR / toml.with_suffix(".ptx").name}
+        assert {p.source for p in probes} == {toml.with_suffix(".ptx")}
 
 
 def test_all_probes_is_every_family() -> None:
     probes = all_probes()
-    assert len(probes) == sum(len(load_family(t)) for t in PTX_DIR.glob("*.toml"))
+    assert len(probes) == sum(len(load_family(t)) for t in PTX_DIR.glob("*/*.toml"))
     names = [p.name for p in probes]
     assert len(names) == len(set(names))
 
@@ -275,23 +275,23 @@ def test_wrongly_typed_values_are_one_line_errors(tmp_path: Path, old: str, new:
 
 
 def test_duplicate_names_across_files(tmp_path: Path) -> None:
-    write_family(tmp_path, GOOD_FAMILY, "a_family")
-    write_family(tmp_path, GOOD_FAMILY.replace('family = "toy"', 'family = "toy2"'), "b_family")
+    write_family(tmp_path / "toy", GOOD_FAMILY, "a_family")
+    write_family(tmp_path / "toy2", GOOD_FAMILY.replace('family = "toy"', 'family = "toy2"'), "b_family")
     with pytest.raises(GpuprobeError) as excinfo:
         all_probes.__wrapped__(tmp_path)
     assert str(excinfo.value) == "duplicate probe name(s): toy.first"
 
 
 def test_all_probes_of_a_directory(tmp_path: Path) -> None:
-    write_family(tmp_path, GOOD_FAMILY, "a_family")
+    write_family(tmp_path / "toy", GOOD_FAMILY, "a_family")
     second = GOOD_FAMILY.replace('name = "toy.first"', 'name = "toy.second"')
-    write_family(tmp_path, second, "b_family")
+    write_family(tmp_path / "toy", second, "b_family")
     assert [p.name for p in all_probes.__wrapped__(tmp_path)] == ["toy.first", "toy.second"]
 
 
 def test_all_probes_bad_file_names_it(tmp_path: Path) -> None:
-    write_family(tmp_path, GOOD_FAMILY, "a_family")
-    bad = write_family(tmp_path, "family = [", "b_family")
+    write_family(tmp_path / "toy", GOOD_FAMILY, "a_family")
+    bad = write_family(tmp_path / "toy", "family = [", "b_family")
     with pytest.raises(GpuprobeError) as excinfo:
         all_probes.__wrapped__(tmp_path)
     assert str(excinfo.value).startswith(f"{bad}: ")

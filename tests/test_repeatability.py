@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuprobe.repeatability import render_markdown, repeatability
-from gpuprobe.results import Device, Fact, Results
+from gpuprobe.core.results import Device, Fact, Results
+from gpuprobe.fleet.repeatability import render_markdown, repeatability
 
 DEVICE = Device(name="Simulated GPU", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=50 * 2**20)
 

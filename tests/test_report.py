@@ -14,9 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe import plots, report
-from gpuprobe.results import Device, Fact, ProbeOutcome, Results, load, save
+from gpuprobe.core.numbers import fmt_nums
+from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load, save
+from gpuprobe.families.catalog import sections
+from gpuprobe.families.memory_latency import LATENCY_PLOT
+from gpuprobe.output import factsheet, plots, report
 
+SECTIONS = sections()
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TEST_DPI = 40
 MHZ = 1755.0
@@ -179,7 +183,7 @@ def fake_results(partial: bool = False, with_curves: bool = True) -> Results:
 
 @pytest.fixture(scope="module")
 def markdown() -> str:
-    return report.render_markdown(fake_results(), {report.LATENCY_PLOT_KEY: "latency_vs_footprint.png"})
+    return report.render_markdown(fake_results(), {LATENCY_PLOT.key: "latency_vs_footprint.png"}, sections=SECTIONS)
 
 
 # ---------------------------------------------------------------- gpu_slug
@@ -278,7 +282,7 @@ def test_sections_grouped(markdown: str) -> None:
 def test_unknown_family_goes_to_other_facts() -> None:
     results = fake_results()
     results.facts.append(Fact("zzz.ffma.latency", 4.0, "cycle", probe="zzz.ffma"))
-    md = report.render_markdown(results, {})
+    md = report.render_markdown(results, {}, sections=SECTIONS)
     assert "## Other facts" in md and "| `zzz.ffma.latency` | 4 cyc" in md
 
 
@@ -295,8 +299,8 @@ def test_tables_well_formed(markdown: str) -> None:
 
 
 def test_partial_banner() -> None:
-    full = report.render_markdown(fake_results(partial=False), {})
-    partial = report.render_markdown(fake_results(partial=True), {})
+    full = report.render_markdown(fake_results(partial=False), {}, sections=SECTIONS)
+    partial = report.render_markdown(fake_results(partial=True), {}, sections=SECTIONS)
     assert "PARTIAL RUN" not in full
     assert "PARTIAL RUN" in partial
     assert partial.index("PARTIAL RUN") < partial.index("| GPU |")
@@ -314,23 +318,23 @@ def test_failed_probes_listed(markdown: str) -> None:
 def test_all_probes_ok() -> None:
     results = fake_results()
     results.probes = {k: v for k, v in results.probes.items() if v.status == "ok"}
-    assert "All 2 probes ended ok." in report.render_markdown(results, {})
+    assert "All 2 probes ended ok." in report.render_markdown(results, {}, sections=SECTIONS)
 
 
 def test_round_trip_renders_the_same(tmp_path: Path) -> None:
     results = fake_results(partial=True)
     save(results, tmp_path / "results.json")
-    plot_files = {report.LATENCY_PLOT_KEY: "latency_vs_footprint.png"}
-    assert report.render_markdown(load(tmp_path / "results.json"), plot_files) == report.render_markdown(
-        results, plot_files
-    )
+    plot_files = {LATENCY_PLOT.key: "latency_vs_footprint.png"}
+    assert report.render_markdown(
+        load(tmp_path / "results.json"), plot_files, sections=SECTIONS
+    ) == report.render_markdown(results, plot_files, sections=SECTIONS)
 
 
 # ---------------------------------------------------------------- plots and write_report
 
 
 def test_write_report_writes_sheet_and_png(tmp_path: Path) -> None:
-    paths = report.write_report(fake_results(), tmp_path / "out", dpi=TEST_DPI)
+    paths = factsheet.write_report(fake_results(), tmp_path / "out", dpi=TEST_DPI, sections=SECTIONS)
     sheet, png = tmp_path / "out" / "factsheet.md", tmp_path / "out" / "latency_vs_footprint.png"
     assert paths == [sheet, png]
     assert png.read_bytes().startswith(PNG_SIGNATURE)
@@ -361,7 +365,7 @@ def test_no_latency_series_no_plot_no_link(tmp_path: Path) -> None:
     out.mkdir()
     (out / "latency_vs_footprint.png").write_bytes(PNG_SIGNATURE)  # left by an older run
     assert plots.latency_png(results) is None
-    paths = report.write_report(results, out, dpi=TEST_DPI)
+    paths = factsheet.write_report(results, out, dpi=TEST_DPI, sections=SECTIONS)
     assert paths == [out / "factsheet.md"]
     assert not (out / "latency_vs_footprint.png").exists()
     md = (out / "factsheet.md").read_text(encoding="utf-8")
@@ -390,10 +394,10 @@ def test_fmt_quantity(value: float, unit: str, text: str) -> None:
 
 
 def test_fmt_nums_share_precision() -> None:
-    assert report.fmt_nums([262.4, 261.9, 263.0]) == ["262.4", "261.9", "263.0"]
-    assert report.fmt_nums([2.0, 2.0, 2.0]) == ["2", "2", "2"]
-    assert report.fmt_nums([0.5, 1.25]) == ["0.50", "1.25"]
-    assert report.fmt_nums([123456.7]) == ["123457"]
+    assert fmt_nums([262.4, 261.9, 263.0]) == ["262.4", "261.9", "263.0"]
+    assert fmt_nums([2.0, 2.0, 2.0]) == ["2", "2", "2"]
+    assert fmt_nums([0.5, 1.25]) == ["0.50", "1.25"]
+    assert fmt_nums([123456.7]) == ["123457"]
 
 
 def test_escape_keeps_sass_literal() -> None:
@@ -405,7 +409,7 @@ def test_family_without_facts_says_why() -> None:
     results = fake_results(with_curves=False)
     results.facts = []
     results.probes["memory.latency.global_ca"].status = "violated"
-    md = report.render_markdown(results, {})
+    md = report.render_markdown(results, {}, sections=SECTIONS)
     assert "No facts measured (`memory.latency.global_ca` violated, `memory.latency.global_cg` ok" in md
     assert "**0 facts:** none" in md
 
@@ -428,6 +432,6 @@ def test_throttled_and_shared_verdicts_are_marked() -> None:
         Fact("latency.extra", 5.0, "cycle", probe="x", verdict="throttled"),
         Fact("latency.other", 6.0, "cycle", probe="x", verdict="shared"),
     ]
-    md = report.render_markdown(results, {})
+    md = report.render_markdown(results, {}, sections=SECTIONS)
     assert "| THROTTLED |" in md and "| SHARED |" in md
     assert "1 unstable, 1 throttled, 1 shared, 4 report" in md

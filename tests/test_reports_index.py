@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe import reports_index
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.report import gpu_slug
-from gpuprobe.results import Results, save
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.results import Results, save
+from gpuprobe.output import reports_index
+from gpuprobe.output.report import gpu_slug
 from tests.test_report import fake_results
 
 H100 = "NVIDIA H100 80GB HBM3"

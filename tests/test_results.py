@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.files import write_atomic
-from gpuprobe.results import SCHEMA, SCHEMA_VERSION, Device, Fact, ProbeOutcome, Results, load, save
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import write_atomic
+from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Device, Fact, ProbeOutcome, Results, load, save
 
 DEVICE = Device(name="Simulated GPU", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=50 * 2**20)
 

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe import html_report, invariants, report
+from gpuprobe.core.results import Device, Fact, Results
 from gpuprobe.families import catalog
-from gpuprobe.results import Device, Fact, Results
-from gpuprobe.sections import Plot, Section
+from gpuprobe.judge import invariants
+from gpuprobe.output import factsheet, report
+from gpuprobe.output.sections import Plot, Section
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"toy"
 DEVICE = Device(name="Simulated GPU", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=50 * 2**20)
@@ -27,24 +28,24 @@ def _results() -> Results:
 
 def test_every_family_section_is_on_the_sheet() -> None:
     declared = [s for module in catalog.FAMILIES.values() for s in getattr(module, "SECTIONS", ())]
-    assert all(section in report.FAMILIES for section in declared)
-    titles = [family.title for family in report.FAMILIES]
+    layout = report.sheet_layout(catalog.sections())
+    assert all(section in layout for section in declared)
+    titles = [family.title for family in layout]
     assert titles[0] == "Memory latency" and titles[-1] == "Cross-generation invariants"
 
 
-def test_a_family_plot_is_written_and_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report, "FAMILIES", (*report.FAMILIES, _toy_section(PNG)))
-    paths = report.write_report(_results(), tmp_path)
+def test_a_family_plot_is_written_and_linked(tmp_path: Path) -> None:
+    sections = (*catalog.sections(), _toy_section(PNG))
+    paths = factsheet.write_report(_results(), tmp_path, sections=sections)
     assert tmp_path / "toy_rate.png" in paths and (tmp_path / "toy_rate.png").read_bytes() == PNG
     sheet = (tmp_path / report.FACTSHEET_NAME).read_text(encoding="utf-8")
     assert "## Toy rates" in sheet and "![Toy rates: toy rate vs warps](toy_rate.png)" in sheet
-    assert html_report.plot_images(_results()) == {"toy_rate": PNG}
+    assert factsheet.plot_images(_results(), sections) == {"toy_rate": PNG}
 
 
-def test_a_plot_with_nothing_to_draw_removes_a_stale_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report, "FAMILIES", (*report.FAMILIES, _toy_section(None)))
+def test_a_plot_with_nothing_to_draw_removes_a_stale_one(tmp_path: Path) -> None:
     (tmp_path / "toy_rate.png").write_bytes(PNG)
-    report.write_report(_results(), tmp_path)
+    factsheet.write_report(_results(), tmp_path, sections=(*catalog.sections(), _toy_section(None)))
     assert not (tmp_path / "toy_rate.png").exists()
     assert "toy_rate.png" not in (tmp_path / report.FACTSHEET_NAME).read_text(encoding="utf-8")
 
@@ -56,6 +57,7 @@ def test_family_invariants_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
 
     toy = types.SimpleNamespace(INVARIANTS=(rate_positive,))
     monkeypatch.setattr(catalog, "FAMILIES", {**catalog.FAMILIES, "toy": toy})
-    checks = invariants.check_invariants({"toy.rate": Fact("toy.rate", 2.0, "op/clk/SM")}, DEVICE)
+    family_checks = catalog.invariant_checks()
+    checks = invariants.check_invariants({"toy.rate": Fact("toy.rate", 2.0, "op/clk/SM")}, DEVICE, family_checks)
     assert ("toy.rate_positive", True, "toy.rate = 2.0") in checks
-    assert not [c for c in invariants.check_invariants({}, DEVICE) if c[0] == "toy.rate_positive"]
+    assert not [c for c in invariants.check_invariants({}, DEVICE, family_checks) if c[0] == "toy.rate_positive"]

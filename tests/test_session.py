@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe import session
-from gpuprobe.arch import parse_arch
-from gpuprobe.check import CheckResult
-from gpuprobe.child import file_sha256
-from gpuprobe.expectations import load_all
-from gpuprobe.gpu import LauncherSpec
-from gpuprobe.isolation import ChildPolicy
-from gpuprobe.plan import SMOKE, measured_families
-from gpuprobe.registry import all_probes
-from gpuprobe.results import load
+from gpuprobe.build.check import CheckResult
+from gpuprobe.build.registry import all_probes
+from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.results import load
+from gpuprobe.judge.expectations import load_all
+from gpuprobe.measure import session
+from gpuprobe.measure.child import file_sha256
+from gpuprobe.measure.isolation import ChildPolicy
+from gpuprobe.measure.plan import SMOKE, measured_families
+from gpuprobe.runner.gpu import LauncherSpec
 from tests.fake_gpu import FakeGpu, fast_settings, suite_options
 
 SIMULATED = "Simulated GPU"
@@ -129,8 +129,8 @@ def test_an_interrupted_run_keeps_what_it_measured(tmp_path: Path, monkeypatch) 
 
 
 def test_a_noisy_fact_is_unstable_not_judged() -> None:
-    from gpuprobe.expectations import load_all
-    from gpuprobe.results import Fact
+    from gpuprobe.core.results import Fact
+    from gpuprobe.judge.expectations import load_all
 
     h100 = load_all()["h100_sxm"]
     noisy = Fact("latency.l2", 280.0, "cycle", (200.0, 360.0), [200.0, 280.0, 360.0])

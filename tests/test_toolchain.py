@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe import cache, toolchain
-from gpuprobe.arch import parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.errors import GpuprobeError
-from gpuprobe.ptxsource import combine
-from gpuprobe.toolchain import (
+from gpuprobe.build import toolchain
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.ptxsource import combine
+from gpuprobe.build.toolchain import (
     TOOLKIT_VARIABLE,
     assemble_ptx,
     compile_cuda,
@@ -25,6 +23,9 @@ from gpuprobe.toolchain import (
     locate_tool,
     toolkit_description,
 )
+from gpuprobe.core import cache
+from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.errors import GpuprobeError
 
 SM80 = parse_arch("sm_80")
 SM90A = parse_arch("sm_90a")

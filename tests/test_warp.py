@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.check import check_all, check_probe
+from gpuprobe.build.check import check_all, check_probe
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.registry import PTX_DIR, all_probes, find_probe
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.results import Fact
 from gpuprobe.families import warp
 from gpuprobe.families.differencing import Lengths
-from gpuprobe.plan import family_seconds
-from gpuprobe.registry import PTX_DIR, all_probes, find_probe
-from gpuprobe.results import Fact
+from gpuprobe.measure.plan import family_seconds
 from tests.devices import H200
 from tests.fake_gpu import fake_gpu, measure_family
 from tests.fakes import warp as fake
@@ -168,7 +168,7 @@ def test_every_probe_holds_its_contract_on_every_arch_and_redux_skips_turing() -
 
 
 def _mutated(tmp_path: Path, old: str, new: str, arch: str = "sm_80"):
-    text = (PTX_DIR / "warp.ptx").read_text()
+    text = (PTX_DIR / "warp" / "warp.ptx").read_text()
     assert text.count(old) == 1, old
     path = tmp_path / "warp_mutated.ptx"
     path.write_text(text.replace(old, new))

@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 
 import gpuprobe.families.wgmma as family
-from gpuprobe.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.build import build_ptx
-from gpuprobe.check import check_all, check_probe
+from gpuprobe.build.check import check_all, check_probe
+from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.registry import PTX_DIR, find_probe
+from gpuprobe.build.sass import Listing, apply_compile_log
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.results import Fact, Results
 from gpuprobe.families import wgmma
 from gpuprobe.families.measuring import Kernels
 from gpuprobe.families.wgmma import (
@@ -26,7 +29,7 @@ from gpuprobe.families.wgmma import (
     plan,
     rate_invariants,
 )
-from gpuprobe.families.wgmma_layout import (
+from gpuprobe.families.wgmma.layout import (
     N_VALUES,
     TYPES,
     M,
@@ -38,13 +41,10 @@ from gpuprobe.families.wgmma_layout import (
     layout_bits,
     operand_offset,
 )
-from gpuprobe.families.wgmma_operands import E4M3, decode, encode, make_operands, mismatch
-from gpuprobe.families.wgmma_ptx import Kernel, kernel_text, module_text
-from gpuprobe.gpu import LaunchPathUnavailable
-from gpuprobe.registry import PTX_DIR, find_probe
-from gpuprobe.report import section
-from gpuprobe.results import Fact, Results
-from gpuprobe.sass import Listing, apply_compile_log
+from gpuprobe.families.wgmma.operands import E4M3, decode, encode, make_operands, mismatch
+from gpuprobe.families.wgmma.ptx import Kernel, kernel_text, module_text
+from gpuprobe.output.report import section
+from gpuprobe.runner.gpu import LaunchPathUnavailable
 from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family, ptx_parameters
 from tests.fakes.wgmma import FAST_SETTINGS
@@ -174,7 +174,9 @@ def test_a_wrong_d_is_named_and_a_right_one_passes() -> None:
 
 
 def test_the_committed_ptx_is_what_the_generator_writes() -> None:
-    assert (PTX_DIR / "wgmma.ptx").read_text() == module_text(), "regenerate: python -m gpuprobe.families.wgmma_ptx"
+    assert (PTX_DIR / "wgmma" / "wgmma.ptx").read_text() == module_text(), (
+        "regenerate: python -m gpuprobe.families.wgmma.ptx"
+    )
 
 
 def test_every_declared_probe_has_its_kernel_and_facts_as_measured() -> None:
@@ -239,7 +241,7 @@ def test_the_contract_catches_a_wait_ptxas_injected(tmp_path: Path) -> None:
 
 def test_ptxas_numbered_notes_are_attached_to_their_kernel() -> None:
     listing = Listing("sm_90a", {})
-    from gpuprobe.sass import Kernel as SassKernel
+    from gpuprobe.build.sass import Kernel as SassKernel
 
     listing.kernels["k"] = SassKernel("k")
     log = (
@@ -376,7 +378,7 @@ def test_a_whole_suite_run_on_the_simulated_gpu_stays_small() -> None:
 def test_the_family_fits_its_time_budget_on_an_h100() -> None:
     """Every launch at its most repeats, read back and checked, plus cuBLAS: within 15 s on 132 SMs
     (the GPU's work and the host's read-backs, checks and cuBLAS operands; the runner's per-call and
-    per-probe costs come on top, in gpuprobe.plan)."""
+    per-probe costs come on top, in gpuprobe.measure.plan)."""
     work = plan(Settings(), H100_SXM)
     assert work.gpu_s + work.host_s < 15.0
     greedy = plan(dataclasses.replace(Settings(), throughput_ms=40.0, throughput_repeats=9), H100_SXM)

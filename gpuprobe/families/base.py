@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuprobe.gpu import Launcher
-from gpuprobe.results import Device, Fact, ProbeOutcome
+from gpuprobe.core.results import Device, Fact, ProbeOutcome
+from gpuprobe.runner.gpu import Launcher
 
 
 class ProbeFailure(Exception):
@@ -56,7 +56,7 @@ Probes = Iterator[tuple[str, Callable[[], Measured]]]  # (probe name, run) in me
 class Plan:
     """What measuring a family is expected to cost on a device, counted from its settings (no GPU needed).
 
-    The run's time plan (:mod:`gpuprobe.plan`) turns it into seconds with one cost model for every
+    The run's time plan (:mod:`gpuprobe.measure.plan`) turns it into seconds with one cost model for every
     family: each probe pays two condition snapshots, each launcher call a host round trip, and the
     GPU and host work on top. Count what the settings allow at most (every sample at its most
     repeats), so the plan is an upper bound a real run can be held to.

@@ -1,4 +1,9 @@
-"""The measurement families, by the family name their probes declare in ``ptx/*.toml``."""
+"""The measurement families, by the family name their probes declare in ``ptx/<family>/*.toml``.
+
+This is the one place that knows every family. What the families export as data (the fact sheet's
+``SECTIONS``, the cross-generation ``INVARIANTS``, their probes) is collected here and handed to the
+stages that use it; nothing below the families imports this module.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +27,8 @@ from gpuprobe.families import (
     warp,
     wgmma,
 )
+from gpuprobe.judge.invariants import InvariantCheck
+from gpuprobe.output.sections import Section
 
 # In measuring order (and fact-sheet order): the memory hierarchy, then compute and tensor cores, then
 # warps, synchronisation and launch. The self-test goes first when it runs (--inject-fault), so that
@@ -45,3 +52,18 @@ FAMILIES: dict[str, ModuleType] = {
     "launch": launch,
 }
 OPT_IN = frozenset({"selftest"})  # measured only when asked
+
+
+def sections() -> tuple[Section, ...]:
+    """Every family's fact-sheet sections (``SECTIONS``), in catalog order."""
+    return tuple(section for module in FAMILIES.values() for section in getattr(module, "SECTIONS", ()))
+
+
+def invariant_checks() -> tuple[InvariantCheck, ...]:
+    """Every family's cross-generation invariants (``INVARIANTS``), in catalog order."""
+    return tuple(check for module in FAMILIES.values() for check in getattr(module, "INVARIANTS", ()))
+
+
+def probes_by_family(smoke: bool) -> dict[str, tuple[str, ...]]:
+    """Each family's probes: all of them, or (``smoke``) the cheapest few its smoke stage measures."""
+    return {name: tuple(module.SMOKE.probes if smoke else module.PROBES) for name, module in FAMILIES.items()}

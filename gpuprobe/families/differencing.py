@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpuprobe.core.results import Device
 from gpuprobe.families.base import Plan, ProbeFailure
 from gpuprobe.families.measuring import Stopping, sample_until_stable
 from gpuprobe.families.planning import cycles_s, kernel_runs
-from gpuprobe.results import Device
 
 UNROLL = 32  # operations per loop iteration in every differenced kernel: fixed by their PTX (//@repeat 32)
 

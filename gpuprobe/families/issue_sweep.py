@@ -1,7 +1,7 @@
 """Latency and issue rate from timed chain kernels: the records they write and what they mean.
 
 A chain kernel (ptx/alu*.ptx, ptx/mma*.ptx) runs ``iters`` iterations of an unrolled loop of
-dependent chains and writes every thread's result words, then per warp (ptx/chain_records.ptxinc)
+dependent chains and writes every thread's result words, then per warp (ptx/common/chain_records.ptxinc)
 :data:`TIMING_WORDS` 64-bit words: %clock64 just before and just after the timed loop,
 %globaltimer around those, and the SM id.
 
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuprobe.core.results import Device
 from gpuprobe.families.base import Plan, ProbeFailure
 from gpuprobe.families.measuring import Stopping, clock_mhz, clock_window_ns, sample_until_stable
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, cycles_s, readback_host_s
-from gpuprobe.results import Device
 
 TIMING_WORDS = 5  # per warp, after all threads' results: clock start, clock end, timer start, timer end, SM id
 MIN_CLOCK_WINDOW_NS = clock_window_ns(0.02)  # 50 us: a chain run's clock to 2 %

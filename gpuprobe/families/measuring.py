@@ -5,7 +5,7 @@
   a kernel that did not write every word it must is caught (:data:`POISON`), not read as zero.
 * :func:`sample_until_stable` takes samples until the median is known well enough, the repeats
   run out or the time budget does.
-* :func:`fact` turns samples into a :class:`~gpuprobe.results.Fact` (median and its CI).
+* :func:`fact` turns samples into a :class:`~gpuprobe.core.results.Fact` (median and its CI).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.analysis import median_ci
+from gpuprobe.core.results import Fact
 from gpuprobe.families.base import ProbeFailure
-from gpuprobe.gpu import Launcher
-from gpuprobe.results import Fact
+from gpuprobe.judge.analysis import median_ci
+from gpuprobe.runner.gpu import Launcher
 
 TIMER_TICK_NS = 1000  # how often %globaltimer moves on current GPUs (about 1 us; every 32 ns only under a profiler)
 

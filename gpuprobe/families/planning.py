@@ -6,7 +6,7 @@ measured to take at the level (enough to cover an SM clock somewhat below the no
 reports, which cycles are counted at), half the DRAM peak the device's memory clock and bus allow
 (published reads and writes reach 0.79-0.87 of it), a PCIe Gen4 link for host copies, and NumPy at
 half the speeds measured on the 2-core build machine. The cost model that turns a plan into wall
-seconds (a host round trip per launcher call, the condition snapshots) is :mod:`gpuprobe.plan`'s.
+seconds (a host round trip per launcher call, the condition snapshots) is :mod:`gpuprobe.measure.plan`'s.
 These are guesses, as that model's are, until a real run records planned against actual seconds.
 """
 
@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpuprobe.families.bandwidth_plan import dram_peak_gbps
+from gpuprobe.core.results import Device
 from gpuprobe.families.base import Plan
-from gpuprobe.gpu import HOLD_CYCLES_PER_LAUNCH, HOLD_MAX_CYCLES
-from gpuprobe.results import Device
+from gpuprobe.runner.gpu import HOLD_CYCLES_PER_LAUNCH, HOLD_MAX_CYCLES
 
 KERNEL_RUN_CALLS = 3  # a checked Kernels.run: the poison fill, the launch, the read-back
 MIN_KERNEL_S = 5e-6  # the GPU time of the emptiest launch: its start and its drain
@@ -155,3 +154,15 @@ def kernel_runs(runs: int, gpu_s: float, host_s: float = 0.0) -> Plan:
 def probe(*parts: Plan) -> Plan:
     """One probe: its parts' work, counted as one probe (two condition snapshots)."""
     return sum(parts, Plan(1, 0, 0.0))
+
+
+def dram_peak_gbps(
+    mem_clock_mhz: float | None, mem_bus_bits: int | None, datasheet: dict[str, float]
+) -> tuple[float, str] | None:
+    """The theoretical DRAM bandwidth and where it came from: 2 x clock x bus / 8 (the double data
+    rate CUDA's memory clock is quoted at) when the device reports both, else the datasheet."""
+    if mem_clock_mhz and mem_bus_bits:
+        return 2.0 * mem_clock_mhz * 1e6 * mem_bus_bits / 8 / 1e9, "2 x memory clock x bus width"
+    if "dram_gbps" in datasheet:
+        return float(datasheet["dram_gbps"]), "datasheet"
+    return None

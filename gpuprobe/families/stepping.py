@@ -2,7 +2,7 @@
 
 The measuring child measures each ``run()`` between clock and NVML snapshots and turns a failed
 self-check (:class:`~gpuprobe.families.base.ProbeFailure`) into the outcome "failed"
-(:mod:`gpuprobe.families.conditions`); any other exception (a CUDA error) is its isolation's to record.
+(:mod:`gpuprobe.measure.conditions`); any other exception (a CUDA error) is its isolation's to record.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Simulated atomics kernels (ptx/atomics.ptx) for the simulated GPU.
+"""Simulated atomics kernels (ptx/atomics/atomics.ptx) for the simulated GPU.
 
 The adds really happen on the simulated memory, in an order the simulation picks (a shuffled
 order within each instruction of a warp on one address), so the host's predictions and checks run

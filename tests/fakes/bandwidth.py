@@ -1,7 +1,7 @@
 """The bandwidth kernels on the simulated GPU: their semantics in NumPy, and a plausible timing model.
 
-Semantics follow the PTX (ptx/bandwidth.ptx) address by address, independently of the host's
-predictions in gpuprobe.families.bandwidth_plan: reads sum every loaded word per thread, writes
+Semantics follow the PTX (ptx/bandwidth/bandwidth.ptx) address by address, independently of the host's
+predictions in gpuprobe.families.bandwidth.patterns: reads sum every loaded word per thread, writes
 store the value buffer's bytes, copies copy, and thread 0 of each block writes {start, end, SM} with
 the block on SM ``block % sm_count``. Timing: a launch's bytes over the rate of the level that serves
 it — L2 when the launch touches only bytes the previous launch left in a cache-sized range, else DRAM
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.bandwidth_shapes import Settings
+from gpuprobe.families.bandwidth.shapes import Settings
 
 MIB = 1 << 20
 

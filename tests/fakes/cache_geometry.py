@@ -1,7 +1,7 @@
 """The cache-geometry kernels on the simulated GPU (see tests/fake_gpu.py).
 
 The global chases follow the pointers really written into simulated memory; the constant chase
-follows the .const array parsed from ptx/cache_geometry.ptx itself, so a host prediction that
+follows the .const array parsed from ptx/cache_geometry/cache_geometry.ptx itself, so a host prediction that
 disagrees with the PTX's initializer is caught. Timing model, per load (``Model``): an L1 hit when
 the load's L1 fill unit is the previous load's or when a warm-up lap in the same launch covered a
 chain that fits the L1 (ca kernels); otherwise an L2 hit when its L2 fill unit was written or
@@ -18,10 +18,10 @@ from functools import cache
 
 import numpy as np
 
+from gpuprobe.build.ptxsource import expand
+from gpuprobe.build.registry import PTX_DIR
 from gpuprobe.families.cache_geometry import Settings
 from gpuprobe.families.memory_latency import UNROLL
-from gpuprobe.ptxsource import expand
-from gpuprobe.registry import PTX_DIR
 from tests.fake_gpu import FakeBuffer, FakeGpu, FakeLaunch
 
 KIB, MIB = 2**10, 2**20
@@ -108,11 +108,11 @@ def _chaser(cache_op: str, wide: bool):
 
 @cache
 def const_array() -> np.ndarray:
-    """gp_cg_const as ptx/cache_geometry.ptx initializes it, as 32-bit words."""
-    path = PTX_DIR / "cache_geometry.ptx"
+    """gp_cg_const as ptx/cache_geometry/cache_geometry.ptx initializes it, as 32-bit words."""
+    path = PTX_DIR / "cache_geometry" / "cache_geometry.ptx"
     text = "\n".join(expand(path.read_text(), str(path)).lines)
     match = re.search(r"\.const\s+\.align\s+\d+\s+\.u32\s+gp_cg_const\[(\d+)\]\s*=\s*\{([^}]*)\}", text)
-    assert match, "gp_cg_const is not initialized in ptx/cache_geometry.ptx"
+    assert match, "gp_cg_const is not initialized in ptx/cache_geometry/cache_geometry.ptx"
     values = [int(v) for v in match.group(2).replace("\n", " ").split(",") if v.strip()]
     array = np.zeros(int(match.group(1)), dtype=np.uint32)
     array[: len(values)] = values

@@ -1,4 +1,4 @@
-"""What a simulated chain kernel writes (see ptx/chain_records.ptxinc): every thread's result words,
+"""What a simulated chain kernel writes (see ptx/common/chain_records.ptxinc): every thread's result words,
 then each warp's timing record, from its lane 0. Shared by the ALU and mma simulations.
 
 Blocks go to SMs as a real block scheduler may send them: one per SM mostly, but in a share

@@ -1,4 +1,4 @@
-"""Simulated L2-partition kernel (ptx/l2_partition.ptx) for the simulated GPU.
+"""Simulated L2-partition kernel (ptx/l2_partition/l2_partition.ptx) for the simulated GPU.
 
 The chase follows the pointers really written in the simulated memory. Each launch places its
 blocks on the SMs in a random order (one per SM), and the SMs' ids (%smid) are not 0 to SM count - 1

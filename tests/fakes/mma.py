@@ -1,7 +1,7 @@
 """The mma.sync chain kernels on the simulated GPU: D = C + A B in NumPy, time from a model.
 
 Each lane's fragments are decoded from the buffer the host uploaded (the PTX ISA layouts of
-gpuprobe.families.mma_fragments, whose positions tests/test_mma.py checks against the ISA's
+gpuprobe.families.mma.fragments, whose positions tests/test_mma.py checks against the ISA's
 figures), A, B and C are assembled, and every lane writes the sum of its 8 chains, each at
 C + A B, encoded in the accumulator type. Time per iteration on an SM is the larger of the chain
 bound (16 / ILP dependent mma at the variant's latency) and the issue bound (the SM's
@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from gpuprobe.families.mma import Settings
-from gpuprobe.families.mma_fragments import (
+from gpuprobe.families.mma.fragments import (
     CHAINS,
     LANES,
     MMA_PER_ITERATION,
@@ -30,7 +30,7 @@ from gpuprobe.families.mma_fragments import (
     c_positions,
     decode,
 )
-from gpuprobe.families.mma_numerics import NUMERIC_VARIANTS
+from gpuprobe.families.mma.numerics import NUMERIC_VARIANTS
 from tests.fakes.chain_output import place_blocks, warps_on_sm, write
 
 FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=100_000)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuprobe.families.wgmma import Settings
-from gpuprobe.families.wgmma_layout import (
+from gpuprobe.families.wgmma.layout import (
     K_BYTES,
     WARPGROUP,
     M,
@@ -22,8 +22,8 @@ from gpuprobe.families.wgmma_layout import (
     d_fragment_index,
     operand_offset,
 )
-from gpuprobe.families.wgmma_operands import decode
-from gpuprobe.families.wgmma_ptx import Kernel, kernels
+from gpuprobe.families.wgmma.operands import decode
+from gpuprobe.families.wgmma.ptx import Kernel, kernels
 from tests.fake_timer import at_launch
 
 # Settings for a whole-suite run on the simulated GPU (132 SMs, 8 blocks an SM by its occupancy

@@ -14,7 +14,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from gpuprobe.results import load
+from gpuprobe.core.results import load
 
 EXPECTED = {"env.txt", "device-check.log", "smoke-results.json", "first-contact.md", "results.json", "factsheet.md",
             "plots.tar"}  # fmt: skip

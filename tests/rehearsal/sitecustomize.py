@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 
 if os.environ.get("GPUPROBE_REHEARSAL") == "1":
-    import gpuprobe.gpu
+    import gpuprobe.runner.gpu
     from tests.fake_gpu import FaultyGpu, open_fake, suite_options
 
     OPTIONS = suite_options(name="Rehearsal GPU", faults={"gp_launch_stamp": "hang"})
 
-    gpuprobe.gpu.gpu_unavailable_reason = lambda: None
-    gpuprobe.gpu.device_identity = lambda device_index=0: FaultyGpu(**OPTIONS).device()
-    gpuprobe.gpu.CupyLauncher = lambda cubin, device_index=0: open_fake(cubin, device_index, **OPTIONS)
+    gpuprobe.runner.gpu.gpu_unavailable_reason = lambda: None
+    gpuprobe.runner.gpu.device_identity = lambda device_index=0: FaultyGpu(**OPTIONS).device()
+    gpuprobe.runner.gpu.CupyLauncher = lambda cubin, device_index=0: open_fake(cubin, device_index, **OPTIONS)

@@ -1,0 +1,1 @@
+"""Source to checked cubin, on the CPU only: PTX expansion, the toolchain, SASS parsing, contracts, the check."""

@@ -1,0 +1,324 @@
+"""SASS contracts: what a probe's compiled code must look like, checked rule by rule.
+
+A contract is data (declared next to the probe's source, see :mod:`gpuprobe.build.registry`): a list
+of rules, each naming a region of the kernel and a property of the instructions in it. Regions:
+
+* ``kernel`` — every instruction;
+* ``timed`` — the instructions between the first and the last clock read;
+* ``timed_loop`` — the single innermost loop inside ``timed`` (a contract violation if there
+  is not exactly one);
+* ``timed_outside_loop`` — ``timed`` less ``timed_loop``: what the clock reads time besides the loop.
+
+Rule kinds:
+
+* ``forbid`` — no instruction whose opcode matches ``opcode``;
+* ``count`` — the number of instructions matching ``opcode`` is ``count`` (or within min/max);
+* ``only`` — every instruction matches ``opcode`` (an allow-list: nothing unannounced);
+* ``only_memory`` — every memory instruction matches ``opcode`` (nothing else touches memory);
+* ``clock_bracket`` — exactly ``reads`` clock reads, and ``loops`` loops between the first
+  and the last (the clock reads bracket the loop, and no clock read sits inside it);
+* ``dependent_chain`` — each instruction matching ``opcode`` is unpredicated and takes its
+  address from the register the previous one loaded (and, in a loop, the first from the last),
+  with nothing writing that register in between: a serial chase the hardware cannot overlap;
+* ``control_off_chain`` — no instruction other than those matching ``opcode`` reads a register
+  they load: the loop control never waits for the chain, so it issues in the loads' shadow;
+* ``no_local`` — no stack frame and no spills;
+* ``no_compile_notes`` — ptxas said nothing numbered about the kernel (``(C7515) ... wgmma.mma_async
+  instructions are serialized``, ``(C7517) wgmma.wait_group is injected``): it compiled as written.
+
+Opcode patterns are full-match regular expressions over the whole mnemonic as nvdisasm prints
+it, modifiers included (``LDG\\.E\\.64\\.STRONG\\.GPU``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuprobe.build.sass import Instruction, Kernel, Loop
+from gpuprobe.core.errors import GpuprobeError
+
+MEMORY_OPCODES = frozenset(
+    {
+        "LD", "LDG", "LDS", "LDL", "LDC", "ULDC", "LDSM", "LDGSTS", "LDGDEPBAR", "LDTRAM",
+        "ST", "STG", "STS", "STL", "STSM",
+        "ATOM", "ATOMG", "ATOMS", "RED", "REDG", "REDAS",
+        "TEX", "TLD", "TLD4", "TXQ", "SULD", "SUST", "SUATOM", "SURED", "CCTL", "CCTLL",
+        "UBLKCP", "UBLKRED", "UBLKPF", "UTMALDG", "UTMASTG", "UTMAPF", "UTMAREDG", "UTMACCTL",
+        "LDCU", "LDGMC", "STAS", "LDTM", "STTM", "SYNCS", "MEMBAR", "FENCE", "ERRBAR",
+    }
+)  # fmt: skip
+
+_TEXT_FIELDS = frozenset({"rule", "region", "opcode", "why"})
+RULE_KINDS = (
+    "forbid",
+    "count",
+    "only",
+    "only_memory",
+    "clock_bracket",
+    "dependent_chain",
+    "control_off_chain",
+    "no_local",
+    "no_compile_notes",
+)
+REGIONS = ("kernel", "timed", "timed_loop", "timed_outside_loop")
+CLOCK_OPERAND = re.compile(r"SR_CLOCKLO")
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str
+    region: str = "kernel"
+    opcode: str | None = None
+    count: int | None = None
+    min: int | None = None
+    max: int | None = None
+    reads: int = 2
+    loops: int = 1
+    why: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str) -> Rule:
+        unknown = set(data) - ({"rule"} | set(cls.__dataclass_fields__) - {"kind"})
+        if unknown:
+            raise GpuprobeError(f"{where}: unknown contract key(s) {sorted(unknown)}")
+        kind = data.get("rule")
+        if kind not in RULE_KINDS:
+            raise GpuprobeError(f"{where}: unknown contract rule {kind!r}; known: {', '.join(RULE_KINDS)}")
+        for key, value in data.items():
+            expected = str if key in _TEXT_FIELDS else int
+            if type(value) is not expected:  # bool is an int to isinstance, and never meant here
+                raise GpuprobeError(f"{where}: {key!r} must be {'a string' if expected is str else 'an integer'}")
+        rule = cls(kind=kind, **{k: v for k, v in data.items() if k != "rule"})
+        if rule.region not in REGIONS:
+            raise GpuprobeError(f"{where}: unknown region {rule.region!r}; known: {', '.join(REGIONS)}")
+        if (
+            kind in ("forbid", "count", "only", "only_memory", "dependent_chain", "control_off_chain")
+            and not rule.opcode
+        ):
+            raise GpuprobeError(f"{where}: rule {kind!r} needs an opcode pattern")
+        if rule.opcode:
+            try:
+                re.compile(rule.opcode)
+            except re.error as exc:
+                raise GpuprobeError(f"{where}: bad opcode pattern {rule.opcode!r}: {exc}") from None
+        if kind == "count" and rule.count is None and rule.min is None and rule.max is None:
+            raise GpuprobeError(f"{where}: rule 'count' needs count, min or max")
+        return rule
+
+    def describe(self) -> str:
+        if self.kind == "count":
+            bound = f"== {self.count}" if self.count is not None else f"in [{self.min}, {self.max}]"
+            return f"count {self.opcode} in {self.region} {bound}"
+        if self.kind == "clock_bracket":
+            return f"{self.reads} clock reads bracketing {self.loops} loop(s)"
+        if self.kind == "no_local":
+            return "no local memory (stack frame, spills)"
+        if self.kind == "no_compile_notes":
+            return "no numbered ptxas notes (serialization, injected waits)"
+        return f"{self.kind} {self.opcode} in {self.region}"
+
+
+@dataclass
+class Violation:
+    rule: str
+    message: str
+    lines: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        shown = "".join(f"\n    {line}" for line in self.lines[:12])
+        more = f"\n    ... {len(self.lines) - 12} more" if len(self.lines) > 12 else ""
+        return f"rule '{self.rule}' violated: {self.message}{shown}{more}"
+
+
+def _sass_line(ins: Instruction) -> str:
+    return f"/*{ins.offset:04x}*/ {ins.text()} ;"
+
+
+def clock_reads(kernel: Kernel) -> list[Instruction]:
+    return [ins for ins in kernel.instructions if any(CLOCK_OPERAND.search(op) for op in ins.operands)]
+
+
+def _innermost(loops: list[Loop]) -> list[Loop]:
+    return [a for a in loops if not any(b is not a and a.start <= b.start and b.end <= a.end for b in loops)]
+
+
+def timed_loops(kernel: Kernel) -> list[Loop]:
+    reads = clock_reads(kernel)
+    if len(reads) < 2:
+        return []
+    first, last = reads[0].offset, reads[-1].offset
+    return _innermost([loop for loop in kernel.loops if first < loop.start and loop.end < last])
+
+
+class _RegionError(Exception):
+    pass
+
+
+def region_instructions(kernel: Kernel, region: str) -> tuple[list[Instruction], bool]:
+    """The instructions of a region, and whether the region is a loop (for chains that wrap)."""
+    if region == "kernel":
+        return kernel.instructions, False
+    reads = clock_reads(kernel)
+    if len(reads) < 2:
+        raise _RegionError(f"region {region!r} needs two clock reads, found {len(reads)}")
+    timed = kernel.between(reads[0].offset + 1, reads[-1].offset - 1)
+    if region == "timed":
+        return timed, False
+    loops = timed_loops(kernel)
+    if len(loops) != 1:
+        raise _RegionError(f"region {region!r} needs exactly one loop between the clock reads, found {len(loops)}")
+    if region == "timed_outside_loop":
+        return [ins for ins in timed if not loops[0].contains(ins.offset)], False
+    return kernel.between(loops[0].start, loops[0].end), True
+
+
+def _matching(instructions: list[Instruction], pattern: str) -> list[Instruction]:
+    compiled = re.compile(pattern)
+    return [ins for ins in instructions if compiled.fullmatch(ins.opcode)]
+
+
+_ADDRESS_REGISTER = re.compile(r"\[(U?R\d+)")
+_REGISTER = re.compile(r"\b(U?R)(\d+)\b")
+
+
+def _address_register(ins: Instruction) -> str | None:
+    for operand in ins.operands[1:]:
+        groups = _ADDRESS_REGISTER.findall(operand)
+        if groups:
+            return groups[-1]
+    return None
+
+
+def _registers(operand: str, width: int = 1) -> set[str]:
+    """The registers an operand names, a wide one (``R2`` of a 64-bit value) with its pair."""
+    named = set()
+    for prefix, number in _REGISTER.findall(operand):
+        if number != "Z":
+            named.update(f"{prefix}{int(number) + k}" for k in range(width))
+    return named
+
+
+def _width(ins: Instruction) -> int:
+    """Registers per value the instruction moves: 2 for .64, 4 for .128, else 1."""
+    return {"64": 2, "128": 4}.get(next((m for m in ins.opcode.split(".") if m in ("64", "128")), ""), 1)
+
+
+def _writes(ins: Instruction) -> set[str]:
+    """Registers an instruction writes: its first operand, when that is a register."""
+    if not ins.operands or "[" in ins.operands[0]:
+        return set()
+    return _registers(ins.operands[0], _width(ins))
+
+
+def _check_chain(region: list[Instruction], loads: list[Instruction], wraps: bool) -> list[Instruction]:
+    """Loads that are predicated, or whose address is not the previous load's value, untouched since."""
+    broken = [load for load in loads if load.predicate]
+    pairs = list(itertools.pairwise(loads))
+    if wraps and len(loads) > 1:
+        pairs.append((loads[-1], loads[0]))
+    for previous, current in pairs:
+        address = _address_register(current)
+        if address != previous.operands[0]:
+            broken.append(current)
+            continue
+        wide = 2 if any(".64]" in op for op in current.operands[1:]) else 1
+        if any(_registers(address, wide) & _writes(i) for i in _between(region, previous, current)):
+            broken.append(current)
+    return sorted(set(broken), key=lambda i: i.offset)
+
+
+def _between(region: list[Instruction], first: Instruction, second: Instruction) -> list[Instruction]:
+    """What runs after ``first`` and before ``second``; in a loop, ``second`` may come round again."""
+    if second.offset > first.offset:
+        return [i for i in region if first.offset < i.offset < second.offset]
+    return [i for i in region if i.offset > first.offset or i.offset < second.offset]
+
+
+def _readers_of_chain(region: list[Instruction], loads: list[Instruction]) -> list[Instruction]:
+    """Instructions, other than the loads, that read a register the loads write."""
+    loaded = set().union(*(_writes(load) for load in loads)) if loads else set()
+    readers = []
+    for ins in (i for i in region if i not in loads):
+        sources = ins.operands[1:] if _writes(ins) else ins.operands
+        if any(_registers(op) & loaded for op in sources):
+            readers.append(ins)
+    return readers
+
+
+def check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
+    try:
+        return _check_rule(kernel, rule)
+    except _RegionError as exc:
+        return Violation(rule.describe(), str(exc))
+
+
+def _check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
+    name = rule.describe()
+    if rule.kind == "no_local":
+        if kernel.local_bytes is None:
+            return Violation(name, "the stack size is unknown (recursion or an indirect call)")
+        local = kernel.local_bytes
+        spills = (kernel.spill_store_bytes or 0) + (kernel.spill_load_bytes or 0)
+        if local or spills:
+            return Violation(name, f"stack frame {local} bytes, spills {spills} bytes")
+        return None
+    if rule.kind == "no_compile_notes":
+        if kernel.compile_notes:
+            return Violation(
+                name, f"ptxas changed what was written ({len(kernel.compile_notes)} note(s))", kernel.compile_notes
+            )
+        return None
+    if rule.kind == "clock_bracket":
+        return _check_bracket(kernel, rule)
+    instructions, wraps = region_instructions(kernel, rule.region)
+    assert rule.opcode is not None
+    matching = _matching(instructions, rule.opcode)
+    if rule.kind == "forbid" and matching:
+        return Violation(name, f"{len(matching)} forbidden instruction(s)", [_sass_line(i) for i in matching])
+    if rule.kind == "count":
+        low = rule.count if rule.count is not None else rule.min
+        high = rule.count if rule.count is not None else rule.max
+        if (low is not None and len(matching) < low) or (high is not None and len(matching) > high):
+            shown = matching or instructions
+            return Violation(name, f"found {len(matching)}", [_sass_line(i) for i in shown])
+    if rule.kind == "only_memory":
+        others = [i for i in instructions if i.base in MEMORY_OPCODES and i not in matching]
+        if others:
+            return Violation(name, f"{len(others)} other memory instruction(s)", [_sass_line(i) for i in others])
+    if rule.kind == "only":
+        others = [i for i in instructions if i not in matching]
+        if others:
+            return Violation(name, f"{len(others)} instruction(s) not allowed here", [_sass_line(i) for i in others])
+    if rule.kind == "control_off_chain":
+        readers = _readers_of_chain(instructions, matching)
+        if readers:
+            return Violation(
+                name, f"{len(readers)} instruction(s) wait for the chain", [_sass_line(i) for i in readers]
+            )
+    if rule.kind == "dependent_chain":
+        broken = _check_chain(instructions, matching, wraps)
+        if broken or not matching:
+            message = "no such instructions" if not matching else f"{len(broken)} load(s) not fed by the previous one"
+            return Violation(name, message, [_sass_line(i) for i in broken])
+    return None
+
+
+def _check_bracket(kernel: Kernel, rule: Rule) -> Violation | None:
+    reads = clock_reads(kernel)
+    lines = [_sass_line(i) for i in reads]
+    if len(reads) != rule.reads:
+        return Violation(rule.describe(), f"found {len(reads)} clock reads", lines)
+    loops = timed_loops(kernel)
+    if len(loops) != rule.loops:
+        return Violation(rule.describe(), f"found {len(loops)} loop(s) between the clock reads", lines)
+    inside = [i for i in reads if any(loop.contains(i.offset) for loop in kernel.loops)]
+    if inside:
+        return Violation(rule.describe(), "a clock read sits inside a loop", [_sass_line(i) for i in inside])
+    return None
+
+
+def check(kernel: Kernel, rules: list[Rule]) -> list[Violation]:
+    return [v for v in (check_rule(kernel, rule) for rule in rules) if v is not None]

@@ -1,0 +1,53 @@
+"""Building the probe module for an arch: one cubin holding every probe that targets it.
+
+All PTX families for an arch are combined into one module, assembled once, disassembled once and
+(on a GPU) loaded once: the cubin that is inspected is the cubin that runs. If the combined module
+does not assemble, each family is assembled alone so the error names the file that broke.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuprobe.build.ptxsource import combine, entry_parameters
+from gpuprobe.build.registry import REPO_ROOT, Probe
+from gpuprobe.build.sass import Listing, apply_compile_log, read_cubin
+from gpuprobe.build.toolchain import assemble_ptx
+from gpuprobe.core.arch import Arch
+from gpuprobe.core.errors import GpuprobeError
+
+
+@dataclass(frozen=True)
+class BuiltModule:
+    arch: Arch
+    cubin: Path
+    listing: Listing
+    sources: tuple[Path, ...]
+    parameters: dict[str, list[tuple[str, str]]]  # kernel -> [(PTX type, name)], to check launches against
+
+
+def _sources(probes: list[Probe] | tuple[Probe, ...], arch: Arch) -> list[Path]:
+    return sorted({p.source for p in probes if p.supports(arch)})
+
+
+def build_ptx(sources: list[Path], arch: Arch) -> BuiltModule:
+    """Assemble PTX sources into one cubin for ``arch`` and read its SASS."""
+    module = combine(sources, arch, REPO_ROOT)
+    try:
+        compiled = assemble_ptx(module.text, arch, f"probes-{arch}", module.origins)
+    except GpuprobeError:
+        if len(sources) > 1:
+            for source in sources:  # find the family that broke, for a precise message
+                build_ptx([source], arch)
+        raise
+    listing = read_cubin(compiled.cubin)
+    apply_compile_log(listing, compiled.log)
+    return BuiltModule(arch, compiled.cubin, listing, tuple(sources), entry_parameters(module.text))
+
+
+def build_for(probes: list[Probe] | tuple[Probe, ...], arch: Arch) -> BuiltModule:
+    sources = _sources(probes, arch)
+    if not sources:
+        raise GpuprobeError(f"no probe targets {arch}")
+    return build_ptx(sources, arch)

@@ -1,0 +1,193 @@
+"""Reading hand-written PTX: two comment directives, and combining files into one module.
+
+PTX has no macros, and a pointer chase unrolled 32 times, once per cache operator, would be
+copy-paste. Two directives, written as PTX comments so the file stays readable as PTX, expand
+it instead:
+
+* ``//@repeat N`` repeats the next line N times;
+* ``//@for NAME in v1 v2 ...`` ... ``//@endfor`` repeats the block once per value, with
+  ``{NAME}`` replaced by the value; ``//@for A:B in a1:b1 a2:b2`` binds several names at once,
+  one colon-separated tuple per repetition (names that vary together, such as an instruction and
+  its register type, or an ILP and the register each unrolled slot uses). Placeholders are
+  replaced outer loop first, so a value may itself hold an inner loop's placeholder (a register
+  list ``{%d{S}_0,%d{S}_1}`` whose chain ``S`` an inner loop picks); and an inner ``//@for``'s
+  values may use the enclosing loops' names (``//@for S in 0 {R1} {R2}``);
+* ``//@include NAME`` expands the file NAME (a path relative to the probe file's folder, e.g.
+  ``../common/chain_records.ptxinc``) in place, with the
+  enclosing loops' names bound: one kernel template, instantiated by several probe files whose
+  archs differ (PTX itself has no include).
+
+Every expanded line remembers the file and line it came from, so ptxas's errors point at the
+source that was written, not at the expansion. All probe files for one arch are combined into
+one module (one cubin per arch: assembled, inspected and loaded once); their ``.version``,
+``.target`` and ``.address_size`` lines are replaced by one header for the arch being built.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuprobe.core.arch import Arch
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import read_text
+
+Origin = tuple[str, int]  # (file, 1-based line)
+
+_REPEAT = re.compile(r"^\s*//@repeat\s+(\d+)\s*$")
+_FOR = re.compile(r"^\s*//@for\s+(\w+(?::\w+)*)\s+in\s+(.+?)\s*$")
+_ENDFOR = re.compile(r"^\s*//@endfor\s*$")
+_INCLUDE = re.compile(r"^\s*//@include\s+([\w./-]+)\s*$")
+MAX_INCLUDE_DEPTH = 4
+_DIRECTIVE = re.compile(r"^\s*//@")
+_HEADER = re.compile(r"^\s*\.(version|target|address_size)\b")
+_VERSION = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Expanded:
+    lines: list[str]
+    origins: list[Origin]
+
+
+def expand(text: str, path: str, directory: Path | None = None) -> Expanded:
+    """Apply ``//@repeat``, ``//@for`` and ``//@include`` (from ``directory``, by default the
+    directory of ``path``) to a PTX file, keeping each line's origin."""
+    directory = directory if directory is not None else Path(path).parent
+    lines = text.splitlines()
+    out: list[str] = []
+    origins: list[Origin] = []
+    _expand_block(lines, 0, len(lines), {}, _Where(path, directory), out, origins)
+    return Expanded(out, origins)
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The file being expanded (as shown in messages), where its includes are, and how deep."""
+
+    path: str
+    directory: Path
+    depth: int = 0
+
+    def __str__(self) -> str:
+        return self.path
+
+
+def _include(
+    name: str, bindings: dict[str, str], where: _Where, line: int, out: list[str], origins: list[Origin]
+) -> None:
+    if where.depth >= MAX_INCLUDE_DEPTH:
+        raise GpuprobeError(f"{where}:{line}: //@include {name}: includes nested too deep")
+    source = where.directory / name
+    if not source.is_file():
+        raise GpuprobeError(f"{where}:{line}: //@include {name}: no such file beside it")
+    lines = read_text(source).splitlines()
+    inner = _Where(str(Path(where.path).parent / name), where.directory, where.depth + 1)
+    _expand_block(lines, 0, len(lines), bindings, inner, out, origins)
+
+
+def _block_end(lines: list[str], start: int, path: str) -> int:
+    depth = 1
+    for index in range(start, len(lines)):
+        if _FOR.match(lines[index]):
+            depth += 1
+        elif _ENDFOR.match(lines[index]):
+            depth -= 1
+            if depth == 0:
+                return index
+    raise GpuprobeError(f"{path}:{start}: //@for without //@endfor")
+
+
+def _substitute(line: str, bindings: dict[str, str]) -> str:
+    for name, value in bindings.items():
+        line = line.replace("{" + name + "}", value)
+    return line
+
+
+def _expand_block(
+    lines: list[str],
+    start: int,
+    stop: int,
+    bindings: dict[str, str],
+    path: _Where,
+    out: list[str],
+    origins: list[Origin],
+) -> None:
+    index = start
+    while index < stop:
+        line = lines[index]
+        repeat = 1
+        if match := _REPEAT.match(line):
+            repeat = int(match.group(1))
+            index += 1
+            if index >= stop or any(p.match(lines[index]) for p in (_REPEAT, _FOR, _ENDFOR)):
+                raise GpuprobeError(f"{path}:{index}: //@repeat must be followed by the PTX line to repeat")
+            line = lines[index]
+        if match := _FOR.match(line):
+            end = _block_end(lines, index + 1, path)
+            names = match.group(1).split(":")
+            for value in _substitute(match.group(2), bindings).split():
+                values = value.split(":") if len(names) > 1 else [value]
+                if len(values) != len(names):
+                    raise GpuprobeError(
+                        f"{path}:{index + 1}: //@for {match.group(1)}: {value!r} is not {len(names)} values"
+                    )
+                inner = {**bindings, **dict(zip(names, values, strict=True))}
+                _expand_block(lines, index + 1, end, inner, path, out, origins)
+            index = end + 1
+            continue
+        if match := _INCLUDE.match(line):
+            _include(match.group(1), bindings, path, index + 1, out, origins)
+            index += 1
+            continue
+        if _ENDFOR.match(line):
+            raise GpuprobeError(f"{path}:{index + 1}: //@endfor without //@for")
+        if _DIRECTIVE.match(line):
+            raise GpuprobeError(f"{path}:{index + 1}: malformed directive {line.strip()!r}")
+        for _ in range(repeat):
+            out.append(_substitute(line, bindings))
+            origins.append((path.path, index + 1))
+        index += 1
+
+
+_ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)")
+_PARAM = re.compile(r"\.param\s+\.(\w+)\s+(\w+)")
+
+
+def entry_parameters(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Each kernel's parameters, in order, as (PTX type, name): ``{"k": [("u64", "out")]}``."""
+    return {name: _PARAM.findall(params) for name, params in _ENTRY.findall(text)}
+
+
+def ptx_version(text: str, path: str) -> tuple[int, int]:
+    for line in text.splitlines():
+        if match := _VERSION.match(line):
+            return int(match.group(1)), int(match.group(2))
+    raise GpuprobeError(f"{path}: no .version directive")
+
+
+@dataclass(frozen=True)
+class Module:
+    """PTX text ready for ptxas, and where each of its lines came from."""
+
+    text: str
+    origins: list[Origin]
+
+
+def combine(files: list[Path], arch: Arch, root: Path | None = None) -> Module:
+    """Expand and join PTX files into one module targeting ``arch``."""
+    if not files:
+        raise GpuprobeError(f"no PTX sources to build for {arch}")
+    texts = {path: read_text(path) for path in files}
+    shown = {p: str(p.relative_to(root)) if root and p.is_relative_to(root) else str(p) for p in files}
+    major, minor = max(ptx_version(texts[p], shown[p]) for p in files)
+    lines = [f".version {major}.{minor}", f".target {arch.name}", ".address_size 64"]
+    origins: list[Origin] = [("<header>", 1), ("<header>", 2), ("<header>", 3)]
+    for path in files:
+        expanded = expand(texts[path], shown[path], path.parent)
+        for line, origin in zip(expanded.lines, expanded.origins, strict=True):
+            if not _HEADER.match(line):
+                lines.append(line)
+                origins.append(origin)
+    return Module("\n".join(lines) + "\n", origins)

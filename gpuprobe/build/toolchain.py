@@ -1,0 +1,333 @@
+"""Finding and running the CUDA compiler pieces: ptxas, nvdisasm, cuobjdump and NVRTC.
+
+Search order for each tool: ``GPUPROBE_TOOLKIT`` if set (it wins over everything and never falls
+back), then the PyPI wheels (through ``cuda.pathfinder``), then ``CUDA_HOME`` / ``CUDA_PATH``, then
+``PATH``. NVRTC is a library loaded by ``cuda.bindings`` and is not chosen this way; the probes are
+PTX, built by ptxas alone. Every compile and disassembly is cached by content
+(:mod:`gpuprobe.core.cache`), keyed by the tool's version and path, so a warm check runs no tool.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuprobe.core.arch import Arch
+from gpuprobe.core.cache import cached_file, content_key
+from gpuprobe.core.errors import GpuprobeError
+
+TOOLKIT_VARIABLE = "GPUPROBE_TOOLKIT"
+
+_INSTALL_HINT = {
+    "ptxas": "nvidia-cuda-nvcc",
+    "nvdisasm": "nvidia-cuda-nvdisasm",
+    "cuobjdump": "nvidia-cuda-cuobjdump",
+}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A located CUDA binary utility and which step of the search found it."""
+
+    name: str
+    path: Path
+    found_by: str  # GPUPROBE_TOOLKIT, cuda.pathfinder, CUDA_HOME, CUDA_PATH or PATH
+
+
+def _in_directory(directory: Path, name: str) -> Path | None:
+    """``name`` directly in ``directory`` or in its ``bin/``, if either is a file."""
+    for candidate in (directory / name, directory / "bin" / name):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _from_override(name: str, value: str) -> Path:
+    """The tool from the first directory of ``GPUPROBE_TOOLKIT`` that has it; anything else is an error.
+
+    The override is what the user chose, so it never falls back to another toolkit: a directory that
+    does not exist, or a list in which no directory has the tool, is a one-line error. A list may
+    name a ptxas from one place and an nvdisasm from another.
+    """
+    directories = [Path(part) for part in value.split(os.pathsep) if part]
+    for directory in directories:
+        if not directory.is_dir():
+            raise GpuprobeError(f"{TOOLKIT_VARIABLE} names {directory}, which is not a directory")
+    for directory in directories:
+        found = _in_directory(directory, name)
+        if found:
+            return found
+    where = ", ".join(str(d) for d in directories)
+    raise GpuprobeError(f"{name} not found in {TOOLKIT_VARIABLE} ({where}): looked for {name} and bin/{name} in each")
+
+
+@functools.cache
+def locate_tool(name: str) -> Tool:
+    """Locate a CUDA binary utility, or raise a one-line error saying how to get it.
+
+    ``GPUPROBE_TOOLKIT`` (directories separated by ``os.pathsep``, each searched for the tool
+    directly and in its ``bin/``) wins over everything; then the PyPI wheels through
+    ``cuda.pathfinder``, ``CUDA_HOME`` / ``CUDA_PATH``, and ``PATH``. The path is resolved (no
+    symbolic links), so that it names the file that runs.
+    """
+    path, found_by = _search(name)
+    return Tool(name, path.resolve(), found_by)
+
+
+def _search(name: str) -> tuple[Path, str]:
+    override = os.environ.get(TOOLKIT_VARIABLE)
+    if override:  # empty means unset, as for GPUPROBE_CACHE
+        return _from_override(name, override), TOOLKIT_VARIABLE
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+
+        found = find_nvidia_binary_utility(name)
+        if found:
+            return Path(found), "cuda.pathfinder"
+    except ImportError:
+        pass
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(var)
+        if root and (Path(root) / "bin" / name).is_file():
+            return Path(root) / "bin" / name, var
+    on_path = shutil.which(name)
+    if on_path:
+        return Path(on_path), "PATH"
+    hint = _INSTALL_HINT.get(name, "the CUDA toolkit")
+    raise GpuprobeError(
+        f"{name} not found: pip install {hint}, or set {TOOLKIT_VARIABLE} (or CUDA_HOME) to a CUDA toolkit"
+    )
+
+
+def find_tool(name: str) -> Path:
+    """The path of a CUDA binary utility (see :func:`locate_tool` for the search order)."""
+    return locate_tool(name).path
+
+
+def tool_version(name: str) -> str:
+    """The tool's release line, e.g. ``Cuda compilation tools, release 13.5, V13.5.37``."""
+    if name == "nvrtc":
+        major, minor = _nvrtc_version()
+        return f"NVRTC {major}.{minor}"
+    return _version_line(find_tool(name), name)
+
+
+@functools.cache
+def _version_line(path: Path, name: str) -> str:
+    """What ``path --version`` says, cached by the tool's path (never by its name alone)."""
+    out = _run([str(path), "--version"], name).stdout
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    release = [line for line in lines if "release" in line]
+    if not lines:
+        raise GpuprobeError(f"{path} --version printed nothing: is it a CUDA {name}?")
+    return release[-1] if release else lines[-1]
+
+
+_EXACT_VERSION = re.compile(r"\bV\d+(?:\.\d+)+\b")
+
+
+def _describe_tool(name: str) -> str:
+    """``ptxas V13.0.88 (/usr/local/cuda/bin/ptxas, found by PATH)``: exact version, file, search step.
+
+    A tool whose release line has no ``V<major>.<minor>.<patch>`` is named by the whole line.
+    """
+    tool = locate_tool(name)
+    line = tool_version(name)
+    exact = _EXACT_VERSION.search(line)
+    return f"{name} {exact[0] if exact else line} ({tool.path}, found by {tool.found_by})"
+
+
+def toolkit_description() -> str:
+    """One line naming the tools that compiled and inspected the probes (for results files)."""
+    return "; ".join(_describe_tool(name) for name in ("ptxas", "nvdisasm"))
+
+
+def _run(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(args, capture_output=True, text=True, check=False, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise GpuprobeError(f"{what}: {Path(args[0]).name} timed out") from None
+    except OSError as exc:
+        raise GpuprobeError(f"{what}: cannot run {args[0]} ({exc.strerror or exc})") from None
+
+
+# ---------------------------------------------------------------- PTX ----------
+
+_PTXAS_DIAG = re.compile(
+    r"^ptxas\s+(?P<file>.+?), line (?P<line>\d+); (?P<kind>error|warning|fatal)\s*:\s*(?P<msg>.*)$"
+)
+
+
+def _locate(line: int, origins: list[tuple[str, int]], fallback: str) -> str:
+    if 1 <= line <= len(origins):
+        path, path_line = origins[line - 1]
+        return f"{path}:{path_line}"
+    return f"{fallback}:{line}"
+
+
+def _ptxas_error(stderr: str, origins: list[tuple[str, int]], name: str, arch: Arch) -> GpuprobeError:
+    """Turn ptxas's diagnostics into one line: the first error at its original file and line."""
+    errors = []
+    for raw in stderr.splitlines():
+        match = _PTXAS_DIAG.match(raw.strip())
+        if match and match["kind"] in ("error", "fatal"):
+            errors.append(f"{_locate(int(match['line']), origins, name)}: ptxas error: {match['msg'].strip()}")
+    if not errors:
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        errors = [f"{name}: ptxas failed: {lines[0] if lines else 'no message'}"]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return GpuprobeError(f"{errors[0]} [{arch}]{more}")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A cubin on disk (in the cache) and the compiler's resource report."""
+
+    cubin: Path
+    log: str
+
+
+def _with_log(key: str, log: str, cubin: bytes) -> bytes:
+    """Cache the compiler's report before its cubin, so that a cached cubin always has its report."""
+    cached_file(key, ".log", log.encode)
+    return cubin
+
+
+def _compiled(key: str, produce: Callable[[], bytes]) -> Compiled:
+    cubin = cached_file(key, ".cubin", produce)
+    log = cubin.with_suffix(".log")
+    if not log.is_file():  # a cubin cached by an older gpuprobe, without its report: compile again
+        cubin.unlink()
+        cubin = cached_file(key, ".cubin", produce)
+    return Compiled(cubin=cubin, log=log.read_text())
+
+
+def assemble_ptx(ptx: str, arch: Arch, name: str, origins: list[tuple[str, int]] | None = None) -> Compiled:
+    """Assemble PTX text for ``arch`` with ptxas -v; errors name the original file and line."""
+    ptxas = find_tool("ptxas")
+    options = ["-v", f"-arch={arch.name}", "-O3"]
+    key = content_key("ptxas", str(ptxas), tool_version("ptxas"), " ".join(options), ptx)
+
+    def produce() -> bytes:
+        with tempfile.TemporaryDirectory(prefix="gpuprobe-") as tmp:
+            src, out = Path(tmp) / "input.ptx", Path(tmp) / "output.cubin"
+            src.write_text(ptx)
+            proc = _run([str(ptxas), *options, str(src), "-o", str(out)], name)
+            if proc.returncode != 0:
+                raise _ptxas_error(proc.stderr, origins or [], name, arch)
+            return _with_log(key, proc.stdout + proc.stderr, out.read_bytes())
+
+    return _compiled(key, produce)
+
+
+# ---------------------------------------------------------------- NVRTC --------
+
+
+@functools.cache
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        raise GpuprobeError("NVRTC not available: pip install cuda-bindings nvidia-cuda-nvrtc") from None
+    return nvrtc
+
+
+def _nvrtc_version() -> tuple[int, int]:
+    result, major, minor = _nvrtc().nvrtcVersion()
+    _nvrtc_check(result, "nvrtcVersion")
+    return int(major), int(minor)
+
+
+@functools.cache
+def _cuda_include_dirs() -> tuple[str, ...]:
+    dirs: list[str] = []
+    try:
+        from cuda.pathfinder import locate_nvidia_header_directory
+
+        located = locate_nvidia_header_directory("cudart")
+        if located is not None:
+            dirs.append(str(located.abs_path))
+    except (ImportError, Exception):  # pathfinder raises its own types when nothing is found
+        pass
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(var)
+        if root and (Path(root) / "include").is_dir():
+            dirs.append(str(Path(root) / "include"))
+    return tuple(dict.fromkeys(dirs))
+
+
+def _nvrtc_check(result, what: str) -> None:
+    if int(result) != 0:
+        raise GpuprobeError(f"{what}: NVRTC error {result}")
+
+
+def compile_cuda(source: str, arch: Arch, name: str) -> Compiled:
+    """Compile CUDA C++ to a cubin for ``arch`` with NVRTC (ptxas -v report kept as the log)."""
+    options = [
+        f"--gpu-architecture={arch.name}",
+        "-std=c++17",
+        "-default-device",
+        "--ptxas-options=-v",
+        *(f"--include-path={d}" for d in _cuda_include_dirs()),
+    ]
+    key = content_key("nvrtc", tool_version("nvrtc"), " ".join(options), source)
+
+    def produce() -> bytes:
+        nvrtc = _nvrtc()
+        err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+        _nvrtc_check(err, name)
+        try:
+            (result,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
+            log = _nvrtc_log(nvrtc, prog)
+            if int(result) != 0:
+                first = next((line for line in log.splitlines() if "error" in line), log.strip()[:200])
+                raise GpuprobeError(f"{first.strip()} [{arch}]")
+            err, size = nvrtc.nvrtcGetCUBINSize(prog)
+            _nvrtc_check(err, name)
+            buffer = b" " * size
+            (err,) = nvrtc.nvrtcGetCUBIN(prog, buffer)
+            _nvrtc_check(err, name)
+            return _with_log(key, log, buffer)
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+
+    return _compiled(key, produce)
+
+
+def _nvrtc_log(nvrtc, prog) -> str:
+    result, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    _nvrtc_check(result, "nvrtcGetProgramLogSize")
+    buffer = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buffer)
+    return buffer.rstrip(b"\x00").decode(errors="replace")
+
+
+# ---------------------------------------------------------------- disassembly --
+
+
+def disassemble(cubin: Path) -> str:
+    """nvdisasm's full listing of a cubin (code, resource attributes, shared sections), cached."""
+    nvdisasm = find_tool("nvdisasm")
+    try:
+        data = Path(cubin).read_bytes()
+    except FileNotFoundError:
+        raise GpuprobeError(f"{cubin}: no such file") from None
+    if not data.startswith(b"\x7fELF"):
+        raise GpuprobeError(f"{cubin}: not a cubin (no ELF header)")
+    key = content_key("nvdisasm", str(nvdisasm), tool_version("nvdisasm"), data)
+
+    def produce() -> bytes:
+        proc = _run([str(nvdisasm), str(cubin)], str(cubin))
+        if proc.returncode != 0:
+            message = (proc.stderr.strip().splitlines() or ["no message"])[0]
+            raise GpuprobeError(f"{cubin}: nvdisasm cannot read it: {message}")
+        return proc.stdout.encode()
+
+    return cached_file(key, ".sass", produce).read_text()

@@ -1,0 +1,1 @@
+"""What every stage shares: errors, atomic files, the cache, arch names and the results schema."""

@@ -1,0 +1,37 @@
+"""Reading and writing the files users hand gpuprobe: one-line errors in, atomic writes out."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from gpuprobe.core.errors import GpuprobeError
+
+
+def read_text(path: Path | str) -> str:
+    """The file's text, or a one-line GpuprobeError saying why it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise GpuprobeError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise GpuprobeError(f"{path}: cannot read (not UTF-8 text)") from None
+    except OSError as exc:
+        raise GpuprobeError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def write_atomic(path: Path, content: str | bytes) -> None:
+    """Write ``content`` (text as UTF-8) to ``path`` so that readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)  # a published report, not a secret (mkstemp creates 0600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content.encode("utf-8") if isinstance(content, str) else content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,277 @@
+"""The results file: one run's device identity, facts and raw series, versioned and atomic.
+
+Schema (``SCHEMA_VERSION``; files of every version from 1 are read)::
+
+    {"schema": "gpuprobe.core.results", "schema_version": 2,
+     "created": ISO-8601 UTC, "partial": bool, "stage": "full"|"smoke",
+     "device": {...Device fields...},
+     "clocks": {"sm_mhz_measured": float|None, "samples": [...], "nvml_before": {...}|None, ...},
+     "environment": {"device_record": {...NVML...}|None, "software": {...versions...}},     (2)
+     "build": {"arch": str, "cubin": str, "cubin_sha256": str, "toolkit": str},            (2)
+     "families": {family: {"planned_s": float, "actual_s": float|None, "probes": int,
+                           "ended": "measured"|"deadline"|"not_started"}},                 (2)
+     "probes": {probe_name: {"status": "ok"|"failed"|"crashed"|"timeout"|"violated"|"skipped"
+                                       |"error"|"not_run",
+                             "detail": str, "series": {name: {column: [values...]}},
+                             "conditions": {...}, "flight": [launcher calls...]}},         (flight: 2)
+     "facts": [...Fact fields...]}
+
+Facts carry their raw samples so that reports and comparisons can recompute their noise. A probe that
+crashed, timed out or failed its self-check carries ``flight``: the last launcher calls its measuring
+process made (see :mod:`gpuprobe.runner.flight`), so a failure seen once on a GPU can be diagnosed without one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import read_text, write_atomic
+
+SCHEMA = "gpuprobe.core.results"
+SCHEMA_VERSION = 2
+
+# "throttled" and "shared": measured while the GPU was throttling or had other tenants, even after a
+# retry; such a fact is recorded but not judged.
+DISTURBED_VERDICTS = ("throttled", "shared")
+VERDICTS = ("pass", "fail", "warn", "report", "unstable", "not_run", *DISTURBED_VERDICTS)
+
+
+def _probe_status(probe: str, status: Any) -> str:
+    if status not in PROBE_STATUSES:
+        raise ValueError(f"probe {probe!r} has unknown status {status!r}")
+    return str(status)
+
+
+def _check_expectation(fact_id: str, expectation: Any) -> None:
+    """The expectation a fact was judged against: None, or bounds (numbers or None) and texts."""
+    if expectation is None:
+        return
+    if not isinstance(expectation, dict):
+        raise ValueError(f"fact {fact_id!r} has an expectation that is not a table")
+    for key, value in expectation.items():
+        numeric = key in ("low", "high")
+        ok = (value is None or isinstance(value, int | float)) if numeric else isinstance(value, str)
+        if not ok or isinstance(value, bool):
+            raise ValueError(f"fact {fact_id!r}: expectation {key!r} is {type(value).__name__}")
+
+
+@dataclass
+class Fact:
+    """One measured fact with a stable dotted id (e.g. ``latency.l2``)."""
+
+    id: str
+    value: float | None
+    unit: str
+    ci: tuple[float, float] | None = None
+    samples: list[float] = field(default_factory=list)
+    converted: dict[str, float] = field(default_factory=dict)  # e.g. {"ns": 12.3}
+    probe: str = ""
+    expectation: dict[str, Any] | None = None
+    verdict: str = "report"
+    detail: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fact:
+        ci = data.get("ci")
+        if ci is not None and len(ci) != 2:
+            raise ValueError(f"fact {data['id']!r} has a confidence interval of {len(ci)} values, not 2")
+        _check_expectation(data["id"], data.get("expectation"))
+        verdict = str(data.get("verdict", "report"))
+        if verdict not in VERDICTS:
+            raise ValueError(f"fact {data['id']!r} has unknown verdict {verdict!r}")
+        return cls(
+            id=str(data["id"]),
+            value=None if data.get("value") is None else float(data["value"]),
+            unit=str(data["unit"]),
+            ci=None if ci is None else (float(ci[0]), float(ci[1])),
+            samples=[float(s) for s in data.get("samples", [])],
+            converted={str(k): float(v) for k, v in data.get("converted", {}).items()},
+            probe=str(data.get("probe", "")),
+            expectation=data.get("expectation"),
+            verdict=verdict,
+            detail=str(data.get("detail", "")),
+        )
+
+
+@dataclass
+class Device:
+    """What the device says about itself, plus the software that measured it."""
+
+    name: str
+    cc: str  # "9.0"
+    arch: str  # "sm_90"
+    sm_count: int
+    l2_bytes: int
+    sm_clock_nominal_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    mem_bus_bits: int | None = None
+    mem_bytes: int | None = None
+    shared_per_sm_bytes: int | None = None
+    shared_per_block_optin_bytes: int | None = None
+    driver: str = ""
+    cuda_runtime: str = ""
+    toolkit: str = ""
+    uuid: str = ""
+    hostname: str = ""  # the node that measured (see gpuprobe.fleet.runs.placement)
+    gpu_index: int | None = None  # the GPU's index on that node, as nvidia-smi numbers it
+    cuda_visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES as the measuring process saw it; None: unset
+    memory_type: str = ""  # from the GPU model's datasheet (gpuprobe/expectations); CUDA does not report it
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Device:
+        """The device of a results file; a field of the wrong type is a ValueError naming it."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for name, value in fields.items():
+            kinds = _DEVICE_FIELD_TYPES[name]
+            if not isinstance(value, kinds) or isinstance(value, bool):
+                raise ValueError(f"device field {name!r} is {type(value).__name__}, not {kinds[0].__name__}")
+        return cls(**fields)
+
+
+_TEXT, _INT, _NUMBER = (str,), (int,), (int, float)
+_DEVICE_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "name": _TEXT, "cc": _TEXT, "arch": _TEXT, "sm_count": _INT, "l2_bytes": _INT,
+    "sm_clock_nominal_mhz": (*_NUMBER, type(None)), "mem_clock_mhz": (*_NUMBER, type(None)),
+    "mem_bus_bits": (int, type(None)), "mem_bytes": (int, type(None)), "shared_per_sm_bytes": (int, type(None)),
+    "shared_per_block_optin_bytes": (int, type(None)), "driver": _TEXT, "cuda_runtime": _TEXT, "toolkit": _TEXT,
+    "uuid": _TEXT, "hostname": _TEXT, "gpu_index": (int, type(None)), "cuda_visible_devices": (str, type(None)),
+    "memory_type": _TEXT,
+}  # fmt: skip
+
+# "not_run": the probe could have run but the run ended first (its deadline), with the reason in the detail.
+PROBE_STATUSES = ("ok", "failed", "crashed", "timeout", "violated", "skipped", "error", "not_run")
+
+
+@dataclass
+class ProbeOutcome:
+    """How one probe ended, the raw series it measured (for plots), and the conditions it ran under.
+
+    ``conditions`` holds what was read just before and after the measurement: the SM clock from
+    the device's own timers (``sm_mhz_before`` / ``sm_mhz_after``) and NVML's readings
+    (``nvml_before`` / ``nvml_after``), plus ``attempts`` when it had to be retried. ``flight``: the
+    measuring process's last launcher calls, kept when the probe crashed, timed out or failed.
+    """
+
+    status: str
+    detail: str = ""
+    series: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    conditions: dict[str, Any] = field(default_factory=dict)
+    flight: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, probe: str, data: dict[str, Any]) -> ProbeOutcome:
+        """A probe's outcome as a results file (or a measuring process) spells it; a bad field is a ValueError."""
+        flight = data.get("flight", [])
+        if not isinstance(flight, list) or not all(isinstance(call, dict) for call in flight):
+            raise ValueError(f"probe {probe!r} has a flight record that is not a list of calls")
+        return cls(
+            status=_probe_status(probe, data["status"]),
+            detail=str(data.get("detail", "")),
+            series=dict(data.get("series", {})),
+            conditions=dict(data.get("conditions", {})),
+            flight=list(flight),
+        )
+
+
+@dataclass
+class Results:
+    device: Device
+    facts: list[Fact] = field(default_factory=list)
+    probes: dict[str, ProbeOutcome] = field(default_factory=dict)
+    clocks: dict[str, Any] = field(default_factory=dict)
+    partial: bool = True
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    stage: str = (
+        "full"  # "smoke": a first-contact run, each family's cheapest probes once (see gpuprobe.measure.session)
+    )
+    environment: dict[str, Any] = field(default_factory=dict)  # the NVML device record, software versions
+    build: dict[str, Any] = field(default_factory=dict)  # the cubin measured: arch, path, sha256, toolkit
+    families: dict[str, dict[str, Any]] = field(default_factory=dict)  # per family: planned and actual seconds
+
+    def fact(self, fact_id: str) -> Fact | None:
+        return next((f for f in self.facts if f.id == fact_id), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "created": self.created,
+            "partial": self.partial,
+            "stage": self.stage,
+            "device": asdict(self.device),
+            "clocks": self.clocks,
+            "environment": self.environment,
+            "build": self.build,
+            "families": self.families,
+            "probes": {name: asdict(p) for name, p in self.probes.items()},
+            "facts": [asdict(f) for f in self.facts],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "results") -> Results:
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise GpuprobeError(f"{source}: not a gpuprobe results file")
+        version = data.get("schema_version")
+        if not isinstance(version, int):
+            raise GpuprobeError(f"{source}: results file has no schema_version")
+        if version > SCHEMA_VERSION:
+            raise GpuprobeError(
+                f"{source}: results schema {version} is newer than this gpuprobe reads "
+                f"({SCHEMA_VERSION}); upgrade gpuprobe"
+            )
+        if version < 1:
+            raise GpuprobeError(f"{source}: results schema {version} is not supported")
+        try:
+            return cls(
+                device=Device.from_dict(data["device"]),
+                facts=[Fact.from_dict(f) for f in data.get("facts", [])],
+                probes={str(n): ProbeOutcome.from_dict(str(n), p) for n, p in data.get("probes", {}).items()},
+                clocks=dict(data.get("clocks", {})),
+                partial=bool(data.get("partial", False)),
+                created=str(data.get("created", "")),
+                stage=_stage(data.get("stage", "full")),
+                environment=dict(data.get("environment", {})),
+                build=dict(data.get("build", {})),
+                families={str(k): dict(v) for k, v in data.get("families", {}).items()},
+            )
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise GpuprobeError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None
+
+
+STAGES = ("full", "smoke")
+
+
+def _stage(value: Any) -> str:
+    if value not in STAGES:
+        raise ValueError(f"unknown stage {value!r}")
+    return str(value)
+
+
+def strict_json(value: Any) -> Any:
+    """NaN and infinities have no JSON spelling: store them as null rather than lose the file."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def save(results: Results, path: Path) -> None:
+    write_atomic(path, json.dumps(strict_json(results.to_dict()), indent=1, allow_nan=False) + "\n")
+
+
+def load(path: Path) -> Results:
+    text = read_text(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GpuprobeError(f"{path}: corrupt results file (not JSON: {exc.msg} at line {exc.lineno})") from None
+    return Results.from_dict(data, source=str(path))

@@ -1,0 +1,565 @@
+"""The async-copy family: cp.async (sm_80+), bulk copies and distributed shared memory (sm_90+).
+
+Latencies come from serial chases, each step's address the data the previous step brought in:
+
+* ``async.cp_async.latency.{ca,cg}`` — cp.async of a node into shared memory, wait, read it;
+* ``async.bulk.latency`` — a bulk copy of a whole node (256 B .. 32 KiB) completing an mbarrier;
+* ``async.dsmem.latency`` — loads through the cluster window, from the peer block or the own one.
+
+A sample is a short and a long timed chase continuing the same chain, and the latency per step is
+their difference over the steps between, so every once-per-region cost cancels; every launch checks
+that the chase ended on the node the host predicts. The long chases also read the global timer, so
+their cycles over nanoseconds give the SM clock the cycles are converted at.
+
+Throughputs come from full grids timed with events, as the extra bytes over the extra time of a
+long and a short run; every kernel adds up the words it moved and the host checks the sums:
+
+* ``async.cp_async.bandwidth`` / ``async.plain_copy.bandwidth`` — global to shared by cp.async and
+  through registers, from a source of 4 L2 sizes (DRAM) and from one that fits half the L2;
+* ``async.bulk.bandwidth`` — bulk copies vs size and copies in flight per block, from DRAM;
+* ``async.dsmem.bandwidth`` — loads from the peer block's shared memory and from the own block's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.chain import random_cycle
+from gpuprobe.families.chase import OUT_WORDS, Chase, latencies_plan, memory_chase, node_of
+from gpuprobe.families.measuring import Kernels, Stopping, fact, require_counts, sample_until_stable
+from gpuprobe.families.planning import (
+    L2_STEP_CYCLES,
+    NO_WORK,
+    combined,
+    compare_host_s,
+    cycles_s,
+    dram_s,
+    generate_host_s,
+    kernel_runs,
+    link_s,
+    probe,
+    resident_blocks,
+    sum_host_s,
+)
+from gpuprobe.families.stepping import runs
+from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
+from gpuprobe.output.sections import Plot, Section
+from gpuprobe.runner.gpu import Launcher
+
+PROBES = [
+    "async_copy.cp_async.latency.ca",
+    "async_copy.cp_async.latency.cg",
+    "async_copy.cp_async.bandwidth",
+    "async_copy.plain_copy.bandwidth",
+    "async_copy.bulk.latency",
+    "async_copy.bulk.bandwidth",
+    "async_copy.dsmem.latency",
+    "async_copy.dsmem.bandwidth",
+]
+MIB = 1 << 20
+STREAM_CHUNK_BYTES = 64  # bytes per thread per iteration of the streaming kernels: four 16-byte chunks
+BULK_STATIC_SHARED = 64  # the bulk kernels' static shared memory: 8 mbarriers
+BULK_STAGING_KNOWN_TO_FIT = 48 * 1024  # a block's dynamic shared memory without opting in, when the device says nothing
+
+
+@dataclass(frozen=True)
+class Settings:
+    chase_nodes: int = 64  # a small, warmed cycle: the copies hit the cache the operator names
+    chase_stride: int = 128
+    short_iterations: int = 32  # timed iterations of the cp.async and DSM chases (16 and 32 steps each):
+    long_iterations: int = 480  # a long chase of ~400k cycles or more reads the SM clock to 1 %
+    bulk_sizes: tuple[int, ...] = (256, 1024, 4096, 16384, 32768)  # as ptx/async_copy/async_copy_sm90.toml's facts
+    bulk_iterations: tuple[int, int] = (64, 1000)  # bulk chase steps, short and long (one per iteration)
+    dsm_nodes: int = 256
+    dsm_stride: int = 32
+    dsm_threads: int = 128
+    stream_threads: int = 256
+    dram_l2_multiple: float = 4.0  # the DRAM source, in L2 sizes,
+    dram_min_bytes: int = 64 * MIB  # and at least this
+    dram_passes: tuple[int, int] = (1, 4)  # short and long runs over the DRAM source
+    l2_passes: tuple[int, int] = (16, 160)  # and over the L2-sized one
+    bulk_points: tuple[tuple[int, int], ...] = ((1024, 8), (4096, 4), (4096, 8), (16384, 2), (16384, 4), (32768, 4))
+    bulk_threads: int = 128
+    dsm_stream_threads: int = 512
+    dsm_iterations: tuple[int, int] = (64, 320)
+    min_repeats: int = 3
+    max_repeats: int = 7
+    target_noise: float = 0.01
+    budget_s: float = 0.3  # the most time sampling one measurement
+    seed: int = 20240902
+
+    def __post_init__(self) -> None:
+        counts = ("chase_nodes", "short_iterations", "dsm_nodes", "stream_threads", "bulk_threads",
+                  "dsm_stream_threads", "min_repeats")  # fmt: skip
+        require_counts(self, counts)
+        pairs = {"short/long_iterations": (self.short_iterations, self.long_iterations),
+                 "bulk_iterations": tuple(self.bulk_iterations), "dram_passes": tuple(self.dram_passes),
+                 "l2_passes": tuple(self.l2_passes), "dsm_iterations": tuple(self.dsm_iterations)}  # fmt: skip
+        for name, (short, long) in pairs.items():
+            if not 1 <= short < long:
+                raise ValueError(f"Settings.{name}: need 1 <= short < long, got {short}, {long}")
+        for size, stages in self.bulk_points:
+            if size % 16 or not 1 <= stages <= 8:
+                raise ValueError(f"Settings.bulk_points: ({size}, {stages}) needs a multiple of 16 bytes, 1..8 stages")
+        if any(size % 16 or size < 16 for size in self.bulk_sizes):
+            raise ValueError("Settings.bulk_sizes: bulk copies move multiples of 16 bytes")
+        if self.max_repeats < self.min_repeats or self.dsm_stride % 8 or self.chase_stride % 16:
+            raise ValueError("Settings: max_repeats >= min_repeats, strides of whole 8- (dsm) and 16-byte words")
+
+    def stopping(self) -> Stopping:
+        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.budget_s)
+
+
+def rate_gbps(extra_bytes: float, short_ms: float, long_ms: float) -> float:
+    """The extra bytes of a long run over its extra time, GB/s."""
+    if not long_ms > short_ms:
+        raise ProbeFailure(f"the long run took {long_ms:.4f} ms, no longer than the short one ({short_ms:.4f} ms)")
+    return extra_bytes / ((long_ms - short_ms) * 1e-3) / 1e9
+
+
+def neighbour_sums(sums: np.ndarray) -> np.ndarray:
+    """What each thread of the global->shared stream reports: its warp neighbour's (lane ^ 1) sum."""
+    return sums[np.arange(len(sums)) ^ 1]
+
+
+def bulk_block_sums(copy_sums: np.ndarray, blocks: int, steps: int) -> np.ndarray:
+    """Per block of the bulk stream, the sum of its chunks: block b takes (b + k x blocks) mod chunks."""
+    index = (np.arange(blocks)[:, None] + np.arange(steps)[None, :] * blocks) % len(copy_sums)
+    return copy_sums[index].sum(axis=1, dtype=np.uint64)
+
+
+def dsm_thread_sums(threads: int, rank_read: int) -> np.ndarray:
+    """Per thread of the DSM stream, one iteration's sum of the four chunks it reads of block ``rank_read``."""
+    return stream_sums(chunk_sums(pattern(threads * 16, rank_read)), threads)
+
+
+def dram_source_bytes(settings: Settings, device: Device) -> int:
+    """The DRAM streams' source: ``dram_l2_multiple`` L2 sizes, at least ``dram_min_bytes``."""
+    return max(settings.dram_min_bytes, int(settings.dram_l2_multiple * device.l2_bytes))
+
+
+def copy_shape(settings: Settings, device: Device, grid: int, level: str) -> tuple[int, int, tuple[int, int]]:
+    """The global->shared stream from ``level`` ("dram" or "l2") on a full ``grid``: the grid it runs
+    (cut, for the L2, so its source fits half the L2), iterations per thread, (short, long) passes."""
+    s, shared = settings, settings.stream_threads * STREAM_CHUNK_BYTES
+    if level == "dram":
+        iterations = max(1, round(dram_source_bytes(s, device) / (grid * shared)))
+        return grid, iterations, s.dram_passes
+    return max(1, min(grid, device.l2_bytes // 2 // shared)), 1, s.l2_passes  # one iteration per thread
+
+
+def bulk_shape(nbytes: int, size: int, stages: int, grid: int) -> tuple[int, int]:
+    """The bulk stream's copies in its source of about ``nbytes``, and steps per block of its short run
+    (the long run, twice as many, is one pass)."""
+    chunks = nbytes // size
+    return chunks, max(2 * stages, chunks // grid // 2)
+
+
+@dataclass
+class _Context:
+    launcher: Launcher
+    parameters: dict[str, list[tuple[str, str]]]
+    device: Device
+    settings: Settings
+    out: Any = None
+    out_words: int = 0
+    source_buffer: Any = None  # the pattern, as large as the largest stream asked for so far
+    source_chunks: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))  # its chunks' sums
+    scratch: Any = None  # twice the L2, written through to flush it
+
+    @property
+    def kernels(self) -> Kernels:
+        return Kernels(self.launcher, self.parameters)
+
+    def output(self, words: int) -> Any:
+        """The output buffer, at least ``words`` 64-bit words (grown when needed)."""
+        if self.out_words < words:
+            self.out, self.out_words = self.launcher.alloc(words * 8), words
+        return self.out
+
+    def source(self, nbytes: int) -> tuple[Any, np.ndarray]:
+        """A device buffer starting with ``nbytes`` of the pattern, and the sums of those bytes' 16-byte
+        chunks. One source serves every stream (a smaller pattern is a larger one's first words): it is
+        made again only for a stream larger than any before."""
+        if len(self.source_chunks) * 16 < nbytes:
+            words = pattern(nbytes // 4)
+            self.source_buffer, self.source_chunks = self.launcher.upload(words), chunk_sums(words)
+        return self.source_buffer, self.source_chunks[: nbytes // 16]
+
+    def l2_flush(self) -> Callable[[], None]:
+        """Flushing the L2: a write through a scratch buffer of twice its size evicts what it held."""
+        if self.scratch is None:
+            self.scratch = self.launcher.alloc(2 * self.device.l2_bytes)
+        return lambda: self.launcher.fill(self.scratch, 0)
+
+    def grid(self, kernel: str, threads: int, shared: int) -> int:
+        """Blocks filling every SM with as many blocks of ``kernel`` as fit."""
+        per_sm = self.launcher.max_active_blocks(kernel, threads, shared)
+        if per_sm < 1:
+            raise ProbeFailure(
+                f"{kernel}: no block of {threads} threads with {shared} bytes of shared memory fits an SM"
+            )
+        return self.device.sm_count * per_sm
+
+
+# ---- chases ----------------------------------------------------------------------------------
+
+
+def _global_chase(ctx: _Context, kernel: str, stride: int, unroll: int, extra: list[object], shared: int) -> Chase:
+    """A chase through a fresh random cycle in global memory, one node every ``stride`` bytes."""
+    s = ctx.settings
+    chain = random_cycle(s.chase_nodes, s.seed + stride)
+    buffer = ctx.launcher.alloc(s.chase_nodes * stride)
+    ctx.launcher.write_chain(buffer, chain.successor, stride)
+    address, out = ctx.launcher.address(buffer), ctx.output(OUT_WORDS)
+    return memory_chase(ctx.kernels, kernel, address, chain, stride, unroll, out, extra, shared)
+
+
+def measure_cp_async_latency(ctx: _Context, probe: str) -> Measured:
+    cache = probe.rsplit(".", 1)[1]
+    s = ctx.settings
+    chase = _global_chase(ctx, f"gp_ac_cp_async_chase_{cache}", s.chase_stride, 16, [], 0)
+    samples = chase.latencies(s.short_iterations, s.long_iterations, s.stopping())
+    result = fact(f"async.cp_async.{cache}.latency", samples, "cycle", probe, chase.mhz)
+    return Measured(probe, ProbeOutcome("ok", _clock_note(chase.mhz)), [result])
+
+
+def measure_bulk_latency(ctx: _Context, probe: str) -> Measured:
+    s = ctx.settings
+    facts: list[Fact] = []
+    mhz: list[float] = []
+    for size in sorted(s.bulk_sizes):
+        chase = _global_chase(ctx, "gp_ac_bulk_chase", size, 1, [np.uint32(size)], size)
+        samples = chase.latencies(*s.bulk_iterations, s.stopping())
+        mhz += chase.clock_mhz
+        facts.append(fact(f"async.bulk.latency.{size}", samples, "cycle", probe, chase.mhz))
+    series = {
+        "latency": {"size_bytes": [float(x) for x in sorted(s.bulk_sizes)], "latency_cycles": [f.value for f in facts]}
+    }
+    clock = float(np.median(mhz)) if mhz else None
+    return Measured(probe, ProbeOutcome("ok", _clock_note(clock), series), facts)
+
+
+def _dsm_chase(ctx: _Context, target: int) -> Chase:
+    """A chase through a fresh random cycle in the shared memory of cluster rank ``target``."""
+    s, kernel = ctx.settings, "gp_ac_dsm_chase"
+    chain = random_cycle(s.dsm_nodes, s.seed + target)
+    successors = ctx.launcher.upload((chain.successor * s.dsm_stride).astype(np.uint32))
+    out, shared = ctx.output(OUT_WORDS), s.dsm_nodes * s.dsm_stride
+
+    def launch(start: int, warm: int, iterations: int) -> np.ndarray:
+        fixed = [successors, np.uint32(s.dsm_nodes), np.uint32(s.dsm_stride), np.uint32(start), np.uint32(target)]
+        args = [*fixed, np.uint32(warm), np.uint32(iterations), out]
+        return ctx.kernels.run(kernel, args, out, OUT_WORDS, grid=2, block=s.dsm_threads, shared=shared)
+
+    return Chase(chain, launch, lambda end: node_of(end, s.dsm_stride, s.dsm_nodes, kernel), 32, kernel)
+
+
+def measure_dsm_latency(ctx: _Context, probe: str) -> Measured:
+    s = ctx.settings
+    facts = []
+    for target, where in ((1, "peer"), (0, "own")):
+        chase = _dsm_chase(ctx, target)
+        samples = chase.latencies(s.short_iterations, s.long_iterations, s.stopping())
+        facts.append(fact(f"dsmem.latency.{where}", samples, "cycle", probe, chase.mhz))
+    return Measured(probe, ProbeOutcome("ok", f"peer {facts[0].value:.1f}, own {facts[1].value:.1f} cycles"), facts)
+
+
+def _clock_note(mhz: float | None) -> str:
+    return f"SM clock {mhz:.0f} MHz over the long chases" if mhz else "chases too short to read the SM clock"
+
+
+# ---- streams ---------------------------------------------------------------------------------
+
+
+def _stream_rate(ctx: _Context, kernel: str, args: Callable[[int], list[object]], runs: tuple[int, int],
+                 extra_bytes: float, grid: int, block: int, shared: int,
+                 flush: Callable[[], None] = lambda: None) -> list[float]:  # fmt: skip
+    """Samples of a streaming kernel's rate: ``args(n)`` runs it n times over its data, ``flush()``
+    before each timed run (for a DRAM source: nothing an earlier run left in L2 is read from it)."""
+    short, long = runs
+    samples: list[float] = []
+
+    def take() -> None:
+        flush()
+        low = ctx.kernels.time(kernel, args(short), grid=grid, block=block, shared=shared)
+        flush()
+        high = ctx.kernels.time(kernel, args(long), grid=grid, block=block, shared=shared)
+        samples.append(rate_gbps(extra_bytes, low, high))
+
+    sample_until_stable(take, samples, ctx.settings.stopping())
+    return samples
+
+
+def _copy_level(ctx: _Context, kernel: str, level: str) -> tuple[list[float], float]:
+    """Samples of the global->shared stream's rate from DRAM or from L2, and the source's size."""
+    threads = ctx.settings.stream_threads
+    shared = threads * STREAM_CHUNK_BYTES
+    grid, iterations, runs = copy_shape(ctx.settings, ctx.device, ctx.grid(kernel, threads, shared), level)
+    total = grid * threads
+    nbytes = iterations * total * STREAM_CHUNK_BYTES
+    source, chunks = ctx.source(nbytes)
+    out = ctx.output(total)
+
+    def args(passes: int) -> list[object]:
+        return [source, np.uint32(iterations), np.uint32(passes), out]
+
+    got = ctx.kernels.run(kernel, args(runs[0]), out, total, grid=grid, block=threads, shared=shared)
+    expected = neighbour_sums(stream_sums(chunks, total)) * np.uint64(runs[0])
+    check_sums(kernel, got, expected, "thread")
+    flush = ctx.l2_flush() if level == "dram" else (lambda: None)
+    samples = _stream_rate(ctx, kernel, args, runs, nbytes * (runs[1] - runs[0]), grid, threads, shared, flush)
+    return samples, float(nbytes)
+
+
+def measure_copy_bandwidth(ctx: _Context, probe: str) -> Measured:
+    name = probe.split(".")[1]  # cp_async or plain_copy
+    kernel = "gp_ac_copy_cp_async" if name == "cp_async" else "gp_ac_copy_plain"
+    dram, dram_bytes = _copy_level(ctx, kernel, "dram")
+    l2, l2_bytes = _copy_level(ctx, kernel, "l2")
+    facts = [
+        fact(f"async.{name}.bandwidth", dram, "GB/s", probe),
+        fact(f"async.{name}.l2_bandwidth", l2, "GB/s", probe),
+    ]
+    note = f"sources {dram_bytes / MIB:.0f} MiB (DRAM) and {l2_bytes / MIB:.1f} MiB (L2)"
+    return Measured(probe, ProbeOutcome("ok", note), facts)
+
+
+def _bulk_point(ctx: _Context, size: int, stages: int, nbytes: int) -> list[float]:
+    """Samples of the bulk stream's rate with copies of ``size`` bytes, ``stages`` in flight per block,
+    from a source of about ``nbytes``; the per-block sums of one run checked first."""
+    kernel, threads = "gp_ac_bulk_stream", ctx.settings.bulk_threads
+    grid = ctx.grid(kernel, threads, size * stages)
+    chunks, per_block = bulk_shape(nbytes, size, stages, grid)
+    source, sums16 = ctx.source(chunks * size)
+    out = ctx.output(grid * threads)
+
+    def args(steps: int) -> list[object]:
+        return [source, np.uint32(size), np.uint32(stages), np.uint32(chunks), np.uint32(steps), out]
+
+    got = ctx.kernels.run(kernel, args(per_block), out, grid * threads, grid=grid, block=threads, shared=size * stages)
+    copy_sums = sums16.reshape(chunks, -1).sum(axis=1, dtype=np.uint64)  # each bulk copy's words
+    block_sums = got.reshape(grid, threads).sum(axis=1, dtype=np.uint64)
+    check_sums(kernel, block_sums, bulk_block_sums(copy_sums, grid, per_block), "block")
+    extra = grid * per_block * size
+    flush = ctx.l2_flush()  # the source is several L2 sizes: what a run reads comes from DRAM
+    return _stream_rate(ctx, kernel, args, (per_block, 2 * per_block), extra, grid, threads, size * stages, flush)
+
+
+def fitting_bulk_points(settings: Settings, device: Device) -> list[tuple[int, int]]:
+    """The bulk points whose staging buffers fit the shared memory one block may use."""
+    room = device.shared_per_block_optin_bytes or BULK_STAGING_KNOWN_TO_FIT
+    return [(size, stages) for size, stages in settings.bulk_points if size * stages + BULK_STATIC_SHARED <= room]
+
+
+def measure_bulk_bandwidth(ctx: _Context, probe: str) -> Measured:
+    s = ctx.settings
+    nbytes = dram_source_bytes(s, ctx.device)
+    room = ctx.device.shared_per_block_optin_bytes or BULK_STAGING_KNOWN_TO_FIT
+    fitting = fitting_bulk_points(s, ctx.device)
+    if not fitting:
+        raise ProbeFailure(f"no bulk point's buffers fit the {room} bytes of shared memory a block may use")
+    points = [(size, stages, _bulk_point(ctx, size, stages, nbytes)) for size, stages in fitting]
+    medians = [float(np.median(samples)) for _, _, samples in points]
+    top = int(np.argmax(medians))
+    series = {
+        "size_bytes": [float(size) for size, _, _ in points],
+        "stages": [float(stages) for _, stages, _ in points],
+        "gbps": medians,
+    }
+    skipped = len(s.bulk_points) - len(fitting)
+    note = f"best at {points[top][0]} B x {points[top][1]} in flight per block" + (
+        f"; {skipped} point(s) need more shared memory than a block may use ({room} bytes)" if skipped else ""
+    )
+    result = fact("async.bulk.bandwidth", points[top][2], "GB/s", probe)
+    return Measured(probe, ProbeOutcome("ok", note, {"sweep": series}), [result])
+
+
+def measure_dsm_bandwidth(ctx: _Context, probe: str) -> Measured:
+    s, kernel, threads = ctx.settings, "gp_ac_dsm_stream", ctx.settings.dsm_stream_threads
+    shared = threads * STREAM_CHUNK_BYTES
+    grid = ctx.grid(kernel, threads, shared) // 2 * 2  # whole clusters of two
+    if grid < 2:
+        raise ProbeFailure(f"{kernel}: not even one cluster of two blocks fits")
+    out = ctx.output(grid * threads)
+    facts = []
+    for peer, where in ((1, "peer"), (0, "own")):
+
+        def args(iterations: int, peer: int = peer) -> list[object]:
+            return [np.uint32(peer), np.uint32(iterations), out]
+
+        short, long = s.dsm_iterations
+        got = ctx.kernels.run(kernel, args(short), out, grid * threads, grid=grid, block=threads, shared=shared)
+        per_rank = [dsm_thread_sums(threads, rank ^ peer) * np.uint64(short) for rank in (0, 1)]
+        check_sums(kernel, got, np.concatenate([per_rank[b % 2] for b in range(grid)]), "thread")
+        extra = grid * shared * (long - short)
+        samples = _stream_rate(ctx, kernel, args, (short, long), extra, grid, threads, shared)
+        facts.append(fact(f"dsmem.bandwidth.{where}", samples, "GB/s", probe))
+    return Measured(probe, ProbeOutcome("ok", f"{grid // 2} clusters of two, {threads} threads per block"), facts)
+
+
+STEPS: dict[str, Callable[[_Context, str], Measured]] = {
+    "async_copy.cp_async.latency.ca": measure_cp_async_latency,
+    "async_copy.cp_async.latency.cg": measure_cp_async_latency,
+    "async_copy.cp_async.bandwidth": measure_copy_bandwidth,
+    "async_copy.plain_copy.bandwidth": measure_copy_bandwidth,
+    "async_copy.bulk.latency": measure_bulk_latency,
+    "async_copy.bulk.bandwidth": measure_bulk_bandwidth,
+    "async_copy.dsmem.latency": measure_dsm_latency,
+    "async_copy.dsmem.bandwidth": measure_dsm_bandwidth,
+}
+
+
+# ---- the time plan ---------------------------------------------------------------------------
+
+BULK_STEP_CYCLES = 3000.0  # one bulk copy of up to 32 KiB completing its mbarrier, at most (500-1000 measured)
+DSM_BYTES_PER_CLOCK = 8.0  # per SM, the least the SM-to-SM network moves (3.3 TB/s published on H800: ~14)
+
+
+def _streams(settings: Settings, device: Device) -> tuple[Plan, list[int]]:
+    """The bandwidth probes at their most repeats, and the source bytes each asks for, in measuring order."""
+    s, r, l2 = settings, settings.max_repeats, device.l2_bytes
+    flush = Plan(0, 1, dram_s(2 * l2, device))  # a write through twice the L2
+    shared = s.stream_threads * STREAM_CHUNK_BYTES
+    full = device.sm_count * resident_blocks(device, s.stream_threads, shared)
+    copies, sizes = Plan(0, 0, dram_s(2 * l2, device)), []  # the flush scratch, zeroed
+    for level in ("dram", "l2"):
+        grid, iterations, (short, long) = copy_shape(s, device, full, level)
+        nbytes = iterations * grid * shared
+        sizes.append(nbytes)
+        check = kernel_runs(1, dram_s(short * nbytes, device))
+        timed = Plan(0, 2 * r, r * dram_s((short + long) * nbytes, device))
+        copies += check + timed + (NO_WORK if level == "l2" else combined([flush] * 2 * r))
+    source = dram_source_bytes(s, device)
+    bulk = []
+    for size, stages in fitting_bulk_points(s, device):
+        grid = device.sm_count * resident_blocks(device, s.bulk_threads, size * stages + BULK_STATIC_SHARED)
+        chunks, per_block = bulk_shape(source, size, stages, grid)
+        sizes.append(chunks * size)
+        once = grid * per_block * size  # bytes of the short run
+        check = kernel_runs(1, dram_s(once, device), compare_host_s(chunks * size // 2))  # one pass: copy sums
+        bulk.append(check + Plan(0, 2 * r, r * dram_s(3 * once, device)) + combined([flush] * 2 * r))
+    dsm_shared = s.dsm_stream_threads * STREAM_CHUNK_BYTES
+    blocks = device.sm_count * resident_blocks(device, s.dsm_stream_threads, dsm_shared) // 2 * 2
+    per_iteration = blocks * s.dsm_stream_threads * STREAM_CHUNK_BYTES
+    rate = device.sm_count * DSM_BYTES_PER_CLOCK
+    short, long = s.dsm_iterations
+    one_way = kernel_runs(1 + 2 * r, cycles_s(per_iteration * (short + r * (short + long)) / rate, device))
+    streams = [probe(copies), probe(copies), probe(*bulk), probe(one_way, one_way)]  # cp.async, plain, bulk, DSM
+    return combined(streams), sizes
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): the chases step by step,
+    the streams by the bytes they move and their L2 flushes, the one source generated, summed and uploaded
+    (again only for a stream larger than any before). Probes the arch lacks are counted too (an upper bound)."""
+    s, r = settings, settings.max_repeats
+    l2_step = cycles_s(L2_STEP_CYCLES, device)
+    cp_async = latencies_plan(s.chase_nodes, 16, s.short_iterations, s.long_iterations, r, l2_step)
+    bulk_step = cycles_s(BULK_STEP_CYCLES, device)
+    bulk = [latencies_plan(s.chase_nodes, 1, *s.bulk_iterations, r, bulk_step) for _ in s.bulk_sizes]
+    dsm = latencies_plan(s.dsm_nodes, 32, s.short_iterations, s.long_iterations, r, l2_step)
+    streams, asked = _streams(s, device)
+    made = sum(n for k, n in enumerate(asked) if n > max(asked[:k], default=0))  # as _Context.source makes them
+    sources = Plan(0, 0, link_s(made, pinned=False), generate_host_s(made) + sum_host_s(made))
+    chases = [probe(cp_async), probe(cp_async), probe(*bulk), probe(dsm, dsm)]
+    return sum(chases, streams + sources)
+
+
+# A first contact: the cp.async chase through L1 and the bulk-copy chase at one size (each launch's end
+# node checked), one sample each.
+SMOKE = Smoke(
+    probes=("async_copy.cp_async.latency.ca", "async_copy.bulk.latency"),
+    settings=Settings(
+        short_iterations=1,
+        long_iterations=2,
+        bulk_sizes=(256,),
+        bulk_iterations=(1, 2),
+        dram_min_bytes=1 << 20,
+        dram_l2_multiple=0.0,  # the stream probes at their smallest: 1 MiB sources, one pass over them
+        dram_passes=(1, 2),
+        l2_passes=(1, 2),
+        bulk_points=((1024, 1),),
+        dsm_iterations=(1, 2),
+        min_repeats=1,
+        max_repeats=1,
+    ),
+)
+
+
+def _ordered(facts: dict[str, Fact], low: str, high: str, name: str) -> list[tuple[str, bool, str]]:
+    a, b = facts.get(low), facts.get(high)
+    if a is None or b is None or a.value is None or b.value is None:
+        return []
+    return [(name, a.value < b.value, f"{low} {a.value:.1f} {a.unit} < {high} {b.value:.1f} {b.unit}")]
+
+
+def _invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """A peer's shared memory is farther than one's own; a cp.async served by L1 is quicker than one by L2."""
+    return [
+        *_ordered(facts, "dsmem.latency.own", "dsmem.latency.peer", "async.dsmem_peer_slower_than_own"),
+        *_ordered(facts, "async.cp_async.ca.latency", "async.cp_async.cg.latency", "async.cp_async_l1_before_l2"),
+    ]
+
+
+INVARIANTS = (_invariants,)
+
+
+def bulk_png(results: Results, dpi: int) -> bytes | None:
+    """Bulk copies vs their size: one copy's latency (left), and the stream's rate per copies in flight
+    per block (right); None when neither probe left a series."""
+    latency = results.probes.get("async_copy.bulk.latency")
+    sweep = results.probes.get("async_copy.bulk.bandwidth")
+    latency_series = latency.series.get("latency") if latency else None
+    sweep_series = sweep.series.get("sweep") if sweep else None
+    if not latency_series and not sweep_series:
+        return None
+    import io  # the plot's dependencies are loaded only when a sheet is drawn
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(10, 3.6), dpi=dpi)
+    left, right = figure.subplots(1, 2)
+    if latency_series:
+        left.plot(latency_series["size_bytes"], latency_series["latency_cycles"], "o-")
+    left.set(xscale="log", xlabel="bytes per copy", ylabel="cycles", title="one bulk copy, issue to data usable")
+    if sweep_series:
+        for stages in sorted(set(sweep_series["stages"])):
+            rows = zip(sweep_series["size_bytes"], sweep_series["stages"], sweep_series["gbps"], strict=True)
+            points = [(x, y) for x, k, y in rows if k == stages]
+            right.plot(*zip(*points, strict=True), "o-", label=f"{stages:.0f} in flight per block")
+        right.legend(fontsize="small")
+    right.set(xscale="log", xlabel="bytes per copy", ylabel="GB/s", title="bulk copies from DRAM, every SM")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    FigureCanvasAgg(figure).print_png(buffer)
+    return buffer.getvalue()
+
+
+SECTIONS = (
+    Section(
+        "Asynchronous copies and distributed shared memory",
+        ("async.", "dsmem."),
+        ("async_copy.",),
+        plot=Plot("bulk_copies", "bulk_copies.png", "bulk copy latency and rate vs size", bulk_png),
+        blurb="cp.async (sm_80+) against the plain path through registers; bulk copies completing an mbarrier "
+        "and loads from a peer block's shared memory in a cluster of two (sm_90+). Latencies are serial chases "
+        "(cycles per step, long minus short); bandwidths are full grids timed with events.",
+    ),
+)
+
+
+def measure(request: Request) -> Probes:
+    """The family's runnable probes in order, each as (name, run); a probe whose own check fails raises
+    ProbeFailure. Probes the arch lacks are not runnable (their toml's archs)."""
+    launcher, parameters = request.launcher, request.parameters
+    device, runnable, settings = request.device, request.runnable, request.settings
+    ctx = _Context(launcher, parameters, device, settings or Settings())
+    yield from runs(PROBES, {name: lambda name=name: STEPS[name](ctx, name) for name in PROBES}, runnable)

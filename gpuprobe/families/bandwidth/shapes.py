@@ -1,0 +1,274 @@
+"""The bandwidth family's settings and launch shapes: how big, how many blocks, how many iterations.
+
+Each probe's short and long launch (the pair a sample differences) is planned here from the device
+(SM count, L2 size) and the occupancy the CUDA API allows, so :func:`planned_work` can bound the
+family's whole run from the very plans :mod:`gpuprobe.families.bandwidth` launches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpuprobe.core.results import Device
+from gpuprobe.families.bandwidth import patterns as plan
+from gpuprobe.families.bandwidth.patterns import PATTERNS, PatternStream, Stream
+from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.measuring import Stopping, require_counts
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How much each probe moves and how often it samples (JSON-able: it crosses into the child)."""
+
+    threads: int = 256  # per block, for the global streams
+    dram_l2_multiple: float = 4.0  # DRAM footprint, in L2 sizes
+    short_fraction: float = 0.25  # the short launch's share of the long one
+    flush_l2_multiple: float = 2.0  # the scratch read that flushes the L2
+    l2_fraction: float = 0.25  # the L2 probes' footprint (source and destination together), of the L2: on a
+    # split L2 (A100, H100) a line read by an SM on the far side is also kept near it, so half the L2 is its reach
+    l2_long_bytes: int = 4 << 30  # bytes a long L2 launch moves
+    cached_tile_per_sm: int = 32 * 1024  # L1 and shared: bytes each SM's blocks re-read
+    cached_long_bytes_per_sm: int = 32 * MIB  # bytes per SM in a long L1 / shared launch
+    pattern_moved_l2_multiple: float = 1.0  # bytes a long goodput launch moves, in L2 sizes,
+    pattern_iterations: int = 8  # and at least this many iterations, so the short and long launch differ well
+    sweep_threads: tuple[int, ...] = (128, 256, 512, 1024)
+    sweep_blocks: tuple[int, ...] = (1, 2, 4, 8, 16)  # blocks per SM tried (up to the occupancy limit, which is added)
+    saturation: float = 0.9  # the occupancy sweep's saturation: this fraction of the best
+    check_words: int = 1 << 20  # after a launch shape's first full check, written words checked per launch
+    min_repeats: int = 3
+    max_repeats: int = 7
+    sweep_repeats: int = 3
+    target_noise: float = 0.01
+    probe_budget_s: float = 1.0
+    seed: int = 20240917
+
+    def __post_init__(self) -> None:
+        if self.threads & (self.threads - 1):
+            raise ValueError(
+                f"Settings: threads must be a power of two (shared halves flip by xor), not {self.threads}"
+            )
+        counts = (
+            "threads",
+            "l2_long_bytes",
+            "cached_tile_per_sm",
+            "cached_long_bytes_per_sm",
+            "check_words",
+            "min_repeats",
+            "sweep_repeats",
+        )
+        require_counts(self, counts)
+        if self.threads % 128 or self.threads > 1024 or any(t % 128 or t > 1024 for t in self.sweep_threads):
+            raise ValueError("Settings: threads per block must be multiples of 128, at most 1024")
+        if not 0 < self.short_fraction < 1 or not 0 < self.l2_fraction <= 1 or not 0 < self.saturation <= 1:
+            raise ValueError("Settings: short_fraction in (0, 1), l2_fraction and saturation in (0, 1]")
+        if self.pattern_iterations < 2:
+            raise ValueError(f"Settings: pattern_iterations must be at least 2, not {self.pattern_iterations}")
+        if self.dram_l2_multiple < 2 or self.flush_l2_multiple < 1 or self.max_repeats < self.min_repeats:
+            raise ValueError("Settings: dram_l2_multiple >= 2, flush_l2_multiple >= 1, max_repeats >= min_repeats")
+
+    def stopping(self, sweep: bool = False) -> Stopping:
+        most = self.sweep_repeats if sweep else self.max_repeats
+        return Stopping(min(self.min_repeats, most), most, self.target_noise, self.probe_budget_s)
+
+
+OPS = ("read", "write", "copy")
+STREAM_KERNELS = {
+    "read": "gp_bw_read_cg_v{w}",
+    "write": "gp_bw_write_b{bits}",
+    "copy": "gp_bw_copy_b{bits}",
+}
+
+
+def stream_kernel(op: str, width: int) -> str:
+    return STREAM_KERNELS[op].format(w=width, bits=8 * width)
+
+
+def fit_blocks(width: int, threads: int, most_per_sm: int, sm_count: int, footprint: int) -> int:
+    """Blocks per SM (at most ``most_per_sm``) whose tile fits in ``footprint``: all SMs busy, as full
+    as the footprint allows; ProbeFailure when not even one block per SM fits."""
+    for per_sm in range(most_per_sm, 0, -1):
+        if sm_count * per_sm * threads * width * plan.ACCESSES <= footprint:
+            return per_sm
+    raise ProbeFailure(f"{footprint} bytes is less than one {threads}-thread block per SM of {width}-byte accesses")
+
+
+def source_bytes(device: Device, settings: Settings) -> int:
+    """The source buffer: the DRAM footprint, or every SM's L1 tile if that is more, in whole groups."""
+    wanted = max(int(settings.dram_l2_multiple * device.l2_bytes), device.sm_count * settings.cached_tile_per_sm)
+    return -(-wanted // plan.GROUP_BYTES) * plan.GROUP_BYTES
+
+
+MIN_DRAM_TILES = 4  # a DRAM footprint holds at least this many tiles, so the short and long launch differ
+
+
+def dram_blocks(width: int, threads: int, most_per_sm: int, sm_count: int, l2_bytes: int, settings: Settings) -> int:
+    """Blocks per SM for a DRAM stream: as many as resident (``most_per_sm``) while the footprint still
+    holds ``MIN_DRAM_TILES`` of their tiles (always all of them on a real GPU, whose L2 is large)."""
+    footprint = int(settings.dram_l2_multiple * l2_bytes)
+    return fit_blocks(width, threads, most_per_sm, sm_count, footprint // MIN_DRAM_TILES)
+
+
+def dram_pair(width: int, blocks: int, threads: int, l2_bytes: int, settings: Settings) -> tuple[Stream, Stream]:
+    """The short and the long DRAM sweep: one pass each, the long over ``dram_l2_multiple`` L2 sizes."""
+    footprint = int(settings.dram_l2_multiple * l2_bytes)
+    long = plan.sweep_for(width, blocks, threads, footprint)
+    short = plan.sweep_for(width, blocks, threads, max(long.tile, int(long.footprint * settings.short_fraction)))
+    if short.iters >= long.iters:
+        raise ProbeFailure(f"a DRAM footprint of {footprint} bytes holds too few {long.tile}-byte tiles to difference")
+    return short, long
+
+
+def l2_pair(
+    width: int, blocks: int, threads: int, footprint: int, factor: int, settings: Settings
+) -> tuple[Stream, Stream]:
+    """The short and the long L2 launch: the same footprint, passes in the ratio short_fraction."""
+    once = plan.sweep_for(width, blocks, threads, footprint)
+    passes = max(2, math.ceil(settings.l2_long_bytes / (factor * once.footprint)))
+    short_passes = max(1, int(passes * settings.short_fraction))
+    return Stream(width, blocks, threads, once.iters, short_passes), Stream(width, blocks, threads, once.iters, passes)
+
+
+def cached_pair(width: int, blocks_per_sm: int, threads: int, settings: Settings) -> tuple[int, int]:
+    """Iterations of the short and the long L1 / shared launch."""
+    per_iteration = blocks_per_sm * threads * width * plan.ACCESSES
+    long = max(8, settings.cached_long_bytes_per_sm // per_iteration)
+    return max(2, int(long * settings.short_fraction)) // 2 * 2, long // 2 * 2
+
+
+SHARED_KERNELS = {
+    "read": "gp_bw_shared_read_v{w}",
+    "write": "gp_bw_shared_write_b{bits}",
+    "copy": "gp_bw_shared_copy_b{bits}",
+}
+
+
+def sweep_points(settings: Settings, most: Callable[[int], int], sm_count: int, l2_bytes: int) -> list[tuple[int, int]]:
+    """(threads per block, blocks per SM) pairs of the occupancy sweep: each block size at the
+    settings' block counts up to the occupancy limit ``most(threads)``, and at the limit itself, as far
+    as the DRAM footprint holds ``MIN_DRAM_TILES`` tiles of 4-byte reads (on a real GPU, all of them)."""
+    footprint = int(settings.dram_l2_multiple * l2_bytes)
+    points = []
+    for threads in settings.sweep_threads:
+        limit = most(threads)
+        for per_sm in sorted({*(b for b in settings.sweep_blocks if b < limit), limit}):
+            if per_sm >= 1 and MIN_DRAM_TILES * sm_count * per_sm * threads * 4 * plan.ACCESSES <= footprint:
+                points.append((threads, per_sm))
+    return points
+
+
+def pattern_pair(
+    pattern: plan.Pattern,
+    most_per_sm: int,
+    sm_count: int,
+    threads: int,
+    l2_bytes: int,
+    buffer_bytes: int,
+    settings: Settings,
+) -> tuple[PatternStream, PatternStream]:
+    """The short and long goodput launch. Blocks per SM: as many as resident (``most_per_sm``) while the
+    buffer holds ``pattern_iterations`` of them, else the fewest (one), if it holds two of those. The
+    long launch moves ``pattern_moved_l2_multiple`` L2 sizes (at least ``pattern_iterations`` iterations),
+    as far as the buffer reaches; the short ``short_fraction`` of that."""
+    shapes = [PatternStream(pattern, sm_count * per_sm, threads, 1) for per_sm in range(most_per_sm, 0, -1)]
+    one = next((o for o in shapes if buffer_bytes // o.footprint >= settings.pattern_iterations), shapes[-1])
+    room = buffer_bytes // one.footprint
+    if room < 2:
+        raise ProbeFailure(
+            f"pattern {pattern.name}: a {buffer_bytes}-byte buffer holds under two iterations of one block per SM"
+        )
+    wanted = math.ceil(settings.pattern_moved_l2_multiple * l2_bytes / one.moved_bytes)
+    iters = min(room, max(settings.pattern_iterations, wanted))
+    short = max(1, int(iters * settings.short_fraction))
+    return PatternStream(pattern, one.blocks, threads, short), PatternStream(pattern, one.blocks, threads, iters)
+
+
+# ---- the planned work, for the time budget -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one probe plans at most: bytes through each level and launches (timed, flush, warm-up)."""
+
+    probe: str
+    level: str  # "dram", "l2", "cached" (L1 and shared: bytes per SM), "check" (read back to the host and
+    # compared), or what the host does to predict results: "generate" (the source, then uploaded), "add"
+    # (the source's request sums and each width's group sums: elementwise adds), "gather" (the words a
+    # goodput pattern reads, summed)
+    bytes: int
+    launches: int  # kernel launches: timed, flushes, warm-ups
+
+
+def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str, int], int]) -> list[Work]:
+    """Every probe's work at ``max_repeats`` samples, from the same plans ``measure`` launches;
+    ``most_blocks(kernel, threads)`` stands for the occupancy API."""
+    s, sms, l2 = settings, device.sm_count, device.l2_bytes
+    flush = int(s.flush_l2_multiple * l2)
+    buffer = source_bytes(device, s)
+    # the source generated and uploaded once, its request sums made once (a pass over it), and from them
+    # (a quarter of its bytes) each access width's group sums
+    work = [Work("bandwidth.dram.read.v16", "generate", buffer, 0),
+            Work("bandwidth.dram.read.v16", "add", buffer + len(plan.WIDTHS) * buffer // 4, 0)]  # fmt: skip
+    for op in OPS:
+        factor = 2 if op == "copy" else 1
+        for width in (16, 8, 4):
+            kernel = stream_kernel(op, width)
+            per_sm = dram_blocks(width, s.threads, most_blocks(kernel, s.threads), sms, l2, s)
+            short, long = dram_pair(width, sms * per_sm, s.threads, l2, s)
+            memcpy = 2 if op == "copy" and width == 16 else 1  # the runtime's copy, sampled as often
+            moved = factor * (short.bytes_accessed + long.bytes_accessed) + 2 * flush
+            work.append(
+                Work(
+                    f"bandwidth.dram.{op}.v{width}", "dram", memcpy * s.max_repeats * moved, memcpy * s.max_repeats * 4
+                )
+            )
+            # every launch shape's first check reads all it wrote, later ones at most check_words
+            later = 2 * (s.max_repeats - 1) * min(4 * s.check_words, long.footprint)
+            check = short.footprint + long.footprint + later if op != "read" else 0
+            work.append(Work(f"bandwidth.dram.{op}.v{width}", "check", check, 0))
+            footprint = int(s.l2_fraction * l2) // factor
+            per_sm = fit_blocks(width, s.threads, most_blocks(kernel, s.threads), sms, footprint)
+            short, long = l2_pair(width, sms * per_sm, s.threads, footprint, factor, s)
+            moved = factor * (short.bytes_accessed + (s.max_repeats + 1) * long.bytes_accessed) // s.max_repeats
+            work.append(Work(f"bandwidth.l2.{op}.v{width}", "l2", s.max_repeats * moved, 2 * s.max_repeats + 1))
+    cached = [("l1.read", "gp_bw_read_ca_v{w}")] + [(f"shared.{op}", SHARED_KERNELS[op]) for op in OPS]
+    for level, kernel in cached:
+        for width in (16, 8, 4):
+            wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
+            per_sm = min(wanted, most_blocks(kernel.format(w=width, bits=8 * width), s.threads))
+            short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
+            per_iteration = per_sm * s.threads * width * plan.ACCESSES
+            work.append(
+                Work(
+                    f"bandwidth.{level}.v{width}",
+                    "cached",
+                    s.max_repeats * per_iteration * (short_iters + long_iters) * (2 if level == "shared.copy" else 1),
+                    2 * s.max_repeats,
+                )
+            )
+    for threads, per_sm in sweep_points(s, lambda t: most_blocks("gp_bw_read_cg_v4", t), sms, l2):
+        short, long = dram_pair(4, sms * per_sm, threads, l2, s)
+        work.append(
+            Work(
+                "bandwidth.dram.occupancy.v4",
+                "dram",
+                s.sweep_repeats * (short.bytes_accessed + long.bytes_accessed + 2 * flush),
+                4 * s.sweep_repeats,
+            )
+        )
+    for name, pattern in PATTERNS.items():
+        most = most_blocks(f"gp_bw_pattern_v{pattern.width}", s.threads)
+        short, long = pattern_pair(pattern, most, sms, s.threads, l2, buffer, s)
+        work.append(
+            Work(
+                f"bandwidth.goodput.{name}",
+                "dram",
+                s.max_repeats * (short.moved_bytes + long.moved_bytes + 2 * flush),
+                4 * s.max_repeats,
+            )
+        )
+        work.append(Work(f"bandwidth.goodput.{name}", "gather", long.useful_bytes, 0))  # the short's: its first rows
+    return work

@@ -1,0 +1,66 @@
+"""The cache-geometry family's fact-sheet section and its cross-generation invariants.
+
+The invariants hold on any NVIDIA GPU whatever its model, and each leaves itself out when its
+facts were not measured (see :mod:`gpuprobe.judge.invariants`).
+"""
+
+from __future__ import annotations
+
+from gpuprobe.core.results import Device, Fact
+from gpuprobe.judge.invariants import Check
+from gpuprobe.output.sections import Section
+
+SECTIONS = (
+    Section(
+        title="Cache geometry",
+        fact_prefixes=("cache.", "tlb.", "constant."),
+        probe_prefixes=("cache_geometry.",),
+        blurb="Fill units from the knee of latency vs stride, the L1 line from two capacity knees, TLB reach from "
+        "steps of latency vs footprint with one node per 2 MiB page, and the constant cache's cost per distinct "
+        "address in a warp. Latencies of 16-byte against 8-byte loads and of the constant cache are under "
+        "Memory latency.",
+    ),
+)
+
+
+def _measured(facts: dict[str, Fact], *ids: str) -> list[Fact] | None:
+    found = [facts.get(i) for i in ids]
+    return None if any(f is None or f.value is None for f in found) else found  # type: ignore[return-value]
+
+
+def sector_within_line(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """The L1 sector divides the L1 line: a line is a whole number of sectors."""
+    pair = _measured(facts, "cache.l1.sector_bytes", "cache.l1.line_bytes")
+    if pair is None:
+        return []
+    sector, line = (f.value for f in pair)
+    ok = 0 < sector <= line and line % sector == 0
+    return [("cache.l1_sector_divides_line", ok, f"cache.l1.sector_bytes = {sector:g}, cache.l1.line_bytes = {line:g}")]
+
+
+def ordered(name: str, lower_id: str, upper_id: str):
+    """A check that ``lower_id`` measures below ``upper_id`` (in the same unit)."""
+
+    def check(facts: dict[str, Fact], device: Device) -> list[Check]:
+        pair = _measured(facts, lower_id, upper_id)
+        if pair is None:
+            return []
+        lower, upper = pair
+        ok = lower.unit == upper.unit and lower.value < upper.value
+        relation = "<" if ok else "not <"
+        return [
+            (
+                name,
+                ok,
+                f"{lower_id} = {lower.value:g} {lower.unit} {relation} {upper_id} = {upper.value:g} {upper.unit}",
+            )
+        ]
+
+    return check
+
+
+INVARIANTS = (
+    sector_within_line,
+    ordered("constant.hit_below_miss", "latency.constant.hit", "latency.constant.miss"),
+    ordered("tlb.l1_reach_below_l2_reach", "tlb.l1.reach_bytes", "tlb.l2.reach_bytes"),
+)

@@ -1,0 +1,553 @@
+"""The memory-latency family: plan the chase, launch it, verify it, and turn curves into facts.
+
+Order of measurement:
+
+1. ``memory.clock`` — the SM clock (cycles over global-timer nanoseconds), after a spin that
+   brings the clock out of idle, to convert cycles to ns;
+2. ``memory.overhead.clock_read`` and ``memory.overhead.loop`` — the cost of the clock reads and
+   of the chase loop's control, measured on their own and reported;
+3. ``memory.latency.shared`` — one footprint in shared memory;
+4. ``memory.latency.global_ca`` / ``global_cg`` — latency vs footprint, L1-cached and L1-bypassing,
+   from 4 KiB to several times the L2 the device reports, four footprints per octave (the L1-bypassing
+   sweep eight from a quarter of the L2 to twice it, where a split L2's far plateau lies);
+   ``find_levels`` reads the levels.
+
+Each latency sample is a pair of launches, a short and a long timed chase continuing the same
+chain: latency = (cycles_long - cycles_short) / (loads_long - loads_short). Everything a timed
+region pays once (the clock reads, entering and leaving the loop, the first and last load's
+pipeline edges) is measured by the short run and cancels. What the loop pays per iteration would
+not cancel, and the contract shows there is none to pay: the control runs off the chain
+(``control_off_chain``), so it issues in the loads' shadow; subtracting the control's standalone
+cost (``overhead.loop``) would bias every latency low by that amount over 32.
+
+Every launch checks that the chase ended on the node the host predicts; a wrong end fails the
+probe and yields no facts. The chain continues from launch to launch, so beyond the sizes any
+cache could hold, no launch revisits a line an earlier one brought into L2; and before such a
+footprint, a write through a scratch buffer of twice the L2 evicts the lines the host's chain
+writes left there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuprobe.build.registry import Probe, find_probe
+from gpuprobe.core.results import Device, Fact, ProbeOutcome
+from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.chain import Chain, random_cycle
+from gpuprobe.families.measuring import (
+    Kernels,
+    Stopping,
+    fact,
+    require_counts,
+    require_long_after_short,
+    sample_until_stable,
+)
+from gpuprobe.families.planning import (
+    NO_WORK,
+    SHARED_STEP_CYCLES,
+    chain_host_s,
+    combined,
+    cycles_s,
+    dram_s,
+    kernel_runs,
+    link_s,
+    probe,
+    step_cycles,
+)
+from gpuprobe.judge.analysis import Level, find_levels, median_ci
+from gpuprobe.output.plots import latency_png
+from gpuprobe.output.sections import Plot, Section
+from gpuprobe.runner.gpu import Launcher
+
+UNROLL = 32  # chase steps per iteration of the timed loop: fixed by the PTX (//@repeat 32)
+MIN_CLOCK_WINDOW_NS = 100_000  # a timed region this long reads the clock to 1 % at 1 us timer resolution
+OUT_WORDS = 4  # cycles, nanoseconds, end node, SM id
+
+
+@dataclass(frozen=True)
+class Settings:
+    line_bytes: int = 128  # one node per cache line
+    min_footprint: int = 4 * 1024
+    l2_multiple: float = 4.0  # largest footprint, in device L2 sizes
+    points_per_octave: int = 4
+    # Denser from a quarter of the L2 to twice it: the near and the far L2 plateau of a split L2
+    # (A100, H100, H200) and the step into DRAM. At 4 points per octave the far plateau of a
+    # recorded H100 curve is missed in up to 11 % of noisy sweeps (tests/test_find_levels_recorded.py).
+    dense_points_per_octave: int = 8
+    dense_from_l2: float = 0.25
+    dense_to_l2: float = 2.0
+    short_iterations: int = 32  # a sample is the difference of a short and a long timed chase:
+    long_iterations: int = 160  # (160 - 32) x 32 = 4096 loads
+    min_repeats: int = 3  # samples per footprint: at least this many,
+    max_repeats: int = 9  # at most this many,
+    target_noise: float = 0.01  # stopping once the median's CI half-width is this fraction of it,
+    point_budget_s: float = 3.0  # or once this much time went into the footprint
+    warm_l2_multiple: float = 1.5  # warm the whole cycle up to this many L2 sizes; beyond, all miss
+    l1_rewarm_bytes: int = 1 << 20  # at most this footprint, re-warm every launch (L1 is not kept across launches)
+    shared_footprint: int = 32 * 1024
+    shared_stride: int = 32
+    clock_settle_cycles: int = 200_000_000  # spun untimed first, to leave idle clocks behind
+    clock_spin_cycles: int = 20_000_000
+    clock_repeats: int = 5  # the most clock samples (fewer once stable)
+    overhead_repeats: int = 15  # the most overhead samples (fewer once stable)
+    loop_iterations: int = 1024
+    seed: int = 20240901
+
+    def __post_init__(self) -> None:
+        counts = ("line_bytes", "min_footprint", "points_per_octave", "dense_points_per_octave", "short_iterations",
+                  "min_repeats", "max_repeats", "shared_footprint", "shared_stride", "clock_repeats",
+                  "overhead_repeats", "loop_iterations")  # fmt: skip
+        require_counts(self, counts)
+        require_long_after_short(self)
+        if not 0 < self.dense_from_l2 <= self.dense_to_l2 or self.l2_multiple < 0:
+            raise ValueError("Settings: need 0 < dense_from_l2 <= dense_to_l2 and l2_multiple >= 0")
+
+    def stopping(self, max_repeats: int | None = None) -> Stopping:
+        """When a footprint (or, with ``max_repeats``, a clock or overhead measurement) has enough samples."""
+        most = max_repeats or self.max_repeats
+        return Stopping(min(self.min_repeats, most), most, self.target_noise, self.point_budget_s)
+
+
+def _log_spaced(low: float, high: float, per_octave: int) -> np.ndarray:
+    """At least ``per_octave`` points per octave from ``low`` to ``high``, both ends included."""
+    octaves = math.log2(high / low)
+    return low * np.power(2.0, np.linspace(0.0, octaves, math.ceil(octaves * per_octave) + 1))
+
+
+def plan_footprints(l2_bytes: int, settings: Settings, dense: bool = True) -> list[int]:
+    """Footprints log-spaced from ``min_footprint`` to ``l2_multiple`` x L2 (at least 4 x ``min_footprint``),
+    whole lines, increasing: ``points_per_octave``, and (``dense``) ``dense_points_per_octave`` from
+    ``dense_from_l2`` to ``dense_to_l2`` L2 sizes as far as the sweep reaches, where a split L2 shows its
+    far plateau."""
+    s = settings
+    top = max(s.min_footprint * 4, int(l2_bytes * s.l2_multiple))
+    edges, rates = [s.min_footprint, top], [s.points_per_octave]
+    if dense:
+        low, high = (min(max(s.min_footprint, l2_bytes * k), top) for k in (s.dense_from_l2, s.dense_to_l2))
+        edges = [s.min_footprint, low, high, top]
+        rates = [s.points_per_octave, s.dense_points_per_octave, s.points_per_octave]
+    pairs = zip(itertools.pairwise(edges), rates, strict=True)
+    spans = [_log_spaced(low, high, rate) for (low, high), rate in pairs if high > low]
+    lines = np.unique(np.round(np.concatenate(spans) / s.line_bytes).astype(np.int64))
+    return [int(n) * s.line_bytes for n in lines if n >= 2]
+
+
+def first_warm_steps(nodes: int, footprint: int, l2_bytes: int, settings: Settings) -> int:
+    """Untimed steps before a footprint's first timing: a whole lap where a cache could hold it."""
+    return nodes if footprint <= settings.warm_l2_multiple * l2_bytes else 0
+
+
+def loads_per_sample(settings: Settings) -> int:
+    return (settings.long_iterations - settings.short_iterations) * UNROLL
+
+
+def per_load_cycles(short_cycles: float, long_cycles: float, settings: Settings) -> float:
+    """Latency of one chase step: the long chase minus the short one, over the loads between."""
+    return (long_cycles - short_cycles) / loads_per_sample(settings)
+
+
+@dataclass
+class ChaseContext:
+    launcher: Launcher
+    l2_bytes: int
+    settings: Settings
+    parameters: dict[str, list[tuple[str, str]]]
+    out: Any = None
+    mhz: float | None = None
+
+    def run(self, kernel: str, args: list[object], words: int, block: int = 1, shared: int = 0) -> list[int]:
+        """Launch ``kernel`` with ``out`` appended, and read its first ``words`` results back."""
+        kernels = Kernels(self.launcher, self.parameters)
+        values = kernels.run(kernel, [*args, self.out], self.out, words, block=block, shared=shared)
+        return [int(v) for v in values]
+
+
+def measure_clock(ctx: ChaseContext) -> Measured:
+    s = ctx.settings
+    ctx.run("gp_sm_clock", [np.uint64(s.clock_settle_cycles)], words=2)
+    samples: list[float] = []
+
+    def take() -> None:
+        cycles, ns = ctx.run("gp_sm_clock", [np.uint64(s.clock_spin_cycles)], words=2)
+        if ns == 0 or cycles < s.clock_spin_cycles:
+            raise ProbeFailure(f"clock probe returned {cycles} cycles in {ns} ns")
+        samples.append(cycles / ns * 1000.0)
+
+    sample_until_stable(take, samples, s.stopping(s.clock_repeats))
+    ctx.mhz = float(np.median(samples))
+    result = fact("device.sm_clock", samples, "MHz", "memory.clock", None)
+    return Measured("memory.clock", ProbeOutcome("ok"), [result])
+
+
+def measure_clock_read(ctx: ChaseContext) -> Measured:
+    samples: list[float] = []
+
+    def take() -> None:
+        samples.append(float(ctx.run("gp_clock_overhead", [], words=1)[0]))
+
+    sample_until_stable(take, samples, ctx.settings.stopping(ctx.settings.overhead_repeats))
+    result = fact("overhead.clock_read", samples, "cycle", "memory.overhead.clock_read", ctx.mhz)
+    return Measured("memory.overhead.clock_read", ProbeOutcome("ok"), [result])
+
+
+def measure_loop(ctx: ChaseContext) -> Measured:
+    iterations = ctx.settings.loop_iterations
+    samples: list[float] = []
+
+    def take() -> None:
+        cycles, remaining = ctx.run("gp_loop_overhead", [np.uint32(iterations)], words=2)
+        if remaining & 0xFFFFFFFF:
+            raise ProbeFailure(f"loop ended with counter {remaining}, expected 0")
+        samples.append(cycles / iterations)
+
+    sample_until_stable(take, samples, ctx.settings.stopping(ctx.settings.overhead_repeats))
+    result = fact("overhead.loop", samples, "cycle", "memory.overhead.loop", ctx.mhz)
+    return Measured("memory.overhead.loop", ProbeOutcome("ok"), [result])
+
+
+def node_of(offset: int, stride: int, kernel: str) -> int:
+    node, rest = divmod(offset, stride)
+    if rest or node < 0:
+        raise ProbeFailure(f"{kernel}: chase ended at offset {offset:#x}, not on a node")
+    return node
+
+
+@dataclass
+class Point:
+    """One footprint's samples: latency per sample, and the clock and SM of each long launch."""
+
+    latencies: list[float] = field(default_factory=list)
+    clock_mhz: list[float] = field(default_factory=list)
+    sms: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Chase:
+    """A chain being chased across launches: where the next launch starts, and how to launch it."""
+
+    ctx: ChaseContext
+    kernel: str
+    chain: Chain
+    launch_args: Callable[[int, int, int], list[object]]  # (start node, warm steps, iterations) -> args
+    node_of_end: Callable[[int], int]
+    block: int = 1
+    shared: int = 0
+    step: int = 0
+
+    def launch(self, warm: int, iterations: int) -> list[int]:
+        start = self.chain.node_after(self.step)
+        args = self.launch_args(start, warm, iterations)
+        cycles, ns, end, smid = self.ctx.run(self.kernel, args, OUT_WORDS, self.block, self.shared)
+        self.step += warm + iterations * UNROLL
+        expected = self.chain.node_after(self.step)
+        if self.node_of_end(end) != expected:
+            raise ProbeFailure(
+                f"{self.kernel}: chase of {self.chain.nodes} nodes ended on node {self.node_of_end(end)}, "
+                f"host predicted node {expected}"
+            )
+        return [cycles, ns, end, smid & 0xFFFFFFFF]
+
+    def sample(self, point: Point, warm_short: int, warm_long: int) -> None:
+        s = self.ctx.settings
+        short = self.launch(warm_short, s.short_iterations)[0]
+        cycles, ns, _, smid = self.launch(warm_long, s.long_iterations)
+        latency = per_load_cycles(short, cycles, s)
+        if not latency > 0:
+            raise ProbeFailure(f"{self.kernel}: the long chase took {cycles} cycles, the short one {short}")
+        point.latencies.append(latency)
+        point.sms.append(smid)
+        if ns >= MIN_CLOCK_WINDOW_NS:
+            point.clock_mhz.append(cycles / ns * 1000.0)
+
+
+def measure_shared(ctx: ChaseContext) -> Measured:
+    s = ctx.settings
+    nodes = s.shared_footprint // s.shared_stride
+    chain = random_cycle(nodes, s.seed)
+    successors = ctx.launcher.upload((chain.successor * s.shared_stride).astype(np.uint32))
+
+    def args(start: int, warm: int, iterations: int) -> list[object]:
+        fixed = [successors, np.uint32(nodes), np.uint32(s.shared_stride)]
+        return [*fixed, np.uint32(start), np.uint32(warm), np.uint32(iterations)]
+
+    def node_of_end(end: int) -> int:
+        return node_of(end, s.shared_stride, "gp_chase_shared")
+
+    chase = Chase(ctx, "gp_chase_shared", chain, args, node_of_end, block=128, shared=s.shared_footprint)
+    point = Point()
+    # each launch refills the shared memory it chases: every sample is warm
+    sample_until_stable(lambda: chase.sample(point, nodes, nodes), point.latencies, s.stopping())
+    result = fact("latency.shared", point.latencies, "cycle", "memory.latency.shared", ctx.mhz)
+    series = {"footprint": {"footprint_bytes": [float(s.shared_footprint)], "latency_cycles": [result.value]}}
+    return Measured("memory.latency.shared", ProbeOutcome("ok", series=series), [result])
+
+
+@dataclass
+class Curve:
+    footprints: list[int]
+    points: list[Point]
+
+    def medians(self) -> np.ndarray:
+        return np.array([np.median(p.latencies) for p in self.points])
+
+    def samples_between(self, low: float, high: float) -> list[float]:
+        return [x for f, p in zip(self.footprints, self.points, strict=True) if low <= f <= high for x in p.latencies]
+
+
+@dataclass
+class _Sweep:
+    """What every footprint of one latency sweep shares: the kernel, the chain buffer, the scratch."""
+
+    ctx: ChaseContext
+    kernel: str
+    buffer: Any
+    scratch: Any
+
+    @property
+    def base(self) -> int:
+        return self.ctx.launcher.address(self.buffer)
+
+    def args(self, start: int, warm: int, iterations: int) -> list[object]:
+        return [np.uint64(self.base + start * self.ctx.settings.line_bytes), np.uint32(warm), np.uint32(iterations)]
+
+    def node_of_end(self, end: int) -> int:
+        return node_of(end - self.base, self.ctx.settings.line_bytes, self.kernel)
+
+    def point(self, footprint: int, seed: int) -> Point:
+        """One footprint: a fresh chain, warmed where a cache could hold it, sampled until stable."""
+        ctx, s = self.ctx, self.ctx.settings
+        nodes = footprint // s.line_bytes
+        chain = random_cycle(nodes, seed)
+        ctx.launcher.write_chain(self.buffer, chain.successor, s.line_bytes)
+        warm = first_warm_steps(nodes, footprint, ctx.l2_bytes, s)
+        if warm == 0:
+            check_no_revisit(nodes, footprint, s)
+            ctx.launcher.fill(self.scratch, 0)  # evict the chain lines that writing it left in L2
+        chase = Chase(ctx, self.kernel, chain, self.args, self.node_of_end)
+        rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
+        point = Point()
+
+        def take() -> None:  # the first sample warms the whole cycle; later ones only re-warm an L1
+            chase.sample(point, rewarm if point.latencies else warm, rewarm)
+
+        sample_until_stable(take, point.latencies, s.stopping())
+        return point
+
+
+def chase_curve(ctx: ChaseContext, kernel: str, footprints: list[int]) -> Curve:
+    """Latency at each footprint, the chain rebuilt for each and chased on across its launches."""
+    sweep = _Sweep(ctx, kernel, ctx.launcher.alloc(max(footprints)), ctx.launcher.alloc(2 * ctx.l2_bytes))
+    ctx.launcher.prefer_l1(kernel)
+    points = [sweep.point(footprint, ctx.settings.seed + index) for index, footprint in enumerate(footprints)]
+    return Curve(footprints, points)
+
+
+def check_no_revisit(nodes: int, footprint: int, settings: Settings) -> None:
+    steps = settings.max_repeats * (settings.short_iterations + settings.long_iterations) * UNROLL
+    if steps > nodes:
+        raise ProbeFailure(
+            f"{footprint} bytes is chased cold, but {steps} steps would revisit its {nodes} nodes: "
+            "lower max_repeats or the iterations, or raise warm_l2_multiple"
+        )
+
+
+def level_names(levels: list[Level], l2_bytes: int, cached_in_l1: bool) -> list[str]:
+    """Name the levels a curve shows, fastest first, using the L2 size the device reports.
+
+    DRAM is the first plateau that starts beyond the L2; plateaus after it are DRAM with TLB
+    misses ("DRAM, TLB level k"), never mistaken for cache levels. Before it: L1 (first, when the
+    loads cache in L1), then the L2 plateaus: "L2", and on split-L2 parts "L2 far" for the last.
+    """
+    dram = next((i for i, level in enumerate(levels) if level.first_footprint > l2_bytes), len(levels) - 1)
+    l1 = ["L1"] if cached_in_l1 and dram > 1 else []
+    l2_count = dram - len(l1)
+    middle = [f"L2 level {k}" for k in range(2, l2_count)]
+    l2 = ["L2", *middle, "L2 far"] if l2_count >= 2 else ["L2"] * l2_count
+    beyond = [f"DRAM, TLB level {k + 2}" for k in range(len(levels) - dram - 1)]
+    return [*l1, *l2, "DRAM", *beyond]
+
+
+_LATENCY_FACTS = {"L1": "latency.l1", "L2": "latency.l2", "L2 far": "latency.l2_far", "DRAM": "latency.dram"}
+
+
+def _series(curve: Curve, levels: list[Level], names: list[str], mhz: float | None) -> dict[str, dict[str, list]]:
+    medians = curve.medians()
+    bounds = [median_ci(p.latencies)[1:] for p in curve.points]
+    return {
+        "curve": {
+            "footprint_bytes": [float(f) for f in curve.footprints],
+            "latency_cycles": [float(m) for m in medians],
+            "latency_ns": [float(m) / mhz * 1000.0 for m in medians] if mhz else [],
+            "ci_low": [float(b[0]) for b in bounds],
+            "ci_high": [float(b[1]) for b in bounds],
+            "sm_mhz": [float(np.median(p.clock_mhz)) if p.clock_mhz else None for p in curve.points],
+            "sm_id": [p.sms[0] if len(set(p.sms)) == 1 else -1 for p in curve.points],
+        },
+        "levels": {
+            "size_bytes": [lvl.size_bytes for lvl in levels],
+            "latency_cycles": [lvl.latency for lvl in levels],
+            "name": names,
+        },
+    }
+
+
+def capacity_fact(fact_id: str, level: Level, footprints: list[int], probe: str) -> Fact:
+    """A level's size, with the footprint grid points around it as its interval."""
+    assert level.size_bytes is not None
+    below = max((f for f in footprints if f <= level.size_bytes), default=level.size_bytes)
+    above = min((f for f in footprints if f >= level.size_bytes), default=level.size_bytes)
+    return Fact(fact_id, float(level.size_bytes), "byte", (float(below), float(above)), [], {}, probe)
+
+
+def curve_facts(
+    curve: Curve, probe: str, wanted: set[str], l2_bytes: int, cached_in_l1: bool, mhz: float | None
+) -> tuple[list[Fact], dict, str]:
+    """The ``wanted`` facts from one latency-vs-footprint curve, the series for plots, and a note."""
+    levels = find_levels(curve.footprints, curve.medians())
+    if not levels:
+        return [], _series(curve, levels, [], mhz), "no plateau found on the curve"
+    names = level_names(levels, l2_bytes, cached_in_l1)
+    facts: list[Fact] = []
+    for name, level in zip(names, levels, strict=True):
+        fact_id = _LATENCY_FACTS.get(name)
+        if fact_id in wanted:
+            samples = curve.samples_between(level.first_footprint, level.last_footprint)
+            facts.append(fact(fact_id, samples, "cycle", probe, mhz))
+    on_chip = [level for name, level in zip(names, levels, strict=True) if name.startswith("L2")]
+    if "capacity.l1" in wanted and names[0] == "L1":
+        facts.append(capacity_fact("capacity.l1", levels[0], curve.footprints, probe))
+    if "capacity.l2" in wanted and on_chip and on_chip[-1].size_bytes is not None:
+        facts.append(capacity_fact("capacity.l2", on_chip[-1], curve.footprints, probe))
+    return facts, _series(curve, levels, names, mhz), f"{len(levels)} levels: " + ", ".join(names)
+
+
+def measure_global(ctx: ChaseContext, probe: Probe, cached_in_l1: bool) -> Measured:
+    """A latency-vs-footprint sweep; the probe's declaration says which facts it yields. Only the
+    L1-bypassing sweep is dense around the L2 (its plateaus are that probe's facts; the L1-cached
+    one reports the L1, and needs the L2 and DRAM only to tell the L1 from them)."""
+    footprints = plan_footprints(ctx.l2_bytes, ctx.settings, dense=not cached_in_l1)
+    curve = chase_curve(ctx, probe.kernel, footprints)
+    facts, series, note = curve_facts(curve, probe.name, set(probe.facts), ctx.l2_bytes, cached_in_l1, ctx.mhz)
+    return Measured(probe.name, ProbeOutcome("ok", note, series), facts)
+
+
+STEPS: list[tuple[str, Callable[[ChaseContext], Measured]]] = [
+    ("memory.clock", measure_clock),
+    ("memory.overhead.clock_read", measure_clock_read),
+    ("memory.overhead.loop", measure_loop),
+    ("memory.latency.shared", measure_shared),
+    ("memory.latency.global_ca", lambda c: measure_global(c, find_probe("memory.latency.global_ca"), True)),
+    ("memory.latency.global_cg", lambda c: measure_global(c, find_probe("memory.latency.global_cg"), False)),
+]
+
+
+PROBES = [name for name, _ in STEPS]
+
+LATENCY_PLOT = Plot("latency_vs_footprint", "latency_vs_footprint.png", "latency vs footprint", latency_png)
+SECTIONS = (
+    Section(
+        title="Memory latency",
+        fact_prefixes=("latency.", "capacity."),
+        probe_prefixes=("memory.latency.",),
+        plot=LATENCY_PLOT,
+        blurb="Dependent pointer-chase loads; one load in flight at a time. Cycles are SM clock cycles; "
+        "ns are at the measured SM clock. Capacities are where the latency curve steps up.",
+    ),
+)
+
+
+# ---- the time plan ------------------------------------------------------------------------------
+
+LOOP_CYCLES = 20.0  # one iteration of the bare loop (gp_loop_overhead) at most: a few cycles measured
+
+
+def chase_plan(settings: Settings, device: Device, warm: int, rewarm: int, step: float) -> Plan:
+    """One footprint's samples (:meth:`Chase.sample` until stable) at their most: a short and a long
+    launch each, the first warming ``warm`` steps, every later launch ``rewarm``; every step ``step``
+    cycles at most."""
+    s = settings
+    timed = s.max_repeats * (s.short_iterations + s.long_iterations) * UNROLL
+    steps = warm + (2 * s.max_repeats - 1) * rewarm + timed
+    return kernel_runs(2 * s.max_repeats, cycles_s(steps * step, device))
+
+
+def sweep_plan(settings: Settings, device: Device, dense: bool) -> Plan:
+    """One latency-vs-footprint sweep (``chase_curve`` over ``plan_footprints``), its probe not counted:
+    per footprint a chain built and written, the flush before a cold one, and its samples."""
+    s, l2 = settings, device.l2_bytes
+    footprints = plan_footprints(l2, s, dense)
+    total = Plan(0, 0, dram_s(max(footprints) + 2 * l2, device))  # the chain buffer and the scratch, zeroed
+    for footprint in footprints:
+        nodes = footprint // s.line_bytes
+        warm = first_warm_steps(nodes, footprint, l2, s)
+        rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
+        write = dram_s(footprint, device) + link_s(8 * nodes, pinned=False)  # the successors uploaded, scattered
+        flush = Plan(0, 1, dram_s(2 * l2, device)) if warm == 0 else NO_WORK
+        chase = chase_plan(s, device, warm, rewarm, step_cycles(footprint, device))
+        total += Plan(0, 1, write, chain_host_s(nodes)) + flush + chase
+    return total
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """Every probe of the family at its most repeats on ``device`` (see :mod:`gpuprobe.families.planning`)."""
+    s = settings
+    clock_cycles = s.clock_settle_cycles + s.clock_repeats * s.clock_spin_cycles
+    clock = probe(kernel_runs(1 + s.clock_repeats, cycles_s(clock_cycles, device)))
+    clock_read = probe(kernel_runs(s.overhead_repeats, 0.0))
+    loop_cycles = s.overhead_repeats * s.loop_iterations * LOOP_CYCLES
+    loop = probe(kernel_runs(s.overhead_repeats, cycles_s(loop_cycles, device)))
+    nodes = s.shared_footprint // s.shared_stride
+    shared = probe(Plan(0, 1, 0.0, chain_host_s(nodes)), chase_plan(s, device, nodes, nodes, SHARED_STEP_CYCLES))
+    sweeps = [probe(sweep_plan(s, device, dense=not cached_in_l1)) for cached_in_l1 in (True, False)]
+    return clock + clock_read + loop + shared + combined(sweeps)
+
+
+# A first contact: the clock (its kernel is the one every probe's conditions read the clock with) and
+# the cheapest chase (one shared-memory footprint: every launch's end node checked), one sample each.
+# A global sweep this short would name its one plateau DRAM, a wrong fact: the full run measures those.
+SMOKE = Smoke(
+    probes=("memory.clock", "memory.latency.shared"),
+    settings=Settings(
+        l2_multiple=0.0,  # the global sweeps at their shortest: 4 x min_footprint, one point per octave
+        points_per_octave=1,
+        short_iterations=1,
+        long_iterations=2,
+        min_repeats=1,
+        max_repeats=1,
+        clock_repeats=1,
+        overhead_repeats=1,
+    ),
+)
+
+
+def measure(request: Request) -> Probes:
+    """The family's runnable probes in order, each as (name, run): calling ``run`` measures it.
+
+    ``parameters`` are the kernels' PTX signatures (every launch is checked against them);
+    ``runnable`` holds the probes to run (their SASS contract held on this arch). A probe whose own
+    check fails gives status "failed"; any other exception (a CUDA error) propagates, for the
+    caller to isolate.
+    ``state`` carries what later probes need from earlier ones (the measured SM clock) across
+    processes: it is read at the start and updated as probes finish.
+    """
+    launcher, parameters, device = request.launcher, request.parameters, request.device
+    runnable, settings, state = request.runnable, request.settings, request.state
+    ctx = ChaseContext(launcher, device.l2_bytes, settings or Settings(), parameters, mhz=state.get("mhz"))
+    ctx.out = launcher.alloc(64)
+
+    def run(step: Callable[[ChaseContext], Measured]) -> Measured:
+        try:
+            return step(ctx)
+        finally:
+            state["mhz"] = ctx.mhz
+
+    for name, step in STEPS:
+        if name in runnable:
+            yield name, lambda step=step: run(step)

@@ -1,0 +1,237 @@
+"""The mma family: mma.sync latency and issue rate for every shape and type the arch has natively,
+and the emulations ptxas substitutes where it has not.
+
+Per variant (:data:`gpuprobe.families.mma.fragments.VARIANTS`), the probes
+``mma.<type>.<shape>.ilp1`` .. ``ilp8`` run the chain kernel of ptx/mma/mma_chain.ptxinc:
+
+1. ``ilp1`` measures the latency of one accumulator-dependent mma.sync: one warp, a short and a
+   long run (:class:`~gpuprobe.families.issue_sweep.Sweeper`);
+2. every ILP probe sweeps 1 to 32 warps per SM, one block per SM;
+3. ``ilp8`` reports the sweep's plateau as ``.throughput``, multiply-adds per clock per SM (an
+   mma.sync of shape mMnNkK is M N K of them), and as ``.tflops``: 2 flop per multiply-add, every
+   SM, at the SM clock the same long runs read (%clock64 over %globaltimer).
+
+Where the SASS shows ptxas emulating a type (int4 from sm_90, fp8 on sm_90 and sm_100a: the
+contracts in ptx/mma/mma_int4_emulated.toml and ptx/mma/mma_fp8_emulated.toml), ``mma.<type>.<shape>.emulated``
+runs the kernel once, checks its result, and reports ``tensor.mma_sync.<int4|fp8>.emulated = 1``
+(where the type is native, the native probes' contracts are the evidence, and no flag is reported).
+
+The ``mma.numerics.<type>`` probes run one untimed mma.sync per experiment of
+:mod:`gpuprobe.families.mma.numerics` and report what the tensor core keeps (``tensor.numerics.*``).
+
+Every launch checks every lane's D (the sum of its 8 chains, each at C + A B) against the NumPy
+reference, bit for bit: the operands are small integers, exact in every type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuprobe.core.results import Device, Fact, ProbeOutcome
+from gpuprobe.families.base import Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.issue_sweep import (
+    SMOKE_SETTINGS,
+    Records,
+    Settings,
+    Sweeper,
+    SweepPoint,
+    check_results,
+    launchable_warps,
+    output_words,
+    plateau,
+    run_plan,
+    sweep_plan,
+    sweep_series,
+)
+from gpuprobe.families.measuring import Kernels, fact
+from gpuprobe.families.mma.fragments import (
+    LANES,
+    MMA_PER_ITERATION,
+    VARIANTS,
+    Variant,
+    make_operands,
+    predicted_words,
+)
+from gpuprobe.families.mma.numerics import (
+    NUMERIC_VARIANTS,
+    Experiment,
+    d_matrix,
+    experiment_count,
+    fragments,
+    read_numerics,
+)
+from gpuprobe.output.sections import Section
+from gpuprobe.runner.gpu import Launcher
+
+__all__ = ["INVARIANTS", "PROBES", "SECTIONS", "SMOKE", "Settings", "measure", "plan"]
+
+ILPS = (1, 2, 4, 8)
+RESULT_WORDS = 2  # per thread: D's four 32-bit sums
+STEPS_PER_CHAIN = MMA_PER_ITERATION  # one chain (ILP 1) takes every mma of an iteration
+SEED = 20241202
+EMULATED = {"int4": "tensor.mma_sync.int4.emulated", "e4m3": "tensor.mma_sync.fp8.emulated"}
+EMULATED_PROBES = {"mma.int4.m16n8k64.emulated": Variant("int4", "m16n8k64"),
+                   "mma.e4m3.m16n8k32.emulated": Variant("e4m3", "m16n8k32")}  # fmt: skip
+
+NUMERICS_PROBES = {f"mma.numerics.{v.name}": v for v in NUMERIC_VARIANTS}
+
+PROBES = [f"mma.{v.name}.{v.shape}.ilp{ilp}" for v in VARIANTS for ilp in ILPS] + list(EMULATED_PROBES)
+PROBES += list(NUMERICS_PROBES)
+
+SECTIONS = (
+    Section(
+        "Tensor cores: mma.sync",
+        ("tensor.mma_sync.",),
+        ("mma.",),
+        blurb="Latency of one accumulator-dependent mma.sync (one warp), and the best issue rate of an ILP x warps "
+        "sweep in multiply-adds per clock per SM and TFLOP/s at the measured clock. Types ptxas emulates on this "
+        "arch are flagged, not timed.",
+    ),
+    Section(
+        "Tensor-core numerics",
+        ("tensor.numerics.",),
+        blurb="What the tensor core keeps: tf32's mantissa bits and rounding, and the fraction bits of the sum with C "
+        "and of aligned products, from exact powers of two checked against float64.",
+    ),
+)
+
+
+def larger_k_is_not_faster(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """An f16 mma.sync with twice the k takes at least as long (m16n8k16 against m16n8k8)."""
+    small, large = (facts.get(f"tensor.mma_sync.f16.{shape}.latency") for shape in ("m16n8k8", "m16n8k16"))
+    if small is None or large is None or small.value is None or large.value is None:
+        return []
+    detail = f"m16n8k16 {large.value:.1f} vs m16n8k8 {small.value:.1f} cycles"
+    return [("tensor.mma_sync.f16.latency_grows_with_k", large.value >= small.value * 0.95, detail)]
+
+
+INVARIANTS = (larger_k_is_not_faster,)
+
+
+def check_launch(v: Variant, records: Records, expected: np.ndarray, kernel: str) -> None:
+    """Every thread's four D sums are its lane's prediction (threads are whole warps)."""
+    got = np.ascontiguousarray(records.result, dtype=np.uint64).view(np.uint32).reshape(-1, 4)
+    want = expected[np.arange(len(got)) % LANES]
+    good = np.all(got == want, axis=1)
+    first_bad = int(np.argmin(good))
+    check_results(records.result, lambda _: good, kernel, " ".join(f"{int(w):#x}" for w in want[first_bad]))
+
+
+@dataclass
+class _Context:
+    launcher: Launcher
+    parameters: dict[str, list[tuple[str, str]]]
+    device: Device
+    settings: Settings
+    state: dict[str, Any]
+    out: Any = None
+    uploaded: dict[Variant, tuple[Any, np.ndarray]] = field(default_factory=dict)  # fragments, prediction
+
+    def launch(self, v: Variant, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
+        if v not in self.uploaded:
+            operands = make_operands(v, SEED)
+            self.uploaded[v] = (self.launcher.upload(operands.fragments.ravel()), predicted_words(v, operands))
+        buffer, expected = self.uploaded[v]
+        kernel = v.kernel(ilp)
+        count = output_words(blocks * threads, RESULT_WORDS)
+        args = [np.uint32(iterations), buffer, self.out]
+        words = Kernels(self.launcher, self.parameters).run(kernel, args, self.out, count, grid=blocks, block=threads)
+        records = Records.from_output(words, blocks * threads, RESULT_WORDS, kernel)
+        check_launch(v, records, expected, kernel)
+        return records
+
+
+def _flag(fact_id: str, value: float, probe: str) -> Fact:
+    return Fact(fact_id, value, "bool", (value, value), [value], {}, probe)
+
+
+def run_probe(ctx: _Context, v: Variant, ilp: int) -> Measured:
+    name = f"mma.{v.name}.{v.shape}.ilp{ilp}"
+    facts: list[Fact] = []
+    notes: list[str] = []
+    sweeper = Sweeper(lambda k, n, b, t: ctx.launch(v, k, n, b, t), ctx.settings, ctx.device.sm_count)
+    if ilp == 1:
+        samples = sweeper.latency(STEPS_PER_CHAIN, threads=LANES)
+        facts.append(fact(f"{v.fact_stem}.latency", samples, "cycle", name, sweeper.mhz()))
+    sweeps = ctx.state.setdefault("mma_sweeps", {}).setdefault(f"{v.name}.{v.shape}", {"points": [], "mhz": []})
+    for warps in launchable_warps(ctx.launcher, v.kernel(ilp), ctx.settings):
+        point = sweeper.point(ilp, warps, MMA_PER_ITERATION * v.fmas / LANES)
+        sweeps["points"].append([point.ilp, point.warps, point.rates])
+    sweeps["mhz"].extend(sweeper.clocks)
+    points = [SweepPoint(i, w, r) for i, w, r in sweeps["points"]]
+    row = [p for p in points if p.ilp == ilp]
+    facts.append(fact(f"{v.fact_stem}.throughput.ilp{ilp}", plateau(row)[1], "op/clk/SM", name))
+    if ilp == ILPS[-1]:
+        top, rates = plateau(points)
+        facts.append(fact(f"{v.fact_stem}.throughput", rates, "op/clk/SM", name))
+        if sweeps["mhz"]:
+            mhz = float(np.median(sweeps["mhz"]))
+            tflops = [2.0 * r * ctx.device.sm_count * mhz * 1e6 / 1e12 for r in rates]
+            facts.append(fact(f"{v.fact_stem}.tflops", tflops, "TFLOP/s", name))
+            notes.append(f"TFLOP/s at {mhz:.0f} MHz measured over the sweep's long runs")
+        notes.append(f"plateau from the sweep's best point, ILP {top.ilp} with {top.warps} warps per SM")
+    series = {"sweep": sweep_series(row)}
+    return Measured(name, ProbeOutcome("ok", "; ".join(notes), series), facts)
+
+
+def run_emulated(ctx: _Context, name: str, v: Variant) -> Measured:
+    """One checked run of the emulated kernel: the emulation must still compute C + A B."""
+    ctx.launch(v, 1, ctx.settings.short_iterations, 1, LANES)
+    note = "ptxas emulates this type here (the SASS contract shows no native instruction); result verified"
+    return Measured(name, ProbeOutcome("ok", note), [_flag(EMULATED[v.name], 1.0, name)])
+
+
+def run_numerics(ctx: _Context, name: str, v: Variant) -> Measured:
+    """The variant's arithmetic experiments, one untimed mma each; facts report what it keeps."""
+    kernel = f"gp_mma_numerics_{v.name}_{v.shape}"
+    kernels = Kernels(ctx.launcher, ctx.parameters)
+
+    def run(experiment: Experiment) -> np.ndarray:
+        buffer = ctx.launcher.upload(fragments(v, experiment).ravel())
+        words = kernels.run(kernel, [buffer, ctx.out], ctx.out, LANES * 2)
+        return d_matrix(v, np.ascontiguousarray(words).view(np.uint32).reshape(LANES, 4))
+
+    readings = read_numerics(v, run, kernel)
+    facts = [Fact(r.fact_id, r.value, r.unit, (r.value, r.value), [r.value], {}, name) for r in readings]
+    bounds = [r.fact_id for r in readings if r.at_least]
+    note = f"every tested term kept, so at least: {', '.join(bounds)}" if bounds else ""
+    return Measured(name, ProbeOutcome("ok", note), facts)
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """What measuring every probe costs at most on ``device``, every variant native
+    (:func:`~gpuprobe.families.issue_sweep.sweep_plan`); an emulated type's run and each numerics
+    experiment (an upload and a run) cost at most a latency run each."""
+    s = settings
+    sweeps = sweep_plan(s, device, len(VARIANTS), len(ILPS), RESULT_WORDS)
+    experiments = sum(experiment_count(v) for v in NUMERICS_PROBES.values())
+    single = run_plan(len(EMULATED_PROBES) + experiments, s.latency_target_cycles, LANES, RESULT_WORDS, device)
+    return sweeps + single + Plan(len(EMULATED_PROBES) + len(NUMERICS_PROBES), experiments, 0.0)
+
+
+# First contact: the f16 m16n8k8 chain (every arch has it) timed once and short, and the f16 numerics'
+# two untimed mma (sm_80 and later): both kernels' launches and their bit-exact checks against NumPy.
+SMOKE = Smoke(probes=("mma.f16.m16n8k8.ilp1", "mma.numerics.f16"), settings=SMOKE_SETTINGS)
+
+
+def measure(request: Request) -> Probes:
+    """The family's runnable probes in order, each as (name, run); see the module docstring."""
+    launcher, parameters, device = request.launcher, request.parameters, request.device
+    runnable, settings, state = request.runnable, request.settings, request.state
+    ctx = _Context(launcher, parameters, device, settings or Settings(), state)
+    ctx.out = launcher.alloc(output_words(device.sm_count * 32 * LANES, RESULT_WORDS) * 8)
+
+    for v in VARIANTS:
+        for ilp in ILPS:
+            name = f"mma.{v.name}.{v.shape}.ilp{ilp}"
+            if name in runnable:
+                yield name, lambda v=v, ilp=ilp: run_probe(ctx, v, ilp)
+    for name, v in EMULATED_PROBES.items():
+        if name in runnable:
+            yield name, lambda name=name, v=v: run_emulated(ctx, name, v)
+    for name, v in NUMERICS_PROBES.items():
+        if name in runnable:
+            yield name, lambda name=name, v=v: run_numerics(ctx, name, v)

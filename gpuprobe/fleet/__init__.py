@@ -1,0 +1,1 @@
+"""Many results files: compare against a baseline, repeatability, fleets of GPUs and node runs."""

@@ -1,0 +1,1 @@
+"""Judgement, on the CPU only: statistics and level finding, expectations per GPU model, invariants."""

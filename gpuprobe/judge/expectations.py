@@ -1,0 +1,575 @@
+"""What each GPU model is expected to measure: data files, their strict loader, the judge, and the command.
+
+Expectations are data, not code (DESIGN.md, principle 5). Each supported model has one TOML file
+in ``gpuprobe/expectations/``; its file name (without ``.toml``) is the model key::
+
+    [model]
+    name = "NVIDIA H100 SXM5"
+    match = ["H100 80GB HBM3", "H100 SXM"]   # matched against the CUDA device name
+    exclude = ["NVL"]                        # optional: names containing these never match
+    cc = "9.0"
+
+    [facts."latency.l2"]
+    min = 240.0            # a range (either bound may be left out) ...
+    max = 330.0
+    # value = 263.0        # ... or a value with a relative tolerance
+    # tolerance = 0.15
+    unit = "cycle"
+    severity = "warn"      # assert | warn | report
+    source = "Luo et al., ... Table IV"
+    note = "optional: why the range is this wide"
+
+Matching: a pattern matches when it occurs in the device name, ignoring case, and is not glued to
+a letter or digit on either side ("T4" does not match "T400", "H200" does not match "GH200",
+"L40" does not match "L40S"). When several models match, the longest matching pattern wins.
+
+A fact with severity ``report`` may carry no bounds at all (nothing published to hold it to);
+``assert`` and ``warn`` facts need at least one bound.
+
+A model file may say what the part reports through ``cudaGetDeviceProperties``, so a run can be
+planned (``gpuprobe run --plan --model KEY``) without the GPU at hand::
+
+    [device]
+    sm_count = 132
+    l2_bytes = 62914560
+    mem_bytes = 150754820096
+    sm_clock_mhz = 1980.0
+    mem_clock_mhz = 3201.0
+    mem_bus_bits = 6144
+    shared_per_sm_bytes = 233472
+    shared_per_block_optin_bytes = 232448
+    source = "where these come from"
+
+A model file may also give vendor figures the probes measure against, each with its source::
+
+    [datasheet."dram_gbps"]
+    value = 4800.0
+    unit = "GB/s"
+    source = "NVIDIA H200 datasheet"
+
+Each measurement family keeps its own facts and datasheet entries in a subdirectory, one file per
+model (``<family>/<model key>.toml``, holding only ``[facts.*]`` and ``[datasheet.*]`` tables);
+they are merged into the model, and an entry given twice is an error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import read_text
+from gpuprobe.core.numbers import fmt_bytes
+from gpuprobe.core.results import Fact
+
+SEVERITIES = ("assert", "warn", "report")
+
+#: Units of the fact ids this module knows; a file may add other ids, with any unit.
+KNOWN_UNITS: dict[str, str] = {
+    "latency.shared": "cycle",
+    "latency.l1": "cycle",
+    "latency.l2": "cycle",
+    "latency.l2_far": "cycle",
+    "latency.dram": "cycle",
+    "capacity.l1": "byte",
+    "capacity.l2": "byte",
+    "device.sm_count": "count",
+    "device.l2_bytes": "byte",
+}
+
+DEFAULT_DIRECTORY = Path(__file__).resolve().parents[1] / "expectations"
+
+_MODEL_FIELDS = frozenset({"name", "match", "exclude", "cc", "memory"})
+_FACT_FIELDS = frozenset({"min", "max", "value", "tolerance", "unit", "severity", "source", "note"})
+_TOP_FIELDS = frozenset({"model", "facts", "datasheet", "device"})
+# [device]: what the part reports, field -> the Device field it fills (all but ``source`` required)
+DEVICE_RECORD_FIELDS: dict[str, str] = {
+    "sm_count": "sm_count", "l2_bytes": "l2_bytes", "mem_bytes": "mem_bytes", "sm_clock_mhz": "sm_clock_nominal_mhz",
+    "mem_clock_mhz": "mem_clock_mhz", "mem_bus_bits": "mem_bus_bits", "shared_per_sm_bytes": "shared_per_sm_bytes",
+    "shared_per_block_optin_bytes": "shared_per_block_optin_bytes",
+}  # fmt: skip
+_FAMILY_FILE_FIELDS = frozenset({"facts", "datasheet"})
+_DATASHEET_FIELDS = frozenset({"value", "unit", "source", "note"})
+_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+_FACT_ID_RE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
+_CC_RE = re.compile(r"^\d+\.\d+$")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The expected range of one fact on one GPU model, with its severity and citation."""
+
+    fact_id: str
+    low: float | None
+    high: float | None
+    unit: str
+    severity: str
+    source: str
+    note: str = ""
+
+    def contains(self, value: float) -> bool:
+        """True when ``value`` lies within the bounds (inclusive)."""
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+    def range_text(self) -> str:
+        """The bounds in words, e.g. ``200–320 cycle``, ``≥ 16384 byte`` or ``no range``."""
+        if self.low is not None and self.high is not None:
+            if self.low == self.high:
+                return f"{_num(self.low)} {self.unit}"
+            return f"{_num(self.low)}–{_num(self.high)} {self.unit}"
+        if self.low is not None:
+            return f"≥ {_num(self.low)} {self.unit}"
+        if self.high is not None:
+            return f"≤ {_num(self.high)} {self.unit}"
+        return "no range"
+
+    def describe(self) -> str:
+        """One line for reports and failure messages, e.g. ``200–320 cycle (warn; Luo et al. ...)``."""
+        return f"{self.range_text()} ({self.severity}; {self.source})"
+
+
+@dataclass(frozen=True)
+class ModelExpectations:
+    """Everything expected of one GPU model, keyed by fact id."""
+
+    key: str
+    name: str
+    match: tuple[str, ...]
+    cc: str
+    facts: dict[str, Expectation]
+    exclude: tuple[str, ...] = ()
+    memory: str = ""  # the memory type, from the datasheet (CUDA does not report it)
+    datasheet: dict[str, DatasheetValue] = field(default_factory=dict)  # peaks the probes are held against
+    device: dict[str, float] = field(default_factory=dict)  # [device]: what the part reports (empty if not given)
+
+    def matching_pattern(self, device_name: str) -> str | None:
+        """The longest of this model's patterns that matches ``device_name``, or None."""
+        if any(_occurs(pattern, device_name) for pattern in self.exclude):
+            return None
+        hits = [pattern for pattern in self.match if _occurs(pattern, device_name)]
+        return max(hits, key=len) if hits else None
+
+
+def _num(value: float) -> str:
+    """Format a bound without float noise: integers as integers, others to six significant digits."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.6g}"
+
+
+def _occurs(pattern: str, name: str) -> bool:
+    """Case-insensitive occurrence of ``pattern`` in ``name``, not glued to a letter or digit."""
+    regex = r"(?<![0-9a-z])" + re.escape(pattern.lower()) + r"(?![0-9a-z])"
+    return re.search(regex, name.lower()) is not None
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def _bad(path: Path, key: str, problem: str) -> GpuprobeError:
+    """The one-line error for a bad expectations file."""
+    return GpuprobeError(f"{path}: {key}: {problem}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _text(path: Path, key: str, value: Any, *, required: bool = True) -> str:
+    """A non-empty string field (or "" when optional and absent)."""
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise _bad(path, key, "must be a non-empty string")
+    return value.strip()
+
+
+def _patterns(path: Path, key: str, value: Any, *, required: bool) -> tuple[str, ...]:
+    """A list of non-empty device-name patterns."""
+    if value is None and not required:
+        return ()
+    if not isinstance(value, list) or (required and not value):
+        raise _bad(path, key, "must be a non-empty list of device-name substrings")
+    if not all(isinstance(item, str) and item.strip() for item in value):
+        raise _bad(path, key, "every pattern must be a non-empty string")
+    return tuple(item.strip() for item in value)
+
+
+@dataclass(frozen=True)
+class DatasheetValue:
+    """A vendor figure a probe is measured against (a peak bandwidth, a peak rate), with its source."""
+
+    key: str
+    value: float
+    unit: str
+    source: str
+    note: str = ""
+
+
+def _parse_datasheet(path: Path, data: dict[str, Any]) -> dict[str, DatasheetValue]:
+    """The ``[datasheet."<key>"]`` tables of a file, validated."""
+    table = data.get("datasheet", {})
+    if not isinstance(table, dict):
+        raise _bad(path, "datasheet", "must be a table of datasheet entries")
+    values: dict[str, DatasheetValue] = {}
+    for name, entry in table.items():
+        key = f'datasheet."{name}"'
+        if not _KEY_RE.match(name):
+            raise _bad(path, key, "datasheet key must be lower case letters, digits and underscores")
+        entry = _check_fields(path, key, entry, _DATASHEET_FIELDS)
+        if not _is_number(entry.get("value")) or float(entry["value"]) <= 0:
+            raise _bad(path, f"{key}.value", "must be a positive finite number")
+        unit = _text(path, f"{key}.unit", entry.get("unit"))
+        source = _text(path, f"{key}.source", entry.get("source"))
+        note = _text(path, f"{key}.note", entry.get("note"), required=False)
+        values[name] = DatasheetValue(name, float(entry["value"]), unit, source, note)
+    return values
+
+
+def _check_fields(path: Path, key: str, table: Any, allowed: frozenset[str]) -> dict[str, Any]:
+    """The table as a dict, refusing any field not in ``allowed``."""
+    if not isinstance(table, dict):
+        raise _bad(path, key, "must be a table")
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise _bad(path, f"{key}.{unknown[0]}", f"unknown field (allowed: {', '.join(sorted(allowed))})")
+    return table
+
+
+def _bounds(path: Path, key: str, table: dict[str, Any]) -> tuple[float | None, float | None]:
+    """Resolve ``min``/``max`` or ``value``/``tolerance`` into (low, high)."""
+    for name in ("min", "max", "value", "tolerance"):
+        if name in table and not _is_number(table[name]):
+            raise _bad(path, f"{key}.{name}", "must be a finite number")
+    has_range = "min" in table or "max" in table
+    if has_range and ("value" in table or "tolerance" in table):
+        raise _bad(path, key, "give either min/max or value/tolerance, not both")
+    if "value" in table:
+        if "tolerance" not in table:
+            raise _bad(path, key, "value without tolerance (relative, e.g. tolerance = 0.1; 0 for exact)")
+        value, tolerance = float(table["value"]), float(table["tolerance"])
+        if not 0.0 <= tolerance < 1.0:
+            raise _bad(path, f"{key}.tolerance", f"relative tolerance must be in [0, 1), got {tolerance}")
+        spread = abs(value) * tolerance
+        return value - spread, value + spread
+    if "tolerance" in table:
+        raise _bad(path, key, "tolerance without value")
+    low = float(table["min"]) if "min" in table else None
+    high = float(table["max"]) if "max" in table else None
+    if low is not None and high is not None and low > high:
+        raise _bad(path, key, f"min {_num(low)} > max {_num(high)}")
+    return low, high
+
+
+def _parse_fact(path: Path, fact_id: str, table: Any) -> Expectation:
+    """One ``[facts."<id>"]`` table, validated."""
+    key = f'facts."{fact_id}"'
+    if not _FACT_ID_RE.match(fact_id):
+        raise _bad(path, key, 'fact id must be dotted lower case and quoted, e.g. [facts."latency.l2"]')
+    table = _check_fields(path, key, table, _FACT_FIELDS)
+    unit = _text(path, f"{key}.unit", table.get("unit"))
+    expected_unit = KNOWN_UNITS.get(fact_id)
+    if expected_unit is not None and unit != expected_unit:
+        raise _bad(path, f"{key}.unit", f"unit mismatch: {fact_id} is measured in {expected_unit!r}, not {unit!r}")
+    severity = table.get("severity")
+    if severity not in SEVERITIES:
+        raise _bad(path, f"{key}.severity", f"unknown severity {severity!r} (use one of {', '.join(SEVERITIES)})")
+    source = _text(path, f"{key}.source", table.get("source"))
+    note = _text(path, f"{key}.note", table.get("note"), required=False)
+    low, high = _bounds(path, key, table)
+    if severity != "report" and low is None and high is None:
+        raise _bad(path, key, f"severity {severity!r} needs a range (min/max or value/tolerance)")
+    return Expectation(fact_id, low, high, unit, severity, source, note)
+
+
+def _parse_model(path: Path, key: str, data: dict[str, Any]) -> ModelExpectations:
+    """The whole document of one file, validated."""
+    _check_fields(path, "(top level)", data, _TOP_FIELDS)
+    if "model" not in data:
+        raise _bad(path, "model", "missing [model] table")
+    model = _check_fields(path, "model", data["model"], _MODEL_FIELDS)
+    name = _text(path, "model.name", model.get("name"))
+    match = _patterns(path, "model.match", model.get("match"), required=True)
+    exclude = _patterns(path, "model.exclude", model.get("exclude"), required=False)
+    cc = model.get("cc")
+    if not isinstance(cc, str) or not _CC_RE.match(cc):
+        raise _bad(path, "model.cc", f'compute capability must be a string like "9.0", got {cc!r}')
+    memory = _text(path, "model.memory", model.get("memory"), required=False)
+    facts_table = data.get("facts", {})
+    if not isinstance(facts_table, dict):
+        raise _bad(path, "facts", "must be a table of fact tables")
+    facts = {fact_id: _parse_fact(path, fact_id, table) for fact_id, table in facts_table.items()}
+    datasheet = _parse_datasheet(path, data)
+    return ModelExpectations(key, name, match, cc, facts, exclude, memory, datasheet, _parse_device(path, data))
+
+
+def _parse_device(path: Path, data: dict[str, Any]) -> dict[str, float]:
+    """The ``[device]`` table: every field a positive number, and a source."""
+    if "device" not in data:
+        return {}
+    table = _check_fields(path, "device", data["device"], frozenset({*DEVICE_RECORD_FIELDS, "source"}))
+    _text(path, "device.source", table.get("source"))
+    record = {}
+    for name in DEVICE_RECORD_FIELDS:
+        value = table.get(name)
+        if not _is_number(value) or value <= 0:
+            raise _bad(path, f"device.{name}", f"must be a positive number, got {value!r}")
+        record[name] = float(value)
+    return record
+
+
+def load_model_file(path: Path) -> ModelExpectations:
+    """Load and validate one model file; any problem raises GpuprobeError naming file and key."""
+    path = Path(path)
+    key = path.stem
+    if not _KEY_RE.match(key):
+        raise _bad(path, "(file name)", f"model key {key!r} must be lower case letters, digits and underscores")
+    text = read_text(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise GpuprobeError(f"{path}: (TOML syntax): {exc}") from None
+    return _parse_model(path, key, data)
+
+
+def _family_file(path: Path) -> tuple[dict[str, Expectation], dict[str, DatasheetValue]]:
+    """The facts and datasheet entries of one family's file for one model (``<family>/<model key>.toml``)."""
+    try:
+        data = tomllib.loads(read_text(path))
+    except tomllib.TOMLDecodeError as exc:
+        raise GpuprobeError(f"{path}: (TOML syntax): {exc}") from None
+    _check_fields(path, "(top level)", data, _FAMILY_FILE_FIELDS)
+    facts_table = data.get("facts", {})
+    if not isinstance(facts_table, dict):
+        raise _bad(path, "facts", "must be a table of fact tables")
+    facts = {fact_id: _parse_fact(path, fact_id, table) for fact_id, table in facts_table.items()}
+    return facts, _parse_datasheet(path, data)
+
+
+def _merge_family_files(directory: Path, models: dict[str, ModelExpectations]) -> None:
+    """Add each family's facts and datasheet entries (``<family>/<model key>.toml``) to its model;
+    an entry given twice is an error."""
+    for path in sorted(directory.glob("*/*.toml")):
+        model = models.get(path.stem)
+        if model is None:
+            raise _bad(path, "(file name)", f"no model {path.stem!r} ({directory / (path.stem + '.toml')} is missing)")
+        facts, datasheet = _family_file(path)
+        for target, entries in ((model.facts, facts), (model.datasheet, datasheet)):
+            for key, entry in entries.items():
+                if key in target:
+                    raise _bad(path, key, f"{model.key} has it already (given twice)")
+                target[key] = entry  # type: ignore[index]
+
+
+def _check_overlaps(directory: Path, models: dict[str, ModelExpectations]) -> None:
+    """Refuse a pattern that two models share: the match would depend on file order."""
+    owner: dict[str, str] = {}
+    for model in models.values():
+        for pattern in model.match:
+            other = owner.setdefault(pattern.lower(), model.key)
+            if other != model.key:
+                path = directory / f"{model.key}.toml"
+                raise _bad(path, "model.match", f"pattern {pattern!r} is also used by {other}.toml")
+
+
+def load_all(directory: Path | None = None) -> dict[str, ModelExpectations]:
+    """Load every ``*.toml`` in ``directory`` (default: the shipped expectations), keyed by model key,
+    with the facts of the family files in its subdirectories (``<family>/<model key>.toml``) merged in."""
+    directory = DEFAULT_DIRECTORY if directory is None else Path(directory)
+    if not directory.is_dir():
+        raise GpuprobeError(f"{directory}: expectations directory not found")
+    models = {path.stem: load_model_file(path) for path in sorted(directory.glob("*.toml"))}
+    _merge_family_files(directory, models)
+    _check_overlaps(directory, models)
+    return models
+
+
+# --- matching ------------------------------------------------------------------------------------
+
+
+def match_model(
+    device_name: str, forced: str | None = None, models: dict[str, ModelExpectations] | None = None
+) -> ModelExpectations | None:
+    """The expectations for ``device_name``, or None for an unknown GPU (discovery mode).
+
+    ``forced`` names a model key to use whatever the device is called; an unknown key raises
+    GpuprobeError listing the known ones. When several models match, the one whose matching
+    pattern is longest wins; a tie between two models is an error in the data.
+    """
+    models = load_all() if models is None else models
+    if forced is not None:
+        if forced not in models:
+            known = ", ".join(sorted(models)) or "(none)"
+            raise GpuprobeError(f"unknown GPU model {forced!r}; known models: {known}")
+        return models[forced]
+    hits = [(len(p), m) for m in models.values() if (p := m.matching_pattern(device_name)) is not None]
+    if not hits:
+        return None
+    hits.sort(key=lambda hit: hit[0], reverse=True)
+    if len(hits) > 1 and hits[0][0] == hits[1][0]:
+        raise GpuprobeError(
+            f"device {device_name!r} matches models {hits[0][1].key} and {hits[1][1].key} equally well; "
+            "make one of their match patterns more specific"
+        )
+    return hits[0][1]
+
+
+# --- judging -------------------------------------------------------------------------------------
+
+
+def _measured_text(fact: Fact) -> str:
+    """What was measured, e.g. ``latency.l2 = 263.1 cycle (CI 260.2–266.0; 134.2 ns)``."""
+    parts = []
+    if fact.ci is not None:
+        parts.append(f"CI {_num(fact.ci[0])}–{_num(fact.ci[1])}")
+    else:
+        parts.append("no CI")
+    parts.extend(f"{_num(value)} {unit}" for unit, value in sorted(fact.converted.items()))
+    return f"{fact.id} = {_num(fact.value)} {fact.unit} ({'; '.join(parts)})"
+
+
+def _straddles(ci: tuple[float, float] | None, expectation: Expectation) -> bool:
+    """True when a bound lies strictly inside the confidence interval."""
+    if ci is None:
+        return False
+    lo, hi = min(ci), max(ci)
+    return any(bound is not None and lo < bound < hi for bound in (expectation.low, expectation.high))
+
+
+def judge(fact: Fact, expectation: Expectation | None) -> tuple[str, str]:
+    """Hold one measured fact against its expectation; return (verdict, detail).
+
+    Verdicts: ``not_run`` (no value), ``report`` (no expectation, or severity report),
+    ``unstable`` (the confidence interval straddles a bound, so the noise is too large to say),
+    ``pass`` (inside), ``fail`` (outside, severity assert), ``warn`` (outside, severity warn).
+    A unit that differs from the expectation's is a bug in the probe or the data: ``fail``.
+    """
+    if fact.value is None:
+        return "not_run", f"{fact.id}: no value was measured{f' ({fact.detail})' if fact.detail else ''}"
+    measured = _measured_text(fact)
+    if expectation is None:
+        return "report", f"{measured}; no expectation for this GPU model (discovery mode)"
+    expected = f"expected {expectation.describe()}"
+    if fact.unit != expectation.unit:
+        return "fail", f"{measured}; unit mismatch: {expected}"
+    if expectation.severity == "report":
+        where = "inside" if expectation.contains(fact.value) else "outside"
+        return "report", f"{measured}; {expected}; {where} (reported, not judged)"
+    if _straddles(fact.ci, expectation):
+        return "unstable", f"{measured}; {expected}; the CI straddles a bound: too noisy to judge"
+    if expectation.contains(fact.value):
+        return "pass", f"{measured}; {expected}"
+    verdict = "fail" if expectation.severity == "assert" else "warn"
+    return verdict, f"{measured}; OUTSIDE {expected}"
+
+
+# --- the `gpuprobe expectations` command ---------------------------------------------------------
+
+_WRAP = 110
+
+
+def resolve_model(text: str, models: dict[str, ModelExpectations]) -> ModelExpectations:
+    """A model by its key (``h100_sxm``) or by a device name that matches it (``NVIDIA H100 80GB HBM3``)."""
+    if text.strip().lower() in models:
+        return models[text.strip().lower()]
+    model = match_model(text, models=models)
+    if model is None:
+        known = ", ".join(sorted(models)) or "(none)"
+        raise GpuprobeError(f"no GPU model matches {text!r}; known models: {known}")
+    return model
+
+
+def severity_counts(model: ModelExpectations) -> dict[str, int]:
+    """How many of the model's facts have each severity, in ``SEVERITIES`` order."""
+    return {s: sum(e.severity == s for e in model.facts.values()) for s in SEVERITIES}
+
+
+def _human_range(expectation: Expectation) -> str:
+    """The range in words, with bytes also in binary units: ``41943040–62914560 byte (40 MiB – 60 MiB)``."""
+    text = expectation.range_text()
+    bounds = [b for b in (expectation.low, expectation.high) if b is not None]
+    if expectation.unit != "byte" or not bounds:
+        return text
+    if len(bounds) == 2 and bounds[0] != bounds[1]:
+        return f"{text} ({fmt_bytes(bounds[0])} – {fmt_bytes(bounds[1])})"
+    return f"{text} ({fmt_bytes(bounds[0])})"
+
+
+def models_table(models: dict[str, ModelExpectations]) -> list[str]:
+    """One line per model: key, name, cc, fact counts by severity, name patterns."""
+    rows = [("key", "model", "cc", "facts", "assert", "warn", "report", "matches device names containing")]
+    for key in sorted(models):
+        model = models[key]
+        counts = severity_counts(model)
+        patterns = ", ".join(f'"{p}"' for p in model.match)
+        if model.exclude:
+            patterns += " (not: " + ", ".join(f'"{p}"' for p in model.exclude) + ")"
+        rows.append((key, model.name, model.cc, str(len(model.facts)), *(str(counts[s]) for s in SEVERITIES), patterns))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1] for row in rows]
+
+
+def model_lines(model: ModelExpectations) -> list[str]:
+    """Every expected fact of one model: range, unit, severity, then its source and note, wrapped."""
+    import textwrap
+
+    patterns = ", ".join(f'"{p}"' for p in model.match)
+    lines = [f"{model.key}: {model.name} (compute capability {model.cc})"]
+    lines.append(f"matches device names containing {patterns}")
+    if model.exclude:
+        lines.append("never names containing " + ", ".join(f'"{p}"' for p in model.exclude))
+    lines.append(f"file: {DEFAULT_DIRECTORY / (model.key + '.toml')}")
+    families = sorted(path.parent.name for path in DEFAULT_DIRECTORY.glob(f"*/{model.key}.toml"))
+    if families:
+        lines.append(f"and each family's {model.key}.toml in: " + ", ".join(families))
+    for entry in model.datasheet.values():
+        lines.append(f"datasheet {entry.key} = {_num(entry.value)} {entry.unit} ({entry.source})")
+    width = max((len(fact_id) for fact_id in model.facts), default=0)
+    for fact_id, expectation in model.facts.items():
+        lines += ["", f"{fact_id.ljust(width)}  {_human_range(expectation)}  [{expectation.severity}]"]
+        for label, text in (("source", expectation.source), ("note", expectation.note)):
+            if text:
+                lines.append(textwrap.fill(text, _WRAP, initial_indent=f"    {label}: ", subsequent_indent=" " * 6))
+    return lines
+
+
+def _model_json(model: ModelExpectations) -> dict[str, Any]:
+    """One model as JSON-ready data."""
+    facts = [
+        {"id": e.fact_id, "low": e.low, "high": e.high, "unit": e.unit, "severity": e.severity,
+         "source": e.source, "note": e.note}
+        for e in model.facts.values()
+    ]  # fmt: skip
+    datasheet = [{"key": d.key, "value": d.value, "unit": d.unit, "source": d.source, "note": d.note}
+                 for d in model.datasheet.values()]  # fmt: skip
+    return {"key": model.key, "name": model.name, "cc": model.cc, "match": list(model.match),
+            "exclude": list(model.exclude), "facts": facts, "datasheet": datasheet}  # fmt: skip
+
+
+def cmd_expectations(args: Any) -> int:
+    """``gpuprobe expectations [MODEL] [--json]``: the known models, or every expected fact of one."""
+    import json
+
+    models = load_all()
+    if args.model is None:
+        if args.json:
+            print(json.dumps({"models": [_model_json(models[k]) for k in sorted(models)]}, indent=1))
+        else:
+            print("\n".join(models_table(models)))
+            print(f"\n{len(models)} models in {DEFAULT_DIRECTORY}")
+        return 0
+    model = resolve_model(args.model, models)
+    print(json.dumps(_model_json(model), indent=1) if args.json else "\n".join(model_lines(model)))
+    return 0
+
+
+def add_command(subparsers: Any) -> None:
+    """Register ``gpuprobe expectations`` on the CLI's subparsers (``build_parser`` in gpuprobe.cli)."""
+    p = subparsers.add_parser("expectations", help="the GPU models with expectations, or every expected fact of one")
+    p.add_argument("model", nargs="?", help="a model key (h100_sxm) or a device name that matches one")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_expectations)

@@ -1,0 +1,435 @@
+"""Running a family's measurements in child processes, so a faulting or hanging probe costs only itself.
+
+:func:`run_family` starts :mod:`gpuprobe.measure.child` with a spec, reads its event lines as they come,
+and turns them into :class:`~gpuprobe.families.base.Measured` outcomes:
+
+* a probe whose child dies (a CUDA fault poisons the context, a segfault, an abort) is "crashed",
+  with the exit status, the child's last stderr lines and any stray output; a fresh child
+  measures the probes that were still to come;
+* a probe that runs past ``probe_time_limit_s`` is "timeout": the child's whole process group is
+  killed, and a fresh child goes on;
+* a circuit breaker stops the respawning: when two fresh children in a row die on their first probe
+  the same way, or a family has used up ``max_children`` processes, the rest of the family is
+  "crashed" with the reason (a broken driver or library would otherwise cost a respawn per probe);
+* at the run's ``deadline`` the child is stopped and every probe not yet measured is "not_run"
+  with the reason "deadline";
+* lines that are not events (a library printing) never break the protocol; they are kept as
+  evidence when something goes wrong.
+
+Every launcher call the child makes is reported as it is made (:mod:`gpuprobe.runner.flight`); the last
+:data:`~gpuprobe.runner.flight.FLIGHT_CALLS` are kept and written into the outcome of a probe that crashed,
+timed out or failed its self-check.
+
+A probe measured while the GPU throttled or had other tenants (see :func:`gpu_conditions`) is
+measured again after a cool-down; if it stays so, its facts are marked rather than judged.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import math
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuprobe.build.registry import REPO_ROOT
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.results import Fact, ProbeOutcome
+from gpuprobe.families.base import Measured
+from gpuprobe.measure.child import MARKER
+from gpuprobe.measure.conditions import CLOCK_DROP, REFERENCE_KEY
+from gpuprobe.runner.flight import FLIGHT_CALLS
+
+# NVML clock-event reasons that mean the clock was held down by something outside the measurement: HW
+# slowdown, SW thermal, HW thermal, HW power brake. Idle, application-clock settings and sync boost are
+# not. Nor is the SW power cap (0x4): a power-limited part lowers its clock under a full-chip load as
+# designed, and the probes measure that clock themselves (rates per clock, TFLOP/s at the clock run).
+THROTTLE_REASONS = 0x8 | 0x20 | 0x40 | 0x80
+SW_POWER_CAP = 0x4
+FLIGHT_STATUSES = ("crashed", "timeout", "failed")  # outcomes that keep the flight record
+
+
+@dataclass(frozen=True)
+class ChildPolicy:
+    """How measuring processes are run: limits, retries, and the run's deadline (a ``time.monotonic()``
+    instant; None: no deadline)."""
+
+    probe_time_limit_s: float = 120.0
+    attempts: int = 2  # measurements of a probe that ran throttled or shared, before its facts are marked
+    cooldown_s: float = 3.0
+    max_children: int = 8  # measuring processes one family may start (each crash or timeout starts one)
+    deadline: float | None = None
+    stderr_tail: int = 1500
+    exit_wait_s: float = 20.0  # how long a child that reported a crash may take to exit
+    python: str = sys.executable
+
+    def seconds_left(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+
+
+def require_seconds(value: float | None, option: str, zero_ok: bool = False) -> None:
+    """A user's number of seconds (None: not given) is finite and positive (or 0, where ``zero_ok``);
+    else a one-line GpuprobeError naming ``option``."""
+    if value is None or (math.isfinite(value) and (value > 0 or (zero_ok and value == 0))):
+        return
+    wanted = "at least 0 seconds" if zero_ok else "a positive number of seconds"
+    raise GpuprobeError(f"{option} must be {wanted}, got {value}")
+
+
+def user_policy(probe_time_limit_s: float | None = None, cooldown_s: float | None = None) -> ChildPolicy:
+    """The default policy with the ``--probe-time-limit`` and ``--cooldown`` a user gave (None: the
+    default), each checked."""
+    require_seconds(probe_time_limit_s, "--probe-time-limit")
+    require_seconds(cooldown_s, "--cooldown", zero_ok=True)
+    defaults = ChildPolicy()
+    return ChildPolicy(
+        probe_time_limit_s=defaults.probe_time_limit_s if probe_time_limit_s is None else probe_time_limit_s,
+        cooldown_s=defaults.cooldown_s if cooldown_s is None else cooldown_s,
+    )
+
+
+def deadline_outcome(what: str = "") -> ProbeOutcome:
+    """A probe the run's deadline left unmeasured."""
+    return ProbeOutcome("not_run", f"deadline: the run's time ran out{what}; not measured")
+
+
+@dataclass
+class _Child:
+    process: subprocess.Popen[str]
+    events: queue.Queue[tuple[str, Any]]
+    stderr: list[str] = field(default_factory=list)
+    stray: list[str] = field(default_factory=list)
+    readers: list[threading.Thread] = field(default_factory=list)
+    flight: collections.deque[dict[str, Any]] = field(default_factory=lambda: collections.deque(maxlen=FLIGHT_CALLS))
+
+    @classmethod
+    def start(cls, spec: dict[str, Any], policy: ChildPolicy) -> _Child:
+        process = subprocess.Popen(
+            [policy.python, "-m", "gpuprobe.measure.child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group: a timeout kills everything it started
+            env=_child_environment(),
+        )
+        child = cls(process, queue.Queue())
+        for reader in (child._read_stdout, child._read_stderr):
+            thread = threading.Thread(target=reader, daemon=True)
+            thread.start()
+            child.readers.append(thread)
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(spec))
+        process.stdin.close()
+        return child
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith(MARKER):
+                try:
+                    self.events.put(("event", json.loads(line[len(MARKER) :])))
+                    continue
+                except json.JSONDecodeError:
+                    pass
+            self.stray.append(line.rstrip("\n")[:200])
+        self.events.put(("eof", None))
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line.rstrip("\n"))
+            del self.stderr[:-200]
+
+    def record(self, event: dict[str, Any]) -> None:
+        """A launcher call ("call") or its return ("ret") into the flight record."""
+        if event["event"] == "call":
+            self.flight.append({**event["record"], "elapsed_ms": None})
+            return
+        for call in reversed(self.flight):
+            if call.get("n") == event["n"]:
+                call["elapsed_ms"] = event["ms"]
+                if event.get("error"):
+                    call["error"] = event["error"]
+                return
+
+    def flight_record(self) -> list[dict[str, Any]]:
+        """The calls kept, oldest first; a call still without ``elapsed_ms`` never returned."""
+        return [dict(call) for call in self.flight]
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def evidence(self, policy: ChildPolicy) -> str:
+        """How the child ended, its last stderr lines and any stray output (waited for, never forever)."""
+        try:
+            code = self.process.wait(timeout=policy.exit_wait_s)
+        except subprocess.TimeoutExpired:  # stuck tearing down a broken context: end it
+            self.kill()
+            code = self.process.returncode
+        for reader in self.readers:
+            reader.join(timeout=2.0)
+        status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        parts = [f"child {status}"]
+        if self.stderr:
+            parts.append("stderr: " + " | ".join(self.stderr)[-policy.stderr_tail :])
+        if self.stray:
+            parts.append(f"{len(self.stray)} stray stdout line(s), first: {self.stray[0]!r}")
+        return "; ".join(parts)
+
+
+def _child_environment() -> dict[str, str]:
+    """The parent's environment, unbuffered, with this checkout importable whatever the cwd."""
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
+
+
+def _measured(event: dict[str, Any]) -> Measured:
+    return Measured(
+        event["probe"], ProbeOutcome.from_dict(event["probe"], event["outcome"]),
+        [Fact.from_dict(f) for f in event.get("facts", [])],
+    )  # fmt: skip
+
+
+def _with_flight(measured: Measured, child: _Child) -> Measured:
+    if measured.outcome.status in FLIGHT_STATUSES:
+        measured.outcome.flight = child.flight_record()
+    return measured
+
+
+def failure_signature(detail: str) -> str:
+    """A crash's message with what differs between probes (numbers, addresses, kernel names) taken out,
+    so two crashes of the same cause compare equal."""
+    text = detail.split("; child ", 1)[0]
+    return re.sub(r"0x[0-9a-fA-F]+|\d+|\bgp_\w+", "#", text).strip()
+
+
+def death_signature(outcome: ProbeOutcome) -> str | None:
+    """How a probe's process died, comparable across probes (None if it did not die): a timeout, or a
+    crash's :func:`failure_signature`."""
+    if outcome.status == "timeout":
+        return "timed out"
+    return failure_signature(outcome.detail) if outcome.status == "crashed" else None
+
+
+@dataclass
+class FailureStreak:
+    """How many times in a row the same failure was seen; anything else (None) ends the streak."""
+
+    signature: str | None = None
+    count: int = 0
+
+    def see(self, signature: str | None) -> int:
+        same = signature is not None and signature == self.signature
+        self.signature, self.count = signature, self.count + 1 if same else int(signature is not None)
+        return self.count
+
+
+@dataclass
+class _Breaker:
+    """Counts a family's measuring processes and notices when fresh ones keep dying the same way."""
+
+    policy: ChildPolicy
+    children: int = 0
+    first_deaths: FailureStreak = field(default_factory=FailureStreak)  # fresh children dying on their first probe
+    reason: str | None = None  # set once the rest of the family is not to be tried
+
+    def started(self) -> None:
+        self.children += 1
+
+    def ended(self, first: Measured | None, only_first: bool) -> None:
+        """A child ended; ``first`` is its first probe's outcome, ``only_first`` if it measured no other."""
+        signature = death_signature(first.outcome) if first is not None and only_first else None
+        if self.first_deaths.see(signature) >= 2:
+            self.reason = f"two fresh processes in a row died on their first probe the same way ({signature})"
+        elif self.children >= self.policy.max_children:
+            self.reason = f"{self.children} measuring processes of this family ended early (the limit)"
+
+
+def _run_children(
+    spec: dict[str, Any], order: list[str], policy: ChildPolicy, state: dict[str, Any]
+) -> Iterator[Measured]:
+    """Measure ``order`` (probe names), respawning after each crash or timeout, until all ended.
+
+    ``state`` (what later probes need from earlier ones, e.g. the measured clock) is handed to every
+    child and updated from what they report, so a respawned or retrying child starts from it.
+    """
+    remaining = list(order)
+    breaker = _Breaker(policy)
+    while remaining:
+        if policy.seconds_left() <= 0:
+            yield from (Measured(name, deadline_outcome()) for name in remaining)
+            return
+        if breaker.reason:
+            for name in remaining:
+                yield Measured(name, ProbeOutcome("crashed", f"not measured: {breaker.reason}"))
+            return
+        child = _Child.start({**spec, "runnable": remaining, "state": state}, policy)
+        breaker.started()
+        ended: list[Measured] = []
+        try:
+            for measured in _follow(child, remaining, state, policy):
+                ended.append(measured)
+                yield measured
+        finally:
+            child.kill()  # whatever happened (an interrupt, a crash in here), leave no child measuring
+        breaker.ended(ended[0] if ended else None, len(ended) == 1)
+
+
+def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: ChildPolicy) -> Iterator[Measured]:
+    """One child's events until it ends, times out or the run's deadline comes; ``remaining`` and
+    ``state`` are updated in place."""
+    in_flight: str | None = None
+    started_any = reported_crash = False
+    probe_deadline = time.monotonic() + policy.probe_time_limit_s
+    while True:
+        wait = min(probe_deadline - time.monotonic(), policy.seconds_left())
+        try:
+            kind, event = child.events.get(timeout=max(0.0, wait))
+        except queue.Empty:
+            child.kill()
+            finished = _drained_measurement(child, in_flight)
+            if finished is not None:  # it finished as the limit struck: keep the measurement
+                yield finished
+                remaining.remove(finished.probe)
+                return
+            if policy.seconds_left() <= 0:  # the run's deadline, not the probe's limit
+                for name in list(remaining):
+                    cut = deadline_outcome(f" while {in_flight} was measured" * bool(in_flight))
+                    if name == in_flight:  # what it was doing when stopped: a call that never returned?
+                        cut.flight = child.flight_record()
+                    yield Measured(name, cut)
+                remaining.clear()
+                return
+            victim = in_flight or remaining[0]
+            limit = f"ran past its {policy.probe_time_limit_s:g} s limit and was killed"
+            outcome = ProbeOutcome("timeout", f"{victim} {limit}; {child.evidence(policy)}")
+            yield _with_flight(Measured(victim, outcome), child)
+            remaining.remove(victim)
+            return
+        if kind == "eof":
+            if remaining and not reported_crash:  # it died (or ended early) without saying why
+                victim = in_flight or remaining[0]
+                yield _with_flight(Measured(victim, ProbeOutcome("crashed", child.evidence(policy))), child)
+                remaining.remove(victim)
+                if not started_any:  # died before any probe started: the rest would die the same way
+                    for name in list(remaining):
+                        yield Measured(name, ProbeOutcome("crashed", f"not measured: {child.evidence(policy)}"))
+                    remaining.clear()
+            return
+        if event["event"] in ("call", "ret"):
+            child.record(event)
+        elif event["event"] == "start":
+            in_flight, started_any = event["probe"], True
+            probe_deadline = time.monotonic() + policy.probe_time_limit_s
+        elif event["event"] == "measured":
+            measured = _measured(event)
+            if measured.outcome.status == "crashed":  # the child says so, then exits: wait for it
+                reported_crash = True
+                measured.outcome.detail += f"; {child.evidence(policy)}"
+            yield _with_flight(measured, child)
+            remaining.remove(measured.probe)
+            in_flight = None
+        elif event["event"] == "state":
+            state.update(event["state"])
+
+
+def gpu_conditions(conditions: dict[str, Any], reference_mhz: float | None = None) -> str | None:
+    """Why a measurement's conditions make it unfit to judge, or None when they were clean.
+
+    The SM clock readings are held to the reference clock the measuring process recorded with them
+    (``sm_mhz_reference``: the run's highest settled reading), else to ``reference_mhz``. A clock
+    below it while NVML names only the SW power cap is the part's own power management under load,
+    measured as such, not a disturbance."""
+    reasons = []
+    reference = conditions.get(REFERENCE_KEY) or reference_mhz
+    for when in ("before", "after"):
+        nvml = conditions.get(f"nvml_{when}") or {}
+        bits = nvml.get("clock_event_reasons")
+        if isinstance(bits, int) and bits & THROTTLE_REASONS:
+            reasons.append(f"throttled {when} (NVML clock-event reasons {bits:#x})")
+        processes = nvml.get("compute_processes")
+        if isinstance(processes, int) and processes >= 1:
+            reasons.append(f"shared {when} ({processes} other compute process(es) on the GPU)")
+        mhz = conditions.get(f"sm_mhz_{when}")
+        power_capped = isinstance(bits, int) and bits & SW_POWER_CAP and not bits & THROTTLE_REASONS
+        if reference and isinstance(mhz, float | int) and mhz < (1 - CLOCK_DROP) * reference and not power_capped:
+            reasons.append(f"throttled {when} (SM clock {mhz:.0f} MHz, run started at {reference:.0f})")
+    return "; ".join(reasons) or None
+
+
+def _drained_measurement(child: _Child, probe: str | None) -> Measured | None:
+    """A measurement of ``probe`` that reached the queue between the timeout and the kill, if any."""
+    for reader in child.readers:
+        reader.join(timeout=2.0)
+    while True:
+        try:
+            kind, event = child.events.get_nowait()
+        except queue.Empty:
+            return None
+        if kind != "event":
+            continue
+        if event.get("event") in ("call", "ret"):
+            child.record(event)
+        elif event.get("event") == "measured" and event.get("probe") == probe:
+            return _with_flight(_measured(event), child)
+
+
+def _mark(measured: Measured, reason: str, attempts: int) -> Measured:
+    verdict = "shared" if reason.startswith("shared") and "throttled" not in reason else "throttled"
+    for fact in measured.facts:
+        fact.verdict = verdict
+        fact.detail = f"{fact.id}: measured {verdict} after {attempts} attempt(s), not judged: {reason}"
+    measured.outcome.detail = f"{verdict} after {attempts} attempt(s): {reason}"
+    measured.outcome.conditions["attempts"] = attempts
+    return measured
+
+
+def run_family(
+    spec: dict[str, Any],
+    order: list[str],
+    policy: ChildPolicy | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    state: dict[str, Any] | None = None,
+) -> Iterator[Measured]:
+    """Every probe of ``order`` measured in child processes, each yielded as soon as it is final.
+
+    A probe measured under bad conditions is measured again (after ``cooldown_s``) up to
+    ``attempts`` times, while the deadline allows; if it never gets clean conditions its facts are
+    marked throttled or shared. ``state`` (default: a copy of the spec's) is updated in place with
+    what the children report, so a caller can carry it on (the run's reference clock, for one).
+    """
+    policy = policy or ChildPolicy()
+    pending, attempt = list(order), 1
+    state = dict(spec.get("state", {})) if state is None else state
+    disturbed: dict[str, Measured] = {}  # a probe's last disturbed measurement, kept should its retry be cut
+    while pending:
+        retry: list[str] = []
+        for measured in _run_children(spec, pending, policy, state):
+            tries = attempt
+            if measured.outcome.status == "not_run" and measured.probe in disturbed:
+                measured, tries = disturbed[measured.probe], attempt - 1  # the deadline cut the retry: the try stands
+            reason = gpu_conditions(measured.outcome.conditions)
+            clean = not reason or measured.outcome.status != "ok"
+            if not clean and attempt < policy.attempts and policy.seconds_left() > policy.cooldown_s:
+                disturbed[measured.probe] = measured
+                retry.append(measured.probe)
+                continue
+            if not clean:
+                measured = _mark(measured, reason or "", tries)
+            yield measured
+        pending, attempt = retry, attempt + 1
+        if pending:
+            sleep(policy.cooldown_s)

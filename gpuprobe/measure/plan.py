@@ -1,0 +1,171 @@
+"""The run's time plan: what each family expects to cost on a device, in seconds, before any GPU time is spent.
+
+Every family counts its own work (:class:`~gpuprobe.families.base.Plan`: probes, launcher calls, GPU
+and host seconds) from its settings and the device's properties; one cost model here turns the
+counts into seconds, so the families are comparable and a real run can correct the model once:
+each run records, per family, the seconds planned and the seconds taken (``families`` in the
+results), and :func:`calibration` reads them back as the factor to plan the next run with.
+
+``gpuprobe run --plan`` prints the plan for the local GPU, or, with ``--model KEY``, for a model
+whose expectations file says what the part reports (its ``[device]`` table), with no GPU at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from gpuprobe.core.arch import arch_for_device
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.results import STAGES, Device, Results
+from gpuprobe.families.base import Plan
+from gpuprobe.families.catalog import FAMILIES, OPT_IN
+from gpuprobe.judge.expectations import DEVICE_RECORD_FIELDS, ModelExpectations
+
+# The cost model. Guesses until a real run records planned against actual seconds per family.
+# A measuring process: Python, NumPy and gpuprobe imported (0.65 s on the 2-core build machine), CuPy (0.2 s),
+# the CUDA context made and the cubin loaded (a second or so on a driver without persistence mode).
+CHILD_START_S = 3.0
+CALL_S = 250e-6  # one launcher call that waits for the GPU: enqueue, synchronize, a fill or a read-back
+SNAPSHOT_S = 0.02  # the clock spin (settled) and the NVML readings around a probe, before or after it
+BUILD_S = 15.0  # the local arch's module assembled, disassembled and every contract checked, cold
+REPORT_S = 20.0  # the fact sheet and its plots written at the end
+
+# The device check (scripts/device-check.sh) inside one 10-minute command of the lent machine.
+DEVICE_CHECK_DEADLINE_S = 420.0  # the full suite stops measuring this long after the script starts
+SMOKE_STAGE_S = 90.0  # the smoke stage's whole budget, which comes first
+
+
+def family_seconds(plan: Plan, child_start: bool = True) -> float:
+    """Wall seconds a family's ``plan`` is expected to take, with (by default) its measuring process's start."""
+    overhead = plan.launches * CALL_S + 2 * plan.probes * SNAPSHOT_S
+    return (CHILD_START_S if child_start else 0.0) + plan.gpu_s + plan.host_s + overhead
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What a run measures: the whole suite ("full"), or each family's cheapest probes once ("smoke")."""
+
+    name: str = "full"
+
+    def __post_init__(self) -> None:
+        if self.name not in STAGES:
+            raise GpuprobeError(f"unknown stage {self.name!r} (use one of: {', '.join(STAGES)})")
+
+    def probes(self, family: ModuleType) -> list[str]:
+        return list(family.SMOKE.probes) if self.name == "smoke" else list(family.PROBES)
+
+    def settings(self, family: ModuleType, given: Any = None) -> Any:
+        """The family's settings: those given, else its smoke settings (smoke) or its defaults."""
+        if given is not None:
+            return given
+        return family.SMOKE.settings if self.name == "smoke" else family.Settings()
+
+
+FULL, SMOKE = Stage("full"), Stage("smoke")
+
+
+@dataclass(frozen=True)
+class FamilyPlan:
+    """One family's plan and its seconds; a plan that could not be made says why (``error``), and its
+    seconds are None: a plan's own bug must never cost a measurement, so it is recorded instead."""
+
+    family: str
+    plan: Plan | None
+    seconds: float | None
+    error: str = ""
+
+
+def family_plan(name: str, family: ModuleType, stage: Stage, settings: Any, device: Device) -> FamilyPlan:
+    """The family's plan at ``stage`` with ``settings`` on ``device``: at the smoke stage, every probe's
+    work at the smoke settings (a bound) and the condition snapshots of the smoke probes alone."""
+    try:
+        plan = family.plan(settings, device)
+    except Exception as exc:  # e.g. a launch shape this device cannot hold: the probe will say so itself
+        return FamilyPlan(name, None, None, f"{type(exc).__name__}: {exc}")
+    if stage.name == "smoke":
+        plan = dataclasses.replace(plan, probes=len(stage.probes(family)))
+    return FamilyPlan(name, plan, family_seconds(plan))
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A run's plan: each measured family's, and the fixed costs around them."""
+
+    device: Device
+    stage: Stage
+    families: tuple[FamilyPlan, ...]
+    calibration: float = 1.0  # actual over planned seconds of an earlier run, applied to every family
+
+    @property
+    def measuring_s(self) -> float:
+        """The families' seconds, calibrated; a family without a plan counts its process start only."""
+        return sum(CHILD_START_S if f.seconds is None else f.seconds for f in self.families) * self.calibration
+
+    @property
+    def total_s(self) -> float:
+        return BUILD_S + self.measuring_s + (REPORT_S if self.stage.name == "full" else 0.0)
+
+
+def measured_families() -> dict[str, ModuleType]:
+    return {name: module for name, module in FAMILIES.items() if name not in OPT_IN}
+
+
+def run_plan(
+    device: Device, stage: Stage = FULL, settings: Mapping[str, Any] | None = None, calibration: float = 1.0
+) -> RunPlan:
+    """Every measured family's plan on ``device`` at ``stage``, with its settings (or the stage's)."""
+    rows = tuple(
+        family_plan(name, family, stage, stage.settings(family, (settings or {}).get(name)), device)
+        for name, family in measured_families().items()
+    )
+    return RunPlan(device, stage, rows, calibration)
+
+
+def calibration(results: Results) -> float:
+    """Actual over planned seconds, over the families an earlier run measured to the end (1.0 if none)."""
+    done = [r for r in results.families.values() if r.get("ended") == "measured" and r.get("planned_s")]
+    planned = sum(float(r["planned_s"]) for r in done)
+    actual = sum(float(r["actual_s"]) for r in done if r.get("actual_s") is not None)
+    return actual / planned if planned > 0 and actual > 0 else 1.0
+
+
+def model_device(model: ModelExpectations) -> Device:
+    """The device a model's ``[device]`` table describes, to plan a run without the GPU."""
+    if not model.device:
+        raise GpuprobeError(
+            f"model {model.key!r} has no [device] table (what the part reports): plan on the GPU itself, "
+            "or add one to its expectations file"
+        )
+    major, minor = (int(x) for x in model.cc.split("."))
+    values = {target: model.device[name] for name, target in DEVICE_RECORD_FIELDS.items()}
+    integers = {k: int(v) for k, v in values.items() if k not in ("sm_clock_nominal_mhz", "mem_clock_mhz")}
+    device = Device(name=model.name, cc=model.cc, arch=arch_for_device(major, minor).name, sm_count=0, l2_bytes=0)
+    return dataclasses.replace(device, **{**values, **integers})
+
+
+def render_plan(plan: RunPlan, deadline_s: float | None = None) -> str:
+    """The plan as a table, one family per line, with the totals (and how they sit against ``deadline_s``)."""
+    d = plan.device
+    lines = [
+        f"time plan ({plan.stage.name} stage) for {d.name}: {d.sm_count} SMs, L2 {d.l2_bytes / 2**20:g} MiB"
+        + (f", calibrated x{plan.calibration:.2f} from an earlier run" if plan.calibration != 1.0 else ""),
+        f"{'family':16} {'probes':>6} {'launches':>9} {'GPU s':>8} {'host s':>8} {'total s':>8}",
+    ]
+    for row in plan.families:
+        p = row.plan
+        if p is None or row.seconds is None:
+            lines.append(f"{row.family:16} no plan: {row.error}")
+            continue
+        seconds = row.seconds * plan.calibration
+        lines.append(f"{row.family:16} {p.probes:6d} {p.launches:9d} {p.gpu_s:8.1f} {p.host_s:8.1f} {seconds:8.1f}")
+    lines.append(f"{'measuring':16} {'':6} {'':9} {'':8} {'':8} {plan.measuring_s:8.1f}")
+    lines.append(f"build + check {BUILD_S:.0f} s, report {REPORT_S if plan.stage.name == 'full' else 0:.0f} s: "
+                 f"{plan.total_s:.0f} s in all")  # fmt: skip
+    if deadline_s is not None:
+        verdict = "fits" if plan.total_s <= deadline_s else "does NOT fit"
+        lines.append(f"{verdict} a {deadline_s:.0f} s deadline ({plan.total_s / deadline_s:.0%} of it)")
+    return "\n".join(lines) + "\n"

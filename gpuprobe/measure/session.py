@@ -1,0 +1,295 @@
+"""One measured run of the suite: build for the local arch, check, measure, judge, write.
+
+The order is the design's data flow. The cubin built and contract-checked here is the cubin the
+measuring child processes load (each checks its SHA-256 before loading it, and the results record
+it). Results are saved atomically after every probe, so an interrupted run keeps all it measured
+(the file says ``partial`` until the run completes, and stays so when the run's deadline cut it).
+
+Two stages: "full", every probe; and "smoke", a first contact with new hardware: each family's
+cheapest probes once with minimal settings, each under a short limit, written up per family in
+``first-contact.md`` (ran and verified, self-check failed, crashed, timed out, skipped and why).
+For every family the results record its planned seconds (:mod:`gpuprobe.measure.plan`) and what it took.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuprobe.build.check import CheckResult, check_probe
+from gpuprobe.build.cubin import BuiltModule, build_for
+from gpuprobe.build.registry import all_probes
+from gpuprobe.build.toolchain import toolkit_description
+from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.files import write_atomic
+from gpuprobe.core.results import DISTURBED_VERDICTS, Device, Fact, ProbeOutcome, Results, save
+from gpuprobe.families import catalog
+from gpuprobe.families.catalog import FAMILIES, OPT_IN
+from gpuprobe.judge.expectations import ModelExpectations, judge, match_model
+from gpuprobe.judge.invariants import check_invariants
+from gpuprobe.measure.child import file_sha256
+from gpuprobe.measure.conditions import CLOCK_PROBE, REFERENCE_KEY
+from gpuprobe.measure.isolation import ChildPolicy, FailureStreak, deadline_outcome, death_signature, run_family
+from gpuprobe.measure.lock import gpu_lock
+from gpuprobe.measure.plan import FULL, Stage, family_plan
+from gpuprobe.output.factsheet import write_report
+from gpuprobe.output.first_contact import render_first_contact
+from gpuprobe.output.report import gpu_slug
+from gpuprobe.runner.gpu import LauncherSpec, device_record, nvml_snapshot, software_versions
+
+RESULTS_NAME = "results.json"
+MAX_NOISE = 0.10  # a fact whose CI half-width exceeds this fraction of its value is unstable, not judged
+
+
+def judge_fact(fact: Fact, model: ModelExpectations | None) -> Fact:
+    expectation = model.facts.get(fact.id) if model else None
+    fact.expectation = None if expectation is None else {k: v for k, v in asdict(expectation).items() if k != "fact_id"}
+    fact.verdict, fact.detail = judge(fact, expectation)
+    return fact
+
+
+def device_facts(device: Device) -> list[Fact]:
+    return [
+        Fact("device.sm_count", float(device.sm_count), "count", probe="device"),
+        Fact("device.l2_bytes", float(device.l2_bytes), "byte", probe="device"),
+    ]
+
+
+UNJUDGED = (*DISTURBED_VERDICTS, "unstable")  # facts whose conditions or noise forbid judging them
+
+
+def invariant_facts(results: Results) -> list[Fact]:
+    """The cross-generation invariants, over the facts fit to be judged."""
+    facts = {f.id: f for f in results.facts if f.verdict not in UNJUDGED}
+    return [
+        Fact(f"invariant.{name}", 1.0 if ok else 0.0, "bool", probe="invariants",
+             verdict="pass" if ok else "fail", detail=detail)
+        for name, ok, detail in check_invariants(facts, results.device, catalog.invariant_checks())
+    ]  # fmt: skip
+
+
+def clock_during_chases(results: Results) -> float | None:
+    """The median SM clock over the long timed regions of the latency sweeps (None if none was long)."""
+    values = [
+        mhz
+        for outcome in results.probes.values()
+        for mhz in outcome.series.get("curve", {}).get("sm_mhz", [])
+        if isinstance(mhz, float | int)
+    ]
+    return float(statistics.median(values)) if values else None
+
+
+def default_out_dir(device: Device) -> Path:
+    return Path("reports") / gpu_slug(device.name)
+
+
+def child_spec(
+    module: BuiltModule,
+    device: Device,
+    launcher: LauncherSpec,
+    family: str,
+    settings: Any = None,
+    datasheet: Mapping[str, float] | None = None,
+    clock_usable: bool = False,
+) -> dict:
+    """What a measuring child needs: the family, the checked cubin, the kernels' signatures, how to launch,
+    in its starting state the model's datasheet figures (``state["datasheet"]``, empty when unknown),
+    and whether the clock kernel's contract held (the clock read around every probe)."""
+    return {
+        "family": family,
+        "launcher": launcher.factory,
+        "launcher_options": launcher.options,
+        "device_index": launcher.device_index,
+        "cubin": str(module.cubin),
+        "cubin_sha256": file_sha256(module.cubin),
+        "parameters": module.parameters,
+        "device": asdict(device),
+        "settings": None if settings is None else asdict(settings),
+        "state": {"datasheet": dict(datasheet or {})},
+        "clock_usable": clock_usable,
+    }
+
+
+def too_noisy(fact: Fact) -> bool:
+    """A judged fact whose confidence interval is wider than ``MAX_NOISE`` of its value."""
+    if fact.ci is None or not fact.value or fact.verdict not in ("pass", "fail", "warn"):
+        return False
+    return (fact.ci[1] - fact.ci[0]) / 2 > MAX_NOISE * abs(fact.value)
+
+
+def judge_measured(fact: Fact, model: ModelExpectations | None) -> Fact:
+    """Judge a measured fact, unless its conditions were bad (already marked) or its noise too large."""
+    if fact.verdict in DISTURBED_VERDICTS:
+        return fact
+    judge_fact(fact, model)
+    if too_noisy(fact):
+        low, high = fact.ci
+        fact.verdict = "unstable"
+        fact.detail += (
+            f"; UNSTABLE: CI {low:g}–{high:g} is wider than ±{MAX_NOISE:.0%} of the value, too noisy to judge"
+        )
+    return fact
+
+
+SMOKE_PROBE_LIMIT_S = 20.0  # a smoke probe measures once with minimal settings: seconds, not minutes
+FIRST_CONTACT_NAME = "first-contact.md"
+
+
+def stage_policy(stage: Stage, policy: ChildPolicy) -> ChildPolicy:
+    """Smoke probes run once (no retry) under a short limit: a first contact reports, it does not judge."""
+    if stage.name != "smoke":
+        return policy
+    return dataclasses.replace(policy, probe_time_limit_s=min(policy.probe_time_limit_s, SMOKE_PROBE_LIMIT_S),
+                               attempts=1)  # fmt: skip
+
+
+def environment_record(device_index: int, uuid: str) -> dict[str, Any]:
+    """What the first run on a machine needs on record: the NVML device record and every software version."""
+    return {"device_record": device_record(device_index, uuid), "software": software_versions()}
+
+
+def build_record(module: BuiltModule) -> dict[str, Any]:
+    """The cubin the run measures: the one built and checked here, by hash (each measuring process checks it)."""
+    return {"arch": module.arch.name, "cubin": str(module.cubin), "cubin_sha256": file_sha256(module.cubin),
+            "toolkit": toolkit_description()}  # fmt: skip
+
+
+STOP_AFTER_FAMILIES = 3  # families in a row whose every probe died the same way end the run
+
+
+@dataclass
+class _SameDeath:
+    """Notices when family after family dies the same way (a broken driver or library): the run stops."""
+
+    streak: FailureStreak = field(default_factory=FailureStreak)
+    reason: str | None = None
+
+    def family_ended(self, outcomes: list[ProbeOutcome]) -> None:
+        deaths = {death_signature(o) for o in outcomes}
+        signature = death_signature(outcomes[0]) if outcomes and None not in deaths else None
+        if self.streak.see(signature) >= STOP_AFTER_FAMILIES:
+            self.reason = f"the last {self.streak.count} families' processes all died the same way ({signature})"
+
+
+def not_started(results: Results, family: str, order: list[str], stopped: str | None) -> None:
+    """A family the run did not reach: its probes ``not_run`` for the deadline, or ``crashed`` when the run
+    stopped because family after family died the same way (``stopped``, the reason)."""
+    results.families[family]["ended"] = "not_started"
+    for name in order:
+        stopped_outcome = ProbeOutcome("crashed", f"not measured: {stopped}") if stopped else None
+        results.probes[name] = stopped_outcome or deadline_outcome(" before this family started")
+
+
+def measure_family(
+    results: Results,
+    path: Path,
+    family: str,
+    spec: dict[str, Any],
+    order: list[str],
+    policy: ChildPolicy,
+    run_state: dict[str, Any],
+    model: ModelExpectations | None,
+) -> None:
+    """One family's probes measured into ``results`` (saved after each), its seconds recorded, and the
+    run's reference clock carried on in ``run_state``."""
+    record = results.families[family]
+    state = {**spec["state"], **run_state}
+    started = time.monotonic()
+    for measured in run_family(spec, order, policy, state=state):
+        results.probes[measured.probe] = measured.outcome
+        results.facts.extend(judge_measured(f, model) for f in measured.facts)
+        clock = next((f for f in measured.facts if f.id == "device.sm_clock"), None)
+        if clock is not None:
+            results.clocks["sm_mhz_measured"] = clock.value
+            results.clocks["samples"] = clock.samples
+        record["actual_s"] = round(time.monotonic() - started, 3)
+        save(results, path)
+    cut = any(results.probes[name].status == "not_run" for name in order)
+    record.update(actual_s=round(time.monotonic() - started, 3), ended="deadline" if cut else "measured")
+    if REFERENCE_KEY in state:
+        run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
+
+
+def run_suite(
+    device: Device,
+    launcher: LauncherSpec,
+    out_dir: Path,
+    forced_model: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+    policy: ChildPolicy | None = None,
+    lock_wait_s: float = 60.0,
+    inject_fault: bool = False,
+    stage: Stage = FULL,
+    deadline_s: float | None = None,
+) -> Results:
+    """Measure every runnable probe on ``device``; write results and fact sheet to ``out_dir``.
+
+    The GPU is locked for the run; each family measures in child processes (a faulting or hanging
+    probe is recorded, and the rest go on); results are saved after every probe. ``settings`` maps a
+    family name to its ``Settings`` (each family's defaults otherwise). ``inject_fault`` adds the
+    self-test that faults on purpose, to show the run survives it. ``stage`` "smoke" measures each
+    family's cheapest probes once and writes the first-contact report instead of the fact sheet.
+    ``deadline_s``: seconds from now after which no more is measured; what is left is recorded
+    ``not_run`` ("deadline"), and the results and fact sheet are written as partial.
+    """
+    policy = stage_policy(stage, policy or ChildPolicy())
+    if deadline_s is not None:
+        policy = dataclasses.replace(policy, deadline=time.monotonic() + deadline_s)
+    model = match_model(device.name, forced_model)
+    if model is not None and model.memory:
+        device = dataclasses.replace(device, memory_type=model.memory)
+    arch = parse_arch(device.arch)
+    datasheet = {key: entry.value for key, entry in model.datasheet.items()} if model else {}
+    probes = [p for p in all_probes() if p.family not in OPT_IN or (p.family == "selftest" and inject_fault)]
+    module = build_for(probes, arch)
+    checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
+    index = device.gpu_index if device.gpu_index is not None else launcher.device_index
+    with gpu_lock(device.uuid or f"{device.hostname or 'local'}-gpu{index}", lock_wait_s):
+        own = {os.getpid()}
+        results = Results(device=device, clocks={"nvml_before": nvml_snapshot(launcher.device_index, device.uuid, own)},
+                          stage=stage.name, build=build_record(module),
+                          environment=environment_record(launcher.device_index, device.uuid))  # fmt: skip
+        results.clocks["model"] = model.key if model else "unknown (discovery mode)"
+        results.facts.extend(judge_fact(f, model) for f in device_facts(device))
+        path = out_dir / RESULTS_NAME
+        for name, check in checks.items():
+            if check.status != "ok":
+                results.probes[name] = ProbeOutcome(check.status, check.detail)
+        save(results, path)
+        clock_usable = checks.get(CLOCK_PROBE) is not None and checks[CLOCK_PROBE].status == "ok"
+        run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
+        dying = _SameDeath()
+        for family, measurement in FAMILIES.items():
+            if family in OPT_IN and not (family == "selftest" and inject_fault):
+                continue
+            order = [name for name in stage.probes(measurement) if checks.get(name) and checks[name].status == "ok"]
+            family_settings = stage.settings(measurement, (settings or {}).get(family))
+            planned = family_plan(family, measurement, stage, family_settings, device)
+            record: dict[str, Any] = {"planned_s": planned.seconds, "actual_s": None, "probes": len(order)}
+            results.families[family] = {**record, "plan_error": planned.error} if planned.error else record
+            if policy.seconds_left() <= 0 or dying.reason:
+                not_started(results, family, order, dying.reason)
+                save(results, path)
+                continue
+            spec = child_spec(module, device, launcher, family, family_settings, datasheet, clock_usable)
+            measure_family(results, path, family, spec, order, policy, run_state, model)
+            dying.family_ended([results.probes[name] for name in order])
+        results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
+        results.facts.extend(invariant_facts(results))
+        results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index, device.uuid, own)
+        results.partial = any(r.get("ended") != "measured" for r in results.families.values())
+        save(results, path)
+    if stage.name == "smoke":
+        write_atomic(
+            out_dir / FIRST_CONTACT_NAME,
+            render_first_contact(results, catalog.probes_by_family(smoke=results.stage == "smoke")),
+        )
+    else:
+        write_report(results, out_dir, sections=catalog.sections())
+    return results

@@ -1,0 +1,76 @@
+"""Writing the fact sheet: Markdown with its plots as PNG files beside it, or one self-contained HTML page.
+
+The content comes from :mod:`gpuprobe.output.report` (and its HTML markup from
+:mod:`gpuprobe.output.html_report`); this module only draws the plots and writes the files, atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import write_atomic
+from gpuprobe.core.results import Results
+from gpuprobe.output.html_report import render_html
+from gpuprobe.output.plots import DEFAULT_DPI
+from gpuprobe.output.report import (
+    FACTSHEET_HTML_NAME,
+    FACTSHEET_NAME,
+    FORMATS,
+    all_plots,
+    render_markdown,
+    sheet_layout,
+)
+from gpuprobe.output.sections import Section
+
+
+def plot_images(results: Results, sections: Sequence[Section], dpi: int | None = None) -> dict[str, bytes]:
+    """Every plot this run can draw, as PNG bytes keyed by ``plot_key``."""
+    layout = sheet_layout(sections)
+    drawn = {plot.key: plot.png(results, DEFAULT_DPI if dpi is None else dpi) for plot in all_plots(layout)}
+    return {key: png for key, png in drawn.items() if png is not None}
+
+
+def write_html(results: Results, out_dir: Path, sections: Sequence[Section], dpi: int | None = None) -> Path:
+    """Write ``factsheet.html`` (plots embedded) into ``out_dir``; return its path."""
+    path = Path(out_dir) / FACTSHEET_HTML_NAME
+    write_atomic(path, render_html(results, plot_images(results, sections, dpi), sections=sections))
+    return path
+
+
+def _write_markdown(results: Results, out_dir: Path, sections: Sequence[Section], dpi: int | None) -> list[Path]:
+    """``factsheet.md`` and its PNG plots; a plot this run cannot draw is removed if an older run left one."""
+    plot_files: dict[str, str] = {}
+    drawn: list[Path] = []
+    for plot in all_plots(sheet_layout(sections)):
+        path = out_dir / plot.file_name
+        data = plot.png(results, DEFAULT_DPI if dpi is None else dpi)
+        if data is None:
+            path.unlink(missing_ok=True)
+            continue
+        write_atomic(path, data)
+        plot_files[plot.key] = plot.file_name
+        drawn.append(path)
+    sheet = out_dir / FACTSHEET_NAME
+    write_atomic(sheet, render_markdown(results, plot_files, sections=sections))
+    return [sheet, *drawn]
+
+
+def write_report(
+    results: Results, out_dir: Path, fmt: str = "md", *, sections: Sequence[Section], dpi: int | None = None
+) -> list[Path]:
+    """Write the fact sheet into ``out_dir`` in format ``fmt``, with the families' ``sections``; return
+    the paths written.
+
+    ``"md"``: ``factsheet.md`` plus its plot(s) as PNG files beside it. ``"html"``:
+    ``factsheet.html`` alone, self-contained (plots embedded, no external resources). The results
+    JSON is the caller's to write. An unknown format is a GpuprobeError.
+    """
+    if fmt not in FORMATS:
+        raise GpuprobeError(f"unknown fact sheet format {fmt!r} (use one of: {', '.join(FORMATS)})")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if fmt == "html":
+        return [write_html(results, out_dir, sections, dpi)]
+    return _write_markdown(results, out_dir, sections, dpi)

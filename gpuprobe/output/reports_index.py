@@ -1,0 +1,185 @@
+"""``reports/README.md``: every GPU's headline facts side by side, regenerated from the results files.
+
+Each folder of ``reports/`` holds one GPU's ``results.json`` written by a real run (DESIGN.md:
+only real runs go there). The index reads those files and nothing else that carries a number;
+it lists each GPU once with its memory latencies in cycles and ns, the L2 capacity the latency
+curve found, the measured SM clock, driver and run date, and links its fact sheet. A partial
+run is marked; a folder whose results cannot be read is listed with the reason; a folder with no
+results file is skipped. The output has no timestamp, so regenerating it from the same files
+gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import write_atomic
+from gpuprobe.core.numbers import fmt_bytes, fmt_num
+from gpuprobe.core.results import Fact, Results, load
+from gpuprobe.output.plots import measured_sm_mhz
+from gpuprobe.output.report import FACTSHEET_HTML_NAME, FACTSHEET_NAME, NONE, cell, escape, table
+
+INDEX_NAME = "README.md"
+RESULTS_NAME = "results.json"
+
+#: The latency columns: (fact id, column title).
+LATENCY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("latency.l1", "L1"),
+    ("latency.l2", "L2"),
+    ("latency.l2_far", "L2 far"),
+    ("latency.dram", "DRAM"),
+)
+HEADER = (
+    "GPU",
+    "Arch",
+    "SMs",
+    *(f"{title} latency" for _, title in LATENCY_COLUMNS),
+    "L2 capacity (measured / device)",
+    "SM clock (measured)",
+    "Driver",
+    "Run date",
+    "Verdicts",
+)
+PARTIAL_MARK = "**(partial)**"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One GPU folder: its name, and its results or why they could not be read."""
+
+    folder: str
+    results: Results | None
+    error: str = ""
+
+
+def find_runs(reports_dir: Path) -> list[Run]:
+    """Every sub-folder of ``reports_dir`` holding a results file, sorted by folder name."""
+    reports_dir = Path(reports_dir)
+    if not reports_dir.is_dir():
+        return []
+    runs = []
+    for folder in sorted(p for p in reports_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        path = folder / RESULTS_NAME
+        if not path.is_file():
+            continue
+        try:
+            runs.append(Run(folder.name, load(path)))
+        except GpuprobeError as exc:  # named relative to the index, so the page reads the same anywhere
+            runs.append(Run(folder.name, None, str(exc).replace(str(path), f"{folder.name}/{RESULTS_NAME}")))
+    return runs
+
+
+def sheet_link(reports_dir: Path, folder: str) -> str:
+    """Relative link to a folder's fact sheet: Markdown if present, else HTML, else the results file."""
+    for name in (FACTSHEET_NAME, FACTSHEET_HTML_NAME, RESULTS_NAME):
+        if (Path(reports_dir) / folder / name).is_file():
+            return f"{quote(folder)}/{quote(name)}"
+    return quote(folder) + "/"
+
+
+def _measured(fact: Fact | None) -> Fact | None:
+    """The fact if it carries a value."""
+    return fact if fact is not None and fact.value is not None else None
+
+
+def latency_text(results: Results, fact_id: str) -> str:
+    """``"262.4 cyc / 149.5 ns"``; ns as recorded, else at the measured SM clock; "—" if not measured."""
+    fact = _measured(results.fact(fact_id))
+    if fact is None:
+        return NONE
+    text = f"{fmt_num(fact.value)} cyc" if fact.unit == "cycle" else f"{fmt_num(fact.value)} {fact.unit}"
+    ns = fact.converted.get("ns")
+    mhz = measured_sm_mhz(results)
+    if ns is None and fact.unit == "cycle" and mhz:
+        ns = fact.value / mhz * 1000
+    return text if ns is None else f"{text} / {fmt_num(ns)} ns"
+
+
+def l2_capacity_text(results: Results) -> str:
+    """``"50 MiB / 50 MiB"``: the knee the latency curve found, then the size the device reports."""
+    fact = _measured(results.fact("capacity.l2"))
+    measured = NONE if fact is None else fmt_bytes(fact.value)
+    device = fmt_bytes(results.device.l2_bytes) if results.device.l2_bytes > 0 else NONE
+    return f"{measured} / {device}"
+
+
+def verdicts_text(results: Results) -> str:
+    """``"12 pass, 1 warn"``: counts of the judged verdicts (report-only facts left out)."""
+    counts: dict[str, int] = {}
+    for fact in results.facts:
+        if fact.verdict != "report":
+            counts[fact.verdict] = counts.get(fact.verdict, 0) + 1
+    order = ("fail", "warn", "unstable", "not_run", "throttled", "shared", "pass")
+    keys = [k for k in order if k in counts] + sorted(k for k in counts if k not in order)
+    return ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in keys) or NONE
+
+
+def run_row(reports_dir: Path, folder: str, results: Results) -> list[str]:
+    """One table row for the readable run in ``folder``."""
+    dev = results.device
+    name = escape(dev.name.strip() or folder)
+    gpu = f"[{name}]({sheet_link(reports_dir, folder)})"
+    if results.partial:
+        gpu += f" {PARTIAL_MARK}"
+    mhz = measured_sm_mhz(results)
+    return [
+        gpu,
+        escape(f"{dev.arch} ({dev.cc})"),
+        str(dev.sm_count),
+        *(latency_text(results, fact_id) for fact_id, _ in LATENCY_COLUMNS),
+        l2_capacity_text(results),
+        NONE if mhz is None else f"{fmt_num(mhz)} MHz",
+        escape(dev.driver),
+        escape(results.created[:10]),
+        verdicts_text(results),
+    ]
+
+
+def _sort_key(run: Run) -> tuple[str, str]:
+    """GPUs by device name (case-insensitive), then folder."""
+    name = run.results.device.name if run.results is not None else run.folder
+    return (name.lower(), run.folder)
+
+
+def render_index(reports_dir: Path) -> str:
+    """The index of ``reports_dir`` as Markdown (an empty or missing folder gives an index saying so)."""
+    runs = find_runs(reports_dir)
+    readable = sorted((r for r in runs if r.results is not None), key=_sort_key)
+    rows = [run_row(reports_dir, r.folder, r.results) for r in readable if r.results is not None]
+    broken = [r for r in runs if r.results is None]
+    lines = [
+        "# gpuprobe reports",
+        "",
+        "One folder per GPU, each written by a real `gpuprobe run` (or `pytest probes/ --gpuprobe-out`). This page is "
+        "generated from the `results.json` in each folder; do not edit it by hand.",
+        "",
+    ]
+    if not readable:
+        lines += ["No GPU runs recorded yet.", ""]
+    else:
+        lines += [
+            "Latencies are medians of dependent pointer-chase loads, in SM clock cycles and in ns at the SM clock "
+            "measured during the run. L2 capacity is where the latency curve steps up, beside the size the device "
+            f"reports. {PARTIAL_MARK} marks a run that did not finish; its numbers may be incomplete.",
+            "",
+            *table(HEADER, rows),
+            "",
+        ]
+    if broken:
+        lines += ["## Unreadable results", ""]
+        lines += [f"- {cell(escape(r.folder))}: {cell(escape(r.error))}" for r in broken]
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_index(reports_dir: Path) -> Path:
+    """Write ``README.md`` into ``reports_dir`` (which must exist); return its path."""
+    reports_dir = Path(reports_dir)
+    if not reports_dir.is_dir():
+        raise GpuprobeError(f"{reports_dir}: reports directory not found")
+    path = reports_dir / INDEX_NAME
+    write_atomic(path, render_index(reports_dir))
+    return path

@@ -1,0 +1,111 @@
+"""The flight recorder: every launcher call a measuring process makes, reported as it is made.
+
+A measuring child wraps its launcher in :class:`RecordingLauncher`, which reports each call twice:
+once before it runs (the method, kernel, grid, block, dynamic shared bytes and every argument's
+type and width, scalars with their value) and once when it returns (the wall milliseconds it took,
+or the error it raised). The parent (:mod:`gpuprobe.measure.isolation`) keeps the last :data:`FLIGHT_CALLS`
+of them, and writes them into the results with any probe that crashed, timed out or failed its
+self-check: a call that never returned is the one that hung, and the calls before a wrong result
+say exactly what was launched. So a failure seen once on a real GPU can be read here, with no GPU.
+
+Recording happens around the launcher's methods, never inside them: every timed region is inside
+one launcher call (CUDA events or the host clock the launcher itself reads), so recording costs no
+measured time.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+FLIGHT_CALLS = 200  # launcher calls kept per measuring process (and written with a failed probe)
+UNRECORDED = frozenset({"address", "device", "nvml"})  # pure lookups: no GPU work to diagnose
+
+
+def describe_argument(value: Any) -> str:
+    """A kernel argument as the flight record shows it: a scalar's type, width and value; a buffer's size."""
+    if isinstance(value, np.generic):
+        return f"{value.dtype.name}={value.item()!r}"
+    nbytes = getattr(value, "nbytes", None)
+    return f"buffer[{nbytes} B]" if isinstance(nbytes, int) else type(value).__name__
+
+
+def _short(value: Any) -> Any:
+    """A call argument as JSON: numbers, texts and dims as they are, a list of kernel arguments described."""
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    if isinstance(value, tuple | list) and all(isinstance(v, int) for v in value):
+        return list(value)  # a grid or block
+    if isinstance(value, tuple | list):
+        return [describe_argument(v) for v in value]
+    return describe_argument(value)
+
+
+@functools.cache
+def _signature(method: str) -> inspect.Signature | None:
+    """The :class:`~gpuprobe.runner.gpu.Launcher` protocol's signature of ``method`` (None if it has none)."""
+    from gpuprobe.runner.gpu import Launcher
+
+    function = getattr(Launcher, method, None)
+    return inspect.signature(function) if callable(function) else None
+
+
+def describe_call(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What a launcher call was asked to do, JSON-able, each argument under its name in the Launcher
+    protocol (kernel, grid, block, args, shared_bytes, count, ...): kernel arguments as their type and
+    width (scalars with their value), buffers as their size."""
+    record: dict[str, Any] = {"call": method}
+    signature = _signature(method)
+    try:
+        bound = signature.bind(None, *args, **kwargs).arguments if signature else None
+    except TypeError:
+        bound = None
+    if bound is None:
+        return {**record, "positional": [_short(a) for a in args], **{k: _short(v) for k, v in kwargs.items()}}
+    bound.pop(next(iter(bound)))  # self
+    return {**record, **{name: _short(value) for name, value in bound.items()}}
+
+
+class RecordingLauncher:
+    """A launcher that reports every call to ``on_call`` before it runs and to ``on_return`` after.
+
+    ``on_call(record)`` gets :func:`describe_call`'s record with a sequence number ``n``;
+    ``on_return(n, elapsed_ms, error)`` gets the same number, the call's wall milliseconds and, if it
+    raised, the error's text (the exception still propagates).
+    """
+
+    def __init__(
+        self,
+        launcher: Any,
+        on_call: Callable[[dict[str, Any]], None],
+        on_return: Callable[[int, float, str | None], None],
+    ) -> None:
+        self._launcher = launcher
+        self._on_call = on_call
+        self._on_return = on_return
+        self._count = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._launcher, name)
+        if name.startswith("_") or name in UNRECORDED or not callable(attribute):
+            return attribute
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            self._count += 1
+            number = self._count
+            self._on_call({"n": number, **describe_call(name, args, kwargs)})
+            started = time.perf_counter()
+            try:
+                result = attribute(*args, **kwargs)
+            except BaseException as exc:
+                self._on_return(number, (time.perf_counter() - started) * 1e3, f"{type(exc).__name__}: {exc}")
+                raise
+            self._on_return(number, (time.perf_counter() - started) * 1e3, None)
+            return result
+
+        return recorded
