@@ -48,7 +48,7 @@ import pytest
 from gpuprobe.runner import gpu
 
 GPU_SOURCE = Path(gpu.__file__)
-REPO = GPU_SOURCE.parents[1]
+REPO = GPU_SOURCE.parents[2]
 
 # Packages whose API the scan checks; anything else (Python, NumPy, gpuprobe) is plain.
 LIBRARIES = ("cupy", "cupy_backends", "cuda.bindings", "cuda.pathfinder", "pynvml", "pycuda")
