@@ -7,7 +7,6 @@ measurement is exit status 1; a traceback is a bug.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -159,16 +158,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from gpuprobe.api import local_device
     from gpuprobe.core.files import write_atomic
     from gpuprobe.families import catalog
     from gpuprobe.fleet.repeatability import render_markdown, repeatability
-    from gpuprobe.fleet.runs import placement
     from gpuprobe.judge.expectations import match_model
     from gpuprobe.measure.isolation import require_seconds, user_policy
     from gpuprobe.measure.plan import FULL, SMOKE
     from gpuprobe.measure.session import FIRST_CONTACT_NAME, default_out_dir, run_suite
     from gpuprobe.output.first_contact import family_rows, verdict_line
-    from gpuprobe.runner.gpu import LauncherSpec, device_identity, require_gpu
+    from gpuprobe.runner.gpu import LauncherSpec
 
     if args.repeat < 1:
         raise GpuprobeError(f"--repeat must be at least 1, got {args.repeat}")
@@ -176,8 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     policy = user_policy(args.probe_time_limit, args.cooldown)
     if args.plan:
         return cmd_plan(args)
-    require_gpu()
-    device = dataclasses.replace(device_identity(args.device), **placement(args.device))
+    device = local_device(args.device)
     if args.model is None and match_model(device.name) is None:
         print(f"{device.name!r} has no expectations: discovery mode (facts reported, invariants asserted)")
     out_dir = Path(args.output) if args.output else default_out_dir(device) / ("first-contact" if args.smoke else "")

@@ -8,7 +8,6 @@ cases share one suite run per pytest session; without a GPU they skip with the r
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import warnings
 from collections.abc import Callable
@@ -174,9 +173,10 @@ def _expected(results: Results, fact_id: str) -> bool:
 @pytest.fixture(scope="session")
 def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Results:
     """One measured run of the suite on the local GPU, shared by every measured test."""
-    from gpuprobe.fleet.runs import placement, worker_gpu_reason, worker_results_dir
+    from gpuprobe.api import local_device
+    from gpuprobe.fleet.runs import worker_gpu_reason, worker_results_dir
     from gpuprobe.measure.session import run_suite
-    from gpuprobe.runner.gpu import LauncherSpec, device_identity, gpu_unavailable_reason
+    from gpuprobe.runner.gpu import LauncherSpec, gpu_unavailable_reason
 
     config = request.config
     reason = worker_gpu_reason(config, gpu_unavailable_reason())
@@ -189,7 +189,7 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     config.stash[RESULTS_DIR] = out_dir
     index = config.getoption("gpu_device")
     try:
-        device = dataclasses.replace(device_identity(index), **placement(index))
+        device = local_device(index)
         return run_suite(
             device,
             LauncherSpec(device_index=index),

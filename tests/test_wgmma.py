@@ -175,7 +175,7 @@ def test_a_wrong_d_is_named_and_a_right_one_passes() -> None:
 
 def test_the_committed_ptx_is_what_the_generator_writes() -> None:
     assert (PTX_DIR / "wgmma" / "wgmma.ptx").read_text() == module_text(), (
-        "regenerate: python -m gpuprobe.families.wgmma.ptx"
+        "regenerate: python -m gpuprobe.families.wgmma > ptx/wgmma/wgmma.ptx"
     )
 
 

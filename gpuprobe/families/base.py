@@ -2,7 +2,7 @@
 own check failed, and the shape of a family module.
 
 A family module (see :mod:`gpuprobe.families.catalog`) provides ``PROBES`` (its probe names in
-measuring order, as declared in ``ptx/*.toml``), a ``Settings`` dataclass (JSON-able fields: it
+measuring order, as declared in ``ptx/<family>/*.toml``), a ``Settings`` dataclass (JSON-able fields: it
 crosses into the measuring child process), ``measure(request: Request) -> Probes``, yielding
 ``(probe name, run)`` pairs, where ``run()`` measures that probe and returns a :class:`Measured`
 (or raises :class:`ProbeFailure`), ``plan(settings: Settings, device: Device) -> Plan`` (what

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.bandwidth import patterns as layout
+from gpuprobe.families.bandwidth import patterns
 from gpuprobe.families.bandwidth.patterns import PATTERNS, PatternStream, SharedStream, Stream
 from gpuprobe.families.bandwidth.report import INVARIANTS, SECTIONS
 from gpuprobe.families.bandwidth.runs import Launch, Runner, check_sums, cycle_rate, event_rate
@@ -88,8 +88,8 @@ class _Context:
         """The source's per-group sums for ``width``-byte reads, computed once."""
         if width not in self.tables:
             if self.requests is None:
-                self.requests = layout.request_sums(self.words)
-            self.tables[width] = layout.group_sums(self.requests, width)
+                self.requests = patterns.request_sums(self.words)
+            self.tables[width] = patterns.group_sums(self.requests, width)
         return self.tables[width]
 
     def blocks_per_sm(self, kernel: str, threads: int, shared: int = 0) -> int:
@@ -122,7 +122,7 @@ def _read_launch(ctx: _Context, kernel: str, stream: Stream, src: Any, expected:
     if expected is None and stream.footprint > 4 * len(ctx.words):
         raise ProbeFailure(f"{kernel}: {stream.footprint} bytes to read, the source holds {4 * len(ctx.words)}")
     if expected is None:
-        expected = layout.stream_sums(ctx.table(stream.width), stream)
+        expected = patterns.stream_sums(ctx.table(stream.width), stream)
     args = [
         ctx.address(src),
         np.uint32(stream.width),
@@ -141,7 +141,7 @@ def _written_words(ctx: _Context, buffer: Any, count: int, first: bool) -> np.nd
 
 def _write_launch(ctx: _Context, stream: Stream) -> Launch:
     kernel = stream_kernel("write", stream.width)
-    words = stream.footprint // layout.WORD.itemsize
+    words = stream.footprint // patterns.WORD.itemsize
     args: list[object] = [
         ctx.address(ctx.dst),
         None,  # the value's address, set before each launch
@@ -155,12 +155,12 @@ def _write_launch(ctx: _Context, stream: Stream) -> Launch:
 
     def prepare() -> None:  # a new value every launch: a launch that stored nothing is caught
         ctx.values_stored += 1
-        pattern["value"] = layout.source_words(4, ctx.settings.seed + ctx.values_stored)
+        pattern["value"] = patterns.source_words(4, ctx.settings.seed + ctx.values_stored)
         pattern["buffer"] = ctx.launcher.upload(pattern["value"])
         args[1] = ctx.address(pattern["buffer"])
 
     def check(first: bool) -> None:
-        per_value = stream.width // layout.WORD.itemsize
+        per_value = stream.width // patterns.WORD.itemsize
         got = _written_words(ctx, ctx.dst, words, first).reshape(-1, per_value)
         wrong = np.unique(np.flatnonzero(got != pattern["value"][:per_value]) // per_value)  # values with a bad word
         if len(wrong):
@@ -177,7 +177,7 @@ def _write_launch(ctx: _Context, stream: Stream) -> Launch:
 def _copy_launch(ctx: _Context, stream: Stream, dst: Any) -> Launch:
     """A copy from the source to ``dst``, which is poisoned before each launch and checked after."""
     kernel = stream_kernel("copy", stream.width)
-    words = stream.footprint // layout.WORD.itemsize
+    words = stream.footprint // patterns.WORD.itemsize
     args = [
         ctx.address(ctx.src),
         ctx.address(dst),
@@ -305,23 +305,22 @@ def measure_l1(ctx: _Context, width: int) -> Measured:
     name, kernel = f"bandwidth.l1.read.v{width}", f"gp_bw_read_ca_v{width}"
     s = ctx.settings
     ctx.launcher.prefer_l1(kernel)
-    wanted = max(1, s.cached_tile_per_sm // (s.threads * width * layout.ACCESSES))
+    wanted = max(1, s.cached_tile_per_sm // (s.threads * width * patterns.ACCESSES))
     per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads))
     short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
     blocks = ctx.device.sm_count * per_sm
     streams = [Stream(width, blocks, s.threads, n, sweep=False) for n in (short_iters, long_iters)]
     short, long = (_read_launch(ctx, kernel, st, ctx.src) for st in streams)
-    per_block = tuple(st.threads * width * layout.ACCESSES * st.iters for st in streams)
+    per_block = tuple(st.threads * width * patterns.ACCESSES * st.iters for st in streams)
     samples: list[float] = []
     sample_until_stable(lambda: samples.append(cycle_rate(ctx.runner, short, long, per_block)), samples, s.stopping())  # type: ignore[arg-type]
-    note = (
-        f"{per_sm} blocks of {s.threads} per SM, {per_sm * s.threads * width * layout.ACCESSES // 1024} KiB tile per SM"
-    )
+    tile_kib = per_sm * s.threads * width * patterns.ACCESSES // 1024
+    note = f"{per_sm} blocks of {s.threads} per SM, {tile_kib} KiB tile per SM"
     return Measured(name, ProbeOutcome("ok", note), [fact(f"bandwidth.l1_read.v{width}", samples, "byte/clk/SM", name)])
 
 
 def _shared_read_launch(ctx: _Context, kernel: str, stream: SharedStream) -> Launch:
-    expected = layout.shared_sums(ctx.words, stream)
+    expected = patterns.shared_sums(ctx.words, stream)
     args = [
         ctx.address(ctx.src),
         np.uint32(stream.width),
@@ -339,10 +338,10 @@ def _shared_read_launch(ctx: _Context, kernel: str, stream: SharedStream) -> Lau
 def _shared_store_launch(ctx: _Context, kernel: str, op: str, stream: SharedStream, dst: Any) -> Launch:
     """A shared write or copy; afterwards every block's two halves, written back to ``dst``, must hold
     the stored value (write) or twice the source's first half (copy)."""
-    half_words = stream.half_bytes // layout.WORD.itemsize
+    half_words = stream.half_bytes // patterns.WORD.itemsize
     if op == "write":
-        value = layout.source_words(4, ctx.settings.seed + 1)
-        expected = np.tile(value[: stream.width // layout.WORD.itemsize], 2 * half_words * 4 // stream.width)
+        value = patterns.source_words(4, ctx.settings.seed + 1)
+        expected = np.tile(value[: stream.width // patterns.WORD.itemsize], 2 * half_words * 4 // stream.width)
         source = ctx.launcher.upload(value)
     else:
         expected, source = np.tile(ctx.words[:half_words], 2), ctx.src
@@ -383,7 +382,7 @@ def measure_shared(ctx: _Context, op: str, width: int) -> Measured:
     name, kernel = f"bandwidth.shared.{op}.v{width}", SHARED_KERNELS[op].format(w=width, bits=8 * width)
     s = ctx.settings
     shared_bytes = SharedStream(width, 1, s.threads, 2).shared_bytes
-    wanted = max(1, s.cached_tile_per_sm // (s.threads * width * layout.ACCESSES))
+    wanted = max(1, s.cached_tile_per_sm // (s.threads * width * patterns.ACCESSES))
     per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads, shared_bytes))
     short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
     streams = [SharedStream(width, ctx.device.sm_count * per_sm, s.threads, n) for n in (short_iters, long_iters)]
@@ -466,7 +465,7 @@ def measure_goodput(ctx: _Context, pattern_name: str) -> Measured:
     short, long = pattern_pair(
         pattern, most, ctx.device.sm_count, s.threads, ctx.device.l2_bytes, len(ctx.words) * 4, s
     )
-    per_iteration = layout.pattern_iteration_sums(ctx.words, long)  # the short launch reads its first iterations
+    per_iteration = patterns.pattern_iteration_sums(ctx.words, long)  # the short launch reads its first iterations
     launches = (_pattern_launch(ctx, stream, per_iteration) for stream in (short, long))
     useful = _rates(ctx, *launches, flush=True)
     ratio = 1.0 / pattern.efficiency
@@ -582,7 +581,7 @@ def _context(
 ) -> _Context:
     """Buffers shared by every probe: the source (uploaded once), destination, L2 flush scratch, outputs."""
     buffer_bytes = source_bytes(device, settings)
-    words = layout.source_words(buffer_bytes // 4, settings.seed)
+    words = patterns.source_words(buffer_bytes // 4, settings.seed)
     runner = Runner(launcher, parameters)
     ctx = _Context(
         launcher,
@@ -601,7 +600,7 @@ def _context(
 def _flush_launch(ctx: _Context, launcher: Launcher, device: Device, settings: Settings) -> Launch:
     """A read of a zeroed scratch buffer of ``flush_l2_multiple`` L2 sizes: every sum must be 0."""
     footprint = int(settings.flush_l2_multiple * device.l2_bytes)
-    stream = layout.sweep_for(16, device.sm_count * 4, settings.threads, footprint)
+    stream = patterns.sweep_for(16, device.sm_count * 4, settings.threads, footprint)
     scratch = launcher.alloc(stream.footprint)
     return _read_launch(ctx, "gp_bw_read_cg_v16", stream, scratch, np.zeros(stream.total_threads, dtype=np.uint32))
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuprobe.core.results import Device
-from gpuprobe.families.bandwidth import patterns as plan
+from gpuprobe.families.bandwidth import patterns
 from gpuprobe.families.bandwidth.patterns import PATTERNS, PatternStream, Stream
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.measuring import Stopping, require_counts
@@ -91,7 +91,7 @@ def fit_blocks(width: int, threads: int, most_per_sm: int, sm_count: int, footpr
     """Blocks per SM (at most ``most_per_sm``) whose tile fits in ``footprint``: all SMs busy, as full
     as the footprint allows; ProbeFailure when not even one block per SM fits."""
     for per_sm in range(most_per_sm, 0, -1):
-        if sm_count * per_sm * threads * width * plan.ACCESSES <= footprint:
+        if sm_count * per_sm * threads * width * patterns.ACCESSES <= footprint:
             return per_sm
     raise ProbeFailure(f"{footprint} bytes is less than one {threads}-thread block per SM of {width}-byte accesses")
 
@@ -99,7 +99,7 @@ def fit_blocks(width: int, threads: int, most_per_sm: int, sm_count: int, footpr
 def source_bytes(device: Device, settings: Settings) -> int:
     """The source buffer: the DRAM footprint, or every SM's L1 tile if that is more, in whole groups."""
     wanted = max(int(settings.dram_l2_multiple * device.l2_bytes), device.sm_count * settings.cached_tile_per_sm)
-    return -(-wanted // plan.GROUP_BYTES) * plan.GROUP_BYTES
+    return -(-wanted // patterns.GROUP_BYTES) * patterns.GROUP_BYTES
 
 
 MIN_DRAM_TILES = 4  # a DRAM footprint holds at least this many tiles, so the short and long launch differ
@@ -115,8 +115,8 @@ def dram_blocks(width: int, threads: int, most_per_sm: int, sm_count: int, l2_by
 def dram_pair(width: int, blocks: int, threads: int, l2_bytes: int, settings: Settings) -> tuple[Stream, Stream]:
     """The short and the long DRAM sweep: one pass each, the long over ``dram_l2_multiple`` L2 sizes."""
     footprint = int(settings.dram_l2_multiple * l2_bytes)
-    long = plan.sweep_for(width, blocks, threads, footprint)
-    short = plan.sweep_for(width, blocks, threads, max(long.tile, int(long.footprint * settings.short_fraction)))
+    long = patterns.sweep_for(width, blocks, threads, footprint)
+    short = patterns.sweep_for(width, blocks, threads, max(long.tile, int(long.footprint * settings.short_fraction)))
     if short.iters >= long.iters:
         raise ProbeFailure(f"a DRAM footprint of {footprint} bytes holds too few {long.tile}-byte tiles to difference")
     return short, long
@@ -126,7 +126,7 @@ def l2_pair(
     width: int, blocks: int, threads: int, footprint: int, factor: int, settings: Settings
 ) -> tuple[Stream, Stream]:
     """The short and the long L2 launch: the same footprint, passes in the ratio short_fraction."""
-    once = plan.sweep_for(width, blocks, threads, footprint)
+    once = patterns.sweep_for(width, blocks, threads, footprint)
     passes = max(2, math.ceil(settings.l2_long_bytes / (factor * once.footprint)))
     short_passes = max(1, int(passes * settings.short_fraction))
     return Stream(width, blocks, threads, once.iters, short_passes), Stream(width, blocks, threads, once.iters, passes)
@@ -134,7 +134,7 @@ def l2_pair(
 
 def cached_pair(width: int, blocks_per_sm: int, threads: int, settings: Settings) -> tuple[int, int]:
     """Iterations of the short and the long L1 / shared launch."""
-    per_iteration = blocks_per_sm * threads * width * plan.ACCESSES
+    per_iteration = blocks_per_sm * threads * width * patterns.ACCESSES
     long = max(8, settings.cached_long_bytes_per_sm // per_iteration)
     return max(2, int(long * settings.short_fraction)) // 2 * 2, long // 2 * 2
 
@@ -155,13 +155,13 @@ def sweep_points(settings: Settings, most: Callable[[int], int], sm_count: int, 
     for threads in settings.sweep_threads:
         limit = most(threads)
         for per_sm in sorted({*(b for b in settings.sweep_blocks if b < limit), limit}):
-            if per_sm >= 1 and MIN_DRAM_TILES * sm_count * per_sm * threads * 4 * plan.ACCESSES <= footprint:
+            if per_sm >= 1 and MIN_DRAM_TILES * sm_count * per_sm * threads * 4 * patterns.ACCESSES <= footprint:
                 points.append((threads, per_sm))
     return points
 
 
 def pattern_pair(
-    pattern: plan.Pattern,
+    pattern: patterns.Pattern,
     most_per_sm: int,
     sm_count: int,
     threads: int,
@@ -211,7 +211,7 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
     # the source generated and uploaded once, its request sums made once (a pass over it), and from them
     # (a quarter of its bytes) each access width's group sums
     work = [Work("bandwidth.dram.read.v16", "generate", buffer, 0),
-            Work("bandwidth.dram.read.v16", "add", buffer + len(plan.WIDTHS) * buffer // 4, 0)]  # fmt: skip
+            Work("bandwidth.dram.read.v16", "add", buffer + len(patterns.WIDTHS) * buffer // 4, 0)]  # fmt: skip
     for op in OPS:
         factor = 2 if op == "copy" else 1
         for width in (16, 8, 4):
@@ -237,10 +237,10 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
     cached = [("l1.read", "gp_bw_read_ca_v{w}")] + [(f"shared.{op}", SHARED_KERNELS[op]) for op in OPS]
     for level, kernel in cached:
         for width in (16, 8, 4):
-            wanted = max(1, s.cached_tile_per_sm // (s.threads * width * plan.ACCESSES))
+            wanted = max(1, s.cached_tile_per_sm // (s.threads * width * patterns.ACCESSES))
             per_sm = min(wanted, most_blocks(kernel.format(w=width, bits=8 * width), s.threads))
             short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
-            per_iteration = per_sm * s.threads * width * plan.ACCESSES
+            per_iteration = per_sm * s.threads * width * patterns.ACCESSES
             work.append(
                 Work(
                     f"bandwidth.{level}.v{width}",

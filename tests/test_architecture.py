@@ -1,0 +1,180 @@
+"""The package's shape: stages import only what lies below them, nothing imports in a circle, and each
+family is one package with its kernels in the parallel ``ptx/<family>/`` folder (docs/architecture.md).
+
+Imports are read from the source (every ``import``, at module level or inside a function), so a
+cycle hidden in a function-level import is caught as well.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import gpuprobe
+from gpuprobe.build.registry import PTX_DIR, all_probes
+from gpuprobe.families import catalog
+
+PACKAGE = Path(gpuprobe.__file__).resolve().parent
+REPO = PACKAGE.parent
+
+#: What each stage may import, besides itself. The arrows point one way: from the CPU-only stages at
+#: the bottom (core, build, judge, output) through the runner and the families to the run (measure);
+#: fleet reads results files only. The top-level modules (cli, the pytest plugin, the public API)
+#: may import anything.
+ALLOWED: dict[str, frozenset[str]] = {
+    "core": frozenset(),
+    "build": frozenset({"core"}),
+    "judge": frozenset({"core"}),
+    "output": frozenset({"core", "build", "judge"}),
+    "runner": frozenset({"core", "build"}),
+    "families": frozenset({"core", "build", "judge", "output", "runner"}),
+    "measure": frozenset({"core", "build", "judge", "output", "runner", "families"}),
+    "fleet": frozenset({"core"}),
+}
+TOP = frozenset({"__init__", "__main__", "api", "cli", "pytest_plugin"})
+#: The modules of ``gpuprobe/families/`` that are not families: the toolkit they share, and the catalog.
+CATALOG = "gpuprobe.families.catalog"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_package(name: str) -> bool:
+    return modules().get(name, Path()).name == "__init__.py"
+
+
+@cache
+def imports_of(name: str) -> frozenset[str]:
+    """The gpuprobe modules ``name`` imports: ``from gpuprobe.x import y`` is ``gpuprobe.x.y`` when
+    ``y`` is a module, else ``gpuprobe.x``."""
+    path = modules()[name]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{name}: relative import; gpuprobe imports absolutely"
+            base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules())
+    return frozenset(m for m in found if m in modules() and m != name)
+
+
+def stage_of(name: str) -> str:
+    """``gpuprobe.output.report`` -> ``output``; the top-level modules are their own name."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_module_is_in_a_stage_or_on_top() -> None:
+    stray = [m for m in modules() if stage_of(m) not in ALLOWED and stage_of(m) not in TOP]
+    assert not stray, f"modules outside the stages: {stray} (see docs/architecture.md for where they go)"
+
+
+@pytest.mark.parametrize("stage", sorted(ALLOWED))
+def test_a_stage_imports_only_the_stages_below_it(stage: str) -> None:
+    backward = [
+        f"{name} -> {target}"
+        for name in modules()
+        if stage_of(name) == stage
+        for target in imports_of(name)
+        if stage_of(target) != stage and stage_of(target) not in ALLOWED[stage]
+    ]
+    assert not backward, f"{stage} may import only {sorted(ALLOWED[stage])}: {backward}"
+
+
+def test_nothing_below_the_families_imports_the_catalog() -> None:
+    importers = {name for name in modules() if CATALOG in imports_of(name)}
+    assert all(stage_of(name) in ("measure", *TOP) for name in importers), sorted(importers)
+
+
+def _cycle(graph: dict[str, frozenset[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` as a path that ends where it starts, else None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    return next((found for node in sorted(graph) if node not in state and (found := visit(node))), None)
+
+
+def test_no_import_cycles() -> None:
+    # A package's own __init__ is imported on the way to any of its modules, so an edge from a module
+    # to the package that holds it is not a cycle; every other edge counts.
+    graph = {
+        name: frozenset(t for t in imports_of(name) if not (_is_package(t) and name.startswith(t + ".")))
+        for name in modules()
+    }
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset({"a"}), "d": frozenset({"a"})}
+    assert _cycle(graph) == ["a", "b", "c", "a"]
+    assert _cycle({"a": frozenset({"b"}), "b": frozenset()}) is None
+
+
+def test_the_toolkit_imports_no_family() -> None:
+    """The flat modules of ``gpuprobe/families/`` are what families share; they never reach into one."""
+    toolkit = [m for m, p in modules().items() if m.startswith("gpuprobe.families.") and m.count(".") == 2
+               and p.name != "__init__.py" and m != CATALOG]  # fmt: skip
+    family_packages = {m for m in modules() if m.startswith("gpuprobe.families.") and _is_package(m)}
+    reaching = [f"{m} -> {t}" for m in toolkit for t in imports_of(m) if any(t.startswith(f) for f in family_packages)]
+    assert toolkit and not reaching, reaching
+
+
+@pytest.mark.parametrize("family", sorted(catalog.FAMILIES))
+def test_each_family_is_one_package_with_its_kernels_beside_it(family: str) -> None:
+    module = catalog.FAMILIES[family]
+    package = Path(module.__file__)
+    assert package.name == "__init__.py", f"family {family} is not a package under gpuprobe/families/"
+    kernels = PTX_DIR / package.parent.name
+    declared = {p.family for p in all_probes() if p.source.parent == kernels}
+    assert declared == {family}, f"ptx/{package.parent.name}/ declares families {sorted(declared)}, not {family!r}"
+
+
+def test_every_kernel_folder_belongs_to_a_family() -> None:
+    packages = {Path(module.__file__).parent.name for module in catalog.FAMILIES.values()}
+    folders = {path.name for path in PTX_DIR.iterdir() if path.is_dir()}
+    assert folders - packages == {"common"}, "ptx/ holds a folder no family owns (shared kernels go in ptx/common/)"
+
+
+def test_importing_gpuprobe_loads_nothing_but_its_public_names() -> None:
+    """``import gpuprobe`` is cheap (the CLI, the pytest plugin and user scripts all start with it):
+    the public names load their modules when first used."""
+    code = "import sys, gpuprobe; print(sorted(m for m in sys.modules if m.startswith('gpuprobe.')))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert loaded.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", gpuprobe.__all__)
+def test_every_public_name_resolves(name: str) -> None:
+    assert getattr(gpuprobe, name) is not None
+    assert name in dir(gpuprobe)
+
+
+def test_an_unknown_public_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'run_everything'"):
+        _ = gpuprobe.run_everything
