@@ -10,7 +10,8 @@ import pytest
 from gpuprobe.build.check import CheckResult
 from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import parse_arch
-from gpuprobe.core.results import load
+from gpuprobe.core.results import Results, load
+from gpuprobe.families import catalog
 from gpuprobe.judge.expectations import load_all
 from gpuprobe.measure import session
 from gpuprobe.measure.child import file_sha256
@@ -37,8 +38,20 @@ def run(tmp_path: Path, launcher: LauncherSpec | None = None, name: str = SIMULA
     )
 
 
+def measure_only(monkeypatch: pytest.MonkeyPatch, *families: str) -> None:
+    """Let this test's run measure ``families`` alone, in catalog order. The parent walks the families and
+    each measuring child looks its own up by name, so a test about one mechanism (a fault, a contract, a
+    model) measures the families its point needs in a few seconds, not all of them in half a minute."""
+    assert set(families) <= set(catalog.FAMILIES), families
+    only = {name: module for name, module in catalog.FAMILIES.items() if name in families}
+    monkeypatch.setattr(session, "FAMILIES", only)
+
+
 @pytest.fixture(scope="module")
-def clean_run(tmp_path_factory: pytest.TempPathFactory):
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Results]:
+    """One whole simulated run (every family, unknown GPU, no fault), its output folder and results, shared
+    by the tests that each read a different thing from it: the run costs about half a minute, and none of
+    these tests changes the results or the files (they only read them)."""
     out = tmp_path_factory.mktemp("clean")
     return out, run(out)
 
@@ -77,7 +90,8 @@ def test_an_unknown_gpu_is_measured_in_discovery_mode(clean_run) -> None:
     assert results.clocks["model"].startswith("unknown")
 
 
-def test_a_known_gpu_is_judged_against_its_model(tmp_path: Path) -> None:
+def test_a_known_gpu_is_judged_against_its_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    measure_only(monkeypatch, "memory")  # the L2 latency judged; the device facts and datasheet need no family
     results = run(tmp_path, name="NVIDIA H100 80GB HBM3")  # an H100 SXM's name, with a tiny simulated L2
     verdicts = {f.id: f.verdict for f in results.facts}
     assert verdicts["latency.l2"] == "pass"
@@ -87,7 +101,8 @@ def test_a_known_gpu_is_judged_against_its_model(tmp_path: Path) -> None:
     assert "HBM3 (datasheet)" in (tmp_path / "factsheet.md").read_text()
 
 
-def test_a_forced_model_replaces_detection(tmp_path: Path) -> None:
+def test_a_forced_model_replaces_detection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    measure_only(monkeypatch, "memory")
     results = run(tmp_path, forced_model="a100")
     assert results.clocks["model"] == "a100"
     assert results.fact("device.sm_count").verdict == "fail"  # 132 SMs is not an A100
@@ -102,6 +117,7 @@ def test_a_probe_whose_contract_fails_reports_the_violation_and_no_number(tmp_pa
         return real(probe, module)
 
     monkeypatch.setattr(session, "check_probe", check)
+    measure_only(monkeypatch, "memory")
     results = run(tmp_path)
     outcome = results.probes["memory.latency.global_ca"]
     assert outcome.status == "violated" and "found 31" in outcome.detail
@@ -139,7 +155,8 @@ def test_a_noisy_fact_is_unstable_not_judged() -> None:
     assert session.judge_measured(quiet, h100).verdict == "pass"
 
 
-def test_an_injected_fault_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+def test_an_injected_fault_is_recorded_and_the_run_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    measure_only(monkeypatch, "selftest", "memory")  # the faulting self-test first, then a family that goes on
     results = run(tmp_path, inject_fault=True)
     fault = results.probes["selftest.fault_isolation"]
     assert fault.status == "crashed" and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault.detail
@@ -163,6 +180,7 @@ def test_the_model_datasheet_reaches_the_measuring_children(monkeypatch: pytest.
         return real(spec, order, policy, **kwargs)
 
     monkeypatch.setattr(session, "run_family", spy)
+    measure_only(monkeypatch, "memory", "bandwidth")  # two families' children; bandwidth reads the datasheet
     run(tmp_path, forced_model="h100_sxm")
     expected = {key: entry.value for key, entry in session.match_model("", "h100_sxm").datasheet.items()}
     assert specs and all(spec["state"] == {"datasheet": expected} for spec in specs)
