@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -437,6 +438,7 @@ def test_baseline_failure_says_before_now_noise_label_and_why() -> None:
     assert message.startswith("latency.l2 is WORSE against the baseline: before 2")
     assert "now 26" in message and "40 samples" in message and "CI " in message and "±" in message
     assert "lower is better" in message and "\n" not in message
+    assert re.search(r"; noise ±\d\.\d+ % / ±\d\.\d+ %; detects changes ≥ \d\.\d+ %\. Why: beyond the noise", message)
     assert baseline_message(compare(run(measured("latency.l2", 250.0, 1.0)), run(measured("latency.l2", 250.0, 1.0))),
                             "latency.l2") is None  # fmt: skip
     assert baseline_message(None, "latency.l2") is None
@@ -593,3 +595,88 @@ def test_the_same_tool_versions_found_in_other_places_are_the_same_toolkit() -> 
     assert not any("toolkit" in w for w in run_warnings(base, new))
     newer = Results(dataclasses.replace(DEVICE, toolkit=there.replace("V13.0.88", "V13.5.37")))
     assert any("different CUDA toolkits" in w for w in run_warnings(base, newer))
+
+
+# ---------------------------------------------------------------- what it promises ---
+#
+# The figures the README quotes come from here: a run of the shape a simulated run has (about 400
+# facts with samples, mostly 3 a side, noise up to about 1.3 %), compared with a second run of the
+# same unchanged GPU, and facts shifted by 2, 5 and 10 % at typical noise. Seeded, so the same
+# figures every time; test_the_readme_quotes_these_figures holds the README to them.
+
+SUITE_FACTS = 400
+SAMPLE_COUNTS = (2, 3, 3, 3, 3, 3, 4, 6, 7, 9, 13, 31)  # about the mix of a simulated run's facts
+SAME_PAIRS = 200
+
+
+def _suite(rng: random.Random, shape: list[tuple[int, float]]) -> Results:
+    unit = NormalDist()
+    facts = []
+    for i, (n, noise_pct) in enumerate(shape):
+        samples = [100.0 * (1.0 + noise_pct / 100.0 * unit.inv_cdf(1.0 - rng.random())) for _ in range(n)]
+        facts.append(Fact(f"latency.f{i:03d}", statistics.median(samples), "cycle", None, samples))
+    return run(*facts)
+
+
+@functools.cache
+def false_worse_per_comparison() -> tuple[int, ...]:
+    """False WORSE in each of ``SAME_PAIRS`` comparisons of two unchanged ``SUITE_FACTS``-fact runs."""
+    rng = random.Random(2026)
+    shape = [(rng.choice(SAMPLE_COUNTS), rng.uniform(0.05, 1.3)) for _ in range(SUITE_FACTS)]
+    return tuple(len(compare(_suite(rng, shape), _suite(rng, shape)).worse()) for _ in range(SAME_PAIRS))
+
+
+def test_two_runs_of_an_unchanged_gpu_give_the_false_worse_the_method_line_states() -> None:
+    counts = false_worse_per_comparison()
+    promised = SUITE_FACTS * FACT_ALPHA / 2.0
+    # a Poisson count of mean SAME_PAIRS * promised: its mean within three standard deviations
+    assert sum(counts) <= SAME_PAIRS * promised + 3.0 * math.sqrt(SAME_PAIRS * promised)
+    assert sum(c > 1 for c in counts) <= 0.05 * SAME_PAIRS  # more than one false WORSE: rare
+
+
+DETECTION_TRIALS = 1000
+DETECTION_CASES = ((0.3, 3), (1.0, 3), (1.0, 5), (1.0, 9))  # (noise %, samples a side)
+SHIFTS_PCT = (2.0, 5.0, 10.0)
+
+
+def detection_rate(noise_pct: float, n: int, shift_pct: float) -> float:
+    """How often a latency ``shift_pct`` % slower is labelled WORSE, at ``noise_pct`` and ``n`` a side."""
+    rng = random.Random(int(noise_pct * 1000) + 10 * n + int(shift_pct))
+    shape = [(n, noise_pct)] * DETECTION_TRIALS
+    base, new = _suite(rng, shape), _suite(rng, shape)
+    slower = run(*(_scaled_mean(f, 1.0 + shift_pct / 100.0) for f in new.facts))
+    return len(compare(base, slower).worse()) / DETECTION_TRIALS
+
+
+def _scaled_mean(fact: Fact, factor: float) -> Fact:
+    return dataclasses.replace(fact, samples=[s * factor for s in fact.samples], value=fact.value * factor)
+
+
+def figures_text() -> str:
+    """The README's table of what the comparison promises, as this module computes it."""
+    counts = false_worse_per_comparison()
+    lines = [
+        f"False WORSE per comparison of two unchanged {SUITE_FACTS}-fact runs: {sum(counts) / SAME_PAIRS:.2f} on "
+        f"average over {SAME_PAIRS} pairs (promised {SUITE_FACTS * FACT_ALPHA / 2:.2f}); more than one false "
+        f"WORSE in {sum(c > 1 for c in counts)} of the {SAME_PAIRS}.",
+        "",
+        "| noise, samples a side | " + " | ".join(f"{s:g} % slower" for s in SHIFTS_PCT) + " |",
+        "|---|" + "---|" * len(SHIFTS_PCT),
+    ]
+    for noise_pct, n in DETECTION_CASES:
+        rates = (f"{detection_rate(noise_pct, n, s) * 100:.0f} %" for s in SHIFTS_PCT)
+        lines.append(f"| ±{noise_pct:g} %, {n} | " + " | ".join(rates) + " |")
+    return "\n".join(lines)
+
+
+def test_a_five_percent_change_at_typical_noise_is_detected_once_enough_samples_are_taken() -> None:
+    assert detection_rate(1.0, 9, 5.0) >= 0.95 and detection_rate(0.3, 3, 5.0) >= 0.8
+    assert detection_rate(1.0, 3, 10.0) >= 0.5
+    assert detection_rate(1.0, 3, 2.0) <= 0.1  # three samples at 1 %: a 2 % change is out of reach
+
+
+def test_the_readme_quotes_these_figures() -> None:
+    figures = figures_text()
+    print(figures)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert figures in readme, f"README.md should quote, as computed:\n{figures}"

@@ -726,13 +726,15 @@ def _measured_text(fact: Fact) -> str:
 
 
 def baseline_failure(row: Row) -> str:
-    """One paragraph for a failed ``pytest probes/ --baseline`` assertion: before, now, noise, label, why."""
+    """One paragraph for a failed ``pytest probes/ --baseline`` assertion: before, now, the change, both
+    runs' noise and the smallest change they detect, label, why."""
     if row.base is None or row.new is None:
         return f"{row.fact_id} is {row.label} against the baseline: {row.reason}."
     before = f"before {_measured_text(row.base)}"
     now = f"now {_measured_text(row.new)}"
     change = "" if row.change is None else f"; change {change_text(row)}"
-    return f"{row.fact_id} is {row.label} against the baseline: {before}, {now}{change}. Why: {row.reason}."
+    noise = "" if row.noise_pct is None else f"; noise {noise_text(row)}"
+    return f"{row.fact_id} is {row.label} against the baseline: {before}, {now}{change}{noise}. Why: {row.reason}."
 
 
 def baseline_message(comparison: Comparison | None, fact_id: str, strict: bool = False) -> str | None:
