@@ -197,15 +197,18 @@ def test_three_samples_a_side_decide_a_change_far_beyond_their_noise() -> None:
     assert labels(base, overlapping) == {"device.sm_clock": "SAME"}
 
 
-def test_disjoint_ranges_the_noise_explains_are_unknown_and_say_what_would_tell() -> None:
+def test_a_five_percent_change_the_noise_explains_is_unknown_and_says_what_would_tell() -> None:
     base = run(Fact("latency.l2", 100.0, "cycle", None, [99.0, 101.0]))
     new = run(Fact("latency.l2", 105.0, "cycle", None, [104.0, 106.0]))
     row = compare(base, new).rows[0]
-    assert row.label == Label.UNKNOWN and "cannot tell" in row.reason and "disjoint" in row.reason
+    assert row.label == Label.UNKNOWN and "cannot tell: a change of 5 % or more" in row.reason
     assert "not 5 %: too few samples (" in row.reason and "a side would do)" in row.reason
     assert row.detects_pct is not None and row.detects_pct > 15.0
     noisy = compare(base, run(Fact("latency.l2", 130.0, "cycle", None, [110.0, 150.0]))).rows[0]
     assert noisy.label == Label.UNKNOWN and "a noisy quantity (over 50 a side)" in noisy.reason
+    small = compare(base, run(Fact("latency.l2", 103.0, "cycle", None, [102.0, 104.0]))).rows[0]
+    assert small.label == Label.SAME and "within the noise" in small.reason  # disjoint ranges alone: no evidence
+    assert "not 5 %: too few samples" in small.reason
 
 
 def test_a_single_sample_has_no_noise_to_judge_by() -> None:

@@ -15,8 +15,11 @@ The rules, in the order they are tried for each fact id:
    (:func:`gpuprobe.core.detection.t_test`: an unchanged fact is one distribution, so one noise,
    in both runs), the noise measured from the two runs' own samples.  A
    p-value under ``alpha`` (:data:`~gpuprobe.core.detection.FACT_ALPHA`, 0.001, per fact) is a
-   change beyond the noise.  Otherwise SAME, unless the two sample ranges are disjoint: then the
-   samples are too few or too noisy to tell, UNKNOWN, with the smallest change they could detect.
+   change beyond the noise.  Otherwise SAME, unless the two sample ranges are disjoint and the means
+   5 % or more apart (of the smaller, so that swapping the runs swaps nothing else): then the samples
+   are too few or too noisy to tell, UNKNOWN, with the smallest change they could detect.  (Disjoint
+   ranges alone are no evidence: three samples against three of one distribution have them one time
+   in ten.)
    A side with a single sample has no noise estimate: UNKNOWN if the values differ.
    What it promises: an unchanged fact is called changed with probability ``alpha``, so a
    comparison of two runs of an unchanged GPU carries ``alpha / 2`` false WORSE per fact compared
@@ -403,11 +406,12 @@ def _samples_row(fact_id: str, base: Fact, new: Fact, context: _Context) -> Row:
         return dataclasses.replace(row, noise_pct=noise, detects_pct=smallest)
     low_before, high_before = _range(base_samples)
     low_now, high_now = _range(new_samples)
-    if high_before < low_now or high_now < low_before:
+    disjoint = high_before < low_now or high_now < low_before
+    if disjoint and abs(change) >= TARGET_PCT / 100.0 * min(abs(before.mean), abs(now.mean)):
         reason = (
-            f"cannot tell: the sample ranges {_number(low_before)}–{_number(high_before)} and "
-            f"{_number(low_now)}–{_number(high_now)} {base.unit} are disjoint, but the noise explains them: "
-            f"{means}; {detects}"
+            f"cannot tell: a change of {TARGET_PCT:g} % or more with sample ranges {_number(low_before)}–"
+            f"{_number(high_before)} and {_number(low_now)}–{_number(high_now)} {base.unit} apart, but the "
+            f"noise explains it: {means}; {detects}"
         )
         return Row(fact_id, base, new, Label.UNKNOWN, pct, reason, change, noise, smallest)
     reason = f"within the noise: {means}; {detects}"
