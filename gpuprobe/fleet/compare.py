@@ -31,7 +31,7 @@ The rules, in the order they are tried for each fact id:
    too few samples (and how many would do) or a noisy quantity.
    Why a t-test rather than a rank test: with the two to nine samples a side the suite takes, no rank
    pattern of three samples against three is rarer than 1 in 10, while the noise the samples show
-   decides a 5 % change from three a side when the noise is under about 0.6 %.
+   decides a 5 % change from three a side when that noise is small, as a latency's usually is.
 6. **Otherwise** (no samples on a side, e.g. ``device.sm_count``, or a capacity whose interval
    brackets a knee between footprint grid points) the stored values are compared with their
    stored intervals: equal values SAME; overlapping ``Fact.ci`` intervals SAME, disjoint ones
