@@ -75,7 +75,7 @@ def test_samples_that_never_vary_decide_by_their_values_and_one_sample_cannot_be
 def test_the_false_alarm_rate_is_at_most_alpha(n_base: int, n_new: int, shape: str) -> None:
     """Two unchanged runs, unequal sample counts too: flagged with probability at most ``FACT_ALPHA``,
     within three binomial standard errors of 60 000 seeded trials (Welch's test fails this at 2
-    against 9, with ten times the nominal rate). The lognormal is skewed noise of 5 %; noise far more
+    against 9). The lognormal is skewed noise of 5 %; noise far more
     skewed than timings show (an exponential tail as wide as the noise) does raise the rate at very
     unequal counts, which is why the suite samples every fact alike."""
     rng, unit = random.Random(n_base * 100 + n_new), NormalDist()

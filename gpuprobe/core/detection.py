@@ -5,13 +5,14 @@ mean of its samples moved beyond what their spread explains. The test is Student
 with the two runs' variances pooled, at a fixed two-sided false-alarm probability per fact,
 :data:`FACT_ALPHA`. The null hypothesis is an unchanged GPU: both runs' samples are draws from one
 distribution, so one noise, and the pooled test is exact for normal samples whatever the two sample
-counts (Welch's test, which drops the equal-noise assumption the null makes anyway, is not: three
-samples against nine give it three times its nominal false alarms at 0.001, two against nine ten
-times). It uses the noise each run measured, so it can decide with as few as two samples a side when
-the noise is small (a rank test cannot: three samples against three give no rank pattern rarer than 1
-in 10), and it needs more samples where the noise is large. Because the expected number of false
-alarms is additive, ``FACT_ALPHA`` times the number of facts compared is what an unchanged GPU costs
-per comparison, whatever the dependence between facts: half of it false WORSE, half false BETTER.
+counts (Welch's test, which drops the equal-noise assumption the null makes anyway, is not: at very
+unequal counts such as two or three samples against nine its false alarms at 0.001 run several times
+the nominal rate). It uses the noise each run measured, so it can decide with as few as two samples
+a side when the noise is small (a rank test cannot: three samples against three give no rank pattern
+rarer than 1 in 10), and it needs more samples where the noise is large. Because the expected number
+of false alarms is additive, ``FACT_ALPHA`` times the number of facts compared is what an unchanged
+GPU costs per comparison, whatever the dependence between facts: half of it false WORSE, half false
+BETTER.
 
 The smallest detectable change of a fact is the shift of its mean that the test flags with
 probability :data:`POWER`: the noncentrality, in standard errors, at which the noncentral t
@@ -49,7 +50,7 @@ NOISY = "a noisy quantity"
 
 def _continued_fraction(a: float, b: float, x: float) -> float:
     """The continued fraction of the regularized incomplete beta function (modified Lentz's method)."""
-    tiny, value = 1e-300, 1.0
+    tiny = 1e-300
     c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
     d = 1.0 / (d if abs(d) > tiny else tiny)
     value = d
