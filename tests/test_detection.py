@@ -121,6 +121,7 @@ def test_detection_says_why_five_percent_is_out_of_reach() -> None:
     assert single is not None and single.detects_pct is None and single.limit == TOO_FEW
     assert single.text() == "1 sample: no relative noise (too few samples)"
     assert detection([]) is None
+    assert detection([33.0] * 4).text() == "no noise (4 equal samples): any change is beyond it"
 
 
 def test_more_samples_always_detect_smaller_changes() -> None:
