@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -21,20 +22,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuprobe.core.detection import FACT_ALPHA
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Device, Fact, Results, save
 from gpuprobe.fleet.compare import (
     HIGHER_IS_BETTER,
     LOWER_IS_BETTER,
     NO_DIRECTION,
+    Comparison,
     Label,
     add_command,
     baseline_failure,
     baseline_message,
     compare,
     direction,
-    disjoint_probability,
-    interval_ranks,
     render,
 )
 from gpuprobe.judge.analysis import median_ci
@@ -116,7 +117,7 @@ def test_a_latency_five_percent_slower_with_one_percent_noise_is_worse_and_the_r
     row = compare(base, slower).rows[0]
     assert row.label == Label.WORSE
     assert row.change_pct == pytest.approx(5.0, abs=1.0)
-    assert "lower is better" in row.reason and "disjoint" in row.reason
+    assert "lower is better" in row.reason and "beyond the noise" in row.reason
     assert compare(slower, base).rows[0].label == Label.BETTER
 
 
@@ -143,14 +144,13 @@ def test_the_threshold_turns_a_small_significant_change_same() -> None:
     assert row.label == Label.SAME and "under the 5 % threshold" in row.reason
 
 
-def test_a_whole_run_of_unchanged_facts_raises_no_false_alarm() -> None:
-    """Fifty unchanged facts: the familywise bound keeps all of them SAME (a per-fact 5 % would not)."""
+def test_the_comparison_states_how_many_false_worse_an_unchanged_gpu_costs() -> None:
     facts = [(f"latency.f{i}", 100.0 + i) for i in range(50)]
-    base = run(*(measured(fid, c, 2.0, n=20, seed=i) for i, (fid, c) in enumerate(facts)))
-    new = run(*(measured(fid, c, 2.0, n=20, seed=1000 + i) for i, (fid, c) in enumerate(facts)))
-    comparison = compare(base, new)
-    assert comparison.tested == 50 and comparison.fact_alpha == pytest.approx(0.001)
-    assert {row.label for row in comparison.rows} == {Label.SAME}
+    base = run(*(measured(fid, c, 2.0, n=20, seed=i) for i, (fid, c) in enumerate(facts)), exact("device.sm_count", 1))
+    comparison = compare(base, base)
+    assert comparison.tested == 50 and comparison.fact_alpha == FACT_ALPHA
+    assert comparison.expected_false_worse() == pytest.approx(50 * FACT_ALPHA / 2)
+    assert "p < 0.001" in comparison.method() and "0.025 false WORSE on average" in comparison.method()
 
 
 def test_invariants_compare_by_verdict() -> None:
@@ -188,13 +188,56 @@ def test_samples_on_one_side_only_fall_back_on_the_stored_intervals() -> None:
     assert row.label == Label.SAME and "stored intervals" in row.reason
 
 
-def test_too_few_samples_cannot_tell_a_change() -> None:
+def test_three_samples_a_side_decide_a_change_far_beyond_their_noise() -> None:
     base = run(Fact("device.sm_clock", 1755.0, "MHz", (1750.0, 1760.0), [1750.0, 1755.0, 1760.0]))
     new = run(Fact("device.sm_clock", 1985.0, "MHz", (1980.0, 1990.0), [1980.0, 1985.0, 1990.0]))
     row = compare(base, new).rows[0]
-    assert row.label == Label.UNKNOWN and "too few samples" in row.reason
+    assert row.label == Label.BETTER and "beyond the noise" in row.reason and "n=3/3" in row.reason
     overlapping = run(Fact("device.sm_clock", 1757.0, "MHz", (1752.0, 1770.0), [1752.0, 1757.0, 1770.0]))
     assert labels(base, overlapping) == {"device.sm_clock": "SAME"}
+
+
+def test_a_five_percent_change_the_noise_explains_is_unknown_and_says_what_would_tell() -> None:
+    base = run(Fact("latency.l2", 100.0, "cycle", None, [99.0, 101.0]))
+    new = run(Fact("latency.l2", 105.0, "cycle", None, [104.0, 106.0]))
+    row = compare(base, new).rows[0]
+    assert row.label == Label.UNKNOWN and "cannot tell: a change of 5 % or more" in row.reason
+    assert "not 5 %: too few samples (" in row.reason and "a side would do)" in row.reason
+    assert row.detects_pct is not None and row.detects_pct > 15.0
+    noisy = compare(base, run(Fact("latency.l2", 130.0, "cycle", None, [110.0, 150.0]))).rows[0]
+    assert noisy.label == Label.UNKNOWN and "a noisy quantity (over 50 a side)" in noisy.reason
+    small = compare(base, run(Fact("latency.l2", 103.0, "cycle", None, [102.0, 104.0]))).rows[0]
+    assert small.label == Label.SAME and "within the noise" in small.reason  # disjoint ranges alone: no evidence
+    assert "not 5 %: too few samples" in small.reason
+
+
+def test_a_single_sample_has_no_noise_to_judge_by() -> None:
+    base = run(Fact("latency.l2", 100.0, "cycle", None, [100.0]))
+    assert labels(base, run(Fact("latency.l2", 140.0, "cycle", None, [140.0, 141.0]))) == {"latency.l2": "UNKNOWN"}
+    assert labels(base, run(Fact("latency.l2", 100.0, "cycle", None, [100.0]))) == {"latency.l2": "SAME"}
+    row = compare(base, run(Fact("latency.l2", 140.0, "cycle", None, [140.0]))).rows[0]
+    assert "too few samples to tell" in row.reason and "1/1" in row.reason
+
+
+def _scaled(fact: Fact, factor: float) -> Fact:
+    """The issue's copy: value, interval and every sample scaled."""
+    ci = None if fact.ci is None else (fact.ci[0] * factor, fact.ci[1] * factor)
+    return dataclasses.replace(fact, value=fact.value * factor, ci=ci, samples=[s * factor for s in fact.samples])
+
+
+@pytest.mark.parametrize(("n", "noise_pct"), [(2, 0.1), *itertools.product([3, 4, 9], [0.1, 0.5, 1.0])])
+def test_forty_percent_slower_with_disjoint_ranges_is_worse_never_unknown(n: int, noise_pct: float) -> None:
+    """The issue's report: ``latency.shared`` 40 % slower in a scaled copy, at the suite's default sample
+    counts and the noise levels the simulated GPU shows (about 1 %); the sample ranges are far apart.
+    (Two samples a side at 0.5 % noise, or three at 2 %, are too few for a test that allows one false
+    alarm in a thousand: they are UNKNOWN, saying how many samples would do.)"""
+    for seed in range(20):
+        base = measured("latency.shared", 29.0, noise_pct, n=n, seed=seed)
+        slower = _scaled(base, 1.4)
+        assert max(base.samples) < min(slower.samples)
+        row = compare(run(base), run(slower)).rows[0]
+        assert row.label == Label.WORSE, row.reason
+        assert row.change_pct == pytest.approx(40.0)
 
 
 def test_quantised_samples_that_never_vary_still_show_a_one_cycle_change() -> None:
@@ -258,37 +301,14 @@ def test_direction(fact_id: str, unit: str, expected: int) -> None:
 # ---------------------------------------------------------------- the statistics ---
 
 
-def _interleavings_disjoint(n_x: int, j_x: int, n_y: int, j_y: int) -> float:
-    """Brute force over every interleaving of two samples: how often the two intervals are disjoint."""
-    hits = total = 0
-    for xs in itertools.combinations(range(n_x + n_y), n_x):
-        ys = sorted(set(range(n_x + n_y)) - set(xs))
-        hits += xs[n_x - j_x] < ys[j_y - 1] or ys[n_y - j_y] < xs[j_x - 1]
-        total += 1
-    return hits / total
-
-
-@pytest.mark.parametrize("case", [(3, 1, 3, 1), (5, 2, 4, 1), (6, 2, 7, 3), (8, 3, 5, 2)])
-def test_the_disjoint_probability_is_exact(case: tuple[int, int, int, int]) -> None:
-    assert disjoint_probability(*case) == pytest.approx(_interleavings_disjoint(*case), rel=1e-9)
-
-
-def test_ranks_keep_the_bound_and_are_the_narrowest_that_do() -> None:
-    for n_base, n_new, alpha in [(9, 9, 0.05), (30, 30, 0.05), (40, 12, 0.005), (200, 150, 0.001)]:
-        ranks = interval_ranks(n_base, n_new, alpha)
-        assert ranks is not None
-        assert disjoint_probability(n_base, ranks[0], n_new, ranks[1]) <= alpha
-        narrower = (min(ranks[0] + 1, (n_base + 1) // 2), min(ranks[1] + 1, (n_new + 1) // 2))
-        assert disjoint_probability(n_base, narrower[0], n_new, narrower[1]) > alpha
-    assert interval_ranks(3, 3, 0.05) is None  # ranges of 3 and 3 are disjoint 1 time in 10
-
-
 @pytest.mark.parametrize("shape", ["normal", "lognormal", "exponential"])
-def test_false_alarms_stay_under_five_percent_whatever_the_distribution(shape: str) -> None:
+def test_false_alarms_stay_at_alpha_whatever_the_distribution(shape: str) -> None:
+    """At ``alpha`` 5 % (so that 400 trials can see it), unchanged facts of skewed distributions and
+    unequal sample counts are called changed about 5 % of the time, not more."""
     rng, unit_normal = random.Random(42), NormalDist()
     draw = {
         "normal": lambda: 250.0 + 2.5 * unit_normal.inv_cdf(1.0 - rng.random()),
-        "lognormal": lambda: 250.0 * math.exp(0.3 * unit_normal.inv_cdf(1.0 - rng.random())),
+        "lognormal": lambda: 250.0 * math.exp(0.05 * unit_normal.inv_cdf(1.0 - rng.random())),
         "exponential": lambda: 250.0 - 5.0 * math.log(1.0 - rng.random()),
     }[shape]
 
@@ -297,7 +317,8 @@ def test_false_alarms_stay_under_five_percent_whatever_the_distribution(shape: s
         return Fact("latency.l2", statistics.median(samples), "cycle", None, samples)
 
     trials = 400
-    alarms = sum(compare(run(fact(15)), run(fact(25))).rows[0].label != Label.SAME for _ in range(trials))
+    changed = (Label.WORSE, Label.BETTER)
+    alarms = sum(compare(run(fact(3)), run(fact(9)), alpha=0.05).rows[0].label in changed for _ in range(trials))
     assert alarms / trials <= 0.05 + 2 * (0.05 * 0.95 / trials) ** 0.5
 
 
@@ -318,7 +339,7 @@ def test_warnings_name_what_differs_between_the_runs() -> None:
     assert "SM clocks differ by -19.7 % (a 1755 MHz, b 1410 MHz)" in text
     assert "b is a partial run" in text
     rendered = render(comparison)
-    assert rendered.index("warning: different GPU models") < rendered.index("fact  ")
+    assert rendered.index("summary: ") < rendered.index("warning: different GPU models")
 
 
 def test_small_clock_differences_and_missing_clocks_draw_no_warning() -> None:
@@ -339,32 +360,62 @@ def _md_cells(line: str) -> list[str]:
     return re.split(r"(?<!\\)\|", line[1:-1])
 
 
-def test_markdown_table_is_well_formed() -> None:
+def test_markdown_tables_are_well_formed_and_open_with_the_summary() -> None:
     broken = invariant(False)
     broken.detail = "a | b"  # a pipe in a cell must not split it
     comparison = compare(a_full_run(), run(*a_full_run(seed=7, latency_scale=1.05).facts[:-1], broken))
     md = render(comparison, "md")
-    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert md.startswith("## gpuprobe compare") and md.splitlines()[2] == f"**{comparison.summary()}**"
+    lines = md.splitlines()
+    headline = lines[lines.index("### Worse (3)") + 2 :]
+    assert headline[:2] == ["| Fact | Change | Noise (base / new) |", "|---|---|---|"]
+    assert {len(_md_cells(line)) for line in headline[2:5]} == {3}
+    table = lines[lines.index("| Fact | Base | New | Change | Label | Reason |") :]
     assert table[1] == "|---|---|---|---|---|---|"
-    widths = {len(_md_cells(line)) for line in table if line != table[1]}
-    assert widths == {6}
-    assert len(table) == 2 + len(comparison.rows)
+    rows = [line for line in table if line.startswith("|")][2:]
+    assert {len(_md_cells(line)) for line in rows} == {6}
+    assert len(rows) == len(comparison.rows) - len(comparison.with_label(Label.SAME))
     assert "a \\| b" in md
-    assert md.startswith("## gpuprobe compare")
+    assert lines[-1] == f"_{len(comparison.with_label(Label.SAME))} SAME facts not listed (--all lists them)_"
+    everything = render(comparison, "md", show_all=True)
+    assert len([line for line in everything.splitlines() if line.startswith("| ") and "|---" not in line]) == (
+        1 + 3 + 1 + len(comparison.rows)
+    )
 
 
-def test_text_table_columns_line_up_and_say_everything() -> None:
+def _text_comparison() -> tuple[Comparison, list[str]]:
     comparison = compare(a_full_run(), a_full_run(seed=7, latency_scale=1.05), base_name="a.json", new_name="b.json")
-    text = render(comparison)
-    lines = text.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("fact "))
+    return comparison, render(comparison).splitlines()
+
+
+def test_text_opens_with_the_counts_then_every_worse_fact_with_its_change_and_noise() -> None:
+    comparison, lines = _text_comparison()
+    assert lines[0] == "gpuprobe compare: a.json -> b.json"
+    assert lines[1] == "summary: " + comparison.summary() == "summary: 6 same, 0 better, 2 worse, 0 unknown"
+    assert lines[3] == "WORSE (2):" and lines[4].split() == ["fact", "change", "noise", "(base", "/", "new)"]
+    l1 = lines[6]
+    assert l1.startswith("  latency.l1  +") and re.search(r"±\d\.\d+ % / ±\d\.\d+ %; detects changes ≥ ", l1)
+    assert not any(line.startswith("BETTER") for line in lines)
+
+
+def test_text_table_lists_what_is_not_same_unless_all_is_asked_for() -> None:
+    comparison, lines = _text_comparison()
+    header = next(i for i, line in enumerate(lines) if line.startswith("fact  ") and "label" in line)
     column = lines[header].index("label")
-    body = lines[header + 2 : header + 2 + len(comparison.rows)]
-    assert all(line[column:].split()[0] in {"SAME", "BETTER", "WORSE", "UNKNOWN"} for line in body)
+    body = lines[header + 2 :]
+    assert [line[column:].split()[0] for line in body[:-1]] == ["WORSE", "WORSE"]
+    assert body[-1] == "6 SAME facts not listed (--all lists them)"
     l2 = next(line for line in body if line.startswith("latency.l2 "))
-    assert "WORSE" in l2 and "%" in l2 and "cycle" in l2
-    assert lines[-1] == comparison.summary() == "6 same, 0 better, 2 worse, 0 unknown"
-    assert "method: facts with samples" in text and "a.json -> b.json" in text
+    assert "%" in l2 and "cycle" in l2 and "beyond the noise" in l2
+    assert any(line.startswith("method: facts with samples: two-sample t-test") for line in lines)
+    everything = render(comparison, show_all=True).splitlines()
+    header = next(i for i, line in enumerate(everything) if line.startswith("fact  ") and "label" in line)
+    column = everything[header].index("label")
+    body = everything[header + 2 :]
+    assert (
+        len(body) == len(comparison.rows) and "latency.l2" in "".join(body) and "SAME facts not listed" not in body[-1]
+    )
+    assert sorted(line[column:].split()[0] for line in body).count("SAME") == 6
 
 
 def test_output_is_deterministic() -> None:
@@ -390,6 +441,7 @@ def test_baseline_failure_says_before_now_noise_label_and_why() -> None:
     assert message.startswith("latency.l2 is WORSE against the baseline: before 2")
     assert "now 26" in message and "40 samples" in message and "CI " in message and "±" in message
     assert "lower is better" in message and "\n" not in message
+    assert re.search(r"; noise ±\d\.\d+ % / ±\d\.\d+ %; detects changes ≥ \d\.\d+ %\. Why: beyond the noise", message)
     assert baseline_message(compare(run(measured("latency.l2", 250.0, 1.0)), run(measured("latency.l2", 250.0, 1.0))),
                             "latency.l2") is None  # fmt: skip
     assert baseline_message(None, "latency.l2") is None
@@ -404,9 +456,10 @@ def test_a_bad_threshold_is_refused(threshold: float) -> None:
         compare(run(), run(), threshold)
 
 
-def test_a_bad_confidence_is_refused() -> None:
-    with pytest.raises(GpuprobeError, match="confidence"):
-        compare(run(), run(), confidence=1.0)
+@pytest.mark.parametrize("alpha", [0.0, 1.0, float("nan")])
+def test_a_bad_alpha_is_refused(alpha: float) -> None:
+    with pytest.raises(GpuprobeError, match="alpha"):
+        compare(run(), run(), alpha=alpha)
 
 
 def test_a_fact_twice_in_one_run_is_refused_not_guessed() -> None:
@@ -442,7 +495,9 @@ def test_markdown_output_through_the_command(tmp_path: Path, capsys: pytest.Capt
     base, new = _files(tmp_path, a_full_run(), a_full_run())
     assert _command(base, new, "--format", "md") == 0
     out = capsys.readouterr().out
-    assert out.startswith("## gpuprobe compare") and "| latency.l2 |" in out
+    assert out.startswith("## gpuprobe compare") and "| latency.l2 |" not in out and "8 SAME facts not listed" in out
+    assert _command(base, new, "--format", "md", "--all") == 0
+    assert "| latency.l2 |" in capsys.readouterr().out
 
 
 def test_strict_fails_on_unknown_facts_of_the_base(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -543,3 +598,88 @@ def test_the_same_tool_versions_found_in_other_places_are_the_same_toolkit() -> 
     assert not any("toolkit" in w for w in run_warnings(base, new))
     newer = Results(dataclasses.replace(DEVICE, toolkit=there.replace("V13.0.88", "V13.5.37")))
     assert any("different CUDA toolkits" in w for w in run_warnings(base, newer))
+
+
+# ---------------------------------------------------------------- what it promises ---
+#
+# The figures the README quotes come from here: a run of the shape a simulated run has (about 400
+# facts with samples, mostly 3 a side, noise up to about 1.3 %), compared with a second run of the
+# same unchanged GPU, and facts shifted by 2, 5 and 10 % at typical noise. Seeded, so the same
+# figures every time; test_the_readme_quotes_these_figures holds the README to them.
+
+SUITE_FACTS = 400
+SAMPLE_COUNTS = (2, 3, 3, 3, 3, 3, 4, 6, 7, 9, 13, 31)  # about the mix of a simulated run's facts
+SAME_PAIRS = 200
+
+
+def _suite(rng: random.Random, shape: list[tuple[int, float]]) -> Results:
+    unit = NormalDist()
+    facts = []
+    for i, (n, noise_pct) in enumerate(shape):
+        samples = [100.0 * (1.0 + noise_pct / 100.0 * unit.inv_cdf(1.0 - rng.random())) for _ in range(n)]
+        facts.append(Fact(f"latency.f{i:03d}", statistics.median(samples), "cycle", None, samples))
+    return run(*facts)
+
+
+@functools.cache
+def false_worse_per_comparison() -> tuple[int, ...]:
+    """False WORSE in each of ``SAME_PAIRS`` comparisons of two unchanged ``SUITE_FACTS``-fact runs."""
+    rng = random.Random(2026)
+    shape = [(rng.choice(SAMPLE_COUNTS), rng.uniform(0.05, 1.3)) for _ in range(SUITE_FACTS)]
+    return tuple(len(compare(_suite(rng, shape), _suite(rng, shape)).worse()) for _ in range(SAME_PAIRS))
+
+
+def test_two_runs_of_an_unchanged_gpu_give_the_false_worse_the_method_line_states() -> None:
+    counts = false_worse_per_comparison()
+    promised = SUITE_FACTS * FACT_ALPHA / 2.0
+    # a Poisson count of mean SAME_PAIRS * promised: its mean within three standard deviations
+    assert sum(counts) <= SAME_PAIRS * promised + 3.0 * math.sqrt(SAME_PAIRS * promised)
+    assert sum(c > 1 for c in counts) <= 0.05 * SAME_PAIRS  # more than one false WORSE: rare
+
+
+DETECTION_TRIALS = 1000
+DETECTION_CASES = ((0.3, 3), (1.0, 3), (1.0, 5), (1.0, 9))  # (noise %, samples a side)
+SHIFTS_PCT = (2.0, 5.0, 10.0)
+
+
+def detection_rate(noise_pct: float, n: int, shift_pct: float) -> float:
+    """How often a latency ``shift_pct`` % slower is labelled WORSE, at ``noise_pct`` and ``n`` a side."""
+    rng = random.Random(int(noise_pct * 1000) + 10 * n + int(shift_pct))
+    shape = [(n, noise_pct)] * DETECTION_TRIALS
+    base, new = _suite(rng, shape), _suite(rng, shape)
+    slower = run(*(_scaled_mean(f, 1.0 + shift_pct / 100.0) for f in new.facts))
+    return len(compare(base, slower).worse()) / DETECTION_TRIALS
+
+
+def _scaled_mean(fact: Fact, factor: float) -> Fact:
+    return dataclasses.replace(fact, samples=[s * factor for s in fact.samples], value=fact.value * factor)
+
+
+def figures_text() -> str:
+    """The README's table of what the comparison promises, as this module computes it."""
+    counts = false_worse_per_comparison()
+    lines = [
+        f"False WORSE per comparison of two unchanged {SUITE_FACTS}-fact runs: {sum(counts) / SAME_PAIRS:.2f} on "
+        f"average over {SAME_PAIRS} pairs (promised {SUITE_FACTS * FACT_ALPHA / 2:.2f}); more than one false "
+        f"WORSE in {sum(c > 1 for c in counts)} of the {SAME_PAIRS}.",
+        "",
+        "| noise, samples a side | " + " | ".join(f"{s:g} % slower" for s in SHIFTS_PCT) + " |",
+        "|---|" + "---|" * len(SHIFTS_PCT),
+    ]
+    for noise_pct, n in DETECTION_CASES:
+        rates = (f"{detection_rate(noise_pct, n, s) * 100:.0f} %" for s in SHIFTS_PCT)
+        lines.append(f"| ±{noise_pct:g} %, {n} | " + " | ".join(rates) + " |")
+    return "\n".join(lines)
+
+
+def test_a_five_percent_change_at_typical_noise_is_detected_once_enough_samples_are_taken() -> None:
+    assert detection_rate(1.0, 9, 5.0) >= 0.95 and detection_rate(0.3, 3, 5.0) >= 0.8
+    assert detection_rate(1.0, 3, 10.0) >= 0.5
+    assert detection_rate(1.0, 3, 2.0) <= 0.1  # three samples at 1 %: a 2 % change is out of reach
+
+
+def test_the_readme_quotes_these_figures() -> None:
+    figures = figures_text()
+    print(figures)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert figures in readme, f"README.md should quote, as computed:\n{figures}"

@@ -117,3 +117,18 @@ def test_families_may_declare_facts_a_part_lacks(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(catalog, "FAMILIES", {**catalog.FAMILIES, "toy": toy})
     with pytest.raises(pytest.skip.Exception, match=r"toy\.far: this part has one partition"):
         assert_fact(_results(), "toy.far")
+
+
+def test_a_latency_forty_percent_slower_than_the_baseline_fails_its_test_naming_the_fact() -> None:
+    """The issue's report through ``--baseline``: a scaled copy of three samples a side is WORSE, not UNKNOWN."""
+    from gpuprobe.fleet.compare import compare
+
+    before = Fact("latency.shared", 29.0, "cycle", (28.9, 29.1), [28.9, 29.0, 29.1], verdict="pass")
+    slower = Fact("latency.shared", 40.6, "cycle", (40.46, 40.74), [40.46, 40.6, 40.74], verdict="pass")
+    comparison = compare(_results(before), _results(slower), base_name="base.json", new_name="this run")
+    with pytest.raises(pytest.fail.Exception) as info:
+        assert_fact(_results(slower), "latency.shared", comparison)
+    message = str(info.value)
+    assert message.startswith("latency.shared is WORSE against the baseline: before 29")
+    assert "+40.00 %" in message and "detects changes ≥" in message
+    assert_fact(_results(before), "latency.shared", compare(_results(before), _results(before)))  # unchanged passes

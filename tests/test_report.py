@@ -247,9 +247,23 @@ def test_measured_ci_expected_source(markdown: str) -> None:
     cap = next(line for line in markdown.splitlines() if line.startswith("| `capacity.l1` |"))
     assert "192 KiB [176 KiB, 208 KiB]" in cap and "128 KiB – 256 KiB" in cap
     assert "≤ 450 cyc (warn)" in markdown
-    assert "| `device.sm_count` | 132 | = 132 (assert) |" in markdown
+    assert "| `device.sm_count` | 132 | — | = 132 (assert) |" in markdown  # no samples: nothing to detect with
     assert "- `latency.dram`: HBM3 at nominal clocks" in markdown
     assert "- `latency.l2`: measured above the range" in markdown
+
+
+def test_each_fact_with_samples_shows_its_noise_and_what_a_comparison_detects(tmp_path: Path) -> None:
+    """As the results file records it: the noise, the smallest change, and why 5 % is out of reach."""
+    results = fake_results()
+    quiet, few = results.fact("latency.l2"), results.fact("latency.dram")
+    quiet.samples = [262.0, 262.4, 262.9, 262.4, 262.1]
+    few.samples = [812.0, 819.5, 826.5]
+    save(results, tmp_path / "results.json")
+    markdown = report.render_markdown(load(tmp_path / "results.json"), {}, sections=SECTIONS)
+    l2 = next(line for line in markdown.splitlines() if line.startswith("| `latency.l2` |"))
+    assert re.search(r"\| noise ±0\.\d+ %, detects changes ≥ \d\.\d+ %\s\|", l2), l2
+    dram = next(line for line in markdown.splitlines() if line.startswith("| `latency.dram` |"))
+    assert "not 5 %: too few samples (3; " in dram and "would do)" in dram
 
 
 def test_verdict_markers(markdown: str) -> None:

@@ -16,7 +16,7 @@ DEVICE = Device(name="Simulated GPU", cc="9.0", arch="sm_90a", sm_count=132, l2_
 
 
 def _results() -> Results:
-    fact = Fact("latency.l2", 261.0, "cycle", (259.0, 263.0), [260.0, 261.0, 262.0], {"ns": 150.0}, "p")
+    fact = Fact("latency.l2", 261.0, "cycle", (260.5, 261.5), [260.5, 261.0, 261.5], {"ns": 150.0}, "p")
     return Results(DEVICE, [fact], {"p": ProbeOutcome("ok", "", {"curve": {"x": [1.0]}})}, {"sm_mhz_measured": 1740.0})
 
 
@@ -25,7 +25,7 @@ def test_round_trip(tmp_path: Path) -> None:
     save(_results(), path)
     again = load(path)
     assert again.to_dict() == _results().to_dict() | {"created": again.created}
-    assert again.fact("latency.l2").ci == (259.0, 263.0)
+    assert again.fact("latency.l2").ci == (260.5, 261.5)
     assert oct(path.stat().st_mode & 0o777) == "0o644"
 
 
@@ -97,3 +97,29 @@ def test_non_finite_numbers_are_stored_as_null_not_lost(tmp_path: Path) -> None:
     again = load(tmp_path / "r.json")
     assert again.probes["p"].series["curve"]["sm_mhz"] == [None, 1750.0]
     assert again.clocks["sm_mhz_measured"] is None
+
+
+def test_each_fact_with_samples_records_what_they_can_detect(tmp_path: Path) -> None:
+    results = _results()
+    results.facts.append(Fact("device.sm_count", 132.0, "count"))
+    save(results, tmp_path / "r.json")
+    stored = {f["id"]: f["detection"] for f in json.loads((tmp_path / "r.json").read_text())["facts"]}
+    assert stored["device.sm_count"] is None
+    record = stored["latency.l2"]
+    assert record["samples"] == 3
+    assert record["noise_pct"] == pytest.approx(0.5 / 261.0 * 100.0)  # sd 0.5 of 260.5, 261, 261.5
+    assert 0.0 < record["detects_pct"] <= 5.0 and record["limit"] == "" and record["needs"] is None
+    again = load(tmp_path / "r.json").fact("latency.l2")
+    assert again.detection is not None and again.detection.detects_pct == pytest.approx(record["detects_pct"])
+
+
+@pytest.mark.parametrize("version", [1, SCHEMA_VERSION])
+def test_a_file_written_before_detection_was_recorded_still_reads_and_gets_it(tmp_path: Path, version: int) -> None:
+    """Schema 1 files, and schema 2 files written before the optional ``detection`` field, have none."""
+    fact = {"id": "latency.l2", "value": 261.0, "unit": "cycle", "ci": [259.0, 263.0], "samples": [230.0, 261.0, 292.0]}
+    content = {"schema": SCHEMA, "schema_version": version, "device": DEVICE.__dict__, "facts": [fact]}
+    (tmp_path / "old.json").write_text(json.dumps(content))
+    read = load(tmp_path / "old.json").fact("latency.l2")
+    assert read.detection is not None and read.detection.samples == 3
+    assert read.detection.noise_pct == pytest.approx(31.0 / 261.0 * 100.0)
+    assert read.detection.limit == "a noisy quantity"

@@ -16,7 +16,12 @@ Schema (``SCHEMA_VERSION``; files of every version from 1 are read)::
                              "conditions": {...}, "flight": [launcher calls...]}},         (flight: 2)
      "facts": [...Fact fields...]}
 
-Facts carry their raw samples so that reports and comparisons can recompute their noise. A probe that
+Facts carry their raw samples so that reports and comparisons can recompute their noise. A fact with
+samples also records what they can detect (``"detection"``: sample count, relative noise in percent,
+the smallest change a comparison with a run like it detects, and why a 5 % change is out of reach
+when it is; see :mod:`gpuprobe.core.detection`). It is optional and derived: a fact read without it
+(a file from before it was recorded, a measuring process's report) gets it from its samples, and
+reading always recomputes it, so it never disagrees with the samples beside it. A probe that
 crashed, timed out or failed its self-check carries ``flight``: the last launcher calls its measuring
 process made (see :mod:`gpuprobe.runner.flight`), so a failure seen once on a GPU can be diagnosed without one.
 """
@@ -30,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpuprobe.core.detection import Detection, detection
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_text, write_atomic
 
@@ -75,6 +81,7 @@ class Fact:
     expectation: dict[str, Any] | None = None
     verdict: str = "report"
     detail: str = ""
+    detection: Detection | None = None  # what the samples can detect; set when read (see the module docstring)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fact:
@@ -85,18 +92,26 @@ class Fact:
         verdict = str(data.get("verdict", "report"))
         if verdict not in VERDICTS:
             raise ValueError(f"fact {data['id']!r} has unknown verdict {verdict!r}")
+        samples = [float(s) for s in data.get("samples", [])]
         return cls(
             id=str(data["id"]),
             value=None if data.get("value") is None else float(data["value"]),
             unit=str(data["unit"]),
             ci=None if ci is None else (float(ci[0]), float(ci[1])),
-            samples=[float(s) for s in data.get("samples", [])],
+            samples=samples,
             converted={str(k): float(v) for k, v in data.get("converted", {}).items()},
             probe=str(data.get("probe", "")),
             expectation=data.get("expectation"),
             verdict=verdict,
             detail=str(data.get("detail", "")),
+            detection=detection(samples),
         )
+
+
+def _fact_record(fact: Fact) -> dict[str, Any]:
+    """A fact as the results file spells it, its detection computed from the samples it is written with."""
+    found = detection(fact.samples)
+    return {**asdict(fact), "detection": None if found is None else asdict(found)}
 
 
 @dataclass
@@ -210,7 +225,7 @@ class Results:
             "build": self.build,
             "families": self.families,
             "probes": {name: asdict(p) for name, p in self.probes.items()},
-            "facts": [asdict(f) for f in self.facts],
+            "facts": [_fact_record(f) for f in self.facts],
         }
 
     @classmethod

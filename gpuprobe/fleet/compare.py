@@ -11,23 +11,27 @@ The rules, in the order they are tried for each fact id:
 3. **Invariants** (``invariant.*`` or unit ``bool``): by verdict (or value 1/0): pass -> fail is
    WORSE, fail -> pass is BETTER, unchanged is SAME; anything else UNKNOWN.
 4. **No value** on either side (not measured, or non-finite): UNKNOWN.
-5. **Raw samples on both sides**: each run's median gets an order-statistic interval
-   ``[x_(j), x_(n+1-j)]`` (the construction of :func:`gpuprobe.judge.analysis.median_ci`).  Intervals
-   that overlap: SAME.  Disjoint intervals: the medians differ beyond the noise.  The ranks ``j``
-   are the narrowest for which two runs of an *unchanged* fact -- samples from one distribution,
-   whatever it is -- give disjoint intervals with probability at most ``alpha``; that probability
-   depends only on the ranks and the sample counts (a precedence test: every interleaving of the
-   two sorted samples is equally likely), so it is computed exactly, with no normal approximation,
-   no resampling and no random seed.  ``alpha`` is ``(1 - confidence) / m`` over the ``m`` facts
-   compared this way (Bonferroni), so that a whole unchanged run is flagged with probability at
-   most ``1 - confidence`` (5 %): the exit status of a regression check must not cry wolf on one of
-   fifty unchanged facts.  Ties (quantised timings) only make disjoint intervals rarer.  When even
-   the two sample ranges are disjoint too often by chance (3 samples against 3: 1 time in 10),
-   disjoint ranges are UNKNOWN ("too few samples"), overlapping ones SAME.
-   Why this rather than a rank-sum test or a bootstrap: it judges the medians the facts report (a
-   Mann-Whitney test judges P(X < Y), which a change of shape moves while the median stays), its
-   evidence is two intervals a reader can check in the table, and it is exact for any sample count
-   without a random seed (a bootstrap of a median is neither exact nor smooth for small samples).
+5. **Raw samples on both sides**: Student's two-sample t-test with pooled variance
+   (:func:`gpuprobe.core.detection.t_test`: an unchanged fact is one distribution, so one noise,
+   in both runs), the noise measured from the two runs' own samples.  A
+   p-value under ``alpha`` (:data:`~gpuprobe.core.detection.FACT_ALPHA`, 0.001, per fact) is a
+   change beyond the noise.  Otherwise SAME, unless the two sample ranges are disjoint and the means
+   5 % or more apart (of the smaller, so that swapping the runs swaps nothing else): then the samples
+   are too few or too noisy to tell, UNKNOWN, with the smallest change they could detect.  (Disjoint
+   ranges alone are no evidence: three samples against three of one distribution have them one time
+   in ten.)
+   A side with a single sample has no noise estimate: UNKNOWN if the values differ.
+   What it promises: an unchanged fact is called changed with probability ``alpha``, so a
+   comparison of two runs of an unchanged GPU carries ``alpha / 2`` false WORSE per fact compared
+   this way on average (and as many false BETTER), ``tested * alpha / 2`` in all, which
+   :meth:`Comparison.expected_false_worse` gives and the method line states.  An expected count adds
+   up over facts whatever their dependence, which a familywise bound (Bonferroni) buys at the price
+   of needing 8 or more samples a side.  Each row also says the smallest change the pair detects
+   with 80 % probability (``detects changes ≥ 2.1 %``) and, when a 5 % change is out of reach, why:
+   too few samples (and how many would do) or a noisy quantity.
+   Why a t-test rather than a rank test: with the two to nine samples a side the suite takes, no rank
+   pattern of three samples against three is rarer than 1 in 10, while the noise the samples show
+   decides a 5 % change from three a side when that noise is small, as a latency's usually is.
 6. **Otherwise** (no samples on a side, e.g. ``device.sm_count``, or a capacity whose interval
    brackets a knee between footprint grid points) the stored values are compared with their
    stored intervals: equal values SAME; overlapping ``Fact.ci`` intervals SAME, disjoint ones
@@ -36,8 +40,8 @@ The rules, in the order they are tried for each fact id:
    a changed value with no noise estimate is UNKNOWN.
 
 A change beyond the noise is then SAME when it is smaller than ``threshold_pct`` percent of the
-base median (practical significance); else BETTER or WORSE by the fact's :func:`direction`, or
-UNKNOWN ("changed, no better or worse") for facts without one (``capacity.*``, ``device.sm_count``,
+base (practical significance); else BETTER or WORSE by the fact's :func:`direction`, or UNKNOWN
+("changed, no better or worse") for facts without one (``capacity.*``, ``device.sm_count``,
 ``device.l2_bytes``, anything unrecognised).  A change in a fact that either run measured while the
 GPU throttled or had other tenants (verdict ``throttled`` or ``shared``) is UNKNOWN as well: the
 conditions, not the hardware or software, may have moved it.
@@ -55,7 +59,7 @@ Unreadable, foreign or newer-schema files raise :class:`GpuprobeError` (one line
 from __future__ import annotations
 
 import argparse
-import functools
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -63,14 +67,23 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from gpuprobe.core.detection import (
+    FACT_ALPHA,
+    MOST_SAMPLES,
+    NOISY,
+    TARGET_PCT,
+    TOO_FEW,
+    Spread,
+    TwoSample,
+    percent_text,
+    samples_needed,
+    t_test,
+)
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import DISTURBED_VERDICTS, Fact, Results, load
 
 EXIT_WORSE = 1
 """Exit status when a fact got worse (the CLI's EXIT_FAILED)."""
-
-FAMILY_CONFIDENCE = 0.95
-"""Probability that no unchanged fact compared by its samples is reported changed."""
 
 CLOCK_TOLERANCE = 0.02
 """Measured SM clocks differing by more than this fraction of the base clock draw a warning."""
@@ -101,10 +114,14 @@ class Row:
         base: the fact in BASE, or ``None`` if only NEW has it.
         new: the fact in NEW, or ``None`` if only BASE has it.
         label: SAME, BETTER, WORSE or UNKNOWN.
-        change_pct: NEW minus BASE in percent of BASE (of the sample medians when samples decided),
+        change_pct: NEW minus BASE in percent of BASE (of the sample means when samples decided),
             ``None`` when there is no number to compare or BASE is zero.
         reason: why this label, in one sentence.
         change: NEW minus BASE in the fact's unit, ``None`` when there is no number to compare.
+        noise_pct: the relative spread of BASE's and NEW's samples in percent, when samples decided
+            (``None`` on a side with fewer than two).
+        detects_pct: the smallest change in percent the two runs' samples detect (80 % of the time),
+            when samples decided.
     """
 
     fact_id: str
@@ -114,6 +131,8 @@ class Row:
     change_pct: float | None
     reason: str
     change: float | None = None
+    noise_pct: tuple[float | None, float | None] | None = None
+    detects_pct: float | None = None
 
     @property
     def unit(self) -> str:
@@ -136,11 +155,10 @@ class Comparison:
     base: Results | None = None
     new: Results | None = None
     threshold_pct: float = 0.0
-    confidence: float = FAMILY_CONFIDENCE
-    fact_alpha: float = 1.0 - FAMILY_CONFIDENCE
-    """The false-alarm probability allowed to each fact compared by its samples."""
+    fact_alpha: float = FACT_ALPHA
+    """The probability that the test calls one unchanged fact compared by its samples changed."""
     tested: int = 0
-    """How many facts were compared by their samples (the Bonferroni family)."""
+    """How many facts were compared by their samples."""
 
     def with_label(self, label: Label) -> list[Row]:
         return [r for r in self.rows if r.label == label]
@@ -168,14 +186,18 @@ class Comparison:
     def summary(self) -> str:
         return ", ".join(f"{len(self.with_label(label))} {label.lower()}" for label in Label)
 
+    def expected_false_worse(self) -> float:
+        """How many facts compared by their samples an unchanged GPU would label WORSE, on average."""
+        return self.tested * self.fact_alpha / 2.0
+
     def method(self) -> str:
-        """One line saying how the labels were decided."""
+        """One line saying how the labels were decided and what the decision promises."""
         threshold = f"; changes under {_number(self.threshold_pct)} % of BASE are SAME" if self.threshold_pct else ""
         return (
-            f"facts with samples: changed when the medians' order-statistic intervals are disjoint, which "
-            f"happens to an unchanged fact with probability {_number(self.fact_alpha)} at most "
-            f"({_percent_text(self.confidence)} confidence over all {self.tested} such facts together); "
-            f"facts without samples: stored intervals or exact values{threshold}"
+            f"facts with samples: two-sample t-test, changed when p < {self.fact_alpha:g}, so two runs of "
+            f"an unchanged GPU give {self.expected_false_worse():.2g} false WORSE on average over the "
+            f"{self.tested} facts tested (and as many false BETTER); facts without samples: stored intervals "
+            f"or exact values{threshold}"
         )
 
 
@@ -219,7 +241,7 @@ def compare(
     base: Results,
     new: Results,
     threshold_pct: float = 0.0,
-    confidence: float = FAMILY_CONFIDENCE,
+    alpha: float = FACT_ALPHA,
     base_name: str = "BASE",
     new_name: str = "NEW",
 ) -> Comparison:
@@ -230,36 +252,32 @@ def compare(
         new: the run to judge.
         threshold_pct: changes smaller than this percentage of the base value are SAME even when
             they lie beyond the noise.
-        confidence: probability that no unchanged fact compared by its samples is labelled changed.
+        alpha: the probability that one unchanged fact compared by its samples is labelled changed.
         base_name, new_name: how the report names the two runs (e.g. their file paths).
 
     Raises:
-        GpuprobeError: a negative or non-finite threshold, a confidence outside (0, 1), or a run
-            holding two facts with one id (which of them to compare would be a guess).
+        GpuprobeError: a negative or non-finite threshold, an alpha outside (0, 1), or a run holding
+            two facts with one id (which of them to compare would be a guess).
     """
     if not (math.isfinite(threshold_pct) and threshold_pct >= 0):
         raise GpuprobeError(f"the threshold must be a finite percentage of at least 0, got {threshold_pct!r}")
-    if not 0.0 < confidence < 1.0:
-        raise GpuprobeError(f"the confidence must lie strictly between 0 and 1, got {confidence!r}")
+    if not 0.0 < alpha < 1.0:
+        raise GpuprobeError(f"the false-alarm probability alpha must lie strictly between 0 and 1, got {alpha!r}")
     base_facts = _facts_by_id(base, base_name)
     new_facts = _facts_by_id(new, new_name)
     ids = sorted(base_facts.keys() | new_facts.keys())
     pairs = [(i, base_facts.get(i), new_facts.get(i)) for i in ids]
-    tested = sum(_by_samples(b, n) for _, b, n in pairs)
-    fact_alpha = (1.0 - confidence) / max(tested, 1)
-    context = _Context(threshold_pct, fact_alpha, base_name, new_name)
-    rows = [_row(fact_id, b, n, context) for fact_id, b, n in pairs]
+    context = _Context(threshold_pct, alpha, base_name, new_name)
     return Comparison(
-        rows=rows,
+        rows=[_row(fact_id, b, n, context) for fact_id, b, n in pairs],
         warnings=run_warnings(base, new, base_name, new_name),
         base_name=base_name,
         new_name=new_name,
         base=base,
         new=new,
         threshold_pct=threshold_pct,
-        confidence=confidence,
-        fact_alpha=fact_alpha,
-        tested=tested,
+        fact_alpha=alpha,
+        tested=sum(_by_samples(b, n) for _, b, n in pairs),
     )
 
 
@@ -341,103 +359,67 @@ def _invariant_row(fact_id: str, base: Fact, new: Fact) -> Row:
 # --------------------------------------------------------------------------- samples
 
 
-def _log_choose(n: int, k: int) -> float:
-    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+def _range(spread_samples: list[float]) -> tuple[float, float]:
+    return min(spread_samples), max(spread_samples)
 
 
-def _median_coverages(n: int) -> list[float]:
-    """Coverage of the median by ``[x_(j), x_(n+1-j)]`` for ``j = 1 .. ceil(n / 2)``: ``1 - 2 P(B < j)``,
-    ``B ~ Binomial(n, 1/2)``, so decreasing in ``j``."""
-    coverages, below = [], 0.0
-    for j in range(1, (n + 1) // 2 + 1):
-        below += math.exp(_log_choose(n, j - 1) - n * math.log(2.0))
-        coverages.append(max(0.0, 1.0 - 2.0 * below))
-    return coverages
+def _noise_text(spread: Spread) -> str:
+    noise = spread.noise_pct
+    return "" if noise is None else f" ±{percent_text(noise)} %"
 
 
-def _below_probability(n_x: int, j_x: int, n_y: int, j_y: int) -> float:
-    """P(x_(n_x+1-j_x) < y_(j_y)) when all interleavings of the two samples are equally likely.
-
-    The ``j_y``-th smallest y has ``i`` of the x below it with probability
-    ``C(i + j_y - 1, i) C(n_x + n_y - i - j_y, n_x - i) / C(n_x + n_y, n_x)``; the x interval lies
-    below the y interval when ``i >= n_x + 1 - j_x``.
-    """
-    total = _log_choose(n_x + n_y, n_x)
-    terms = (
-        _log_choose(i + j_y - 1, i) + _log_choose(n_x + n_y - i - j_y, n_x - i) - total
-        for i in range(n_x + 1 - j_x, n_x + 1)
-    )
-    return min(1.0, math.fsum(math.exp(t) for t in terms))
-
-
-def disjoint_probability(n_base: int, j_base: int, n_new: int, j_new: int) -> float:
-    """Probability that the intervals ``[x_(j), x_(n+1-j)]`` of two samples of one continuous distribution
-    are disjoint (either way round); ties in real data only make it smaller."""
-    return _below_probability(n_base, j_base, n_new, j_new) + _below_probability(n_new, j_new, n_base, j_base)
-
-
-@functools.lru_cache(maxsize=256)
-def interval_ranks(n_base: int, n_new: int, alpha: float) -> tuple[int, int] | None:
-    """The ranks ``(j_base, j_new)`` of the narrowest intervals, of equal coverage on both sides, that an
-    unchanged fact leaves disjoint with probability at most ``alpha``; ``None`` if even the sample ranges
-    are disjoint more often than that (too few samples)."""
-    if disjoint_probability(n_base, 1, n_new, 1) > alpha:
-        return None
-    base_cover, new_cover = _median_coverages(n_base), _median_coverages(n_new)
-    levels = sorted(set(base_cover) | set(new_cover), reverse=True)
-
-    def ranks(level: float) -> tuple[int, int]:
-        return max(1, sum(c >= level for c in base_cover)), max(1, sum(c >= level for c in new_cover))
-
-    good, bad = 0, len(levels)  # levels[good] keeps the bound (it gives the ranges); levels[bad] would not
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        if disjoint_probability(n_base, ranks(levels[middle])[0], n_new, ranks(levels[middle])[1]) <= alpha:
-            good = middle
-        else:
-            bad = middle
-    return ranks(levels[good])
-
-
-@dataclass(frozen=True)
-class _Spread:
-    """A run's median and its order-statistic interval of rank ``j``."""
-
-    median: float
-    low: float
-    high: float
-    n: int
-
-    @classmethod
-    def of(cls, samples: list[float], rank: int) -> _Spread:
-        ordered = sorted(samples)
-        n = len(ordered)
-        middle = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
-        return cls(middle, ordered[rank - 1], ordered[n - rank], n)
-
-    def text(self) -> str:
-        return f"{_number(self.median)} in {_number(self.low)}–{_number(self.high)}"
+def _pair_detection(test: TwoSample, before: Spread, now: Spread, alpha: float) -> tuple[float | None, str]:
+    """The smallest change in percent this pair would flag, and its text: ``detects changes ≥ 2.1 %``,
+    with why a change of ``TARGET_PCT`` is out of reach when it is."""
+    if before.mean == 0:
+        return None, "no relative noise (BASE's mean is 0)"
+    smallest = test.detectable(alpha) / abs(before.mean) * 100.0
+    text = f"detects changes ≥ {percent_text(smallest)} %"
+    if smallest <= TARGET_PCT:
+        return smallest, text
+    noises = [n for n in (before.noise_pct, now.noise_pct) if n is not None]
+    needs = samples_needed(max(noises), alpha) if noises else None
+    why = f"{TOO_FEW} ({needs} a side would do)" if needs is not None else f"{NOISY} (over {MOST_SAMPLES} a side)"
+    return smallest, f"{text}, not {TARGET_PCT:g} %: {why}"
 
 
 def _samples_row(fact_id: str, base: Fact, new: Fact, context: _Context) -> Row:
     base_samples, new_samples = _finite_samples(base), _finite_samples(new)
-    ranks = interval_ranks(len(base_samples), len(new_samples), context.fact_alpha)
-    before = _Spread.of(base_samples, ranks[0] if ranks else 1)
-    now = _Spread.of(new_samples, ranks[1] if ranks else 1)
-    change, pct = _change(before.median, now.median)
+    before, now = Spread.of(base_samples), Spread.of(new_samples)
     counts = f"{base.unit} (n={before.n}/{now.n})"
-    if before.high >= now.low and now.high >= before.low:
-        reason = f"within the noise: medians {before.text()} and {now.text()} {counts} overlap"
-        return Row(fact_id, base, new, Label.SAME, pct, reason, change)
-    if ranks is None:
+    noise = (before.noise_pct, now.noise_pct)
+    test = t_test(before, now)
+    change, pct = _change(before.mean, now.mean)
+    if test is None:
+        if change == 0:
+            return Row(fact_id, base, new, Label.SAME, pct, f"equal samples {counts}", change, noise)
+        reason = f"too few samples to tell: the test needs 2 a side to measure the noise, has {before.n}/{now.n}"
+        return Row(fact_id, base, new, Label.UNKNOWN, pct, reason, change, noise)
+    smallest, detects = _pair_detection(test, before, now, context.fact_alpha)
+    means = (
+        f"means {_number(before.mean)}{_noise_text(before)} and {_number(now.mean)}{_noise_text(now)} {counts}, "
+        f"p = {_p_text(test.p_value)}"
+    )
+    if test.changed(context.fact_alpha):
+        evidence = f"beyond the noise: {means} < {context.fact_alpha:g}"
+        row = _changed_row(fact_id, base, new, (change, pct, before.mean), evidence, context)
+        return dataclasses.replace(row, noise_pct=noise, detects_pct=smallest)
+    low_before, high_before = _range(base_samples)
+    low_now, high_now = _range(new_samples)
+    disjoint = high_before < low_now or high_now < low_before
+    if disjoint and abs(change) >= TARGET_PCT / 100.0 * min(abs(before.mean), abs(now.mean)):
         reason = (
-            f"too few samples to tell: even by chance, ranges {_number(before.low)}–{_number(before.high)} and "
-            f"{_number(now.low)}–{_number(now.high)} "
-            f"{counts} would be disjoint with probability over {_number(context.fact_alpha)}"
+            f"cannot tell: a change of {TARGET_PCT:g} % or more with sample ranges {_number(low_before)}–"
+            f"{_number(high_before)} and {_number(low_now)}–{_number(high_now)} {base.unit} apart, but the "
+            f"noise explains it: {means}; {detects}"
         )
-        return Row(fact_id, base, new, Label.UNKNOWN, pct, reason, change)
-    evidence = f"beyond the noise: medians {before.text()} and {now.text()} {counts} are disjoint"
-    return _changed_row(fact_id, base, new, (change, pct, before.median), evidence, context)
+        return Row(fact_id, base, new, Label.UNKNOWN, pct, reason, change, noise, smallest)
+    reason = f"within the noise: {means}; {detects}"
+    return Row(fact_id, base, new, Label.SAME, pct, reason, change, noise, smallest)
+
+
+def _p_text(p: float) -> str:
+    return "0" if p == 0 else f"{p:.2g}"
 
 
 def _change(before: float, now: float) -> tuple[float, float | None]:
@@ -576,13 +558,6 @@ def _number(value: float) -> str:
     return f"{value:.{min(max(0, 3 - magnitude), 9)}f}"
 
 
-def _percent_text(fraction: float) -> str:
-    """0.95 -> '95 %', 0.99373 -> '99.37 %': two significant digits of what falls short of 100 %."""
-    shortfall = (1.0 - fraction) * 100.0
-    digits = max(0, 1 - math.floor(math.log10(shortfall))) if shortfall > 0 else 0
-    return f"{fraction * 100.0:.{digits}f}".rstrip("0").rstrip(".") + " %"
-
-
 def fact_text(fact: Fact | None) -> str:
     """A fact's value with its interval and unit, e.g. ``250.3 (248.1–252.0) cycle``; ``—`` if absent."""
     if fact is None:
@@ -622,12 +597,47 @@ def _run_line(name: str, results: Results | None) -> str:
     return f"{name}: {d.name} (cc {d.cc}, {d.sm_count} SMs), {software}, {clock}, created {results.created or '?'}"
 
 
-def render(comparison: Comparison, fmt: str = "text") -> str:
-    """The comparison as a plain-text (``text``) or GitHub Markdown (``md``) report, ending in a newline."""
-    renderers: dict[str, Callable[[Comparison], list[str]]] = {"text": _text_lines, "md": _markdown_lines}
+NONE = "—"
+HEADLINE = ("fact", "change", "noise (base / new)")
+"""The columns of the WORSE and BETTER lists that open a report."""
+
+
+def noise_text(row: Row) -> str:
+    """``±0.42 % / ±0.51 %; detects changes ≥ 2.1 %`` (BASE's and NEW's noise) for a row samples decided."""
+    if row.noise_pct is None:
+        return "no samples on a side: stored intervals"
+    before, now = (NONE if n is None else f"±{percent_text(n)} %" for n in row.noise_pct)
+    detects = "" if row.detects_pct is None else f"; detects changes ≥ {percent_text(row.detects_pct)} %"
+    return f"{before} / {now}{detects}"
+
+
+def _headline(comparison: Comparison) -> list[tuple[str, list[list[str]]]]:
+    """The WORSE facts, then the BETTER ones, as (label, rows of fact, change, noise)."""
+    return [
+        (label, [[r.fact_id, change_text(r), noise_text(r)] for r in comparison.with_label(label)])
+        for label in (Label.WORSE, Label.BETTER)
+    ]
+
+
+def _listed(comparison: Comparison, show_all: bool) -> list[Row]:
+    return [r for r in comparison.rows if show_all or r.label != Label.SAME]
+
+
+def _hidden_line(comparison: Comparison, show_all: bool) -> list[str]:
+    same = len(comparison.with_label(Label.SAME))
+    return [] if show_all or not same else [f"{same} SAME facts not listed (--all lists them)"]
+
+
+def render(comparison: Comparison, fmt: str = "text", show_all: bool = False) -> str:
+    """The comparison as a plain-text (``text``) or GitHub Markdown (``md``) report, ending in a newline.
+
+    The report opens with the counts and every WORSE and BETTER fact with its change and noise; the
+    table after lists every fact that is not SAME, and with ``show_all`` the SAME ones too.
+    """
+    renderers: dict[str, Callable[[Comparison, bool], list[str]]] = {"text": _text_lines, "md": _markdown_lines}
     if fmt not in renderers:
         raise GpuprobeError(f"unknown format {fmt!r}; choose text or md")
-    return "\n".join(renderers[fmt](comparison)) + "\n"
+    return "\n".join(renderers[fmt](comparison, show_all)) + "\n"
 
 
 def _preamble(comparison: Comparison) -> list[str]:
@@ -638,22 +648,33 @@ def _preamble(comparison: Comparison) -> list[str]:
     return lines
 
 
-def _text_lines(comparison: Comparison) -> list[str]:
-    lines = [
-        f"gpuprobe compare: {comparison.base_name} -> {comparison.new_name}",
+def _aligned(table: list[list[str]]) -> list[str]:
+    """Columns padded to their widest cell, the last one left ragged, a rule under the header."""
+    widths = [max(len(cells[i]) for cells in table) for i in range(len(table[0]) - 1)]
+    rule = ["-" * w for w in widths] + ["-" * len(table[0][-1])]
+    return [
+        "  ".join([*(c.ljust(w) for c, w in zip(cells, widths, strict=False)), cells[-1]]).rstrip()
+        for cells in (table[0], rule, *table[1:])
+    ]
+
+
+def _text_lines(comparison: Comparison, show_all: bool) -> list[str]:
+    lines = [f"gpuprobe compare: {comparison.base_name} -> {comparison.new_name}", "summary: " + comparison.summary()]
+    for label, rows in _headline(comparison):
+        if rows:
+            lines += ["", f"{label} ({len(rows)}):", *("  " + line for line in _aligned([list(HEADLINE), *rows]))]
+    lines += [
+        "",
         "  " + _run_line("base", comparison.base),
         "  " + _run_line("new", comparison.new),
         "method: " + comparison.method(),
         *_preamble(comparison),
         "",
     ]
-    table = [list(COLUMNS), *(_cells(r) for r in comparison.rows)]
-    widths = [max(len(cells[i]) for cells in table) for i in range(len(COLUMNS) - 1)]
-    rule = ["-" * w for w in widths] + ["-" * len(COLUMNS[-1])]
-    for cells in (table[0], rule, *table[1:]):
-        lines.append("  ".join([*(c.ljust(w) for c, w in zip(cells, widths, strict=False)), cells[-1]]).rstrip())
-    lines += ["", comparison.summary()]
-    return lines
+    listed = _listed(comparison, show_all)
+    if listed:
+        lines += _aligned([list(COLUMNS), *(_cells(r) for r in listed)])
+    return lines + _hidden_line(comparison, show_all)
 
 
 def _md_cell(text: str) -> str:
@@ -664,19 +685,32 @@ def _md_row(cells: Iterable[str]) -> str:
     return "| " + " | ".join(_md_cell(c) for c in cells) + " |"
 
 
-def _markdown_lines(comparison: Comparison) -> list[str]:
+def _md_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
+    header = [c.capitalize() for c in header]
+    return [_md_row(header), "|" + "---|" * len(header), *(_md_row(r) for r in rows)]
+
+
+def _markdown_lines(comparison: Comparison, show_all: bool) -> list[str]:
     lines = [
         f"## gpuprobe compare: `{_md_cell(comparison.base_name)}` → `{_md_cell(comparison.new_name)}`",
+        "",
+        f"**{comparison.summary()}**",
+    ]
+    for label, rows in _headline(comparison):
+        if rows:
+            lines += ["", f"### {label.capitalize()} ({len(rows)})", "", *_md_table(HEADLINE, rows)]
+    lines += [
         "",
         f"- {_md_cell(_run_line('**base**', comparison.base))}",
         f"- {_md_cell(_run_line('**new**', comparison.new))}",
         f"- method: {_md_cell(comparison.method())}",
     ]
     lines += [f"- {_md_cell(line)}" for line in _preamble(comparison)]
-    lines += ["", _md_row(c.capitalize() for c in COLUMNS), "|" + "---|" * len(COLUMNS)]
-    lines += [_md_row(_cells(r)) for r in comparison.rows]
-    lines += ["", f"**{comparison.summary()}**"]
-    return lines
+    listed = _listed(comparison, show_all)
+    if listed:
+        lines += ["", *_md_table(COLUMNS, (_cells(r) for r in listed))]
+    hidden = _hidden_line(comparison, show_all)
+    return lines + (["", f"_{hidden[0]}_"] if hidden else [])
 
 
 # --------------------------------------------------------------------------- pytest --baseline
@@ -696,13 +730,15 @@ def _measured_text(fact: Fact) -> str:
 
 
 def baseline_failure(row: Row) -> str:
-    """One paragraph for a failed ``pytest probes/ --baseline`` assertion: before, now, noise, label, why."""
+    """One paragraph for a failed ``pytest probes/ --baseline`` assertion: before, now, the change, both
+    runs' noise and the smallest change they detect, label, why."""
     if row.base is None or row.new is None:
         return f"{row.fact_id} is {row.label} against the baseline: {row.reason}."
     before = f"before {_measured_text(row.base)}"
     now = f"now {_measured_text(row.new)}"
     change = "" if row.change is None else f"; change {change_text(row)}"
-    return f"{row.fact_id} is {row.label} against the baseline: {before}, {now}{change}. Why: {row.reason}."
+    noise = "" if row.noise_pct is None else f"; noise {noise_text(row)}"
+    return f"{row.fact_id} is {row.label} against the baseline: {before}, {now}{change}{noise}. Why: {row.reason}."
 
 
 def baseline_message(comparison: Comparison | None, fact_id: str, strict: bool = False) -> str | None:
@@ -721,7 +757,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = load(Path(args.base))
     new = load(Path(args.new))
     comparison = compare(base, new, args.threshold, base_name=args.base, new_name=args.new)
-    print(render(comparison, args.format), end="")
+    print(render(comparison, args.format, args.all), end="")
     return EXIT_WORSE if comparison.failures(args.strict) else 0
 
 
@@ -744,11 +780,11 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "--strict", action="store_true",
         help="also exit 1 when a fact of BASE is UNKNOWN (missing now, changed without a direction, undecidable)",
     )  # fmt: skip
+    p.add_argument("--all", action="store_true", help="also list the SAME facts (by default only the others)")
     p.set_defaults(func=cmd_compare)
 
 
 __all__ = [
-    "FAMILY_CONFIDENCE",
     "HIGHER_IS_BETTER",
     "LOWER_IS_BETTER",
     "NO_DIRECTION",

@@ -175,11 +175,12 @@ def summary_html(results: Results) -> list[str]:
 
 
 def fact_table_html(results: Results, plan: report.SectionPlan) -> list[str]:
-    """Fact id, measured, expected, source, verdict."""
+    """Fact id, measured, noise and what it lets a comparison detect, expected, source, verdict."""
     rows = [
         [
             td(f"<code>{esc(r.fact_id)}</code>"),
             td(esc(r.measured), "num"),
+            td(esc(r.detects)),
             td(esc(r.expected), "num"),
             td(cite_html(r.source), "source"),
             td(verdict_badge(r.verdict), "verdict"),

@@ -294,7 +294,7 @@ def group_facts(facts: list[Fact], layout: Sequence[Family]) -> dict[str, list[F
     return groups
 
 
-FACT_HEADER = ("Fact", "Measured (median [CI])", "Expected (severity)", "Source", "Verdict")
+FACT_HEADER = ("Fact", "Measured (median [CI])", "Noise, detects", "Expected (severity)", "Source", "Verdict")
 INVARIANT_HEADER = ("Invariant", "Result", "Severity", "Verdict", "Detail")
 PROBE_HEADER = ("Probe", "Status", "Detail")
 
@@ -305,6 +305,7 @@ class FactRow:
 
     fact_id: str
     measured: str
+    detects: str
     expected: str
     source: str
     verdict: str
@@ -332,11 +333,13 @@ class SectionPlan:
 
 
 def fact_rows(facts: list[Fact], mhz: float | None) -> list[FactRow]:
-    """Fact id, measured, expected, source, verdict, as plain text."""
+    """Fact id, measured, what its samples detect (as the results file records it), expected, source,
+    verdict, as plain text."""
     return [
         FactRow(
             fact_id=f.id,
             measured=fmt_measured(f, mhz),
+            detects=NONE if f.detection is None else f.detection.text(),
             expected=fmt_expected(f.expectation, f.unit),
             source=str((f.expectation or {}).get("source") or NONE),
             verdict=f.verdict,
@@ -370,9 +373,10 @@ def note_items(facts: list[Fact]) -> list[tuple[str, str, str]]:
 
 
 def fact_table(facts: list[Fact], mhz: float | None) -> list[str]:
-    """Fact id, measured, expected, source, verdict."""
+    """Fact id, measured, noise and the smallest change it lets a comparison detect, expected, source, verdict."""
     rows = [
-        (f"`{r.fact_id}`", r.measured, r.expected, r.source, verdict_marker(r.verdict)) for r in fact_rows(facts, mhz)
+        (f"`{r.fact_id}`", r.measured, r.detects, r.expected, r.source, verdict_marker(r.verdict))
+        for r in fact_rows(facts, mhz)
     ]
     return table(FACT_HEADER, rows)
 

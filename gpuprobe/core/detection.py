@@ -1,0 +1,302 @@
+"""What a fact's samples can detect: its noise, a two-sample test, and the smallest change it would see.
+
+A comparison of two runs (``gpuprobe compare``, ``pytest --baseline``) asks of each fact whether the
+mean of its samples moved beyond what their spread explains. The test is Student's two-sample t-test
+with the two runs' variances pooled, at a fixed two-sided false-alarm probability per fact,
+:data:`FACT_ALPHA`. The null hypothesis is an unchanged GPU: both runs' samples are draws from one
+distribution, so one noise, and the pooled test is exact for normal samples whatever the two sample
+counts (Welch's test, which drops the equal-noise assumption the null makes anyway, is not: at very
+unequal counts such as two or three samples against nine its false alarms at 0.001 run several times
+the nominal rate). It uses the noise each run measured, so it can decide with as few as two samples
+a side when the noise is small (a rank test cannot: three samples against three give no rank pattern
+rarer than 1 in 10), and it needs more samples where the noise is large. Because the expected number
+of false alarms is additive, ``FACT_ALPHA`` times the number of facts compared is what an unchanged
+GPU costs per comparison, whatever the dependence between facts: half of it false WORSE, half false
+BETTER.
+
+The smallest detectable change of a fact is the shift of its mean that the test flags with
+probability :data:`POWER`: the noncentrality, in standard errors, at which the noncentral t
+distribution exceeds the test's critical value that often (:func:`shift_for_power`), times the
+standard error the samples show. :func:`detection` gives it for one run compared against a run like
+it (the same sample count and noise), which is what a results file records.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+FACT_ALPHA = 0.001
+"""Two-sided probability that the test calls one unchanged fact changed."""
+
+POWER = 0.8
+"""The probability with which a change of the smallest detectable size is flagged."""
+
+TARGET_PCT = 5.0
+"""The change every fact should be able to detect; a fact that cannot says why."""
+
+MOST_SAMPLES = 50
+"""A fact that would need more samples than this a side to detect ``TARGET_PCT`` is a noisy quantity."""
+
+TOO_FEW = "too few samples"
+NOISY = "a noisy quantity"
+
+
+# --------------------------------------------------------------------------- Student's t
+
+
+def _continued_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (modified Lentz's method)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    value = d
+    for m in range(1, 400):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            value *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return value
+
+
+def incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function ``I_x(a, b)`` for ``a, b > 0``, ``0 <= x <= 1``."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _continued_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _continued_fraction(b, a, 1.0 - x) / b
+
+
+def t_two_sided(t: float, df: float) -> float:
+    """``P(|T| >= |t|)`` for Student's t with ``df`` degrees of freedom (``df`` need not be whole)."""
+    if math.isinf(t):
+        return 0.0
+    return incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+
+
+@functools.lru_cache(maxsize=4096)
+def t_quantile(p: float, df: float) -> float:
+    """The ``t`` with ``P(T <= t) = p`` for ``0.5 <= p < 1`` (by bisection on :func:`t_two_sided`)."""
+    tail = 2.0 * (1.0 - p)
+    low, high = 0.0, 1.0
+    while t_two_sided(high, df) > tail:
+        high *= 2.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if t_two_sided(middle, df) > tail:
+            low = middle
+        else:
+            high = middle
+        if high - low <= 1e-12 * high:
+            break
+    return (low + high) / 2.0
+
+
+_NORMAL = NormalDist()
+_GRID = 200
+
+
+def _power(shift: float, critical: float, df: float) -> float:
+    """``P(T > critical)`` for ``T`` noncentral t with ``df`` degrees of freedom and noncentrality ``shift``.
+
+    ``T = (Z + shift) / sqrt(V / df)`` with ``V`` chi-square: the mean over ``V`` of
+    ``P(Z > critical * sqrt(V / df) - shift)``, integrated over ``ln V`` (smooth for every ``df``) by
+    the trapezoid rule on a grid that spans the chi-square's mass. The lower tail (a change flagged the
+    wrong way) is left out: it is below 1e-6 at any shift that matters.
+    """
+    centre, width = math.log(df), 12.0 * math.sqrt(2.0 / df)
+    low, high = centre - width - 40.0 / df, centre + width + 2.0
+    step = (high - low) / _GRID
+    total = weighted = 0.0
+    for i in range(_GRID + 1):
+        y = low + i * step
+        density = math.exp(df / 2.0 * (y - centre) - (math.exp(y) - df) / 2.0) * (0.5 if i in (0, _GRID) else 1.0)
+        total += density
+        weighted += density * _NORMAL.cdf(shift - critical * math.sqrt(math.exp(y) / df))
+    return weighted / total
+
+
+@functools.lru_cache(maxsize=4096)
+def shift_for_power(alpha: float, df: float) -> float:
+    """The mean shift, in standard errors, that a t-test at ``alpha`` with ``df`` degrees of freedom
+    flags with probability ``POWER`` (bisection: the power grows with the shift)."""
+    critical = t_quantile(1.0 - alpha / 2.0, df)
+    low, high = critical, critical + t_quantile(POWER, df) + 1.0
+    while _power(high, critical, df) < POWER:
+        low, high = high, 2.0 * high
+    for _ in range(40):
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if _power(middle, critical, df) < POWER else (low, middle)
+    return high
+
+
+# --------------------------------------------------------------------------- one run's samples
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One run's finite samples of a fact: count, mean and sample variance (``nan`` under 2 samples)."""
+
+    n: int
+    mean: float
+    variance: float
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Spread:
+        finite = [float(s) for s in samples if math.isfinite(s)]
+        n = len(finite)
+        mean = math.fsum(finite) / n if n else math.nan
+        variance = math.fsum((s - mean) ** 2 for s in finite) / (n - 1) if n >= 2 else math.nan
+        return cls(n, mean, variance)
+
+    @property
+    def noise_pct(self) -> float | None:
+        """The relative spread: the samples' standard deviation in percent of their mean's size."""
+        if self.n < 2 or self.mean == 0:
+            return None
+        return math.sqrt(self.variance) / abs(self.mean) * 100.0
+
+
+# --------------------------------------------------------------------------- two runs
+
+
+@dataclass(frozen=True)
+class TwoSample:
+    """The t-test of two runs' samples: the means' difference, its standard error, df and p-value."""
+
+    change: float
+    standard_error: float
+    df: int
+    p_value: float
+
+    def changed(self, alpha: float = FACT_ALPHA) -> bool:
+        return self.p_value < alpha
+
+    def detectable(self, alpha: float = FACT_ALPHA) -> float:
+        """The smallest shift of the mean (in the fact's unit) this test flags with probability ``POWER``."""
+        return shift_for_power(alpha, float(self.df)) * self.standard_error
+
+
+def t_test(base: Spread, new: Spread) -> TwoSample | None:
+    """Student's pooled two-sample t-test of ``new`` against ``base``; ``None`` when a side has fewer
+    than two samples (no noise estimate of its own to check the other's by).
+
+    Samples that never vary (a quantised count read the same every time) have no noise: any change of
+    their mean is beyond it (p-value 0), none is within it (p-value 1).
+    """
+    if base.n < 2 or new.n < 2:
+        return None
+    change, df = new.mean - base.mean, base.n + new.n - 2
+    pooled = ((base.n - 1) * base.variance + (new.n - 1) * new.variance) / df
+    error = math.sqrt(pooled * (1.0 / base.n + 1.0 / new.n))
+    if error == 0.0:
+        return TwoSample(change, 0.0, df, 0.0 if change else 1.0)
+    return TwoSample(change, error, df, t_two_sided(change / error, df))
+
+
+# --------------------------------------------------------------------------- what a fact records
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What one fact's samples can detect against a run like its own.
+
+    Attributes:
+        samples: how many finite samples the fact has.
+        noise_pct: their relative spread (standard deviation over mean, in percent); ``None`` under 2
+            samples or for a mean of 0.
+        detects_pct: the smallest change, in percent, a comparison with a run of the same sample count
+            and noise flags with probability ``POWER``; ``None`` when there is no noise estimate.
+        limit: ``""`` when ``TARGET_PCT`` is detectable; else why not: ``TOO_FEW`` (more samples would
+            do, see ``needs``) or ``NOISY`` (more than ``MOST_SAMPLES`` a side would be needed).
+        needs: the sample count a side that detects ``TARGET_PCT`` at this noise (``None``: more than
+            ``MOST_SAMPLES``, or no noise estimate).
+    """
+
+    samples: int
+    noise_pct: float | None
+    detects_pct: float | None
+    limit: str = ""
+    needs: int | None = None
+
+    def text(self) -> str:
+        """``noise ±0.42 %, detects changes ≥ 2.1 %``; with the reason when 5 % is out of reach."""
+        if self.noise_pct is None or self.detects_pct is None:
+            why = TOO_FEW if self.limit == TOO_FEW else "its mean is 0"
+            return f"{self.samples} sample{'s' if self.samples != 1 else ''}: no relative noise ({why})"
+        if self.noise_pct == 0:
+            return f"no noise ({self.samples} equal samples): any change is beyond it"
+        text = f"noise ±{percent_text(self.noise_pct)} %, detects changes ≥ {percent_text(self.detects_pct)} %"
+        if self.limit == TOO_FEW:
+            return f"{text}; not {TARGET_PCT:g} %: {TOO_FEW} ({self.samples}; {self.needs} would do)"
+        if self.limit == NOISY:
+            return f"{text}; not {TARGET_PCT:g} %: {NOISY} (over {MOST_SAMPLES} samples needed)"
+        return text
+
+
+def percent_text(value: float) -> str:
+    """Two significant digits, at least one decimal under 10: ``0.42``, ``2.1``, ``12``."""
+    if value == 0:
+        return "0"
+    value = float(f"{value:.2g}")
+    digits = max(0, 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{digits}f}"
+
+
+def detects_pct(spread: Spread, alpha: float = FACT_ALPHA) -> float | None:
+    """The smallest change in percent that a run like ``spread`` detects against another like it."""
+    if spread.n < 2 or spread.mean == 0:
+        return None
+    test = t_test(spread, spread)
+    assert test is not None
+    return test.detectable(alpha) / abs(spread.mean) * 100.0
+
+
+def samples_needed(noise_pct: float, alpha: float = FACT_ALPHA) -> int | None:
+    """The fewest samples a side that detect ``TARGET_PCT`` at ``noise_pct``; ``None`` past ``MOST_SAMPLES``.
+
+    The smallest detectable change shrinks as the sample count grows, so the count is found by bisection.
+    """
+
+    def enough(n: int) -> bool:
+        found = detects_pct(Spread(n, 1.0, (noise_pct / 100.0) ** 2), alpha)
+        return found is not None and found <= TARGET_PCT
+
+    if not enough(MOST_SAMPLES):
+        return None
+    low, high = 1, MOST_SAMPLES  # enough(high); low is not enough (one sample detects nothing)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return high
+
+
+def detection(samples: Sequence[float], alpha: float = FACT_ALPHA) -> Detection | None:
+    """What a fact with these samples can detect; ``None`` for a fact without samples."""
+    spread = Spread.of(samples)
+    if spread.n == 0:
+        return None
+    found = detects_pct(spread, alpha)
+    noise = spread.noise_pct
+    if spread.n < 2:
+        return Detection(spread.n, None, None, TOO_FEW)
+    if found is None or noise is None:
+        return Detection(spread.n, None, None)
+    if found <= TARGET_PCT:
+        return Detection(spread.n, noise, found)
+    needs = samples_needed(noise, alpha)
+    return Detection(spread.n, noise, found, TOO_FEW if needs is not None else NOISY, needs)
