@@ -189,6 +189,16 @@ def test_a_corrupt_or_foreign_record_is_rebuilt_not_trusted(tree: Path, built: l
     assert outcomes.load(key) == good  # rebuilt and recorded again
 
 
+def test_a_directory_in_a_records_place_is_no_record(tree: Path, built: list[str]) -> None:
+    fresh = check_all(probes(tree), [SM80])
+    (record,) = cache_files(tree, ".check.json")
+    record.unlink()
+    (record / "foreign").mkdir(parents=True)
+    assert outcome(check_all(probes(tree), [SM80])) == outcome(fresh)
+    assert outcome(check_all(probes(tree), [SM80])) == outcome(fresh)
+    assert built == ["sm_80", "sm_80", "sm_80"]
+
+
 def test_an_outcome_with_an_error_is_not_recorded(tree: Path, built: list[str]) -> None:
     (tree / "two.ptx").write_text(kernel("k_two", "\tnot.an.instruction;"))
     results = check_all(probes(tree), [SM90])

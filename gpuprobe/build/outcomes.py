@@ -18,6 +18,7 @@ or foreign file is rebuilt, never trusted.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Sequence
@@ -75,6 +76,8 @@ def load(key: str) -> list[Any] | None:
 
 
 def store(key: str, results: list[Any]) -> None:
-    """Record ``results`` (JSON data) under ``key``."""
+    """Record ``results`` (JSON data) under ``key``; where that cannot be written (something else
+    holds its place), the outcome is simply not recorded, and the next check builds it again."""
     record = {"format": RECORD_FORMAT, "key": key, "results": results}
-    write_entry(key, _SUFFIX, json.dumps(record).encode())
+    with contextlib.suppress(OSError):
+        write_entry(key, _SUFFIX, json.dumps(record).encode())
