@@ -60,16 +60,17 @@ def static_cases(family: str) -> list:
 
 
 @functools.cache
-def _checked(arch: Arch) -> dict[str, CheckResult]:
-    """Every probe's check on ``arch``, built once (a build error is each probe's "error")."""
-    return {result.probe: result for result in check_all(all_probes(), [arch])}
+def _checked() -> dict[tuple[str, str], CheckResult]:
+    """Every probe's check on every arch by (probe, arch), once per session: the same per-arch
+    outcomes ``gpuprobe check`` records, read where cached, the rest built side by side."""
+    return {(result.probe, result.arch): result for result in check_all(all_probes(), SUPPORTED_ARCHS)}
 
 
 def assert_contract(probe: Probe, arch: Arch) -> None:
     """The probe compiles for ``arch`` and its SASS contract holds; an arch it cannot target skips."""
     if not probe.supports(arch):
         pytest.skip(f"{arch} lacks what {probe.family} probes need (targets: {' '.join(a.name for a in probe.archs)})")
-    result = _checked(arch)[probe.name]
+    result = _checked()[probe.name, arch.name]
     if result.status != "ok":
         pytest.fail(f"{probe.name} on {arch}: {result.detail}", pytrace=False)
 

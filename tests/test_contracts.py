@@ -154,6 +154,29 @@ def test_hand_written_listing_parses_as_intended() -> None:
     assert [(loop.start, loop.end) for loop in timed_loops(kernel)] == [(0x30, 0x80)]
 
 
+def test_a_contracts_rules_share_one_look_at_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loops and the clock reads are found once per kernel, not once per rule that needs them."""
+    kernel = sass(CHASE)
+    found = Kernel.loops.fget
+    assert found is not None
+    looked: list[str] = []
+
+    def counted(self: Kernel) -> list:
+        looked.append(self.name)
+        return found(self)
+
+    monkeypatch.setattr(Kernel, "loops", property(counted))
+    rules = [
+        rule(rule="clock_bracket", reads=2, loops=1),
+        rule(rule="count", region="timed_loop", opcode=r"LDG\..*", count=3),
+        rule(rule="dependent_chain", region="timed_loop", opcode=r"LDG\..*"),
+        rule(rule="count", region="timed_outside_loop", opcode=".*", max=0),
+        rule(rule="forbid", region="timed", opcode="BAR.*"),
+    ]
+    assert check(kernel, rules) == []
+    assert looked == ["k"]
+
+
 # ---------------------------------------------------------------- each rule kind -
 
 

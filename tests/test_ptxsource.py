@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build.ptxsource import combine, expand, ptx_version
+from gpuprobe.build.ptxsource import combine, expand, expansion_inputs, ptx_version
 from gpuprobe.core.arch import Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 
@@ -353,6 +353,30 @@ def test_an_include_that_cannot_be_read_is_a_one_line_error(tmp_path: Path) -> N
 def test_an_include_is_found_beside_the_file_by_default(tmp_path: Path) -> None:
     (tmp_path / "body.ptxinc").write_text(src("y"))
     assert expand(src("//@include body.ptxinc"), str(tmp_path / "f.ptx")).lines == ["y"]
+
+
+def test_expansion_inputs_are_the_files_the_expansion_reads(tmp_path: Path) -> None:
+    """Nested includes resolve from the probe file's folder, as the expansion resolves them."""
+    (tmp_path / "common").mkdir()
+    (tmp_path / "family").mkdir()
+    top = tmp_path / "family" / "f.ptx"
+    top.write_text(src("//@for V in a b", "//@include ../common/outer.ptxinc", "//@endfor"))
+    (tmp_path / "common" / "outer.ptxinc").write_text(src("o{V}", "//@include inner.ptxinc"))
+    (tmp_path / "family" / "inner.ptxinc").write_text(src("i{V}"))
+    (tmp_path / "common" / "inner.ptxinc").write_text(src("never read"))
+    assert expand(top.read_text(), str(top)).lines == ["oa", "ia", "ob", "ib"]
+    inputs = expansion_inputs(top)
+    assert inputs == {
+        top: top.read_bytes(),
+        tmp_path / "family" / "../common/outer.ptxinc": (tmp_path / "common" / "outer.ptxinc").read_bytes(),
+        tmp_path / "family" / "inner.ptxinc": b"i{V}\n",
+    }
+
+
+def test_expansion_inputs_name_an_include_that_is_no_file_and_stop_at_a_cycle(tmp_path: Path) -> None:
+    top = tmp_path / "f.ptx"
+    top.write_text(src("//@include f.ptx", "//@include gone.ptxinc"))
+    assert expansion_inputs(top) == {top: top.read_bytes(), tmp_path / "gone.ptxinc": None}
 
 
 def test_an_include_of_itself_stops(tmp_path: Path) -> None:

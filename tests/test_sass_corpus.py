@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuprobe.build.sass import Instruction, Kernel, Listing, Loop, parse_listing
+from gpuprobe.build.sass import Instruction, Kernel, Listing, Loop, parse_listing, split_operands
 from gpuprobe.build.toolchain import compile_cuda, disassemble, find_tool, tool_version
 from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.core.cache import cached_file, content_key
@@ -582,6 +582,31 @@ def test_fuzz_mutated_listings(text: str) -> None:
 @given(st.one_of(st.text(), st.lists(st.sampled_from(TOKENS), max_size=60).map("".join)))
 def test_fuzz_arbitrary_text(text: str) -> None:
     parse_everything(text)
+
+
+def split_char_by_char(text: str) -> tuple[str, ...]:
+    """The operand split, one character at a time: what :func:`split_operands` must agree with."""
+    closing = {"[": "]", "(": ")", "{": "}"}
+    parts, depth, current = [], [], []
+    for char in text:
+        if char in closing:
+            depth.append(closing[char])
+        elif depth and char == depth[-1]:
+            depth.pop()
+        elif char == "," and not depth:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    tail = "".join(current).strip()
+    return (*parts, tail) if tail or parts else ()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["R2", " ", ",", "[", "]", "(", ")", "{", "}", "`", "c", "0x1", "\t"]), max_size=30))
+def test_operands_split_as_a_character_by_character_scan_would(tokens: list[str]) -> None:
+    text = "".join(tokens)
+    assert split_operands(text) == split_char_by_char(text)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,8 @@
-"""``gpuprobe check``: compile every probe for every arch and hold its SASS to its contract."""
+"""``gpuprobe check``: compile every probe for every arch and hold its SASS to its contract.
+
+Each arch's outcome is cached by content (:mod:`gpuprobe.build.outcomes`): a warm check reads one
+record per arch. The archs that miss are built side by side, one process per CPU at most.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuprobe.build import outcomes
 from gpuprobe.build.contracts import Violation, check
 from gpuprobe.build.cubin import BuiltModule, build_for
 from gpuprobe.build.registry import Probe
+from gpuprobe.build.workers import map_in_processes
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.errors import GpuprobeError
 
@@ -34,6 +40,36 @@ class CheckResult:
             "resources": self.resources,
         }
 
+    @classmethod
+    def from_json(cls, data: Any) -> CheckResult:
+        """The inverse of :meth:`to_json`; anything not of its shape is a ValueError."""
+        if not isinstance(data, dict) or set(data) != {"probe", "arch", "status", "detail", "violations", "resources"}:
+            raise ValueError("not a check result")
+        texts = [data[k] for k in ("probe", "arch", "status", "detail")]
+        if not all(isinstance(t, str) for t in texts) or data["status"] not in STATUSES:
+            raise ValueError("not a check result")
+        violations, resources = data["violations"], data["resources"]
+        if not isinstance(violations, list) or not all(_is_violation(v) for v in violations):
+            raise ValueError("bad violations")
+        if not isinstance(resources, dict) or not all(
+            isinstance(k, str) and (v is None or type(v) is int) for k, v in resources.items()
+        ):
+            raise ValueError("bad resources")
+        found = [Violation(v["rule"], v["message"], list(v["sass"])) for v in violations]
+        return cls(*texts, found, dict(resources))
+
+
+def _is_violation(data: Any) -> bool:
+    """Whether ``data`` is a violation as :meth:`CheckResult.to_json` writes one."""
+    return (
+        isinstance(data, dict)
+        and set(data) == {"rule", "message", "sass"}
+        and isinstance(data["rule"], str)
+        and isinstance(data["message"], str)
+        and isinstance(data["sass"], list)
+        and all(isinstance(line, str) for line in data["sass"])
+    )
+
 
 def check_probe(probe: Probe, module: BuiltModule) -> CheckResult:
     kernel = module.listing.kernels.get(probe.kernel)
@@ -54,22 +90,72 @@ def check_probe(probe: Probe, module: BuiltModule) -> CheckResult:
     return CheckResult(probe.name, module.arch.name, "ok", f"{len(probe.contract)} rules hold", [], resources)
 
 
+def build_and_check(probes: list[Probe], arch: Arch) -> list[CheckResult]:
+    """Build the module of ``probes`` (all targeting ``arch``) and check each; a build error is each one's error."""
+    try:
+        module = build_for(probes, arch)
+    except GpuprobeError as exc:
+        return [CheckResult(p.name, arch.name, "error", str(exc)) for p in probes]
+    return [check_probe(p, module) for p in probes]
+
+
+def _recorded(key: str | None, probes: list[Probe], arch: Arch) -> list[CheckResult] | None:
+    """The cached outcome of checking ``probes`` on ``arch``, if a record of it is there and sound."""
+    stored = outcomes.load(key) if key else None
+    if stored is None:
+        return None
+    try:
+        results = [CheckResult.from_json(data) for data in stored]
+    except ValueError:
+        return None
+    if [(r.probe, r.arch) for r in results] != [(p.name, arch.name) for p in probes]:
+        return None
+    return results
+
+
+def _key(probes: list[Probe], arch: Arch) -> str | None:
+    """The outcome's cache key; None when the toolchain cannot say (then the build reports why)."""
+    try:
+        return outcomes.outcome_key(probes, arch)
+    except GpuprobeError:
+        return None
+
+
+def _checked(targeted: dict[Arch, list[Probe]]) -> dict[Arch, list[CheckResult]]:
+    """Each arch's results: recorded ones read, the rest built side by side and recorded.
+
+    An outcome with an error (a build that failed, a kernel missing) is not recorded: an error may
+    come from the machine (a tool that timed out), and a broken tree is rebuilt until it is fixed."""
+    keys = {arch: _key(probes, arch) for arch, probes in targeted.items()}
+    done: dict[Arch, list[CheckResult]] = {}
+    for arch, probes in targeted.items():
+        recorded = _recorded(keys[arch], probes, arch)
+        if recorded is not None:
+            done[arch] = recorded
+    # The biggest modules first, so that no long build starts last while the other processes idle.
+    missing = sorted((arch for arch in targeted if arch not in done), key=lambda arch: -len(targeted[arch]))
+    for arch, results in zip(
+        missing, map_in_processes(build_and_check, [(targeted[a], a) for a in missing]), strict=True
+    ):
+        done[arch] = results
+        key = keys[arch]
+        if key and all(r.status != "error" for r in results):
+            outcomes.store(key, [r.to_json() for r in results])
+    return done
+
+
 def check_all(probes: Iterable[Probe], archs: Iterable[Arch]) -> list[CheckResult]:
+    """Every probe on every arch, arch by arch: those it does not target ("unsupported"), then the rest."""
     probes = list(probes)
+    archs = list(archs)
+    targeted = {arch: [p for p in probes if p.supports(arch)] for arch in archs}
+    checked = _checked({arch: found for arch, found in targeted.items() if found})
     results: list[CheckResult] = []
     for arch in archs:
-        targeted = [p for p in probes if p.supports(arch)]
-        for probe in probes:
-            if not probe.supports(arch):
-                results.append(
-                    CheckResult(probe.name, arch.name, "unsupported", f"{probe.family} does not target {arch}")
-                )
-        if not targeted:
-            continue
-        try:
-            module = build_for(targeted, arch)
-        except GpuprobeError as exc:
-            results.extend(CheckResult(p.name, arch.name, "error", str(exc)) for p in targeted)
-            continue
-        results.extend(check_probe(p, module) for p in targeted)
+        results.extend(
+            CheckResult(probe.name, arch.name, "unsupported", f"{probe.family} does not target {arch}")
+            for probe in probes
+            if not probe.supports(arch)
+        )
+        results.extend(checked.get(arch, []))
     return results

@@ -32,6 +32,7 @@ it, modifiers included (``LDG\\.E\\.64\\.STRONG\\.GPU``).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -137,42 +138,69 @@ def _sass_line(ins: Instruction) -> str:
     return f"/*{ins.offset:04x}*/ {ins.text()} ;"
 
 
-def clock_reads(kernel: Kernel) -> list[Instruction]:
-    return [ins for ins in kernel.instructions if any(CLOCK_OPERAND.search(op) for op in ins.operands)]
-
-
 def _innermost(loops: list[Loop]) -> list[Loop]:
     return [a for a in loops if not any(b is not a and a.start <= b.start and b.end <= a.end for b in loops)]
-
-
-def timed_loops(kernel: Kernel) -> list[Loop]:
-    reads = clock_reads(kernel)
-    if len(reads) < 2:
-        return []
-    first, last = reads[0].offset, reads[-1].offset
-    return _innermost([loop for loop in kernel.loops if first < loop.start and loop.end < last])
 
 
 class _RegionError(Exception):
     pass
 
 
-def region_instructions(kernel: Kernel, region: str) -> tuple[list[Instruction], bool]:
-    """The instructions of a region, and whether the region is a loop (for chains that wrap)."""
-    if region == "kernel":
-        return kernel.instructions, False
-    reads = clock_reads(kernel)
-    if len(reads) < 2:
-        raise _RegionError(f"region {region!r} needs two clock reads, found {len(reads)}")
-    timed = kernel.between(reads[0].offset + 1, reads[-1].offset - 1)
-    if region == "timed":
-        return timed, False
-    loops = timed_loops(kernel)
-    if len(loops) != 1:
-        raise _RegionError(f"region {region!r} needs exactly one loop between the clock reads, found {len(loops)}")
-    if region == "timed_outside_loop":
-        return [ins for ins in timed if not loops[0].contains(ins.offset)], False
-    return kernel.between(loops[0].start, loops[0].end), True
+class KernelRegions:
+    """What the rules ask of one kernel, each worked out once however many rules ask: its clock
+    reads, its loops, the loops between the clock reads, and the instructions of each region."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self._regions: dict[str, tuple[list[Instruction], bool]] = {}
+
+    @functools.cached_property
+    def clock_reads(self) -> list[Instruction]:
+        return [ins for ins in self.kernel.instructions if any(CLOCK_OPERAND.search(op) for op in ins.operands)]
+
+    @functools.cached_property
+    def loops(self) -> list[Loop]:
+        return self.kernel.loops
+
+    @functools.cached_property
+    def timed_loops(self) -> list[Loop]:
+        """The innermost loops between the first and the last clock read."""
+        reads = self.clock_reads
+        if len(reads) < 2:
+            return []
+        first, last = reads[0].offset, reads[-1].offset
+        return _innermost([loop for loop in self.loops if first < loop.start and loop.end < last])
+
+    def region(self, name: str) -> tuple[list[Instruction], bool]:
+        """The instructions of a region, and whether the region is a loop (for chains that wrap)."""
+        if name not in self._regions:
+            self._regions[name] = self._region(name)
+        return self._regions[name]
+
+    def _region(self, name: str) -> tuple[list[Instruction], bool]:
+        kernel = self.kernel
+        if name == "kernel":
+            return kernel.instructions, False
+        reads = self.clock_reads
+        if len(reads) < 2:
+            raise _RegionError(f"region {name!r} needs two clock reads, found {len(reads)}")
+        timed = kernel.between(reads[0].offset + 1, reads[-1].offset - 1)
+        if name == "timed":
+            return timed, False
+        loops = self.timed_loops
+        if len(loops) != 1:
+            raise _RegionError(f"region {name!r} needs exactly one loop between the clock reads, found {len(loops)}")
+        if name == "timed_outside_loop":
+            return [ins for ins in timed if not loops[0].contains(ins.offset)], False
+        return kernel.between(loops[0].start, loops[0].end), True
+
+
+def clock_reads(kernel: Kernel) -> list[Instruction]:
+    return KernelRegions(kernel).clock_reads
+
+
+def timed_loops(kernel: Kernel) -> list[Loop]:
+    return KernelRegions(kernel).timed_loops
 
 
 def _matching(instructions: list[Instruction], pattern: str) -> list[Instruction]:
@@ -241,7 +269,8 @@ def _readers_of_chain(region: list[Instruction], loads: list[Instruction]) -> li
     """Instructions, other than the loads, that read a register the loads write."""
     loaded = set().union(*(_writes(load) for load in loads)) if loads else set()
     readers = []
-    for ins in (i for i in region if i not in loads):
+    chain = set(loads)
+    for ins in (i for i in region if i not in chain):
         sources = ins.operands[1:] if _writes(ins) else ins.operands
         if any(_registers(op) & loaded for op in sources):
             readers.append(ins)
@@ -249,13 +278,18 @@ def _readers_of_chain(region: list[Instruction], loads: list[Instruction]) -> li
 
 
 def check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
+    return _checked_rule(KernelRegions(kernel), rule)
+
+
+def _checked_rule(regions: KernelRegions, rule: Rule) -> Violation | None:
     try:
-        return _check_rule(kernel, rule)
+        return _check_rule(regions, rule)
     except _RegionError as exc:
         return Violation(rule.describe(), str(exc))
 
 
-def _check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
+def _check_rule(regions: KernelRegions, rule: Rule) -> Violation | None:
+    kernel = regions.kernel
     name = rule.describe()
     if rule.kind == "no_local":
         if kernel.local_bytes is None:
@@ -272,10 +306,11 @@ def _check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
             )
         return None
     if rule.kind == "clock_bracket":
-        return _check_bracket(kernel, rule)
-    instructions, wraps = region_instructions(kernel, rule.region)
+        return _check_bracket(regions, rule)
+    instructions, wraps = regions.region(rule.region)
     assert rule.opcode is not None
     matching = _matching(instructions, rule.opcode)
+    matched = set(matching)
     if rule.kind == "forbid" and matching:
         return Violation(name, f"{len(matching)} forbidden instruction(s)", [_sass_line(i) for i in matching])
     if rule.kind == "count":
@@ -285,11 +320,11 @@ def _check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
             shown = matching or instructions
             return Violation(name, f"found {len(matching)}", [_sass_line(i) for i in shown])
     if rule.kind == "only_memory":
-        others = [i for i in instructions if i.base in MEMORY_OPCODES and i not in matching]
+        others = [i for i in instructions if i.base in MEMORY_OPCODES and i not in matched]
         if others:
             return Violation(name, f"{len(others)} other memory instruction(s)", [_sass_line(i) for i in others])
     if rule.kind == "only":
-        others = [i for i in instructions if i not in matching]
+        others = [i for i in instructions if i not in matched]
         if others:
             return Violation(name, f"{len(others)} instruction(s) not allowed here", [_sass_line(i) for i in others])
     if rule.kind == "control_off_chain":
@@ -306,19 +341,21 @@ def _check_rule(kernel: Kernel, rule: Rule) -> Violation | None:
     return None
 
 
-def _check_bracket(kernel: Kernel, rule: Rule) -> Violation | None:
-    reads = clock_reads(kernel)
+def _check_bracket(regions: KernelRegions, rule: Rule) -> Violation | None:
+    reads = regions.clock_reads
     lines = [_sass_line(i) for i in reads]
     if len(reads) != rule.reads:
         return Violation(rule.describe(), f"found {len(reads)} clock reads", lines)
-    loops = timed_loops(kernel)
+    loops = regions.timed_loops
     if len(loops) != rule.loops:
         return Violation(rule.describe(), f"found {len(loops)} loop(s) between the clock reads", lines)
-    inside = [i for i in reads if any(loop.contains(i.offset) for loop in kernel.loops)]
+    inside = [i for i in reads if any(loop.contains(i.offset) for loop in regions.loops)]
     if inside:
         return Violation(rule.describe(), "a clock read sits inside a loop", [_sass_line(i) for i in inside])
     return None
 
 
 def check(kernel: Kernel, rules: list[Rule]) -> list[Violation]:
-    return [v for v in (check_rule(kernel, rule) for rule in rules) if v is not None]
+    """Every rule's violation, if any; the kernel's regions are worked out once for all the rules."""
+    regions = KernelRegions(kernel)
+    return [v for v in (_checked_rule(regions, rule) for rule in rules) if v is not None]

@@ -79,12 +79,39 @@ def _include(
 ) -> None:
     if where.depth >= MAX_INCLUDE_DEPTH:
         raise GpuprobeError(f"{where}:{line}: //@include {name}: includes nested too deep")
-    source = where.directory / name
+    source = _include_path(where.directory, name)
     if not source.is_file():
         raise GpuprobeError(f"{where}:{line}: //@include {name}: no such file beside it")
     lines = read_text(source).splitlines()
     inner = _Where(str(Path(where.path).parent / name), where.directory, where.depth + 1)
     _expand_block(lines, 0, len(lines), bindings, inner, out, origins)
+
+
+def _include_path(directory: Path, name: str) -> Path:
+    """The file ``//@include NAME`` reads: NAME relative to the probe file's folder, at any depth."""
+    return directory / name
+
+
+def expansion_inputs(path: Path) -> dict[Path, bytes | None]:
+    """The raw bytes of a PTX file and of every file its ``//@include`` lines name, transitively:
+    all that its expansion reads, found without expanding it (None for a name that is no readable file).
+
+    Cheap to hash, so a cache keyed by it costs a read of each file rather than an expansion."""
+    found: dict[Path, bytes | None] = {}
+    pending = [path]
+    while pending:
+        current = pending.pop()
+        if current in found:
+            continue
+        try:
+            found[current] = current.read_bytes()
+        except OSError:  # no such file, or unreadable: the expansion will say which
+            found[current] = None
+        text = (found[current] or b"").decode("utf-8", errors="replace")
+        for line in text.splitlines():
+            if match := _INCLUDE.match(line):
+                pending.append(_include_path(path.parent, match.group(1)))
+    return found
 
 
 def _block_end(lines: list[str], start: int, path: str) -> int:
@@ -100,6 +127,8 @@ def _block_end(lines: list[str], start: int, path: str) -> int:
 
 
 def _substitute(line: str, bindings: dict[str, str]) -> str:
+    if "{" not in line:  # most lines: nothing to fill, and no value can bring a brace in
+        return line
     for name, value in bindings.items():
         line = line.replace("{" + name + "}", value)
     return line

@@ -28,6 +28,7 @@ _WORD = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/\s+\.word\s+(?P<value>\S+)")
 _ZERO = re.compile(r"^\s*\.zero\s+(?P<size>\d+)")
 _ENTRY = re.compile(r"^\s*\.other\s+(?P<name>[^,\s]+),\s*@\"STO_CUDA_ENTRY")
 _BRACKETS = {"[": "]", "(": ")", "{": "}"}
+_SPLIT_POINTS = re.compile(r"[\[\](){},]")
 _UNBOUNDED_STACK = 0xFFFFFFFF  # EIATTR_MIN_STACK_SIZE of a kernel whose call graph recurses
 _KERNEL_ATTRS = ("EIATTR_REGCOUNT", "EIATTR_FRAME_SIZE", "EIATTR_MIN_STACK_SIZE")
 
@@ -110,8 +111,10 @@ class Kernel:
         ends outside it, as ptxas lays out a spin with its convergence loop) are one loop, their union."""
         found: list[Loop] = []
         for ins in self.instructions:
+            if not ins.opcode.startswith(("BRA", "JMP")):
+                continue
             label = ins.branch_target()
-            if label is None or not ins.base.startswith(("BRA", "JMP")):
+            if label is None:
                 continue
             target = self.labels.get(label)
             if target is not None and target <= ins.offset:
@@ -152,19 +155,23 @@ class Listing:
 
 
 def split_operands(text: str) -> tuple[str, ...]:
-    """Split at commas outside brackets; a label operand is bracketed too, as in ``BRA `(.L_x_0)``."""
-    parts, depth, current = [], [], []
-    for char in text:
+    """Split at commas outside brackets; a label operand is bracketed too, as in ``BRA `(.L_x_0)``.
+
+    Only the brackets and commas are visited (found by one regex), the text between them is sliced;
+    without an opening bracket every comma splits."""
+    if not any(opening in text for opening in _BRACKETS):
+        return tuple(part.strip() for part in text.split(",")) if text.strip() else ()
+    parts, depth, start = [], [], 0
+    for match in _SPLIT_POINTS.finditer(text):
+        char = match.group()
         if char in _BRACKETS:
             depth.append(_BRACKETS[char])
         elif depth and char == depth[-1]:
             depth.pop()
         elif char == "," and not depth:
-            parts.append("".join(current).strip())
-            current = []
-            continue
-        current.append(char)
-    tail = "".join(current).strip()
+            parts.append(text[start : match.start()].strip())
+            start = match.end()
+    tail = text[start:].strip()
     if tail or parts:
         parts.append(tail)
     return tuple(parts)
@@ -207,15 +214,16 @@ class _ListingParser:
         return self.kernels.setdefault(name, Kernel(name))
 
     def feed(self, line: str) -> None:
-        if match := _SECTION.match(line):
+        directive = line.lstrip().startswith(".")  # what a .section, .target or .other line starts with
+        if directive and (match := _SECTION.match(line)):
             self._end_attr()
             self.section = match["name"]
             if self.section.startswith(".text."):
                 self.kernel(self.section[len(".text.") :])
             return
-        if match := _TARGET.match(line):
+        if directive and (match := _TARGET.match(line)):
             self.arch = match["arch"]
-        elif match := _ENTRY.match(line):
+        elif directive and (match := _ENTRY.match(line)):
             self.entries.add(match["name"])
         elif self.section.startswith(".text."):
             self._feed_code(self.kernels[self.section[len(".text.") :]], line)

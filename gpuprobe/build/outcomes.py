@@ -1,0 +1,83 @@
+"""The static check's outcome per arch, cached by everything that decides it.
+
+A warm ``gpuprobe check`` reads one record per arch instead of expanding, assembling, disassembling,
+parsing and checking again. An arch's key hashes:
+
+* the arch;
+* the raw bytes of the PTX files of the probes that target it and of every file they include
+  (what the expansion reads: cheap to hash, where expanding is not);
+* those probes' declarations, in order: name, kernel, source and contract rules;
+* the toolchain: ptxas's and nvdisasm's paths and versions, so that switching toolkits
+  (``GPUPROBE_TOOLKIT``) never reads another toolkit's outcome;
+* gpuprobe's own code that decides the outcome: the source of every module of ``gpuprobe/build/``.
+
+A record holds its format and its key beside the results; one that cannot be read, is not JSON, or
+names another format or key is no record (the caller checks the results themselves), so a corrupt
+or foreign file is rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpuprobe.build.ptxsource import expansion_inputs
+from gpuprobe.build.registry import Probe
+from gpuprobe.build.toolchain import find_tool, tool_version
+from gpuprobe.core.arch import Arch
+from gpuprobe.core.cache import content_key, read_entry, write_entry
+
+RECORD_FORMAT = "gpuprobe-check-outcome/1"
+_SUFFIX = ".check.json"
+_TOOLS = ("ptxas", "nvdisasm")
+
+
+@functools.cache
+def code_version() -> str:
+    """A hash of the source of the modules that decide a check's outcome (all of ``gpuprobe/build/``)."""
+    modules = sorted(Path(__file__).parent.glob("*.py"))
+    return content_key(*(part for path in modules for part in (path.name, path.read_bytes())))
+
+
+def _file_part(path: Path, data: bytes | None) -> bytes:
+    """One input file for the key: its path and bytes, or that it does not exist."""
+    return str(path).encode() + (b"\0+" + data if data is not None else b"\0-")
+
+
+def outcome_key(probes: Sequence[Probe], arch: Arch) -> str:
+    """The key of the outcome of checking ``probes`` (all of them targeting ``arch``) on ``arch``.
+
+    Raises GpuprobeError when a tool cannot be found or run: then there is nothing to key by."""
+    parts: list[str | bytes] = [RECORD_FORMAT, arch.name, code_version()]
+    parts += [f"{find_tool(tool)} {tool_version(tool)}" for tool in _TOOLS]
+    for source in sorted({p.source for p in probes}):
+        parts += [_file_part(path, data) for path, data in sorted(expansion_inputs(source).items())]
+    parts += [repr((p.name, p.kernel, str(p.source), p.contract)) for p in probes]
+    return content_key(*parts)
+
+
+def load(key: str) -> list[Any] | None:
+    """The results stored under ``key``, as written; None when there is no readable record of this key."""
+    raw = read_entry(key, _SUFFIX)
+    if raw is None:
+        return None
+    try:
+        record = json.loads(raw)
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT or record.get("key") != key:
+        return None
+    results = record.get("results")
+    return results if isinstance(results, list) else None
+
+
+def store(key: str, results: list[Any]) -> None:
+    """Record ``results`` (JSON data) under ``key``; where that cannot be written (something else
+    holds its place), the outcome is simply not recorded, and the next check builds it again."""
+    record = {"format": RECORD_FORMAT, "key": key, "results": results}
+    with contextlib.suppress(OSError):
+        write_entry(key, _SUFFIX, json.dumps(record).encode())
