@@ -19,19 +19,21 @@ import pytest
 
 from gpuprobe.build.check import CheckResult, check_probe
 from gpuprobe.build.cubin import BuiltModule, build_for
-from gpuprobe.build.registry import REPO_ROOT, all_probes
+from gpuprobe.build.registry import all_probes
 from gpuprobe.build.sass import parse_listing
 from gpuprobe.build.toolchain import disassemble
 from gpuprobe.core.arch import parse_arch
 
 LARGEST = parse_arch("sm_90a")  # the arch most families target: the biggest module
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 def run_check(cache: Path) -> None:
     """``gpuprobe check`` over every probe and arch, as a command, with ``cache`` as its cache."""
     env = {**os.environ, "GPUPROBE_CACHE": str(cache)}
     command = [sys.executable, "-m", "gpuprobe", "check"]
-    subprocess.run(command, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, check=True)
 
 
 @pytest.fixture(scope="module")

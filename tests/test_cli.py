@@ -14,7 +14,7 @@ import pytest
 
 import gpuprobe.runner.gpu
 from gpuprobe.build.check import STATUSES
-from gpuprobe.build.registry import REPO_ROOT, all_probes, find_probe
+from gpuprobe.build.registry import all_probes, find_probe
 from gpuprobe.build.toolchain import assemble_ptx
 from gpuprobe.cli import main
 from gpuprobe.core.arch import parse_arch
@@ -53,6 +53,8 @@ LOOP:
 """
 
 CUDA_SOURCE = 'extern "C" __global__ void cli_cuda(int *p) { p[threadIdx.x] = (int)threadIdx.x * 3; }\n'
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -406,9 +408,9 @@ def test_report_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 
 def run_module(*argv: str) -> subprocess.CompletedProcess[str]:
     """``python -m gpuprobe ...`` from the checkout, as a user runs it."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     return subprocess.run(
-        [sys.executable, "-m", "gpuprobe", *argv], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "gpuprobe", *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
 
 

@@ -306,9 +306,9 @@ def test_combine_directive_errors_name_the_file(tmp_path: Path) -> None:
 
 def test_the_memory_latency_family_expands() -> None:
     """The real family: both chase variants written out, 32 loads each, and every line traced."""
-    from gpuprobe.build.registry import PTX_DIR, REPO_ROOT
+    from gpuprobe.build.registry import PTX_DIR, SOURCE_ROOT
 
-    module = combine([PTX_DIR / "memory_latency" / "memory_latency.ptx"], SM90A, REPO_ROOT)
+    module = combine([PTX_DIR / "memory_latency" / "memory_latency.ptx"], SM90A, SOURCE_ROOT)
     lines = module.text.splitlines()
     assert len(lines) == len(module.origins)
     entries = [line.split("(")[0].split()[-1] for line in lines if ".entry" in line]

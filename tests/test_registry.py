@@ -9,7 +9,7 @@ import pytest
 
 from gpuprobe.build.contracts import RULE_KINDS
 from gpuprobe.build.ptxsource import expand
-from gpuprobe.build.registry import PTX_DIR, REPO_ROOT, Probe, all_probes, find_probe, load_family
+from gpuprobe.build.registry import PTX_DIR, SOURCE_ROOT, Probe, all_probes, find_probe, load_family
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 
@@ -24,6 +24,14 @@ def entries_of(source: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------- the real registry
+
+
+def test_the_package_reads_the_checkouts_kernels_through_its_link() -> None:
+    """``gpuprobe/ptx`` links to ``ptx/`` (a wheel carries the files there as package data), so a checkout
+    and an installed wheel read the same kernels and show the same paths."""
+    link = Path(__file__).resolve().parents[1] / "gpuprobe" / "ptx"
+    assert link.is_symlink() and (Path(__file__).resolve().parents[1] / "ptx") == PTX_DIR
+    assert PTX_DIR.parent == SOURCE_ROOT and find_probe("alu.ffma.ilp1").source_label == "ptx/alu/alu.ptx"
 
 
 def test_every_family_file_loads() -> None:
@@ -57,7 +65,7 @@ def test_each_probe_is_fully_declared(probe: Probe) -> None:
     assert probe.contract, "every probe states its SASS contract"
     assert all(rule.kind in RULE_KINDS for rule in probe.contract)
     assert probe.archs and set(probe.archs) <= set(SUPPORTED_ARCHS)
-    assert probe.source_label == str(probe.source.relative_to(REPO_ROOT))
+    assert probe.source_label == str(probe.source.relative_to(SOURCE_ROOT))
 
 
 def test_every_kernel_belongs_to_a_probe() -> None:

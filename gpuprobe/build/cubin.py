@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprobe.build.ptxsource import combine, entry_parameters
-from gpuprobe.build.registry import REPO_ROOT, Probe
+from gpuprobe.build.registry import SOURCE_ROOT, Probe
 from gpuprobe.build.sass import Listing, apply_compile_log, read_cubin
 from gpuprobe.build.toolchain import assemble_ptx
 from gpuprobe.core.arch import Arch
@@ -33,7 +33,7 @@ def _sources(probes: list[Probe] | tuple[Probe, ...], arch: Arch) -> list[Path]:
 
 def build_ptx(sources: list[Path], arch: Arch) -> BuiltModule:
     """Assemble PTX sources into one cubin for ``arch`` and read its SASS."""
-    module = combine(sources, arch, REPO_ROOT)
+    module = combine(sources, arch, SOURCE_ROOT)
     try:
         compiled = assemble_ptx(module.text, arch, f"probes-{arch}", module.origins)
     except GpuprobeError:

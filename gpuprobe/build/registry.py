@@ -29,8 +29,16 @@ from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_text
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PTX_DIR = REPO_ROOT / "ptx"
+PTX_DIR = (Path(__file__).resolve().parents[1] / "ptx").resolve()
+"""The kernels and their declarations: the checkout's ``ptx/`` (``gpuprobe/ptx`` links to it), or the
+copy an installed wheel carries as package data."""
+SOURCE_ROOT = PTX_DIR.parent
+"""What source paths are shown relative to: ``ptx/alu/alu.ptx`` from a checkout and a wheel alike."""
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as messages show it: relative to ``SOURCE_ROOT`` when it lies below it."""
+    return str(path.relative_to(SOURCE_ROOT)) if path.is_relative_to(SOURCE_ROOT) else str(path)
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,9 @@ class Probe:
 
     @property
     def source_label(self) -> str:
-        return str(self.source.relative_to(REPO_ROOT)) if self.source.is_relative_to(REPO_ROOT) else str(self.source)
+        return (
+            str(self.source.relative_to(SOURCE_ROOT)) if self.source.is_relative_to(SOURCE_ROOT) else str(self.source)
+        )
 
 
 _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -145,7 +155,7 @@ def _rules(entries: list[dict[str, Any]], variables: dict[str, str], where: str)
 
 def load_family(toml_path: Path) -> list[Probe]:
     """Read one family declaration; a bad file is a one-line error naming file and key."""
-    where = str(toml_path.relative_to(REPO_ROOT)) if toml_path.is_relative_to(REPO_ROOT) else str(toml_path)
+    where = shown_path(toml_path)
     try:
         data = tomllib.loads(read_text(toml_path))
     except tomllib.TOMLDecodeError as exc:
@@ -215,7 +225,9 @@ def _probe(
 @functools.cache
 def all_probes(directory: Path = PTX_DIR) -> tuple[Probe, ...]:
     if not directory.is_dir():
-        raise GpuprobeError(f"probe sources not found at {directory}: run gpuprobe from a checkout (pip install -e .)")
+        raise GpuprobeError(
+            f"probe sources not found at {directory}: gpuprobe is installed without its kernels (reinstall it)"
+        )
     probes = [p for path in sorted(directory.glob("*/*.toml")) for p in load_family(path)]
     names = [p.name for p in probes]
     duplicates = sorted({n for n in names if names.count(n) > 1})

@@ -40,9 +40,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from gpuprobe.build.registry import REPO_ROOT
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Fact, ProbeOutcome
 from gpuprobe.families.base import Measured
@@ -54,6 +54,8 @@ from gpuprobe.runner.flight import FLIGHT_CALLS
 # slowdown, SW thermal, HW thermal, HW power brake. Idle, application-clock settings and sync boost are
 # not. Nor is the SW power cap (0x4): a power-limited part lowers its clock under a full-chip load as
 # designed, and the probes measure that clock themselves (rates per clock, TFLOP/s at the clock run).
+IMPORT_ROOT = Path(__file__).resolve().parents[2]
+"""The folder gpuprobe is imported from (a checkout, or site-packages), put first on a child's path."""
 THROTTLE_REASONS = 0x8 | 0x20 | 0x40 | 0x80
 SW_POWER_CAP = 0x4
 FLIGHT_STATUSES = ("crashed", "timeout", "failed")  # outcomes that keep the flight record
@@ -192,7 +194,7 @@ class _Child:
 
 def _child_environment() -> dict[str, str]:
     """The parent's environment, unbuffered, with this checkout importable whatever the cwd."""
-    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    path = os.pathsep.join(p for p in (str(IMPORT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
 
 
