@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from gpuprobe.judge.expectations import add_command as add_expectations_command
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_PIPE_CLOSED = 128 + 13  # as a process killed by SIGPIPE reports it
 FACTSHEET_FORMATS = ("md", "html")  # = gpuprobe.output.report.FORMATS; here so building the parser needs no matplotlib
 
 
@@ -310,6 +312,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpuprobe: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of stdout closed it (``gpuprobe list | head``): stop quietly, as a tool killed by SIGPIPE
+    does, with nothing more written to the closed pipe (even when Python flushes stdout on exit)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_PIPE_CLOSED
 
 
 if __name__ == "__main__":

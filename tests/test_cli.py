@@ -427,3 +427,68 @@ def test_python_m_gpuprobe_user_error() -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.startswith(PREFIX) and proc.stderr.count("\n") == 1, proc.stderr
+
+
+# ---------------------------------------------------------------- the machine around the command
+
+
+@pytest.mark.parametrize("argv", [["list"], ["check", "--arch", "sm_80"], ["sass", "ptx/alu/alu.ptx"]])
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(argv: list[str]) -> None:
+    """``gpuprobe list | head``: the reader is gone before the first line (closed at once, while the command
+    is still starting), so the first write meets a closed pipe, deterministically."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "gpuprobe", *argv]
+    with subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        proc.stdout.close()
+        stderr = proc.stderr.read().decode()
+        code = proc.wait(timeout=300)
+    assert (code, stderr) == (128 + 13, "")
+
+
+def test_report_into_a_place_that_cannot_be_a_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    save(small_results(), results)
+    a_file = write(tmp_path / "taken", "")
+    assert (
+        user_error(capsys, "report", str(results), "-o", str(a_file))
+        == f"{a_file}: cannot make this folder (File exists)"
+    )
+    below_a_file = a_file / "out"
+    assert user_error(capsys, "report", str(results), "-o", str(below_a_file)).startswith(
+        f"{below_a_file}: cannot make"
+    )
+    assert not list(tmp_path.glob("*.png")), "no plot is written for a sheet that cannot be"
+
+
+def test_report_where_the_sheet_is_a_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    save(small_results(), results)
+    (tmp_path / "out" / "factsheet.md").mkdir(parents=True)
+    message = user_error(capsys, "report", str(results), "-o", str(tmp_path / "out"))
+    assert message.startswith(f"{tmp_path / 'out' / 'factsheet.md'}: cannot write (")
+
+
+def test_index_where_the_index_is_a_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "README.md").mkdir()
+    assert user_error(capsys, "index", str(tmp_path)).startswith(f"{tmp_path / 'README.md'}: cannot write (")
+
+
+def test_fleet_run_into_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    a_file = write(tmp_path / "taken", "")
+    message = user_error(capsys, "fleet-run", str(a_file), "--gpus", "0", "--tests", str(REPO / "probes"))
+    assert message == f"{a_file}: cannot make this folder (File exists)"
+
+
+@pytest.mark.parametrize("command", [["check", "--arch", "sm_80"], ["sass", "ptx/alu/alu.ptx"]])
+@pytest.mark.parametrize("bad", ["a file", "below a file"])
+def test_a_cache_that_cannot_be_written_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], bad: str
+) -> None:
+    cache = write(tmp_path / "cache", "")
+    cache = cache if bad == "a file" else cache / "below"
+    monkeypatch.setenv("GPUPROBE_CACHE", str(cache))
+    monkeypatch.chdir(REPO)
+    message = user_error(capsys, *command)
+    assert message.startswith(f"cannot write the cache in {cache} (") and message.endswith(
+        "a folder gpuprobe may write"
+    )

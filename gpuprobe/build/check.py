@@ -16,6 +16,7 @@ from gpuprobe.build.cubin import BuiltModule, build_for
 from gpuprobe.build.registry import Probe
 from gpuprobe.build.workers import map_in_processes
 from gpuprobe.core.arch import Arch
+from gpuprobe.core.cache import usable_cache_dir
 from gpuprobe.core.errors import GpuprobeError
 
 STATUSES = ("ok", "violated", "unsupported", "error")
@@ -146,6 +147,7 @@ def _checked(targeted: dict[Arch, list[Probe]]) -> dict[Arch, list[CheckResult]]
 
 def check_all(probes: Iterable[Probe], archs: Iterable[Arch]) -> list[CheckResult]:
     """Every probe on every arch, arch by arch: those it does not target ("unsupported"), then the rest."""
+    usable_cache_dir()  # a cache it cannot write is one error, not one per probe
     probes = list(probes)
     archs = list(archs)
     targeted = {arch: [p for p in probes if p.supports(arch)] for arch in archs}

@@ -13,6 +13,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from gpuprobe.core.errors import GpuprobeError
+
 
 def cache_dir() -> Path:
     override = os.environ.get("GPUPROBE_CACHE")
@@ -56,8 +58,33 @@ def write_entry(key: str, suffix: str, data: bytes) -> Path:
 
 
 def cached_file(key: str, suffix: str, produce: Callable[[], bytes]) -> Path:
-    """Return the path of the cache entry ``key``, calling ``produce`` to fill it on a miss."""
+    """Return the path of the cache entry ``key``, calling ``produce`` to fill it on a miss; a one-line
+    GpuprobeError when the cache cannot be written (the file is what the caller goes on to use)."""
     path = entry_path(key, suffix)
     if path.is_file():
         return path
-    return write_entry(key, suffix, produce())
+    data = produce()
+    try:
+        return write_entry(key, suffix, data)
+    except OSError as exc:
+        raise _unwritable(exc) from None
+
+
+def usable_cache_dir() -> Path:
+    """The cache folder, made if it is missing; a one-line GpuprobeError when it cannot be one gpuprobe writes
+    in (a file, a path that cannot be made, a folder without write permission)."""
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        raise _unwritable(exc) from None
+    return directory
+
+
+def _unwritable(exc: OSError) -> GpuprobeError:
+    reason = exc.strerror or type(exc).__name__
+    return GpuprobeError(
+        f"cannot write the cache in {cache_dir()} ({reason}): set GPUPROBE_CACHE to a folder gpuprobe may write"
+    )

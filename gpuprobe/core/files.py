@@ -21,14 +21,37 @@ def read_text(path: Path | str) -> str:
         raise GpuprobeError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
+def make_dirs(path: Path) -> Path:
+    """``path`` as a folder (made, with its parents, if it is not one), or a one-line GpuprobeError saying why
+    it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GpuprobeError(f"{path}: cannot make this folder ({_reason(exc)})") from None
+    return path
+
+
+def _reason(exc: OSError) -> str:
+    """Why a file operation failed, in a few words: "Not a directory", "Permission denied"."""
+    return exc.strerror or type(exc).__name__
+
+
 def write_atomic(path: Path, content: str | bytes) -> None:
-    """Write ``content`` (text as UTF-8) to ``path`` so that readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``content`` (text as UTF-8) to ``path`` so that readers see the old file or the new one, never half;
+    a one-line GpuprobeError when it cannot be written."""
+    make_dirs(path.parent)
+    try:
+        _replace_atomically(path, content.encode("utf-8") if isinstance(content, str) else content)
+    except OSError as exc:
+        raise GpuprobeError(f"{path}: cannot write ({_reason(exc)})") from None
+
+
+def _replace_atomically(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, 0o644)  # a published report, not a secret (mkstemp creates 0600)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(content.encode("utf-8") if isinstance(content, str) else content)
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import make_dirs
 from gpuprobe.fleet.aggregate import (
     DEFAULT_THRESHOLD,
     RESULTS_NAME,
@@ -268,7 +269,7 @@ def child_env(run: GpuRun, base: Mapping[str, str]) -> dict[str, str]:
 
 def spawn_process(run: GpuRun, env: dict[str, str]) -> subprocess.Popen:
     """Start one run in its own session (so a time limit can end it and everything it started)."""
-    run.out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(run.out_dir)
     with open(run.log, "w", encoding="utf-8") as log:
         return subprocess.Popen(
             run.command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
@@ -362,6 +363,7 @@ def cmd_fleet_run(args: argparse.Namespace) -> int:
         raise GpuprobeError(f"fleet-run: {stale[0]} already exists; use a new OUT or --overwrite")
     for path in stale:
         path.unlink()  # a run that writes nothing must not leave the old numbers to be read as new
+    make_dirs(out)  # an OUT that cannot be a folder is said before any GPU starts
     print(f"gpuprobe fleet-run: {len(runs)} GPU(s), one pytest each, logs in {out}/<host>-gpu<K>/pytest.log")
     outcomes = launch(runs, os.environ, args.timeout)
     for outcome in outcomes:

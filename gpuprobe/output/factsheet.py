@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.files import write_atomic
+from gpuprobe.core.files import make_dirs, write_atomic
 from gpuprobe.core.results import Results
 from gpuprobe.output.html_report import render_html
 from gpuprobe.output.plots import DEFAULT_DPI
@@ -69,8 +69,7 @@ def write_report(
     """
     if fmt not in FORMATS:
         raise GpuprobeError(f"unknown fact sheet format {fmt!r} (use one of: {', '.join(FORMATS)})")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_dirs(Path(out_dir))
     if fmt == "html":
         return [write_html(results, out_dir, sections, dpi)]
     return _write_markdown(results, out_dir, sections, dpi)
