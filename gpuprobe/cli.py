@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpuprobe.core.arch import Arch, parse_arch, parse_arch_list
-from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.errors import GpuprobeError, require_count
 from gpuprobe.core.files import read_text
 from gpuprobe.fleet.aggregate import add_command as add_fleet_command
 from gpuprobe.fleet.compare import add_command as add_compare_command
@@ -117,6 +117,8 @@ def _listing_for(path: Path, arch_text: str | None):
 
 def cmd_sass(args: argparse.Namespace) -> int:
     listing = _listing_for(Path(args.file), args.arch)
+    if args.kernel is not None and not args.kernel.strip():
+        raise GpuprobeError("--kernel names no kernel: give one, or leave --kernel out for all of them")
     kernels = [listing.kernel(args.kernel)] if args.kernel else list(listing.kernels.values())
     if args.json:
         _print_json({"arch": listing.arch, "kernels": [k.to_json() for k in kernels]})
@@ -171,8 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gpuprobe.output.first_contact import family_rows, verdict_line
     from gpuprobe.runner.gpu import LauncherSpec
 
-    if args.repeat < 1:
-        raise GpuprobeError(f"--repeat must be at least 1, got {args.repeat}")
+    require_count(args.repeat, "--repeat")
     require_seconds(args.deadline, "--deadline")
     policy = user_policy(args.probe_time_limit, args.cooldown)
     if args.plan:

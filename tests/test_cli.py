@@ -160,6 +160,25 @@ def test_check_unknown_arch(capsys: pytest.CaptureFixture[str]) -> None:
     assert message.startswith("unknown arch 'sm_70'; supported: sm_75")
 
 
+def test_check_an_arch_given_twice_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    message = user_error(capsys, "check", "--arch", "sm_90a,sm_80,90a")
+    assert message == "sm_90a given more than once in 'sm_90a,sm_80,90a'"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["fleet", ".", "--top", "0"], "--top must be at least 1, got 0"),
+        (["fleet", ".", "--top", "-1"], "--top must be at least 1, got -1"),
+        (["fleet", ".", "--jobs", "0"], "--jobs must be at least 1, got 0"),
+        (["fleet", ".", "--jobs", "-3"], "--jobs must be at least 1, got -3"),
+        (["run", "--repeat", "0"], "--repeat must be at least 1, got 0"),
+    ],
+)
+def test_a_count_below_one_is_refused(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    assert user_error(capsys, *argv) == message
+
+
 # ---------------------------------------------------------------- sass ---------
 
 
@@ -226,6 +245,13 @@ def test_sass_cubin(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     data = sass_json(capsys, str(cubin), "--kernel", "cli_chase")
     assert data["arch"] == "sm_86"
     assert sum(i["opcode"].startswith("LDG") for i in data["kernels"][0]["instructions"]) == 1
+
+
+@pytest.mark.parametrize("kernel", ["", "  "])
+def test_sass_an_empty_kernel_name_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, kernel: str) -> None:
+    source = write(tmp_path / "chase.ptx", CHASE_PTX)
+    message = user_error(capsys, "sass", str(source), "--kernel", kernel)
+    assert message == "--kernel names no kernel: give one, or leave --kernel out for all of them"
 
 
 def test_sass_unknown_kernel(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -58,6 +58,9 @@ def parse_arch_list(text: str | None) -> list[Arch]:
     archs = [parse_arch(part) for part in text.split(",") if part.strip()]
     if not archs:
         raise GpuprobeError(f"no arch in {text!r}; give e.g. sm_80,sm_90a or all")
+    twice = sorted({arch.name for arch in archs if archs.count(arch) > 1})
+    if twice:
+        raise GpuprobeError(f"{', '.join(twice)} given more than once in {text!r}")
     return archs
 
 

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.errors import GpuprobeError, require_count
 from gpuprobe.core.results import Results, load
 
 if TYPE_CHECKING:
@@ -615,6 +615,8 @@ def z_threshold(text: str) -> float:
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
+    require_count(args.top, "--top")
+    require_count(args.jobs, "--jobs")
     report = aggregate_paths(args.paths, args.threshold, args.jobs)
     print(render(report, args.format, args.top), end="")
     return report.exit_status
