@@ -8,13 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from gpuprobe.core.results import load
+from tests.processes import measuring_children, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = """
@@ -31,37 +30,6 @@ device = FakeGpu(name="Simulated GPU").device()
 policy = ChildPolicy(probe_time_limit_s=600)
 session.run_suite(device, launcher, Path(sys.argv[1]), settings=fast_settings(), policy=policy)
 """
-
-
-def measuring_children(lock_dir: str | Path) -> list[int]:
-    """Live gpuprobe child processes (zombies excluded) of the runs whose lock folder is ``lock_dir``.
-
-    Every child inherits its run's ``GPUPROBE_LOCK_DIR``, and that is what tells the runs apart: under
-    xdist another worker's run has children measuring at the same time, and a killed run's children are
-    no longer its children in the process tree."""
-    marker = f"GPUPROBE_LOCK_DIR={lock_dir}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().split(") ", 1)[1][0]
-        except OSError:
-            continue
-        if b"gpuprobe.measure.child" in cmdline and marker in environ and state != "Z":
-            found.append(int(entry.name))
-    return found
-
-
-def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 def l1_sweep_saved(out: Path) -> bool:
