@@ -33,7 +33,7 @@ def make_dirs(path: Path) -> Path:
 
 def _reason(exc: OSError) -> str:
     """Why a file operation failed, in a few words: "Not a directory", "Permission denied"."""
-    return exc.strerror or type(exc).__name__
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 def write_atomic(path: Path, content: str | bytes) -> None:
