@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from gpuprobe.core.detection import TARGET_PCT, Spread, detects_pct, run_to_run_
 from gpuprobe.core.results import Fact, Results, load
 from gpuprobe.families import catalog
 from gpuprobe.families.measuring import Stopping
-from gpuprobe.fleet.compare import Label, baseline_failure, compare
+from gpuprobe.fleet.compare import NO_DIRECTION, Label, baseline_failure, compare, direction
 from gpuprobe.judge.expectations import load_all
 from gpuprobe.measure import session
 from gpuprobe.measure.child import file_sha256
@@ -348,3 +349,29 @@ def test_default_sampling_lets_most_facts_detect_a_five_percent_change(clean_run
     now, at_default = detecting_shares(load(clean_run[0] / "results.json"))
     print(f"facts detecting 5 %: {now:.0%} in this run, {at_default:.0%} at default sampling")
     assert at_default >= DETECTING_SHARE
+
+
+SHIFTS_PCT = (2.0, 5.0, 10.0)
+
+
+def caught_share(base: Results, new: Results, shift_pct: float) -> float:
+    """Of the facts with a direction sampled in both runs, the share labelled WORSE once ``new``'s samples
+    are made ``shift_pct`` % worse, on top of what moved between the two runs of the simulated GPU."""
+    shifted, ids = [], set()
+    for fact in new.facts:
+        sign = direction(fact.id, fact.unit)
+        if not (fact.samples and fact.value is not None and base.fact(fact.id) and sign != NO_DIRECTION):
+            shifted.append(fact)
+            continue
+        factor = 1.0 - sign * shift_pct / 100.0  # higher is better: lower; lower is better: higher
+        ids.add(fact.id)
+        shifted.append(dataclasses.replace(fact, value=fact.value * factor, samples=[s * factor for s in fact.samples]))
+    comparison = compare(base, dataclasses.replace(new, facts=shifted))
+    return sum(comparison.row(i).label == Label.WORSE for i in ids) / len(ids)
+
+
+def test_a_regression_of_five_percent_is_caught_in_most_facts_of_the_simulated_gpu(clean_run, second_run) -> None:
+    caught = {shift: caught_share(clean_run[1], second_run, shift) for shift in SHIFTS_PCT}
+    print("caught: " + ", ".join(f"{shift:g} % worse: {share:.0%}" for shift, share in caught.items()))
+    assert caught[2.0] <= caught[5.0] <= caught[10.0]
+    assert caught[5.0] >= DETECTING_SHARE - 0.2 and caught[10.0] >= DETECTING_SHARE
