@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -199,9 +199,25 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
             policy=child_policy(config),
             inject_fault=config.getoption("inject_fault"),
             deadline_s=config.getoption("gpuprobe_deadline"),
+            families=selected_families(request.session.items),
         )
     except GpuprobeError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+def selected_families(items: Sequence[pytest.Item]) -> frozenset[str] | None:
+    """The families whose measured tests were selected, by the ``FAMILY`` their ``probes/test_*.py``
+    names: ``pytest probes/test_memory_latency.py`` measures the memory family alone. None (every
+    family) when a selected test that reads the measured run belongs to no one family."""
+    families: set[str] = set()
+    for item in items:
+        if "gpuprobe_results" not in getattr(item, "fixturenames", ()):
+            continue
+        family = getattr(getattr(item, "module", None), "FAMILY", None)
+        if family is None:
+            return None
+        families.add(family)
+    return frozenset(families)
 
 
 def child_policy(config: pytest.Config) -> ChildPolicy:

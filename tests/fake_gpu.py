@@ -20,6 +20,7 @@ import importlib
 import os
 import pkgutil
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -39,6 +40,19 @@ from gpuprobe.runner.gpu import CooperativeGridTooLarge
 from tests.cache_model import curve
 
 KIB, MIB = 2**10, 2**20
+
+# Run-to-run noise: each simulated quantity (a kernel's timing, a copy path, a launch path) is off by a
+# factor drawn once per FakeGpu from its seed, the same for every sample of the run, as a real run's
+# samples share the pages it got and the clocks it settled on. A count of SM cycles moves only with where
+# pages and chains land (L2 slice distances, TLB reach): about 0.3 % (CLOCKED_RUN_SD). A device time (a
+# bandwidth kernel's ms, the SM clock, a GEMM) also moves with the memory and SM clocks a run settles
+# on: about 0.5 % on a fixed-clock datacentre part. What the host takes part in (an enqueue, a PCIe copy,
+# an event) moves with the CPU's frequency and the link's state: about 1 %. The comparison allows
+# 0.5 % for what the GPU measures and 1 % for host costs (gpuprobe.core.detection.RUN_TO_RUN_PCT):
+# these spreads, and what derived facts (a difference of two timings, a fit) make of them.
+CLOCKED_RUN_SD = 0.003
+DEVICE_RUN_SD = 0.005
+HOST_RUN_SD = 0.01
 
 # Short sweeps for the simulated part (512 KiB L2): cold footprints never revisit a line.
 FAST = Settings(
@@ -172,8 +186,27 @@ class FakeGpu:
     event_us: dict[str, float] = field(default_factory=lambda: {"record": 0.25, "synchronize": 0.3})
     timer_ns: float = 0.0
     gap_ns: float = 1800.0
+    seed: int = 7  # the run: its within-run noise and its run-to-run factors are drawn from it
+    family_options: dict[str, Any] = field(default_factory=dict)  # attributes the tests/fakes modules read
     _next_base: int = 0x7F0000000000
-    _rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(7))
+    _rng: np.random.Generator = field(init=False)
+    _run_factors: dict[str, float] = field(default_factory=dict, init=False)
+    _kernel: str = field(default="", init=False)  # the kernel being simulated: whose run factor _jitter draws
+
+    def __post_init__(self) -> None:
+        self._rng = np.random.default_rng(self.seed)
+        for name, value in self.family_options.items():  # e.g. bw_dram_gbps: what a simulated part is like
+            setattr(self, name, value)
+
+    def run_factor(self, quantity: str, sd: float) -> float:
+        """This run's factor for ``quantity`` (see CLOCKED_RUN_SD): drawn once, from the seed and the name;
+        1 on a noiseless part (``noise=0``: no noise within a run, none between runs)."""
+        if not self.noise:
+            return 1.0
+        if quantity not in self._run_factors:
+            draw = np.random.default_rng([self.seed, zlib.crc32(quantity.encode())]).standard_normal()
+            self._run_factors[quantity] = float(1.0 + sd * draw)
+        return self._run_factors[quantity]
 
     # ---- the Launcher protocol -------------------------------------------------------------
     def alloc(self, nbytes: int) -> FakeBuffer:
@@ -234,16 +267,17 @@ class FakeGpu:
 
     def time_device_copy(self, dst: FakeBuffer, src: FakeBuffer, nbytes: int, count: int = 1) -> float:
         dst.data[:nbytes] = src.data[:nbytes]
-        return count * 2 * nbytes / (self.copy_gbps * 1e9) * 1e3 * self._jitter()
+        return count * 2 * nbytes / (self.copy_gbps * 1e9) * 1e3 * self._jitter("device_copy", DEVICE_RUN_SD)
 
     def time_host_copy(self, nbytes: int, direction: str, pinned: bool, count: int = 1) -> float:
         assert direction in ("h2d", "d2h", "both"), direction
         moved = nbytes * (2 if direction == "both" else 1)
         gbps = self.host_gbps["pinned" if pinned else "pageable"] * (2 if direction == "both" else 1)
-        return count * (moved / (gbps * 1e9) * 1e3 + 0.005) * self._jitter()
+        path = f"host_copy.{direction}.{'pinned' if pinned else 'pageable'}"
+        return count * (moved / (gbps * 1e9) * 1e3 + 0.005) * self._jitter(path, HOST_RUN_SD)
 
     def time_gemm(self, n: int, dtype: str, count: int = 1) -> float:
-        return count * 2 * n**3 / (self.gemm_tflops[dtype] * 1e12) * 1e3 * self._jitter()
+        return count * 2 * n**3 / (self.gemm_tflops[dtype] * 1e12) * 1e3 * self._jitter(f"gemm.{dtype}", DEVICE_RUN_SD)
 
     def device(self) -> Device:
         return Device(
@@ -277,7 +311,7 @@ class FakeGpu:
         self.gap_ns = self.stream_spacing_ns
         for _ in range(count):
             self._launch(kernel, grid, block, args, 0, False)
-        return count * self.enqueue_us[via] * 1e-6 * self._jitter()
+        return count * self.enqueue_us[via] * 1e-6 * self._jitter(f"enqueue.{via}", HOST_RUN_SD)
 
     def graph_replay(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], nodes: int, replays: int
@@ -285,10 +319,10 @@ class FakeGpu:
         self.gap_ns = self.graph_node_ns
         gpu_ms = sum(self._launch(kernel, grid, block, args, 0, False) for _ in range(nodes * replays))
         self.gap_ns = self.stream_spacing_ns
-        return replays * self.graph_replay_us * 1e-6 * self._jitter(), gpu_ms / 1e3
+        return replays * self.graph_replay_us * 1e-6 * self._jitter("graph_replay", HOST_RUN_SD), gpu_ms / 1e3
 
     def event_costs(self, count: int) -> dict[str, float]:
-        return {what: us * 1e-6 * self._jitter() for what, us in self.event_us.items()}
+        return {what: us * 1e-6 * self._jitter(f"event.{what}", HOST_RUN_SD) for what, us in self.event_us.items()}
 
     def _launch(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
@@ -303,6 +337,7 @@ class FakeGpu:
                 f"{kernel}: a cooperative grid of {launch.blocks} blocks cannot be co-resident"
             )
         self.launches.append(kernel)
+        self._kernel = kernel
         bound = {name: arg for (_, name), arg in zip(parameters, args, strict=True)}
         simulate = simulated_kernels().get(kernel)
         if simulate is None:
@@ -312,8 +347,9 @@ class FakeGpu:
         return self.kernel_ms if ms is None else float(ms)
 
     # ---- kernels, with the PTX parameter names ---------------------------------------------
-    def _jitter(self) -> float:
-        return float(1.0 + self.noise * self._rng.standard_normal())
+    def _jitter(self, quantity: str = "", run_sd: float = CLOCKED_RUN_SD) -> float:
+        """This run's factor for ``quantity`` (default: the kernel being simulated) times a sample's noise."""
+        return self.run_factor(quantity or self._kernel, run_sd) * float(1.0 + self.noise * self._rng.standard_normal())
 
     def _write(self, out: FakeBuffer, cycles: float, ns: float, end: int | None = None) -> None:
         words = out.data.view(np.uint64)
@@ -324,7 +360,7 @@ class FakeGpu:
 
     def _gp_sm_clock(self, spin: np.uint64, out: FakeBuffer) -> None:
         cycles = int(spin) + 40
-        self._write(out, cycles, cycles / (self.mhz * self._jitter()) * 1000.0)
+        self._write(out, cycles, cycles / (self.mhz * self._jitter("sm_clock", DEVICE_RUN_SD)) * 1000.0)
 
     def _gp_clock_overhead(self, out: FakeBuffer) -> None:
         out.data.view(np.uint64)[0] = round(self.clock_read)

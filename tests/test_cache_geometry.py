@@ -198,7 +198,9 @@ def test_the_whole_family_fits_its_budget_on_an_h100() -> None:
 
 
 def test_simulated_geometry_is_recovered() -> None:
-    measured = _run(fake_gpu(noise=0.001))  # quiet enough to see the few cycles a 16-byte load adds
+    # quiet enough to see the few cycles a 16-byte load adds to a DRAM load of 700: at 0.1 % noise a sample of
+    # their difference is off by 1.5 cycles, and the median of four misses 8 by more than 1.3 one seed in ten
+    measured = _run(fake_gpu(noise=0.0002))
     assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(PROBES, "ok"), {
         n: m.outcome.detail for n, m in measured.items()
     }

@@ -16,13 +16,19 @@ import pytest
 
 from gpuprobe.core.detection import (
     FACT_ALPHA,
+    MOST_DF,
     NOISY,
     POWER,
+    RUN_TO_RUN,
+    RUN_TO_RUN_PCT,
     TARGET_PCT,
     TOO_FEW,
     Spread,
     detection,
+    effective_df,
     incomplete_beta,
+    quantity_kind,
+    run_to_run_pct,
     samples_needed,
     t_quantile,
     t_test,
@@ -141,3 +147,62 @@ def _detects(n: int, noise_pct: float) -> float:
     found = t_test(Spread(n, 1.0, (noise_pct / 100.0) ** 2), Spread(n, 1.0, (noise_pct / 100.0) ** 2))
     assert found is not None
     return found.detectable() * 100.0
+
+
+# ---- between runs ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fact_id", "unit", "kind"),
+    [
+        ("latency.l2", "cycle", "device"),
+        ("bandwidth.dram_read.v16", "GB/s", "device"),
+        ("tensor.mma_sync.f16.m16n8k16.throughput", "op/clk/SM", "device"),
+        ("sync.grid.persistent_step", "us", "device"),
+        ("launch.stream.host_latency.cupy", "us", "host"),
+        ("host.h2d.pinned.bandwidth", "GB/s", "host"),
+        ("tensor.wgmma.bf16.fraction_of_cublas", "fraction", "host"),
+        ("cache.l1.line_bytes", "byte", "exact"),
+    ],
+)
+def test_each_kind_of_quantity_has_its_run_to_run_allowance(fact_id: str, unit: str, kind: str) -> None:
+    assert quantity_kind(fact_id, unit) == kind
+    assert run_to_run_pct(fact_id, unit) == RUN_TO_RUN_PCT[kind]
+
+
+def test_the_allowance_keeps_quiet_facts_from_flagging_a_run_that_moved_and_still_sees_five_percent() -> None:
+    before, moved, slower = Spread.of([100.0] * 3), Spread.of([100.6] * 3), Spread.of([105.0] * 3)
+    assert t_test(before, moved).changed()  # within-run noise alone: any move is a change
+    assert not t_test(before, moved, run_to_run=0.5).changed()
+    assert t_test(before, slower, run_to_run=0.5).changed()
+    assert t_test(before, slower, run_to_run=0.5).df == MOST_DF  # the allowance is known, not estimated
+
+
+def test_satterthwaite_degrees_of_freedom_lie_between_the_samples_and_the_normal() -> None:
+    assert effective_df(1.0, 4, 0.0) == 4.0
+    assert effective_df(0.0, 4, 1.0) == MOST_DF
+    assert effective_df(1.0, 4, 1.0) == 16.0  # 4 x ((1 + 1) / 1)^2
+    assert effective_df(1.0, 4, 0.5) == 9.0  # 4 x 1.5^2, rounded down to two digits
+
+
+@pytest.mark.parametrize("n", [3, 9])
+def test_runs_that_move_by_the_allowance_are_flagged_at_most_alpha_of_the_time(n: int) -> None:
+    """Each run off by a factor of the allowed spread, then samples of 0.3 % noise: false alarms at most
+    ``FACT_ALPHA``, within three binomial standard errors of 60 000 seeded trials."""
+    rng, unit = random.Random(n), NormalDist()
+    trials, allowed = 60_000, RUN_TO_RUN_PCT["device"]
+
+    def spread() -> Spread:
+        centre = 250.0 * (1.0 + allowed / 100.0 * unit.inv_cdf(1.0 - rng.random()))
+        return Spread.of([centre * (1.0 + 0.003 * unit.inv_cdf(1.0 - rng.random())) for _ in range(n)])
+
+    alarms = sum(t_test(spread(), spread(), run_to_run=allowed).changed() for _ in range(trials))
+    assert alarms / trials <= FACT_ALPHA + 3.0 * math.sqrt(FACT_ALPHA * (1.0 - FACT_ALPHA) / trials)
+
+
+def test_a_host_cost_says_its_run_to_run_noise_puts_five_percent_out_of_reach() -> None:
+    found = detection([4.0, 4.01, 3.99], run_to_run=RUN_TO_RUN_PCT["host"])
+    assert found is not None and found.limit == RUN_TO_RUN and found.needs is None
+    assert "(±1.0 % between runs)" in found.text() and "run-to-run noise (no sample count would do)" in found.text()
+    device = detection([4.0, 4.01, 3.99], run_to_run=RUN_TO_RUN_PCT["device"])
+    assert device is not None and device.limit == ""

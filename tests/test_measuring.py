@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpuprobe.core.detection import detection
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.measuring import Kernels, Stopping, check_arguments, fact, sample_until_stable, unwritten
 from tests.fake_gpu import FakeGpu, ptx_parameters
@@ -118,3 +119,14 @@ def test_settings_checks_name_the_setting_at_fault() -> None:
         require_counts(SimpleNamespace(min_repeats=0), ("min_repeats",))
     with pytest.raises(ValueError, match="long_iterations must exceed short_iterations"):
         require_long_after_short(SimpleNamespace(short_iterations=8, long_iterations=8, min_repeats=1, max_repeats=1))
+
+
+def test_sampling_goes_on_until_a_five_percent_change_would_be_detected() -> None:
+    """1 % noise: three samples bound the median to 1 %, but a 5 % change wants five a side."""
+    samples: list[float] = []
+    values = iter([100.0, 101.0, 99.0, 100.0, 100.5, 99.5, 100.2, 99.8, 100.0, 100.0])
+    sample_until_stable(lambda: samples.append(next(values)), samples, Stopping(3, 10, 0.02, 60.0))
+    found = detection(samples, run_to_run=Stopping().run_to_run_pct)
+    assert found is not None and not found.limit
+    assert 3 < len(samples) < 10
+    assert detection(samples[:3], run_to_run=Stopping().run_to_run_pct).limit  # where the old rule stopped

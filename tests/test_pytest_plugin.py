@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from gpuprobe.core.results import Device, Fact, Results
+from gpuprobe.core.results import Device, Fact, Results, load
 from gpuprobe.pytest_plugin import assert_fact
 
 REPO = Path(__file__).resolve().parent.parent
@@ -132,3 +134,62 @@ def test_a_latency_forty_percent_slower_than_the_baseline_fails_its_test_naming_
     assert message.startswith("latency.shared is WORSE against the baseline: before 29")
     assert "+40.00 %" in message and "detects changes ≥" in message
     assert_fact(_results(before), "latency.shared", compare(_results(before), _results(before)))  # unchanged passes
+
+
+# ---- --baseline against the simulated GPU: a changed part fails the tests of the facts it changed -------
+
+REHEARSAL = REPO / "tests" / "rehearsal"
+BASELINE_FILES = ("probes/test_bandwidth.py", "probes/test_mma.py", "probes/test_launch.py")
+CHANGED_TESTS = (
+    "test_fact[bandwidth.dram_read.v16]",  # DRAM bandwidth -5 %
+    "test_fact[tensor.mma_sync.f16.m16n8k16.throughput]",  # one tensor-core rate -5 %
+    "test_fact[launch.stream.host_latency.cupy]",  # launch overhead +10 %
+)
+
+
+def _simulated_pytest(tmp_path: Path, options: dict, *args: str) -> subprocess.CompletedProcess[str]:
+    """``pytest`` of the selected probe files, measuring on the simulated GPU with these options."""
+    env = {
+        **os.environ,
+        "GPUPROBE_REHEARSAL": "1",
+        "GPUPROBE_REHEARSAL_OPTIONS": json.dumps({"faults": {}, **options}),
+        "GPUPROBE_LOCK_DIR": str(tmp_path / "locks"),
+        "COLUMNS": "10000",  # the short summary in full: each failure with its message
+        "PYTHONPATH": os.pathsep.join([str(REHEARSAL), str(REPO)]),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *BASELINE_FILES, "-p", "no:cacheprovider", "-q", "-rf", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+
+
+def test_baseline_fails_the_test_of_each_fact_changed_hardware_made_worse(tmp_path: Path) -> None:
+    """The selected files' families alone are measured; a run of the part with a lower DRAM bandwidth, a
+    lower mma rate and a longer launch against one of the unchanged part fails those facts' tests."""
+    from tests.test_session import changed_hardware
+
+    base = _simulated_pytest(tmp_path, {"seed": 7}, "--gpuprobe-out", str(tmp_path / "base"))
+    assert set(load(tmp_path / "base" / "results.json").families) == {"bandwidth", "mma", "launch"}, base.stdout
+    changed = _simulated_pytest(tmp_path, changed_hardware(), "--baseline", str(tmp_path / "base" / "results.json"))
+    assert changed.returncode == 1, changed.stdout[-3000:]
+    failed = [line for line in changed.stdout.splitlines() if line.startswith("FAILED") and "WORSE" in line]
+    for test in CHANGED_TESTS:
+        fact_id = test.removeprefix("test_fact[").removesuffix("]")
+        assert any(test in line and f"{fact_id} is WORSE against the baseline" in line for line in failed), failed
+
+
+def test_the_run_measures_the_families_of_the_selected_tests_or_all_of_them() -> None:
+    from types import SimpleNamespace
+
+    from gpuprobe.pytest_plugin import selected_families
+
+    def item(module: object, *fixtures: str) -> SimpleNamespace:
+        return SimpleNamespace(module=module, fixturenames=list(fixtures))
+
+    warp, memory = SimpleNamespace(FAMILY="warp"), SimpleNamespace(FAMILY="memory")
+    static = item(SimpleNamespace(), "probe", "arch")  # a SASS contract: measures nothing
+    assert selected_families([item(warp, "gpuprobe_results"), item(memory, "gpuprobe_results"), static]) == {
+        "warp",
+        "memory",
+    }
+    assert selected_families([item(warp, "gpuprobe_results"), item(SimpleNamespace(), "gpuprobe_results")]) is None

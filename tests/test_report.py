@@ -261,7 +261,7 @@ def test_each_fact_with_samples_shows_its_noise_and_what_a_comparison_detects(tm
     save(results, tmp_path / "results.json")
     markdown = report.render_markdown(load(tmp_path / "results.json"), {}, sections=SECTIONS)
     l2 = next(line for line in markdown.splitlines() if line.startswith("| `latency.l2` |"))
-    assert re.search(r"\| noise ±0\.\d+ %, detects changes ≥ \d\.\d+ %\s\|", l2), l2
+    assert re.search(r"\| noise ±0\.\d+ % \(±0\.50 % between runs\), detects changes ≥ \d\.\d+ %\s\|", l2), l2
     dram = next(line for line in markdown.splitlines() if line.startswith("| `latency.dram` |"))
     assert "not 5 %: too few samples (3; " in dram and "would do)" in dram
 

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gpuprobe.build.check import CheckResult
 from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import parse_arch
-from gpuprobe.core.results import Results, load
+from gpuprobe.core.detection import TARGET_PCT, Spread, detects_pct, run_to_run_pct
+from gpuprobe.core.results import Fact, Results, load
 from gpuprobe.families import catalog
+from gpuprobe.families.measuring import Stopping
+from gpuprobe.fleet.compare import NO_DIRECTION, Label, baseline_failure, compare, direction
 from gpuprobe.judge.expectations import load_all
 from gpuprobe.measure import session
 from gpuprobe.measure.child import file_sha256
@@ -19,6 +24,7 @@ from gpuprobe.measure.isolation import ChildPolicy
 from gpuprobe.measure.plan import SMOKE, measured_families
 from gpuprobe.runner.gpu import LauncherSpec
 from tests.fake_gpu import FakeGpu, fast_settings, suite_options
+from tests.fakes.bandwidth import DEFAULTS as BANDWIDTH_DEFAULTS
 
 SIMULATED = "Simulated GPU"
 POLICY = ChildPolicy(probe_time_limit_s=60, cooldown_s=0.0)
@@ -257,3 +263,115 @@ def test_a_run_whose_families_all_die_the_same_way_stops_after_three(tmp_path: P
     stopped = [o for n, o in results.probes.items() if n.startswith("launch.")]
     assert stopped and all("the last 3 families' processes all died the same way" in o.detail for o in stopped)
     assert results.partial
+
+
+# ---- regression checks on the simulated GPU: a second run of it, and changed hardware -----------------
+#
+# The simulated GPU has noise between runs (tests/fake_gpu.py: a factor per simulated quantity drawn from
+# the seed), so a second run with another seed is what a second run of an unchanged GPU is, and a run of
+# a part with changed options is a changed GPU. clean_run is the baseline of both.
+
+CHANGED_FACTS = (
+    "latency.l2",  # L2 latency +5 %
+    "bandwidth.dram_read.v16",  # DRAM bandwidth -5 %
+    "tensor.mma_sync.f16.m16n8k16.throughput",  # one tensor-core rate -5 %
+    "launch.stream.host_latency.cupy",  # launch overhead +10 %
+)
+CHANGED_FAMILIES = ("memory", "bandwidth", "mma", "launch")
+
+
+def changed_hardware() -> dict[str, Any]:
+    """The simulated part's options with its L2 latency 5 % longer, its DRAM bandwidth 5 % lower, its f16
+    m16n8k16 mma peak 5 % lower and its CuPy launch overhead 10 % longer, measured with another seed."""
+    part = FakeGpu()
+    l2 = part.hierarchy_l2[0][1]
+
+    def slower_l2(hierarchy: list) -> list:
+        return [(size, cycles * 1.05 if cycles == l2 else cycles) for size, cycles in hierarchy]
+
+    return {
+        "seed": 9,
+        "hierarchy_l1": slower_l2(part.hierarchy_l1),
+        "hierarchy_l2": slower_l2(part.hierarchy_l2),
+        "family_options": {
+            "bw_dram_gbps": BANDWIDTH_DEFAULTS["bw_dram_gbps"] * 0.95,
+            "mma_peak": {"f16.m16n8k16": 0.95},
+        },
+        "enqueue_us": {via: us * 1.10 if via == "cupy" else us for via, us in part.enqueue_us.items()},
+    }
+
+
+@pytest.fixture(scope="module")
+def second_run(tmp_path_factory: pytest.TempPathFactory) -> Results:
+    """Another whole run of the unchanged simulated GPU: another seed, so other run-to-run factors."""
+    return run(tmp_path_factory.mktemp("second"), simulated(seed=8))
+
+
+def test_a_second_run_of_the_unchanged_simulated_gpu_has_at_most_one_false_worse(clean_run, second_run) -> None:
+    comparison = compare(clean_run[1], second_run)
+    assert comparison.tested >= 150  # every fact with samples, in both runs
+    assert len(comparison.worse()) <= 1, [baseline_failure(r) for r in comparison.worse()]
+
+
+def test_changed_simulated_hardware_is_worse_in_each_changed_fact(clean_run, tmp_path: Path, monkeypatch) -> None:
+    measure_only(monkeypatch, *CHANGED_FAMILIES)
+    changed = run(tmp_path, simulated(**changed_hardware()))
+    comparison = compare(clean_run[1], changed)
+    for fact_id in CHANGED_FACTS:
+        row = comparison.row(fact_id)
+        assert row is not None and row.label == Label.WORSE, baseline_failure(row) if row else fact_id
+
+
+DETECTING_SHARE = 0.8
+"""The share of the simulated run's facts with samples that default sampling lets detect a 5 % change."""
+
+
+def detecting_shares(results: Results) -> tuple[float, float]:
+    """Of the facts with samples: the share whose samples detect ``TARGET_PCT`` in this run, and the
+    share whose noise would let them at default sampling's most repeats (:class:`Stopping`)."""
+    sampled = [f for f in results.facts if f.samples and f.value is not None]
+    most = Stopping().max_repeats
+
+    def at_most(fact: Fact) -> bool:
+        noise = Spread.of(fact.samples).noise_pct
+        if noise is None:
+            return False
+        found = detects_pct(Spread(most, 1.0, (noise / 100.0) ** 2), run_to_run=run_to_run_pct(fact.id, fact.unit))
+        return found is not None and found <= TARGET_PCT
+
+    def detects(fact: Fact) -> bool:
+        return fact.detection is not None and fact.detection.detects_pct is not None and not fact.detection.limit
+
+    return sum(map(detects, sampled)) / len(sampled), sum(map(at_most, sampled)) / len(sampled)
+
+
+def test_default_sampling_lets_most_facts_detect_a_five_percent_change(clean_run) -> None:
+    now, at_default = detecting_shares(load(clean_run[0] / "results.json"))
+    print(f"facts detecting 5 %: {now:.0%} in this run, {at_default:.0%} at default sampling")
+    assert at_default >= DETECTING_SHARE
+
+
+SHIFTS_PCT = (2.0, 5.0, 10.0)
+
+
+def caught_share(base: Results, new: Results, shift_pct: float) -> float:
+    """Of the facts with a direction sampled in both runs, the share labelled WORSE once ``new``'s samples
+    are made ``shift_pct`` % worse, on top of what moved between the two runs of the simulated GPU."""
+    shifted, ids = [], set()
+    for fact in new.facts:
+        sign = direction(fact.id, fact.unit)
+        if not (fact.samples and fact.value is not None and base.fact(fact.id) and sign != NO_DIRECTION):
+            shifted.append(fact)
+            continue
+        factor = 1.0 - sign * shift_pct / 100.0  # higher is better: lower; lower is better: higher
+        ids.add(fact.id)
+        shifted.append(dataclasses.replace(fact, value=fact.value * factor, samples=[s * factor for s in fact.samples]))
+    comparison = compare(base, dataclasses.replace(new, facts=shifted))
+    return sum(comparison.row(i).label == Label.WORSE for i in ids) / len(ids)
+
+
+def test_a_regression_of_five_percent_is_caught_in_most_facts_of_the_simulated_gpu(clean_run, second_run) -> None:
+    caught = {shift: caught_share(clean_run[1], second_run, shift) for shift in SHIFTS_PCT}
+    print("caught: " + ", ".join(f"{shift:g} % worse: {share:.0%}" for shift, share in caught.items()))
+    assert caught[2.0] <= caught[5.0] <= caught[10.0]
+    assert caught[5.0] >= DETECTING_SHARE - 0.2 and caught[10.0] >= DETECTING_SHARE

@@ -14,6 +14,14 @@ of false alarms is additive, ``FACT_ALPHA`` times the number of facts compared i
 GPU costs per comparison, whatever the dependence between facts: half of it false WORSE, half false
 BETTER.
 
+What the samples of one run cannot show is the variation between runs: another physical page
+layout, another boost clock, another PCIe link state moves a whole run's samples together. A
+comparison allows for it as a known relative spread per kind of quantity (:func:`run_to_run_pct`,
+:data:`RUN_TO_RUN_PCT`), added to the variance of the difference of the two means (once per run);
+the test's degrees of freedom are then Satterthwaite's effective ones, a known variance counting
+as infinitely many. A fact whose samples never vary, an exact count or a size in bytes, has no
+allowance: any change of it is real.
+
 The smallest detectable change of a fact is the shift of its mean that the test flags with
 probability :data:`POWER`: the noncentrality, in standard errors, at which the noncentral t
 distribution exceeds the test's critical value that often (:func:`shift_for_power`), times the
@@ -43,6 +51,22 @@ MOST_SAMPLES = 50
 
 TOO_FEW = "too few samples"
 NOISY = "a noisy quantity"
+RUN_TO_RUN = "run-to-run noise"
+
+RUN_TO_RUN_PCT = {"device": 0.5, "host": 1.0, "exact": 0.0}
+"""The relative spread (standard deviation, percent) allowed between two runs of an unchanged GPU, by
+kind of quantity (:func:`quantity_kind`). A quantity the GPU measures on itself, in cycles or in
+seconds, moves between runs with where the pages and chains landed and with the clocks the GPU settled
+on (a few tenths of a percent), and a fact derived from several timings (a difference, a fit) a little
+more: 0.5 %. What the host takes part in (a launch, a PCIe copy) or a ratio of two measurements moves
+by about 1 %. Sizes, counts and other exact results do not move at all. Two runs of the simulated GPU,
+whose quantities move by 0.3 to 1 % between runs, are held to the false alarms these allow."""
+
+KIND_TEXT = {"device": "measured on the GPU", "host": "host costs and ratios"}
+"""What each kind with an allowance holds, in a few words (the comparison's method line)."""
+
+HOST_PREFIXES = ("host.", "launch.")
+EXACT_UNITS = frozenset({"byte", "count", "bool"})
 
 
 # --------------------------------------------------------------------------- Student's t
@@ -144,6 +168,23 @@ def shift_for_power(alpha: float, df: float) -> float:
     return high
 
 
+# --------------------------------------------------------------------------- between runs
+
+
+def quantity_kind(fact_id: str, unit: str) -> str:
+    """Which :data:`RUN_TO_RUN_PCT` kind a fact is: ``exact``, ``host`` or ``device``."""
+    if unit in EXACT_UNITS:
+        return "exact"
+    if fact_id.startswith(HOST_PREFIXES) or unit == "fraction":
+        return "host"
+    return "device"
+
+
+def run_to_run_pct(fact_id: str, unit: str) -> float:
+    """The run-to-run spread, in percent, a comparison allows a fact (:data:`RUN_TO_RUN_PCT`)."""
+    return RUN_TO_RUN_PCT[quantity_kind(fact_id, unit)]
+
+
 # --------------------------------------------------------------------------- one run's samples
 
 
@@ -180,7 +221,7 @@ class TwoSample:
 
     change: float
     standard_error: float
-    df: int
+    df: float
     p_value: float
 
     def changed(self, alpha: float = FACT_ALPHA) -> bool:
@@ -188,24 +229,45 @@ class TwoSample:
 
     def detectable(self, alpha: float = FACT_ALPHA) -> float:
         """The smallest shift of the mean (in the fact's unit) this test flags with probability ``POWER``."""
-        return shift_for_power(alpha, float(self.df)) * self.standard_error
+        return shift_for_power(alpha, self.df) * self.standard_error
 
 
-def t_test(base: Spread, new: Spread) -> TwoSample | None:
-    """Student's pooled two-sample t-test of ``new`` against ``base``; ``None`` when a side has fewer
+MOST_DF = 10_000.0
+"""Degrees of freedom past which Student's t is the normal (a known variance has infinitely many)."""
+
+
+def effective_df(within: float, df: int, known: float) -> float:
+    """Satterthwaite's degrees of freedom of ``within + known``, the first estimated with ``df``, the
+    second known; rounded down to two significant digits (conservative, and the quantiles cached)."""
+    if known == 0.0:
+        return float(df)
+    if within == 0.0:
+        return MOST_DF
+    exact = min(MOST_DF, df * ((within + known) / within) ** 2)
+    step = 10.0 ** max(0, math.floor(math.log10(exact)) - 1)
+    return math.floor(exact / step) * step
+
+
+def t_test(base: Spread, new: Spread, run_to_run: float = 0.0) -> TwoSample | None:
+    """Student's pooled two-sample t-test of ``new`` against ``base``, with ``run_to_run`` percent of
+    the means' size allowed each run for the variation between runs; ``None`` when a side has fewer
     than two samples (no noise estimate of its own to check the other's by).
 
-    Samples that never vary (a quantised count read the same every time) have no noise: any change of
-    their mean is beyond it (p-value 0), none is within it (p-value 1).
+    Samples that never vary (a quantised count read the same every time) and no allowance: any change
+    of their mean is beyond the noise (p-value 0), none is within it (p-value 1).
     """
     if base.n < 2 or new.n < 2:
         return None
     change, df = new.mean - base.mean, base.n + new.n - 2
     pooled = ((base.n - 1) * base.variance + (new.n - 1) * new.variance) / df
-    error = math.sqrt(pooled * (1.0 / base.n + 1.0 / new.n))
+    within = pooled * (1.0 / base.n + 1.0 / new.n)
+    scale = (abs(base.mean) + abs(new.mean)) / 2.0
+    known = 2.0 * (run_to_run / 100.0 * scale) ** 2
+    error = math.sqrt(within + known)
     if error == 0.0:
         return TwoSample(change, 0.0, df, 0.0 if change else 1.0)
-    return TwoSample(change, error, df, t_two_sided(change / error, df))
+    freedom = effective_df(within, df, known)
+    return TwoSample(change, error, freedom, t_two_sided(change / error, freedom))
 
 
 # --------------------------------------------------------------------------- what a fact records
@@ -222,9 +284,11 @@ class Detection:
         detects_pct: the smallest change, in percent, a comparison with a run of the same sample count
             and noise flags with probability ``POWER``; ``None`` when there is no noise estimate.
         limit: ``""`` when ``TARGET_PCT`` is detectable; else why not: ``TOO_FEW`` (more samples would
-            do, see ``needs``) or ``NOISY`` (more than ``MOST_SAMPLES`` a side would be needed).
+            do, see ``needs``), ``NOISY`` (more than ``MOST_SAMPLES`` a side would be needed) or
+            ``RUN_TO_RUN`` (no sample count would do: the run-to-run allowance alone is too large).
         needs: the sample count a side that detects ``TARGET_PCT`` at this noise (``None``: more than
             ``MOST_SAMPLES``, or no noise estimate).
+        run_to_run_pct: the run-to-run spread the detectable change allows for (:func:`run_to_run_pct`).
     """
 
     samples: int
@@ -232,20 +296,28 @@ class Detection:
     detects_pct: float | None
     limit: str = ""
     needs: int | None = None
+    run_to_run_pct: float = 0.0
 
     def text(self) -> str:
         """``noise ±0.42 %, detects changes ≥ 2.1 %``; with the reason when 5 % is out of reach."""
         if self.noise_pct is None or self.detects_pct is None:
             why = TOO_FEW if self.limit == TOO_FEW else "its mean is 0"
             return f"{self.samples} sample{'s' if self.samples != 1 else ''}: no relative noise ({why})"
-        if self.noise_pct == 0:
+        if self.noise_pct == 0 and not self.run_to_run_pct:
             return f"no noise ({self.samples} equal samples): any change is beyond it"
-        text = f"noise ±{percent_text(self.noise_pct)} %, detects changes ≥ {percent_text(self.detects_pct)} %"
-        if self.limit == TOO_FEW:
-            return f"{text}; not {TARGET_PCT:g} %: {TOO_FEW} ({self.samples}; {self.needs} would do)"
-        if self.limit == NOISY:
-            return f"{text}; not {TARGET_PCT:g} %: {NOISY} (over {MOST_SAMPLES} samples needed)"
-        return text
+        between = f" (±{percent_text(self.run_to_run_pct)} % between runs)" if self.run_to_run_pct else ""
+        text = f"noise ±{percent_text(self.noise_pct)} %{between}, detects changes ≥ {percent_text(self.detects_pct)} %"
+        return text + limit_text(self.limit, self.samples, self.needs)
+
+
+def limit_text(limit: str, samples: int, needs: int | None) -> str:
+    """``; not 5 %: too few samples (3; 5 would do)``, or ``""`` when ``TARGET_PCT`` is detectable."""
+    why = {
+        TOO_FEW: f"{TOO_FEW} ({samples}; {needs} would do)",
+        NOISY: f"{NOISY} (over {MOST_SAMPLES} samples needed)",
+        RUN_TO_RUN: f"{RUN_TO_RUN} (no sample count would do)",
+    }
+    return f"; not {TARGET_PCT:g} %: {why[limit]}" if limit else ""
 
 
 def percent_text(value: float) -> str:
@@ -257,23 +329,25 @@ def percent_text(value: float) -> str:
     return f"{value:.{digits}f}"
 
 
-def detects_pct(spread: Spread, alpha: float = FACT_ALPHA) -> float | None:
-    """The smallest change in percent that a run like ``spread`` detects against another like it."""
+def detects_pct(spread: Spread, alpha: float = FACT_ALPHA, run_to_run: float = 0.0) -> float | None:
+    """The smallest change in percent that a run like ``spread`` detects against another like it,
+    ``run_to_run`` percent allowed each run for the variation between runs."""
     if spread.n < 2 or spread.mean == 0:
         return None
-    test = t_test(spread, spread)
+    test = t_test(spread, spread, run_to_run)
     assert test is not None
     return test.detectable(alpha) / abs(spread.mean) * 100.0
 
 
-def samples_needed(noise_pct: float, alpha: float = FACT_ALPHA) -> int | None:
-    """The fewest samples a side that detect ``TARGET_PCT`` at ``noise_pct``; ``None`` past ``MOST_SAMPLES``.
+def samples_needed(noise_pct: float, alpha: float = FACT_ALPHA, run_to_run: float = 0.0) -> int | None:
+    """The fewest samples a side that detect ``TARGET_PCT`` at ``noise_pct`` (and ``run_to_run``);
+    ``None`` past ``MOST_SAMPLES``.
 
     The smallest detectable change shrinks as the sample count grows, so the count is found by bisection.
     """
 
     def enough(n: int) -> bool:
-        found = detects_pct(Spread(n, 1.0, (noise_pct / 100.0) ** 2), alpha)
+        found = detects_pct(Spread(n, 1.0, (noise_pct / 100.0) ** 2), alpha, run_to_run)
         return found is not None and found <= TARGET_PCT
 
     if not enough(MOST_SAMPLES):
@@ -285,18 +359,33 @@ def samples_needed(noise_pct: float, alpha: float = FACT_ALPHA) -> int | None:
     return high
 
 
-def detection(samples: Sequence[float], alpha: float = FACT_ALPHA) -> Detection | None:
-    """What a fact with these samples can detect; ``None`` for a fact without samples."""
+def unreachable(run_to_run: float, alpha: float = FACT_ALPHA) -> bool:
+    """Whether the run-to-run allowance alone puts ``TARGET_PCT`` out of reach of any sample count."""
+    found = detects_pct(Spread(2, 1.0, 0.0), alpha, run_to_run)
+    return found is not None and found > TARGET_PCT
+
+
+def why_not(noise_pct: float, alpha: float = FACT_ALPHA, run_to_run: float = 0.0) -> tuple[str, int | None]:
+    """Why ``TARGET_PCT`` is out of reach at this noise: the limit, and the samples a side that would do."""
+    if unreachable(run_to_run, alpha):
+        return RUN_TO_RUN, None
+    needs = samples_needed(noise_pct, alpha, run_to_run)
+    return (TOO_FEW if needs is not None else NOISY), needs
+
+
+def detection(samples: Sequence[float], alpha: float = FACT_ALPHA, run_to_run: float = 0.0) -> Detection | None:
+    """What a fact with these samples can detect, ``run_to_run`` percent allowed each run for the
+    variation between runs (:func:`run_to_run_pct`); ``None`` for a fact without samples."""
     spread = Spread.of(samples)
     if spread.n == 0:
         return None
-    found = detects_pct(spread, alpha)
+    found = detects_pct(spread, alpha, run_to_run)
     noise = spread.noise_pct
     if spread.n < 2:
-        return Detection(spread.n, None, None, TOO_FEW)
+        return Detection(spread.n, None, None, TOO_FEW, run_to_run_pct=run_to_run)
     if found is None or noise is None:
-        return Detection(spread.n, None, None)
+        return Detection(spread.n, None, None, run_to_run_pct=run_to_run)
     if found <= TARGET_PCT:
-        return Detection(spread.n, noise, found)
-    needs = samples_needed(noise, alpha)
-    return Detection(spread.n, noise, found, TOO_FEW if needs is not None else NOISY, needs)
+        return Detection(spread.n, noise, found, run_to_run_pct=run_to_run)
+    limit, needs = why_not(noise, alpha, run_to_run)
+    return Detection(spread.n, noise, found, limit, needs, run_to_run)

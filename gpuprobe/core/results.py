@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpuprobe.core.detection import Detection, detection
+from gpuprobe.core.detection import Detection, detection, run_to_run_pct
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_text, write_atomic
 
@@ -104,13 +104,13 @@ class Fact:
             expectation=data.get("expectation"),
             verdict=verdict,
             detail=str(data.get("detail", "")),
-            detection=detection(samples),
+            detection=detection(samples, run_to_run=run_to_run_pct(str(data["id"]), str(data["unit"]))),
         )
 
 
 def _fact_record(fact: Fact) -> dict[str, Any]:
     """A fact as the results file spells it, its detection computed from the samples it is written with."""
-    found = detection(fact.samples)
+    found = detection(fact.samples, run_to_run=run_to_run_pct(fact.id, fact.unit))
     return {**asdict(fact), "detection": None if found is None else asdict(found)}
 
 

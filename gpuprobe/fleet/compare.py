@@ -13,7 +13,8 @@ The rules, in the order they are tried for each fact id:
 4. **No value** on either side (not measured, or non-finite): UNKNOWN.
 5. **Raw samples on both sides**: Student's two-sample t-test with pooled variance
    (:func:`gpuprobe.core.detection.t_test`: an unchanged fact is one distribution, so one noise,
-   in both runs), the noise measured from the two runs' own samples.  A
+   in both runs), the noise measured from the two runs' own samples plus the run-to-run allowance
+   (see "What the noise is" below).  A
    p-value under ``alpha`` (:data:`~gpuprobe.core.detection.FACT_ALPHA`, 0.001, per fact) is a
    change beyond the noise.  Otherwise SAME, unless the two sample ranges are disjoint and the means
    5 % or more apart (of the smaller, so that swapping the runs swaps nothing else): then the samples
@@ -46,10 +47,14 @@ base (practical significance); else BETTER or WORSE by the fact's :func:`directi
 GPU throttled or had other tenants (verdict ``throttled`` or ``shared``) is UNKNOWN as well: the
 conditions, not the hardware or software, may have moved it.
 
-What the noise is: the spread of samples within each run.  Run-to-run variation that no single run
-sees (another physical page layout, a different boost clock) is not in it; ``--threshold`` is the
-allowance for that, and a couple of percent is a sensible gate for latencies.  The samples of a
-run are taken to be independent draws.
+What the noise is: the spread of samples within each run, plus a stated allowance for the variation
+between runs that no single run sees (another physical page layout, the clocks a run settles on):
+:func:`~gpuprobe.core.detection.run_to_run_pct` per kind of quantity, 0.5 % for what the GPU
+measures, 1 % for host costs and ratios, none for exact results, added to the variance of the
+difference of the means (the method line states them).  Without it a fact that is quiet within
+each run would be flagged for the few tenths of a percent its whole run moved.  ``--threshold``
+stays the practical floor, for GPUs whose runs move more (a consumer card's boost clock).  The
+samples of a run are taken to be independent draws.
 
 Exit status of ``gpuprobe compare``: 1 when any fact is WORSE; with ``--strict`` also when any
 fact that BASE has is UNKNOWN (missing now, changed without a direction, undecidable); else 0.
@@ -69,15 +74,19 @@ from pathlib import Path
 
 from gpuprobe.core.detection import (
     FACT_ALPHA,
+    KIND_TEXT,
     MOST_SAMPLES,
     NOISY,
+    RUN_TO_RUN,
+    RUN_TO_RUN_PCT,
     TARGET_PCT,
     TOO_FEW,
     Spread,
     TwoSample,
     percent_text,
-    samples_needed,
+    run_to_run_pct,
     t_test,
+    why_not,
 )
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import DISTURBED_VERDICTS, Fact, Results, load
@@ -194,11 +203,16 @@ class Comparison:
         """One line saying how the labels were decided and what the decision promises."""
         threshold = f"; changes under {_number(self.threshold_pct)} % of BASE are SAME" if self.threshold_pct else ""
         return (
-            f"facts with samples: two-sample t-test, changed when p < {self.fact_alpha:g}, so two runs of "
-            f"an unchanged GPU give {self.expected_false_worse():.2g} false WORSE on average over the "
-            f"{self.tested} facts tested (and as many false BETTER); facts without samples: stored intervals "
-            f"or exact values{threshold}"
+            f"facts with samples: two-sample t-test, each run's noise plus {allowance_text()} between runs, "
+            f"changed when p < {self.fact_alpha:g}, so two runs of an unchanged GPU give "
+            f"{self.expected_false_worse():.2g} false WORSE on average over the {self.tested} facts tested "
+            f"(and as many false BETTER); facts without samples: stored intervals or exact values{threshold}"
         )
+
+
+def allowance_text() -> str:
+    """``±0.3 % (in cycles), ±0.5 % (device rates in seconds), ...``: the run-to-run spread allowed by kind."""
+    return ", ".join(f"±{percent_text(pct)} % ({KIND_TEXT[kind]})" for kind, pct in RUN_TO_RUN_PCT.items() if pct)
 
 
 # --------------------------------------------------------------------------- direction
@@ -368,18 +382,25 @@ def _noise_text(spread: Spread) -> str:
     return "" if noise is None else f" ±{percent_text(noise)} %"
 
 
-def _pair_detection(test: TwoSample, before: Spread, now: Spread, alpha: float) -> tuple[float | None, str]:
+def _pair_detection(
+    test: TwoSample, before: Spread, now: Spread, alpha: float, run_to_run: float
+) -> tuple[float | None, str]:
     """The smallest change in percent this pair would flag, and its text: ``detects changes ≥ 2.1 %``,
-    with why a change of ``TARGET_PCT`` is out of reach when it is."""
+    with the run-to-run allowance it counts, and why a change of ``TARGET_PCT`` is out of reach when it is."""
     if before.mean == 0:
         return None, "no relative noise (BASE's mean is 0)"
     smallest = test.detectable(alpha) / abs(before.mean) * 100.0
-    text = f"detects changes ≥ {percent_text(smallest)} %"
+    between = f" (±{percent_text(run_to_run)} % allowed between runs)" if run_to_run else ""
+    text = f"detects changes ≥ {percent_text(smallest)} %{between}"
     if smallest <= TARGET_PCT:
         return smallest, text
-    noises = [n for n in (before.noise_pct, now.noise_pct) if n is not None]
-    needs = samples_needed(max(noises), alpha) if noises else None
-    why = f"{TOO_FEW} ({needs} a side would do)" if needs is not None else f"{NOISY} (over {MOST_SAMPLES} a side)"
+    noise = max((n for n in (before.noise_pct, now.noise_pct) if n is not None), default=0.0)
+    limit, needs = why_not(noise, alpha, run_to_run)
+    why = {
+        TOO_FEW: f"{TOO_FEW} ({needs} a side would do)",
+        NOISY: f"{NOISY} (over {MOST_SAMPLES} a side)",
+        RUN_TO_RUN: f"{RUN_TO_RUN} (no sample count would do)",
+    }[limit]
     return smallest, f"{text}, not {TARGET_PCT:g} %: {why}"
 
 
@@ -388,14 +409,15 @@ def _samples_row(fact_id: str, base: Fact, new: Fact, context: _Context) -> Row:
     before, now = Spread.of(base_samples), Spread.of(new_samples)
     counts = f"{base.unit} (n={before.n}/{now.n})"
     noise = (before.noise_pct, now.noise_pct)
-    test = t_test(before, now)
+    run_to_run = run_to_run_pct(fact_id, base.unit)
+    test = t_test(before, now, run_to_run)
     change, pct = _change(before.mean, now.mean)
     if test is None:
         if change == 0:
             return Row(fact_id, base, new, Label.SAME, pct, f"equal samples {counts}", change, noise)
         reason = f"too few samples to tell: the test needs 2 a side to measure the noise, has {before.n}/{now.n}"
         return Row(fact_id, base, new, Label.UNKNOWN, pct, reason, change, noise)
-    smallest, detects = _pair_detection(test, before, now, context.fact_alpha)
+    smallest, detects = _pair_detection(test, before, now, context.fact_alpha, run_to_run)
     means = (
         f"means {_number(before.mean)}{_noise_text(before)} and {_number(now.mean)}{_noise_text(now)} {counts}, "
         f"p = {_p_text(test.p_value)}"

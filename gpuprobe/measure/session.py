@@ -17,7 +17,7 @@ import dataclasses
 import os
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -227,6 +227,7 @@ def run_suite(
     inject_fault: bool = False,
     stage: Stage = FULL,
     deadline_s: float | None = None,
+    families: Collection[str] | None = None,
 ) -> Results:
     """Measure every runnable probe on ``device``; write results and fact sheet to ``out_dir``.
 
@@ -236,7 +237,9 @@ def run_suite(
     self-test that faults on purpose, to show the run survives it. ``stage`` "smoke" measures each
     family's cheapest probes once and writes the first-contact report instead of the fact sheet.
     ``deadline_s``: seconds from now after which no more is measured; what is left is recorded
-    ``not_run`` ("deadline"), and the results and fact sheet are written as partial.
+    ``not_run`` ("deadline"), and the results and fact sheet are written as partial. ``families``: the
+    catalog names of the families to measure (``pytest probes/test_warp.py`` measures the warp family
+    alone); None measures them all.
     """
     policy = stage_policy(stage, policy or ChildPolicy())
     if deadline_s is not None:
@@ -266,7 +269,9 @@ def run_suite(
         run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
         dying = _SameDeath()
         for family, measurement in FAMILIES.items():
-            if family in OPT_IN and not (family == "selftest" and inject_fault):
+            if (family in OPT_IN and not (family == "selftest" and inject_fault)) or (
+                families is not None and family not in families
+            ):
                 continue
             order = [name for name in stage.probes(measurement) if checks.get(name) and checks[name].status == "ok"]
             family_settings = stage.settings(measurement, (settings or {}).get(family))

@@ -71,7 +71,7 @@ def _chain(gpu: Any, counters: np.ndarray, addresses: np.ndarray, first: int, st
 
 def _latency_cycles(gpu: Any, space: str, lanes: int, stride: int, iters: int) -> float:
     shared_address = WARP if lanes > 1 and stride == 0 else 1
-    per_add = LATENCY[space, shared_address] * float(1.0 + gpu.noise * gpu._rng.standard_normal())
+    per_add = LATENCY[space, shared_address] * gpu._jitter()
     return gpu.clock_read + EDGE_CYCLES + iters * CHAIN_UNROLL * per_add
 
 
@@ -125,7 +125,7 @@ def _add_all(gpu: Any, words: np.ndarray, targets: np.ndarray, adds: int, inc: i
 def _stream_ms(gpu: Any, space: str, targets: np.ndarray, adds: int, red: bool = False) -> float:
     distinct = int(np.count_nonzero(np.bincount(targets)))
     gops = min(ONE_ADDRESS_GOPS[space] * distinct, PEAK_GOPS[space]) * (RED_SPEEDUP if red else 1.0)
-    jitter = float(1.0 + gpu.noise * gpu._rng.standard_normal())
+    jitter = gpu._jitter()
     return LAUNCH_MS + len(targets) * adds / (gops * 1e9) * 1e3 * jitter
 
 

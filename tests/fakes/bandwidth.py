@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.bandwidth.shapes import Settings
+from tests.fake_gpu import CLOCKED_RUN_SD, DEVICE_RUN_SD
 
 MIB = 1 << 20
 
@@ -90,7 +91,8 @@ def _cached_cycles(gpu: Any, launch: Any, bytes_per_block: int) -> np.ndarray:
     """Each block's cycles when its SM's blocks share the cached level's bytes per clock."""
     sms = np.arange(launch.blocks) % gpu.sm_count
     per_sm = np.bincount(sms, minlength=gpu.sm_count)[sms]
-    return BLOCK_CYCLES + per_sm * bytes_per_block / _option(gpu, "bw_cached_bpc")
+    per_clock = _option(gpu, "bw_cached_bpc") / _run_factor(gpu, "cached", CLOCKED_RUN_SD)
+    return BLOCK_CYCLES + per_sm * bytes_per_block / per_clock
 
 
 def _level_ms(gpu: Any, launch: Any, touched: tuple[int, int, int], moved: float, width: int) -> float:
@@ -100,10 +102,16 @@ def _level_ms(gpu: Any, launch: Any, touched: tuple[int, int, int], moved: float
     in_l2 = cached is not None and cached[0] == base and cached[1] <= low and high <= cached[2]
     gpu.bw_cached_range = touched if high - low <= gpu.l2_bytes else None
     if in_l2:
-        return LAUNCH_MS + moved / (_option(gpu, "bw_l2_gbps") * 1e9) * 1e3
+        return LAUNCH_MS + moved / (_option(gpu, "bw_l2_gbps") * 1e9) * 1e3 * _run_factor(gpu, "l2", DEVICE_RUN_SD)
     resident = min(launch.blocks / gpu.sm_count, gpu.blocks_per_sm) * launch.threads
     share = min(1.0, resident * ACCESSES * width / _option(gpu, "bw_inflight_bytes"))
-    return LAUNCH_MS + moved / (_option(gpu, "bw_dram_gbps") * share * 1e9) * 1e3
+    ms = moved / (_option(gpu, "bw_dram_gbps") * share * 1e9) * 1e3
+    return LAUNCH_MS + ms * _run_factor(gpu, "dram", DEVICE_RUN_SD)
+
+
+def _run_factor(gpu: Any, level: str, sd: float) -> float:
+    """This run's factor for the kernel being simulated at ``level`` (the bandwidths have no within-run noise)."""
+    return gpu.run_factor(f"{gpu._kernel}.{level}", sd)
 
 
 def _corrupt(gpu: Any, kernel: str) -> bool:

@@ -63,8 +63,10 @@ def model(gpu: FakeGpu) -> Model:
     return getattr(gpu, "cache_geometry", Model())
 
 
-def _timed(gpu: FakeGpu, latencies: list[float]) -> float:
-    return gpu.clock_read + gpu.edge + float(np.sum(latencies)) * gpu._jitter()
+def _timed(gpu: FakeGpu, latencies: list[float], quantity: str) -> float:
+    """The cycles of a timed chase: its loads' latencies, off by the run's factor for ``quantity`` (one for
+    every global chase, whatever its width: one buffer's pages, whose placement a run shares) and noise."""
+    return gpu.clock_read + gpu.edge + float(np.sum(latencies)) * gpu._jitter(quantity)
 
 
 def _write(gpu: FakeGpu, out: FakeBuffer, words: list[int]) -> None:
@@ -93,7 +95,7 @@ def _chase(gpu: FakeGpu, cache_op: str, wide: bool, start, warm, iters, out: Fak
             extra = m.wide_extra[level] if wide else 0.0
             latencies.append(getattr(m, level) + extra + (0.0 if in_l1 else _translation(m, footprint)))
         previous, pointer = pointer, int(words[(pointer - buffer.base) // 8])
-    cycles = _timed(gpu, latencies)
+    cycles = _timed(gpu, latencies, "cache_geometry.global")
     end = pointer + 128 * int(gpu.corrupt_chase)
     _write(gpu, out, [round(cycles), round(cycles / gpu.mhz * 1000.0), end, 0, 0])
     out.data.view(np.uint32)[6] = gpu.sm_id
@@ -129,7 +131,7 @@ def _const_chase(gpu: FakeGpu, launch: FakeLaunch, start, lanes, warm, iters, ou
         offsets = [int(words[o // 4]) for o in offsets]
     per_load = m.const_miss if len(distinct_lines) > m.const_lines else m.const_hit
     per_load += m.const_divergent * (min(int(lanes), launch.threads) - 1)
-    cycles = _timed(gpu, [per_load] * (int(iters) * UNROLL))
+    cycles = _timed(gpu, [per_load] * (int(iters) * UNROLL), "cache_geometry.constant")
     ends = [o + 4 * int(m.corrupt_const) for o in offsets]
     _write(gpu, out, [round(cycles), round(cycles / gpu.mhz * 1000.0), *ends])
 

@@ -52,7 +52,7 @@ def write(
     """Write the results (threads x words, uint64) and each warp's timing; the simulated ms."""
     thread_sm, warp_in_block, _ = layout(launch, sm_of_block)
     start = 10_000.0 + WARP_SKEW * warp_in_block
-    end = start + EDGE + iterations * cycles_per_iteration * (1.0 + gpu.noise * gpu._rng.standard_normal())
+    end = start + EDGE + iterations * cycles_per_iteration * gpu._jitter()
     lane0 = np.arange(0, launch.blocks * launch.threads, 32) if launch.threads >= 32 else np.arange(launch.blocks)
     timer = at_launch(gpu)
     timing = np.zeros((len(lane0), TIMING_WORDS), dtype=np.uint64)

@@ -54,7 +54,7 @@ def _unit(key: int, salt: int) -> float:
 
 
 def _latency(gpu: Any, sm: int, address: int) -> float:
-    jitter = float(1.0 + gpu.noise * gpu._rng.standard_normal())
+    jitter = gpu._jitter()
     if address not in gpu.in_l2:
         return DRAM * jitter
     if not getattr(gpu, "l2p_split", True):

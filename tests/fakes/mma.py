@@ -5,9 +5,10 @@ gpuprobe.families.mma.fragments, whose positions tests/test_mma.py checks agains
 figures), A, B and C are assembled, and every lane writes the sum of its 8 chains, each at
 C + A B, encoded in the accumulator type. Time per iteration on an SM is the larger of the chain
 bound (16 / ILP dependent mma at the variant's latency) and the issue bound (the SM's
-multiply-adds over the variant's peak). ``gpu.mma_corrupt = True`` flips a bit of one lane's D.
-Blocks are placed on SMs, and their timer read, as :mod:`tests.fakes.chain_output` says (now and then
-two blocks on one SM). Test support only: nothing it produces is a measurement.
+multiply-adds over the variant's peak). ``gpu.mma_corrupt = True`` flips a bit of one lane's D;
+``gpu.mma_peak`` (e.g. ``{"f16.m16n8k16": 0.95}``) scales a variant's peak. Blocks are placed on
+SMs, and their timer read, as :mod:`tests.fakes.chain_output` says (now and then two blocks on one
+SM). Test support only: nothing it produces is a measurement.
 """
 
 from __future__ import annotations
@@ -119,8 +120,9 @@ def simulate(v: Variant, ilp: int):
         iterations = int(iters)
         sms = place_blocks(gpu, launch)
         lanes = cached_lane_results(v, fragments.data.tobytes())
+        rate = peak * getattr(gpu, "mma_peak", {}).get(f"{v.name}.{v.shape}", 1.0)  # a slower part, if asked
         per_iteration = np.maximum(
-            latency * MMA_PER_ITERATION / ilp, warps_on_sm(launch, sms) * MMA_PER_ITERATION * v.fmas / peak
+            latency * MMA_PER_ITERATION / ilp, warps_on_sm(launch, sms) * MMA_PER_ITERATION * v.fmas / rate
         )
         sums = lanes[np.arange(launch.blocks * launch.threads) % LANES]
         if getattr(gpu, "mma_corrupt", False):

@@ -4,18 +4,23 @@
 module at start-up in the script's processes and in every measuring child they start: the launch
 path's three entry points (is a GPU there, what is it, the launcher factory) then answer with the
 simulated GPU of ``tests/fake_gpu.py`` (8 SMs, a 512 KiB split L2), and everything else (the stages,
-the deadline, the files, the reports) runs as it would on a lent GPU. Test support only.
+the deadline, the files, the reports) runs as it would on a lent GPU. ``GPUPROBE_REHEARSAL_OPTIONS``
+(JSON) replaces simulated-GPU options (another seed, changed hardware, no faults). Test support only.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 if os.environ.get("GPUPROBE_REHEARSAL") == "1":
     import gpuprobe.runner.gpu
     from tests.fake_gpu import FaultyGpu, open_fake, suite_options
 
-    OPTIONS = suite_options(name="Rehearsal GPU", faults={"gp_launch_stamp": "hang"})
+    OPTIONS = suite_options(**{
+        "name": "Rehearsal GPU", "faults": {"gp_launch_stamp": "hang"},
+        **json.loads(os.environ.get("GPUPROBE_REHEARSAL_OPTIONS", "{}")),
+    })  # fmt: skip
 
     gpuprobe.runner.gpu.gpu_unavailable_reason = lambda: None
     gpuprobe.runner.gpu.device_identity = lambda device_index=0: FaultyGpu(**OPTIONS).device()
