@@ -13,6 +13,7 @@ from gpuprobe.families.base import Request
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.measuring import check_arguments, sample_until_stable
 from gpuprobe.families.memory_latency import (
+    UNROLL,
     ProbeFailure,
     Settings,
     check_no_revisit,
@@ -200,9 +201,11 @@ def test_beyond_the_l2_every_launch_chases_lines_no_earlier_one_left_in_l2() -> 
 
 
 def test_a_plan_that_would_revisit_cold_lines_is_refused() -> None:
-    greedy = dataclasses.replace(FAST, max_repeats=50, long_iterations=200)
-    check_no_revisit(10**6, 128 * MIB, Settings())  # the defaults stay clear of it
-    with pytest.raises(ProbeFailure, match="would revisit its 6144 nodes"):
+    greedy = dataclasses.replace(FAST, long_iterations=200)
+    defaults = Settings()
+    one_sample = (defaults.short_iterations + defaults.long_iterations) * UNROLL
+    check_no_revisit(one_sample, one_sample * 128, defaults)  # any number of samples: L2 is flushed between them
+    with pytest.raises(ProbeFailure, match=r"one sample's \d+ steps would revisit its 6144 nodes"):
         check_no_revisit(6144, 768 * KIB, greedy)
 
 

@@ -329,12 +329,13 @@ class _Sweep:
         warm = first_warm_steps(nodes, footprint, ctx.l2_bytes, s)
         if warm == 0:
             check_no_revisit(nodes, footprint, s)
-            ctx.launcher.fill(self.scratch, 0)  # evict the chain lines that writing it left in L2
         chase = Chase(ctx, self.kernel, chain, self.args, self.node_of_end)
         rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
         point = Point()
 
         def take() -> None:  # the first sample warms the whole cycle; later ones only re-warm an L1
+            if warm == 0:  # cold: evict what writing the chain, or the samples before, left in L2
+                ctx.launcher.fill(self.scratch, 0)
             chase.sample(point, rewarm if point.latencies else warm, rewarm)
 
         sample_until_stable(take, point.latencies, s.stopping())
@@ -350,11 +351,14 @@ def chase_curve(ctx: ChaseContext, kernel: str, footprints: list[int]) -> Curve:
 
 
 def check_no_revisit(nodes: int, footprint: int, settings: Settings) -> None:
-    steps = settings.max_repeats * (settings.short_iterations + settings.long_iterations) * UNROLL
+    """A cold chase misses on every load only if no sample visits a node twice: L2 is flushed before each
+    sample (so what earlier samples touched is gone), and one sample's short and long chases must fit
+    in the cycle."""
+    steps = (settings.short_iterations + settings.long_iterations) * UNROLL
     if steps > nodes:
         raise ProbeFailure(
-            f"{footprint} bytes is chased cold, but {steps} steps would revisit its {nodes} nodes: "
-            "lower max_repeats or the iterations, or raise warm_l2_multiple"
+            f"{footprint} bytes is chased cold, but one sample's {steps} steps would revisit its {nodes} nodes: "
+            "lower the iterations, or raise warm_l2_multiple"
         )
 
 
@@ -480,7 +484,7 @@ def chase_plan(settings: Settings, device: Device, warm: int, rewarm: int, step:
 
 def sweep_plan(settings: Settings, device: Device, dense: bool) -> Plan:
     """One latency-vs-footprint sweep (``chase_curve`` over ``plan_footprints``), its probe not counted:
-    per footprint a chain built and written, the flush before a cold one, and its samples."""
+    per footprint a chain built and written, the flush before each sample of a cold one, and its samples."""
     s, l2 = settings, device.l2_bytes
     footprints = plan_footprints(l2, s, dense)
     total = Plan(0, 0, dram_s(max(footprints) + 2 * l2, device))  # the chain buffer and the scratch, zeroed
@@ -489,7 +493,7 @@ def sweep_plan(settings: Settings, device: Device, dense: bool) -> Plan:
         warm = first_warm_steps(nodes, footprint, l2, s)
         rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
         write = dram_s(footprint, device) + link_s(8 * nodes, pinned=False)  # the successors uploaded, scattered
-        flush = Plan(0, 1, dram_s(2 * l2, device)) if warm == 0 else NO_WORK
+        flush = Plan(0, s.max_repeats, s.max_repeats * dram_s(2 * l2, device)) if warm == 0 else NO_WORK
         chase = chase_plan(s, device, warm, rewarm, step_cycles(footprint, device))
         total += Plan(0, 1, write, chain_host_s(nodes)) + flush + chase
     return total
