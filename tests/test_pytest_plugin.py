@@ -9,13 +9,11 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gpuprobe.core.results import Device, Fact, Results, load
 from gpuprobe.pytest_plugin import assert_fact
-from tests.fake_gpu import KIB, MIB, FakeGpu
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -142,34 +140,22 @@ def test_a_latency_forty_percent_slower_than_the_baseline_fails_its_test_naming_
 # ---- --baseline against the simulated GPU: a changed part fails the tests of the facts it changed -------
 
 REHEARSAL = REPO / "tests" / "rehearsal"
-#: The memory family's part: the default one with an 8 MiB L2 (4 MiB near, 4 MiB far), large enough for
-#: the family's default footprints (on the 512 KiB part its cold chases would revisit nodes); the other
-#: families run on the default part, where they are quicker.
-BIGGER_L2 = {
-    "l2_bytes": 8 * MIB,
-    "hierarchy_l1": [(16 * KIB, 33.0), (4 * MIB, 260.0), (8 * MIB, 480.0), (None, 700.0)],
-    "hierarchy_l2": [(4 * MIB, 260.0), (8 * MIB, 480.0), (None, 700.0)],
-}
 
 
 @dataclass(frozen=True)
 class BaselineCase:
-    """Probe files measured on one simulated part, and the tests its changed hardware must fail."""
+    """Probe files measured on the simulated part, and the tests its changed hardware must fail."""
 
     files: tuple[str, ...]
     families: frozenset[str]  # what those files measure
-    part: dict[str, Any]
     changed_tests: tuple[str, ...]
 
 
 BASELINE_CASES = {
-    "l2": BaselineCase(
-        ("probes/test_memory_latency.py",), frozenset({"memory"}), BIGGER_L2, ("test_fact[latency.l2]",)
-    ),  # +5 %
+    "l2": BaselineCase(("probes/test_memory_latency.py",), frozenset({"memory"}), ("test_fact[latency.l2]",)),  # +5 %
     "dram-mma-launch": BaselineCase(
         ("probes/test_bandwidth.py", "probes/test_mma.py", "probes/test_launch.py"),
         frozenset({"bandwidth", "mma", "launch"}),
-        {},
         (
             "test_fact[bandwidth.dram_read.v16]",  # DRAM bandwidth -5 %
             "test_fact[tensor.mma_sync.f16.m16n8k16.throughput]",  # one tensor-core rate -5 %
@@ -182,11 +168,11 @@ BASELINE_CASES = {
 def _simulated_pytest(
     tmp_path: Path, case: BaselineCase, options: dict, *args: str
 ) -> subprocess.CompletedProcess[str]:
-    """``pytest`` of the case's probe files, measuring on its simulated part with these options."""
+    """``pytest`` of the case's probe files, measuring on the simulated part with these options."""
     env = {
         **os.environ,
         "GPUPROBE_REHEARSAL": "1",
-        "GPUPROBE_REHEARSAL_OPTIONS": json.dumps({"faults": {}, **case.part, **options}),
+        "GPUPROBE_REHEARSAL_OPTIONS": json.dumps({"faults": {}, **options}),
         "GPUPROBE_LOCK_DIR": str(tmp_path / "locks"),
         "COLUMNS": "10000",  # the short summary in full: each failure with its message
         "PYTHONPATH": os.pathsep.join([str(REHEARSAL), str(REPO)]),
@@ -207,8 +193,9 @@ def test_baseline_fails_the_test_of_each_fact_changed_hardware_made_worse(tmp_pa
     base = _simulated_pytest(tmp_path, case, {"seed": 7}, "--gpuprobe-out", str(tmp_path / "base"))
     measured = set(load(tmp_path / "base" / "results.json").families)
     assert measured == case.families, base.stdout
-    changed_part = changed_hardware(FakeGpu(**case.part))
-    changed = _simulated_pytest(tmp_path, case, changed_part, "--baseline", str(tmp_path / "base" / "results.json"))
+    changed = _simulated_pytest(
+        tmp_path, case, changed_hardware(), "--baseline", str(tmp_path / "base" / "results.json")
+    )
     assert changed.returncode == 1, changed.stdout[-3000:]
     failed = [line for line in changed.stdout.splitlines() if line.startswith("FAILED") and "WORSE" in line]
     for test in case.changed_tests:
