@@ -6,8 +6,6 @@ Every curve here is fabricated by ``cache_model`` (test support); nothing is mea
 from __future__ import annotations
 
 import itertools
-import math
-import time
 
 import numpy as np
 import pytest
@@ -235,17 +233,6 @@ def test_levels_are_ordered_and_inside_the_data(latency: list[float]) -> None:
         assert level.first_footprint * (1 - 1e-9) <= level.size_bytes <= following.last_footprint * (1 + 1e-9)
     if found:
         assert found[-1].size_bytes is None
-
-
-def test_fast_for_200_points() -> None:
-    footprints = np.geomspace(4 * KIB, 256 * MIB, 200)
-    latency = curve(HIERARCHIES["H100"], footprints, "smooth", noise=0.03, outliers=3, seed=0)
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        find_levels(footprints, latency)
-        best = min(best, time.perf_counter() - start)
-    assert best < 0.05
 
 
 # ----------------------------------------------------------------------------- median_ci
