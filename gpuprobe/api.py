@@ -37,7 +37,7 @@ def measure_gpu(
     ``reports/<gpu-slug>/``. ``model`` forces the expectations to judge by (an expectations key,
     e.g. ``"h200"``); ``deadline_s`` bounds the run, recording what it did not reach ``not_run``."""
     device = local_device(device_index)
-    target = Path(out_dir) if out_dir is not None else default_out_dir(device) / ("first-contact" if smoke else "")
+    target = Path(out_dir) if out_dir is not None else default_out_dir(device, smoke)
     stage = SMOKE if smoke else FULL
     launcher = LauncherSpec(device_index=device_index)
     return run_suite(device, launcher, target, model, policy=policy, stage=stage, deadline_s=deadline_s)

@@ -163,11 +163,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from gpuprobe.api import local_device
+    from gpuprobe.core.errors import require_seconds
     from gpuprobe.core.files import write_atomic
     from gpuprobe.families import catalog
     from gpuprobe.fleet.repeatability import render_markdown, repeatability
     from gpuprobe.judge.expectations import match_model
-    from gpuprobe.measure.isolation import require_seconds, user_policy
+    from gpuprobe.measure.isolation import user_policy
     from gpuprobe.measure.plan import FULL, SMOKE
     from gpuprobe.measure.session import FIRST_CONTACT_NAME, default_out_dir, run_suite
     from gpuprobe.output.first_contact import family_rows, verdict_line
@@ -181,7 +182,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     device = local_device(args.device)
     if args.model is None and match_model(device.name) is None:
         print(f"{device.name!r} has no expectations: discovery mode (facts reported, invariants asserted)")
-    out_dir = Path(args.output) if args.output else default_out_dir(device) / ("first-contact" if args.smoke else "")
+    out_dir = Path(args.output) if args.output else default_out_dir(device, args.smoke)
     launcher = LauncherSpec(device_index=args.device)
     runs = []
     for index in range(args.repeat):

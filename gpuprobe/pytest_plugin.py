@@ -222,7 +222,8 @@ def selected_families(items: Sequence[pytest.Item]) -> frozenset[str] | None:
 
 def child_policy(config: pytest.Config) -> ChildPolicy:
     """The measuring processes' policy, with ``--probe-time-limit`` and ``--cooldown`` where given."""
-    from gpuprobe.measure.isolation import require_seconds, user_policy
+    from gpuprobe.core.errors import require_seconds
+    from gpuprobe.measure.isolation import user_policy
 
     try:
         require_seconds(config.getoption("gpuprobe_deadline"), "--gpuprobe-deadline")

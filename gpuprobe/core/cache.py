@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import os_reason
 
 
 def cache_dir() -> Path:
@@ -84,7 +85,6 @@ def usable_cache_dir() -> Path:
 
 
 def _unwritable(exc: OSError) -> GpuprobeError:
-    reason = exc.strerror or type(exc).__name__
     return GpuprobeError(
-        f"cannot write the cache in {cache_dir()} ({reason}): set GPUPROBE_CACHE to a folder gpuprobe may write"
+        f"cannot write the cache in {cache_dir()} ({os_reason(exc)}): set GPUPROBE_CACHE to a folder gpuprobe may write"
     )

@@ -1,4 +1,8 @@
-"""The one exception type that reaches the user as a single line, and the checks of a user's counts."""
+"""The one exception type that reaches the user as a single line, and the checks of a user's numbers."""
+
+from __future__ import annotations
+
+import math
 
 
 class GpuprobeError(Exception):
@@ -13,3 +17,12 @@ def require_count(value: int | None, option: str) -> None:
     """A user's count (None: not given) is at least 1; else a one-line GpuprobeError naming ``option``."""
     if value is not None and value < 1:
         raise GpuprobeError(f"{option} must be at least 1, got {value}")
+
+
+def require_seconds(value: float | None, option: str, zero_ok: bool = False) -> None:
+    """A user's number of seconds (None: not given) is finite and positive (or 0, where ``zero_ok``);
+    else a one-line GpuprobeError naming ``option``."""
+    if value is None or (math.isfinite(value) and (value > 0 or (zero_ok and value == 0))):
+        return
+    wanted = "at least 0 seconds" if zero_ok else "a positive number of seconds"
+    raise GpuprobeError(f"{option} must be {wanted}, got {value}")

@@ -18,7 +18,7 @@ def read_text(path: Path | str) -> str:
     except UnicodeDecodeError:
         raise GpuprobeError(f"{path}: cannot read (not UTF-8 text)") from None
     except OSError as exc:
-        raise GpuprobeError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise GpuprobeError(f"{path}: cannot read ({os_reason(exc)})") from None
 
 
 def make_dirs(path: Path) -> Path:
@@ -27,11 +27,11 @@ def make_dirs(path: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise GpuprobeError(f"{path}: cannot make this folder ({_reason(exc)})") from None
+        raise GpuprobeError(f"{path}: cannot make this folder ({os_reason(exc)})") from None
     return path
 
 
-def _reason(exc: OSError) -> str:
+def os_reason(exc: OSError) -> str:
     """Why a file operation failed, in a few words: "Not a directory", "Permission denied"."""
     return exc.strerror or str(exc) or type(exc).__name__
 
@@ -43,7 +43,7 @@ def write_atomic(path: Path, content: str | bytes) -> None:
     try:
         _replace_atomically(path, content.encode("utf-8") if isinstance(content, str) else content)
     except OSError as exc:
-        raise GpuprobeError(f"{path}: cannot write ({_reason(exc)})") from None
+        raise GpuprobeError(f"{path}: cannot write ({os_reason(exc)})") from None
 
 
 def _replace_atomically(path: Path, data: bytes) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
-import math
 import os
 import queue
 import re
@@ -43,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.errors import require_seconds
 from gpuprobe.core.results import Fact, ProbeOutcome
 from gpuprobe.families.base import Measured
 from gpuprobe.measure.child import MARKER
@@ -77,15 +76,6 @@ class ChildPolicy:
 
     def seconds_left(self) -> float:
         return float("inf") if self.deadline is None else self.deadline - time.monotonic()
-
-
-def require_seconds(value: float | None, option: str, zero_ok: bool = False) -> None:
-    """A user's number of seconds (None: not given) is finite and positive (or 0, where ``zero_ok``);
-    else a one-line GpuprobeError naming ``option``."""
-    if value is None or (math.isfinite(value) and (value > 0 or (zero_ok and value == 0))):
-        return
-    wanted = "at least 0 seconds" if zero_ok else "a positive number of seconds"
-    raise GpuprobeError(f"{option} must be {wanted}, got {value}")
 
 
 def user_policy(probe_time_limit_s: float | None = None, cooldown_s: float | None = None) -> ChildPolicy:

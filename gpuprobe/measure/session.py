@@ -85,8 +85,9 @@ def clock_during_chases(results: Results) -> float | None:
     return float(statistics.median(values)) if values else None
 
 
-def default_out_dir(device: Device) -> Path:
-    return Path("reports") / gpu_slug(device.name)
+def default_out_dir(device: Device, smoke: bool = False) -> Path:
+    """Where a run writes when told nowhere: ``reports/<gpu-slug>/`` (a smoke run in its ``first-contact/``)."""
+    return Path("reports") / gpu_slug(device.name) / ("first-contact" if smoke else "")
 
 
 def child_spec(
