@@ -20,6 +20,7 @@ import importlib
 import os
 import pkgutil
 import time
+import weakref
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.build.cubin import build_for
+from gpuprobe.build.cubin import BuiltModule, build_for
 from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.results import Device
@@ -68,9 +69,28 @@ FAST = Settings(
 
 
 @cache
+def _module() -> BuiltModule:
+    """The module gpuprobe builds for the simulated sm_90a part (a cached compile), once per process."""
+    return build_for(all_probes(), parse_arch("sm_90a"))
+
+
 def ptx_parameters() -> dict[str, list[tuple[str, str]]]:
-    """The probe kernels' PTX signatures, from the module gpuprobe builds (cached compile)."""
-    return build_for(all_probes(), parse_arch("sm_90a")).parameters
+    """The probe kernels' PTX signatures."""
+    return _module().parameters
+
+
+# SASS opcodes whose instruction is a whole warp's (HMMA, IMMA, ...) or a warpgroup's (HGMMA, ...): a
+# kernel holding one is launched in whole warps or warpgroups, else a GPU leaves its results undefined
+_COLLECTIVE_WIDTH = {"HMMA": 32, "IMMA": 32, "DMMA": 32, "QMMA": 32, "HGMMA": 128, "IGMMA": 128, "QGMMA": 128}
+
+
+@cache
+def collective_width(kernel: str) -> int:
+    """The threads a launch of ``kernel`` must come in multiples of: 128 with a warpgroup MMA in its SASS,
+    32 with a warp MMA, else 1."""
+    listing = _module().listing
+    bases = {i.base for i in listing.kernel(kernel).instructions} if kernel in listing.kernels else set()
+    return max((w for opcode, w in _COLLECTIVE_WIDTH.items() if opcode in bases), default=1)
 
 
 Dims = int | tuple[int, ...]
@@ -136,8 +156,15 @@ def simulated_kernels() -> dict[str, Callable[..., float | None]]:
 
 @dataclass
 class FakeBuffer:
+    """Simulated device memory. Like a CuPy array it has no truth value, and like one it is freed when
+    the last reference goes: a kernel given only its raw address afterwards reads freed memory, which
+    the simulated GPU refuses (a real one reads whatever was allocated there since)."""
+
     base: int
     data: np.ndarray  # bytes
+
+    def __bool__(self) -> bool:
+        raise ValueError("The truth value of an array with more than one element is ambiguous (as CuPy says)")
 
 
 @dataclass
@@ -159,7 +186,9 @@ class FakeGpu:
     sm_id: int = 7
     corrupt_chase: bool = False  # the device returns a wrong end node
     launches: list[str] = field(default_factory=list)
-    buffers: dict[int, FakeBuffer] = field(default_factory=dict)  # by base address: kernels get raw pointers
+    # by base address, the live buffers (kernels get raw pointers): a buffer no one holds is freed
+    buffers: weakref.WeakValueDictionary[int, FakeBuffer] = field(default_factory=weakref.WeakValueDictionary)
+    allocated: list[int] = field(default_factory=list)  # every allocation's size, in order, freed or not
     pinned: set[int] = field(default_factory=set)  # base addresses of the buffers in (pinned) host memory
     in_l2: set[int] = field(default_factory=set)  # line addresses written or read since the last flush
     chain_warmed: bool = False  # a warm-up lap ran on the chain now in memory (its steady state is the model's)
@@ -213,6 +242,7 @@ class FakeGpu:
         buffer = FakeBuffer(self._next_base, np.zeros(nbytes, dtype=np.uint8))
         self._next_base += (nbytes + 0xFFFF) & ~0xFFFF
         self.buffers[buffer.base] = buffer
+        self.allocated.append(nbytes)
         return buffer
 
     def alloc_pinned(self, nbytes: int) -> FakeBuffer:
@@ -248,12 +278,16 @@ class FakeGpu:
     def read(self, buffer: FakeBuffer, dtype: str, count: int) -> np.ndarray:
         return buffer.data.view(np.dtype(dtype))[:count].copy()
 
-    def buffer_at(self, address: int) -> tuple[FakeBuffer, int]:
-        """The buffer holding a raw device address, and the offset into it."""
+    def buffer_at(self, address: int | FakeBuffer) -> tuple[FakeBuffer, int]:
+        """The buffer holding a raw device address (or a buffer, passed as a kernel gets its address), and
+        the offset into it."""
+        if isinstance(address, FakeBuffer):
+            return address, 0
+        address = int(address)
         for buffer in self.buffers.values():
             if buffer.base <= address < buffer.base + len(buffer.data):
                 return buffer, address - buffer.base
-        raise RuntimeError(f"CUDA_ERROR_ILLEGAL_ADDRESS: {address:#x} is in no allocation")
+        raise RuntimeError(f"CUDA_ERROR_ILLEGAL_ADDRESS: {address:#x} is in no live allocation (freed, or never made)")
 
     def time_launches(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, count: int = 1,
@@ -332,6 +366,9 @@ class FakeGpu:
         if len(args) != len(parameters):
             raise TypeError(f"{kernel} takes {len(parameters)} arguments, got {len(args)}")
         launch = FakeLaunch(dims(grid), dims(block), shared_bytes, cooperative)
+        width = collective_width(kernel)
+        if launch.threads % width:
+            raise RuntimeError(f"{kernel}: a block of {launch.threads} threads runs its {width}-thread MMA part-empty")
         if cooperative and launch.blocks > self.blocks_per_sm * self.sm_count:  # as CupyLauncher refuses it
             raise CooperativeGridTooLarge(
                 f"{kernel}: a cooperative grid of {launch.blocks} blocks cannot be co-resident"
@@ -380,7 +417,7 @@ class FakeGpu:
         self._write(out, cycles, cycles / self.mhz * 1000.0, node * int(stride) + int(self.corrupt_chase))
 
     def _chase_global(self, hierarchy: list, start, warm, iters, out: FakeBuffer) -> None:
-        buffer = next(b for b in self.buffers.values() if b.base <= int(start) < b.base + len(b.data))
+        buffer, _ = self.buffer_at(int(start))
         words = buffer.data.view(np.uint64)
         pointer, timed = int(start), []
         for step in range(int(warm) + int(iters) * UNROLL):

@@ -17,26 +17,29 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-TICK_NS = 1000.0  # %globaltimer's update interval without a profiler
-EPOCH_NS = 1e12  # where the timer stands when a simulated launch starts (in float64, exact to well below a ns)
+TICK_NS = 1000  # %globaltimer's update interval without a profiler
+# Where the timer stands when a simulated launch starts: as on a GPU, nanoseconds since the Unix epoch
+# (here 2025-12-02), beyond float64's exact integers (2**53), so a host that does timer arithmetic in
+# float64 loses nanoseconds here as it does on a GPU.
+EPOCH_NS = 1_764_633_600_000_000_000
 
 
-def tick_ns(gpu: Any) -> float:
-    """The simulated GPU's timer tick, in ns."""
-    return float(getattr(gpu, "timer_tick_ns", TICK_NS))
+def tick_ns(gpu: Any) -> int:
+    """The simulated GPU's timer tick, in whole ns."""
+    return int(getattr(gpu, "timer_tick_ns", TICK_NS))
 
 
 @dataclass(frozen=True)
 class Globaltimer:
     """%globaltimer as a kernel reads it: the true time ``epoch_ns + t``, down to a whole tick."""
 
-    epoch_ns: float
-    tick_ns: float = TICK_NS
+    epoch_ns: int
+    tick_ns: int = TICK_NS
 
     def read(self, true_ns: npt.ArrayLike) -> np.ndarray:
         """The readings at true times ``true_ns`` (ns after the epoch), as the kernel stores them (uint64)."""
-        t = self.epoch_ns + np.asarray(true_ns, dtype=np.float64)
-        return (np.floor(t / self.tick_ns) * self.tick_ns).astype(np.uint64)
+        t = np.int64(self.epoch_ns) + np.floor(np.asarray(true_ns, dtype=np.float64)).astype(np.int64)
+        return (t // self.tick_ns * self.tick_ns).astype(np.uint64)
 
     def window(self, start_ns: npt.ArrayLike, end_ns: npt.ArrayLike) -> np.ndarray:
         """What a kernel computes as the ns between readings at ``start_ns`` and ``end_ns``."""
@@ -46,9 +49,9 @@ class Globaltimer:
 def at_launch(gpu: Any) -> Globaltimer:
     """The timer as one launch sees it: the launch starts at an arbitrary point between two ticks."""
     tick = tick_ns(gpu)
-    return Globaltimer(EPOCH_NS + float(gpu._rng.uniform(0.0, tick)), tick)
+    return Globaltimer(EPOCH_NS + int(gpu._rng.integers(0, tick)), tick)
 
 
 def continuous(gpu: Any) -> Globaltimer:
-    """The timer for simulations that keep their own running time (``gpu.timer_ns``, from 0)."""
-    return Globaltimer(0.0, tick_ns(gpu))
+    """The timer for simulations that keep their own running time (``gpu.timer_ns``, from the epoch)."""
+    return Globaltimer(EPOCH_NS, tick_ns(gpu))

@@ -93,7 +93,7 @@ class Chase:
 def memory_chase(
     kernels: Kernels,
     kernel: str,
-    buffer_address: int,
+    buffer: Any,
     chain: Chain,
     stride: int,
     unroll: int,
@@ -103,14 +103,16 @@ def memory_chase(
     warm_laps: int = 1,
 ) -> Chase:
     """A chase through ``chain``, written (``Launcher.write_chain``) one node every ``stride`` bytes of
-    the buffer at ``buffer_address``, by a kernel taking (start address, *extra, warm, iters, out)."""
+    ``buffer``, by a kernel taking (start address, *extra, warm, iters, out). The chase holds the
+    buffer: the kernel gets only raw addresses into it, which must not outlive it."""
 
     def launch(start: int, warm: int, iterations: int) -> np.ndarray:
-        args = [np.uint64(buffer_address + start * stride), *extra, np.uint32(warm), np.uint32(iterations), out]
+        first = np.uint64(kernels.launcher.address(buffer) + start * stride)
+        args = [first, *extra, np.uint32(warm), np.uint32(iterations), out]
         return kernels.run(kernel, args, out, OUT_WORDS, shared=shared)
 
     def end_node(end: int) -> int:
-        return node_of(end - buffer_address, stride, chain.nodes, kernel)
+        return node_of(end - kernels.launcher.address(buffer), stride, chain.nodes, kernel)
 
     return Chase(chain, launch, end_node, unroll, kernel, warm_laps)
 

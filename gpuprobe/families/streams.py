@@ -25,8 +25,10 @@ def pattern(words: int, offset: int = 0) -> np.ndarray:
 
 
 def chunk_sums(words: np.ndarray) -> np.ndarray:
-    """The sum of each 16-byte chunk's four words, as 64-bit integers."""
-    return words.reshape(-1, 4).sum(axis=1, dtype=np.uint64)
+    """What a kernel adds to its 64-bit sum for each 16-byte chunk (w0, w1, w2, w3): as every streaming
+    kernel does it, (w0 + w1) and (w2 + w3) each in 32 bits (wrapping), the two widened and added."""
+    pairs = words.reshape(-1, 2, 2).sum(axis=2, dtype=np.uint32)  # wraps at 2**32, as add.u32 does
+    return pairs.sum(axis=1, dtype=np.uint64)
 
 
 def stream_sums(chunks: np.ndarray, threads: int) -> np.ndarray:

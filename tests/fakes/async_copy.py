@@ -9,6 +9,7 @@ import numpy as np
 
 from gpuprobe.families.async_copy import Settings
 from gpuprobe.families.streams import PATTERN_MULTIPLIER
+from tests.fakes.kernel_sums import chunk_totals, thread_totals
 
 # Settings sized for the simulated GPU: small grids and sources, many passes over them so that the copy
 # time dwarfs the simulated launches' jitter.
@@ -91,10 +92,6 @@ def dsm_chase(gpu, launch, successors, nodes, stride, start, target, warm, iters
     _finish_chase(gpu, out, model(gpu).dsm[int(target)], int(iters) * 32, end)
 
 
-def _stream_sums(words: np.ndarray, threads: int) -> np.ndarray:
-    return words.reshape(-1, 4).sum(axis=1, dtype=np.uint64).reshape(-1, threads).sum(axis=0, dtype=np.uint64)
-
-
 def _corrupt(gpu, sums: np.ndarray) -> np.ndarray:
     if model(gpu).corrupt == "sums":
         sums[len(sums) // 3] += np.uint64(1)
@@ -105,7 +102,7 @@ def _copy_stream(plain: bool):
     def simulate(gpu, launch, src, iters, passes, out) -> float:
         threads = launch.blocks * launch.threads
         nbytes = int(iters) * threads * 64
-        sums = _stream_sums(src.data[:nbytes].view(np.uint32), threads)
+        sums = thread_totals(src.data[:nbytes].view(np.uint32), threads)
         out.data.view(np.uint64)[:threads] = _corrupt(gpu, sums[np.arange(threads) ^ 1] * np.uint64(int(passes)))
         m = model(gpu)
         gbps = m.copy_gbps["l2" if nbytes <= gpu.l2_bytes // 2 else "dram"] * (1.0 if plain else m.cp_async_gain)
@@ -116,7 +113,7 @@ def _copy_stream(plain: bool):
 
 def bulk_stream(gpu, launch, src, size, stages, chunks, steps, out) -> float:
     size, steps, chunks, blocks = int(size), int(steps), int(chunks), launch.blocks
-    chunk_sums = src.data[: chunks * size].view(np.uint32).reshape(chunks, -1).sum(axis=1, dtype=np.uint64)
+    chunk_sums = chunk_totals(src.data[: chunks * size].view(np.uint32)).reshape(chunks, -1).sum(axis=1)
     index = (np.arange(blocks)[:, None] + np.arange(steps)[None, :] * blocks) % chunks
     per_thread = np.zeros((blocks, launch.threads), dtype=np.uint64)
     per_thread[:, 0] = chunk_sums[index].sum(axis=1, dtype=np.uint64)  # only the block's total is checked
@@ -133,7 +130,7 @@ def dsm_stream(gpu, launch, peer, iters, out) -> float:
     for block in range(launch.blocks):
         rank_read = (block % 2) ^ int(peer)
         words = np.arange(threads * 16, dtype=np.uint32) * np.uint32(PATTERN_MULTIPLIER) + np.uint32(rank_read)
-        rows.append(_stream_sums(words.astype(np.uint32), threads) * np.uint64(int(iters)))
+        rows.append(thread_totals(words.astype(np.uint32), threads) * np.uint64(int(iters)))
     out.data.view(np.uint64)[: launch.blocks * threads] = _corrupt(gpu, np.concatenate(rows))
     nbytes = launch.blocks * threads * 64 * int(iters)
     return (nbytes / (model(gpu).dsm_gbps[int(peer)] * 1e9) * 1e3 + LAUNCH_MS) * gpu._jitter()

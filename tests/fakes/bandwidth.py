@@ -48,8 +48,8 @@ def _option(gpu: Any, name: str) -> Any:
     return getattr(gpu, name, DEFAULTS.get(name))
 
 
-def _region(gpu: Any, address: int) -> tuple[Any, int]:
-    return gpu.buffer_at(int(address))
+def _region(gpu: Any, pointer: Any) -> tuple[Any, int]:
+    return gpu.buffer_at(pointer)  # a buffer, or a raw address
 
 
 def _thread_offsets(threads: int, width: int) -> np.ndarray:
@@ -122,7 +122,7 @@ def _read(kernel: str, w: int):
     def simulate(gpu: Any, launch: Any, src, width, step, iters, passes, sums, out) -> float:
         assert int(width) == w, f"{kernel} given width {int(width)}"
         width = w
-        buffer, start = _region(gpu, int(src))
+        buffer, start = _region(gpu, src)
         # a tile re-read (step 0) is summed once and multiplied, so long L1 launches stay cheap
         walked = int(iters) if int(step) else 1
         offsets = _access_offsets(launch.blocks * launch.threads, width, int(step), walked)
@@ -144,14 +144,14 @@ def _read(kernel: str, w: int):
 def _store(kernel: str, width: int, copy: bool):
     def simulate(gpu: Any, launch: Any, dst, width_, step, iters, passes, out, src=None, value=None) -> float:
         assert int(width_) == width, f"{kernel} given width {int(width_)}"
-        target, start = _region(gpu, int(dst))
+        target, start = _region(gpu, dst)
         offsets = _access_offsets(launch.blocks * launch.threads, width, int(step), int(iters)).reshape(-1)
         lanes = (start + offsets)[:, None] + np.arange(width)[None, :]
         if copy:
-            source, from_ = _region(gpu, int(src))
+            source, from_ = _region(gpu, src)
             target.data[lanes] = source.data[(from_ + offsets)[:, None] + np.arange(width)[None, :]]
         else:
-            holder, at = _region(gpu, int(value))
+            holder, at = _region(gpu, value)
             target.data[lanes] = holder.data[at : at + width][None, :]
         if _corrupt(gpu, kernel):
             target.data[start] ^= 1
@@ -188,7 +188,7 @@ def _shared(kernel: str, w: int):
         threads = launch.threads
         half = threads * width * ACCESSES
         assert launch.shared_bytes >= 2 * half, f"{kernel}: {launch.shared_bytes} bytes of shared memory for {2 * half}"
-        buffer, start = _region(gpu, int(src))
+        buffer, start = _region(gpu, src)
         smem = buffer.data[start : start + 2 * half].copy()
         offsets = _access_offsets(threads, width, 0, 1)
         n = int(iters)
@@ -216,12 +216,12 @@ def _shared_store(kernel: str, w: int, copy: bool):
         half = launch.threads * w * ACCESSES
         assert launch.shared_bytes >= 2 * half and int(toggle) == half and int(iters) >= 2
         if copy:
-            buffer, start = _region(gpu, int(src))
+            buffer, start = _region(gpu, src)
             block = np.tile(buffer.data[start : start + half], 2)
         else:
-            holder, at = _region(gpu, int(value))
+            holder, at = _region(gpu, value)
             block = np.tile(holder.data[at : at + w], 2 * half // w)
-        target, begin = _region(gpu, int(dst))
+        target, begin = _region(gpu, dst)
         target.data[begin : begin + launch.blocks * 2 * half] = np.tile(block, launch.blocks)
         if _corrupt(gpu, kernel):
             target.data[begin + 2 * half * (launch.blocks - 1)] ^= 1
@@ -252,7 +252,7 @@ def _shared_copy(kernel: str, w: int):
 
 def _pattern(kernel: str, width: int):
     def simulate(gpu: Any, launch: Any, src, lane_stride, request_stride, step, iters, sums, out) -> float:
-        buffer, start = _region(gpu, int(src))
+        buffer, start = _region(gpu, src)
         threads = launch.blocks * launch.threads
         t = np.arange(threads, dtype=np.int64)
         base = (t // 32) * ACCESSES * int(request_stride) + (t % 32) * int(lane_stride)

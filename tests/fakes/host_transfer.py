@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuprobe.families.host_transfer import Settings
+from tests.fakes.kernel_sums import thread_totals
 
 # Settings sized for the simulated GPU: 4 x 32 threads move 8 KiB per iteration, copies of 64 and 256 KiB.
 FAST_SETTINGS = Settings(
@@ -38,7 +39,7 @@ def sm_copy(gpu, launch, src, dst, iters, out) -> float:
     nbytes = int(iters) * threads * 64
     dst.data[:nbytes] = src.data[:nbytes]
     words = src.data[:nbytes].view(np.uint32)
-    sums = words.reshape(-1, 4).sum(axis=1, dtype=np.uint64).reshape(-1, threads).sum(axis=0, dtype=np.uint64)
+    sums = thread_totals(words, threads)
     settings = link(gpu)
     if settings.corrupt == "sums":
         sums[threads // 2] += np.uint64(1)

@@ -217,8 +217,7 @@ def _global_chase(ctx: _Context, kernel: str, stride: int, unroll: int, extra: l
     chain = random_cycle(s.chase_nodes, s.seed + stride)
     buffer = ctx.launcher.alloc(s.chase_nodes * stride)
     ctx.launcher.write_chain(buffer, chain.successor, stride)
-    address, out = ctx.launcher.address(buffer), ctx.output(OUT_WORDS)
-    return memory_chase(ctx.kernels, kernel, address, chain, stride, unroll, out, extra, shared)
+    return memory_chase(ctx.kernels, kernel, buffer, chain, stride, unroll, ctx.output(OUT_WORDS), extra, shared)
 
 
 def measure_cp_async_latency(ctx: _Context, probe: str) -> Measured:

@@ -100,9 +100,6 @@ class _Context:
                 raise ProbeFailure(f"{kernel} cannot be resident with {threads} threads and {shared} bytes shared")
         return self.most_blocks[key]
 
-    def address(self, buffer: Any) -> np.uint64:
-        return np.uint64(self.launcher.address(buffer))
-
 
 # ---- global streams ---------------------------------------------------------------------------------
 
@@ -124,7 +121,7 @@ def _read_launch(ctx: _Context, kernel: str, stream: Stream, src: Any, expected:
     if expected is None:
         expected = patterns.stream_sums(ctx.table(stream.width), stream)
     args = [
-        ctx.address(src),
+        src,
         np.uint32(stream.width),
         np.uint64(stream.step),
         np.uint32(stream.iters),
@@ -143,7 +140,7 @@ def _write_launch(ctx: _Context, stream: Stream) -> Launch:
     kernel = stream_kernel("write", stream.width)
     words = stream.footprint // patterns.WORD.itemsize
     args: list[object] = [
-        ctx.address(ctx.dst),
+        ctx.dst,
         None,  # the value's address, set before each launch
         np.uint32(stream.width),
         np.uint64(stream.step),
@@ -157,7 +154,7 @@ def _write_launch(ctx: _Context, stream: Stream) -> Launch:
         ctx.values_stored += 1
         pattern["value"] = patterns.source_words(4, ctx.settings.seed + ctx.values_stored)
         pattern["buffer"] = ctx.launcher.upload(pattern["value"])
-        args[1] = ctx.address(pattern["buffer"])
+        args[1] = pattern["buffer"]
 
     def check(first: bool) -> None:
         per_value = stream.width // patterns.WORD.itemsize
@@ -179,8 +176,8 @@ def _copy_launch(ctx: _Context, stream: Stream, dst: Any) -> Launch:
     kernel = stream_kernel("copy", stream.width)
     words = stream.footprint // patterns.WORD.itemsize
     args = [
-        ctx.address(ctx.src),
-        ctx.address(dst),
+        ctx.src,
+        dst,
         np.uint32(stream.width),
         np.uint64(stream.step),
         np.uint32(stream.iters),
@@ -322,7 +319,7 @@ def measure_l1(ctx: _Context, width: int) -> Measured:
 def _shared_read_launch(ctx: _Context, kernel: str, stream: SharedStream) -> Launch:
     expected = patterns.shared_sums(ctx.words, stream)
     args = [
-        ctx.address(ctx.src),
+        ctx.src,
         np.uint32(stream.width),
         np.uint32(stream.iters),
         np.uint32(stream.half_bytes),
@@ -346,11 +343,11 @@ def _shared_store_launch(ctx: _Context, kernel: str, op: str, stream: SharedStre
     else:
         expected, source = np.tile(ctx.words[:half_words], 2), ctx.src
     args = [
-        ctx.address(source),
+        source,
         np.uint32(stream.width),
         np.uint32(stream.iters),
         np.uint32(stream.half_bytes),
-        ctx.address(dst),
+        dst,
         None,
     ]
 

@@ -220,14 +220,17 @@ class _Family:
         self.launcher.fill(self.scratch, 0)
 
     def chase(self, kernel: str, buffer: Any, chain: Chain, stride: int, step: int = 0) -> Chase:
-        """A chase of ``chain`` laid out in ``buffer`` with node i at i x ``stride``, from ``step``."""
+        """A chase of ``chain`` laid out in ``buffer`` with node i at i x ``stride``, from ``step``. The
+        chase holds the buffer (its kernel gets only raw addresses into it, which must not outlive it)."""
         self.launcher.write_chain(buffer, chain.successor, stride)
-        base = self.launcher.address(buffer)
 
         def args(start: int, warm: int, iterations: int) -> list[object]:
-            return [np.uint64(base + start * stride), np.uint32(warm), np.uint32(iterations)]
+            return [np.uint64(self.launcher.address(buffer) + start * stride), np.uint32(warm), np.uint32(iterations)]
 
-        return Chase(self.ctx, kernel, chain, args, lambda end: node_of(end - base, stride, kernel), step=step)
+        def end_node(end: int) -> int:
+            return node_of(end - self.launcher.address(buffer), stride, kernel)
+
+        return Chase(self.ctx, kernel, chain, args, end_node, step=step)
 
     def sample(self, chase: Chase, warm_first: int, warm_rest: int) -> Point:
         """One point: samples until stable, the first warming ``warm_first`` steps, later ones ``warm_rest``."""

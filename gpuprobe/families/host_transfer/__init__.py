@@ -292,7 +292,7 @@ def measure_sm_latency(ctx: _Context, probe: str) -> Measured:
     launcher.write_chain(buffer, chain.successor, s.chase_stride)
     out = launcher.alloc(OUT_WORDS * 8)
     kernels = Kernels(launcher, ctx.parameters)
-    chase = memory_chase(kernels, CHASE_KERNEL, launcher.address(buffer), chain, s.chase_stride, CHASE_UNROLL, out)
+    chase = memory_chase(kernels, CHASE_KERNEL, buffer, chain, s.chase_stride, CHASE_UNROLL, out)
     samples = chase.latencies(*s.chase_iterations, s.stopping())
     result = fact("host.sm_read.latency", samples, "cycle", probe, chase.mhz)
     ns = result.converted.get("ns")

@@ -191,7 +191,7 @@ def run_numerics(ctx: _Context, name: str, v: Variant) -> Measured:
 
     def run(experiment: Experiment) -> np.ndarray:
         buffer = ctx.launcher.upload(fragments(v, experiment).ravel())
-        words = kernels.run(kernel, [buffer, ctx.out], ctx.out, LANES * 2)
+        words = kernels.run(kernel, [buffer, ctx.out], ctx.out, LANES * 2, block=LANES)  # mma.sync: a whole warp
         return d_matrix(v, np.ascontiguousarray(words).view(np.uint32).reshape(LANES, 4))
 
     readings = read_numerics(v, run, kernel)

@@ -132,7 +132,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Launched:
-    """What one launch measured: per warpgroup cycles, ns, start and end (globaltimer ns)."""
+    """What one launch measured: per warpgroup cycles, ns, start and end (%globaltimer ns after the first start)."""
 
     cycles: np.ndarray
     ns: np.ndarray
@@ -197,19 +197,24 @@ class _Context:
         """One checked launch: its records, after D was held to the NumPy reference."""
         warpgroups = blocks * threads // WARPGROUP
         words = warpgroups * (RECORD_WORDS + WARPGROUP * kernel.registers)
-        out = self.outs.get(words) or self.outs.setdefault(words, self.launcher.alloc(words * 4))
+        if words not in self.outs:
+            self.outs[words] = self.launcher.alloc(words * 4)
+        out = self.outs[words]
         args = [a, b, np.uint64(layout_bits()), np.uint32(iterations), out]
         shared = A_BYTES + kernel.n * 32
         values = self.kernels.run(kernel.name, args, out, words, dtype="uint32", grid=blocks, block=threads,
                                   shared=shared)  # fmt: skip
         records, fragments = split_output(values, warpgroups, kernel.registers)
         check_result(fragments, kernel, operands, times=iterations if kernel.purpose == "lat" else kernel.batch)
-        cycles, ns, start, end = (records[:, i].astype(np.float64) for i in range(4))
-        if np.any(cycles <= 0) or np.any(end < start):
+        # %globaltimer readings are ns since the Unix epoch, past float64's exact integers: compared as
+        # integers, and kept as floats only after the launch's first start is taken off
+        cycles, ns, start, end = (records[:, i] for i in range(4))
+        if np.any(cycles == 0) or np.any(end < start):
             raise ProbeFailure(f"{kernel.name}: impossible timing (cycles {cycles.min()}, ns {ns.min()})")
         if np.any(ns != end - start):
             raise ProbeFailure(f"{kernel.name}: a warpgroup's timer window is not its end reading minus its start")
-        return Launched(cycles, ns, start, end)
+        origin = start.min()
+        return Launched(*(a.astype(np.float64) for a in (cycles, ns, start - origin, end - origin)))
 
 
 # --------------------------------------------------------------------------- latency
