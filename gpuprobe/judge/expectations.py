@@ -1,6 +1,6 @@
 """What each GPU model is expected to measure: data files, their strict loader, the judge, and the command.
 
-Expectations are data, not code (DESIGN.md, principle 5). Each supported model has one TOML file
+Expectations are data, not code. Each supported model has one TOML file
 in ``gpuprobe/expectations/``; its file name (without ``.toml``) is the model key::
 
     [model]

@@ -1,6 +1,6 @@
 """``reports/README.md``: every GPU's headline facts side by side, regenerated from the results files.
 
-Each folder of ``reports/`` holds one GPU's ``results.json`` written by a real run (DESIGN.md:
+Each folder of ``reports/`` holds one GPU's ``results.json`` written by a real run (the rule:
 only real runs go there). The index reads those files and nothing else that carries a number;
 it lists each GPU once with its memory latencies in cycles and ns, the L2 capacity the latency
 curve found, the measured SM clock, driver and run date, and links its fact sheet. A partial
