@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gpuprobe.core.arch import Arch, parse_arch, parse_arch_list
 from gpuprobe.core.errors import GpuprobeError, require_count
-from gpuprobe.core.files import read_text
+from gpuprobe.core.files import os_reason, read_text
 from gpuprobe.fleet.aggregate import add_command as add_fleet_command
 from gpuprobe.fleet.compare import add_command as add_compare_command
 from gpuprobe.fleet.runs import add_command as add_fleet_run_command
@@ -97,7 +97,7 @@ def _listing_for(path: Path, arch_text: str | None):
     from gpuprobe.build.toolchain import assemble_ptx, compile_cuda
 
     if not path.is_file():
-        raise GpuprobeError(f"{path}: no such file")
+        raise GpuprobeError(f"{path}: {'not a file' if path.exists() else 'no such file'}")
     suffix = path.suffix.lower()
     if suffix == ".cubin":
         return read_cubin(path)
@@ -305,17 +305,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _print_names_as_they_are()
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except GpuprobeError as exc:
-        print(f"gpuprobe: error: {exc}", file=sys.stderr)
+        print(f"gpuprobe: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("gpuprobe: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return _reader_gone()
+    except OSError as exc:  # a path the checks before could not look at: too long a name, a folder shut to us
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"gpuprobe: error: {one_line(where + os_reason(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def one_line(message: str) -> str:
+    """An error message on one line, whatever it quotes (a tool's output, a file name, a key of a user's file):
+    each line break, as ``str.splitlines`` counts them, becomes a space, and a file name's bytes that are not
+    UTF-8 are shown as U+FFFD, as a tool's are."""
+    shown = message.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return " ".join(part.strip() for part in shown.splitlines() if part.strip())
+
+
+def _print_names_as_they_are() -> None:
+    """Print a file name whose bytes are not UTF-8 as those bytes (as ``ls`` does), not a UnicodeEncodeError:
+    stdout under a UTF-8 locale refuses them unless told otherwise (under the C locale it passes them already)."""
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="surrogateescape")
 
 
 def _reader_gone() -> int:

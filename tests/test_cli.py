@@ -69,7 +69,12 @@ def user_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
     Returns the message after the ``gpuprobe: error:`` prefix.
     """
-    code, out, err = run(capsys, *argv)
+    return refusal(*run(capsys, *argv))
+
+
+def refusal(code: int, out: str, err: str) -> str:
+    """What a command refused with (the message after ``gpuprobe: error:``), asserting that it refused as a user
+    error does: exit 2 and exactly one stderr line, no output."""
     assert code == 2, (code, out, err)
     assert err.startswith(PREFIX) and err.endswith("\n") and err.count("\n") == 1, err
     assert "Traceback" not in err
@@ -314,6 +319,34 @@ def test_sass_host_elf_is_not_a_cubin(capsys: pytest.CaptureFixture[str], tmp_pa
 
 def test_sass_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert user_error(capsys, "sass", str(tmp_path / "absent.ptx")) == f"{tmp_path / 'absent.ptx'}: no such file"
+
+
+def test_sass_on_something_that_is_not_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    folder = tmp_path / "kernels.ptx"
+    folder.mkdir()
+    assert user_error(capsys, "sass", str(folder)) == f"{folder}: not a file"
+    assert user_error(capsys, "sass", os.devnull) == f"{os.devnull}: not a file"
+
+
+def test_a_path_shut_to_the_user_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A file in a folder the user may not look into (which the tests, run as root, cannot make): the system's
+    refusal, on one line, where no check before it looked."""
+    shut = tmp_path / "shut" / "k.ptx"
+
+    def refuse(path: Path) -> bool:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(Path, "is_file", refuse)
+    assert user_error(capsys, "sass", str(shut)) == f"{shut}: Permission denied"
+
+
+def test_an_error_that_quotes_line_breaks_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A message quotes what the user gave (a file name, a key of a TOML file) or a tool printed: whatever breaks
+    a line in it (a newline, a carriage return, a line separator) is a space."""
+    odd = tmp_path / "two\nlines\rthree\u2028four.ptx"
+    assert user_error(capsys, "sass", str(odd)) == f"{tmp_path}/two lines three four.ptx: no such file"
 
 
 def test_sass_unknown_arch(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -411,6 +411,8 @@ BROKEN = [
     ("range and value", _fact(f"min = 1.0\nvalue = 2.0\ntolerance = 0.1\n{GOOD_FACT}"), "latency.l2", "not both"),
     ("tolerance out of range", _fact(f"value = 2.0\ntolerance = 1.5\n{GOOD_FACT}"), "tolerance", "[0, 1)"),
     ("bound not a number", _fact(f'min = "200"\n{GOOD_FACT}'), "min", "finite number"),
+    ("bound no float holds", _fact(f"min = 1{'0' * 400}\n{GOOD_FACT}"), "min", "finite number"),
+    ("nested too deeply", MODEL + "x = " + "[" * 5000 + "]" * 5000 + "\n", "TOML syntax", "nested too deeply"),
     ("warn without bounds", _fact(GOOD_FACT), "latency.l2", "needs a range"),
     ("unquoted fact id", MODEL + f"[facts.latency.l2]\nmin = 1.0\n{GOOD_FACT}", "latency", "quoted"),
     ("missing model table", f'[facts."latency.l2"]\nmin = 1.0\n{GOOD_FACT}', "model", "missing [model]"),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+import tomllib
 from pathlib import Path
+from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
 
@@ -19,6 +21,18 @@ def read_text(path: Path | str) -> str:
         raise GpuprobeError(f"{path}: cannot read (not UTF-8 text)") from None
     except OSError as exc:
         raise GpuprobeError(f"{path}: cannot read ({os_reason(exc)})") from None
+
+
+def read_toml(path: Path, shown: str | None = None) -> dict[str, Any]:
+    """The TOML document in ``path``, or a one-line GpuprobeError naming it (as ``shown``, by default the path)
+    and saying why it cannot be read or parsed."""
+    text = read_text(path)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise GpuprobeError(f"{shown or path}: (TOML syntax): {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise GpuprobeError(f"{shown or path}: (TOML syntax): arrays or tables nested too deeply") from None
 
 
 def make_dirs(path: Path) -> Path:
@@ -37,11 +51,12 @@ def os_reason(exc: OSError) -> str:
 
 
 def write_atomic(path: Path, content: str | bytes) -> None:
-    """Write ``content`` (text as UTF-8) to ``path`` so that readers see the old file or the new one, never half;
-    a one-line GpuprobeError when it cannot be written."""
+    """Write ``content`` (text as UTF-8, a character UTF-8 cannot hold, such as a stray byte of a file name, as
+    ``?``) to ``path`` so that readers see the old file or the new one, never half; a one-line GpuprobeError when
+    it cannot be written."""
     make_dirs(path.parent)
     try:
-        _replace_atomically(path, content.encode("utf-8") if isinstance(content, str) else content)
+        _replace_atomically(path, content.encode("utf-8", "replace") if isinstance(content, str) else content)
     except OSError as exc:
         raise GpuprobeError(f"{path}: cannot write ({os_reason(exc)})") from None
 

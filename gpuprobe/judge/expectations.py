@@ -56,13 +56,12 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.files import read_text
+from gpuprobe.core.files import read_toml
 from gpuprobe.core.numbers import fmt_bytes
 from gpuprobe.core.results import Fact
 
@@ -176,7 +175,13 @@ def _bad(path: Path, key: str, problem: str) -> GpuprobeError:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number a float can hold (an integer of 400 digits is not one)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _text(path: Path, key: str, value: Any, *, required: bool = True) -> str:
@@ -328,20 +333,12 @@ def load_model_file(path: Path) -> ModelExpectations:
     key = path.stem
     if not _KEY_RE.match(key):
         raise _bad(path, "(file name)", f"model key {key!r} must be lower case letters, digits and underscores")
-    text = read_text(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise GpuprobeError(f"{path}: (TOML syntax): {exc}") from None
-    return _parse_model(path, key, data)
+    return _parse_model(path, key, read_toml(path))
 
 
 def _family_file(path: Path) -> tuple[dict[str, Expectation], dict[str, DatasheetValue]]:
     """The facts and datasheet entries of one family's file for one model (``<family>/<model key>.toml``)."""
-    try:
-        data = tomllib.loads(read_text(path))
-    except tomllib.TOMLDecodeError as exc:
-        raise GpuprobeError(f"{path}: (TOML syntax): {exc}") from None
+    data = read_toml(path)
     _check_fields(path, "(top level)", data, _FAMILY_FILE_FIELDS)
     facts_table = data.get("facts", {})
     if not isinstance(facts_table, dict):

@@ -24,6 +24,7 @@ import numpy as np
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Device
+from gpuprobe.core.tool_output import decoded
 
 if TYPE_CHECKING:  # CuPy is the measuring side's dependency (the "gpu" extra): imported where it is used
     import cupy
@@ -567,7 +568,7 @@ def device_identity(device_index: int = 0) -> Device:
 
     runtime = cupy.cuda.runtime
     props = runtime.getDeviceProperties(device_index)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    name = _text(props["name"])
     major, minor = int(props["major"]), int(props["minor"])
     return Device(
         name=name,
@@ -897,7 +898,8 @@ def software_versions() -> dict[str, Any]:
 
 
 def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """A name or version the driver or NVML gave, as text (bytes decoded tolerantly)."""
+    return decoded(value) if isinstance(value, bytes) else str(value)
 
 
 def require_gpu() -> None:
