@@ -386,9 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def interrupted_line(exc: KeyboardInterrupt) -> str:
     """What an interrupted command says: for a run, where it left its partial results."""
-    from gpuprobe.measure.session import RunInterrupted
-
-    if not isinstance(exc, RunInterrupted):
+    session = sys.modules.get("gpuprobe.measure.session")  # not imported: no run was interrupted (and a
+    if session is None or not isinstance(exc, session.RunInterrupted):  # Ctrl-C'd check stays quick)
         return "gpuprobe: interrupted"
     return f"gpuprobe: {exc} (gpuprobe report {exc.paths[0]} renders them again)"
 

@@ -367,7 +367,7 @@ class PytestSink:
 CONTRACT_TEST = "::test_sass_contract["  # family_tests' static test, one per (probe, arch)
 
 
-@dataclass
+@dataclass(eq=False)  # a plugin: pytest keeps it in sets, so it hashes by identity
 class RunSummary:
     """Counts what ``pytest probes/`` did, for one line at the end: the probes compiled and contract-checked,
     the measurements that ran, those skipped for want of a GPU (and why), and those skipped where the arch
