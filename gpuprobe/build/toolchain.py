@@ -94,7 +94,7 @@ def _search(name: str) -> tuple[Path, str]:
             return Path(found), "cuda.pathfinder"
     except ImportError:
         pass
-    for var in ("CUDA_HOME", "CUDA_PATH"):
+    for var in TOOLKIT_HOMES:
         root = os.environ.get(var)
         if root and (Path(root) / "bin" / name).is_file():
             return Path(root) / "bin" / name, var
@@ -105,6 +105,21 @@ def _search(name: str) -> tuple[Path, str]:
     raise GpuprobeError(
         f"{name} not found: pip install {hint}, or set {TOOLKIT_VARIABLE} (or CUDA_HOME) to a CUDA toolkit"
     )
+
+
+TOOLKIT_HOMES = ("CUDA_HOME", "CUDA_PATH")
+
+
+def ignored_toolkit_homes() -> list[str]:
+    """A line for each of ``CUDA_HOME`` / ``CUDA_PATH`` that is set but names no CUDA toolkit (neither
+    bin/ptxas nor bin/nvdisasm in it): the search passes over it, and the user is told so rather than
+    left to believe that toolkit builds the probes."""
+    lines = []
+    for var in TOOLKIT_HOMES:
+        root = os.environ.get(var)
+        if root and not any((Path(root) / "bin" / tool).is_file() for tool in ("ptxas", "nvdisasm")):
+            lines.append(f"{var}={root} is not a CUDA toolkit (no bin/ptxas or bin/nvdisasm in it): ignored")
+    return lines
 
 
 def find_tool(name: str) -> Path:

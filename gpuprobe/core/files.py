@@ -45,6 +45,23 @@ def make_dirs(path: Path) -> Path:
     return path
 
 
+def require_writable_folder(path: Path) -> None:
+    """``path`` is a folder this process can write in, or one it could make, checked before any work is
+    done and without making it: a one-line GpuprobeError saying why not (a file is in the way, no
+    permission, a place that holds no folders such as /proc)."""
+    existing = path
+    while not os.path.lexists(existing) and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "not a folder" if existing == path else f"cannot make this folder ({existing} is not a folder)"
+        raise GpuprobeError(f"{path}: {what}")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".gpuprobe-writable-", dir=existing))
+    except OSError as exc:
+        what = "cannot write in this folder" if existing == path else "cannot make this folder"
+        raise GpuprobeError(f"{path}: {what} ({os_reason(exc)})") from None
+
+
 def os_reason(exc: OSError) -> str:
     """Why a file operation failed, in a few words: "Not a directory", "Permission denied"."""
     return exc.strerror or str(exc) or type(exc).__name__

@@ -153,8 +153,25 @@ def gpu_unavailable_reason() -> str | None:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:
+        missing = driver_missing_reason()
+        if missing:  # the runtime then says "driver version is insufficient": no driver is the truth
+            return f"no GPU: no NVIDIA GPU/driver found ({missing}; the CUDA runtime says: {exc})"
         return f"no GPU: the CUDA driver reports none ({exc})"
     return None if count > 0 else "no GPU: the CUDA driver reports 0 devices"
+
+
+DRIVER_LIBRARY = {"Windows": "nvcuda.dll", "Darwin": "libcuda.dylib"}.get(platform.system(), "libcuda.so.1")
+
+
+def driver_missing_reason() -> str | None:
+    """Why the NVIDIA driver's library cannot be loaded (it is not installed), or None when it loads."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(DRIVER_LIBRARY)
+    except OSError as exc:
+        return f"{DRIVER_LIBRARY} cannot be loaded: {str(exc).removeprefix(DRIVER_LIBRARY + ': ')}"
+    return None
 
 
 def _version_text(number: int) -> str:
