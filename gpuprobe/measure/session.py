@@ -200,6 +200,7 @@ def measure_family(
     """One family's probes measured into ``results`` (saved after each), its seconds recorded, and the
     run's reference clock carried on in ``run_state``."""
     record = results.families[family]
+    record["ended"] = "interrupted"  # until it ends: what a run stopped from outside leaves
     state = {**spec["state"], **run_state}
     started = time.monotonic()
     for measured in run_family(spec, order, policy, state=state):
@@ -265,11 +266,11 @@ def run_suite(
         for name, check in checks.items():
             if check.status != "ok":
                 results.probes[name] = ProbeOutcome(check.status, check.detail)
-        save(results, path)
         clock_usable = checks.get(CLOCK_PROBE) is not None and checks[CLOCK_PROBE].status == "ok"
         run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
         dying = _SameDeath()
-        for family, measurement in FAMILIES.items():
+        plans: dict[str, tuple[list[str], Any]] = {}
+        for family, measurement in FAMILIES.items():  # every family's probes recorded before any is measured
             if (family in OPT_IN and not (family == "selftest" and inject_fault)) or (
                 families is not None and family not in families
             ):
@@ -277,8 +278,12 @@ def run_suite(
             order = [name for name in stage.probes(measurement) if checks.get(name) and checks[name].status == "ok"]
             family_settings = stage.settings(measurement, (settings or {}).get(family))
             planned = family_plan(family, measurement, stage, family_settings, device)
-            record: dict[str, Any] = {"planned_s": planned.seconds, "actual_s": None, "probes": len(order)}
+            record: dict[str, Any] = {"planned_s": planned.seconds, "actual_s": None, "probes": len(order),
+                                      "probe_names": order, "ended": "not_started"}  # fmt: skip
             results.families[family] = {**record, "plan_error": planned.error} if planned.error else record
+            plans[family] = (order, family_settings)
+        save(results, path)
+        for family, (order, family_settings) in plans.items():
             if policy.seconds_left() <= 0 or dying.reason:
                 not_started(results, family, order, dying.reason)
                 save(results, path)
