@@ -3,9 +3,9 @@
 
 A fact is folded only when the row it shares says all its own row would: the caller says what a sweep's
 members must share (unit, expected range, source, verdict) and which facts keep their own row (a failure,
-a note). At least ``SMALLEST`` facts whose ids differ in one part, or in two neighbouring parts, fold into
-one row naming the varying part once, ``alu.*.throughput.ilp1``, and listing every member's value by its
-label (``ffma 63.67 · dfma 42.4 · ...``).
+a note). Facts whose ids differ in one part (``host.h2d.latency`` and ``host.d2h.latency`` too), or when
+no such sweep has two members in two neighbouring parts, fold into one row naming the varying part once,
+``alu.*.throughput.ilp1``, and listing every member's value by its label (``ffma 63.67 · dfma 42.4 · ...``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from gpuprobe.core.results import Fact
 
-SMALLEST = 3  # a sweep folds when it has at least this many members
+SMALLEST = 2  # a sweep folds when it has at least this many members
 WILD = "*"
 
 
