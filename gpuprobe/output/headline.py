@@ -334,8 +334,7 @@ def verdict_counts(facts: list[Fact]) -> list[tuple[str, int]]:
     return [(v, n) for v, n in counts.items() if n]
 
 
-def named_facts(facts: list[Fact], verdict: str) -> list[str]:
-    """The ids of the facts with ``verdict``, at most ``NAMED_MOST`` and then how many more."""
+def named_facts(facts: list[Fact], verdict: str) -> tuple[list[str], int]:
+    """The ids of the facts with ``verdict``, at most ``NAMED_MOST``, and how many more there are."""
     ids = [f.id for f in facts if f.verdict == verdict]
-    shown = ids[:NAMED_MOST]
-    return shown + ([f"{len(ids) - len(shown)} more"] if len(ids) > len(shown) else [])
+    return ids[:NAMED_MOST], max(0, len(ids) - NAMED_MOST)

@@ -175,11 +175,10 @@ def verdict_html(results: Results) -> list[str]:
     line = f"<strong>Verdict:</strong> {badges or 'nothing judged'} {reported} reported, not judged "
     line += f"({len(results.facts)} facts)."
     _, named = report.verdict_text(results.facts)
-    for verdict, ids in named:
-        links = ", ".join(
-            esc(i) if " more" in i else f'<a href="#{esc(fact_anchor(i))}"><code>{esc(i)}</code></a>' for i in ids
-        )
-        line += f" <strong>{esc(report.verdict_marker(verdict).strip('*'))}:</strong> {links}."
+    for verdict, ids, more in named:
+        links = [f'<a href="#{esc(fact_anchor(i))}"><code>{esc(i)}</code></a>' for i in ids]
+        links += [f"{more} more"] if more else []
+        line += f" <strong>{esc(report.verdict_marker(verdict).strip('*'))}:</strong> {', '.join(links)}."
     probes = f'<strong>Probes:</strong> {esc(probe_status.summary(results))} <a href="#probe-status">Status</a>'
     return [f'<p class="summary">{line}</p>', f"<p>{probes}</p>"]
 

@@ -187,27 +187,25 @@ def partial_banner() -> list[str]:
 # ---------------------------------------------------------------- the verdict and probe lines
 
 
-def verdict_text(facts: list[Fact]) -> tuple[str, list[tuple[str, list[str]]]]:
+def verdict_text(facts: list[Fact]) -> tuple[str, list[tuple[str, list[str], int]]]:
     """The verdict line as plain text (counts, worst first, then the reported facts), and the facts it
-    names: [(verdict, fact ids)] for failed, invalid, unstable and warned facts."""
+    names: (verdict, fact ids, how many more) for failed, invalid, unstable and warned facts."""
     counts = headline.verdict_counts(facts)
     reported = sum(1 for f in facts if f.verdict == "report")
-    parts = [f"{n} {v.replace('_', ' ')}" for v, n in counts]
-    text = ", ".join(parts) or "nothing judged"
+    text = ", ".join(f"{n} {v.replace('_', ' ')}" for v, n in counts) or "nothing judged"
     text += f"; {reported} reported, not judged ({len(facts)} facts)"
-    named = [(v, headline.named_facts(facts, v)) for v in headline.NAMED if any(f.verdict == v for f in facts)]
+    named = [(v, *headline.named_facts(facts, v)) for v in headline.NAMED if any(f.verdict == v for f in facts)]
     return text, named
 
 
 def verdict_lines(results: Results) -> list[str]:
-    """The verdict line and the probe line, Markdown."""
+    """The verdict line naming the facts that did not pass, and the probe line, Markdown."""
     text, named = verdict_text(results.facts)
-    lines = [f"**Verdict:** {text}."]
-    for verdict, ids in named:
-        shown = ", ".join(f"`{i}`" if " more" not in i else i for i in ids)
-        lines[-1] += f" **{verdict_marker(verdict).strip('*')}:** {shown}."
-    lines.append(f"**Probes:** {probe_status.summary(results)}")
-    return [lines[0] + "  ", lines[1]]
+    line = f"**Verdict:** {text}."
+    for verdict, ids, more in named:
+        shown = [f"`{i}`" for i in ids] + ([f"{more} more"] if more else [])
+        line += f" **{verdict_marker(verdict).strip('*')}:** {', '.join(shown)}."
+    return [line + "  ", f"**Probes:** {probe_status.summary(results)}"]
 
 
 # ---------------------------------------------------------------- sections
