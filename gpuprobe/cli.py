@@ -355,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=FACTSHEET_FORMATS,
         default="md",
-        help="md: factsheet.md and its PNG plot (default); html: one self-contained factsheet.html",
+        help="md: factsheet.md and its PNG plots beside it (default); html: one self-contained factsheet.html",
     )
     p.set_defaults(func=cmd_report)
 

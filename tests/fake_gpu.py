@@ -186,6 +186,7 @@ class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
     sm_id: int = 7
     corrupt_chase: bool = False  # the device returns a wrong end node
+    nvml_readings: int = 0  # NVML snapshots taken so far (the simulated temperature and power climb with them)
     launches: list[str] = field(default_factory=list)
     # by base address, the live buffers (kernels get raw pointers): a buffer no one holds is freed
     buffers: weakref.WeakValueDictionary[int, FakeBuffer] = field(default_factory=weakref.WeakValueDictionary)
@@ -328,7 +329,20 @@ class FakeGpu:
         )
 
     def nvml(self) -> dict[str, Any] | None:
-        return None
+        """NVML as it reads on a part at work: its clocks, a temperature and power that climb with every
+        reading, no clock-event reason, no other process; the driver version it cannot report, as NVML
+        records a refused reading."""
+        self.nvml_readings += 1
+        return {
+            "sm_clock_mhz": round(self.mhz),
+            "mem_clock_mhz": 2619,
+            "sm_clock_max_mhz": 1980,
+            "temperature_c": 40 + min(self.nvml_readings // 20, 30),
+            "power_w": 150.0 + min(self.nvml_readings, 400),
+            "clock_event_reasons": 0,
+            "driver": "unavailable (NVMLError_NotSupported: Not Supported)",
+            "compute_processes": 0,
+        }
 
     def launch(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, cooperative: bool = False
@@ -484,6 +498,7 @@ class FaultyGpu(FakeGpu):
         active = {mode: mode == "always" or (mode == "once" and first) for mode in (self.throttle, self.shared)}
         throttled = self.throttle and active[self.throttle] and self.readings >= self.throttle_from_reading
         return {
+            **(super().nvml() or {}),
             "clock_event_reasons": 0x40 if throttled else 0,
             "compute_processes": 1 if self.shared and active[self.shared] else 0,  # others than the run's own
         }

@@ -587,6 +587,24 @@ def test_report_bad_results(capsys: pytest.CaptureFixture[str], tmp_path: Path, 
     assert not (tmp_path / "factsheet.md").exists()
 
 
+def test_every_reader_refuses_a_file_no_run_writes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """One validator behind every reader: report and compare refuse the file (exit 2, one line), fleet skips it
+    and says why, the index shows the run as broken."""
+    good = tmp_path / "good" / "results.json"
+    save(small_results(), good)
+    data = json.loads(good.read_text())
+    data["facts"][0]["value"] = float("inf")  # written by hand: gpuprobe writes a non-finite number as null
+    bad = write(tmp_path / "reports" / "bad-gpu" / "results.json", json.dumps(data))
+    why = "invalid results file: fact 'latency.l2': value is inf, not a finite number"
+    assert user_error(capsys, "report", str(bad)) == f"{bad}: {why}"
+    assert user_error(capsys, "compare", str(good), str(bad)) == f"{bad}: {why}"
+    code, out, _ = run(capsys, "fleet", str(bad), str(good))  # the fleet skips it, says why, and judges the rest
+    assert code == 0 and "1 GPU(s) from 1 results file(s)" in out and "1 file(s) skipped" in out and why in out
+    code, _, _ = run(capsys, "index", str(tmp_path / "reports"))
+    assert code == 0 and why in (tmp_path / "reports" / "README.md").read_text()
+    assert not (tmp_path / "reports" / "bad-gpu" / "factsheet.md").exists()
+
+
 def test_report_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert user_error(capsys, "report", str(tmp_path / "absent.json")) == f"{tmp_path / 'absent.json'}: no such file"
 

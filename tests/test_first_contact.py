@@ -84,7 +84,7 @@ def test_a_results_file_with_a_bad_new_field_is_a_one_line_error(tmp_path: Path,
 
 def test_a_version_1_results_file_still_loads(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
-    save(Results(DEVICE), path)
+    save(Results(DEVICE, [Fact("device.sm_count", 132.0, "count")]), path)
     data = json.loads(path.read_text())
     for key in ("stage", "environment", "build", "families"):
         del data[key]

@@ -17,7 +17,8 @@ from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Fact, Results
 from gpuprobe.families.catalog import sections
 from gpuprobe.families.memory_latency import LATENCY_PLOT
-from gpuprobe.output import factsheet, html_report, report
+from gpuprobe.output import factsheet, html_report, probe_status, report
+from gpuprobe.output.run_conditions import condition_rows
 from tests.test_report import PNG_SIGNATURE, TEST_DPI, fake_results
 
 SECTIONS = sections()
@@ -145,7 +146,7 @@ def test_no_plot_no_image() -> None:
 
 def test_other_plots_are_not_dropped() -> None:
     page = Page(render(plots={LATENCY_PLOT.key: FAKE_PNG, "zz_extra": FAKE_PNG}))
-    assert "Other plots" in page.headings
+    assert "Other plots" in page.texts
     assert len([t for t, _ in page.tags if t == "img"]) == 2
 
 
@@ -190,7 +191,7 @@ def test_partial_banner() -> None:
     full, partial = render(fake_results(partial=False)), render(fake_results(partial=True))
     assert "PARTIAL RUN" not in full
     assert 'role="alert"' in partial and "PARTIAL RUN" in partial
-    assert partial.index("PARTIAL RUN") < partial.index('class="identity"')
+    assert partial.index("PARTIAL RUN") < partial.index('class="device"')
     assert 'href="#probe-status"' in partial and 'id="probe-status"' in partial
 
 
@@ -200,31 +201,49 @@ def test_partial_banner() -> None:
 def test_same_facts_as_markdown(page: Page) -> None:
     results = fake_results()
     sheet = report.render_markdown(results, {LATENCY_PLOT.key: "x.png"}, sections=SECTIONS)
-    markdown = md_rows(sheet.split("## Probe status", 1)[0])
+    markdown = md_rows(sheet.split("## Details", 1)[1].split("## Probe status", 1)[0])
     headers = [list(report.FACT_HEADER), list(report.INVARIANT_HEADER)]
     html_rows = {r[0]: r for css in ("facts", "invariants") for r in page.rows[css] if r not in headers}
-    assert set(html_rows) == {f.id for f in results.facts} == set(markdown)
+    held = {f.id for f in results.facts if report.holds(f) and f.id.startswith("invariant.")}
+    assert set(html_rows) == {f.id for f in results.facts} - held == set(markdown)
     for fact_id, cells in html_rows.items():
         md = [re.sub(r"\\(.)", r"\1", c).strip("*") for c in markdown[fact_id]]  # unescaped, unbolded
-        assert cells[1:] == md[1:], fact_id  # measured, expected, source, verdict (or the invariant's columns)
+        assert cells[1:] == md[1:], fact_id  # measured, detects, expected [n], verdict (or the invariant's)
 
 
-def test_same_sections_identity_and_probe_status(page: Page) -> None:
+def test_same_headline_sections_software_and_probe_status(page: Page) -> None:
     results = fake_results()
     markdown = report.render_markdown(results, {LATENCY_PLOT.key: "x.png"}, sections=SECTIONS)
     assert page.headings == [line[3:] for line in markdown.splitlines() if line.startswith("## ")]
-    identity = {row[0]: row[1] for row in page.rows["identity"]}
-    assert identity == {label: value for label, value in report.identity_rows(results)}
+    headline = {r[0]: r[1:] for r in page.rows["headline"][1:]}
+    md_headline = [line for line in markdown.split("## Headline", 1)[1].split("## ", 1)[0].splitlines()]
+    for label, cells in headline.items():
+        assert f"| {label} | {cells[0]} | {cells[1]} | {cells[2]} |" in "\n".join(md_headline), label
+    software = {row[0]: row[1] for row in page.rows["software"][1:]}
+    assert software == {label: value for label, value in report.software_rows(results)}
+    conditions = {row[0]: row[1] for row in page.rows["conditions"][1:]}
+    assert conditions == dict(condition_rows(results))
     probes = {row[0]: row[1:] for row in page.rows["probes"][1:]}
-    assert probes == {
-        name: [status, " ".join(detail.split())] for name, status, detail in report.probe_problems(results)
-    }
+    assert probes == {", ".join(p.probes): [p.status, p.detail] for p in probe_status.problems(results)}
 
 
-def test_summary_counts_match_markdown(page: Page, page_text: str) -> None:
-    assert "<strong>14 facts:</strong>" in page_text
-    for verdict, count in report.verdict_counts(fake_results().facts):
-        assert f'class="badge v-{verdict}">{count} {verdict.replace("_", " ")}</span>' in page_text
+def test_verdict_line_links_the_failing_facts_to_their_rows(page: Page, page_text: str) -> None:
+    for verdict, count in [("fail", 1), ("unstable", 1), ("warn", 2), ("pass", 6)]:
+        assert f'class="badge v-{verdict}">{count} {verdict}</span>' in page_text
+    links = [a["href"] for t, a in page.tags if t == "a" and a.get("href", "").startswith("#fact-")]
+    assert "#fact-latency.l2" in links and "#fact-overhead.loop" in links
+    anchors = {a["id"] for _, a in page.attrs("id")}
+    assert {link[1:] for link in links} <= anchors  # every link lands on a row
+
+
+def test_sections_are_collapsible_and_references_linked(page: Page) -> None:
+    details = [a for t, a in page.tags if t == "details"]
+    assert len(details) >= 4
+    opened = [a["id"] for a in details if "open" in a]
+    assert opened == ["memory-latency"]  # the section holding the failed fact starts open
+    refs = [a["href"] for t, a in page.tags if t == "a" and a.get("class") == "ref"]
+    assert refs and set(refs) == {"#ref-1"}
+    assert [a["id"] for t, a in page.tags if t == "li" and a.get("id", "").startswith("ref-")] == ["ref-1"]
 
 
 def test_empty_family_says_why() -> None:

@@ -175,7 +175,7 @@ def fake_results(partial: bool = False, with_curves: bool = True) -> Results:
         device=device,
         facts=fake_facts(),
         probes=probes,
-        clocks={"sm_mhz_measured": MHZ, "samples": [1754.0, 1755.0, 1756.0], "nvml": {"sm_mhz": 1755}},
+        clocks={"sm_mhz_measured": MHZ, "samples": [1754.0, 1755.0, 1756.0], "model": "h100_sxm"},
         partial=partial,
         created="2025-01-02T03:04:05+00:00",
     )
@@ -184,6 +184,18 @@ def fake_results(partial: bool = False, with_curves: bool = True) -> Results:
 @pytest.fixture(scope="module")
 def markdown() -> str:
     return report.render_markdown(fake_results(), {LATENCY_PLOT.key: "latency_vs_footprint.png"}, sections=SECTIONS)
+
+
+def part(markdown: str, heading: str) -> str:
+    """The text under a heading ("## Headline", "### Memory latency"), up to the next heading of its level."""
+    level = heading.split(" ", 1)[0]
+    return markdown.split(f"{heading}\n", 1)[1].split(f"\n{level} ", 1)[0]
+
+
+def row(markdown: str, fact_id: str) -> list[str]:
+    """The cells of a fact's row in the details."""
+    line = next(line for line in markdown.splitlines() if line.startswith(f"| `{fact_id}` |"))
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
 
 
 # ---------------------------------------------------------------- gpu_slug
@@ -205,99 +217,147 @@ def test_gpu_slug(name: str, slug: str) -> None:
     assert re.fullmatch(r"[a-z0-9-]+", report.gpu_slug(name))
 
 
-# ---------------------------------------------------------------- markdown
+# ---------------------------------------------------------------- the first screen
 
 
-def test_identity_table(markdown: str) -> None:
-    for text in (
-        "NVIDIA H100 80GB HBM3",
-        "sm_90 (compute capability 9.0)",
-        "| SMs | 132 |",
-        "1755 MHz measured (nominal 1980 MHz)",
-        "sm_mhz = 1755",
-        "80 GiB",
-        "5120-bit bus",
-        "2619 MHz clock",
-        "| L2 cache | 50 MiB |",
-        "228 KiB",
-        "550.54.15",
-        "| CUDA runtime | 12.4 |",
-        "| Toolkit that compiled the probes | 13.0 |",
-        "2025-01-02T03:04:05+00:00",
-    ):
-        assert text in markdown, text
-    assert markdown.index("| GPU |") < markdown.index("## Memory latency")
+def test_the_sheet_opens_with_the_device_the_verdict_and_the_headline(markdown: str) -> None:
+    top = markdown.split("## Headline", 1)[0]
+    device = (
+        "NVIDIA H100 80GB HBM3 · sm_90 (cc 9.0) · 132 SMs · SM clock 1755 MHz measured (nominal 1980) · "
+        "80 GiB 5120-bit · L2 50 MiB · CUDA 550.54.15 · run 2025-01-02 03:04 UTC · judged as h100_sxm"
+    )
+    assert device in top
+    assert "**Verdict:** 1 fail, 1 unstable, 2 warn, 6 pass; 4 reported, not judged (14 facts)." in top
+    assert "**FAIL:** `latency.l2`. **UNSTABLE:** `overhead.loop`." in top  # the failing facts named up front
+    assert "**Probes:** 4 of 4 probes ran: 2 ok, 1 crashed, 1 violated." in top
+    assert markdown.index("## Headline") < markdown.index("## Run conditions") < markdown.index("## Details")
 
 
-def test_every_fact_listed_once(markdown: str) -> None:
-    for fact in fake_facts():
-        assert markdown.count(f"`{fact.id}`") >= 1, fact.id
-        assert f"| `{fact.id}` |" in markdown, fact.id
+def test_the_headline_table_gives_each_fact_its_expectation_and_verdict(markdown: str) -> None:
+    headline = part(markdown, "## Headline")
+    assert "| Shared memory latency | 29.8 cyc (16.98 ns) | — | 25 – 35 cyc (assert) [1] | PASS |" in headline
+    assert "| L2 hit latency, near | 262.4 cyc (149.5 ns) | — | 200 – 250 cyc (assert) [1] | **FAIL** |" in headline
+    assert "| L1 capacity (latency knee) | 192 KiB | — | 128 KiB – 256 KiB (assert) [1] | PASS |" in headline
+    # A headline fact the run lacks says why: here its probe never ran (this run measured memory alone).
+    assert "| DRAM read bandwidth | not measured: bandwidth.dram.read.v16 never ran | — | — | — |" in headline
+    assert "| FFMA latency | not measured: alu.ffma.ilp1 never ran |" in headline
+    assert "wgmma" not in headline  # an sm_90 part has no wgmma: the row is left out, not "not measured"
 
 
-def test_measured_ci_expected_source(markdown: str) -> None:
-    row = next(line for line in markdown.splitlines() if line.startswith("| `latency.l2` |"))
-    assert "262.4 [261.9, 263.0] cyc" in row  # value and CI at one precision
-    assert "(149.5 ns)" in row  # ns beside cycles: 262.4 cyc at the measured 1755 MHz
-    assert "200 – 250 cyc (assert)" in row
-    assert "test data: invented" in row
-    assert "**FAIL**" in row
-    dram = next(line for line in markdown.splitlines() if line.startswith("| `latency.dram` |"))
-    assert "(467 ns)" in dram and "400 – 600 ns (assert)" in dram
-    cap = next(line for line in markdown.splitlines() if line.startswith("| `capacity.l1` |"))
-    assert "192 KiB [176 KiB, 208 KiB]" in cap and "128 KiB – 256 KiB" in cap
-    assert "≤ 450 cyc (warn)" in markdown
-    assert "| `device.sm_count` | 132 | — | = 132 (assert) |" in markdown  # no samples: nothing to detect with
-    assert "- `latency.dram`: HBM3 at nominal clocks" in markdown
-    assert "- `latency.l2`: measured above the range" in markdown
+def test_whole_gpu_rates_are_stated_with_their_basis() -> None:
+    results = fake_results()
+    results.facts.append(Fact("alu.ffma.throughput", 128.0, "op/clk/SM", probe="alu.ffma", verdict="report"))
+    results.facts.append(Fact("bandwidth.dram_read.v16", 3000.0, "GB/s", probe="bandwidth.dram.read.v16"))
+    results.facts.append(Fact("bandwidth.dram_read_fraction_of_peak", 0.625, "fraction"))
+    results.facts.append(Fact("bandwidth.dram_theoretical", 4800.0, "GB/s"))
+    headline = part(report.render_markdown(results, {}, sections=SECTIONS), "## Headline")
+    # 128 FFMA x 2 flops x 132 SMs x 1755 MHz = 59.30 TFLOP/s
+    assert "| FFMA (FP32) throughput | 128 op/clk/SM | = 59.3 TFLOP/s FP32 (132 SMs × 1755 MHz) |" in headline
+    assert "| DRAM read bandwidth | 3000 GB/s | 62 % of the datasheet (4800 GB/s) |" in headline
 
 
-def test_each_fact_with_samples_shows_its_noise_and_what_a_comparison_detects(tmp_path: Path) -> None:
-    """As the results file records it: the noise, the smallest change, and why 5 % is out of reach."""
+def test_the_tensor_cores_per_type_table() -> None:
+    results = fake_results()
+    results.device.arch = "sm_90a"
+    tensor = [
+        ("tensor.mma_sync.bf16.m16n8k16.tflops", 640.0, "report"),
+        ("tensor.mma_sync.bf16.m16n8k8.tflops", 480.0, "report"),
+        ("tensor.wgmma.bf16.m64n256k16.ss.tflops", 650.0, "warn"),
+        ("tensor.wgmma.bf16.datasheet_peak_at_clock", 989.4, "report"),
+        ("tensor.wgmma.bf16.fraction_of_peak", 0.657, "warn"),
+        ("tensor.cublas.bf16.tflops", 700.0, "pass"),
+        ("tensor.wgmma.bf16.fraction_of_cublas", 0.93, "pass"),
+        ("tensor.wgmma.s8.m64n256k32.ss.tflops", 1300.0, "report"),
+        ("tensor.mma_sync.fp8.emulated", 1.0, "report"),
+    ]
+    results.facts += [Fact(i, v, "fraction" if "fraction" in i else "TFLOP/s", verdict=d) for i, v, d in tensor]
+    table = report.tensor_table(results)
+    assert "| bf16 | 640 TFLOP/s (m16n8k16) | 650 TFLOP/s (m64n256k16) | 989.4 TFLOP/s; wgmma at 66 % | " \
+           "700 TFLOP/s | 0.93 × | WARN |" in table  # fmt: skip
+    assert "| int8 | — | 1300 TOP/s (m64n256k32) | — | — | — | — |" in table  # integer rates are TOP/s
+    assert "| fp8 e4m3 | emulated | — | — | — | — | — |" in table
+    assert not [line for line in table if line.startswith("| tf32")]  # no tf32 rate: no row
+
+
+# ---------------------------------------------------------------- the details: every fact once
+
+
+def test_every_fact_is_in_exactly_one_row_of_the_details(markdown: str) -> None:
+    details = markdown.split("## Details", 1)[1].split("## Probe status", 1)[0]
+    for fact in fake_results().facts:
+        held = report.holds(fact) and fact.id.startswith("invariant.")  # listed by name under "Hold"
+        assert details.count(f"| `{fact.id}` |") == (0 if held else 1), fact.id
+    assert "- `other`: latency_order" in details
+
+
+def test_no_source_or_detail_is_printed_twice() -> None:
+    results = fake_results()
+    for fact in results.facts:  # one long citation shared by every judged fact, as a paper table is
+        if fact.expectation:
+            fact.expectation["source"] = "Luo et al., arXiv:2501.12084, Table 3 (H800 PCIe, 1755 MHz)"
+    sheet = report.render_markdown(results, {}, sections=SECTIONS)
+    assert sheet.count("Luo et al., arXiv:2501.12084") == 1
+    assert "1. Luo et al., arXiv:2501.12084, Table 3 (H800 PCIe, 1755 MHz)" in part(sheet, "## References")
+    assert row(sheet, "latency.l1")[3] == "30 – 40 cyc (assert) [1]"
+    assert "262.4" not in "".join(line for line in sheet.splitlines() if line.startswith("- "))  # no restatement
+
+
+def test_a_row_gives_median_ci_detection_range_and_verdict(markdown: str) -> None:
+    assert row(markdown, "latency.l2") == ["`latency.l2`", "262.4 cyc (149.5 ns)", "—", "200 – 250 cyc (assert) [1]",
+                                            "**FAIL**"]  # fmt: skip
+    assert row(markdown, "latency.l2_far")[1] == "478.0 [470.2, 485.5] cyc (272.4 ns)"  # CI over ±1 %: shown
+    assert row(markdown, "latency.l2_far")[3] == "≤ 450 cyc (warn) [1]"
+    assert row(markdown, "latency.dram")[1:4] == ["819.5 cyc (467 ns)", "—", "400 – 600 ns (assert) [1]"]
+    assert row(markdown, "capacity.l1")[1] == "192 KiB [176 KiB, 208 KiB]"
+    assert row(markdown, "device.sm_count") == ["`device.sm_count`", "132", "—", "= 132 (assert) [1]", "PASS"]
+    assert row(markdown, "capacity.l2")[3:] == ["—", "—"]  # no expectation, reported
+
+
+def test_what_a_row_does_not_say_is_a_note(markdown: str) -> None:
+    memory = part(markdown, "### Memory latency")
+    assert "- `latency.l2`: measured above the range" in memory  # a detail the judge did not write
+    assert "HBM3 at nominal clocks" not in markdown  # a passing fact's expectation note is not repeated here
+    assert "- `overhead.loop`" not in markdown  # unstable, but its detail says nothing more
+
+
+def test_what_each_fact_lets_a_comparison_detect(tmp_path: Path) -> None:
+    """As the results file records it: the smallest change, and why 5 % is out of reach when it is."""
     results = fake_results()
     quiet, few = results.fact("latency.l2"), results.fact("latency.dram")
     quiet.samples = [262.0, 262.4, 262.9, 262.4, 262.1]
     few.samples = [812.0, 819.5, 826.5]
     save(results, tmp_path / "results.json")
     markdown = report.render_markdown(load(tmp_path / "results.json"), {}, sections=SECTIONS)
-    l2 = next(line for line in markdown.splitlines() if line.startswith("| `latency.l2` |"))
-    assert re.search(r"\| noise ±0\.\d+ % \(±0\.50 % between runs\), detects changes ≥ \d\.\d+ %\s\|", l2), l2
-    dram = next(line for line in markdown.splitlines() if line.startswith("| `latency.dram` |"))
-    assert "not 5 %: too few samples (3; " in dram and "would do)" in dram
+    assert re.fullmatch(r"≥ \d\.\d %", row(markdown, "latency.l2")[2])
+    assert re.fullmatch(r"≥ \d+(\.\d)? % \(\d+ samples would do\)", row(markdown, "latency.dram")[2])
 
 
 def test_verdict_markers(markdown: str) -> None:
-    def verdict_of(fact_id: str) -> str:
-        line = next(line for line in markdown.splitlines() if line.startswith(f"| `{fact_id}` |"))
-        return line.rstrip(" |").rsplit("| ", 1)[1]
-
-    assert verdict_of("latency.l1") == "PASS"
-    assert verdict_of("latency.l2") == "**FAIL**"
-    assert verdict_of("latency.l2_far") == "WARN"
-    assert verdict_of("capacity.l2") == "—"
-    assert verdict_of("overhead.loop") == "UNSTABLE"
-    assert "**14 facts:** 6 pass, 1 fail, 2 warn, 1 unstable, 4 report" in markdown
+    assert row(markdown, "latency.l1")[-1] == "PASS"
+    assert row(markdown, "latency.l2")[-1] == "**FAIL**"
+    assert row(markdown, "latency.l2_far")[-1] == "WARN"
+    assert row(markdown, "capacity.l2")[-1] == "—"
+    assert row(markdown, "overhead.loop")[-1] == "UNSTABLE"
 
 
 def test_sections_grouped(markdown: str) -> None:
-    def body(title: str) -> str:
-        return markdown.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
-
-    assert "`latency.l1`" in body("Memory latency") and "`capacity.l2`" in body("Memory latency")
-    assert "`device.sm_count`" in body("Device") and "`latency.l1`" not in body("Device")
-    assert "`overhead.loop`" in body("Measurement overheads")
-    invariants = body("Cross-generation invariants")
-    assert "| `invariant.latency_order` | holds | assert | PASS | shared \\< L1 \\< L2 \\< DRAM |" in invariants
-    assert "| `invariant.l2_knee_at_device_l2` | VIOLATED | warn | WARN |" in invariants
-    assert "`invariant." not in body("Memory latency")
-    assert "![Memory latency: latency vs footprint](latency_vs_footprint.png)" in body("Memory latency")
+    memory = part(markdown, "### Memory latency")
+    assert "`latency.l1`" in memory and "`capacity.l2`" in memory and "`invariant." not in memory
+    assert "`device.sm_count`" in part(markdown, "### Device") and "`overhead.loop`" in part(
+        markdown, "### Measurement overheads"
+    )
+    invariants = part(markdown, "### Cross-generation invariants")
+    assert "| `invariant.l2_knee_at_device_l2` | VIOLATED | WARN | knee at 30 MiB, device says 50 MiB |" in invariants
+    assert "**Hold (1):**" in invariants and "- `other`: latency_order" in invariants
+    assert "Plot: *latency vs footprint*, under Key plots." in memory
+    assert "![Memory latency: latency vs footprint](latency_vs_footprint.png)" in part(markdown, "## Key plots")
 
 
 def test_unknown_family_goes_to_other_facts() -> None:
     results = fake_results()
     results.facts.append(Fact("zzz.ffma.latency", 4.0, "cycle", probe="zzz.ffma"))
     md = report.render_markdown(results, {}, sections=SECTIONS)
-    assert "## Other facts" in md and "| `zzz.ffma.latency` | 4 cyc" in md
+    assert "### Other facts" in md and "| `zzz.ffma.latency` | 4 cyc" in md
 
 
 def test_tables_well_formed(markdown: str) -> None:
@@ -317,22 +377,28 @@ def test_partial_banner() -> None:
     partial = report.render_markdown(fake_results(partial=True), {}, sections=SECTIONS)
     assert "PARTIAL RUN" not in full
     assert "PARTIAL RUN" in partial
-    assert partial.index("PARTIAL RUN") < partial.index("| GPU |")
+    assert partial.index("PARTIAL RUN") < partial.index("NVIDIA H100 80GB HBM3 · sm_90")
 
 
-def test_failed_probes_listed(markdown: str) -> None:
-    status = markdown.split("## Probe status\n", 1)[1]
+def test_probes_that_ended_alike_share_a_row() -> None:
+    results = fake_results()
+    for n in (1, 2):
+        results.probes[f"alu.dfma.ilp{n}"] = ProbeOutcome("failed", f"gp_dfma: {1000 + n} of 4096 sums differ (0x{n}f)")
+    status = report.render_markdown(results, {}, sections=SECTIONS).split("## Probe status\n", 1)[1]
+    assert "6 of 6 probes ran: 2 ok, 1 crashed, 2 failed, 1 violated." in status
     # newline -> <br>, pipe escaped for the table, SASS comment and brackets escaped for Markdown
-    detail = r"SASS contract: loop holds 2 loads<br>/\*0090\*/ LDS R2, \[R2\] \| extra"
-    assert f"| `memory.latency.shared` | VIOLATED | {detail} |" in status
+    detail = r"SASS contract: loop holds 2 loads"
+    assert f"| `memory.latency.shared` | VIOLATED | {detail} |" in status  # the first line of the detail
     assert "| `alu.ffma` | CRASHED | CUDA_ERROR_ILLEGAL_ADDRESS |" in status
+    assert "| `alu.dfma.ilp1`, `alu.dfma.ilp2` | FAILED | gp_dfma: 1001 of 4096 sums differ (0x1f) |" in status
     assert "global_ca" not in status and "global_cg" not in status
 
 
 def test_all_probes_ok() -> None:
     results = fake_results()
     results.probes = {k: v for k, v in results.probes.items() if v.status == "ok"}
-    assert "All 2 probes ended ok." in report.render_markdown(results, {}, sections=SECTIONS)
+    md = report.render_markdown(results, {}, sections=SECTIONS)
+    assert "## Probe status\n\n2 of 2 probes ran: 2 ok.\n" in md
 
 
 def test_round_trip_renders_the_same(tmp_path: Path) -> None:
@@ -425,7 +491,7 @@ def test_family_without_facts_says_why() -> None:
     results.probes["memory.latency.global_ca"].status = "violated"
     md = report.render_markdown(results, {}, sections=SECTIONS)
     assert "No facts measured (`memory.latency.global_ca` violated, `memory.latency.global_cg` ok" in md
-    assert "**0 facts:** none" in md
+    assert "**Verdict:** nothing judged; 0 reported, not judged (0 facts)." in md
 
 
 def test_malformed_or_tiny_series(tmp_path: Path) -> None:
@@ -448,4 +514,4 @@ def test_throttled_and_shared_verdicts_are_marked() -> None:
     ]
     md = report.render_markdown(results, {}, sections=SECTIONS)
     assert "| THROTTLED |" in md and "| SHARED |" in md
-    assert "1 unstable, 1 throttled, 1 shared, 4 report" in md
+    assert "1 fail, 1 unstable, 2 warn, 1 throttled, 1 shared, 6 pass; 4 reported" in md

@@ -10,7 +10,7 @@ import pytest
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import write_atomic
-from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Device, Fact, ProbeOutcome, Results, load, save
+from gpuprobe.core.results import INVALID, SCHEMA, SCHEMA_VERSION, Device, Fact, ProbeOutcome, Results, load, save
 
 DEVICE = Device(name="Simulated GPU", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=50 * 2**20)
 
@@ -63,7 +63,7 @@ BAD_VERDICT = {"id": "x.y", "value": 1, "unit": "cycle", "verdict": "great"}
         ),
         (
             json.dumps({"schema": SCHEMA, "schema_version": 1, "device": DEVICE.__dict__, "facts": [BAD_CI]}),
-            "of 1 values",
+            "confidence interval is [1], not a pair of numbers",
         ),
         (
             json.dumps({"schema": SCHEMA, "schema_version": 1, "device": DEVICE.__dict__, "facts": [BAD_VERDICT]}),
@@ -123,3 +123,73 @@ def test_a_file_written_before_detection_was_recorded_still_reads_and_gets_it(tm
     assert read.detection is not None and read.detection.samples == 3
     assert read.detection.noise_pct == pytest.approx(31.0 / 261.0 * 100.0)
     assert read.detection.limit == "a noisy quantity"
+
+
+# ---------------------------------------------------------------- validation on load (one validator, every reader)
+
+EXPECTED = {"low": 200.0, "high": 300.0, "unit": "cycle", "severity": "warn", "source": "s"}
+GOOD_FACT = {"id": "latency.l2", "value": 261.0, "unit": "cycle", "ci": [260.0, 262.0],
+             "samples": [260.0, 261.0, 262.0], "expectation": EXPECTED, "verdict": "pass"}  # fmt: skip
+
+
+def results_text(fact_changes: dict | None = None, device_changes: dict | None = None, **top: object) -> str:
+    """A results file's text with one fact and the device changed as given (JSON, NaN and Infinity allowed)."""
+    fact = {**GOOD_FACT, **(fact_changes or {})}
+    data = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "device": {**DEVICE.__dict__, **(device_changes or {})},
+            "facts": [fact], **top}  # fmt: skip
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (results_text({"value": float("inf")}), "fact 'latency.l2': value is inf, not a finite number"),
+        (results_text().replace("261.0,", "1e999,", 1), "fact 'latency.l2': value is inf, not a finite number"),
+        (results_text({"value": float("nan")}), "fact 'latency.l2': value is nan, not a finite number"),
+        (results_text({"ci": [260.0, float("inf")]}), "confidence interval bound is inf"),
+        (results_text({"samples": [260.0, float("nan")]}), "a sample is nan"),
+        (results_text({"converted": {"ns": float("-inf")}}), "value in ns is -inf"),
+        (results_text({"ci": "narrow"}), "confidence interval is 'narrow', not a pair of numbers"),
+        (results_text({"ci": [1.0, "2"]}), "confidence interval is [1.0, '2'], not a pair of numbers"),
+        (results_text({"ci": [262.0, 260.0]}), "confidence interval [262, 260] is reversed"),
+        (results_text({"value": "261"}), "value is '261', not a number"),
+        (results_text({"value": True}), "value is True, not a number"),
+        (results_text({"samples": "many"}), "samples are 'many', not a list of numbers"),
+        (results_text({"expectation": {**GOOD_FACT["expectation"], "low": 400.0}}), "range 400 – 300 is reversed"),
+        (results_text({"expectation": {**GOOD_FACT["expectation"], "high": float("nan")}}), "expected bound is nan"),
+        (results_text({"id": ""}), "a fact's id is '', not a name"),
+        (results_text(facts=[]), "it holds no facts: nothing was measured"),
+        (json.dumps({"schema": SCHEMA, "schema_version": 2, "device": DEVICE.__dict__}), "it holds no facts"),
+        (results_text(device_changes={"sm_count": -132}), "device SM count -132 is not a count of SMs"),
+        (results_text(device_changes={"sm_count": 0}), "device SM count 0 is not a count of SMs"),
+        (results_text(device_changes={"l2_bytes": -1}), "device l2_bytes -1 is negative"),
+        (results_text(device_changes={"mem_clock_mhz": 0.0}), "device mem_clock_mhz 0 is not a clock"),
+        (results_text(device_changes={"sm_clock_nominal_mhz": float("inf")}), "sm_clock_nominal_mhz is inf"),
+        (results_text(clocks={"sm_mhz_measured": -5.0}), "clocks sm_mhz_measured is -5.0, not a clock in MHz"),
+        (results_text(clocks={"sm_mhz_measured": "fast"}), "clocks sm_mhz_measured is 'fast', not a clock in MHz"),
+    ],
+)
+def test_a_file_that_no_run_writes_is_refused_in_one_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    with pytest.raises(GpuprobeError) as info:
+        load(path)
+    assert str(info.value).startswith(f"{path}: ")
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_judgement_without_a_value_is_read_as_invalid_never_as_its_verdict(tmp_path: Path) -> None:
+    """A value that was not finite when judged is written as null: the file loads, the verdict does not."""
+    path = tmp_path / "r.json"
+    path.write_text(results_text({"value": None, "verdict": "pass"}))
+    fact = load(path).fact("latency.l2")
+    assert fact.verdict == INVALID
+    assert fact.detail.startswith("no value in the file, yet a stored verdict 'pass': not judged")
+
+
+def test_a_valid_file_and_nulls_where_nothing_was_measured_load(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(results_text({"value": None, "ci": None, "verdict": "not_run"}, clocks={"sm_mhz_measured": None}))
+    assert load(path).fact("latency.l2").verdict == "not_run"
+    path.write_text(results_text())
+    assert load(path).fact("latency.l2").verdict == "pass"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from gpuprobe.measure import session
 from gpuprobe.measure.child import file_sha256
 from gpuprobe.measure.isolation import ChildPolicy
 from gpuprobe.measure.plan import SMOKE, measured_families
+from gpuprobe.output import report
 from gpuprobe.runner.gpu import LauncherSpec
 from tests.fake_gpu import FakeGpu, fast_settings, suite_options
 from tests.fakes.bandwidth import DEFAULTS as BANDWIDTH_DEFAULTS
@@ -78,6 +80,38 @@ def test_a_run_writes_complete_results_fact_sheet_and_plot(clean_run) -> None:
     assert (out / "latency_vs_footprint.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert results.clocks["sm_mhz_during_chases"] == pytest.approx(1755.0, rel=0.01)
     assert results.clocks["sm_mhz_measured"] == pytest.approx(1755.0, rel=0.02)
+
+
+def test_the_whole_runs_sheet_is_short_and_carries_its_conditions(clean_run) -> None:
+    out, results = clean_run
+    sheet = (out / "factsheet.md").read_text()
+    assert len(sheet.encode()) < 60 * 1024  # every family's facts, each once
+    assert "## Headline" in sheet and sheet.index("## Headline") < sheet.index("## Details")
+    conditions = sheet.split("## Run conditions", 1)[1].split("## Details", 1)[0]
+    assert re.search(r"\| GPU temperature \| 40 – \d\d °C \|", conditions)  # the simulated GPU's NVML, per probe
+    readings = 2 * len(results.probes)  # NVML before and after every probe
+    assert f"| Clock-event (throttle) reasons | none in {readings} readings while measuring" in conditions
+    assert f"{len(results.probes)} of {len(results.probes)} probes ran: {len(results.probes)} ok." in sheet
+
+
+def test_a_run_stopped_from_outside_leaves_a_sheet_naming_the_probes_it_never_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    measure_only(monkeypatch, "memory", "warp")
+
+    def stopped(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt  # Ctrl-C as the first family starts
+
+    monkeypatch.setattr(session, "run_family", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path)
+    left = load(tmp_path / "results.json")
+    planned = [name for family in ("memory", "warp") for name in left.families[family]["probe_names"]]
+    assert planned and left.partial
+    assert all(left.probes[name].status == "not_run" for name in planned)  # recorded as never run
+    sheet = report.render_markdown(left, {}, sections=catalog.sections())
+    assert f"0 of {len(planned)} probes ran; {len(planned)} never ran." in sheet
+    assert all(f"`{name}`" in sheet.split("## Probe status", 1)[1] for name in planned)
 
 
 def test_every_probe_records_the_conditions_it_ran_under(clean_run) -> None:

@@ -43,7 +43,8 @@ from gpuprobe.families.wgmma.layout import (
 )
 from gpuprobe.families.wgmma.operands import E4M3, decode, encode, make_operands, mismatch
 from gpuprobe.families.wgmma.ptx import Kernel, kernel_text, module_text
-from gpuprobe.output.report import section
+from gpuprobe.output.references import References
+from gpuprobe.output.report import fact_rows, section
 from gpuprobe.runner.gpu import LaunchPathUnavailable
 from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family, ptx_parameters
@@ -459,10 +460,11 @@ def test_the_section_shows_wgmma_against_cublas_and_the_peak_at_the_measured_clo
     (sheet,) = family.SECTIONS
     facts = [f for f in results.facts if f.id.startswith(sheet.fact_prefixes)]
     text = "\n".join(section(results, sheet, facts, {sheet.plot.key: sheet.plot.file_name}))
+    shown = {member for row in fact_rows(facts, None, References()) for member in row.members}  # a sweep's row too
     for fact_id in ("tensor.wgmma.bf16.m64n256k16.ss.tflops", "tensor.cublas.bf16.tflops",
                     "tensor.wgmma.bf16.fraction_of_cublas", "tensor.wgmma.bf16.datasheet_peak_at_clock",
                     "tensor.wgmma.bf16.fraction_of_peak", "tensor.wgmma.s8.m64n8k32.rs.latency"):  # fmt: skip
-        assert fact_id in text
+        assert fact_id in shown
     assert "wgmma_latency_vs_n.png" in text
     assert sheet.plot.png(results, 50).startswith(b"\x89PNG")
     assert sheet.plot.png(Results(results.device), 50) is None

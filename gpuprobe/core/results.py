@@ -9,12 +9,17 @@ Schema (``SCHEMA_VERSION``; files of every version from 1 are read)::
      "environment": {"device_record": {...NVML...}|None, "software": {...versions...}},     (2)
      "build": {"arch": str, "cubin": str, "cubin_sha256": str, "toolkit": str},            (2)
      "families": {family: {"planned_s": float, "actual_s": float|None, "probes": int,
+                           "probe_names": [str, ...],
                            "ended": "measured"|"deadline"|"not_started"|"interrupted"}},  (2)
      "probes": {probe_name: {"status": "ok"|"failed"|"crashed"|"timeout"|"violated"|"skipped"
                                        |"error"|"not_run",
                              "detail": str, "series": {name: {column: [values...]}},
                              "conditions": {...}, "flight": [launcher calls...]}},         (flight: 2)
      "facts": [...Fact fields...]}
+
+Every family the run means to measure is recorded, with the names of its probes, before the first is
+measured (``ended`` "not_started"; "interrupted" while it measures, until it ends), so a run stopped from
+outside still says which probes it never ran (``probe_names``: absent from files written before it was).
 
 Facts carry their raw samples so that reports and comparisons can recompute their noise. A fact with
 samples also records what they can detect (``"detection"``: sample count, relative noise in percent,
@@ -24,6 +29,15 @@ when it is; see :mod:`gpuprobe.core.detection`). It is optional and derived: a f
 reading always recomputes it, so it never disagrees with the samples beside it. A probe that
 crashed, timed out or failed its self-check carries ``flight``: the last launcher calls its measuring
 process made (see :mod:`gpuprobe.runner.flight`), so a failure seen once on a GPU can be diagnosed without one.
+
+Every reader (the fact sheet, ``compare``, ``fleet``, ``index``, ``--baseline``) goes through :func:`load`,
+which validates what it reads (:func:`validate`): a file with no facts, a number that is infinite or
+NaN (gpuprobe writes those as null, so only another tool or a hand edit makes one), a confidence
+interval that is not a pair of numbers or is reversed, an expected range whose low bound is above its
+high one, an SM count under one, a negative size or a clock that is not positive is refused with one
+line naming it. A fact whose value is null but whose file still holds a judgement of it (``pass``,
+``fail``, ``warn``, ``unstable``: a value that was not finite when it was judged, and was written as
+null) is read as ``invalid``: kept, shown as such, never judged or counted as its stored verdict.
 """
 
 from __future__ import annotations
@@ -45,7 +59,10 @@ SCHEMA_VERSION = 2
 # "throttled" and "shared": measured while the GPU was throttling or had other tenants, even after a
 # retry; such a fact is recorded but not judged.
 DISTURBED_VERDICTS = ("throttled", "shared")
-VERDICTS = ("pass", "fail", "warn", "report", "unstable", "not_run", *DISTURBED_VERDICTS)
+# "invalid": the file holds a judgement of a fact but no value for it (see the module docstring).
+INVALID = "invalid"
+VERDICTS = ("pass", "fail", "warn", "report", "unstable", "not_run", *DISTURBED_VERDICTS, INVALID)
+JUDGEMENTS = ("pass", "fail", "warn", "unstable")  # what needs a value to mean anything
 
 
 def _probe_status(probe: str, status: Any) -> str:
@@ -67,6 +84,26 @@ def _check_expectation(fact_id: str, expectation: Any) -> None:
             raise ValueError(f"fact {fact_id!r}: expectation {key!r} is {type(value).__name__}")
 
 
+def _is_number(value: Any) -> bool:
+    """An int or float, not a bool (JSON's true is not a measurement)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    """A value as an error message shows it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _interval(fact_id: str, ci: Any) -> tuple[float, float] | None:
+    """A confidence interval: None, or a pair of numbers."""
+    if ci is None:
+        return None
+    if not isinstance(ci, list | tuple) or len(ci) != 2 or not all(_is_number(b) for b in ci):
+        raise ValueError(f"fact {fact_id!r}: confidence interval is {_shown(ci)}, not a pair of numbers")
+    return float(ci[0]), float(ci[1])
+
+
 @dataclass
 class Fact:
     """One measured fact with a stable dotted id (e.g. ``latency.l2``)."""
@@ -85,19 +122,27 @@ class Fact:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fact:
-        ci = data.get("ci")
-        if ci is not None and len(ci) != 2:
-            raise ValueError(f"fact {data['id']!r} has a confidence interval of {len(ci)} values, not 2")
-        _check_expectation(data["id"], data.get("expectation"))
+        """A fact as a results file (or a measuring process) spells it; a field of the wrong type is a ValueError."""
+        fact_id = data["id"]
+        if not isinstance(fact_id, str) or not fact_id:
+            raise ValueError(f"a fact's id is {_shown(fact_id)}, not a name")
+        ci = _interval(fact_id, data.get("ci"))
+        _check_expectation(fact_id, data.get("expectation"))
         verdict = str(data.get("verdict", "report"))
         if verdict not in VERDICTS:
-            raise ValueError(f"fact {data['id']!r} has unknown verdict {verdict!r}")
-        samples = [float(s) for s in data.get("samples", [])]
+            raise ValueError(f"fact {fact_id!r} has unknown verdict {verdict!r}")
+        value = data.get("value")
+        if value is not None and not _is_number(value):
+            raise ValueError(f"fact {fact_id!r}: value is {_shown(value)}, not a number")
+        samples = data.get("samples", [])
+        if not isinstance(samples, list) or not all(_is_number(s) for s in samples):
+            raise ValueError(f"fact {fact_id!r}: samples are {_shown(samples)}, not a list of numbers")
+        samples = [float(s) for s in samples]
         return cls(
-            id=str(data["id"]),
-            value=None if data.get("value") is None else float(data["value"]),
+            id=fact_id,
+            value=None if value is None else float(value),
             unit=str(data["unit"]),
-            ci=None if ci is None else (float(ci[0]), float(ci[1])),
+            ci=ci,
             samples=samples,
             converted={str(k): float(v) for k, v in data.get("converted", {}).items()},
             probe=str(data.get("probe", "")),
@@ -243,7 +288,7 @@ class Results:
         if version < 1:
             raise GpuprobeError(f"{source}: results schema {version} is not supported")
         try:
-            return cls(
+            return validate(cls(
                 device=Device.from_dict(data["device"]),
                 facts=[Fact.from_dict(f) for f in data.get("facts", [])],
                 probes={str(n): ProbeOutcome.from_dict(str(n), p) for n, p in data.get("probes", {}).items()},
@@ -254,9 +299,88 @@ class Results:
                 environment=dict(data.get("environment", {})),
                 build=dict(data.get("build", {})),
                 families={str(k): dict(v) for k, v in data.get("families", {}).items()},
-            )
+            ))
+        except InvalidResults as exc:
+            raise GpuprobeError(f"{source}: invalid results file: {exc}") from None
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise GpuprobeError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None
+
+
+# ---------------------------------------------------------------- validation on load
+
+
+class InvalidResults(ValueError):
+    """A results file that parses but holds what no measurement gives (see :func:`validate`)."""
+
+
+def _finite(what: str, value: float | None) -> None:
+    if value is not None and not math.isfinite(value):
+        raise InvalidResults(f"{what} is {value}, not a finite number")
+
+
+def _validate_fact(fact: Fact) -> Fact:
+    """Refuse a fact no measurement gives; a judgement with no value is marked ``invalid``."""
+    where = f"fact {fact.id!r}"
+    _finite(f"{where}: value", fact.value)
+    for sample in fact.samples:
+        _finite(f"{where}: a sample", sample)
+    for unit, value in fact.converted.items():
+        _finite(f"{where}: value in {unit}", value)
+    if fact.ci is not None:
+        low, high = fact.ci
+        _finite(f"{where}: confidence interval bound", low)
+        _finite(f"{where}: confidence interval bound", high)
+        if low > high:
+            raise InvalidResults(f"{where}: confidence interval [{low:g}, {high:g}] is reversed")
+    bounds = [(fact.expectation or {}).get(key) for key in ("low", "high")]
+    for bound in bounds:
+        _finite(f"{where}: expected bound", bound)
+    if None not in bounds and bounds[0] > bounds[1]:
+        raise InvalidResults(f"{where}: expected range {bounds[0]:g} – {bounds[1]:g} is reversed")
+    if fact.value is None and fact.verdict in JUDGEMENTS:
+        stored = fact.verdict
+        fact.verdict = INVALID
+        fact.detail = f"no value in the file, yet a stored verdict {stored!r}: not judged. {fact.detail}".strip()
+    return fact
+
+
+_POSITIVE_CLOCKS = ("sm_clock_nominal_mhz", "mem_clock_mhz")
+_SIZES = ("l2_bytes", "mem_bus_bits", "mem_bytes", "shared_per_sm_bytes", "shared_per_block_optin_bytes")
+
+
+def _validate_device(device: Device) -> None:
+    if device.sm_count < 1:
+        raise InvalidResults(f"device SM count {device.sm_count} is not a count of SMs")
+    for name in _SIZES:
+        value = getattr(device, name)
+        if value is not None and value < 0:
+            raise InvalidResults(f"device {name} {value} is negative")
+    for name in _POSITIVE_CLOCKS:
+        value = getattr(device, name)
+        _finite(f"device {name}", value)
+        if value is not None and value <= 0:
+            raise InvalidResults(f"device {name} {value:g} is not a clock")
+
+
+def _validate_clocks(clocks: dict[str, Any]) -> None:
+    """The SM clocks a sheet converts cycles with: a positive finite number or null."""
+    for key in ("sm_mhz_measured", "sm_mhz_during_chases"):
+        value = clocks.get(key)
+        if value is None:
+            continue
+        if not _is_number(value) or not math.isfinite(value) or value <= 0:
+            raise InvalidResults(f"clocks {key} is {_shown(value)}, not a clock in MHz")
+
+
+def validate(results: Results) -> Results:
+    """The one check every reader of a results file relies on (see the module docstring); returns
+    ``results`` with judgements that have no value marked ``invalid``, or raises :class:`InvalidResults`."""
+    if not results.facts:
+        raise InvalidResults("it holds no facts: nothing was measured")
+    _validate_device(results.device)
+    _validate_clocks(results.clocks)
+    results.facts = [_validate_fact(fact) for fact in results.facts]
+    return results
 
 
 STAGES = ("full", "smoke")

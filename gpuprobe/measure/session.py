@@ -191,9 +191,10 @@ def not_started(results: Results, family: str, order: list[str], stopped: str | 
 INTERRUPTED_DETAIL = "interrupted: the run was stopped before this probe was measured"
 
 
-def family_record(planned: FamilyPlan, probes: int) -> dict[str, Any]:
-    """A family's entry in the results' ``families``, before it is measured: its plan and probe count."""
-    record: dict[str, Any] = {"planned_s": planned.seconds, "actual_s": None, "probes": probes}
+def family_record(planned: FamilyPlan, order: list[str]) -> dict[str, Any]:
+    """A family's entry in the results' ``families``, before it is measured: its plan and its probes."""
+    record: dict[str, Any] = {"planned_s": planned.seconds, "actual_s": None, "probes": len(order),
+                              "probe_names": order, "ended": "not_started"}  # fmt: skip
     return {**record, "plan_error": planned.error} if planned.error else record
 
 
@@ -202,8 +203,8 @@ def interrupted(results: Results, orders: Mapping[str, list[str]], plans: Mappin
     measured to the end is recorded ``interrupted``, and each of its probes with no outcome ``not_run``, so
     the partial results say what was never measured."""
     for family, order in orders.items():
-        record = results.families.setdefault(family, family_record(plans[family], len(order)))
-        if record.get("ended") is None:
+        record = results.families.setdefault(family, family_record(plans[family], order))
+        if record.get("ended") in (None, "not_started"):
             record["ended"] = "interrupted"
         for name in order:
             if name not in results.probes:
@@ -233,6 +234,7 @@ def measure_family(
     """One family's probes measured into ``results`` (saved after each), its seconds recorded, and the
     run's reference clock carried on in ``run_state``; ``progress`` is told of each probe as it ends."""
     record = results.families[family]
+    record["ended"] = "interrupted"  # until it ends: what a run stopped from outside leaves
     state = {**spec["state"], **run_state}
     started = time.monotonic()
     for measured in run_family(spec, order, policy, state=state):
@@ -321,14 +323,15 @@ def run_suite(
         for name, check in checks.items():
             if check.status != "ok":
                 results.probes[name] = ProbeOutcome(check.status, check.detail)
-        save(results, path)
         clock_usable = checks.get(CLOCK_PROBE) is not None and checks[CLOCK_PROBE].status == "ok"
         run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
         dying = _SameDeath()
+        for family in selected:  # every family's probes recorded before any is measured
+            results.families[family] = family_record(plans[family], orders[family])
+        save(results, path)
         try:
             for family in selected:
-                order, planned = orders[family], plans[family]
-                results.families[family] = family_record(planned, len(order))
+                order = orders[family]
                 if policy.seconds_left() <= 0 or dying.reason:
                     not_started(results, family, order, dying.reason)
                     save(results, path)

@@ -37,6 +37,8 @@ def _probe_outcome(results: Results, name: str) -> ProbeOutcome:
     outcome = results.probes.get(name)
     if outcome is not None:
         return outcome
+    if any(name in record.get("probe_names", ()) for record in results.families.values()):
+        return ProbeOutcome("not_run", "never ran: the run ended before it")
     probe = next((p for p in all_probes() if p.name == name), None)
     targets = " ".join(a.name for a in probe.archs) if probe else "?"
     return ProbeOutcome("unsupported", f"{results.device.arch} lacks what it needs (targets: {targets})")

@@ -1,13 +1,16 @@
 """The fact sheet as one self-contained HTML page: the Markdown sheet's content, marked up for a browser.
 
 Same results, same content as ``gpuprobe.output.report.render_markdown``: the text of every row comes
-from the plain-text builders in ``gpuprobe.output.report`` and is only escaped and marked up here.
-The page needs nothing but itself: CSS inline, plots embedded as ``data:`` URIs, no script, no
-font or image fetched from anywhere (a Content-Security-Policy says so to the browser too). The
-only outside addresses are links in citation text, and they are followed only when clicked.
+from the plain-text builders in ``gpuprobe.output.report`` and ``gpuprobe.output.headline`` and is only
+escaped and marked up here. The first screen (device, verdict, probes, the headline table) fits a
+1400x900 window; the key plots follow two by two; each family's section is collapsible (``<details>``,
+open when it holds a failure), its rows anchored (``#fact-latency.l2``) so the verdict line links to
+the facts it names, and every ``[n]`` links to its reference at the end.
 
-Everything that comes from a results file (device name, probe details, expectation sources and
-notes) is escaped; a URL in a citation becomes a link only if it is plain http(s).
+The page needs nothing but itself: CSS inline, plots embedded as ``data:`` URIs, no script, no font or
+image fetched from anywhere (a Content-Security-Policy says so to the browser too). The only outside
+addresses are links in citation text, followed only when clicked. Everything that comes from a results
+file is escaped; a URL in a citation becomes a link only if it is plain http(s).
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ import html
 import re
 from collections.abc import Iterable, Sequence
 
-from gpuprobe.core.results import Results
-from gpuprobe.output import report
+from gpuprobe.core.results import Fact, Results
+from gpuprobe.output import headline, probe_status, report
 from gpuprobe.output.plots import measured_sm_mhz
+from gpuprobe.output.references import References
+from gpuprobe.output.run_conditions import condition_rows
 from gpuprobe.output.sections import Section
+from gpuprobe.output.tables import html_table
 
 CONTENT_SECURITY_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -32,58 +38,64 @@ _LINKABLE = re.compile(
     re.IGNORECASE,
 )
 _TRAILING = ".,;:)]}"
+OPEN_WHEN = ("fail", "invalid")  # a section holding a fact with one of these verdicts starts open
 
 CSS = """
 :root { color-scheme: light; --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --zebra: #f6f8fa; }
 * { box-sizing: border-box; }
 body { margin: 0; background: #fff; color: var(--fg);
-  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-main { max-width: 1180px; margin: 0 auto; padding: 24px 28px 48px; }
-h1 { font-size: 1.6em; margin: 0 0 16px; padding-bottom: 8px; border-bottom: 1px solid var(--line); }
-h2 { font-size: 1.25em; margin: 32px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
-p { margin: 8px 0; }
-code { font: 0.9em/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace;
-  background: var(--zebra); padding: 1px 4px; border-radius: 4px; white-space: nowrap; }
+  font: 14px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 1340px; margin: 0 auto; padding: 12px 24px 40px; }
+h1 { font-size: 1.45em; margin: 0 0 6px; }
+h2 { font-size: 1.2em; margin: 22px 0 6px; padding-bottom: 3px; border-bottom: 1px solid var(--line); }
+h2.first { margin-top: 10px; }
+h3 { font-size: 1.05em; margin: 14px 0 6px; }
+p { margin: 4px 0; }
+.device { color: var(--muted); }
+code { font: 0.92em/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace;
+  background: var(--zebra); padding: 0 3px; border-radius: 3px; }
 a { color: #0969da; text-decoration: none; }
 a:hover { text-decoration: underline; }
-table { border-collapse: collapse; width: 100%; margin: 8px 0 12px; font-size: 0.92em; }
-th, td { border: 1px solid var(--line); padding: 5px 8px; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; width: 100%; margin: 4px 0 10px; font-size: 0.93em; }
+th, td { border: 1px solid var(--line); padding: 2px 6px; text-align: left; vertical-align: top; }
 thead th { background: var(--zebra); font-weight: 600; }
 tbody tr:nth-child(even) { background: #fbfcfd; }
-table.identity { width: auto; min-width: 60%; }
-table.identity th { background: var(--zebra); font-weight: 600; white-space: nowrap; }
-table.facts, table.invariants, table.probes { table-layout: fixed; }
-table.facts th:nth-child(1) { width: 16%; } table.facts th:nth-child(2) { width: 21%; }
-table.facts th:nth-child(3) { width: 17%; } table.facts th:nth-child(5) { width: 10%; }
-table.invariants th:nth-child(1) { width: 28%; } table.invariants th:nth-child(2) { width: 10%; }
-table.invariants th:nth-child(3) { width: 9%; } table.invariants th:nth-child(4) { width: 10%; }
-table.probes th:nth-child(1) { width: 28%; } table.probes th:nth-child(2) { width: 12%; }
-td code { white-space: normal; overflow-wrap: anywhere; }
-td.num { font-variant-numeric: tabular-nums; }
-td.source { font-size: 0.86em; color: var(--muted); min-width: 18em; overflow-wrap: anywhere; }
-td.detail, li .detail { white-space: pre-wrap; overflow-wrap: anywhere; }
-td.verdict { text-align: center; white-space: nowrap; }
-.badge { display: inline-block; min-width: 4.2em; padding: 1px 6px; border-radius: 10px; font-size: 0.85em;
+td code { overflow-wrap: anywhere; }
+table.headline td:nth-child(2), table.facts td:nth-child(2) { font-variant-numeric: tabular-nums; }
+table.headline td:last-child, table.facts td:last-child, table.tensor td:last-child { text-align: center;
+  white-space: nowrap; width: 6.5em; }
+table.facts { table-layout: fixed; }
+table.facts th:nth-child(1) { width: 27%; } table.facts th:nth-child(2) { width: 31%; }
+table.facts th:nth-child(3) { width: 13%; } table.facts th:nth-child(4) { width: 21%; }
+table.conditions, table.software { width: auto; min-width: 50%; }
+td.detail, .detail { white-space: pre-wrap; overflow-wrap: anywhere; }
+.badge { display: inline-block; min-width: 4.2em; padding: 0 6px; border-radius: 9px; font-size: 0.85em;
   font-weight: 600; text-align: center; background: #eaeef2; color: var(--muted); }
 .v-pass { background: #dafbe1; color: #116329; }
-.v-fail { background: #ffebe9; color: #a40e26; border: 1px solid #ff8182; }
+.v-fail, .v-invalid { background: #ffebe9; color: #a40e26; border: 1px solid #ff8182; }
 .v-warn { background: #fff8c5; color: #7d4e00; }
 .v-unstable { background: #fbefff; color: #6e40c9; }
 .v-not_run, .v-throttled, .v-shared { background: #eaeef2; color: #424a53; }
 .v-report { background: none; min-width: 0; }
-.summary .badge { margin-right: 4px; }
-.banner { margin: 0 0 16px; padding: 12px 16px; border: 2px solid #cf222e; border-radius: 6px;
+.summary .badge { margin-right: 3px; }
+.banner { margin: 0 0 10px; padding: 8px 14px; border: 2px solid #cf222e; border-radius: 6px;
   background: #ffebe9; color: #82071e; }
-.blurb { color: var(--muted); }
-ul.notes { margin: 4px 0 12px; padding-left: 20px; font-size: 0.9em; }
-ul.notes li { margin: 3px 0; }
-.note { color: var(--muted); }
-figure { margin: 12px 0; }
-figure img { max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; }
-figcaption { color: var(--muted); font-size: 0.88em; }
-footer { margin-top: 40px; color: var(--muted); font-size: 0.85em; border-top: 1px solid var(--line);
-  padding-top: 8px; }
-@media print { main { max-width: none; padding: 0; } .banner { break-inside: avoid; } }
+.blurb, .legend, .note, figcaption, summary .counts { color: var(--muted); }
+.legend { font-size: 0.9em; }
+ul.notes { margin: 2px 0 10px; padding-left: 20px; font-size: 0.9em; }
+.plots { display: grid; grid-template-columns: 1fr 1fr; gap: 10px; }
+figure { margin: 6px 0; }
+figure img { width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; }
+figcaption { font-size: 0.86em; }
+details { border-bottom: 1px solid var(--line); padding: 4px 0; }
+summary { cursor: pointer; font-weight: 600; font-size: 1.02em; padding: 2px 0; }
+summary .counts { font-weight: normal; font-size: 0.9em; margin-left: 8px; }
+ol.references { font-size: 0.88em; color: var(--muted); padding-left: 28px; }
+ol.references li { margin: 2px 0; overflow-wrap: anywhere; }
+ol.references li:target, tr:target { background: #fff8c5; }
+footer { margin-top: 30px; color: var(--muted); font-size: 0.85em; border-top: 1px solid var(--line);
+  padding-top: 6px; }
+@media print { main { max-width: none; padding: 0; } details { display: block; } }
 """
 
 
@@ -118,9 +130,19 @@ def cite_html(text: str) -> str:
     return "".join(out)
 
 
+def code_spans(text: str) -> str:
+    """Markdown-flavoured text escaped, its `code` spans as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", esc(text))
+
+
 def slug(title: str) -> str:
     """An id for a heading: "Memory latency" -> "memory-latency"."""
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "section"
+
+
+def fact_anchor(fact_id: str) -> str:
+    """The id of a fact's row: "fact-latency.l2"."""
+    return "fact-" + re.sub(r"[^\w.*-]", "_", fact_id)
 
 
 def verdict_badge(verdict: str) -> str:
@@ -131,85 +153,115 @@ def verdict_badge(verdict: str) -> str:
     return f'<span class="badge v-{css}" title="{esc(title)}">{esc(label)}</span>'
 
 
-def html_table(header: Iterable[str], rows: Iterable[Iterable[str]], css: str = "") -> list[str]:
-    """A table from a plain-text header and rows of ready-made cell HTML (``<td>`` included)."""
-    cls = f' class="{css}"' if css else ""
-    lines = [f"<table{cls}>", "<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr></thead>"]
-    lines.append("<tbody>")
-    lines += ["<tr>" + "".join(row) + "</tr>" for row in rows]
-    lines += ["</tbody>", "</table>"]
-    return lines
+def ref_link(number: int | None) -> str:
+    """``[3]`` linked to reference 3; "" for no source."""
+    return "" if number is None else f' <a class="ref" href="#ref-{number}">[{number}]</a>'
 
 
-def td(content_html: str, css: str = "") -> str:
-    """One cell of already-escaped HTML."""
-    return f'<td class="{css}">{content_html}</td>' if css else f"<td>{content_html}</td>"
-
-
-# ---------------------------------------------------------------- page parts
-
-
-def identity_html(results: Results) -> list[str]:
-    """The device identity table."""
-    rows = [
-        f'<tr><th scope="row">{esc(label)}</th><td>{esc(value.strip() or report.NONE)}</td></tr>'
-        for label, value in report.identity_rows(results)
-    ]
-    return ['<table class="identity">', "<tbody>", *rows, "</tbody>", "</table>"]
+# ---------------------------------------------------------------- the first screen
 
 
 def partial_banner_html() -> list[str]:
     """The loud warning for a run that did not finish (same words as the Markdown banner)."""
-    return [
-        '<div class="banner" role="alert"><strong>PARTIAL RUN — this run did not finish.</strong> '
-        'Facts may be missing and probes may not have run; see <a href="#probe-status">Probe status</a> below. '
-        "Do not publish or compare against this sheet as a complete result.</div>"
-    ]
+    bold, rest = report.PARTIAL_TEXT.split(". ", 1)
+    return [f'<div class="banner" role="alert"><strong>{esc(bold)}.</strong> {esc(rest)}</div>']
 
 
-def summary_html(results: Results) -> list[str]:
-    """The fact count by verdict, one badge per verdict."""
-    counts = report.verdict_counts(results.facts)
-    parts = " ".join(f'<span class="badge v-{esc(v)}">{n} {esc(v.replace("_", " "))}</span>' for v, n in counts)
-    return [f'<p class="summary"><strong>{len(results.facts)} facts:</strong> {parts or "none"}</p>']
+def verdict_html(results: Results) -> list[str]:
+    """The verdict line (badges, the named facts linked to their rows) and the probe line."""
+    counts = headline.verdict_counts(results.facts)
+    badges = " ".join(f'<span class="badge v-{esc(v)}">{n} {esc(v.replace("_", " "))}</span>' for v, n in counts)
+    reported = sum(1 for f in results.facts if f.verdict == "report")
+    line = f"<strong>Verdict:</strong> {badges or 'nothing judged'} {reported} reported, not judged "
+    line += f"({len(results.facts)} facts)."
+    _, named = report.verdict_text(results.facts)
+    for verdict, ids, more in named:
+        links = [f'<a href="#{esc(fact_anchor(i))}"><code>{esc(i)}</code></a>' for i in ids]
+        links += [f"{more} more"] if more else []
+        line += f" <strong>{esc(report.verdict_marker(verdict).strip('*'))}:</strong> {', '.join(links)}."
+    probes = f'<strong>Probes:</strong> {esc(probe_status.summary(results))} <a href="#probe-status">Status</a>'
+    return [f'<p class="summary">{line}</p>', f"<p>{probes}</p>"]
 
 
-def fact_table_html(results: Results, plan: report.SectionPlan) -> list[str]:
-    """Fact id, measured, noise and what it lets a comparison detect, expected, source, verdict."""
+def headline_html(results: Results, refs: References) -> list[str]:
+    """The headline table, each fact linked to its row below, and the tensor cores per type."""
+    rows = []
+    for row in headline.headline_rows(results):
+        number = refs.number(row.fact) if row.fact is not None else None
+        label = f'<span title="{esc(row.fact_id)}">{esc(row.label)}</span>'
+        if row.fact is not None:  # linked to its row below
+            label = f'<a href="#{esc(fact_anchor(row.fact_id))}" title="{esc(row.fact_id)}">{esc(row.label)}</a>'
+        verdict = verdict_badge(row.verdict) if row.fact is not None else esc(report.NONE)
+        rows.append([label, esc(row.measured), esc(row.compared or report.NONE),
+                     esc(row.expected or report.NONE) + ref_link(number), verdict])  # fmt: skip
+    lines = ['<h2 id="headline" class="first">Headline</h2>']
+    lines += html_table(headline.HEADLINE_HEADER, rows, "headline")
+    tensor = headline.tensor_rows(results)
+    if tensor:
+        body = [[esc(r.label), *(esc(c or report.NONE) for c in r.cells), _worst_badge(r.facts)] for r in tensor]
+        lines += ["<h3>Tensor cores per type</h3>", *html_table((*headline.TENSOR_HEADER, "Verdicts"), body, "tensor")]
+    return lines
+
+
+def _worst_badge(facts: Iterable[Fact]) -> str:
+    verdicts = [f.verdict for f in facts]
+    return verdict_badge(next((v for v in headline.JUDGED if v in verdicts), "report"))
+
+
+def key_plots_html(key_plots: list[tuple[str, str, str]]) -> list[str]:
+    """The key plots, two by two."""
+    if not key_plots:
+        return []
+    figures = [line for _, uri, alt in key_plots for line in figure_html(uri, alt)]
+    return ['<h2 id="key-plots">Key plots</h2>', '<div class="plots">', *figures, "</div>"]
+
+
+def conditions_html(results: Results) -> list[str]:
+    """The run's conditions."""
+    rows = [[esc(label), esc(text)] for label, text in condition_rows(results)]
+    table = html_table(("Condition", "Over the run"), rows, "conditions")
+    return ['<h2 id="run-conditions">Run conditions</h2>', *table]
+
+
+# ---------------------------------------------------------------- the details
+
+
+def fact_table_html(results: Results, facts: list[Fact], refs: References) -> list[str]:
+    """Fact id, median [CI], detects, expected [n], verdict; each row anchored (a sweep's at each member)."""
     rows = [
         [
-            td(f"<code>{esc(r.fact_id)}</code>"),
-            td(esc(r.measured), "num"),
-            td(esc(r.detects)),
-            td(esc(r.expected), "num"),
-            td(cite_html(r.source), "source"),
-            td(verdict_badge(r.verdict), "verdict"),
+            "".join(f'<span id="{esc(fact_anchor(i))}"></span>' for i in r.members) + f"<code>{esc(r.fact_id)}</code>",
+            esc(r.measured),
+            esc(r.detects),
+            esc(r.expected) + ref_link(r.reference),
+            verdict_badge(r.verdict),
         ]
-        for r in report.fact_rows(plan.facts, measured_sm_mhz(results))
+        for r in report.fact_rows(facts, measured_sm_mhz(results), refs)
     ]
     return html_table(report.FACT_HEADER, rows, "facts")
 
 
-def invariant_table_html(plan: report.SectionPlan) -> list[str]:
-    """Invariant id, whether it holds, its severity, verdict, and what it compared."""
+def invariant_html(facts: list[Fact]) -> list[str]:
+    """The invariants that do not hold, with what each compared; then the names of those that do."""
     rows = [
-        [
-            td(f"<code>{esc(r.fact_id)}</code>"),
-            td(esc(r.result)),
-            td(esc(r.severity)),
-            td(verdict_badge(r.verdict), "verdict"),
-            td(esc(r.detail.strip() or report.NONE), "detail"),
-        ]
-        for r in report.invariant_rows(plan.facts)
-    ]
-    return html_table(report.INVARIANT_HEADER, rows, "invariants")
+        [f'<span id="{esc(fact_anchor(r.fact_id))}"></span><code>{esc(r.fact_id)}</code>', esc(r.result),
+         verdict_badge(r.verdict), f'<span class="detail">{esc(r.detail or report.NONE)}</span>']
+        for r in report.invariant_rows(facts)
+    ]  # fmt: skip
+    lines = html_table(report.INVARIANT_HEADER, rows, "invariants") if rows else []
+    held = report.held_invariants(facts)
+    if held:
+        count = sum(1 for f in facts if report.holds(f))
+        items = [f"<li><code>{esc(g or 'other')}</code>: {esc(', '.join(m))}</li>" for g, m in held]
+        lines += [f"<p><strong>Hold ({count}):</strong></p>", '<ul class="notes">', *items, "</ul>"]
+    return lines
 
 
-def notes_html(plan: report.SectionPlan) -> list[str]:
-    """Fact details and expectation notes, one bullet per fact."""
+def notes_html(facts: list[Fact]) -> list[str]:
+    """What a row does not say, one bullet per fact."""
     items = []
-    for fact_id, detail, note in report.note_items(plan.facts):
-        parts = [f'<span class="detail">{esc(detail)}</span>'] if detail else []
+    for fact_id, extra, note in report.fact_notes(facts):
+        parts = [f'<span class="detail">{esc(extra)}</span>'] if extra else []
         parts += [f'<span class="note">{cite_html(note)}</span>'] if note else []
         items.append(f"<li><code>{esc(fact_id)}</code>: {' — '.join(parts)}</li>")
     return ['<ul class="notes">', *items, "</ul>"] if items else []
@@ -220,21 +272,35 @@ def figure_html(src: str, alt: str) -> list[str]:
     return [f'<figure><img src="{esc(src)}" alt="{esc(alt)}"><figcaption>{esc(alt)}</figcaption></figure>']
 
 
-def section_html(results: Results, plan: report.SectionPlan) -> list[str]:
-    """One family's heading, blurb, table, notes and plot."""
+def section_html(results: Results, plan: report.SectionPlan, refs: References, above: Sequence[str]) -> list[str]:
+    """One family's collapsible section: title and counts, blurb, table, notes and plot."""
     family = plan.family
-    lines = [f'<section id="{slug(family.title)}">', f"<h2>{esc(family.title)}</h2>"]
+    opened = " open" if any(f.verdict in OPEN_WHEN for f in plan.facts) else ""
+    counts = report.section_counts(plan.facts) if plan.facts else "no facts"
+    lines = [f'<details id="{slug(family.title)}"{opened}>',
+             f'<summary>{esc(family.title)}<span class="counts">{esc(counts)}</span></summary>']  # fmt: skip
     if family.blurb:
         lines.append(f'<p class="blurb">{esc(family.blurb)}</p>')
     if plan.facts and family.invariants:
-        lines += invariant_table_html(plan)
+        lines += invariant_html(plan.facts)
     elif plan.facts:
-        lines += fact_table_html(results, plan) + notes_html(plan)
+        lines += fact_table_html(results, plan.facts, refs) + notes_html(plan.facts)
     else:
         lines.append(f"<p>{esc(report.empty_section_text(results, plan.probes))}</p>")
-    if plan.plot:
+    if plan.plot and family.plot_key in above:
+        lines.append(
+            f'<p class="note">Plot: <a href="#key-plots">{esc(report.plot_alt(family))}</a>, under Key plots.</p>'
+        )
+    elif plan.plot:
         lines += figure_html(plan.plot, f"{family.title}: {report.plot_alt(family)}")
-    return [*lines, "</section>"]
+    return [*lines, "</details>"]
+
+
+def identity_html(results: Results) -> list[str]:
+    """What the device line leaves out, in a collapsible section."""
+    rows = [[esc(label), esc(value.strip() or report.NONE)] for label, value in report.software_rows(results)]
+    return ['<details id="device-and-software">', "<summary>Device and software</summary>",
+            *html_table(("Device", "Value"), rows, "software"), "</details>"]  # fmt: skip
 
 
 def other_plots_html(plot_uris: dict[str, str], layout: Sequence[Section]) -> list[str]:
@@ -243,20 +309,33 @@ def other_plots_html(plot_uris: dict[str, str], layout: Sequence[Section]) -> li
     if not extra:
         return []
     figures = [line for key in extra for line in figure_html(plot_uris[key], key)]
-    return ['<section id="other-plots">', "<h2>Other plots</h2>", *figures, "</section>"]
+    return ['<details id="other-plots" open>', "<summary>Other plots</summary>", *figures, "</details>"]
 
 
 def probe_status_html(results: Results) -> list[str]:
-    """Every probe that did not end "ok", or one line saying they all did."""
-    lines = ['<section id="probe-status">', "<h2>Probe status</h2>"]
-    summary = report.probe_status_summary(results)
-    if summary is not None:
-        return [*lines, f"<p>{esc(summary)}</p>", "</section>"]
+    """The probe line, then every probe that did not end "ok" or never ran."""
+    lines = ['<h2 id="probe-status">Probe status</h2>', f"<p>{esc(probe_status.summary(results))}</p>"]
+    problems = probe_status.problems(results)
+    if not problems:
+        return lines
     rows = [
-        [td(f"<code>{esc(name)}</code>"), td(esc(status)), td(esc(detail.strip() or report.NONE), "detail")]
-        for name, status, detail in report.probe_problems(results)
+        [
+            ", ".join(f"<code>{esc(n)}</code>" for n in p.probes),
+            esc(p.status),
+            f'<span class="detail">{esc(p.detail)}</span>',
+        ]
+        for p in problems
     ]
-    return [*lines, *html_table(report.PROBE_HEADER, rows, "probes"), "</section>"]
+    note = f'<p class="note">{esc(report.PROBE_STATUS_NOTE)}</p>'
+    return [*lines, note, *html_table(report.PROBE_HEADER, rows, "probes")]
+
+
+def references_html(refs: References) -> list[str]:
+    """The numbered sources, each once, linkable as #ref-n."""
+    if not len(refs):
+        return []
+    items = [f'<li id="ref-{n}">{cite_html(text)}</li>' for n, text in refs.entries()]
+    return ['<h2 id="references">References</h2>', '<ol class="references">', *items, "</ol>"]
 
 
 def data_uri(png: bytes) -> str:
@@ -271,15 +350,25 @@ def render_html(results: Results, plots: dict[str, bytes] | None = None, *, sect
     are embedded; a family whose key is absent gets no image.
     """
     plot_uris = {key: data_uri(png) for key, png in (plots or {}).items()}
+    refs = References()
     title = f"gpuprobe fact sheet: {results.device.name}"
     body = [f"<h1>{esc(title)}</h1>"]
     if results.partial:
         body += partial_banner_html()
-    body += identity_html(results) + summary_html(results)
+    body += [f'<p class="device">{esc(headline.device_line(results))}</p>', *verdict_html(results)]
+    body += headline_html(results, refs)
     layout = report.sheet_layout(sections)
+    shown = report.key_plots(plot_uris, layout)
+    body += key_plots_html(shown) + conditions_html(results)
+    body += [
+        '<h2 id="details">Details</h2>',
+        f'<p class="legend">{code_spans(report.LEGEND)}</p>',
+        *identity_html(results),
+    ]
+    above = [key for key, _, _ in shown]
     for plan in report.plan_sections(results, plot_uris, layout):
-        body += section_html(results, plan)
-    body += other_plots_html(plot_uris, layout) + probe_status_html(results)
+        body += section_html(results, plan, refs, above)
+    body += other_plots_html(plot_uris, layout) + probe_status_html(results) + references_html(refs)
     body.append("<footer>Rendered by gpuprobe from this run's results file; every number above comes from it.</footer>")
     head = [
         "<!DOCTYPE html>",

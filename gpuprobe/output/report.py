@@ -1,13 +1,20 @@
 """The fact sheet: one run's results rendered as Markdown (or HTML), with its plots.
 
-The sheet opens with the device identity, shouts if the run is partial, then gives one section
-per probe family (the ``SECTIONS`` each family declares, then ``GENERAL_SECTIONS``: facts grouped
-by id prefix, or failing that by the probe that measured them), the cross-generation invariants,
-and the probes that did not end ok.
-Every number comes from the results; nothing here measures or edits one.
+The sheet opens with one screen (:mod:`gpuprobe.output.headline`): the device in a line, the verdict in a
+line naming the facts that failed, the probes in a line (how many ran, how they ended, how many never ran),
+the headline table and the tensor cores per type; then the key plots and the conditions the run measured
+under (:mod:`gpuprobe.output.run_conditions`). The details follow: one section per probe family (the
+``SECTIONS`` each family declares, then ``GENERAL_SECTIONS``), every fact in one row, its expectation's
+source as a numbered reference (:mod:`gpuprobe.output.references`) listed once at the end; then the
+probes that did not end ok or never ran (:mod:`gpuprobe.output.probe_status`).
 
-The content is computed once as plain text (``identity_rows``, ``plan_sections``, ``fact_rows``,
-``invariant_rows``, ``note_items``, ``probe_problems``); ``render_markdown`` here and
+No fact's text is printed twice: a row says the value, CI, noise, expected range and verdict, and a note
+under the table adds only what the row does not say (why a fact is unstable or was not measured, an
+invariant's comparison, the expectation's note for a fact that did not pass). Every number comes from the
+results; nothing here measures or edits one.
+
+The content is computed once as plain text (``fact_rows``, ``invariant_rows``, ``fact_notes``,
+``plan_sections``, the headline's rows); ``render_markdown`` here and
 ``gpuprobe.output.html_report.render_html`` only mark it up, so the two formats say the same thing.
 """
 
@@ -16,31 +23,36 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from gpuprobe.core.numbers import fmt_bytes, fmt_num, fmt_nums
+from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, Results
+from gpuprobe.judge.expectations import Expectation, judge
+from gpuprobe.output import headline, probe_status
 from gpuprobe.output.plots import measured_sm_mhz
+from gpuprobe.output.quantities import (
+    NONE,
+    VERDICT_MARKERS,
+    ci_shown,
+    fmt_detection,
+    fmt_expected,
+    fmt_measured,
+    fmt_quantity,
+    fmt_values,
+    unit_suffix,
+    verdict_marker,
+)
+from gpuprobe.output.references import References, marker, source_of
+from gpuprobe.output.run_conditions import condition_rows
 from gpuprobe.output.sections import Plot
 from gpuprobe.output.sections import Section as Family
+from gpuprobe.output.series import Series, fold
+from gpuprobe.output.tables import markdown_table
+
+__all__ = ["NONE", "VERDICT_MARKERS", "fmt_expected", "fmt_measured", "fmt_quantity", "fmt_values", "verdict_marker"]
 
 FACTSHEET_NAME = "factsheet.md"
 FACTSHEET_HTML_NAME = "factsheet.html"
 FORMATS = ("md", "html")
-
-VERDICT_MARKERS: dict[str, str] = {
-    "pass": "PASS",
-    "fail": "**FAIL**",
-    "warn": "WARN",
-    "unstable": "UNSTABLE",
-    "not_run": "NOT RUN",
-    "throttled": "THROTTLED",
-    "shared": "SHARED",
-    "report": "—",
-}
-
-NONE = "—"
-
 
 # The sections every sheet ends with, after the families' own (see ``sheet_layout``). A fact goes to the
 # first section whose id prefix matches, else to the first whose probe prefix matches its probe, else
@@ -65,7 +77,14 @@ GENERAL_SECTIONS: tuple[Family, ...] = (
 )
 OTHER = Family(title="Other facts", fact_prefixes=())
 
-_UNIT_ABBREV = {"cycle": "cyc", "count": "", "bool": ""}
+LEGEND = (
+    "Each fact once: its median, with the confidence interval when wider than ±1 %; Detects, the smallest "
+    "change `gpuprobe compare` flags against a run like this one (80 % of the time), and why when 5 % is "
+    "out of reach; the expected range, severity and source [n] (see References); the verdict (—: reported, "
+    "not judged). Facts whose ids differ in one part share a row, that part as `*`. A note under a table "
+    "adds only what its row does not say; `gpuprobe expectations MODEL` gives every expectation's note."
+)
+
 _MD_SPECIAL = re.compile(r"[\\`*<\[\]]")  # not "_": GFM never emphasises inside a word
 
 
@@ -79,82 +98,6 @@ def gpu_slug(device_name: str) -> str:
     return slug or "unknown-gpu"
 
 
-# ---------------------------------------------------------------- number formatting
-
-
-def _unit_suffix(unit: str) -> str:
-    """ " cyc" for cycles, nothing for counts and bools, else the unit itself after a space."""
-    abbrev = _UNIT_ABBREV.get(unit, unit)
-    return f" {abbrev}" if abbrev else ""
-
-
-def fmt_quantity(value: float, unit: str) -> str:
-    """A value in its unit for humans: bytes scaled, cycles as "cyc", bools as yes/no."""
-    if unit == "byte":
-        return fmt_bytes(value)
-    if unit == "bool":
-        return "yes" if value else "no"
-    return fmt_num(value) + _unit_suffix(unit)
-
-
-def fmt_values(values: Sequence[float], unit: str, template: str) -> str:
-    """Several values of one unit in ``template`` ("{0} [{1}, {2}]"), at one shared precision.
-
-    Bytes and bools carry their unit in each value; other units are written once, at the end.
-    """
-    if unit in ("byte", "bool"):
-        return template.format(*(fmt_quantity(v, unit) for v in values))
-    return template.format(*fmt_nums(values)) + _unit_suffix(unit)
-
-
-def _ns_of(fact: Fact, mhz: float | None) -> float | None:
-    """The fact's latency in ns: as recorded, else derived from cycles at the measured clock."""
-    if "ns" in fact.converted:
-        return fact.converted["ns"]
-    if fact.unit == "cycle" and fact.value is not None and mhz:
-        return fact.value / mhz * 1000
-    return None
-
-
-def fmt_measured(fact: Fact, mhz: float | None) -> str:
-    """Measured column: "262.4 [261.9, 263.0] cyc (149.5 ns)"; "not measured" when no value."""
-    if fact.value is None:
-        return "not measured"
-    if fact.ci is None:
-        text = fmt_quantity(fact.value, fact.unit)
-    else:
-        text = fmt_values([fact.value, *fact.ci], fact.unit, "{0} [{1}, {2}]")
-    ns = _ns_of(fact, mhz)
-    if ns is not None:
-        text += f" ({fmt_num(ns)} ns)"
-    return text
-
-
-def fmt_expected(expectation: dict[str, Any] | None, fact_unit: str) -> str:
-    """Expected column: "250 – 290 cyc (assert)", "≥ 40 MiB (warn)", "= 132 (assert)"."""
-    if not expectation:
-        return NONE
-    unit = str(expectation.get("unit") or fact_unit)
-    low, high = expectation.get("low"), expectation.get("high")
-    if low is None and high is None:
-        text = "any"
-    elif low is not None and high is not None and float(low) == float(high):
-        text = f"= {fmt_quantity(float(low), unit)}"
-    elif low is not None and high is not None:
-        text = fmt_values([float(low), float(high)], unit, "{0} – {1}")
-    elif low is not None:
-        text = f"≥ {fmt_quantity(float(low), unit)}"
-    else:
-        text = f"≤ {fmt_quantity(float(high), unit)}"
-    severity = expectation.get("severity")
-    return f"{text} ({severity})" if severity else text
-
-
-def verdict_marker(verdict: str) -> str:
-    """PASS / **FAIL** / WARN / UNSTABLE / NOT RUN / — (report only); unknown verdicts upper-cased."""
-    return VERDICT_MARKERS.get(verdict, verdict.upper() or NONE)
-
-
 # ---------------------------------------------------------------- markdown pieces
 
 
@@ -163,35 +106,13 @@ def escape(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\g<0>", text)
 
 
-def cell(text: object) -> str:
-    """Text safe inside a Markdown table cell: pipes escaped, newlines as <br>."""
-    value = str(text).strip()
-    if not value:
-        return NONE
-    return value.replace("|", "\\|").replace("\r\n", "\n").replace("\n", "<br>")
-
-
 def table(header: Iterable[str], rows: Iterable[Iterable[object]]) -> list[str]:
     """A Markdown table as lines."""
-    head = list(header)
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return lines
+    return markdown_table(list(header), [list(row) for row in rows])
 
 
 def _mhz(value: float | None) -> str:
     return NONE if value is None else f"{fmt_num(value)} MHz"
-
-
-def _sm_clock_row(results: Results) -> str:
-    """SM clock: measured against nominal, with any NVML readings."""
-    measured = measured_sm_mhz(results)
-    text = f"{_mhz(measured)} measured (nominal {_mhz(results.device.sm_clock_nominal_mhz)})"
-    nvml = results.clocks.get("nvml")
-    if isinstance(nvml, dict) and nvml:
-        readings = ", ".join(f"{k} = {v}" for k, v in sorted(nvml.items()))
-        text += f"; NVML: {readings}"
-    return text
 
 
 def _memory_row(results: Results) -> str:
@@ -218,21 +139,32 @@ def _shared_row(results: Results) -> str:
 
 
 def identity_rows(results: Results) -> list[tuple[str, str]]:
-    """The device identity as (label, plain text) pairs."""
+    """The device identity as (label, plain text) pairs (the first-contact page's table)."""
     dev = results.device
+    sm_clock = f"{_mhz(measured_sm_mhz(results))} measured (nominal {_mhz(dev.sm_clock_nominal_mhz)})"
     return [
         ("GPU", dev.name),
         ("Architecture", f"{dev.arch} (compute capability {dev.cc})"),
         ("SMs", str(dev.sm_count)),
-        ("SM clock", _sm_clock_row(results)),
-        ("Memory", _memory_row(results)),
+        ("SM clock", sm_clock),
         ("L2 cache", fmt_bytes(dev.l2_bytes)),
-        ("Shared memory per SM", _shared_row(results)),
-        ("Driver", dev.driver),
-        ("CUDA runtime", dev.cuda_runtime),
-        ("Toolkit that compiled the probes", dev.toolkit),
+        *software_rows(results),
         ("Run date (UTC)", results.created),
     ]
+
+
+def software_rows(results: Results) -> list[tuple[str, str]]:
+    """What the sheet's device line leaves out, as (label, plain text) pairs: memory, shared memory, the
+    CUDA driver and runtime, the toolkit that built the probes, the device's UUID."""
+    dev = results.device
+    rows = [
+        ("Memory", _memory_row(results)),
+        ("Shared memory per SM", _shared_row(results)),
+        ("CUDA driver API", dev.driver),
+        ("CUDA runtime", dev.cuda_runtime),
+        ("Toolkit that compiled the probes", dev.toolkit),
+    ]
+    return rows + ([("UUID", dev.uuid)] if dev.uuid else [])
 
 
 def identity_lines(results: Results) -> list[str]:
@@ -240,30 +172,40 @@ def identity_lines(results: Results) -> list[str]:
     return table(("Device", "Value"), identity_rows(results))
 
 
+PARTIAL_TEXT = (
+    "PARTIAL RUN — this run did not finish. Facts may be missing and probes may not have run; see Probe "
+    "status below. Do not publish or compare against this sheet as a complete result."
+)
+
+
 def partial_banner() -> list[str]:
     """The loud warning for a run that did not finish."""
-    return [
-        "> [!WARNING]",
-        (
-            "> **PARTIAL RUN — this run did not finish.** Facts may be missing and probes may not have run; "
-            "see *Probe status* below. Do not publish or compare against this sheet as a complete result."
-        ),
-    ]
+    bold, rest = PARTIAL_TEXT.split(". ", 1)
+    return ["> [!WARNING]", f"> **{bold}.** {rest}"]
 
 
-def verdict_counts(facts: list[Fact]) -> list[tuple[str, int]]:
-    """(verdict, how many facts have it), known verdicts in ``VERDICT_MARKERS`` order, others after."""
-    counts: dict[str, int] = {}
-    for fact in facts:
-        counts[fact.verdict] = counts.get(fact.verdict, 0) + 1
-    order = [v for v in VERDICT_MARKERS if v in counts] + sorted(v for v in counts if v not in VERDICT_MARKERS)
-    return [(v, counts[v]) for v in order]
+# ---------------------------------------------------------------- the verdict and probe lines
 
 
-def verdict_summary(facts: list[Fact]) -> str:
-    """One line counting facts by verdict, in a fixed order."""
-    parts = [f"{n} {v.replace('_', ' ')}" for v, n in verdict_counts(facts)]
-    return f"**{len(facts)} facts:** " + (", ".join(parts) if parts else "none")
+def verdict_text(facts: list[Fact]) -> tuple[str, list[tuple[str, list[str], int]]]:
+    """The verdict line as plain text (counts, worst first, then the reported facts), and the facts it
+    names: (verdict, fact ids, how many more) for failed, invalid, unstable and warned facts."""
+    counts = headline.verdict_counts(facts)
+    reported = sum(1 for f in facts if f.verdict == "report")
+    text = ", ".join(f"{n} {v.replace('_', ' ')}" for v, n in counts) or "nothing judged"
+    text += f"; {reported} reported, not judged ({len(facts)} facts)"
+    named = [(v, *headline.named_facts(facts, v)) for v in headline.NAMED if any(f.verdict == v for f in facts)]
+    return text, named
+
+
+def verdict_lines(results: Results) -> list[str]:
+    """The verdict line naming the facts that did not pass, and the probe line, Markdown."""
+    text, named = verdict_text(results.facts)
+    line = f"**Verdict:** {text}."
+    for verdict, ids, more in named:
+        shown = [f"`{i}`" for i in ids] + ([f"{more} more"] if more else [])
+        line += f" **{verdict_marker(verdict).strip('*')}:** {', '.join(shown)}."
+    return [line + "  ", f"**Probes:** {probe_status.summary(results)}"]
 
 
 # ---------------------------------------------------------------- sections
@@ -294,21 +236,23 @@ def group_facts(facts: list[Fact], layout: Sequence[Family]) -> dict[str, list[F
     return groups
 
 
-FACT_HEADER = ("Fact", "Measured (median [CI])", "Noise, detects", "Expected (severity)", "Source", "Verdict")
-INVARIANT_HEADER = ("Invariant", "Result", "Severity", "Verdict", "Detail")
-PROBE_HEADER = ("Probe", "Status", "Detail")
+FACT_HEADER = ("Fact", "Median [CI]", "Detects", "Expected [ref]", "Verdict")
+INVARIANT_HEADER = ("Invariant", "Result", "Verdict", "Detail")
+PROBE_HEADER = ("Probes", "Status", "Detail")
 
 
 @dataclass(frozen=True)
 class FactRow:
-    """One fact-table row as plain text; ``verdict`` is the verdict key (``"fail"``), not its marker."""
+    """One fact-table row as plain text; ``verdict`` is the verdict key (``"fail"``), not its marker;
+    ``reference`` the number of its expectation's source (None: no source)."""
 
     fact_id: str
     measured: str
     detects: str
     expected: str
-    source: str
+    reference: int | None
     verdict: str
+    members: tuple[str, ...] = ()  # the ids a sweep's row holds (a single fact's row: its own)
 
 
 @dataclass(frozen=True)
@@ -317,7 +261,6 @@ class InvariantRow:
 
     fact_id: str
     result: str
-    severity: str
     verdict: str
     detail: str
 
@@ -332,71 +275,153 @@ class SectionPlan:
     plot: str | None
 
 
-def fact_rows(facts: list[Fact], mhz: float | None) -> list[FactRow]:
-    """Fact id, measured, what its samples detect (as the results file records it), expected, source,
-    verdict, as plain text."""
-    return [
-        FactRow(
-            fact_id=f.id,
-            measured=fmt_measured(f, mhz),
-            detects=NONE if f.detection is None else f.detection.text(),
-            expected=fmt_expected(f.expectation, f.unit),
-            source=str((f.expectation or {}).get("source") or NONE),
-            verdict=f.verdict,
+FOLDED_VERDICTS = ("pass", "warn", "report")
+
+
+def _sweep_kin(fact: Fact) -> str | None:
+    """What a fact's sweep must share with it (unit, expected range, source, verdict), or None when the fact
+    keeps its own row: it failed, is unstable or not measured, or has a note (see :mod:`gpuprobe.output.series`)."""
+    if fact.verdict not in FOLDED_VERDICTS or fact.value is None or fact.unit == "bool" or extra_detail(fact):
+        return None
+    expected = fmt_expected(fact.expectation, fact.unit)
+    return "\0".join((fact.unit, expected, source_of(fact.expectation), fact.verdict))
+
+
+def holds(fact: Fact) -> bool:
+    """An invariant that was checked and holds."""
+    return fact.verdict == "pass" and bool(fact.value)
+
+
+def _held_kin(fact: Fact) -> str | None:
+    return "holds" if holds(fact) else None
+
+
+def series_values(sweep: Series) -> str:
+    """ "ilp1 63.67 · ilp2 86.69 [85.2, 87.0] · ilp4 115.9 op/clk/SM": each member's median by its label,
+    its CI when wider than ±0.5 %, the unit once."""
+    unit = sweep.facts[0].unit
+    parts = []
+    for label, fact in zip(sweep.labels, sweep.facts, strict=True):
+        value = fact.value if fact.value is not None else float("nan")
+        if unit == "byte":
+            text = fmt_quantity(value, unit)
+        elif fact.ci is not None and ci_shown(fact):
+            text = fmt_values([value, *fact.ci], "", "{0} [{1}, {2}]")
+        else:
+            text = fmt_num(value)
+        parts.append(f"{label} {text}")
+    return " · ".join(parts) + ("" if unit == "byte" else unit_suffix(unit))
+
+
+def series_detection(sweep: Series) -> str:
+    """The least sensitive member's detectable change, "up to" when the members differ."""
+    found = [f.detection for f in sweep.facts if f.detection is not None]
+    if not found:
+        return NONE
+    worst = max(found, key=lambda d: (d.detects_pct is not None, d.detects_pct or 0.0))
+    text = fmt_detection(worst)
+    return text if all(fmt_detection(d) == text for d in found) else f"up to {text}"
+
+
+def fact_rows(facts: list[Fact], mhz: float | None, refs: References) -> list[FactRow]:
+    """Fact id, measured, noise and what a comparison detects, expected, source number, verdict; a sweep
+    of reported facts in one row (see :mod:`gpuprobe.output.series`)."""
+    rows = []
+    for item in fold(facts, _sweep_kin):
+        if isinstance(item, Series):
+            first = item.facts[0]
+            expected = fmt_expected(first.expectation, first.unit)
+            rows.append(FactRow(item.pattern, series_values(item), series_detection(item), expected,
+                                refs.number(first), first.verdict, tuple(f.id for f in item.facts)))  # fmt: skip
+            continue
+        rows.append(
+            FactRow(
+                fact_id=item.id,
+                measured=fmt_measured(item, mhz),
+                detects=fmt_detection(item.detection),
+                expected=fmt_expected(item.expectation, item.unit),
+                reference=refs.number(item),
+                verdict=item.verdict,
+                members=(item.id,),
+            )
         )
-        for f in facts
-    ]
+    return rows
 
 
 def invariant_rows(facts: list[Fact]) -> list[InvariantRow]:
-    """Invariant id, whether it holds, its severity, verdict, and what it compared, as plain text."""
-    return [
-        InvariantRow(
-            fact_id=f.id,
-            result=NONE if f.value is None else ("holds" if f.value else "VIOLATED"),
-            severity=str((f.expectation or {}).get("severity") or NONE),
-            verdict=f.verdict,
-            detail=f.detail,
-        )
-        for f in facts
-    ]
+    """Every invariant that does not hold (or was not checked): id, result, verdict and what it compared,
+    as plain text. Those that hold are ``held_invariants``."""
+    rows = []
+    for fact in facts:
+        if not holds(fact):
+            result = NONE if fact.value is None else ("holds" if fact.value else "VIOLATED")
+            rows.append(InvariantRow(fact.id, result, fact.verdict, fact.detail.strip()))
+    return rows
 
 
-def note_items(facts: list[Fact]) -> list[tuple[str, str, str]]:
-    """(fact id, measurement detail, expectation note) for every fact with either, stripped."""
+def held_invariants(facts: list[Fact]) -> list[tuple[str, list[str]]]:
+    """The invariants that hold, by their first name part: [("latency_order", ["shared_below_l1", ...])],
+    a sweep in one entry, "rate_below_peak.bf16.*.ss (m64n64k16, m64n128k16, m64n256k16)"; one-part names
+    last, under ""."""
+    groups: dict[str, list[Fact]] = {}
+    for fact in facts:
+        if holds(fact):
+            name = fact.id.removeprefix("invariant.")
+            groups.setdefault(name.partition(".")[0] if "." in name else "", []).append(fact)
+    listed = []
+    for group, members in sorted(groups.items(), key=lambda kv: kv[0] == ""):
+        start = len(f"invariant.{group}.") if group else len("invariant.")
+        names = []
+        for item in fold(members, _held_kin):
+            if isinstance(item, Series):
+                rest = item.pattern[start:]
+                names.append(", ".join(item.labels) if rest == "*" else f"{rest} ({', '.join(item.labels)})")
+            else:
+                names.append(item.id[start:])
+        listed.append((group, names))
+    return listed
+
+
+def _restated(fact: Fact) -> str | None:
+    """The detail the judge writes for this fact and its stored expectation (None if it cannot say)."""
+    try:
+        expectation = None if fact.expectation is None else Expectation(fact_id=fact.id, **fact.expectation)
+        return judge(fact, expectation)[1]
+    except (TypeError, ValueError):
+        return None
+
+
+def extra_detail(fact: Fact) -> str:
+    """What a fact's recorded detail says beyond its row: the judge's restatement of value, CI, range and
+    source left out; why it was not measured, why it is unstable, what an invariant compared kept."""
+    detail = fact.detail.strip()
+    restated = _restated(fact)
+    if detail and restated is not None and detail.startswith(restated):
+        extra = detail[len(restated) :].lstrip("; ").strip()
+        if extra:
+            return extra
+        if "straddles" in restated:
+            return "its CI straddles an expected bound: too noisy to judge"
+        if "unit mismatch" in restated:
+            return f"unit mismatch: measured in {fact.unit}, expected in {(fact.expectation or {}).get('unit')}"
+        if fact.value is None and detail.startswith(f"{fact.id}: "):
+            return detail[len(fact.id) + 2 :]
+        return ""
+    return detail.removeprefix(f"{fact.id}: ")
+
+
+NOTED_VERDICTS = ("fail", "unstable", "invalid")  # whose expectation note the sheet shows
+
+
+def fact_notes(facts: list[Fact]) -> list[tuple[str, str, str]]:
+    """(fact id, what its detail adds, its expectation's note when it did not pass) for each fact with either."""
     items = []
     for fact in facts:
-        detail, note = fact.detail.strip(), str((fact.expectation or {}).get("note") or "").strip()
-        if detail or note:
-            items.append((fact.id, detail, note))
+        note = str((fact.expectation or {}).get("note") or "").strip() if fact.verdict in NOTED_VERDICTS else ""
+        extra = extra_detail(fact)
+        if extra or note:
+            items.append((fact.id, extra, note))
     return items
-
-
-def fact_table(facts: list[Fact], mhz: float | None) -> list[str]:
-    """Fact id, measured, noise and the smallest change it lets a comparison detect, expected, source, verdict."""
-    rows = [
-        (f"`{r.fact_id}`", r.measured, r.detects, r.expected, r.source, verdict_marker(r.verdict))
-        for r in fact_rows(facts, mhz)
-    ]
-    return table(FACT_HEADER, rows)
-
-
-def invariant_table(facts: list[Fact]) -> list[str]:
-    """Invariant id, whether it holds, its severity, verdict, and what it compared."""
-    rows = [
-        (f"`{r.fact_id}`", r.result, r.severity, verdict_marker(r.verdict), escape(r.detail))
-        for r in invariant_rows(facts)
-    ]
-    return table(INVARIANT_HEADER, rows)
-
-
-def notes(facts: list[Fact]) -> list[str]:
-    """Bullets for fact details and expectation notes, so the tables stay narrow."""
-    lines = []
-    for fact_id, detail, note in note_items(facts):
-        text = " — ".join(p for p in (escape(detail), note) if p)
-        lines.append(f"- `{fact_id}`: " + text.replace("\n", " "))
-    return lines
 
 
 def _probes_for(results: Results, family: Family) -> list[str]:
@@ -426,27 +451,45 @@ def empty_section_text(results: Results, probes: list[str]) -> str:
     return f"No facts measured ({statuses}); see Probe status."
 
 
-def section(results: Results, family: Family, facts: list[Fact], plot_files: dict[str, str]) -> list[str]:
-    """One family's heading, blurb, table, notes and plot; empty when it has nothing to show."""
-    plan = plan_section(results, family, facts, plot_files)
-    if plan is None:
-        return []
-    plot, probes = plan.plot, plan.probes
-    lines = [f"## {family.title}", ""]
-    if family.blurb:
-        lines += [family.blurb, ""]
-    if facts:
-        if family.invariants:
-            lines += invariant_table(facts)
-        else:
-            lines += fact_table(facts, measured_sm_mhz(results))
-        extra = [] if family.invariants else notes(facts)
-        lines += [""] + ([*extra, ""] if extra else [])
-    else:
-        statuses = ", ".join(f"`{p}` {results.probes[p].status}" for p in probes)
-        lines += [f"No facts measured ({statuses}); see *Probe status*.", ""]
-    if plot:
-        lines += [f"![{family.title}: {plot_alt(family)}]({plot})", ""]
+def section_counts(facts: list[Fact]) -> str:
+    """ "12 facts: 1 fail, 9 pass, 2 reported": what a collapsed section's title line says."""
+    counts = headline.verdict_counts(facts)
+    reported = sum(1 for f in facts if f.verdict == "report")
+    parts = [f"{n} {v.replace('_', ' ')}" for v, n in counts] + ([f"{reported} reported"] if reported else [])
+    return f"{len(facts)} fact{'s' if len(facts) != 1 else ''}" + (f": {', '.join(parts)}" if parts else "")
+
+
+def fact_table(facts: list[Fact], mhz: float | None, refs: References) -> list[str]:
+    """Fact id, measured, noise and the smallest change it lets a comparison detect, expected [n], verdict."""
+    rows = [
+        (f"`{r.fact_id}`", r.measured, r.detects, _expected_md(r), verdict_marker(r.verdict))
+        for r in fact_rows(facts, mhz, refs)
+    ]
+    return table(FACT_HEADER, rows)
+
+
+def _expected_md(row: FactRow) -> str:
+    """The expected range and its source's number: "240 – 330 cyc (warn) [4]"."""
+    return " ".join(p for p in (row.expected, marker(row.reference)) if p)
+
+
+def invariant_table(facts: list[Fact]) -> list[str]:
+    """The invariants that do not hold, each with what it compared; then the names of those that do."""
+    rows = [(f"`{r.fact_id}`", r.result, verdict_marker(r.verdict), escape(r.detail)) for r in invariant_rows(facts)]
+    lines = [*table(INVARIANT_HEADER, rows), ""] if rows else []
+    held = held_invariants(facts)
+    if held:
+        lines += [f"**Hold ({sum(1 for f in facts if holds(f))}):**", ""]
+        lines += [f"- `{group or 'other'}`: " + ", ".join(escape(m) for m in members) for group, members in held]
+    return lines
+
+
+def notes(facts: list[Fact]) -> list[str]:
+    """Bullets for what a row does not say (see ``fact_notes``)."""
+    lines = []
+    for fact_id, extra, note in fact_notes(facts):
+        text = " — ".join(p for p in (escape(extra), escape(note)) if p)
+        lines.append(f"- `{fact_id}`: " + text.replace("\n", " "))
     return lines
 
 
@@ -455,9 +498,49 @@ def plot_alt(family: Family) -> str:
     return family.plot.alt if family.plot else "plot"
 
 
+def section(
+    results: Results,
+    family: Family,
+    facts: list[Fact],
+    plot_files: dict[str, str],
+    refs: References | None = None,
+    plots_above: Iterable[str] = (),
+) -> list[str]:
+    """One family's heading, blurb, table, notes and plot; empty when it has nothing to show. A plot whose
+    key is in ``plots_above`` is under Key plots already: the section points there instead."""
+    plan = plan_section(results, family, facts, plot_files)
+    if plan is None:
+        return []
+    refs = References() if refs is None else refs
+    lines = [f"### {family.title}", ""]
+    if family.blurb:
+        lines += [family.blurb, ""]
+    if facts:
+        if family.invariants:
+            lines += invariant_table(facts)
+        else:
+            lines += fact_table(facts, measured_sm_mhz(results), refs)
+        extra = [] if family.invariants else notes(facts)
+        lines += [""] + ([*extra, ""] if extra else [])
+    else:
+        statuses = ", ".join(f"`{p}` {results.probes[p].status}" for p in plan.probes)
+        lines += [f"No facts measured ({statuses}); see *Probe status*.", ""]
+    if plan.plot and family.plot_key in set(plots_above):
+        lines += [f"Plot: *{plot_alt(family)}*, under Key plots.", ""]
+    elif plan.plot:
+        lines += [f"![{family.title}: {plot_alt(family)}]({plan.plot})", ""]
+    return lines
+
+
 def all_plots(layout: Sequence[Family]) -> list[Plot]:
     """Every plot a section of the sheet can show."""
     return [family.plot for family in layout if family.plot]
+
+
+def key_plots(plot_files: dict[str, str], layout: Sequence[Family]) -> list[tuple[str, str, str]]:
+    """(key, file or URI, alt text) of the key plots this run has, in ``headline.HEADLINE_PLOTS`` order."""
+    alts = {f.plot_key: f"{f.title}: {plot_alt(f)}" for f in layout if f.plot_key}
+    return [(k, plot_files[k], alts.get(k, k)) for k in headline.HEADLINE_PLOTS if k in plot_files]
 
 
 def extra_plot_keys(plot_files: dict[str, str], layout: Sequence[Family]) -> list[str]:
@@ -471,31 +554,62 @@ def other_plots(plot_files: dict[str, str], layout: Sequence[Family]) -> list[st
     extra = extra_plot_keys(plot_files, layout)
     if not extra:
         return []
-    return ["## Other plots", ""] + [f"![{key}]({plot_files[key]})\n" for key in extra]
+    return ["### Other plots", ""] + [f"![{key}]({plot_files[key]})\n" for key in extra]
 
 
-def probe_problems(results: Results) -> list[tuple[str, str, str]]:
-    """(probe, STATUS, detail) for every probe that did not end "ok", in results order (plain text)."""
-    return [(name, p.status.upper(), p.detail) for name, p in results.probes.items() if p.status != "ok"]
-
-
-def probe_status_summary(results: Results) -> str | None:
-    """The line shown instead of a table when no probe ran or all ended ok; None when some did not."""
-    if not results.probes:
-        return "No probe ran."
-    if not probe_problems(results):
-        return f"All {len(results.probes)} probes ended ok."
-    return None
+PROBE_STATUS_NOTE = "Probes that ended alike share a row, with the first one's detail; results.json holds every detail."
 
 
 def probe_status_lines(results: Results) -> list[str]:
-    """Every probe that did not end "ok", or one line saying they all did."""
-    lines = ["## Probe status", ""]
-    summary = probe_status_summary(results)
-    if summary is not None:
-        return [*lines, summary, ""]
-    bad = [(f"`{name}`", status, escape(detail)) for name, status, detail in probe_problems(results)]
-    return [*lines, *table(PROBE_HEADER, bad), ""]
+    """The probe line, then every probe that did not end "ok" or never ran."""
+    lines = ["## Probe status", "", probe_status.summary(results), ""]
+    bad = [
+        (", ".join(f"`{name}`" for name in p.probes), p.status, escape(p.detail))
+        for p in probe_status.problems(results)
+    ]
+    return [*lines, PROBE_STATUS_NOTE, "", *table(PROBE_HEADER, bad), ""] if bad else lines
+
+
+# ---------------------------------------------------------------- the first screen
+
+
+def headline_table(results: Results, refs: References) -> list[str]:
+    """The headline facts, each with what it is set against, its expectation [n] and verdict."""
+    rows = []
+    for row in headline.headline_rows(results):
+        number = refs.number(row.fact) if row.fact is not None else None
+        expected = " ".join(p for p in (row.expected, marker(number)) if p)
+        verdict = verdict_marker(row.verdict) if row.fact is not None else NONE
+        rows.append((row.label, row.measured, row.compared, expected, verdict))
+    return table(headline.HEADLINE_HEADER, rows)
+
+
+def tensor_table(results: Results) -> list[str]:
+    """Tensor-core rates per data type; empty when the run has none."""
+    rows = headline.tensor_rows(results)
+    if not rows:
+        return []
+    body = [(r.label, *r.cells, _worst_marker(r.facts)) for r in rows]
+    return ["**Tensor cores per type**", "", *table((*headline.TENSOR_HEADER, "Verdicts"), body), ""]
+
+
+def _worst_marker(facts: Iterable[Fact]) -> str:
+    """The worst verdict among a row's facts, as its marker."""
+    verdicts = [f.verdict for f in facts]
+    worst = next((v for v in headline.JUDGED if v in verdicts), "report")
+    return verdict_marker(worst)
+
+
+def conditions_lines(results: Results) -> list[str]:
+    """The run's conditions in a two-column table."""
+    return ["## Run conditions", "", *table(("Condition", "Over the run"), condition_rows(results)), ""]
+
+
+def references_lines(refs: References) -> list[str]:
+    """The numbered sources, each once."""
+    if not len(refs):
+        return []
+    return ["## References", "", *(f"{n}. {escape(text)}" for n, text in refs.entries()), ""]
 
 
 def render_markdown(results: Results, plot_files: dict[str, str], *, sections: Sequence[Family]) -> str:
@@ -505,14 +619,23 @@ def render_markdown(results: Results, plot_files: dict[str, str], *, sections: S
     path to link, relative to the sheet; a family whose key is absent gets no image link.
     """
     dev = results.device
+    refs = References()
     lines = [f"# gpuprobe fact sheet: {dev.name}", ""]
     if results.partial:
         lines += [*partial_banner(), ""]
-    lines += [*identity_lines(results), ""]
-    lines += [verdict_summary(results.facts), ""]
+    lines += [escape(headline.device_line(results)), "", *verdict_lines(results), ""]
+    lines += ["## Headline", "", *headline_table(results, refs), "", *tensor_table(results)]
     layout = sheet_layout(sections)
+    shown = key_plots(plot_files, layout)
+    if shown:
+        lines += ["## Key plots", "", *(f"![{alt}]({path})" for _, path, alt in shown), ""]
+    lines += conditions_lines(results)
+    software = table(("Device", "Value"), software_rows(results))
+    lines += ["## Details", "", LEGEND, "", "### Device and software", "", *software, ""]
+    above = [key for key, _, _ in shown]
     for plan in plan_sections(results, plot_files, layout):
-        lines += section(results, plan.family, plan.facts, plot_files)
+        lines += section(results, plan.family, plan.facts, plot_files, refs, above)
     lines += other_plots(plot_files, layout)
     lines += probe_status_lines(results)
+    lines += references_lines(refs)
     return "\n".join(lines).rstrip("\n") + "\n"

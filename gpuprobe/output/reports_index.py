@@ -21,7 +21,8 @@ from gpuprobe.core.files import write_atomic
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, Results, load
 from gpuprobe.output.plots import measured_sm_mhz
-from gpuprobe.output.report import FACTSHEET_HTML_NAME, FACTSHEET_NAME, NONE, cell, escape, table
+from gpuprobe.output.report import FACTSHEET_HTML_NAME, FACTSHEET_NAME, NONE, escape, table
+from gpuprobe.output.tables import md_cell as cell
 
 INDEX_NAME = "README.md"
 RESULTS_NAME = "results.json"

@@ -1,0 +1,340 @@
+"""The sheet's first screen: the device in one line, the verdict in one line, the numbers an engineer asks
+for first (latencies, capacities, bandwidths, FP32 rate, shuffles, barriers, launch and host-link costs),
+each with its expectation and verdict, and the tensor cores per data type (mma.sync, wgmma, the datasheet
+peak at the measured clock, cuBLAS).
+
+Every number is a fact of the run (or plain arithmetic on facts and the device's own figures, stated as
+such: a per-SM rate times the SM count and the measured clock). A headline fact the run lacks says why:
+its probe failed, never ran, or found no such level; a fact this GPU's arch cannot have (wgmma off
+sm_90a) is left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from gpuprobe.build.registry import Probe, all_probes
+from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.numbers import fmt_bytes, fmt_num
+from gpuprobe.core.results import Fact, Results
+from gpuprobe.output.plots import measured_sm_mhz
+from gpuprobe.output.quantities import fmt_expected, fmt_measured, fmt_quantity
+
+# The key plots, shown under the headline in this order (a family's ``Plot.key``).
+HEADLINE_PLOTS = ("latency_vs_footprint", "dram_occupancy", "wgmma_latency_vs_n", "l2_partition_map")
+
+Compare = Callable[[Results], str]
+
+
+def _value(results: Results, fact_id: str) -> float | None:
+    fact = results.fact(fact_id)
+    return None if fact is None else fact.value
+
+
+def percent(fraction_id: str, of: str, reference_id: str | None = None) -> Compare:
+    """ "62 % of the datasheet (4800 GB/s)": a fraction fact, and the figure it is a fraction of."""
+
+    def text(results: Results) -> str:
+        fraction = _value(results, fraction_id)
+        if fraction is None:
+            return ""
+        reference = _value(results, reference_id) if reference_id else None
+        unit = results.fact(reference_id).unit if reference_id and results.fact(reference_id) else ""
+        shown = f" ({fmt_quantity(reference, unit)})" if reference is not None else ""
+        return f"{fraction * 100:.0f} % of {of}{shown}"
+
+    return text
+
+
+def whole_gpu(per: str, factor: float = 1.0, unit: str = "", scale: float = 1.0) -> Compare:
+    """A per-SM-per-clock rate over the whole GPU at the measured clock: "= 33.45 TB/s (132 SMs × 1980 MHz)"."""
+
+    def text(results: Results) -> str:
+        value, mhz = _value(results, per), measured_sm_mhz(results)
+        if value is None or not mhz:
+            return ""
+        total = value * factor * results.device.sm_count * mhz * 1e6 / scale
+        return f"= {fmt_num(total)} {unit} ({results.device.sm_count} SMs × {fmt_num(mhz)} MHz)"
+
+    return text
+
+
+def joined(*parts: Compare) -> Compare:
+    """Several comparisons in one cell, "; " between them."""
+
+    def text(results: Results) -> str:
+        return "; ".join(t for t in (part(results) for part in parts) if t)
+
+    return text
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One line of the headline table: what an engineer asks, the fact that answers it, and what to set
+    it against."""
+
+    label: str
+    fact_id: str
+    compare: Compare | None = None
+
+
+HEADLINES: tuple[Headline, ...] = (
+    Headline("Shared memory latency", "latency.shared"),
+    Headline("L1 hit latency", "latency.l1"),
+    Headline("L2 hit latency, near", "latency.l2"),
+    Headline("L2 hit latency, far partition", "latency.l2_far"),
+    Headline("DRAM latency", "latency.dram"),
+    Headline("L1 capacity (latency knee)", "capacity.l1"),
+    Headline("L2 capacity (latency knee)", "capacity.l2"),
+    Headline(
+        "DRAM read bandwidth",
+        "bandwidth.dram_read.v16",
+        percent("bandwidth.dram_read_fraction_of_peak", "the datasheet", "bandwidth.dram_theoretical"),
+    ),
+    Headline(
+        "DRAM copy bandwidth (read + write)",
+        "bandwidth.dram_copy.v16",
+        joined(
+            percent("bandwidth.dram_copy_fraction_of_peak", "the datasheet"),
+            percent("bandwidth.dram_copy_fraction_of_memcpy", "cudaMemcpy", "bandwidth.dram_copy_cuda_memcpy"),
+        ),
+    ),
+    Headline("L2 read bandwidth", "bandwidth.l2_read.v16"),
+    Headline("L1 read bandwidth", "bandwidth.l1_read.v16", whole_gpu("bandwidth.l1_read.v16", unit="TB/s", scale=1e12)),
+    Headline(
+        "Shared memory read bandwidth",
+        "bandwidth.shared_read.v16",
+        whole_gpu("bandwidth.shared_read.v16", unit="TB/s", scale=1e12),
+    ),
+    Headline(
+        "FFMA (FP32) throughput",
+        "alu.ffma.throughput",
+        whole_gpu("alu.ffma.throughput", factor=2.0, unit="TFLOP/s FP32", scale=1e12),
+    ),
+    Headline("FFMA latency", "alu.ffma.latency"),
+    Headline("Warp shuffle latency (bfly)", "warp.shfl.bfly.latency"),
+    Headline("Warp shuffle throughput (bfly)", "warp.shfl.bfly.throughput"),
+    Headline("Block barrier, 256 threads", "sync.block.latency.256"),
+    Headline("Grid barrier (cooperative, every SM)", "sync.grid.latency"),
+    Headline("Kernel launch, host enqueue (CuPy)", "launch.stream.host_latency.cupy"),
+    Headline("Kernel launch, back-to-back on the GPU", "launch.stream.gpu_spacing"),
+    Headline("CUDA graph, per kernel node", "launch.graph.per_node.gpu"),
+    Headline("Host → device, pinned", "host.h2d.pinned.bandwidth"),
+    Headline("Device → host, pinned", "host.d2h.pinned.bandwidth"),
+)
+
+HEADLINE_HEADER = ("Fact", "Measured", "Compared with", "Expected", "Verdict")
+
+
+@dataclass(frozen=True)
+class HeadlineRow:
+    """One headline line as plain text; ``verdict`` is the fact's verdict key, "" when it was not measured."""
+
+    label: str
+    fact_id: str
+    measured: str
+    compared: str
+    expected: str
+    verdict: str
+    fact: Fact | None
+
+
+def declaring_probes() -> dict[str, Probe]:
+    """Fact id -> the probe that declares it; empty when the declarations cannot be read here."""
+    try:
+        probes = all_probes()
+    except GpuprobeError:
+        return {}
+    return {fact_id: probe for probe in probes for fact_id in probe.facts}
+
+
+def _supported(probe: Probe, arch: str) -> bool:
+    try:
+        return probe.supports(parse_arch(arch))
+    except GpuprobeError:
+        return True  # an arch this gpuprobe does not know: say what happened rather than hide the row
+
+
+def why_missing(results: Results, fact_id: str, probes: dict[str, Probe]) -> str | None:
+    """Why the run has no such fact (plain text); None when this GPU's arch cannot have it."""
+    probe = probes.get(fact_id)
+    if probe is None:
+        return "not measured"
+    if not _supported(probe, results.device.arch):
+        return None
+    outcome = results.probes.get(probe.name)
+    if outcome is None:
+        return f"not measured: {probe.name} never ran"
+    if outcome.status == "ok":
+        return "none found (its probe ran and verified itself)"
+    return f"not measured: {probe.name} {outcome.status}"
+
+
+def headline_rows(results: Results) -> list[HeadlineRow]:
+    """The headline table's rows, in ``HEADLINES`` order; facts this GPU cannot have are left out."""
+    mhz = measured_sm_mhz(results)
+    probes: dict[str, Probe] | None = None
+    rows = []
+    for line in HEADLINES:
+        fact = results.fact(line.fact_id)
+        if fact is None:
+            probes = declaring_probes() if probes is None else probes
+            missing = why_missing(results, line.fact_id, probes)
+            if missing is not None:
+                rows.append(HeadlineRow(line.label, line.fact_id, missing, "", "", "", None))
+            continue
+        compared = line.compare(results) if line.compare and fact.value is not None else ""
+        measured = fmt_measured(fact, mhz, with_ci=False)
+        rows.append(
+            HeadlineRow(line.label, line.fact_id, measured, compared, fmt_expected(fact.expectation, fact.unit),
+                        fact.verdict, fact)
+        )  # fmt: skip
+    return rows
+
+
+# ---------------------------------------------------------------- tensor cores per type
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """One data type as the tensor-core families name it: mma.sync's key, wgmma's key, the rate's unit."""
+
+    label: str
+    mma: str
+    wgmma: str
+    unit: str
+
+
+TENSOR_TYPES: tuple[TensorType, ...] = (
+    TensorType("f16 (f32 accumulate)", "f16", "f16", "TFLOP/s"),
+    TensorType("bf16", "bf16", "bf16", "TFLOP/s"),
+    TensorType("tf32", "tf32", "tf32", "TFLOP/s"),
+    TensorType("fp8 e4m3", "fp8", "e4m3", "TFLOP/s"),
+    TensorType("int8", "int8", "s8", "TOP/s"),
+)
+TENSOR_HEADER = ("Type", "mma.sync (best shape)", "wgmma dense", "Datasheet at clock", "cuBLAS", "wgmma vs cuBLAS")
+
+
+@dataclass(frozen=True)
+class TensorRow:
+    """One type's rates as plain text, and the facts they came from (for their verdicts)."""
+
+    label: str
+    cells: tuple[str, str, str, str, str]
+    facts: tuple[Fact, ...]
+
+
+def _best(results: Results, pattern: str) -> Fact | None:
+    """The fact with the highest value among those whose id matches ``pattern`` (a full-match regex)."""
+    found = [f for f in results.facts if re.fullmatch(pattern, f.id) and f.value is not None]
+    return max(found, key=lambda f: f.value or 0.0) if found else None
+
+
+def _shape(fact: Fact) -> str:
+    match = re.search(r"\.(m\d+n\d+k\d+)\.", fact.id)
+    return match.group(1) if match else ""
+
+
+def _rate(fact: Fact | None, unit: str) -> str:
+    if fact is None or fact.value is None:
+        return ""
+    shape = _shape(fact)
+    return f"{fmt_num(fact.value)} {unit}" + (f" ({shape})" if shape else "")
+
+
+def tensor_rows(results: Results) -> list[TensorRow]:
+    """Per data type: the best mma.sync rate, wgmma's dense rate (random operands), the datasheet peak at the
+    measured clock with wgmma's share of it, cuBLAS, and wgmma against cuBLAS; types the run has no rate
+    for are left out."""
+    rows = []
+    for kind in TENSOR_TYPES:
+        mma = _best(results, rf"tensor\.mma_sync\.{kind.mma}\.m\d+n\d+k\d+\.tflops")
+        emulated = results.fact(f"tensor.mma_sync.{kind.mma}.emulated")
+        wgmma = _best(results, rf"tensor\.wgmma\.{kind.wgmma}\.m64n256k\d+\.ss\.tflops")
+        peak = results.fact(f"tensor.wgmma.{kind.wgmma}.datasheet_peak_at_clock")
+        share = results.fact(f"tensor.wgmma.{kind.wgmma}.fraction_of_peak")
+        cublas = results.fact(f"tensor.cublas.{kind.wgmma}.tflops") or results.fact(f"tensor.cublas.{kind.mma}.tflops")
+        versus = results.fact(f"tensor.wgmma.{kind.wgmma}.fraction_of_cublas")
+        mma_text = _rate(mma, kind.unit) or ("emulated" if emulated is not None and emulated.value else "")
+        peak_text = _rate(peak, kind.unit)
+        if peak_text and share is not None and share.value is not None:
+            peak_text += f"; wgmma at {share.value * 100:.0f} %"
+        versus_text = "" if versus is None or versus.value is None else f"{versus.value:.2f} ×"
+        cells = (mma_text, _rate(wgmma, kind.unit), peak_text, _rate(cublas, kind.unit), versus_text)
+        if any(cells):
+            used = tuple(f for f in (mma, emulated, wgmma, peak, share, cublas, versus) if f is not None)
+            rows.append(TensorRow(kind.label, cells, used))
+    return rows
+
+
+# ---------------------------------------------------------------- the device and the verdict in one line each
+
+
+def device_line(results: Results) -> str:
+    """ "NVIDIA H200 · sm_90a (cc 9.0) · 132 SMs · SM clock 1980 MHz measured (nominal 1980) · ..."."""
+    dev = results.device
+    mhz = measured_sm_mhz(results)
+    clock = f"SM clock {fmt_num(mhz)} MHz measured" if mhz else "SM clock not measured"
+    if dev.sm_clock_nominal_mhz:
+        clock += f" (nominal {fmt_num(dev.sm_clock_nominal_mhz)})"
+    memory = " ".join(p for p in (dev.memory_type, fmt_bytes(dev.mem_bytes) if dev.mem_bytes else "") if p)
+    if dev.mem_bus_bits:
+        memory += f" {dev.mem_bus_bits}-bit"
+    nvml = results.clocks.get("nvml_before")
+    driver = nvml.get("driver") if isinstance(nvml, dict) and isinstance(nvml.get("driver"), str) else ""
+    software = ", ".join(p for p in (f"driver {driver}" if driver else "",
+                                      f"CUDA {dev.driver}" if dev.driver else "") if p)  # fmt: skip
+    parts = [
+        dev.name,
+        f"{dev.arch} (cc {dev.cc})",
+        f"{dev.sm_count} SMs",
+        clock,
+        memory.strip(),
+        f"L2 {fmt_bytes(dev.l2_bytes)}",
+        software,
+        f"run {run_time(results.created)}" if results.created else "",
+        judged_as(results),
+    ]
+    return " · ".join(p for p in parts if p)
+
+
+def run_time(created: str) -> str:
+    """ "2026-12-04 13:18 UTC" from the results' ISO time; the text as it is when it is not one."""
+    try:
+        when = datetime.fromisoformat(created)
+    except ValueError:
+        return created
+    if when.utcoffset() == timedelta(0):
+        return when.strftime("%Y-%m-%d %H:%M UTC")
+    return when.isoformat(sep=" ", timespec="minutes")
+
+
+def judged_as(results: Results) -> str:
+    """Which expectations judged the run, as the run recorded it."""
+    model = results.clocks.get("model")
+    if not isinstance(model, str) or not model:
+        return ""
+    if model.startswith("unknown"):
+        return "discovery mode (no expectations for this GPU: facts reported, invariants asserted)"
+    return f"judged as {model}"
+
+
+JUDGED = ("fail", "invalid", "unstable", "warn", "not_run", "throttled", "shared", "pass")
+NAMED = ("fail", "invalid", "unstable", "warn")  # verdicts whose facts the verdict line names
+NAMED_MOST = 8
+
+
+def verdict_counts(facts: list[Fact]) -> list[tuple[str, int]]:
+    """(verdict, count) for the judged verdicts the run has, worst first; "report" is counted apart."""
+    counts = {v: sum(1 for f in facts if f.verdict == v) for v in JUDGED}
+    return [(v, n) for v, n in counts.items() if n]
+
+
+def named_facts(facts: list[Fact], verdict: str) -> tuple[list[str], int]:
+    """The ids of the facts with ``verdict``, at most ``NAMED_MOST``, and how many more there are."""
+    ids = [f.id for f in facts if f.verdict == verdict]
+    return ids[:NAMED_MOST], max(0, len(ids) - NAMED_MOST)

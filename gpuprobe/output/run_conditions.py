@@ -1,0 +1,204 @@
+"""The conditions a run measured under, summed up for the sheet: temperature, power, clocks, clock-event
+(throttle) reasons, other tenants, ECC, MIG and the part's settings.
+
+Three records feed it, all as the run wrote them: NVML read by the run before its first and after its
+last family (``clocks["nvml_before"]`` / ``clocks["nvml_after"]``), NVML and the device's own SM clock
+read by the measuring process just before and after every probe (each probe's ``conditions``), and
+the NVML device record taken once (``environment["device_record"]``: limits, ECC, MIG, persistence,
+PCIe). A reading NVML refused is stored as its error text and is left out here; a run without NVML
+says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from gpuprobe.core.numbers import fmt_num
+from gpuprobe.core.results import Results
+
+# NVML's clock-event reason bits (nvmlClocksEventReason*), in bit order.
+CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "GPU idle"),
+    (0x2, "application clocks setting"),
+    (0x4, "SW power cap"),
+    (0x8, "HW slowdown"),
+    (0x10, "sync boost"),
+    (0x20, "SW thermal slowdown"),
+    (0x40, "HW thermal slowdown"),
+    (0x80, "HW power brake"),
+    (0x100, "display clock setting"),
+)
+NOT_RECORDED = "not recorded"
+
+
+def _number(value: Any) -> float | None:
+    """A reading as a number; None for an error text, a missing reading or a bool."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def nvml_readings(results: Results) -> list[dict[str, Any]]:
+    """Every NVML snapshot of the run: the run's own before and after, and each probe's before and after."""
+    readings = [results.clocks.get("nvml_before"), results.clocks.get("nvml_after")]
+    for outcome in results.probes.values():
+        readings += [outcome.conditions.get("nvml_before"), outcome.conditions.get("nvml_after")]
+    return [r for r in readings if isinstance(r, dict) and "error" not in r]
+
+
+def probe_readings(results: Results) -> list[dict[str, Any]]:
+    """The NVML snapshots taken around the probes (while the run measured)."""
+    readings = []
+    for outcome in results.probes.values():
+        readings += [outcome.conditions.get("nvml_before"), outcome.conditions.get("nvml_after")]
+    return [r for r in readings if isinstance(r, dict) and "error" not in r]
+
+
+def _values(readings: Iterable[dict[str, Any]], key: str) -> list[float]:
+    return [v for v in (_number(r.get(key)) for r in readings) if v is not None]
+
+
+def _span(values: list[float], unit: str) -> str | None:
+    """ "36 – 41 °C", or "1980 MHz" when every reading agrees; None without readings."""
+    if not values:
+        return None
+    low, high = min(values), max(values)
+    if low == high:
+        return f"{fmt_num(low)} {unit}"
+    return f"{fmt_num(low)} – {fmt_num(high)} {unit}"
+
+
+def reason_names(bits: int) -> list[str]:
+    """The names of the clock-event reasons set in ``bits``; an unknown bit by its value."""
+    names = [name for bit, name in CLOCK_EVENT_REASONS if bits & bit]
+    known = sum(bit for bit, _ in CLOCK_EVENT_REASONS)
+    if bits & ~known:
+        names.append(f"other ({bits & ~known:#x})")
+    return names
+
+
+def _reasons_text(readings: list[dict[str, Any]], clocks: dict[str, Any]) -> str:
+    """Which clock-event reasons the probes' readings showed, each with how many readings; then the run's
+    own readings at its start and end."""
+    parts = []
+    bits = [int(v) for v in _values(readings, "clock_event_reasons")]
+    if bits:
+        counts: dict[str, int] = {}
+        for value in bits:
+            for name in reason_names(value):
+                counts[name] = counts.get(name, 0) + 1
+        seen = ", ".join(f"{name} in {n} of {len(bits)} readings" for name, n in counts.items())
+        parts.append(f"while measuring: {seen}" if seen else f"none in {len(bits)} readings while measuring")
+    for key, when in (("nvml_before", "at the run's start"), ("nvml_after", "at its end")):
+        record = clocks.get(key)
+        value = _number(record.get("clock_event_reasons")) if isinstance(record, dict) else None
+        if value is not None:
+            parts.append(f"{when}: {', '.join(reason_names(int(value))) or 'none'}")
+    return "; ".join(parts) or NOT_RECORDED
+
+
+def _processes_text(readings: list[dict[str, Any]]) -> str | None:
+    others = _values(readings, "compute_processes")
+    if not others:
+        return None
+    busy = sum(1 for n in others if n > 0)
+    if not busy:
+        return f"none in {len(others)} readings"
+    return f"up to {fmt_num(max(others))}, in {busy} of {len(others)} readings"
+
+
+def _mode(record: dict[str, Any], key: str, names: dict[int, str]) -> str | None:
+    """A mode with its pending value when a reset would change it: "enabled (pending: disabled)"."""
+    current, pending = _number(record.get(f"{key}_current")), _number(record.get(f"{key}_pending"))
+    if current is None:
+        return None
+    text = names.get(int(current), str(int(current)))
+    if pending is not None and pending != current:
+        text += f" (pending after reset: {names.get(int(pending), str(int(pending)))})"
+    return text
+
+
+ON_OFF = {0: "disabled", 1: "enabled"}
+
+
+def _power_text(readings: list[dict[str, Any]], record: dict[str, Any]) -> str | None:
+    span = _span(_values(readings, "power_w"), "W")
+    limit = _number(record.get("power_enforced_limit_w")) or _number(record.get("power_limit_w"))
+    if span is None and limit is None:
+        return None
+    text = span or NOT_RECORDED
+    if limit is not None:
+        text += f" (limit {fmt_num(limit)} W)"
+    return text
+
+
+def _sm_clock_text(results: Results, readings: list[dict[str, Any]], record: dict[str, Any]) -> str | None:
+    """The device's own SM clock around the probes, with NVML's reading and its maximum and application clock."""
+    own = [
+        v
+        for outcome in results.probes.values()
+        for v in (_number(outcome.conditions.get("sm_mhz_before")), _number(outcome.conditions.get("sm_mhz_after")))
+        if v is not None
+    ]
+    parts = []
+    if own:
+        parts.append(f"{_span(own, 'MHz')} from the device's timers")
+    nvml = _span(_values(readings, "sm_clock_mhz"), "MHz")
+    if nvml:
+        parts.append(f"{nvml} by NVML")
+    most = _number(record.get("sm_clock_max_mhz")) or next(iter(_values(readings, "sm_clock_max_mhz")), None)
+    if most is not None:
+        parts.append(f"max {fmt_num(most)} MHz")
+    app = _number(record.get("sm_clock_application_mhz"))
+    if app is not None:
+        parts.append(f"application clock {fmt_num(app)} MHz")
+    return ", ".join(parts) or None
+
+
+def _pcie_text(record: dict[str, Any]) -> str | None:
+    gen, width = _number(record.get("pcie_generation")), _number(record.get("pcie_width"))
+    if gen is None or width is None:
+        return None
+    text = f"gen {fmt_num(gen)} x{fmt_num(width)}"
+    gen_max, width_max = _number(record.get("pcie_generation_max")), _number(record.get("pcie_width_max"))
+    if gen_max is not None and width_max is not None and (gen_max, width_max) != (gen, width):
+        text += f" (the link can do gen {fmt_num(gen_max)} x{fmt_num(width_max)})"
+    return text
+
+
+def _retried_text(results: Results) -> str:
+    """How many probes were measured again, and how many facts are marked throttled or shared."""
+    again = sum(1 for o in results.probes.values() if (_number(o.conditions.get("attempts")) or 1) > 1)
+    marked = {v: sum(1 for f in results.facts if f.verdict == v) for v in ("throttled", "shared")}
+    if not again and not any(marked.values()):
+        return "none: no probe measured again, no fact marked throttled or shared"
+    probes = f"{again} probe{'s' if again != 1 else ''} measured again"
+    return f"{probes}; facts marked throttled: {marked['throttled']}, shared: {marked['shared']}"
+
+
+def _rows(results: Results) -> Iterator[tuple[str, str | None]]:
+    record = results.environment.get("device_record")
+    record = record if isinstance(record, dict) else {}
+    readings = probe_readings(results)
+    yield "GPU temperature", _span(_values(nvml_readings(results), "temperature_c"), "°C")
+    yield "Power draw", _power_text(nvml_readings(results), record)
+    yield "SM clock around the probes", _sm_clock_text(results, readings or nvml_readings(results), record)
+    yield "Clock-event (throttle) reasons", _reasons_text(readings, results.clocks)
+    yield "Other compute processes", _processes_text(readings)
+    yield "Disturbed measurements", _retried_text(results)
+    yield "ECC", _mode(record, "ecc_mode", ON_OFF)
+    yield "MIG", _mode(record, "mig_mode", ON_OFF)
+    persistence = _number(record.get("persistence_mode"))
+    yield "Persistence mode", None if persistence is None else ON_OFF.get(int(persistence), str(persistence))
+    pstate = _number(record.get("performance_state"))
+    yield "Performance state", None if pstate is None else f"P{int(pstate)}"
+    yield "PCIe link", _pcie_text(record)
+
+
+def condition_rows(results: Results) -> list[tuple[str, str]]:
+    """(what, summary) for each condition of the run, "not recorded" where the run has no reading of it."""
+    rows = [(label, text or NOT_RECORDED) for label, text in _rows(results)]
+    if not nvml_readings(results) and not results.environment.get("device_record"):
+        rows.insert(0, ("NVML", "no readings in this results file (NVML absent where it ran, or an older file)"))
+    return rows

@@ -1,0 +1,86 @@
+"""The fact sheet of the one real run there is: reports/nvidia-h200/results.json (an H200 measured by
+scripts/device-check.sh, read as it came; its factsheet.md beside it is the older renderer's, 176 KB).
+Rendered here without drawing the plots (their file names only), so the test stays fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuprobe.core.results import Results, load
+from gpuprobe.families.catalog import sections
+from gpuprobe.output import html_report, report
+from gpuprobe.output.run_conditions import condition_rows
+
+RUN = Path(__file__).resolve().parent.parent / "reports" / "nvidia-h200" / "results.json"
+PLOTS = {"latency_vs_footprint": "latency_vs_footprint.png", "l2_partition_map": "l2_partition_map.png",
+         "bulk_copies": "bulk_copies.png"}  # fmt: skip
+MOST_BYTES = 60 * 1024
+
+
+@pytest.fixture(scope="module")
+def run() -> Results:
+    return load(RUN)
+
+
+@pytest.fixture(scope="module")
+def sheet(run: Results) -> str:
+    return report.render_markdown(run, PLOTS, sections=sections())
+
+
+def test_the_sheet_of_the_real_run_is_under_60_kb(sheet: str) -> None:
+    assert len(sheet.encode("utf-8")) < MOST_BYTES
+    assert len(sheet.encode("utf-8")) < (RUN.parent / "factsheet.md").stat().st_size / 3  # the old one: 176 KB
+
+
+def test_its_first_screen_says_what_an_engineer_asks_first(sheet: str) -> None:
+    top = sheet.split("## Key plots", 1)[0]
+    assert (
+        "NVIDIA H200 · sm_90a (cc 9.0) · 132 SMs · SM clock 1980 MHz measured (nominal 1980) · HBM3e 139.8 GiB "
+        "6016-bit · L2 60 MiB · driver 580.159.04, CUDA 13.0 · run 2026-12-04 13:18 UTC · judged as h200"
+    ) in top
+    assert "**Verdict:** 1 unstable, 1 warn, 1 not run, 97 pass; 172 reported, not judged (272 facts)." in top
+    assert "**UNSTABLE:** `cache.l1.line_bytes`. **WARN:** `l2.partition_count`." in top
+    assert "**Probes:** 249 of 249 probes ran: 148 ok, 56 crashed, 45 failed." in top
+    for line in (
+        "| Shared memory latency | 23 cyc (11.62 ns) | — | 20 – 36 cyc (warn) [1] | PASS |",
+        "| L2 hit latency, near | 280.7 cyc (141.8 ns) | — | 240 – 330 cyc (warn) [3] | PASS |",
+        "| L2 hit latency, far partition | 511.9 cyc (258.5 ns) | — | 420 – 620 cyc (warn) [4] | PASS |",
+        "| DRAM latency | 658.2 cyc (332.4 ns) | — | 550 – 950 cyc (warn) [5] | PASS |",
+        "| L2 capacity (latency knee) | 59.93 MiB | — | 47 MiB – 75 MiB (warn) [7] | PASS |",
+        "| DRAM read bandwidth | not measured: bandwidth.dram.read.v16 failed | — | — | — |",
+        "| L1 read bandwidth | 128 byte/clk/SM | = 33.45 TB/s (132 SMs × 1980 MHz) |",
+        "| FFMA (FP32) throughput | 115.9 op/clk/SM | = 60.56 TFLOP/s FP32 (132 SMs × 1980 MHz) |",
+        "| Host → device, pinned | not measured: host_transfer.h2d failed | — | — | — |",
+    ):
+        assert line in top, line
+    assert "| bf16 | 638.7 TFLOP/s (m16n8k16) | — | — | — | — | — |" in top  # wgmma failed on this run
+
+
+def test_its_run_conditions_come_from_the_nvml_readings_the_run_wrote(run: Results, sheet: str) -> None:
+    assert "nvml" not in run.clocks and {"nvml_before", "nvml_after"} <= set(run.clocks)  # what a session writes
+    conditions = dict(condition_rows(run))
+    assert conditions["GPU temperature"] == "36 – 38 °C"
+    assert conditions["Power draw"] == "76.26 – 136.9 W (limit 700 W)"
+    assert conditions["Clock-event (throttle) reasons"] == (
+        "none in 341 readings while measuring; at the run's start: GPU idle; at its end: none"
+    )
+    assert (conditions["ECC"], conditions["MIG"], conditions["PCIe link"]) == ("enabled", "disabled", "gen 5 x16")
+    assert "1971 – 1980 MHz from the device's timers, 1980 MHz by NVML" in conditions["SM clock around the probes"]
+    assert "| ECC | enabled |" in sheet.split("## Run conditions", 1)[1].split("## Details", 1)[0]
+
+
+def test_its_failed_probes_are_one_row_per_way_they_failed(sheet: str) -> None:
+    status = sheet.split("## Probe status", 1)[1].split("## References", 1)[0]
+    rows = [line for line in status.splitlines() if line.startswith("| `")]
+    assert 10 < len(rows) < 40  # 101 probes that did not end ok
+    assert sum(line.count("`") // 2 for line in rows) == 56 + 45  # every one of them named
+    assert "stderr" not in status  # the measuring process's traceback stays in results.json
+
+
+def test_its_html_sheet_has_the_same_first_screen(run: Results, sheet: str) -> None:
+    page = html_report.render_html(run, {}, sections=sections())
+    assert page.index('<table class="headline">') < page.index('id="details"')
+    assert "not measured: bandwidth.dram.read.v16 failed" in page and "36 – 38 °C" in page
+    assert page.count("<details") >= 15
