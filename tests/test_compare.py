@@ -338,18 +338,57 @@ def test_warnings_name_what_differs_between_the_runs() -> None:
     assert "different CUDA toolkits: a 12.8, b 12.9" in text
     assert "SM clocks differ by -19.7 % (a 1755 MHz, b 1410 MHz)" in text
     assert "b is a partial run" in text
-    rendered = render(comparison)
-    assert rendered.index("summary: ") < rendered.index("warning: different GPU models")
+    assert len(comparison.different_gpus) == 2  # the model and the clock; the software is no other GPU
+    lines = render(comparison).splitlines()
+    loud = "WARNING: DIFFERENT GPUS OR CLOCKS: different GPU models"
+    assert lines[0].startswith(f"{loud}: a Test GPU (cc 9.0), b Other GPU")
+    assert "SM clocks differ by -19.7 %" in lines[0] and lines[1] == "gpuprobe compare: a -> b"
+    assert "warning: different drivers: a 570.86, b 560.35" in lines
+    assert not any(line.startswith("warning: different GPU models") for line in lines)  # said once, first
+    md = render(comparison, "md").splitlines()
+    assert md[0].startswith(f"> **{loud}") and md[2].startswith("## gpuprobe")
 
 
 def test_small_clock_differences_and_missing_clocks_draw_no_warning() -> None:
     assert compare(run(mhz=1755.0), run(mhz=1780.0)).warnings == []
     assert compare(run(mhz=1755.0), run(mhz=None)).warnings == []
+    assert not render(compare(run(mhz=1755.0), run(mhz=1780.0))).startswith("WARNING")
 
 
 def test_the_same_model_with_fewer_sms_is_a_warning() -> None:
     mig = Device(**{**DEVICE.__dict__, "sm_count": 16})
-    assert any("MIG" in w for w in compare(run(), run(device=mig)).warnings)
+    comparison = compare(run(), run(device=mig))
+    assert any("MIG" in w for w in comparison.warnings)
+    assert render(comparison).startswith("WARNING: DIFFERENT GPUS OR CLOCKS: same model, different configuration (MIG")
+
+
+def test_other_nominal_clocks_are_another_gpu() -> None:
+    fast = Device(**{**DEVICE.__dict__, "sm_clock_nominal_mhz": 1980.0, "mem_clock_mhz": 3201.0})
+    slow = Device(**{**DEVICE.__dict__, "sm_clock_nominal_mhz": 1755.0, "mem_clock_mhz": 2619.0})
+    assert compare(run(device=fast), run(device=slow)).different_gpus == [
+        "different nominal SM clocks: BASE 1980 MHz, NEW 1755 MHz",
+        "different memory clocks: BASE 3201 MHz, NEW 2619 MHz",
+    ]
+    assert compare(run(device=fast), run(device=DEVICE)).different_gpus == []  # a clock not recorded: nothing to say
+
+
+def test_strict_refuses_runs_of_different_gpus_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The newcomer trial's k07: an H200 run compared with a "Simulated GPU" run, silently, exit 0."""
+    from gpuprobe.cli import main
+
+    h200 = Device(**{**DEVICE.__dict__, "name": "NVIDIA H200", "sm_count": 132})
+    simulated = Device(**{**DEVICE.__dict__, "name": "Simulated GPU", "sm_count": 8, "l2_bytes": 2**19})
+    base, new = _files(tmp_path, run(*a_full_run().facts, device=h200), run(*a_full_run().facts, device=simulated))
+    assert main(["compare", base, new]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("WARNING: DIFFERENT GPUS OR CLOCKS: different GPU models:")
+    assert "NVIDIA H200" in out.splitlines()[0] and "Simulated GPU" in out.splitlines()[0]
+    assert main(["compare", base, new, "--strict"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("gpuprobe: error: compare --strict: different GPUs or clocks (different GPU models:")
+    same, _ = _files(tmp_path, run(*a_full_run().facts, device=h200), run())
+    assert main(["compare", same, same, "--strict"]) == 0  # one GPU: --strict compares as before
 
 
 # ---------------------------------------------------------------- rendering --------
@@ -357,7 +396,11 @@ def test_the_same_model_with_fewer_sms_is_a_warning() -> None:
 
 def _md_cells(line: str) -> list[str]:
     assert line.startswith("| ") and line.endswith(" |"), line
-    return re.split(r"(?<!\\)\|", line[1:-1])
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line[1:-1])]
+
+
+def _md_rule(line: str) -> bool:
+    return re.fullmatch(r"\|(:?-+:?\|)+", line) is not None
 
 
 def test_markdown_tables_are_well_formed_and_open_with_the_summary() -> None:
@@ -368,17 +411,19 @@ def test_markdown_tables_are_well_formed_and_open_with_the_summary() -> None:
     assert md.startswith("## gpuprobe compare") and md.splitlines()[2] == f"**{comparison.summary()}**"
     lines = md.splitlines()
     headline = lines[lines.index("### Worse (3)") + 2 :]
-    assert headline[:2] == ["| Fact | Change | Noise (base / new) |", "|---|---|---|"]
+    assert _md_cells(headline[0]) == ["Fact", "Change", "Noise (base / new)"] and _md_rule(headline[1])
     assert {len(_md_cells(line)) for line in headline[2:5]} == {3}
-    table = lines[lines.index("| Fact | Base | New | Change | Label | Reason |") :]
-    assert table[1] == "|---|---|---|---|---|---|"
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Fact ") and "| Reason " in line)
+    table = lines[start:]
+    assert _md_cells(table[0]) == ["Fact", "Base", "New", "Change", "Label", "Reason"] and _md_rule(table[1])
+    assert table[1].count("|") == 7
     rows = [line for line in table if line.startswith("|")][2:]
     assert {len(_md_cells(line)) for line in rows} == {6}
     assert len(rows) == len(comparison.rows) - len(comparison.with_label(Label.SAME))
     assert "a \\| b" in md
     assert lines[-1] == f"_{len(comparison.with_label(Label.SAME))} SAME facts not listed (--all lists them)_"
     everything = render(comparison, "md", show_all=True)
-    assert len([line for line in everything.splitlines() if line.startswith("| ") and "|---" not in line]) == (
+    assert len([line for line in everything.splitlines() if line.startswith("| ")]) == (
         1 + 3 + 1 + len(comparison.rows)
     )
 
@@ -422,6 +467,13 @@ def test_output_is_deterministic() -> None:
     first = render(compare(a_full_run(), a_full_run(seed=3, latency_scale=1.02)), "md")
     second = render(compare(a_full_run(), a_full_run(seed=3, latency_scale=1.02)), "md")
     assert first == second
+
+
+def test_a_huge_change_is_written_in_a_few_digits() -> None:
+    """The newcomer trial's k10: a value of 1e308 printed a percentage 300 digits long."""
+    text = render(compare(run(exact("device.l2_bytes", 1.0, "byte")), run(exact("device.l2_bytes", 1e300, "byte"))))
+    [row] = [line for line in text.splitlines() if line.startswith("device.l2_bytes")]
+    assert "+1e+302 % (+1e+300 byte)" in row and len(row) < 200
 
 
 def test_an_unknown_format_is_a_user_error() -> None:
@@ -495,9 +547,9 @@ def test_markdown_output_through_the_command(tmp_path: Path, capsys: pytest.Capt
     base, new = _files(tmp_path, a_full_run(), a_full_run())
     assert _command(base, new, "--format", "md") == 0
     out = capsys.readouterr().out
-    assert out.startswith("## gpuprobe compare") and "| latency.l2 |" not in out and "8 SAME facts not listed" in out
+    assert out.startswith("## gpuprobe compare") and "| latency.l2 " not in out and "8 SAME facts not listed" in out
     assert _command(base, new, "--format", "md", "--all") == 0
-    assert "| latency.l2 |" in capsys.readouterr().out
+    assert "| latency.l2 " in capsys.readouterr().out
 
 
 def test_strict_fails_on_unknown_facts_of_the_base(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,24 +4,32 @@
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import pytest
 
 from gpuprobe import cli
+from gpuprobe.core.detection import quantity_kind
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Results
+from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Results, load
 from gpuprobe.fleet import aggregate as fleet
 from gpuprobe.fleet import runs as fleet_run
+from gpuprobe.fleet import spread
+from tests.fake_gpu import CLOCKED_RUN_SD, DEVICE_RUN_SD, HOST_RUN_SD
 
 REPO = Path(__file__).resolve().parent.parent
+H200_RUN = REPO / "reports" / "nvidia-h200" / "results.json"  # a real H200's 272 facts, as measured
 SBATCH = REPO / "docs" / "slurm" / "gpuprobe-fleet.sbatch"
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -96,26 +104,39 @@ def plant(path: Path, **changes: float) -> None:
 
 def test_robust_z_matches_the_definition() -> None:
     values = np.array([10.0, 11.0, 12.0, 13.0, 100.0])
-    got = fleet.robust_z(values)
-    assert got.median == 12.0 and got.mad == 1.0 and not got.floored
+    got = spread.robust_z(values)
+    assert got.median == 12.0 and got.mad == 1.0 and got.source == spread.SPREAD
     assert np.allclose(got.z, 0.6745 * (values - 12.0) / 1.0)
+    floored = spread.robust_z(values, noise=3.0, practical_fraction=0.01)  # a noise floor above MAD / 0.6745
+    assert floored.source == spread.NOISE and np.allclose(floored.z, (values - 12.0) / 3.0)
+    practical = spread.robust_z(values, noise=0.5, practical_fraction=0.5)  # 50 % of 12 over the threshold
+    assert practical.source == spread.PRACTICAL and practical.scale == 6.0
 
 
-def test_mad_zero_falls_back_to_a_relative_floor_and_says_so(tmp_path: Path) -> None:
-    got = fleet.robust_z(np.array([132.0] * 9 + [114.0]))
-    assert got.mad == 0 and got.floored and got.scale == pytest.approx(0.132)
-    assert got.z[-1] == pytest.approx(0.6745 * -18 / 0.132)
-    assert np.all(fleet.robust_z(np.full(5, 7.0)).z == 0)  # all equal: nobody is an outlier
-    zero = fleet.robust_z(np.array([0.0, 0.0, 0.0, 0.0, 5.0]))  # median 0: the floor is relative to the spread
+def test_an_exact_fact_counts_any_difference_with_a_finite_z(tmp_path: Path) -> None:
+    got = spread.robust_z(np.array([132.0] * 9 + [114.0]))
+    assert got.mad == 0 and got.source == spread.EXACT and got.scale == pytest.approx(0.132)
+    assert got.z[-1] == pytest.approx(-18 / 0.132)
+    assert np.all(spread.robust_z(np.full(5, 7.0)).z == 0)  # all equal: nobody is an outlier
+    zero = spread.robust_z(np.array([0.0, 0.0, 0.0, 0.0, 5.0]))  # median 0: the floor is relative to the spread
     assert np.isfinite(zero.z).all() and zero.z[-1] > 100
 
     paths = make_fleet(tmp_path, 10)
-    plant(paths[4], **{"device.sm_count": 114.0})
+    plant(paths[4], **{"device.sm_count": 131.0})  # one SM fewer: 0.8 %, under the practical floor, yet real
     report = fleet.aggregate_paths([tmp_path])
     assert [s.gpu.gpu_index for s in report.outliers] == [4]
     assert report.outliers[0].deviations[0].fact_id == "device.sm_count"
-    assert any("MAD is 0" in note and "device.sm_count" in note for note in report.notes), report.notes
-    assert "MAD raised to 0.1%" in fleet.render(report, "text")
+    sm_count = next(f for f in report.models[0].facts if f.fact_id == "device.sm_count")
+    assert sm_count.source == spread.EXACT and "0.10 % exact" in fleet.render(report, "text")
+
+
+def test_the_noise_floor_needs_more_standard_deviations_the_more_values_a_report_judges() -> None:
+    few, many = spread.noise_quantile(3 * 272), spread.noise_quantile(4000 * 550)
+    assert 3.5 < few < many < 6.0
+    # noise alone beyond the quantile, anywhere among the values judged: FLEET_ALPHA (Bonferroni, two-sided)
+    assert 2 * (1 - NormalDist().cdf(few)) * 3 * 272 == pytest.approx(spread.FLEET_ALPHA)
+    # three GPUs: the median is itself one noisy value, so a deviation from it is noisier than one GPU
+    assert spread.noise_floor(1.0, 3, few, 3.5) == pytest.approx((1 + np.pi / 6) ** 0.5 * few / 3.5)
 
 
 def test_planted_outlier_is_found_and_named_by_file_and_identity(tmp_path: Path) -> None:
@@ -133,7 +154,8 @@ def test_planted_outlier_is_found_and_named_by_file_and_identity(tmp_path: Path)
     dram = next(f for f in report.models[0].facts if f.fact_id == "latency.dram")
     assert (dram.count, dram.outliers, dram.maximum) == (24, 1, 900.0)
     text = fleet.render(report, "text")
-    assert str(paths[15]) in text and "nodeB" in text and "GPU-nodeB-3" in text and "latency.dram z=+" in text
+    assert str(paths[15]) in text and "nodeB" in text and "GPU-nodeB-3" in text
+    assert re.search(r"latency\.dram \+38\.\d % z=\+\d+\.\d \(900 vs 65\d\.\d+ cycle\)", text), text
 
 
 def test_identity_inside_the_file_wins_over_the_directory_name(tmp_path: Path) -> None:
@@ -153,6 +175,114 @@ def test_a_clean_fleet_has_no_outlier_and_exits_0(tmp_path: Path) -> None:
     assert report.exit_status == 0 and not report.outliers and report.gpus == 40
     l2 = next(f for f in report.models[0].facts if f.fact_id == "latency.l2")
     assert l2.minimum <= l2.p5 <= l2.median <= l2.p95 <= l2.maximum and l2.mad > 0
+
+
+# ---------------------------------------------------------------- identical GPUs, ordinary noise ---
+
+
+@pytest.fixture(scope="module")
+def h200() -> Results:
+    return load(H200_RUN)
+
+
+def run_to_run_sd(fact_id: str, unit: str) -> float:
+    """How much the simulated GPU moves a quantity between runs (tests/fake_gpu.py): cycles 0.3 %, other
+    device quantities 0.5 %, what the host takes part in 1 %, exact results not at all."""
+    kind = quantity_kind(fact_id, unit)
+    if kind == "exact":
+        return 0.0
+    if kind == "host":
+        return HOST_RUN_SD
+    return CLOCKED_RUN_SD if unit == "cycle" else DEVICE_RUN_SD
+
+
+def identical_gpus(template: Results, count: int, seed: int) -> list[tuple[str, Results]]:
+    """``count`` runs of GPUs identical to ``template``'s, each fact moved as another run moves it: by the
+    simulated GPU's run-to-run spread, and by its own measured noise (its CI as 1.96 standard errors)."""
+    rng = np.random.default_rng(seed)
+    gpus = []
+    for k in range(count):
+        results = copy.copy(template)
+        results.device = dataclasses.replace(template.device, uuid=f"GPU-{k}")
+        results.facts = [copy.copy(f) for f in template.facts]
+        for fact in results.facts:
+            sd = run_to_run_sd(fact.id, fact.unit)
+            if fact.value is None or not sd:
+                continue
+            standard_error = 0.0 if fact.ci is None else (fact.ci[1] - fact.ci[0]) / 2 / 1.96
+            moved = fact.value * (1 + sd * rng.standard_normal()) + standard_error * rng.standard_normal()
+            if fact.ci is not None:
+                fact.ci = (fact.ci[0] + moved - fact.value, fact.ci[1] + moved - fact.value)
+            fact.value = moved
+        gpus.append((f"node-gpu{k}/results.json", results))
+    return gpus
+
+
+def scaled(gpu: tuple[str, Results], fact_id: str, factor: float) -> tuple[str, Results]:
+    name, results = gpu
+    changed = copy.copy(results)
+    changed.facts = [copy.copy(f) for f in results.facts]
+    fact = next(f for f in changed.facts if f.id == fact_id)
+    fact.value = None if fact.value is None else fact.value * factor
+    return name, changed
+
+
+@pytest.mark.parametrize(("count", "seed"), [(3, 0), (3, 1), (12, 2), (40, 3)])
+def test_identical_gpus_with_ordinary_noise_have_no_outlier(h200: Results, count: int, seed: int) -> None:
+    report = fleet.aggregate(identical_gpus(h200, count, seed))
+    assert report.exit_status == 0 and not report.outliers, [s.deviations[:2] for s in report.outliers]
+    assert report.models[0].gpus == count and len(report.models[0].facts) > 250
+
+
+def test_the_trials_three_h200s_a_1_7_percent_apart_are_no_outliers(h200: Results) -> None:
+    """The newcomer trial: two GPUs agreeing exactly, the third 1.7 % off on one latency, scored z = 12.5 and
+    exit 1 when the spread was floored at 0.1 % of the median."""
+    same = identical_gpus(h200, 1, seed=4)[0]
+    gpus = [("a.json", same[1]), ("b.json", same[1]), scaled(("c.json", same[1]), "warp.tile.reduce.latency.16", 1.017)]
+    report = fleet.aggregate(gpus)
+    assert report.exit_status == 0
+    [top] = [d for d in report.ranking[0].deviations if d.fact_id == "warp.tile.reduce.latency.16"]
+    assert top.pct == pytest.approx(1.7) and abs(top.z) < 3.5
+    five = fleet.aggregate([*gpus[:2], scaled(("c.json", same[1]), "warp.tile.reduce.latency.16", 1.05)])
+    assert [s.gpu.file for s in five.outliers] == ["c.json"] and five.exit_status == 1
+
+
+@pytest.mark.parametrize(
+    ("fact_id", "factor"),
+    [("latency.l2", 1.05), ("latency.dram", 1.05), ("device.sm_clock", 0.95), ("warp.shfl.bfly.throughput", 0.95)],
+)
+def test_one_fact_five_percent_off_names_its_gpu(h200: Results, fact_id: str, factor: float) -> None:
+    gpus = identical_gpus(h200, 8, seed=5)
+    gpus[6] = scaled(gpus[6], fact_id, factor)
+    report = fleet.aggregate(gpus)
+    assert [s.gpu.file for s in report.outliers] == ["node-gpu6/results.json"] and report.exit_status == 1
+    worst = report.outliers[0].deviations[0]
+    assert worst.fact_id == fact_id and abs(worst.pct) == pytest.approx(5.0, abs=1.5)
+    assert fact_id in fleet.render(report, "text")
+    assert fleet.aggregate(gpus, min_deviation_pct=8.0).exit_status == 0  # under a larger practical threshold
+
+
+def test_the_practical_threshold_and_the_noise_floor_are_stated(h200: Results) -> None:
+    report = fleet.aggregate(identical_gpus(h200, 3, seed=0))
+    text = fleet.render(report, "text")
+    assert "the practical floor: 3 % of the median / 3.5, so an outlier is more than 3 % off (--min-deviation)" in text
+    assert re.search(r"noise alone then makes an outlier in 1 % of reports on identical GPUs \(Bonferroni over "
+                     r"the \d+ values judged\)", text)  # fmt: skip
+    data = json.loads(fleet.render(report, "json"))
+    assert data["min_deviation_pct"] == 3.0 and data["values_judged"] == 3 * len(report.models[0].facts)
+    assert {f["scale_from"] for f in data["models"][0]["facts"]} <= set(spread.SOURCES)
+    assert "- the practical floor: 3 % of the median" in fleet.render(report, "md")
+
+
+def test_notes_stay_short_however_many_facts(h200: Results) -> None:
+    """The trial's notes line named all 552 fact ids in 21,000 characters."""
+    gpus = [(f"gpu{k}.json", h200) for k in range(3)]  # three identical files: every MAD is 0
+    again = copy.copy(h200)
+    again.facts = [dataclasses.replace(f, unit="ns") if f.unit == "cycle" else f for f in h200.facts]
+    report = fleet.aggregate([*gpus, ("again.json", again), ("twice.json", h200)])
+    assert report.notes and all(len(note) < 300 for note in report.notes), report.notes
+    assert any(re.search(r"\d+ fact\(s\) come in several units \(.+, .+, .+ and \d+ more\)", n) for n in report.notes)
+    assert max(len(line) for line in fleet.render(report, "text").splitlines()[-len(report.notes) :]) < 300
 
 
 def test_models_are_compared_only_with_their_own_kind(tmp_path: Path) -> None:
@@ -210,9 +340,10 @@ def test_duplicates_partials_and_unit_changes_are_noted(tmp_path: Path) -> None:
     pairs.append(("ns.json", ns))
     report = fleet.aggregate(pairs)
     notes = " | ".join(report.notes)
-    assert "GPU GPU-0 appears in 2 files (r0.json, again.json)" in notes
+    assert "1 GPU(s) appear in several files: GPU-0 in 2 files (r0.json, again.json)" in notes
     assert "1 results file(s) are partial" in notes
-    assert "latency.l2 comes in 2 units (cycle, ns)" in notes
+    assert "1 fact(s) come in several units (latency.l2); each unit on its own" in notes
+    assert "again.json (partial)" in fleet.render(report, "text")
 
 
 # ---------------------------------------------------------------- speed ---------
@@ -332,9 +463,12 @@ def test_exit_status_through_add_command(tmp_path: Path, mixed: Path, capsys: py
     assert code == 0 and json.loads(out)["exit_status"] == 0
     make_fleet(tmp_path / "clean", 6)
     assert run_command(capsys, "fleet", str(tmp_path / "clean"), "--format", "md")[0] == 0
-    with pytest.raises(SystemExit) as bad:
-        tiny_parser().parse_args(["fleet", str(mixed), "--threshold", "-1"])
-    assert bad.value.code == 2
+    code, out = run_command(capsys, "fleet", str(mixed), "--min-deviation", "1e6", "--format", "json")
+    assert code == 0 and json.loads(out)["min_deviation_pct"] == 1e6  # nothing measured is a million % off
+    for option, value in (("--threshold", "-1"), ("--min-deviation", "-1"), ("--min-deviation", "nan")):
+        with pytest.raises(SystemExit) as bad:
+            tiny_parser().parse_args(["fleet", str(mixed), option, value])
+        assert bad.value.code == 2
 
 
 def test_module_main_reports_user_errors_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -542,7 +676,7 @@ def test_fleet_run_measures_every_gpu_once_then_reports(
     assert sorted(p.env["CUDA_VISIBLE_DEVICES"] for p in started) == ["0", "1", "2", "3"]
     assert all(p.run.command[-2:] == ("-k", "latency or clock") for p in started)
     assert "gpu3 (CUDA_VISIBLE_DEVICES=3): pytest exit 1" in text
-    assert f"{out / 'nodeX-gpu2' / 'results.json'}" in text and "latency.l2 z=+" in text
+    assert f"{out / 'nodeX-gpu2' / 'results.json'}" in text and "latency.l2 +243." in text
     with pytest.raises(GpuprobeError, match="already exists"):
         run_command(capsys, "fleet-run", str(out))
     monkeypatch.setattr(fleet_run, "spawn_process", lambda run, env: FakeProcess(run, env, write=run.gpu_index != 1))

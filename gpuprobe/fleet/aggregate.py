@@ -4,10 +4,12 @@ Three pieces, documented for users in docs/fleet.md:
 
 - **Aggregation** (``gpuprobe fleet DIR_OR_FILES...``): every results file is one GPU. Facts are
   compared only within one GPU model (``device.name``): per fact the distribution across GPUs
-  (count, median, MAD, min, p5, p95, max), and per GPU a robust z-score for each fact,
-  ``z = 0.6745 * (x - median) / MAD``. A GPU with any ``|z|`` beyond the threshold (3.5 by
-  default) is an outlier and the command exits 1. Files that are not gpuprobe results are listed
-  as skipped with the reason; only when none is readable is that an error.
+  (count, median, MAD, noise, min, p5, p95, max), and per GPU a robust z-score for each fact,
+  ``z = (x - median) / scale`` with a scale no smaller than the fact's measured noise nor than the
+  practical threshold allows (:mod:`gpuprobe.fleet.spread`). A GPU with any ``|z|`` beyond the
+  threshold (3.5 by default) is an outlier and the command exits 1: a fact beyond the GPUs' spread,
+  beyond its own noise, and more than ``--min-deviation`` (3 %) from the median. Files that are not
+  gpuprobe results are listed as skipped with the reason; only when none is readable is that an error.
 - **One node, many GPUs** (``gpuprobe fleet-run OUT``, and the pytest-xdist form): see
   :mod:`gpuprobe.fleet.runs`.
 - **Across nodes**: docs/slurm/gpuprobe-fleet.sbatch, one Slurm task per GPU, then
@@ -31,21 +33,36 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuprobe.core.detection import percent_text
 from gpuprobe.core.errors import GpuprobeError, require_count
 from gpuprobe.core.results import Results, load
+from gpuprobe.core.tables import md_cell, md_table, text_table
+from gpuprobe.fleet.compare import allowance_text
+from gpuprobe.fleet.spread import (
+    EXACT,
+    EXACT_FLOOR,
+    FLEET_ALPHA,
+    PRACTICAL,
+    SOURCES,
+    RobustZ,
+    measured_noise,
+    noise_floor,
+    noise_quantile,
+    robust_z,
+)
 
 if TYPE_CHECKING:
     import numpy as np  # imported where used: `gpuprobe --help` stays quick
 
 FLEET_SCHEMA = "gpuprobe.fleet.aggregate"
-FLEET_SCHEMA_VERSION = 1
+FLEET_SCHEMA_VERSION = 2  # 2: z over a scale with noise and practical floors; facts carry noise, scale, scale_from
 
 DEFAULT_THRESHOLD = 3.5  # Iglewicz and Hoaglin's cut-off for the modified z-score
-MAD_TO_Z = 0.6745  # the 0.75 quantile of the standard normal: MAD / 0.6745 estimates sigma
-MAD_FLOOR = 1e-3  # the MAD is never taken below 0.1% of |median| (see robust_z)
+DEFAULT_MIN_DEVIATION_PCT = 3.0  # the practical threshold: above the 1-2 % real runs move, below the 5 % to catch
 MIN_GPUS_TO_JUDGE = 3  # fewer GPUs of a model: distributions shown, no outliers judged
 WORST_SHOWN = 10
 FACTS_PER_GPU = 3
+NAMED_IN_A_NOTE = 3  # a note names this many ids at most, then counts the rest
 FORMATS = ("text", "md", "json")
 RESULTS_NAME = "results.json"
 GPU_DIR = re.compile(r"^(?P<host>.+)-gpu(?P<index>\d+)$")  # <hostname>-gpu<K>, as fleet-run and Slurm write
@@ -72,10 +89,11 @@ class GpuIdentity:
 
 @dataclass(frozen=True)
 class FileSummary:
-    """What aggregation needs from one results file: the GPU and its facts as (id, unit, value)."""
+    """What aggregation needs from one results file: the GPU and its facts as (id, unit, value,
+    half-width of the fact's confidence interval, ``None`` without one)."""
 
     gpu: GpuIdentity
-    facts: tuple[tuple[str, str, float], ...]
+    facts: tuple[tuple[str, str, float, float | None], ...]
 
 
 @dataclass(frozen=True)
@@ -109,15 +127,23 @@ def identify(source: str, results: Results) -> GpuIdentity:
     )
 
 
+def _half_width(ci: tuple[float, float] | None) -> float | None:
+    if ci is None:
+        return None
+    half = abs(ci[1] - ci[0]) / 2.0
+    return half if math.isfinite(half) else None
+
+
 def summarize(source: str, results: Results) -> FileSummary:
-    """Reduce one results file to its identity and finite fact values (first occurrence of an id wins)."""
+    """Reduce one results file to its identity and finite fact values with their intervals' half-widths
+    (first occurrence of an id wins)."""
     seen: set[str] = set()
     facts = []
     for fact in results.facts:
         if fact.value is None or not math.isfinite(fact.value) or fact.id in seen:
             continue
         seen.add(fact.id)
-        facts.append((fact.id, fact.unit, fact.value))
+        facts.append((fact.id, fact.unit, fact.value, _half_width(fact.ci)))
     return FileSummary(identify(source, results), tuple(facts))
 
 
@@ -179,35 +205,6 @@ def load_summaries(files: Sequence[str], jobs: int | None = None) -> tuple[list[
 
 
 @dataclass(frozen=True)
-class RobustZ:
-    """The centre, spread and z-scores of one fact's values across GPUs."""
-
-    median: float
-    mad: float
-    scale: float  # the MAD used: max(MAD, MAD_FLOOR * |median|)
-    floored: bool  # the floor replaced the MAD
-    z: np.ndarray
-
-
-def robust_z(values: np.ndarray) -> RobustZ:
-    """Modified z-scores ``0.6745 * (x - median) / MAD`` with the MAD floored.
-
-    When more than half the GPUs agree exactly the MAD is 0 and every other value would be
-    infinitely far; so the MAD is never taken below ``MAD_FLOOR`` (0.1%) of ``|median|``, or, for
-    a median of 0, of the largest deviation. All values equal: every z is 0.
-    """
-    import numpy as np
-
-    median = float(np.median(values))
-    deviations = np.abs(values - median)
-    mad = float(np.median(deviations))
-    floor = MAD_FLOOR * (abs(median) or float(deviations.max()))
-    scale = max(mad, floor)
-    z = np.zeros_like(values) if scale == 0 else MAD_TO_Z * (values - median) / scale
-    return RobustZ(median, mad, scale, mad < floor, z)
-
-
-@dataclass(frozen=True)
 class FactStats:
     """One fact's distribution across the GPUs of one model."""
 
@@ -216,8 +213,9 @@ class FactStats:
     count: int
     median: float
     mad: float
-    scale: float
-    floored: bool
+    noise: float  # the fact's measured noise, a standard deviation (0: exact)
+    scale: float  # what z divides by
+    source: str  # where the scale came from (gpuprobe.fleet.spread.SOURCES)
     minimum: float
     p5: float
     p95: float
@@ -232,8 +230,9 @@ class FactStats:
             "count": self.count,
             "median": self.median,
             "mad": self.mad,
-            "mad_used": self.scale,
-            "mad_floored": self.floored,
+            "noise": self.noise,
+            "scale": self.scale,
+            "scale_from": self.source,
             "min": self.minimum,
             "p5": self.p5,
             "p95": self.p95,
@@ -253,11 +252,20 @@ class Deviation:
     median: float
     z: float
 
+    @property
+    def pct(self) -> float | None:
+        """How far from the median, in percent of it; ``None`` for a median of 0."""
+        return (self.value - self.median) / abs(self.median) * 100.0 if self.median else None
+
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.fact_id, "unit": self.unit, "value": self.value, "median": self.median, "z": self.z}
+        return {
+            "id": self.fact_id, "unit": self.unit, "value": self.value, "median": self.median,
+            "deviation_pct": self.pct, "z": self.z,
+        }  # fmt: skip
 
     def text(self) -> str:
-        return f"{self.fact_id} z={self.z:+.1f} ({_num(self.value)} vs {_num(self.median)} {self.unit})"
+        off = "" if self.pct is None else f" {self.pct:+.1f} %"
+        return f"{self.fact_id}{off} z={self.z:+.1f} ({_num(self.value)} vs {_num(self.median)} {self.unit})"
 
 
 @dataclass
@@ -287,15 +295,33 @@ class ModelGroup:
     facts: list[FactStats]
 
 
+@dataclass(frozen=True)
+class Rule:
+    """What makes an outlier: ``|z| > threshold``, over a scale no smaller than the noise floor (Bonferroni
+    over ``values_judged``) nor the practical floor (``min_deviation_pct``); see :mod:`gpuprobe.fleet.spread`."""
+
+    threshold: float = DEFAULT_THRESHOLD
+    min_deviation_pct: float = DEFAULT_MIN_DEVIATION_PCT
+    values_judged: int = 0  # every judged fact of every GPU
+
+    @property
+    def noise_quantile(self) -> float:
+        return noise_quantile(self.values_judged, FLEET_ALPHA)
+
+
 @dataclass
 class FleetReport:
     """Everything ``gpuprobe fleet`` says; :func:`render` turns it into text, Markdown or JSON."""
 
-    threshold: float
+    rule: Rule
     models: list[ModelGroup]
     ranking: list[GpuScore]  # every GPU, worst first
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def threshold(self) -> float:
+        return self.rule.threshold
 
     @property
     def gpus(self) -> int:
@@ -314,7 +340,10 @@ class FleetReport:
             "schema": FLEET_SCHEMA,
             "schema_version": FLEET_SCHEMA_VERSION,
             "threshold": self.threshold,
-            "z": "0.6745 * (x - median) / max(MAD, 0.001 * |median|), per GPU model and fact",
+            "min_deviation_pct": self.rule.min_deviation_pct,
+            "values_judged": self.rule.values_judged,
+            "noise_quantile": self.rule.noise_quantile,
+            "z": " ".join(line.strip() for line in method_lines(self.rule)),
             "gpus": self.gpus,
             "model_count": len(self.models),
             "outlier_count": len(self.outliers),
@@ -334,30 +363,37 @@ class _Group:
 
     values: list[float] = field(default_factory=list)
     owners: list[int] = field(default_factory=list)
+    half_widths: list[float] = field(default_factory=list)  # of the GPUs that recorded an interval
 
 
 def _collect(summaries: Sequence[FileSummary]) -> dict[str, dict[tuple[str, str], _Group]]:
     by_model: dict[str, dict[tuple[str, str], _Group]] = defaultdict(lambda: defaultdict(_Group))
     for owner, summary in enumerate(summaries):
         groups = by_model[summary.gpu.model]
-        for fact_id, unit, value in summary.facts:
+        for fact_id, unit, value, half_width in summary.facts:
             group = groups[(fact_id, unit)]
             group.values.append(value)
             group.owners.append(owner)
+            if half_width is not None:
+                group.half_widths.append(half_width)
     return by_model
 
 
-def _fact_stats(key: tuple[str, str], group: _Group, threshold: float) -> tuple[FactStats, RobustZ, np.ndarray]:
+def _fact_stats(key: tuple[str, str], group: _Group, rule: Rule) -> tuple[FactStats, RobustZ, np.ndarray]:
     import numpy as np
 
     values = np.asarray(group.values, dtype=float)
-    stats = robust_z(values)
+    threshold = rule.threshold
+    noise = measured_noise(float(np.median(values)), group.half_widths, *key)
+    floor = noise_floor(noise, len(values), rule.noise_quantile, threshold)
+    stats = robust_z(values, floor, rule.min_deviation_pct / 100.0 / threshold)
     judged = len(values) >= MIN_GPUS_TO_JUDGE
     p5, p95 = (float(v) for v in np.percentile(values, [5, 95]))
     outliers = int(np.count_nonzero(np.abs(stats.z) > threshold)) if judged else 0
     fact = FactStats(
-        fact_id=key[0], unit=key[1], count=len(values), median=stats.median, mad=stats.mad, scale=stats.scale,
-        floored=stats.floored, minimum=float(values.min()), p5=p5, p95=p95, maximum=float(values.max()),
+        fact_id=key[0], unit=key[1], count=len(values), median=stats.median, mad=stats.mad, noise=noise,
+        scale=stats.scale, source=stats.source, minimum=float(values.min()), p5=p5, p95=p95,
+        maximum=float(values.max()),
         judged=judged, outliers=outliers,
     )  # fmt: skip
     return fact, stats, values
@@ -370,27 +406,31 @@ def _score(gpu: GpuIdentity, deviations: list[Deviation], threshold: float) -> G
     return GpuScore(gpu, kept, abs(kept[0].z) if kept else 0.0)
 
 
-def _model_notes(model: str, facts: list[FactStats], gpus: int) -> list[str]:
-    notes = []
+def _some(names: Sequence[str]) -> str:
+    """``a, b, c and 12 more``: a list a note can hold."""
+    shown = ", ".join(names[:NAMED_IN_A_NOTE])
+    rest = len(names) - NAMED_IN_A_NOTE
+    return f"{shown} and {rest} more" if rest > 0 else shown
+
+
+def _model_notes(model: str, facts: list[FactStats], gpus: int, min_deviation_pct: float) -> list[str]:
+    """At most three lines for one model, however many facts it has."""
     if gpus < MIN_GPUS_TO_JUDGE:
-        notes.append(
-            f"{model}: only {gpus} GPU(s); distributions shown, no outliers judged (needs {MIN_GPUS_TO_JUDGE})"
-        )
-        return notes
-    exact = [f.fact_id for f in facts if f.judged and f.mad == 0]
-    if exact:
-        notes.append(
-            f"{model}: MAD is 0 for {', '.join(exact)} (most GPUs agree exactly); z uses 0.1% of |median| "
-            f"instead, so any departure from the majority stands out"
-        )
-    tight = [f.fact_id for f in facts if f.judged and f.floored and f.mad > 0]
-    if tight:
-        notes.append(f"{model}: MAD is below 0.1% of the median for {', '.join(tight)}; z uses 0.1% of |median|")
+        return [f"{model}: only {gpus} GPU(s); distributions shown, no outliers judged (needs {MIN_GPUS_TO_JUDGE})"]
+    judged = [f for f in facts if f.judged]
+    counts = Counter(f.source for f in judged)
+    words = {
+        "spread": "the GPUs' spread",
+        "noise": "the facts' measured noise",
+        PRACTICAL: f"the {min_deviation_pct:g} % practical floor",
+        EXACT: "exactness (no noise: any difference counts)",
+    }
+    parts = [f"{words[source]} for {counts[source]}" for source in SOURCES if counts[source]]
+    notes = [f"{model}: the z scale came from {'; '.join(parts)} of {len(judged)} facts"] if parts else []
     units = Counter(f.fact_id for f in facts)
-    for fact_id, count in units.items():
-        if count > 1:
-            shown = ", ".join(f.unit for f in facts if f.fact_id == fact_id)
-            notes.append(f"{model}: {fact_id} comes in {count} units ({shown}); each is compared on its own")
+    split = sorted(fact_id for fact_id, count in units.items() if count > 1)
+    if split:
+        notes.append(f"{model}: {len(split)} fact(s) come in several units ({_some(split)}); each unit on its own")
     return notes
 
 
@@ -400,13 +440,16 @@ def _fleet_notes(summaries: Sequence[FileSummary]) -> list[str]:
     for s in summaries:
         if s.gpu.uuid:
             uuids[s.gpu.uuid].append(s.gpu.file)
-    for uuid, files in sorted(uuids.items()):
-        if len(files) > 1:
-            shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
-            notes.append(f"GPU {uuid} appears in {len(files)} files ({shown}): one GPU measured twice counts twice")
+    twice = [f"{uuid} in {len(files)} files ({_some(files)})" for uuid, files in sorted(uuids.items())
+             if len(files) > 1]  # fmt: skip
+    if twice:
+        notes.append(f"{len(twice)} GPU(s) appear in several files: {_some(twice)}; measured twice, a GPU counts twice")
     partial = sum(s.gpu.partial for s in summaries)
     if partial:
-        notes.append(f"{partial} results file(s) are partial (the run did not finish): their missing facts are absent")
+        notes.append(
+            f"{partial} results file(s) are partial (the run did not finish, marked so in the ranking): "
+            f"their missing facts are absent"
+        )
     empty = sum(not s.facts for s in summaries)
     if empty:
         notes.append(f"{empty} results file(s) hold no measured fact")
@@ -414,38 +457,56 @@ def _fleet_notes(summaries: Sequence[FileSummary]) -> list[str]:
 
 
 def aggregate_summaries(
-    summaries: Sequence[FileSummary], threshold: float = DEFAULT_THRESHOLD, skipped: Iterable[Skipped] = ()
+    summaries: Sequence[FileSummary],
+    threshold: float = DEFAULT_THRESHOLD,
+    skipped: Iterable[Skipped] = (),
+    min_deviation_pct: float = DEFAULT_MIN_DEVIATION_PCT,
 ) -> FleetReport:
     """The fleet report over already-read files: distributions and robust z per model and fact."""
-    if not threshold > 0:
+    if not (threshold > 0 and math.isfinite(threshold)):
         raise GpuprobeError(f"fleet: the outlier threshold must be a positive z-score, not {threshold}")
+    if not (min_deviation_pct >= 0 and math.isfinite(min_deviation_pct)):
+        raise GpuprobeError(f"fleet: the smallest deviation must be a percentage >= 0, not {min_deviation_pct}")
     per_gpu: list[list[Deviation]] = [[] for _ in summaries]
     models: list[ModelGroup] = []
     notes: list[str] = []
-    for model, groups in _collect(summaries).items():
+    collected = _collect(summaries)
+    judged = sum(len(g.values) for groups in collected.values() for g in groups.values()
+                 if len(g.values) >= MIN_GPUS_TO_JUDGE)  # fmt: skip
+    rule = Rule(threshold, min_deviation_pct, judged)
+    for model, groups in collected.items():
         facts = []
         for key in sorted(groups):
-            fact, stats, values = _fact_stats(key, groups[key], threshold)
+            fact, stats, values = _fact_stats(key, groups[key], rule)
             facts.append(fact)
             if fact.judged:
                 for owner, value, z in zip(groups[key].owners, values.tolist(), stats.z.tolist(), strict=True):
                     per_gpu[owner].append(Deviation(key[0], key[1], value, stats.median, z))
         gpus = sum(s.gpu.model == model for s in summaries)
         models.append(ModelGroup(model, gpus, facts))
-        notes.extend(_model_notes(model, facts, gpus))
+        notes.extend(_model_notes(model, facts, gpus, min_deviation_pct))
     models.sort(key=lambda m: (-m.gpus, m.model))
     ranking = [_score(s.gpu, per_gpu[i], threshold) for i, s in enumerate(summaries)]
     ranking.sort(key=lambda s: (-s.max_abs_z, s.gpu.file))
-    return FleetReport(threshold, models, ranking, list(skipped), notes + _fleet_notes(summaries))
+    notes += _fleet_notes(summaries)
+    return FleetReport(rule, models, ranking, list(skipped), notes)
 
 
-def aggregate(results: Iterable[tuple[str, Results]], threshold: float = DEFAULT_THRESHOLD) -> FleetReport:
+def aggregate(
+    results: Iterable[tuple[str, Results]],
+    threshold: float = DEFAULT_THRESHOLD,
+    min_deviation_pct: float = DEFAULT_MIN_DEVIATION_PCT,
+) -> FleetReport:
     """The fleet report over ``(source, Results)`` pairs, one per GPU; pure, no I/O."""
-    return aggregate_summaries([summarize(source, r) for source, r in results], threshold)
+    summaries = [summarize(source, r) for source, r in results]
+    return aggregate_summaries(summaries, threshold, min_deviation_pct=min_deviation_pct)
 
 
 def aggregate_paths(
-    paths: Iterable[str | Path], threshold: float = DEFAULT_THRESHOLD, jobs: int | None = None
+    paths: Iterable[str | Path],
+    threshold: float = DEFAULT_THRESHOLD,
+    jobs: int | None = None,
+    min_deviation_pct: float = DEFAULT_MIN_DEVIATION_PCT,
 ) -> FleetReport:
     """Discover, read and aggregate; unreadable files are skipped, and none readable is an error."""
     files, skipped = discover(paths)
@@ -454,7 +515,7 @@ def aggregate_paths(
     if not summaries:
         detail = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3]) + ("; ..." if len(skipped) > 3 else "")
         raise GpuprobeError(f"fleet: no readable gpuprobe results ({detail or 'no .json files found'})")
-    return aggregate_summaries(summaries, threshold, skipped)
+    return aggregate_summaries(summaries, threshold, skipped, min_deviation_pct)
 
 
 # ---------------------------------------------------------------- rendering ----------------
@@ -470,7 +531,7 @@ def _num(value: float | None) -> str:
 
 def _identity_cells(gpu: GpuIdentity) -> list[str]:
     return [
-        gpu.file,
+        gpu.file + (" (partial)" if gpu.partial else ""),
         gpu.model,
         gpu.hostname or "-",
         "-" if gpu.gpu_index is None else str(gpu.gpu_index),
@@ -478,25 +539,30 @@ def _identity_cells(gpu: GpuIdentity) -> list[str]:
     ]
 
 
-FACT_HEADERS = ("fact", "unit", "n", "median", "MAD", "min", "p5", "p95", "max", "outliers")
+FACT_HEADERS = ("fact", "unit", "n", "median", "MAD", "noise", "z scale", "min", "p5", "p95", "max", "outliers")
 WORST_HEADERS = ("#", "max |z|", "file", "model", "host", "gpu", "uuid", "worst facts")
-NUMERIC = {"n", "median", "MAD", "min", "p5", "p95", "max", "outliers", "#", "max |z|", "gpu"}
+NUMERIC = {"n", "median", "MAD", "noise", "min", "p5", "p95", "max", "outliers", "#", "max |z|", "gpu"}
+
+
+def _relative(value: float, median: float) -> str:
+    """``0.52 %`` of the median; the number itself for a median of 0."""
+    return f"{percent_text(value / abs(median) * 100.0)} %" if median else _num(value)
 
 
 def _fact_row(f: FactStats) -> list[str]:
-    mad = _num(f.mad) + ("*" if f.judged and f.floored else "")
-    outliers = str(f.outliers) if f.judged else "-"
     return [
         f.fact_id,
         f.unit,
         str(f.count),
         _num(f.median),
-        mad,
+        _num(f.mad),
+        "-" if f.source == EXACT else _relative(f.noise, f.median),
+        f"{_relative(f.scale, f.median)} {f.source}" if f.judged else "-",
         _num(f.minimum),
         _num(f.p5),
         _num(f.p95),
         _num(f.maximum),
-        outliers,
+        str(f.outliers) if f.judged else "-",
     ]
 
 
@@ -518,26 +584,21 @@ def _summary_line(report: FleetReport) -> str:
     return text + (f"; {len(report.skipped)} file(s) skipped" if report.skipped else "")
 
 
-def _text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [c.rjust(w) if h in NUMERIC else c.ljust(w) for c, w, h in zip(cells, widths, headers, strict=True)]
-        return "  ".join(parts).rstrip()
-
-    return [line(headers), *(line(r) for r in rows)]
-
-
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    align = ["---:" if h in NUMERIC else "---" for h in headers]
+def method_lines(rule: Rule) -> list[str]:
+    """How z is computed and what makes an outlier: the lines under the report's summary (a head line, the
+    three scales indented, a tail line)."""
+    threshold, pct = f"{rule.threshold:g}", f"{rule.min_deviation_pct:g}"
     return [
-        "| " + " | ".join(_md_cell(h) for h in headers) + " |",
-        "| " + " | ".join(align) + " |",
-        *("| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows),
+        f"z = (x - median) / scale within each GPU model; a GPU with any |z| > {threshold} is an outlier. "
+        f"The scale is the largest of:",
+        "  the GPUs' spread: MAD / 0.6745;",
+        f"  the fact's noise (its confidence interval, and {allowance_text()} between runs) times "
+        f"{rule.noise_quantile:.2f} / {threshold}: noise alone then makes an outlier in {FLEET_ALPHA * 100:g} % of "
+        f"reports on identical GPUs (Bonferroni over the {rule.values_judged} values judged);",
+        f"  the practical floor: {pct} % of the median / {threshold}, so an outlier is more than {pct} % off "
+        f"(--min-deviation).",
+        f"Exact facts (counts, sizes, invariants: no noise) count any difference: their scale is at least "
+        f"{EXACT_FLOOR * 100:g} % of the median.",
     ]
 
 
@@ -547,18 +608,22 @@ def _worst_title(report: FleetReport, top: int) -> str:
 
 
 def _render_text(report: FleetReport, top: int) -> str:
-    out = [
-        f"gpuprobe fleet: {_summary_line(report)}",
-        "z = 0.6745 * (x - median) / MAD, within each GPU model; * marks a MAD raised to 0.1% of the median",
-    ]
+    out = [f"gpuprobe fleet: {_summary_line(report)}", *method_lines(report.rule)]
     for m in report.models:
-        out += ["", f"== {m.model}: {m.gpus} GPU(s) ==", *_text_table(FACT_HEADERS, [_fact_row(f) for f in m.facts])]
-    out += ["", _worst_title(report, top), *_text_table(WORST_HEADERS, _worst_rows(report, top))]
+        rows = [_fact_row(f) for f in m.facts]
+        out += ["", f"== {m.model}: {m.gpus} GPU(s) ==", *text_table(FACT_HEADERS, rows, NUMERIC)]
+    out += ["", _worst_title(report, top), *text_table(WORST_HEADERS, _worst_rows(report, top), NUMERIC)]
     if report.skipped:
         out += ["", f"skipped files ({len(report.skipped)})", *(f"  {s.path}: {s.reason}" for s in report.skipped)]
     if report.notes:
         out += ["", "notes", *(f"  - {n}" for n in report.notes)]
     return "\n".join(out) + "\n"
+
+
+def _md_method(rule: Rule) -> list[str]:
+    """The method lines as a paragraph, a list of the three scales, and a paragraph."""
+    head, *scales, tail = method_lines(rule)
+    return [md_cell(head), *(f"- {md_cell(line.strip())}" for line in scales), "", md_cell(tail)]
 
 
 def _render_md(report: FleetReport, top: int) -> str:
@@ -567,22 +632,19 @@ def _render_md(report: FleetReport, top: int) -> str:
         "",
         _summary_line(report) + ".",
         "",
-        "Robust z = 0.6745 (x − median) / MAD, within each GPU model; a MAD marked * was raised to 0.1% of the "
-        "median (most GPUs agree exactly).",
+        *_md_method(report.rule),
     ]
     for m in report.models:
-        out += [
-            "",
-            f"## {_md_cell(m.model)} ({m.gpus} GPUs)",
-            "",
-            *_md_table(FACT_HEADERS, [_fact_row(f) for f in m.facts]),
-        ]
-    out += ["", f"## {_worst_title(report, top).capitalize()}", "", *_md_table(WORST_HEADERS, _worst_rows(report, top))]
+        rows = [_fact_row(f) for f in m.facts]
+        out += ["", f"## {md_cell(m.model)} ({m.gpus} GPUs)", "", *md_table(FACT_HEADERS, rows, NUMERIC)]
+    worst = md_table(WORST_HEADERS, _worst_rows(report, top), NUMERIC)
+    title = _worst_title(report, top)
+    out += ["", f"## {title[0].upper()}{title[1:]}", "", *worst]
     if report.skipped:
         out += ["", f"## Skipped files ({len(report.skipped)})", ""]
-        out += [f"- `{s.path}`: {_md_cell(s.reason)}" for s in report.skipped]
+        out += [f"- `{s.path}`: {md_cell(s.reason)}" for s in report.skipped]
     if report.notes:
-        out += ["", "## Notes", "", *(f"- {_md_cell(n)}" for n in report.notes)]
+        out += ["", "## Notes", "", *(f"- {md_cell(n)}" for n in report.notes)]
     return "\n".join(out) + "\n"
 
 
@@ -614,10 +676,40 @@ def z_threshold(text: str) -> float:
     return positive_number(text, "z-score")
 
 
+def percentage(text: str) -> float:
+    """A finite percentage of at least 0 (``--min-deviation``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite percentage of at least 0, not {text}")
+    return value
+
+
+def add_outlier_options(p: argparse.ArgumentParser) -> None:
+    """``--threshold Z`` and ``--min-deviation PCT``: what makes an outlier (``fleet`` and ``fleet-run``)."""
+    p.add_argument(
+        "--threshold",
+        type=z_threshold,
+        default=DEFAULT_THRESHOLD,
+        metavar="Z",
+        help=f"a GPU with any |robust z| above Z is an outlier: exit status 1 (default {DEFAULT_THRESHOLD})",
+    )
+    p.add_argument(
+        "--min-deviation",
+        type=percentage,
+        default=DEFAULT_MIN_DEVIATION_PCT,
+        metavar="PCT",
+        help="the practical threshold: a measured fact less than PCT percent from its model's median is never "
+        f"an outlier, whatever its z (default {DEFAULT_MIN_DEVIATION_PCT:g}; exact facts count any difference)",
+    )
+
+
 def cmd_fleet(args: argparse.Namespace) -> int:
     require_count(args.top, "--top")
     require_count(args.jobs, "--jobs")
-    report = aggregate_paths(args.paths, args.threshold, args.jobs)
+    report = aggregate_paths(args.paths, args.threshold, args.jobs, args.min_deviation)
     print(render(report, args.format, args.top), end="")
     return report.exit_status
 
@@ -626,13 +718,7 @@ def add_command(subparsers: Any) -> None:
     """Register ``fleet`` on the ``gpuprobe`` command's subparsers (``fleet-run``: gpuprobe.fleet.runs)."""
     p = subparsers.add_parser("fleet", help="compare many GPUs' results: distributions per model, robust outliers")
     p.add_argument("paths", nargs="+", metavar="DIR_OR_FILE", help="results files, or directories to search for *.json")
-    p.add_argument(
-        "--threshold",
-        type=z_threshold,
-        default=DEFAULT_THRESHOLD,
-        metavar="Z",
-        help=f"a GPU with any |robust z| above Z is an outlier: exit status 1 (default {DEFAULT_THRESHOLD})",
-    )
+    add_outlier_options(p)
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("--top", type=int, default=WORST_SHOWN, metavar="N", help="worst GPUs shown (default 10)")
     p.add_argument("--jobs", type=int, default=None, metavar="N", help="processes reading files (default: CPUs)")

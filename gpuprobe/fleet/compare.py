@@ -56,9 +56,14 @@ each run would be flagged for the few tenths of a percent its whole run moved.  
 stays the practical floor, for GPUs whose runs move more (a consumer card's boost clock).  The
 samples of a run are taken to be independent draws.
 
+Runs of different GPUs (another model, another SM count or L2 size, other nominal SM or memory
+clocks, or measured SM clocks more than 2 % apart) are compared all the same, but the report opens
+with one loud line saying so (:func:`gpu_differences`): a change may then be the hardware's.
+
 Exit status of ``gpuprobe compare``: 1 when any fact is WORSE; with ``--strict`` also when any
 fact that BASE has is UNKNOWN (missing now, changed without a direction, undecidable); else 0.
-Unreadable, foreign or newer-schema files raise :class:`GpuprobeError` (one line, exit 2).
+Unreadable, foreign or newer-schema files raise :class:`GpuprobeError` (one line, exit 2), and so,
+with ``--strict``, do runs of different GPUs.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ import argparse
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -90,6 +95,7 @@ from gpuprobe.core.detection import (
 )
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import DISTURBED_VERDICTS, Fact, Results, load
+from gpuprobe.core.tables import md_cell, md_table, text_table
 
 EXIT_WORSE = 1
 """Exit status when a fact got worse (the CLI's EXIT_FAILED)."""
@@ -168,6 +174,8 @@ class Comparison:
     """The probability that the test calls one unchanged fact compared by its samples changed."""
     tested: int = 0
     """How many facts were compared by their samples."""
+    different_gpus: list[str] = dataclasses.field(default_factory=list)
+    """What makes the two GPUs different hardware or clocks (:func:`gpu_differences`), also in ``warnings``."""
 
     def with_label(self, label: Label) -> list[Row]:
         return [r for r in self.rows if r.label == label]
@@ -285,6 +293,7 @@ def compare(
     return Comparison(
         rows=[_row(fact_id, b, n, context) for fact_id, b, n in pairs],
         warnings=run_warnings(base, new, base_name, new_name),
+        different_gpus=gpu_differences(base, new, base_name, new_name),
         base_name=base_name,
         new_name=new_name,
         base=base,
@@ -518,17 +527,37 @@ def toolkit_versions(description: str) -> str:
     return re.sub(r"\s*\([^()]*\)", "", description)
 
 
-def run_warnings(base: Results, new: Results, base_name: str = "BASE", new_name: str = "NEW") -> list[str]:
-    """What differs between the two runs' machines and software: warnings, not errors."""
+def gpu_differences(base: Results, new: Results, base_name: str = "BASE", new_name: str = "NEW") -> list[str]:
+    """What makes the two runs' GPUs different hardware, or the same hardware at different clocks: the
+    model, the SM count or L2 size (another SKU, a MIG slice), the nominal SM or memory clock, the SM
+    clock measured (more than ``CLOCK_TOLERANCE`` apart). Any of these and a change may be the GPU's,
+    not the software's: the report opens with them, and ``--strict`` refuses the comparison."""
     b, n = base.device, new.device
-    warnings: list[str] = []
+    found: list[str] = []
     if (b.name, b.cc) != (n.name, n.cc):
-        warnings.append(f"different GPU models: {base_name} {b.name} (cc {b.cc}), {new_name} {n.name} (cc {n.cc})")
+        found.append(f"different GPU models: {base_name} {b.name} (cc {b.cc}), {new_name} {n.name} (cc {n.cc})")
     elif (b.sm_count, b.l2_bytes) != (n.sm_count, n.l2_bytes):
-        warnings.append(
+        found.append(
             f"same model, different configuration (MIG or another SKU?): {base_name} {b.sm_count} SMs, "
             f"{b.l2_bytes} bytes L2; {new_name} {n.sm_count} SMs, {n.l2_bytes} bytes L2"
         )
+    for what, before, now in (
+        ("nominal SM clocks", b.sm_clock_nominal_mhz, n.sm_clock_nominal_mhz),
+        ("memory clocks", b.mem_clock_mhz, n.mem_clock_mhz),
+    ):
+        if before is not None and now is not None and before != now:
+            found.append(f"different {what}: {base_name} {before:g} MHz, {new_name} {now:g} MHz")
+    clock = _clock_warning(base, new, base_name, new_name)
+    if clock:
+        found.append(clock)
+    return found
+
+
+def run_warnings(base: Results, new: Results, base_name: str = "BASE", new_name: str = "NEW") -> list[str]:
+    """What differs between the two runs' machines and software: the GPUs (:func:`gpu_differences`) first,
+    then the driver, CUDA runtime and toolkit, and a partial run."""
+    b, n = base.device, new.device
+    warnings = gpu_differences(base, new, base_name, new_name)
     for what, before, now in (
         ("drivers", b.driver, n.driver),
         ("CUDA runtimes", b.cuda_runtime, n.cuda_runtime),
@@ -536,13 +565,18 @@ def run_warnings(base: Results, new: Results, base_name: str = "BASE", new_name:
     ):
         if before != now:
             warnings.append(f"different {what}: {base_name} {before or 'unrecorded'}, {new_name} {now or 'unrecorded'}")
-    clock = _clock_warning(base, new, base_name, new_name)
-    if clock:
-        warnings.append(clock)
     for name, results in ((base_name, base), (new_name, new)):
         if results.partial:
             warnings.append(f"{name} is a partial run (interrupted): facts it lacks are missing, not removed")
     return warnings
+
+
+def different_gpus_line(differences: list[str]) -> str:
+    """The one loud line a comparison of different GPUs (or clocks) opens with."""
+    return (
+        f"WARNING: DIFFERENT GPUS OR CLOCKS: {'; '.join(differences)}. A change below may be the hardware or its "
+        f"clocks, not the software (--strict refuses such a comparison)"
+    )
 
 
 def _measured_clock(results: Results) -> float | None:
@@ -599,7 +633,8 @@ def change_text(row: Row) -> str:
     absolute = f"{'+' if row.change >= 0 else ''}{_number(row.change)} {row.unit}".rstrip()
     if row.change_pct is None:
         return absolute
-    return f"{row.change_pct:+.2f} % ({absolute})"
+    pct = f"{row.change_pct:+.2f}" if abs(row.change_pct) < 1e6 else f"{row.change_pct:+.3g}"  # never 300 digits
+    return f"{pct} % ({absolute})"
 
 
 def _cells(row: Row) -> list[str]:
@@ -662,29 +697,28 @@ def render(comparison: Comparison, fmt: str = "text", show_all: bool = False) ->
     return "\n".join(renderers[fmt](comparison, show_all)) + "\n"
 
 
+def _loud(comparison: Comparison) -> list[str]:
+    """The line a comparison of different GPUs opens with, or nothing."""
+    return [different_gpus_line(comparison.different_gpus)] if comparison.different_gpus else []
+
+
 def _preamble(comparison: Comparison) -> list[str]:
-    lines = [f"warning: {w}" for w in comparison.warnings]
+    lines = [f"warning: {w}" for w in comparison.warnings if w not in comparison.different_gpus]
     for where, ids in (("base", comparison.only_in_base()), ("new", comparison.only_in_new())):
         if ids:
             lines.append(f"only in {where} ({getattr(comparison, where + '_name')}): {', '.join(ids)}")
     return lines
 
 
-def _aligned(table: list[list[str]]) -> list[str]:
-    """Columns padded to their widest cell, the last one left ragged, a rule under the header."""
-    widths = [max(len(cells[i]) for cells in table) for i in range(len(table[0]) - 1)]
-    rule = ["-" * w for w in widths] + ["-" * len(table[0][-1])]
-    return [
-        "  ".join([*(c.ljust(w) for c, w in zip(cells, widths, strict=False)), cells[-1]]).rstrip()
-        for cells in (table[0], rule, *table[1:])
-    ]
-
-
 def _text_lines(comparison: Comparison, show_all: bool) -> list[str]:
-    lines = [f"gpuprobe compare: {comparison.base_name} -> {comparison.new_name}", "summary: " + comparison.summary()]
+    lines = [
+        *_loud(comparison),
+        f"gpuprobe compare: {comparison.base_name} -> {comparison.new_name}",
+        "summary: " + comparison.summary(),
+    ]
     for label, rows in _headline(comparison):
         if rows:
-            lines += ["", f"{label} ({len(rows)}):", *("  " + line for line in _aligned([list(HEADLINE), *rows]))]
+            lines += ["", f"{label} ({len(rows)}):", *("  " + line for line in text_table(HEADLINE, rows))]
     lines += [
         "",
         "  " + _run_line("base", comparison.base),
@@ -695,26 +729,20 @@ def _text_lines(comparison: Comparison, show_all: bool) -> list[str]:
     ]
     listed = _listed(comparison, show_all)
     if listed:
-        lines += _aligned([list(COLUMNS), *(_cells(r) for r in listed)])
+        lines += text_table(COLUMNS, [_cells(r) for r in listed])
     return lines + _hidden_line(comparison, show_all)
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def _md_row(cells: Iterable[str]) -> str:
-    return "| " + " | ".join(_md_cell(c) for c in cells) + " |"
-
-
-def _md_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
-    header = [c.capitalize() for c in header]
-    return [_md_row(header), "|" + "---|" * len(header), *(_md_row(r) for r in rows)]
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return md_table([c.capitalize() for c in header], rows)
 
 
 def _markdown_lines(comparison: Comparison, show_all: bool) -> list[str]:
+    loud = [f"> **{md_cell(line)}**" for line in _loud(comparison)]
     lines = [
-        f"## gpuprobe compare: `{_md_cell(comparison.base_name)}` → `{_md_cell(comparison.new_name)}`",
+        *loud,
+        *([""] if loud else []),
+        f"## gpuprobe compare: `{md_cell(comparison.base_name)}` → `{md_cell(comparison.new_name)}`",
         "",
         f"**{comparison.summary()}**",
     ]
@@ -723,14 +751,14 @@ def _markdown_lines(comparison: Comparison, show_all: bool) -> list[str]:
             lines += ["", f"### {label.capitalize()} ({len(rows)})", "", *_md_table(HEADLINE, rows)]
     lines += [
         "",
-        f"- {_md_cell(_run_line('**base**', comparison.base))}",
-        f"- {_md_cell(_run_line('**new**', comparison.new))}",
-        f"- method: {_md_cell(comparison.method())}",
+        f"- {md_cell(_run_line('**base**', comparison.base))}",
+        f"- {md_cell(_run_line('**new**', comparison.new))}",
+        f"- method: {md_cell(comparison.method())}",
     ]
-    lines += [f"- {_md_cell(line)}" for line in _preamble(comparison)]
+    lines += [f"- {md_cell(line)}" for line in _preamble(comparison)]
     listed = _listed(comparison, show_all)
     if listed:
-        lines += ["", *_md_table(COLUMNS, (_cells(r) for r in listed))]
+        lines += ["", *_md_table(COLUMNS, [_cells(r) for r in listed])]
     hidden = _hidden_line(comparison, show_all)
     return lines + (["", f"_{hidden[0]}_"] if hidden else [])
 
@@ -775,9 +803,17 @@ def baseline_message(comparison: Comparison | None, fact_id: str, strict: bool =
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """``gpuprobe compare``: print the report; 1 if a fact got WORSE (or, with --strict, UNKNOWN), else 0."""
+    """``gpuprobe compare``: print the report; 1 if a fact got WORSE (or, with --strict, UNKNOWN), else 0.
+
+    With ``--strict``, runs of different GPUs or clocks (:func:`gpu_differences`) are refused: a user error."""
     base = load(Path(args.base))
     new = load(Path(args.new))
+    differences = gpu_differences(base, new, args.base, args.new)
+    if args.strict and differences:
+        raise GpuprobeError(
+            f"compare --strict: different GPUs or clocks ({'; '.join(differences)}); compare two runs of one GPU model "
+            f"at the same clocks, or leave out --strict"
+        )
     comparison = compare(base, new, args.threshold, base_name=args.base, new_name=args.new)
     print(render(comparison, args.format, args.all), end="")
     return EXIT_WORSE if comparison.failures(args.strict) else 0
@@ -789,7 +825,8 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "compare",
         help="label every fact of NEW against BASE: SAME, BETTER, WORSE or UNKNOWN, relative to their noise",
         description="Compare two results files fact by fact, relative to the noise measured in both runs. "
-        "Exit status 1 when a fact got WORSE, 2 for unreadable input.",
+        "Runs of different GPU models, SM counts or clocks draw a warning line first. "
+        "Exit status 1 when a fact got WORSE, 2 for unreadable input (or, with --strict, different GPUs).",
     )
     p.add_argument("base", metavar="BASE.json", help="the baseline results file")
     p.add_argument("new", metavar="NEW.json", help="the results file to judge")
@@ -800,7 +837,8 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument(
         "--strict", action="store_true",
-        help="also exit 1 when a fact of BASE is UNKNOWN (missing now, changed without a direction, undecidable)",
+        help="also exit 1 when a fact of BASE is UNKNOWN (missing now, changed without a direction, undecidable); "
+        "refuse (exit 2) runs of different GPU models, SM counts or clocks",
     )  # fmt: skip
     p.add_argument("--all", action="store_true", help="also list the SAME facts (by default only the others)")
     p.set_defaults(func=cmd_compare)
@@ -819,8 +857,10 @@ __all__ = [
     "change_text",
     "cmd_compare",
     "compare",
+    "different_gpus_line",
     "direction",
     "fact_text",
+    "gpu_differences",
     "render",
     "run_warnings",
 ]

@@ -31,14 +31,7 @@ from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import make_dirs
-from gpuprobe.fleet.aggregate import (
-    DEFAULT_THRESHOLD,
-    RESULTS_NAME,
-    aggregate_paths,
-    positive_number,
-    render,
-    z_threshold,
-)
+from gpuprobe.fleet.aggregate import RESULTS_NAME, add_outlier_options, aggregate_paths, positive_number, render
 
 # ---------------------------------------------------------------- placement ----------------
 
@@ -372,7 +365,7 @@ def cmd_fleet_run(args: argparse.Namespace) -> int:
     if args.no_aggregate:
         return 1 if failed else 0
     try:
-        report = aggregate_paths([out], args.threshold)
+        report = aggregate_paths([out], args.threshold, min_deviation_pct=args.min_deviation)
     except GpuprobeError as exc:
         print(f"gpuprobe fleet-run: no fleet report: {exc}")
         return 1
@@ -403,5 +396,5 @@ def add_command(subparsers: Any) -> None:
                    help="kill a run still going after S seconds")  # fmt: skip
     p.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
     p.add_argument("--no-aggregate", action="store_true", help="skip the fleet report over OUT afterwards")
-    p.add_argument("--threshold", type=z_threshold, default=DEFAULT_THRESHOLD, metavar="Z")
+    add_outlier_options(p)
     p.set_defaults(func=cmd_fleet_run)
