@@ -67,6 +67,15 @@ def _check_expectation(fact_id: str, expectation: Any) -> None:
             raise ValueError(f"fact {fact_id!r}: expectation {key!r} is {type(value).__name__}")
 
 
+def fact_matches(declared: str, fact_id: str) -> bool:
+    """Whether ``fact_id`` is the fact ``declared`` names: the same id, or, for a declaration ending in
+    ``.*`` (facts one per pair of GPUs, ``p2p.ce.bandwidth.*``), its prefix and exactly one more part."""
+    if not declared.endswith(".*"):
+        return declared == fact_id
+    prefix = declared[:-1]
+    return fact_id.startswith(prefix) and bool(fact_id[len(prefix) :]) and "." not in fact_id[len(prefix) :]
+
+
 @dataclass
 class Fact:
     """One measured fact with a stable dotted id (e.g. ``latency.l2``)."""

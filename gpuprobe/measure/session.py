@@ -48,7 +48,7 @@ MAX_NOISE = 0.10  # a fact whose CI half-width exceeds this fraction of its valu
 
 
 def judge_fact(fact: Fact, model: ModelExpectations | None) -> Fact:
-    expectation = model.facts.get(fact.id) if model else None
+    expectation = model.expectation_for(fact.id) if model else None
     fact.expectation = None if expectation is None else {k: v for k, v in asdict(expectation).items() if k != "fact_id"}
     fact.verdict, fact.detail = judge(fact, expectation)
     return fact
