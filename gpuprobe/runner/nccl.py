@@ -16,9 +16,12 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gpuprobe.runner.gpu import LaunchPathUnavailable
+
+if TYPE_CHECKING:  # CuPy is the measuring side's dependency (the "gpu" extra): imported where it is used
+    import cupy
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,TUNING"}
@@ -44,26 +47,38 @@ class Communicator(Protocol):
         """NCCL's debug log so far ("" where the user sent it elsewhere)."""
 
 
-def nccl_module() -> Any:
-    """CuPy's NCCL binding, or :class:`LaunchPathUnavailable` naming what is missing."""
-    try:
-        from cupy.cuda import nccl
-    except ImportError as exc:
-        raise LaunchPathUnavailable(f"CuPy's NCCL binding cannot be imported ({exc})") from None
-    if not getattr(nccl, "available", False):
-        raise LaunchPathUnavailable("the NCCL library is not installed (pip install 'gpuprobe[nccl]')")
-    return nccl
+class GroupStreams(Protocol):
+    """What the communicator uses of its GPUs' group (a ``CupyPeerGroup``): a stream per GPU, and starting
+    and timing work on several streams at one moment."""
+
+    def stream(self, device: int) -> cupy.cuda.Stream: ...
+
+    def start_together(
+        self, streams: Sequence[tuple[int, cupy.cuda.Stream]], launches: int
+    ) -> list[tuple[cupy.cuda.Event, cupy.cuda.Event]]: ...
+
+    def elapsed_ms(
+        self, streams: Sequence[tuple[int, cupy.cuda.Stream]], marks: list[tuple[cupy.cuda.Event, cupy.cuda.Event]]
+    ) -> list[float]: ...
 
 
 class CupyCommunicator:
-    """A :class:`Communicator` over CuPy, for the GPUs of ``group`` (a ``CupyPeerGroup``)."""
+    """A :class:`Communicator` over CuPy, for the GPUs of ``group`` (ranks 0 .. ``ranks`` - 1).
+    :class:`LaunchPathUnavailable` where CuPy cannot load the NCCL library."""
 
-    def __init__(self, group: Any, ranks: int) -> None:
-        self._nccl = nccl_module()
-        self._group, self._cp = group, group._cp
+    def __init__(self, group: GroupStreams, ranks: int) -> None:
+        import cupy
+
+        try:
+            from cupy.cuda import nccl
+        except ImportError as exc:
+            raise LaunchPathUnavailable(f"CuPy's NCCL binding cannot be imported ({exc})") from None
+        if not nccl.available:
+            raise LaunchPathUnavailable("the NCCL library is not installed (pip install 'gpuprobe[nccl]')")
+        self._nccl, self._cp, self._group = nccl, cupy, group
         self._log_path = _debug_log()
-        self._comms = self._nccl.NcclCommunicator.initAll(list(range(ranks)))
-        self._streams = [group._stream(rank)[0] for rank in range(ranks)]
+        self._comms = nccl.NcclCommunicator.initAll(list(range(ranks)))
+        self._streams = [group.stream(rank) for rank in range(ranks)]
 
     def version(self) -> str:
         number = int(self._nccl.get_version())  # e.g. 22707: major x 10000 + minor x 100 + patch (2.9 and later)
@@ -71,7 +86,8 @@ class CupyCommunicator:
 
     def _issue(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int) -> None:
         """One grouped collective over every rank, enqueued on each rank's stream."""
-        nccl, f32 = self._nccl, self._nccl.NCCL_FLOAT32
+        nccl = self._nccl
+        f32 = nccl.NCCL_FLOAT32
         nccl.groupStart()
         try:
             for rank, comm in enumerate(self._comms):
@@ -95,17 +111,17 @@ class CupyCommunicator:
 
     def run(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int) -> None:
         self._issue(collective, sends, recvs, count)
-        for stream in self._streams:
-            stream.synchronize()
+        for rank in range(len(self._streams)):
+            self._streams[rank].synchronize()
 
     def time(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int, calls: int) -> float:
         streams = list(enumerate(self._streams))
         marks = self._group.start_together(streams, calls * len(streams))
         for _ in range(calls):
             self._issue(collective, sends, recvs, count)
-        for (rank, stream), (_, stop) in zip(streams, marks, strict=True):
+        for rank in range(len(streams)):
             with self._cp.cuda.Device(rank):
-                stop.record(stream)
+                marks[rank][1].record(self._streams[rank])
         return max(self._group.elapsed_ms(streams, marks)) / calls
 
     def log(self) -> str:

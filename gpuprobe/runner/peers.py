@@ -24,15 +24,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from gpuprobe.runner.flight import RecordingLauncher
-from gpuprobe.runner.gpu import CupyLauncher, Launcher, _nvml_session, cuda_uuid, nvml_uuid
+from gpuprobe.runner.gpu import CupyLauncher, Launcher, _nvml_session, _text, cuda_uuid, nvml_uuid
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # CuPy is the measuring side's dependency (the "gpu" extra): imported where it is used
+    import cupy
+
     from gpuprobe.runner.nccl import Communicator
+
+Marks = list[tuple["cupy.cuda.Event", "cupy.cuda.Event"]]  # (start, stop) per stream
 
 ONE_GPU = "1 GPU visible"
 """Why a multi-GPU probe is not run in a process that sees one GPU (never a failure: nothing to measure)."""
 
 # NVML's common PCIe ancestor of two GPUs (nvmlDeviceGetTopologyCommonAncestor), as nvidia-smi topo -m names it
+CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704  # cudaErrorPeerAccessAlreadyEnabled (CuPy does not name it)
 PCIE_PATHS = {0: "same board", 10: "PIX (one PCIe switch)", 20: "PXB (several PCIe switches)",
               30: "PHB (a host bridge)", 40: "NODE (one NUMA node)", 50: "SYS (across CPU sockets)"}  # fmt: skip
 
@@ -138,11 +143,13 @@ class CupyPeerGroup:
     each opened when first used, each call made with its GPU current."""
 
     def __init__(self, home: CupyLauncher) -> None:
-        self._cp = home._cp
+        import cupy
+
+        self._cp = cupy
         self._cubin = home._cubin
         self._count = int(self._cp.cuda.runtime.getDeviceCount())
         self._launchers: dict[int, CupyLauncher] = {home._device_index: home}
-        self._streams: dict[int, list[Any]] = {}
+        self._streams: dict[int, list[cupy.cuda.Stream]] = {}
         self._communicator: Any = None
 
     def count(self) -> int:
@@ -165,7 +172,7 @@ class CupyPeerGroup:
         runtime = self._cp.cuda.runtime
         uuids = [cuda_uuid(index) for index in range(self._count)]
         return [
-            PeerLink(src, dst, bool(runtime.deviceCanAccessPeer(src, dst)), *_nvml_link(uuids[src], uuids[dst]))
+            PeerLink(src, dst, bool(runtime.deviceCanAccessPeer(src, dst)), *_nvml_link(src, dst, uuids))
             for src in range(self._count)
             for dst in range(self._count)
             if src != dst
@@ -177,16 +184,21 @@ class CupyPeerGroup:
             try:
                 runtime.deviceEnablePeerAccess(peer)
             except runtime.CUDARuntimeError as exc:
-                if exc.status != runtime.errorPeerAccessAlreadyEnabled:
+                if exc.status != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
                     raise
 
-    def _stream(self, device: int) -> Any:
+    def _device_streams(self, device: int) -> list[cupy.cuda.Stream]:
+        """Two streams of GPU ``device`` (a copy each way may start on one GPU at once), made once."""
         if device not in self._streams:
             with self._cp.cuda.Device(device):
                 self._streams[device] = [self._cp.cuda.Stream(non_blocking=True) for _ in range(2)]
         return self._streams[device]
 
-    def start_together(self, streams: Sequence[tuple[int, Any]], launches: int) -> list[tuple[Any, Any]]:
+    def stream(self, device: int) -> cupy.cuda.Stream:
+        """GPU ``device``'s first stream (NCCL's rank on it uses this one)."""
+        return self._device_streams(device)[0]
+
+    def start_together(self, streams: Sequence[tuple[int, cupy.cuda.Stream]], launches: int) -> Marks:
         """Start events recorded on each (device, stream), all passed at one moment: a clock spin on the
         first stream (long enough for the host to enqueue ``launches`` calls) then an event every other
         stream waits for. Returns (start, stop) per stream; record each stop after the work."""
@@ -205,7 +217,7 @@ class CupyPeerGroup:
                 marks.append((start, cp.cuda.Event()))
         return marks
 
-    def elapsed_ms(self, streams: Sequence[tuple[int, Any]], marks: Sequence[tuple[Any, Any]]) -> list[float]:
+    def elapsed_ms(self, streams: Sequence[tuple[int, cupy.cuda.Stream]], marks: Marks) -> list[float]:
         """Each stream's milliseconds from its start to its stop (both recorded), waited for."""
         cp, elapsed = self._cp, []
         for (device, _), (start, stop) in zip(streams, marks, strict=True):
@@ -216,21 +228,26 @@ class CupyPeerGroup:
 
     def time_copies(self, copies: Sequence[PeerCopy], nbytes: int) -> list[float]:
         """Each copy on a stream of its own on its destination GPU (see :meth:`start_together`)."""
-        cp, runtime = self._cp, self._cp.cuda.runtime
         streams, used = [], {}
         for copy in copies:
             device = _device_of(copy.dst)
-            streams.append((device, self._stream(device)[used.get(device, 0)]))
+            streams.append((device, self._device_streams(device)[used.get(device, 0)]))
             used[device] = used.get(device, 0) + 1
         marks = self.start_together(streams, len(copies))
-        for copy, (device, stream), (_, stop) in zip(copies, streams, marks, strict=True):
-            with cp.cuda.Device(device):
-                runtime.memcpyPeerAsync(copy.dst.data.ptr, device, copy.src.data.ptr, _device_of(copy.src), nbytes,
-                                        stream.ptr)  # fmt: skip
-                stop.record(stream)
+        for index, copy in enumerate(copies):
+            self._copy(copy.dst, copy.src, nbytes, streams[index][1], marks[index][1])
         return self.elapsed_ms(streams, marks)
 
-    def sample(self, buffer: Any, dtype: str, indices: np.ndarray) -> np.ndarray:
+    def _copy(self, dst: cupy.ndarray, src: cupy.ndarray, nbytes: int, stream: cupy.cuda.Stream,
+              stop: cupy.cuda.Event) -> None:  # fmt: skip
+        """``nbytes`` of ``src`` into ``dst`` by the copy engine on ``stream``, ``stop`` recorded after."""
+        device = _device_of(dst)
+        with self._cp.cuda.Device(device):
+            self._cp.cuda.runtime.memcpyPeerAsync(dst.data.ptr, device, src.data.ptr, _device_of(src), nbytes,
+                                                  stream.ptr)  # fmt: skip
+            stop.record(stream)
+
+    def sample(self, buffer: cupy.ndarray, dtype: str, indices: np.ndarray) -> np.ndarray:
         cp = self._cp
         with cp.cuda.Device(_device_of(buffer)):
             return cp.asnumpy(buffer.view(cp.dtype(dtype))[cp.asarray(indices)])
@@ -243,30 +260,38 @@ class CupyPeerGroup:
         return self._communicator
 
 
-def _device_of(buffer: Any) -> int:
-    return int(buffer.device.id)
+def _device_of(buffer: cupy.ndarray) -> int:
+    return int(buffer.data.device_id)
 
 
 # ---- NVML: how two GPUs are joined ---------------------------------------------------------------
 
 
-def _handle(nv: Any, uuid: str, index: int) -> Any:
+def _handle(nv: Any, index: int, uuid: str) -> Any:
+    """A GPU's NVML handle by its CUDA UUID (NVML numbers GPUs ignoring CUDA_VISIBLE_DEVICES), else by index."""
     return nv.nvmlDeviceGetHandleByUUID(nvml_uuid(uuid)) if uuid else nv.nvmlDeviceGetHandleByIndex(index)
 
 
-def _nvml_link(src_uuid: str, dst_uuid: str) -> tuple[str, str, str]:
-    """(link, PCIe path, why unknown) between two GPUs by their CUDA UUIDs, from NVML."""
+def _nvml_link(src: int, dst: int, uuids: Sequence[str]) -> tuple[str, str, str]:
+    """(link, PCIe path, why unknown) from GPU ``src`` to GPU ``dst`` (CUDA's numbers and UUIDs), from NVML."""
     try:
         nv = _nvml_session()
-        a, b = _handle(nv, src_uuid, 0), _handle(nv, dst_uuid, 0)
-        nvlink = nv.nvmlDeviceGetP2PStatus(a, b, nv.NVML_P2P_CAPS_INDEX_NVLINK) == nv.NVML_P2P_STATUS_OK
-        path = _recorded_path(nv, a, b)
-    except Exception as exc:  # no NVML, or a part that refuses the query
+    except Exception as exc:  # no NVML here
         return "unknown", "", f"NVML cannot say ({type(exc).__name__}: {exc})"
-    return ("nvlink" if nvlink else "pcie"), path, ""
+    return _nvml_pair(nv, (src, uuids[src]), (dst, uuids[dst]))
 
 
-def _recorded_path(nv: Any, a: Any, b: Any) -> str:
+def _nvml_pair(nv: Any, src: tuple[int, str], dst: tuple[int, str]) -> tuple[str, str, str]:
+    try:
+        a, b = _handle(nv, *src), _handle(nv, *dst)
+        nvlink = nv.nvmlDeviceGetP2PStatus(a, b, nv.NVML_P2P_CAPS_INDEX_NVLINK) == nv.NVML_P2P_STATUS_OK
+    except Exception as exc:  # a part or driver that refuses the query
+        return "unknown", "", f"NVML cannot say ({type(exc).__name__}: {exc})"
+    return ("nvlink" if nvlink else "pcie"), _pcie_path(nv, a, b), ""
+
+
+def _pcie_path(nv: Any, a: Any, b: Any) -> str:
+    """The two GPUs' common PCIe ancestor in nvidia-smi's words; "" where NVML cannot say."""
     with contextlib.suppress(Exception):
         level = int(nv.nvmlDeviceGetTopologyCommonAncestor(a, b))
         return PCIE_PATHS.get(level, f"level {level}")
@@ -277,13 +302,19 @@ def _ports(index: int, uuid: str) -> GpuPorts:
     """One GPU's PCI bus id and NVLinks (each link NVML answers for, and those active)."""
     try:
         nv = _nvml_session()
-        handle = _handle(nv, uuid, index)
-        bus = nv.nvmlDeviceGetPciInfo(handle).busId
+    except Exception:
+        return GpuPorts(index, uuid, "", None, None)
+    return _nvml_ports(nv, index, uuid)
+
+
+def _nvml_ports(nv: Any, index: int, uuid: str) -> GpuPorts:
+    try:
+        handle = _handle(nv, index, uuid)
+        bus_id = _text(nv.nvmlDeviceGetPciInfo(handle).busId)
     except Exception:
         return GpuPorts(index, uuid, "", None, None)
     states = [_link_state(nv, handle, link) for link in range(nv.NVML_NVLINK_MAX_LINKS)]
     present = [s for s in states if s is not None]
-    bus_id = bus.decode() if isinstance(bus, bytes) else str(bus)
     return GpuPorts(index, uuid, bus_id, len(present), sum(1 for s in present if s))
 
 

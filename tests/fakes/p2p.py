@@ -12,7 +12,7 @@ from tests.fakes.kernel_sums import thread_totals
 
 # Settings sized for the simulated node: 4 x 32 threads move 8 KiB per iteration, copies of 64 and 256 KiB.
 FAST_SETTINGS = Settings(small_bytes=64 << 10, large_bytes=256 << 10, blocks=4, threads=32, budget_s=0.0,
-                         chase_nodes=64, chase_iterations=(1, 3))  # fmt: skip
+                         chase_nodes=64, chase_iterations=(2, 8))  # fmt: skip
 LAUNCH_MS = 0.0005  # what a simulated launch costs on top of its bytes (kept small: the copies are small)
 
 
