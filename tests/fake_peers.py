@@ -56,6 +56,13 @@ class FakeNode:
     nccl_latency_us: float = 18.0
     corrupt: str = ""  # "ce": a copy drops a chunk; "sm_write": peer stores land short; "nccl:<collective>"
 
+    def __post_init__(self) -> None:
+        """Pairs may come as JSON gives them (the options of a measuring process): [[1, 2, 0.3]], [[0, 3]]."""
+        if isinstance(self.slow, list):
+            self.slow = {(int(s), int(d)): float(f) for s, d, f in self.slow}
+        self.no_access = {(int(s), int(d)) for s, d in self.no_access}
+        self.nvlinks_down = {int(k): v for k, v in self.nvlinks_down.items()}
+
     def rate(self, pair: Pair) -> float:
         base = self.joined[pair][2] if pair in self.joined else self.link_gbps
         return base * self.slow.get(pair, 1.0)

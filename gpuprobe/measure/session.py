@@ -35,7 +35,14 @@ from gpuprobe.judge.expectations import ModelExpectations, judge, match_model
 from gpuprobe.judge.invariants import check_invariants
 from gpuprobe.measure.child import file_sha256
 from gpuprobe.measure.conditions import CLOCK_PROBE, REFERENCE_KEY
-from gpuprobe.measure.isolation import ChildPolicy, FailureStreak, deadline_outcome, death_signature, run_family
+from gpuprobe.measure.isolation import (
+    ChildPolicy,
+    FailureStreak,
+    cut_by_deadline,
+    deadline_outcome,
+    death_signature,
+    run_family,
+)
 from gpuprobe.measure.lock import gpu_lock
 from gpuprobe.measure.plan import FULL, Stage, family_plan
 from gpuprobe.output.factsheet import write_report
@@ -211,7 +218,7 @@ def measure_family(
             results.clocks["samples"] = clock.samples
         record["actual_s"] = round(time.monotonic() - started, 3)
         save(results, path)
-    cut = any(results.probes[name].status == "not_run" for name in order)
+    cut = any(cut_by_deadline(results.probes[name]) for name in order)
     record.update(actual_s=round(time.monotonic() - started, 3), ended="deadline" if cut else "measured")
     if REFERENCE_KEY in state:
         run_state[REFERENCE_KEY] = state[REFERENCE_KEY]

@@ -1,0 +1,44 @@
+"""The multi-GPU families in a whole measured run, in child processes, against a simulated node: each
+measuring process opens the node from its launcher, the per-pair facts are judged by the model's
+patterns, and the fact sheet draws the matrices. (A process that sees one GPU measures no link, and its
+run is complete all the same: tests/test_session.py's whole run on one simulated GPU.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuprobe.core.results import load
+from gpuprobe.measure import session
+from tests.fake_gpu import FakeGpu, fast_settings, suite_options
+from tests.test_session import POLICY, measure_only
+
+FAMILIES = ("p2p", "collectives")
+
+
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, node: dict, model: str | None = None):
+    measure_only(monkeypatch, *FAMILIES)
+    options = suite_options(name="Simulated GPU", peer_node=node)
+    launcher = session.LauncherSpec("tests.fake_gpu:open_fake", 0, options)
+    device = FakeGpu(**options).device()
+    return session.run_suite(device, launcher, tmp_path, model, settings=fast_settings(), policy=POLICY)
+
+
+def test_a_node_is_measured_pair_by_pair_and_its_slow_link_warned(tmp_path: Path, monkeypatch) -> None:
+    results = _run(tmp_path, monkeypatch, {"count": 3, "slow": [[2, 0, 0.25]]}, model="h200")
+    assert {n: o.status for n, o in results.probes.items() if n.startswith(FAMILIES)} == {
+        n: "ok" for n in results.probes if n.startswith(FAMILIES)
+    }
+    assert not results.partial and all(r["ended"] == "measured" for r in results.families.values())
+    verdicts = {f.id: f.verdict for f in results.facts}
+    assert verdicts["p2p.ce.fraction_of_peers.2_0"] == verdicts["p2p.ce.bandwidth.2_0"] == "warn"
+    assert verdicts["p2p.ce.bandwidth.0_2"] == "pass" and verdicts["p2p.nvlinks.2"] == "pass"
+    assert results.fact("p2p.ce.bandwidth.2_0").expectation["low"] == 300.0  # the pattern's, from the file
+    assert verdicts["collectives.all_reduce.latency"] == "report"
+    assert "fabric: transports P2P/CUMEM/read" in results.probes["collectives.all_reduce"].detail
+    on_disk = load(tmp_path / "results.json")
+    assert on_disk.fact("p2p.latency.1_2").unit == "cycle"
+    sheet = (tmp_path / "factsheet.md").read_text()
+    assert "## GPU-to-GPU links" in sheet and "## Collectives (NCCL)" in sheet
+    assert (tmp_path / "p2p_matrices.png").is_file() and (tmp_path / "collectives_busbw.png").is_file()
