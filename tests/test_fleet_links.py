@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -128,3 +129,12 @@ def test_fleet_run_measures_the_links_once_with_every_gpu_after_the_pinned_runs(
     assert code == 1 and "p2p.ce.bandwidth.2_6" in text and "held to its own node's median" in text
     code = main(["fleet-run", str(tmp_path / "one"), "--no-aggregate", "--gpus", "2", "--links", str(tmp_path / "l")])
     assert code == 0 and "--links needs two or more GPUs" in capsys.readouterr().out
+
+
+def test_the_slurm_recipe_runs_one_task_per_node_with_all_its_gpus() -> None:
+    script = Path(__file__).resolve().parents[1] / "docs" / "slurm" / "gpuprobe-links.sbatch"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert "#SBATCH --ntasks-per-node=1" in text and "#SBATCH --gpus-per-node=8" in text
+    assert "probes/test_p2p.py probes/test_collectives.py" in text and '"$OUT/$(hostname)"' in text
+    assert '-m gpuprobe fleet-links "$OUT"' in text
