@@ -115,7 +115,8 @@ def test_large_outputs_are_checked_at_both_ends_of_every_share_and_a_spread_samp
 
 # ---- NCCL's log ------------------------------------------------------------------------------------
 
-LOG = """node7:811:811 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.7<0>
+LOG = """vm:660:660 [0] NCCL INFO Channel 00/64 : 0
+node7:811:811 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.7<0>
 node7:811:811 [0] NCCL INFO NCCL version 2.27.7+cuda13.0
 node7:811:840 [0] NCCL INFO Using network IB
 node7:811:840 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
@@ -129,11 +130,22 @@ node7:811:811 [0] NCCL INFO some line of another shape -> Algo ? proto ?
 """
 
 
+def test_the_lines_nccl_2_28_wrote_on_the_lent_h200_are_read() -> None:
+    """What NCCL 2.28.9 (CuPy 14's binding, one H200, one rank) wrote with NCCL_DEBUG=INFO, verbatim."""
+    log = nccl_log.parse(
+        "vm:660:660 [0] NCCL INFO NCCL version 2.28.9+cuda13.0\n"
+        "vm:660:660 [0] NCCL INFO Failed to initialize NET plugin IB\n"
+        "vm:660:660 [0] NCCL INFO Using network Socket\n"
+        "vm:660:660 [0] NCCL INFO Channel 00/64 : 0\n"
+    )
+    assert (log.version, log.network, log.transports, log.choices) == ("2.28.9+cuda13.0", "Socket", [], {})
+
+
 def test_the_nccl_log_says_version_fabric_and_each_choice() -> None:
     log = nccl_log.parse(LOG)
     assert log.version == "2.27.7+cuda13.0" and log.network == "IB"
     assert log.transports == ["P2P/CUMEM/read", "NET/IB/0/GDRDMA"]
-    assert log.fabric() == "transports P2P/CUMEM/read, NET/IB/0/GDRDMA; network IB"
+    assert log.fabric() == "transports P2P/CUMEM/read, NET/IB/0/GDRDMA; network IB (between nodes)"
     assert log.choice("all_reduce", 8) == ("TREE", "LL")
     assert log.choice("all_reduce", 1 << 30) == ("NVLS", "SIMPLE")
     assert log.choice("all_gather", 1 << 27) == ("RING", "SIMPLE")

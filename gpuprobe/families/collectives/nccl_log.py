@@ -5,14 +5,16 @@ NCCL writes these with ``NCCL_DEBUG=INFO`` (the INIT subsystem: version, network
 channel's connection) and, with ``NCCL_DEBUG_SUBSYS`` including TUNING, one line per collective on rank
 0. The lines read here, as NCCL 2.20 to 2.27 print them::
 
-    host:1234:1234 [0] NCCL INFO NCCL version 2.27.7+cuda13.0
+    host:1234:1234 [0] NCCL INFO NCCL version 2.28.9+cuda13.0
     host:1234:1300 [0] NCCL INFO Using network IB
     host:1234:1300 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
     host:1234:1300 [1] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0/GDRDMA
     host:1234:1234 [0] NCCL INFO AllReduce: 4194304 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..31}
     host:1234:1234 [0] NCCL INFO 4194304 Bytes -> Algo 1 proto 2 time 36.000000       (NCCL 2.20's form)
 
-A line of another shape is ignored: what cannot be read is reported as not known, never guessed.
+A line of another shape is ignored (``Channel 00/64 : 0 1 2``, a ring's order, names no transport): what
+cannot be read is reported as not known, never guessed. NCCL 2.28.9 on the lent H200 wrote the version and
+network lines as above; one rank alone writes no channel transports and no TUNING line.
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ class NcclLog:
         parts = []
         if self.transports:
             parts.append("transports " + ", ".join(self.transports))
-        if self.network:
-            parts.append(f"network {self.network}")
+        if self.network:  # NCCL opens its network at every start, one node or many: what crossing nodes would use
+            parts.append(f"network {self.network} (between nodes)")
         return "; ".join(parts) or "not reported"
 
 
