@@ -327,6 +327,7 @@ class FakeGpu:
             shared_per_sm_bytes=228 * KIB,
             driver="fake",
             toolkit="fake",
+            visible_gpus=int(self.peer_node.get("count", 1)),
         )
 
     def nvml(self) -> dict[str, Any] | None:

@@ -232,6 +232,9 @@ def test_the_busbw_plot_is_drawn_from_the_series(four: dict) -> None:
 def test_the_plan_grows_with_the_node_and_the_largest_size() -> None:
     base = collectives.plan(Settings(), H200)
     assert base.probes == len(PROBES)
+    assert collectives.plan(Settings(), dataclasses.replace(H200, visible_gpus=8)) == base  # planned_gpus = 8
+    assert collectives.plan(Settings(), dataclasses.replace(H200, visible_gpus=1)).launches == 0
+    assert collectives.plan(Settings(), dataclasses.replace(H200, visible_gpus=4)).gpu_s < base.gpu_s
     assert collectives.plan(dataclasses.replace(Settings(), max_bytes=1 << 28), H200).gpu_s < base.gpu_s / 3
 
 

@@ -10,6 +10,7 @@ import pytest
 from gpuprobe.build.registry import all_probes
 from gpuprobe.core.results import Device, Results, fact_matches
 from gpuprobe.families import p2p
+from gpuprobe.families.base import Plan
 from gpuprobe.families.p2p import PROBES, Settings, pairs
 from gpuprobe.families.p2p.plot import heatmaps, matrices_png
 from gpuprobe.judge.expectations import match_model
@@ -158,10 +159,14 @@ def test_the_heatmaps_are_drawn_from_the_facts(degraded: dict) -> None:
     assert matrices_png(Results(H200), 40) is None
 
 
-def test_the_plan_counts_every_ordered_pair_of_the_planned_node() -> None:
+def test_the_plan_counts_every_ordered_pair_of_the_gpus_the_process_sees() -> None:
+    """The device record says how many GPUs the run's process sees; a model's record (no GPU at hand) does
+    not, and the plan counts ``planned_gpus`` then."""
     small, large = (p2p.plan(dataclasses.replace(Settings(), planned_gpus=n), H200) for n in (2, 8))
     assert small.probes == large.probes == len(PROBES)
     assert large.launches > 20 * small.launches and large.gpu_s > 20 * small.gpu_s
+    assert p2p.plan(Settings(), dataclasses.replace(H200, visible_gpus=8)) == large
+    assert p2p.plan(Settings(), dataclasses.replace(H200, visible_gpus=1)) == Plan(len(PROBES), 0, 0.0)
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ class Settings:
     fill_blocks: int = 1024
     fill_threads: int = 256
     seed: int = 20240903
-    planned_gpus: int = 8  # what the time plan counts on: only the measuring process learns how many it sees
+    planned_gpus: int = 8  # what the time plan counts on where the device record does not say how many GPUs
 
     def __post_init__(self) -> None:
         unknown = set(self.collectives) - set(COLLECTIVES)
@@ -87,10 +87,14 @@ class Settings:
 
 
 def plan(settings: Settings, device: Device, bus_gbps: float = GEN4_LINK.pinned_gbps) -> Plan:
-    """Every collective at every size at its most repeats over ``settings.planned_gpus`` ranks whose links
+    """Every collective at every size at its most repeats over the GPUs the device record says the process
+    sees (else ``settings.planned_gpus`` ranks), whose links
     move ``bus_gbps`` (a PCIe Gen4 link: an NVLink node is an order of magnitude faster), the inputs
     written once and NCCL initialised once."""
-    s, n = settings, settings.planned_gpus
+    s = settings
+    n = s.planned_gpus if device.visible_gpus is None else device.visible_gpus
+    if n < 2:  # one GPU visible: every probe is not run
+        return Plan(len(s.collectives), 0, 0.0)
     total = Plan(0, 2 * n, 0.0, NCCL_INIT_S)
     for collective in s.collectives:
         parts = []

@@ -68,7 +68,7 @@ class Settings:
     chase_stride: int = 256
     chase_iterations: tuple[int, int] = (2, 12)  # short and long timed iterations (16 loads each)
     seed: int = 20240903
-    planned_gpus: int = 8  # what the time plan counts on: only the measuring process learns how many it sees
+    planned_gpus: int = 8  # what the time plan counts on where the device record does not say how many GPUs
 
     def __post_init__(self) -> None:
         if self.blocks < 1 or self.threads < 1:
@@ -100,16 +100,20 @@ class Settings:
 
 
 def plan(settings: Settings, device: Device, link_gbps: float = GEN4_LINK.pinned_gbps) -> Plan:
-    """Every probe at its most repeats on a node of ``settings.planned_gpus`` GPUs joined at ``link_gbps``
+    """Every probe at its most repeats on the GPUs the device record says the process sees (else a node of
+    ``settings.planned_gpus``), every pair joined at ``link_gbps``
     (a PCIe Gen4 link's pinned rate: an NVLink node is an order of magnitude faster). Each GPU holds a
     source, a destination and a scratch buffer; each checked copy is read back on its destination."""
     s, r = settings, settings.max_repeats
-    ordered = s.planned_gpus * (s.planned_gpus - 1)
+    gpus = s.planned_gpus if device.visible_gpus is None else device.visible_gpus
+    if gpus < 2:  # one GPU visible: every probe is not run
+        return Plan(len(PROBES), 0, 0.0)
+    ordered = gpus * (gpus - 1)
 
     def over_link(nbytes: float) -> float:
         return nbytes / (link_gbps * 1e9)
 
-    made = generate_host_s(s.large_bytes) + sum_host_s(s.large_bytes) + s.planned_gpus * over_link(s.large_bytes)
+    made = generate_host_s(s.large_bytes) + sum_host_s(s.large_bytes) + gpus * over_link(s.large_bytes)
     checked = kernel_runs(1, over_link(s.large_bytes), compare_host_s(s.threads * s.blocks * 8))
     access = probe(Plan(0, 3 * ordered, 0.0, made), kernel_runs(ordered, ordered * over_link(s.iteration_bytes)))
     timed_pair = Plan(0, 2 * r + 1, r * over_link(s.small_bytes + s.large_bytes))  # the fill, then a pair per sample
