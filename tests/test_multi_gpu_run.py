@@ -5,12 +5,15 @@ run is complete all the same: tests/test_session.py's whole run on one simulated
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from gpuprobe.core.results import load
 from gpuprobe.measure import session
+from gpuprobe.measure.plan import run_plan
+from tests.devices import H200
 from tests.fake_gpu import FakeGpu, fast_settings, suite_options
 from tests.test_session import POLICY, measure_only
 
@@ -42,3 +45,12 @@ def test_a_node_is_measured_pair_by_pair_and_its_slow_link_warned(tmp_path: Path
     sheet = (tmp_path / "factsheet.md").read_text()
     assert "## GPU-to-GPU links" in sheet and "## Collectives (NCCL)" in sheet
     assert (tmp_path / "p2p_matrices.png").is_file() and (tmp_path / "collectives_busbw.png").is_file()
+
+
+def test_a_device_that_sees_one_gpu_plans_no_process_for_the_multi_gpu_families() -> None:
+    one, eight = (run_plan(dataclasses.replace(H200, visible_gpus=n)) for n in (1, 8))
+    seconds = {row.family: row.seconds for row in one.families}
+    assert seconds["p2p"] == seconds["collectives"] == 0.0
+    others = {row.family: row.seconds for row in eight.families if row.family not in FAMILIES}
+    assert others == {family: s for family, s in seconds.items() if family not in FAMILIES}
+    assert {row.family: row.seconds for row in eight.families}["p2p"] > 3.0

@@ -44,11 +44,12 @@ from gpuprobe.measure.isolation import (
     run_family,
 )
 from gpuprobe.measure.lock import gpu_lock
-from gpuprobe.measure.plan import FULL, Stage, family_plan
+from gpuprobe.measure.plan import FULL, Stage, family_plan, too_few_gpus
 from gpuprobe.output.factsheet import write_report
 from gpuprobe.output.first_contact import render_first_contact
 from gpuprobe.output.report import gpu_slug
 from gpuprobe.runner.gpu import LauncherSpec, device_record, nvml_snapshot, software_versions
+from gpuprobe.runner.peers import ONE_GPU
 
 RESULTS_NAME = "results.json"
 MAX_NOISE = 0.10  # a fact whose CI half-width exceeds this fraction of its value is unstable, not judged
@@ -288,6 +289,11 @@ def run_suite(
             results.families[family] = {**record, "plan_error": planned.error} if planned.error else record
             if policy.seconds_left() <= 0 or dying.reason:
                 not_started(results, family, order, dying.reason)
+                save(results, path)
+                continue
+            if too_few_gpus(measurement, device):  # what its own process would say, without starting one
+                results.probes.update({name: ProbeOutcome("not_run", ONE_GPU) for name in order})
+                record.update(actual_s=0.0, ended="measured")
                 save(results, path)
                 continue
             spec = child_spec(module, device, launcher, family, family_settings, datasheet, clock_usable)

@@ -36,6 +36,7 @@ from gpuprobe.runner.nccl import COLLECTIVES, Communicator
 from gpuprobe.runner.peers import ONE_GPU, PeerGroup, open_peer_group
 
 PROBES = [f"collectives.{name}" for name in COLLECTIVES]
+MIN_GPUS = 2  # one rank moves nothing between GPUs: with fewer visible every probe is not run (ONE_GPU)
 KERNEL = "gp_coll_pattern"
 POISON = 0xFF  # every byte of an output before a checked call: float32 NaN, which no input sums to
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
@@ -93,7 +94,7 @@ def plan(settings: Settings, device: Device, bus_gbps: float = GEN4_LINK.pinned_
     written once and NCCL initialised once."""
     s = settings
     n = s.planned_gpus if device.visible_gpus is None else device.visible_gpus
-    if n < 2:  # one GPU visible: every probe is not run
+    if n < MIN_GPUS:  # one GPU visible: every probe is not run
         return Plan(len(s.collectives), 0, 0.0)
     total = Plan(0, 2 * n, 0.0, NCCL_INIT_S)
     for collective in s.collectives:
@@ -255,14 +256,15 @@ def measure(request: Request) -> Probes:
     """The family's runnable probes in order; with fewer than two GPUs each is ``not_run`` (ONE_GPU)."""
     settings = request.settings or Settings()
     ranks = _Ranks(open_peer_group(request.launcher), request.parameters, settings)
-    chosen = [name for name in PROBES if name.removeprefix("collectives.") in settings.collectives]
 
     def run(name: str) -> Measured:
-        if ranks.count < 2:
+        if ranks.count < MIN_GPUS:
             return Measured(name, ProbeOutcome("not_run", ONE_GPU))
+        if name.removeprefix("collectives.") not in settings.collectives:
+            return Measured(name, ProbeOutcome("not_run", "not among the collectives the settings chose"))
         return measure_collective(ranks, name)
 
-    yield from runs(chosen, {name: lambda name=name: run(name) for name in chosen}, request.runnable)
+    yield from runs(PROBES, {name: lambda name=name: run(name) for name in PROBES}, request.runnable)
 
 
 # A first contact: all-reduce alone, from 8 B to 1 MiB by factors of 16, once each.

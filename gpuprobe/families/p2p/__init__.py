@@ -45,6 +45,7 @@ from gpuprobe.output.sections import Section
 from gpuprobe.runner.peers import ONE_GPU, PeerCopy, PeerGroup, PeerLink, open_peer_group
 
 PROBES = ["p2p.access", "p2p.ce", "p2p.ce_bidirectional", "p2p.sm_read", "p2p.sm_write", "p2p.latency"]
+MIN_GPUS = 2  # a link needs two ends: with fewer visible every probe is not run (ONE_GPU)
 COPY_KERNEL = "gp_p2p_copy"
 CHASE_KERNEL = "gp_p2p_chase"
 CHASE_UNROLL = 16  # fixed by ptx/common/sm_chase.ptxinc (//@repeat 16)
@@ -106,7 +107,7 @@ def plan(settings: Settings, device: Device, link_gbps: float = GEN4_LINK.pinned
     source, a destination and a scratch buffer; each checked copy is read back on its destination."""
     s, r = settings, settings.max_repeats
     gpus = s.planned_gpus if device.visible_gpus is None else device.visible_gpus
-    if gpus < 2:  # one GPU visible: every probe is not run
+    if gpus < MIN_GPUS:  # one GPU visible: every probe is not run
         return Plan(len(PROBES), 0, 0.0)
     ordered = gpus * (gpus - 1)
 
@@ -401,7 +402,7 @@ def measure(request: Request) -> Probes:
     node = _Node(open_peer_group(request.launcher), request.parameters, settings)
 
     def run(name: str) -> Measured:
-        if node.count < 2:
+        if node.count < MIN_GPUS:
             return Measured(name, ProbeOutcome("not_run", ONE_GPU))
         if not node.links:  # the topology, needed by every probe, read once however the probes were selected
             node.links = {(link.src, link.dst): link for link in node.group.links()}
