@@ -49,6 +49,10 @@ def test_every_pair_of_a_node_is_measured_and_each_link_is_recovered(degraded: d
         assert facts[pairs.latency_id(pair)].value == pytest.approx(1500.0, rel=0.05)
         assert facts[pairs.latency_id(pair)].converted["ns"] > 0
     assert [facts[f"p2p.nvlinks.{gpu}"].value for gpu in range(4)] == [18.0] * 4
+    matrix = degraded["p2p.ce"].outcome.series["matrix"]  # the matrix in the results, row per pair
+    row = list(zip(matrix["src"], matrix["dst"], strict=True)).index((1, 2))
+    assert matrix["value"][row] == facts["p2p.ce.bandwidth.1_2"].value and matrix["joined"][row] == "nvlink"
+    assert len(matrix["src"]) == 12 and set(matrix["unit"]) == {"GB/s"}
     assert (facts["p2p.gpus"].value, facts["p2p.peer_pairs"].value, facts["p2p.nvlink_pairs"].value) == (4, 12, 12)
 
 

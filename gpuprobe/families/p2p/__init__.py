@@ -335,11 +335,24 @@ def _pair_facts(node: _Node, probe_name: str, measured: dict[str, dict[Pair, lis
     return facts
 
 
+def _matrix_series(node: _Node, facts: list[Fact]) -> dict[str, dict[str, list]]:
+    """The probe's matrix as the results keep it: one row per measured pair (source, destination, the
+    median, and how the two are joined); the heatmaps draw it from the facts alike."""
+    rows = []
+    for f in facts:
+        parsed = pairs.parse(f.id)
+        if parsed is not None and f.value is not None:
+            rows.append((parsed[1], f))
+    return {"matrix": {"src": [p[0] for p, _ in rows], "dst": [p[1] for p, _ in rows],
+                       "value": [float(f.value) for _, f in rows], "unit": [f.unit for _, f in rows],
+                       "joined": [node.joined(p) for p, _ in rows]}}  # fmt: skip
+
+
 def _bandwidth_outcome(node: _Node, probe_name: str, facts: list[Fact]) -> Measured:
     values = [f.value for f in facts if f.unit == "GB/s" and f.value is not None]
     note = (f"{len(values)} pairs, {min(values):.1f} to {max(values):.1f} GB/s" if values
             else "no pair could be measured")  # fmt: skip
-    return Measured(probe_name, ProbeOutcome("ok", note), facts)
+    return Measured(probe_name, ProbeOutcome("ok", note, _matrix_series(node, facts)), facts)
 
 
 def measure_bandwidth(node: _Node, probe_name: str) -> Measured:
@@ -383,7 +396,8 @@ def measure_latency(node: _Node, probe_name: str) -> Measured:
         facts.append(fact(pairs.latency_id((reader, owner)), samples, "cycle", probe_name, chase.mhz))
     measured = [f.value for f in facts if f.value is not None]
     note = f"{len(measured)} pairs, {min(measured):.0f} to {max(measured):.0f} cycles per load" if measured else ""
-    return Measured(probe_name, ProbeOutcome("ok", note or "no pair could be measured"), facts)
+    return Measured(probe_name, ProbeOutcome("ok", note or "no pair could be measured", _matrix_series(node, facts)),
+                    facts)  # fmt: skip
 
 
 _MEASURES: dict[str, Callable[[_Node, str], Measured]] = {
