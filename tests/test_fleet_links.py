@@ -125,7 +125,7 @@ def test_fleet_run_measures_the_links_once_with_every_gpu_after_the_pinned_runs(
     assert [p.env["CUDA_VISIBLE_DEVICES"] for p in started] == ["0", "1", "2", "3", "0,1,2,3"]  # the links run last
     links = started[-1].run
     assert links.command[3:5] == ("probes/test_p2p.py", "probes/test_collectives.py")
-    assert links.out_dir == tmp_path / "links" / "nodeX" and "GPUPROBE_GPU_INDEX" not in started[-1].env
+    assert links.out_dir == tmp_path / "links" / "nodeX" and started[-1].env["GPUPROBE_GPU_INDEX"] == "0"
     assert code == 1 and "p2p.ce.bandwidth.2_6" in text and "held to its own node's median" in text
     code = main(["fleet-run", str(tmp_path / "one"), "--no-aggregate", "--gpus", "2", "--links", str(tmp_path / "l")])
     assert code == 0 and "--links needs two or more GPUs" in capsys.readouterr().out

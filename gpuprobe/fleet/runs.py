@@ -279,7 +279,8 @@ def plan_links_run(
     out_dir = links / hostname
     command = (python, "-m", "pytest", *(str(Path(tests) / name) for name in LINK_TESTS), "-p", "no:cacheprovider",
                "--gpuprobe-out", str(out_dir), *pytest_args)  # fmt: skip
-    return GpuRun(gpus[0][0], visible, out_dir, command, {"CUDA_VISIBLE_DEVICES": visible})
+    env = {"CUDA_VISIBLE_DEVICES": visible, "GPUPROBE_GPU_INDEX": str(gpus[0][0])}  # device 0 of the process
+    return GpuRun(gpus[0][0], visible, out_dir, command, env)
 
 
 def child_env(run: GpuRun, base: Mapping[str, str]) -> dict[str, str]:

@@ -14,7 +14,7 @@ FAST_SETTINGS = Settings(max_bytes=256 << 10, size_factor=4, calls=3, large_call
                          fill_blocks=4, fill_threads=32)  # fmt: skip
 
 
-def pattern(gpu, launch, out, count, offset) -> None:
+def pattern(gpu, launch, count, offset, out) -> None:
     buffer, start = gpu.buffer_at(out)
     k = np.arange(int(count), dtype=np.uint64)
     values = ((k + np.uint64(offset)) % np.uint64(65521)).astype(np.float32)

@@ -150,7 +150,7 @@ class _Ranks:
             launcher = self.group.on(rank)
             self.sends.append(launcher.alloc(elements * ELEMENT))
             self.recvs.append(launcher.alloc(elements * ELEMENT))
-            args = [self.sends[rank], np.uint32(elements), np.uint32(busbw.pattern_offset(rank))]
+            args = [np.uint32(elements), np.uint32(busbw.pattern_offset(rank)), self.sends[rank]]
             check_arguments(KERNEL, args, self.parameters[KERNEL])
             launcher.launch(KERNEL, s.fill_blocks, s.fill_threads, args)
             spread = np.random.default_rng(s.seed + rank).integers(0, elements, 1024)
