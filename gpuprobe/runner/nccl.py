@@ -87,27 +87,34 @@ class CupyCommunicator:
     def _issue(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int) -> None:
         """One grouped collective over every rank, enqueued on each rank's stream."""
         nccl = self._nccl
-        f32 = nccl.NCCL_FLOAT32
+        if collective not in COLLECTIVES:
+            raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, not {collective!r}")
         nccl.groupStart()
         try:
             for rank, comm in enumerate(self._comms):
-                send, recv, stream = sends[rank], recvs[rank], self._streams[rank].ptr
-                if collective == "all_reduce":
-                    comm.allReduce(send, recv, count, f32, nccl.NCCL_SUM, stream)
-                elif collective == "all_gather":
-                    comm.allGather(send, recv, count, f32, stream)
-                elif collective == "reduce_scatter":
-                    comm.reduceScatter(send, recv, count, f32, nccl.NCCL_SUM, stream)
-                elif collective == "broadcast":
-                    comm.broadcast(send, recv, count, f32, 0, stream)
-                elif collective == "all_to_all":  # as nccl-tests: a send and a receive of one share per peer
-                    for peer in range(len(self._comms)):
-                        comm.send(send + 4 * count * peer, count, f32, peer, stream)
-                        comm.recv(recv + 4 * count * peer, count, f32, peer, stream)
-                else:
-                    raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, not {collective!r}")
+                with self._cp.cuda.Device(rank):  # each rank's call made with its GPU current, as NCCL's examples do
+                    self._call(comm, collective, sends[rank], recvs[rank], count, self._streams[rank].ptr)
         finally:
             nccl.groupEnd()
+
+    def _call(
+        self, comm: cupy.cuda.nccl.NcclCommunicator, collective: str, send: int, recv: int, count: int, stream: int
+    ) -> None:
+        """One rank's part of ``collective`` (sum, float32, root 0), inside the group."""
+        nccl = self._nccl
+        f32 = nccl.NCCL_FLOAT32
+        if collective == "all_reduce":
+            comm.allReduce(send, recv, count, f32, nccl.NCCL_SUM, stream)
+        elif collective == "all_gather":
+            comm.allGather(send, recv, count, f32, stream)
+        elif collective == "reduce_scatter":
+            comm.reduceScatter(send, recv, count, f32, nccl.NCCL_SUM, stream)
+        elif collective == "broadcast":
+            comm.broadcast(send, recv, count, f32, 0, stream)
+        else:  # all_to_all, as nccl-tests: a send and a receive of one share per peer
+            for peer in range(len(self._comms)):
+                comm.send(send + 4 * count * peer, count, f32, peer, stream)
+                comm.recv(recv + 4 * count * peer, count, f32, peer, stream)
 
     def run(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int) -> None:
         self._issue(collective, sends, recvs, count)
