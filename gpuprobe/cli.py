@@ -1,4 +1,5 @@
-"""The ``gpuprobe`` command: list, check, sass, run, report, index, compare, fleet, fleet-run, expectations.
+"""The ``gpuprobe`` command: list, check, sass, run, report, index, compare, fleet, fleet-run, fleet-links,
+expectations.
 
 Every user error is one line on stderr and exit status 2; a contract violation or a failed
 measurement is exit status 1; a traceback is a bug.
@@ -20,6 +21,7 @@ from gpuprobe.core.errors import GpuprobeError, require_count, require_index
 from gpuprobe.core.files import os_reason, read_text, require_writable_folder
 from gpuprobe.fleet.aggregate import add_command as add_fleet_command
 from gpuprobe.fleet.compare import add_command as add_compare_command
+from gpuprobe.fleet.links import add_command as add_fleet_links_command
 from gpuprobe.fleet.runs import add_command as add_fleet_run_command
 from gpuprobe.judge.expectations import add_command as add_expectations_command
 
@@ -366,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_command(sub)
     add_fleet_command(sub)
     add_fleet_run_command(sub)
+    add_fleet_links_command(sub)
     add_expectations_command(sub)
     return parser
 

@@ -21,8 +21,9 @@ from gpuprobe.build.check import CheckResult, check_all
 from gpuprobe.build.registry import Probe, all_probes
 from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.results import DISTURBED_VERDICTS, Fact, Results
+from gpuprobe.core.results import DISTURBED_VERDICTS, Fact, Results, fact_matches
 from gpuprobe.fleet.compare import Comparison, baseline_message, compare
+from gpuprobe.runner.peers import ONE_GPU
 
 if TYPE_CHECKING:
     from gpuprobe.measure.isolation import ChildPolicy
@@ -94,11 +95,28 @@ def _clock_text(results: Results) -> str:
     return f"SM clock {mhz:.0f} MHz measured" if isinstance(mhz, float | int) else "SM clock not measured"
 
 
+def _one_gpu_reason(results: Results, fact_id: str) -> str | None:
+    """Why ``fact_id`` could not be measured when the probes that produce it were not run for want of a
+    second GPU (the run saw one); None otherwise."""
+    producers = [p.name for p in all_probes() if any(fact_matches(f, fact_id) for f in p.facts)]
+    outcomes = [results.probes[name] for name in producers if name in results.probes]
+    if outcomes and all(o.status == "not_run" and o.detail == ONE_GPU for o in outcomes):
+        return f"{fact_id}: {ONE_GPU}; a link needs two GPUs in the measuring process"
+    return None
+
+
 def assert_fact(results: Results, fact_id: str, comparison: Comparison | None = None) -> None:
     """Hold one measured fact to its verdict, and to the baseline run when ``comparison`` is given
-    (``pytest --baseline``); the failure message says all a reader needs."""
+    (``pytest --baseline``); the failure message says all a reader needs. A declared pattern (``.*``:
+    one fact per pair of GPUs) holds every fact it stands for."""
+    if fact_id.endswith(".*"):
+        _assert_facts_like(results, fact_id, comparison)
+        return
     fact: Fact | None = results.fact(fact_id)
     if fact is None:
+        one_gpu = _one_gpu_reason(results, fact_id)
+        if one_gpu:
+            pytest.skip(one_gpu)
         unsupported = _unsupported_reason(results, fact_id)
         if unsupported:
             pytest.skip(unsupported)
@@ -118,6 +136,27 @@ def assert_fact(results: Results, fact_id: str, comparison: Comparison | None = 
         warnings.warn(f"{fact.verdict.upper()}: {message}", stacklevel=1)
 
 
+def _assert_facts_like(results: Results, pattern: str, comparison: Comparison | None) -> None:
+    """Every measured fact ``pattern`` stands for, held as :func:`assert_fact` holds one: all failures in
+    one message, the facts merely noted in one warning."""
+    facts = [f for f in results.facts if fact_matches(pattern, f.id)]
+    if not facts:
+        one_gpu = _one_gpu_reason(results, pattern)
+        if one_gpu:
+            pytest.skip(one_gpu)
+        producers = [n for n, p in results.probes.items() if p.status != "ok"]
+        pytest.fail(f"no {pattern} was measured (probes not ok: {', '.join(producers) or 'none'})", pytrace=False)
+    context = f"[{_clock_text(results)}; {results.device.name}]"
+    failures = [f"{f.detail} {context}" for f in facts if f.verdict == "fail"]
+    failures += [m for f in facts if (m := baseline_message(comparison, f.id))]
+    if failures:
+        pytest.fail(f"{len(failures)} of {len(facts)} {pattern}:\n" + "\n".join(failures), pytrace=False)
+    noted = [f for f in facts if f.verdict in ("warn", "unstable", "not_run", *DISTURBED_VERDICTS)]
+    if noted:
+        lines = "; ".join(f"{f.verdict.upper()}: {f.detail}" for f in noted)
+        warnings.warn(f"{len(noted)} of {len(facts)} {pattern} noted: {lines} {context}", stacklevel=1)
+
+
 def assert_probe_ok(results: Results, name: str) -> None:
     """The probe ran and its own check held; a probe the measured arch cannot run skips, naming why."""
     probe = next((p for p in all_probes() if p.name == name), None)
@@ -128,6 +167,8 @@ def assert_probe_ok(results: Results, name: str) -> None:
             pytest.skip(f"{name}: {lacks(arch, probe.family)} (targets: {targets})")
     outcome = results.probes.get(name)
     assert outcome is not None, f"{name} did not run"
+    if outcome.status == "not_run" and outcome.detail == ONE_GPU:  # a missing second GPU: hardware lacking
+        pytest.skip(f"{name}: {ONE_GPU}; a link needs two GPUs in the measuring process")
     assert outcome.status == "ok", f"{name}: {outcome.status}: {outcome.detail}"
 
 
@@ -177,7 +218,7 @@ def _expected(results: Results, fact_id: str) -> bool:
     from gpuprobe.judge.expectations import load_all
 
     model = load_all().get(str(results.clocks.get("model", "")))
-    return model is not None and fact_id in model.facts
+    return model is not None and model.expectation_for(fact_id) is not None
 
 
 @pytest.fixture(scope="session")

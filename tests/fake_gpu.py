@@ -219,6 +219,9 @@ class FakeGpu:
     gap_ns: float = 1800.0
     seed: int = 7  # the run: its within-run noise and its run-to-run factors are drawn from it
     family_options: dict[str, Any] = field(default_factory=dict)  # attributes the tests/fakes modules read
+    peer_node: dict[str, Any] = field(default_factory=dict)  # the node it is GPU 0 of (tests/fake_peers.FakeNode)
+    node: Any = None  # its FakePeerGroup, once opened
+    node_index: int = 0  # its number in that node
     _next_base: int = 0x7F0000000000
     _rng: np.random.Generator = field(init=False)
     _run_factors: dict[str, float] = field(default_factory=dict, init=False)
@@ -326,6 +329,7 @@ class FakeGpu:
             shared_per_sm_bytes=228 * KIB,
             driver="fake",
             toolkit="fake",
+            visible_gpus=int(self.peer_node.get("count", 1)),
         )
 
     def nvml(self) -> dict[str, Any] | None:
@@ -343,6 +347,14 @@ class FakeGpu:
             "driver": "unavailable (NVMLError_NotSupported: Not Supported)",
             "compute_processes": 0,
         }
+
+    def peer_group(self) -> Any:
+        """Every GPU of its simulated node (tests/fake_peers.py): itself alone unless ``peer_node`` says more."""
+        if self.node is None:
+            from tests.fake_peers import FakeNode, FakePeerGroup
+
+            FakePeerGroup(self, FakeNode(**{"count": 1, **self.peer_node}))
+        return self.node
 
     def launch(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, cooperative: bool = False

@@ -44,7 +44,7 @@ def test_a_family_smoke_check_fits_its_share_of_the_first_contact_stage_on_an_h2
 @pytest.mark.parametrize("name", MEASURED)
 def test_a_family_smoke_probes_run_and_verify_themselves_on_the_simulated_gpu(name: str) -> None:
     family = FAMILIES[name]
-    gpu = FakeGpu(**suite_options())
+    gpu = FakeGpu(**suite_options(peer_node={"count": 2}))  # GPU 0 of two: the multi-GPU families measure too
     measured = measure_family(family, gpu, set(family.SMOKE.probes), family.SMOKE.settings)
     assert list(measured) == [p for p in family.PROBES if p in family.SMOKE.probes]
     for probe, outcome in measured.items():

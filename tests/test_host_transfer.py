@@ -10,6 +10,7 @@ import pytest
 
 from gpuprobe.build.contracts import check
 from gpuprobe.build.cubin import build_ptx
+from gpuprobe.build.ptxsource import expand
 from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.families import host_transfer
@@ -146,10 +147,13 @@ def test_the_family_targets_every_supported_arch() -> None:
 
 def mutant_violations(tmp_path: Path, probe_name: str, arch: str, old: str, new: str) -> set[str]:
     """The contract rules (their descriptions) a probe's kernel breaks once ``old`` in its PTX source
-    is replaced by ``new``: a wrong kernel the contract must catch."""
+    is replaced by ``new``: a wrong kernel the contract must catch. A kernel the source includes (the
+    templates of ptx/common/, shared with the p2p family) is mutated in the source as expanded."""
     probe = next(p for p in all_probes() if p.name == probe_name)
     text = probe.source.read_text()
-    assert old in text, f"{old!r} is not in {probe.source_label}"
+    if old not in text:  # the kernel is a template of ptx/common/: mutate the source as expanded
+        text = "\n".join(expand(text, str(probe.source)).lines) + "\n"
+    assert old in text, f"{old!r} is not in {probe.source_label}, as written or as expanded"
     mutant = tmp_path / probe.source.name
     mutant.write_text(text.replace(old, new))
     kernel = build_ptx([mutant], parse_arch(arch)).listing.kernel(probe.kernel)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuprobe.build.registry import all_probes
-from gpuprobe.core.results import Device, Fact, Results, load
+from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load
 from gpuprobe.pytest_plugin import assert_fact
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,6 +119,45 @@ def test_a_missing_fact_fails_unless_the_part_lacks_that_level() -> None:
     )
     with pytest.raises(pytest.fail.Exception, match="was not measured"):
         assert_fact(h100, "latency.l2_far")  # judged as an H100 (detected or forced): split L2, so absence fails
+
+
+def _node_results(*facts: Fact, status: str = "ok", detail: str = "") -> Results:
+    results = _results(*facts)
+    results.probes = {name: ProbeOutcome(status, detail) for name in ("p2p.access", "p2p.ce", "collectives.all_reduce")}
+    return results
+
+
+def test_a_declared_pattern_holds_every_pair_and_names_each_failure() -> None:
+    good = Fact("p2p.ce.bandwidth.0_1", 380.0, "GB/s", verdict="pass", detail="fine")
+    slow = Fact("p2p.ce.bandwidth.1_0", 90.0, "GB/s", verdict="warn", detail="p2p.ce.bandwidth.1_0 = 90 GB/s; OUTSIDE")
+    broken = Fact("p2p.ce.bandwidth.2_0", 9.0, "GB/s", verdict="fail", detail="p2p.ce.bandwidth.2_0 = 9 GB/s; OUTSIDE")
+    other = Fact("p2p.ce.bandwidth_total", 1.0, "GB/s", verdict="fail")  # another id: not of the pattern
+    with pytest.warns(UserWarning, match=r"1 of 2 p2p\.ce\.bandwidth\.\* noted: WARN: p2p\.ce\.bandwidth\.1_0"):
+        assert_fact(_node_results(good, slow, other), "p2p.ce.bandwidth.*")
+    with pytest.raises(pytest.fail.Exception, match=r"1 of 3 p2p\.ce\.bandwidth\.\*:\np2p\.ce\.bandwidth\.2_0 = 9"):
+        assert_fact(_node_results(good, slow, broken), "p2p.ce.bandwidth.*")
+    with pytest.raises(pytest.fail.Exception, match=r"no p2p\.ce\.bandwidth\.\* was measured"):
+        assert_fact(_node_results(), "p2p.ce.bandwidth.*")
+
+
+def test_with_one_gpu_visible_the_links_skip_and_nothing_else_does() -> None:
+    from gpuprobe.pytest_plugin import assert_probe_ok
+    from gpuprobe.runner.peers import ONE_GPU
+
+    one = _node_results(status="not_run", detail=ONE_GPU)
+    for check in (
+        lambda: assert_fact(one, "p2p.ce.bandwidth.*"),
+        lambda: assert_fact(one, "p2p.gpus"),
+        lambda: assert_fact(one, "collectives.all_reduce.busbw"),
+        lambda: assert_probe_ok(one, "p2p.ce"),
+    ):
+        with pytest.raises(pytest.skip.Exception, match="1 GPU visible"):
+            check()
+    no_nccl = _node_results(status="not_run", detail="NCCL cannot be used here: the NCCL library is not installed")
+    with pytest.raises(AssertionError, match="NCCL library is not installed"):
+        assert_probe_ok(no_nccl, "collectives.all_reduce")
+    with pytest.raises(pytest.fail.Exception, match="was not measured"):
+        assert_fact(no_nccl, "collectives.all_reduce.busbw")
 
 
 def test_a_bad_baseline_is_a_usage_error_before_anything_is_measured(tmp_path) -> None:

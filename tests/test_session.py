@@ -25,6 +25,7 @@ from gpuprobe.measure.isolation import ChildPolicy
 from gpuprobe.measure.plan import SMOKE, measured_families
 from gpuprobe.output import report
 from gpuprobe.runner.gpu import LauncherSpec
+from gpuprobe.runner.peers import ONE_GPU
 from tests.fake_gpu import FakeGpu, fast_settings, suite_options
 from tests.fakes.bandwidth import DEFAULTS as BANDWIDTH_DEFAULTS
 
@@ -117,6 +118,8 @@ def test_a_run_stopped_from_outside_leaves_a_sheet_naming_the_probes_it_never_ra
 def test_every_probe_records_the_conditions_it_ran_under(clean_run) -> None:
     _, results = clean_run
     for name, outcome in results.probes.items():
+        if outcome.status == "not_run":  # never ran: the links of one GPU (see below)
+            continue
         assert {"sm_mhz_before", "sm_mhz_after", "nvml_before", "nvml_after"} <= set(outcome.conditions), name
         assert outcome.conditions["sm_mhz_after"] == pytest.approx(1755.0, rel=0.05), name
 
@@ -263,7 +266,23 @@ def test_a_run_records_its_build_environment_and_each_family_planned_and_actual_
     assert set(on_disk.families) == set(measured_families())
     for family, record in on_disk.families.items():
         assert record["ended"] == "measured", family
-        assert record["planned_s"] > 0 and record["actual_s"] > 0, family
+        idle = family in ("p2p", "collectives")  # one GPU: planned and run as nothing to measure
+        assert (
+            (record["planned_s"] == record["actual_s"] == 0.0)
+            if idle
+            else (record["planned_s"] > 0 and record["actual_s"] > 0)
+        ), family
+
+
+def test_the_multi_gpu_families_measure_no_link_on_one_gpu_and_the_run_is_complete(clean_run) -> None:
+    """One simulated GPU: the p2p and collectives probes are not run ("1 GPU visible"), never failed, no
+    process is started for them, and no probe the run's deadline did not cut makes the results partial."""
+    _, results = clean_run
+    multi = [o for n, o in results.probes.items() if n.startswith(("p2p.", "collectives."))]
+    assert multi and {(o.status, o.detail) for o in multi} == {("not_run", ONE_GPU)}
+    assert not results.partial
+    assert results.device.visible_gpus == 1  # so no measuring process was started for them
+    assert results.families["p2p"] == {"planned_s": 0.0, "actual_s": 0.0, "probes": 6, "ended": "measured"}
 
 
 def test_a_measuring_process_refuses_a_cubin_that_is_not_the_one_checked(tmp_path: Path, monkeypatch) -> None:
@@ -289,7 +308,10 @@ def test_the_deadline_ends_the_run_with_the_rest_not_run_and_the_sheet_partial(t
 
 
 def test_a_smoke_run_measures_each_family_cheapest_probes_and_writes_the_first_contact_page(tmp_path: Path) -> None:
-    results = session.run_suite(device(), simulated(), tmp_path, policy=POLICY, stage=SMOKE)
+    """On GPU 0 of a simulated node of two, so that the multi-GPU families have a link to measure too."""
+    node = {"peer_node": {"count": 2}}
+    two = FakeGpu(**suite_options(name=SIMULATED, **node)).device()
+    results = session.run_suite(two, simulated(**node), tmp_path, policy=POLICY, stage=SMOKE)
     assert results.stage == "smoke" and not results.partial
     smoke = {p for family in measured_families().values() for p in family.SMOKE.probes}
     measured = set(results.probes) - {n for n, p in results.probes.items() if p.status in ("violated", "error")}

@@ -104,6 +104,15 @@ def _interval(fact_id: str, ci: Any) -> tuple[float, float] | None:
     return float(ci[0]), float(ci[1])
 
 
+def fact_matches(declared: str, fact_id: str) -> bool:
+    """Whether ``fact_id`` is the fact ``declared`` names: the same id, or, for a declaration ending in
+    ``.*`` (facts one per pair of GPUs, ``p2p.ce.bandwidth.*``), its prefix and exactly one more part."""
+    if not declared.endswith(".*"):
+        return declared == fact_id
+    prefix = declared[:-1]
+    return fact_id.startswith(prefix) and bool(fact_id[len(prefix) :]) and "." not in fact_id[len(prefix) :]
+
+
 @dataclass
 class Fact:
     """One measured fact with a stable dotted id (e.g. ``latency.l2``)."""
@@ -182,6 +191,7 @@ class Device:
     gpu_index: int | None = None  # the GPU's index on that node, as nvidia-smi numbers it
     cuda_visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES as the measuring process saw it; None: unset
     memory_type: str = ""  # from the GPU model's datasheet (gpuprobe/expectations); CUDA does not report it
+    visible_gpus: int | None = None  # GPUs the measuring process sees (CUDA's count): the multi-GPU families' node
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Device:
@@ -201,10 +211,11 @@ _DEVICE_FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "mem_bus_bits": (int, type(None)), "mem_bytes": (int, type(None)), "shared_per_sm_bytes": (int, type(None)),
     "shared_per_block_optin_bytes": (int, type(None)), "driver": _TEXT, "cuda_runtime": _TEXT, "toolkit": _TEXT,
     "uuid": _TEXT, "hostname": _TEXT, "gpu_index": (int, type(None)), "cuda_visible_devices": (str, type(None)),
-    "memory_type": _TEXT,
+    "memory_type": _TEXT, "visible_gpus": (int, type(None)),
 }  # fmt: skip
 
-# "not_run": the probe could have run but the run ended first (its deadline), with the reason in the detail.
+# "not_run": the probe could have run but the run ended first (its deadline), or it has nothing to measure here
+# (a multi-GPU probe in a process that sees one GPU), with the reason in the detail.
 PROBE_STATUSES = ("ok", "failed", "crashed", "timeout", "violated", "skipped", "error", "not_run")
 
 

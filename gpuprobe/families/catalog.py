@@ -17,12 +17,14 @@ from gpuprobe.families import (
     barrier,
     cache_geometry,
     cluster,
+    collectives,
     grid_sync,
     host_transfer,
     l2_partition,
     launch,
     memory_latency,
     mma,
+    p2p,
     selftest,
     warp,
     wgmma,
@@ -31,8 +33,9 @@ from gpuprobe.judge.invariants import InvariantCheck
 from gpuprobe.output.sections import Section
 
 # In measuring order (and fact-sheet order): the memory hierarchy, then compute and tensor cores, then
-# warps, synchronisation and launch. The self-test goes first when it runs (--inject-fault), so that
-# every family after it shows the run went on.
+# warps, synchronisation and launch, then what joins the GPUs (measured only where a process sees more
+# than one). The self-test goes first when it runs (--inject-fault), so that every family after it
+# shows the run went on.
 FAMILIES: dict[str, ModuleType] = {
     "selftest": selftest,
     "memory": memory_latency,
@@ -50,6 +53,8 @@ FAMILIES: dict[str, ModuleType] = {
     "cluster": cluster,
     "grid_sync": grid_sync,
     "launch": launch,
+    "p2p": p2p,
+    "collectives": collectives,
 }
 OPT_IN = frozenset({"selftest"})  # measured only when asked
 

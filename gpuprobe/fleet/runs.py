@@ -4,6 +4,9 @@
 - **fleet-run** (``gpuprobe fleet-run OUT``): one ``pytest probes/`` process per GPU, all at once,
   each pinned with ``CUDA_VISIBLE_DEVICES`` before CUDA starts, each writing
   ``OUT/<hostname>-gpu<K>/results.json``; then the fleet report (:mod:`gpuprobe.fleet.aggregate`) over OUT.
+  A pinned process sees one GPU, so its multi-GPU families (p2p, collectives) measure no link: with
+  ``--links DIR``, once the pinned runs are done, one more pytest of those families sees every listed GPU
+  and writes ``DIR/<hostname>/results.json``, and the links report (:mod:`gpuprobe.fleet.links`) follows.
 - **pytest-xdist**: ``pytest probes/ -n NUM_GPUS --dist each`` with :func:`pin_xdist_worker` called
   from ``pytest_configure``: ``--dist each`` sends every test to every worker, and worker ``gwK`` is
   pinned to GPU K.
@@ -252,6 +255,27 @@ def plan_runs(
     return runs
 
 
+LINK_TESTS = ("test_p2p.py", "test_collectives.py")  # the multi-GPU families' tests, in the tests folder
+
+
+def plan_links_run(
+    gpus: Sequence[tuple[int, str]],
+    links: Path,
+    hostname: str,
+    tests: str = "probes",
+    pytest_args: Sequence[str] = (),
+    python: str = sys.executable,
+) -> GpuRun:
+    """One ``pytest`` of the multi-GPU families that sees every GPU of ``gpus`` (their links need them all in
+    one process), writing ``links/<hostname>``; run after the pinned runs, so no GPU is measured twice at once."""
+    visible = ",".join(entry for _, entry in gpus)
+    out_dir = links / hostname
+    command = (python, "-m", "pytest", *(str(Path(tests) / name) for name in LINK_TESTS), "-p", "no:cacheprovider",
+               "--gpuprobe-out", str(out_dir), *pytest_args)  # fmt: skip
+    env = {"CUDA_VISIBLE_DEVICES": visible, "GPUPROBE_GPU_INDEX": str(gpus[0][0])}  # device 0 of the process
+    return GpuRun(gpus[0][0], visible, out_dir, command, env)
+
+
 def child_env(run: GpuRun, base: Mapping[str, str]) -> dict[str, str]:
     """The parent's environment, pinned to the run's GPU, outside any xdist worker it was started from."""
     env = {k: v for k, v in base.items() if not k.startswith("PYTEST_XDIST_")}
@@ -362,8 +386,9 @@ def cmd_fleet_run(args: argparse.Namespace) -> int:
     for outcome in outcomes:
         print(outcome.text())
     failed = [o for o in outcomes if not o.ok]
+    links_bad = bool(args.links) and _links(gpus, Path(args.links), args, pytest_args)
     if args.no_aggregate:
-        return 1 if failed else 0
+        return 1 if failed or links_bad else 0
     try:
         report = aggregate_paths([out], args.threshold, min_deviation_pct=args.min_deviation)
     except GpuprobeError as exc:
@@ -371,7 +396,29 @@ def cmd_fleet_run(args: argparse.Namespace) -> int:
         return 1
     print()
     print(render(report, "text"), end="")
-    return 1 if failed or report.exit_status else 0
+    return 1 if failed or links_bad or report.exit_status else 0
+
+
+def _links(gpus: Sequence[tuple[int, str]], links: Path, args: argparse.Namespace, pytest_args: list[str]) -> bool:
+    """The multi-GPU families over every listed GPU at once, then the links report: whether the run failed
+    or a link is slow."""
+    from gpuprobe.fleet.links import links_report
+    from gpuprobe.fleet.links import render as render_links
+
+    if len(gpus) < 2:
+        print("gpuprobe fleet-run: --links needs two or more GPUs; one GPU has no link to measure")
+        return False
+    run = plan_links_run(gpus, links, socket.gethostname(), args.tests, pytest_args, args.python)
+    print(f"gpuprobe fleet-run: links between {len(gpus)} GPUs, one pytest, log in {run.log}")
+    outcome = launch([run], os.environ, args.timeout)[0]
+    print(outcome.text())
+    try:
+        report = links_report([links])
+    except GpuprobeError as exc:
+        print(f"gpuprobe fleet-run: no links report: {exc}")
+        return True
+    print(render_links(report), end="")
+    return not outcome.ok or bool(report.exit_status)
 
 
 def add_command(subparsers: Any) -> None:
@@ -397,4 +444,7 @@ def add_command(subparsers: Any) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
     p.add_argument("--no-aggregate", action="store_true", help="skip the fleet report over OUT afterwards")
     add_outlier_options(p)
+    p.add_argument("--links", metavar="DIR",
+                   help="then measure the links between the GPUs (p2p, collectives) in one process that sees them "
+                   "all, into DIR/<hostname>, and report the slow ones")  # fmt: skip
     p.set_defaults(func=cmd_fleet_run)

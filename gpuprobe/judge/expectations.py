@@ -23,6 +23,10 @@ Matching: a pattern matches when it occurs in the device name, ignoring case, an
 a letter or digit on either side ("T4" does not match "T400", "H200" does not match "GH200",
 "L40" does not match "L40S"). When several models match, the longest matching pattern wins.
 
+A fact id may end in ``*`` (``[facts."p2p.ce.bandwidth.*"]``): the expectation of every fact whose id
+is that prefix and one more part, as per-pair facts are (``p2p.ce.bandwidth.0_1``, one per pair of
+GPUs, however many the node has). An expectation of the whole id wins over the pattern.
+
 A fact with severity ``report`` may carry no bounds at all (nothing published to hold it to);
 ``assert`` and ``warn`` facts need at least one bound.
 
@@ -94,7 +98,7 @@ DEVICE_RECORD_FIELDS: dict[str, str] = {
 _FAMILY_FILE_FIELDS = frozenset({"facts", "datasheet"})
 _DATASHEET_FIELDS = frozenset({"value", "unit", "source", "note"})
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
-_FACT_ID_RE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
+_FACT_ID_RE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*\.([a-z0-9_]+|\*)$")
 _CC_RE = re.compile(r"^\d+\.\d+$")
 
 
@@ -144,6 +148,11 @@ class ModelExpectations:
     memory: str = ""  # the memory type, from the datasheet (CUDA does not report it)
     datasheet: dict[str, DatasheetValue] = field(default_factory=dict)  # peaks the probes are held against
     device: dict[str, float] = field(default_factory=dict)  # [device]: what the part reports (empty if not given)
+
+    def expectation_for(self, fact_id: str) -> Expectation | None:
+        """What ``fact_id`` is held to: its own expectation, else the one of its prefix and ``.*``
+        (:func:`~gpuprobe.core.results.fact_matches`)."""
+        return self.facts.get(fact_id) or self.facts.get(f"{fact_id.rsplit('.', 1)[0]}.*")
 
     def matching_pattern(self, device_name: str) -> str | None:
         """The longest of this model's patterns that matches ``device_name``, or None."""

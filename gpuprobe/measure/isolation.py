@@ -91,9 +91,18 @@ def user_policy(probe_time_limit_s: float | None = None, cooldown_s: float | Non
     )
 
 
+DEADLINE = "deadline: "
+
+
 def deadline_outcome(what: str = "") -> ProbeOutcome:
     """A probe the run's deadline left unmeasured."""
-    return ProbeOutcome("not_run", f"deadline: the run's time ran out{what}; not measured")
+    return ProbeOutcome("not_run", f"{DEADLINE}the run's time ran out{what}; not measured")
+
+
+def cut_by_deadline(outcome: ProbeOutcome) -> bool:
+    """Whether the run's deadline left this probe unmeasured (not a probe that is not run for a reason
+    of its own, such as a multi-GPU probe in a process that sees one GPU)."""
+    return outcome.status == "not_run" and outcome.detail.startswith(DEADLINE)
 
 
 @dataclass
@@ -413,7 +422,7 @@ def run_family(
         retry: list[str] = []
         for measured in _run_children(spec, pending, policy, state):
             tries = attempt
-            if measured.outcome.status == "not_run" and measured.probe in disturbed:
+            if cut_by_deadline(measured.outcome) and measured.probe in disturbed:
                 measured, tries = disturbed[measured.probe], attempt - 1  # the deadline cut the retry: the try stands
             reason = gpu_conditions(measured.outcome.conditions)
             clean = not reason or measured.outcome.status != "ok"

@@ -79,9 +79,19 @@ class FamilyPlan:
     error: str = ""
 
 
+def too_few_gpus(family: ModuleType, device: Device) -> bool:
+    """Whether the run's process sees fewer GPUs than a multi-GPU family needs (its ``MIN_GPUS``): its probes
+    are then ``not_run`` ("1 GPU visible"), as its own measuring process would find, and the run starts
+    none for it (a run pinned to one GPU, as fleet-run's are, saves a process per such family)."""
+    return device.visible_gpus is not None and device.visible_gpus < getattr(family, "MIN_GPUS", 1)
+
+
 def family_plan(name: str, family: ModuleType, stage: Stage, settings: Any, device: Device) -> FamilyPlan:
     """The family's plan at ``stage`` with ``settings`` on ``device``: at the smoke stage, every probe's
-    work at the smoke settings (a bound) and the condition snapshots of the smoke probes alone."""
+    work at the smoke settings (a bound) and the condition snapshots of the smoke probes alone. A family
+    the device has too few GPUs for costs nothing: no process is started for it."""
+    if too_few_gpus(family, device):
+        return FamilyPlan(name, Plan(len(stage.probes(family)), 0, 0.0), 0.0)
     try:
         plan = family.plan(settings, device)
     except Exception as exc:  # e.g. a launch shape this device cannot hold: the probe will say so itself

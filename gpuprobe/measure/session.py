@@ -35,21 +35,29 @@ from gpuprobe.judge.expectations import ModelExpectations, judge, match_model
 from gpuprobe.judge.invariants import check_invariants
 from gpuprobe.measure.child import file_sha256
 from gpuprobe.measure.conditions import CLOCK_PROBE, REFERENCE_KEY
-from gpuprobe.measure.isolation import ChildPolicy, FailureStreak, deadline_outcome, death_signature, run_family
+from gpuprobe.measure.isolation import (
+    ChildPolicy,
+    FailureStreak,
+    cut_by_deadline,
+    deadline_outcome,
+    death_signature,
+    run_family,
+)
 from gpuprobe.measure.lock import gpu_lock
-from gpuprobe.measure.plan import FULL, REPORT_S, FamilyPlan, Stage, family_plan
+from gpuprobe.measure.plan import FULL, REPORT_S, FamilyPlan, Stage, family_plan, too_few_gpus
 from gpuprobe.measure.progress import ProgressSink, QuietSink, RunProgress
 from gpuprobe.output.factsheet import write_report
 from gpuprobe.output.first_contact import render_first_contact
 from gpuprobe.output.report import gpu_slug
 from gpuprobe.runner.gpu import LauncherSpec, device_record, nvml_snapshot, software_versions
+from gpuprobe.runner.peers import ONE_GPU
 
 RESULTS_NAME = "results.json"
 MAX_NOISE = 0.10  # a fact whose CI half-width exceeds this fraction of its value is unstable, not judged
 
 
 def judge_fact(fact: Fact, model: ModelExpectations | None) -> Fact:
-    expectation = model.facts.get(fact.id) if model else None
+    expectation = model.expectation_for(fact.id) if model else None
     fact.expectation = None if expectation is None else {k: v for k, v in asdict(expectation).items() if k != "fact_id"}
     fact.verdict, fact.detail = judge(fact, expectation)
     return fact
@@ -247,7 +255,7 @@ def measure_family(
             results.clocks["samples"] = clock.samples
         record["actual_s"] = round(time.monotonic() - started, 3)
         save(results, path)
-    cut = any(results.probes[name].status == "not_run" for name in order)
+    cut = any(cut_by_deadline(results.probes[name]) for name in order)
     record.update(actual_s=round(time.monotonic() - started, 3), ended="deadline" if cut else "measured")
     if REFERENCE_KEY in state:
         run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
@@ -336,6 +344,12 @@ def run_suite(
                     not_started(results, family, order, dying.reason)
                     save(results, path)
                     tracker.family_skipped(family, dying.reason or "the run's deadline came first")
+                    continue
+                if too_few_gpus(selected[family], device):  # what its own process would say, without starting one
+                    results.probes.update({name: ProbeOutcome("not_run", ONE_GPU) for name in order})
+                    results.families[family].update(actual_s=0.0, ended="measured")
+                    save(results, path)
+                    tracker.family_skipped(family, ONE_GPU)
                     continue
                 spec = child_spec(module, device, launcher, family, settings_of[family], datasheet, clock_usable)
                 tracker.family_started(family)

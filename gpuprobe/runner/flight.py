@@ -10,7 +10,9 @@ say exactly what was launched. So a failure seen once on a real GPU can be read 
 
 Recording happens around the launcher's methods, never inside them: every timed region is inside
 one launcher call (CUDA events or the host clock the launcher itself reads), so recording costs no
-measured time.
+measured time. The multi-GPU families' calls (:mod:`gpuprobe.runner.peers`: the group of GPUs, each
+GPU's launcher, NCCL's communicator) are recorded the same way, numbered in one sequence with the
+launcher's, each named for what it was made on (``peers.time_copies``, ``peers.on(2).launch``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from typing import Any
 import numpy as np
 
 FLIGHT_CALLS = 200  # launcher calls kept per measuring process (and written with a failed probe)
-UNRECORDED = frozenset({"address", "device", "nvml"})  # pure lookups: no GPU work to diagnose
+UNRECORDED = frozenset({"address", "device", "nvml", "count"})  # pure lookups: no GPU work to diagnose
+# Calls whose result is itself a runner object (a GPU's launcher, NCCL's communicator): recorded in turn.
+RECORDED_RESULTS = frozenset({"on", "communicator"})
 
 
 def describe_argument(value: Any) -> str:
@@ -55,19 +59,26 @@ def _signature(method: str) -> inspect.Signature | None:
     return inspect.signature(function) if callable(function) else None
 
 
+def _bound_arguments(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The call's arguments by their names in the Launcher protocol, or None where it names none."""
+    signature = _signature(method)
+    try:
+        bound = dict(signature.bind(None, *args, **kwargs).arguments) if signature else None
+    except TypeError:
+        return None
+    if bound is not None:
+        bound.pop(next(iter(bound)))  # self
+    return bound
+
+
 def describe_call(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """What a launcher call was asked to do, JSON-able, each argument under its name in the Launcher
     protocol (kernel, grid, block, args, shared_bytes, count, ...): kernel arguments as their type and
     width (scalars with their value), buffers as their size."""
     record: dict[str, Any] = {"call": method}
-    signature = _signature(method)
-    try:
-        bound = signature.bind(None, *args, **kwargs).arguments if signature else None
-    except TypeError:
-        bound = None
+    bound = _bound_arguments(method.rsplit(".", 1)[-1], args, kwargs)
     if bound is None:
         return {**record, "positional": [_short(a) for a in args], **{k: _short(v) for k, v in kwargs.items()}}
-    bound.pop(next(iter(bound)))  # self
     return {**record, **{name: _short(value) for name, value in bound.items()}}
 
 
@@ -84,11 +95,24 @@ class RecordingLauncher:
         launcher: Any,
         on_call: Callable[[dict[str, Any]], None],
         on_return: Callable[[int, float, str | None], None],
+        prefix: str = "",
+        counter: list[int] | None = None,
     ) -> None:
         self._launcher = launcher
         self._on_call = on_call
         self._on_return = on_return
-        self._count = 0
+        self._prefix = prefix  # what the calls are made on, e.g. "peers." (the launcher's own: "")
+        self._counter = [0] if counter is None else counter  # one sequence for every recorder of a process
+
+    @property
+    def wrapped(self) -> Any:
+        """The launcher (or runner object) being recorded."""
+        return self._launcher
+
+    def recording(self, other: Any, name: str) -> RecordingLauncher:
+        """``other`` (a runner object this launcher's process uses too) recorded in the same sequence, its
+        calls named ``name.method``."""
+        return RecordingLauncher(other, self._on_call, self._on_return, f"{self._prefix}{name}.", self._counter)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._launcher, name)
@@ -96,9 +120,9 @@ class RecordingLauncher:
             return attribute
 
         def recorded(*args: Any, **kwargs: Any) -> Any:
-            self._count += 1
-            number = self._count
-            self._on_call({"n": number, **describe_call(name, args, kwargs)})
+            self._counter[0] += 1
+            number = self._counter[0]
+            self._on_call({"n": number, **describe_call(self._prefix + name, args, kwargs)})
             started = time.perf_counter()
             try:
                 result = attribute(*args, **kwargs)
@@ -106,6 +130,8 @@ class RecordingLauncher:
                 self._on_return(number, (time.perf_counter() - started) * 1e3, f"{type(exc).__name__}: {exc}")
                 raise
             self._on_return(number, (time.perf_counter() - started) * 1e3, None)
+            if name in RECORDED_RESULTS:
+                return self.recording(result, f"{name}({', '.join(repr(a) for a in args)})")
             return result
 
         return recorded

@@ -603,6 +603,7 @@ def device_identity(device_index: int = 0) -> Device:
         cuda_runtime=_version_text(runtime.runtimeGetVersion()),
         toolkit=toolkit_description(),
         uuid=cuda_uuid(device_index),
+        visible_gpus=int(runtime.getDeviceCount()),
     )
 
 

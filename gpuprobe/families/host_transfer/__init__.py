@@ -118,7 +118,7 @@ def rate_gbps(small_bytes: int, small_ms: float, large_bytes: int, large_ms: flo
         )
     gbps = (large_bytes - small_bytes) / (extra_ms * 1e-3) / 1e9
     if gbps > limit:
-        raise ProbeFailure(f"{gbps:.0f} GB/s between host and device is beyond any link ({limit:.0f} GB/s)")
+        raise ProbeFailure(f"{gbps:.0f} GB/s is beyond any link ({limit:.0f} GB/s)")
     return gbps
 
 
