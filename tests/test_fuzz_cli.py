@@ -10,10 +10,8 @@ H200's first run (reports/nvidia-h200/results.json: five facts, three probes).
 Every case ends one of two ways: the command handles it (exit 0 or 1, no traceback), or refuses it as a
 user error (exit 2, nothing on stdout, exactly one line on stderr). Where the input is certainly broken,
 refusing is the only right answer. An exception out of ``main`` fails the test with its traceback.
-
-Damage that ``gpuprobe.core.results.load`` accepts today (NaN, infinities, numbers as strings, numbers too
-large for a float) is marked as a strict xfail, waiting for the shared results validator (issue 19.6): when
-it lands, those cases pass, fail as XPASS, and their marks are taken off.
+Results files go through the one validator every reader shares (``gpuprobe.core.results.load``): NaN,
+infinities, numbers as strings, integers no float holds and nesting JSON cannot follow are refused.
 """
 
 from __future__ import annotations
@@ -194,21 +192,6 @@ def test_sass_on_a_file_whose_name_is_not_utf8(capsys: pytest.CaptureFixture[str
 
 # ---------------------------------------------------------------- results files ------------------
 
-#: The cases whose damage gpuprobe.core.results.load accepts today (or, for nesting, lets a RecursionError out
-#: of): strict xfails, each naming the validator it waits for and what it must refuse.
-ACCEPTED_TODAY = {
-    "nan-0", "nan-1", "nan-2", "infinity-2", "-infinity-0", "-infinity-1", "-infinity-2",
-    "huge-float-0", "huge-float-1", "huge-float-2", "huge-int-0", "huge-int-1", "huge-int-2",
-    "numeric-string-0", "deep-0", "deep-1", "deep-2",
-}  # fmt: skip
-VALIDATOR = "results validator (issue 19.6): load() must refuse "
-WHY = {
-    "nan": "NaN in a fact", "infinity": "an infinity in a fact", "-infinity": "an infinity in a fact",
-    "huge-float": "1e999 (an infinity) in a fact", "huge-int": "an integer no float holds in a fact (OverflowError)",
-    "numeric-string": "a fact's number spelled as a string", "deep": "nesting json cannot follow (RecursionError)",
-}  # fmt: skip
-
-
 def results_case(kind: str, seed: int) -> bytes:
     original = RESULTS.read_bytes()
     if kind in BYTE_DAMAGE:
@@ -227,16 +210,9 @@ def certainly_broken(kind: str, data: bytes) -> bool:
     return False
 
 
-def results_param(kind: str, seed: int) -> pytest.ParameterSet:
-    case = f"{kind}-{seed}"
-    if case not in ACCEPTED_TODAY:
-        return pytest.param(kind, seed, id=case)
-    raises = RecursionError if kind == "deep" else None
-    return pytest.param(kind, seed, id=case, marks=pytest.mark.xfail(strict=True, reason=VALIDATOR + WHY[kind],
-                                                                     raises=raises))  # fmt: skip
-
-
-RESULTS_CASES = [results_param(kind, seed) for kind in (*BYTE_DAMAGE, *JSON_DAMAGE) for seed in range(3)]
+RESULTS_CASES = [
+    pytest.param(kind, seed, id=f"{kind}-{seed}") for kind in (*BYTE_DAMAGE, *JSON_DAMAGE) for seed in range(3)
+]
 
 
 @pytest.mark.parametrize(("kind", "seed"), RESULTS_CASES)

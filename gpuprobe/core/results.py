@@ -313,7 +313,7 @@ class Results:
             ))
         except InvalidResults as exc:
             raise GpuprobeError(f"{source}: invalid results file: {exc}") from None
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
             raise GpuprobeError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None
 
 
@@ -424,4 +424,6 @@ def load(path: Path) -> Results:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise GpuprobeError(f"{path}: corrupt results file (not JSON: {exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise GpuprobeError(f"{path}: corrupt results file (nested deeper than JSON can be read)") from None
     return Results.from_dict(data, source=str(path))
