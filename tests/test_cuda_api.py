@@ -1132,7 +1132,9 @@ def test_every_cuda_bindings_call_converts_its_arguments(driver_paths: dict[str,
     named = {u.rsplit(".", 1)[1] for u in scan.uses if u.startswith("cuda.bindings.driver.cu")}
     used = {name for name in named if not name.startswith("cuuint")}  # cuuint32_t/64_t: integer types, not calls
     assert set(driver_paths["called"]) == used  # every driver function gpu.py names was run
-    assert scan.shapeless == {"cuda.bindings.driver.CUlaunchConfig"}  # made, and its fields set, in that run
+    # made (the config's fields set, the integers wrapped for cuTensorMapEncodeTiled's lists) in that run
+    driver = "cuda.bindings.driver"
+    assert scan.shapeless == {f"{driver}.CUlaunchConfig", f"{driver}.cuuint64_t", f"{driver}.cuuint32_t"}
 
 
 def test_a_tensor_map_is_encoded_by_the_driver_into_the_128_bytes_a_kernel_takes(driver_paths: dict[str, Any]) -> None:
