@@ -37,10 +37,11 @@ from gpuprobe.core.results import Device
 from gpuprobe.families.base import Request
 from gpuprobe.families.memory_latency import UNROLL, Settings
 from gpuprobe.measure.conditions import ConditionRecorder
-from gpuprobe.runner.gpu import CooperativeGridTooLarge
+from gpuprobe.runner.gpu import TENSOR_MAP_DTYPE, CooperativeGridTooLarge, TileMap
 from tests.cache_model import curve
 
 KIB, MIB = 2**10, 2**20
+TENSOR_MAP_TAG = 0x7E45_0121  # the first word of a simulated tensor map
 
 # Run-to-run noise: each simulated quantity (a kernel's timing, a copy path, a launch path) is off by a
 # factor drawn once per FakeGpu from its seed, the same for every sample of the run, as a real run's
@@ -217,6 +218,7 @@ class FakeGpu:
     gap_ns: float = 1800.0
     seed: int = 7  # the run: its within-run noise and its run-to-run factors are drawn from it
     family_options: dict[str, Any] = field(default_factory=dict)  # attributes the tests/fakes modules read
+    tensor_maps: list[tuple[int, TileMap]] = field(default_factory=list)  # (buffer base, map) per tensor_map
     _next_base: int = 0x7F0000000000
     _rng: np.random.Generator = field(init=False)
     _run_factors: dict[str, float] = field(default_factory=dict, init=False)
@@ -277,6 +279,23 @@ class FakeGpu:
 
     def read(self, buffer: FakeBuffer, dtype: str, count: int) -> np.ndarray:
         return buffer.data.view(np.dtype(dtype))[:count].copy()
+
+    def tensor_map(self, buffer: FakeBuffer, tiles: TileMap) -> np.void:
+        """A simulated tensor map: its 128 bytes name an entry of this GPU's table (a real map's bytes are
+        the driver's own encoding, which no simulation reads). The entry holds the buffer, as the map's
+        address does not keep a real one alive: a kernel given a map of freed memory fails as on a GPU."""
+        self.tensor_maps.append((buffer.base, tiles))
+        value = np.zeros((), dtype=TENSOR_MAP_DTYPE)
+        value["opaque"][:2] = [TENSOR_MAP_TAG, len(self.tensor_maps) - 1]
+        return value[()]
+
+    def mapped(self, tensor_map: np.void) -> tuple[FakeBuffer, TileMap]:
+        """The buffer and the description a simulated tensor map names."""
+        tag, index = (int(word) for word in tensor_map["opaque"][:2])
+        if tag != TENSOR_MAP_TAG or not 0 <= index < len(self.tensor_maps):
+            raise RuntimeError("CUDA_ERROR_ILLEGAL_INSTRUCTION: the kernel was given no tensor map this GPU encoded")
+        base, tiles = self.tensor_maps[index]
+        return self.buffer_at(base)[0], tiles
 
     def buffer_at(self, address: int | FakeBuffer) -> tuple[FakeBuffer, int]:
         """The buffer holding a raw device address (or a buffer, passed as a kernel gets its address), and

@@ -24,6 +24,7 @@ from gpuprobe.families import (
     memory_latency,
     mma,
     selftest,
+    tma,
     warp,
     wgmma,
 )
@@ -42,6 +43,7 @@ FAMILIES: dict[str, ModuleType] = {
     "atomics": atomics,
     "host_transfer": host_transfer,
     "async_copy": async_copy,
+    "tma": tma,
     "alu": alu,
     "mma": mma,
     "wgmma": wgmma,
