@@ -475,13 +475,9 @@ def plan(settings: Settings, device: Device) -> Plan:
 
 # A first contact: the 128-byte swizzle's chases (both shapes, L2 and DRAM), each launch's end tile and last
 # tile checked, one short sample each.
-SMOKE = Smoke(
-    probes=("tma.latency.sw128",),
-    settings=Settings(
-        l2_tiles=8, dram_tiles=16, chase_steps=(1, 2), min_repeats=1, max_repeats=1,
-        dram_l2_multiple=0.0, dram_min_bytes=1 << 20, l2_fraction=0.01,
-    ),  # fmt: skip
-)
+SMOKE_SETTINGS = Settings(l2_tiles=8, dram_tiles=16, chase_steps=(1, 2), min_repeats=1, max_repeats=1,
+                          dram_l2_multiple=0.0, dram_min_bytes=1 << 20, l2_fraction=0.01)  # fmt: skip
+SMOKE = Smoke(probes=("tma.latency.sw128",), settings=SMOKE_SETTINGS)
 
 
 # ---- invariants and the sheet ------------------------------------------------------------------
