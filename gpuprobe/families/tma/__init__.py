@@ -219,8 +219,8 @@ def tile_chase(ctx: _Context, tile: Tile, level: str, promotion: bool) -> Chase:
     mapped = Mapped(ctx.launcher.upload(values.ravel()), values)
     tmap = ctx.launcher.tensor_map(mapped.buffer, tile.tensor_map(len(values), promotion))
     kernel, words = f"gp_tma_chase_x{tile.boxes}", OUT_WORDS + tile.bytes // 8
-    previous = np.empty(nodes, dtype=np.int64)
-    previous[chain.successor] = np.arange(nodes)
+    position = np.empty(nodes, dtype=np.int64)  # each tile's step in the cycle
+    position[chain.order] = np.arange(nodes)
 
     def launch(start: int, warm: int, iterations: int) -> np.ndarray:
         if level == "dram":
@@ -228,8 +228,8 @@ def tile_chase(ctx: _Context, tile: Tile, level: str, promotion: bool) -> Chase:
         out = ctx.output(words)
         args = [tmap, np.uint32(tile.rows), np.uint32(start), np.uint32(warm), np.uint32(iterations), out]
         got = ctx.kernels.run(kernel, args, out, words, block=32, shared=tile.bytes + ALIGN)
-        end = end_tile(int(got[2]))
-        last = tiles(mapped.values, tile.rows)[previous[end]]
+        loaded = chain.order[(position[start] + warm + iterations - 1) % nodes]  # the last tile the host predicts
+        last = tiles(mapped.values, tile.rows)[loaded]
         check_tile(kernel, tile.from_shared(got[OUT_WORDS:]), last, f"the last {tile.name} ({tile.swizzle})")
         return got[:OUT_WORDS]
 
