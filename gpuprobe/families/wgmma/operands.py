@@ -8,11 +8,12 @@ holds exactly and whose sums stay exact however long a chain accumulates; for la
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuprobe.families.wgmma.layout import M, WgmmaType
+from gpuprobe.families.sparsity import expand, holders, metadata_words, random_pattern
+from gpuprobe.families.wgmma.layout import WARPGROUP, M, WgmmaType
 
 OPERAND_KINDS = ("zero", "random", "ternary")
 
@@ -112,6 +113,34 @@ def make_operands(wgmma: WgmmaType, n: int, kind: str, seed: int) -> Operands:
     a = encode(_values((M, wgmma.k), wgmma, kind, rng), wgmma)
     b = encode(_values((n, wgmma.k), wgmma, kind, rng), wgmma)
     return Operands(wgmma, kind, a, b)
+
+
+@dataclass(frozen=True)
+class SparseOperands(Operands):
+    """A sparse wgmma's operands: A (64 x 2K, 2:4 sparse) held as its 64 x K kept elements (``a_bits``) and
+    their places (``pattern``, :mod:`gpuprobe.families.sparsity`), and B (N x 2K)."""
+
+    pattern: np.ndarray = field(default_factory=lambda: np.zeros((M, 0, 2), dtype=np.int64))
+
+    @property
+    def a(self) -> np.ndarray:
+        return expand(decode(self.a_bits, self.wgmma), self.pattern)
+
+    def metadata(self) -> np.ndarray:
+        """The metadata register of each of the warpgroup's 128 threads (selector 0): warp w holds rows
+        16 w .. 16 w + 15, lane l the rows 16 w + l / 4 and + 8, its part (l mod holders) of K."""
+        thread = np.arange(WARPGROUP)
+        rows = 16 * (thread // 32) + (thread % 32) // 4
+        return metadata_words(self.pattern, rows, (thread % 4) % holders(2 * self.wgmma.k))
+
+
+def make_sparse_operands(wgmma: WgmmaType, n: int, kind: str, seed: int) -> SparseOperands:
+    """Operands of a sparse m64nNk(2K) wgmma of ``wgmma``'s type: A's kept elements and B as make_operands
+    draws them, A's pattern at random (every chunk's two places, ascending)."""
+    rng = np.random.default_rng(seed)
+    a = encode(_values((M, wgmma.k), wgmma, kind, rng), wgmma)
+    b = encode(_values((n, 2 * wgmma.k), wgmma, kind, rng), wgmma)
+    return SparseOperands(wgmma, kind, a, b, random_pattern(M, 2 * wgmma.k, rng))
 
 
 def mismatch(d: np.ndarray, operands: Operands, times: int) -> str | None:

@@ -1,0 +1,64 @@
+"""2:4 structured sparsity on the host: the pattern, the compressed operand, and the metadata the sparse
+tensor-core instructions (mma.sp, wgmma.mma_async.sp) read.
+
+PTX ISA, "Sparse matrix storage": a sparse A (M x K) keeps two of every four consecutive elements of a row
+(a *chunk*), packed as M x K/2; the metadata gives each kept element's index within its chunk, 2 bits
+each, the two indices of a chunk in its nibble (first index in the low two bits; ``::ordered_metadata``
+and wgmma require the first below the second; 0b0000, 0b0101, 0b1010, 0b1111 are invalid). A 32-bit
+metadata register covers two rows 8 apart, 16 bits each: four chunks (16 elements of K) of row r in the
+low half, of row r + 8 in the high half, chunk c of the four in bits 4c..4c+3. In a group of four
+consecutive threads the threads the *sparsity selector* names hold it, one per 16 elements of K (one
+thread for K = 16, two for K = 32, all four for K = 64); the kernels here use selector 0 and give
+every thread of a group the register of thread (lane mod that count), so whichever of the group's
+threads the hardware reads holds its own part.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+CHUNK = 4  # elements of a chunk; two of them kept
+CHUNKS_PER_HALF = 4  # chunks a 16-bit half of a metadata register covers
+PAIRS = np.array(list(itertools.combinations(range(CHUNK), 2)))  # the six ordered index pairs
+
+
+def random_pattern(rows: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """For every chunk of a rows x k matrix, the (ascending) indices of its two kept elements: rows x k/4 x 2."""
+    if k % CHUNK:
+        raise ValueError(f"a 2:4 sparse row spans whole chunks of 4, not {k} elements")
+    return PAIRS[rng.integers(0, len(PAIRS), size=(rows, k // CHUNK))]
+
+
+def expand(compressed: np.ndarray, pattern: np.ndarray) -> np.ndarray:
+    """The dense rows x k matrix (zeros elsewhere) of the rows x k/2 kept elements at ``pattern``'s places."""
+    rows, half = compressed.shape
+    dense = np.zeros((rows, 2 * half), dtype=compressed.dtype)
+    chunk_start = CHUNK * np.arange(half // 2)[None, :, None]
+    columns = (chunk_start + pattern).reshape(rows, half)
+    dense[np.arange(rows)[:, None], columns] = compressed
+    return dense
+
+
+def nibbles(pattern: np.ndarray) -> np.ndarray:
+    """Each chunk's metadata nibble: first index | second index << 2 (rows x k/4)."""
+    return (pattern[..., 0] | pattern[..., 1] << 2).astype(np.uint32)
+
+
+def metadata_words(pattern: np.ndarray, rows: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per thread, its 32-bit metadata register: chunks 4 g .. 4 g + 3 (g = ``groups``) of row ``rows`` in
+    the low half, of row ``rows`` + 8 in the high half."""
+    codes = nibbles(pattern)
+    shifts = (4 * np.arange(CHUNKS_PER_HALF)).astype(np.uint32)
+    chunks = CHUNKS_PER_HALF * groups[:, None] + np.arange(CHUNKS_PER_HALF)[None, :]
+
+    def half(row: np.ndarray) -> np.ndarray:
+        return np.bitwise_or.reduce(codes[row[:, None], chunks] << shifts, axis=1)
+
+    return (half(rows) | half(rows + 8) << np.uint32(16)).astype(np.uint32)
+
+
+def holders(k: int) -> int:
+    """Threads of a group of four that hold metadata for a K-wide sparse A (one per 16 elements of K)."""
+    return max(1, k // (CHUNK * CHUNKS_PER_HALF))
