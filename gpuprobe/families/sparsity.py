@@ -19,6 +19,8 @@ import itertools
 
 import numpy as np
 
+from gpuprobe.core.results import Fact
+
 CHUNK = 4  # elements of a chunk; two of them kept
 CHUNKS_PER_HALF = 4  # chunks a 16-bit half of a metadata register covers
 PAIRS = np.array(list(itertools.combinations(range(CHUNK), 2)))  # the six ordered index pairs
@@ -62,3 +64,11 @@ def metadata_words(pattern: np.ndarray, rows: np.ndarray, groups: np.ndarray) ->
 def holders(k: int) -> int:
     """Threads of a group of four that hold metadata for a K-wide sparse A (one per 16 elements of K)."""
     return max(1, k // (CHUNK * CHUNKS_PER_HALF))
+
+
+def not_below_beyond_noise(sparse: Fact, dense: Fact) -> bool:
+    """Whether a sparse rate is at least its dense twin's as far as their noise can tell: false only when the
+    sparse rate's confidence interval lies wholly under the dense one's (a fact without one is its value)."""
+    sparse_high = sparse.ci[1] if sparse.ci else sparse.value
+    dense_low = dense.ci[0] if dense.ci else dense.value
+    return sparse_high >= dense_low

@@ -45,6 +45,7 @@ from gpuprobe.families.measuring import (
     unmeasured,
 )
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, MAX_THREADS_PER_SM, cycles_s, held_batch_s, readback_host_s
+from gpuprobe.families.sparsity import not_below_beyond_noise
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.wgmma.layout import (
     LEADING_BYTES,
@@ -530,9 +531,9 @@ def sparse_at_least_dense(facts: dict[str, Fact], device: Device) -> list[tuple[
         sparse, dense = (_measured(facts, f"{shape_id(k)}.tflops") for k in (kernel, dense_twin(kernel)))
         if sparse is None or dense is None:
             continue
-        low_dense, high_sparse = (dense.ci or (dense.value,) * 2)[0], (sparse.ci or (sparse.value,) * 2)[1]
         detail = f"sparse {sparse.value:.1f} vs dense {dense.value:.1f} TFLOP/s ({sparse.value / dense.value:.2f} x)"
-        checks.append((f"wgmma.sparse_at_least_dense.{check_suffix(sparse.id)}", high_sparse >= low_dense, detail))
+        ok = not_below_beyond_noise(sparse, dense)
+        checks.append((f"wgmma.sparse_at_least_dense.{check_suffix(sparse.id)}", ok, detail))
     return checks
 
 
