@@ -99,15 +99,20 @@ def _accumulator_value(v: Variant, words: np.ndarray, i: int) -> float:
 
 def sparse_a(v: SparseVariant, kept: np.ndarray, fragments: np.ndarray, swapped: bool = False) -> np.ndarray:
     """A (16 x K) from its kept elements (16 x K/2) and the lanes' metadata registers as the hardware reads
-    them with selector 0: lane 4 q + p holds K part p (16 elements) of row q (low half) and q + 8 (high);
-    ``swapped``: a part that reads the halves the other way round."""
+    them with selector 0: for 16-bit types lane 4 q + p holds K part p (16 elements) of row q (low half)
+    and q + 8 (high); for 8-bit ones lanes 4 q and 4 q + 1 hold rows q and q + 8, K 0..31, lanes + 2 K
+    32..63 (as an H200 read them); ``swapped``: a part that reads the row pair the other way round."""
     a = np.zeros((v.m, v.k))
     for row in range(v.m):
         half, q = divmod(row, 8)
         half ^= int(swapped)
         for chunk in range(v.k // 4):
-            word = int(fragments[4 * q + chunk // 4, METADATA_WORD])
-            nibble = (word >> (16 * half + 4 * (chunk % 4))) & 0xF
+            if v.per_register == 2:  # 16-bit: lane 4 q + p, K part p, the row pair's halves
+                word = int(fragments[4 * q + chunk // 4, METADATA_WORD])
+                nibble = (word >> (16 * half + 4 * (chunk % 4))) & 0xF
+            else:  # 8-bit: lane 4 q + half + 2 (K part), one row's 8 chunks
+                word = int(fragments[4 * q + half + 2 * (chunk // 8), METADATA_WORD])
+                nibble = (word >> (4 * (chunk % 8))) & 0xF
             a[row, 4 * chunk + (nibble & 3)] = kept[row, 2 * chunk]
             a[row, 4 * chunk + (nibble >> 2)] = kept[row, 2 * chunk + 1]
     return a

@@ -6,7 +6,8 @@ consecutive elements keeps two (:mod:`gpuprobe.families.sparsity`) by a dense K 
 * A's kept elements (16 x K/2) lie in the registers as a dense A of shape m16n8k(K/2) would (PTX ISA,
   "Matrix fragments for sparse mma": e.g. the m16n8k32 16-bit A "is the same as for m16n8k16");
 * B (K x 8) and C/D lie as for a dense m16n8kK (:func:`gpuprobe.families.mma.fragments.b_position`);
-* the metadata register: selector 0, lane 4 q + p holding row q's and row q + 8's part p of K.
+* the metadata register: selector 0, as :func:`gpuprobe.families.sparsity.thread_metadata` lays it out
+  for the type's element size (16-bit and 8-bit types differ).
 
 The fragments buffer holds per lane 20 words (80 bytes): A 0-3, -A 4-7, B 8-11, C 12-15, metadata 16. The
 chain kernel runs a round with A and one with -A (same metadata), so every chain is back at C + A B after
@@ -30,7 +31,7 @@ from gpuprobe.families.mma.fragments import (
     c_positions,
     predicted_words,
 )
-from gpuprobe.families.sparsity import expand, holders, metadata_words, random_pattern
+from gpuprobe.families.sparsity import expand, random_pattern, thread_metadata
 
 SPARSE_LANE_WORDS = 20
 METADATA_WORD = 16
@@ -75,7 +76,7 @@ class SparseVariant(Variant):
         c = rng.integers(-4, 5, size=(self.m, self.n))
         words = np.zeros((LANES, SPARSE_LANE_WORDS), dtype=np.uint32)
         lanes = np.arange(LANES)
-        words[:, METADATA_WORD] = metadata_words(pattern, lanes // 4, (lanes % 4) % holders(self.k))
+        words[:, METADATA_WORD] = thread_metadata(pattern, 32 // self.per_register, lanes // 4, lanes % 4)
         e = self.per_register
         for lane in range(LANES):
             for r in range(self.a_registers):

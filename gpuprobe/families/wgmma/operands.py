@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuprobe.families.sparsity import expand, holders, metadata_words, random_pattern
+from gpuprobe.families.sparsity import expand, random_pattern, thread_metadata
 from gpuprobe.families.wgmma.layout import WARPGROUP, M, WgmmaType
 
 OPERAND_KINDS = ("zero", "random", "ternary")
@@ -128,10 +128,10 @@ class SparseOperands(Operands):
 
     def metadata(self) -> np.ndarray:
         """The metadata register of each of the warpgroup's 128 threads (selector 0): warp w holds rows
-        16 w .. 16 w + 15, lane l the rows 16 w + l / 4 and + 8, its part (l mod holders) of K."""
+        16 w .. 16 w + 15, the group of lane l rows 16 w + l / 4 and + 8 (:func:`thread_metadata`)."""
         thread = np.arange(WARPGROUP)
         rows = 16 * (thread // 32) + (thread % 32) // 4
-        return metadata_words(self.pattern, rows, (thread % 4) % holders(2 * self.wgmma.k))
+        return thread_metadata(self.pattern, 8 * self.wgmma.element_bytes, rows, thread % 4)
 
 
 def make_sparse_operands(wgmma: WgmmaType, n: int, kind: str, seed: int) -> SparseOperands:
