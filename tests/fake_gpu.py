@@ -70,14 +70,15 @@ FAST = Settings(
 
 
 @cache
-def _module() -> BuiltModule:
-    """The module gpuprobe builds for the simulated sm_90a part (a cached compile), once per process."""
-    return build_for(all_probes(), parse_arch("sm_90a"))
+def _module(arch: str = "sm_90a") -> BuiltModule:
+    """The module gpuprobe builds for a simulated part of ``arch`` (by default sm_90a: a cached compile), once
+    per process."""
+    return build_for(all_probes(), parse_arch(arch))
 
 
-def ptx_parameters() -> dict[str, list[tuple[str, str]]]:
-    """The probe kernels' PTX signatures."""
-    return _module().parameters
+def ptx_parameters(arch: str = "sm_90a") -> dict[str, list[tuple[str, str]]]:
+    """The probe kernels' PTX signatures in the module for ``arch``."""
+    return _module(arch).parameters
 
 
 # SASS opcodes whose instruction is a whole warp's (HMMA, IMMA, ...) or a warpgroup's (HGMMA, ...): a
@@ -86,10 +87,10 @@ _COLLECTIVE_WIDTH = {"HMMA": 32, "IMMA": 32, "DMMA": 32, "QMMA": 32, "HGMMA": 12
 
 
 @cache
-def collective_width(kernel: str) -> int:
+def collective_width(kernel: str, arch: str = "sm_90a") -> int:
     """The threads a launch of ``kernel`` must come in multiples of: 128 with a warpgroup MMA in its SASS,
     32 with a warp MMA, else 1."""
-    listing = _module().listing
+    listing = _module(arch).listing
     bases = {i.base for i in listing.kernel(kernel).instructions} if kernel in listing.kernels else set()
     return max((w for opcode, w in _COLLECTIVE_WIDTH.items() if opcode in bases), default=1)
 
@@ -315,7 +316,7 @@ class FakeGpu:
         return sum(self._launch(kernel, grid, block, args, shared_bytes, cooperative) for _ in range(count))
 
     def max_active_blocks(self, kernel: str, block: int, shared_bytes: int = 0) -> int:
-        ptx_parameters()[kernel]  # an unknown kernel fails here as it would in CUDA
+        ptx_parameters(self.arch)[kernel]  # an unknown kernel fails here as it would in CUDA
         return self.blocks_per_sm
 
     def time_device_copy(self, dst: FakeBuffer, src: FakeBuffer, nbytes: int, count: int = 1) -> float:
@@ -381,11 +382,11 @@ class FakeGpu:
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
     ) -> float:
         """Run the kernel's simulation; its simulated GPU time in ms."""
-        parameters = ptx_parameters()[kernel]
+        parameters = ptx_parameters(self.arch)[kernel]
         if len(args) != len(parameters):
             raise TypeError(f"{kernel} takes {len(parameters)} arguments, got {len(args)}")
         launch = FakeLaunch(dims(grid), dims(block), shared_bytes, cooperative)
-        width = collective_width(kernel)
+        width = collective_width(kernel, self.arch)
         if launch.threads % width:
             raise RuntimeError(f"{kernel}: a block of {launch.threads} threads runs its {width}-thread MMA part-empty")
         if cooperative and launch.blocks > self.blocks_per_sm * self.sm_count:  # as CupyLauncher refuses it
@@ -534,9 +535,9 @@ def measure_family(
     """Each runnable probe of ``family`` (its module) measured as the measuring child measures it:
     between clock and NVML snapshots, a failed self-check giving the outcome "failed". ``device``
     (default: what the simulated GPU reports) is the device the family is told it measures."""
-    recorder = ConditionRecorder(gpu, ptx_parameters(), clock_usable=True)
+    recorder = ConditionRecorder(gpu, ptx_parameters(gpu.arch), clock_usable=True)
     request = Request(
-        gpu, ptx_parameters(), device or gpu.device(), set(runnable), settings, {} if state is None else state
+        gpu, ptx_parameters(gpu.arch), device or gpu.device(), set(runnable), settings, {} if state is None else state
     )
     probes = family.measure(request)
     return {name: recorder.measure(name, run) for name, run in probes}

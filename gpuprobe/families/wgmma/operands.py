@@ -67,7 +67,8 @@ def decode(bits: np.ndarray, wgmma: WgmmaType) -> np.ndarray:
     return bits.view(np.int8).astype(np.float64)
 
 
-def _values(shape: tuple[int, int], wgmma: WgmmaType, kind: str, rng: np.random.Generator) -> np.ndarray:
+def draw_values(shape: tuple[int, int], wgmma: WgmmaType, kind: str, rng: np.random.Generator) -> np.ndarray:
+    """Values of ``kind`` (see the module's docstring) that the type holds exactly, as float64."""
     if kind == "zero":
         return np.zeros(shape)
     if kind == "ternary":
@@ -110,8 +111,8 @@ class Operands:
 
 def make_operands(wgmma: WgmmaType, n: int, kind: str, seed: int) -> Operands:
     rng = np.random.default_rng(seed)
-    a = encode(_values((M, wgmma.k), wgmma, kind, rng), wgmma)
-    b = encode(_values((n, wgmma.k), wgmma, kind, rng), wgmma)
+    a = encode(draw_values((M, wgmma.k), wgmma, kind, rng), wgmma)
+    b = encode(draw_values((n, wgmma.k), wgmma, kind, rng), wgmma)
     return Operands(wgmma, kind, a, b)
 
 
@@ -138,8 +139,8 @@ def make_sparse_operands(wgmma: WgmmaType, n: int, kind: str, seed: int) -> Spar
     """Operands of a sparse m64nNk(2K) wgmma of ``wgmma``'s type: A's kept elements and B as make_operands
     draws them, A's pattern at random (every chunk's two places, ascending)."""
     rng = np.random.default_rng(seed)
-    a = encode(_values((M, wgmma.k), wgmma, kind, rng), wgmma)
-    b = encode(_values((n, 2 * wgmma.k), wgmma, kind, rng), wgmma)
+    a = encode(draw_values((M, wgmma.k), wgmma, kind, rng), wgmma)
+    b = encode(draw_values((n, 2 * wgmma.k), wgmma, kind, rng), wgmma)
     return SparseOperands(wgmma, kind, a, b, random_pattern(M, 2 * wgmma.k, rng))
 
 
