@@ -127,6 +127,12 @@ def _fake_modules() -> list[Any]:
     return [importlib.import_module(f"tests.fakes.{info.name}") for info in pkgutil.iter_modules(tests.fakes.__path__)]
 
 
+def smoke_part(family: str) -> dict[str, Any]:
+    """FakeGpu options for a family's smoke check: its ``tests/fakes`` module's ``SMOKE_PART`` (a family
+    whose probes need an arch the default part lacks names one that has it), else none."""
+    return next((getattr(m, "SMOKE_PART", {}) for m in _fake_modules() if m.__name__.endswith(f".{family}")), {})
+
+
 SUITE_SMS = 8  # the simulated part a whole-suite run measures: few SMs for its small L2, as real parts have
 
 

@@ -18,6 +18,7 @@ from gpuprobe.families.wgmma.operands import decode
 from tests.fake_timer import at_launch
 from tests.fakes.wgmma import _operand
 
+SMOKE_PART = {"arch": "sm_100a", "cc": "10.0", "name": "NVIDIA B200"}  # the smoke check's part: tcgen05 is sm_100a's
 FAST_SETTINGS = Settings(long_iterations=2048, max_repeats=3, throughput_repeats=2)
 COMMIT_AND_WAIT = 70.0  # cycles a latency step pays beyond the MMA's work at the SM's rate
 EFFICIENCY = 0.94  # of the datasheet rate, for a throughput run
