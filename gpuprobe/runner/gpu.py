@@ -55,6 +55,7 @@ class TileMap:
     swizzle_bytes: int = 0
     l2_promotion_bytes: int = 0
 
+
 # What holds the GPU while timed work is enqueued: the memory family's %clock64 spin (every cubin has it),
 # long enough per launch to outlast the host's enqueueing of one (tens of us; 100k cycles is 50 us at 2 GHz).
 HOLD_KERNEL = "gp_sm_clock"

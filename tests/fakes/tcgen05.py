@@ -88,4 +88,3 @@ KERNELS = {
     "gp_tc_tmem_chain": tmem_chain,
     "gp_tc_alloc_chain": alloc_chain,
 }
-
