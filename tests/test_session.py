@@ -219,7 +219,8 @@ def test_a_run_records_its_build_environment_and_each_family_planned_and_actual_
     assert set(on_disk.families) == set(measured_families())
     for family, record in on_disk.families.items():
         assert record["ended"] == "measured", family
-        assert record["planned_s"] > 0 and record["actual_s"] > 0, family
+        assert record["planned_s"] > 0 and (record["actual_s"] > 0) == (record["probes"] > 0), family
+    assert [f for f, record in on_disk.families.items() if not record["probes"]] == ["tcgen05"]  # sm_100a's alone
 
 
 def test_a_measuring_process_refuses_a_cubin_that_is_not_the_one_checked(tmp_path: Path, monkeypatch) -> None:
@@ -252,7 +253,9 @@ def test_a_smoke_run_measures_each_family_cheapest_probes_and_writes_the_first_c
     assert measured == smoke & {p.name for p in all_probes() if p.supports(parse_arch("sm_90a"))}
     assert {p.status for name, p in results.probes.items() if name in smoke} == {"ok"}
     page = (tmp_path / "first-contact.md").read_text()
-    assert f"**{len(measured_families())} of {len(measured_families())} families ran and verified themselves.**" in page
+    runnable = [f for f in measured_families() if set(measured_families()[f].SMOKE.probes) & measured]
+    verdict = f"**{len(runnable)} of {len(measured_families())} families ran and verified themselves.**"
+    assert verdict + " Not: tcgen05 (skipped: arch lacks it)." in page  # the simulated sm_90a has no tcgen05
     assert not (tmp_path / "factsheet.md").exists()
 
 
