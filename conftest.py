@@ -31,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also fail facts that got WORSE than in this earlier results file, beyond both runs' noise",
     )  # fmt: skip
     group.addoption(
-        "--baseline-threshold", metavar="PCT", type=float, default=0.0,
+        "--baseline-threshold", metavar="PCT", type=float,
         help="with --baseline: a change under PCT percent of the baseline value is no failure (default 0)",
     )  # fmt: skip
 
@@ -42,18 +42,17 @@ def pytest_configure(config: pytest.Config) -> None:
     pin_xdist_worker(config)  # first: an xdist worker gwK sees only GPU K, set before CUDA starts
     config.addinivalue_line("markers", "gpu: measures on a GPU (skipped, with the reason, when none is usable)")
     config.addinivalue_line("markers", "static: compiles and checks SASS contracts; runs on any machine")
-    from gpuprobe.pytest_plugin import load_baseline
+    from gpuprobe.pytest_plugin import RunSummary, check_options, load_baseline
 
+    check_options(config)
     load_baseline(config)
+    config.pluginmanager.register(RunSummary(), "gpuprobe-summary")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     from gpuprobe.fleet.compare import render
-    from gpuprobe.pytest_plugin import COMPARISON, RESULTS_DIR
+    from gpuprobe.pytest_plugin import COMPARISON
 
-    out = config.stash.get(RESULTS_DIR, None)
-    if out is not None:
-        terminalreporter.write_line(f"gpuprobe: results and fact sheet in {out}")
     comparison = config.stash.get(COMPARISON, None)
     if comparison is not None:
         terminalreporter.section("gpuprobe: this run against the baseline")

@@ -10,16 +10,21 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpuprobe.core.arch import Arch, parse_arch, parse_arch_list
-from gpuprobe.core.errors import GpuprobeError, require_count
-from gpuprobe.core.files import read_text
+from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch, parse_arch_list
+from gpuprobe.core.errors import GpuprobeError, require_count, require_index
+from gpuprobe.core.files import os_reason, read_text, require_writable_folder
 from gpuprobe.fleet.aggregate import add_command as add_fleet_command
 from gpuprobe.fleet.compare import add_command as add_compare_command
 from gpuprobe.fleet.runs import add_command as add_fleet_run_command
 from gpuprobe.judge.expectations import add_command as add_expectations_command
+
+if TYPE_CHECKING:
+    from gpuprobe.build.registry import Probe
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -37,7 +42,7 @@ def _print_json(data: object) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     from gpuprobe.build.registry import all_probes
 
-    probes = all_probes()
+    probes = select_probes(all_probes(), args.names)
     if args.json:
         _print_json({"probes": [
             {"name": p.name, "family": p.family, "kernel": p.kernel, "source": p.source_label,
@@ -45,11 +50,58 @@ def cmd_list(args: argparse.Namespace) -> int:
             for p in probes
         ]})  # fmt: skip
         return 0
-    for p in probes:
-        print(f"{p.name}  [{p.family}]  archs: {' '.join(a.name for a in p.archs)}")
-        print(f"    facts: {', '.join(p.facts) or '-'}")
-        print(f"    {p.doc}")
+    print(probes_table(probes))
+    families = list(dict.fromkeys(p.family for p in probes))
+    counted = f"{len(probes)} probe(s) of {len(families)} famil{'ies' if len(families) > 1 else 'y'}"
+    print("\n" + textwrap.fill(f"{counted}: {', '.join(families)}", DOC_WIDTH, subsequent_indent="    "))
+    if not args.names:
+        print("gpuprobe list FAMILY (or a probe name, or its start) adds what each probe isolates")
+    for p in probes if args.names else ():
+        print(f"\n{p.name}\n{textwrap.fill(p.doc, DOC_WIDTH, initial_indent='    ', subsequent_indent='    ')}")
     return 0
+
+
+DOC_WIDTH = 100  # a probe's doc, wrapped
+FACTS_WIDTH = 64  # the facts column, wrapped
+
+
+def select_probes(probes: Sequence[Probe], names: Sequence[str]) -> list[Probe]:
+    """The probes of the families named, and the probes named or under a name (``mma.f16`` takes
+    ``mma.f16.*``), in catalog order; every probe when nothing is named. A name that selects nothing is
+    a GpuprobeError listing the families."""
+    if not names:
+        return list(probes)
+    chosen: set[str] = set()
+    for name in names:
+        hits = {p.name for p in probes if name in (p.family, p.name) or p.name.startswith(name + ".")}
+        if not hits:
+            families = ", ".join(dict.fromkeys(p.family for p in probes))
+            raise GpuprobeError(f"no family or probe matches {name!r}; families: {families}")
+        chosen |= hits
+    return [p for p in probes if p.name in chosen]
+
+
+def arch_span(archs: Sequence[Arch]) -> str:
+    """The archs a probe targets, short: ``all``, ``sm_80 and newer``, ``sm_75–sm_89``, else each one."""
+    supported = [a.name for a in SUPPORTED_ARCHS]
+    names = [a.name for a in archs]
+    first = supported.index(names[0]) if names and names[0] in supported else -1
+    if first < 0 or names != supported[first : first + len(names)] or len(names) < 3:
+        return " ".join(names)
+    if len(names) == len(supported):
+        return "all"
+    return f"{names[0]} and newer" if first + len(names) == len(supported) else f"{names[0]}–{names[-1]}"
+
+
+def probes_table(probes: Sequence[Probe]) -> str:
+    """One row per probe: its name (which starts with its family's), the archs it targets and the facts it
+    measures."""
+    from tabulate import tabulate
+
+    rows = [(p.name, arch_span(p.archs), ", ".join(p.facts) or "-") for p in probes]
+    return tabulate(
+        rows, headers=("probe", "archs", "facts"), tablefmt="simple", maxcolwidths=[None, None, FACTS_WIDTH]
+    )
 
 
 # ---------------------------------------------------------------- check --------
@@ -59,6 +111,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from gpuprobe.build.check import STATUSES, check_all
     from gpuprobe.build.registry import all_probes
 
+    say_ignored_toolkit_homes()
     results = check_all(all_probes(), parse_arch_list(args.arch))
     bad = [r for r in results if r.status in ("violated", "error")]
     if args.json:
@@ -97,7 +150,7 @@ def _listing_for(path: Path, arch_text: str | None):
     from gpuprobe.build.toolchain import assemble_ptx, compile_cuda
 
     if not path.is_file():
-        raise GpuprobeError(f"{path}: no such file")
+        raise GpuprobeError(f"{path}: {'not a file' if path.exists() else 'no such file'}")
     suffix = path.suffix.lower()
     if suffix == ".cubin":
         return read_cubin(path)
@@ -116,6 +169,7 @@ def _listing_for(path: Path, arch_text: str | None):
 
 
 def cmd_sass(args: argparse.Namespace) -> int:
+    say_ignored_toolkit_homes()
     listing = _listing_for(Path(args.file), args.arch)
     if args.kernel is not None and not args.kernel.strip():
         raise GpuprobeError("--kernel names no kernel: give one, or leave --kernel out for all of them")
@@ -170,15 +224,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gpuprobe.judge.expectations import match_model
     from gpuprobe.measure.isolation import user_policy
     from gpuprobe.measure.plan import FULL, SMOKE
+    from gpuprobe.measure.progress import StreamSink
     from gpuprobe.measure.session import FIRST_CONTACT_NAME, default_out_dir, run_suite
     from gpuprobe.output.first_contact import family_rows, verdict_line
     from gpuprobe.runner.gpu import LauncherSpec
 
     require_count(args.repeat, "--repeat")
+    require_index(args.device, "--device")
     require_seconds(args.deadline, "--deadline")
+    require_seconds(args.lock_wait, "--lock-wait", zero_ok=True)
     policy = user_policy(args.probe_time_limit, args.cooldown)
     if args.plan:
         return cmd_plan(args)
+    if args.model is not None:
+        match_model("", args.model)  # an unknown key is refused before any GPU time is spent
+    if args.output:
+        require_writable_folder(Path(args.output))
+    say_ignored_toolkit_homes()
     device = local_device(args.device)
     if args.model is None and match_model(device.name) is None:
         print(f"{device.name!r} has no expectations: discovery mode (facts reported, invariants asserted)")
@@ -189,7 +251,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         target = out_dir if args.repeat == 1 else out_dir / f"run-{index + 1}"
         runs.append(run_suite(device, launcher, target, args.model, policy=policy, lock_wait_s=args.lock_wait,
                               inject_fault=args.inject_fault, stage=SMOKE if args.smoke else FULL,
-                              deadline_s=args.deadline))  # fmt: skip
+                              deadline_s=args.deadline, progress=StreamSink(sys.stderr)))  # fmt: skip
         print(f"wrote {target}/results.json and its {FIRST_CONTACT_NAME if args.smoke else 'fact sheet'}")
     results = runs[-1]
     if args.smoke:
@@ -235,7 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("list", help="every probe, its family, archs and facts")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "names", nargs="*", metavar="FAMILY",
+        help="only these families or probes (a probe name, or its start: mma.f16), each with what it isolates",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="as JSON, with each probe's kernel, source and doc")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("check", help="compile every probe for every arch and check its SASS contract")
@@ -305,17 +371,53 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _print_names_as_they_are()
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except GpuprobeError as exc:
-        print(f"gpuprobe: error: {exc}", file=sys.stderr)
+        print(f"gpuprobe: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("gpuprobe: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(interrupted_line(exc), file=sys.stderr)
         return 130
     except BrokenPipeError:
         return _reader_gone()
+    except OSError as exc:  # a path the checks before could not look at: too long a name, a folder shut to us
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"gpuprobe: error: {one_line(where + os_reason(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def one_line(message: str) -> str:
+    """An error message on one line, whatever it quotes (a tool's output, a file name, a key of a user's file):
+    each line break, as ``str.splitlines`` counts them, becomes a space, and a file name's bytes that are not
+    UTF-8 are shown as U+FFFD, as a tool's are."""
+    shown = message.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return " ".join(part.strip() for part in shown.splitlines() if part.strip())
+
+
+def _print_names_as_they_are() -> None:
+    """Print a file name whose bytes are not UTF-8 as those bytes (as ``ls`` does), not a UnicodeEncodeError:
+    stdout under a UTF-8 locale refuses them unless told otherwise (under the C locale it passes them already)."""
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="surrogateescape")
+
+
+def interrupted_line(exc: KeyboardInterrupt) -> str:
+    """What an interrupted command says: for a run, where it left its partial results."""
+    session = sys.modules.get("gpuprobe.measure.session")  # not imported: no run was interrupted (and a
+    if session is None or not isinstance(exc, session.RunInterrupted):  # Ctrl-C'd check stays quick)
+        return "gpuprobe: interrupted"
+    return f"gpuprobe: {exc} (gpuprobe report {exc.paths[0]} renders them again)"
+
+
+def say_ignored_toolkit_homes() -> None:
+    """A warning line on stderr for each ``CUDA_HOME`` / ``CUDA_PATH`` that names no CUDA toolkit."""
+    from gpuprobe.build.toolchain import ignored_toolkit_homes
+
+    for line in ignored_toolkit_homes():
+        print(f"gpuprobe: warning: {line}", file=sys.stderr)
 
 
 def _reader_gone() -> int:

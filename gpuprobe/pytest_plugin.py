@@ -11,8 +11,9 @@ import contextlib
 import functools
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -38,6 +39,14 @@ def optional_facts() -> dict[str, str]:
     return {**MEMORY_OPTIONAL_FACTS, **declared}
 
 
+LACKS = "lacks what"
+
+
+def lacks(arch: Arch, family: str) -> str:
+    """The reason a test skips on an arch without the hardware feature a family needs (the summary counts it)."""
+    return f"{arch} {LACKS} {family} probes need"
+
+
 def _unsupported_reason(results: Results, fact_id: str) -> str | None:
     """Why no probe could measure ``fact_id`` on the measured arch (None when one could)."""
     try:
@@ -48,7 +57,7 @@ def _unsupported_reason(results: Results, fact_id: str) -> str | None:
     if not producers or any(p.supports(arch) for p in producers):
         return None
     targets = sorted({a.name for p in producers for a in p.archs})
-    return f"{fact_id}: {arch} lacks what {producers[0].family} probes need (targets: {' '.join(targets)})"
+    return f"{fact_id}: {lacks(arch, producers[0].family)} (targets: {' '.join(targets)})"
 
 
 def family_probes(family: str) -> list[Probe]:
@@ -69,7 +78,7 @@ def _checked() -> dict[tuple[str, str], CheckResult]:
 def assert_contract(probe: Probe, arch: Arch) -> None:
     """The probe compiles for ``arch`` and its SASS contract holds; an arch it cannot target skips."""
     if not probe.supports(arch):
-        pytest.skip(f"{arch} lacks what {probe.family} probes need (targets: {' '.join(a.name for a in probe.archs)})")
+        pytest.skip(f"{lacks(arch, probe.family)} (targets: {' '.join(a.name for a in probe.archs)})")
     result = _checked()[probe.name, arch.name]
     if result.status != "ok":
         pytest.fail(f"{probe.name} on {arch}: {result.detail}", pytrace=False)
@@ -116,7 +125,7 @@ def assert_probe_ok(results: Results, name: str) -> None:
         arch = parse_arch(results.device.arch)
         if probe is not None and not probe.supports(arch):
             targets = " ".join(a.name for a in probe.archs)
-            pytest.skip(f"{name}: {arch} lacks what {probe.family} probes need (targets: {targets})")
+            pytest.skip(f"{name}: {lacks(arch, probe.family)} (targets: {targets})")
     outcome = results.probes.get(name)
     assert outcome is not None, f"{name} did not run"
     assert outcome.status == "ok", f"{name}: {outcome.status}: {outcome.detail}"
@@ -129,7 +138,7 @@ def assert_invariants(results: Results, *prefixes: str, family: str | None = Non
     with contextlib.suppress(GpuprobeError):
         arch = parse_arch(results.device.arch)
         if probes and not any(p.supports(arch) for p in probes):
-            pytest.skip(f"{arch} lacks what {family} probes need: their invariants cannot be checked")
+            pytest.skip(f"{lacks(arch, family)}: their invariants cannot be checked")
     checks = [f for f in results.facts if f.id.startswith(tuple(f"invariant.{p}" for p in prefixes))]
     names = ", ".join(f"invariant.{p}*" for p in prefixes)
     assert checks, f"no {names} could be checked: the facts they compare are missing"
@@ -176,7 +185,7 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     """One measured run of the suite on the local GPU, shared by every measured test."""
     from gpuprobe.api import local_device
     from gpuprobe.fleet.runs import worker_gpu_reason, worker_results_dir
-    from gpuprobe.measure.session import run_suite
+    from gpuprobe.measure.session import RunInterrupted, run_suite
     from gpuprobe.runner.gpu import LauncherSpec, gpu_unavailable_reason
 
     config = request.config
@@ -200,7 +209,11 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
             inject_fault=config.getoption("inject_fault"),
             deadline_s=config.getoption("gpuprobe_deadline"),
             families=selected_families(request.session.items),
+            progress=PytestSink.of(config),
         )
+    except RunInterrupted as exc:
+        config.stash[INTERRUPTED] = exc
+        raise
     except GpuprobeError as exc:
         pytest.fail(str(exc), pytrace=False)
 
@@ -233,6 +246,9 @@ def child_policy(config: pytest.Config) -> ChildPolicy:
 
 
 RESULTS_DIR = pytest.StashKey[Path]()
+"""Where the measured run writes, once it starts."""
+INTERRUPTED = pytest.StashKey[KeyboardInterrupt]()
+"""The measured run, stopped by Ctrl-C after it saved its partial results (a ``RunInterrupted``)."""
 
 
 BASELINE = pytest.StashKey[Results]()
@@ -250,7 +266,7 @@ def gpuprobe_comparison(request: pytest.FixtureRequest, gpuprobe_results: Result
         return None
     try:
         comparison = compare(
-            base, gpuprobe_results, config.getoption("baseline_threshold"),
+            base, gpuprobe_results, config.getoption("baseline_threshold") or 0.0,
             base_name=config.getoption("baseline"), new_name="this run",
         )  # fmt: skip
     except GpuprobeError as exc:
@@ -268,10 +284,151 @@ def load_baseline(config: pytest.Config) -> None:
     path = config.getoption("baseline", None)
     if not path:
         return
-    threshold = config.getoption("baseline_threshold")
+    threshold = config.getoption("baseline_threshold") or 0.0
     if not (math.isfinite(threshold) and threshold >= 0):
         raise pytest.UsageError(f"--baseline-threshold must be a finite percentage of at least 0, got {threshold}")
     try:
         config.stash[BASELINE] = load(Path(path))
     except GpuprobeError as exc:
         raise pytest.UsageError(f"--baseline: {exc}") from None
+
+
+def check_options(config: pytest.Config) -> None:
+    """Refuse, before anything is built or measured, an option that would mean nothing: an unknown
+    ``--gpu-model``, a negative ``--gpu-device``, a ``--gpuprobe-out`` that cannot be a folder written to,
+    ``--baseline-threshold`` without ``--baseline``, limits that are not seconds. A pytest usage error."""
+    from gpuprobe.core.errors import require_index
+    from gpuprobe.core.files import require_writable_folder
+    from gpuprobe.judge.expectations import match_model
+
+    child_policy(config)
+    model, out = config.getoption("gpu_model"), config.getoption("gpuprobe_out")
+    _usage("", lambda: require_index(config.getoption("gpu_device"), "--gpu-device"))
+    if model is not None:
+        _usage("--gpu-model: ", lambda: match_model("", model))
+    if out is not None:
+        _usage("--gpuprobe-out: ", lambda: require_writable_folder(Path(out)))
+    if config.getoption("baseline_threshold") is not None and not config.getoption("baseline"):
+        raise pytest.UsageError("--baseline-threshold needs --baseline: there is no earlier run to hold this one to")
+
+
+def _usage(prefix: str, check: Callable[[], object]) -> None:
+    """Run ``check``; its GpuprobeError becomes a pytest usage error, its message after ``prefix``."""
+    try:
+        check()
+    except GpuprobeError as exc:
+        raise pytest.UsageError(f"{prefix}{exc}") from None
+
+
+class PytestSink:
+    """The run's progress under pytest's own output, through its terminal reporter (a bar on a terminal)."""
+
+    def __init__(self, reporter: Any, capture: Any) -> None:
+        from gpuprobe.measure.progress import StreamSink
+
+        isatty = reporter.isatty
+        self._reporter, self._capture = reporter, capture
+        self._stream = StreamSink(self, live=bool(isatty() if callable(isatty) else isatty))
+        self.live = self._stream.live
+
+    @classmethod
+    def of(cls, config: pytest.Config) -> PytestSink | None:
+        """The sink for this pytest, or None where nothing is shown (no terminal reporter, an xdist worker)."""
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or hasattr(config, "workerinput"):  # a worker's output reaches no one
+            return None
+        return cls(reporter, config.pluginmanager.get_plugin("capturemanager"))
+
+    def line(self, text: str) -> None:
+        self._stream.line(text)
+
+    def status(self, text: str) -> None:
+        self._stream.status(text)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def write(self, text: str) -> None:
+        """What the stream sink writes, past pytest's capture, starting on a line of its own."""
+        with self._capture.global_and_fixture_disabled() if self._capture else contextlib.nullcontext():
+            self._reporter.ensure_newline()  # after a file's name (verbose runs) ...
+            writer = getattr(self._reporter, "_tw", None)
+            if getattr(writer, "width_of_current_line", 0):  # ... or a row of dots (-q)
+                self._reporter.write("\n")
+            self._reporter.write(text)
+
+    def flush(self) -> None:
+        self._reporter.flush()
+
+    def isatty(self) -> bool:
+        return self.live
+
+
+CONTRACT_TEST = "::test_sass_contract["  # family_tests' static test, one per (probe, arch)
+
+
+@dataclass(eq=False)  # a plugin: pytest keeps it in sets, so it hashes by identity
+class RunSummary:
+    """Counts what ``pytest probes/`` did, for one line at the end: the probes compiled and contract-checked,
+    the measurements that ran, those skipped for want of a GPU (and why), and those skipped where the arch
+    lacks what a family needs. Registered by the root conftest.py; under xdist it counts every worker's
+    reports."""
+
+    checked: set[str] = field(default_factory=set)  # probes whose SASS contract held on some arch
+    checked_builds: int = 0  # (probe, arch) builds compiled and checked
+    measured: int = 0  # measured tests that ran (passed or failed)
+    no_gpu: int = 0
+    lacking: int = 0
+    no_gpu_reason: str = ""
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.skipped and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            if reason.startswith("no GPU"):
+                self.no_gpu += 1
+                self.no_gpu_reason = self.no_gpu_reason or reason
+            elif LACKS in reason:
+                self.lacking += 1
+        elif report.when == "call" and CONTRACT_TEST in report.nodeid and report.passed:
+            self.checked_builds += 1  # test_sass_contract[<probe>-<arch>]
+            self.checked.add(report.nodeid.rpartition("[")[2].rstrip("]").rpartition("-")[0])
+        elif report.when == "call" and "gpu" in report.keywords:
+            self.measured += 1
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """A ``CUDA_HOME`` / ``CUDA_PATH`` that names no toolkit is said first (``-q`` hides the header)."""
+        from gpuprobe.build.toolchain import ignored_toolkit_homes
+
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or hasattr(session.config, "workerinput"):
+            return
+        for line in ignored_toolkit_homes():
+            reporter.write_line(f"gpuprobe: warning: {line}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        for line in self.lines(config):
+            terminalreporter.write_line(line)
+
+    def lines(self, config: pytest.Config) -> list[str]:
+        """The summary line, then where the results are (or why there are none)."""
+        parts = []
+        if self.checked_builds:
+            parts.append(f"{len(self.checked)} probes compiled and contract-checked ({self.checked_builds} builds)")
+        if self.measured:
+            parts.append(f"{self.measured} measured tests ran")
+        if self.no_gpu:
+            parts.append(f"{self.no_gpu} measurements skipped, {self.no_gpu_reason}")
+        if self.lacking:
+            parts.append(f"{self.lacking} skipped where the arch lacks what a family needs")
+        if self.no_gpu or self.lacking:
+            parts.append("pytest -rs lists every skip with its reason")
+        lines = ["gpuprobe: " + "; ".join(parts)] if parts else []
+        interrupted, out = config.stash.get(INTERRUPTED, None), config.getoption("gpuprobe_out")
+        if interrupted is not None:
+            lines.append(f"gpuprobe: {interrupted}")
+        elif RESULTS_DIR in config.stash:
+            lines.append(f"gpuprobe: results and fact sheet in {config.stash[RESULTS_DIR]}")
+        elif out is not None and not self.measured:
+            why = "no GPU" if self.no_gpu else "no measured test was selected"
+            lines.append(f"gpuprobe: nothing was measured ({why}), so nothing was written to {out}")
+        return lines

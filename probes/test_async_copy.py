@@ -2,7 +2,7 @@
 shared memory measured.
 
 What is measured and why each kernel is shaped as it is: see the probe docs in
-ptx/async_copy/async_copy_sm80.toml and ptx/async_copy/async_copy_sm90.toml (``gpuprobe list``) and
+ptx/async_copy/async_copy_sm80.toml and ptx/async_copy/async_copy_sm90.toml (``gpuprobe list async_copy``) and
 gpuprobe/families/async_copy/__init__.py. cp.async needs sm_80, bulk copies and clusters sm_90: on older
 archs those probes skip as unsupported, and their facts are not expected.
 """

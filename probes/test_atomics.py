@@ -1,7 +1,7 @@
 """The atomics family: SASS contracts on every arch, then measured atomic latency and throughput.
 
 What is measured and why each kernel is shaped as it is: see the probe docs in ptx/atomics/atomics.toml
-(``gpuprobe list``) and gpuprobe/families/atomics/__init__.py.
+(``gpuprobe list atomics``) and gpuprobe/families/atomics/__init__.py.
 """
 
 from __future__ import annotations

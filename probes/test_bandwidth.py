@@ -1,7 +1,7 @@
 """The bandwidth family: SASS contracts on every arch, then the measured bandwidths.
 
 What is measured and why each kernel is shaped as it is: see the probe docs in ptx/bandwidth/bandwidth.toml
-(``gpuprobe list``) and gpuprobe/families/bandwidth/__init__.py.
+(``gpuprobe list bandwidth``) and gpuprobe/families/bandwidth/__init__.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The barrier family: SASS contracts on every arch, then block-barrier costs.
 
 What is measured and why each kernel is shaped as it is: see the probe docs in ptx/barrier/barrier.toml
-(``gpuprobe list``) and gpuprobe/families/barrier/__init__.py.
+(``gpuprobe list barrier``) and gpuprobe/families/barrier/__init__.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The cache-geometry family: SASS contracts on every arch, then the measured geometry.
 
 What is measured and why each kernel is shaped as it is: see the probe docs in
-ptx/cache_geometry/cache_geometry.toml (``gpuprobe list``) and gpuprobe/families/cache_geometry/__init__.py.
+ptx/cache_geometry/cache_geometry.toml (``gpuprobe list cache_geometry``) and
+gpuprobe/families/cache_geometry/__init__.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 cluster-barrier and mbarrier costs.
 
 What is measured and why each kernel is shaped as it is: see the probe docs in ptx/cluster/cluster.toml
-(``gpuprobe list``) and gpuprobe/families/cluster/__init__.py.
+(``gpuprobe list cluster``) and gpuprobe/families/cluster/__init__.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The grid_sync family: SASS contracts on every arch, then the measured grid barrier.
 
 What is measured and why each kernel is shaped as it is: see the probe docs in ptx/grid_sync/grid_sync.toml
-(``gpuprobe list``) and gpuprobe/families/grid_sync/__init__.py.
+(``gpuprobe list grid_sync``) and gpuprobe/families/grid_sync/__init__.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The host-transfer family: SASS contracts on every arch, then host <-> device transfers measured.
 
 What is measured and why the kernel is shaped as it is: see the probe docs in ptx/host_transfer/host_transfer.toml
-(``gpuprobe list``) and gpuprobe/families/host_transfer/__init__.py.
+(``gpuprobe list host_transfer``) and gpuprobe/families/host_transfer/__init__.py.
 """
 
 from __future__ import annotations

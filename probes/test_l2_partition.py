@@ -1,7 +1,7 @@
 """The L2-partition family: SASS contract on every arch, then the measured partition map.
 
 What is measured and why the kernel is shaped as it is: see the probe doc in ptx/l2_partition/l2_partition.toml
-(``gpuprobe list``) and gpuprobe/families/l2_partition/__init__.py.
+(``gpuprobe list l2_partition``) and gpuprobe/families/l2_partition/__init__.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The launch family: SASS contracts on every arch, then the measured launch costs.
 
-What is measured and why: see the probe docs in ptx/launch/launch.toml (``gpuprobe list``) and
+What is measured and why: see the probe docs in ptx/launch/launch.toml (``gpuprobe list launch``) and
 gpuprobe/families/launch/__init__.py. Launch costs depend on the host, driver and binding: most facts are
 report-only, judged against the few published numbers where they apply.
 """

@@ -1,7 +1,7 @@
 """The memory-latency family: SASS contracts on every arch, then the measured hierarchy.
 
 What is measured and why each kernel is shaped as it is: see the probe docs in
-ptx/memory_latency/memory_latency.toml (``gpuprobe list``) and gpuprobe/families/memory_latency/__init__.py.
+ptx/memory_latency/memory_latency.toml (``gpuprobe list memory``) and gpuprobe/families/memory_latency/__init__.py.
 """
 
 from __future__ import annotations

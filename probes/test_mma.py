@@ -1,7 +1,7 @@
 """The mma family: SASS contracts on every arch (native or emulated), then the measured mma.sync latencies and rates.
 
 What is measured and why each kernel is shaped as it is: see the probe docs in
-ptx/mma*.toml (``gpuprobe list``) and gpuprobe/families/mma/__init__.py.
+ptx/mma*.toml (``gpuprobe list mma``) and gpuprobe/families/mma/__init__.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The warp family: SASS contracts on every arch, then warp-collective latencies and shuffle throughput.
 
 What is measured and why each kernel is shaped as it is: see the probe docs in
-ptx/warp/warp.toml, ptx/warp/warp_redux.toml (``gpuprobe list``) and gpuprobe/families/warp/__init__.py.
+ptx/warp/warp.toml, ptx/warp/warp_redux.toml (``gpuprobe list warp``) and gpuprobe/families/warp/__init__.py.
 """
 
 from __future__ import annotations

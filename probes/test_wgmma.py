@@ -1,7 +1,7 @@
 """The wgmma family (sm_90a): SASS contracts, then latency and throughput measured and judged.
 
 What is measured and why each kernel is shaped as it is: see the probe docs in ptx/wgmma/wgmma.toml
-(``gpuprobe list``) and gpuprobe/families/wgmma/__init__.py. On any GPU but Hopper the family is
+(``gpuprobe list wgmma``) and gpuprobe/families/wgmma/__init__.py. On any GPU but Hopper the family is
 unsupported: the static cases skip with the reason, and so do the measured ones.
 """
 

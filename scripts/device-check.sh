@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# First contact with a lent GPU and one measured run of the suite, inside one 10-minute command, as the
-# device tool runs it: from a checkout, with the machine's own packages (CuPy, NumPy, pytest, matplotlib,
-# NVML), nothing installed. Every stage is bounded, and a stage that fails or overruns never stops the next,
-# so even a failed or cut-off run returns what is needed to fix it.
+# First contact with a new GPU and one measured run of the suite, bounded to fit one 10-minute job: from
+# a checkout, with the machine's own packages (CuPy, NumPy, pytest, matplotlib, NVML), nothing installed
+# (for a machine with no package index). Every stage is bounded, and a stage that fails or overruns never
+# stops the next, so even a failed or cut-off run returns what is needed to fix it.
 #
-#   scripts/device-check.sh [OUT]     default OUT: $OUT (the device tool's), else /tmp/gpuprobe-out
+#   scripts/device-check.sh [OUT]     default OUT: $OUT if set, else /tmp/gpuprobe-out
 #   DEADLINE=S (default 420): the full suite stops measuring S seconds after this script started
+#   PACK_PLOTS=1: the plots are packed into one plots.tar, so the folder holds seven files whatever the
+#                 plots (for a job runner that brings back only a few files)
 #
 # Stages:
 #   0. the machine as found (nvidia-smi -q, the toolkit, the Python packages, the time plan)  -> env.txt
 #   1. smoke: each family's cheapest probes once, each under a short limit, the stage within
 #      SMOKE_S (default 90) seconds                                   -> smoke-results.json, first-contact.md
 #   2. the full suite (pytest probes/ -m gpu) until the deadline; what it could not reach is recorded
-#      not_run ("deadline") and the results say partial              -> results.json, factsheet.md, plots.tar
+#      not_run ("deadline") and the results say partial     -> results.json, factsheet.md, the plots (*.png)
 #   3. the fact sheet rendered again from results.json if stage 2 was cut before writing it
-# Everything lands in OUT/<gpu-slug>/ (at most 8 files: the device tool brings back no more), with the whole
-# log in device-check.log; commit that folder under reports/<gpu-slug>/ as it came.
+# Everything lands in OUT/<gpu-slug>/, with the whole log in device-check.log; commit that folder under
+# reports/<gpu-slug>/ as it came.
 # The card's clocks and settings are read, never changed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -74,7 +76,7 @@ if [ -f "$dir/results.json" ] && [ ! -f "$dir/factsheet.md" ]; then
     timeout 90 python3 -m gpuprobe report "$dir/results.json"
     echo "device-check: stage 3 (fact sheet from results.json) exited $? after $(elapsed) s"
 fi
-if compgen -G "$dir/*.png" > /dev/null; then
+if [ "${PACK_PLOTS:-0}" = 1 ] && compgen -G "$dir/*.png" > /dev/null; then
     (cd "$dir" && tar -cf plots.tar -- *.png && rm -f -- *.png)
 fi
 rm -rf "$work"

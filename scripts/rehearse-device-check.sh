@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The device check rehearsed on a machine with no GPU: scripts/device-check.sh run as the device tool runs
-# it, against the simulated GPU (tests/rehearsal/sitecustomize.py stands it in), with a short deadline so the
+# The device check rehearsed on a machine with no GPU: scripts/device-check.sh run as on a GPU machine
+# (from a checkout, PACK_PLOTS=1), against the simulated GPU (tests/rehearsal/sitecustomize.py stands it in), with a short deadline so the
 # full stage is cut (its launch kernel hangs); then its files are held to what the real run must leave
 # (tests/rehearsal/check_outputs.py).
 # Run by .ci/run; about two minutes on two cores.
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export GPUPROBE_REHEARSAL=1 PYTHONPATH="$PWD/tests/rehearsal:$PWD" GPUPROBE_LOCK_DIR="$out/locks"
-export PATH="$PWD/.venv/bin:$PATH" DEADLINE="${DEADLINE:-90}" SMOKE_S="${SMOKE_S:-60}"
+export PATH="$PWD/.venv/bin:$PATH" DEADLINE="${DEADLINE:-90}" SMOKE_S="${SMOKE_S:-60}" PACK_PLOTS=1
 started=$(date +%s)
 scripts/device-check.sh "$out/OUT" > "$out/stdout.txt" 2>&1 || true
 echo "rehearse-device-check: device-check.sh took $(( $(date +%s) - started )) s (deadline ${DEADLINE} s)"

@@ -2,7 +2,7 @@
 # The static check (`gpuprobe check`: every probe compiled for every supported arch, its SASS
 # contract checked) under each toolkit the suite accepts, not only the newest that pip resolves:
 #
-#   ptxas     12.8.93 (the oldest supported, nvidia-cuda-nvcc-cu12), 13.0.88 (the lent H200's),
+#   ptxas     12.8.93 (the oldest supported, nvidia-cuda-nvcc-cu12), 13.0.88 (CUDA 13.0's, as on the H200 measured in reports/),
 #             and the newest (this venv's nvidia-cuda-nvcc)
 #   nvdisasm  13.2.86 (the oldest on PyPI, nvidia-cuda-nvdisasm) and the newest (this venv's)
 #

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import sys
 import time
 import weakref
 import zlib
@@ -479,9 +480,9 @@ class FaultyGpu(FakeGpu):
 
     ``faults`` maps a kernel name to what happens when it is launched: "abort" (the process dies
     on a signal, as after a fatal driver error), "raise" (a CUDA error surfaces as an exception),
-    "hang" (the kernel never returns). ``garbage`` prints junk on stdout at start. ``throttle`` /
-    ``shared`` make NVML report a thermal slowdown / a second process: "always", or "once" (only the
-    first process to look, told apart by ``flag_file``).
+    "hang" (the kernel never returns). ``garbage`` prints junk on stdout at start, and bytes that are not
+    UTF-8 on stdout and stderr. ``throttle`` / ``shared`` make NVML report a thermal slowdown / a second
+    process: "always", or "once" (only the first process to look, told apart by ``flag_file``).
     """
 
     faults: dict[str, str] = field(default_factory=dict)
@@ -527,6 +528,9 @@ def open_fake(cubin: Path, device_index: int, garbage: bool = False, **options: 
     assert Path(cubin).is_file(), "the session must hand over the cubin it built and checked"
     if garbage:
         print("warning: libfoo.so: something something\n\x00\x01 not json {", flush=True)
+        for stream in (sys.stdout, sys.stderr):  # and bytes that are not UTF-8, as a driver may print
+            stream.buffer.write(b"driver: \xff\xfe not UTF-8\n")
+            stream.buffer.flush()
     return FaultyGpu(**options)
 
 

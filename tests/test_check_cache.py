@@ -171,10 +171,11 @@ def _record(key_of: str, results: object) -> bytes:
         lambda key, good: _record(key, [{k: v for k, v in r.items() if k != "detail"} for r in good]),
         lambda key, good: _record(key, good[::-1]),  # another probe's result in each place
         lambda key, good: _record(key, good[:1]),
+        lambda key, good: b"[" * 100_000 + b"]" * 100_000,  # nesting json cannot follow
     ],
     ids=[
         "empty", "not-utf8", "truncated", "not-a-record", "other-format", "other-key", "results-not-a-list",
-        "unknown-status", "bad-resources", "bad-violation", "missing-field", "other-probes", "too-few",
+        "unknown-status", "bad-resources", "bad-violation", "missing-field", "other-probes", "too-few", "deep",
     ],
 )  # fmt: skip
 def test_a_corrupt_or_foreign_record_is_rebuilt_not_trusted(tree: Path, built: list[str], corrupt) -> None:

@@ -69,7 +69,12 @@ def user_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
     Returns the message after the ``gpuprobe: error:`` prefix.
     """
-    code, out, err = run(capsys, *argv)
+    return refusal(*run(capsys, *argv))
+
+
+def refusal(code: int, out: str, err: str) -> str:
+    """What a command refused with (the message after ``gpuprobe: error:``), asserting that it refused as a user
+    error does: exit 2 and exactly one stderr line, no output."""
     assert code == 2, (code, out, err)
     assert err.startswith(PREFIX) and err.endswith("\n") and err.count("\n") == 1, err
     assert "Traceback" not in err
@@ -95,14 +100,66 @@ def has_keys(data: dict[str, Any], *keys: str) -> bool:
 # ---------------------------------------------------------------- list ---------
 
 
-def test_list_text(capsys: pytest.CaptureFixture[str]) -> None:
+def _table_rows(out: str) -> dict[str, str]:
+    """The table's rows by probe name, each with its wrapped continuation lines joined on."""
+    rows: dict[str, str] = {}
+    name = ""
+    for line in out.split("\n\n", 1)[0].splitlines()[2:]:  # below the header and its rule
+        if line.startswith(" "):
+            rows[name] += " " + line.strip()
+        else:
+            name = line.split()[0]
+            rows[name] = line
+    return rows
+
+
+def test_list_is_one_table_row_per_probe_with_its_archs_and_facts(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuprobe.cli import arch_span
+
     code, out, err = run(capsys, "list")
     assert code == 0 and err == ""
+    assert out.splitlines()[0].split() == ["probe", "archs", "facts"]
+    rows = _table_rows(out)
+    assert list(rows) == [p.name for p in all_probes()]
     for probe in all_probes():
-        assert f"{probe.name}  [{probe.family}]  archs: " in out
-        assert probe.doc in out
-        for fact in probe.facts:
-            assert fact in out
+        assert rows[probe.name].split(maxsplit=1)[1].startswith(arch_span(probe.archs) + " ")
+        assert rows[probe.name].split()[-len(probe.facts) or -1 :] == [f + "," for f in probe.facts[:-1]] + [
+            probe.facts[-1] if probe.facts else "-"
+        ]
+        assert probe.doc not in out  # what each isolates: asked for by family
+    families = list(dict.fromkeys(p.family for p in all_probes()))
+    assert f"{len(all_probes())} probe(s) of {len(families)} families: {families[0]}, " in out
+    assert max(len(line) for line in out.splitlines()) <= 120
+    assert len(out) < 60_000  # it was 170 KB with every doc in it
+
+
+def test_the_archs_a_probe_targets_read_short() -> None:
+    from gpuprobe.cli import arch_span
+    from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+
+    def span(*names: str) -> str:
+        return arch_span([parse_arch(n) for n in names])
+
+    assert arch_span(SUPPORTED_ARCHS) == "all"
+    assert span("sm_90", "sm_90a", "sm_100a", "sm_120") == "sm_90 and newer"
+    assert span("sm_75", "sm_80", "sm_86", "sm_89") == "sm_75–sm_89"
+    assert span("sm_89", "sm_120") == "sm_89 sm_120" and span("sm_90a") == "sm_90a"
+
+
+def test_list_of_a_family_or_probes_adds_what_each_isolates(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "list", "memory", "launch.graph")
+    assert code == 0
+    chosen = [p for p in all_probes() if p.family == "memory" or p.name == "launch.graph"]
+    assert list(_table_rows(out)) == [p.name for p in chosen]
+    assert "7 probe(s) of 2 families: launch, memory" in out or "7 probe(s) of 2 families: memory, launch" in out
+    for probe in chosen:
+        assert f"\n{probe.name}\n    " in out and " ".join(probe.doc.split()) in " ".join(out.split())
+    code, out, _ = run(capsys, "list", "mma.f16")
+    assert set(_table_rows(out)) == {p.name for p in all_probes() if p.name.startswith("mma.f16.")}
+
+
+def test_list_of_an_unknown_family_names_the_families(capsys: pytest.CaptureFixture[str]) -> None:
+    assert user_error(capsys, "list", "memry").startswith("no family or probe matches 'memry'; families: alu, ")
 
 
 def test_list_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
@@ -316,6 +373,34 @@ def test_sass_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert user_error(capsys, "sass", str(tmp_path / "absent.ptx")) == f"{tmp_path / 'absent.ptx'}: no such file"
 
 
+def test_sass_on_something_that_is_not_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    folder = tmp_path / "kernels.ptx"
+    folder.mkdir()
+    assert user_error(capsys, "sass", str(folder)) == f"{folder}: not a file"
+    assert user_error(capsys, "sass", os.devnull) == f"{os.devnull}: not a file"
+
+
+def test_a_path_shut_to_the_user_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A file in a folder the user may not look into (which the tests, run as root, cannot make): the system's
+    refusal, on one line, where no check before it looked."""
+    shut = tmp_path / "shut" / "k.ptx"
+
+    def refuse(path: Path) -> bool:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(Path, "is_file", refuse)
+    assert user_error(capsys, "sass", str(shut)) == f"{shut}: Permission denied"
+
+
+def test_an_error_that_quotes_line_breaks_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A message quotes what the user gave (a file name, a key of a TOML file) or a tool printed: whatever breaks
+    a line in it (a newline, a carriage return, a line separator) is a space."""
+    odd = tmp_path / "two\nlines\rthree\u2028four.ptx"
+    assert user_error(capsys, "sass", str(odd)) == f"{tmp_path}/two lines three four.ptx: no such file"
+
+
 def test_sass_unknown_arch(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     source = write(tmp_path / "chase.ptx", CHASE_PTX)
     assert user_error(capsys, "sass", str(source), "--arch", "sm_99").startswith("unknown arch 'sm_99'")
@@ -328,6 +413,83 @@ def test_run_without_gpu(capsys: pytest.CaptureFixture[str], monkeypatch: pytest
     monkeypatch.setattr(gpuprobe.runner.gpu, "gpu_unavailable_reason", lambda: "no GPU: the test says there is none")
     assert user_error(capsys, "run", "-o", str(tmp_path)) == "no GPU: the test says there is none"
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--device", "-1"], "--device must be a device index of 0 or more, got -1"),
+        (["--lock-wait", "-5"], "--lock-wait must be at least 0 seconds, got -5.0"),
+        (["--lock-wait", "nan"], "--lock-wait must be at least 0 seconds, got nan"),
+        (["--model", "nosuchmodel"], "unknown GPU model 'nosuchmodel'; known models: a10, a100, "),
+        (["-o", "{file}"], "{file}: not a folder"),
+        (["-o", "{file}/out"], "{file}/out: cannot make this folder ({file} is not a folder)"),
+    ],
+)
+def test_run_refuses_what_would_mean_nothing_before_looking_for_a_gpu(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str], message: str
+) -> None:
+    def no_measuring(*args: object) -> None:
+        raise AssertionError("the GPU was looked for")
+
+    monkeypatch.setattr("gpuprobe.api.local_device", no_measuring)
+    a_file = write(tmp_path / "a-file", "not a folder")
+    argv = [arg.format(file=a_file) for arg in argv]
+    assert user_error(capsys, "run", *argv).startswith(message.format(file=a_file))
+
+
+def test_a_cuda_home_that_is_no_toolkit_is_said(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    source = write(tmp_path / "chase.ptx", CHASE_PTX)
+    code, out, err = run(capsys, "sass", str(source), "--kernel", "cli_empty")
+    assert code == 0 and "cli_empty" in out
+    ignored = f"CUDA_HOME={tmp_path / 'cuda'} is not a CUDA toolkit (no bin/ptxas or bin/nvdisasm in it): ignored"
+    assert err == f"gpuprobe: warning: {ignored}\n"
+    write(tmp_path / "cuda" / "bin" / "ptxas", "")  # one that holds the tools is no news
+    assert run(capsys, "sass", str(source), "--kernel", "cli_empty")[2] == ""
+
+
+def test_run_shows_its_progress_and_an_interrupt_says_where_the_partial_results_are(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``gpuprobe run`` on the simulated part (the device check's rehearsal stand-in, in this process and in the
+    measuring children), two families, Ctrl-C as the second starts."""
+    from gpuprobe import api
+    from gpuprobe.families import catalog
+    from gpuprobe.measure import session
+    from tests.fake_gpu import FaultyGpu, suite_options
+
+    rehearsal = REPO / "tests" / "rehearsal"
+    monkeypatch.setenv("GPUPROBE_REHEARSAL", "1")
+    monkeypatch.setenv("GPUPROBE_REHEARSAL_OPTIONS", json.dumps({"faults": {}}))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(rehearsal), str(REPO), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setattr(gpuprobe.runner.gpu, "gpu_unavailable_reason", lambda: None)
+    monkeypatch.setattr(
+        api, "device_identity", lambda index=0: FaultyGpu(**suite_options(name="Rehearsal GPU")).device()
+    )
+    two = {name: catalog.FAMILIES[name] for name in ("l2_partition", "launch")}
+    monkeypatch.setattr(session, "FAMILIES", two)
+    measure = session.run_family
+
+    def stopped_in_launch(spec, order, policy, **kwargs):
+        if spec["family"] == "launch":
+            raise KeyboardInterrupt
+        yield from measure(spec, order, policy, **kwargs)
+
+    monkeypatch.setattr(session, "run_family", stopped_in_launch)
+    out = tmp_path / "out"
+    code, _, err = run(capsys, "run", "-o", str(out))
+    assert code == 130
+    lines = err.splitlines()
+    assert lines[0].startswith("gpuprobe: [1/2] l2_partition: 1 probe, about ") and lines[0].endswith(" left in all")
+    assert lines[1].startswith("gpuprobe: [1/2] l2_partition done in ") and lines[1].endswith(": 1/1 ok")
+    assert lines[2].startswith("gpuprobe: [2/2] launch: 3 probes, about ")
+    results, sheet = out / "results.json", out / "factsheet.md"
+    assert lines[3:] == [f"gpuprobe: interrupted; partial results in {results}, {sheet} (gpuprobe report {results} "
+                         "renders them again)"]  # fmt: skip
+    assert results.is_file() and sheet.is_file()
 
 
 def test_run_on_this_machine_without_gpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The results and expectations loaders on random and mutated input: a result or one clear error, never
-a traceback of another kind, never a hang. (The SASS parser is fuzzed in test_sass_corpus.py.)"""
+a traceback of another kind, never a hang. (The SASS parser is fuzzed in test_sass_corpus.py, the command on a
+seeded corpus of every file it reads in test_fuzz_cli.py.)"""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load, sav
 from gpuprobe.families.catalog import sections
 from gpuprobe.judge.expectations import load_model_file
 from gpuprobe.output.report import render_markdown
+from tests.fuzz_corpus import nodes, replaced
 
 EXPECTATIONS = Path(__file__).resolve().parent.parent / "gpuprobe" / "expectations"
 FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -34,14 +36,9 @@ def valid_results() -> dict[str, Any]:
 
 
 def mutate(value: Any, rng: random.Random, replacement: Any) -> Any:
-    """``value`` with one randomly chosen node (at any depth) replaced."""
-    if isinstance(value, dict) and value and rng.random() < 0.8:
-        key = rng.choice(sorted(value))
-        return {**value, key: mutate(value[key], rng, replacement)}
-    if isinstance(value, list) and value and rng.random() < 0.8:
-        index = rng.randrange(len(value))
-        return [*value[:index], mutate(value[index], rng, replacement), *value[index + 1 :]]
-    return replacement
+    """``value`` with one randomly chosen node (at any depth, the whole included) replaced."""
+    path, _ = rng.choice([((), value), *nodes(value)])
+    return replaced(value, path, replacement)
 
 
 def load_or_clear_error(path: Path) -> None:

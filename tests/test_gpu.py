@@ -330,3 +330,22 @@ def test_gpu_unavailable_reasons(monkeypatch) -> None:
     assert gpu.gpu_unavailable_reason() == "no GPU: the CUDA driver reports 0 devices"
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(H200_PROPS, {}, devices=1))
     assert gpu.gpu_unavailable_reason() is None
+
+
+def test_no_driver_at_all_is_said_so_not_as_a_driver_to_upgrade(monkeypatch) -> None:
+    """The CUDA runtime calls a machine without any NVIDIA driver "driver version is insufficient"; the
+    reason says no GPU/driver was found, and keeps the runtime's words as the detail."""
+    insufficient = "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"
+    cupy = _fake_cupy(H200_PROPS, {})
+
+    def no_count() -> int:
+        raise RuntimeError(insufficient)
+
+    cupy.cuda.runtime.getDeviceCount = no_count
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(gpu, "DRIVER_LIBRARY", "libgpuprobe-no-such-driver.so.1")
+    reason = gpu.gpu_unavailable_reason()
+    assert reason.startswith("no GPU: no NVIDIA GPU/driver found (libgpuprobe-no-such-driver.so.1 cannot be loaded")
+    assert reason.endswith(f"the CUDA runtime says: {insufficient})")
+    monkeypatch.setattr(gpu, "DRIVER_LIBRARY", "libc.so.6")  # a library that loads: the driver is there
+    assert gpu.gpu_unavailable_reason() == f"no GPU: the CUDA driver reports none ({insufficient})"

@@ -73,6 +73,14 @@ def test_garbage_on_stdout_does_not_break_the_protocol() -> None:
     assert {m.outcome.status for m in measured.values()} == {"ok"}
 
 
+def test_bytes_that_are_not_utf8_are_shown_as_the_child_printed_them() -> None:
+    """What a child (or the driver in it) prints is decoded tolerantly: its stderr reaches the crash's detail."""
+    measured = measure(garbage=True, faults={"gp_clock_overhead": "abort"})
+    crashed = measured["memory.overhead.clock_read"].outcome
+    assert crashed.status == "crashed" and "driver: \ufffd\ufffd not UTF-8" in crashed.detail
+    assert measured["memory.latency.shared"].outcome.status == "ok"
+
+
 def test_a_launcher_that_cannot_open_fails_every_probe_once() -> None:
     measured = measure(no_such_option=1)  # the factory raises before any probe starts
     assert {m.outcome.status for m in measured.values()} == {"crashed"}

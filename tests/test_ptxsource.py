@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build.ptxsource import combine, entry_parameters, expand, expansion_inputs, ptx_version
+from gpuprobe.build.ptxsource import (
+    MAX_EXPANDED_LINES,
+    combine,
+    entry_parameters,
+    expand,
+    expansion_inputs,
+    ptx_version,
+)
 from gpuprobe.core.arch import Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 
@@ -245,7 +252,8 @@ def test_combine_gives_every_line_its_origin(two_files: list[Path], tmp_path: Pa
     module = combine(two_files, SM80, tmp_path)
     lines = module.text.splitlines()
     assert len(lines) == len(module.origins)
-    assert module.origins[:3] == [("<header>", 1), ("<header>", 2), ("<header>", 3)]
+    # the header: .version where the newest was asked for, .target and .address_size where first written
+    assert module.origins[:3] == [("sub/b.ptx", 1), ("a.ptx", 2), ("a.ptx", 3)]
     sources = {"a.ptx": two_files[0].read_text().splitlines(), "sub/b.ptx": two_files[1].read_text().splitlines()}
     for line, (path, number) in zip(lines[3:], module.origins[3:], strict=True):
         assert path in sources, path  # shown relative to the root
@@ -265,6 +273,12 @@ def test_combine_shows_absolute_paths_outside_the_root(two_files: list[Path], tm
     module = combine(two_files, SM80, tmp_path / "sub")
     shown = {path for path, _ in module.origins[3:]}
     assert shown == {str(two_files[0]), "b.ptx"}
+
+
+def test_a_header_line_no_file_wrote_is_the_headers(tmp_path: Path) -> None:
+    bare = tmp_path / "bare.ptx"
+    bare.write_text(src("// a comment", ".version 8.7", "x;"))
+    assert combine([bare], SM80, tmp_path).origins[:3] == [("bare.ptx", 2), ("<header>", 2), ("<header>", 3)]
 
 
 def test_combine_needs_files() -> None:
@@ -392,3 +406,22 @@ def test_entry_parameters_read_scalars_and_arrays_passed_by_value() -> None:
         ".visible .entry j(.param .u64 a)\n{\n}\n"
     )
     assert entry_parameters(text) == {"k": [("b8[128]", "tmap"), ("u32", "n"), ("u64", "out")], "j": [("u64", "a")]}
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["//@repeat 99999999999", "x;"],  # a count with extra digits
+        ["//@for A in " + "a " * 1000, "//@for B in " + "b " * 1000, "{A}{B};", "//@endfor", "//@endfor"],
+    ],
+    ids=["repeat", "nested-for"],
+)
+def test_an_expansion_too_large_to_be_a_probe_is_an_error_not_exhausted_memory(lines: list[str]) -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        expand(src("head;", *lines), "huge.ptx")
+    assert one_line_error(excinfo).endswith(f"expands to more than {MAX_EXPANDED_LINES:,} lines")
+
+
+def test_an_expansion_of_the_largest_size_is_made() -> None:
+    expanded = expand(src("head;", f"//@repeat {MAX_EXPANDED_LINES - 1}", "x;"), "big.ptx")
+    assert len(expanded.lines) == MAX_EXPANDED_LINES

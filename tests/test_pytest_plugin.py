@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuprobe.build.registry import all_probes
 from gpuprobe.core.results import Device, Fact, Results, load
 from gpuprobe.pytest_plugin import assert_fact
 
@@ -26,19 +27,53 @@ def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def no_gpu_run() -> subprocess.CompletedProcess[str]:
+def no_gpu_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``pytest probes/ --gpuprobe-out OUT`` on a machine without a GPU, and OUT."""
     from gpuprobe.runner.gpu import gpu_unavailable_reason
 
     if gpu_unavailable_reason() is None:
         pytest.skip("a GPU is present: this checks the behaviour without one")
-    return _pytest()
+    out = tmp_path_factory.mktemp("no-gpu") / "out"
+    return _pytest("--gpuprobe-out", str(out)), out
 
 
 def test_without_a_gpu_static_checks_pass_and_measurements_skip_with_the_reason(no_gpu_run) -> None:
-    assert no_gpu_run.returncode == 0, no_gpu_run.stdout[-3000:]
-    assert " passed" in no_gpu_run.stdout and " skipped" in no_gpu_run.stdout
-    skips = [line for line in no_gpu_run.stdout.splitlines() if line.startswith("SKIPPED")]
+    run, _ = no_gpu_run
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert " passed" in run.stdout and " skipped" in run.stdout
+    skips = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
     assert skips and all("no GPU" in line or "lacks" in line for line in skips), skips
+
+
+def test_without_a_gpu_one_line_says_what_was_checked_and_why_the_rest_skipped(no_gpu_run) -> None:
+    """The summary counts the probes compiled and checked, the measurements skipped for want of a GPU (with
+    a reason that does not send anyone to upgrade a driver that is not there) and the tests skipped where the
+    arch lacks a family's feature; ``--gpuprobe-out`` says nothing was written."""
+    import re
+
+    from gpuprobe.runner.gpu import driver_missing_reason
+
+    run, out = no_gpu_run
+    (line,) = [line for line in run.stdout.splitlines() if "probes compiled and contract-checked" in line]
+    counted = re.fullmatch(
+        r"gpuprobe: (\d+) probes compiled and contract-checked \((\d+) builds\); (\d+) measurements skipped, "
+        r"(no GPU: .*); (\d+) skipped where the arch lacks what a family needs; pytest -rs lists every skip with "
+        r"its reason",
+        line,
+    )
+    assert counted, line
+    probes, builds, no_gpu, reason, lacking = counted.groups()
+    contract_tests = [p for p in all_probes() if p.family != "selftest"]  # selftest has no static test
+    assert int(probes) == len(contract_tests)
+    assert int(builds) == sum(len(p.archs) for p in contract_tests)
+    skips = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
+    said = {"no GPU": sum(int(s.split("[")[1].split("]")[0]) for s in skips if "no GPU" in s),
+            "lacks": sum(int(s.split("[")[1].split("]")[0]) for s in skips if "lacks" in s)}  # fmt: skip
+    assert (int(no_gpu), int(lacking)) == (said["no GPU"], said["lacks"])
+    if driver_missing_reason():
+        assert reason.startswith("no GPU: no NVIDIA GPU/driver found (") and "insufficient" not in reason.split("(")[0]
+    assert f"gpuprobe: nothing was measured (no GPU), so nothing was written to {out}" in run.stdout
+    assert not out.exists()
 
 
 def test_require_gpu_turns_the_skip_into_a_failure() -> None:
@@ -218,3 +253,124 @@ def test_the_run_measures_the_families_of_the_selected_tests_or_all_of_them() ->
         "memory",
     }
     assert selected_families([item(warp, "gpuprobe_results"), item(SimpleNamespace(), "gpuprobe_results")]) is None
+
+
+# ---- options that would mean nothing are refused before anything is built or measured --------------
+
+OPTION_DEFAULTS = {
+    "gpu_model": None, "gpu_device": 0, "gpuprobe_out": None, "baseline": None, "baseline_threshold": None,
+    "gpuprobe_deadline": None, "probe_time_limit": None, "cooldown": None,
+}  # fmt: skip
+
+
+def _check(**given: object) -> None:
+    from types import SimpleNamespace
+
+    from gpuprobe.pytest_plugin import check_options
+
+    options = {**OPTION_DEFAULTS, **given}
+    check_options(SimpleNamespace(getoption=lambda name, default=None: options[name]))
+
+
+def test_meaningful_options_pass(tmp_path: Path) -> None:
+    _check()
+    _check(gpu_model="h200", gpu_device=1, gpuprobe_out=str(tmp_path / "new" / "out"))
+    _check(baseline="base.json", baseline_threshold=2.0)  # the file itself is read by load_baseline
+    assert not (tmp_path / "new").exists(), "checking the folder makes nothing"
+
+
+def test_options_that_mean_nothing_are_a_usage_error(tmp_path: Path) -> None:
+    a_file = tmp_path / "results.txt"
+    a_file.write_text("not a folder")
+    refused = {
+        "--gpu-model: unknown GPU model 'nosuchmodel'; known models: a10, a100": {"gpu_model": "nosuchmodel"},
+        "--gpu-device must be a device index of 0 or more, got -1": {"gpu_device": -1},
+        f"--gpuprobe-out: {a_file}: not a folder": {"gpuprobe_out": str(a_file)},
+        f"--gpuprobe-out: {a_file}/out: cannot make this folder ({a_file} is not a folder)": {
+            "gpuprobe_out": str(a_file / "out")
+        },
+        "--baseline-threshold needs --baseline": {"baseline_threshold": 5.0},
+        "--probe-time-limit must be a positive number of seconds, got -1.0": {"probe_time_limit": -1.0},
+    }
+    if Path("/proc/self").is_dir():  # a place no folder can be made, even by root
+        refused["--gpuprobe-out: /proc/gpuprobe: cannot make this folder ("] = {"gpuprobe_out": "/proc/gpuprobe"}
+    for message, given in refused.items():
+        with pytest.raises(pytest.UsageError) as info:
+            _check(**given)
+        assert str(info.value).startswith(message), (given, str(info.value))
+
+
+def test_a_refused_option_is_one_line_and_pytest_s_usage_status() -> None:
+    command = [sys.executable, "-m", "pytest", "probes/test_expectations.py", "-p", "no:cacheprovider"]
+    run = subprocess.run([*command, "--gpu-model", "h300"], cwd=REPO, capture_output=True, text=True, check=False,
+                         timeout=120)  # fmt: skip
+    assert run.returncode == 4, run.stdout + run.stderr
+    assert run.stderr.startswith("ERROR: --gpu-model: unknown GPU model 'h300'; known models: ")
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+
+
+def test_a_corrupt_expectations_file_fails_the_static_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pytest probes/`` reads the expectations on any machine, so a file that does not read fails there,
+    not only on a GPU after the measuring."""
+    import importlib.util
+    import shutil
+
+    from gpuprobe.judge import expectations
+
+    copy = tmp_path / "expectations"
+    shutil.copytree(expectations.DEFAULT_DIRECTORY, copy)
+    (copy / "wgmma" / "h200.toml").write_text('[facts."tensor.x"\nmin = 1\n')
+    monkeypatch.setattr(expectations, "DEFAULT_DIRECTORY", copy)
+    spec = importlib.util.spec_from_file_location("static_expectations", REPO / "probes" / "test_expectations.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(pytest.fail.Exception, match=r"wgmma/h200\.toml: \(TOML syntax\)"):
+        module.test_every_expectation_file_reads()
+
+
+# ---- a run a person can follow: progress, a crash said at once, an interrupt that says where ------------
+
+
+def test_a_run_says_each_family_a_crash_at_once_and_where_an_interrupt_left_the_partial_results(
+    tmp_path: Path,
+) -> None:
+    """On the simulated part, the L2-partition family's probe crashes and the launch family hangs until
+    Ctrl-C: each family's start and end is a line under pytest's output with the time left by the plan, the
+    crash is its own line before the family ends, and the interrupted run names its partial results and
+    fact sheet, both written. A CUDA_HOME that names no toolkit is said in the header."""
+    import signal
+
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "GPUPROBE_REHEARSAL": "1",
+        "GPUPROBE_REHEARSAL_OPTIONS": json.dumps({"faults": {"gp_l2p_touch": "abort", "gp_launch_stamp": "hang"}}),
+        "GPUPROBE_LOCK_DIR": str(tmp_path / "locks"),
+        "PYTHONPATH": os.pathsep.join([str(REHEARSAL), str(REPO)]),
+        "CUDA_HOME": str(tmp_path / "no-toolkit"),
+    }
+    command = [sys.executable, "-m", "pytest", "probes/test_l2_partition.py", "probes/test_launch.py", "-q",
+               "-p", "no:cacheprovider", "--gpuprobe-out", str(out), "--probe-time-limit", "600"]  # fmt: skip
+    run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    said = []
+    try:
+        assert run.stdout is not None
+        for line in run.stdout:
+            said.append(line.rstrip("\n"))
+            if line.startswith("gpuprobe: [2/2] launch: 3 probes"):
+                run.send_signal(signal.SIGINT)  # the launch family hangs: stop it
+        run.wait(timeout=120)
+    finally:
+        run.kill()
+    ours = [line for line in said if line.startswith("gpuprobe: ")]
+    no_toolkit = f"CUDA_HOME={tmp_path / 'no-toolkit'} is not a CUDA toolkit (no bin/ptxas or bin/nvdisasm in it)"
+    assert ours[0] == f"gpuprobe: warning: {no_toolkit}: ignored", said
+    assert ours[1].startswith("gpuprobe: [1/2] l2_partition: 1 probe, about ") and "left in all" in ours[1]
+    assert ours[2].startswith("gpuprobe: [1/2] l2_partition: l2_partition.map CRASHED: child killed by signal 6")
+    assert ours[3].startswith("gpuprobe: [1/2] l2_partition done in ") and ours[3].endswith(": 0/1 ok, 1 crashed")
+    assert ours[4].startswith("gpuprobe: [2/2] launch: 3 probes, about ")
+    assert f"gpuprobe: interrupted; partial results in {out / 'results.json'}, {out / 'factsheet.md'}" in ours
+    assert run.returncode == 2  # pytest's "interrupted"
+    results = load(out / "results.json")
+    assert results.partial and results.families["launch"]["ended"] == "interrupted"
+    assert "partial" in (out / "factsheet.md").read_text().lower()

@@ -141,13 +141,23 @@ def test_an_interrupted_run_keeps_what_it_measured(tmp_path: Path, monkeypatch) 
                 raise KeyboardInterrupt
 
     monkeypatch.setattr(session, "run_family", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    measure_only(monkeypatch, "memory", "launch")
+    with pytest.raises(session.RunInterrupted) as stopped:
         run(tmp_path)
+    assert stopped.value.paths == (tmp_path / "results.json", tmp_path / "factsheet.md")
+    assert "partial" in (tmp_path / "factsheet.md").read_text().lower()  # the partial sheet is written too
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["partial"] is True
     ids = {f["id"] for f in data["facts"]}
     assert {"device.sm_clock", "overhead.clock_read", "latency.shared"} <= ids
     assert "latency.l2" not in ids
+    assert {family: record["ended"] for family, record in data["families"].items()} == {
+        "memory": "interrupted", "launch": "interrupted",
+    }  # fmt: skip
+    never = {name: p["detail"] for name, p in data["probes"].items() if p["status"] == "not_run"}
+    assert set(never) == {"memory.latency.global_ca", "memory.latency.global_cg", "launch.stream", "launch.graph",
+                          "launch.event"}  # fmt: skip
+    assert set(never.values()) == {session.INTERRUPTED_DETAIL}
 
 
 def test_a_noisy_fact_is_unstable_not_judged() -> None:

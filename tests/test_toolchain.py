@@ -605,3 +605,119 @@ def test_disassemble_truncated_cubin_is_one_line(keep: float, tmp_path: Path) ->
         disassemble(path)
     message = one_line(excinfo.value)
     assert message.startswith(f"{path}: nvdisasm cannot read it: ")
+
+
+# ---------------------------------------------------------------- what a tool prints ----------------
+
+
+def talking_tool(path: Path, action: str) -> Path:
+    """A tool at ``path`` whose ``--version`` is CUDA 13.5's and which otherwise runs the shell ``action``."""
+    return make_executable(
+        path,
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then echo "Cuda compilation tools, release 13.5, V13.5.0"; exit 0; fi\n'
+        f"{action}\n",
+    )
+
+
+@pytest.fixture
+def own_toolkit(fresh_lookup: None, private_cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """An empty folder that GPUPROBE_TOOLKIT names, for the fake tools a test puts in it."""
+    folder = tmp_path / "toolkit"
+    folder.mkdir()
+    monkeypatch.setenv(TOOLKIT_VARIABLE, str(folder))
+    return folder
+
+
+def elf_file(path: Path) -> Path:
+    """A file that starts as an ELF file does (all that gpuprobe checks before nvdisasm reads it)."""
+    path.write_bytes(b"\x7fELF" + bytes(60))
+    return path
+
+
+def test_a_tool_message_that_is_not_utf8_is_shown_in_one_line(own_toolkit: Path, tmp_path: Path) -> None:
+    """nvdisasm echoes a corrupt cubin's bytes: its message is shown, each byte that is not UTF-8 and each
+    character that is not printable (an escape sequence) as U+FFFD, never a UnicodeDecodeError."""
+    talking_tool(
+        own_toolkit / "nvdisasm",
+        r"""printf 'nvdisasm fatal   : Invalid section ".te\377\376\033[31m"\nmore\n' >&2; exit 1""",
+    )
+    cubin = elf_file(tmp_path / "odd.cubin")
+    with pytest.raises(GpuprobeError) as excinfo:
+        disassemble(cubin)
+    expected = f'{cubin}: nvdisasm cannot read it: nvdisasm fatal : Invalid section ".te\ufffd\ufffd\ufffd[31m"'
+    assert one_line(excinfo.value) == expected
+
+
+def test_a_listing_that_is_not_utf8_is_read(own_toolkit: Path, tmp_path: Path) -> None:
+    """A cubin that nvdisasm reads, whose symbol names are not UTF-8 (a damaged one), is listed."""
+    with pytest.MonkeyPatch.context() as real_tools:
+        real_tools.delenv(TOOLKIT_VARIABLE)
+        locate_tool.cache_clear()
+        listing = disassemble(assemble_ptx(ptx_text(*GOOD_KERNEL), SM80, "k").cubin).encode()
+    locate_tool.cache_clear()
+    printed = write(tmp_path / "listing.bin", "").with_suffix(".bin")
+    printed.write_bytes(listing.replace(b"tc_store", b"tc_st\xffre"))
+    talking_tool(own_toolkit / "nvdisasm", f"cat '{printed}'")
+    assert "tc_st\ufffdre" in disassemble(elf_file(tmp_path / "named.cubin"))
+
+
+@pytest.mark.parametrize(("action", "said"), [("exit 3", "exit status 3"), ("kill -9 $$", "killed by signal 9")])
+def test_a_tool_that_fails_silently_says_how_it_ended(own_toolkit: Path, tmp_path: Path, action: str,
+                                                      said: str) -> None:  # fmt: skip
+    talking_tool(own_toolkit / "nvdisasm", action)
+    with pytest.raises(GpuprobeError) as excinfo:
+        disassemble(elf_file(tmp_path / "quiet.cubin"))
+    assert one_line(excinfo.value).endswith(f"nvdisasm cannot read it: {said}, no message")
+
+
+def test_a_ptxas_diagnostic_that_is_not_utf8_is_placed_at_its_line(own_toolkit: Path) -> None:
+    talking_tool(
+        own_toolkit / "ptxas", r"""printf 'ptxas %s, line 5; error   : Unknown symbol \377\n' "$4" >&2; exit 1"""
+    )
+    with pytest.raises(GpuprobeError) as excinfo:
+        assemble_ptx(ptx_text(*GOOD_KERNEL), SM80, "k", [("k.ptx", n) for n in range(1, 13)])
+    assert one_line(excinfo.value) == "k.ptx:5: ptxas error: Unknown symbol \ufffd [sm_80]"
+
+
+def test_ptxas_fatal_error_on_a_line_names_the_original_line(tmp_path: Path) -> None:
+    """ptxas says "Unexpected non-ASCII character encountered on line N" of its input: the source line is named."""
+    source = write(
+        tmp_path / "accent.ptx", ptx_text("//@repeat 3", "// padding", *chase_kernel(["\tadd.u64 %rd1, %rd1, 1; é"]))
+    )
+    assert (
+        assemble_files([source], tmp_path)
+        == "accent.ptx:15: ptxas error: Unexpected non-ASCII character encountered [sm_80]"
+    )
+
+
+def test_ptxas_error_at_the_end_of_input_names_the_last_line(tmp_path: Path) -> None:
+    source = write(tmp_path / "open.ptx", ptx_text(*GOOD_KERNEL[:-1]))  # no closing brace
+    assert assemble_files([source], tmp_path).startswith(
+        f"open.ptx:{len(HEADER) + len(GOOD_KERNEL) - 1}: ptxas error: "
+    )
+
+
+def test_ptxas_error_about_the_version_names_the_file_that_asked_for_it(tmp_path: Path) -> None:
+    old = write(tmp_path / "old.ptx", ptx_text(*GOOD_KERNEL))
+    new = write(tmp_path / "new.ptx", "// a newer PTX ISA than ptxas knows\n" + ptx_text().replace("8.7", "99.9"))
+    assert assemble_files([old, new], tmp_path).startswith("new.ptx:2: ptxas error: Unsupported .version 99.9")
+
+
+def test_nvrtc_error_at_the_end_of_the_source_names_the_file() -> None:
+    with pytest.raises(GpuprobeError) as excinfo:
+        compile_cuda('extern "C" __global__ void k(int *p)\n{\n    p[0] = 1;\n', SM90A, "open.cu")
+    assert one_line(excinfo.value) == 'open.cu: At end of source: error: expected a "}" [sm_90a]'
+
+
+def test_nvrtc_that_cannot_be_loaded_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuda-bindings installed without the NVRTC library: cuda.bindings loads it on first use, and fails."""
+
+    class NoLibrary:
+        def nvrtcVersion(self) -> None:  # NVRTC's own name
+            raise RuntimeError('Failure finding "libnvrtc.so.13": No such file')
+
+    monkeypatch.setattr(toolchain, "_nvrtc", NoLibrary)
+    with pytest.raises(GpuprobeError) as excinfo:
+        compile_cuda('extern "C" __global__ void k() {}\n', SM90A, "k.cu")
+    assert one_line(excinfo.value).startswith("NVRTC not available (Failure finding")

@@ -170,6 +170,23 @@ def test_a_wrong_d_is_named_and_a_right_one_passes() -> None:
     assert mismatch(np.full((64, 8), 1e-6, dtype=np.float32), zero, 16) is not None
 
 
+def test_an_fp8_chain_past_its_accumulator_s_bits_is_held_to_the_precision_wall() -> None:
+    """The H200's e4m3 latency chains (32768 x A @ B) stalled where a 13-bit accumulator stalls: D[0,0]
+    = -16384 for a term of -2 (reports/nvidia-h200). Such a D passes; one that never grew, grew the
+    wrong way, or grew past twice the exact sum does not, and an f32 chain of the same length must
+    still be exact."""
+    operands = make_operands(TYPES["e4m3"], 16, "ternary", seed=3)
+    term = operands.product()
+    assert np.abs(term).max() >= 2  # some elements leave the exact range within 32768 steps
+    stalled = np.sign(term) * np.minimum(32768 * np.abs(term), 2.0**13 * np.abs(term))
+    assert mismatch(stalled.astype(np.float32), operands, 32768) is None
+    for wrong in (np.zeros_like(term), -stalled, 3 * 32768 * term):
+        assert "elements wrong" in mismatch(wrong.astype(np.float32), operands, 32768)
+    f32 = make_operands(TYPES["bf16"], 16, "ternary", seed=3)
+    assert mismatch((32768 * f32.product()).astype(np.float32), f32, 32768) is None
+    assert mismatch(np.sign(f32.product()).astype(np.float32) * 2.0**13, f32, 32768) is not None
+
+
 # --------------------------------------------------------------------------- the generated PTX and the probes
 
 

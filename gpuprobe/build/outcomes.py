@@ -67,7 +67,7 @@ def load(key: str) -> list[Any] | None:
         return None
     try:
         record = json.loads(raw)
-    except ValueError:  # not JSON, or not UTF-8
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested deeper than json follows
         return None
     if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT or record.get("key") != key:
         return None

@@ -40,6 +40,9 @@ _FOR = re.compile(r"^\s*//@for\s+(\w+(?::\w+)*)\s+in\s+(.+?)\s*$")
 _ENDFOR = re.compile(r"^\s*//@endfor\s*$")
 _INCLUDE = re.compile(r"^\s*//@include\s+([\w./-]+)\s*$")
 MAX_INCLUDE_DEPTH = 4
+#: The most lines one file may expand to: every probe file expands to under 12,000, and a ``//@repeat`` or a nest
+#: of ``//@for`` that asks for more (a count mistyped with extra digits) is an error, not a machine out of memory.
+MAX_EXPANDED_LINES = 200_000
 _DIRECTIVE = re.compile(r"^\s*//@")
 _HEADER = re.compile(r"^\s*\.(version|target|address_size)\b")
 _VERSION = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)")
@@ -174,6 +177,8 @@ def _expand_block(
             raise GpuprobeError(f"{path}:{index + 1}: //@endfor without //@for")
         if _DIRECTIVE.match(line):
             raise GpuprobeError(f"{path}:{index + 1}: malformed directive {line.strip()!r}")
+        if len(out) + repeat > MAX_EXPANDED_LINES:
+            raise GpuprobeError(f"{path}:{index + 1}: expands to more than {MAX_EXPANDED_LINES:,} lines")
         for _ in range(repeat):
             out.append(_substitute(line, bindings))
             origins.append((path.path, index + 1))
@@ -201,6 +206,25 @@ def ptx_version(text: str, path: str) -> tuple[int, int]:
     raise GpuprobeError(f"{path}: no .version directive")
 
 
+def _header_origins(
+    files: list[Path], texts: dict[Path, str], shown: dict[Path, str], version_from: Path
+) -> list[Origin]:
+    """Where each line of the module's header comes from, so that ptxas's complaint about one points at a file:
+    ``.version`` at the file that asked for the newest, ``.target`` and ``.address_size`` at the first file
+    that has one (``<header>`` where none has)."""
+    origins = []
+    for number, directive in enumerate(("version", "target", "address_size"), start=1):
+        pattern = re.compile(rf"^\s*\.{directive}\b")
+        found = ("<header>", number)
+        for path in [version_from] if directive == "version" else files:
+            line = next((i for i, text in enumerate(texts[path].splitlines(), start=1) if pattern.match(text)), None)
+            if line is not None:
+                found = (shown[path], line)
+                break
+        origins.append(found)
+    return origins
+
+
 @dataclass(frozen=True)
 class Module:
     """PTX text ready for ptxas, and where each of its lines came from."""
@@ -215,9 +239,10 @@ def combine(files: list[Path], arch: Arch, root: Path | None = None) -> Module:
         raise GpuprobeError(f"no PTX sources to build for {arch}")
     texts = {path: read_text(path) for path in files}
     shown = {p: str(p.relative_to(root)) if root and p.is_relative_to(root) else str(p) for p in files}
-    major, minor = max(ptx_version(texts[p], shown[p]) for p in files)
+    newest = max(files, key=lambda p: ptx_version(texts[p], shown[p]))
+    major, minor = ptx_version(texts[newest], shown[newest])
     lines = [f".version {major}.{minor}", f".target {arch.name}", ".address_size 64"]
-    origins: list[Origin] = [("<header>", 1), ("<header>", 2), ("<header>", 3)]
+    origins = _header_origins(files, texts, shown, newest)
     for path in files:
         expanded = expand(texts[path], shown[path], path.parent)
         for line, origin in zip(expanded.lines, expanded.origins, strict=True):

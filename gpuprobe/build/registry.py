@@ -18,7 +18,6 @@ import functools
 import itertools
 import operator
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 from gpuprobe.build.contracts import Rule
 from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.files import read_text
+from gpuprobe.core.files import read_toml
 
 PTX_DIR = (Path(__file__).resolve().parents[1] / "ptx").resolve()
 """The kernels and their declarations: the checkout's ``ptx/`` (``gpuprobe/ptx`` links to it), or the
@@ -156,10 +155,7 @@ def _rules(entries: list[dict[str, Any]], variables: dict[str, str], where: str)
 def load_family(toml_path: Path) -> list[Probe]:
     """Read one family declaration; a bad file is a one-line error naming file and key."""
     where = shown_path(toml_path)
-    try:
-        data = tomllib.loads(read_text(toml_path))
-    except tomllib.TOMLDecodeError as exc:
-        raise GpuprobeError(f"{where}: {exc}") from None
+    data = read_toml(toml_path, where)
     _validate(data, _FAMILY_TYPES, ("family", "source", "probe"), where)
     source = toml_path.parent / data["source"]
     if not source.is_file():

@@ -22,6 +22,7 @@ from pathlib import Path
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.cache import cached_file, content_key
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.tool_output import ENCODING, ERRORS, decoded
 
 TOOLKIT_VARIABLE = "GPUPROBE_TOOLKIT"
 
@@ -93,7 +94,7 @@ def _search(name: str) -> tuple[Path, str]:
             return Path(found), "cuda.pathfinder"
     except ImportError:
         pass
-    for var in ("CUDA_HOME", "CUDA_PATH"):
+    for var in TOOLKIT_HOMES:
         root = os.environ.get(var)
         if root and (Path(root) / "bin" / name).is_file():
             return Path(root) / "bin" / name, var
@@ -104,6 +105,21 @@ def _search(name: str) -> tuple[Path, str]:
     raise GpuprobeError(
         f"{name} not found: pip install {hint}, or set {TOOLKIT_VARIABLE} (or CUDA_HOME) to a CUDA toolkit"
     )
+
+
+TOOLKIT_HOMES = ("CUDA_HOME", "CUDA_PATH")
+
+
+def ignored_toolkit_homes() -> list[str]:
+    """A line for each of ``CUDA_HOME`` / ``CUDA_PATH`` that is set but names no CUDA toolkit (neither
+    bin/ptxas nor bin/nvdisasm in it): the search passes over it, and the user is told so rather than
+    left to believe that toolkit builds the probes."""
+    lines = []
+    for var in TOOLKIT_HOMES:
+        root = os.environ.get(var)
+        if root and not any((Path(root) / "bin" / tool).is_file() for tool in ("ptxas", "nvdisasm")):
+            lines.append(f"{var}={root} is not a CUDA toolkit (no bin/ptxas or bin/nvdisasm in it): ignored")
+    return lines
 
 
 def find_tool(name: str) -> Path:
@@ -150,12 +166,24 @@ def toolkit_description() -> str:
 
 
 def _run(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
+    """Run a tool, its output decoded tolerantly (:mod:`gpuprobe.core.tool_output`); one line if it cannot run."""
     try:
-        return subprocess.run(args, capture_output=True, text=True, check=False, timeout=300)
+        return subprocess.run(args, capture_output=True, encoding=ENCODING, errors=ERRORS, check=False, timeout=300)
     except subprocess.TimeoutExpired:
         raise GpuprobeError(f"{what}: {Path(args[0]).name} timed out") from None
     except OSError as exc:
         raise GpuprobeError(f"{what}: cannot run {args[0]} ({exc.strerror or exc})") from None
+
+
+def _failure(proc: subprocess.CompletedProcess[str]) -> str:
+    """What a failed tool said, for a one-line error: its first line of stderr (blanks closed up, anything
+    unprintable, such as the bytes of a corrupt cubin it echoes, shown as U+FFFD), or how it ended when it
+    said nothing."""
+    for line in proc.stderr.splitlines():
+        if line.strip():
+            return "".join(c if c.isprintable() else "\ufffd" for c in " ".join(line.split()))
+    code = proc.returncode
+    return f"killed by signal {-code}, no message" if code < 0 else f"exit status {code}, no message"
 
 
 # ---------------------------------------------------------------- PTX ----------
@@ -163,25 +191,29 @@ def _run(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
 _PTXAS_DIAG = re.compile(
     r"^ptxas\s+(?P<file>.+?), line (?P<line>\d+); (?P<kind>error|warning|fatal)\s*:\s*(?P<msg>.*)$"
 )
+# A diagnostic that gives its line in the message: "ptxas fatal : Unexpected non-ASCII character encountered on line 6"
+_PTXAS_FATAL_ON_LINE = re.compile(r"^ptxas\s+(?P<kind>fatal)\s*:\s*(?P<msg>.*?)\s+on line (?P<line>\d+)\s*$")
 
 
 def _locate(line: int, origins: list[tuple[str, int]], fallback: str) -> str:
-    if 1 <= line <= len(origins):
-        path, path_line = origins[line - 1]
+    """Where module line ``line`` came from; past the end (ptxas's "end of input"), the module's last line."""
+    if origins and line >= 1:
+        path, path_line = origins[min(line, len(origins)) - 1]
         return f"{path}:{path_line}"
     return f"{fallback}:{line}"
 
 
-def _ptxas_error(stderr: str, origins: list[tuple[str, int]], name: str, arch: Arch) -> GpuprobeError:
+def _ptxas_error(
+    proc: subprocess.CompletedProcess[str], origins: list[tuple[str, int]], name: str, arch: Arch
+) -> GpuprobeError:
     """Turn ptxas's diagnostics into one line: the first error at its original file and line."""
     errors = []
-    for raw in stderr.splitlines():
-        match = _PTXAS_DIAG.match(raw.strip())
+    for raw in proc.stderr.splitlines():
+        match = _PTXAS_DIAG.match(raw.strip()) or _PTXAS_FATAL_ON_LINE.match(raw.strip())
         if match and match["kind"] in ("error", "fatal"):
             errors.append(f"{_locate(int(match['line']), origins, name)}: ptxas error: {match['msg'].strip()}")
     if not errors:
-        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-        errors = [f"{name}: ptxas failed: {lines[0] if lines else 'no message'}"]
+        errors = [f"{name}: ptxas failed: {_failure(proc)}"]
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return GpuprobeError(f"{errors[0]} [{arch}]{more}")
 
@@ -206,7 +238,7 @@ def _compiled(key: str, produce: Callable[[], bytes]) -> Compiled:
     if not log.is_file():  # a cubin cached by an older gpuprobe, without its report: compile again
         cubin.unlink()
         cubin = cached_file(key, ".cubin", produce)
-    return Compiled(cubin=cubin, log=log.read_text())
+    return Compiled(cubin=cubin, log=decoded(log.read_bytes()))
 
 
 def assemble_ptx(ptx: str, arch: Arch, name: str, origins: list[tuple[str, int]] | None = None) -> Compiled:
@@ -218,10 +250,10 @@ def assemble_ptx(ptx: str, arch: Arch, name: str, origins: list[tuple[str, int]]
     def produce() -> bytes:
         with tempfile.TemporaryDirectory(prefix="gpuprobe-") as tmp:
             src, out = Path(tmp) / "input.ptx", Path(tmp) / "output.cubin"
-            src.write_text(ptx)
+            src.write_text(ptx, encoding="utf-8")
             proc = _run([str(ptxas), *options, str(src), "-o", str(out)], name)
             if proc.returncode != 0:
-                raise _ptxas_error(proc.stderr, origins or [], name, arch)
+                raise _ptxas_error(proc, origins or [], name, arch)
             return _with_log(key, proc.stdout + proc.stderr, out.read_bytes())
 
     return _compiled(key, produce)
@@ -240,7 +272,10 @@ def _nvrtc():
 
 
 def _nvrtc_version() -> tuple[int, int]:
-    result, major, minor = _nvrtc().nvrtcVersion()
+    try:
+        result, major, minor = _nvrtc().nvrtcVersion()
+    except RuntimeError as exc:  # cuda.bindings loads the library on first use; cuda.pathfinder found none
+        raise GpuprobeError(f"NVRTC not available ({exc}): pip install nvidia-cuda-nvrtc") from None
     _nvrtc_check(result, "nvrtcVersion")
     return int(major), int(minor)
 
@@ -281,14 +316,13 @@ def compile_cuda(source: str, arch: Arch, name: str) -> Compiled:
 
     def produce() -> bytes:
         nvrtc = _nvrtc()
-        err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+        err, prog = nvrtc.nvrtcCreateProgram(source.encode(), os.fsencode(name), 0, [], [])
         _nvrtc_check(err, name)
         try:
-            (result,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
+            (result,) = nvrtc.nvrtcCompileProgram(prog, len(options), [os.fsencode(o) for o in options])
             log = _nvrtc_log(nvrtc, prog)
             if int(result) != 0:
-                first = next((line for line in log.splitlines() if "error" in line), log.strip()[:200])
-                raise GpuprobeError(f"{first.strip()} [{arch}]")
+                raise GpuprobeError(f"{_nvrtc_error(log, name, result)} [{arch}]")
             err, size = nvrtc.nvrtcGetCUBINSize(prog)
             _nvrtc_check(err, name)
             buffer = b" " * size
@@ -301,12 +335,21 @@ def compile_cuda(source: str, arch: Arch, name: str) -> Compiled:
     return _compiled(key, produce)
 
 
+def _nvrtc_error(log: str, name: str, result: object) -> str:
+    """NVRTC's first error, at the file and line it names (``name(3): error: ...``); the file is named
+    where NVRTC names none ("At end of source: error: ...")."""
+    first = next((line for line in log.splitlines() if "error" in line), log.strip()[:200]).strip()
+    if not first:
+        return f"{name}: NVRTC error {result}, no message"
+    return first if first.startswith(decoded(os.fsencode(name))) else f"{name}: {first}"
+
+
 def _nvrtc_log(nvrtc, prog) -> str:
     result, size = nvrtc.nvrtcGetProgramLogSize(prog)
     _nvrtc_check(result, "nvrtcGetProgramLogSize")
     buffer = b" " * size
     nvrtc.nvrtcGetProgramLog(prog, buffer)
-    return buffer.rstrip(b"\x00").decode(errors="replace")
+    return decoded(buffer.rstrip(b"\x00"))
 
 
 # ---------------------------------------------------------------- disassembly --
@@ -326,8 +369,7 @@ def disassemble(cubin: Path) -> str:
     def produce() -> bytes:
         proc = _run([str(nvdisasm), str(cubin)], str(cubin))
         if proc.returncode != 0:
-            message = (proc.stderr.strip().splitlines() or ["no message"])[0]
-            raise GpuprobeError(f"{cubin}: nvdisasm cannot read it: {message}")
-        return proc.stdout.encode()
+            raise GpuprobeError(f"{cubin}: nvdisasm cannot read it: {_failure(proc)}")
+        return proc.stdout.encode(ENCODING)
 
-    return cached_file(key, ".sass", produce).read_text()
+    return decoded(cached_file(key, ".sass", produce).read_bytes())

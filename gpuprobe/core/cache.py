@@ -28,7 +28,7 @@ def cache_dir() -> Path:
 def content_key(*parts: str | bytes) -> str:
     digest = hashlib.sha256()
     for part in parts:
-        data = part.encode() if isinstance(part, str) else part
+        data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part  # a path's stray bytes too
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
     return digest.hexdigest()

@@ -19,6 +19,12 @@ def require_count(value: int | None, option: str) -> None:
         raise GpuprobeError(f"{option} must be at least 1, got {value}")
 
 
+def require_index(value: int | None, option: str) -> None:
+    """A user's device index (None: not given) is 0 or more; else a one-line GpuprobeError naming ``option``."""
+    if value is not None and value < 0:
+        raise GpuprobeError(f"{option} must be a device index of 0 or more, got {value}")
+
+
 def require_seconds(value: float | None, option: str, zero_ok: bool = False) -> None:
     """A user's number of seconds (None: not given) is finite and positive (or 0, where ``zero_ok``);
     else a one-line GpuprobeError naming ``option``."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+import tomllib
 from pathlib import Path
+from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
 
@@ -21,6 +23,18 @@ def read_text(path: Path | str) -> str:
         raise GpuprobeError(f"{path}: cannot read ({os_reason(exc)})") from None
 
 
+def read_toml(path: Path, shown: str | None = None) -> dict[str, Any]:
+    """The TOML document in ``path``, or a one-line GpuprobeError naming it (as ``shown``, by default the path)
+    and saying why it cannot be read or parsed."""
+    text = read_text(path)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise GpuprobeError(f"{shown or path}: (TOML syntax): {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise GpuprobeError(f"{shown or path}: (TOML syntax): arrays or tables nested too deeply") from None
+
+
 def make_dirs(path: Path) -> Path:
     """``path`` as a folder (made, with its parents, if it is not one), or a one-line GpuprobeError saying why
     it cannot be."""
@@ -31,17 +45,35 @@ def make_dirs(path: Path) -> Path:
     return path
 
 
+def require_writable_folder(path: Path) -> None:
+    """``path`` is a folder this process can write in, or one it could make, checked before any work is
+    done and without making it: a one-line GpuprobeError saying why not (a file is in the way, no
+    permission, a place that holds no folders such as /proc)."""
+    existing = path
+    while not os.path.lexists(existing) and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "not a folder" if existing == path else f"cannot make this folder ({existing} is not a folder)"
+        raise GpuprobeError(f"{path}: {what}")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".gpuprobe-writable-", dir=existing))
+    except OSError as exc:
+        what = "cannot write in this folder" if existing == path else "cannot make this folder"
+        raise GpuprobeError(f"{path}: {what} ({os_reason(exc)})") from None
+
+
 def os_reason(exc: OSError) -> str:
     """Why a file operation failed, in a few words: "Not a directory", "Permission denied"."""
     return exc.strerror or str(exc) or type(exc).__name__
 
 
 def write_atomic(path: Path, content: str | bytes) -> None:
-    """Write ``content`` (text as UTF-8) to ``path`` so that readers see the old file or the new one, never half;
-    a one-line GpuprobeError when it cannot be written."""
+    """Write ``content`` (text as UTF-8, a character UTF-8 cannot hold, such as a stray byte of a file name, as
+    ``?``) to ``path`` so that readers see the old file or the new one, never half; a one-line GpuprobeError when
+    it cannot be written."""
     make_dirs(path.parent)
     try:
-        _replace_atomically(path, content.encode("utf-8") if isinstance(content, str) else content)
+        _replace_atomically(path, content.encode("utf-8", "replace") if isinstance(content, str) else content)
     except OSError as exc:
         raise GpuprobeError(f"{path}: cannot write ({os_reason(exc)})") from None
 

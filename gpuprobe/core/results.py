@@ -9,7 +9,7 @@ Schema (``SCHEMA_VERSION``; files of every version from 1 are read)::
      "environment": {"device_record": {...NVML...}|None, "software": {...versions...}},     (2)
      "build": {"arch": str, "cubin": str, "cubin_sha256": str, "toolkit": str},            (2)
      "families": {family: {"planned_s": float, "actual_s": float|None, "probes": int,
-                           "ended": "measured"|"deadline"|"not_started"}},                 (2)
+                           "ended": "measured"|"deadline"|"not_started"|"interrupted"}},  (2)
      "probes": {probe_name: {"status": "ok"|"failed"|"crashed"|"timeout"|"violated"|"skipped"
                                        |"error"|"not_run",
                              "detail": str, "series": {name: {column: [values...]}},

@@ -1,6 +1,6 @@
 """What each GPU model is expected to measure: data files, their strict loader, the judge, and the command.
 
-Expectations are data, not code (DESIGN.md, principle 5). Each supported model has one TOML file
+Expectations are data, not code. Each supported model has one TOML file
 in ``gpuprobe/expectations/``; its file name (without ``.toml``) is the model key::
 
     [model]
@@ -56,13 +56,12 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.files import read_text
+from gpuprobe.core.files import read_toml
 from gpuprobe.core.numbers import fmt_bytes
 from gpuprobe.core.results import Fact
 
@@ -176,7 +175,13 @@ def _bad(path: Path, key: str, problem: str) -> GpuprobeError:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number a float can hold (an integer of 400 digits is not one)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _text(path: Path, key: str, value: Any, *, required: bool = True) -> str:
@@ -328,20 +333,12 @@ def load_model_file(path: Path) -> ModelExpectations:
     key = path.stem
     if not _KEY_RE.match(key):
         raise _bad(path, "(file name)", f"model key {key!r} must be lower case letters, digits and underscores")
-    text = read_text(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise GpuprobeError(f"{path}: (TOML syntax): {exc}") from None
-    return _parse_model(path, key, data)
+    return _parse_model(path, key, read_toml(path))
 
 
 def _family_file(path: Path) -> tuple[dict[str, Expectation], dict[str, DatasheetValue]]:
     """The facts and datasheet entries of one family's file for one model (``<family>/<model key>.toml``)."""
-    try:
-        data = tomllib.loads(read_text(path))
-    except tomllib.TOMLDecodeError as exc:
-        raise GpuprobeError(f"{path}: (TOML syntax): {exc}") from None
+    data = read_toml(path)
     _check_fields(path, "(top level)", data, _FAMILY_FILE_FIELDS)
     facts_table = data.get("facts", {})
     if not isinstance(facts_table, dict):
@@ -499,23 +496,50 @@ def _human_range(expectation: Expectation) -> str:
     return f"{text} ({fmt_bytes(bounds[0])})"
 
 
-def models_table(models: dict[str, ModelExpectations]) -> list[str]:
-    """One line per model: key, name, cc, fact counts by severity, name patterns."""
-    rows = [("key", "model", "cc", "facts", "assert", "warn", "report", "matches device names containing")]
+def models_table(models: dict[str, ModelExpectations]) -> str:
+    """One row per model: key, name, cc, fact counts by severity, name patterns."""
+    from tabulate import tabulate
+
+    rows = []
     for key in sorted(models):
         model = models[key]
         counts = severity_counts(model)
         patterns = ", ".join(f'"{p}"' for p in model.match)
         if model.exclude:
             patterns += " (not: " + ", ".join(f'"{p}"' for p in model.exclude) + ")"
-        rows.append((key, model.name, model.cc, str(len(model.facts)), *(str(counts[s]) for s in SEVERITIES), patterns))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    return ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1] for row in rows]
+        rows.append((key, model.name, model.cc, len(model.facts), *(counts[s] for s in SEVERITIES), patterns))
+    headers = ("key", "model", "cc", "facts", *SEVERITIES, "matches device names containing")
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+class _Numbered:
+    """Texts numbered by first appearance (``S1``, ``S2``, ...), each listed once after the table that cites it."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.numbers: dict[str, int] = {}
+
+    def ref(self, text: str) -> str:
+        if not text:
+            return ""
+        return f"{self.prefix}{self.numbers.setdefault(text, len(self.numbers) + 1)}"
+
+    def lines(self, title: str) -> list[str]:
+        import textwrap
+
+        entries = [
+            textwrap.fill(text, _WRAP, initial_indent=f"{self.prefix}{n}  ".ljust(6), subsequent_indent=" " * 6)
+            for text, n in self.numbers.items()
+        ]
+        return ["", title, *entries] if entries else []
 
 
 def model_lines(model: ModelExpectations) -> list[str]:
-    """Every expected fact of one model: range, unit, severity, then its source and note, wrapped."""
+    """One model: how it is matched and where its files are, its datasheet figures and every expected fact
+    (range, severity) as tables, then each source (``S3``) and note (``N7``) they cite, listed once."""
     import textwrap
+
+    from tabulate import tabulate
 
     patterns = ", ".join(f'"{p}"' for p in model.match)
     lines = [f"{model.key}: {model.name} (compute capability {model.cc})"]
@@ -525,16 +549,23 @@ def model_lines(model: ModelExpectations) -> list[str]:
     lines.append(f"file: {DEFAULT_DIRECTORY / (model.key + '.toml')}")
     families = sorted(path.parent.name for path in DEFAULT_DIRECTORY.glob(f"*/{model.key}.toml"))
     if families:
-        lines.append(f"and each family's {model.key}.toml in: " + ", ".join(families))
-    for entry in model.datasheet.values():
-        lines.append(f"datasheet {entry.key} = {_num(entry.value)} {entry.unit} ({entry.source})")
-    width = max((len(fact_id) for fact_id in model.facts), default=0)
-    for fact_id, expectation in model.facts.items():
-        lines += ["", f"{fact_id.ljust(width)}  {_human_range(expectation)}  [{expectation.severity}]"]
-        for label, text in (("source", expectation.source), ("note", expectation.note)):
-            if text:
-                lines.append(textwrap.fill(text, _WRAP, initial_indent=f"    {label}: ", subsequent_indent=" " * 6))
-    return lines
+        text = f"and each family's {model.key}.toml in: " + ", ".join(families)
+        lines.append(textwrap.fill(text, _WRAP, subsequent_indent="    "))
+    sources, notes = _Numbered("S"), _Numbered("N")
+    if model.datasheet:
+        rows = [
+            (d.key, _num(d.value), d.unit, sources.ref(d.source), notes.ref(d.note)) for d in model.datasheet.values()
+        ]
+        headers = ("datasheet figure", "value", "unit", "source", "note")
+        lines += ["", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
+    rows = [
+        (fact_id, _human_range(e), e.severity, sources.ref(e.source), notes.ref(e.note))
+        for fact_id, e in model.facts.items()
+    ]
+    headers = ("fact", "expected", "severity", "source", "note")
+    lines += ["", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
+    lines.append(f"\n{len(model.facts)} facts: " + ", ".join(f"{n} {s}" for s, n in severity_counts(model).items()))
+    return lines + sources.lines("sources") + notes.lines("notes")
 
 
 def _model_json(model: ModelExpectations) -> dict[str, Any]:
@@ -559,7 +590,7 @@ def cmd_expectations(args: Any) -> int:
         if args.json:
             print(json.dumps({"models": [_model_json(models[k]) for k in sorted(models)]}, indent=1))
         else:
-            print("\n".join(models_table(models)))
+            print(models_table(models))
             print(f"\n{len(models)} models in {DEFAULT_DIRECTORY}")
         return 0
     model = resolve_model(args.model, models)

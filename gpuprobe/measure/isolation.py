@@ -44,6 +44,7 @@ from typing import Any
 
 from gpuprobe.core.errors import require_seconds
 from gpuprobe.core.results import Fact, ProbeOutcome
+from gpuprobe.core.tool_output import ENCODING, ERRORS
 from gpuprobe.families.base import Measured
 from gpuprobe.measure.child import MARKER
 from gpuprobe.measure.conditions import CLOCK_DROP, REFERENCE_KEY
@@ -111,7 +112,8 @@ class _Child:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
+            encoding=ENCODING,
+            errors=ERRORS,  # what the child or the driver prints is decoded tolerantly, never a reader's crash
             start_new_session=True,  # its own process group: a timeout kills everything it started
             env=_child_environment(),
         )

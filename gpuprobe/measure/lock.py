@@ -35,7 +35,7 @@ def gpu_lock(gpu_key: str, wait_s: float, poll_s: float = 0.2) -> Iterator[None]
     """Hold the GPU's lock for the block; wait up to ``wait_s`` for another run to finish, else refuse."""
     path = lock_path(gpu_key)
     try:
-        handle = open(path, "a+")  # noqa: SIM115 -- held for the whole block below
+        handle = open(path, "a+", encoding="utf-8", errors="replace")  # noqa: SIM115 -- held for the whole block below
         with contextlib.suppress(OSError):
             path.chmod(0o666)
     except OSError as exc:

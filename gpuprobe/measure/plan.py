@@ -34,7 +34,7 @@ SNAPSHOT_S = 0.02  # the clock spin (settled) and the NVML readings around a pro
 BUILD_S = 15.0  # the local arch's module assembled, disassembled and every contract checked, cold
 REPORT_S = 20.0  # the fact sheet and its plots written at the end
 
-# The device check (scripts/device-check.sh) inside one 10-minute command of the lent machine.
+# The device check (scripts/device-check.sh) inside one 10-minute job on the GPU machine.
 DEVICE_CHECK_DEADLINE_S = 420.0  # the full suite stops measuring this long after the script starts
 SMOKE_STAGE_S = 90.0  # the smoke stage's whole budget, which comes first
 

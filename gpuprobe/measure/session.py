@@ -17,7 +17,7 @@ import dataclasses
 import os
 import statistics
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,8 @@ from gpuprobe.measure.child import file_sha256
 from gpuprobe.measure.conditions import CLOCK_PROBE, REFERENCE_KEY
 from gpuprobe.measure.isolation import ChildPolicy, FailureStreak, deadline_outcome, death_signature, run_family
 from gpuprobe.measure.lock import gpu_lock
-from gpuprobe.measure.plan import FULL, Stage, family_plan
+from gpuprobe.measure.plan import FULL, REPORT_S, FamilyPlan, Stage, family_plan
+from gpuprobe.measure.progress import ProgressSink, QuietSink, RunProgress
 from gpuprobe.output.factsheet import write_report
 from gpuprobe.output.first_contact import render_first_contact
 from gpuprobe.output.report import gpu_slug
@@ -187,6 +188,37 @@ def not_started(results: Results, family: str, order: list[str], stopped: str | 
         results.probes[name] = stopped_outcome or deadline_outcome(" before this family started")
 
 
+INTERRUPTED_DETAIL = "interrupted: the run was stopped before this probe was measured"
+
+
+def family_record(planned: FamilyPlan, probes: int) -> dict[str, Any]:
+    """A family's entry in the results' ``families``, before it is measured: its plan and probe count."""
+    record: dict[str, Any] = {"planned_s": planned.seconds, "actual_s": None, "probes": probes}
+    return {**record, "plan_error": planned.error} if planned.error else record
+
+
+def interrupted(results: Results, orders: Mapping[str, list[str]], plans: Mapping[str, FamilyPlan]) -> None:
+    """The run was stopped (Ctrl-C): each selected family (``orders``: its probes to measure) it had not
+    measured to the end is recorded ``interrupted``, and each of its probes with no outcome ``not_run``, so
+    the partial results say what was never measured."""
+    for family, order in orders.items():
+        record = results.families.setdefault(family, family_record(plans[family], len(order)))
+        if record.get("ended") is None:
+            record["ended"] = "interrupted"
+        for name in order:
+            if name not in results.probes:
+                results.probes[name] = ProbeOutcome("not_run", INTERRUPTED_DETAIL)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C after its partial results (and fact sheet, where it could be written) were
+    saved: ``paths``, what it wrote, for the user to be told where they are."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        super().__init__("interrupted; partial results in " + ", ".join(str(p) for p in paths))
+        self.paths = tuple(paths)
+
+
 def measure_family(
     results: Results,
     path: Path,
@@ -196,14 +228,16 @@ def measure_family(
     policy: ChildPolicy,
     run_state: dict[str, Any],
     model: ModelExpectations | None,
+    progress: RunProgress,
 ) -> None:
     """One family's probes measured into ``results`` (saved after each), its seconds recorded, and the
-    run's reference clock carried on in ``run_state``."""
+    run's reference clock carried on in ``run_state``; ``progress`` is told of each probe as it ends."""
     record = results.families[family]
     state = {**spec["state"], **run_state}
     started = time.monotonic()
     for measured in run_family(spec, order, policy, state=state):
         results.probes[measured.probe] = measured.outcome
+        progress.probe_ended(family, measured.probe, measured.outcome)
         results.facts.extend(judge_measured(f, model) for f in measured.facts)
         clock = next((f for f in measured.facts if f.id == "device.sm_clock"), None)
         if clock is not None:
@@ -229,6 +263,7 @@ def run_suite(
     stage: Stage = FULL,
     deadline_s: float | None = None,
     families: Collection[str] | None = None,
+    progress: ProgressSink | None = None,
 ) -> Results:
     """Measure every runnable probe on ``device``; write results and fact sheet to ``out_dir``.
 
@@ -240,7 +275,11 @@ def run_suite(
     ``deadline_s``: seconds from now after which no more is measured; what is left is recorded
     ``not_run`` ("deadline"), and the results and fact sheet are written as partial. ``families``: the
     catalog names of the families to measure (``pytest probes/test_warp.py`` measures the warp family
-    alone); None measures them all.
+    alone); None measures them all. ``progress``: where to say, while it measures, which family, how
+    many probes done and the time left (:mod:`gpuprobe.measure.progress`); None says nothing.
+
+    Stopped by Ctrl-C, it records what it never measured (``interrupted``), saves the partial results,
+    writes their fact sheet (or first-contact page), and raises :class:`RunInterrupted` naming them.
     """
     policy = stage_policy(stage, policy or ChildPolicy())
     if deadline_s is not None:
@@ -253,7 +292,25 @@ def run_suite(
     probes = [p for p in all_probes() if p.family not in OPT_IN or (p.family == "selftest" and inject_fault)]
     module = build_for(probes, arch)
     checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
+    selected = {
+        family: measurement
+        for family, measurement in FAMILIES.items()
+        if (family not in OPT_IN or (family == "selftest" and inject_fault))
+        and (families is None or family in families)
+    }
+    settings_of = {family: stage.settings(m, (settings or {}).get(family)) for family, m in selected.items()}
+    plans = {family: family_plan(family, m, stage, settings_of[family], device) for family, m in selected.items()}
+    orders = {
+        family: [name for name in stage.probes(measurement) if checks.get(name) and checks[name].status == "ok"]
+        for family, measurement in selected.items()
+    }
+    tracker = RunProgress(
+        progress or QuietSink(), [(family, len(orders[family]), plans[family].seconds) for family in selected],
+        report_s=REPORT_S if stage.name == "full" else 0.0, deadline=policy.deadline,
+    )  # fmt: skip
     index = device.gpu_index if device.gpu_index is not None else launcher.device_index
+    path = out_dir / RESULTS_NAME
+    stopped_by_user = False
     with gpu_lock(device.uuid or f"{device.hostname or 'local'}-gpu{index}", lock_wait_s):
         own = {os.getpid()}
         results = Results(device=device, clocks={"nvml_before": nvml_snapshot(launcher.device_index, device.uuid, own)},
@@ -261,7 +318,6 @@ def run_suite(
                           environment=environment_record(launcher.device_index, device.uuid))  # fmt: skip
         results.clocks["model"] = model.key if model else "unknown (discovery mode)"
         results.facts.extend(judge_fact(f, model) for f in device_facts(device))
-        path = out_dir / RESULTS_NAME
         for name, check in checks.items():
             if check.status != "ok":
                 results.probes[name] = ProbeOutcome(check.status, check.detail)
@@ -269,33 +325,35 @@ def run_suite(
         clock_usable = checks.get(CLOCK_PROBE) is not None and checks[CLOCK_PROBE].status == "ok"
         run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
         dying = _SameDeath()
-        for family, measurement in FAMILIES.items():
-            if (family in OPT_IN and not (family == "selftest" and inject_fault)) or (
-                families is not None and family not in families
-            ):
-                continue
-            order = [name for name in stage.probes(measurement) if checks.get(name) and checks[name].status == "ok"]
-            family_settings = stage.settings(measurement, (settings or {}).get(family))
-            planned = family_plan(family, measurement, stage, family_settings, device)
-            record: dict[str, Any] = {"planned_s": planned.seconds, "actual_s": None, "probes": len(order)}
-            results.families[family] = {**record, "plan_error": planned.error} if planned.error else record
-            if policy.seconds_left() <= 0 or dying.reason:
-                not_started(results, family, order, dying.reason)
-                save(results, path)
-                continue
-            spec = child_spec(module, device, launcher, family, family_settings, datasheet, clock_usable)
-            measure_family(results, path, family, spec, order, policy, run_state, model)
-            dying.family_ended([results.probes[name] for name in order])
+        try:
+            for family in selected:
+                order, planned = orders[family], plans[family]
+                results.families[family] = family_record(planned, len(order))
+                if policy.seconds_left() <= 0 or dying.reason:
+                    not_started(results, family, order, dying.reason)
+                    save(results, path)
+                    tracker.family_skipped(family, dying.reason or "the run's deadline came first")
+                    continue
+                spec = child_spec(module, device, launcher, family, settings_of[family], datasheet, clock_usable)
+                tracker.family_started(family)
+                measure_family(results, path, family, spec, order, policy, run_state, model, tracker)
+                tracker.family_ended(family)
+                dying.family_ended([results.probes[name] for name in order])
+        except KeyboardInterrupt:
+            stopped_by_user = True
+            interrupted(results, orders, plans)
+        finally:
+            tracker.close()
         results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
         results.facts.extend(invariant_facts(results))
         results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index, device.uuid, own)
         results.partial = any(r.get("ended") != "measured" for r in results.families.values())
         save(results, path)
     if stage.name == "smoke":
-        write_atomic(
-            out_dir / FIRST_CONTACT_NAME,
-            render_first_contact(results, catalog.probes_by_family(smoke=results.stage == "smoke")),
-        )
+        written = [out_dir / FIRST_CONTACT_NAME]
+        write_atomic(written[0], render_first_contact(results, catalog.probes_by_family(smoke=True)))
     else:
-        write_report(results, out_dir, sections=catalog.sections())
+        written = write_report(results, out_dir, sections=catalog.sections())
+    if stopped_by_user:
+        raise RunInterrupted([path, *(p for p in written if p.suffix in (".md", ".html"))])
     return results

@@ -1,6 +1,6 @@
 """``reports/README.md``: every GPU's headline facts side by side, regenerated from the results files.
 
-Each folder of ``reports/`` holds one GPU's ``results.json`` written by a real run (DESIGN.md:
+Each folder of ``reports/`` holds one GPU's ``results.json`` written by a real run (the rule:
 only real runs go there). The index reads those files and nothing else that carries a number;
 it lists each GPU once with its memory latencies in cycles and ns, the L2 capacity the latency
 curve found, the measured SM clock, driver and run date, and links its fact sheet. A partial
@@ -11,6 +11,7 @@ gives the same bytes.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -63,7 +64,7 @@ def find_runs(reports_dir: Path) -> list[Run]:
     runs = []
     for folder in sorted(p for p in reports_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
         path = folder / RESULTS_NAME
-        if not path.is_file():
+        if not os.path.isfile(path) and os.access(folder, os.X_OK):  # a folder shut to us: listed as unreadable
             continue
         try:
             runs.append(Run(folder.name, load(path)))
@@ -76,8 +77,8 @@ def sheet_link(reports_dir: Path, folder: str) -> str:
     """Relative link to a folder's fact sheet: Markdown if present, else HTML, else the results file."""
     for name in (FACTSHEET_NAME, FACTSHEET_HTML_NAME, RESULTS_NAME):
         if (Path(reports_dir) / folder / name).is_file():
-            return f"{quote(folder)}/{quote(name)}"
-    return quote(folder) + "/"
+            return f"{quote(folder, errors='surrogateescape')}/{quote(name)}"  # a name's stray bytes as %XX
+    return quote(folder, errors="surrogateescape") + "/"
 
 
 def _measured(fact: Fact | None) -> Fact | None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Device
+from gpuprobe.core.tool_output import decoded
 
 if TYPE_CHECKING:  # CuPy is the measuring side's dependency (the "gpu" extra): imported where it is used
     import cupy
@@ -175,8 +176,25 @@ def gpu_unavailable_reason() -> str | None:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:
+        missing = driver_missing_reason()
+        if missing:  # the runtime then says "driver version is insufficient": no driver is the truth
+            return f"no GPU: no NVIDIA GPU/driver found ({missing}; the CUDA runtime says: {exc})"
         return f"no GPU: the CUDA driver reports none ({exc})"
     return None if count > 0 else "no GPU: the CUDA driver reports 0 devices"
+
+
+DRIVER_LIBRARY = {"Windows": "nvcuda.dll", "Darwin": "libcuda.dylib"}.get(platform.system(), "libcuda.so.1")
+
+
+def driver_missing_reason() -> str | None:
+    """Why the NVIDIA driver's library cannot be loaded (it is not installed), or None when it loads."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(DRIVER_LIBRARY)
+    except OSError as exc:
+        return f"{DRIVER_LIBRARY} cannot be loaded: {str(exc).removeprefix(DRIVER_LIBRARY + ': ')}"
+    return None
 
 
 def _version_text(number: int) -> str:
@@ -593,7 +611,7 @@ def device_identity(device_index: int = 0) -> Device:
 
     runtime = cupy.cuda.runtime
     props = runtime.getDeviceProperties(device_index)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    name = _text(props["name"])
     major, minor = int(props["major"]), int(props["minor"])
     return Device(
         name=name,
@@ -955,7 +973,8 @@ def software_versions() -> dict[str, Any]:
 
 
 def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """A name or version the driver or NVML gave, as text (bytes decoded tolerantly)."""
+    return decoded(value) if isinstance(value, bytes) else str(value)
 
 
 def require_gpu() -> None:

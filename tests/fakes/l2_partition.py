@@ -7,9 +7,14 @@ A split L2 is modelled as the parts behave:
 SM ``s`` is on side ``(s // 2) % 2``, a line's home side is a hash of its address, a first read
 from the home side is near, from the other side far, and once a side read a line it keeps a copy
 (near from then on) until the L2 is flushed; a line not written since the last flush is a DRAM
-miss. An unsplit L2 has latencies that vary smoothly with the SM and the line (as measured on an
-L40), with no two clusters. ``configure(gpu, split=..., fault=...)`` picks the model and a fault:
-"wrong_end", "duplicate_sm", "no_wait". Test support only.
+miss. Two imperfections a real H200 showed (reports/nvidia-h200: 62% of the readings fast where a
+two-sided model expects half) can be added to a split L2: ``both_sides``, the share of BLOCK-byte
+address blocks whose lines read near from every SM (some address groups of its map read fast from
+all SMs), and ``close_gpcs``, GPCs (of GPC_SMS SMs, by id) whose SMs read the far half at CLOSE_FAR,
+inside the near cluster (its SMs 124-131 read every line at 255-316 cycles). An unsplit L2 has
+latencies that vary smoothly with the SM and the line (as measured on an L40), with no two clusters.
+``configure(gpu, split=..., fault=..., both_sides=..., close_gpcs=...)`` picks the model and a
+fault: "wrong_end", "duplicate_sm", "no_wait". Test support only.
 """
 
 from __future__ import annotations
@@ -25,10 +30,15 @@ NEAR, FAR, DRAM = 265.0, 475.0, 700.0
 UNSPLIT, UNSPLIT_SPREAD = 270.0, 0.1  # one partition: 270 x (1 +- 0.1 per SM +- 0.1 per line)
 ISSUE = 6.0  # a load and a clock read issuing, nothing waited for
 LINE = 128
+BLOCK = 2048  # the address blocks ``both_sides`` picks from
+CLOSE_FAR, GPC_SMS = 300.0, 4  # the far half as a close GPC reads it; SMs per simulated GPC
 
 
-def configure(gpu: Any, split: bool = True, fault: str = "") -> Any:
+def configure(
+    gpu: Any, split: bool = True, fault: str = "", both_sides: float = 0.0, close_gpcs: tuple[int, ...] = ()
+) -> Any:
     gpu.l2p_split, gpu.l2p_fault = split, fault
+    gpu.l2p_both_sides, gpu.l2p_close_gpcs = both_sides, frozenset(close_gpcs)
     return gpu
 
 
@@ -53,6 +63,11 @@ def _unit(key: int, salt: int) -> float:
     return float(np.random.default_rng([key, salt]).uniform(-1.0, 1.0))
 
 
+def near_both_sides(gpu: Any, address: int) -> bool:
+    """Whether the line at ``address`` reads near from every SM (its block is among ``both_sides``)."""
+    return _unit(address // BLOCK, 3) < 2.0 * getattr(gpu, "l2p_both_sides", 0.0) - 1.0
+
+
 def _latency(gpu: Any, sm: int, address: int) -> float:
     jitter = gpu._jitter()
     if address not in gpu.in_l2:
@@ -62,7 +77,9 @@ def _latency(gpu: Any, sm: int, address: int) -> float:
     side = side_of(sm)
     near = home_of(address) == side or (side, address) in gpu.in_l2  # a copy made by an earlier read
     gpu.in_l2.add((side, address))  # copies live in the L2: a flush drops them
-    return (NEAR if near else FAR) * jitter
+    if near or near_both_sides(gpu, address):
+        return NEAR * jitter
+    return (CLOSE_FAR if sm // GPC_SMS in getattr(gpu, "l2p_close_gpcs", ()) else FAR) * jitter
 
 
 def touch(gpu: Any, launch: Any, lines: Any, groups: Any, group_bytes: Any, round: Any, out: Any) -> float:

@@ -89,6 +89,27 @@ def _product(kernel: Kernel, a, b, layout: int, b_layout: int | None, meta, swap
     return a_values @ decode(b_bits.copy().view(element), wgmma).T
 
 
+def _chain(product: np.ndarray, times: int, bits: int) -> np.ndarray:
+    """``times`` steps of D += product from 0 in an accumulator of ``bits`` significant bits, rounding
+    to nearest (ties to even) each step: exact while the sums fit, then stalled. Stepped only until
+    every element has stopped changing, which takes at most 2**bits steps."""
+    if np.all(times * np.abs(product) < 2.0 ** (bits - 1)):
+        return times * product
+    d = np.zeros_like(product)
+    for _ in range(times):
+        moved = _round(d + product, bits)
+        if np.array_equal(moved, d):
+            break
+        d = moved
+    return d
+
+
+def _round(x: np.ndarray, bits: int) -> np.ndarray:
+    """``x`` rounded to ``bits`` significant bits, to nearest, ties to even."""
+    mantissa, exponent = np.frexp(x)
+    return np.ldexp(np.round(np.ldexp(mantissa, bits)), exponent - bits)
+
+
 def _clock(gpu, zero: bool, purpose: str) -> float:
     return gpu.mhz * (1.0 if zero or purpose == "lat" else RANDOM_CLOCK_DROP)
 
@@ -99,7 +120,7 @@ def simulate(gpu, launch, kernel: Kernel, a, b, layout, iters, out, b_layout=Non
     swapped = getattr(gpu, "wgmma_metadata_halves_swapped", False)
     product = _product(kernel, a, b, int(layout), None if b_layout is None else int(b_layout), meta, swapped)
     times = iterations if kernel.purpose == "lat" else kernel.batch
-    d = times * product
+    d = _chain(product, times, kernel.wgmma.chain_bits)
     d = d.astype(np.float32) if kernel.wgmma.accumulator == "f32" else d.astype(np.int64).astype(np.int32)
     rows, cols = d_fragment_index(kernel.n)
     fragments = np.repeat(d[rows, cols][None], warpgroups, axis=0)

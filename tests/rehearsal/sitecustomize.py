@@ -4,7 +4,7 @@
 module at start-up in the script's processes and in every measuring child they start: the launch
 path's three entry points (is a GPU there, what is it, the launcher factory) then answer with the
 simulated GPU of ``tests/fake_gpu.py`` (8 SMs, a 512 KiB split L2), and everything else (the stages,
-the deadline, the files, the reports) runs as it would on a lent GPU. ``GPUPROBE_REHEARSAL_OPTIONS``
+the deadline, the files, the reports) runs as it would on a real GPU. ``GPUPROBE_REHEARSAL_OPTIONS``
 (JSON) replaces simulated-GPU options (another seed, changed hardware, no faults). Test support only.
 """
 

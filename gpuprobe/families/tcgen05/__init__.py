@@ -57,8 +57,8 @@ RECORD_WORDS = 4  # u64 per block: cycles, ns, start, end
 TMEM_STEPS = 16  # store-load round trips per iteration of the tensor-memory chain
 ALLOC_COLUMNS, TMEM_COLUMNS = 128, 512
 A_AND_B = 4096 + 256 * 32  # dynamic shared memory: A's 128 rows, then B (at most 256 rows) 4096 bytes on
-# The B200's dense tensor rate per SM per clock: its datasheet's 2250 bf16 / 4500 fp8 TFLOP/s (GPU_SPECS.md)
-# over 148 SMs at the 1.85 GHz they imply; CUTLASS's Blackwell notes: tcgen05.mma runs at "2x Hopper".
+# The B200's dense tensor rate per SM per clock: NVIDIA's 2250 bf16 / 4500 fp8 TFLOP/s (HGX B200, dense)
+# over 148 SMs at the 1856 MHz they imply, twice Hopper's per-SM rates (docs/datasheets.md, b200).
 BLACKWELL_FLOP_PER_CLK_PER_SM = {"bf16": 8192, "e4m3": 16384}
 MMA_BY_PROBE: dict[str, Mma] = {mma.probe: mma for mma in MMAS}
 TMEM_PROBES = ("tcgen05.tmem.ld_st.latency", "tcgen05.tmem.alloc.latency")

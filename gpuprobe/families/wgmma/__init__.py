@@ -66,7 +66,8 @@ RECORD_WORDS = 8  # uint32 words per warpgroup record: cycles, ns, start, end (u
 DENSE_RATES = "wgmma_dense_tflops"  # state: each dense throughput probe's TFLOP/s, by shape, for the sparse ones
 SPARSE_GAIN = 2  # the datasheets' sparse peak over the dense one (H100: 1979 vs 989 bf16 TFLOP/s)
 GEMM_DTYPE = "bf16"
-# Dense flop per clock per SM of Hopper's tensor cores (GPU_SPECS.md; compute.md section 4).
+# Dense flop per clock per SM of Hopper's tensor cores (docs/datasheets.md: the H100 whitepaper's dense
+# rates over 132 SMs at 1830 MHz).
 HOPPER_FLOP_PER_CLK_PER_SM = {"bf16": 4096, "f16": 4096, "tf32": 2048, "e4m3": 8192, "s8": 8192}
 CUBLAS_FRACTION_MIN = 0.95
 

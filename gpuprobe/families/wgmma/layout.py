@@ -43,6 +43,12 @@ class WgmmaType:
     element_bytes: int
     accumulator: str  # "f32" or "s32"
     tolerance: float  # |D - ref| <= tolerance x (|A| @ |B|), per element; 0 is exact
+    # Significant bits a chain D += A @ B keeps: a sum grows exactly while it fits them, then stalls
+    # where a term falls under half an ulp. 24 for an f32 accumulator; 13 for e4m3 on Hopper, whose
+    # fp8 accumulator is narrower (measured: an H200's chain of 32768 x (-2) stopped at -2**14,
+    # reports/nvidia-h200/results.json of 2026-12-04, wgmma.latency.e4m3.*; DeepSeek-V3 Technical
+    # Report, arXiv:2412.19437, section 3.3.2: FP8 GEMM accumulation on H800 retains about 14 bits).
+    chain_bits: int
 
     @property
     def k(self) -> int:
@@ -56,11 +62,11 @@ class WgmmaType:
 TYPES: dict[str, WgmmaType] = {
     t.name: t
     for t in (
-        WgmmaType("bf16", 2, "f32", 2.0**-10),
-        WgmmaType("f16", 2, "f32", 2.0**-10),
-        WgmmaType("tf32", 4, "f32", 2.0**-10),
-        WgmmaType("e4m3", 1, "f32", 2.0**-7),  # Hopper aligns fp8 products to ~13 fractional bits
-        WgmmaType("s8", 1, "s32", 0.0),
+        WgmmaType("bf16", 2, "f32", 2.0**-10, 24),
+        WgmmaType("f16", 2, "f32", 2.0**-10, 24),
+        WgmmaType("tf32", 4, "f32", 2.0**-10, 24),
+        WgmmaType("e4m3", 1, "f32", 2.0**-7, 13),  # Hopper aligns fp8 products to ~13 fractional bits
+        WgmmaType("s8", 1, "s32", 0.0, 31),
     )
 }
 N_VALUES = (8, 16, 32, 64, 128, 256)

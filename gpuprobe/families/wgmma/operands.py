@@ -3,7 +3,9 @@ of a result against the NumPy reference.
 
 Three kinds of operands: ``zero`` (all zero bits: the least power), ``random`` (random values over
 much of each type's range: the honest power draw) and ``ternary`` (-1, 0, 1, which every type
-holds exactly and whose sums stay exact however long a chain accumulates; for latency chains).
+holds exactly, so each element of A @ B is a small integer; for latency chains). A chain's sums stay
+exact while they fit the accumulator's significant bits (``WgmmaType.chain_bits``): past that, an
+fp8 chain on Hopper stalls, and the check holds it to the bounds a narrower accumulator allows.
 """
 
 from __future__ import annotations
@@ -144,14 +146,32 @@ def make_sparse_operands(wgmma: WgmmaType, n: int, kind: str, seed: int) -> Spar
     return SparseOperands(wgmma, kind, a, b, random_pattern(M, 2 * wgmma.k, rng))
 
 
+def beyond_exact(operands: Operands, times: int) -> np.ndarray:
+    """The elements of a ternary chain whose sums leave the accumulator's exact range: every partial
+    sum k x t (t an integer) is exact while ``times`` x |t| < 2**(chain_bits - 1)."""
+    if operands.kind != "ternary":
+        return np.zeros(operands.product().shape, dtype=bool)
+    return times * np.abs(operands.product()) >= 2.0 ** (operands.wgmma.chain_bits - 1)
+
+
 def mismatch(d: np.ndarray, operands: Operands, times: int) -> str | None:
-    """Why D is not ``times`` x A @ B^T within the type's tolerance (None when it is)."""
+    """Why D is not ``times`` x A @ B^T within the type's tolerance (None when it is). Where a ternary
+    chain leaves the accumulator's exact range (:func:`beyond_exact`), D must instead have grown with
+    the term's sign at least to the precision wall, 2**(chain_bits - 2) x |t|, and at most to twice
+    the exact sum (rounding may carry a sum past the term it added, never that far)."""
     expected = times * operands.product()
     allowed = operands.wgmma.tolerance * times * operands.magnitude() + 1e-30
     if d.shape != expected.shape:
         return f"D has shape {d.shape}, expected {expected.shape}"
-    error = np.abs(d.astype(np.float64) - expected)
+    got = d.astype(np.float64)
+    error = np.abs(got - expected)
     bad = ~(error <= allowed)  # NaN counts as bad
+    walled = beyond_exact(operands, times)
+    if walled.any():
+        term = np.abs(operands.product())
+        floor = np.minimum(times * term, 2.0 ** (operands.wgmma.chain_bits - 2) * term)
+        held = (np.sign(got) == np.sign(expected)) & (np.abs(got) >= floor) & (np.abs(got) <= 2 * times * term)
+        bad = np.where(walled, ~held, bad)
     if not bad.any():
         return None
     row, col = np.argwhere(bad)[0]
