@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -468,6 +469,12 @@ def test_the_section_shows_wgmma_against_cublas_and_the_peak_at_the_measured_clo
     assert sheet.plot.png(Results(results.device), 50) is None
     assert sparse.plot.png(results, 50).startswith(b"\x89PNG") and sparse.plot.png(Results(results.device), 50) is None
     assert not any(f.id.startswith(sparse.fact_prefixes) for f in facts)  # the sparse facts are the second section's
+    mma_only = Results(
+        results.device, [_fact("tensor.mma_sync_sp.f16.m16n8k32.over_dense", 1.5)]
+    )  # a part without wgmma
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's empty-legend warning among them
+        assert sparse.plot.png(mma_only, 50).startswith(b"\x89PNG")
 
 
 def test_the_simulated_run_keeps_every_invariant() -> None:

@@ -86,7 +86,10 @@ def sparse_png(results: Results, dpi: int) -> bytes | None:
     left.set_xscale("log", base=2)
     left.set_xticks(SPARSE_N, [str(n) for n in SPARSE_N])
     left.set(xlabel="N of m64nN (A from shared memory)", ylabel="TFLOP/s (sparse: dense-equivalent)")
-    left.legend(fontsize="small")
+    if lines:
+        left.legend(fontsize="small")
+    else:  # a part without wgmma: mma.sp's ratios alone
+        left.text(0.5, 0.5, "no bf16 wgmma measured", ha="center", va="center", transform=left.transAxes)
     left.grid(True, alpha=0.3)
     names = sorted(ratios)
     right.barh(range(len(names)), [ratios[n] for n in names], color="C2")
