@@ -38,10 +38,11 @@ from gpuprobe.core.results import Device
 from gpuprobe.families.base import Request
 from gpuprobe.families.memory_latency import UNROLL, Settings
 from gpuprobe.measure.conditions import ConditionRecorder
-from gpuprobe.runner.gpu import CooperativeGridTooLarge
+from gpuprobe.runner.gpu import TENSOR_MAP_DTYPE, CooperativeGridTooLarge, TileMap
 from tests.cache_model import curve
 
 KIB, MIB = 2**10, 2**20
+TENSOR_MAP_TAG = 0x7E45_0121  # the first word of a simulated tensor map
 
 # Run-to-run noise: each simulated quantity (a kernel's timing, a copy path, a launch path) is off by a
 # factor drawn once per FakeGpu from its seed, the same for every sample of the run, as a real run's
@@ -70,14 +71,15 @@ FAST = Settings(
 
 
 @cache
-def _module() -> BuiltModule:
-    """The module gpuprobe builds for the simulated sm_90a part (a cached compile), once per process."""
-    return build_for(all_probes(), parse_arch("sm_90a"))
+def _module(arch: str = "sm_90a") -> BuiltModule:
+    """The module gpuprobe builds for a simulated part of ``arch`` (by default sm_90a: a cached compile), once
+    per process."""
+    return build_for(all_probes(), parse_arch(arch))
 
 
-def ptx_parameters() -> dict[str, list[tuple[str, str]]]:
-    """The probe kernels' PTX signatures."""
-    return _module().parameters
+def ptx_parameters(arch: str = "sm_90a") -> dict[str, list[tuple[str, str]]]:
+    """The probe kernels' PTX signatures in the module for ``arch``."""
+    return _module(arch).parameters
 
 
 # SASS opcodes whose instruction is a whole warp's (HMMA, IMMA, ...) or a warpgroup's (HGMMA, ...): a
@@ -86,10 +88,10 @@ _COLLECTIVE_WIDTH = {"HMMA": 32, "IMMA": 32, "DMMA": 32, "QMMA": 32, "HGMMA": 12
 
 
 @cache
-def collective_width(kernel: str) -> int:
+def collective_width(kernel: str, arch: str = "sm_90a") -> int:
     """The threads a launch of ``kernel`` must come in multiples of: 128 with a warpgroup MMA in its SASS,
     32 with a warp MMA, else 1."""
-    listing = _module().listing
+    listing = _module(arch).listing
     bases = {i.base for i in listing.kernel(kernel).instructions} if kernel in listing.kernels else set()
     return max((w for opcode, w in _COLLECTIVE_WIDTH.items() if opcode in bases), default=1)
 
@@ -124,6 +126,12 @@ def _fake_modules() -> list[Any]:
     import tests.fakes
 
     return [importlib.import_module(f"tests.fakes.{info.name}") for info in pkgutil.iter_modules(tests.fakes.__path__)]
+
+
+def smoke_part(family: str) -> dict[str, Any]:
+    """FakeGpu options for a family's smoke check: its ``tests/fakes`` module's ``SMOKE_PART`` (a family
+    whose probes need an arch the default part lacks names one that has it), else none."""
+    return next((getattr(m, "SMOKE_PART", {}) for m in _fake_modules() if m.__name__.endswith(f".{family}")), {})
 
 
 SUITE_SMS = 8  # the simulated part a whole-suite run measures: few SMs for its small L2, as real parts have
@@ -222,6 +230,7 @@ class FakeGpu:
     peer_node: dict[str, Any] = field(default_factory=dict)  # the node it is GPU 0 of (tests/fake_peers.FakeNode)
     node: Any = None  # its FakePeerGroup, once opened
     node_index: int = 0  # its number in that node
+    tensor_maps: list[tuple[int, TileMap]] = field(default_factory=list)  # (buffer base, map) per tensor_map
     _next_base: int = 0x7F0000000000
     _rng: np.random.Generator = field(init=False)
     _run_factors: dict[str, float] = field(default_factory=dict, init=False)
@@ -283,6 +292,23 @@ class FakeGpu:
     def read(self, buffer: FakeBuffer, dtype: str, count: int) -> np.ndarray:
         return buffer.data.view(np.dtype(dtype))[:count].copy()
 
+    def tensor_map(self, buffer: FakeBuffer, tiles: TileMap) -> np.void:
+        """A simulated tensor map: its 128 bytes name an entry of this GPU's table (a real map's bytes are
+        the driver's own encoding, which no simulation reads). The entry holds the buffer, as the map's
+        address does not keep a real one alive: a kernel given a map of freed memory fails as on a GPU."""
+        self.tensor_maps.append((buffer.base, tiles))
+        value = np.zeros((), dtype=TENSOR_MAP_DTYPE)
+        value["opaque"][:2] = [TENSOR_MAP_TAG, len(self.tensor_maps) - 1]
+        return value[()]
+
+    def mapped(self, tensor_map: np.void) -> tuple[FakeBuffer, TileMap]:
+        """The buffer and the description a simulated tensor map names."""
+        tag, index = (int(word) for word in tensor_map["opaque"][:2])
+        if tag != TENSOR_MAP_TAG or not 0 <= index < len(self.tensor_maps):
+            raise RuntimeError("CUDA_ERROR_ILLEGAL_INSTRUCTION: the kernel was given no tensor map this GPU encoded")
+        base, tiles = self.tensor_maps[index]
+        return self.buffer_at(base)[0], tiles
+
     def buffer_at(self, address: int | FakeBuffer) -> tuple[FakeBuffer, int]:
         """The buffer holding a raw device address (or a buffer, passed as a kernel gets its address), and
         the offset into it."""
@@ -301,7 +327,7 @@ class FakeGpu:
         return sum(self._launch(kernel, grid, block, args, shared_bytes, cooperative) for _ in range(count))
 
     def max_active_blocks(self, kernel: str, block: int, shared_bytes: int = 0) -> int:
-        ptx_parameters()[kernel]  # an unknown kernel fails here as it would in CUDA
+        ptx_parameters(self.arch)[kernel]  # an unknown kernel fails here as it would in CUDA
         return self.blocks_per_sm
 
     def time_device_copy(self, dst: FakeBuffer, src: FakeBuffer, nbytes: int, count: int = 1) -> float:
@@ -389,11 +415,11 @@ class FakeGpu:
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
     ) -> float:
         """Run the kernel's simulation; its simulated GPU time in ms."""
-        parameters = ptx_parameters()[kernel]
+        parameters = ptx_parameters(self.arch)[kernel]
         if len(args) != len(parameters):
             raise TypeError(f"{kernel} takes {len(parameters)} arguments, got {len(args)}")
         launch = FakeLaunch(dims(grid), dims(block), shared_bytes, cooperative)
-        width = collective_width(kernel)
+        width = collective_width(kernel, self.arch)
         if launch.threads % width:
             raise RuntimeError(f"{kernel}: a block of {launch.threads} threads runs its {width}-thread MMA part-empty")
         if cooperative and launch.blocks > self.blocks_per_sm * self.sm_count:  # as CupyLauncher refuses it
@@ -546,9 +572,9 @@ def measure_family(
     """Each runnable probe of ``family`` (its module) measured as the measuring child measures it:
     between clock and NVML snapshots, a failed self-check giving the outcome "failed". ``device``
     (default: what the simulated GPU reports) is the device the family is told it measures."""
-    recorder = ConditionRecorder(gpu, ptx_parameters(), clock_usable=True)
+    recorder = ConditionRecorder(gpu, ptx_parameters(gpu.arch), clock_usable=True)
     request = Request(
-        gpu, ptx_parameters(), device or gpu.device(), set(runnable), settings, {} if state is None else state
+        gpu, ptx_parameters(gpu.arch), device or gpu.device(), set(runnable), settings, {} if state is None else state
     )
     probes = family.measure(request)
     return {name: recorder.measure(name, run) for name, run in probes}

@@ -1095,6 +1095,7 @@ def driver_paths_report(cubin: str) -> dict[str, Any]:
             gpu._DriverLaunch(launcher, "gp_k", 4, (32, 2), [np.uint32(7), object()]).launch()
             cluster = gpu._required_cluster(0x1234)
             clusters = gpu._max_active_clusters(0x1234, cluster, 128, 4096, 0)
+            tensor_map = gpu.encode_tensor_map(0x7F0000001000, gpu.TileMap(4096, 64, 128, 64, 128, 256))
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}", "called": [c[0] for c in double.calls]}
         try:  # the shape the review found: extra=None is refused before the driver is needed
@@ -1106,6 +1107,7 @@ def driver_paths_report(cubin: str) -> dict[str, Any]:
         "called": sorted({c[0] for c in double.calls}),
         "cluster": cluster,
         "clusters": clusters,
+        "tensor_map_bytes": len(tensor_map.tobytes()),
         "extra_none": refused,
     }
 
@@ -1127,9 +1129,16 @@ def driver_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_every_cuda_bindings_call_converts_its_arguments(driver_paths: dict[str, Any], scan: ApiScan) -> None:
     assert "error" not in driver_paths, driver_paths
-    used = {u.rsplit(".", 1)[1] for u in scan.uses if u.startswith("cuda.bindings.driver.cu")}
+    named = {u.rsplit(".", 1)[1] for u in scan.uses if u.startswith("cuda.bindings.driver.cu")}
+    used = {name for name in named if not name.startswith("cuuint")}  # cuuint32_t/64_t: integer types, not calls
     assert set(driver_paths["called"]) == used  # every driver function gpu.py names was run
-    assert scan.shapeless == {"cuda.bindings.driver.CUlaunchConfig"}  # made, and its fields set, in that run
+    # made (the config's fields set, the integers wrapped for cuTensorMapEncodeTiled's lists) in that run
+    driver = "cuda.bindings.driver"
+    assert scan.shapeless == {f"{driver}.CUlaunchConfig", f"{driver}.cuuint64_t", f"{driver}.cuuint32_t"}
+
+
+def test_a_tensor_map_is_encoded_by_the_driver_into_the_128_bytes_a_kernel_takes(driver_paths: dict[str, Any]) -> None:
+    assert "cuTensorMapEncodeTiled" in driver_paths["called"] and driver_paths["tensor_map_bytes"] == 128
 
 
 def test_the_driver_path_run_would_have_caught_extra_none(driver_paths: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from gpuprobe.families.base import Plan, Smoke
 from gpuprobe.families.catalog import FAMILIES, OPT_IN
 from gpuprobe.measure.plan import family_seconds
 from tests.devices import A100_SXM, H100_SXM, H200
-from tests.fake_gpu import FakeGpu, measure_family, suite_options
+from tests.fake_gpu import FakeGpu, measure_family, smoke_part, suite_options
 
 MEASURED = [name for name in FAMILIES if name not in OPT_IN]
 SMOKE_FAMILY_S = 4.0  # a family's smoke probes on an H200, beyond starting its measuring process
@@ -44,7 +44,8 @@ def test_a_family_smoke_check_fits_its_share_of_the_first_contact_stage_on_an_h2
 @pytest.mark.parametrize("name", MEASURED)
 def test_a_family_smoke_probes_run_and_verify_themselves_on_the_simulated_gpu(name: str) -> None:
     family = FAMILIES[name]
-    gpu = FakeGpu(**suite_options(peer_node={"count": 2}))  # GPU 0 of two: the multi-GPU families measure too
+    # GPU 0 of two (the multi-GPU families measure too), of the arch the family's smoke probes need
+    gpu = FakeGpu(**suite_options(peer_node={"count": 2}, **smoke_part(name)))
     measured = measure_family(family, gpu, set(family.SMOKE.probes), family.SMOKE.settings)
     assert list(measured) == [p for p in family.PROBES if p in family.SMOKE.probes]
     for probe, outcome in measured.items():

@@ -30,10 +30,11 @@ from gpuprobe.families.mma.numerics import (
     mantissa_experiment,
     read_numerics,
 )
+from gpuprobe.families.mma.sparse import SPARSE_VARIANTS, SparseVariant
 from gpuprobe.measure.plan import family_seconds
 from tests.devices import H100_SXM
 from tests.fake_gpu import fake_gpu, measure_family
-from tests.fakes.mma import FAST_SETTINGS, TIMING, element, lane_results, numeric_d
+from tests.fakes.mma import FAST_SETTINGS, SPARSE_TIMING, TIMING, element, lane_results, numeric_d
 
 SM90A = parse_arch("sm_90a")
 ON_SM90A = {p.name for p in all_probes() if p.family == "mma" and p.supports(SM90A)}
@@ -189,7 +190,7 @@ def test_state_stays_json() -> None:
 
     state: dict = {}
     _run(fake_gpu(sm_count=2), {"mma.tf32.m16n8k8.ilp1", "mma.tf32.m16n8k8.ilp8"}, state=state)
-    assert set(state["mma_sweeps"]) == {"tf32.m16n8k8"}
+    assert set(state["mma_sweeps"]) == {"tensor.mma_sync.tf32.m16n8k8"}
     json.dumps(state)
 
 
@@ -272,7 +273,66 @@ def test_the_latency_invariant_holds_for_growing_k_and_is_skipped_when_unmeasure
         return {i: Fact(i, v, "cycle", (v, v), [v], {}, "p") for i, v in ids.items()}
 
     device = fake_gpu().device()
-    (check,) = mma.INVARIANTS
+    check = mma.larger_k_is_not_faster
     assert check(facts(16.0, 24.0), device)[0][1] is True
     assert check(facts(24.0, 16.0), device)[0][1] is False
     assert check({}, device) == []
+
+
+# ---- mma.sp (2:4 sparse A) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("v", SPARSE_VARIANTS, ids=lambda v: f"{v.name}.{v.shape}")
+def test_sparse_fragments_hold_a_s_kept_elements_and_b_once_each(v: SparseVariant) -> None:
+    """A's kept elements (16 x K/2) lie as a dense m16n8k(K/2) A; B (K x 8) as a dense m16n8kK B, its K split
+    evenly over its registers (PTX ISA, "Matrix fragments for sparse mma")."""
+    per = v.per_register
+    lanes = range(LANES)
+    kept = {a_position(v.compressed, lane, r, j) for lane in lanes for r in range(v.a_registers) for j in range(per)}
+    b = {b_position(v, lane, r, j) for lane in lanes for r in range(v.b_registers) for j in range(per)}
+    assert kept == {(i, j) for i in range(16) for j in range(v.k // 2)}
+    assert b == {(i, j) for i in range(v.k) for j in range(8)}
+    assert v.fmas == 16 * 8 * v.k and v.dense_twin.k == 8 * per
+
+
+def test_a_sparse_lane_writes_what_the_metadata_makes_of_a() -> None:
+    """The host's prediction and the simulated tensor core's reading of the metadata registers agree."""
+    for v in SPARSE_VARIANTS:
+        fragments, predicted = v.fragments_and_prediction(7)
+        assert np.array_equal(lane_results(v, fragments), predicted), v
+        assert not np.array_equal(lane_results(v, fragments, swapped=True), predicted), v
+
+
+def test_sparse_chains_are_measured_and_set_against_their_dense_twins() -> None:
+    gpu = fake_gpu(sm_count=2)
+    measured = _run(gpu, {"mma.f16.m16n8k16.ilp8", "mma.sp.f16.m16n8k32.ilp1", "mma.sp.f16.m16n8k32.ilp8"})
+    facts = {f.id: f for m in measured.values() for f in m.facts}
+    (latency, sparse), dense = SPARSE_TIMING[("f16", "m16n8k32")], TIMING[("f16", "m16n8k16")][1]
+    assert facts["tensor.mma_sync_sp.f16.m16n8k32.latency"].value == pytest.approx(latency, rel=0.03)
+    assert facts["tensor.mma_sync_sp.f16.m16n8k32.over_dense"].value == pytest.approx(sparse / dense, rel=0.05)
+    checks = [c for check in mma.INVARIANTS for c in check(facts, H100_SXM)]
+    assert ("tensor.mma_sync_sp.f16.m16n8k32.at_least_dense", True) in [(n, ok) for n, ok, _ in checks]
+    alone = _run(fake_gpu(sm_count=2), {"mma.sp.int8.m16n8k64.ilp8"})["mma.sp.int8.m16n8k64.ilp8"]
+    (ratio,) = [f for f in alone.facts if f.id.endswith("over_dense")]
+    assert ratio.value is None and "int8 m16n8k32 was not measured" in ratio.detail
+
+
+def test_metadata_read_the_other_way_round_fails_the_sparse_chain() -> None:
+    gpu = fake_gpu(sm_count=2, family_options={"mma_metadata_halves_swapped": True})
+    measured = _run(gpu, {"mma.sp.bf16.m16n8k32.ilp1"})["mma.sp.bf16.m16n8k32.ilp1"]
+    assert measured.outcome.status == "failed" and measured.facts == []
+
+
+def test_fp8_sparse_mma_is_native_on_sm_89_and_sm_120_only() -> None:
+    assert tuple(a.name for a in find_probe("mma.sp.e4m3.m16n8k64.ilp1").archs) == ("sm_89", "sm_120")
+    listing = build_for(all_probes(), parse_arch("sm_89")).listing
+    probe = find_probe("mma.sp.e4m3.m16n8k64.ilp8")
+    assert check(listing.kernel(probe.kernel), list(probe.contract)) == []
+
+
+def test_a_sparse_contract_catches_the_dense_instruction() -> None:
+    listing = build_for(all_probes(), parse_arch("sm_80")).listing
+    sparse = find_probe("mma.sp.f16.m16n8k16.ilp1")
+    assert check(listing.kernel(sparse.kernel), list(sparse.contract)) == []
+    violations = check(listing.kernel("gp_mma_f16_m16n8k16_ilp1"), list(sparse.contract))
+    assert any("HMMA\\.SP" in v.rule for v in violations)

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build.ptxsource import MAX_EXPANDED_LINES, combine, expand, expansion_inputs, ptx_version
+from gpuprobe.build.ptxsource import (
+    MAX_EXPANDED_LINES,
+    combine,
+    entry_parameters,
+    expand,
+    expansion_inputs,
+    ptx_version,
+)
 from gpuprobe.core.arch import Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 
@@ -390,6 +397,15 @@ def test_an_include_of_itself_stops(tmp_path: Path) -> None:
     (tmp_path / "self.ptxinc").write_text(src("//@include self.ptxinc"))
     with pytest.raises(GpuprobeError, match="includes nested too deep"):
         expand(src("//@include self.ptxinc"), "f.ptx", tmp_path)
+
+
+def test_entry_parameters_read_scalars_and_arrays_passed_by_value() -> None:
+    """A TMA tensor map is a 128-byte, 64-byte aligned parameter (PTX ISA, "Tensor-map"): its type keeps its length."""
+    text = (
+        ".visible .entry k(.param .align 64 .b8 tmap[128], .param .u32 n, .param .u64 out)\n{\n}\n"
+        ".visible .entry j(.param .u64 a)\n{\n}\n"
+    )
+    assert entry_parameters(text) == {"k": [("b8[128]", "tmap"), ("u32", "n"), ("u64", "out")], "j": [("u64", "a")]}
 
 
 @pytest.mark.parametrize(

@@ -272,8 +272,9 @@ def test_a_run_records_its_build_environment_and_each_family_planned_and_actual_
         assert (
             (record["planned_s"] == record["actual_s"] == 0.0)
             if idle
-            else (record["planned_s"] > 0 and record["actual_s"] > 0)
+            else (record["planned_s"] > 0 and (record["actual_s"] > 0) == (record["probes"] > 0))
         ), family
+    assert [f for f, record in on_disk.families.items() if not record["probes"]] == ["tcgen05"]  # sm_100a's alone
 
 
 def test_the_multi_gpu_families_measure_no_link_on_one_gpu_and_the_run_is_complete(clean_run) -> None:
@@ -321,7 +322,9 @@ def test_a_smoke_run_measures_each_family_cheapest_probes_and_writes_the_first_c
     assert measured == smoke & {p.name for p in all_probes() if p.supports(parse_arch("sm_90a"))}
     assert {p.status for name, p in results.probes.items() if name in smoke} == {"ok"}
     page = (tmp_path / "first-contact.md").read_text()
-    assert f"**{len(measured_families())} of {len(measured_families())} families ran and verified themselves.**" in page
+    runnable = [f for f in measured_families() if set(measured_families()[f].SMOKE.probes) & measured]
+    verdict = f"**{len(runnable)} of {len(measured_families())} families ran and verified themselves.**"
+    assert verdict + " Not: tcgen05 (skipped: arch lacks it)." in page  # the simulated sm_90a has no tcgen05
     assert not (tmp_path / "factsheet.md").exists()
 
 

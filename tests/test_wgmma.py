@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ from gpuprobe.families.wgmma.layout import (
     layout_bits,
     operand_offset,
 )
-from gpuprobe.families.wgmma.operands import E4M3, decode, encode, make_operands, mismatch
+from gpuprobe.families.wgmma.operands import E4M3, decode, encode, make_operands, make_sparse_operands, mismatch
 from gpuprobe.families.wgmma.ptx import Kernel, kernel_text, module_text
 from gpuprobe.output.references import References
 from gpuprobe.output.report import fact_rows, section
@@ -287,8 +288,8 @@ def test_a_short_latency_run_under_a_timer_tick_reads_0_or_1_tick_and_is_no_erro
     gpu = fake_gpu(**SMALL)
     ctx = wgmma._Context(gpu, gpu.device(), FAST, Kernels(gpu, ptx_parameters()), {})
     kernel = KERNELS["wgmma.latency.bf16.ss.n8"]
-    operands, a, b = ctx.upload_operands(kernel, "ternary")
-    assert {float(ctx.launch(kernel, operands, a, b, 64, 1, 128).ns[0]) for _ in range(20)} == {0.0, 1000.0}
+    operands, given = ctx.upload_operands(kernel, "ternary")
+    assert {float(ctx.launch(kernel, operands, given, 64, 1, 128).ns[0]) for _ in range(20)} == {0.0, 1000.0}
 
 
 def test_latency_runs_too_short_to_read_the_clock_give_cycles_only() -> None:
@@ -457,7 +458,7 @@ def _results(measured) -> Results:
 
 def test_the_section_shows_wgmma_against_cublas_and_the_peak_at_the_measured_clock() -> None:
     results = _results(_run(fake_gpu(**SMALL)))
-    (sheet,) = family.SECTIONS
+    sheet, sparse = family.SECTIONS
     facts = [f for f in results.facts if f.id.startswith(sheet.fact_prefixes)]
     text = "\n".join(section(results, sheet, facts, {sheet.plot.key: sheet.plot.file_name}))
     shown = {member for row in fact_rows(facts, None, References()) for member in row.members}  # a sweep's row too
@@ -468,6 +469,14 @@ def test_the_section_shows_wgmma_against_cublas_and_the_peak_at_the_measured_clo
     assert "wgmma_latency_vs_n.png" in text
     assert sheet.plot.png(results, 50).startswith(b"\x89PNG")
     assert sheet.plot.png(Results(results.device), 50) is None
+    assert sparse.plot.png(results, 50).startswith(b"\x89PNG") and sparse.plot.png(Results(results.device), 50) is None
+    assert not any(f.id.startswith(sparse.fact_prefixes) for f in facts)  # the sparse facts are the second section's
+    mma_only = Results(
+        results.device, [_fact("tensor.mma_sync_sp.f16.m16n8k32.over_dense", 1.5)]
+    )  # a part without wgmma
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's empty-legend warning among them
+        assert sparse.plot.png(mma_only, 50).startswith(b"\x89PNG")
 
 
 def test_the_simulated_run_keeps_every_invariant() -> None:
@@ -476,7 +485,8 @@ def test_the_simulated_run_keeps_every_invariant() -> None:
     facts = {f.id: f for f in results.facts}
     device = dataclasses.replace(results.device, sm_count=4)
     checks = [c for check in family.INVARIANTS for c in check(facts, device)]
-    assert len(checks) == 1 + 2 * 12 + 60  # cuBLAS, each throughput probe (zero, random), each latency probe
+    # cuBLAS, each throughput probe (zero, random), each latency probe, each sparse throughput against its twin
+    assert len(checks) == 1 + 2 * 15 + 63 + 3
     assert all(ok for _, ok, _ in checks), [c for c in checks if not c[1]]
 
 
@@ -493,3 +503,59 @@ def test_mma_sync_stays_below_wgmma_where_both_were_measured() -> None:
     assert mma_sync_below_wgmma(facts(640.0, 900.0), device)[0][1]
     assert not mma_sync_below_wgmma(facts(950.0, 900.0), device)[0][1]
     assert mma_sync_below_wgmma({}, device) == []  # not measured (no Hopper): left out, not passed
+
+
+# --------------------------------------------------------------------------- 2:4 sparse wgmma
+
+
+def test_a_sparse_wgmmas_operands_hold_a_2_4_pattern_and_twice_the_k() -> None:
+    operands = make_sparse_operands(TYPES["bf16"], 64, "random", seed=4)
+    assert operands.a_bits.shape == (64, 16) and operands.a.shape == (64, 32) and operands.b_bits.shape == (64, 32)
+    assert np.all(np.count_nonzero(operands.a.reshape(64, 8, 4), axis=2) <= 2)
+    assert operands.metadata().shape == (128,) and operands.metadata().dtype == np.uint32
+    assert mismatch((3 * operands.product()).astype(np.float32), operands, 3) is None
+
+
+def test_a_sparse_wgmmas_b_lies_in_four_core_matrices_along_k() -> None:
+    rows = np.random.default_rng(2).integers(0, 256, size=(16, 64), dtype=np.uint8)
+    laid = core_matrix_bytes(rows, 64)
+    bits = layout_bits(stride_bytes=512)
+    for row in range(16):
+        for byte in range(64):
+            assert laid[operand_offset(row, byte, bits)] == rows[row, byte]
+
+
+def test_sparse_wgmma_is_set_against_its_dense_twin_in_the_same_run() -> None:
+    names = {"wgmma.throughput.bf16.ss.n64", "wgmma.sp.throughput.bf16.ss.n64", "wgmma.sp.latency.bf16.ss.n64"}
+    facts = _facts(_run(fake_gpu(**SMALL), runnable=names))
+    assert facts["tensor.wgmma_sp.bf16.m64n64k32.ss.over_dense"].value == pytest.approx(2 * 0.8, rel=0.05)
+    assert facts["tensor.wgmma_sp.bf16.m64n64k32.ss.latency"].value == pytest.approx(32 + 14, rel=0.03)
+    alone = _facts(_run(fake_gpu(**SMALL), runnable={"wgmma.sp.throughput.bf16.ss.n64"}))
+    assert "dense twin" in alone["tensor.wgmma_sp.bf16.m64n64k32.ss.over_dense"].detail
+
+
+def test_metadata_read_the_other_way_round_fails_the_sparse_probe() -> None:
+    gpu = fake_gpu(**SMALL, family_options={"wgmma_metadata_halves_swapped": True})
+    measured = _run(gpu, runnable={"wgmma.sp.latency.bf16.ss.n64"})["wgmma.sp.latency.bf16.ss.n64"]
+    assert measured.outcome.status == "failed" and "elements wrong" in measured.outcome.detail
+
+
+def test_a_dense_wgmma_in_a_sparse_kernel_breaks_the_contract(tmp_path: Path) -> None:
+    kernel = KERNELS["wgmma.sp.latency.bf16.ss.n64"]
+    module = _built(tmp_path, kernel, lambda text: text.replace("wgmma.mma_async.sp.sync.aligned.m64n64k32",
+                                                                  "wgmma.mma_async.sync.aligned.m64n64k16")
+                    .replace("%r20, 0, 1, 1, 1", "1, 1, 1"))  # fmt: skip
+    result = check_probe(find_probe("wgmma.sp.latency.bf16.ss.n64"), module)
+    assert result.status == "violated" and "HGMMA\\.SP" in result.detail
+
+
+def test_sparse_below_dense_beyond_the_noise_breaks_the_invariant() -> None:
+    from gpuprobe.families.wgmma import sparse_at_least_dense
+
+    def tflops(fact_id: str, value: float) -> Fact:
+        return Fact(fact_id, value, "TFLOP/s", (0.98 * value, 1.02 * value))
+
+    dense, sparse = "tensor.wgmma.bf16.m64n256k16.ss.tflops", "tensor.wgmma_sp.bf16.m64n256k32.ss.tflops"
+    verdicts = [[ok for _, ok, _ in sparse_at_least_dense({dense: tflops(dense, 600.0), sparse: tflops(sparse, s)},
+                                                         H100_SXM)] for s in (1100.0, 595.0, 500.0)]  # fmt: skip
+    assert verdicts == [[True], [True], [False]]  # 2 x; within the noise; under it

@@ -186,12 +186,17 @@ def _expand_block(
 
 
 _ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)")
-_PARAM = re.compile(r"\.param\s+\.(\w+)\s+(\w+)")
+# ``.param .u32 n``, or a byte array passed by value (a TMA tensor map: ``.param .align 64 .b8 tmap[128]``)
+_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+(\w+)(\[\d+\])?")
 
 
 def entry_parameters(text: str) -> dict[str, list[tuple[str, str]]]:
-    """Each kernel's parameters, in order, as (PTX type, name): ``{"k": [("u64", "out")]}``."""
-    return {name: _PARAM.findall(params) for name, params in _ENTRY.findall(text)}
+    """Each kernel's parameters, in order, as (PTX type, name): ``{"k": [("u64", "out")]}``; an array
+    passed by value has its length in its type: ``("b8[128]", "tmap")``."""
+    return {
+        name: [(kind + size, param) for kind, param, size in _PARAM.findall(params)]
+        for name, params in _ENTRY.findall(text)
+    }
 
 
 def ptx_version(text: str, path: str) -> tuple[int, int]:

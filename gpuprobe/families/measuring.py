@@ -46,14 +46,20 @@ SCALARS: dict[str, tuple[type, ...]] = {
     "u64": (np.uint64,), "s64": (np.int64,), "b64": (np.uint64, np.int64), "f64": (np.float64,),
 }  # fmt: skip
 POINTER_TYPES = ("u64", "b64")
+TENSOR_MAP_TYPE = "b8[128]"  # a TMA tensor map passed by value (PTX ISA: .param .align 64 .b8 name[128])
 
 
 def check_arguments(kernel: str, args: Sequence[object], parameters: list[tuple[str, str]]) -> None:
-    """The arguments match the kernel's PTX parameters in number and type (a buffer is a 64-bit pointer)."""
+    """The arguments match the kernel's PTX parameters in number and type (a buffer is a 64-bit pointer,
+    a tensor map the 128 bytes ``Launcher.tensor_map`` encoded)."""
     if len(args) != len(parameters):
         names = ", ".join(name for _, name in parameters)
         raise ProbeFailure(f"{kernel} takes {len(parameters)} parameters ({names}), given {len(args)}")
     for arg, (ptx_type, name) in zip(args, parameters, strict=True):
+        if ptx_type == TENSOR_MAP_TYPE:
+            if not (isinstance(arg, np.void) and arg.dtype.itemsize == 128):
+                raise ProbeFailure(f"{kernel}: parameter {name} is a tensor map, given {type(arg).__name__}")
+            continue
         if ptx_type not in SCALARS:
             raise ProbeFailure(f"{kernel}: parameter {name} has PTX type .{ptx_type}, which gpuprobe cannot pass")
         scalar = isinstance(arg, np.generic)

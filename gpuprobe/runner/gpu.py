@@ -38,6 +38,25 @@ def _dims(value: Dims) -> tuple[int, ...]:
 
 DYNAMIC_SHARED_DEFAULT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 
+TENSOR_MAP_DTYPE = np.dtype([("opaque", "<u8", (16,))])  # CUtensorMap: 128 opaque bytes, passed by value
+
+
+@dataclass(frozen=True)
+class TileMap:
+    """What ``cuTensorMapEncodeTiled`` is told about a 2-D tensor of 16-bit elements: ``rows`` x ``cols``,
+    row-major and densely packed, and the box (``box_rows`` x ``box_cols``) one TMA copy moves; the
+    shared-memory swizzle span (0, 32, 64 or 128 bytes) and the L2 promotion (0, 64, 128 or 256 bytes:
+    the granularity at which the L2 fetches the box's lines from DRAM). Whether a combination is legal,
+    and what it puts where, is the families' business (gpuprobe.families.tma.tiles)."""
+
+    rows: int
+    cols: int
+    box_rows: int
+    box_cols: int
+    swizzle_bytes: int = 0
+    l2_promotion_bytes: int = 0
+
+
 # What holds the GPU while timed work is enqueued: the memory family's %clock64 spin (every cubin has it),
 # long enough per launch to outlast the host's enqueueing of one (tens of us; 100k cycles is 50 us at 2 GHz).
 HOLD_KERNEL = "gp_sm_clock"
@@ -83,6 +102,10 @@ class Launcher(Protocol):
 
     def read(self, buffer: Any, dtype: str, count: int) -> np.ndarray:
         """The first ``count`` elements of ``buffer`` viewed as NumPy ``dtype`` (e.g. "uint64")."""
+
+    def tensor_map(self, buffer: Any, tiles: TileMap) -> np.void:
+        """A TMA tensor map of ``buffer`` as ``tiles`` describes it: the 128 bytes a kernel takes by value
+        (``.param .align 64 .b8 name[128]``), to pass among a launch's arguments."""
 
     def time_launches(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, count: int = 1,
@@ -289,6 +312,9 @@ class CupyLauncher:
             self._cp.cuda.Device().synchronize()
             return host.view(np.dtype(dtype))[:count].copy()
         return self._cp.asnumpy(buffer.view(self._cp.dtype(dtype))[:count])
+
+    def tensor_map(self, buffer: cupy.ndarray, tiles: TileMap) -> np.void:
+        return encode_tensor_map(self.address(buffer), tiles)
 
     def _hold(self, launches: int, stream: cupy.cuda.Stream | None = None) -> None:
         """Keep the GPU busy (a %clock64 spin) while the host enqueues ``launches`` launches to be timed,
@@ -645,6 +671,38 @@ def _uuid_text(raw: bytes) -> str:
     if isinstance(raw, bytes | bytearray) and len(raw) == 16:
         return raw.hex()
     return ""
+
+
+def encode_tensor_map(address: int, tiles: TileMap) -> np.void:
+    """``cuTensorMapEncodeTiled`` of the 16-bit tensor at device ``address`` (bf16 elements, no interleave,
+    out-of-bounds elements zero), as the 128 bytes a kernel parameter holds (:data:`TENSOR_MAP_DTYPE`)."""
+    from cuda.bindings import driver
+
+    swizzle = driver.CUtensorMapSwizzle
+    promotion = driver.CUtensorMapL2promotion
+    swizzles = {0: swizzle.CU_TENSOR_MAP_SWIZZLE_NONE, 32: swizzle.CU_TENSOR_MAP_SWIZZLE_32B,
+                64: swizzle.CU_TENSOR_MAP_SWIZZLE_64B, 128: swizzle.CU_TENSOR_MAP_SWIZZLE_128B}  # fmt: skip
+    promotions = {0: promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE, 64: promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+                  128: promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                  256: promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B}  # fmt: skip
+    _driver_call(driver.cuInit, 0)
+    encoded = _driver_call(
+        driver.cuTensorMapEncodeTiled,
+        driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        2,
+        address,
+        [driver.cuuint64_t(tiles.cols), driver.cuuint64_t(tiles.rows)],  # innermost dimension first
+        [driver.cuuint64_t(2 * tiles.cols)],  # the row stride in bytes (the innermost stride is the element)
+        [driver.cuuint32_t(tiles.box_cols), driver.cuuint32_t(tiles.box_rows)],
+        [driver.cuuint32_t(1), driver.cuuint32_t(1)],
+        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        swizzles[tiles.swizzle_bytes],
+        promotions[tiles.l2_promotion_bytes],
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    )
+    value = np.zeros((), dtype=TENSOR_MAP_DTYPE)
+    value["opaque"] = [int(word) for word in encoded.opaque]
+    return value[()]
 
 
 def _required_cluster(function_ptr: int) -> tuple[int, int, int] | None:

@@ -32,6 +32,7 @@ from gpuprobe.families.mma.fragments import (
     decode,
 )
 from gpuprobe.families.mma.numerics import NUMERIC_VARIANTS
+from gpuprobe.families.mma.sparse import METADATA_WORD, SPARSE_LANE_WORDS, SPARSE_VARIANTS, SparseVariant
 from tests.fakes.chain_output import place_blocks, warps_on_sm, write
 
 FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=100_000)
@@ -50,6 +51,15 @@ TIMING: dict[tuple[str, str], tuple[float, float]] = {
     ("int4", "m16n8k64"): (24.0, 5000.0),
     ("e4m3", "m16n8k32"): (24.0, 2600.0),
     ("e5m2", "m16n8k32"): (24.0, 2600.0),
+}
+# mma.sp: latency, and the dense-equivalent multiply-adds per clock per SM (zeros counted): 1.5-1.8 x the dense
+SPARSE_TIMING: dict[tuple[str, str], tuple[float, float]] = {
+    ("f16", "m16n8k16"): (20.0, 2000.0),
+    ("f16", "m16n8k32"): (28.0, 2400.0),
+    ("bf16", "m16n8k32"): (28.0, 2400.0),
+    ("int8", "m16n8k32"): (20.0, 4000.0),
+    ("int8", "m16n8k64"): (28.0, 4800.0),
+    ("e4m3", "m16n8k64"): (28.0, 4600.0),
 }
 _BITS = {"f16": 16, "bf16": 16, "tf32": 32, "int8": 8, "int4": 4, "e4m3": 8, "e5m2": 8}
 
@@ -87,20 +97,45 @@ def _accumulator_value(v: Variant, words: np.ndarray, i: int) -> float:
     return float(np.uint32(words[i]).view(np.float32))
 
 
-def lane_results(v: Variant, fragments: np.ndarray) -> np.ndarray:
-    """What each lane writes (4 words): the sum of 8 chains, each at C + A B, from the raw fragments."""
-    a, b, c = np.zeros((v.m, v.k)), np.zeros((v.k, v.n)), np.zeros((v.m, v.n))
+def sparse_a(v: SparseVariant, kept: np.ndarray, fragments: np.ndarray, swapped: bool = False) -> np.ndarray:
+    """A (16 x K) from its kept elements (16 x K/2) and the lanes' metadata registers as the hardware reads
+    them with selector 0: for 16-bit types lane 4 q + p holds K part p (16 elements) of row q (low half)
+    and q + 8 (high); for 8-bit ones lanes 4 q and 4 q + 1 hold rows q and q + 8, K 0..31, lanes + 2 K
+    32..63 (as an H200 read them); ``swapped``: a part that reads the row pair the other way round."""
+    a = np.zeros((v.m, v.k))
+    for row in range(v.m):
+        half, q = divmod(row, 8)
+        half ^= int(swapped)
+        for chunk in range(v.k // 4):
+            if v.per_register == 2:  # 16-bit: lane 4 q + p, K part p, the row pair's halves
+                word = int(fragments[4 * q + chunk // 4, METADATA_WORD])
+                nibble = (word >> (16 * half + 4 * (chunk % 4))) & 0xF
+            else:  # 8-bit: lane 4 q + half + 2 (K part), one row's 8 chunks
+                word = int(fragments[4 * q + half + 2 * (chunk // 8), METADATA_WORD])
+                nibble = (word >> (4 * (chunk % 8))) & 0xF
+            a[row, 4 * chunk + (nibble & 3)] = kept[row, 2 * chunk]
+            a[row, 4 * chunk + (nibble >> 2)] = kept[row, 2 * chunk + 1]
+    return a
+
+
+def lane_results(v: Variant, fragments: np.ndarray, swapped: bool = False) -> np.ndarray:
+    """What each lane writes (4 words): the sum of 8 chains, each at C + A B, from the raw fragments (an mma.sp's
+    A from its kept elements, placed by the metadata)."""
+    held = v.compressed if isinstance(v, SparseVariant) else v
+    a, b, c = np.zeros((held.m, held.k)), np.zeros((v.k, v.n)), np.zeros((v.m, v.n))
     e = v.per_register
     for lane in range(LANES):
         words = fragments[lane]
         for r in range(v.a_registers):
             for j in range(e):
-                a[a_position(v, lane, r, j)] = element(v, words[r], j)
+                a[a_position(held, lane, r, j)] = element(v, words[r], j)
         for r in range(v.b_registers):
             for j in range(e):
                 b[b_position(v, lane, r, j)] = element(v, words[8 + r], j)
         for i, position in enumerate(c_positions(v, lane)):
             c[position] = _accumulator_value(v, words[12:16], i)
+    if isinstance(v, SparseVariant):
+        a = sparse_a(v, a, fragments, swapped)
     d = (c + a @ b) * CHAINS
     out = np.zeros((LANES, 4), dtype=np.uint32)
     for lane in range(LANES):
@@ -109,17 +144,19 @@ def lane_results(v: Variant, fragments: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def cached_lane_results(v: Variant, fragments: bytes) -> np.ndarray:
-    return lane_results(v, np.frombuffer(fragments, dtype=np.uint32).reshape(LANES, 16))
+def cached_lane_results(v: Variant, fragments: bytes, swapped: bool = False) -> np.ndarray:
+    words = SPARSE_LANE_WORDS if isinstance(v, SparseVariant) else 16
+    return lane_results(v, np.frombuffer(fragments, dtype=np.uint32).reshape(LANES, words), swapped)
 
 
 def simulate(v: Variant, ilp: int):
-    latency, peak = TIMING[(v.name, v.shape)]
+    latency, peak = (SPARSE_TIMING if isinstance(v, SparseVariant) else TIMING)[(v.name, v.shape)]
 
     def run(gpu, launch, iters, fragments, out) -> float:
         iterations = int(iters)
         sms = place_blocks(gpu, launch)
-        lanes = cached_lane_results(v, fragments.data.tobytes())
+        swapped = getattr(gpu, "mma_metadata_halves_swapped", False)
+        lanes = cached_lane_results(v, fragments.data.tobytes(), swapped)
         rate = peak * getattr(gpu, "mma_peak", {}).get(f"{v.name}.{v.shape}", 1.0)  # a slower part, if asked
         per_iteration = np.maximum(
             latency * MMA_PER_ITERATION / ilp, warps_on_sm(launch, sms) * MMA_PER_ITERATION * v.fmas / rate
@@ -134,6 +171,7 @@ def simulate(v: Variant, ilp: int):
 
 
 KERNELS = {v.kernel(ilp): simulate(v, ilp) for v in VARIANTS for ilp in (1, 2, 4, 8)}
+KERNELS.update({v.kernel(ilp): simulate(v, ilp) for v in SPARSE_VARIANTS for ilp in (1, 8)})
 
 
 def _keep(value: float, bits: int, nearest: bool) -> float:

@@ -5,7 +5,9 @@ A reads its operands through the ``layout`` bits the host passed (leading and st
 and, for RS kernels, A from the registers each thread loaded: a host that lays operands out one way
 and describes them another gets a wrong D, as on a GPU. Flags set on the FakeGpu instance:
 ``wgmma_corrupt`` (one element of the last warpgroup's D is one more than it should be),
-``wgmma_corrupt_all`` (every warpgroup's D is, in the same element). The records' %globaltimer
+``wgmma_corrupt_all`` (every warpgroup's D is, in the same element), ``wgmma_metadata_halves_swapped``
+(a sparse wgmma reads each metadata register's halves the other way round). A sparse wgmma expands A
+from the metadata registers as the hardware reads them with selector 0. The records' %globaltimer
 readings move in ticks (:mod:`tests.fake_timer`).
 """
 
@@ -35,9 +37,32 @@ RANDOM_CLOCK_DROP = 0.93  # random operands draw more power: the clock falls thi
 FLOP_PER_CLK_PER_SM = {"bf16": 4096, "f16": 4096, "tf32": 2048, "e4m3": 8192, "s8": 8192}
 
 
-def _operand(data: np.ndarray, rows: int, layout: int) -> np.ndarray:
-    """A K-major operand's raw bytes (rows x 32) read where the descriptor's offsets say they lie."""
-    return data[operand_offset(np.arange(rows)[:, None], np.arange(K_BYTES)[None, :], layout)]
+SPARSE_EFFICIENCY = 0.8  # a sparse wgmma's rate, of twice the dense rate per clock (so 1.6 x its dense twin)
+
+
+def _operand(data: np.ndarray, rows: int, layout: int, k_bytes: int = K_BYTES) -> np.ndarray:
+    """A K-major operand's raw bytes (rows x k_bytes) read where the descriptor's offsets say they lie."""
+    return data[operand_offset(np.arange(rows)[:, None], np.arange(k_bytes)[None, :], layout)]
+
+
+def _sparse_a(values: np.ndarray, meta: np.ndarray, swapped: bool = False) -> np.ndarray:
+    """The dense A (64 x 2K) of a sparse wgmma from A's kept elements (64 x K) and the threads' metadata as
+    the hardware reads it with selector 0: in each group of four lanes, lane 0 holds K elements 0..15 and
+    lane 1 elements 16..31 of rows 16 w + group (low half) and 16 w + group + 8 (high half)."""
+    rows, kept = values.shape
+    dense = np.zeros((rows, 2 * kept))
+    words = meta.data.view(np.uint32)[:WARPGROUP]
+    for row in range(rows):
+        warp, within = divmod(row, 16)
+        half, group = divmod(within, 8)
+        half ^= int(swapped)  # a part that read the halves the other way round
+        for chunk in range(kept // 2):
+            word = int(words[32 * warp + 4 * group + chunk // 4])
+            nibble = (word >> (16 * half + 4 * (chunk % 4))) & 0xF
+            first, second = nibble & 3, nibble >> 2
+            dense[row, 4 * chunk + first] = values[row, 2 * chunk]
+            dense[row, 4 * chunk + second] = values[row, 2 * chunk + 1]
+    return dense
 
 
 def _a_from_registers(data: np.ndarray, kernel: Kernel) -> np.ndarray:
@@ -50,15 +75,18 @@ def _a_from_registers(data: np.ndarray, kernel: Kernel) -> np.ndarray:
     return a
 
 
-def _product(kernel: Kernel, a, b, layout: int) -> np.ndarray:
+def _product(kernel: Kernel, a, b, layout: int, b_layout: int | None, meta, swapped: bool) -> np.ndarray:
     wgmma = kernel.wgmma
     element = np.dtype(f"u{wgmma.element_bytes}")
     if kernel.source == "ss":
         a_bits = _operand(a.data, M, layout).copy().view(element)
     else:
         a_bits = _a_from_registers(a.data, kernel)
-    b_bits = _operand(b.data, kernel.n, layout).copy().view(element)
-    return decode(a_bits, wgmma) @ decode(b_bits, wgmma).T
+    b_bits = _operand(b.data, kernel.n, layout if b_layout is None else b_layout, kernel.b_row_bytes)
+    a_values = decode(a_bits, wgmma)
+    if kernel.sparse:
+        a_values = _sparse_a(a_values, meta, swapped)
+    return a_values @ decode(b_bits.copy().view(element), wgmma).T
 
 
 def _chain(product: np.ndarray, times: int, bits: int) -> np.ndarray:
@@ -86,10 +114,11 @@ def _clock(gpu, zero: bool, purpose: str) -> float:
     return gpu.mhz * (1.0 if zero or purpose == "lat" else RANDOM_CLOCK_DROP)
 
 
-def simulate(gpu, launch, kernel: Kernel, a, b, layout, iters, out) -> float:
+def simulate(gpu, launch, kernel: Kernel, a, b, layout, iters, out, b_layout=None, meta=None) -> float:
     iterations = int(iters)
     warpgroups = launch.blocks * launch.threads // WARPGROUP
-    product = _product(kernel, a, b, int(layout))
+    swapped = getattr(gpu, "wgmma_metadata_halves_swapped", False)
+    product = _product(kernel, a, b, int(layout), None if b_layout is None else int(b_layout), meta, swapped)
     times = iterations if kernel.purpose == "lat" else kernel.batch
     d = _chain(product, times, kernel.wgmma.chain_bits)
     d = d.astype(np.float32) if kernel.wgmma.accumulator == "f32" else d.astype(np.int64).astype(np.int32)
@@ -107,8 +136,9 @@ def simulate(gpu, launch, kernel: Kernel, a, b, layout, iters, out) -> float:
         cycles = np.full(warpgroups, gpu.clock_read + gpu.edge + iterations * per * gpu._jitter())
     else:
         per_sm = max(1, warpgroups // min(gpu.sm_count, launch.blocks))
-        flop = kernel.wgmma.flop(kernel.n) * kernel.batch * iterations * per_sm
+        flop = kernel.flop() * kernel.batch * iterations * per_sm
         rate = FLOP_PER_CLK_PER_SM[kernel.wgmma.name] * THROUGHPUT_EFFICIENCY["zero" if zero else "random"]
+        rate *= 2 * SPARSE_EFFICIENCY if kernel.sparse else 1.0
         cycles = np.full(warpgroups, flop / rate * gpu._jitter())
     true_start = np.arange(warpgroups) % 7  # the blocks start within a few ns of each other
     true_end = true_start + cycles / mhz * 1000.0

@@ -19,6 +19,11 @@ runs the kernel once, checks its result, and reports ``tensor.mma_sync.<int4|fp8
 The ``mma.numerics.<type>`` probes run one untimed mma.sync per experiment of
 :mod:`gpuprobe.families.mma.numerics` and report what the tensor core keeps (``tensor.numerics.*``).
 
+``mma.sp.<type>.<shape>.ilp1`` and ``.ilp8`` measure mma.sp (2:4 sparse A, :mod:`gpuprobe.families.mma.sparse`)
+the same way, at ILP 1 and 8 (``tensor.mma_sync_sp.*``), counting A's skipped zeros as the datasheets count
+sparse work; the ILP-8 probe also reports its plateau over the dense instruction's of the same tile,
+measured in the same run (``.over_dense``; the datasheets promise 2 x).
+
 Every launch checks every lane's D (the sum of its 8 chains, each at C + A B) against the NumPy
 reference, bit for bit: the operands are small integers, exact in every type.
 """
@@ -46,14 +51,12 @@ from gpuprobe.families.issue_sweep import (
     sweep_plan,
     sweep_series,
 )
-from gpuprobe.families.measuring import Kernels, fact
+from gpuprobe.families.measuring import Kernels, fact, unmeasured
 from gpuprobe.families.mma.fragments import (
     LANES,
     MMA_PER_ITERATION,
     VARIANTS,
     Variant,
-    make_operands,
-    predicted_words,
 )
 from gpuprobe.families.mma.numerics import (
     NUMERIC_VARIANTS,
@@ -63,12 +66,15 @@ from gpuprobe.families.mma.numerics import (
     fragments,
     read_numerics,
 )
+from gpuprobe.families.mma.sparse import SPARSE_VARIANTS, SparseVariant
+from gpuprobe.families.sparsity import not_below_beyond_noise
 from gpuprobe.output.sections import Section
 from gpuprobe.runner.gpu import Launcher
 
 __all__ = ["INVARIANTS", "PROBES", "SECTIONS", "SMOKE", "Settings", "measure", "plan"]
 
 ILPS = (1, 2, 4, 8)
+SPARSE_ILPS = (1, 8)  # the sparse chains' latency and their issue rate at full ILP
 RESULT_WORDS = 2  # per thread: D's four 32-bit sums
 STEPS_PER_CHAIN = MMA_PER_ITERATION  # one chain (ILP 1) takes every mma of an iteration
 SEED = 20241202
@@ -78,8 +84,9 @@ EMULATED_PROBES = {"mma.int4.m16n8k64.emulated": Variant("int4", "m16n8k64"),
 
 NUMERICS_PROBES = {f"mma.numerics.{v.name}": v for v in NUMERIC_VARIANTS}
 
-PROBES = [f"mma.{v.name}.{v.shape}.ilp{ilp}" for v in VARIANTS for ilp in ILPS] + list(EMULATED_PROBES)
+PROBES = [v.probe(ilp) for v in VARIANTS for ilp in ILPS] + list(EMULATED_PROBES)
 PROBES += list(NUMERICS_PROBES)
+PROBES += [v.probe(ilp) for v in SPARSE_VARIANTS for ilp in SPARSE_ILPS]  # after the dense: set against them
 
 SECTIONS = (
     Section(
@@ -108,7 +115,22 @@ def larger_k_is_not_faster(facts: dict[str, Fact], device: Device) -> list[tuple
     return [("tensor.mma_sync.f16.latency_grows_with_k", large.value >= small.value * 0.95, detail)]
 
 
-INVARIANTS = (larger_k_is_not_faster,)
+def sparse_at_least_dense(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    """An mma.sp does at least the multiply-adds per clock of the dense mma.sync of the same tile (its
+    skipped zeros counted, as the datasheets count them), beyond the noise."""
+    checks = []
+    for v in SPARSE_VARIANTS:
+        sparse, dense = (facts.get(f"{stem}.throughput") for stem in (v.fact_stem, v.dense_twin.fact_stem))
+        if sparse is None or dense is None or sparse.value is None or dense.value is None:
+            continue
+        ratio = sparse.value / dense.value
+        detail = f"mma.sp {sparse.value:.0f} vs mma.sync {dense.value:.0f} op/clk/SM ({ratio:.2f} x)"
+        ok = not_below_beyond_noise(sparse, dense)
+        checks.append((f"tensor.mma_sync_sp.{v.name}.{v.shape}.at_least_dense", ok, detail))
+    return checks
+
+
+INVARIANTS = (larger_k_is_not_faster, sparse_at_least_dense)
 
 
 def check_launch(v: Variant, records: Records, expected: np.ndarray, kernel: str) -> None:
@@ -132,8 +154,8 @@ class _Context:
 
     def launch(self, v: Variant, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
         if v not in self.uploaded:
-            operands = make_operands(v, SEED)
-            self.uploaded[v] = (self.launcher.upload(operands.fragments.ravel()), predicted_words(v, operands))
+            fragments, predicted = v.fragments_and_prediction(SEED)
+            self.uploaded[v] = (self.launcher.upload(fragments.ravel()), predicted)
         buffer, expected = self.uploaded[v]
         kernel = v.kernel(ilp)
         count = output_words(blocks * threads, RESULT_WORDS)
@@ -149,14 +171,14 @@ def _flag(fact_id: str, value: float, probe: str) -> Fact:
 
 
 def run_probe(ctx: _Context, v: Variant, ilp: int) -> Measured:
-    name = f"mma.{v.name}.{v.shape}.ilp{ilp}"
+    name = v.probe(ilp)
     facts: list[Fact] = []
     notes: list[str] = []
     sweeper = Sweeper(lambda k, n, b, t: ctx.launch(v, k, n, b, t), ctx.settings, ctx.device.sm_count)
     if ilp == 1:
         samples = sweeper.latency(STEPS_PER_CHAIN, threads=LANES)
         facts.append(fact(f"{v.fact_stem}.latency", samples, "cycle", name, sweeper.mhz()))
-    sweeps = ctx.state.setdefault("mma_sweeps", {}).setdefault(f"{v.name}.{v.shape}", {"points": [], "mhz": []})
+    sweeps = ctx.state.setdefault("mma_sweeps", {}).setdefault(v.fact_stem, {"points": [], "mhz": []})
     for warps in launchable_warps(ctx.launcher, v.kernel(ilp), ctx.settings):
         point = sweeper.point(ilp, warps, MMA_PER_ITERATION * v.fmas / LANES)
         sweeps["points"].append([point.ilp, point.warps, point.rates])
@@ -173,8 +195,22 @@ def run_probe(ctx: _Context, v: Variant, ilp: int) -> Measured:
             facts.append(fact(f"{v.fact_stem}.tflops", tflops, "TFLOP/s", name))
             notes.append(f"TFLOP/s at {mhz:.0f} MHz measured over the sweep's long runs")
         notes.append(f"plateau from the sweep's best point, ILP {top.ilp} with {top.warps} warps per SM")
+        if isinstance(v, SparseVariant):
+            facts.append(over_dense(ctx, v, rates, name))
     series = {"sweep": sweep_series(row)}
     return Measured(name, ProbeOutcome("ok", "; ".join(notes), series), facts)
+
+
+def over_dense(ctx: _Context, v: SparseVariant, rates: list[float], name: str) -> Fact:
+    """A sparse variant's plateau over its dense twin's, measured in the same run (the twin's sweep in the
+    run's state); not measured, with the reason, where the twin was not."""
+    twin = ctx.state.get("mma_sweeps", {}).get(v.dense_twin.fact_stem)
+    fact_id = f"{v.fact_stem}.over_dense"
+    if not twin or not twin["points"]:
+        why = f"the dense {v.dense_twin.name} {v.dense_twin.shape} was not measured in this run"
+        return unmeasured(fact_id, "ratio", name, why)
+    dense = float(np.median(plateau([SweepPoint(i, w, r) for i, w, r in twin["points"]])[1]))
+    return fact(fact_id, [r / dense for r in rates], "ratio", name)
 
 
 def run_emulated(ctx: _Context, name: str, v: Variant) -> Measured:
@@ -204,9 +240,11 @@ def run_numerics(ctx: _Context, name: str, v: Variant) -> Measured:
 def plan(settings: Settings, device: Device) -> Plan:
     """What measuring every probe costs at most on ``device``, every variant native
     (:func:`~gpuprobe.families.issue_sweep.sweep_plan`); an emulated type's run and each numerics
-    experiment (an upload and a run) cost at most a latency run each."""
+    experiment (an upload and a run) cost at most a latency run each; the sparse variants' sweeps at their
+    two ILPs."""
     s = settings
     sweeps = sweep_plan(s, device, len(VARIANTS), len(ILPS), RESULT_WORDS)
+    sweeps += sweep_plan(s, device, len(SPARSE_VARIANTS), len(SPARSE_ILPS), RESULT_WORDS)
     experiments = sum(experiment_count(v) for v in NUMERICS_PROBES.values())
     single = run_plan(len(EMULATED_PROBES) + experiments, s.latency_target_cycles, LANES, RESULT_WORDS, device)
     return sweeps + single + Plan(len(EMULATED_PROBES) + len(NUMERICS_PROBES), experiments, 0.0)
@@ -235,3 +273,7 @@ def measure(request: Request) -> Probes:
     for name, v in NUMERICS_PROBES.items():
         if name in runnable:
             yield name, lambda name=name, v=v: run_numerics(ctx, name, v)
+    for v in SPARSE_VARIANTS:
+        for ilp in SPARSE_ILPS:
+            if v.probe(ilp) in runnable:
+                yield v.probe(ilp), lambda v=v, ilp=ilp: run_probe(ctx, v, ilp)

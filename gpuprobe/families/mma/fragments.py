@@ -7,7 +7,8 @@ tf32, 4 for 8-bit types, 8 for int4):
 
 * A (m x k, row-major), register r, element j: row ``g + 8 (r % 2)`` (m = 16; ``g`` for m = 8),
   column ``e t + j + (k / 2) (r // 2)``;
-* B (k x n, column-major), register r, element j: row ``e t + j + (k / 2) r``, column ``g``;
+* B (k x n, column-major), register r, element j: row ``e t + j + (k / R) r`` for R B registers
+  (R = 2 but for m16n8k8 and m8n8k*, which have one), column ``g``;
 * C and D, element i (the 32-bit registers in order, or the f16 halves of the f16x2 registers):
   row ``g + 8 (i // 2)`` (m = 16; ``g`` for m = 8), column ``2 t + i % 2``.
 
@@ -95,6 +96,14 @@ class Variant:
     def kernel(self, ilp: int) -> str:
         return f"gp_mma_{self.name}_{self.shape}_ilp{ilp}"
 
+    def probe(self, ilp: int) -> str:
+        return f"mma.{self.name}.{self.shape}.ilp{ilp}"
+
+    def fragments_and_prediction(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """The fragments buffer the chain kernel reads (lanes x words) and what each lane must write."""
+        operands = make_operands(self, seed)
+        return operands.fragments, predicted_words(self, operands)
+
 
 VARIANTS: tuple[Variant, ...] = (
     Variant("f16", "m16n8k8"),
@@ -123,8 +132,10 @@ def a_position(v: Variant, lane: int, register: int, element: int) -> tuple[int,
 
 
 def b_position(v: Variant, lane: int, register: int, element: int) -> tuple[int, int]:
+    """B's registers split K evenly: register r starts at row (K / registers) x r (K / 2 for the dense
+    shapes with two B registers; K / 4 for a sparse m16n8k32 16-bit or m16n8k64 8-bit B, with four)."""
     g, t = _lane_parts(lane)
-    return v.per_register * t + element + (v.k // 2) * register, g
+    return v.per_register * t + element + (v.k // v.b_registers) * register, g
 
 
 def c_position(v: Variant, lane: int, element: int) -> tuple[int, int]:

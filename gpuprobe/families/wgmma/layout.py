@@ -105,14 +105,17 @@ def decode_descriptor(value: int) -> dict[str, int]:
 # --------------------------------------------------------------------------- shared-memory operands
 
 
-def core_matrix_bytes(rows: np.ndarray) -> np.ndarray:
-    """A (R x 32 bytes) K-major operand as it must lie in shared memory, no swizzle: core matrix
-    (i, j) (rows 8 i.., bytes 16 j..) at byte (2 i + j) x 128, its rows 16 bytes apart."""
+def core_matrix_bytes(rows: np.ndarray, k_bytes: int = K_BYTES) -> np.ndarray:
+    """A (R x ``k_bytes``) K-major operand as it must lie in shared memory, no swizzle: core matrix
+    (i, j) (rows 8 i.., bytes 16 j..) at byte (k_bytes / 16 x i + j) x 128, its rows 16 bytes apart:
+    described by a leading byte offset of 128 and a stride byte offset of k_bytes / 16 x 128
+    (:func:`layout_bits`; 256 for the 32 bytes of K every dense operand spans, 512 for the 64 bytes of
+    a sparse wgmma's B)."""
     rows = np.ascontiguousarray(rows).view(np.uint8)
     count = rows.shape[0]
-    if rows.shape != (count, K_BYTES) or count % CORE_ROWS:
-        raise ValueError(f"operand must be a multiple of 8 rows of {K_BYTES} bytes, got {rows.shape}")
-    tiles = rows.reshape(count // CORE_ROWS, CORE_ROWS, 2, CORE_BYTES)  # (i, r, j, byte)
+    if rows.shape != (count, k_bytes) or count % CORE_ROWS or k_bytes % CORE_BYTES:
+        raise ValueError(f"operand must be a multiple of 8 rows of {k_bytes} bytes, got {rows.shape}")
+    tiles = rows.reshape(count // CORE_ROWS, CORE_ROWS, k_bytes // CORE_BYTES, CORE_BYTES)  # (i, r, j, byte)
     return np.ascontiguousarray(tiles.transpose(0, 2, 1, 3)).reshape(-1)  # (i, j, r, byte)
 
 

@@ -10,11 +10,12 @@ fp8 chain on Hopper stalls, and the check holds it to the bounds a narrower accu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuprobe.families.wgmma.layout import M, WgmmaType
+from gpuprobe.families.sparsity import expand, random_pattern, thread_metadata
+from gpuprobe.families.wgmma.layout import WARPGROUP, M, WgmmaType
 
 OPERAND_KINDS = ("zero", "random", "ternary")
 
@@ -68,7 +69,8 @@ def decode(bits: np.ndarray, wgmma: WgmmaType) -> np.ndarray:
     return bits.view(np.int8).astype(np.float64)
 
 
-def _values(shape: tuple[int, int], wgmma: WgmmaType, kind: str, rng: np.random.Generator) -> np.ndarray:
+def draw_values(shape: tuple[int, int], wgmma: WgmmaType, kind: str, rng: np.random.Generator) -> np.ndarray:
+    """Values of ``kind`` (see the module's docstring) that the type holds exactly, as float64."""
     if kind == "zero":
         return np.zeros(shape)
     if kind == "ternary":
@@ -111,9 +113,37 @@ class Operands:
 
 def make_operands(wgmma: WgmmaType, n: int, kind: str, seed: int) -> Operands:
     rng = np.random.default_rng(seed)
-    a = encode(_values((M, wgmma.k), wgmma, kind, rng), wgmma)
-    b = encode(_values((n, wgmma.k), wgmma, kind, rng), wgmma)
+    a = encode(draw_values((M, wgmma.k), wgmma, kind, rng), wgmma)
+    b = encode(draw_values((n, wgmma.k), wgmma, kind, rng), wgmma)
     return Operands(wgmma, kind, a, b)
+
+
+@dataclass(frozen=True)
+class SparseOperands(Operands):
+    """A sparse wgmma's operands: A (64 x 2K, 2:4 sparse) held as its 64 x K kept elements (``a_bits``) and
+    their places (``pattern``, :mod:`gpuprobe.families.sparsity`), and B (N x 2K)."""
+
+    pattern: np.ndarray = field(default_factory=lambda: np.zeros((M, 0, 2), dtype=np.int64))
+
+    @property
+    def a(self) -> np.ndarray:
+        return expand(decode(self.a_bits, self.wgmma), self.pattern)
+
+    def metadata(self) -> np.ndarray:
+        """The metadata register of each of the warpgroup's 128 threads (selector 0): warp w holds rows
+        16 w .. 16 w + 15, the group of lane l rows 16 w + l / 4 and + 8 (:func:`thread_metadata`)."""
+        thread = np.arange(WARPGROUP)
+        rows = 16 * (thread // 32) + (thread % 32) // 4
+        return thread_metadata(self.pattern, 8 * self.wgmma.element_bytes, rows, thread % 4)
+
+
+def make_sparse_operands(wgmma: WgmmaType, n: int, kind: str, seed: int) -> SparseOperands:
+    """Operands of a sparse m64nNk(2K) wgmma of ``wgmma``'s type: A's kept elements and B as make_operands
+    draws them, A's pattern at random (every chunk's two places, ascending)."""
+    rng = np.random.default_rng(seed)
+    a = encode(draw_values((M, wgmma.k), wgmma, kind, rng), wgmma)
+    b = encode(draw_values((n, 2 * wgmma.k), wgmma, kind, rng), wgmma)
+    return SparseOperands(wgmma, kind, a, b, random_pattern(M, 2 * wgmma.k, rng))
 
 
 def beyond_exact(operands: Operands, times: int) -> np.ndarray:

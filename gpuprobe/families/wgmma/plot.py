@@ -1,5 +1,6 @@
-"""The wgmma latency-vs-N figure for the fact sheet: one line per type, solid for A from shared
-memory (ss), dashed for A from registers (rs), with the N/2-cycle floor an SM's dense rate sets."""
+"""The wgmma figures for the fact sheet: latency vs N, one line per type, solid for A from shared memory
+(ss), dashed for A from registers (rs), with the N/2-cycle floor an SM's dense rate sets; and sparse vs
+dense throughput vs N, with every sparse rate over its dense twin's against the datasheets' 2 x."""
 
 from __future__ import annotations
 
@@ -45,6 +46,58 @@ def latency_png(results: Results, dpi: int) -> bytes | None:
     ax.set_ylabel("latency (SM cycles)")
     ax.grid(True, alpha=0.3)
     ax.legend(ncol=2, fontsize="small")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi="figure", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+SPARSE_N = (64, 128, 256)
+
+
+def sparse_series(results: Results) -> tuple[dict[str, tuple[list[int], list[float]]], dict[str, float]]:
+    """bf16 wgmma TFLOP/s vs N, dense and 2:4 sparse (A from shared memory); and each sparse instruction's
+    rate over its dense twin's (``.over_dense`` facts, wgmma and mma.sync alike)."""
+    lines: dict[str, tuple[list[int], list[float]]] = {}
+    for label, family, k in (("dense", "wgmma", 16), ("2:4 sparse", "wgmma_sp", 32)):
+        points = [(n, results.fact(f"tensor.{family}.bf16.m64n{n}k{k}.ss.tflops")) for n in SPARSE_N]
+        measured = [(n, float(f.value)) for n, f in points if f is not None and f.value is not None]
+        if measured:
+            lines[label] = ([n for n, _ in measured], [v for _, v in measured])
+    ratios = {
+        f.id.removeprefix("tensor.").removesuffix(".over_dense"): float(f.value)
+        for f in results.facts
+        if f.id.endswith(".over_dense") and f.value is not None
+    }
+    return lines, ratios
+
+
+def sparse_png(results: Results, dpi: int) -> bytes | None:
+    """Dense and sparse bf16 wgmma throughput vs N (left), every sparse rate over its dense twin's against the
+    datasheets' 2 x (right); None when no sparse rate was measured."""
+    lines, ratios = sparse_series(results)
+    if not ratios and "2:4 sparse" not in lines:
+        return None
+    fig = Figure(figsize=(11, 4.4), dpi=dpi)
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2)
+    for label, (ns, tflops) in lines.items():
+        left.plot(ns, tflops, marker="o", label=f"bf16 wgmma, {label}")
+    left.set_xscale("log", base=2)
+    left.set_xticks(SPARSE_N, [str(n) for n in SPARSE_N])
+    left.set(xlabel="N of m64nN (A from shared memory)", ylabel="TFLOP/s (sparse: dense-equivalent)")
+    if lines:
+        left.legend(fontsize="small")
+    else:  # a part without wgmma: mma.sp's ratios alone
+        left.text(0.5, 0.5, "no bf16 wgmma measured", ha="center", va="center", transform=left.transAxes)
+    left.grid(True, alpha=0.3)
+    names = sorted(ratios)
+    right.barh(range(len(names)), [ratios[n] for n in names], color="C2")
+    right.axvline(2.0, color="grey", linestyle=":", label="datasheet 2 x")
+    right.axvline(1.0, color="grey", linewidth=0.8)
+    right.set_yticks(range(len(names)), names, fontsize="x-small")
+    right.set(xlabel="sparse rate / dense rate, same run")
+    right.legend(fontsize="small")
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi="figure", metadata={"Software": None})

@@ -6,10 +6,13 @@ file is committed, read, compiled and contract-checked like any other probe sour
 ``tests/test_wgmma.py`` holds it equal to what this module writes. Regenerate with
 ``python -m gpuprobe.families.wgmma > ptx/wgmma/wgmma.ptx``.
 
-Every kernel has the signature ``(a, b, layout, iters, out)``: ``a`` is A in core-matrix order
+Every dense kernel has the signature ``(a, b, layout, iters, out)``: ``a`` is A in core-matrix order
 (SS) or the warpgroup's A registers (RS), ``b`` is B in core-matrix order, ``layout`` the
 descriptor bits less the start address (:mod:`gpuprobe.families.wgmma.layout`), ``iters`` the
-timed loop's trip count. Each warpgroup ``g`` (of all blocks) writes ``[cycles, ns, start, end]``
+timed loop's trip count. A sparse kernel (wgmma.mma_async.sp, A from shared memory, 2:4 sparse:
+:mod:`gpuprobe.families.sparsity`) takes ``(a, b, layout, b_layout, meta, iters, out)``: A's kept
+elements (64 x 32 bytes, as a dense A), B of twice the K (N x 64 bytes, its own layout bits) and
+each thread's metadata register. Each warpgroup ``g`` (of all blocks) writes ``[cycles, ns, start, end]``
 (u64) at ``out + 32 g`` and, after the ``32 x warpgroups`` bytes of those, its accumulator
 registers, thread by thread in register order.
 """
@@ -26,6 +29,7 @@ BATCH = 16  # wgmmas issued back to back between waits, in the throughput kernel
 A_BYTES = 2048  # 64 rows x 32 bytes: B follows A in shared memory
 THROUGHPUT_N = 256
 SMALLER_THROUGHPUT_N = (64, 128)  # bf16 from shared memory only: how the rate falls with N
+SPARSE_N = (64, 128, 256)  # bf16 sparse wgmma (A from shared memory): latency and throughput beside the dense
 
 _TYPE_SUFFIX = {"bf16": "f32.bf16.bf16", "f16": "f32.f16.f16", "tf32": "f32.tf32.tf32",
                 "e4m3": "f32.e4m3.e4m3", "s8": "s32.s8.s8"}  # fmt: skip
@@ -39,10 +43,25 @@ class Kernel:
     source: str  # "ss" (A in shared memory) or "rs" (A in registers)
     wgmma: WgmmaType
     n: int
+    sparse: bool = False  # wgmma.mma_async.sp: A 2:4 sparse, K twice the dense one's
 
     @property
     def name(self) -> str:
-        return kernel_name(self.purpose, self.source, self.wgmma.name, self.n)
+        return kernel_name(self.purpose, self.source, self.wgmma.name, self.n, self.sparse)
+
+    @property
+    def k(self) -> int:
+        """K of one wgmma: 32 bytes of the type, twice that for a sparse A (half of it kept)."""
+        return self.wgmma.k * (2 if self.sparse else 1)
+
+    @property
+    def b_row_bytes(self) -> int:
+        """Bytes of one row of B (K-major): K elements."""
+        return self.k * self.wgmma.element_bytes
+
+    def flop(self) -> int:
+        """Operations of one wgmma (the logical K: a sparse one counts the zeros it skips, as datasheets do)."""
+        return 2 * 64 * self.n * self.k
 
     @property
     def batch(self) -> int:
@@ -53,8 +72,8 @@ class Kernel:
         return self.n // 2
 
 
-def kernel_name(purpose: str, source: str, type_name: str, n: int) -> str:
-    return f"gp_wg_{purpose}_{source}_{type_name}_n{n}"
+def kernel_name(purpose: str, source: str, type_name: str, n: int, sparse: bool = False) -> str:
+    return f"gp_wg{'sp' if sparse else ''}_{purpose}_{source}_{type_name}_n{n}"
 
 
 def kernels() -> list[Kernel]:
@@ -66,6 +85,7 @@ def kernels() -> list[Kernel]:
             found += [Kernel("lat", source, wgmma, n) for n in N_VALUES]
             found.append(Kernel("tput", source, wgmma, THROUGHPUT_N))
     found += [Kernel("tput", "ss", TYPES["bf16"], n) for n in SMALLER_THROUGHPUT_N]
+    found += [Kernel(purpose, "ss", TYPES["bf16"], n, sparse=True) for purpose in ("lat", "tput") for n in SPARSE_N]
     return found
 
 
@@ -82,10 +102,12 @@ def _operand_modifiers(kernel: Kernel, accumulate: bool) -> str:
 def _wgmma(kernel: Kernel, accumulate: bool) -> str:
     d = ", ".join(f"%d{i}" for i in range(kernel.registers))
     a = "%rd8" if kernel.source == "ss" else "{%a0, %a1, %a2, %a3}"
-    shape = f"m64n{kernel.n}k{kernel.wgmma.k}"
+    shape = f"m64n{kernel.n}k{kernel.k}"
+    sparse = ".sp" if kernel.sparse else ""
+    metadata = "%r20, 0, " if kernel.sparse else ""  # the thread's metadata register, sparsity selector 0
     return (
-        f"\twgmma.mma_async.sync.aligned.{shape}.{_TYPE_SUFFIX[kernel.wgmma.name]} "
-        f"{{{d}}}, {a}, %rd9, {_operand_modifiers(kernel, accumulate)};"
+        f"\twgmma.mma_async{sparse}.sync.aligned.{shape}.{_TYPE_SUFFIX[kernel.wgmma.name]} "
+        f"{{{d}}}, {a}, %rd9, {metadata}{_operand_modifiers(kernel, accumulate)};"
     )
 
 
@@ -108,13 +130,13 @@ def _copy(label: str, chunks: int, source: str, offset: int) -> list[str]:
     ]
 
 
-def _descriptor(target: str, address: str) -> list[str]:
-    """``target`` = layout bits | (shared ``address`` >> 4) & 0x3FFF."""
+def _descriptor(target: str, address: str, layout: str = "%rd3") -> list[str]:
+    """``target`` = ``layout`` bits | (shared ``address`` >> 4) & 0x3FFF."""
     return [
         f"\tcvt.u64.u32 %rd7, {address};",
         "\tshr.u64 %rd7, %rd7, 4;",
         "\tand.b64 %rd7, %rd7, 16383;",
-        f"\tor.b64 {target}, %rd3, %rd7;",
+        f"\tor.b64 {target}, {layout}, %rd7;",
     ]
 
 
@@ -127,10 +149,11 @@ def kernel_text(kernel: Kernel) -> str:
         if kernel.purpose == "lat"
         else (f"throughput: every warpgroup issues {kernel.batch} wgmmas, then waits")
     )
+    sparse = ", .param .u64 b_layout, .param .u64 meta" if kernel.sparse else ""
     lines = [
-        f"// {kernel.wgmma.name} m64n{kernel.n}k{kernel.wgmma.k}, A from "
+        f"// {kernel.wgmma.name} m64n{kernel.n}k{kernel.k}{', 2:4 sparse A' if kernel.sparse else ''}, A from "
         f"{'shared memory' if kernel.source == 'ss' else 'registers'}; {what}.",
-        f".visible .entry {kernel.name}(.param .u64 a, .param .u64 b, .param .u64 layout, .param .u32 iters, "
+        f".visible .entry {kernel.name}(.param .u64 a, .param .u64 b, .param .u64 layout{sparse}, .param .u32 iters, "
         ".param .u64 out)",
         f".maxntid {threads}, 1, 1",
         "{",
@@ -154,8 +177,17 @@ def kernel_text(kernel: Kernel) -> str:
         "\tmov.u32 %r3, %ntid.x;",
         "\tmov.u32 %r4, gp_wg_smem;",
         "\tand.b32 %r5, %r2, 127;",
-        *_copy("COPY_B", 2 * kernel.n, "%rd2", A_BYTES),
+        *_copy("COPY_B", kernel.n * kernel.b_row_bytes // 16, "%rd2", A_BYTES),
     ]
+    if kernel.sparse:
+        lines += [
+            "\tld.param.u64 %rd22, [b_layout];",
+            "\tld.param.u64 %rd23, [meta];",
+            "\tcvta.to.global.u64 %rd23, %rd23;",
+            "\tmul.wide.u32 %rd5, %r5, 4;",
+            "\tadd.u64 %rd6, %rd23, %rd5;",
+            "\tld.global.u32 %r20, [%rd6];  // the thread's metadata register",
+        ]
     if kernel.source == "ss":
         lines += _copy("COPY_A", A_BYTES // 16, "%rd1", 0)
     else:
@@ -169,7 +201,7 @@ def kernel_text(kernel: Kernel) -> str:
         "\tbar.sync 0;",
         *_descriptor("%rd8", "%r4"),
         f"\tadd.u32 %r12, %r4, {A_BYTES};",
-        *_descriptor("%rd9", "%r12"),
+        *_descriptor("%rd9", "%r12", "%rd22" if kernel.sparse else "%rd3"),
         *(f"\tmov.{acc} %d{i}, {zero};" for i in range(kernel.registers)),
         "\tshr.u32 %r13, %r2, 7;",
         "\tshr.u32 %r14, %r3, 7;",
@@ -227,7 +259,7 @@ HEADER = """\
 .target sm_90a
 .address_size 64
 
-// A (2048 bytes) then B (N x 32 bytes), in core-matrix order, no swizzle.
+// A (2048 bytes) then B (N x 32 bytes; N x 64 for a sparse wgmma), in core-matrix order, no swizzle.
 .extern .shared .align 128 .b8 gp_wg_smem[];
 """
 
