@@ -28,6 +28,11 @@ Rule kinds:
 
 Opcode patterns are full-match regular expressions over the whole mnemonic as nvdisasm prints
 it, modifiers included (``LDG\\.E\\.64\\.STRONG\\.GPU``).
+
+A rule may hold on some archs only: ``min_arch = "sm_80"`` (that arch and newer) and ``max_arch =
+"sm_75"`` (that arch and older), by arch number (``sm_90`` covers ``sm_90a``). That is how a contract
+pins what code compiles to where the compiler lowers it differently per arch ("REDUX on sm_80 and
+newer, a shuffle tree on sm_75"); on the other archs the rule is not checked.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprobe.build.sass import Instruction, Kernel, Loop
+from gpuprobe.core.arch import Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 
 MEMORY_OPCODES = frozenset(
@@ -52,7 +58,7 @@ MEMORY_OPCODES = frozenset(
     }
 )  # fmt: skip
 
-_TEXT_FIELDS = frozenset({"rule", "region", "opcode", "why"})
+_TEXT_FIELDS = frozenset({"rule", "region", "opcode", "why", "min_arch", "max_arch"})
 RULE_KINDS = (
     "forbid",
     "count",
@@ -79,6 +85,8 @@ class Rule:
     reads: int = 2
     loops: int = 1
     why: str = ""
+    min_arch: str | None = None  # the rule holds on this arch and newer (by arch number)
+    max_arch: str | None = None  # ... and on this arch and older
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> Rule:
@@ -107,9 +115,38 @@ class Rule:
                 raise GpuprobeError(f"{where}: bad opcode pattern {rule.opcode!r}: {exc}") from None
         if kind == "count" and rule.count is None and rule.min is None and rule.max is None:
             raise GpuprobeError(f"{where}: rule 'count' needs count, min or max")
+        for key in ("min_arch", "max_arch"):
+            if getattr(rule, key) is not None:
+                try:
+                    parse_arch(getattr(rule, key))
+                except GpuprobeError as exc:
+                    raise GpuprobeError(f"{where}: {key}: {exc}") from None
+        low, high = rule._arch_numbers()
+        if low is not None and high is not None and low > high:
+            raise GpuprobeError(f"{where}: min_arch {rule.min_arch} is newer than max_arch {rule.max_arch}")
         return rule
 
+    def _arch_numbers(self) -> tuple[int | None, int | None]:
+        low = parse_arch(self.min_arch).number if self.min_arch else None
+        high = parse_arch(self.max_arch).number if self.max_arch else None
+        return low, high
+
+    def applies_to(self, arch: Arch) -> bool:
+        """Whether the rule is checked on ``arch`` (see ``min_arch`` and ``max_arch``)."""
+        low, high = self._arch_numbers()
+        return (low is None or arch.number >= low) and (high is None or arch.number <= high)
+
+    def _archs_text(self) -> str:
+        if self.min_arch and self.max_arch:
+            return f" (on {self.min_arch}..{self.max_arch})"
+        if self.min_arch:
+            return f" (on {self.min_arch} and newer)"
+        return f" (on {self.max_arch} and older)" if self.max_arch else ""
+
     def describe(self) -> str:
+        return self._describe_rule() + self._archs_text()
+
+    def _describe_rule(self) -> str:
         if self.kind == "count":
             bound = f"== {self.count}" if self.count is not None else f"in [{self.min}, {self.max}]"
             return f"count {self.opcode} in {self.region} {bound}"

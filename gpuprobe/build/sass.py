@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuprobe.build.flow import Step, back_edges
 from gpuprobe.build.toolchain import disassemble
 from gpuprobe.core.errors import GpuprobeError
 
@@ -107,11 +108,14 @@ class Kernel:
 
     @property
     def loops(self) -> list[Loop]:
-        """One loop per backward branch; two whose bodies interleave (each starts inside the other and
-        ends outside it, as ptxas lays out a spin with its convergence loop) are one loop, their union."""
+        """One loop per back edge: a backward branch whose target dominates it (a branch back into a loop
+        from an out-of-line slow path is not one; see :mod:`gpuprobe.build.flow`). Two whose bodies
+        interleave (each starts inside the other and ends outside it, as ptxas lays out a spin with its
+        convergence loop) are one loop, their union."""
+        closing = back_edges([self._step(ins) for ins in self.instructions])
         found: list[Loop] = []
         for ins in self.instructions:
-            if not ins.opcode.startswith(("BRA", "JMP")):
+            if not ins.opcode.startswith(("BRA", "JMP")) or (closing is not None and ins.offset not in closing):
                 continue
             label = ins.branch_target()
             if label is None:
@@ -120,6 +124,11 @@ class Kernel:
             if target is not None and target <= ins.offset:
                 found.append(Loop(start=target, end=ins.offset, label=label))
         return _merge_interleaved(found)
+
+    def _step(self, ins: Instruction) -> Step:
+        label = ins.branch_target()
+        target = self.labels.get(label) if label is not None else None
+        return Step(ins.offset, ins.opcode, ins.predicate is not None, len(ins.operands), target)
 
     def between(self, start: int, end: int) -> list[Instruction]:
         return [ins for ins in self.instructions if start <= ins.offset <= end]
