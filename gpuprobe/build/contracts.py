@@ -15,8 +15,9 @@ Rule kinds:
 * ``count`` — the number of instructions matching ``opcode`` is ``count`` (or within min/max);
 * ``only`` — every instruction matches ``opcode`` (an allow-list: nothing unannounced);
 * ``only_memory`` — every memory instruction matches ``opcode`` (nothing else touches memory);
-* ``clock_bracket`` — exactly ``reads`` clock reads, and ``loops`` loops between the first
-  and the last (the clock reads bracket the loop, and no clock read sits inside it);
+* ``clock_bracket`` — exactly ``reads`` clock reads, and ``loops`` innermost loops between the first
+  and the last (or, given ``min``/``max``, a count in that range: a library's copy or wait loops per
+  step, whose number ptxas decides), and no clock read inside any loop;
 * ``dependent_chain`` — each instruction matching ``opcode`` is unpredicated and takes its
   address from the register the previous one loaded (and, in a loop, the first from the last),
   with nothing writing that register in between: a serial chase the hardware cannot overlap;
@@ -151,6 +152,8 @@ class Rule:
             bound = f"== {self.count}" if self.count is not None else f"in [{self.min}, {self.max}]"
             return f"count {self.opcode} in {self.region} {bound}"
         if self.kind == "clock_bracket":
+            if self.min is not None or self.max is not None:
+                return f"{self.reads} clock reads bracketing {self.min or 0}..{self.max or 'any'} loops"
             return f"{self.reads} clock reads bracketing {self.loops} loop(s)"
         if self.kind == "no_local":
             return "no local memory (stack frame, spills)"
@@ -384,7 +387,9 @@ def _check_bracket(regions: KernelRegions, rule: Rule) -> Violation | None:
     if len(reads) != rule.reads:
         return Violation(rule.describe(), f"found {len(reads)} clock reads", lines)
     loops = regions.timed_loops
-    if len(loops) != rule.loops:
+    ranged = rule.min is not None or rule.max is not None
+    low, high = (rule.min, rule.max) if ranged else (rule.loops, rule.loops)
+    if (low is not None and len(loops) < low) or (high is not None and len(loops) > high):
         return Violation(rule.describe(), f"found {len(loops)} loop(s) between the clock reads", lines)
     inside = [i for i in reads if any(loop.contains(i.offset) for loop in regions.loops)]
     if inside:
