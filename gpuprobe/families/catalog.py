@@ -17,6 +17,7 @@ from gpuprobe.families import (
     barrier,
     cache_geometry,
     cluster,
+    coop,
     grid_sync,
     host_transfer,
     l2_partition,
@@ -31,8 +32,8 @@ from gpuprobe.judge.invariants import InvariantCheck
 from gpuprobe.output.sections import Section
 
 # In measuring order (and fact-sheet order): the memory hierarchy, then compute and tensor cores, then
-# warps, synchronisation and launch. The self-test goes first when it runs (--inject-fault), so that
-# every family after it shows the run went on.
+# warps, synchronisation, the CUDA C++ abstractions over them (coop) and launch. The self-test goes
+# first when it runs (--inject-fault), so that every family after it shows the run went on.
 FAMILIES: dict[str, ModuleType] = {
     "selftest": selftest,
     "memory": memory_latency,
@@ -49,6 +50,7 @@ FAMILIES: dict[str, ModuleType] = {
     "barrier": barrier,
     "cluster": cluster,
     "grid_sync": grid_sync,
+    "coop": coop,
     "launch": launch,
 }
 OPT_IN = frozenset({"selftest"})  # measured only when asked

@@ -1,0 +1,47 @@
+"""What a kernel compiled to, per step of its timed region: the opcode summary the fact sheet shows.
+
+Read from the listing of the cubin the measuring process loaded (the one whose contracts held), so it
+is the SASS that ran. A probe's timed region runs ``steps`` steps per loop iteration (32 collectives,
+16 chase steps, one grid barrier per round); each opcode's count in the region is divided by them, so
+a summary reads "REDUX.SUM.S32 1, MOV 1 per step". Loop control and what runs once per iteration
+(under one per step) is left out of the summary and counted apart.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from gpuprobe.build.contracts import MEMORY_OPCODES, KernelRegions
+from gpuprobe.build.sass import Kernel, Listing, read_cubin
+
+MAX_SHOWN = 6  # opcodes named in a summary, the most frequent first
+
+
+def per_step(kernel: Kernel, steps: int) -> dict[str, float]:
+    """Each opcode of the timed region (between the clock reads) per step, those at least once a step."""
+    timed, _ = KernelRegions(kernel).region("timed")
+    counts = Counter(ins.opcode for ins in timed)
+    return {opcode: count / steps for opcode, count in counts.most_common() if count >= steps}
+
+
+# What a reader looks for first: warp collectives, barriers and fences, copies, and memory accesses;
+# integer arithmetic and branches (address and loop bookkeeping) after them.
+NOTABLE = MEMORY_OPCODES | frozenset(
+    {"SHFL", "REDUX", "CREDUX", "MATCH", "VOTE", "VOTEU", "BAR", "WARPSYNC", "UCGABAR_ARV", "UCGABAR_WAIT",
+     "ELECT", "NANOSLEEP", "ARRIVES", "DEPBAR", "LDGDEPBAR", "POPC", "FLO", "BREV", "FADD"}
+)  # fmt: skip
+
+
+def summary(counts: dict[str, float]) -> str:
+    """``REDUX.SUM.S32 1, MOV 1`` (per step): the notable opcodes first (:data:`NOTABLE`), then the most
+    frequent, and how many others there were."""
+    ordered = sorted(counts.items(), key=lambda item: (item[0].split(".", 1)[0] not in NOTABLE, -item[1]))
+    shown = [f"{opcode} {count:g}" for opcode, count in ordered[:MAX_SHOWN]]
+    rest = len(counts) - MAX_SHOWN
+    return ", ".join(shown) + (f" and {rest} other opcodes" if rest > 0 else "") if shown else "none"
+
+
+def listing_of(cubin: Path | None) -> Listing | None:
+    """The listing of the cubin the launcher loaded; None when the caller gave none (a simulated GPU)."""
+    return read_cubin(cubin) if cubin is not None else None
