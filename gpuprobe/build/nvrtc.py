@@ -89,9 +89,16 @@ def _search() -> tuple[Path, str]:
     raise GpuprobeError(f"NVRTC not found: {_INSTALL_HINT}")
 
 
+_BUILTINS = re.compile(r"^libnvrtc-builtins\.so(\.\d+)+$")
+
+
 @functools.cache
 def _library(path: Path) -> ctypes.CDLL:
+    """NVRTC loaded from ``path``, its builtins library beside it loaded first: NVRTC opens that one by
+    name, which a library outside the loader's search path (a toolkit's lib64, a wheel) is not on."""
     try:
+        for builtins in sorted(p for p in path.parent.iterdir() if _BUILTINS.match(p.name)):
+            ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
         library = ctypes.CDLL(str(path))
     except OSError as exc:
         raise GpuprobeError(f"{path}: cannot load it as NVRTC ({exc})") from None

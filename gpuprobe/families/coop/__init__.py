@@ -46,7 +46,7 @@ from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.ordering import not_below
 from gpuprobe.output.sections import Section
 
-BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)  # as the barrier family's
+BLOCK_SIZES = (32, 256, 1024)  # a warp, the barrier family's middle size, the largest block
 CLUSTER_SIZES = (2, 4, 8)  # as the cluster family's
 COPY_STEPS = 16  # chase steps per timed iteration of the C++ copy kernels and the cp.async twin
 BARRIER_COPY_BYTES = 256  # what gp_coop_barrier_memcpy_chase copies per step (ptx/coop/async.cu)

@@ -9,6 +9,7 @@ a summary reads "REDUX.SUM.S32 1, MOV 1 per step". Loop control and what runs on
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from pathlib import Path
 
@@ -43,5 +44,12 @@ def summary(counts: dict[str, float]) -> str:
 
 
 def listing_of(cubin: Path | None) -> Listing | None:
-    """The listing of the cubin the launcher loaded; None when the caller gave none (a simulated GPU)."""
-    return read_cubin(cubin) if cubin is not None else None
+    """The listing of the cubin the launcher loaded; None when the caller gave none."""
+    return _listing(cubin) if cubin is not None else None
+
+
+@functools.lru_cache(maxsize=2)
+def _listing(cubin: Path) -> Listing:
+    """Parsed once per process and cubin (a cubin in the cache is never rewritten: its name is its
+    content's hash); a second measurement in the same process (a test's) reads it again for free."""
+    return read_cubin(cubin)
