@@ -123,6 +123,19 @@ def test_a_compile_is_cached_by_content(monkeypatch: pytest.MonkeyPatch) -> None
     assert ".target sm_80" in first and "tc_cuda" in first
 
 
+def test_an_edit_to_a_file_the_translation_unit_includes_compiles_again(tmp_path: Path) -> None:
+    """The translation unit is include lines: the bytes of what they (and what those) include key the compile."""
+    (tmp_path / "probe.cu").write_text('#include "common.cuh"\n' + KERNEL)
+    (tmp_path / "common.cuh").write_text("#pragma once\n#define GP_FACTOR 3u\n")
+    unit = '#include "probe.cu"\n'
+    first = nvrtc.cuda_to_ptx(unit, SM80, "unit", (tmp_path,))
+    (tmp_path / "probe.cu").write_text('#include "common.cuh"\n' + KERNEL.replace("3u", "GP_FACTOR * 5u"))
+    second = nvrtc.cuda_to_ptx(unit, SM80, "unit", (tmp_path,))
+    (tmp_path / "common.cuh").write_text("#pragma once\n#define GP_FACTOR 7u\n")
+    third = nvrtc.cuda_to_ptx(unit, SM80, "unit", (tmp_path,))
+    assert "15" in second and "35" in third and len({first, second, third}) == 3
+
+
 def test_the_header_identity_follows_the_cooperative_groups_headers_and_cccls_version(tmp_path: Path) -> None:
     include = tmp_path / "include"
     (include / "cooperative_groups").mkdir(parents=True)

@@ -10,34 +10,24 @@ without compiling, for the static check's cache key.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpuprobe.build.nvrtc import cuda_to_ptx
+from gpuprobe.build.nvrtc import cuda_to_ptx, local_inputs
 from gpuprobe.build.ptxsource import Generated
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.errors import GpuprobeError
-
-_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
 def source_inputs(path: Path) -> dict[Path, bytes | None]:
     """The raw bytes of a CUDA C++ file and of every file its ``#include "NAME"`` lines name beside it,
     transitively (None for a name that is no readable file: the compile will say which)."""
-    found: dict[Path, bytes | None] = {}
-    pending = [path]
-    while pending:
-        current = pending.pop()
-        if current in found:
-            continue
-        try:
-            found[current] = current.read_bytes()
-        except OSError:
-            found[current] = None
-        text = (found[current] or b"").decode("utf-8", errors="replace")
-        pending += [current.parent / name for name in _LOCAL_INCLUDE.findall(text)]
-    return found
+    try:
+        data: bytes | None = path.read_bytes()
+    except OSError:
+        data = None
+    text = (data or b"").decode("utf-8", errors="replace")
+    return {path: data, **local_inputs(text, (path.parent,))}
 
 
 def _shown(path: Path, root: Path) -> str:

@@ -236,12 +236,43 @@ def options(arch: Arch, extra_include_dirs: Sequence[Path] = ()) -> list[str]:
     ]
 
 
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+def local_inputs(text: str, directories: Sequence[Path]) -> dict[Path, bytes | None]:
+    """The files the quoted ``#include "NAME"`` lines of ``text`` read, transitively, and their bytes (None
+    for a name no directory holds: the compile will say so): a name is looked for beside the file that
+    includes it, then in ``directories`` (NVRTC's include path before the CUDA headers). Angle-bracket
+    includes are the CUDA headers', which :func:`headers_identity` covers."""
+    found: dict[Path, bytes | None] = {}
+    pending = [(name, tuple(directories)) for name in _LOCAL_INCLUDE.findall(text)]
+    while pending:
+        name, where = pending.pop()
+        path = next((d / name for d in where if (d / name).is_file()), where[0] / name if where else Path(name))
+        if path in found:
+            continue
+        try:
+            found[path] = path.read_bytes()
+        except OSError:
+            found[path] = None
+            continue
+        inner = _LOCAL_INCLUDE.findall(found[path].decode("utf-8", errors="replace"))
+        pending += [(included, (path.parent, *directories)) for included in inner]
+    return found
+
+
 def cuda_to_ptx(source: str, arch: Arch, name: str, extra_include_dirs: Sequence[Path] = ()) -> str:
     """NVRTC's PTX for CUDA C++ ``source`` (its file named ``name`` in messages) targeting ``arch``,
-    cached by content. A compile error is one line: NVRTC's first error, at its file and line, and the arch."""
+    cached by content: the source, the bytes of the files it includes by quoted name (:func:`local_inputs`),
+    the options and NVRTC's :func:`identity`. A compile error is one line: NVRTC's first error, at its
+    file and line, and the arch."""
     nvrtc = locate_nvrtc()
     opts = options(arch, extra_include_dirs)
-    key = content_key("nvrtc-ptx", identity(), "\0".join(opts), source)
+    inputs = local_inputs(source, extra_include_dirs)
+    included = [
+        str(path).encode() + b"\0" + (b"\0-" if data is None else data) for path, data in sorted(inputs.items())
+    ]
+    key = content_key("nvrtc-ptx", identity(), "\0".join(opts), source, *included)
 
     def produce() -> bytes:
         return _compile(_library(nvrtc.path), source, name, opts, arch)

@@ -8,7 +8,7 @@
 #include <cuda/barrier>
 #include <cuda/pipeline>
 
-#define GP_COPY_STEPS 16      // steps per timed iteration (the cp.async twin's unroll)
+#define GP_COPY_STEPS 4       // steps per timed iteration: a step is a copy round trip of hundreds of cycles
 #define GP_BARRIER_BYTES 256  // bytes the barrier chase copies per step (the bulk twin's smallest node)
 
 __shared__ alignas(128) unsigned long long gp_coop_copy_slot[GP_BARRIER_BYTES / 8];

@@ -42,11 +42,11 @@ __device__ __forceinline__ unsigned gp_laneid()
 // Steps per iteration of every timed loop, as in the hand-written kernels (gpuprobe.families.differencing.UNROLL).
 #define GP_UNROLL 32
 
-// The timed chain: `iters` (at least 1) iterations of 32 steps by the lanes of `members`. The
+// The timed chain: `iters` (at least 1) iterations of STEPS steps by the lanes of `members`. The
 // __syncwarp(members) before the first clock read keeps the loads of the operands before it (ptxas
 // does not move memory accesses across it), as bar.warp.sync does in the hand-written kernels; the
 // loop is a do-while, as theirs is, so the timed region holds no test of the count before the loop.
-template <class Step>
+template <int STEPS = GP_UNROLL, class Step>
 __device__ __forceinline__ unsigned gp_chain(unsigned v, unsigned iters, Step step, unsigned long long* cycles,
                                              unsigned members = 0xffffffffu)
 {
@@ -56,7 +56,7 @@ __device__ __forceinline__ unsigned gp_chain(unsigned v, unsigned iters, Step st
 #pragma unroll 1
     do {
 #pragma unroll
-        for (int k = 0; k < GP_UNROLL; ++k) {
+        for (int k = 0; k < STEPS; ++k) {
             v = step(v);
         }
     } while (--left != 0);

@@ -20,7 +20,7 @@ import numpy as np
 from gpuprobe.families.coop import Settings
 from tests.fakes import async_copy, atomics, barrier, cluster, grid_sync, warp
 
-LANES, UNROLL, COPY_STEPS = 32, 32, 16
+LANES, UNROLL, GROUP_STEPS, COPY_STEPS = 32, 32, 8, 4  # steps per iteration: chains, formed groups, copy chases
 FIXED = 70.0  # what a timed region pays once
 WORD = 0xFFFFFFFF
 
@@ -75,11 +75,14 @@ def _words(buffer: Any, count: int) -> list[int]:
     return [int(x) for x in buffer.data.view(np.uint32)[:count]]
 
 
-def _finish(gpu: Any, kernel: str, out: Any, iters: int, values: list[int], check: int | None = None) -> None:
+def _finish(
+    gpu: Any, kernel: str, out: Any, iters: int, values: list[int], check: int | None = None, steps: int = 0
+) -> None:
+    """The kernel's words: cycles for its ``steps`` (default ``iters`` x 32), every lane's value, the check."""
     if _corrupt(gpu, kernel):
         values[3] ^= 1
     words = out.data.view(np.uint64)
-    words[0] = round(FIXED + iters * UNROLL * _cost(gpu, kernel, CYCLES[kernel]) * gpu._jitter())
+    words[0] = round(FIXED + (steps or iters * UNROLL) * _cost(gpu, kernel, CYCLES[kernel]) * gpu._jitter())
     words[1 : 1 + LANES] = [v & WORD for v in values]
     if check is not None:
         words[1 + LANES] = check & WORD
@@ -95,18 +98,21 @@ def _tile_total(values: list[int], lane: int, tile: int, combine: str) -> int:
 
 
 def tile_chain(
-    kernel: str, step: Callable[[list[int], list[int]], list[int]], after: Callable[[list[int]], list[int]] = list
+    kernel: str,
+    step: Callable[[list[int], list[int]], list[int]],
+    after: Callable[[list[int]], list[int]] = list,
+    unroll: int = UNROLL,
 ) -> Callable[..., None]:
-    """A whole-warp chain: ``step(values, operands)`` is one collective of every lane; ``after`` what the
-    kernel does to the values once the loop is done."""
+    """A whole-warp chain of ``unroll`` steps per iteration: ``step(values, operands)`` is one collective
+    of every lane; ``after`` what the kernel does to the values once the loop is done."""
 
     @_positional
     def simulate(gpu: Any, launch: Any, lanes: Any, iters: Any, out: Any) -> None:
         words = _words(lanes, 2 * LANES)
         operands, values = words[:LANES], words[LANES:]
-        for _ in range(int(iters) * UNROLL):
+        for _ in range(int(iters) * unroll):
             values = step(values, operands)
-        _finish(gpu, kernel, out, int(iters), after(values))
+        _finish(gpu, kernel, out, int(iters), after(values), steps=int(iters) * unroll)
 
     return simulate
 
@@ -175,9 +181,9 @@ def coalesced_shfl(gpu: Any, launch: Any, lanes: Any, active: Any, iters: Any, o
     words = _words(lanes, 2 * LANES)
     ranks, values = words[:LANES], words[LANES:]
     members = list(range(int(active)))
-    for _ in range(int(iters) * UNROLL):
+    for _ in range(int(iters) * GROUP_STEPS):
         values = [values[members[ranks[lane]]] if lane in members else values[lane] for lane in range(LANES)]
-    _finish(gpu, "gp_coop_coalesced_shfl_lat", out, int(iters), values)
+    _finish(gpu, "gp_coop_coalesced_shfl_lat", out, int(iters), values, steps=int(iters) * GROUP_STEPS)
 
 
 # ---- block, grid, cluster ----------------------------------------------------------------------
@@ -294,8 +300,12 @@ KERNELS = {
         "gp_coop_tile_sync_lat", lambda v, _: v, lambda v: [v[lane ^ 1] for lane in range(LANES)]
     ),
     "gp_coop_coalesced_shfl_lat": coalesced_shfl,
-    "gp_coop_labeled_reduce_lat": tile_chain("gp_coop_labeled_reduce_lat", lambda v, _: _groups_step(v, _label)),
-    "gp_coop_binary_reduce_lat": tile_chain("gp_coop_binary_reduce_lat", lambda v, _: _groups_step(v, _bit)),
+    "gp_coop_labeled_reduce_lat": tile_chain(
+        "gp_coop_labeled_reduce_lat", lambda v, _: _groups_step(v, _label), unroll=GROUP_STEPS
+    ),
+    "gp_coop_binary_reduce_lat": tile_chain(
+        "gp_coop_binary_reduce_lat", lambda v, _: _groups_step(v, _bit), unroll=GROUP_STEPS
+    ),
     "gp_coop_block_sync": block_sync,
     "gp_coop_grid_sync": grid_sync_cg,
     **{f"gp_coop_cluster_sync_{size}": cluster_sync(size) for size in (2, 4, 8)},

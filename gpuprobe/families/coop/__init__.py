@@ -48,7 +48,8 @@ from gpuprobe.output.sections import Section
 
 BLOCK_SIZES = (32, 256, 1024)  # a warp, the barrier family's middle size, the largest block
 CLUSTER_SIZES = (2, 4, 8)  # as the cluster family's
-COPY_STEPS = 16  # chase steps per timed iteration of the C++ copy kernels and the cp.async twin
+COPY_STEPS = 4  # chase steps per timed iteration of the C++ copy kernels (ptx/coop/async.cu's GP_COPY_STEPS)
+TWIN_COPY_STEPS = 16  # ... of the hand-written cp.async chase
 BARRIER_COPY_BYTES = 256  # what gp_coop_barrier_memcpy_chase copies per step (ptx/coop/async.cu)
 
 PROBES = [
@@ -99,7 +100,7 @@ class Settings(DifferencedSettings):
     grid_checks: int = 2  # check rounds before every timed phase
     chase_nodes: int = 64  # the copy chases' cycle (warmed: every copy an L2 hit, as the cp.async twin's)
     chase_stride: int = 128
-    copy_iterations: tuple[int, int] = (4, 20)  # short and long, 16 steps each (C++ and cp.async chases)
+    copy_iterations: tuple[int, int] = (16, 80)  # short and long, 4 steps each (the cp.async twin: a quarter, 16 each)
     bulk_iterations: tuple[int, int] = (32, 320)  # the bulk twin's, one step each
     dsm_nodes: int = 256
     dsm_stride: int = 32
@@ -215,14 +216,19 @@ _CPP_CHAINS: dict[str, Callable[[np.random.Generator], chains.LaneChain]] = {
 
 
 def measure_chain_pair(ctx: _Context, name: str) -> Measured:
-    lengths = ctx.settings.lengths
+    """A chain of 32 steps per iteration (8 for the formed groups, whose steps are long) beside its twin
+    of 32: each side's iteration counts scaled to the same number of steps."""
+    s = ctx.settings
     chain = _CPP_CHAINS[name](ctx.rng)
-    cpp = Side(chain.kernel, samplers.lane_chain(ctx.kernels, chain, lengths), UNROLL)
+    scale = UNROLL // chain.unroll
+    cpp_sample = samplers.lane_chain(ctx.kernels, chain, s.short_iterations * scale, s.long_iterations * scale)
+    cpp = Side(chain.kernel, cpp_sample, chain.unroll)
     twin, why = ctx.twin(name)
     ptx = None
     if twin is not None:
         plan = plan_chain(twin.probe, ctx.rng)
-        ptx = Side(plan.kernel, samplers.lane_chain(ctx.kernels, plan, lengths), UNROLL * plan.per_fact)
+        twin_sample = samplers.lane_chain(ctx.kernels, plan, s.short_iterations, s.long_iterations)
+        ptx = Side(plan.kernel, twin_sample, UNROLL * plan.per_fact)
     return measure_pair(ctx, name, cpp, ptx, why, _declared(name))
 
 
@@ -321,9 +327,11 @@ def measure_copy_pair(ctx: _Context, name: str) -> Measured:
         bulk = samplers.global_chase(ctx.kernels, twin.kernel, s.chase_nodes, stride, 1, s.seed + 1, extra, stride)
         ptx = Side(twin.kernel, samplers.chase_sample(bulk, *s.bulk_iterations), 1)
     elif twin is not None:
-        copy = samplers.global_chase(ctx.kernels, twin.kernel, s.chase_nodes, s.chase_stride, COPY_STEPS,
+        copy = samplers.global_chase(ctx.kernels, twin.kernel, s.chase_nodes, s.chase_stride, TWIN_COPY_STEPS,
                                      s.seed + 1, [], 0)  # fmt: skip
-        ptx = Side(twin.kernel, samplers.chase_sample(copy, *s.copy_iterations), COPY_STEPS)
+        # the twin's iterations hold 16 steps: as many steps as the C++ chase's (at least one iteration more long)
+        short, long = (n * COPY_STEPS // TWIN_COPY_STEPS or 1 for n in s.copy_iterations)
+        ptx = Side(twin.kernel, samplers.chase_sample(copy, short, max(long, short + 1)), TWIN_COPY_STEPS)
     return measure_pair(ctx, name, cpp, ptx, why, _declared(name))
 
 
@@ -377,11 +385,12 @@ ATOMIC_STEP_CYCLES = 1500.0  # one returning add to global memory at most
 COPY_STEP_CYCLES = 3000.0  # one copy round trip through L2 at most
 GRID_BARRIER_S = 5e-6  # one grid barrier at most (as grid_sync plans it)
 GRID_TIMED_CALLS = 6  # one grid launch: two fills, the checked run (fill, launch, read), the error read
+LISTING_S = 3.0  # reading the loaded cubin's listing once, for what each kernel compiled to (1.5 s on 2 cores)
 
 
 def plan(settings: Settings, device: Device) -> Plan:
     """Every pair at its most repeats, both sides: each chain and barrier a long and a short launch per
-    sample, the chases also their cycles built, the grid barrier at two sizes."""
+    sample, the chases also their cycles built, the grid barrier at two sizes; and the listing read once."""
     s = settings
     side = samples_plan(s, device, CHAIN_STEP_CYCLES)
     chains_plan = [probe(side, side) for _ in _CPP_CHAINS]
@@ -398,7 +407,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     barriers_per_launch = s.grid_checks + s.grid_long_syncs
     grid_runs = 2 * 2 * 2 * s.max_repeats  # sizes x sides x launches x samples
     grid = probe(Plan(0, grid_runs * GRID_TIMED_CALLS, grid_runs * barriers_per_launch * GRID_BARRIER_S))
-    return sum([*chains_plan, *barriers, *atomics, *chases], grid)
+    return sum([*chains_plan, *barriers, *atomics, *chases], grid + Plan(0, 0, 0.0, LISTING_S))
 
 
 # A first contact: a tile shuffle and a tile reduction, each beside its twin, one sample: NVRTC's code

@@ -97,10 +97,13 @@ def scan_chain(kernel: str, rng: np.random.Generator) -> LaneChain:
     return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], _steps(inclusive_scan, start))
 
 
+GROUP_STEPS = 8  # steps per loop iteration of the formed-group kernels (ptx/coop/groups.cu's GP_GROUP_STEPS)
+
+
 def group_chain(kernel: str, step: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator) -> LaneChain:
     """A group formed from each step's values (labeled or binary), its sum fed back."""
     start = rng.integers(0, 2**32, LANES, dtype=np.uint64)
-    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], _steps(step, start))
+    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], _steps(step, start), unroll=GROUP_STEPS)
 
 
 ACTIVE = 16  # lanes that take the coalesced kernel's branch (the twin's block of 16 threads)
@@ -117,7 +120,8 @@ def coalesced_chain(kernel: str, rng: np.random.Generator) -> LaneChain:
         moved[:ACTIVE] = values[source[:ACTIVE]]
         return moved
 
-    return LaneChain(kernel, source.astype(np.uint64), start, [np.uint32(ACTIVE)], _steps(step, start))
+    return LaneChain(kernel, source.astype(np.uint64), start, [np.uint32(ACTIVE)], _steps(step, start),
+                     unroll=GROUP_STEPS)  # fmt: skip
 
 
 def like_twin(kernel: str, twin_probe: str, rng: np.random.Generator) -> LaneChain:

@@ -31,10 +31,11 @@ from gpuprobe.families.warp import LaneChain, chain_launch
 Sample = Callable[[], float]  # one verified sample of one step's cost, in cycles
 
 
-def lane_chain(kernels: Kernels, chain: LaneChain, lengths: Lengths) -> Sample:
-    """A warp-family chain (C++ or PTX): cycles per fact unit (one collective, or one whole reduction
-    where the twin's step is one butterfly stage: ``per_fact``)."""
+def lane_chain(kernels: Kernels, chain: LaneChain, short: int, long: int) -> Sample:
+    """A warp-family chain (C++ or PTX), ``short`` and ``long`` iterations of its ``unroll`` steps: cycles
+    per fact unit (one collective, or one whole reduction where the twin's step is one butterfly stage)."""
     launch = chain_launch(kernels, chain)
+    lengths = Lengths(short, long, chain.unroll)
     return lambda: step_sample(launch, lengths, chain.kernel) / chain.per_fact
 
 

@@ -154,6 +154,7 @@ class LaneChain:
     per_fact: float = 1.0  # steps per fact unit (a tile reduction is log2(tile) steps)
     check_word: Callable[[], int] | None = None  # the extra word the kernel writes, predicted
     threads: int = LANES  # the block: the lanes that exist, each writing its final value
+    unroll: int = UNROLL  # collectives per loop iteration (32 in every hand-written kernel)
 
 
 def _power(step: Callable[[np.ndarray], np.ndarray], start: np.ndarray, count: int) -> np.ndarray:
@@ -268,7 +269,7 @@ def chain_launch(kernels: Kernels, chain: LaneChain) -> Callable[[int], float]:
     def launch(iterations: int) -> float:
         args = [lanes, *chain.scalars, np.uint32(iterations), out]
         values = kernels.run(chain.kernel, args, out, words, block=chain.threads)
-        steps = iterations * UNROLL
+        steps = iterations * chain.unroll
         if steps not in predicted:
             predicted[steps] = chain.predict(steps)
         check_lanes(chain.kernel, values[1 : 1 + chain.threads], predicted[steps], steps)
