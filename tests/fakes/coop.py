@@ -20,7 +20,7 @@ import numpy as np
 from gpuprobe.families.coop import Settings
 from tests.fakes import async_copy, atomics, barrier, cluster, grid_sync, warp
 
-LANES, UNROLL, GROUP_STEPS, COPY_STEPS = 32, 32, 8, 4  # steps per iteration: chains, formed groups, copy chases
+LANES, UNROLL, GROUP_STEPS, COPY_STEPS = 32, 32, 8, 4  # steps per iteration: chains, groups and sub-warp tiles, copies
 FIXED = 70.0  # what a timed region pays once
 WORD = 0xFFFFFFFF
 
@@ -118,13 +118,17 @@ def tile_chain(
 
 
 def reduce_kernel(kernel: str, tile: int, combine: str) -> Callable[..., None]:
+    """cg::reduce over tiles of ``tile`` lanes: 32 reductions per iteration, 8 below a whole warp."""
+    unroll = UNROLL if tile == LANES else GROUP_STEPS
+
     @_positional
     def simulate(gpu: Any, launch: Any, lanes: Any, iters: Any, out: Any) -> None:
         start = _words(lanes, 2 * LANES)[LANES:]
         values = start
-        for _ in range(int(iters) * UNROLL):
+        for _ in range(int(iters) * unroll):
             values = [_tile_total(values, lane, tile, combine) for lane in range(LANES)]
-        _finish(gpu, kernel, out, int(iters), values, _tile_total(start, 0, tile, combine))
+        check = _tile_total(start, 0, tile, combine)
+        _finish(gpu, kernel, out, int(iters), values, check, steps=int(iters) * unroll)
 
     return simulate
 

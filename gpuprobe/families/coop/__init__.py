@@ -216,7 +216,7 @@ _CPP_CHAINS: dict[str, Callable[[np.random.Generator], chains.LaneChain]] = {
 
 
 def measure_chain_pair(ctx: _Context, name: str) -> Measured:
-    """A chain of 32 steps per iteration (8 for the formed groups, whose steps are long) beside its twin
+    """A chain of 32 steps per iteration (8 for formed groups and sub-warp tiles, whose steps are long) beside its twin
     of 32: each side's iteration counts scaled to the same number of steps."""
     s = ctx.settings
     chain = _CPP_CHAINS[name](ctx.rng)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from gpuprobe.families.differencing import UNROLL
 from gpuprobe.families.warp import FULL, LANES, LaneChain, plan_chain
 
 _LANE = np.arange(LANES)
@@ -73,13 +74,18 @@ def binary_step(values: np.ndarray) -> np.ndarray:
     return group_sums(values, values & np.uint64(1))
 
 
+SUBWARP_STEPS = 8  # reductions per loop iteration over a tile narrower than the warp (tiles.cu's GP_SUBWARP_STEPS)
+
+
 def reduce_chain(kernel: str, tile: int, combine: str, rng: np.random.Generator) -> LaneChain:
-    """cg::reduce over tiles of ``tile`` lanes fed back 32 times per iteration; the check word is the
-    untimed first reduction of lane 0's tile."""
+    """cg::reduce over tiles of ``tile`` lanes fed back 32 times per iteration (8 below a whole warp);
+    the check word is the untimed first reduction of lane 0's tile."""
     start = rng.integers(0, 2**32, LANES, dtype=np.uint64)
     after = _steps(lambda v: tile_reduce(v, tile, combine), start)
     first = int(tile_reduce(start, tile, combine)[0])
-    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], after, check_word=lambda: first)
+    unroll = SUBWARP_STEPS if tile < LANES else UNROLL
+    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], after, check_word=lambda: first,
+                     unroll=unroll)  # fmt: skip
 
 
 def fadd_chain(kernel: str, rng: np.random.Generator) -> LaneChain:
