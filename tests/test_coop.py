@@ -240,7 +240,7 @@ def test_the_figure_draws_every_pair_with_its_sass(whole_run: dict) -> None:
     facts = [f for m in whole_run.values() for f in m.facts]
     results = Results(device=FakeGpu().device(), facts=facts, probes={n: m.outcome for n, m in whole_run.items()})
     rows = plot.pair_rows(results)
-    assert len(rows) == sum(1 for f in facts if f.unit == "fraction")
+    assert len(rows) == sum(1 for f in facts if f.unit == "ratio")
     assert (rows[5][0], rows[5][3]) == ("coop.reduce.add.latency.32", "REDUX.SUM.S32 1")
     assert plot.pairs_png(results, 60)[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot.pairs_png(Results(device=FakeGpu().device(), probes={"x": ProbeOutcome("ok")}), 60) is None
@@ -260,8 +260,10 @@ def test_settings_refuse_what_cannot_run() -> None:
         coop.Settings(dsm_stride=12)
 
 
-def test_a_fact_is_a_fraction_for_ratios_and_cycles_otherwise(whole_run: dict) -> None:
+def test_a_ratio_is_derived_from_the_paired_samples_and_costs_are_cycles(whole_run: dict) -> None:
     units = {f.id: f.unit for m in whole_run.values() for f in m.facts}
-    assert {u for i, u in units.items() if ".ratio" in i} == {"fraction"}
+    assert {u for i, u in units.items() if ".ratio" in i} == {"ratio"}
     assert {u for i, u in units.items() if ".ratio" not in i} == {"cycle"}
-    assert isinstance(next(iter(whole_run.values())).facts[0], Fact)
+    ratios = [f for m in whole_run.values() for f in m.facts if f.unit == "ratio"]
+    assert all(f.samples == [] and f.ci[0] <= f.value <= f.ci[1] for f in ratios)
+    assert isinstance(ratios[0], Fact)

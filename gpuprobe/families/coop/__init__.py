@@ -8,7 +8,8 @@ ratio of the two is known. Each C++ kernel has its twin's interface and check, s
 both (:mod:`gpuprobe.families.coop.samplers`), and both results are held to the host's prediction.
 
 Facts per pair: ``coop.<what>.latency`` (the C++ cost, cycles), ``coop.<what>.ptx_latency`` (the twin
-measured beside it) and ``coop.<what>.ratio`` (C++ over twin, sample by sample). A probe whose arch has
+measured beside it) and ``coop.<what>.ratio`` (C++ over twin, the median of the sample-by-sample ratios, derived: the two costs
+keep the samples). A probe whose arch has
 no twin (cp.async before sm_80) gives its C++ cost alone; one whose twin's contract does not hold here
 does too, and says why. Each probe's outcome records what both kernels compiled to, per step, read
 from the cubin that ran (:mod:`gpuprobe.families.coop.lowering`): its note says it in words, its series
@@ -42,6 +43,7 @@ from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
 from gpuprobe.families.planning import cycles_s, probe
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.warp import TILES, plan_chain
+from gpuprobe.judge.analysis import median_ci
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.ordering import not_below
 from gpuprobe.output.sections import Section
@@ -153,6 +155,14 @@ class Side:
     steps: float
 
 
+def ratio_fact(fact_id: str, ratios: list[float], name: str) -> Fact:
+    """C++ over twin: the median of the sample-by-sample ratios and its CI. Derived from the two cost
+    facts' paired samples, which the results keep, so it carries none of its own: a comparison of two
+    runs judges the costs, not their ratio again with the noise of both."""
+    value, low, high = median_ci(ratios)
+    return Fact(fact_id, value, "ratio", (low, high), [], {}, name)
+
+
 def _sass(ctx: _Context, side: Side) -> dict[str, float]:
     if ctx.listing is None or side.kernel not in ctx.listing.kernels:
         return {}
@@ -176,7 +186,7 @@ def measure_pair(ctx: _Context, name: str, cpp: Side, ptx: Side | None, why: str
     clock = mhz()
     found = [fact(facts[0], cost, "cycle", name, clock)]
     if ptx is not None:
-        found += [fact(facts[1], twin_cost, "cycle", name, clock), fact(facts[2], ratio, "fraction", name)]
+        found += [fact(facts[1], twin_cost, "cycle", name, clock), ratio_fact(facts[2], ratio, name)]
     sass_cpp = _sass(ctx, cpp)
     note = f"{ctx.arch} SASS per step: C++ {cpp.kernel}: {lowering.summary(sass_cpp)}"
     series = {"sass_cpp": {op: [n] for op, n in sass_cpp.items()}}
