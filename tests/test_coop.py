@@ -258,6 +258,8 @@ def test_settings_refuse_what_cannot_run() -> None:
         coop.Settings(copy_iterations=(8, 8))
     with pytest.raises(ValueError, match="8-byte address"):
         coop.Settings(dsm_stride=12)
+    with pytest.raises(ValueError, match="16-byte copy"):
+        coop.Settings(chase_stride=24)
 
 
 def test_a_ratio_is_derived_from_the_paired_samples_and_costs_are_cycles(whole_run: dict) -> None:

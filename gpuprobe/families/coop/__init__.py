@@ -8,12 +8,12 @@ ratio of the two is known. Each C++ kernel has its twin's interface and check, s
 both (:mod:`gpuprobe.families.coop.samplers`), and both results are held to the host's prediction.
 
 Facts per pair: ``coop.<what>.latency`` (the C++ cost, cycles), ``coop.<what>.ptx_latency`` (the twin
-measured beside it) and ``coop.<what>.ratio`` (C++ over twin, the median of the sample-by-sample ratios, derived: the two costs
-keep the samples). A probe whose arch has
-no twin (cp.async before sm_80) gives its C++ cost alone; one whose twin's contract does not hold here
-does too, and says why. Each probe's outcome records what both kernels compiled to, per step, read
-from the cubin that ran (:mod:`gpuprobe.families.coop.lowering`): its note says it in words, its series
-``sass`` counts each opcode, and the fact sheet's figure shows it beside the costs.
+measured beside it) and ``coop.<what>.ratio`` (C++ over twin: the median of the sample-by-sample ratios,
+derived, the two costs keeping the samples). A probe whose arch has no twin (cp.async before sm_80)
+gives its C++ cost alone; one whose twin's contract does not hold here does too, and says why. Each
+probe's outcome records what both kernels compiled to, per step, read from the cubin that ran
+(:mod:`gpuprobe.families.coop.lowering`): its note says it in words, its series ``sass_cpp`` and
+``sass_ptx`` count each opcode, and the fact sheet's figure shows them beside the costs.
 
 Cycles only, but for the grid barrier (whose long launches read the SM clock, as grid_sync does).
 """
@@ -118,8 +118,8 @@ class Settings(DifferencedSettings):
                 raise ValueError(f"Settings.{name}: need 1 <= short < long, got {short}, {long}")
         if self.clusters < 1 or self.grid_block % 32 or self.grid_checks < 1 or self.chase_nodes < 2:
             raise ValueError("Settings: clusters and grid_checks at least 1, grid_block whole warps, two nodes")
-        if self.chase_stride < BARRIER_COPY_BYTES // 2 or self.dsm_stride % 8:
-            raise ValueError("Settings: a chase node holds its copy, a DSM node an 8-byte address")
+        if self.chase_stride < 16 or self.chase_stride % 16 or self.dsm_stride < 8 or self.dsm_stride % 8:
+            raise ValueError("Settings: a chase node holds an aligned 16-byte copy, a DSM node an 8-byte address")
 
     def grid(self) -> GridSettings:
         """The grid barriers' settings, in grid_sync's terms (its kernel runs as the twin)."""
@@ -166,7 +166,7 @@ def ratio_fact(fact_id: str, ratios: list[float], name: str) -> Fact:
 def _sass(ctx: _Context, side: Side) -> dict[str, float]:
     if ctx.listing is None or side.kernel not in ctx.listing.kernels:
         return {}
-    return lowering.per_step(ctx.listing.kernel(side.kernel), max(1, round(side.steps)))
+    return lowering.per_step(ctx.listing.kernel(side.kernel), side.steps)
 
 
 def measure_pair(ctx: _Context, name: str, cpp: Side, ptx: Side | None, why: str,
@@ -395,7 +395,7 @@ ATOMIC_STEP_CYCLES = 1500.0  # one returning add to global memory at most
 COPY_STEP_CYCLES = 3000.0  # one copy round trip through L2 at most
 GRID_BARRIER_S = 5e-6  # one grid barrier at most (as grid_sync plans it)
 GRID_TIMED_CALLS = 6  # one grid launch: two fills, the checked run (fill, launch, read), the error read
-LISTING_S = 3.0  # reading the loaded cubin's listing once, for what each kernel compiled to (1.5 s on 2 cores)
+LISTING_S = 1.0  # the loaded cubin's listing read once, for what each kernel compiled to (0.3-0.7 s on 2 cores)
 
 
 def plan(settings: Settings, device: Device) -> Plan:

@@ -1,9 +1,10 @@
 """What a kernel compiled to, per step of its timed region: the opcode summary the fact sheet shows.
 
 Read from the listing of the cubin the measuring process loaded (the one whose contracts held), so it
-is the SASS that ran. A probe's timed region runs ``steps`` steps per loop iteration (32 collectives,
-16 chase steps, one grid barrier per round); each opcode's count in the region is divided by them, so
-a summary reads "REDUX.SUM.S32 1, MOV 1 per step". Loop control and what runs once per iteration
+is the SASS that ran. A probe's timed region runs ``steps`` steps per loop iteration (32 collectives, 8
+of the long ones, 4 copy round trips, 32 / log2(T) reductions of a hand-written T-lane butterfly, one
+grid barrier per round); each opcode's count in the region is divided by them, so a summary reads
+"REDUX.SUM.S32 1, MOV 1" per step. Loop control and what runs once per iteration
 (under one per step) is left out of the summary and counted apart.
 """
 
@@ -19,7 +20,7 @@ from gpuprobe.build.sass import Kernel, Listing, read_cubin
 MAX_SHOWN = 6  # opcodes named in a summary, the most frequent first
 
 
-def per_step(kernel: Kernel, steps: int) -> dict[str, float]:
+def per_step(kernel: Kernel, steps: float) -> dict[str, float]:
     """Each opcode of the timed region (between the clock reads) per step, those at least once a step."""
     timed, _ = KernelRegions(kernel).region("timed")
     counts = Counter(ins.opcode for ins in timed)
@@ -38,7 +39,7 @@ def summary(counts: dict[str, float]) -> str:
     """``REDUX.SUM.S32 1, MOV 1`` (per step): the notable opcodes first (:data:`NOTABLE`), then the most
     frequent, and how many others there were."""
     ordered = sorted(counts.items(), key=lambda item: (item[0].split(".", 1)[0] not in NOTABLE, -item[1]))
-    shown = [f"{opcode} {count:g}" for opcode, count in ordered[:MAX_SHOWN]]
+    shown = [f"{opcode} {count:.3g}" for opcode, count in ordered[:MAX_SHOWN]]
     rest = len(counts) - MAX_SHOWN
     return ", ".join(shown) + (f" and {rest} other opcodes" if rest > 0 else "") if shown else "none"
 

@@ -23,7 +23,7 @@ SHOWN_OPCODES = 4  # per bar label, the most frequent first
 def _label(counts: dict[str, list[float]]) -> str:
     """The opcodes per step as the probe recorded them, notable ones first (as its note says them)."""
     items = sorted(counts.items(), key=lambda item: (item[0].split(".", 1)[0] not in NOTABLE, -item[1][0]))
-    return ", ".join(f"{opcode} {values[0]:g}" for opcode, values in items[:SHOWN_OPCODES])
+    return ", ".join(f"{opcode} {values[0]:.3g}" for opcode, values in items[:SHOWN_OPCODES])
 
 
 def pair_rows(results: Results) -> list[tuple[str, float, float, str, str]]:
