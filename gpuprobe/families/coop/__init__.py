@@ -226,8 +226,8 @@ _CPP_CHAINS: dict[str, Callable[[np.random.Generator], chains.LaneChain]] = {
 
 
 def measure_chain_pair(ctx: _Context, name: str) -> Measured:
-    """A chain of 32 steps per iteration (8 for formed groups and sub-warp tiles, whose steps are long) beside its twin
-    of 32: each side's iteration counts scaled to the same number of steps."""
+    """A chain of 32 steps per iteration (8 for formed groups and sub-warp tiles, whose steps are long)
+    beside its twin of 32: each side's iteration counts scaled to the same number of steps."""
     s = ctx.settings
     chain = _CPP_CHAINS[name](ctx.rng)
     scale = UNROLL // chain.unroll
@@ -246,8 +246,8 @@ def measure_chain_pair(ctx: _Context, name: str) -> Measured:
 
 
 def measure_block_pair(ctx: _Context, name: str) -> Measured:
-    threads, lengths = int(name.rsplit(".", 1)[1]), ctx.settings.lengths
-    cpp = Side("gp_coop_block_sync", samplers.block_barrier(ctx.kernels, "gp_coop_block_sync", threads, lengths), 32)
+    threads, lengths, kernel = int(name.rsplit(".", 1)[1]), ctx.settings.lengths, "gp_coop_block_sync"
+    cpp = Side(kernel, samplers.block_barrier(ctx.kernels, kernel, threads, lengths), UNROLL)
     twin, why = ctx.twin(name)
     ptx = None
     if twin is not None:
