@@ -230,9 +230,10 @@ def test_without_a_twin_on_the_arch_the_cost_is_measured_alone() -> None:
 # ---- the summary, the figure, the plan ---------------------------------------------------------------
 
 
-def test_a_summary_names_collectives_and_memory_first() -> None:
-    counts = {"IADD3": 3.0, "BRA": 2.0, "SHFL.BFLY": 1.0, "ATOMG.E.ADD": 1.0}
-    assert lowering.summary(counts) == "SHFL.BFLY 1, ATOMG.E.ADD 1, IADD3 3, BRA 2"
+def test_a_summary_names_what_the_abstraction_is_about_first() -> None:
+    counts = {"IADD3": 3.0, "LD.E.128": 16.0, "ULDC": 3.0, "BRA": 2.0, "UBLKCP.S.G": 1.0, "SHFL.BFLY": 2.0}
+    assert lowering.summary(counts) == "SHFL.BFLY 2, UBLKCP.S.G 1, LD.E.128 16, IADD3 3, ULDC 3, BRA 2"
+    assert lowering.summary({**counts, "MOV": 1.0}).endswith("BRA 2 and 1 other opcodes")
     assert lowering.summary({}) == "none"
 
 

@@ -27,18 +27,27 @@ def per_step(kernel: Kernel, steps: float) -> dict[str, float]:
     return {opcode: count / steps for opcode, count in counts.most_common() if count >= steps}
 
 
-# What a reader looks for first: warp collectives, barriers and fences, copies, and memory accesses;
-# integer arithmetic and branches (address and loop bookkeeping) after them.
-NOTABLE = MEMORY_OPCODES | frozenset(
+# What a reader looks for first: the instructions an abstraction is about (warp collectives, barriers,
+# fences, atomics, asynchronous copies and their completion), then the other memory accesses (a
+# library's paths for what it cannot prove, such as a source outside global memory, counted though not
+# taken), then the rest (addresses, loop and branch bookkeeping). Constant loads count as the rest.
+KEY = frozenset(
     {"SHFL", "REDUX", "CREDUX", "MATCH", "VOTE", "VOTEU", "BAR", "WARPSYNC", "UCGABAR_ARV", "UCGABAR_WAIT",
-     "ELECT", "NANOSLEEP", "ARRIVES", "DEPBAR", "LDGDEPBAR", "POPC", "FLO", "BREV", "FADD"}
+     "MEMBAR", "CCTL", "ATOM", "ATOMG", "ATOMS", "RED", "REDG", "UBLKCP", "SYNCS", "LDGSTS", "LDGDEPBAR",
+     "DEPBAR", "ARRIVES", "NANOSLEEP", "ELECT", "FADD", "POPC", "FLO", "BREV"}
 )  # fmt: skip
+OTHER_MEMORY = MEMORY_OPCODES - KEY - {"LDC", "ULDC", "LDCU"}
+
+
+def rank(opcode: str, count: float) -> tuple[int, float]:
+    """Where an opcode goes in a summary: key instructions, other memory accesses, the rest; most first."""
+    base = opcode.split(".", 1)[0]
+    return (0 if base in KEY else 1 if base in OTHER_MEMORY else 2, -count)
 
 
 def summary(counts: dict[str, float]) -> str:
-    """``REDUX.SUM.S32 1, MOV 1`` (per step): the notable opcodes first (:data:`NOTABLE`), then the most
-    frequent, and how many others there were."""
-    ordered = sorted(counts.items(), key=lambda item: (item[0].split(".", 1)[0] not in NOTABLE, -item[1]))
+    """``REDUX.SUM.S32 1, MOV 1`` (per step): the opcodes in :func:`rank` order, and how many others."""
+    ordered = sorted(counts.items(), key=lambda item: rank(*item))
     shown = [f"{opcode} {count:.3g}" for opcode, count in ordered[:MAX_SHOWN]]
     rest = len(counts) - MAX_SHOWN
     return ", ".join(shown) + (f" and {rest} other opcodes" if rest > 0 else "") if shown else "none"

@@ -14,15 +14,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from gpuprobe.core.results import Results
-from gpuprobe.families.coop.lowering import NOTABLE
+from gpuprobe.families.coop.lowering import rank
 from gpuprobe.output.sections import Plot
 
 SHOWN_OPCODES = 4  # per bar label, the most frequent first
 
 
 def _label(counts: dict[str, list[float]]) -> str:
-    """The opcodes per step as the probe recorded them, notable ones first (as its note says them)."""
-    items = sorted(counts.items(), key=lambda item: (item[0].split(".", 1)[0] not in NOTABLE, -item[1][0]))
+    """The opcodes per step as the probe recorded them, in the order its note gives them."""
+    items = sorted(counts.items(), key=lambda item: rank(item[0], item[1][0]))
     return ", ".join(f"{opcode} {values[0]:.3g}" for opcode, values in items[:SHOWN_OPCODES])
 
 
