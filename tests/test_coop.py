@@ -225,6 +225,8 @@ def test_without_a_twin_on_the_arch_the_cost_is_measured_alone() -> None:
     measured = measure_family(coop, gpu, {"coop.pipeline"}, FAST_SETTINGS, device=_device("sm_75"))["coop.pipeline"]
     assert [f.id for f in measured.facts] == ["coop.pipeline.latency"]
     assert "no twin measured: sm_75 has nothing hand-written" in measured.outcome.detail
+    absent = set(find_probe("coop.pipeline").facts) - {"coop.pipeline.latency"}
+    assert absent <= set(coop.OPTIONAL_FACTS)  # its measured test skips them, naming why
 
 
 # ---- the summary, the figure, the plan ---------------------------------------------------------------

@@ -420,6 +420,12 @@ def plan(settings: Settings, device: Device) -> Plan:
     return sum([*chains_plan, *barriers, *atomics, *chases], grid + Plan(0, 0, 0.0, LISTING_S))
 
 
+OPTIONAL_FACTS = {  # the twin and the ratio of a copy measured alone where the arch has no cp.async (sm_75)
+    f"{name}.{kind}": "the arch has no cp.async: nothing hand-written stands beside it"
+    for name in ("coop.memcpy_async.cg", "coop.memcpy_async.barrier", "coop.pipeline")
+    for kind in ("ptx_latency", "ratio")
+}
+
 # A first contact: a tile shuffle and a tile reduction, each beside its twin, one sample: NVRTC's code
 # launched, checked and paired.
 SMOKE = Smoke(probes=("coop.tile.shfl", "coop.reduce.add.32"), settings=Settings(**SMOKE_SAMPLING))
