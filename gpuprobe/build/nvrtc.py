@@ -98,7 +98,7 @@ def _library(path: Path) -> ctypes.CDLL:
     name, which a library outside the loader's search path (a toolkit's lib64, a wheel) is not on."""
     try:
         for builtins in sorted(p for p in path.parent.iterdir() if _BUILTINS.match(p.name)):
-            ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
+            ctypes.CDLL(str(builtins))
         library = ctypes.CDLL(str(path))
     except OSError as exc:
         raise GpuprobeError(f"{path}: cannot load it as NVRTC ({exc})") from None
