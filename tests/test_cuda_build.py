@@ -17,6 +17,7 @@ from gpuprobe.build.cudasource import source_inputs, translation_unit
 from gpuprobe.build.flow import Step, back_edges
 from gpuprobe.build.ptxsource import Generated, combine
 from gpuprobe.build.registry import PTX_DIR, Probe, all_probes, find_probe, load_family
+from gpuprobe.build.sass import read_cubin
 from gpuprobe.build.toolchain import TOOLKIT_VARIABLE, assemble_ptx, compile_cuda
 from gpuprobe.cli import main
 from gpuprobe.core.arch import parse_arch
@@ -186,6 +187,20 @@ def test_a_ptxas_too_old_for_nvrtcs_ptx_is_an_error_at_nvrtcs_ptx(tmp_path: Path
     with pytest.raises(GpuprobeError) as excinfo:
         assemble_ptx(module.text, SM80, "probes-sm_80", module.origins)
     assert one_line(excinfo.value).startswith("NVRTC's PTX of a.cu:")
+
+
+def test_a_listing_may_parse_the_code_of_some_kernels_only() -> None:
+    """What the coop family reads in its measuring process: its kernels' and their twins' code, all the
+    kernels still listed with their resources."""
+    module = build_for(all_probes(), SM90A)
+    wanted = {"gp_coop_reduce_add_32_lat", "gp_warp_redux_add_lat"}
+    partial = read_cubin(module.cubin, wanted)
+    assert set(partial.kernels) == set(module.listing.kernels)
+    assert {n for n, k in partial.kernels.items() if k.instructions} == wanted
+    assert (
+        partial.kernel("gp_coop_reduce_add_32_lat").to_json()
+        == read_cubin(module.cubin).kernel("gp_coop_reduce_add_32_lat").to_json()
+    )
 
 
 def test_sass_of_a_cu_file_shows_what_the_build_compiled(capsys: pytest.CaptureFixture[str]) -> None:

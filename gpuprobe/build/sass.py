@@ -9,6 +9,7 @@ checked against the disassembler's own text.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,7 +211,8 @@ def parse_instruction(offset: int, body: str) -> Instruction:
 class _ListingParser:
     """A single pass over the listing, tracking the current section."""
 
-    def __init__(self) -> None:
+    def __init__(self, only: Collection[str] | None = None) -> None:
+        self.only = None if only is None else frozenset(only)  # the kernels whose code is parsed (None: all)
         self.arch = ""
         self.kernels: dict[str, Kernel] = {}
         self.entries: set[str] = set()
@@ -235,7 +237,9 @@ class _ListingParser:
         elif directive and (match := _ENTRY.match(line)):
             self.entries.add(match["name"])
         elif self.section.startswith(".text."):
-            self._feed_code(self.kernels[self.section[len(".text.") :]], line)
+            name = self.section[len(".text.") :]
+            if self.only is None or name in self.only:
+                self._feed_code(self.kernels[name], line)
         elif self.section.startswith(".nv.info"):
             self._feed_info(line)
         elif self.section.startswith(".nv.shared.") and (match := _ZERO.match(line)):
@@ -293,9 +297,10 @@ class _ListingParser:
         return Listing(arch=self.arch, kernels=self.kernels)
 
 
-def parse_listing(text: str) -> Listing:
-    """Parse nvdisasm's full listing (not ``-c``: resource attributes live outside the code)."""
-    parser = _ListingParser()
+def parse_listing(text: str, only: Collection[str] | None = None) -> Listing:
+    """Parse nvdisasm's full listing (not ``-c``: resource attributes live outside the code); given
+    ``only``, the code of those kernels alone (the others are listed, their instructions left out)."""
+    parser = _ListingParser(only)
     for line in text.splitlines():
         parser.feed(line)
     return parser.finish()
@@ -324,5 +329,5 @@ def apply_compile_log(listing: Listing, log: str) -> None:
             current = None
 
 
-def read_cubin(path: Path) -> Listing:
-    return parse_listing(disassemble(path))
+def read_cubin(path: Path, only: Collection[str] | None = None) -> Listing:
+    return parse_listing(disassemble(path), only)

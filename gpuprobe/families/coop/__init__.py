@@ -377,12 +377,20 @@ def _step(name: str) -> Callable[[_Context, str], Measured]:
     return measure_atomic_pair
 
 
+def kernels_read(arch: Arch) -> set[str]:
+    """The kernels whose SASS the family reads on ``arch``: its own and their twins'."""
+    twins = (twin_of(name, arch) for name in PROBES)
+    return {find_probe(name).kernel for name in PROBES} | {twin.kernel for twin in twins if twin is not None}
+
+
 def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); ``state`` is not used. What each
     kernel compiled to is read from ``request.cubin``, the cubin the launcher loaded."""
     settings = request.settings or Settings()
-    ctx = _Context(Kernels(request.launcher, request.parameters), request.device, parse_arch(request.device.arch),
-                   settings, lowering.listing_of(request.cubin), np.random.default_rng(settings.seed))  # fmt: skip
+    arch = parse_arch(request.device.arch)
+    listing = lowering.listing_of(request.cubin, kernels_read(arch))
+    ctx = _Context(Kernels(request.launcher, request.parameters), request.device, arch, settings, listing,
+                   np.random.default_rng(settings.seed))  # fmt: skip
     steps = {name: (lambda name=name: _step(name)(ctx, name)) for name in PROBES}
     return runs(PROBES, steps, request.runnable)
 
@@ -395,7 +403,7 @@ ATOMIC_STEP_CYCLES = 1500.0  # one returning add to global memory at most
 COPY_STEP_CYCLES = 3000.0  # one copy round trip through L2 at most
 GRID_BARRIER_S = 5e-6  # one grid barrier at most (as grid_sync plans it)
 GRID_TIMED_CALLS = 6  # one grid launch: two fills, the checked run (fill, launch, read), the error read
-LISTING_S = 1.0  # the loaded cubin's listing read once, for what each kernel compiled to (0.3-0.7 s on 2 cores)
+LISTING_S = 0.5  # the loaded cubin's listing read once, its kernels' and twins' code parsed (0.2 s on 2 cores)
 
 
 def plan(settings: Settings, device: Device) -> Plan:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 
 from gpuprobe.build.contracts import MEMORY_OPCODES, KernelRegions
@@ -53,13 +54,14 @@ def summary(counts: dict[str, float]) -> str:
     return ", ".join(shown) + (f" and {rest} other opcodes" if rest > 0 else "") if shown else "none"
 
 
-def listing_of(cubin: Path | None) -> Listing | None:
-    """The listing of the cubin the launcher loaded; None when the caller gave none."""
-    return _listing(cubin) if cubin is not None else None
+def listing_of(cubin: Path | None, kernels: Collection[str]) -> Listing | None:
+    """The listing of the cubin the launcher loaded, the code of ``kernels`` alone parsed (the family's
+    and its twins': a whole listing is 100,000 lines); None when the caller gave no cubin."""
+    return _listing(cubin, frozenset(kernels)) if cubin is not None else None
 
 
 @functools.lru_cache(maxsize=2)
-def _listing(cubin: Path) -> Listing:
-    """Parsed once per process and cubin (a cubin in the cache is never rewritten: its name is its
+def _listing(cubin: Path, kernels: frozenset[str]) -> Listing:
+    """Parsed once per process, cubin and kernels (a cubin in the cache is never rewritten: its name is its
     content's hash); a second measurement in the same process (a test's) reads it again for free."""
-    return read_cubin(cubin)
+    return read_cubin(cubin, kernels)
