@@ -3,8 +3,9 @@
 Run them with ``.venv/bin/pytest benchmarks/ --benchmark-only``. They sit outside ``testpaths``, so
 the ordinary test command never runs them. ``gpuprobe check`` is timed as a user runs it, as a
 command (interpreter start, imports and declarations included): cold with an empty cache, warm with
-a full one. Parsing the largest arch's listing and holding every probe to its contract are timed
-in this process.
+a full one. Parsing the largest arch's listing, finding its loops, holding every probe to its
+contract, and NVRTC's compile of the CUDA C++ probes of one arch (the build cost they add to a cold
+check, once per arch) are timed in this process.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from gpuprobe.build.check import CheckResult, check_probe
-from gpuprobe.build.cubin import BuiltModule, build_for
-from gpuprobe.build.registry import all_probes
+from gpuprobe.build.cubin import CUDA_SUFFIX, BuiltModule, build_for
+from gpuprobe.build.cudasource import cuda_module
+from gpuprobe.build.registry import SOURCE_ROOT, all_probes
 from gpuprobe.build.sass import parse_listing
 from gpuprobe.build.toolchain import disassemble
 from gpuprobe.core.arch import parse_arch
@@ -77,3 +79,24 @@ def test_hold_every_probe_to_its_contract(benchmark, module: BuiltModule) -> Non
 
     results = benchmark(check_each)
     assert len(results) == len(probes)
+
+
+def test_find_the_loops_of_the_largest_listing(benchmark, module: BuiltModule) -> None:
+    """Every kernel's loops (back edges, by dominators: gpuprobe.build.flow)."""
+    kernels = list(module.listing.kernels.values())
+    loops = benchmark(lambda: [kernel.loops for kernel in kernels])
+    assert len(loops) == len(kernels)
+
+
+def test_compile_the_cuda_probes_of_one_arch(benchmark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVRTC on every CUDA C++ probe of the largest arch, one translation unit, from an empty cache."""
+    sources = sorted({p.source for p in all_probes() if p.supports(LARGEST) and p.source.suffix == CUDA_SUFFIX})
+    caches = (tmp_path / f"nvrtc-{n}" for n in itertools.count())
+
+    def empty_cache() -> tuple[tuple, dict]:
+        monkeypatch.setenv("GPUPROBE_CACHE", str(next(caches)))
+        return (), {}
+
+    generated = benchmark.pedantic(lambda: cuda_module(sources, LARGEST, SOURCE_ROOT), setup=empty_cache, rounds=3,
+                                   iterations=1)  # fmt: skip
+    assert ".entry gp_coop_grid_sync" in generated.text

@@ -162,7 +162,7 @@ def _listing_for(path: Path, arch_text: str | None):
         compiled = assemble_ptx(module.text, arch, str(path), module.origins)
     elif suffix in (".cu", ".cuh"):
         arch = parse_arch(arch_text or "sm_90a")
-        compiled = compile_cuda(read_text(path), arch, str(path))
+        compiled = compile_cuda(read_text(path), arch, str(path), (path.resolve().parent,))  # as the build compiles
     else:
         raise GpuprobeError(f"{path}: expected a .ptx, .cu or .cubin file")
     listing = read_cubin(compiled.cubin)

@@ -573,8 +573,7 @@ def measure_family(
     between clock and NVML snapshots, a failed self-check giving the outcome "failed". ``device``
     (default: what the simulated GPU reports) is the device the family is told it measures."""
     recorder = ConditionRecorder(gpu, ptx_parameters(gpu.arch), clock_usable=True)
-    request = Request(
-        gpu, ptx_parameters(gpu.arch), device or gpu.device(), set(runnable), settings, {} if state is None else state
-    )
+    request = Request(gpu, ptx_parameters(gpu.arch), device or gpu.device(), set(runnable), settings,
+                      {} if state is None else state, _module(gpu.arch).cubin)  # fmt: skip
     probes = family.measure(request)
     return {name: recorder.measure(name, run) for name, run in probes}

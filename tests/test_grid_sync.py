@@ -66,7 +66,7 @@ def test_simulated_barrier_costs_are_recovered_in_cycles_and_ns() -> None:
 def test_a_short_phase_under_a_timer_tick_reads_0_or_1_tick_and_is_no_error() -> None:
     """One barrier (0.7 us here) between block 0's reads of a %globaltimer that moves every 1 us."""
     gpu = fake_gpu()
-    grid = grid_sync._Grid.open(gpu, ptx_parameters(), gpu.device(), FAST)
+    grid = grid_sync.GridBarrier.open(gpu, ptx_parameters(), gpu.device(), FAST)
     readings = {grid.timed(1, 1)[1] for _ in range(20)}
     assert readings == {0, 1000}
 
@@ -88,7 +88,7 @@ def test_every_cooperative_grid_fits_what_the_occupancy_api_allows() -> None:
 
 def test_an_oversized_cooperative_grid_is_refused_never_shrunk() -> None:
     gpu = fake_gpu(blocks_per_sm=2, sm_count=4)
-    grid = grid_sync._Grid.open(gpu, ptx_parameters(), gpu.device(), FAST)
+    grid = grid_sync.GridBarrier.open(gpu, ptx_parameters(), gpu.device(), FAST)
     with pytest.raises(ProbeFailure, match=r"9 blocks .* at most 8 \(2 per SM x 4 SMs.*never shrunk"):
         grid.timed(9, 1)
     assert "gp_gs_grid" not in gpu.launches

@@ -293,7 +293,9 @@ def test_toolkit_description_names_exact_versions_and_where_each_came_from(
     monkeypatch.setenv(TOOLKIT_VARIABLE, os.pathsep.join([str(tmp_path / "cuda-13.0"), str(nvdisasm.parent)]))
     assert toolkit_description() == (
         f"ptxas V13.0.88 ({ptxas}, found by {TOOLKIT_VARIABLE}); "
-        f"nvdisasm V13.2.86 ({nvdisasm}, found by {TOOLKIT_VARIABLE})"
+        f"nvdisasm V13.2.86 ({nvdisasm}, found by {TOOLKIT_VARIABLE}); "
+        f"NVRTC unusable (NVRTC not found in {TOOLKIT_VARIABLE} ({tmp_path / 'cuda-13.0'}, {nvdisasm.parent}): "
+        "looked for libnvrtc.so in each one's lib64/, lib/ and itself)"
     )
 
 
@@ -322,7 +324,8 @@ def test_the_real_toolkit_is_described_exactly() -> None:
     """Whatever toolkit this suite runs under (the wheels, or GPUPROBE_TOOLKIT) is named by V-number."""
     description = toolkit_description()
     one = r"{0} V\d+\.\d+\.\d+ \(/\S+/{0}, found by (GPUPROBE_TOOLKIT|cuda\.pathfinder|CUDA_HOME|CUDA_PATH|PATH)\)"
-    assert re.fullmatch(f"{one.format('ptxas')}; {one.format('nvdisasm')}", description), description
+    nvrtc = r"NVRTC \d+\.\d+ \(/\S+/libnvrtc\.so[.\d]*, found by \S+\), CCCL \d+\.\d+\.\d+ \(/\S+\)"
+    assert re.fullmatch(f"{one.format('ptxas')}; {one.format('nvdisasm')}; {nvrtc}", description), description
 
 
 # ---------------------------------------------------------------- the cache -----

@@ -15,8 +15,9 @@ Rule kinds:
 * ``count`` — the number of instructions matching ``opcode`` is ``count`` (or within min/max);
 * ``only`` — every instruction matches ``opcode`` (an allow-list: nothing unannounced);
 * ``only_memory`` — every memory instruction matches ``opcode`` (nothing else touches memory);
-* ``clock_bracket`` — exactly ``reads`` clock reads, and ``loops`` loops between the first
-  and the last (the clock reads bracket the loop, and no clock read sits inside it);
+* ``clock_bracket`` — exactly ``reads`` clock reads, and ``loops`` innermost loops between the first
+  and the last (or, given ``min``/``max``, a count in that range: a library's copy or wait loops per
+  step, whose number ptxas decides), and no clock read inside any loop;
 * ``dependent_chain`` — each instruction matching ``opcode`` is unpredicated and takes its
   address from the register the previous one loaded (and, in a loop, the first from the last),
   with nothing writing that register in between: a serial chase the hardware cannot overlap;
@@ -28,6 +29,11 @@ Rule kinds:
 
 Opcode patterns are full-match regular expressions over the whole mnemonic as nvdisasm prints
 it, modifiers included (``LDG\\.E\\.64\\.STRONG\\.GPU``).
+
+A rule may hold on some archs only: ``min_arch = "sm_80"`` (that arch and newer) and ``max_arch =
+"sm_75"`` (that arch and older), by arch number (``sm_90`` covers ``sm_90a``). That is how a contract
+pins what code compiles to where the compiler lowers it differently per arch ("REDUX on sm_80 and
+newer, a shuffle tree on sm_75"); on the other archs the rule is not checked.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprobe.build.sass import Instruction, Kernel, Loop
+from gpuprobe.core.arch import Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 
 MEMORY_OPCODES = frozenset(
@@ -52,7 +59,7 @@ MEMORY_OPCODES = frozenset(
     }
 )  # fmt: skip
 
-_TEXT_FIELDS = frozenset({"rule", "region", "opcode", "why"})
+_TEXT_FIELDS = frozenset({"rule", "region", "opcode", "why", "min_arch", "max_arch"})
 RULE_KINDS = (
     "forbid",
     "count",
@@ -79,6 +86,8 @@ class Rule:
     reads: int = 2
     loops: int = 1
     why: str = ""
+    min_arch: str | None = None  # the rule holds on this arch and newer (by arch number)
+    max_arch: str | None = None  # ... and on this arch and older
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> Rule:
@@ -107,13 +116,44 @@ class Rule:
                 raise GpuprobeError(f"{where}: bad opcode pattern {rule.opcode!r}: {exc}") from None
         if kind == "count" and rule.count is None and rule.min is None and rule.max is None:
             raise GpuprobeError(f"{where}: rule 'count' needs count, min or max")
+        for key in ("min_arch", "max_arch"):
+            if getattr(rule, key) is not None:
+                try:
+                    parse_arch(getattr(rule, key))
+                except GpuprobeError as exc:
+                    raise GpuprobeError(f"{where}: {key}: {exc}") from None
+        low, high = rule._arch_numbers()
+        if low is not None and high is not None and low > high:
+            raise GpuprobeError(f"{where}: min_arch {rule.min_arch} is newer than max_arch {rule.max_arch}")
         return rule
 
+    def _arch_numbers(self) -> tuple[int | None, int | None]:
+        low = parse_arch(self.min_arch).number if self.min_arch else None
+        high = parse_arch(self.max_arch).number if self.max_arch else None
+        return low, high
+
+    def applies_to(self, arch: Arch) -> bool:
+        """Whether the rule is checked on ``arch`` (see ``min_arch`` and ``max_arch``)."""
+        low, high = self._arch_numbers()
+        return (low is None or arch.number >= low) and (high is None or arch.number <= high)
+
+    def _archs_text(self) -> str:
+        if self.min_arch and self.max_arch:
+            return f" (on {self.min_arch}..{self.max_arch})"
+        if self.min_arch:
+            return f" (on {self.min_arch} and newer)"
+        return f" (on {self.max_arch} and older)" if self.max_arch else ""
+
     def describe(self) -> str:
+        return self._describe_rule() + self._archs_text()
+
+    def _describe_rule(self) -> str:
         if self.kind == "count":
             bound = f"== {self.count}" if self.count is not None else f"in [{self.min}, {self.max}]"
             return f"count {self.opcode} in {self.region} {bound}"
         if self.kind == "clock_bracket":
+            if self.min is not None or self.max is not None:
+                return f"{self.reads} clock reads bracketing {self.min or 0}..{self.max or 'any'} loops"
             return f"{self.reads} clock reads bracketing {self.loops} loop(s)"
         if self.kind == "no_local":
             return "no local memory (stack frame, spills)"
@@ -347,7 +387,9 @@ def _check_bracket(regions: KernelRegions, rule: Rule) -> Violation | None:
     if len(reads) != rule.reads:
         return Violation(rule.describe(), f"found {len(reads)} clock reads", lines)
     loops = regions.timed_loops
-    if len(loops) != rule.loops:
+    ranged = rule.min is not None or rule.max is not None
+    low, high = (rule.min, rule.max) if ranged else (rule.loops, rule.loops)
+    if (low is not None and len(loops) < low) or (high is not None and len(loops) > high):
         return Violation(rule.describe(), f"found {len(loops)} loop(s) between the clock reads", lines)
     inside = [i for i in reads if any(loop.contains(i.offset) for loop in regions.loops)]
     if inside:

@@ -1,8 +1,11 @@
 """Building the probe module for an arch: one cubin holding every probe that targets it.
 
 All PTX families for an arch are combined into one module, assembled once, disassembled once and
-(on a GPU) loaded once: the cubin that is inspected is the cubin that runs. If the combined module
-does not assemble, each family is assembled alone so the error names the file that broke.
+(on a GPU) loaded once: the cubin that is inspected is the cubin that runs. The CUDA C++ probes
+(``.cu`` sources) join it as PTX: NVRTC compiles all of an arch's ``.cu`` files as one translation
+unit (:mod:`gpuprobe.build.cudasource`), and its PTX is assembled with the hand-written PTX by the
+same ptxas, so there is still one cubin per arch, one ptxas and one disassembly. If the combined
+module does not assemble, each source is assembled alone so the error names the file that broke.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuprobe.build.cudasource import cuda_module
 from gpuprobe.build.ptxsource import combine, entry_parameters
 from gpuprobe.build.registry import SOURCE_ROOT, Probe
 from gpuprobe.build.sass import Listing, apply_compile_log, read_cubin
@@ -31,14 +35,20 @@ def _sources(probes: list[Probe] | tuple[Probe, ...], arch: Arch) -> list[Path]:
     return sorted({p.source for p in probes if p.supports(arch)})
 
 
+CUDA_SUFFIX = ".cu"
+
+
 def build_ptx(sources: list[Path], arch: Arch) -> BuiltModule:
-    """Assemble PTX sources into one cubin for ``arch`` and read its SASS."""
-    module = combine(sources, arch, SOURCE_ROOT)
+    """Assemble PTX sources, and NVRTC's PTX of the CUDA C++ (``.cu``) ones, into one cubin for ``arch``; read
+    its SASS. (The name is the PTX's: everything reaches ptxas as PTX.)"""
+    cuda = [path for path in sources if path.suffix == CUDA_SUFFIX]
+    generated = [cuda_module(cuda, arch, SOURCE_ROOT)] if cuda else []
+    module = combine([path for path in sources if path.suffix != CUDA_SUFFIX], arch, SOURCE_ROOT, generated)
     try:
         compiled = assemble_ptx(module.text, arch, f"probes-{arch}", module.origins)
     except GpuprobeError:
         if len(sources) > 1:
-            for source in sources:  # find the family that broke, for a precise message
+            for source in sources:  # find the source that broke, for a precise message
                 build_ptx([source], arch)
         raise
     listing = read_cubin(compiled.cubin)

@@ -4,11 +4,12 @@ A warm ``gpuprobe check`` reads one record per arch instead of expanding, assemb
 parsing and checking again. An arch's key hashes:
 
 * the arch;
-* the raw bytes of the PTX files of the probes that target it and of every file they include
-  (what the expansion reads: cheap to hash, where expanding is not);
+* the raw bytes of the PTX and CUDA C++ files of the probes that target it and of every file they
+  include (what the expansion or the compile reads: cheap to hash, where compiling is not);
 * those probes' declarations, in order: name, kernel, source and contract rules;
-* the toolchain: ptxas's and nvdisasm's paths and versions, so that switching toolkits
-  (``GPUPROBE_TOOLKIT``) never reads another toolkit's outcome;
+* the toolchain: ptxas's and nvdisasm's paths and versions, and (when a CUDA C++ probe targets the
+  arch) NVRTC's and what identifies its headers, so that switching toolkits (``GPUPROBE_TOOLKIT``)
+  never reads another toolkit's outcome;
 * gpuprobe's own code that decides the outcome: the source of every module of ``gpuprobe/build/``.
 
 A record holds its format and its key beside the results; one that cannot be read, is not JSON, or
@@ -25,6 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuprobe.build import nvrtc
+from gpuprobe.build.cubin import CUDA_SUFFIX
+from gpuprobe.build.cudasource import source_inputs
 from gpuprobe.build.ptxsource import expansion_inputs
 from gpuprobe.build.registry import Probe
 from gpuprobe.build.toolchain import find_tool, tool_version
@@ -54,8 +58,12 @@ def outcome_key(probes: Sequence[Probe], arch: Arch) -> str:
     Raises GpuprobeError when a tool cannot be found or run: then there is nothing to key by."""
     parts: list[str | bytes] = [RECORD_FORMAT, arch.name, code_version()]
     parts += [f"{find_tool(tool)} {tool_version(tool)}" for tool in _TOOLS]
-    for source in sorted({p.source for p in probes}):
-        parts += [_file_part(path, data) for path, data in sorted(expansion_inputs(source).items())]
+    sources = sorted({p.source for p in probes})
+    if any(source.suffix == CUDA_SUFFIX for source in sources):
+        parts.append(nvrtc.identity())
+    for source in sources:
+        inputs = source_inputs(source) if source.suffix == CUDA_SUFFIX else expansion_inputs(source)
+        parts += [_file_part(path, data) for path, data in sorted(inputs.items())]
     parts += [repr((p.name, p.kernel, str(p.source), p.contract)) for p in probes]
     return content_key(*parts)
 

@@ -20,12 +20,15 @@ it instead:
 Every expanded line remembers the file and line it came from, so ptxas's errors point at the
 source that was written, not at the expansion. All probe files for one arch are combined into
 one module (one cubin per arch: assembled, inspected and loaded once); their ``.version``,
-``.target`` and ``.address_size`` lines are replaced by one header for the arch being built.
+``.target`` and ``.address_size`` lines are replaced by one header for the arch being built, whose
+``.version`` is the newest any part asks for. PTX a compiler wrote (NVRTC's, from the CUDA C++
+probes: :class:`Generated`) joins the module as it is, without directives.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -233,19 +236,50 @@ class Module:
     origins: list[Origin]
 
 
-def combine(files: list[Path], arch: Arch, root: Path | None = None) -> Module:
-    """Expand and join PTX files into one module targeting ``arch``."""
-    if not files:
+@dataclass(frozen=True)
+class Generated:
+    """PTX a compiler wrote (no directives to expand), and the name its lines are shown under."""
+
+    name: str
+    text: str
+
+
+def _as_written(generated: Generated) -> Expanded:
+    """Compiler-written PTX as it is, each line's origin its own line number under the part's name."""
+    lines = generated.text.splitlines()
+    return Expanded(lines, [(generated.name, n) for n in range(1, len(lines) + 1)])
+
+
+def _version_origin(text: str, name: str) -> Origin:
+    """Where a part's ``.version`` line is: what the module's header line is shown as when ptxas refuses it."""
+    line = next((n for n, line in enumerate(text.splitlines(), 1) if _VERSION.match(line)), 1)
+    return name, line
+
+
+def combine(files: list[Path], arch: Arch, root: Path | None = None, generated: Sequence[Generated] = ()) -> Module:
+    """Expand and join PTX files, then the ``generated`` PTX, into one module targeting ``arch``. Its
+    ``.version`` is the newest of theirs; where a generated part asked for it, the header's first line
+    is shown as that part's (so a ptxas too old for NVRTC's PTX names NVRTC's output)."""
+    if not files and not generated:
         raise GpuprobeError(f"no PTX sources to build for {arch}")
     texts = {path: read_text(path) for path in files}
     shown = {p: str(p.relative_to(root)) if root and p.is_relative_to(root) else str(p) for p in files}
-    newest = max(files, key=lambda p: ptx_version(texts[p], shown[p]))
-    major, minor = ptx_version(texts[newest], shown[newest])
+    written = max((ptx_version(texts[p], shown[p]) for p in files), default=(0, 0))
+    compiled = [(ptx_version(g.text, g.name), g) for g in generated]
+    major, minor = max([written, *(version for version, _ in compiled)])
     lines = [f".version {major}.{minor}", f".target {arch.name}", ".address_size 64"]
-    origins = _header_origins(files, texts, shown, newest)
-    for path in files:
-        expanded = expand(texts[path], shown[path], path.parent)
-        for line, origin in zip(expanded.lines, expanded.origins, strict=True):
+    newest = next((g for version, g in compiled if version == (major, minor) and version > written), None)
+    origins: list[Origin] = (
+        _header_origins(files, texts, shown, max(files, key=lambda p: ptx_version(texts[p], shown[p])))
+        if files
+        else [("<header>", 1), ("<header>", 2), ("<header>", 3)]
+    )
+    if newest:
+        origins[0] = _version_origin(newest.text, newest.name)
+    expanded = [expand(texts[path], shown[path], path.parent) for path in files]
+    expanded += [_as_written(g) for g in generated]
+    for part in expanded:
+        for line, origin in zip(part.lines, part.origins, strict=True):
             if not _HEADER.match(line):
                 lines.append(line)
                 origins.append(origin)

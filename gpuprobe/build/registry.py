@@ -1,9 +1,9 @@
 """The probe registry: every probe, declared as data next to its source.
 
 Each family has a folder of ``ptx/`` (``ptx/<family>/``, with the kernels several families share
-in ``ptx/common/``) holding pairs of files: the source (``NAME.ptx``) and its declaration
-(``NAME.toml``), which names the family, the archs it targets, and per probe its kernel, the
-facts it produces, a docstring, and its SASS contract. A probe's contract is the family-level
+in ``ptx/common/``) holding pairs of files: the source (``NAME.ptx``, or CUDA C++ ``NAME.cu``) and
+its declaration (``NAME.toml``), which names the family, the archs it targets, and per probe its
+kernel, the facts it produces, a docstring, and its SASS contract. A probe's contract is the family-level
 ``[[contract]]`` rules (every probe), the named rule sets it ``use``s (``[[rules.NAME]]``, shared
 by the probes that name them), and its own ``[[probe.contract]]`` rules; ``{var}`` placeholders
 in opcode patterns (and in count/min/max bounds given as strings, e.g. ``count = "2 * {ILP}"``)
@@ -33,6 +33,7 @@ PTX_DIR = (Path(__file__).resolve().parents[1] / "ptx").resolve()
 copy an installed wheel carries as package data."""
 SOURCE_ROOT = PTX_DIR.parent
 """What source paths are shown relative to: ``ptx/alu/alu.ptx`` from a checkout and a wheel alike."""
+SOURCE_SUFFIXES = (".ptx", ".cu")  # hand-written PTX, or CUDA C++ that NVRTC compiles to PTX
 
 
 def shown_path(path: Path) -> str:
@@ -158,6 +159,8 @@ def load_family(toml_path: Path) -> list[Probe]:
     data = read_toml(toml_path, where)
     _validate(data, _FAMILY_TYPES, ("family", "source", "probe"), where)
     source = toml_path.parent / data["source"]
+    if source.suffix not in SOURCE_SUFFIXES:
+        raise GpuprobeError(f"{where}: source {data['source']!r} is neither PTX (.ptx) nor CUDA C++ (.cu)")
     if not source.is_file():
         raise GpuprobeError(f"{where}: source {data['source']!r} does not exist")
     archs = _family_archs(data, where)

@@ -9,10 +9,12 @@ checked against the disassembler's own text.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuprobe.build.flow import Step, back_edges
 from gpuprobe.build.toolchain import disassemble
 from gpuprobe.core.errors import GpuprobeError
 
@@ -107,11 +109,14 @@ class Kernel:
 
     @property
     def loops(self) -> list[Loop]:
-        """One loop per backward branch; two whose bodies interleave (each starts inside the other and
-        ends outside it, as ptxas lays out a spin with its convergence loop) are one loop, their union."""
+        """One loop per back edge: a backward branch whose target dominates it (a branch back into a loop
+        from an out-of-line slow path is not one; see :mod:`gpuprobe.build.flow`). Two whose bodies
+        interleave (each starts inside the other and ends outside it, as ptxas lays out a spin with its
+        convergence loop) are one loop, their union."""
+        closing = back_edges([self._step(ins) for ins in self.instructions])
         found: list[Loop] = []
         for ins in self.instructions:
-            if not ins.opcode.startswith(("BRA", "JMP")):
+            if not ins.opcode.startswith(("BRA", "JMP")) or (closing is not None and ins.offset not in closing):
                 continue
             label = ins.branch_target()
             if label is None:
@@ -120,6 +125,11 @@ class Kernel:
             if target is not None and target <= ins.offset:
                 found.append(Loop(start=target, end=ins.offset, label=label))
         return _merge_interleaved(found)
+
+    def _step(self, ins: Instruction) -> Step:
+        label = ins.branch_target()
+        target = self.labels.get(label) if label is not None else None
+        return Step(ins.offset, ins.opcode, ins.predicate is not None, len(ins.operands), target)
 
     def between(self, start: int, end: int) -> list[Instruction]:
         return [ins for ins in self.instructions if start <= ins.offset <= end]
@@ -201,7 +211,8 @@ def parse_instruction(offset: int, body: str) -> Instruction:
 class _ListingParser:
     """A single pass over the listing, tracking the current section."""
 
-    def __init__(self) -> None:
+    def __init__(self, only: Collection[str] | None = None) -> None:
+        self.only = None if only is None else frozenset(only)  # the kernels whose code is parsed (None: all)
         self.arch = ""
         self.kernels: dict[str, Kernel] = {}
         self.entries: set[str] = set()
@@ -226,7 +237,9 @@ class _ListingParser:
         elif directive and (match := _ENTRY.match(line)):
             self.entries.add(match["name"])
         elif self.section.startswith(".text."):
-            self._feed_code(self.kernels[self.section[len(".text.") :]], line)
+            name = self.section[len(".text.") :]
+            if self.only is None or name in self.only:
+                self._feed_code(self.kernels[name], line)
         elif self.section.startswith(".nv.info"):
             self._feed_info(line)
         elif self.section.startswith(".nv.shared.") and (match := _ZERO.match(line)):
@@ -284,9 +297,10 @@ class _ListingParser:
         return Listing(arch=self.arch, kernels=self.kernels)
 
 
-def parse_listing(text: str) -> Listing:
-    """Parse nvdisasm's full listing (not ``-c``: resource attributes live outside the code)."""
-    parser = _ListingParser()
+def parse_listing(text: str, only: Collection[str] | None = None) -> Listing:
+    """Parse nvdisasm's full listing (not ``-c``: resource attributes live outside the code); given
+    ``only``, the code of those kernels alone (the others are listed, their instructions left out)."""
+    parser = _ListingParser(only)
     for line in text.splitlines():
         parser.feed(line)
     return parser.finish()
@@ -315,5 +329,5 @@ def apply_compile_log(listing: Listing, log: str) -> None:
             current = None
 
 
-def read_cubin(path: Path) -> Listing:
-    return parse_listing(disassemble(path))
+def read_cubin(path: Path, only: Collection[str] | None = None) -> Listing:
+    return parse_listing(disassemble(path), only)

@@ -2,9 +2,10 @@
 
 Search order for each tool: ``GPUPROBE_TOOLKIT`` if set (it wins over everything and never falls
 back), then the PyPI wheels (through ``cuda.pathfinder``), then ``CUDA_HOME`` / ``CUDA_PATH``, then
-``PATH``. NVRTC is a library loaded by ``cuda.bindings`` and is not chosen this way; the probes are
-PTX, built by ptxas alone. Every compile and disassembly is cached by content
-(:mod:`gpuprobe.core.cache`), keyed by the tool's version and path, so a warm check runs no tool.
+``PATH``. NVRTC is a library, found the same way (:mod:`gpuprobe.build.nvrtc`); CUDA C++ becomes
+PTX there and a cubin here, by the same ptxas as the hand-written PTX. Every compile and disassembly
+is cached by content (:mod:`gpuprobe.core.cache`), keyed by the tool's version and path, so a warm
+check runs no tool.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuprobe.build import nvrtc
+from gpuprobe.build.toolkit_choice import TOOLKIT_VARIABLE, chosen_directories, described
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.cache import cached_file, content_key
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.tool_output import ENCODING, ERRORS, decoded
-
-TOOLKIT_VARIABLE = "GPUPROBE_TOOLKIT"
 
 _INSTALL_HINT = {
     "ptxas": "nvidia-cuda-nvcc",
@@ -50,23 +51,20 @@ def _in_directory(directory: Path, name: str) -> Path | None:
     return None
 
 
-def _from_override(name: str, value: str) -> Path:
+def _from_override(name: str, directories: list[Path]) -> Path:
     """The tool from the first directory of ``GPUPROBE_TOOLKIT`` that has it; anything else is an error.
 
     The override is what the user chose, so it never falls back to another toolkit: a directory that
     does not exist, or a list in which no directory has the tool, is a one-line error. A list may
     name a ptxas from one place and an nvdisasm from another.
     """
-    directories = [Path(part) for part in value.split(os.pathsep) if part]
-    for directory in directories:
-        if not directory.is_dir():
-            raise GpuprobeError(f"{TOOLKIT_VARIABLE} names {directory}, which is not a directory")
     for directory in directories:
         found = _in_directory(directory, name)
         if found:
             return found
-    where = ", ".join(str(d) for d in directories)
-    raise GpuprobeError(f"{name} not found in {TOOLKIT_VARIABLE} ({where}): looked for {name} and bin/{name} in each")
+    raise GpuprobeError(
+        f"{name} not found in {TOOLKIT_VARIABLE} ({described(directories)}): looked for {name} and bin/{name} in each"
+    )
 
 
 @functools.cache
@@ -83,9 +81,9 @@ def locate_tool(name: str) -> Tool:
 
 
 def _search(name: str) -> tuple[Path, str]:
-    override = os.environ.get(TOOLKIT_VARIABLE)
-    if override:  # empty means unset, as for GPUPROBE_CACHE
-        return _from_override(name, override), TOOLKIT_VARIABLE
+    chosen = chosen_directories()  # None when unset or empty, as for GPUPROBE_CACHE
+    if chosen is not None:
+        return _from_override(name, chosen), TOOLKIT_VARIABLE
     try:
         from cuda.pathfinder import find_nvidia_binary_utility
 
@@ -130,7 +128,7 @@ def find_tool(name: str) -> Path:
 def tool_version(name: str) -> str:
     """The tool's release line, e.g. ``Cuda compilation tools, release 13.5, V13.5.37``."""
     if name == "nvrtc":
-        major, minor = _nvrtc_version()
+        major, minor = nvrtc.locate_nvrtc().version
         return f"NVRTC {major}.{minor}"
     return _version_line(find_tool(name), name)
 
@@ -161,8 +159,13 @@ def _describe_tool(name: str) -> str:
 
 
 def toolkit_description() -> str:
-    """One line naming the tools that compiled and inspected the probes (for results files)."""
-    return "; ".join(_describe_tool(name) for name in ("ptxas", "nvdisasm"))
+    """One line naming the tools that compiled and inspected the probes (for results files): ptxas and
+    nvdisasm, then NVRTC and the CCCL headers the CUDA C++ probes were compiled with (or why none were)."""
+    try:
+        cuda = nvrtc.describe()
+    except GpuprobeError as exc:
+        cuda = f"NVRTC unusable ({exc})"
+    return "; ".join([*(_describe_tool(name) for name in ("ptxas", "nvdisasm")), cuda])
 
 
 def _run(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
@@ -259,97 +262,15 @@ def assemble_ptx(ptx: str, arch: Arch, name: str, origins: list[tuple[str, int]]
     return _compiled(key, produce)
 
 
-# ---------------------------------------------------------------- NVRTC --------
+# ---------------------------------------------------------------- CUDA C++ -----
 
 
-@functools.cache
-def _nvrtc():
-    try:
-        from cuda.bindings import nvrtc
-    except ImportError:
-        raise GpuprobeError("NVRTC not available: pip install cuda-bindings nvidia-cuda-nvrtc") from None
-    return nvrtc
-
-
-def _nvrtc_version() -> tuple[int, int]:
-    try:
-        result, major, minor = _nvrtc().nvrtcVersion()
-    except RuntimeError as exc:  # cuda.bindings loads the library on first use; cuda.pathfinder found none
-        raise GpuprobeError(f"NVRTC not available ({exc}): pip install nvidia-cuda-nvrtc") from None
-    _nvrtc_check(result, "nvrtcVersion")
-    return int(major), int(minor)
-
-
-@functools.cache
-def _cuda_include_dirs() -> tuple[str, ...]:
-    dirs: list[str] = []
-    try:
-        from cuda.pathfinder import locate_nvidia_header_directory
-
-        located = locate_nvidia_header_directory("cudart")
-        if located is not None:
-            dirs.append(str(located.abs_path))
-    except (ImportError, Exception):  # pathfinder raises its own types when nothing is found
-        pass
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        root = os.environ.get(var)
-        if root and (Path(root) / "include").is_dir():
-            dirs.append(str(Path(root) / "include"))
-    return tuple(dict.fromkeys(dirs))
-
-
-def _nvrtc_check(result, what: str) -> None:
-    if int(result) != 0:
-        raise GpuprobeError(f"{what}: NVRTC error {result}")
-
-
-def compile_cuda(source: str, arch: Arch, name: str) -> Compiled:
-    """Compile CUDA C++ to a cubin for ``arch`` with NVRTC (ptxas -v report kept as the log)."""
-    options = [
-        f"--gpu-architecture={arch.name}",
-        "-std=c++17",
-        "-default-device",
-        "--ptxas-options=-v",
-        *(f"--include-path={d}" for d in _cuda_include_dirs()),
-    ]
-    key = content_key("nvrtc", tool_version("nvrtc"), " ".join(options), source)
-
-    def produce() -> bytes:
-        nvrtc = _nvrtc()
-        err, prog = nvrtc.nvrtcCreateProgram(source.encode(), os.fsencode(name), 0, [], [])
-        _nvrtc_check(err, name)
-        try:
-            (result,) = nvrtc.nvrtcCompileProgram(prog, len(options), [os.fsencode(o) for o in options])
-            log = _nvrtc_log(nvrtc, prog)
-            if int(result) != 0:
-                raise GpuprobeError(f"{_nvrtc_error(log, name, result)} [{arch}]")
-            err, size = nvrtc.nvrtcGetCUBINSize(prog)
-            _nvrtc_check(err, name)
-            buffer = b" " * size
-            (err,) = nvrtc.nvrtcGetCUBIN(prog, buffer)
-            _nvrtc_check(err, name)
-            return _with_log(key, log, buffer)
-        finally:
-            nvrtc.nvrtcDestroyProgram(prog)
-
-    return _compiled(key, produce)
-
-
-def _nvrtc_error(log: str, name: str, result: object) -> str:
-    """NVRTC's first error, at the file and line it names (``name(3): error: ...``); the file is named
-    where NVRTC names none ("At end of source: error: ...")."""
-    first = next((line for line in log.splitlines() if "error" in line), log.strip()[:200]).strip()
-    if not first:
-        return f"{name}: NVRTC error {result}, no message"
-    return first if first.startswith(decoded(os.fsencode(name))) else f"{name}: {first}"
-
-
-def _nvrtc_log(nvrtc, prog) -> str:
-    result, size = nvrtc.nvrtcGetProgramLogSize(prog)
-    _nvrtc_check(result, "nvrtcGetProgramLogSize")
-    buffer = b" " * size
-    nvrtc.nvrtcGetProgramLog(prog, buffer)
-    return decoded(buffer.rstrip(b"\x00"))
+def compile_cuda(source: str, arch: Arch, name: str, include_dirs: tuple[Path, ...] = ()) -> Compiled:
+    """CUDA C++ to a cubin for ``arch``: NVRTC's PTX (:func:`gpuprobe.build.nvrtc.cuda_to_ptx`, with
+    ``include_dirs`` searched before the CUDA headers), assembled by ptxas as any probe's PTX is."""
+    ptx = nvrtc.cuda_to_ptx(source, arch, name, include_dirs)
+    origins = [(f"{name} (NVRTC's PTX)", line) for line in range(1, ptx.count("\n") + 2)]
+    return assemble_ptx(ptx, arch, name, origins)
 
 
 # ---------------------------------------------------------------- disassembly --

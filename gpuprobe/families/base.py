@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
@@ -47,6 +48,8 @@ class Request:
     settings: Any = None  # the family's Settings; None: its defaults
     state: dict[str, Any] = field(default_factory=dict)  # JSON-able, carried across measuring processes
     # (it starts with the GPU model's datasheet figures, state["datasheet"]; families add what later probes need)
+    cubin: Path | None = None  # the checked cubin the launcher loaded, for a family that reports what its
+    # kernels compiled to (None where the caller has none to give, as a test with a simulated GPU may)
 
 
 Probes = Iterator[tuple[str, Callable[[], Measured]]]  # (probe name, run) in measuring order

@@ -18,6 +18,7 @@ from gpuprobe.families import (
     cache_geometry,
     cluster,
     collectives,
+    coop,
     grid_sync,
     host_transfer,
     l2_partition,
@@ -35,9 +36,9 @@ from gpuprobe.judge.invariants import InvariantCheck
 from gpuprobe.output.sections import Section
 
 # In measuring order (and fact-sheet order): the memory hierarchy, then compute and tensor cores, then
-# warps, synchronisation and launch, then what joins the GPUs (measured only where a process sees more
-# than one). The self-test goes first when it runs (--inject-fault), so that every family after it
-# shows the run went on.
+# warps, synchronisation, the CUDA C++ abstractions over them (coop) and launch, then what joins the GPUs
+# (measured only where a process sees more than one). The self-test goes first when it runs
+# (--inject-fault), so that every family after it shows the run went on.
 FAMILIES: dict[str, ModuleType] = {
     "selftest": selftest,
     "memory": memory_latency,
@@ -56,6 +57,7 @@ FAMILIES: dict[str, ModuleType] = {
     "barrier": barrier,
     "cluster": cluster,
     "grid_sync": grid_sync,
+    "coop": coop,
     "launch": launch,
     "p2p": p2p,
     "collectives": collectives,

@@ -66,21 +66,22 @@ class DifferencedSettings:
         return Lengths(self.short_iterations, self.long_iterations, UNROLL)
 
 
-def per_step_samples(launch: Callable[[int], float], lengths: Lengths, stop: Stopping, what: str) -> list[float]:
-    """Samples of the cost of one step: ``launch(iterations)`` runs (and verifies) the kernel and
+def step_sample(launch: Callable[[int], float], lengths: Lengths, what: str) -> float:
+    """One sample of the cost of one step: ``launch(iterations)`` runs (and verifies) the kernel and
     returns the timed region's cycles. A step that does not cost more in the long launch is a
     ProbeFailure (a loop the compiler emptied, or a clock that did not advance)."""
+    short = launch(lengths.short)
+    long = launch(lengths.long)
+    step = lengths.per_step(short, long)
+    if not step > 0:
+        raise ProbeFailure(f"{what}: {lengths.long} iterations took {long:g} cycles, {lengths.short} {short:g}")
+    return step
+
+
+def per_step_samples(launch: Callable[[int], float], lengths: Lengths, stop: Stopping, what: str) -> list[float]:
+    """Samples of :func:`step_sample` until ``stop`` says enough."""
     samples: list[float] = []
-
-    def take() -> None:
-        short = launch(lengths.short)
-        long = launch(lengths.long)
-        step = lengths.per_step(short, long)
-        if not step > 0:
-            raise ProbeFailure(f"{what}: {lengths.long} iterations took {long:g} cycles, {lengths.short} {short:g}")
-        samples.append(step)
-
-    sample_until_stable(take, samples, stop)
+    sample_until_stable(lambda: samples.append(step_sample(launch, lengths, what)), samples, stop)
     return samples
 
 

@@ -73,7 +73,7 @@ def run(spec: dict[str, Any], out: TextIO) -> int:
     state = dict(spec.get("state", {}))
     parameters = {k: [tuple(p) for p in v] for k, v in spec["parameters"].items()}
     device = Device.from_dict(spec["device"])
-    probes = family.measure(Request(launcher, parameters, device, set(spec["runnable"]), settings, state))
+    probes = family.measure(Request(launcher, parameters, device, set(spec["runnable"]), settings, state, cubin))
     recorder = ConditionRecorder(launcher, parameters, bool(spec.get("clock_usable")), state)
     for name, measure_probe in probes:
         emit(out, "start", probe=name)

@@ -99,7 +99,7 @@ def per_step(short: float, long: float, settings: Settings) -> float:
 
 
 @dataclass
-class _Grid:
+class GridBarrier:
     """The buffers and limits of cooperative launches of the barrier kernel."""
 
     kernels: Kernels
@@ -113,7 +113,7 @@ class _Grid:
     out: Any
 
     @classmethod
-    def open(cls, launcher: Launcher, parameters: dict, device: Device, settings: Settings) -> _Grid:
+    def open(cls, launcher: Launcher, parameters: dict, device: Device, settings: Settings) -> GridBarrier:
         per_sm = launcher.max_active_blocks(GRID_KERNEL, settings.block, 0)
         top = per_sm * device.sm_count
         alloc = launcher.alloc
@@ -178,7 +178,7 @@ class Curve:
     mhz: list[list[float]]
 
 
-def latency_curve(grid: _Grid, sizes: list[int]) -> Curve:
+def latency_curve(grid: GridBarrier, sizes: list[int]) -> Curve:
     s = grid.settings
     curve = Curve(sizes, [], [])
     for blocks in sizes:
@@ -204,7 +204,7 @@ def latency_curve(grid: _Grid, sizes: list[int]) -> Curve:
     return curve
 
 
-def measure_latency(grid: _Grid) -> Measured:
+def measure_latency(grid: GridBarrier) -> Measured:
     probe = PROBES[0]
     sizes = plan_grids(grid.device.sm_count, grid.per_sm)
     curve = latency_curve(grid, sizes)
@@ -226,14 +226,14 @@ def measure_latency(grid: _Grid) -> Measured:
     return Measured(probe, ProbeOutcome("ok", note, {"grid": curve_series}), facts)
 
 
-def _check_data(grid: _Grid, threads: int, steps: int, what: str) -> None:
+def _check_data(grid: GridBarrier, threads: int, steps: int, what: str) -> None:
     words = grid.kernels.launcher.read(grid.data, "uint32", threads)
     wrong = np.flatnonzero(words != steps)
     if wrong.size:
         raise ProbeFailure(f"{what}: thread {int(wrong[0])} counted {int(words[wrong[0]])} steps, not {steps}")
 
 
-def measure_persistent(grid: _Grid, runnable: set[str]) -> Measured:
+def measure_persistent(grid: GridBarrier, runnable: set[str]) -> Measured:
     probe = PROBES[1]
     if PROBES[0] not in runnable:
         raise ProbeFailure(f"the persistent kernel is {GRID_KERNEL}, whose contract ({PROBES[0]}) did not hold here")
@@ -335,11 +335,11 @@ def measure(request: Request) -> Probes:
     launcher, parameters = request.launcher, request.parameters
     device, runnable, settings = request.device, request.runnable, request.settings
     settings = settings or Settings()
-    opened: list[_Grid] = []
+    opened: list[GridBarrier] = []
 
-    def grid() -> _Grid:
+    def grid() -> GridBarrier:
         if not opened:
-            opened.append(_Grid.open(launcher, parameters, device, settings))
+            opened.append(GridBarrier.open(launcher, parameters, device, settings))
         return opened[0]
 
     steps: dict[str, Callable[[], Measured]] = {

@@ -142,7 +142,7 @@ def tile_reduce(values: np.ndarray, tile: int, steps: int) -> np.ndarray:
 
 
 @dataclass
-class _Chain:
+class LaneChain:
     """A latency probe: its kernel, its lanes buffer, the extra scalars before ``iters``, and the
     host's prediction of every lane's final value after a given number of collectives."""
 
@@ -154,6 +154,7 @@ class _Chain:
     per_fact: float = 1.0  # steps per fact unit (a tile reduction is log2(tile) steps)
     check_word: Callable[[], int] | None = None  # the extra word the kernel writes, predicted
     threads: int = LANES  # the block: the lanes that exist, each writing its final value
+    unroll: int = UNROLL  # collectives per loop iteration (32 in every hand-written kernel)
 
 
 def _power(step: Callable[[np.ndarray], np.ndarray], start: np.ndarray, count: int) -> np.ndarray:
@@ -163,7 +164,7 @@ def _power(step: Callable[[np.ndarray], np.ndarray], start: np.ndarray, count: i
     return value
 
 
-def plan_chain(probe: str, rng: np.random.Generator) -> _Chain:
+def plan_chain(probe: str, rng: np.random.Generator) -> LaneChain:
     """The operands, starting values and prediction of one latency probe."""
     words = rng.integers(0, 2**32, LANES, dtype=np.uint64)
     none = np.zeros(LANES, dtype=np.uint64)
@@ -174,7 +175,7 @@ def plan_chain(probe: str, rng: np.random.Generator) -> _Chain:
         b = (rng.permutation(LANES) if mode == "idx" else rng.integers(1, LANES, LANES)).astype(np.uint64)
         c = 0 if mode == "up" else 31
         kernel = f"gp_warp_shfl_{mode}_lat"
-        return _Chain(kernel, b, words, [np.uint32(c)], lambda n: _power(lambda v: shfl(v, mode, b, c), words, n))
+        return LaneChain(kernel, b, words, [np.uint32(c)], lambda n: _power(lambda v: shfl(v, mode, b, c), words, n))
     if probe == "warp.shfl.partial":
         half = LANES // 2
         b = np.concatenate([rng.permutation(half), np.zeros(half, dtype=np.int64)]).astype(np.uint64)
@@ -182,11 +183,11 @@ def plan_chain(probe: str, rng: np.random.Generator) -> _Chain:
         def partial_chain(n: int) -> np.ndarray:  # lanes 16..31 do not exist: only 0..15 are replayed
             return _power(lambda v: v[b[:half].astype(np.int64)], words[:half], n)
 
-        return _Chain("gp_warp_shfl_partial_lat", b, words, [], partial_chain, threads=half)
+        return LaneChain("gp_warp_shfl_partial_lat", b, words, [], partial_chain, threads=half)
     if probe == "warp.vote.ballot":
         bits = rng.permutation(LANES).astype(np.uint64)
         start = np.full(LANES, words[0], dtype=np.uint64)
-        return _Chain("gp_warp_ballot_lat", bits, start, [], lambda n: _power(lambda v: ballot(v, bits), start, n))
+        return LaneChain("gp_warp_ballot_lat", bits, start, [], lambda n: _power(lambda v: ballot(v, bits), start, n))
     if probe == "warp.vote.any":
         lane = int(rng.integers(0, LANES))
         start = np.full(LANES, lane, dtype=np.uint64)
@@ -194,20 +195,20 @@ def plan_chain(probe: str, rng: np.random.Generator) -> _Chain:
         def any_chain(n: int) -> np.ndarray:  # the first vote is true everywhere, then it flips
             return np.full(LANES, 1 if n % 2 else 0, dtype=np.uint64)
 
-        return _Chain("gp_warp_vote_any_lat", none, start, [], any_chain)
+        return LaneChain("gp_warp_vote_any_lat", none, start, [], any_chain)
     if probe == "warp.match.any":
         groups = (rng.integers(0, 5, LANES).astype(np.uint64) * np.uint64(0x9E3779B1)) & np.uint64(FULL)
-        return _Chain("gp_warp_match_any_lat", none, groups, [], lambda n: _power(match_any, groups, n))
+        return LaneChain("gp_warp_match_any_lat", none, groups, [], lambda n: _power(match_any, groups, n))
     if probe == "warp.redux.add":
         total = int(np.sum(words)) & FULL
 
         def redux_chain(n: int) -> np.ndarray:
             return np.full(LANES, _power(lambda s: (s * LANES) & FULL, total, n - 1), dtype=np.uint64)
 
-        return _Chain("gp_warp_redux_add_lat", none, words, [], redux_chain, check_word=lambda: total)
+        return LaneChain("gp_warp_redux_add_lat", none, words, [], redux_chain, check_word=lambda: total)
     if probe.startswith("warp.tile") and probe.endswith(".reduce"):
         tile = int(probe.removeprefix("warp.tile").removesuffix(".reduce"))
-        return _Chain(
+        return LaneChain(
             "gp_warp_tile_reduce_lat",
             none,
             words,
@@ -216,7 +217,7 @@ def plan_chain(probe: str, rng: np.random.Generator) -> _Chain:
             per_fact=1.0 / math.log2(tile),
         )
     if probe == "warp.syncwarp":
-        return _Chain("gp_warp_syncwarp_lat", none, words, [], lambda n: words[_LANE ^ 1])
+        return LaneChain("gp_warp_syncwarp_lat", none, words, [], lambda n: words[_LANE ^ 1])
     raise ValueError(f"no latency chain for {probe}")
 
 
@@ -256,17 +257,19 @@ def check_lanes(kernel: str, got: np.ndarray, expected: np.ndarray, steps: int) 
         )
 
 
-def measure_chain(ctx: _Context, probe: str) -> Measured:
-    chain = plan_chain(probe, ctx.rng)
-    lanes = ctx.launcher.upload(np.concatenate([chain.operands, chain.start]).astype(np.uint32))
-    out = ctx.launcher.alloc(OUT_WORDS * 8)
+def chain_launch(kernels: Kernels, chain: LaneChain) -> Callable[[int], float]:
+    """``launch(iterations)``: one launch of ``chain``'s kernel, every lane's end (and the check word)
+    held to the host's replay; the cycles of its timed loop."""
+    launcher = kernels.launcher
+    lanes = launcher.upload(np.concatenate([chain.operands, chain.start]).astype(np.uint32))
+    out = launcher.alloc(OUT_WORDS * 8)
     words = OUT_WORDS if chain.check_word else 1 + chain.threads
     predicted: dict[int, np.ndarray] = {}  # the host's replay of each chain length, once
 
     def launch(iterations: int) -> float:
         args = [lanes, *chain.scalars, np.uint32(iterations), out]
-        values = ctx.kernels.run(chain.kernel, args, out, words, block=chain.threads)
-        steps = iterations * UNROLL
+        values = kernels.run(chain.kernel, args, out, words, block=chain.threads)
+        steps = iterations * chain.unroll
         if steps not in predicted:
             predicted[steps] = chain.predict(steps)
         check_lanes(chain.kernel, values[1 : 1 + chain.threads], predicted[steps], steps)
@@ -275,6 +278,12 @@ def measure_chain(ctx: _Context, probe: str) -> Measured:
             raise ProbeFailure(f"{chain.kernel}: the first sum is {first:#x}, the host's {host:#x}")
         return float(values[0])
 
+    return launch
+
+
+def measure_chain(ctx: _Context, probe: str) -> Measured:
+    chain = plan_chain(probe, ctx.rng)
+    launch = chain_launch(ctx.kernels, chain)
     samples = per_step_samples(launch, ctx.settings.lengths, ctx.settings.stopping(), chain.kernel)
     scaled = [s / chain.per_fact for s in samples]
     return Measured(probe, ProbeOutcome("ok"), [fact(_FACTS[probe], scaled, "cycle", probe)])

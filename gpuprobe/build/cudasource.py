@@ -1,0 +1,51 @@
+"""CUDA C++ probe sources: one translation unit per arch, compiled once, and the files it reads.
+
+The ``.cu`` probes of an arch are compiled together (NVRTC with the cooperative-groups headers costs a
+second or two per compile, whatever the file count): the translation unit is one ``#include`` line per
+file, named from the probes' root, so NVRTC's messages name the file and line that was written. What
+NVRTC writes is PTX, which :mod:`gpuprobe.build.cubin` joins to the hand-written PTX of the same arch.
+A probe file may include files beside it (``#include "coop.cuh"``); :func:`source_inputs` finds them,
+without compiling, for the static check's cache key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpuprobe.build.nvrtc import cuda_to_ptx, local_inputs
+from gpuprobe.build.ptxsource import Generated
+from gpuprobe.core.arch import Arch
+from gpuprobe.core.errors import GpuprobeError
+
+
+def source_inputs(path: Path) -> dict[Path, bytes | None]:
+    """The raw bytes of a CUDA C++ file and of every file its ``#include "NAME"`` lines name beside it,
+    transitively (None for a name that is no readable file: the compile will say which)."""
+    try:
+        data: bytes | None = path.read_bytes()
+    except OSError:
+        data = None
+    text = (data or b"").decode("utf-8", errors="replace")
+    return {path: data, **local_inputs(text, (path.parent,))}
+
+
+def _shown(path: Path, root: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def translation_unit(files: Sequence[Path], root: Path) -> str:
+    """One ``#include`` line per file, each named from ``root`` (which NVRTC gets on its include path)."""
+    return "".join(f'#include "{_shown(path, root)}"\n' for path in files)
+
+
+def cuda_module(files: Sequence[Path], arch: Arch, root: Path) -> Generated:
+    """NVRTC's PTX of the CUDA C++ ``files`` for ``arch``, compiled as one translation unit."""
+    if not files:
+        raise GpuprobeError(f"no CUDA C++ sources to build for {arch}")
+    for path in files:
+        if not path.is_file():
+            raise GpuprobeError(f"{_shown(path, root)}: no such file")
+    names = ", ".join(_shown(path, root) for path in files)
+    ptx = cuda_to_ptx(translation_unit(files, root), arch, f"<{names}>", (root,))
+    return Generated(f"NVRTC's PTX of {names}", ptx)

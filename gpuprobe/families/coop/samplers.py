@@ -1,0 +1,204 @@
+"""One verified sample of one kernel's cost, for every kind of coop probe and its twin.
+
+A C++ kernel of ptx/coop/ has the interface and the check of the hand-written kernel it stands beside,
+so each sampler here runs either: it launches the kernel it is given, holds every launch's result to
+what the host predicts (a ProbeFailure otherwise), and returns the cost of one step (one collective,
+barrier, copy round trip or add), in cycles. Most are a long minus a short launch
+(:mod:`gpuprobe.families.differencing`), so what a timed region pays once cancels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuprobe.families.atomics import CHAIN_UNROLL, check_chain
+from gpuprobe.families.barrier import expected_sums
+from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.chain import random_cycle
+from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of, per_step
+from gpuprobe.families.cluster import CLUSTER_WORDS, check_cluster
+from gpuprobe.families.differencing import UNROLL, Lengths, step_sample
+from gpuprobe.families.grid_sync import CLOCK_WINDOW_NS as GRID_CLOCK_WINDOW_NS
+from gpuprobe.families.grid_sync import GridBarrier, clock_mhz, per_sync
+from gpuprobe.families.grid_sync import Settings as GridSettings
+from gpuprobe.families.measuring import Kernels
+from gpuprobe.families.warp import LaneChain, chain_launch
+
+Sample = Callable[[], float]  # one verified sample of one step's cost, in cycles
+
+
+def lane_chain(kernels: Kernels, chain: LaneChain, short: int, long: int) -> Sample:
+    """A warp-family chain (C++ or PTX), ``short`` and ``long`` iterations of its ``unroll`` steps: cycles
+    per fact unit (one collective, or one whole reduction where the twin's step is one butterfly stage)."""
+    launch = chain_launch(kernels, chain)
+    lengths = Lengths(short, long, chain.unroll)
+    return lambda: step_sample(launch, lengths, chain.kernel) / chain.per_fact
+
+
+def block_barrier(kernels: Kernels, kernel: str, threads: int, lengths: Lengths) -> Sample:
+    """One block of ``threads`` running 32 block barriers per iteration (gp_bar_block's layout and check:
+    every warp's sum of its neighbour's slot is 1 + ... + iterations)."""
+    warps = threads // 32
+    out = kernels.launcher.alloc((2 + warps) * 8)
+
+    def launch(iterations: int) -> float:
+        values = kernels.run(kernel, [np.uint32(iterations), out], out, 2 + warps, block=threads)
+        expected = expected_sums("gp_bar_block", threads, iterations)
+        wrong = np.flatnonzero(values[2:] != expected)
+        if wrong.size:
+            warp = int(wrong[0])
+            raise ProbeFailure(
+                f"{kernel}: warp {warp} summed {int(values[2 + warp])}, the host predicts {int(expected[warp])} "
+                f"after {iterations} iterations: a barrier let a read pass a write"
+            )
+        return float(values[0])
+
+    return lambda: step_sample(launch, lengths, kernel)
+
+
+def cluster_barrier(kernels: Kernels, kernel: str, size: int, clusters: int, lengths: Lengths) -> Sample:
+    """Clusters of ``size`` one-warp blocks, 32 cluster barriers per iteration (gp_cluster_bar's layout
+    and check); the median block's cycles."""
+    blocks = size * clusters
+    out = kernels.launcher.alloc(blocks * CLUSTER_WORDS * 8)
+
+    def launch(iterations: int) -> float:
+        values = kernels.run(kernel, [np.uint32(iterations), out], out, blocks * CLUSTER_WORDS, grid=blocks, block=32)
+        table = values.reshape(blocks, CLUSTER_WORDS)
+        check_cluster(kernel, table, size, iterations)
+        return float(np.median(table[:, 0].astype(np.float64)))
+
+    return lambda: step_sample(launch, lengths, kernel)
+
+
+def chase_sample(chase: Chase, short: int, long: int) -> Sample:
+    """A short and a long launch of a chase continuing its cycle: cycles per step."""
+    return lambda: per_step(chase.run(short), chase.run(long), (long - short) * chase.unroll)
+
+
+def global_chase(
+    kernels: Kernels, kernel: str, nodes: int, stride: int, unroll: int, seed: int, extra: list[object], shared: int
+) -> Chase:
+    """A chase of a fresh random cycle of ``nodes`` nodes every ``stride`` bytes in global memory, by a
+    kernel taking (start address, *extra, warm, iters, out) (gpuprobe.families.chase)."""
+    chain = random_cycle(nodes, seed)
+    buffer = kernels.launcher.alloc(nodes * stride)
+    kernels.launcher.write_chain(buffer, chain.successor, stride)
+    out = kernels.launcher.alloc(OUT_WORDS * 8)
+    return memory_chase(kernels, kernel, buffer, chain, stride, unroll, out, extra, shared)
+
+
+@dataclass(frozen=True)
+class DsmShape:
+    """The distributed-shared-memory chase's cycle: nodes, bytes between them, threads per block."""
+
+    nodes: int
+    stride: int
+    threads: int
+
+
+def dsm_chase(kernels: Kernels, kernel: str, target: int, shape: DsmShape, seed: int) -> Chase:
+    """A chase of a random cycle in the shared memory of cluster rank ``target`` (gp_ac_dsm_chase's
+    interface): rank 0's thread 0 chases, the end a byte offset in the target block."""
+    chain = random_cycle(shape.nodes, seed)
+    successors = kernels.launcher.upload((chain.successor * shape.stride).astype(np.uint32))
+    out = kernels.launcher.alloc(OUT_WORDS * 8)
+    shared = shape.nodes * shape.stride
+
+    def launch(start: int, warm: int, iterations: int) -> np.ndarray:
+        fixed = [successors, np.uint32(shape.nodes), np.uint32(shape.stride), np.uint32(start), np.uint32(target)]
+        args = [*fixed, np.uint32(warm), np.uint32(iterations), out]
+        return kernels.run(kernel, args, out, OUT_WORDS, grid=2, block=shape.threads, shared=shared)
+
+    return Chase(chain, launch, lambda end: node_of(end, shape.stride, shape.nodes, kernel), UNROLL, kernel)
+
+
+def atomic_chain(kernels: Kernels, kernel: str, shared: bool, first: int, lengths: Lengths) -> Sample:
+    """One lane's self-feeding chain of returning adds (gp_at_lat_global / _shared's interface): the
+    returned values and the counter's final value held to the sequence the host predicts; cycles per add."""
+    out = kernels.launcher.alloc(8 * 8)
+    counters = None if shared else kernels.launcher.alloc(128)
+
+    def launch(iterations: int) -> float:
+        fixed: list[object] = [np.uint32(0), np.uint32(first), np.uint32(iterations)]
+        args = [*fixed, out] if shared else [counters, *fixed, out]
+        if counters is not None:
+            kernels.launcher.fill(counters, 0)
+        values = [int(v) for v in kernels.run(kernel, args, out, 5 if shared else 4, block=1)]
+        final = values[4] if shared else int(kernels.launcher.read(counters, "uint32", 1)[0])
+        check_chain(kernel, first, iterations * CHAIN_UNROLL, [values[2]], [values[3]], [final])
+        return float(values[0])
+
+    adds = Lengths(lengths.short, lengths.long, CHAIN_UNROLL)
+    return lambda: step_sample(launch, adds, kernel)
+
+
+@dataclass
+class CgGrid:
+    """Cooperative launches of gp_coop_grid_sync (cg::this_grid().sync()): its slots, error count and
+    output, and the check of every launch."""
+
+    kernels: Kernels
+    block: int
+    checks: int
+    slots: Any
+    errors: Any
+    out: Any
+    kernel: str = "gp_coop_grid_sync"
+
+    @classmethod
+    def open(cls, kernels: Kernels, block: int, checks: int, max_blocks: int) -> CgGrid:
+        alloc = kernels.launcher.alloc
+        return cls(kernels, block, checks, alloc(8 * max_blocks), alloc(8), alloc(8 * (2 + max_blocks)))
+
+    def timed(self, blocks: int, syncs: int) -> tuple[int, int]:
+        """One checked launch of ``blocks`` blocks: block 0's (cycles, ns) of ``syncs`` barriers."""
+        launcher = self.kernels.launcher
+        launcher.fill(self.slots, 0)
+        launcher.fill(self.errors, 0)
+        args = [self.slots, self.errors, np.uint32(self.checks), np.uint32(syncs), self.out]
+        values = self.kernels.run(self.kernel, args, self.out, 2 + blocks, grid=blocks, block=self.block,
+                                  cooperative=True)  # fmt: skip
+        errors = int(launcher.read(self.errors, "uint32", 1)[0])
+        if errors:
+            raise ProbeFailure(f"{self.kernel}: {errors} tag(s) read after grid.sync() were not the round's")
+        passed = values[2:]
+        wrong = np.flatnonzero(passed != self.checks + syncs)
+        if wrong.size:
+            block = int(wrong[0])
+            raise ProbeFailure(
+                f"{self.kernel}: block {block} passed {int(passed[block])} barriers, not {self.checks + syncs}"
+            )
+        if int(values[0]) <= 0:
+            raise ProbeFailure(f"{self.kernel}: the timed phase took {int(values[0])} cycles")
+        return int(values[0]), int(values[1])
+
+
+Timed = Callable[[int, int], tuple[int, int]]  # (blocks, syncs) -> block 0's (cycles, ns)
+
+
+def grid_barrier(timed: Timed, blocks: int, settings: GridSettings, clocks: list[float]) -> Sample:
+    """One grid barrier's cost at ``blocks`` blocks: a long minus a short cooperative launch; the SM clock
+    of each long launch long enough to read it appended to ``clocks``."""
+
+    def sample() -> float:
+        short, _ = timed(blocks, settings.short_syncs)
+        long, ns = timed(blocks, settings.long_syncs)
+        cost = per_sync(short, long, settings)
+        if not cost > 0:
+            raise ProbeFailure(f"{settings.long_syncs} grid syncs took {long} cycles, {settings.short_syncs} {short}")
+        mhz = clock_mhz(long, ns, GRID_CLOCK_WINDOW_NS)
+        if mhz is not None:
+            clocks.append(mhz)
+        return cost
+
+    return sample
+
+
+def twin_grid(kernels: Kernels, device: Any, settings: GridSettings) -> GridBarrier:
+    """The hand-written grid barrier's launches (gpuprobe.families.grid_sync), for the same grid sizes."""
+    return GridBarrier.open(kernels.launcher, kernels.parameters, device, settings)
