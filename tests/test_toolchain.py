@@ -713,14 +713,13 @@ def test_nvrtc_error_at_the_end_of_the_source_names_the_file() -> None:
     assert one_line(excinfo.value) == 'open.cu: At end of source: error: expected a "}" [sm_90a]'
 
 
-def test_nvrtc_that_cannot_be_loaded_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    """cuda-bindings installed without the NVRTC library: cuda.bindings loads it on first use, and fails."""
-
-    class NoLibrary:
-        def nvrtcVersion(self) -> None:  # NVRTC's own name
-            raise RuntimeError('Failure finding "libnvrtc.so.13": No such file')
-
-    monkeypatch.setattr(toolchain, "_nvrtc", NoLibrary)
+def test_nvrtc_that_cannot_be_loaded_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file named as NVRTC that is none (a broken or foreign install): one line naming it and why."""
+    (tmp_path / "lib64").mkdir()
+    (tmp_path / "lib64" / "libnvrtc.so.13").write_bytes(b"not a shared library")
+    monkeypatch.setenv("GPUPROBE_TOOLKIT", str(tmp_path))
     with pytest.raises(GpuprobeError) as excinfo:
         compile_cuda('extern "C" __global__ void k() {}\n', SM90A, "k.cu")
-    assert one_line(excinfo.value).startswith("NVRTC not available (Failure finding")
+    assert "cannot load it as NVRTC" in one_line(excinfo.value)
+
+

@@ -32,6 +32,7 @@ from gpuprobe.build.toolkit_choice import TOOLKIT_VARIABLE, chosen_directories, 
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.cache import cached_file, content_key
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.tool_output import decoded
 
 _LIBRARY_NAME = re.compile(r"^libnvrtc\.so(\.\d+)*$")
 _INSTALL_HINT = "pip install nvidia-cuda-nvrtc, or set GPUPROBE_TOOLKIT (or CUDA_HOME) to a CUDA toolkit"
@@ -132,7 +133,7 @@ def _locate(environment: tuple[str | None, ...]) -> Nvrtc:
 def _check(library: ctypes.CDLL, result: int, what: str) -> None:
     if result != 0:
         text = library.nvrtcGetErrorString(result)
-        raise GpuprobeError(f"{what}: {text.decode() if text else f'NVRTC error {result}'}")
+        raise GpuprobeError(f"{what}: {decoded(text) if text else f'NVRTC error {result}'}")
 
 
 # ---------------------------------------------------------------- the headers ----
@@ -270,7 +271,7 @@ def cuda_to_ptx(source: str, arch: Arch, name: str, extra_include_dirs: Sequence
     opts = options(arch, extra_include_dirs)
     inputs = local_inputs(source, extra_include_dirs)
     included = [
-        str(path).encode() + b"\0" + (b"\0-" if data is None else data) for path, data in sorted(inputs.items())
+        os.fsencode(path) + b"\0" + (b"\0-" if data is None else data) for path, data in sorted(inputs.items())
     ]
     key = content_key("nvrtc-ptx", identity(), "\0".join(opts), source, *included)
 
@@ -282,18 +283,26 @@ def cuda_to_ptx(source: str, arch: Arch, name: str, extra_include_dirs: Sequence
 
 def _compile(library: ctypes.CDLL, source: str, name: str, opts: list[str], arch: Arch) -> bytes:
     program = ctypes.c_void_p()
-    _check(library, library.nvrtcCreateProgram(ctypes.byref(program), source.encode(), name.encode(), 0, None, None),
-           name)  # fmt: skip
+    _check(library, library.nvrtcCreateProgram(ctypes.byref(program), source.encode(), os.fsencode(name), 0, None,
+                                               None), name)  # fmt: skip
     try:
         encoded = (ctypes.c_char_p * len(opts))(*(o.encode() for o in opts))
         result = library.nvrtcCompileProgram(program, len(opts), encoded)
         log = _program_text(library, program, "nvrtcGetProgramLogSize", "nvrtcGetProgramLog")
         if result != 0:
-            first = next((line for line in log.splitlines() if "error" in line), log.strip()[:200] or "no message")
-            raise GpuprobeError(f"{first.strip()} [{arch}]")
+            raise GpuprobeError(f"{_first_error(log, name, result)} [{arch}]")
         return _program_text(library, program, "nvrtcGetPTXSize", "nvrtcGetPTX").encode()
     finally:
         library.nvrtcDestroyProgram(ctypes.byref(program))
+
+
+def _first_error(log: str, name: str, result: int) -> str:
+    """NVRTC's first error, at the file and line it names (``name(3): error: ...``); the file is named where
+    NVRTC names none ("At end of source: error: ...")."""
+    first = next((line for line in log.splitlines() if "error" in line), log.strip()[:200]).strip()
+    if not first:
+        return f"{name}: NVRTC error {result}, no message"
+    return first if first.startswith(decoded(os.fsencode(name))) else f"{name}: {first}"
 
 
 def _program_text(library: ctypes.CDLL, program: ctypes.c_void_p, size_call: str, get_call: str) -> str:
@@ -301,4 +310,4 @@ def _program_text(library: ctypes.CDLL, program: ctypes.c_void_p, size_call: str
     _check(library, getattr(library, size_call)(program, ctypes.byref(size)), size_call)
     buffer = ctypes.create_string_buffer(size.value)
     _check(library, getattr(library, get_call)(program, buffer), get_call)
-    return buffer.value.decode(errors="replace")
+    return decoded(buffer.value)
