@@ -111,9 +111,11 @@ def probes_table(probes: Sequence[Probe]) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from gpuprobe.build.check import STATUSES, check_all
+    from gpuprobe.build.outcomes import require_tools
     from gpuprobe.build.registry import all_probes
 
     say_ignored_toolkit_homes()
+    require_tools()
     results = check_all(all_probes(), parse_arch_list(args.arch))
     bad = [r for r in results if r.status in ("violated", "error")]
     if args.json:

@@ -28,6 +28,9 @@ from gpuprobe.runner.peers import ONE_GPU
 if TYPE_CHECKING:
     from gpuprobe.measure.isolation import ChildPolicy
 
+#: Verdicts a fact's test passes with a warning (pytest's warnings summary): noted, not judged.
+NOTED_VERDICTS = ("warn", "unstable", "not_run", *DISTURBED_VERDICTS)
+
 MEMORY_OPTIONAL_FACTS = {"latency.l2_far": "this part shows no far-L2 plateau (no split L2)"}
 
 
@@ -132,7 +135,7 @@ def assert_fact(results: Results, fact_id: str, comparison: Comparison | None = 
         failures.append(regression)
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
-    if fact.verdict in ("warn", "unstable", "not_run", *DISTURBED_VERDICTS):  # noted, not judged
+    if fact.verdict in NOTED_VERDICTS:
         warnings.warn(f"{fact.verdict.upper()}: {message}", stacklevel=1)
 
 
@@ -151,7 +154,7 @@ def _assert_facts_like(results: Results, pattern: str, comparison: Comparison | 
     failures += [m for f in facts if (m := baseline_message(comparison, f.id))]
     if failures:
         pytest.fail(f"{len(failures)} of {len(facts)} {pattern}:\n" + "\n".join(failures), pytrace=False)
-    noted = [f for f in facts if f.verdict in ("warn", "unstable", "not_run", *DISTURBED_VERDICTS)]
+    noted = [f for f in facts if f.verdict in NOTED_VERDICTS]
     if noted:
         lines = "; ".join(f"{f.verdict.upper()}: {f.detail}" for f in noted)
         warnings.warn(f"{len(noted)} of {len(facts)} {pattern} noted: {lines} {context}", stacklevel=1)

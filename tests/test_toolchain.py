@@ -26,6 +26,7 @@ from gpuprobe.build.toolchain import (
 from gpuprobe.core import cache
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.errors import GpuprobeError
+from tests.test_cli import user_error
 
 SM80 = parse_arch("sm_80")
 SM90A = parse_arch("sm_90a")
@@ -265,6 +266,20 @@ def test_the_toolkit_override_naming_no_directory_is_one_line(
     with pytest.raises(GpuprobeError) as excinfo:
         find_tool("ptxas")
     assert one_line(excinfo.value) == f"{TOOLKIT_VARIABLE} names {typo}, which is not a directory"
+
+
+@pytest.mark.parametrize("folder", ["missing", "empty"])
+def test_check_under_a_toolkit_that_is_not_there_is_one_line(
+    fresh_lookup: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], folder: str
+) -> None:
+    """``gpuprobe check`` says it once, before any build, not once per probe (as ``sass`` and ``run`` do)."""
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv(TOOLKIT_VARIABLE, str(tmp_path / folder))
+    said = {
+        "missing": f"{TOOLKIT_VARIABLE} names {tmp_path / folder}, which is not a directory",
+        "empty": f"ptxas not found in {TOOLKIT_VARIABLE} ({tmp_path / folder}): looked for ptxas and bin/ptxas in each",
+    }
+    assert user_error(capsys, "check", "--arch", "sm_90a") == said[folder]
 
 
 def test_a_linked_tool_is_named_by_the_file_that_runs(

@@ -40,6 +40,14 @@ _SUFFIX = ".check.json"
 _TOOLS = ("ptxas", "nvdisasm")
 
 
+def require_tools() -> None:
+    """Find each tool a check's outcome depends on, and its version: a toolkit that is not there (a
+    ``GPUPROBE_TOOLKIT`` that names no folder, no ptxas anywhere) is one GpuprobeError, before any build,
+    not one error per probe."""
+    for tool in _TOOLS:
+        tool_version(tool)
+
+
 @functools.cache
 def code_version() -> str:
     """A hash of the source of the modules that decide a check's outcome (all of ``gpuprobe/build/``)."""
