@@ -12,7 +12,7 @@
 # Stages:
 #   0. the machine as found (nvidia-smi -q, the toolkit, the Python packages, the time plan)  -> env.txt
 #   1. smoke: each family's cheapest probes once, each under a short limit, the stage within
-#      SMOKE_S (default 90) seconds                                   -> smoke-results.json, first-contact.md
+#      SMOKE_S (default 120) seconds                                  -> smoke-results.json, first-contact.md
 #   2. the full suite (pytest probes/ -m gpu) until the deadline; what it could not reach is recorded
 #      not_run ("deadline") and the results say partial     -> results.json, factsheet.md, the plots (*.png)
 #   3. the fact sheet rendered again from results.json if stage 2 was cut before writing it

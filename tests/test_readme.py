@@ -291,16 +291,20 @@ def in_checkout(words: list[str]) -> list[str]:
 
 
 def toolkit_stand_in(tmp: Path) -> str:
-    """A toolkit folder for ``GPUPROBE_TOOLKIT=/usr/local/cuda-13.0``: ``bin/`` holding links to the ptxas
-    and nvdisasm found here (resolved, so the checks cached for them are the ones read)."""
+    """A toolkit folder for ``GPUPROBE_TOOLKIT=/usr/local/cuda-13.0``, laid out as one: ``bin/`` holding
+    links to the ptxas and nvdisasm found here, ``lib/`` to NVRTC's folder and ``include/`` to the CUDA
+    headers' (each resolved, so the builds cached for them are the ones read)."""
+    from gpuprobe.build import nvrtc
     from gpuprobe.build.toolchain import locate_tool
 
     folder = tmp / "toolkit"
     (folder / "bin").mkdir(parents=True, exist_ok=True)
-    for tool in ("ptxas", "nvdisasm"):
-        link = folder / "bin" / tool
-        if not link.exists():
-            link.symlink_to(locate_tool(tool).path)
+    links = {f"bin/{tool}": locate_tool(tool).path for tool in ("ptxas", "nvdisasm")}
+    links["lib"] = nvrtc.locate_nvrtc().path.parent
+    links["include"] = next(d for d in nvrtc.include_dirs() if (d / nvrtc.COOPERATIVE_GROUPS).is_file())
+    for name, target in links.items():
+        if not (folder / name).exists():
+            (folder / name).symlink_to(target)
     return str(folder)
 
 
