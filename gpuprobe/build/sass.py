@@ -8,14 +8,19 @@ checked against the disassembler's own text.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import pickle
 import re
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuprobe.build import flow
 from gpuprobe.build.flow import Step, back_edges
 from gpuprobe.build.toolchain import disassemble
+from gpuprobe.core.cache import content_key, read_entry, write_entry
 from gpuprobe.core.errors import GpuprobeError
 
 # The terminator is stripped in code: a lazy body before optional trailing ``\s*;?\s*`` backtracks cubically.
@@ -329,5 +334,25 @@ def apply_compile_log(listing: Listing, log: str) -> None:
             current = None
 
 
+@functools.cache
+def _parser_identity() -> bytes:
+    """What a parsed listing depends on besides the listing's text: this parser's code."""
+    return b"".join(Path(module).read_bytes() for module in (__file__, flow.__file__))
+
+
 def read_cubin(path: Path, only: Collection[str] | None = None) -> Listing:
-    return parse_listing(disassemble(path), only)
+    """The parsed listing of ``path``'s cubin. A parse is kept in the cache by the listing's text, the
+    kernels asked for and the parser's code, so a measuring process or a warm check reads it back (tens
+    of milliseconds) instead of parsing the whole module again (most of a second)."""
+    text = disassemble(path)
+    key = content_key("listing", _parser_identity(), text, "\0".join(sorted(only)) if only is not None else "\0all")
+    cached = read_entry(key, ".pickle")
+    if cached is not None:
+        with contextlib.suppress(Exception):  # a torn or foreign entry is parsed again, never trusted
+            listing = pickle.loads(cached)
+            if isinstance(listing, Listing):
+                return listing
+    listing = parse_listing(text, only)
+    with contextlib.suppress(OSError):  # an unwritable cache costs the next reader a parse, nothing more
+        write_entry(key, ".pickle", pickle.dumps(listing, protocol=pickle.HIGHEST_PROTOCOL))
+    return listing

@@ -25,7 +25,7 @@ FIXED = 70.0  # what a timed region pays once
 WORD = 0xFFFFFFFF
 
 # Settings for the simulated GPU: few samples, short chases.
-FAST_SETTINGS = Settings(short_iterations=2, long_iterations=6, max_repeats=3, probe_budget_s=0.0, grid_long_syncs=41,
+FAST_SETTINGS = Settings(short_iterations=2, long_iterations=6, max_repeats=6, grid_long_syncs=41,
                          copy_iterations=(2, 6), bulk_iterations=(4, 20), dsm_nodes=64)  # fmt: skip
 
 # Cycles per step of each C++ kernel: its twin's in the other fakes, plus what the abstraction adds.

@@ -28,8 +28,7 @@ FAST_SETTINGS = Settings(
     dram_min_bytes=1 << 20,
     dram_l2_multiple=2.0,
     dram_passes=(2.0, 16.0),
-    max_repeats=4,
-    budget_s=0.0,
+    max_repeats=6,
 )
 
 EDGE = 40.0
