@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuprobe.judge.analysis import find_levels
-from tests.cache_model import HIERARCHIES, KIB, MIB, curve
+from gpuprobe.simulated.cache_model import HIERARCHIES, KIB, MIB, curve
 
 
 def test_find_levels_on_200_points(benchmark) -> None:

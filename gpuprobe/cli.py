@@ -296,6 +296,20 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gpuprobe.measure.progress import StreamSink
+    from gpuprobe.output.report import SIMULATED_TEXT
+    from gpuprobe.simulated.demo import DEMO_DIR, demo_families, run_demo
+
+    families = demo_families(args.families)
+    out_dir = Path(args.output) if args.output else DEMO_DIR
+    require_writable_folder(out_dir)
+    results = run_demo(out_dir, families, progress=StreamSink(sys.stderr))
+    print(f"wrote {out_dir}/results.json and its fact sheet {out_dir}/factsheet.md ({len(results.facts)} facts)")
+    print(SIMULATED_TEXT.split(". ", 1)[0] + ": gpuprobe report --format html shows it as a page")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpuprobe", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -351,6 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --plan: correct the plan by the actual/planned seconds of an earlier run",
     )
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("demo", help="the whole suite on the simulated GPU: what a run writes, stamped SIMULATED")
+    p.add_argument("-o", "--output", help="directory for the results and fact sheet (default: gpuprobe-demo)")
+    p.add_argument("--families", metavar="A,B", help="only these families (default: all; see gpuprobe list)")
+    p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("report", help="render the fact sheet from a results file")
     p.add_argument("results")

@@ -171,10 +171,10 @@ def simulated_run(out: Path) -> Results:
     from gpuprobe.measure import session
     from gpuprobe.measure.isolation import ChildPolicy
     from gpuprobe.runner.gpu import LauncherSpec
-    from tests.fake_gpu import FakeGpu, fast_settings, suite_options
+    from gpuprobe.simulated.gpu import FakeGpu, fast_settings, suite_options
 
     options = suite_options(name="NVIDIA H200")
-    launcher = LauncherSpec("tests.fake_gpu:open_fake", 0, options)
+    launcher = LauncherSpec("gpuprobe.simulated.gpu:open_fake", 0, options)
     policy = ChildPolicy(probe_time_limit_s=60, cooldown_s=0.0)
     return session.run_suite(FakeGpu(**options).device(), launcher, out, settings=fast_settings(), policy=policy)
 

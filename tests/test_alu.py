@@ -23,9 +23,9 @@ from gpuprobe.families.issue_sweep import (
     step_latency,
 )
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import fake_gpu, measure_family, simulated_kernels
+from gpuprobe.simulated.kernels.alu import FAST_SETTINGS, TIMING, thread_result
 from tests.devices import H100_SXM
-from tests.fake_gpu import fake_gpu, measure_family, simulated_kernels
-from tests.fakes.alu import FAST_SETTINGS, TIMING, thread_result
 
 TERNARY = [op for op in alu.OPS if op.mufu is None]
 MUFU = [op for op in alu.OPS if op.mufu is not None]

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuprobe.judge.analysis import Level, find_levels, median_ci
-from tests.cache_model import HIERARCHIES, KIB, MIB, Hierarchy, curve, log_footprints
+from gpuprobe.simulated.cache_model import HIERARCHIES, KIB, MIB, Hierarchy, curve, log_footprints
 
 CAPACITY_TOLERANCE = 0.30
 LATENCY_TOLERANCE = 0.06

@@ -27,9 +27,9 @@ from gpuprobe.families.base import ProbeFailure, Request
 from gpuprobe.families.chase import per_step
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import KIB, fake_gpu, measure_family, ptx_parameters
+from gpuprobe.simulated.kernels.async_copy import FAST_SETTINGS, model
 from tests.devices import H200
-from tests.fake_gpu import KIB, fake_gpu, measure_family, ptx_parameters
-from tests.fakes.async_copy import FAST_SETTINGS, model
 from tests.test_host_transfer import mutant_violations
 
 SMALL = FAST_SETTINGS

@@ -29,10 +29,10 @@ from gpuprobe.families.atomics import (
     per_add_cycles,
 )
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import fake_gpu, measure_family
+from gpuprobe.simulated.kernels import atomics as fake
+from gpuprobe.simulated.kernels.atomics import with_fault
 from tests.devices import H100_SXM
-from tests.fake_gpu import fake_gpu, measure_family
-from tests.fakes import atomics as fake
-from tests.fakes.atomics import with_fault
 
 FAST = Settings(
     short_iterations=2,

@@ -23,9 +23,9 @@ from gpuprobe.families.bandwidth.report import INVARIANTS, occupancy_png
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.planning import dram_peak_gbps
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import MIB, fake_gpu, measure_family
+from gpuprobe.simulated.kernels.bandwidth import FAST_SETTINGS
 from tests.devices import H100_SXM
-from tests.fake_gpu import MIB, fake_gpu, measure_family
-from tests.fakes.bandwidth import FAST_SETTINGS
 
 DATASHEET = {"datasheet": {"dram_gbps": 3350.0}}
 
@@ -220,7 +220,7 @@ def test_a_wrong_result_fails_its_probe_with_no_facts(probe: str, kernel: str, m
 
 
 def test_missing_or_impossible_clock_records_fail_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.fakes import bandwidth as fake
+    from gpuprobe.simulated.kernels import bandwidth as fake
 
     monkeypatch.setattr(fake, "_write_records", lambda gpu, launch, out, cycles: None)
     measured = run_family(small_gpu(), runnable=["bandwidth.l1.read.v16"])

@@ -18,9 +18,9 @@ from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.differencing import Lengths, per_step_samples
 from gpuprobe.families.measuring import Stopping
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import fake_gpu, measure_family
+from gpuprobe.simulated.kernels import barrier as fake
 from tests.devices import H200
-from tests.fake_gpu import fake_gpu, measure_family
-from tests.fakes import barrier as fake
 
 FAST = barrier.Settings(short_iterations=2, long_iterations=6, max_repeats=3)
 

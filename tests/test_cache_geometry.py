@@ -41,9 +41,9 @@ from gpuprobe.families.cache_geometry.analysis import candidate_units, fit_unit,
 from gpuprobe.families.memory_latency import UNROLL
 from gpuprobe.judge.analysis import Level
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import KIB, MIB, fake_gpu, measure_family
+from gpuprobe.simulated.kernels.cache_geometry import FAST_SETTINGS, Model, const_array
 from tests.devices import H100_SXM
-from tests.fake_gpu import KIB, MIB, fake_gpu, measure_family
-from tests.fakes.cache_geometry import FAST_SETTINGS, Model, const_array
 
 GIB = 2**30
 

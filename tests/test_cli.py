@@ -459,7 +459,7 @@ def test_run_shows_its_progress_and_an_interrupt_says_where_the_partial_results_
     from gpuprobe import api
     from gpuprobe.families import catalog
     from gpuprobe.measure import session
-    from tests.fake_gpu import FaultyGpu, suite_options
+    from gpuprobe.simulated.gpu import FaultyGpu, suite_options
 
     rehearsal = REPO / "tests" / "rehearsal"
     monkeypatch.setenv("GPUPROBE_REHEARSAL", "1")

@@ -17,9 +17,9 @@ from gpuprobe.core.results import Fact
 from gpuprobe.families import cluster
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import fake_gpu, measure_family
+from gpuprobe.simulated.kernels import cluster as fake
 from tests.devices import H200
-from tests.fake_gpu import fake_gpu, measure_family
-from tests.fakes import cluster as fake
 
 FAST = cluster.Settings(short_iterations=2, long_iterations=6, max_repeats=3, clusters=4)
 

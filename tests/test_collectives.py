@@ -1,6 +1,6 @@
 """The collectives family: nccl-tests' arithmetic held to nccl-tests' own published output, the host's
 prediction of every output element held to collectives done by hand, NCCL's log read, and the family end
-to end on a simulated node whose NCCL is NumPy (tests/fake_peers.py), corrupted on purpose."""
+to end on a simulated node whose NCCL is NumPy (gpuprobe/simulated/peers.py), corrupted on purpose."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from gpuprobe.families import collectives
 from gpuprobe.families.collectives import PROBES, Settings, busbw, nccl_log
 from gpuprobe.families.collectives.plot import busbw_png
 from gpuprobe.runner.peers import ONE_GPU
+from gpuprobe.simulated.gpu import FakeGpu, measure_family
+from gpuprobe.simulated.kernels.collectives import FAST_SETTINGS
+from gpuprobe.simulated.peers import FakeNode
 from tests.devices import H200
-from tests.fake_gpu import FakeGpu, measure_family
-from tests.fake_peers import FakeNode
-from tests.fakes.collectives import FAST_SETTINGS
 
 # ---- nccl-tests' definitions ------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from gpuprobe.core.results import ProbeOutcome
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.measure.conditions import CLOCK_KERNEL, SETTLE_TRIES, ConditionRecorder
 from gpuprobe.runner.gpu import CooperativeGridTooLarge
-from tests.fake_gpu import FaultyGpu, ptx_parameters
+from gpuprobe.simulated.gpu import FaultyGpu, ptx_parameters
 
 KEYS = {"sm_mhz_before", "sm_mhz_after", "nvml_before", "nvml_after", "sm_mhz_reference"}
 

@@ -19,9 +19,9 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.families import coop
 from gpuprobe.families.coop import chains, lowering, pairs, plot
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import FakeGpu, _module, measure_family, suite_options
+from gpuprobe.simulated.kernels.coop import FAST_SETTINGS
 from tests.devices import H200
-from tests.fake_gpu import FakeGpu, _module, measure_family, suite_options
-from tests.fakes.coop import FAST_SETTINGS
 
 COOP_DIR = PTX_DIR / "coop"
 

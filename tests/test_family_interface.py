@@ -7,8 +7,8 @@ import pytest
 from gpuprobe.families.base import Plan, Smoke
 from gpuprobe.families.catalog import FAMILIES, OPT_IN
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import FakeGpu, measure_family, smoke_part, suite_options
 from tests.devices import A100_SXM, H100_SXM, H200
-from tests.fake_gpu import FakeGpu, measure_family, smoke_part, suite_options
 
 MEASURED = [name for name in FAMILIES if name not in OPT_IN]
 SMOKE_FAMILY_S = 4.0  # a family's smoke probes on an H200, beyond starting its measuring process

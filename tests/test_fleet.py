@@ -26,7 +26,7 @@ from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Results, load
 from gpuprobe.fleet import aggregate as fleet
 from gpuprobe.fleet import runs as fleet_run
 from gpuprobe.fleet import spread
-from tests.fake_gpu import CLOCKED_RUN_SD, DEVICE_RUN_SD, HOST_RUN_SD
+from gpuprobe.simulated.gpu import CLOCKED_RUN_SD, DEVICE_RUN_SD, HOST_RUN_SD
 
 REPO = Path(__file__).resolve().parent.parent
 H200_RUN = REPO / "reports" / "nvidia-h200" / "results.json"  # a real H200's 272 facts, as measured
@@ -186,7 +186,7 @@ def h200() -> Results:
 
 
 def run_to_run_sd(fact_id: str, unit: str) -> float:
-    """How much the simulated GPU moves a quantity between runs (tests/fake_gpu.py): cycles 0.3 %, other
+    """How much the simulated GPU moves a quantity between runs (gpuprobe/simulated/gpu.py): cycles 0.3 %, other
     device quantities 0.5 %, what the host takes part in 1 %, exact results not at all."""
     kind = quantity_kind(fact_id, unit)
     if kind == "exact":

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpuprobe.runner.flight import RecordingLauncher, describe_argument, describe_call
-from tests.fake_gpu import FakeGpu
+from gpuprobe.simulated.gpu import FakeGpu
 
 
 def test_a_launch_is_described_by_the_launcher_protocol_names_with_each_argument_width() -> None:

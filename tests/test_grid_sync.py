@@ -18,9 +18,9 @@ from gpuprobe.families.grid_sync import PROBES, ProbeFailure, Settings, per_sync
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.pytest_plugin import family_probes
 from gpuprobe.runner.gpu import CooperativeGridTooLarge
+from gpuprobe.simulated.gpu import fake_gpu, measure_family, ptx_parameters
+from gpuprobe.simulated.kernels.grid_sync import WORK_NS, sync_cycles
 from tests.devices import H100_SXM
-from tests.fake_gpu import fake_gpu, measure_family, ptx_parameters
-from tests.fakes.grid_sync import WORK_NS, sync_cycles
 
 FAST = Settings(long_syncs=161, long_steps=21, max_repeats=3)  # long phases of >= 100 us: the clock to 1 %
 

@@ -22,9 +22,9 @@ from gpuprobe.families.host_transfer import (
 )
 from gpuprobe.families.planning import Link
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
+from gpuprobe.simulated.gpu import KIB, fake_gpu, measure_family
+from gpuprobe.simulated.kernels.host_transfer import FAST_SETTINGS, link
 from tests.devices import H200
-from tests.fake_gpu import KIB, fake_gpu, measure_family
-from tests.fakes.host_transfer import FAST_SETTINGS, link
 
 SMALL = FAST_SETTINGS
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from gpuprobe.measure import session
 from gpuprobe.runner.gpu import LauncherSpec
 from gpuprobe.measure.isolation import ChildPolicy
-from tests.fake_gpu import FakeGpu, fast_settings
+from gpuprobe.simulated.gpu import FakeGpu, fast_settings
 
 options = {"name": "Simulated GPU", "faults": {"gp_chase_global_cg": "hang"}}
-launcher = LauncherSpec("tests.fake_gpu:open_fake", 0, options)
+launcher = LauncherSpec("gpuprobe.simulated.gpu:open_fake", 0, options)
 device = FakeGpu(name="Simulated GPU").device()
 policy = ChildPolicy(probe_time_limit_s=600)
 session.run_suite(device, launcher, Path(sys.argv[1]), settings=fast_settings(), policy=policy)

@@ -14,7 +14,7 @@ import pytest
 from gpuprobe.measure.isolation import ChildPolicy, gpu_conditions, run_family
 from gpuprobe.measure.session import child_spec
 from gpuprobe.runner.gpu import LauncherSpec
-from tests.fake_gpu import FAST, FakeGpu, ptx_parameters
+from gpuprobe.simulated.gpu import FAST, FakeGpu, ptx_parameters
 
 FEW = ["memory.clock", "memory.overhead.clock_read", "memory.latency.shared"]
 
@@ -26,7 +26,7 @@ def spec(**options) -> dict:
 
     module = build_for(all_probes(), parse_arch("sm_90a"))
     assert module.parameters == ptx_parameters()
-    launcher = LauncherSpec("tests.fake_gpu:open_fake", 0, options)
+    launcher = LauncherSpec("gpuprobe.simulated.gpu:open_fake", 0, options)
     return child_spec(module, FakeGpu().device(), launcher, "memory", FAST, clock_usable=True)
 
 

@@ -34,9 +34,9 @@ from gpuprobe.families.l2_partition import (
     two_means_threshold,
 )
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import KIB, MIB, fake_gpu, measure_family, ptx_parameters
+from gpuprobe.simulated.kernels import l2_partition as fake
 from tests.devices import H100_SXM
-from tests.fake_gpu import KIB, MIB, fake_gpu, measure_family, ptx_parameters
-from tests.fakes import l2_partition as fake
 
 FAST = Settings(rounds=8)
 

@@ -22,9 +22,9 @@ from gpuprobe.judge.expectations import judge
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.pytest_plugin import family_probes
 from gpuprobe.runner.gpu import LaunchPathUnavailable, _argument_block
+from gpuprobe.simulated.gpu import fake_gpu, measure_family
+from gpuprobe.simulated.kernels.launch import REALISTIC_ENQUEUE_US, busy_host
 from tests.devices import H100_SXM
-from tests.fake_gpu import fake_gpu, measure_family
-from tests.fakes.launch import REALISTIC_ENQUEUE_US, busy_host
 
 FAST = Settings(launches=20, graph_nodes=(1, 10, 100), graph_node_runs=200, events=20, max_repeats=3)
 

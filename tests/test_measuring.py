@@ -8,7 +8,7 @@ import pytest
 from gpuprobe.core.detection import detection
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.measuring import Kernels, Stopping, check_arguments, fact, sample_until_stable, unwritten
-from tests.fake_gpu import FakeGpu, ptx_parameters
+from gpuprobe.simulated.gpu import FakeGpu, ptx_parameters
 
 SIGNATURE = [("u64", "buffer"), ("u32", "n"), ("s32", "k"), ("f32", "x"), ("b64", "bits")]
 

@@ -27,7 +27,7 @@ from gpuprobe.families.memory_latency import (
 )
 from gpuprobe.judge.analysis import Level
 from gpuprobe.measure.conditions import ConditionRecorder
-from tests.fake_gpu import FAST, KIB, MIB, FakeBuffer, FakeGpu, fake_gpu, ptx_parameters
+from gpuprobe.simulated.gpu import FAST, KIB, MIB, FakeBuffer, FakeGpu, fake_gpu, ptx_parameters
 
 ALL_PROBES = {
     "memory.clock",

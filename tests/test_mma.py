@@ -32,9 +32,9 @@ from gpuprobe.families.mma.numerics import (
 )
 from gpuprobe.families.mma.sparse import SPARSE_VARIANTS, SparseVariant
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import fake_gpu, measure_family
+from gpuprobe.simulated.kernels.mma import FAST_SETTINGS, SPARSE_TIMING, TIMING, element, lane_results, numeric_d
 from tests.devices import H100_SXM
-from tests.fake_gpu import fake_gpu, measure_family
-from tests.fakes.mma import FAST_SETTINGS, SPARSE_TIMING, TIMING, element, lane_results, numeric_d
 
 SM90A = parse_arch("sm_90a")
 ON_SM90A = {p.name for p in all_probes() if p.family == "mma" and p.supports(SM90A)}

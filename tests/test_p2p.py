@@ -1,4 +1,4 @@
-"""The p2p family's host side, end to end against a simulated node of several GPUs (tests/fake_peers.py)."""
+"""The p2p family's host side, end to end against a simulated node of several GPUs (gpuprobe/simulated/peers.py)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from gpuprobe.families.p2p.plot import heatmaps, matrices_png
 from gpuprobe.judge.expectations import match_model
 from gpuprobe.measure.session import judge_fact
 from gpuprobe.runner.peers import ONE_GPU
+from gpuprobe.simulated.gpu import FakeGpu, measure_family
+from gpuprobe.simulated.kernels.p2p import FAST_SETTINGS
 from tests.devices import H200
-from tests.fake_gpu import FakeGpu, measure_family
-from tests.fakes.p2p import FAST_SETTINGS
 
-NVLINK_GBPS = 380.0  # the simulated node's copy engine one way, every pair (tests/fake_peers.FakeNode)
+NVLINK_GBPS = 380.0  # the simulated node's copy engine one way, every pair (gpuprobe.simulated.peers.FakeNode)
 
 
 def _measure(node: dict, runnable=frozenset(PROBES), settings: Settings = FAST_SETTINGS) -> dict:

@@ -23,8 +23,8 @@ from gpuprobe.measure.plan import (
     render_plan,
     run_plan,
 )
+from gpuprobe.simulated.gpu import FakeGpu, suite_options
 from tests.devices import A100_SXM, H100_SXM, H200
-from tests.fake_gpu import FakeGpu, suite_options
 
 ROOM = 0.85  # a plan may use at most this share of its budget: the rest is for what no plan foresees
 

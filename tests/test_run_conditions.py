@@ -7,7 +7,7 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.measure.conditions import ConditionRecorder
 from gpuprobe.output import run_conditions
 from gpuprobe.output.run_conditions import NOT_RECORDED, condition_rows, reason_names
-from tests.fake_gpu import FaultyGpu, ptx_parameters
+from gpuprobe.simulated.gpu import FaultyGpu, ptx_parameters
 
 DEVICE = Device(name="Simulated GPU", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=50 * 2**20)
 RECORD = {"power_limit_w": 700.0, "power_enforced_limit_w": 650.0, "ecc_mode_current": 1, "ecc_mode_pending": 0,

@@ -17,7 +17,7 @@ import pytest
 
 from gpuprobe.runner import flight, nccl, peers
 from gpuprobe.runner.gpu import LaunchPathUnavailable
-from tests.fake_gpu import FakeGpu
+from gpuprobe.simulated.gpu import FakeGpu
 from tests.test_cuda_api import ApiScan, _embedded_signatures
 
 NCCL_BINDING = next(

@@ -26,15 +26,16 @@ from gpuprobe.measure.plan import SMOKE, measured_families
 from gpuprobe.output import report
 from gpuprobe.runner.gpu import LauncherSpec
 from gpuprobe.runner.peers import ONE_GPU
-from tests.fake_gpu import FakeGpu, fast_settings, suite_options
-from tests.fakes.bandwidth import DEFAULTS as BANDWIDTH_DEFAULTS
+from gpuprobe.simulated.demo import run_demo
+from gpuprobe.simulated.gpu import FakeGpu, fast_settings, suite_options
+from gpuprobe.simulated.kernels.bandwidth import DEFAULTS as BANDWIDTH_DEFAULTS
 
 SIMULATED = "Simulated GPU"
 POLICY = ChildPolicy(probe_time_limit_s=60, cooldown_s=0.0)
 
 
 def simulated(**options) -> LauncherSpec:
-    return LauncherSpec("tests.fake_gpu:open_fake", 0, suite_options(**{"name": SIMULATED, **options}))
+    return LauncherSpec("gpuprobe.simulated.gpu:open_fake", 0, suite_options(**{"name": SIMULATED, **options}))
 
 
 def device(name: str = SIMULATED):
@@ -62,7 +63,7 @@ def clean_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Results]:
     by the tests that each read a different thing from it: the run costs about half a minute, and none of
     these tests changes the results or the files (they only read them)."""
     out = tmp_path_factory.mktemp("clean")
-    return out, run(out)
+    return out, run_demo(out)  # what `gpuprobe demo` runs
 
 
 def test_a_run_writes_complete_results_fact_sheet_and_plot(clean_run) -> None:
@@ -339,7 +340,7 @@ def test_a_run_whose_families_all_die_the_same_way_stops_after_three(tmp_path: P
 
 # ---- regression checks on the simulated GPU: a second run of it, and changed hardware -----------------
 #
-# The simulated GPU has noise between runs (tests/fake_gpu.py: a factor per simulated quantity drawn from
+# The simulated GPU has noise between runs (gpuprobe/simulated/gpu.py: a factor per simulated quantity drawn from
 # the seed), so a second run with another seed is what a second run of an unchanged GPU is, and a run of
 # a part with changed options is a changed GPU. clean_run is the baseline of both.
 

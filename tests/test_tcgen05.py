@@ -17,8 +17,8 @@ from gpuprobe.families.tcgen05 import INVARIANTS, PROBES, SECTIONS, plan
 from gpuprobe.families.tcgen05.layout import MMAS, decode_instruction, descriptor_bits, instruction_descriptor
 from gpuprobe.families.wgmma.layout import decode_descriptor
 from gpuprobe.measure.plan import family_seconds
-from tests.fake_gpu import fake_gpu, measure_family
-from tests.fakes.tcgen05 import FAST_SETTINGS
+from gpuprobe.simulated.gpu import fake_gpu, measure_family
+from gpuprobe.simulated.kernels.tcgen05 import FAST_SETTINGS
 from tests.test_host_transfer import mutant_violations
 
 B200 = {"arch": "sm_100a", "cc": "10.0", "name": "NVIDIA B200", "sm_count": 4}

@@ -22,9 +22,9 @@ from gpuprobe.families.tma import PROBES, SECTIONS, Settings, fact_id, plan, str
 from gpuprobe.families.tma.tiles import Tile, chase_tensor, swizzled_offsets, tensor_values, tile_word_sums, tiles
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.runner.gpu import TileMap
+from gpuprobe.simulated.gpu import KIB, fake_gpu, measure_family, ptx_parameters
+from gpuprobe.simulated.kernels.tma import FAST_SETTINGS, model
 from tests.devices import H200
-from tests.fake_gpu import KIB, fake_gpu, measure_family, ptx_parameters
-from tests.fakes.tma import FAST_SETTINGS, model
 from tests.test_host_transfer import mutant_violations
 
 

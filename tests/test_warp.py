@@ -17,9 +17,9 @@ from gpuprobe.core.results import Fact
 from gpuprobe.families import warp
 from gpuprobe.families.differencing import Lengths
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import fake_gpu, measure_family
+from gpuprobe.simulated.kernels import warp as fake
 from tests.devices import H200
-from tests.fake_gpu import fake_gpu, measure_family
-from tests.fakes import warp as fake
 
 FAST = warp.Settings(short_iterations=2, long_iterations=6, max_repeats=3, throughput_short=2, throughput_long=6)
 LANE = np.arange(32)

@@ -47,9 +47,9 @@ from gpuprobe.families.wgmma.ptx import Kernel, kernel_text, module_text
 from gpuprobe.output.references import References
 from gpuprobe.output.report import fact_rows, section
 from gpuprobe.runner.gpu import LaunchPathUnavailable
+from gpuprobe.simulated.gpu import fake_gpu, measure_family, ptx_parameters
+from gpuprobe.simulated.kernels.wgmma import FAST_SETTINGS
 from tests.devices import H100_SXM
-from tests.fake_gpu import fake_gpu, measure_family, ptx_parameters
-from tests.fakes.wgmma import FAST_SETTINGS
 
 FAST = Settings(max_repeats=3, throughput_repeats=2, gemm_repeats=2, latency_budget_s=5.0)
 SMALL = {"sm_count": 4, "blocks_per_sm": 1}  # the simulated GPU: 4 SMs, one block of 3 warpgroups each

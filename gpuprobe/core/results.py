@@ -192,6 +192,7 @@ class Device:
     cuda_visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES as the measuring process saw it; None: unset
     memory_type: str = ""  # from the GPU model's datasheet (gpuprobe/expectations); CUDA does not report it
     visible_gpus: int | None = None  # GPUs the measuring process sees (CUDA's count): the multi-GPU families' node
+    simulated: bool = False  # measured on gpuprobe's simulated GPU (`gpuprobe demo`, the tests): no hardware at all
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Device:
@@ -199,7 +200,7 @@ class Device:
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         for name, value in fields.items():
             kinds = _DEVICE_FIELD_TYPES[name]
-            if not isinstance(value, kinds) or isinstance(value, bool):
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
                 raise ValueError(f"device field {name!r} is {type(value).__name__}, not {kinds[0].__name__}")
         return cls(**fields)
 
@@ -211,7 +212,7 @@ _DEVICE_FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "mem_bus_bits": (int, type(None)), "mem_bytes": (int, type(None)), "shared_per_sm_bytes": (int, type(None)),
     "shared_per_block_optin_bytes": (int, type(None)), "driver": _TEXT, "cuda_runtime": _TEXT, "toolkit": _TEXT,
     "uuid": _TEXT, "hostname": _TEXT, "gpu_index": (int, type(None)), "cuda_visible_devices": (str, type(None)),
-    "memory_type": _TEXT, "visible_gpus": (int, type(None)),
+    "memory_type": _TEXT, "visible_gpus": (int, type(None)), "simulated": (bool,),
 }  # fmt: skip
 
 # "not_run": the probe could have run but the run ended first (its deadline), or it has nothing to measure here

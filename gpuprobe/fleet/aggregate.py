@@ -82,6 +82,7 @@ class GpuIdentity:
     gpu_index: int | None = None
     cuda_visible_devices: str | None = None
     partial: bool = False
+    simulated: bool = False  # from gpuprobe's simulated GPU: flagged, never a real GPU of the fleet
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -124,6 +125,7 @@ def identify(source: str, results: Results) -> GpuIdentity:
         gpu_index=index if isinstance(index, int) else index_from_path,
         cuda_visible_devices=getattr(device, "cuda_visible_devices", None),
         partial=results.partial,
+        simulated=results.device.simulated,
     )
 
 
@@ -450,6 +452,12 @@ def _fleet_notes(summaries: Sequence[FileSummary]) -> list[str]:
             f"{partial} results file(s) are partial (the run did not finish, marked so in the ranking): "
             f"their missing facts are absent"
         )
+    simulated = [s.gpu.file for s in summaries if s.gpu.simulated]
+    if simulated:
+        notes.append(
+            f"{len(simulated)} results file(s) are SIMULATED (gpuprobe demo; marked so in the ranking): no GPU was "
+            f"measured in {_some(simulated)}"
+        )
     empty = sum(not s.facts for s in summaries)
     if empty:
         notes.append(f"{empty} results file(s) hold no measured fact")
@@ -531,7 +539,7 @@ def _num(value: float | None) -> str:
 
 def _identity_cells(gpu: GpuIdentity) -> list[str]:
     return [
-        gpu.file + (" (partial)" if gpu.partial else ""),
+        gpu.file + (" (partial)" if gpu.partial else "") + (" (SIMULATED)" if gpu.simulated else ""),
         gpu.model,
         gpu.hostname or "-",
         "-" if gpu.gpu_index is None else str(gpu.gpu_index),

@@ -533,7 +533,8 @@ def gpu_differences(base: Results, new: Results, base_name: str = "BASE", new_na
     clock measured (more than ``CLOCK_TOLERANCE`` apart). Any of these and a change may be the GPU's,
     not the software's: the report opens with them, and ``--strict`` refuses the comparison."""
     b, n = base.device, new.device
-    found: list[str] = []
+    found = [f"{name} is SIMULATED (gpuprobe demo): no GPU was measured" for name, run in ((base_name, b),
+             (new_name, n)) if run.simulated]  # fmt: skip
     if (b.name, b.cc) != (n.name, n.cc):
         found.append(f"different GPU models: {base_name} {b.name} (cc {b.cc}), {new_name} {n.name} (cc {n.cc})")
     elif (b.sm_count, b.l2_bytes) != (n.sm_count, n.l2_bytes):

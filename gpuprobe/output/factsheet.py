@@ -22,13 +22,39 @@ from gpuprobe.output.report import (
     render_markdown,
     sheet_layout,
 )
-from gpuprobe.output.sections import Section
+from gpuprobe.output.sections import Plot, Section
+
+
+def stamped(png: bytes) -> bytes:
+    """``png`` with SIMULATED written across it, so a plot of a simulated run shows what it is wherever it
+    is copied to (the same pixels and size underneath)."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.image import imread
+
+    image = imread(io.BytesIO(png), format="png")
+    height, width = image.shape[:2]
+    fig = Figure(figsize=(width / 100, height / 100), dpi=100)
+    FigureCanvasAgg(fig)
+    fig.figimage(image, 0, 0)
+    fig.text(0.5, 0.5, "SIMULATED", ha="center", va="center", rotation=25, fontsize=min(width, height) / 6,
+             color="#cf222e", alpha=0.25, weight="bold")  # fmt: skip
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _drawn(plot: Plot, results: Results, dpi: int | None) -> bytes | None:
+    """One plot's PNG for this run (None where it has nothing to draw), stamped if the run is simulated."""
+    data = plot.png(results, DEFAULT_DPI if dpi is None else dpi)
+    return stamped(data) if data is not None and results.device.simulated else data
 
 
 def plot_images(results: Results, sections: Sequence[Section], dpi: int | None = None) -> dict[str, bytes]:
     """Every plot this run can draw, as PNG bytes keyed by ``plot_key``."""
-    layout = sheet_layout(sections)
-    drawn = {plot.key: plot.png(results, DEFAULT_DPI if dpi is None else dpi) for plot in all_plots(layout)}
+    drawn = {plot.key: _drawn(plot, results, dpi) for plot in all_plots(sheet_layout(sections))}
     return {key: png for key, png in drawn.items() if png is not None}
 
 
@@ -45,7 +71,7 @@ def _write_markdown(results: Results, out_dir: Path, sections: Sequence[Section]
     drawn: list[Path] = []
     for plot in all_plots(sheet_layout(sections)):
         path = out_dir / plot.file_name
-        data = plot.png(results, DEFAULT_DPI if dpi is None else dpi)
+        data = _drawn(plot, results, dpi)
         if data is None:
             path.unlink(missing_ok=True)
             continue

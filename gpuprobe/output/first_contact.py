@@ -16,7 +16,7 @@ from typing import Any
 from gpuprobe.build.registry import all_probes
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import ProbeOutcome, Results
-from gpuprobe.output.report import identity_lines, table
+from gpuprobe.output.report import identity_lines, sheet_title, simulated_banner, table
 
 # Outcome of a probe, worst first: a family shows the worst of its probes.
 OUTCOMES = {
@@ -132,8 +132,9 @@ def render_first_contact(results: Results, probes_by_family: Mapping[str, Sequen
     rows = family_rows(results, probes_by_family)
     device = results.device
     lines = [
-        f"# gpuprobe first contact: {device.name}",
+        f"# {sheet_title('first contact', results)}",
         "",
+        *([*simulated_banner(), ""] if device.simulated else []),
         f"{device.arch}, {device.sm_count} SMs, L2 {fmt_bytes(device.l2_bytes)}; run {results.created} "
         f"({results.stage} stage{', partial' if results.partial else ''}).",
         "",

@@ -161,6 +161,12 @@ def ref_link(number: int | None) -> str:
 # ---------------------------------------------------------------- the first screen
 
 
+def simulated_banner_html() -> list[str]:
+    """The SIMULATED stamp (same words as the Markdown one), at the top and the bottom of the page."""
+    bold, rest = report.SIMULATED_TEXT.split(". ", 1)
+    return [f'<div class="banner simulated" role="alert"><strong>{esc(bold)}.</strong> {esc(rest)}</div>']
+
+
 def partial_banner_html() -> list[str]:
     """The loud warning for a run that did not finish (same words as the Markdown banner)."""
     bold, rest = report.PARTIAL_TEXT.split(". ", 1)
@@ -351,8 +357,10 @@ def render_html(results: Results, plots: dict[str, bytes] | None = None, *, sect
     """
     plot_uris = {key: data_uri(png) for key, png in (plots or {}).items()}
     refs = References()
-    title = f"gpuprobe fact sheet: {results.device.name}"
+    title = report.sheet_title("fact sheet", results)
     body = [f"<h1>{esc(title)}</h1>"]
+    if results.device.simulated:
+        body += simulated_banner_html()
     if results.partial:
         body += partial_banner_html()
     body += [f'<p class="device">{esc(headline.device_line(results))}</p>', *verdict_html(results)]
@@ -369,6 +377,8 @@ def render_html(results: Results, plots: dict[str, bytes] | None = None, *, sect
     for plan in report.plan_sections(results, plot_uris, layout):
         body += section_html(results, plan, refs, above)
     body += other_plots_html(plot_uris, layout) + probe_status_html(results) + references_html(refs)
+    if results.device.simulated:
+        body += simulated_banner_html()
     body.append("<footer>Rendered by gpuprobe from this run's results file; every number above comes from it.</footer>")
     head = [
         "<!DOCTYPE html>",

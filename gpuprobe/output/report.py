@@ -178,6 +178,24 @@ PARTIAL_TEXT = (
 )
 
 
+SIMULATED_TEXT = (
+    "SIMULATED — no GPU was measured. Every number here comes from gpuprobe's simulated GPU (a NumPy model "
+    "of each kernel on a small made-up part): it shows what a run produces, not what any hardware does. "
+    "Do not publish, compare or judge hardware by it."
+)
+
+
+def simulated_banner() -> list[str]:
+    """The stamp on every page rendered from a simulated run (top and bottom)."""
+    bold, rest = SIMULATED_TEXT.split(". ", 1)
+    return ["> [!CAUTION]", f"> **{bold}.** {rest}"]
+
+
+def sheet_title(kind: str, results: Results) -> str:
+    """A page's title: what it is and the device, marked SIMULATED where no GPU was measured."""
+    return f"gpuprobe {kind}: {results.device.name}" + (" (SIMULATED)" if results.device.simulated else "")
+
+
 def partial_banner() -> list[str]:
     """The loud warning for a run that did not finish."""
     bold, rest = PARTIAL_TEXT.split(". ", 1)
@@ -620,7 +638,9 @@ def render_markdown(results: Results, plot_files: dict[str, str], *, sections: S
     """
     dev = results.device
     refs = References()
-    lines = [f"# gpuprobe fact sheet: {dev.name}", ""]
+    lines = [f"# {sheet_title('fact sheet', results)}", ""]
+    if dev.simulated:
+        lines += [*simulated_banner(), ""]
     if results.partial:
         lines += [*partial_banner(), ""]
     lines += [escape(headline.device_line(results)), "", *verdict_lines(results), ""]
@@ -638,4 +658,6 @@ def render_markdown(results: Results, plot_files: dict[str, str], *, sections: S
     lines += other_plots(plot_files, layout)
     lines += probe_status_lines(results)
     lines += references_lines(refs)
+    if dev.simulated:
+        lines += ["", *simulated_banner()]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -68,9 +68,15 @@ def find_runs(reports_dir: Path) -> list[Run]:
         if not os.path.isfile(path) and os.access(folder, os.X_OK):  # a folder shut to us: listed as unreadable
             continue
         try:
-            runs.append(Run(folder.name, load(path)))
+            results = load(path)
         except GpuprobeError as exc:  # named relative to the index, so the page reads the same anywhere
             runs.append(Run(folder.name, None, str(exc).replace(str(path), f"{folder.name}/{RESULTS_NAME}")))
+            continue
+        if results.device.simulated:  # reports/ holds real runs: a demo's output is refused, and says so
+            refused = f"{folder.name}/{RESULTS_NAME} is SIMULATED (gpuprobe demo), not a real run: not listed"
+            runs.append(Run(folder.name, None, refused))
+        else:
+            runs.append(Run(folder.name, results))
     return runs
 
 

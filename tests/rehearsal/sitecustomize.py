@@ -3,7 +3,7 @@
 ``scripts/rehearse-device-check.sh`` puts this directory first on PYTHONPATH, so Python imports this
 module at start-up in the script's processes and in every measuring child they start: the launch
 path's three entry points (is a GPU there, what is it, the launcher factory) then answer with the
-simulated GPU of ``tests/fake_gpu.py`` (8 SMs, a 512 KiB split L2), and everything else (the stages,
+simulated GPU of ``gpuprobe/simulated/gpu.py`` (8 SMs, a 512 KiB split L2), and everything else (the stages,
 the deadline, the files, the reports) runs as it would on a real GPU. ``GPUPROBE_REHEARSAL_OPTIONS``
 (JSON) replaces simulated-GPU options (another seed, changed hardware, no faults). Test support only.
 """
@@ -15,7 +15,7 @@ import os
 
 if os.environ.get("GPUPROBE_REHEARSAL") == "1":
     import gpuprobe.runner.gpu
-    from tests.fake_gpu import FaultyGpu, open_fake, suite_options
+    from gpuprobe.simulated.gpu import FaultyGpu, open_fake, suite_options
 
     OPTIONS = suite_options(**{
         "name": "Rehearsal GPU", "faults": {"gp_launch_stamp": "hang"},

@@ -7,8 +7,8 @@ C + A B, encoded in the accumulator type. Time per iteration on an SM is the lar
 bound (16 / ILP dependent mma at the variant's latency) and the issue bound (the SM's
 multiply-adds over the variant's peak). ``gpu.mma_corrupt = True`` flips a bit of one lane's D;
 ``gpu.mma_peak`` (e.g. ``{"f16.m16n8k16": 0.95}``) scales a variant's peak. Blocks are placed on
-SMs, and their timer read, as :mod:`tests.fakes.chain_output` says (now and then two blocks on one
-SM). Test support only: nothing it produces is a measurement.
+SMs, and their timer read, as :mod:`gpuprobe.simulated.kernels.chain_output` says (now and then two blocks on one
+SM). Nothing it produces is a measurement.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from gpuprobe.families.mma.fragments import (
 )
 from gpuprobe.families.mma.numerics import NUMERIC_VARIANTS
 from gpuprobe.families.mma.sparse import METADATA_WORD, SPARSE_LANE_WORDS, SPARSE_VARIANTS, SparseVariant
-from tests.fakes.chain_output import place_blocks, warps_on_sm, write
+from gpuprobe.simulated.kernels.chain_output import place_blocks, warps_on_sm, write
 
 FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=100_000)
 

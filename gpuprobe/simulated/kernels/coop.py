@@ -6,7 +6,7 @@ twin's in the other fakes, as the real lowering is (the twin's instructions and 
 NVRTC names a kernel's parameters ``<kernel>_param_<i>``: :func:`_positional` hands them over in order.
 ``gpu.coop_corrupt = KERNEL`` makes that kernel's result wrong (a lane, a tag, a sum, a node off by
 one); ``gpu.coop_cheaper = KERNEL`` makes it cost a third of its twin (a lowering that cannot be, which
-the floor invariant must catch). Test support only.
+the floor invariant must catch).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.coop import Settings
-from tests.fakes import async_copy, atomics, barrier, cluster, grid_sync, warp
+from gpuprobe.simulated.kernels import async_copy, atomics, barrier, cluster, grid_sync, warp
 
 LANES, UNROLL, GROUP_STEPS, COPY_STEPS = 32, 32, 8, 4  # steps per iteration: chains, groups and sub-warp tiles, copies
 FIXED = 70.0  # what a timed region pays once

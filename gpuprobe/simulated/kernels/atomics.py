@@ -5,7 +5,7 @@ order within each instruction of a warp on one address), so the host's predictio
 on real values. Timing: a latency per add that depends on the memory space and how many lanes
 share an address; a throughput that grows with the number of distinct addresses up to a peak.
 ``with_fault(gpu, fault)`` makes the device misbehave: "lost_add" (one counter ends one add
-short), "duplicate_value" (two adds return the same value). Test support only.
+short), "duplicate_value" (two adds return the same value).
 """
 
 from __future__ import annotations

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.bandwidth.shapes import Settings
-from tests.fake_gpu import CLOCKED_RUN_SD, DEVICE_RUN_SD
+from gpuprobe.simulated.gpu import CLOCKED_RUN_SD, DEVICE_RUN_SD
 
 MIB = 1 << 20
 
-# A quick run, on a simulated part of a few SMs (see tests.fake_gpu.SUITE_SMS: the default part's 512 KiB
+# A quick run, on a simulated part of a few SMs (see gpuprobe.simulated.gpu.SUITE_SMS: the default part's 512 KiB
 # L2 is too small for 132 SMs' worth of blocks).
 FAST_SETTINGS = Settings(
     l2_fraction=0.5,

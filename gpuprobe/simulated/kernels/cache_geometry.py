@@ -1,4 +1,4 @@
-"""The cache-geometry kernels on the simulated GPU (see tests/fake_gpu.py).
+"""The cache-geometry kernels on the simulated GPU (see gpuprobe/simulated/gpu.py).
 
 The global chases follow the pointers really written into simulated memory; the constant chase
 follows the .const array parsed from ptx/cache_geometry/cache_geometry.ptx itself, so a host prediction that
@@ -7,7 +7,7 @@ the load's L1 fill unit is the previous load's or when a warm-up lap in the same
 chain that fits the L1 (ca kernels); otherwise an L2 hit when its L2 fill unit was written or
 visited since the last flush (``gpu.in_l2``, which a write through twice the L2 clears), else a
 DRAM access; plus a translation penalty per TLB level the chain's footprint exceeds; plus the
-16-byte kernels' extra cost per level. Test support only: nothing it produces is a measurement.
+16-byte kernels' extra cost per level. Nothing it produces is a measurement.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from gpuprobe.build.ptxsource import expand
 from gpuprobe.build.registry import PTX_DIR
 from gpuprobe.families.cache_geometry import Settings
 from gpuprobe.families.memory_latency import UNROLL
-from tests.fake_gpu import FakeBuffer, FakeGpu, FakeLaunch
+from gpuprobe.simulated.gpu import FakeBuffer, FakeGpu, FakeLaunch
 
 KIB, MIB = 2**10, 2**20
 

@@ -4,7 +4,7 @@ then each warp's timing record, from its lane 0. Shared by the ALU and mma simul
 Blocks go to SMs as a real block scheduler may send them: one per SM mostly, but in a share
 (``gpu.double_up``, default :data:`DOUBLE_UP`) of the launches of several blocks one block lands on
 an SM that already holds another, whose warps then share that SM. %globaltimer moves in ticks
-(:mod:`tests.fake_timer`).
+(:mod:`gpuprobe.simulated.timer`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from gpuprobe.families.issue_sweep import TIMING_WORDS
-from tests.fake_timer import at_launch
+from gpuprobe.simulated.timer import at_launch
 
 EDGE = 40.0  # cycles a timed loop pays once
 WARP_SKEW = 5.0  # cycles between the starts of consecutive warps of an SM

@@ -6,7 +6,7 @@ profiler refines it), so two readings around a window of ``d`` ns differ by ``fl
 one tick reads 0 or 1 tick. The simulated kernels that write %globaltimer readings read it through
 :class:`Globaltimer`, with an arbitrary phase per launch (:func:`at_launch`), so a host that divides
 by a short window's reading, or claims a precision a window cannot give, fails here as it would on
-a GPU. ``gpu.timer_tick_ns`` (default :data:`TICK_NS`) sets the tick. Test support only.
+a GPU. ``gpu.timer_tick_ns`` (default :data:`TICK_NS`) sets the tick.
 """
 
 from __future__ import annotations

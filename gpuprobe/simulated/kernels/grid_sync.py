@@ -4,14 +4,14 @@ A cooperative launch larger than the occupancy API allows fails as CUDA fails it
 the barrier kernel would deadlock on hardware, so it fails here. ``gpu.corrupt_grid_sync`` breaks a
 result on purpose: "order" (a block reads a stale tag after the barrier), "passed" (a block reports one
 barrier short), "counter" (the arrive word ends on the wrong sense), "work" (the persistent kernel's
-threads count one step short). Block 0 reads %globaltimer as it moves, in ticks (:mod:`tests.fake_timer`).
+threads count one step short). Block 0 reads %globaltimer as it moves, in ticks (:mod:`gpuprobe.simulated.timer`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tests.fake_timer import at_launch
+from gpuprobe.simulated.timer import at_launch
 
 SYNC_BASE_CYCLES = 1200.0  # one grid barrier: the arrival and release round trips through L2,
 SYNC_CYCLES_PER_BLOCK = 1.5  # plus the serialised arrivals

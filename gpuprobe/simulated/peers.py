@@ -1,12 +1,11 @@
 """A simulated node of several GPUs for CPU tests: the :class:`~gpuprobe.runner.peers.PeerGroup` of
-``tests/fake_gpu.py``'s GPUs, with a configurable link matrix, and NCCL's collectives done in NumPy.
+``gpuprobe/simulated/gpu.py``'s GPUs, with a configurable link matrix, and NCCL's collectives done in NumPy.
 
 The GPUs share one address space (each allocates in its own 64 GiB range, so an address says which GPU
 owns it), as unified addressing gives a real node: a kernel on one GPU given a peer's address reads the
 peer's memory, and faults, as on a GPU, where peer access was never enabled. Copies and collectives move
 the real bytes, so a wrong layout or a wrong prediction fails here as it would on a GPU; their time
-comes from the link matrix. ``FakeNode`` says what the node is like, and what to break. Test support
-only: nothing it produces is a measurement.
+comes from the link matrix. ``FakeNode`` says what the node is like, and what to break.
 """
 
 from __future__ import annotations
@@ -75,12 +74,11 @@ class FakePeerGroup:
     """The :class:`~gpuprobe.runner.peers.PeerGroup` of a simulated node; GPU 0 is the launcher it was opened from."""
 
     def __init__(self, home: Any, node: FakeNode) -> None:
-        from tests.fake_gpu import FakeGpu
-
         self.node, self.gpus = node, [home]
         home.node, home.node_index = self, 0
-        for index in range(1, node.count):
-            gpu = FakeGpu(seed=home.seed + index, noise=home.noise, mhz=home.mhz, name=home.name, buffers=home.buffers)
+        for index in range(1, node.count):  # GPUs of home's kind, sharing its address space
+            gpu = type(home)(seed=home.seed + index, noise=home.noise, mhz=home.mhz, name=home.name,
+                             buffers=home.buffers)  # fmt: skip
             gpu._next_base = ADDRESS_BASE + index * ADDRESS_SPAN
             gpu.node, gpu.node_index = self, index
             self.gpus.append(gpu)

@@ -1,5 +1,5 @@
 """The simulated p2p kernels: the SM copy (gp_p2p_copy) and the chase (gp_p2p_chase) run on one GPU of a
-simulated node (tests/fake_peers.py) and reach the others' memory by address, faulting where peer access
+simulated node (gpuprobe/simulated/peers.py) and reach the others' memory by address, faulting where peer access
 was never enabled, as a GPU does; they take the time the link between the two would."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpuprobe.families.p2p import Settings
-from tests.fake_peers import owner_of
-from tests.fakes.kernel_sums import thread_totals
+from gpuprobe.simulated.kernels.kernel_sums import thread_totals
+from gpuprobe.simulated.peers import owner_of
 
 # Settings sized for the simulated node: 4 x 32 threads move 8 KiB per iteration, copies of 64 and 256 KiB.
 FAST_SETTINGS = Settings(small_bytes=64 << 10, large_bytes=256 << 10, blocks=4, threads=32, budget_s=0.0,

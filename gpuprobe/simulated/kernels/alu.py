@@ -5,8 +5,8 @@ kernel does (one untimed step per chain, then 32 / ILP steps per iteration on ch
 ILP); a chain that falls into a cycle is jumped ahead. Time per iteration on an SM is the larger
 of the chain's latency bound (32 / ILP dependent steps) and its issue bound (the SM's lane
 operations over the peak rate). ``gpu.alu_corrupt = True`` makes one thread's result wrong.
-Blocks are placed on SMs, and their timer read, as :mod:`tests.fakes.chain_output` says (now and then
-two blocks on one SM). Test support only: nothing it produces is a measurement.
+Blocks are placed on SMs, and their timer read, as :mod:`gpuprobe.simulated.kernels.chain_output` says (now and then
+two blocks on one SM). Nothing it produces is a measurement.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from gpuprobe.families.alu import Settings
-from tests.fakes.chain_output import place_blocks, warps_on_sm, write
+from gpuprobe.simulated.kernels.chain_output import place_blocks, warps_on_sm, write
 
 FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=100_000)
 

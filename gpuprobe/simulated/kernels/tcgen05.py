@@ -5,7 +5,7 @@ writes tensor memory's rows; tensor-memory round trips and allocations; with a t
 An MMA kernel refuses an instruction descriptor that is not its own shape and types (as a real one would
 compute something else) and a shared-memory descriptor without the sm_100 version bits. Flags on the
 FakeGpu: ``tcgen05_corrupt`` (one element of the last block's D is one more than it should be),
-``tcgen05_alloc_misaligned`` (an allocation returns a column that is not 128-aligned). Test support only.
+``tcgen05_alloc_misaligned`` (an allocation returns a column that is not 128-aligned).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 from gpuprobe.families.tcgen05 import BLACKWELL_FLOP_PER_CLK_PER_SM, Settings
 from gpuprobe.families.tcgen05.layout import A_TYPE_CODES, MMAS, Mma, decode_instruction
 from gpuprobe.families.wgmma.operands import decode
-from tests.fake_timer import at_launch
-from tests.fakes.wgmma import _operand
+from gpuprobe.simulated.kernels.wgmma import _operand
+from gpuprobe.simulated.timer import at_launch
 
 SMOKE_PART = {"arch": "sm_100a", "cc": "10.0", "name": "NVIDIA B200"}  # the smoke check's part: tcgen05 is sm_100a's
 FAST_SETTINGS = Settings(long_iterations=2048, max_repeats=3, throughput_repeats=2)

@@ -1,6 +1,6 @@
 """A cache-hierarchy latency model that fabricates pointer-chase curves for tests.
 
-Test support only: every curve built here is made up.  A hierarchy is a list of
+Every curve built here is made up.  A hierarchy is a list of
 ``(capacity_bytes, latency_cycles)`` pairs, fastest first; the last level (memory) has
 capacity ``None``.
 

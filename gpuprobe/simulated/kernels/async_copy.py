@@ -9,7 +9,7 @@ import numpy as np
 
 from gpuprobe.families.async_copy import Settings
 from gpuprobe.families.streams import PATTERN_MULTIPLIER
-from tests.fakes.kernel_sums import chunk_totals, thread_totals
+from gpuprobe.simulated.kernels.kernel_sums import chunk_totals, thread_totals
 
 # Settings sized for the simulated GPU: small grids and sources, many passes over them so that the copy
 # time dwarfs the simulated launches' jitter.

@@ -1,14 +1,13 @@
-"""A simulated GPU for CPU tests: runs the memory-latency kernels' semantics in NumPy.
+"""The simulated GPU (``gpuprobe demo`` and the tests): the memory-latency kernels' semantics in NumPy.
 
 Arguments are bound to the kernels' PTX parameter names (a launch that passes them in another
 order or number fails here as it would misbehave on a GPU). The chase follows the pointer chains
 really written into the simulated memory, so a wrong chain or a wrong prediction is caught exactly
 as on a GPU, and times each chase with a cache model. L2 residency is modelled just enough to
 catch a sweep that measures L2 where it means DRAM: lines written or visited since the last
-flush (a write through a buffer of twice the L2) are still in L2. Test support only: nothing it
-produces is a measurement.
+flush (a write through a buffer of twice the L2) are still in L2. Nothing it produces is a measurement.
 
-Other families simulate their kernels in ``tests/fakes/<family>.py``: each such module has a
+Other families simulate their kernels in ``gpuprobe/simulated/kernels/<family>.py``: each such module has a
 ``KERNELS`` dict from kernel name to ``simulate(gpu, launch, **parameters) -> float | None`` (the
 parameters by PTX name; the return value is the kernel's simulated GPU time in ms, for
 ``time_launches``). The simulated GPU dispatches a launch to the module that knows its kernel.
@@ -39,7 +38,7 @@ from gpuprobe.families.base import Request
 from gpuprobe.families.memory_latency import UNROLL, Settings
 from gpuprobe.measure.conditions import ConditionRecorder
 from gpuprobe.runner.gpu import TENSOR_MAP_DTYPE, CooperativeGridTooLarge, TileMap
-from tests.cache_model import curve
+from gpuprobe.simulated.cache_model import curve
 
 KIB, MIB = 2**10, 2**20
 TENSOR_MAP_TAG = 0x7E45_0121  # the first word of a simulated tensor map
@@ -123,13 +122,14 @@ def dims(value: Dims) -> tuple[int, int, int]:
 
 
 def _fake_modules() -> list[Any]:
-    import tests.fakes
+    from gpuprobe.simulated import kernels
 
-    return [importlib.import_module(f"tests.fakes.{info.name}") for info in pkgutil.iter_modules(tests.fakes.__path__)]
+    names = [info.name for info in pkgutil.iter_modules(kernels.__path__)]
+    return [importlib.import_module(f"{kernels.__name__}.{name}") for name in names]
 
 
 def smoke_part(family: str) -> dict[str, Any]:
-    """FakeGpu options for a family's smoke check: its ``tests/fakes`` module's ``SMOKE_PART`` (a family
+    """FakeGpu options for a family's smoke check: its ``gpuprobe/simulated/kernels`` module's ``SMOKE_PART`` (a family
     whose probes need an arch the default part lacks names one that has it), else none."""
     return next((getattr(m, "SMOKE_PART", {}) for m in _fake_modules() if m.__name__.endswith(f".{family}")), {})
 
@@ -146,7 +146,7 @@ def suite_options(**options: Any) -> dict[str, Any]:
 
 def fast_settings() -> dict[str, Any]:
     """Settings for a quick whole-suite run on the simulated GPU: the memory family's ``FAST``, and each
-    family's ``FAST_SETTINGS`` from its ``tests/fakes`` module (the module's name is the family's)."""
+    family's ``FAST_SETTINGS`` from its ``gpuprobe/simulated/kernels`` module (the module's name is the family's)."""
     fast = {module.__name__.rsplit(".", 1)[1]: module.FAST_SETTINGS for module in _fake_modules()
             if hasattr(module, "FAST_SETTINGS")}  # fmt: skip
     return {"memory": FAST, **fast}
@@ -154,7 +154,7 @@ def fast_settings() -> dict[str, Any]:
 
 @cache
 def simulated_kernels() -> dict[str, Callable[..., float | None]]:
-    """Every ``KERNELS`` entry of the modules in ``tests/fakes``; a kernel simulated twice is an error."""
+    """Every ``KERNELS`` entry of the modules in :mod:`gpuprobe.simulated.kernels`; one simulated twice is an error."""
     kernels: dict[str, Callable[..., float | None]] = {}
     for module in _fake_modules():
         for name, simulate in getattr(module, "KERNELS", {}).items():
@@ -226,8 +226,8 @@ class FakeGpu:
     timer_ns: float = 0.0
     gap_ns: float = 1800.0
     seed: int = 7  # the run: its within-run noise and its run-to-run factors are drawn from it
-    family_options: dict[str, Any] = field(default_factory=dict)  # attributes the tests/fakes modules read
-    peer_node: dict[str, Any] = field(default_factory=dict)  # the node it is GPU 0 of (tests/fake_peers.FakeNode)
+    family_options: dict[str, Any] = field(default_factory=dict)  # attributes the simulated kernels read
+    peer_node: dict[str, Any] = field(default_factory=dict)  # the node it is GPU 0 of (peers.FakeNode)
     node: Any = None  # its FakePeerGroup, once opened
     node_index: int = 0  # its number in that node
     tensor_maps: list[tuple[int, TileMap]] = field(default_factory=list)  # (buffer base, map) per tensor_map
@@ -356,6 +356,7 @@ class FakeGpu:
             driver="fake",
             toolkit="fake",
             visible_gpus=int(self.peer_node.get("count", 1)),
+            simulated=True,
         )
 
     def nvml(self) -> dict[str, Any] | None:
@@ -375,9 +376,10 @@ class FakeGpu:
         }
 
     def peer_group(self) -> Any:
-        """Every GPU of its simulated node (tests/fake_peers.py): itself alone unless ``peer_node`` says more."""
+        """Every GPU of its simulated node (:mod:`gpuprobe.simulated.peers`): itself alone unless ``peer_node``
+        says more."""
         if self.node is None:
-            from tests.fake_peers import FakeNode, FakePeerGroup
+            from gpuprobe.simulated.peers import FakeNode, FakePeerGroup
 
             FakePeerGroup(self, FakeNode(**{"count": 1, **self.peer_node}))
         return self.node

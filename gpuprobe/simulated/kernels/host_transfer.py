@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuprobe.families.host_transfer import Settings
-from tests.fakes.kernel_sums import thread_totals
+from gpuprobe.simulated.kernels.kernel_sums import thread_totals
 
 # Settings sized for the simulated GPU: 4 x 32 threads move 8 KiB per iteration, copies of 64 and 256 KiB.
 FAST_SETTINGS = Settings(

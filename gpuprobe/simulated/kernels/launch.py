@@ -1,6 +1,6 @@
 """The launch family's kernels on the simulated GPU: each stamp launch moves the simulated %globaltimer
 on by the spacing of the kind of launch now enqueued (``gpu.gap_ns``), stamps the next slot with the
-timer as it reads, in whole ticks (:mod:`tests.fake_timer`), and holds for ``hold`` ns.
+timer as it reads, in whole ticks (:mod:`gpuprobe.simulated.timer`), and holds for ``hold`` ns.
 
 ``gpu.corrupt_launch`` breaks a result on purpose: "skip" (a launch does not count itself), "order"
 (a stamp earlier than the one before it). :func:`busy_host` makes the host's enqueueing cost what it
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.fake_timer import continuous
+from gpuprobe.simulated.timer import continuous
 
 STALL_US = 2500.0  # an interrupt, a page fault or a GC pause on a busy host: longer than the default 2 ms hold
 REALISTIC_ENQUEUE_US = {"cupy": 6.5, "cuda-bindings": 3.0}  # CuPy takes 5 to 8 us per launch from Python

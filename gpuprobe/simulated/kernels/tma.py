@@ -7,8 +7,8 @@ lays a tile into "shared memory" as the TMA does (``Tile.to_shared``: the swizzl
 launch without a warm lap reads DRAM (the family flushes the L2 before each such launch), one with a lap
 reads L2; a stream's tensor that fits half the L2 is read from it. ``model(gpu).corrupt`` breaks one
 thing on purpose: "swizzle" (tiles laid in without their swizzle), "chase" (a chase ends one tile on),
-"sums" (a block's sum off by one), "store" (a store misses its last row). Test support only: nothing it
-produces is a measurement.
+"sums" (a block's sum off by one), "store" (a store misses its last row). Nothing it produces is a
+measurement.
 """
 
 from __future__ import annotations

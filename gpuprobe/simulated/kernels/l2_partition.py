@@ -14,7 +14,7 @@ all SMs), and ``close_gpcs``, GPCs (of GPC_SMS SMs, by id) whose SMs read the fa
 inside the near cluster (its SMs 124-131 read every line at 255-316 cycles). An unsplit L2 has
 latencies that vary smoothly with the SM and the line (as measured on an L40), with no two clusters.
 ``configure(gpu, split=..., fault=..., both_sides=..., close_gpcs=...)`` picks the model and a
-fault: "wrong_end", "duplicate_sm", "no_wait". Test support only.
+fault: "wrong_end", "duplicate_sm", "no_wait".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The wgmma kernels on the simulated GPU: D computed from the operands as the descriptors say they
-lie, written back in the D-fragment layout, with a timing model. Test support only.
+lie, written back in the D-fragment layout, with a timing model.
 
 A reads its operands through the ``layout`` bits the host passed (leading and stride byte offsets),
 and, for RS kernels, A from the registers each thread loaded: a host that lays operands out one way
@@ -8,7 +8,7 @@ and describes them another gets a wrong D, as on a GPU. Flags set on the FakeGpu
 ``wgmma_corrupt_all`` (every warpgroup's D is, in the same element), ``wgmma_metadata_halves_swapped``
 (a sparse wgmma reads each metadata register's halves the other way round). A sparse wgmma expands A
 from the metadata registers as the hardware reads them with selector 0. The records' %globaltimer
-readings move in ticks (:mod:`tests.fake_timer`).
+readings move in ticks (:mod:`gpuprobe.simulated.timer`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from gpuprobe.families.wgmma.layout import (
 )
 from gpuprobe.families.wgmma.operands import decode
 from gpuprobe.families.wgmma.ptx import Kernel, kernels
-from tests.fake_timer import at_launch
+from gpuprobe.simulated.timer import at_launch
 
 # Settings for a whole-suite run on the simulated GPU (132 SMs, 8 blocks an SM by its occupancy
 # answer): one warpgroup a block and one block an SM keep each throughput launch's D at 8.7 MB.

@@ -1,0 +1,83 @@
+"""``gpuprobe demo``: the suite on the simulated GPU, every page it writes stamped SIMULATED, and the commands
+that need real runs refusing or flagging its results. Two families keep it to seconds; the whole suite
+through the same path is tests/test_session.py's ``clean_run``."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from pathlib import Path
+
+import pytest
+from matplotlib.image import imread
+
+from gpuprobe.cli import main
+from gpuprobe.core.results import load
+from gpuprobe.families.catalog import sections
+from gpuprobe.output.factsheet import plot_images
+from gpuprobe.output.html_report import render_html
+from tests.test_cli import run, user_error
+
+DATA = Path(__file__).resolve().parent / "data"
+REAL = DATA / "h200_first_run_results.json"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo")
+    assert main(["demo", "-o", str(out), "--families", "memory,warp"]) == 0
+    return out
+
+
+def test_the_demo_writes_results_and_a_sheet_marked_simulated(demo: Path) -> None:
+    results = load(demo / "results.json")
+    assert results.device.simulated and json.loads((demo / "results.json").read_text())["device"]["simulated"]
+    assert {f.id.split(".")[0] for f in results.facts} >= {"latency", "warp"}
+    sheet = (demo / "factsheet.md").read_text()
+    assert sheet.startswith("# gpuprobe fact sheet: Simulated GPU (SIMULATED)\n")
+    top, bottom = sheet[:600], sheet[-600:]
+    assert "**SIMULATED — no GPU was measured.**" in top and "**SIMULATED — no GPU was measured.**" in bottom
+
+
+def test_its_html_page_and_its_plots_say_simulated_too(demo: Path) -> None:
+    results = load(demo / "results.json")
+    plots = plot_images(results, sections())
+    page = render_html(results, plots, sections=sections())
+    assert page.count('class="banner simulated"') == 2 and "(SIMULATED)</h1>" in page
+    stamped = imread(io.BytesIO(plots["latency_vs_footprint"]), format="png")
+    assert stamped.shape[:2] == imread(demo / "latency_vs_footprint.png").shape[:2]
+    as_if_real = dataclasses.replace(results, device=dataclasses.replace(results.device, simulated=False))
+    assert plots["latency_vs_footprint"] != plot_images(as_if_real, sections())["latency_vs_footprint"]
+
+
+def test_reports_index_refuses_it_compare_warns_and_strict_refuses(demo: Path, tmp_path: Path, capsys) -> None:
+    reports = tmp_path / "reports"
+    (reports / "simulated-gpu").mkdir(parents=True)
+    (reports / "simulated-gpu" / "results.json").write_bytes((demo / "results.json").read_bytes())
+    code, _, _ = run(capsys, "index", str(reports))
+    index = (reports / "README.md").read_text()
+    assert code == 0 and "No GPU runs recorded yet." in index and "is SIMULATED (gpuprobe demo)" in index
+    code, out, _ = run(capsys, "compare", str(REAL), str(demo / "results.json"))
+    first = out.splitlines()[0]
+    assert first.startswith("WARNING: DIFFERENT GPUS OR CLOCKS: ")
+    assert "results.json is SIMULATED (gpuprobe demo)" in first
+    assert "SIMULATED" in user_error(capsys, "compare", "--strict", str(REAL), str(demo / "results.json"))
+
+
+def test_fleet_flags_a_simulated_file(demo: Path, capsys) -> None:
+    _, out, _ = run(capsys, "fleet", str(REAL), str(demo / "results.json"))
+    assert "(SIMULATED)" in out and "are SIMULATED (gpuprobe demo" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--families", "memory,nosuch"], "--families: nosuch not a family"), (["--families", ","], "(none)")],
+)
+def test_a_demo_of_an_unknown_family_is_refused(capsys, tmp_path: Path, argv: list[str], message: str) -> None:
+    assert message in user_error(capsys, "demo", "-o", str(tmp_path / "out"), *argv)
+
+
+def test_a_demo_into_a_file_is_refused(capsys, tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("")
+    user_error(capsys, "demo", "-o", str(tmp_path / "taken"))
