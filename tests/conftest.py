@@ -26,3 +26,25 @@ def private_gpu_locks() -> Iterator[None]:
     yield
     if not wait_until(lambda: not measuring_children(lock_dir), CHILDREN_GONE_S):
         pytest.fail(f"measuring processes left behind by the tests: {measuring_children(lock_dir)}", pytrace=False)
+
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``-n`` a test module goes to one worker whole (``--dist loadscope``) unless ``--dist`` was
+    given: its module fixtures (whole simulated runs, half a minute each) are then made once, not once
+    per worker the module's tests were dealt to."""
+    given = any(arg == "--dist" or arg.startswith(("--dist=", "-d")) for arg in config.invocation_params.args)
+    if getattr(config.option, "dist", "no") == "load" and not given:
+        config.option.dist = "loadscope"
+
+
+#: Test modules that run whole simulated suites or wait on measuring processes, longest first. They are
+#: collected before the rest, so that under ``-n`` the workers start on them and the many short ones fill
+#: in around them: the suite then ends about when its work, halved, is done, not a long module later.
+LONGEST_FIRST = ("test_session.py", "test_pytest_plugin.py", "test_isolation.py", "test_wgmma.py",
+                 "test_detection.py", "test_readme.py", "test_check_cache.py", "test_fuzz_cli.py")  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))

@@ -6,6 +6,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+CTRL_C_ARMED = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+"""Put before a child's code: its Ctrl-C raises KeyboardInterrupt even where the tests run with SIGINT
+ignored (a shell's background job), whose SIG_IGN the child would inherit and Python would keep."""
+
+PYTEST_ARMED = CTRL_C_ARMED + "import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))"
+"""``python -c PYTEST_ARMED ARGS``: pytest as ``python -m pytest ARGS`` runs it, Ctrl-C armed."""
+
 
 def measuring_children(lock_dir: str | Path) -> list[int]:
     """Live gpuprobe child processes (zombies excluded) of the runs whose lock folder is ``lock_dir``.

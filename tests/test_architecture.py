@@ -171,6 +171,15 @@ def test_importing_gpuprobe_loads_nothing_but_its_public_names() -> None:
     assert loaded.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize("module", ["gpuprobe.families.catalog", "gpuprobe.measure.child"])
+def test_a_measuring_process_loads_no_matplotlib(module: str) -> None:
+    """Every family's process imports the catalog and draws nothing: matplotlib (a quarter of a second to
+    import) loads when a plot is drawn (``gpuprobe.output.plots.new_figure``), not with the families."""
+    code = f"import sys, {module}; print('matplotlib' in sys.modules)"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert loaded.stdout.strip() == "False"
+
+
 @pytest.mark.parametrize("name", gpuprobe.__all__)
 def test_every_public_name_resolves(name: str) -> None:
     assert getattr(gpuprobe, name) is not None

@@ -117,6 +117,9 @@ def test_blocks_are_fitted_to_the_footprint_and_the_sweep_reaches_the_limit() ->
     assert shapes.fit_blocks(16, 256, 8, 132, 10 * MIB) == 4  # 2.16 MB per block per SM
     with pytest.raises(ProbeFailure, match="less than one"):
         shapes.fit_blocks(16, 256, 8, 132, MIB)
+    # a T4's L2 (4 MiB, a quarter of it for a copy's two buffers) for 40 SMs: 128-thread blocks, not a failure
+    assert shapes.fit_l2_blocks(16, 256, lambda t: 2048 // t, 40, MIB // 2) == (128, 1)
+    assert shapes.fit_l2_blocks(16, 256, lambda t: 2048 // t, 132, 25 * MIB) == (256, 8)
     settings = bw.Settings(sweep_threads=(128, 1024))
     points = shapes.sweep_points(settings, lambda t: 2048 // t, 132, 50 * MIB)
     assert points == [(128, 1), (128, 2), (128, 4), (128, 8), (128, 16), (1024, 1), (1024, 2)]

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from gpuprobe.core.results import load
-from tests.processes import measuring_children, wait_until
+from tests.processes import CTRL_C_ARMED, measuring_children, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
-DRIVER = """
+DRIVER = CTRL_C_ARMED + """
 import sys
 from pathlib import Path
 from gpuprobe.measure import session

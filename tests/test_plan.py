@@ -111,7 +111,8 @@ def test_a_device_without_a_record_cannot_be_planned_silently() -> None:
 
 
 def test_a_family_that_cannot_plan_for_a_device_says_why_and_the_plan_goes_on() -> None:
-    device = FakeGpu(**suite_options()).device()  # 8 SMs, a 512 KiB L2: too small for the bandwidth shapes
+    # 8 SMs and a 64 KiB L2: too small for the bandwidth shapes, even with one warp per block
+    device = dataclasses.replace(FakeGpu(**suite_options()).device(), l2_bytes=64 * 1024)
     plan = run_plan(device)
     rows = {row.family: row for row in plan.families}
     assert rows["bandwidth"].plan is None and rows["bandwidth"].error.startswith("ProbeFailure")

@@ -15,6 +15,7 @@ import pytest
 from gpuprobe.build.registry import all_probes
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load
 from gpuprobe.pytest_plugin import assert_fact
+from tests.processes import PYTEST_ARMED
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -388,7 +389,7 @@ def test_a_run_says_each_family_a_crash_at_once_and_where_an_interrupt_left_the_
         "PYTHONPATH": os.pathsep.join([str(REHEARSAL), str(REPO)]),
         "CUDA_HOME": str(tmp_path / "no-toolkit"),
     }
-    command = [sys.executable, "-m", "pytest", "probes/test_l2_partition.py", "probes/test_launch.py", "-q",
+    command = [sys.executable, "-c", PYTEST_ARMED, "probes/test_l2_partition.py", "probes/test_launch.py", "-q",
                "-p", "no:cacheprovider", "--gpuprobe-out", str(out), "--probe-time-limit", "600"]  # fmt: skip
     run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     said = []

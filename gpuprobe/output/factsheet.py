@@ -13,7 +13,7 @@ from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import make_dirs, write_atomic
 from gpuprobe.core.results import Results
 from gpuprobe.output.html_report import render_html
-from gpuprobe.output.plots import DEFAULT_DPI
+from gpuprobe.output.plots import DEFAULT_DPI, new_figure, png_bytes
 from gpuprobe.output.report import (
     FACTSHEET_HTML_NAME,
     FACTSHEET_NAME,
@@ -30,20 +30,15 @@ def stamped(png: bytes) -> bytes:
     is copied to (the same pixels and size underneath)."""
     import io
 
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.image import imread
 
     image = imread(io.BytesIO(png), format="png")
     height, width = image.shape[:2]
-    fig = Figure(figsize=(width / 100, height / 100), dpi=100)
-    FigureCanvasAgg(fig)
+    fig = new_figure((width / 100, height / 100), 100)
     fig.figimage(image, 0, 0)
     fig.text(0.5, 0.5, "SIMULATED", ha="center", va="center", rotation=25, fontsize=min(width, height) / 6,
              color="#cf222e", alpha=0.25, weight="bold")  # fmt: skip
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 def _drawn(plot: Plot, results: Results, dpi: int | None) -> bytes | None:

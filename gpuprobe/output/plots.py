@@ -2,7 +2,9 @@
 
 Figures are built with ``matplotlib.figure.Figure`` and the Agg canvas directly: no pyplot, no
 global backend switch, no display. PNGs carry no timestamp or software tag, so the same results
-render to the same bytes on the same matplotlib.
+render to the same bytes on the same matplotlib. Every figure of the package, the families' too, comes
+from ``new_figure`` and leaves as ``png_bytes``: matplotlib is imported there, when a plot is drawn,
+so the measuring processes (which import every family and draw nothing) never load it.
 """
 
 from __future__ import annotations
@@ -11,17 +13,17 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.text import Annotation, Text
-from matplotlib.ticker import FixedLocator, NullFormatter
-from matplotlib.transforms import Bbox
 
 from gpuprobe.core.results import Results
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.text import Annotation, Text
+    from matplotlib.transforms import Bbox
 
 # Latency series the plot knows by name, in drawing order, with their legend label.
 # Any other ``memory.latency.*`` probe that has a "curve" series is drawn after these.
@@ -175,6 +177,8 @@ def load_latency_curves(results: Results) -> list[LatencyCurve]:
 
 def _set_byte_axis(ax: Axes, x_min: float, x_max: float) -> None:
     """Log2 x axis with human byte labels on every 4th, 16th... power of two (at most ~12 labels)."""
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
     ax.set_xscale("log", base=2)
     lo = math.floor(math.log2(x_min))
     hi = max(math.ceil(math.log2(x_max)), lo + 1)
@@ -345,7 +349,17 @@ def _add_ns_axis(ax: Axes, mhz: float) -> None:
     right.set_ylabel(f"latency (ns at measured {mhz:.0f} MHz)")
 
 
-def _png_bytes(fig: Figure) -> bytes:
+def new_figure(figsize: tuple[float, float], dpi: float) -> Figure:
+    """An empty figure on its own Agg canvas; the first call imports matplotlib (a quarter of a second)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def png_bytes(fig: Figure) -> bytes:
     """The figure as PNG bytes, with no software tag (same results, same bytes)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi="figure", metadata={"Software": None})
@@ -370,8 +384,7 @@ def latency_figure(results: Results, dpi: int = DEFAULT_DPI) -> Figure | None:
         x_min, x_max = min(x_min, results.device.l2_bytes / 2), max(x_max, results.device.l2_bytes * 2)
     y_top = _y_top(curves)
 
-    fig = Figure(figsize=(10, 5.6), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((10, 5.6), dpi)
     ax = fig.add_subplot()
     _set_byte_axis(ax, x_min, x_max)
     ax.set_ylim(0, y_top)
@@ -397,4 +410,4 @@ def latency_figure(results: Results, dpi: int = DEFAULT_DPI) -> Figure | None:
 def latency_png(results: Results, dpi: int = DEFAULT_DPI) -> bytes | None:
     """The latency-vs-footprint plot as PNG bytes (for embedding); None when there is no series."""
     fig = latency_figure(results, dpi)
-    return None if fig is None else _png_bytes(fig)
+    return None if fig is None else png_bytes(fig)

@@ -21,6 +21,11 @@ EXPECTED = {"env.txt", "device-check.log", "smoke-results.json", "first-contact.
             "plots.tar"}  # fmt: skip
 
 
+def planned_and_ended(record: dict) -> bool:
+    """A family's record has its plan (0 s for a family with too few GPUs) or why none, and how it ended."""
+    return (record.get("planned_s") is not None or bool(record.get("plan_error"))) and bool(record.get("ended"))
+
+
 def problems(folder: Path, deadline_s: float) -> list[str]:
     found = {p.name for p in folder.iterdir()}
     wrong = [f"files: {sorted(found)} is not {sorted(EXPECTED)}"] if found != EXPECTED else []
@@ -33,7 +38,7 @@ def problems(folder: Path, deadline_s: float) -> list[str]:
     checks = {
         "the smoke results are a smoke stage": smoke.stage == "smoke",
         "every smoke family is recorded with its planned seconds (or why not) and how it ended": bool(smoke.families)
-        and all((r.get("planned_s") or r.get("plan_error")) and r.get("ended") for r in smoke.families.values()),
+        and all(map(planned_and_ended, smoke.families.values())),
         "the first-contact page has its verdict": "families ran and verified themselves"
         in (folder / "first-contact.md").read_text(),
         "the hung launch timed out in the smoke stage, with the call that never returned": any(

@@ -49,6 +49,7 @@ from gpuprobe.families.planning import (
 )
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
+from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.runner.gpu import Launcher
 
@@ -519,12 +520,7 @@ def bulk_png(results: Results, dpi: int) -> bytes | None:
     sweep_series = sweep.series.get("sweep") if sweep else None
     if not latency_series and not sweep_series:
         return None
-    import io  # the plot's dependencies are loaded only when a sheet is drawn
-
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(10, 3.6), dpi=dpi)
+    figure = new_figure((10, 3.6), dpi)
     left, right = figure.subplots(1, 2)
     if latency_series:
         left.plot(latency_series["size_bytes"], latency_series["latency_cycles"], "o-")
@@ -537,9 +533,7 @@ def bulk_png(results: Results, dpi: int) -> bytes | None:
         right.legend(fontsize="small")
     right.set(xscale="log", xlabel="bytes per copy", ylabel="GB/s", title="bulk copies from DRAM, every SM")
     figure.tight_layout()
-    buffer = io.BytesIO()
-    FigureCanvasAgg(figure).print_png(buffer)
-    return buffer.getvalue()
+    return png_bytes(figure)
 
 
 SECTIONS = (

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ from gpuprobe.families.bandwidth.shapes import (
     cached_pair,
     dram_blocks,
     dram_pair,
-    fit_blocks,
+    fit_l2_blocks,
     l2_pair,
     pattern_pair,
     planned_work,
@@ -284,14 +285,15 @@ def measure_l2(ctx: _Context, op: str, width: int) -> Measured:
     s = ctx.settings
     buffers = 2 if op == "copy" else 1
     footprint = int(s.l2_fraction * ctx.device.l2_bytes) // buffers
-    per_sm = fit_blocks(width, s.threads, ctx.blocks_per_sm(kernel, s.threads), ctx.device.sm_count, footprint)
-    short, long = l2_pair(width, ctx.device.sm_count * per_sm, s.threads, footprint, buffers, s)
+    sms = ctx.device.sm_count
+    threads, per_sm = fit_l2_blocks(width, s.threads, partial(ctx.blocks_per_sm, kernel), sms, footprint)
+    short, long = l2_pair(width, sms * per_sm, threads, footprint, buffers, s)
     # a copy's own destination, no larger than its footprint: poisoning it before each launch stays in L2
     dst = ctx.launcher.alloc(long.footprint) if op == "copy" else None
     first, second = _launches(ctx, op, short, long, dst)
     ctx.runner.run(second)  # warm: the footprint into L2
     samples = _rates(ctx, first, second, flush=False)
-    note = f"{long.footprint / MIB:.1f} MiB x {long.passes} passes, {long.blocks} blocks of {s.threads}"
+    note = f"{long.footprint / MIB:.1f} MiB x {long.passes} passes, {long.blocks} blocks of {threads}"
     return Measured(name, ProbeOutcome("ok", note), [fact(f"bandwidth.l2_{op}.v{width}", samples, "GB/s", name)])
 
 

@@ -15,7 +15,7 @@ Invariants (held on any GPU, known model or not; each skipped when its facts wer
 from __future__ import annotations
 
 from gpuprobe.core.results import Device, Fact, Results
-from gpuprobe.output.plots import COLORS, DEFAULT_DPI, _png_bytes
+from gpuprobe.output.plots import COLORS, DEFAULT_DPI, new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
 
 PEAK_MARGIN = 1.02
@@ -77,16 +77,13 @@ INVARIANTS = (peak_checks, memcpy_check, order_check, cached_checks)
 
 def occupancy_png(results: Results, dpi: int = DEFAULT_DPI) -> bytes | None:
     """DRAM read GB/s against resident threads per SM, one line per block size."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
     outcome = results.probes.get(OCCUPANCY_PROBE)
     columns = outcome.series.get("occupancy") if outcome is not None else None
     if not columns or not columns.get("gbps"):
         return None
-    fig = Figure(figsize=(7.0, 4.2), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((7.0, 4.2), dpi)
     ax = fig.add_subplot()
     rows = list(zip(columns["threads_per_block"], columns["threads_per_sm"], columns["gbps"], strict=True))
     for index, block in enumerate(sorted({int(r[0]) for r in rows})):
@@ -121,7 +118,7 @@ def occupancy_png(results: Results, dpi: int = DEFAULT_DPI) -> bytes | None:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return _png_bytes(fig)
+    return png_bytes(fig)
 
 
 SECTIONS = (

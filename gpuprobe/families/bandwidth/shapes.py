@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from gpuprobe.core.results import Device
 from gpuprobe.families.bandwidth import patterns
@@ -94,6 +95,20 @@ def fit_blocks(width: int, threads: int, most_per_sm: int, sm_count: int, footpr
         if sm_count * per_sm * threads * width * patterns.ACCESSES <= footprint:
             return per_sm
     raise ProbeFailure(f"{footprint} bytes is less than one {threads}-thread block per SM of {width}-byte accesses")
+
+
+WARP = 32
+
+
+def fit_l2_blocks(
+    width: int, threads: int, most: Callable[[int], int], sm_count: int, footprint: int
+) -> tuple[int, int]:
+    """Threads per block and blocks per SM for an L2 stream whose tile fits in ``footprint``: ``threads``
+    while one such block per SM fits, else halved down to a warp (a small L2 with many SMs, as a T4's 4 MiB
+    for 40 SMs: every SM stays busy and the footprint stays in L2); ``most(threads)`` is the occupancy."""
+    while threads > WARP and sm_count * threads * width * patterns.ACCESSES > footprint:
+        threads //= 2
+    return threads, fit_blocks(width, threads, most(threads), sm_count, footprint)
 
 
 def source_bytes(device: Device, settings: Settings) -> int:
@@ -230,8 +245,8 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
             check = short.footprint + long.footprint + later if op != "read" else 0
             work.append(Work(f"bandwidth.dram.{op}.v{width}", "check", check, 0))
             footprint = int(s.l2_fraction * l2) // factor
-            per_sm = fit_blocks(width, s.threads, most_blocks(kernel, s.threads), sms, footprint)
-            short, long = l2_pair(width, sms * per_sm, s.threads, footprint, factor, s)
+            threads, per_sm = fit_l2_blocks(width, s.threads, partial(most_blocks, kernel), sms, footprint)
+            short, long = l2_pair(width, sms * per_sm, threads, footprint, factor, s)
             moved = factor * (short.bytes_accessed + (s.max_repeats + 1) * long.bytes_accessed) // s.max_repeats
             work.append(Work(f"bandwidth.l2.{op}.v{width}", "l2", s.max_repeats * moved, 2 * s.max_repeats + 1))
     cached = [("l1.read", "gp_bw_read_ca_v{w}")] + [(f"shared.{op}", SHARED_KERNELS[op]) for op in OPS]

@@ -3,12 +3,8 @@
 
 from __future__ import annotations
 
-import io
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from gpuprobe.core.results import Results
+from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot
 
 
@@ -27,8 +23,7 @@ def busbw_png(results: Results, dpi: int) -> bytes | None:
     series = busbw_series(results)
     if not series:
         return None
-    fig = Figure(figsize=(8, 4.8), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((8, 4.8), dpi)
     ax = fig.add_subplot()
     for collective, (sizes, gbps) in series.items():
         ax.plot(sizes, gbps, marker="o", markersize=3, label=collective.replace("_", "-"))
@@ -38,9 +33,7 @@ def busbw_png(results: Results, dpi: int) -> bytes | None:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi="figure", metadata={"Software": None})
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 BUSBW_PLOT = Plot("collectives_busbw", "collectives_busbw.png", "NCCL bus bandwidth vs size", busbw_png)

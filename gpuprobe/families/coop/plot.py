@@ -8,13 +8,9 @@ glance what an abstraction costs and where it goes.
 
 from __future__ import annotations
 
-import io
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from gpuprobe.core.results import Results
 from gpuprobe.families.coop.lowering import rank
+from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot
 
 SHOWN_OPCODES = 4  # per bar label, the most frequent first
@@ -47,8 +43,7 @@ def pairs_png(results: Results, dpi: int) -> bytes | None:
     rows = pair_rows(results)
     if not rows:
         return None
-    fig = Figure(figsize=(11, 0.55 * len(rows) + 1.2), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((11, 0.55 * len(rows) + 1.2), dpi)
     ax = fig.add_subplot()
     for index, (_, cpp, ptx, cpp_sass, ptx_sass) in enumerate(rows):
         y, first = len(rows) - 1 - index, index == 0
@@ -63,9 +58,7 @@ def pairs_png(results: Results, dpi: int) -> bytes | None:
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi="figure", metadata={"Software": None})
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 PAIRS_PLOT = Plot("coop_pairs", "coop_pairs.png", "C++ abstractions beside their PTX twins, cycles and SASS", pairs_png)

@@ -30,7 +30,6 @@ split is judged against the best single-factor explanation, never against a fixe
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -41,6 +40,7 @@ from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.measuring import Kernels, fact, unmeasured
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, dram_s
+from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.runner.gpu import Launcher
 
@@ -566,24 +566,17 @@ def heatmap_png(results: Results, dpi: int) -> bytes | None:
     rows = outcome.series.get("heatmap") if outcome else None
     if not rows or not rows.get("latency_cycles"):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
     ranks, bins = np.asarray(rows["sm_rank"], int), np.asarray(rows["bin"], int)
     grid = np.full((ranks.max() + 1, bins.max() + 1), np.nan)
     grid[ranks, bins] = rows["latency_cycles"]
-    fig, ax = plt.subplots(figsize=(7.5, 5.0), dpi=dpi)
+    fig = new_figure((7.5, 5.0), dpi)
+    ax = fig.add_subplot()
     image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis")
     fig.colorbar(image, ax=ax, label="first-touch latency (cycles)")
     ax.set_xlabel("address group (lines ordered by home partition)")
     ax.set_ylabel("SM (ordered by side)")
     ax.set_title("L2 latency from each SM to each address group")
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi="figure", metadata={"Software": None})
-    plt.close(fig)
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 NEAR_CHASE_FACTOR = 1.35  # first-touch near latency vs the memory family's chase plateau, at most this apart

@@ -3,14 +3,11 @@ destination), each cell its value, so a link far below its row and column stands
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from gpuprobe.core.results import Results
 from gpuprobe.families.p2p.pairs import BANDWIDTH_KINDS, KIND_TITLES, matrices, matrix
+from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot
 
 
@@ -30,8 +27,7 @@ def matrices_png(results: Results, dpi: int) -> bytes | None:
     maps = heatmaps(results)
     if not maps:
         return None
-    fig = Figure(figsize=(4.2 * len(maps), 4.0), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((4.2 * len(maps), 4.0), dpi)
     for index, (kind, values) in enumerate(maps.items()):
         ax = fig.add_subplot(1, len(maps), index + 1)
         image = ax.imshow(values, cmap="viridis" if kind != "latency" else "viridis_r")
@@ -47,9 +43,7 @@ def matrices_png(results: Results, dpi: int) -> bytes | None:
         ax.set_title(f"{KIND_TITLES[kind]} ({'cycles' if kind == 'latency' else 'GB/s'})", fontsize="small")
         fig.colorbar(image, ax=ax, shrink=0.8)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi="figure", metadata={"Software": None})
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 MATRICES_PLOT = Plot("p2p_matrices", "p2p_matrices.png", "GPU-to-GPU bandwidth and latency matrices", matrices_png)

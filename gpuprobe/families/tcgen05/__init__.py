@@ -49,6 +49,7 @@ from gpuprobe.families.stepping import runs
 from gpuprobe.families.tcgen05.layout import BLOCK_ROWS, MMAS, Mma, descriptor_bits, instruction_descriptor
 from gpuprobe.families.wgmma.layout import core_matrix_bytes
 from gpuprobe.families.wgmma.operands import Operands, draw_values, encode, mismatch
+from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.runner.gpu import Launcher
 
@@ -365,12 +366,7 @@ def latency_png(results: Results, dpi: int) -> bytes | None:
     series = latency_series(results)
     if not series:
         return None
-    import io
-
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(6.5, 4), dpi=dpi)
+    figure = new_figure((6.5, 4), dpi)
     ax = figure.subplots()
     for label in dict.fromkeys(label for label, _, _ in series):
         points = [(n, v) for name, n, v in series if name == label]
@@ -380,9 +376,7 @@ def latency_png(results: Results, dpi: int) -> bytes | None:
     ax.set(xlabel="N", ylabel="cycles per dependent MMA, commit and wait", title="tcgen05.mma latency")
     ax.legend(fontsize="small")
     figure.tight_layout()
-    buffer = io.BytesIO()
-    FigureCanvasAgg(figure).print_png(buffer)
-    return buffer.getvalue()
+    return png_bytes(figure)
 
 
 SECTIONS = (

@@ -3,10 +3,9 @@ without L2 promotion, and stores), and the multicast's speed-up over unicast loa
 
 from __future__ import annotations
 
-import io
-
 from gpuprobe.core.results import Results
 from gpuprobe.families.tma.tiles import SWIZZLE_BYTES, TILE_COLS, TILE_ROWS
+from gpuprobe.output.plots import new_figure, png_bytes
 
 CLUSTERS = (2, 4)
 SERIES = (  # (label, fact id stem after the tile and swizzle)
@@ -44,22 +43,12 @@ def speedup_series(results: Results) -> dict[str, tuple[list[int], list[float]]]
     return found
 
 
-def _png(figure) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    buffer = io.BytesIO()
-    FigureCanvasAgg(figure).print_png(buffer)
-    return buffer.getvalue()
-
-
 def bandwidth_png(results: Results, dpi: int) -> bytes | None:
     """Grouped bars, one group per tile shape and swizzle; None when no TMA bandwidth was measured."""
     labels, series = bandwidth_series(results)
     if not any(v is not None for values in series.values() for v in values):
         return None
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(10, 4.2), dpi=dpi)
+    figure = new_figure((10, 4.2), dpi)
     ax = figure.subplots()
     width = 0.8 / len(series)
     for k, (label, values) in enumerate(series.items()):
@@ -70,7 +59,7 @@ def bandwidth_png(results: Results, dpi: int) -> bytes | None:
     ax.legend(fontsize="small")
     ax.grid(True, axis="y", alpha=0.3)
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def multicast_png(results: Results, dpi: int) -> bytes | None:
@@ -78,9 +67,7 @@ def multicast_png(results: Results, dpi: int) -> bytes | None:
     series = speedup_series(results)
     if not series:
         return None
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(6, 4), dpi=dpi)
+    figure = new_figure((6, 4), dpi)
     ax = figure.subplots()
     for level, (sizes, values) in series.items():
         ax.plot(sizes, values, "o-", label=f"from {level.upper()}")
@@ -90,4 +77,4 @@ def multicast_png(results: Results, dpi: int) -> bytes | None:
     ax.set(xlabel="blocks per cluster", ylabel="received GB/s, multicast / unicast", title="TMA multicast")
     ax.legend(fontsize="small")
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)

@@ -4,13 +4,9 @@ dense throughput vs N, with every sparse rate over its dense twin's against the 
 
 from __future__ import annotations
 
-import io
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from gpuprobe.core.results import Results
 from gpuprobe.families.wgmma.layout import N_VALUES, TYPES
+from gpuprobe.output.plots import new_figure, png_bytes
 
 
 def latency_series(results: Results) -> dict[tuple[str, str], tuple[list[int], list[float]]]:
@@ -32,8 +28,7 @@ def latency_png(results: Results, dpi: int) -> bytes | None:
     series = latency_series(results)
     if not series:
         return None
-    fig = Figure(figsize=(8, 4.8), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((8, 4.8), dpi)
     ax = fig.add_subplot()
     colors = dict(zip(TYPES, ("C0", "C1", "C2", "C3", "C4"), strict=True))
     for (name, source), (ns, cycles) in series.items():
@@ -47,9 +42,7 @@ def latency_png(results: Results, dpi: int) -> bytes | None:
     ax.grid(True, alpha=0.3)
     ax.legend(ncol=2, fontsize="small")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi="figure", metadata={"Software": None})
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 SPARSE_N = (64, 128, 256)
@@ -78,8 +71,7 @@ def sparse_png(results: Results, dpi: int) -> bytes | None:
     lines, ratios = sparse_series(results)
     if not ratios and "2:4 sparse" not in lines:
         return None
-    fig = Figure(figsize=(11, 4.4), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((11, 4.4), dpi)
     left, right = fig.subplots(1, 2)
     for label, (ns, tflops) in lines.items():
         left.plot(ns, tflops, marker="o", label=f"bf16 wgmma, {label}")
@@ -99,6 +91,4 @@ def sparse_png(results: Results, dpi: int) -> bytes | None:
     right.set(xlabel="sparse rate / dense rate, same run")
     right.legend(fontsize="small")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi="figure", metadata={"Software": None})
-    return buffer.getvalue()
+    return png_bytes(fig)
