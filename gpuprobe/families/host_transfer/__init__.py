@@ -58,6 +58,24 @@ CHUNKS_PER_ITERATION = 4  # fixed by the PTX: four chunks in flight per thread
 MIB = 1 << 20
 
 
+def check_copy_settings(settings: Any) -> None:
+    """The SM copy's and the chase's settings, as this family and the GPU-to-GPU one share them: ``blocks``
+    x ``threads``, ``small_bytes`` < ``large_bytes`` in whole ``iteration_bytes``, and the chase's
+    ``chase_iterations`` (short < long), ``chase_nodes`` and whole-word ``chase_stride``; ValueError if not."""
+    if settings.blocks < 1 or settings.threads < 1:
+        raise ValueError(f"Settings: the SM copy needs blocks and threads, got {settings.blocks} x {settings.threads}")
+    step = settings.iteration_bytes
+    for name in ("small_bytes", "large_bytes"):
+        value = getattr(settings, name)
+        if value < step or value % step:
+            raise ValueError(f"Settings.{name} must be a positive multiple of {step} bytes, got {value}")
+    if settings.large_bytes <= settings.small_bytes:
+        raise ValueError("Settings: large_bytes must exceed small_bytes")
+    short, long = settings.chase_iterations
+    if not 1 <= short < long or settings.chase_nodes < 2 or settings.chase_stride % 8:
+        raise ValueError("Settings: chase_iterations 1 <= short < long, 2+ chase_nodes, chase_stride of whole words")
+
+
 @dataclass(frozen=True)
 class Settings:
     small_bytes: int = 64 * MIB
@@ -77,24 +95,11 @@ class Settings:
     seed: int = 20240903
 
     def __post_init__(self) -> None:
-        if self.blocks < 1 or self.threads < 1:
-            raise ValueError(f"Settings: the SM copy needs blocks and threads, got {self.blocks} x {self.threads}")
-        step = self.iteration_bytes
-        for name in ("small_bytes", "large_bytes"):
-            value = getattr(self, name)
-            if value < step or value % step:
-                raise ValueError(f"Settings.{name} must be a positive multiple of {step} bytes, got {value}")
-        if self.large_bytes <= self.small_bytes:
-            raise ValueError("Settings: large_bytes must exceed small_bytes")
+        check_copy_settings(self)
         if not self.latency_sizes or min(self.latency_sizes) < 1 or self.latency_copies < 1:
             raise ValueError("Settings: latency_sizes must be positive sizes and latency_copies at least 1")
         if self.min_repeats < 1 or self.max_repeats < self.min_repeats:
             raise ValueError("Settings: need 1 <= min_repeats <= max_repeats")
-        short, long = self.chase_iterations
-        if not 1 <= short < long or self.chase_nodes < 2 or self.chase_stride % 8:
-            raise ValueError(
-                "Settings: chase_iterations 1 <= short < long, 2+ chase_nodes, chase_stride of whole words"
-            )
 
     @property
     def threads_total(self) -> int:

@@ -33,7 +33,7 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, latencies_plan, memory_chase
-from gpuprobe.families.host_transfer import rate_gbps
+from gpuprobe.families.host_transfer import check_copy_settings, rate_gbps
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable, unmeasured
 from gpuprobe.families.p2p import pairs
 from gpuprobe.families.p2p.pairs import Pair
@@ -72,19 +72,8 @@ class Settings:
     planned_gpus: int = 8  # what the time plan counts on where the device record does not say how many GPUs
 
     def __post_init__(self) -> None:
-        if self.blocks < 1 or self.threads < 1:
-            raise ValueError(f"Settings: the SM copy needs blocks and threads, got {self.blocks} x {self.threads}")
-        step = self.iteration_bytes
-        for name in ("small_bytes", "large_bytes"):
-            value = getattr(self, name)
-            if value < step or value % step:
-                raise ValueError(f"Settings.{name} must be a positive multiple of {step} bytes, got {value}")
-        if self.large_bytes <= self.small_bytes:
-            raise ValueError("Settings: large_bytes must exceed small_bytes")
+        check_copy_settings(self)
         self.stopping()
-        short, long = self.chase_iterations
-        if not 1 <= short < long or self.chase_nodes < 2 or self.chase_stride % 8:
-            raise ValueError("Settings: chase_iterations 1 <= short < long, 2+ chase_nodes, whole-word chase_stride")
         if self.planned_gpus < 2:
             raise ValueError(f"Settings.planned_gpus must be at least 2, got {self.planned_gpus}")
 

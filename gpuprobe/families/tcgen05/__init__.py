@@ -47,6 +47,7 @@ from gpuprobe.families.measuring import (
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, cycles_s, readback_host_s
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.tcgen05.layout import BLOCK_ROWS, MMAS, Mma, descriptor_bits, instruction_descriptor
+from gpuprobe.families.wgmma import Launched  # per-CTA cycles, ns, start and end, as wgmma's launches
 from gpuprobe.families.wgmma.layout import core_matrix_bytes
 from gpuprobe.families.wgmma.operands import Operands, draw_values, encode, mismatch
 from gpuprobe.output.plots import new_figure, png_bytes
@@ -99,18 +100,6 @@ def make_operands(mma: Mma, kind: str, seed: int) -> Operands:
 def times(mma: Mma, iterations: int) -> int:
     """How many A B a launch's D holds: the untimed first MMA, then ``batch`` per iteration."""
     return 1 + mma.batch * iterations
-
-
-@dataclass(frozen=True)
-class Launched:
-    cycles: np.ndarray
-    ns: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-
-    @property
-    def span_ns(self) -> float:
-        return float(self.end.max() - self.start.min())
 
 
 def check_d(kernel: str, mma: Mma, operands: Operands, d_rows: np.ndarray, blocks: int, count: int) -> None:
