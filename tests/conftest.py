@@ -29,10 +29,20 @@ def private_gpu_locks() -> Iterator[None]:
 
 
 
+def keep_bytecode_outside_the_checkout() -> None:
+    """The tests start hundreds of Python processes (measuring children, CLI and pytest runs), each importing
+    gpuprobe. Where the environment says to write no bytecode (PYTHONDONTWRITEBYTECODE), each compiles every
+    module again, a sixth of a second a process: those processes (which inherit this environment) write
+    their bytecode to a folder of their own instead, outside the checkout."""
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "gpuprobe-tests-bytecode")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Under ``-n`` a test module goes to one worker whole (``--dist loadscope``) unless ``--dist`` was
     given: its module fixtures (whole simulated runs, half a minute each) are then made once, not once
-    per worker the module's tests were dealt to."""
+    per worker the module's tests were dealt to. And the processes the tests start keep their bytecode."""
+    keep_bytecode_outside_the_checkout()
     given = any(arg == "--dist" or arg.startswith(("--dist=", "-d")) for arg in config.invocation_params.args)
     if getattr(config.option, "dist", "no") == "load" and not given:
         config.option.dist = "loadscope"

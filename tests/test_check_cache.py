@@ -236,3 +236,49 @@ def test_with_one_cpu_the_jobs_run_here(monkeypatch: pytest.MonkeyPatch) -> None
     seen: list[int] = []
     assert workers.map_in_processes(lambda x: seen.append(x) or x, [(1,), (2,)]) == [1, 2]
     assert seen == [1, 2]  # a lambda cannot be sent to another process, and this list saw both
+
+
+# ---- one maker per entry: two test workers (or runs) building the same module build it once -------------
+
+
+def test_an_entry_two_makers_want_at_once_is_made_once(tmp_path: Path, monkeypatch) -> None:
+    import threading
+    import time
+
+    from gpuprobe.core.cache import cached_file
+
+    monkeypatch.setenv("GPUPROBE_CACHE", str(tmp_path))
+    made: list[str] = []
+
+    def produce() -> bytes:  # slow enough that the second maker comes while the first is at it
+        made.append("once")
+        time.sleep(0.3)
+        return b"cubin"
+
+    paths: list[Path] = []
+    makers = [threading.Thread(target=lambda: paths.append(cached_file("k" * 64, ".cubin", produce))) for _ in "ab"]
+    for maker in makers:
+        maker.start()
+    for maker in makers:
+        maker.join(timeout=10)
+    assert made == ["once"] and len(paths) == 2 and paths[0].read_bytes() == b"cubin"
+
+
+def test_making_an_entry_may_make_another_of_the_same_key(tmp_path: Path, monkeypatch) -> None:
+    """A cubin's maker caches the compiler's report under the same key: each entry has its own lock."""
+    import threading
+
+    from gpuprobe.core.cache import cached_file
+
+    monkeypatch.setenv("GPUPROBE_CACHE", str(tmp_path))
+    key = "c" * 64
+
+    def cubin() -> bytes:
+        cached_file(key, ".log", lambda: b"report")
+        return b"cubin"
+
+    maker = threading.Thread(target=cached_file, args=(key, ".cubin", cubin), daemon=True)
+    maker.start()
+    maker.join(timeout=10)
+    assert not maker.is_alive(), "making the cubin waited on its own key's lock"
+    assert (tmp_path / key[:2] / f"{key}.log").read_bytes() == b"report"

@@ -89,6 +89,14 @@ def test_missing_and_binary_files(tmp_path: Path) -> None:
         load(binary)
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="this platform has no named pipes")
+def test_a_named_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "results.json"
+    os.mkfifo(fifo)  # opening it to read would wait for a writer that never comes
+    with pytest.raises(GpuprobeError, match="not a regular file"):
+        load(fifo)
+
+
 def test_non_finite_numbers_are_stored_as_null_not_lost(tmp_path: Path) -> None:
     results = _results()
     results.probes["p"].series["curve"]["sm_mhz"] = [float("nan"), 1750.0]

@@ -16,7 +16,7 @@ from gpuprobe.build.cubin import BuiltModule, build_for
 from gpuprobe.build.registry import Probe
 from gpuprobe.build.workers import map_in_processes
 from gpuprobe.core.arch import Arch
-from gpuprobe.core.cache import usable_cache_dir
+from gpuprobe.core.cache import entry_lock, usable_cache_dir
 from gpuprobe.core.errors import GpuprobeError
 
 STATUSES = ("ok", "violated", "unsupported", "error")
@@ -101,6 +101,21 @@ def build_and_check(probes: list[Probe], arch: Arch) -> list[CheckResult]:
     return [check_probe(p, module) for p in probes]
 
 
+def checked_and_recorded(probes: list[Probe], arch: Arch, key: str | None) -> list[CheckResult]:
+    """``build_and_check``, its outcome recorded under ``key`` unless it has an error; under the entry's lock,
+    so a process checking the same module at the same time (another test worker) waits and reads it."""
+    if key is None:
+        return build_and_check(probes, arch)
+    with entry_lock(key, outcomes.SUFFIX):
+        recorded = _recorded(key, probes, arch)
+        if recorded is not None:
+            return recorded
+        results = build_and_check(probes, arch)
+        if all(r.status != "error" for r in results):
+            outcomes.store(key, [r.to_json() for r in results])
+        return results
+
+
 def _recorded(key: str | None, probes: list[Probe], arch: Arch) -> list[CheckResult] | None:
     """The cached outcome of checking ``probes`` on ``arch``, if a record of it is there and sound."""
     stored = outcomes.load(key) if key else None
@@ -136,13 +151,8 @@ def _checked(targeted: dict[Arch, list[Probe]]) -> dict[Arch, list[CheckResult]]
             done[arch] = recorded
     # The biggest modules first, so that no long build starts last while the other processes idle.
     missing = sorted((arch for arch in targeted if arch not in done), key=lambda arch: -len(targeted[arch]))
-    for arch, results in zip(
-        missing, map_in_processes(build_and_check, [(targeted[a], a) for a in missing]), strict=True
-    ):
-        done[arch] = results
-        key = keys[arch]
-        if key and all(r.status != "error" for r in results):
-            outcomes.store(key, [r.to_json() for r in results])
+    jobs = [(targeted[arch], arch, keys[arch]) for arch in missing]
+    done.update(zip(missing, map_in_processes(checked_and_recorded, jobs), strict=True))
     return done
 
 

@@ -10,6 +10,7 @@ module does not assemble, each source is assembled alone so the error names the 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,9 +18,10 @@ from gpuprobe.build.cudasource import cuda_module
 from gpuprobe.build.ptxsource import combine, entry_parameters
 from gpuprobe.build.registry import SOURCE_ROOT, Probe
 from gpuprobe.build.sass import Listing, apply_compile_log, read_cubin
-from gpuprobe.build.toolchain import assemble_ptx
+from gpuprobe.build.toolchain import LOG_SUFFIX, assemble_ptx
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import write_atomic
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,33 @@ def build_ptx(sources: list[Path], arch: Arch) -> BuiltModule:
         raise
     listing = read_cubin(compiled.cubin)
     apply_compile_log(listing, compiled.log)
-    return BuiltModule(arch, compiled.cubin, listing, tuple(sources), entry_parameters(module.text))
+    parameters = entry_parameters(module.text)
+    record_parameters(compiled.cubin, parameters)
+    return BuiltModule(arch, compiled.cubin, listing, tuple(sources), parameters)
+
+
+PARAMETERS_SUFFIX = ".parameters.json"
+
+
+def record_parameters(cubin: Path, parameters: dict[str, list[tuple[str, str]]]) -> None:
+    """The kernels' parameters beside the (cached) cubin, once: a process handed the cubin then reads its
+    module back (``module_of``) instead of combining every source again to find them."""
+    sidecar = cubin.with_suffix(PARAMETERS_SUFFIX)
+    if not sidecar.is_file():
+        write_atomic(sidecar, json.dumps(parameters))
+
+
+def module_of(cubin: Path, arch: Arch) -> BuiltModule | None:
+    """The module ``build_ptx`` built for ``arch`` as ``cubin``, read back from the cubin and the records
+    beside it, building nothing (its ``sources`` unknown: empty); None where those records are missing."""
+    sidecar, log = cubin.with_suffix(PARAMETERS_SUFFIX), cubin.with_suffix(LOG_SUFFIX)
+    if not (sidecar.is_file() and log.is_file()):
+        return None
+    listing = read_cubin(cubin)
+    apply_compile_log(listing, log.read_bytes().decode("utf-8", "replace"))
+    recorded = json.loads(sidecar.read_text())
+    parameters = {kernel: [(kind, name) for kind, name in pairs] for kernel, pairs in recorded.items()}
+    return BuiltModule(arch, cubin, listing, (), parameters)
 
 
 def build_for(probes: list[Probe] | tuple[Probe, ...], arch: Arch) -> BuiltModule:

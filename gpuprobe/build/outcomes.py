@@ -36,7 +36,7 @@ from gpuprobe.core.arch import Arch
 from gpuprobe.core.cache import content_key, read_entry, write_entry
 
 RECORD_FORMAT = "gpuprobe-check-outcome/1"
-_SUFFIX = ".check.json"
+SUFFIX = ".check.json"
 _TOOLS = ("ptxas", "nvdisasm")
 
 
@@ -78,7 +78,7 @@ def outcome_key(probes: Sequence[Probe], arch: Arch) -> str:
 
 def load(key: str) -> list[Any] | None:
     """The results stored under ``key``, as written; None when there is no readable record of this key."""
-    raw = read_entry(key, _SUFFIX)
+    raw = read_entry(key, SUFFIX)
     if raw is None:
         return None
     try:
@@ -96,4 +96,4 @@ def store(key: str, results: list[Any]) -> None:
     holds its place), the outcome is simply not recorded, and the next check builds it again."""
     record = {"format": RECORD_FORMAT, "key": key, "results": results}
     with contextlib.suppress(OSError):
-        write_entry(key, _SUFFIX, json.dumps(record).encode())
+        write_entry(key, SUFFIX, json.dumps(record).encode())

@@ -229,15 +229,18 @@ class Compiled:
     log: str
 
 
+LOG_SUFFIX = ".log"  # the compiler's report, cached beside each cubin under the cubin's key
+
+
 def _with_log(key: str, log: str, cubin: bytes) -> bytes:
     """Cache the compiler's report before its cubin, so that a cached cubin always has its report."""
-    cached_file(key, ".log", log.encode)
+    cached_file(key, LOG_SUFFIX, log.encode)
     return cubin
 
 
 def _compiled(key: str, produce: Callable[[], bytes]) -> Compiled:
     cubin = cached_file(key, ".cubin", produce)
-    log = cubin.with_suffix(".log")
+    log = cubin.with_suffix(LOG_SUFFIX)
     if not log.is_file():  # a cubin cached by an older gpuprobe, without its report: compile again
         cubin.unlink()
         cubin = cached_file(key, ".cubin", produce)

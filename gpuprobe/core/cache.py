@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from gpuprobe.core.errors import GpuprobeError
@@ -58,17 +59,40 @@ def write_entry(key: str, suffix: str, data: bytes) -> Path:
     return path
 
 
+@contextmanager
+def entry_lock(key: str, suffix: str) -> Iterator[None]:
+    """Held while the entry ``key`` with ``suffix`` is made: another process making the same entry (a second
+    test worker, a second run) waits, then finds it made, instead of making it again beside it. One lock per
+    entry, so making one entry may make another of the same key (a cubin its compiler's report). Where no
+    lock can be taken (no ``fcntl``, a cache that cannot be written) the entry is made without one."""
+    try:
+        import fcntl
+
+        path = entry_path(key, f"{suffix}.lock")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("ab")
+    except (ImportError, OSError):
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the handle closes
+        yield
+
+
 def cached_file(key: str, suffix: str, produce: Callable[[], bytes]) -> Path:
     """Return the path of the cache entry ``key``, calling ``produce`` to fill it on a miss; a one-line
     GpuprobeError when the cache cannot be written (the file is what the caller goes on to use)."""
     path = entry_path(key, suffix)
     if path.is_file():
         return path
-    data = produce()
-    try:
-        return write_entry(key, suffix, data)
-    except OSError as exc:
-        raise _unwritable(exc) from None
+    with entry_lock(key, suffix):
+        if path.is_file():  # made while this process waited
+            return path
+        data = produce()
+        try:
+            return write_entry(key, suffix, data)
+        except OSError as exc:
+            raise _unwritable(exc) from None
 
 
 def usable_cache_dir() -> Path:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -162,10 +162,16 @@ class Fact:
         )
 
 
+def _record(instance: Any) -> dict[str, Any]:
+    """A dataclass instance's fields as a dict, sharing its values (unlike ``dataclasses.asdict``, which
+    deep-copies them): what is only written out needs no copy, and a run writes its results after every probe."""
+    return {f.name: getattr(instance, f.name) for f in fields(instance)}
+
+
 def _fact_record(fact: Fact) -> dict[str, Any]:
     """A fact as the results file spells it, its detection computed from the samples it is written with."""
     found = detection(fact.samples, run_to_run=run_to_run_pct(fact.id, fact.unit))
-    return {**asdict(fact), "detection": None if found is None else asdict(found)}
+    return {**_record(fact), "detection": None if found is None else _record(found)}
 
 
 @dataclass
@@ -276,12 +282,12 @@ class Results:
             "created": self.created,
             "partial": self.partial,
             "stage": self.stage,
-            "device": asdict(self.device),
+            "device": _record(self.device),
             "clocks": self.clocks,
             "environment": self.environment,
             "build": self.build,
             "families": self.families,
-            "probes": {name: asdict(p) for name, p in self.probes.items()},
+            "probes": {name: _record(p) for name, p in self.probes.items()},
             "facts": [_fact_record(f) for f in self.facts],
         }
 
@@ -415,8 +421,31 @@ def strict_json(value: Any) -> Any:
     return value
 
 
+ENTRY_PER_LINE = ("families", "probes", "facts")  # the results file's keys whose every entry is a line
+
+
+def results_text(record: dict[str, Any]) -> str:
+    """A results record as its file spells it: a line per top-level key, and each family, probe and fact on a
+    line of its own, in compact JSON (the fast encoder's: a run writes its results after every probe,
+    hundreds of times); a diff of two files then shows whole facts."""
+
+    def compact(value: Any) -> str:
+        return json.dumps(value, allow_nan=False)
+
+    lines = []
+    for key, value in record.items():
+        if key in ENTRY_PER_LINE and isinstance(value, dict) and value:
+            text = "{\n" + ",\n".join(f"  {compact(k)}: {compact(v)}" for k, v in value.items()) + "\n }"
+        elif key in ENTRY_PER_LINE and isinstance(value, list) and value:
+            text = "[\n" + ",\n".join(f"  {compact(v)}" for v in value) + "\n ]"
+        else:
+            text = compact(value)
+        lines.append(f" {compact(key)}: {text}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
 def save(results: Results, path: Path) -> None:
-    write_atomic(path, json.dumps(strict_json(results.to_dict()), indent=1, allow_nan=False) + "\n")
+    write_atomic(path, results_text(strict_json(results.to_dict())))
 
 
 def load(path: Path) -> Results:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.build.cubin import BuiltModule, build_for
+from gpuprobe.build.cubin import BuiltModule, build_for, module_of
 from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.results import Device
@@ -69,11 +69,15 @@ FAST = Settings(
 )
 
 
-@cache
+_MODULES: dict[str, BuiltModule] = {}
+
+
 def _module(arch: str = "sm_90a") -> BuiltModule:
-    """The module gpuprobe builds for a simulated part of ``arch`` (by default sm_90a: a cached compile), once
-    per process."""
-    return build_for(all_probes(), parse_arch(arch))
+    """The module of a simulated part of ``arch`` (by default sm_90a), once per process: the one a measuring
+    process was handed (``open_fake``), else gpuprobe's build of every probe (a cached compile)."""
+    if arch not in _MODULES:
+        _MODULES[arch] = build_for(all_probes(), parse_arch(arch))
+    return _MODULES[arch]
 
 
 def ptx_parameters(arch: str = "sm_90a") -> dict[str, list[tuple[str, str]]]:
@@ -560,7 +564,12 @@ def open_fake(cubin: Path, device_index: int, garbage: bool = False, **options: 
         for stream in (sys.stdout, sys.stderr):  # and bytes that are not UTF-8, as a driver may print
             stream.buffer.write(b"driver: \xff\xfe not UTF-8\n")
             stream.buffer.flush()
-    return FaultyGpu(**options)
+    gpu = FaultyGpu(**options)
+    if gpu.arch not in _MODULES:  # the cubin the session built and checked is the module to simulate
+        handed = module_of(Path(cubin), parse_arch(gpu.arch))
+        if handed is not None:
+            _MODULES[gpu.arch] = handed
+    return gpu
 
 
 def measure_family(
