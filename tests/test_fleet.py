@@ -320,6 +320,25 @@ def test_unreadable_files_are_skipped_with_the_reason(tmp_path: Path) -> None:
     assert report.gpus == 5 and "skipped files (4)" in fleet.render(report, "text")
 
 
+def test_a_folder_that_cannot_be_listed_is_skipped_with_the_reason(tmp_path: Path, monkeypatch) -> None:
+    make_fleet(tmp_path, 5)
+    locked = tmp_path / "node-locked"
+    locked.mkdir()
+    listing = os.scandir
+
+    def scandir(path):  # as a folder without read permission answers (the tests may run as root, whom none stops)
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    report = fleet.aggregate_paths([tmp_path])
+    assert [(s.path, s.reason) for s in report.skipped] == [
+        (str(locked), "cannot list this folder (Permission denied)")
+    ]
+    assert report.gpus == 5
+
+
 def test_no_readable_file_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "junk.json").write_text("[]")
     with pytest.raises(GpuprobeError, match="no readable gpuprobe results"):

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuprobe.core.detection import percent_text
 from gpuprobe.core.errors import GpuprobeError, require_count
+from gpuprobe.core.files import os_reason
 from gpuprobe.core.results import Results, load
 from gpuprobe.core.tables import md_cell, md_table, text_table
 from gpuprobe.fleet.compare import allowance_text
@@ -166,6 +167,17 @@ def _read_chunk(paths: Sequence[str]) -> list[FileSummary | Skipped]:
     return [read_summary(p) for p in paths]
 
 
+def _json_files(folder: Path, skipped: list[Skipped]) -> list[Path]:
+    """Every ``*.json`` file below ``folder``, sorted; a subfolder that cannot be listed (a node's results
+    folder with the wrong permissions) is added to ``skipped`` with why, not passed over in silence."""
+
+    def unlisted(error: OSError) -> None:
+        skipped.append(Skipped(str(error.filename), f"cannot list this folder ({os_reason(error)})"))
+
+    found = [Path(root) / name for root, _, names in os.walk(folder, onerror=unlisted) for name in names]
+    return sorted(path for path in found if path.suffix == ".json" and path.is_file())
+
+
 def discover(paths: Iterable[str | Path]) -> tuple[list[str], list[Skipped]]:
     """Results files named by ``paths``: files as given, directories searched recursively for ``*.json``."""
     found: list[str] = []
@@ -174,7 +186,7 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str], list[Skipped]]:
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            candidates = sorted(p for p in path.rglob("*.json") if p.is_file())
+            candidates = _json_files(path, missing)
         elif path.is_file():
             candidates = [path]
         else:
