@@ -22,6 +22,7 @@ from gpuprobe.build.toolchain import LOG_SUFFIX, assemble_ptx
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import write_atomic
+from gpuprobe.core.tool_output import decoded
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def module_of(cubin: Path, arch: Arch) -> BuiltModule | None:
     if not (sidecar.is_file() and log.is_file()):
         return None
     listing = read_cubin(cubin)
-    apply_compile_log(listing, log.read_bytes().decode("utf-8", "replace"))
+    apply_compile_log(listing, decoded(log.read_bytes()))
     recorded = json.loads(sidecar.read_text())
     parameters = {kernel: [(kind, name) for kind, name in pairs] for kernel, pairs in recorded.items()}
     return BuiltModule(arch, cubin, listing, (), parameters)

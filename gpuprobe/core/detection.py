@@ -147,8 +147,9 @@ def _power(shift: float, critical: float, df: float) -> float:
     """
     centre, width = math.log(df), 12.0 * math.sqrt(2.0 / df)
     low, high = centre - width - 40.0 / df, centre + width + 2.0
-    v = np.exp(np.linspace(low, high, _GRID + 1))  # the chi-square values at the grid's nodes
-    density = np.exp(df / 2.0 * (np.log(v) - centre) - (v - df) / 2.0) * _TRAPEZOID
+    y = np.linspace(low, high, _GRID + 1)  # ln V at the grid's nodes
+    v = np.exp(y)
+    density = np.exp(df / 2.0 * (y - centre) - (v - df) / 2.0) * _TRAPEZOID
     z = shift - critical * np.sqrt(v / df)
     below = np.array([0.5 * (1.0 + math.erf(x / _ROOT2)) for x in z.tolist()])  # the normal CDF at each node
     return float(density @ below / density.sum())

@@ -14,10 +14,11 @@ from gpuprobe.core.errors import GpuprobeError
 def read_text(path: Path | str) -> str:
     """The file's text, or a one-line GpuprobeError saying why it cannot be read. A named pipe, device or
     socket is refused before it is opened: reading one could wait for ever."""
-    if Path(path).exists() and not (Path(path).is_file() or Path(path).is_dir()):
+    file = Path(path)
+    if file.exists() and not (file.is_file() or file.is_dir()):
         raise GpuprobeError(f"{path}: cannot read (not a regular file)")
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return file.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise GpuprobeError(f"{path}: no such file") from None
     except UnicodeDecodeError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -71,6 +71,21 @@ def unwritten(values: np.ndarray) -> bool:
     """Whether any value still holds the poison (all bits set): its word was never written."""
     raw = np.ascontiguousarray(values).view(np.uint8).reshape(len(values), -1)
     return bool(np.any(np.all(raw == POISON_BYTE, axis=1)))
+
+
+@dataclass
+class OutputBuffers:
+    """Output buffers of 64-bit words, each size allocated once and reused across launches (a launch poisons
+    its output before it runs, so any large enough buffer serves): ``get(words)`` is one of at least ``words``."""
+
+    launcher: Launcher
+    by_words: dict[int, Any] = field(default_factory=dict)
+
+    def get(self, words: int) -> Any:
+        size = min((w for w in self.by_words if w >= words), default=words)
+        if size not in self.by_words:
+            self.by_words[size] = self.launcher.alloc(size * 8)
+        return self.by_words[size]
 
 
 @dataclass

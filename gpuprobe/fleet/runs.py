@@ -225,6 +225,11 @@ def local_gpus(requested: str | None, env: Mapping[str, str], count: Callable[[]
     return gpus
 
 
+def pytest_command(python: str, tests: Sequence[str], out_dir: Path, pytest_args: Sequence[str]) -> tuple[str, ...]:
+    """One fleet run's command: pytest on ``tests``, writing ``out_dir``, with the user's ``pytest_args``."""
+    return (python, "-m", "pytest", *tests, "-p", "no:cacheprovider", "--gpuprobe-out", str(out_dir), *pytest_args)
+
+
 def plan_runs(
     gpus: Sequence[tuple[int, str]],
     out: Path,
@@ -239,17 +244,7 @@ def plan_runs(
     runs = []
     for index, visible in gpus:
         out_dir = out / gpu_dir_name(hostname, index)
-        command = (
-            python,
-            "-m",
-            "pytest",
-            tests,
-            "-p",
-            "no:cacheprovider",
-            "--gpuprobe-out",
-            str(out_dir),
-            *pytest_args,
-        )
+        command = pytest_command(python, [tests], out_dir, pytest_args)
         env = {"CUDA_VISIBLE_DEVICES": visible, "GPUPROBE_GPU_INDEX": str(index)}
         runs.append(GpuRun(index, visible, out_dir, command, env))
     return runs
@@ -270,8 +265,7 @@ def plan_links_run(
     one process), writing ``links/<hostname>``; run after the pinned runs, so no GPU is measured twice at once."""
     visible = ",".join(entry for _, entry in gpus)
     out_dir = links / hostname
-    command = (python, "-m", "pytest", *(str(Path(tests) / name) for name in LINK_TESTS), "-p", "no:cacheprovider",
-               "--gpuprobe-out", str(out_dir), *pytest_args)  # fmt: skip
+    command = pytest_command(python, [str(Path(tests) / name) for name in LINK_TESTS], out_dir, pytest_args)
     env = {"CUDA_VISIBLE_DEVICES": visible, "GPUPROBE_GPU_INDEX": str(gpus[0][0])}  # device 0 of the process
     return GpuRun(gpus[0][0], visible, out_dir, command, env)
 

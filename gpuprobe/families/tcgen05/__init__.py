@@ -36,6 +36,7 @@ from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request
 from gpuprobe.families.measuring import (
     TIMER_TICK_NS,
     Kernels,
+    OutputBuffers,
     Stopping,
     clock_mhz,
     clock_window_ns,
@@ -118,12 +119,10 @@ class _Context:
     kernels: Kernels
     device: Device
     settings: Settings
-    outs: dict[int, Any] = field(default_factory=dict)
+    outputs: OutputBuffers = field(init=False)
 
-    def output(self, words: int) -> Any:
-        if words not in self.outs:
-            self.outs[words] = self.launcher.alloc(words * 8)
-        return self.outs[words]
+    def __post_init__(self) -> None:
+        self.outputs = OutputBuffers(self.launcher)
 
     def upload(self, mma: Mma, kind: str) -> tuple[Operands, list[Any]]:
         operands = make_operands(mma, kind, self.settings.seed)
@@ -136,7 +135,7 @@ class _Context:
         """One checked launch of ``blocks`` blocks: its records, after every block's D was held to NumPy."""
         d_words = blocks * BLOCK_ROWS * mma.n // 2
         words = blocks * RECORD_WORDS + d_words
-        out = self.output(words)
+        out = self.outputs.get(words)
         args = [*given, np.uint32(iterations), out]
         got = self.kernels.run(mma.kernel, args, out, words, grid=blocks, block=THREADS, shared=A_AND_B)
         records = got[: blocks * RECORD_WORDS].reshape(blocks, RECORD_WORDS)
@@ -207,7 +206,7 @@ def _chain_samples(ctx: _Context, kernel: str, words: Callable[[int], int], chec
     """Cycles per step of a one-warp chain kernel taking (iters, out) and writing [cycles, ns], then ``words(iters)``
     - 2 words that ``check`` reads: the long run minus the short one."""
     s = ctx.settings
-    out = ctx.output(words(s.long_iterations))
+    out = ctx.outputs.get(words(s.long_iterations))
     samples, clocks = [], []
 
     def run(iterations: int) -> np.ndarray:

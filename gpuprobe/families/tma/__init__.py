@@ -38,7 +38,15 @@ from gpuprobe.families.async_copy import rate_gbps
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, Chase
-from gpuprobe.families.measuring import Kernels, Stopping, fact, require_counts, sample_until_stable, unmeasured
+from gpuprobe.families.measuring import (
+    Kernels,
+    OutputBuffers,
+    Stopping,
+    fact,
+    require_counts,
+    sample_until_stable,
+    unmeasured,
+)
 from gpuprobe.families.planning import (
     DRAM_STEP_CYCLES,
     L2_STEP_CYCLES,
@@ -153,18 +161,13 @@ class _Context:
     device: Device
     settings: Settings
     state: dict[str, Any]
-    outs: dict[int, Any] = field(default_factory=dict)
+    outputs: OutputBuffers = field(init=False)
     streams: dict[str, Mapped] = field(default_factory=dict)  # the load streams' tensors, by level
     sums: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)  # their tiles' sums
     scratch: Any = None
 
-    def output(self, words: int) -> Any:
-        """An output buffer of at least ``words`` 64-bit words."""
-        size = max([w for w in self.outs if w >= words], default=None)
-        if size is None:
-            self.outs[words] = self.launcher.alloc(words * 8)
-            size = words
-        return self.outs[size]
+    def __post_init__(self) -> None:
+        self.outputs = OutputBuffers(self.launcher)
 
     def flush(self) -> None:
         """Write through a scratch buffer of twice the L2: what it held is evicted."""
@@ -225,7 +228,7 @@ def tile_chase(ctx: _Context, tile: Tile, level: str, promotion: bool) -> Chase:
     def launch(start: int, warm: int, iterations: int) -> np.ndarray:
         if level == "dram":
             ctx.flush()
-        out = ctx.output(words)
+        out = ctx.outputs.get(words)
         args = [tmap, np.uint32(tile.rows), np.uint32(start), np.uint32(warm), np.uint32(iterations), out]
         got = ctx.kernels.run(kernel, args, out, words, block=32, shared=tile.bytes + ALIGN)
         loaded = chain.order[(position[start] + warm + iterations - 1) % nodes]  # the last tile the host predicts
@@ -299,7 +302,7 @@ def load_stream_rate(ctx: _Context, tile: Tile, level: str, promotion: bool) -> 
     grid = ctx.grid(kernel, shared)
     short, long = stream_steps(s, level, count, grid)
     words = grid * s.threads + tile.bytes // 8
-    out = ctx.output(words)
+    out = ctx.outputs.get(words)
 
     def args(steps: int) -> list[object]:
         return [tmap, np.uint32(tile.rows), np.uint32(s.stages), np.uint32(count), np.uint32(steps), out]
@@ -339,7 +342,7 @@ def store_rate(ctx: _Context, tile: Tile, level: str) -> list[float]:
     kernel, shared = f"gp_tma_store_x{tile.boxes}", tile.bytes + ALIGN
     grid = ctx.grid(kernel, shared)
     short, long = stream_steps(s, level, count, grid)
-    out = ctx.output(grid)
+    out = ctx.outputs.get(grid)
 
     def args(steps: int) -> list[object]:
         return [tmap, np.uint32(tile.rows), np.uint32(count), np.uint32(steps), out]
@@ -381,7 +384,7 @@ def cast_rate(ctx: _Context, kind: str, size: int, level: str) -> list[float]:
     grid = ctx.grid(kernel, shared, size)
     clusters = grid // size
     short, long = stream_steps(s, level, count, clusters)
-    out = ctx.output(grid * s.threads)
+    out = ctx.outputs.get(grid * s.threads)
 
     def args(steps: int) -> list[object]:
         return [tmap, np.uint32(tile.rows), np.uint32(s.stages), np.uint32(count), np.uint32(steps), out]
