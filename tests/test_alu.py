@@ -232,9 +232,9 @@ def test_invariants_bound_the_issue_rate_and_order_the_latencies() -> None:
     device = fake_gpu().device()
     good = _facts(alu__ffma__throughput=126.0, alu__hfma2__throughput=250.0, alu__ffma__latency=4.0,
                   alu__mufu_rsqrt__latency=18.0)  # fmt: skip
-    assert all(ok for check in alu.INVARIANTS for _, ok, _ in check(good, device))
+    assert all(ok for check in alu.INVARIANTS for _, ok, *_ in check(good, device))
     bad = _facts(alu__ffma__throughput=300.0, alu__ffma__latency=4.0, alu__mufu_ex2__latency=3.0)
-    failed = {name for check in alu.INVARIANTS for name, ok, _ in check(bad, device) if not ok}
+    failed = {name for check in alu.INVARIANTS for name, ok, *_ in check(bad, device) if not ok}
     assert failed == {"alu.ffma.issue_bound", "alu.mufu_ex2.slower_than_ffma"}
     assert [r for check in alu.INVARIANTS for r in check({}, device)] == []  # nothing measured: nothing checked
 

@@ -386,7 +386,7 @@ def test_invariants_hold_and_fail_where_they_should() -> None:
     for facts, expected in ((good, True), (bad, False)):
         checks = [c for invariant in INVARIANTS for c in invariant(facts, H100_SXM)]
         assert len(checks) == 4
-        assert all(ok is expected for _, ok, _ in checks), checks
+        assert all(ok is expected for _, ok, *_ in checks), checks
     assert [c for invariant in INVARIANTS for c in invariant({}, H100_SXM)] == [], "nothing measured, nothing checked"
 
 
@@ -414,7 +414,7 @@ def test_the_copy_invariant_floor_is_the_expectations_floor() -> None:
     checks = [
         c for invariant in INVARIANTS for c in invariant(_facts(bandwidth__dram_copy_fraction_of_memcpy=0.9), H100_SXM)
     ]
-    assert [ok for _, ok, _ in checks] == [True]
+    assert [ok for _, ok, *_ in checks] == [True]
     floors = {key: m.facts["bandwidth.dram_copy_fraction_of_memcpy"].low for key, m in load_all().items()
               if "bandwidth.dram_copy_fraction_of_memcpy" in m.facts}  # fmt: skip
     assert floors and set(floors.values()) == {MEMCPY_FLOOR}, floors

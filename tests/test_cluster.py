@@ -128,7 +128,7 @@ def test_cluster_sync_costs_no_less_than_a_one_warp_block_barrier() -> None:
     block = Fact("sync.block.latency.32", 20.0, "cycle", (19.0, 21.0))
     cluster_fact = Fact("sync.cluster.latency.2", 380.0, "cycle", (378.0, 383.0))
     facts = {block.id: block, cluster_fact.id: cluster_fact}
-    [(name, ok, detail)] = cluster.cluster_above_block(facts, device)
+    [(name, ok, detail, *_)] = cluster.cluster_above_block(facts, device)
     assert name == "cluster_sync_above_block_sync" and ok and "sync.block.latency.32 = 20" in detail
     cheap = Fact("sync.cluster.latency.2", 5.0, "cycle", (4.0, 6.0))
     assert not cluster.cluster_above_block({block.id: block, cheap.id: cheap}, device)[0][1]

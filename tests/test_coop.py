@@ -192,8 +192,8 @@ def test_the_floors_hold_on_the_simulated_run_and_catch_an_abstraction_cheaper_t
     checks = coop.abstraction_not_below_instruction(facts, _device("sm_90a"))
     floors = {p for p in coop.PROBES if pairs.twin_of(p, parse_arch("sm_90a")).floor}
     assert len(checks) == len(floors) + 2  # the grid barrier at two sizes, the DSM chase at two targets
-    assert all(ok for _, ok, _ in checks), [d for _, ok, d in checks if not ok]
-    assert "4.75 x coop.scan.add.ptx_latency" in next(d for n, _, d in checks if n.endswith("scan.add.latency"))
+    assert all(ok for _, ok, *_ in checks), [d for _, ok, d, *_ in checks if not ok]
+    assert "4.75 x coop.scan.add.ptx_latency" in next(c.detail for c in checks if c.name.endswith("scan.add.latency"))
     same = {
         f.id: f
         for f in (
@@ -201,18 +201,18 @@ def test_the_floors_hold_on_the_simulated_run_and_catch_an_abstraction_cheaper_t
             dataclasses.replace(facts["coop.tile.shfl.ptx_latency"], value=100.0, ci=(100.0, 100.0)),
         )
     }
-    assert [ok for _, ok, _ in coop.abstraction_not_below_instruction(same, _device("sm_90a"))] == [True]  # noise
+    assert [ok for _, ok, *_ in coop.abstraction_not_below_instruction(same, _device("sm_90a"))] == [True]  # noise
     cheap = _run(
         FakeGpu(**suite_options(family_options={"coop_cheaper": "gp_coop_reduce_add_32_lat"})), {"coop.reduce.add.32"}
     )
     broken = coop.abstraction_not_below_instruction({f.id: f for f in cheap["coop.reduce.add.32"].facts},
                                                     _device("sm_90a"))  # fmt: skip
-    assert [ok for _, ok, _ in broken] == [False]
+    assert [ok for _, ok, *_ in broken] == [False]
 
 
 def test_ratios_without_a_floor_are_not_checked(whole_run: dict) -> None:
     facts = {f.id: f for m in whole_run.values() for f in m.facts}
-    names = {n for n, _, _ in coop.abstraction_not_below_instruction(facts, _device("sm_90a"))}
+    names = {c.name for c in coop.abstraction_not_below_instruction(facts, _device("sm_90a"))}
     assert not any("cluster.sync" in n or "atomic_ref" in n or "reduce.min" in n for n in names)
 
 

@@ -570,36 +570,36 @@ def _capacities(l1: float, l2: float) -> dict[str, Fact]:
 def test_invariants_hold_for_a_sane_h100():
     checks = check_invariants({**_facts(GOOD_LATENCIES), **_capacities(216 * KIB, 50 * MIB)}, H100)
     assert len(checks) == 6
-    assert all(ok for _, ok, _ in checks), checks
+    assert all(ok for _, ok, *_ in checks), checks
 
 
 def test_reversed_latency_ordering_is_caught():
     reversed_values = dict(GOOD_LATENCIES, **{"latency.l2": 700.0, "latency.dram": 260.0})
-    failed = [name for name, ok, _ in check_invariants(_facts(reversed_values), H100) if not ok]
+    failed = [c.name for c in check_invariants(_facts(reversed_values), H100) if not c.ok]
     assert "latency_order.l2_far_below_dram" in failed
     assert "latency_order.l2_below_l2_far" in failed
 
 
 def test_missing_latencies_are_skipped_and_neighbours_compared():
     checks = check_invariants(_facts({"latency.shared": 29.0, "latency.dram": 650.0}), H100)
-    assert [(name, ok) for name, ok, _ in checks] == [("latency_order.shared_below_dram", True)]
+    assert [(name, ok) for name, ok, *_ in checks] == [("latency_order.shared_below_dram", True)]
     assert check_invariants({}, H100) == []
     unmeasured = {"latency.l1": Fact(id="latency.l1", value=None, unit="cycle")}
     assert check_invariants(unmeasured, H100) == []
 
 
 def test_wrong_l2_capacity_is_caught():
-    checks = dict((name, (ok, detail)) for name, ok, detail in check_invariants(_capacities(216 * KIB, 6 * MIB), H100))
+    checks = {c.name: (c.ok, c.detail) for c in check_invariants(_capacities(216 * KIB, 6 * MIB), H100)}
     ok, detail = checks["capacity_l2_near_device_l2"]
     assert not ok and "50.00 MiB" in detail
-    assert not dict((n, ok) for n, ok, _ in check_invariants(_capacities(216 * KIB, 90 * MIB), H100))[
+    assert not {c.name: c.ok for c in check_invariants(_capacities(216 * KIB, 90 * MIB), H100)}[
         "capacity_l2_near_device_l2"
     ]
 
 
 def test_l1_capacity_bounds():
     def l1_ok(value: float, device: Device) -> bool:
-        (result,) = [ok for name, ok, _ in check_invariants(_facts({"capacity.l1": value}, "byte"), device)]
+        (result,) = [c.ok for c in check_invariants(_facts({"capacity.l1": value}, "byte"), device)]
         return result
 
     assert l1_ok(256 * KIB, H100)

@@ -14,7 +14,7 @@ from gpuprobe.build.registry import PTX_DIR, find_probe
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.results import Fact
 from gpuprobe.families import grid_sync
-from gpuprobe.families.grid_sync import PROBES, ProbeFailure, Settings, per_sync, plan_grids
+from gpuprobe.families.grid_sync import PROBES, ProbeFailure, Settings, barrier_difference, plan_grids
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.pytest_plugin import family_probes
 from gpuprobe.runner.gpu import CooperativeGridTooLarge
@@ -44,7 +44,15 @@ def test_grids_run_from_one_block_to_the_co_resident_maximum() -> None:
 def test_cost_per_sync_is_long_minus_short_over_the_syncs_between() -> None:
     settings = Settings(short_syncs=1, long_syncs=401)
     fixed = 77.0  # clock reads, loop entry and exit
-    assert per_sync(fixed + 1 * 1500.0, fixed + 401 * 1500.0, settings) == pytest.approx(1500.0)
+    clocks: list[float] = []
+
+    def timed(blocks: int, syncs: int) -> tuple[int, int]:
+        cycles = fixed + syncs * 1500.0
+        return int(cycles), int(cycles / 1.98)  # a 1980 MHz clock
+
+    difference = barrier_difference(timed, 132, settings, clocks, "gp_gs_grid")
+    assert difference.sample() == pytest.approx(1500.0)
+    assert clocks == [pytest.approx(1980.0, rel=1e-3)]  # the long launch's window reads the clock, the short's not
 
 
 def test_simulated_barrier_costs_are_recovered_in_cycles_and_ns() -> None:

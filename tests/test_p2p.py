@@ -14,7 +14,7 @@ from gpuprobe.families.base import Plan
 from gpuprobe.families.p2p import PROBES, Settings, pairs
 from gpuprobe.families.p2p.plot import heatmaps, matrices_png
 from gpuprobe.judge.expectations import match_model
-from gpuprobe.measure.session import judge_fact
+from gpuprobe.judge.verdicts import judge_fact
 from gpuprobe.runner.peers import ONE_GPU
 from gpuprobe.simulated.gpu import FakeGpu, measure_family
 from gpuprobe.simulated.kernels.p2p import FAST_SETTINGS

@@ -91,7 +91,7 @@ def test_every_probe_measures_and_checks_itself_on_a_simulated_b200() -> None:
     assert facts["tensor.tcgen05.bf16.m128n256k16.tflops"].value == pytest.approx(4 * 8192 * 0.94 * 1755e-6, rel=0.05)
     device = dataclasses.replace(fake_gpu(**B200).device(), sm_count=4)
     checks = [c for check in INVARIANTS for c in check(facts, device)]
-    assert len(checks) == len(MMAS) and all(ok for _, ok, _ in checks), checks
+    assert len(checks) == len(MMAS) and all(ok for _, ok, *_ in checks), checks
 
 
 @pytest.mark.parametrize(("flag", "probe", "what"), [
@@ -112,7 +112,7 @@ def test_an_mma_faster_than_the_datasheet_rate_or_its_floor_breaks_the_invariant
     stem = "tensor.tcgen05.bf16.m128n256k16"
     given = (one(f"{stem}.tflops", 3000.0), one(f"{stem}.sm_clock", 1800.0), one(f"{stem}.latency", 100.0))
     facts = {f.id: f for f in given}
-    failed = {name for check in INVARIANTS for name, ok, _ in check(facts, fake_gpu(sm_count=148).device()) if not ok}
+    failed = {name for check in INVARIANTS for name, ok, *_ in check(facts, fake_gpu(sm_count=148).device()) if not ok}
     assert failed == {"tcgen05.rate_below_peak.bf16.m128n256k16", "tcgen05.latency_floor.bf16.m128n256k16"}
 
 

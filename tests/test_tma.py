@@ -210,7 +210,7 @@ def test_every_probe_measures_and_checks_itself_on_the_simulated_gpu() -> None:
     assert l2 < dram
     assert facts["tma.multicast.c4.l2.speedup"].value == pytest.approx(model(_gpu()).multicast_gain[4], rel=0.1)
     checks = [c for check in tma.INVARIANTS for c in check(facts, H200)]
-    assert checks and all(ok for _, ok, _ in checks), [c for c in checks if not c[1]]
+    assert checks and all(ok for _, ok, *_ in checks), [c for c in checks if not c[1]]
 
 
 @pytest.mark.parametrize(
@@ -246,7 +246,7 @@ def test_the_invariants_catch_an_impossible_multicast_and_a_dram_faster_than_l2(
     given = [one("tma.multicast.c2.l2.speedup", 2.5), one(fact_id("load", "l2", tile, True, "latency"), 900.0),
              one(fact_id("load", "dram", tile, True, "latency"), 800.0)]  # fmt: skip
     facts = {f.id: f for f in given}
-    failed = {name for check in tma.INVARIANTS for name, ok, _ in check(facts, H200) if not ok}
+    failed = {name for check in tma.INVARIANTS for name, ok, *_ in check(facts, H200) if not ok}
     assert failed == {"tma.multicast_at_most_cluster_size.c2.l2", "tma.l2_beats_dram.latency.64x64.none"}
 
 

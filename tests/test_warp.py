@@ -214,9 +214,9 @@ def test_the_tile_invariant_holds_on_the_simulated_run_and_catches_a_fall() -> N
     measured = _run(fake_gpu(sm_count=2))
     facts = {f.id: f for m in measured.values() for f in m.facts}
     checks = warp.tile_reduce_grows(facts, fake_gpu().device())
-    assert [name for name, _, _ in checks] == ["tile_reduce_grows.4_to_8", "tile_reduce_grows.8_to_16",
+    assert [c.name for c in checks] == ["tile_reduce_grows.4_to_8", "tile_reduce_grows.8_to_16",
                                                "tile_reduce_grows.16_to_32"]  # fmt: skip
-    assert all(ok for _, ok, _ in checks)
+    assert all(ok for _, ok, *_ in checks)
     fallen = dataclasses.replace(facts["warp.tile.reduce.latency.32"], value=1.0, ci=(0.9, 1.1))
     broken = warp.tile_reduce_grows({**facts, fallen.id: fallen}, fake_gpu().device())
-    assert [name for name, ok, _ in broken if not ok] == ["tile_reduce_grows.16_to_32"]
+    assert [name for name, ok, *_ in broken if not ok] == ["tile_reduce_grows.16_to_32"]

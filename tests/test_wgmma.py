@@ -435,16 +435,16 @@ def test_no_wgmma_may_beat_the_dense_rate_at_its_clock() -> None:
     base = "tensor.wgmma.bf16.m64n256k16.ss"
     ceiling = 132 * 4096 * 1800 / 1e6
     facts = {f"{base}.tflops": _fact("t", 0.95 * ceiling), f"{base}.sm_clock": _fact("c", 1800.0)}
-    assert [ok for _, ok, _ in rate_invariants(facts, device)] == [True]
+    assert [ok for _, ok, *_ in rate_invariants(facts, device)] == [True]
     facts[f"{base}.tflops"] = _fact("t", 1.1 * ceiling)
-    assert [ok for _, ok, _ in rate_invariants(facts, device)] == [False]
+    assert [ok for _, ok, *_ in rate_invariants(facts, device)] == [False]
 
 
 def test_no_wgmma_finishes_faster_than_its_work_allows() -> None:
     device = fake_gpu().device()
     fact_id = "tensor.wgmma.bf16.m64n256k16.ss.latency"
-    assert [ok for _, ok, _ in latency_floor_invariants({fact_id: _fact(fact_id, 140.0)}, device)] == [True]
-    assert [ok for _, ok, _ in latency_floor_invariants({fact_id: _fact(fact_id, 100.0)}, device)] == [False]
+    assert [ok for _, ok, *_ in latency_floor_invariants({fact_id: _fact(fact_id, 140.0)}, device)] == [True]
+    assert [ok for _, ok, *_ in latency_floor_invariants({fact_id: _fact(fact_id, 100.0)}, device)] == [False]
 
 
 # --------------------------------------------------------------------------- the fact sheet
@@ -487,7 +487,7 @@ def test_the_simulated_run_keeps_every_invariant() -> None:
     checks = [c for check in family.INVARIANTS for c in check(facts, device)]
     # cuBLAS, each throughput probe (zero, random), each latency probe, each sparse throughput against its twin
     assert len(checks) == 1 + 2 * 15 + 63 + 3
-    assert all(ok for _, ok, _ in checks), [c for c in checks if not c[1]]
+    assert all(ok for _, ok, *_ in checks), [c for c in checks if not c[1]]
 
 
 def test_mma_sync_stays_below_wgmma_where_both_were_measured() -> None:
@@ -556,6 +556,6 @@ def test_sparse_below_dense_beyond_the_noise_breaks_the_invariant() -> None:
         return Fact(fact_id, value, "TFLOP/s", (0.98 * value, 1.02 * value))
 
     dense, sparse = "tensor.wgmma.bf16.m64n256k16.ss.tflops", "tensor.wgmma_sp.bf16.m64n256k32.ss.tflops"
-    verdicts = [[ok for _, ok, _ in sparse_at_least_dense({dense: tflops(dense, 600.0), sparse: tflops(sparse, s)},
+    verdicts = [[ok for _, ok, *_ in sparse_at_least_dense({dense: tflops(dense, 600.0), sparse: tflops(sparse, s)},
                                                          H100_SXM)] for s in (1100.0, 595.0, 500.0)]  # fmt: skip
     assert verdicts == [[True], [True], [False]]  # 2 x; within the noise; under it

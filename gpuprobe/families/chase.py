@@ -18,19 +18,12 @@ import numpy as np
 
 from gpuprobe.families.base import Plan, ProbeFailure
 from gpuprobe.families.chain import Chain
-from gpuprobe.families.measuring import Kernels, Stopping, sample_until_stable
+from gpuprobe.families.differencing import Difference, Lengths
+from gpuprobe.families.measuring import Kernels, Stopping
 from gpuprobe.families.planning import chain_host_s, kernel_runs
 
 OUT_WORDS = 4  # a chase's results: cycles, nanoseconds, end, SM id
 MIN_CLOCK_WINDOW_NS = 100_000  # a timed chase this long gives the SM clock to 1 % at 1 us timer resolution
-
-
-def per_step(short_cycles: float, long_cycles: float, steps: int) -> float:
-    """Cycles per chase step: the long chase minus the short one, over the steps between."""
-    latency = (long_cycles - short_cycles) / steps
-    if not latency > 0:
-        raise ProbeFailure(f"the long chase took {long_cycles} cycles, the short one {short_cycles}")
-    return latency
 
 
 def node_of(offset: int, stride: int, nodes: int, kernel: str) -> int:
@@ -73,16 +66,13 @@ class Chase:
             self.clock_mhz.append(cycles / ns * 1e3)
         return float(cycles)
 
+    def difference(self, short: int, long: int) -> Difference:
+        """Short and long launches of ``short`` and ``long`` iterations, each continuing the cycle."""
+        return Difference(self.run, Lengths(short, long, self.unroll), self.kernel)
+
     def latencies(self, short: int, long: int, stopping: Stopping) -> list[float]:
         """Samples of one step's latency (cycles), each a short and a long launch."""
-        samples: list[float] = []
-
-        def take() -> None:
-            low = self.run(short)
-            samples.append(per_step(low, self.run(long), (long - short) * self.unroll))
-
-        sample_until_stable(take, samples, stopping)
-        return samples
+        return self.difference(short, long).samples(stopping)
 
     @property
     def mhz(self) -> float | None:

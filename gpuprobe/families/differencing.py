@@ -1,18 +1,27 @@
-"""Long-minus-short timing of an unrolled loop, shared by the warp, barrier and cluster families.
+"""Long minus short: the one way a cost is read out of two timed launches, with its physics guards.
 
-A probe kernel runs ``iterations`` of a loop of ``steps`` identical operations between two
-%clock64 reads. Whatever the timed region pays once (the clock reads, entering and leaving the
-loop, the last operation's drain) is the same in a short and a long launch, so
+A probe kernel runs ``iterations`` of a loop of ``steps`` identical operations between two timer reads
+(%clock64 in the kernel, CUDA events around launches, %globaltimer). Whatever the timed region pays once
+(the timer reads, entering and leaving the loop, the last operation's drain, a launch's own cost) is
+the same in a short and a long launch, so
 
-    cycles per step = (cycles_long - cycles_short) / ((long - short) x steps)
+    cost per step = (reading_long - reading_short) / ((long - short) x steps)
 
-holds the operation's cost alone. Every launch verifies its own result before its cycles are used.
+holds the operation's cost alone. Every launch verifies its own result before its reading is used.
+
+A difference is only as good as the timer that reads it. :class:`Difference` refuses one that spans
+fewer than :data:`RESOLVED_TICKS` ticks of its timer, or that is not positive (a loop the compiler
+emptied, a clock that did not advance, a first launch that paid for loading the kernel): it widens
+the gap between the two lengths and tries again, up to :data:`WIDENINGS` times, and then fails the
+probe with the numbers. A widened gap is kept for the samples after it. A timer read from the host
+(CUDA events) first runs one untimed launch, so that no sample pays a kernel's first-use cost.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from gpuprobe.core.results import Device
 from gpuprobe.families.base import Plan, ProbeFailure
@@ -34,8 +43,89 @@ class Lengths:
         if self.short < 1 or self.long <= self.short or self.steps < 1:
             raise ValueError(f"Lengths: need 1 <= short < long and steps >= 1, not {self}")
 
-    def per_step(self, short_cycles: float, long_cycles: float) -> float:
-        return (long_cycles - short_cycles) / ((self.long - self.short) * self.steps)
+    def per_step(self, short_reading: float, long_reading: float) -> float:
+        return (long_reading - short_reading) / ((self.long - self.short) * self.steps)
+
+    def widened(self, factor: int) -> Lengths:
+        """The same short length, the gap to the long one ``factor`` times as wide."""
+        return replace(self, long=self.short + factor * (self.long - self.short))
+
+
+@dataclass(frozen=True)
+class Timer:
+    """What a difference is read with: the timer's name, the unit of its readings, the smallest step it
+    resolves, and whether a first launch is run untimed (a timer read from the host sees a kernel's
+    first-use cost: lazy module loading, the launch path's first touch)."""
+
+    name: str
+    unit: str
+    tick: float
+    warm_up: bool = False
+
+
+CLOCK64 = Timer("%clock64", "cycles", 1.0)
+# cudaEventElapsedTime resolves about 0.5 us (CUDA Runtime API, cudaEventElapsedTime)
+EVENTS = Timer("CUDA events", "ms", 0.0005, warm_up=True)
+GLOBALTIMER = Timer("%globaltimer", "ns", 1000.0, warm_up=True)  # it moves every 1 us (TIMER_TICK_NS)
+
+RESOLVED_TICKS = 100  # the least a difference may span, in ticks of its timer: quantisation within 1 %
+WIDENINGS = 4  # a difference too short (or not positive) is retried with a wider gap, at most this often
+MARGIN = 1.5  # a gap widened to resolve a difference aims this far past the least it needs
+
+
+@dataclass
+class Difference:
+    """Samples of one step's cost, each a short and a long run of ``launch`` (which runs and verifies the
+    kernel for that many iterations and returns the timer's reading), guarded as the module says.
+
+    ``longest``: the most iterations ``launch`` can take (a chain's nodes, a buffer's size); None: no bound.
+    ``lengths`` grows when a sample needed a wider gap, and the samples after it keep it."""
+
+    launch: Callable[[int], float]
+    lengths: Lengths
+    what: str
+    timer: Timer = CLOCK64
+    longest: int | None = None
+    warmed: bool = field(default=False, init=False)
+
+    def sample(self) -> float:
+        """One sample of the cost of one step, in the timer's unit per step."""
+        if self.timer.warm_up and not self.warmed:
+            self.launch(self.lengths.short)
+            self.warmed = True
+        tried: list[str] = []
+        while True:
+            lengths = self.lengths
+            short, long = self.launch(lengths.short), self.launch(lengths.long)
+            difference, least = long - short, RESOLVED_TICKS * self.timer.tick
+            if difference >= least:
+                return lengths.per_step(short, long)
+            tried.append(f"{lengths.long} took {long:g}, {lengths.short} {short:g}")
+            # a positive difference says how much wider the gap must be; otherwise double it
+            factor = max(2, math.ceil(MARGIN * least / difference)) if difference > 0 else 2
+            wider = lengths.widened(factor)
+            if len(tried) > WIDENINGS:
+                raise ProbeFailure(self._unresolved(difference, tried, f"widened {WIDENINGS} times"))
+            if self.longest is not None and wider.long > self.longest:
+                raise ProbeFailure(self._unresolved(difference, tried, f"it takes at most {self.longest} iterations"))
+            self.lengths = wider
+
+    def samples(self, stop: Stopping) -> list[float]:
+        """Samples of :meth:`sample` until ``stop`` says enough."""
+        taken: list[float] = []
+        sample_until_stable(lambda: taken.append(self.sample()), taken, stop)
+        return taken
+
+    def _unresolved(self, difference: float, tried: list[str], stopped: str) -> str:
+        t = self.timer
+        why = (
+            "not positive" if not difference > 0
+            else f"under {RESOLVED_TICKS} ticks of {t.name} ({RESOLVED_TICKS * t.tick:g} {t.unit})"
+        )  # fmt: skip
+        return (
+            f"{self.what}: long minus short is {difference:g} {t.unit}, {why}; the gap cannot widen further "
+            f"({stopped}; iterations: {'; '.join(tried)} {t.unit})"
+        )
 
 
 # A first contact's sampling: one sample, its long launch 32 steps longer than its short one.
@@ -66,29 +156,10 @@ class DifferencedSettings:
         return Lengths(self.short_iterations, self.long_iterations, UNROLL)
 
 
-def step_sample(launch: Callable[[int], float], lengths: Lengths, what: str) -> float:
-    """One sample of the cost of one step: ``launch(iterations)`` runs (and verifies) the kernel and
-    returns the timed region's cycles. A step that does not cost more in the long launch is a
-    ProbeFailure (a loop the compiler emptied, or a clock that did not advance)."""
-    short = launch(lengths.short)
-    long = launch(lengths.long)
-    step = lengths.per_step(short, long)
-    if not step > 0:
-        raise ProbeFailure(f"{what}: {lengths.long} iterations took {long:g} cycles, {lengths.short} {short:g}")
-    return step
-
-
-def per_step_samples(launch: Callable[[int], float], lengths: Lengths, stop: Stopping, what: str) -> list[float]:
-    """Samples of :func:`step_sample` until ``stop`` says enough."""
-    samples: list[float] = []
-    sample_until_stable(lambda: samples.append(step_sample(launch, lengths, what)), samples, stop)
-    return samples
-
-
 def samples_plan(
     settings: DifferencedSettings, device: Device, step_cycles: float, lengths: Lengths | None = None, serial: int = 1
 ) -> Plan:
-    """What :func:`per_step_samples` costs at its most repeats: each sample a short and a long checked
+    """What :class:`Difference` costs at its most repeats (no widening): each sample a short and a long checked
     launch of ``lengths`` (default: the settings'), each step ``step_cycles`` at most, ``serial`` times
     over (blocks that take turns on an SM)."""
     lengths = lengths or settings.lengths

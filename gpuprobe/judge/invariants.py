@@ -4,8 +4,13 @@ A measurement family adds its own as ``INVARIANTS`` in its module: functions
 ``(facts: dict[str, Fact], device: Device) -> list[Check]``, each leaving out what was not measured.
 
 These are asserted in discovery mode (an unknown GPU has no per-model expectations) and on every
-known model as well. Each check returns ``(name, ok, detail)``; a check whose facts were not
-measured is skipped, i.e. left out of the list rather than reported as passing.
+known model as well. Each check is a :class:`Check` (name, ok, detail, the facts it holds, and whether
+it is physics); a check whose facts were not measured is skipped, i.e. left out of the list rather
+than reported as passing. A failed check marks the facts it names: none of them may pass beside it
+(:mod:`gpuprobe.judge.verdicts`). A physics check holds under any settings (a figure against what the
+device can do, a sign), so a smoke run is held to it too; the others compare facts measured the same
+way, which only a full run's settings promise. The physics every fact obeys, whatever its family, is
+:mod:`gpuprobe.judge.physics`.
 
 - Latency ordering: shared < L1 < L2 (< far L2) < DRAM, over whichever of these were measured.
 - ``capacity.l2`` within a factor 0.4–1.6 of the L2 size the device reports: the near/far split,
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from gpuprobe.core.results import Device, Fact
 
@@ -33,7 +39,18 @@ L1_MIN_BYTES = 16 * KIB
 L1_MARGIN_BYTES = 32 * KIB
 L1_MAX_UNKNOWN_BYTES = 256 * KIB
 
-Check = tuple[str, bool, str]
+
+
+class Check(NamedTuple):
+    """One invariant's outcome: its stable name, whether it holds, what it compared, the facts it holds
+    (a failure marks each of them), and whether it is physics (held in a smoke run too)."""
+
+    name: str
+    ok: bool
+    detail: str
+    facts: tuple[str, ...] = ()
+    physics: bool = False
+
 #: What a family exports in ``INVARIANTS``: the checks it adds, given the facts and the device.
 InvariantCheck = Callable[[dict[str, Fact], Device], list[Check]]
 
@@ -64,7 +81,7 @@ def latency_order_checks(facts: dict[str, Fact]) -> list[Check]:
         ok = lower.value < upper.value
         relation = "<" if ok else "≥"
         detail = f"{lower.id} = {lower.value:g} {lower.unit} {relation} {upper.id} = {upper.value:g} {upper.unit}"
-        checks.append((name, ok, detail))
+        checks.append(Check(name, ok, detail, (lower.id, upper.id)))
     return checks
 
 
@@ -79,7 +96,7 @@ def l2_capacity_check(facts: dict[str, Fact], device: Device) -> list[Check]:
         f"capacity.l2 = {fact.value:g} {fact.unit} ({_mib(fact.value)}); device reports {_mib(device.l2_bytes)}, "
         f"allowed {L2_FACTOR_LOW:g}–{L2_FACTOR_HIGH:g}× = {_mib(low)}–{_mib(high)}"
     )
-    return [("capacity_l2_near_device_l2", ok, detail)]
+    return [Check("capacity_l2_near_device_l2", ok, detail, (fact.id,))]
 
 
 def l1_limit_bytes(device: Device) -> tuple[float, str]:
@@ -101,15 +118,15 @@ def l1_capacity_check(facts: dict[str, Fact], device: Device) -> list[Check]:
         f"capacity.l1 = {fact.value:g} {fact.unit} ({_kib(fact.value)}); allowed {_kib(L1_MIN_BYTES)}–{_kib(limit)} "
         f"({why})"
     )
-    return [("capacity_l1_within_sm", ok, detail)]
+    return [Check("capacity_l1_within_sm", ok, detail, (fact.id,))]
 
 
 def check_invariants(
     facts: dict[str, Fact], device: Device, family_checks: Iterable[InvariantCheck] = ()
 ) -> list[Check]:
-    """Every cross-generation invariant whose facts were measured, as (name, ok, detail): the general
-    ones here, then ``family_checks`` (what the families export as ``INVARIANTS``; the catalog
-    collects them).
+    """Every cross-generation invariant whose facts were measured: the general ones here, then
+    ``family_checks`` (what the families export as ``INVARIANTS``; the catalog collects them). A family's
+    plain ``(name, ok, detail)`` is a Check.
 
     Names are stable ids (they become facts ``invariant.<name>``), e.g. ``latency_order.l1_below_l2``.
     """
@@ -117,5 +134,5 @@ def check_invariants(
         *latency_order_checks(facts),
         *l2_capacity_check(facts, device),
         *l1_capacity_check(facts, device),
-        *(result for check in family_checks for result in check(facts, device)),
+        *(Check(*result) for check in family_checks for result in check(facts, device)),
     ]

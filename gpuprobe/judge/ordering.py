@@ -28,7 +28,7 @@ def not_below(name: str, lower: Fact, upper: Fact) -> Check:
         f"{upper.id} = {upper.value:g} (CI up to {high:g}) {relation} {lower.id} = {lower.value:g} "
         f"(CI from {low:g}) {upper.unit}"
     )
-    return name, ok, detail
+    return Check(name, ok, detail, (lower.id, upper.id))
 
 
 def non_decreasing(facts: dict[str, Fact], ordered: list[tuple[str, str]], prefix: str) -> list[Check]:

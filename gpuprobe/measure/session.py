@@ -28,11 +28,11 @@ from gpuprobe.build.registry import all_probes
 from gpuprobe.build.toolchain import toolkit_description
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.files import write_atomic
-from gpuprobe.core.results import DISTURBED_VERDICTS, Device, Fact, ProbeOutcome, Results, save
+from gpuprobe.core.results import Device, ProbeOutcome, Results, save
 from gpuprobe.families import catalog
 from gpuprobe.families.catalog import FAMILIES, OPT_IN
-from gpuprobe.judge.expectations import ModelExpectations, judge, match_model
-from gpuprobe.judge.invariants import check_invariants
+from gpuprobe.judge.expectations import ModelExpectations, match_model
+from gpuprobe.judge.verdicts import device_facts, judge_fact, judge_invariants, judge_measured
 from gpuprobe.measure.child import file_sha256
 from gpuprobe.measure.conditions import CLOCK_PROBE, REFERENCE_KEY
 from gpuprobe.measure.isolation import (
@@ -53,34 +53,6 @@ from gpuprobe.runner.gpu import LauncherSpec, device_record, nvml_snapshot, soft
 from gpuprobe.runner.peers import ONE_GPU
 
 RESULTS_NAME = "results.json"
-MAX_NOISE = 0.10  # a fact whose CI half-width exceeds this fraction of its value is unstable, not judged
-
-
-def judge_fact(fact: Fact, model: ModelExpectations | None) -> Fact:
-    expectation = model.expectation_for(fact.id) if model else None
-    fact.expectation = None if expectation is None else {k: v for k, v in asdict(expectation).items() if k != "fact_id"}
-    fact.verdict, fact.detail = judge(fact, expectation)
-    return fact
-
-
-def device_facts(device: Device) -> list[Fact]:
-    return [
-        Fact("device.sm_count", float(device.sm_count), "count", probe="device"),
-        Fact("device.l2_bytes", float(device.l2_bytes), "byte", probe="device"),
-    ]
-
-
-UNJUDGED = (*DISTURBED_VERDICTS, "unstable")  # facts whose conditions or noise forbid judging them
-
-
-def invariant_facts(results: Results) -> list[Fact]:
-    """The cross-generation invariants, over the facts fit to be judged."""
-    facts = {f.id: f for f in results.facts if f.verdict not in UNJUDGED}
-    return [
-        Fact(f"invariant.{name}", 1.0 if ok else 0.0, "bool", probe="invariants",
-             verdict="pass" if ok else "fail", detail=detail)
-        for name, ok, detail in check_invariants(facts, results.device, catalog.invariant_checks())
-    ]  # fmt: skip
 
 
 def clock_during_chases(results: Results) -> float | None:
@@ -124,27 +96,6 @@ def child_spec(
         "state": {"datasheet": dict(datasheet or {})},
         "clock_usable": clock_usable,
     }
-
-
-def too_noisy(fact: Fact) -> bool:
-    """A judged fact whose confidence interval is wider than ``MAX_NOISE`` of its value."""
-    if fact.ci is None or not fact.value or fact.verdict not in ("pass", "fail", "warn"):
-        return False
-    return (fact.ci[1] - fact.ci[0]) / 2 > MAX_NOISE * abs(fact.value)
-
-
-def judge_measured(fact: Fact, model: ModelExpectations | None) -> Fact:
-    """Judge a measured fact, unless its conditions were bad (already marked) or its noise too large."""
-    if fact.verdict in DISTURBED_VERDICTS:
-        return fact
-    judge_fact(fact, model)
-    if too_noisy(fact):
-        low, high = fact.ci
-        fact.verdict = "unstable"
-        fact.detail += (
-            f"; UNSTABLE: CI {low:g}–{high:g} is wider than ±{MAX_NOISE:.0%} of the value, too noisy to judge"
-        )
-    return fact
 
 
 SMOKE_PROBE_LIMIT_S = 20.0  # a smoke probe measures once with minimal settings: seconds, not minutes
@@ -248,7 +199,7 @@ def measure_family(
     for measured in run_family(spec, order, policy, state=state):
         results.probes[measured.probe] = measured.outcome
         progress.probe_ended(family, measured.probe, measured.outcome)
-        results.facts.extend(judge_measured(f, model) for f in measured.facts)
+        results.facts.extend(judge_measured(f, model, results.stage) for f in measured.facts)
         clock = next((f for f in measured.facts if f.id == "device.sm_clock"), None)
         if clock is not None:
             results.clocks["sm_mhz_measured"] = clock.value
@@ -327,7 +278,7 @@ def run_suite(
                           stage=stage.name, build=build_record(module),
                           environment=environment_record(launcher.device_index, device.uuid))  # fmt: skip
         results.clocks["model"] = model.key if model else "unknown (discovery mode)"
-        results.facts.extend(judge_fact(f, model) for f in device_facts(device))
+        results.facts.extend(judge_fact(f, model, stage.name) for f in device_facts(device))
         for name, check in checks.items():
             if check.status != "ok":
                 results.probes[name] = ProbeOutcome(check.status, check.detail)
@@ -362,7 +313,7 @@ def run_suite(
         finally:
             tracker.close()
         results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
-        results.facts.extend(invariant_facts(results))
+        judge_invariants(results, catalog.invariant_checks())
         results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index, device.uuid, own)
         results.partial = any(r.get("ended") != "measured" for r in results.families.values())
         save(results, path)

@@ -27,11 +27,11 @@ from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request
 from gpuprobe.families.differencing import (
     SMOKE_SAMPLING,
     UNROLL,
+    Difference,
     DifferencedSettings,
-    per_step_samples,
     samples_plan,
 )
-from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
+from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.families.planning import probe
 from gpuprobe.families.stepping import runs
 from gpuprobe.judge.invariants import Check
@@ -135,7 +135,7 @@ def measure_single(ctx: _Context, probe: str, kernel: str, threads: int, fact_id
     def launch(iterations: int) -> float:
         return float(ctx.launch(kernel, iterations, 1, threads).cycles[0])
 
-    samples = per_step_samples(launch, ctx.settings.lengths, ctx.settings.stopping(), kernel)
+    samples = Difference(launch, ctx.settings.lengths, kernel).samples(ctx.settings.stopping())
     return Measured(probe, ProbeOutcome("ok", f"{threads} threads"), [fact(fact_id, samples, "cycle", probe)])
 
 
@@ -148,18 +148,14 @@ def measure_per_sm(ctx: _Context) -> Measured:
     samples: dict[int, list[float]] = {}
     for per_sm in PER_SM_BLOCKS:
         blocks = per_sm * ctx.device.sm_count
-        at_this = samples.setdefault(per_sm, [])
 
-        def take(blocks: int = blocks, at_this: list[float] = at_this) -> None:
-            short = ctx.launch("gp_bar_block", lengths.short, blocks, s.per_sm_threads)
-            long = ctx.launch("gp_bar_block", lengths.long, blocks, s.per_sm_threads)
-            at_this.append(lengths.per_step(float(np.median(short.cycles)), float(np.median(long.cycles))))
-            placements.append(int(np.bincount(long.sms).max()))
+        def launch(iterations: int, blocks: int = blocks) -> float:
+            run = ctx.launch("gp_bar_block", iterations, blocks, s.per_sm_threads)
+            placements.append(int(np.bincount(run.sms).max()))
+            return float(np.median(run.cycles))
 
-        sample_until_stable(take, at_this, s.stopping())
-        medians.append(float(np.median(at_this)))
-    if not all(m > 0 for m in medians):
-        raise ProbeFailure(f"gp_bar_block: a per-barrier cost was not positive: {medians}")
+        samples[per_sm] = Difference(launch, lengths, f"gp_bar_block ({per_sm} per SM)").samples(s.stopping())
+        medians.append(float(np.median(samples[per_sm])))
     series = {"per_sm": {"blocks_per_sm": [float(k) for k in PER_SM_BLOCKS], "cycles_per_barrier": medians}}
     note = f"{s.per_sm_threads} threads per block; at most {max(placements)} blocks seen on one SM"
     facts = [fact("sync.block.latency.per_sm_8", samples[PER_SM_BLOCKS[-1]], "cycle", "barrier.per_sm")]

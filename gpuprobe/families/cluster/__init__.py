@@ -29,8 +29,8 @@ from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request
 from gpuprobe.families.differencing import (
     SMOKE_SAMPLING,
     UNROLL,
+    Difference,
     DifferencedSettings,
-    per_step_samples,
     samples_plan,
 )
 from gpuprobe.families.measuring import Kernels, fact
@@ -112,7 +112,7 @@ def measure_cluster(ctx: _Context, size: int) -> Measured:
         sms.update(int(sm) for sm in table[:, 1])
         return float(np.median(table[:, 0].astype(np.float64)))
 
-    samples = per_step_samples(launch, ctx.settings.lengths, ctx.settings.stopping(), kernel)
+    samples = Difference(launch, ctx.settings.lengths, kernel).samples(ctx.settings.stopping())
     note = f"{ctx.settings.clusters} clusters of {size} blocks over {len(sms)} SMs"
     return Measured(probe, ProbeOutcome("ok", note), [fact(f"sync.cluster.latency.{size}", samples, "cycle", probe)])
 
@@ -130,7 +130,7 @@ def measure_mbarrier(ctx: _Context, probe: str, kernel: str, fact_id: str) -> Me
             )
         return float(values[0])
 
-    samples = per_step_samples(launch, ctx.settings.lengths, ctx.settings.stopping(), kernel)
+    samples = Difference(launch, ctx.settings.lengths, kernel).samples(ctx.settings.stopping())
     return Measured(probe, ProbeOutcome("ok"), [fact(fact_id, samples, "cycle", probe)])
 
 

@@ -38,7 +38,7 @@ from gpuprobe.families.coop.pairs import Twin, twin_of, twin_refusal
 from gpuprobe.families.coop.plot import PAIRS_PLOT
 from gpuprobe.families.differencing import SMOKE_SAMPLING, UNROLL, DifferencedSettings, samples_plan
 from gpuprobe.families.grid_sync import Settings as GridSettings
-from gpuprobe.families.grid_sync import plan_grids
+from gpuprobe.families.grid_sync import barrier_difference, plan_grids
 from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
 from gpuprobe.families.planning import cycles_s, probe
 from gpuprobe.families.stepping import runs
@@ -283,10 +283,12 @@ def measure_grid_pair(ctx: _Context, name: str) -> Measured:
     facts = _declared(name)
     found: list[Fact] = []
     for blocks, ids in ((sms, facts[:3]), (full, facts[3:])):  # (cost, twin, ratio) at each size
-        cpp = Side(cg.kernel, samplers.grid_barrier(cg.timed, blocks, grid_settings, clocks), 1)
+        cpp = Side(cg.kernel, barrier_difference(cg.timed, blocks, grid_settings, clocks, cg.kernel).sample, 1)
         ptx = None
         if opened is not None and twin is not None:
-            ptx = Side(twin.kernel, samplers.grid_barrier(opened.timed, blocks, grid_settings, clocks), 1)
+            ptx = Side(
+                twin.kernel, barrier_difference(opened.timed, blocks, grid_settings, clocks, twin.kernel).sample, 1
+            )
         pair = measure_pair(ctx, name, cpp, ptx, why, ids, lambda: float(np.median(clocks)) if clocks else None)
         found += pair.facts
     note = f"{sms} and {full} blocks of {s.grid_block} threads ({per_sm} per SM co-resident); {pair.outcome.detail}"

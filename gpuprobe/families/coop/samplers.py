@@ -19,11 +19,10 @@ from gpuprobe.families.atomics import CHAIN_UNROLL, check_chain
 from gpuprobe.families.barrier import expected_sums
 from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of, per_step
+from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of
 from gpuprobe.families.cluster import CLUSTER_WORDS, check_cluster
-from gpuprobe.families.differencing import UNROLL, Lengths, step_sample
-from gpuprobe.families.grid_sync import CLOCK_WINDOW_NS as GRID_CLOCK_WINDOW_NS
-from gpuprobe.families.grid_sync import GridBarrier, clock_mhz, per_sync
+from gpuprobe.families.differencing import UNROLL, Difference, Lengths
+from gpuprobe.families.grid_sync import GridBarrier
 from gpuprobe.families.grid_sync import Settings as GridSettings
 from gpuprobe.families.measuring import Kernels
 from gpuprobe.families.warp import LaneChain, chain_launch
@@ -36,7 +35,8 @@ def lane_chain(kernels: Kernels, chain: LaneChain, short: int, long: int) -> Sam
     per fact unit (one collective, or one whole reduction where the twin's step is one butterfly stage)."""
     launch = chain_launch(kernels, chain)
     lengths = Lengths(short, long, chain.unroll)
-    return lambda: step_sample(launch, lengths, chain.kernel) / chain.per_fact
+    difference = Difference(launch, lengths, chain.kernel)
+    return lambda: difference.sample() / chain.per_fact
 
 
 def block_barrier(kernels: Kernels, kernel: str, threads: int, lengths: Lengths) -> Sample:
@@ -57,7 +57,7 @@ def block_barrier(kernels: Kernels, kernel: str, threads: int, lengths: Lengths)
             )
         return float(values[0])
 
-    return lambda: step_sample(launch, lengths, kernel)
+    return Difference(launch, lengths, kernel).sample
 
 
 def cluster_barrier(kernels: Kernels, kernel: str, size: int, clusters: int, lengths: Lengths) -> Sample:
@@ -72,12 +72,12 @@ def cluster_barrier(kernels: Kernels, kernel: str, size: int, clusters: int, len
         check_cluster(kernel, table, size, iterations)
         return float(np.median(table[:, 0].astype(np.float64)))
 
-    return lambda: step_sample(launch, lengths, kernel)
+    return Difference(launch, lengths, kernel).sample
 
 
 def chase_sample(chase: Chase, short: int, long: int) -> Sample:
     """A short and a long launch of a chase continuing its cycle: cycles per step."""
-    return lambda: per_step(chase.run(short), chase.run(long), (long - short) * chase.unroll)
+    return chase.difference(short, long).sample
 
 
 def global_chase(
@@ -134,7 +134,7 @@ def atomic_chain(kernels: Kernels, kernel: str, shared: bool, first: int, length
         return float(values[0])
 
     adds = Lengths(lengths.short, lengths.long, CHAIN_UNROLL)
-    return lambda: step_sample(launch, adds, kernel)
+    return Difference(launch, adds, kernel).sample
 
 
 @dataclass
@@ -176,27 +176,6 @@ class CgGrid:
         if int(values[0]) <= 0:
             raise ProbeFailure(f"{self.kernel}: the timed phase took {int(values[0])} cycles")
         return int(values[0]), int(values[1])
-
-
-Timed = Callable[[int, int], tuple[int, int]]  # (blocks, syncs) -> block 0's (cycles, ns)
-
-
-def grid_barrier(timed: Timed, blocks: int, settings: GridSettings, clocks: list[float]) -> Sample:
-    """One grid barrier's cost at ``blocks`` blocks: a long minus a short cooperative launch; the SM clock
-    of each long launch long enough to read it appended to ``clocks``."""
-
-    def sample() -> float:
-        short, _ = timed(blocks, settings.short_syncs)
-        long, ns = timed(blocks, settings.long_syncs)
-        cost = per_sync(short, long, settings)
-        if not cost > 0:
-            raise ProbeFailure(f"{settings.long_syncs} grid syncs took {long} cycles, {settings.short_syncs} {short}")
-        mhz = clock_mhz(long, ns, GRID_CLOCK_WINDOW_NS)
-        if mhz is not None:
-            clocks.append(mhz)
-        return cost
-
-    return sample
 
 
 def twin_grid(kernels: Kernels, device: Any, settings: GridSettings) -> GridBarrier:

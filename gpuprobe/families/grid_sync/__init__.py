@@ -35,6 +35,7 @@ import numpy as np
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.differencing import EVENTS, Difference, Lengths
 from gpuprobe.families.measuring import (
     Kernels,
     Stopping,
@@ -89,13 +90,21 @@ def plan_grids(sm_count: int, per_sm: int) -> list[int]:
     return sorted(sizes)
 
 
-def per_sync(short: float, long: float, settings: Settings) -> float:
-    """One barrier's cost: the long timed phase minus the short one, over the barriers between."""
-    return (long - short) / (settings.long_syncs - settings.short_syncs)
+Timed = Callable[[int, int], tuple[int, int]]  # (blocks, syncs) -> block 0's (cycles, ns) of a checked launch
 
 
-def per_step(short: float, long: float, settings: Settings) -> float:
-    return (long - short) / (settings.long_steps - settings.short_steps)
+def barrier_difference(timed: Timed, blocks: int, settings: Settings, clocks: list[float], what: str) -> Difference:
+    """One grid barrier's cost at ``blocks`` blocks, a long minus a short cooperative launch of ``timed``; the
+    SM clock of every launch long enough to read it appended to ``clocks``."""
+
+    def launch(syncs: int) -> float:
+        cycles, ns = timed(blocks, syncs)
+        mhz = clock_mhz(cycles, ns, CLOCK_WINDOW_NS)
+        if mhz is not None:
+            clocks.append(mhz)
+        return float(cycles)
+
+    return Difference(launch, Lengths(settings.short_syncs, settings.long_syncs, 1), what)
 
 
 @dataclass
@@ -179,27 +188,11 @@ class Curve:
 
 
 def latency_curve(grid: GridBarrier, sizes: list[int]) -> Curve:
-    s = grid.settings
     curve = Curve(sizes, [], [])
     for blocks in sizes:
-        samples: list[float] = []
         clocks: list[float] = []
-
-        def take(blocks: int = blocks, samples: list[float] = samples, clocks: list[float] = clocks) -> None:
-            short, _ = grid.timed(blocks, s.short_syncs)
-            long, ns = grid.timed(blocks, s.long_syncs)
-            cost = per_sync(short, long, s)
-            if not cost > 0:
-                raise ProbeFailure(
-                    f"{GRID_KERNEL}: {s.long_syncs} syncs took {long} cycles, {s.short_syncs} took {short}"
-                )
-            samples.append(cost)
-            mhz = clock_mhz(long, ns, CLOCK_WINDOW_NS)
-            if mhz is not None:
-                clocks.append(mhz)
-
-        sample_until_stable(take, samples, s.stopping())
-        curve.cycles.append(samples)
+        difference = barrier_difference(grid.timed, blocks, grid.settings, clocks, f"{GRID_KERNEL} ({blocks} blocks)")
+        curve.cycles.append(difference.samples(grid.settings.stopping()))
         curve.mhz.append(clocks)
     return curve
 
@@ -255,19 +248,23 @@ def measure_persistent(grid: GridBarrier, runnable: set[str]) -> Measured:
         _check_data(grid, threads, count, STEP_KERNEL)
         return ms
 
+    lengths = Lengths(s.short_steps, s.long_steps, 1)
+    fused_steps = Difference(persistent, lengths, GRID_KERNEL, EVENTS)
+    separate_steps = Difference(launches, lengths, STEP_KERNEL, EVENTS)
     fused: list[float] = []
     separate: list[float] = []
 
-    def take() -> None:
-        fused.append(per_step(persistent(s.short_steps), persistent(s.long_steps), s) * 1e3)
-        separate.append(per_step(launches(s.short_steps), launches(s.long_steps), s) * 1e3)
+    def take() -> None:  # microseconds per step
+        fused.append(fused_steps.sample() * 1e3)
+        separate.append(separate_steps.sample() * 1e3)
 
     sample_until_stable(take, fused, s.stopping())
     facts: list[Fact] = [
         fact("sync.grid.persistent_step", fused, "us", probe),
         fact("launch.back_to_back_step", separate, "us", probe),
     ]
-    note = f"{sms} blocks x {s.block} threads, {s.long_steps - s.short_steps} steps per sample"
+    gaps = (d.lengths.long - d.lengths.short for d in (fused_steps, separate_steps))
+    note = f"{sms} blocks x {s.block} threads, " + " and ".join(f"{gap} steps" for gap in gaps) + " per sample"
     return Measured(probe, ProbeOutcome("ok", note), facts)
 
 

@@ -30,9 +30,9 @@ from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request
 from gpuprobe.families.differencing import (
     SMOKE_SAMPLING,
     UNROLL,
+    Difference,
     DifferencedSettings,
     Lengths,
-    per_step_samples,
     samples_plan,
 )
 from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
@@ -284,7 +284,7 @@ def chain_launch(kernels: Kernels, chain: LaneChain) -> Callable[[int], float]:
 def measure_chain(ctx: _Context, probe: str) -> Measured:
     chain = plan_chain(probe, ctx.rng)
     launch = chain_launch(ctx.kernels, chain)
-    samples = per_step_samples(launch, ctx.settings.lengths, ctx.settings.stopping(), chain.kernel)
+    samples = Difference(launch, ctx.settings.lengths, chain.kernel).samples(ctx.settings.stopping())
     scaled = [s / chain.per_fact for s in samples]
     return Measured(probe, ProbeOutcome("ok"), [fact(_FACTS[probe], scaled, "cycle", probe)])
 
@@ -317,7 +317,7 @@ def measure_divergence(ctx: _Context) -> Measured:
             check_lanes(kernel, values[1 : 1 + LANES], expected, iterations * DIVERGE_STEPS)
             return float(values[0])
 
-        return per_step_samples(launch, per_iteration, s.stopping(), f"{kernel} (split {split})")
+        return Difference(launch, per_iteration, f"{kernel} (split {split})").samples(s.stopping())
 
     uniform, divergent = cycles_per_iteration(LANES), cycles_per_iteration(LANES // 2)
     facts = [

@@ -1,0 +1,80 @@
+"""The physics every fact obeys, whatever its family: checks a run is held to before any expectation.
+
+A measured figure can be wrong in ways the hardware rules out. Each rule here looks at every fact of a
+run and fails, naming the facts that break it (each of them is then marked failed: no PASS sits beside
+an impossible number, :mod:`gpuprobe.judge.verdicts`). A figure breaks a rule only when its whole
+confidence interval does: noise alone never fails a run.
+
+* ``physics.no_negative_quantity``: a latency, cost, rate, bandwidth, clock, size or fraction is never
+  negative. Only a difference between two measured variants may be (its id says so: ``_minus_``).
+* ``physics.fraction_of_peak_at_most_1``: a ``*fraction_of_peak`` is the measured rate over what the unit
+  or the memory can do at most; above 1 the rate, the peak or the clock it was scaled by is wrong.
+* ``physics.sustained_within_burst``: a rate sustained over seconds (``*.sustained*``) does not beat the
+  same rate in a short burst (``*.burst*``): the clock only falls as the part heats. Not physics in the
+  smoke sense (a smoke run measures neither), so held in full runs only.
+
+A family's own physics (its unit's per-clock peak, its level's pin rate, one level never beating the one
+it is fed by) is among its ``INVARIANTS``, marked ``physics=True`` where it holds at any settings.
+"""
+
+from __future__ import annotations
+
+from gpuprobe.core.results import Fact
+from gpuprobe.judge.invariants import Check
+from gpuprobe.judge.ordering import not_below
+
+SIGNLESS_UNITS = ("bool",)
+DIFFERENCE_MARK = "_minus_"  # a fact id holding this is a difference of two variants, either sign possible
+SHOWN = 4  # offending facts named in a check's detail (all are marked)
+
+
+def _bounds(fact: Fact) -> tuple[float, float]:
+    """The fact's confidence interval, or its value twice where it has none."""
+    assert fact.value is not None
+    return fact.ci if fact.ci is not None else (fact.value, fact.value)
+
+
+def _measured(facts: dict[str, Fact]) -> list[Fact]:
+    return [f for f in facts.values() if f.value is not None and not f.id.startswith("invariant.")]
+
+
+def _rule(name: str, held: list[Fact], broken: list[Fact], what: str) -> list[Check]:
+    """One check over every fact a rule applies to (none if it applies to none); ``what`` is what breaks it."""
+    if not held and not broken:
+        return []
+    if not broken:
+        return [Check(name, True, f"none of {len(held)} facts {what}", physics=True)]
+    shown = "; ".join(f"{f.id} = {f.value:g} {f.unit}" + (f" (CI {f.ci[0]:g} – {f.ci[1]:g})" if f.ci else "")
+                      for f in broken[:SHOWN])  # fmt: skip
+    more = f" and {len(broken) - SHOWN} more" if len(broken) > SHOWN else ""
+    return [Check(name, False, f"{what}: {shown}{more}", tuple(f.id for f in broken), physics=True)]
+
+
+def no_negative_quantity(facts: dict[str, Fact]) -> list[Check]:
+    applies = [f for f in _measured(facts) if f.unit not in SIGNLESS_UNITS and DIFFERENCE_MARK not in f.id]
+    broken = [f for f in applies if _bounds(f)[1] < 0]
+    held = [f for f in applies if f not in broken]
+    return _rule("physics.no_negative_quantity", held, broken, "negative beyond its CI")
+
+
+def fraction_of_peak_at_most_1(facts: dict[str, Fact]) -> list[Check]:
+    applies = [f for f in _measured(facts) if f.id.endswith("fraction_of_peak")]
+    broken = [f for f in applies if _bounds(f)[0] > 1.0]
+    held = [f for f in applies if f not in broken]
+    return _rule("physics.fraction_of_peak_at_most_1", held, broken, "above 1 beyond its CI")
+
+
+def sustained_within_burst(facts: dict[str, Fact]) -> list[Check]:
+    checks = []
+    for fact in _measured(facts):
+        if ".sustained" not in fact.id:
+            continue
+        burst = facts.get(fact.id.replace(".sustained", ".burst"))
+        if burst is not None and burst.value is not None:
+            checks.append(not_below(f"physics.sustained_within_burst.{fact.id}", fact, burst))
+    return checks
+
+
+def physics_checks(facts: dict[str, Fact]) -> list[Check]:
+    """Every rule of this module over ``facts`` (invariant facts left out)."""
+    return [*no_negative_quantity(facts), *fraction_of_peak_at_most_1(facts), *sustained_within_burst(facts)]

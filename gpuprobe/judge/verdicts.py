@@ -1,0 +1,125 @@
+"""A run's verdicts: each fact against its model's expectation, the invariants and physics over them all.
+
+The same judgement is made while a run measures (each fact as its probe ends, then every invariant at the
+end) and whenever a results file is rendered again (:func:`judge_run`): a sheet re-rendered by a newer
+gpuprobe shows what this gpuprobe's expectations, invariants and physics say of the stored values, not the
+verdicts stored beside them. A verdict that changed says so in its detail.
+
+* A full run's fact is held to its model's expectation (:func:`judge_fact`); a fact whose confidence
+  interval is wider than :data:`MAX_NOISE` of its value is ``unstable`` rather than judged.
+* A smoke run's facts come from each family's cheapest probes at minimal settings (one warp, one sample,
+  a small GEMM): they are never held to the full run's expectations, only to physics (:data:`SMOKE_DETAIL`).
+* Every invariant is a fact ``invariant.<name>``; a smoke run is held only to those that are physics.
+* A failed invariant marks each fact it names ``fail`` with why: no PASS sits beside an impossible number.
+* Facts measured while the GPU throttled or had other tenants keep that verdict: their conditions, not
+  their value, decide it, and only the run saw those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict
+
+from gpuprobe.core.results import DISTURBED_VERDICTS, INVALID, Device, Fact, Results
+from gpuprobe.judge.expectations import ModelExpectations, judge
+from gpuprobe.judge.invariants import Check, InvariantCheck, check_invariants
+from gpuprobe.judge.physics import physics_checks
+
+MAX_NOISE = 0.10  # a fact whose CI half-width exceeds this fraction of its value is unstable, not judged
+UNJUDGED = (*DISTURBED_VERDICTS, "unstable")  # facts whose conditions or noise forbid judging them
+KEPT = (*DISTURBED_VERDICTS, INVALID)  # verdicts a re-judgement keeps: they rest on what the file cannot show
+SMOKE_DETAIL = (
+    "smoke stage: measured once at minimal settings to see the probe run and verify itself; "
+    "held to physics, not to the full run's expectations"
+)
+IMPOSSIBLE = "IMPOSSIBLE"  # how a fact marked by a failed invariant begins its detail
+
+
+def judge_fact(fact: Fact, model: ModelExpectations | None, stage: str = "full") -> Fact:
+    """``fact`` held to its expectation in ``model`` (none in a smoke run); its expectation recorded."""
+    if stage == "smoke":
+        fact.expectation = None
+        fact.verdict, fact.detail = ("not_run", fact.detail) if fact.value is None else ("report", SMOKE_DETAIL)
+        return fact
+    expectation = model.expectation_for(fact.id) if model else None
+    fact.expectation = None if expectation is None else {k: v for k, v in asdict(expectation).items() if k != "fact_id"}
+    fact.verdict, fact.detail = judge(fact, expectation)
+    return fact
+
+
+def too_noisy(fact: Fact) -> bool:
+    """A judged fact whose confidence interval is wider than ``MAX_NOISE`` of its value."""
+    if fact.ci is None or not fact.value or fact.verdict not in ("pass", "fail", "warn"):
+        return False
+    return (fact.ci[1] - fact.ci[0]) / 2 > MAX_NOISE * abs(fact.value)
+
+
+def judge_measured(fact: Fact, model: ModelExpectations | None, stage: str = "full") -> Fact:
+    """Judge a measured fact, unless its conditions were bad (already marked) or its noise too large."""
+    if fact.verdict in DISTURBED_VERDICTS:
+        return fact
+    judge_fact(fact, model, stage)
+    if too_noisy(fact):
+        low, high = fact.ci
+        fact.verdict = "unstable"
+        fact.detail += (
+            f"; UNSTABLE: CI {low:g}–{high:g} is wider than ±{MAX_NOISE:.0%} of the value, too noisy to judge"
+        )
+    return fact
+
+
+def device_facts(device: Device) -> list[Fact]:
+    return [
+        Fact("device.sm_count", float(device.sm_count), "count", probe="device"),
+        Fact("device.l2_bytes", float(device.l2_bytes), "byte", probe="device"),
+    ]
+
+
+def run_checks(results: Results, family_checks: Iterable[InvariantCheck]) -> list[Check]:
+    """Physics and invariants over the facts fit to be judged; a smoke run's physics only."""
+    facts = {f.id: f for f in results.facts if f.verdict not in UNJUDGED and not f.id.startswith("invariant.")}
+    checks = [*physics_checks(facts), *check_invariants(facts, results.device, family_checks)]
+    return [c for c in checks if c.physics] if results.stage == "smoke" else checks
+
+
+def invariant_fact(check: Check) -> Fact:
+    verdict = "pass" if check.ok else "fail"
+    return Fact(f"invariant.{check.name}", float(check.ok), "bool", probe="invariants", verdict=verdict,
+                detail=check.detail)  # fmt: skip
+
+
+def mark_impossible(facts: Iterable[Fact], checks: Iterable[Check]) -> None:
+    """Each fact a failed check names: ``fail``, with the check's name and detail before its own."""
+    by_id = {f.id: f for f in facts}
+    for check in checks:
+        for fact_id in () if check.ok else check.facts:
+            fact = by_id.get(fact_id)
+            if fact is None or fact.verdict in KEPT:
+                continue
+            fact.verdict = "fail"
+            fact.detail = f"{IMPOSSIBLE} (invariant.{check.name}): {check.detail}. {fact.detail}".strip()
+
+
+def judge_invariants(results: Results, family_checks: Iterable[InvariantCheck]) -> None:
+    """The run's invariant facts, replaced by what the checks say now; the facts they fail marked."""
+    checks = run_checks(results, family_checks)
+    results.facts = [f for f in results.facts if not f.id.startswith("invariant.")]
+    mark_impossible(results.facts, checks)
+    results.facts += [invariant_fact(c) for c in checks]
+
+
+def judge_run(
+    results: Results, model: ModelExpectations | None, family_checks: Iterable[InvariantCheck]
+) -> Results:
+    """Every fact of ``results`` judged again by this gpuprobe (see the module docstring); a verdict that
+    differs from the stored one says so. Returns ``results``, changed in place."""
+    stored = {f.id: f.verdict for f in results.facts}
+    for fact in results.facts:
+        if fact.value is not None and not fact.id.startswith("invariant.") and fact.verdict not in KEPT:
+            judge_measured(fact, model, results.stage)
+    judge_invariants(results, family_checks)
+    for fact in results.facts:
+        before = stored.get(fact.id)
+        if before is not None and before != fact.verdict:
+            fact.detail = f"{fact.detail} (stored verdict: {before}; judged again by this gpuprobe)".strip()
+    return results
