@@ -278,11 +278,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from gpuprobe.core.results import load
-    from gpuprobe.families.catalog import sections
+    from gpuprobe.families.catalog import invariant_checks, sections
+    from gpuprobe.judge.verdicts import judge_run, model_of
     from gpuprobe.output.factsheet import write_report
 
     path = Path(args.results)
     results = load(path)
+    judge_run(results, model_of(results), invariant_checks())
     out_dir = Path(args.output) if args.output else path.parent
     for written in write_report(results, out_dir, args.format, sections=sections()):
         print(f"wrote {written}")

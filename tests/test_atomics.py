@@ -26,7 +26,6 @@ from gpuprobe.families.atomics import (
     check_counters,
     check_returned_sums,
     check_serialized,
-    per_add_cycles,
 )
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import fake_gpu, measure_family
@@ -40,7 +39,7 @@ FAST = Settings(
     max_repeats=4,
     block=128,
     blocks_per_sm=2,
-    stream_max_iterations=64,
+    stream_max_iterations=4096,  # a difference of 100 ticks of the CUDA events (50 us) even on 8 simulated SMs
     stream_repeats=3,
 )
 
@@ -130,12 +129,6 @@ def test_sums_of_returned_values_are_exact_beyond_64_bits() -> None:
     n = 4 * adds
     total = 5 * n * (n - 1) // 2 % WORD
     check_returned_sums("k", offsets, adds, 5, np.array([total, 0, 0, 0], dtype=np.uint32))
-
-
-def test_latency_is_the_difference_of_a_long_and_a_short_chain() -> None:
-    settings = Settings(short_iterations=8, long_iterations=72)
-    fixed = 80.0
-    assert per_add_cycles(fixed + 8 * 32 * 600.0, fixed + 72 * 32 * 600.0, settings) == pytest.approx(600.0)
 
 
 @pytest.mark.parametrize(

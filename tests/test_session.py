@@ -313,7 +313,7 @@ def test_a_smoke_run_measures_each_family_cheapest_probes_and_writes_the_first_c
     assert {p.status for name, p in results.probes.items() if name in smoke} == {"ok"}
     page = (tmp_path / "first-contact.md").read_text()
     runnable = [f for f in measured_families() if set(measured_families()[f].SMOKE.probes) & measured]
-    verdict = f"**{len(runnable)} of {len(measured_families())} families ran and verified themselves.**"
+    verdict = f"**{len(runnable)} of {len(measured_families())} families ran, passed their self-checks, every value within physics.**"
     assert verdict + " Not: tcgen05 (skipped: arch lacks it)." in page  # the simulated sm_90a has no tcgen05
     assert not (tmp_path / "factsheet.md").exists()
 

@@ -20,6 +20,7 @@ probe with the numbers. A widened gap is kept for the samples after it. A timer 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -67,6 +68,7 @@ CLOCK64 = Timer("%clock64", "cycles", 1.0)
 # cudaEventElapsedTime resolves about 0.5 us (CUDA Runtime API, cudaEventElapsedTime)
 EVENTS = Timer("CUDA events", "ms", 0.0005, warm_up=True)
 GLOBALTIMER = Timer("%globaltimer", "ns", 1000.0, warm_up=True)  # it moves every 1 us (TIMER_TICK_NS)
+HOST_CLOCK = Timer("time.perf_counter", "s", time.get_clock_info("perf_counter").resolution, warm_up=True)
 
 RESOLVED_TICKS = 100  # the least a difference may span, in ticks of its timer: quantisation within 1 %
 WIDENINGS = 4  # a difference too short (or not positive) is retried with a wider gap, at most this often

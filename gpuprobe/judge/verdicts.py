@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 
 from gpuprobe.core.results import DISTURBED_VERDICTS, INVALID, Device, Fact, Results
-from gpuprobe.judge.expectations import ModelExpectations, judge
+from gpuprobe.judge.expectations import ModelExpectations, judge, load_all, match_model
 from gpuprobe.judge.invariants import Check, InvariantCheck, check_invariants
 from gpuprobe.judge.physics import physics_checks
 
@@ -123,3 +123,11 @@ def judge_run(
         if before is not None and before != fact.verdict:
             fact.detail = f"{fact.detail} (stored verdict: {before}; judged again by this gpuprobe)".strip()
     return results
+
+
+def model_of(results: Results) -> ModelExpectations | None:
+    """The GPU model a stored run was judged as (``clocks["model"]``, a model key), else the one its device's
+    name matches now; None for discovery mode."""
+    models = load_all()
+    key = results.clocks.get("model")
+    return models[key] if isinstance(key, str) and key in models else match_model(results.device.name, None, models)

@@ -1,11 +1,14 @@
 """The first-contact report: what a smoke run on new hardware found, per family, in one page.
 
 A smoke run (``gpuprobe run --smoke``, the first stage of ``scripts/device-check.sh``) measures each
-family's cheapest probes once. This page says, per family, whether they ran and verified their own
-results, failed the self-check (with its numbers), crashed (with the driver's error), timed out,
-or were skipped and why; then the machine as it was found (NVML's record, every software version,
-the cubin's hash), and for each probe that went wrong the last launcher calls its measuring process
-made (the flight record), so the failure can be diagnosed without another GPU run.
+family's cheapest probes once. This page says, per family, whether they ran and passed their own
+self-check (the chase ended where the host predicts, the mma matched NumPy, every word was written), failed
+it (with its numbers), crashed (with the driver's error), timed out, or were skipped and why; and it flags
+every value outside physics (:mod:`gpuprobe.judge.physics` and the families' physics invariants): a
+smoke figure is never judged against the full run's expectations, but an impossible one is never called
+verified. Then the machine as it was found (NVML's record, every software version, the cubin's hash),
+and for each probe that went wrong the last launcher calls its measuring process made (the flight
+record), so the failure can be diagnosed without another GPU run.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from gpuprobe.build.registry import all_probes
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
-from gpuprobe.core.results import ProbeOutcome, Results
+from gpuprobe.core.results import Fact, ProbeOutcome, Results
 from gpuprobe.output.report import identity_lines, sheet_title, simulated_banner, table
 
 # Outcome of a probe, worst first: a family shows the worst of its probes.
@@ -23,12 +26,13 @@ OUTCOMES = {
     "crashed": "crashed",
     "timeout": "timed out",
     "failed": "self-check failed",
+    "impossible": "self-check passed, a value outside physics",
     "error": "skipped: build error",
     "violated": "skipped: SASS contract violated",
     "not_run": "not run",
     "skipped": "skipped",
     "unsupported": "skipped: arch lacks it",
-    "ok": "ran and verified",
+    "ok": "ran, self-check passed",
 }
 FLIGHT_SHOWN = 12  # calls shown per probe that went wrong (the results file keeps more)
 
@@ -58,6 +62,11 @@ def _seconds(record: dict[str, Any]) -> str:
     return " / ".join("?" if v is None else f"{v:.1f}" for v in (planned, actual))
 
 
+def impossible_facts(results: Results, probes: Sequence[str]) -> list[Fact]:
+    """The facts of ``probes`` a physics check failed (the verdict "fail" is physics' alone in a smoke run)."""
+    return [f for f in results.facts if f.probe in probes and f.verdict == "fail"]
+
+
 def family_rows(
     results: Results, probes_by_family: Mapping[str, Sequence[str]]
 ) -> list[tuple[str, str, str, str, str]]:
@@ -69,6 +78,10 @@ def family_rows(
         outcomes = {name: _probe_outcome(results, name) for name in probes}
         worst = _worst([o.status for o in outcomes.values()])
         bad = [f"{name}: {o.detail.splitlines()[0][:300]}" for name, o in outcomes.items() if o.status != "ok"]
+        impossible = impossible_facts(results, probes)
+        if worst == "ok" and impossible:
+            worst = "impossible"
+            bad = [f"{f.id} = {fmt_num(f.value)} {f.unit}: {f.detail[:300]}" for f in impossible if f.value is not None]
         what = "; ".join(bad) if bad else _facts_text(results, probes)
         rows.append((family, ", ".join(probes), OUTCOMES[worst], _seconds(record), what))
     return rows
@@ -77,7 +90,7 @@ def family_rows(
 def verdict_line(rows: list[tuple[str, str, str, str, str]]) -> str:
     verified = [r[0] for r in rows if r[2] == OUTCOMES["ok"]]
     others = [f"{r[0]} ({r[2]})" for r in rows if r[2] != OUTCOMES["ok"]]
-    line = f"**{len(verified)} of {len(rows)} families ran and verified themselves.**"
+    line = f"**{len(verified)} of {len(rows)} families ran, passed their self-checks, every value within physics.**"
     return line + (f" Not: {', '.join(others)}." if others else "")
 
 

@@ -167,9 +167,9 @@ def simulated_banner_html() -> list[str]:
     return [f'<div class="banner simulated" role="alert"><strong>{esc(bold)}.</strong> {esc(rest)}</div>']
 
 
-def partial_banner_html() -> list[str]:
-    """The loud warning for a run that did not finish (same words as the Markdown banner)."""
-    bold, rest = report.PARTIAL_TEXT.split(". ", 1)
+def warning_banner_html(text: str) -> list[str]:
+    """A loud warning (a run that did not finish, a smoke run), in the same words as the Markdown banner."""
+    bold, rest = text.split(". ", 1)
     return [f'<div class="banner" role="alert"><strong>{esc(bold)}.</strong> {esc(rest)}</div>']
 
 
@@ -361,8 +361,10 @@ def render_html(results: Results, plots: dict[str, bytes] | None = None, *, sect
     body = [f"<h1>{esc(title)}</h1>"]
     if results.device.simulated:
         body += simulated_banner_html()
+    if results.stage == "smoke":
+        body += warning_banner_html(report.SMOKE_TEXT)
     if results.partial:
-        body += partial_banner_html()
+        body += warning_banner_html(report.PARTIAL_TEXT)
     body += [f'<p class="device">{esc(headline.device_line(results))}</p>', *verdict_html(results)]
     body += headline_html(results, refs)
     layout = report.sheet_layout(sections)

@@ -72,11 +72,24 @@ def ci_shown(fact: Fact) -> bool:
     return max(fact.value - low, high - fact.value) > NARROW_CI * abs(fact.value)
 
 
+def spans_zero(fact: Fact) -> bool:
+    """A measured figure whose confidence interval holds zero and more: its sign is not known."""
+    if fact.value is None or fact.ci is None or fact.unit == "bool":
+        return False
+    low, high = fact.ci
+    return low <= 0.0 <= high and low < high
+
+
 def fmt_measured(fact: Fact, mhz: float | None, with_ci: bool = True) -> str:
     """ "262.4 [259.9, 265.0] cyc (149.5 ns)": the median, its CI when wider than ±1 % of it, ns beside
-    cycles; "not measured" without a value."""
+    cycles; "not measured" without a value. A figure whose CI spans zero is no signed number: "no
+    measurable difference" for a difference of two variants, "not distinguishable from 0" otherwise,
+    with its CI."""
     if fact.value is None:
         return "not measured"
+    if spans_zero(fact) and fact.ci is not None:
+        what = "no measurable difference" if "_minus_" in fact.id else "not distinguishable from 0"
+        return f"{what} ({fmt_values(list(fact.ci), fact.unit, 'CI {0} to {1}')})"
     text = fmt_quantity(fact.value, fact.unit)
     if with_ci and ci_shown(fact) and fact.ci is not None:
         text = fmt_values([fact.value, *fact.ci], fact.unit, "{0} [{1}, {2}]")

@@ -39,7 +39,7 @@ def problems(folder: Path, deadline_s: float) -> list[str]:
         "the smoke results are a smoke stage": smoke.stage == "smoke",
         "every smoke family is recorded with its planned seconds (or why not) and how it ended": bool(smoke.families)
         and all(map(planned_and_ended, smoke.families.values())),
-        "the first-contact page has its verdict": "families ran and verified themselves"
+        "the first-contact page has its verdict": "families ran, passed their self-checks"
         in (folder / "first-contact.md").read_text(),
         "the hung launch timed out in the smoke stage, with the call that never returned": any(
             o.status == "timeout" and o.flight and o.flight[-1].get("elapsed_ms") is None

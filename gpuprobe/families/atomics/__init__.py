@@ -30,6 +30,7 @@ import numpy as np
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.differencing import EVENTS, Difference, Lengths
 from gpuprobe.families.measuring import (
     POISON_BYTE,
     Kernels,
@@ -37,7 +38,6 @@ from gpuprobe.families.measuring import (
     fact,
     require_counts,
     require_long_after_short,
-    sample_until_stable,
     unwritten,
 )
 from gpuprobe.families.planning import HOST_CHECK_THREAD_S, combined, cycles_s, kernel_runs, probe
@@ -212,11 +212,6 @@ class _Context:
     counters: Any = None  # the global latency chains' counters, one word per lane
 
 
-def per_add_cycles(short_cycles: float, long_cycles: float, settings: Settings) -> float:
-    """One add of the chain: the long chain minus the short one, over the adds between."""
-    return (long_cycles - short_cycles) / ((settings.long_iterations - settings.short_iterations) * CHAIN_UNROLL)
-
-
 @dataclass
 class _ChainRun:
     """One latency shape on one memory space: launches a chain and checks what it returned."""
@@ -258,14 +253,11 @@ class _ChainRun:
             return check_serialized(self.kernel, last, before, final[0])
         return check_chain(self.kernel, s.first_increment, steps, last, before, final)
 
-    def sample(self, samples: list[float]) -> None:
+    def latencies(self) -> list[float]:
+        """Samples of one add's latency: the long chain minus the short one, over the adds between."""
         s = self.ctx.settings
-        short = self.launch(s.short_iterations)
-        long = self.launch(s.long_iterations)
-        latency = per_add_cycles(short, long, s)
-        if not latency > 0:
-            raise ProbeFailure(f"{self.kernel}: the long chain took {long} cycles, the short one {short}")
-        samples.append(latency)
+        lengths = Lengths(s.short_iterations, s.long_iterations, CHAIN_UNROLL)
+        return Difference(lambda iterations: float(self.launch(iterations)), lengths, self.kernel).samples(s.stopping())
 
 
 def measure_latency(ctx: _Context, probe: str, kernel: str, space: str) -> Measured:
@@ -273,9 +265,7 @@ def measure_latency(ctx: _Context, probe: str, kernel: str, space: str) -> Measu
     series: dict[str, list[float]] = {"shape": [], "lanes": [], "latency_cycles": [], "sm_id": []}
     for suffix, (lanes, stride) in LANE_SHAPES.items():
         run = _ChainRun(ctx, kernel, lanes, stride)
-        samples: list[float] = []
-        sample_until_stable(lambda run=run, samples=samples: run.sample(samples), samples, ctx.settings.stopping())
-        result = fact(f"atomic.{space}.latency{suffix}", samples, "cycle", probe)
+        result = fact(f"atomic.{space}.latency{suffix}", run.latencies(), "cycle", probe)
         facts.append(result)
         series["shape"].append(float(list(LANE_SHAPES).index(suffix)))
         series["lanes"].append(float(lanes))
@@ -325,18 +315,9 @@ class Stream:
         s = self.ctx.settings
         short = self.time(s.stream_short_iterations)
         iterations = self.long_iterations(short)
-        samples: list[float] = []
-
-        def take() -> None:
-            short_ms = self.time(s.stream_short_iterations)
-            long_ms = self.time(iterations)
-            if not long_ms > short_ms:
-                raise ProbeFailure(f"{self.kernel}: the long launch took {long_ms} ms, the short one {short_ms} ms")
-            adds = self.threads * STREAM_UNROLL * (iterations - s.stream_short_iterations)
-            samples.append(adds / ((long_ms - short_ms) * 1e-3) / 1e9)
-
-        sample_until_stable(take, samples, s.stopping(s.stream_repeats))
-        return samples
+        lengths = Lengths(s.stream_short_iterations, iterations, self.threads * STREAM_UNROLL)
+        adds = Difference(self.time, lengths, self.kernel, EVENTS, longest=s.stream_max_iterations)
+        return [1e-6 / ms_per_add for ms_per_add in adds.samples(s.stopping(s.stream_repeats))]  # Gop/s
 
 
 def stream_grid(ctx: _Context, kernel: str) -> int:

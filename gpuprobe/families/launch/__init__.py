@@ -10,9 +10,13 @@ into the slot an atomic increment gives it, so repeated launches and graph nodes
 and the slots come out in the order the launches ran. After every run the host checks the counter
 counted every launch and every stamp was written, in order (:func:`checked_stamps`).
 
-Costs that fixed overheads would pollute are long-minus-short: (time of N launches - time of 1) / (N - 1),
-the "additional latency" method. Host times are wall clocks (time.perf_counter) taken in the runner; they
-depend on the host CPU, the driver and the binding as much as on the GPU.
+Costs that fixed overheads would pollute are long-minus-short (:class:`~gpuprobe.families.differencing.Difference`):
+(time of N launches - time of 1) / (N - 1), the "additional latency" method. Host times are wall clocks
+(time.perf_counter) taken in the runner; they depend on the host CPU, the driver and the binding as much as
+on the GPU. A graph is replayed ``graph_replays`` times at every size, far fewer than the launch queue
+holds: with more, the host blocks on a full queue while the GPU is held, and the host's time per replay
+measures the GPU instead (the first H200 run replayed a 1-node graph 2000 times and read a host cost per
+replay of 52 us against 3 us at 200 replays: a per-node host cost of -0.041 us).
 
 Queued launches wait behind a holding launch that spins ``hold_ns`` (``hold_us_per_launch`` per queued
 launch), so the GPU runs them back to back only once the host has enqueued them all. A busy host can
@@ -33,6 +37,7 @@ import numpy as np
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.differencing import EVENTS, HOST_CLOCK, Difference, Lengths
 from gpuprobe.families.measuring import (
     POISON_BYTE,
     Kernels,
@@ -53,6 +58,7 @@ STAMP = "gp_launch_stamp"
 VIAS = {"cupy": "cupy", "cuda-bindings": "cuda_bindings", "pycuda": "pycuda"}  # launch path -> fact id part
 OPTIONAL_VIAS = frozenset({"pycuda"})  # left out, with the reason, when it cannot launch; never a failure
 HOLD_DOUBLINGS = 3  # an outlasted hold is doubled at most this often per probe (to 8 x hold_ns)
+MAX_GRAPH_REPLAYS = 200  # replays the host enqueues at once without filling the launch queue (seen on an H200)
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,7 @@ class Settings:
     launches: int = 100  # N stamp launches per stream sample (minus 1 launch)
     hold_us_per_launch: float = 20.0  # the holding launch's spin per queued launch: outlasts any host enqueue
     graph_nodes: tuple[int, ...] = (1, 10, 100, 1000)
-    graph_node_runs: int = 2000  # node executions per graph sample: replays = this / nodes (at least 2)
+    graph_replays: int = 32  # replays of each graph per sample: below the launch queue's depth (200 never filled it)
     events: int = 200
     min_repeats: int = 3
     max_repeats: int = 7
@@ -68,8 +74,10 @@ class Settings:
     point_budget_s: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.launches < 2 or self.events < 1 or self.graph_node_runs < 1:
-            raise ValueError("Settings: launches must be at least 2, events and graph_node_runs at least 1")
+        if self.launches < 2 or self.events < 1 or not 1 <= self.graph_replays <= MAX_GRAPH_REPLAYS:
+            raise ValueError(
+                f"Settings: launches must be at least 2, events at least 1, graph_replays 1 to {MAX_GRAPH_REPLAYS}"
+            )
         nodes = list(self.graph_nodes)
         if len(nodes) < 2 or sorted(set(nodes)) != nodes or nodes[0] < 1:
             raise ValueError(f"Settings.graph_nodes must be increasing sizes >= 1, at least two: {self.graph_nodes}")
@@ -79,9 +87,6 @@ class Settings:
     def stopping(self) -> Stopping:
         return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.point_budget_s)
 
-    def replays(self, nodes: int) -> int:
-        return max(2, self.graph_node_runs // nodes)
-
     @property
     def hold_ns(self) -> int:
         """How long the holding launch spins before each queued run of launches."""
@@ -90,12 +95,7 @@ class Settings:
     @property
     def capacity(self) -> int:
         """Stamp slots: enough for the largest run of any probe (a queued run has one more, the hold's)."""
-        return max(self.launches, *(n * self.replays(n) for n in self.graph_nodes))
-
-
-def additional(short: float, long: float, short_count: int, long_count: int) -> float:
-    """The additional cost per repeat: (time of the long run - time of the short one) / repeats between."""
-    return (long - short) / (long_count - short_count)
+        return max(self.launches, self.graph_nodes[-1] * self.graph_replays)
 
 
 @dataclass
@@ -178,24 +178,22 @@ class _StreamSamples:
 def stream_samples(stamps: _Stamps, via: str) -> tuple[list[float], list[float]]:
     """Through ``via``: the host's additional enqueue cost per launch (us) and the GPU's mean spacing of
     the queued launches (us), one pair per sample; the first launch (which loads the path) untimed."""
-    s, n = stamps.settings, stamps.settings.launches
-    stamps.queued(1, via)
-    host: list[float] = []
+    s = stamps.settings
     spacing: list[float] = []
 
-    def take() -> None:
-        one, _ = stamps.queued(1, via)
-        many, stamped = stamps.queued(n, via)
-        host.append(additional(one, many, 1, n) * 1e6)
-        spacing.append(mean_spacing_us(stamped))
+    def enqueue(count: int) -> float:
+        seconds, stamped = stamps.queued(count, via)
+        if count > 1:
+            spacing.append(mean_spacing_us(stamped))
+        return seconds
 
-    sample_until_stable(take, host, s.stopping())
-    return host, spacing
+    lengths = Lengths(1, s.launches, 1)
+    host = Difference(enqueue, lengths, f"{STAMP} through {via}", HOST_CLOCK, longest=s.capacity).samples(s.stopping())
+    return [seconds * 1e6 for seconds in host], spacing
 
 
 def measure_stream(stamps: _Stamps) -> Measured:
     probe, s = PROBES[0], stamps.settings
-    n = s.launches
     found = _StreamSamples()
     for via in VIAS:
         try:
@@ -218,10 +216,8 @@ def measure_stream(stamps: _Stamps) -> Measured:
         checked_stamps(stamps.launcher, stamps.counter, stamps.slots, count)
         return ms
 
-    sample_until_stable(
-        lambda: found.additional.append(additional(end_to_end(1), end_to_end(n), 1, n) * 1e3), found.additional,
-        s.stopping(),
-    )  # fmt: skip
+    launches = Difference(end_to_end, Lengths(1, s.launches, 1), STAMP, EVENTS, longest=s.capacity)
+    found.additional = [ms * 1e3 for ms in launches.samples(s.stopping())]
     facts = [fact(f"launch.stream.host_latency.{VIAS[via]}", v, "us", probe) for via, v in found.host.items()]
     facts += [unmeasured(f"launch.stream.host_latency.{VIAS[via]}", "us", probe, why)
               for via, why in found.unavailable.items()]  # fmt: skip
@@ -241,10 +237,10 @@ class _GraphPoint:
 
 
 def graph_point(stamps: _Stamps, nodes: int) -> tuple[float, float, float | None]:
-    """One sample of a graph of ``nodes`` stamp nodes: host and GPU seconds per replay, and the spacing
-    of consecutive nodes within a replay (the median over replays of each replay's mean spacing;
-    None for a 1-node graph), stamps checked."""
-    replays = stamps.settings.replays(nodes)
+    """One run of a graph of ``nodes`` stamp nodes replayed ``graph_replays`` times: host and GPU seconds
+    per replay, and the spacing of consecutive nodes within a replay (the median over replays of each
+    replay's mean spacing; None for a 1-node graph), stamps checked."""
+    replays = stamps.settings.graph_replays
     stamps.fresh()
     host, gpu = stamps.launcher.graph_replay(STAMP, 1, 1, stamps.args(), nodes, replays)
     stamped = checked_stamps(stamps.launcher, stamps.counter, stamps.slots, nodes * replays)
@@ -254,34 +250,50 @@ def graph_point(stamps: _Stamps, nodes: int) -> tuple[float, float, float | None
 
 
 def measure_graph(stamps: _Stamps) -> Measured:
+    """Per node: the GPU's cost (the largest graph minus the smallest, over the nodes between: a resolved
+    difference) and the host's (the same two runs' host seconds; it may be zero within its noise: a
+    graph launch is one call). Every size of ``graph_nodes`` in each sample, for the curve."""
     probe, s = PROBES[1], stamps.settings
-    points = {nodes: _GraphPoint() for nodes in s.graph_nodes}
+    points: dict[int, _GraphPoint] = {}
+
+    def replayed(nodes: int) -> float:
+        """GPU milliseconds of the replays of a graph of ``nodes`` (the Difference's reading)."""
+        host, gpu, spacing = graph_point(stamps, nodes)
+        point = points.setdefault(nodes, _GraphPoint())
+        point.host.append(host)
+        point.gpu.append(gpu)
+        if spacing is not None:
+            point.spacing.append(spacing)
+        return gpu * s.graph_replays * 1e3
+
+    lengths = Lengths(s.graph_nodes[0], s.graph_nodes[-1], s.graph_replays)
+    per_node = Difference(replayed, lengths, f"graphs of {STAMP}", EVENTS, longest=s.capacity // s.graph_replays)
+    per_node_gpu: list[float] = []
+    per_node_host: list[float] = []
 
     def take() -> None:
-        for nodes, point in points.items():
-            host, gpu, spacing = graph_point(stamps, nodes)
-            point.host.append(host)
-            point.gpu.append(gpu)
-            if spacing is not None:
-                point.spacing.append(spacing)
+        per_node_gpu.append(per_node.sample() * 1e3)  # ms per node and replay -> us
+        low, high = points[per_node.lengths.short], points[per_node.lengths.long]
+        per_node_host.append((high.host[-1] - low.host[-1]) / (per_node.lengths.long - per_node.lengths.short) * 1e6)
+        for nodes in s.graph_nodes[1:-1]:  # the curve's middle sizes
+            replayed(nodes)
 
-    sample_until_stable(take, points[s.graph_nodes[-1]].gpu, s.stopping())
-    small, large = points[s.graph_nodes[0]], points[s.graph_nodes[-1]]
-    low, high = s.graph_nodes[0], s.graph_nodes[-1]
-    per_node_gpu = [additional(a, b, low, high) * 1e6 for a, b in zip(small.gpu, large.gpu, strict=True)]
-    per_node_host = [additional(a, b, low, high) * 1e6 for a, b in zip(small.host, large.host, strict=True)]
+    sample_until_stable(take, per_node_gpu, s.stopping())
+    small, large = points[per_node.lengths.short], points[per_node.lengths.long]
     facts = [
         fact("launch.graph.per_node.gpu", per_node_gpu, "us", probe),
         fact("launch.graph.per_node.host", per_node_host, "us", probe),
         fact("launch.graph.latency", [g * 1e6 for g in small.gpu], "us", probe),
         fact("launch.graph.gpu_spacing", large.spacing, "us", probe),
     ]
+    curve = sorted(points.items())
     series = {"graph": {
-        "nodes": [float(n) for n in s.graph_nodes],
-        "gpu_us_per_replay": [float(np.median(p.gpu)) * 1e6 for p in points.values()],
-        "host_us_per_replay": [float(np.median(p.host)) * 1e6 for p in points.values()],
+        "nodes": [float(n) for n, _ in curve],
+        "gpu_us_per_replay": [float(np.median(p.gpu)) * 1e6 for _, p in curve],
+        "host_us_per_replay": [float(np.median(p.host)) * 1e6 for _, p in curve],
     }}  # fmt: skip
-    return Measured(probe, ProbeOutcome("ok", f"graphs of {', '.join(map(str, s.graph_nodes))} nodes", series), facts)
+    note = f"graphs of {', '.join(str(n) for n, _ in curve)} nodes, each replayed {s.graph_replays} times a sample"
+    return Measured(probe, ProbeOutcome("ok", note, series), facts)
 
 
 MAX_EVENT_S = 1e-3  # an event call slower than a millisecond is not a measurement of the call
@@ -331,7 +343,8 @@ SECTIONS = (
 )
 
 
-STAMP_S = 10e-6  # one stamp launch on the GPU, queued or replayed, at most
+STAMP_S = 10e-6  # one stamp launch on the GPU, queued, at most
+GRAPH_NODE_S = 2e-6  # one stamp node of a replayed graph on the GPU, at most (0.95 us on an H200, run 2)
 ENQUEUE_S = 20e-6  # one launch enqueued or captured by the host, at most (CuPy takes 5 to 8 us)
 GRAPH_BUILD_S = 0.05  # capturing, instantiating and uploading one graph, beyond its launches' enqueueing
 EVENT_CALL_S = 50e-6  # one event created, recorded or synchronized, at most
@@ -342,14 +355,15 @@ TIMED_CALLS = 5  # one end-to-end or graph sample: two fresh fills, the timed ba
 def plan(settings: Settings, device: Device) -> Plan:
     """What the three probes cost at most: every sample at its most repeats through every launch path;
     the queued runs behind the largest hold (:data:`HOLD_DOUBLINGS` doublings of ``hold_ns``) and the
-    runs retaken behind the growing one; each stamp launch on the GPU at :data:`STAMP_S`; the runner's
-    hold before each timed batch or replay; graphs built once per sample; the event calls on the host."""
+    runs retaken behind the growing one; each stamp launch on the GPU at :data:`STAMP_S` (a graph's node at
+    :data:`GRAPH_NODE_S`); the runner's hold before each timed batch or replay; graphs built once per
+    sample; the event calls on the host."""
     s = settings
     queued_runs = len(VIAS) * (1 + 2 * s.max_repeats) + HOLD_DOUBLINGS
     queued_s = queued_runs * (s.hold_ns * 2**HOLD_DOUBLINGS / 1e9 + (s.launches + 1) * STAMP_S)
     end_to_end_s = s.max_repeats * (held_batch_s(1, STAMP_S, device) + held_batch_s(s.launches, STAMP_S, device))
     stream = Plan(1, queued_runs * QUEUED_CALLS + s.max_repeats * 2 * TIMED_CALLS, queued_s + end_to_end_s)
-    graph_s = sum(held_batch_s(s.replays(n), n * STAMP_S, device) for n in s.graph_nodes)
+    graph_s = sum(held_batch_s(s.graph_replays, n * GRAPH_NODE_S, device) for n in s.graph_nodes)
     builds_s = sum(GRAPH_BUILD_S + n * ENQUEUE_S for n in s.graph_nodes)  # the replays' enqueueing: in the hold
     graph = Plan(1, s.max_repeats * len(s.graph_nodes) * TIMED_CALLS, s.max_repeats * graph_s,
                  s.max_repeats * builds_s)  # fmt: skip
@@ -358,9 +372,10 @@ def plan(settings: Settings, device: Device) -> Plan:
 
 
 # First contact: the stream probe (the stamp kernel through every binding behind a hold, its stamps
-# checked) and the graph probe (one- and two-node graphs replayed twice): one sample each, two queued
-# launches behind a hold with room for a slow host.
-SMOKE_SETTINGS = Settings(launches=2, hold_us_per_launch=100.0, graph_nodes=(1, 2), graph_node_runs=2, events=1,
+# checked) and the graph probe (one- and 64-node graphs replayed twice): one sample each, 64 queued
+# launches behind a hold with room for a slow host: each difference long enough for its timer to resolve
+# (at 1 to 2 us a launch or node, 100 ticks of the CUDA events).
+SMOKE_SETTINGS = Settings(launches=64, hold_us_per_launch=100.0, graph_nodes=(1, 64), graph_replays=2, events=1,
                           min_repeats=1, max_repeats=1)  # fmt: skip
 SMOKE = Smoke(probes=("launch.stream", "launch.graph"), settings=SMOKE_SETTINGS)
 
