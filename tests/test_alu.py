@@ -13,17 +13,21 @@ from gpuprobe.build.registry import all_probes, find_probe
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.families import alu
 from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.differencing import Difference, Lengths
 from gpuprobe.families.issue_sweep import (
+    SMOKE_SETTINGS,
     TIMING_WORDS,
+    TWIN_PASSES,
     Records,
+    Settings,
+    Sweeper,
     SweepPoint,
-    issue_rate,
-    iterations_for,
     plateau,
-    step_latency,
+    sm_cycles,
+    thread_cycles,
 )
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import fake_gpu, measure_family, simulated_kernels
+from gpuprobe.simulated.gpu import fake_gpu, measure_family, ptx_parameters, simulated_kernels
 from gpuprobe.simulated.kernels.alu import FAST_SETTINGS, TIMING, thread_result
 from tests.devices import H100_SXM
 
@@ -32,15 +36,16 @@ MUFU = [op for op in alu.OPS if op.mufu is not None]
 
 
 def _run(gpu, settings=FAST_SETTINGS, runnable=None, state=None):
-    probes = set(alu.PROBES) if runnable is None else runnable
-    return measure_family(alu, gpu, probes, settings, state)
+    """The family measured on ``gpu``: every probe, or those of ``runnable``."""
+    return measure_family(alu, gpu, set(alu.PROBES) if runnable is None else set(runnable), settings, state)
 
 
 @pytest.mark.parametrize("op", TERNARY, ids=lambda op: op.name)
-@pytest.mark.parametrize(("iterations", "ilp"), [(1, 1), (7, 2), (12, 8)])
-def test_ternary_prediction_is_what_the_chain_computes_step_by_step(op, iterations: int, ilp: int) -> None:
-    """The host's closed form (every chain at 1 - x0) against the chain stepped in the kernel's type."""
-    assert thread_result(op.name, alu.operands(op), iterations, ilp) == alu.predicted_ternary(op)
+@pytest.mark.parametrize(("iterations", "ilp", "passes"), [(1, 1, 1), (7, 2, 1), (12, 8, 1), (3, 1, 2), (5, 8, 2)])
+def test_ternary_prediction_is_what_the_chain_computes_step_by_step(op, iterations: int, ilp: int, passes: int) -> None:
+    """The host's closed form (every chain at 1 - x0) against the chain stepped in the kernel's type, kernel
+    and twin alike."""
+    assert thread_result(op.name, alu.operands(op), iterations, ilp, passes) == alu.predicted_ternary(op)
 
 
 def test_ternary_chains_start_apart_and_end_where_a_skipped_step_would_not() -> None:
@@ -59,9 +64,12 @@ def test_mufu_prediction_converges_to_the_fixed_point(op) -> None:
     assert alu.predicted_mufu(op, 100, 8) == pytest.approx(8 * fixed, abs=1e-8)
     got = float(np.uint32(thread_result(op.name, alu.operands(op), 3, 2)).view(np.float32))
     assert got == pytest.approx(alu.predicted_mufu(op, 3, 2), abs=alu.MUFU_TOLERANCE)
+    twin = float(np.uint32(thread_result(op.name, alu.operands(op), 1, 8, TWIN_PASSES)).view(np.float32))
+    assert twin == pytest.approx(alu.predicted_mufu(op, 1, 8, TWIN_PASSES), abs=alu.MUFU_TOLERANCE)
+    assert alu.predicted_mufu(op, 1, 8, TWIN_PASSES) == alu.predicted_mufu(op, 2, 8)  # a pass is 32 / ILP steps
 
 
-def _records(starts: list[int], ends: list[int], sms: tuple[int, ...] = (0,), lanes: int = 32) -> Records:
+def _records(starts: list[int], ends: list[int], sms: tuple[int, ...] | list[int] = (0,), lanes: int = 32) -> Records:
     """A launch's output with one warp per entry (its timing) and a zero result per thread."""
     warps = len(starts)
     timing = np.zeros((warps, TIMING_WORDS), dtype=np.uint64)
@@ -70,28 +78,68 @@ def _records(starts: list[int], ends: list[int], sms: tuple[int, ...] = (0,), la
     return Records.from_output(words, warps * lanes, 1, "k")
 
 
-def test_latency_is_long_minus_short_over_the_steps_between() -> None:
-    fixed = 57
-    short, long = _records([0], [fixed + 8 * 32 * 4], lanes=1), _records([0], [fixed + 108 * 32 * 4], lanes=1)
-    assert step_latency(short, long, 100 * 32) == pytest.approx(4.0)
+class Loop:
+    """A chain kernel and its twin as records: each warp's loop takes ``edge`` once, then per iteration
+    ``control`` (the loop's IADD, ISETP and BRA) and ``step`` for each instruction of its body (32 a pass);
+    ``sms`` lists each warp's SM. Every launch is kept as (passes, iterations)."""
+
+    def __init__(self, step: float, control: float, edge: float = 57.0, sms: tuple[int, ...] = (0,), lanes: int = 1):
+        self.step, self.control, self.edge, self.sms, self.lanes = step, control, edge, sms, lanes
+        self.launches: list[tuple[int, int]] = []
+
+    def __call__(self, passes: int, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
+        self.launches.append((passes, iterations))
+        cycles = self.edge + iterations * (self.control + 32 * passes * self.step)
+        return _records([0] * len(self.sms), [round(cycles)] * len(self.sms), self.sms, self.lanes)
 
 
-def test_issue_rate_uses_each_sm_span_from_first_start_to_last_end() -> None:
+def _sweeper(loop: Loop, settings: Settings = FAST_SETTINGS, sm_count: int = 1) -> Sweeper:
+    return Sweeper(loop, settings, sm_count, alu.STEPS_PER_ITERATION, "gp_alu_ffma_ilp1")
+
+
+def test_the_twin_cancels_the_loop_control_that_iterations_alone_count() -> None:
+    """An FFMA chain as an H200 ran it: 4 cycles a step and 7 an iteration for the loop's branch. Long minus
+    short iterations of the kernel reads (32 x 4 + 7) / 32 = 4.22; the twin, same iterations, reads 4."""
+    loop = Loop(step=4.0, control=7.0)
+    alone = Difference(lambda n: thread_cycles(loop(1, 1, n, 1, 1)), Lengths(8, 400, 32), "kernel alone")
+    assert alone.sample() == pytest.approx(4.21875)
+    assert _sweeper(loop).latency(threads=1) == pytest.approx([4.0] * len(_sweeper(loop).latency(threads=1)))
+    passes = {p for p, _ in loop.launches[2:]}
+    assert passes == {1, TWIN_PASSES}
+
+
+def test_the_pair_runs_the_same_iterations_sized_from_a_short_run_of_the_kernel() -> None:
+    loop = Loop(step=4.0, control=7.0, edge=0.0)
+    _sweeper(loop, Settings(max_repeats=1, min_repeats=1, latency_target_cycles=13_500.0)).latency(threads=1)
+    short, kernel, twin = loop.launches
+    assert short == (1, 8) and kernel[0] == 1 and twin[0] == TWIN_PASSES
+    assert kernel[1] == twin[1] == round(13_500.0 / 135.0)  # the twin adds one pass of 135 cycles an iteration
+    capped = Loop(step=4.0, control=7.0)
+    _sweeper(capped, Settings(max_repeats=1, min_repeats=1, latency_target_cycles=1e12, max_iterations=5000)).latency(1)
+    assert {n for _, n in capped.launches[1:]} == {5000}
+
+
+def test_a_twin_no_slower_than_its_kernel_fails_the_probe_with_its_numbers() -> None:
+    """A twin whose extra pass costs nothing (a body ptxas emptied) is refused, not reported as a rate."""
+    with pytest.raises(ProbeFailure, match="not positive"):
+        _sweeper(Loop(step=0.0, control=7.0)).latency(threads=1)
+
+
+def test_the_rate_is_each_sm_span_from_first_start_to_last_end() -> None:
     # two SMs, two warps each; the second warp of each SM starts 10 cycles late
-    short = _records([0, 10, 0, 10], [110, 120, 110, 120], (0, 0, 1, 1))
-    long = _records([0, 10, 0, 10], [1110, 1120, 1110, 1120], (0, 0, 1, 1))
-    assert short.span() == 120 and long.span() == 1120
-    assert short.alone(warps=2) == 2  # each SM held one block of two warps: 64 threads
-    assert issue_rate(short, long, work_per_thread_between=500.0, warps=2) == pytest.approx(64 * 500 / 1000)
+    run = _records([0, 10, 0, 10], [110, 120, 110, 120], (0, 0, 1, 1))
+    assert run.span() == 120 and run.alone(warps=2) == 2 and sm_cycles(run, warps=2) == 120
+    loop = Loop(step=1.0, control=3.0, sms=(0, 0, 1, 1), lanes=32)  # 64 threads an SM, one instruction a clock
+    point = _sweeper(loop, sm_count=2).point(ilp=8, warps=2, work_per_instruction=1.0)
+    assert point.rates == pytest.approx([64.0] * len(point.rates))  # the 3 cycles of control cancel
 
 
 def test_an_sm_the_scheduler_gave_two_blocks_is_left_out_of_the_rate() -> None:
     """Five one-warp blocks on four SMs: SM 0 ran two (one after the other, or together), so its span is
-    another load's; the rate is over SMs 1 to 3 (median span 1100 - 100), not over all four (1200 - 100)."""
-    short = _records([0] * 5, [100] * 5, (1, 2, 3, 0, 0))
-    long = _records([0, 0, 0, 0, 200], [1100, 1100, 1300, 1100, 2300], (1, 2, 3, 0, 0))
-    assert long.span() == 1200 and long.span(warps=1) == 1100 and long.alone(warps=1) == 3
-    assert issue_rate(short, long, work_per_thread_between=500.0, warps=1) == pytest.approx(32 * 500 / 1000)
+    another load's; the reading is over SMs 1 to 3 (median span 1100 - 100), not over all four (1200 - 100)."""
+    run = _records([0, 0, 0, 0, 200], [1100, 1100, 1300, 1100, 2300], (1, 2, 3, 0, 0))
+    assert run.span() == 1200 and run.span(warps=1) == 1100 and run.alone(warps=1) == 3
+    assert sm_cycles(run, warps=1) == 1100
 
 
 def test_blocks_the_scheduler_doubles_up_neither_fail_nor_bias_the_sweep() -> None:
@@ -106,19 +154,12 @@ def test_blocks_the_scheduler_doubles_up_neither_fail_nor_bias_the_sweep() -> No
 def test_a_run_with_most_blocks_doubled_up_fails_the_rate() -> None:
     uneven = _records([0, 0, 0], [100, 100, 100], (0, 0, 1))  # three one-warp blocks: two on SM 0, one on SM 1
     with pytest.raises(ProbeFailure, match=r"only 1 of 3 blocks of 1 warps had an SM to themselves"):
-        issue_rate(uneven, uneven, 500.0, warps=1)
+        sm_cycles(uneven, warps=1)
 
 
 def test_timings_that_go_backwards_fail_the_probe() -> None:
     with pytest.raises(ProbeFailure, match="a warp's timed loop ended at or before its start"):
         _records([5], [5], [0])
-    with pytest.raises(ProbeFailure, match="cycles more than the short one"):
-        step_latency(_records([0], [500]), _records([0], [400]), 10)
-
-
-def test_the_long_run_is_sized_from_the_short_one_and_capped() -> None:
-    assert iterations_for(8, short_span=800.0, target_cycles=10_000, most=10**6) == 8 + 100
-    assert iterations_for(8, short_span=800.0, target_cycles=10**9, most=5000) == 5000
 
 
 def test_the_peak_is_the_plateau_not_the_luckiest_point() -> None:
@@ -126,6 +167,65 @@ def test_the_peak_is_the_plateau_not_the_luckiest_point() -> None:
     top, samples = plateau(points)
     assert top.warps == 32
     assert sorted(samples) == [126.5, 127.0, 128.0, 130.5]  # 30 is far below: not saturated
+
+
+def _context(gpu) -> alu._Context:
+    """The family's launcher of checked runs, on ``gpu``, outside any probe."""
+    ctx = alu._Context(gpu, ptx_parameters(gpu.arch), gpu.device(), FAST_SETTINGS, {}, set())
+    ctx.out = gpu.alloc(alu.output_words(gpu.sm_count * 32 * 32, 1) * 8)
+    return ctx
+
+
+def test_the_simulated_loop_control_reads_as_on_the_h200_alone_and_cancels_against_the_twin() -> None:
+    """The simulated FFMA loop pays its IADD/ISETP/BRA: timed alone (long minus short iterations of the
+    kernel, the method before the twins) it reads the H200's 115.8-like rate (128 x 32 / 35) and 4.22-like
+    latency ((32 x 4 + 7) / 32); the probes, against the twin, read the SM's 128 and the FFMA's 4."""
+    gpu = fake_gpu(sm_count=4, noise=0.0)
+    gpu.double_up = 0.0
+    ctx, ffma = _context(gpu), alu.OPS[0]
+    chain = Difference(lambda n: thread_cycles(ctx.launch(ffma, 1, 1, n, 1, 1)), Lengths(8, 400, 32), "alone")
+    sweep = Difference(lambda n: sm_cycles(ctx.launch(ffma, 1, 8, n, 4, 32 * 32), 32), Lengths(8, 200, 32), "alone")
+    assert chain.sample() == pytest.approx((32 * 4 + 7) / 32, rel=1e-3)
+    assert 32 * 32 / sweep.sample() == pytest.approx(128 * 32 / 35, rel=1e-3)
+    facts = {f.id: f.value for m in _run(gpu, runnable={"alu.ffma.ilp1", "alu.ffma.ilp8"}).values() for f in m.facts}
+    assert facts["alu.ffma.latency"] == pytest.approx(4.0, rel=1e-3)
+    assert facts["alu.ffma.throughput"] == pytest.approx(128.0, rel=1e-3)
+
+
+def test_a_probe_whose_twin_breaks_its_contract_is_not_runnable() -> None:
+    """The twin is held to the probe's contract at two passes: a twin of one pass (the kernel itself) fails it,
+    and with it the probe, whose figures would otherwise keep the loop control."""
+    from gpuprobe.build.check import check_probe
+    from gpuprobe.build.registry import Twin
+
+    probe = find_probe("alu.ffma.ilp8")
+    module = build_for(all_probes(), parse_arch("sm_90"))
+    assert check_probe(probe, module).status == "ok"
+    one_pass = dataclasses.replace(probe, twin=Twin(probe.kernel, probe.twin.contract))
+    result = check_probe(one_pass, module)
+    assert result.status == "violated" and result.detail.startswith("its twin gp_alu_ffma_ilp8: ")
+    assert "count FFMA in timed_loop == 64" in result.detail
+
+
+def _shape(series: dict) -> tuple | None:
+    """A sweep's configurations: each point's ILP and warps per SM (None: no sweep)."""
+    sweep = series.get("sweep")
+    return None if sweep is None else (sweep["ilp"], sweep["warps_per_sm"])
+
+
+def test_the_smoke_stage_publishes_its_facts_with_the_full_run_s_shape() -> None:
+    """A smoke fact id means what the full run's does: every rate from the same ILP and warps per SM (one warp
+    per SM would read a sixteenth of the ILP-1 plateau), one thread for the latency; fewer iterations and
+    samples only."""
+    assert SMOKE_SETTINGS.warps == Settings().warps
+    smoke = measure_family(alu, fake_gpu(sm_count=2), set(alu.SMOKE.probes), alu.SMOKE.settings)
+    full = measure_family(alu, fake_gpu(sm_count=2), set(alu.SMOKE.probes), Settings(max_repeats=2))
+    assert {m.outcome.status for m in smoke.values()} == {"ok"}
+    for name, measured in smoke.items():
+        assert [f.id for f in measured.facts] == [f.id for f in full[name].facts], name
+        assert _shape(measured.outcome.series) == _shape(full[name].outcome.series), name
+    rates = {f.id: f.value for m in smoke.values() for f in m.facts}
+    assert rates["alu.ffma.throughput.ilp1"] == pytest.approx(TIMING["ffma"][1], rel=0.05)  # the plateau, not 1 warp
 
 
 def test_simulated_latencies_and_peaks_are_recovered() -> None:
@@ -180,7 +280,7 @@ def test_probes_whose_contract_failed_are_not_launched() -> None:
     gpu = fake_gpu(sm_count=2)
     measured = _run(gpu, runnable={"alu.ffma.ilp1"})
     assert list(measured) == ["alu.ffma.ilp1"]
-    assert set(gpu.launches) - {"gp_sm_clock"} == {"gp_alu_ffma_ilp1"}  # the clock is read around every probe
+    assert set(gpu.launches) - {"gp_sm_clock"} == {"gp_alu_ffma_ilp1", "gp_alu_ffma_ilp1_x2"}  # clock: every probe
 
 
 def test_the_whole_family_fits_its_share_of_the_time_budget_on_an_h100() -> None:
@@ -193,6 +293,8 @@ def test_every_probe_is_declared_and_measured_in_order() -> None:
     assert sorted(declared) == sorted(alu.PROBES)
     assert all(alu.PROBES.index(f"alu.{op.name}.ilp1") < alu.PROBES.index(f"alu.{op.name}.ilp8") for op in alu.OPS)
     assert alu.PROBES.index("alu.ffma.ilp1") < alu.PROBES.index("alu.mufu_sin.ilp1")  # sin subtracts FFMA
+    for name in alu.PROBES:  # each timed against its twin, which its declaration names and its contract holds
+        assert find_probe(name).twin.kernel == f"{find_probe(name).kernel}_x2" and find_probe(name).facts
 
 
 def test_bf16_needs_sm_80_and_sm_75_builds_without_it() -> None:
@@ -203,16 +305,23 @@ def test_bf16_needs_sm_80_and_sm_75_builds_without_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("probe", "kernel", "broken"),
+    ("probe", "twin", "kernel", "broken"),
     [
-        ("alu.ffma.ilp1", "gp_alu_dfma_ilp1", "count FFMA in timed_loop == 32"),  # another instruction
-        ("alu.mufu_rsqrt.ilp1", "gp_alu_mufu_sin_ilp1", "only"),  # the sin step's FMULs are unannounced
+        ("alu.ffma.ilp1", False, "gp_alu_dfma_ilp1", "count FFMA in timed_loop == 32"),  # another instruction
+        ("alu.mufu_rsqrt.ilp1", False, "gp_alu_mufu_sin_ilp1", "only"),  # the sin step's FMULs are unannounced
+        ("alu.ffma.ilp8", True, "gp_alu_ffma_ilp8", "count FFMA in timed_loop == 64"),  # a twin of one pass
+        ("alu.ffma.ilp8", False, "gp_alu_ffma_ilp8_x2", "count FFMA in timed_loop == 32"),  # the twin for its kernel
+        ("alu.mufu_sin.ilp1", True, "gp_alu_mufu_sin_ilp1", "count FMUL(\\.RZ)? in timed_loop == 128"),
     ],
 )
-def test_a_contract_catches_a_kernel_that_is_not_what_it_claims(probe: str, kernel: str, broken: str) -> None:
+def test_a_contract_catches_a_kernel_that_is_not_what_it_claims(probe: str, twin: bool, kernel: str, broken: str):
+    """Each kernel against its own contract (the probe's, or its twin's: the probe's at two passes), then a
+    kernel it must not pass for."""
+    declared = find_probe(probe)
+    own, contract = (declared.twin.kernel, declared.twin.contract) if twin else (declared.kernel, declared.contract)
     listing = build_for(all_probes(), parse_arch("sm_90")).listing
-    assert check(listing.kernel(find_probe(probe).kernel), list(find_probe(probe).contract)) == []
-    violations = check(listing.kernel(kernel), list(find_probe(probe).contract))
+    assert check(listing.kernel(own), list(contract)) == []
+    violations = check(listing.kernel(kernel), list(contract))
     assert any(v.rule.startswith(broken) for v in violations), [str(v) for v in violations]
 
 

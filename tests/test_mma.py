@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,8 @@ from gpuprobe.build.registry import all_probes, find_probe
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.families import mma
 from gpuprobe.families.base import ProbeFailure
-from gpuprobe.families.issue_sweep import Settings
+from gpuprobe.families.differencing import Difference, Lengths
+from gpuprobe.families.issue_sweep import SMOKE_SETTINGS, Settings, thread_cycles
 from gpuprobe.families.mma.fragments import (
     LANES,
     VARIANTS,
@@ -32,7 +35,7 @@ from gpuprobe.families.mma.numerics import (
 )
 from gpuprobe.families.mma.sparse import SPARSE_VARIANTS, SparseVariant
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import fake_gpu, measure_family
+from gpuprobe.simulated.gpu import fake_gpu, measure_family, ptx_parameters
 from gpuprobe.simulated.kernels.mma import FAST_SETTINGS, SPARSE_TIMING, TIMING, element, lane_results, numeric_d
 from tests.devices import H100_SXM
 
@@ -41,7 +44,8 @@ ON_SM90A = {p.name for p in all_probes() if p.family == "mma" and p.supports(SM9
 
 
 def _run(gpu, runnable, settings=FAST_SETTINGS, state=None):
-    return measure_family(mma, gpu, runnable, settings, state)
+    """The family measured on ``gpu``: the probes of ``runnable``."""
+    return measure_family(mma, gpu, set(runnable), settings, state)
 
 
 @pytest.mark.parametrize(
@@ -118,6 +122,57 @@ def test_simulated_latency_and_peaks_are_recovered() -> None:
         assert facts[f"{stem}.tflops"].value == pytest.approx(tflops, rel=0.04), stem
 
 
+def test_the_simulated_loop_bubble_reads_as_on_the_h200_alone_and_cancels_against_the_twin() -> None:
+    """The simulated f16 m16n8k8 chain waits 14 cycles an iteration for its loop's branch: timed alone (long
+    minus short iterations, the method before the twins) it reads the H200's (16 x 16 + 14) / 16 = 16.875; the
+    probe, against the twin, reads the mma's 16. m16n8k16's 24 cycles hide the control, alone or not."""
+    gpu = fake_gpu(sm_count=2, noise=0.0)
+    ctx = mma._Context(gpu, ptx_parameters(gpu.arch), gpu.device(), FAST_SETTINGS, {}, set())
+    ctx.out = gpu.alloc(mma.output_words(LANES, mma.RESULT_WORDS) * 8)
+    for shape, alone, latency in (("m16n8k8", 16.875, 16.0), ("m16n8k16", 24.0, 24.0)):
+        v = Variant("f16", shape)
+        chain = Difference(lambda n, v=v: thread_cycles(ctx.launch(v, 1, 1, n, 1, LANES)), Lengths(8, 400, 16), "alone")
+        assert chain.sample() == pytest.approx(alone, rel=1e-3), shape
+        facts = {f.id: f.value for m in _run(gpu, {v.probe(1)}).values() for f in m.facts}
+        assert facts[f"{v.fact_stem}.latency"] == pytest.approx(latency, rel=1e-3), shape
+
+
+def test_the_rate_is_judged_per_clock_and_the_clock_it_ran_at_is_a_fact() -> None:
+    """.tflops is the per-clock plateau at .sm_clock, the clock the twins' runs read: both reported, so a
+    TFLOP/s figure can be told apart from the board's clock."""
+    gpu = fake_gpu(sm_count=4)
+    facts = {f.id: f for m in _run(gpu, {"mma.f16.m16n8k16.ilp8"}).values() for f in m.facts}
+    stem = "tensor.mma_sync.f16.m16n8k16"
+    clock, rate, tflops = (facts[f"{stem}.{what}"] for what in ("sm_clock", "throughput", "tflops"))
+    assert clock.unit == "MHz" and clock.value == pytest.approx(gpu.mhz, rel=0.01) and len(clock.samples) >= 2
+    assert tflops.value == pytest.approx(2 * rate.value * 4 * clock.value * 1e6 / 1e12, rel=0.01)
+    assert f"{stem}.sm_clock" in find_probe("mma.f16.m16n8k16.ilp8").facts
+    short = _run(fake_gpu(sm_count=4), {"mma.f16.m16n8k16.ilp8"}, SMOKE_SETTINGS)["mma.f16.m16n8k16.ilp8"]
+    unread = {f.id: f for f in short.facts if f.value is None}
+    assert set(unread) == {f"{stem}.sm_clock", f"{stem}.tflops"}  # runs too short to read a clock: said so
+    assert "long enough to read the SM clock" in unread[f"{stem}.tflops"].detail
+
+
+def test_the_smoke_stage_publishes_its_facts_with_the_full_run_s_shape() -> None:
+    """A smoke fact id means what the full run's does: the f16 m16n8k8 rates from the same ILP and warps per SM
+    (one warp per SM read 60.7 against the full run's 1013.8 on an H200), fewer iterations and samples only."""
+    smoke = measure_family(mma, fake_gpu(sm_count=2), set(mma.SMOKE.probes), mma.SMOKE.settings)
+    full = measure_family(mma, fake_gpu(sm_count=2), set(mma.SMOKE.probes), Settings(max_repeats=2))
+    assert {m.outcome.status for m in smoke.values()} == {"ok"}
+    for name, measured in smoke.items():
+        assert [f.id for f in measured.facts] == [f.id for f in full[name].facts], name
+        assert _shape(measured.outcome.series) == _shape(full[name].outcome.series), name
+    rates = {f.id: f.value for m in smoke.values() for f in m.facts}
+    peak = TIMING[("f16", "m16n8k8")][1]
+    assert rates["tensor.mma_sync.f16.m16n8k8.throughput.ilp1"] == pytest.approx(peak, rel=0.05)  # not one warp's
+
+
+def _shape(series: dict) -> tuple | None:
+    """A sweep's configurations: each point's ILP and warps per SM (None: no sweep)."""
+    sweep = series.get("sweep")
+    return None if sweep is None else (sweep["ilp"], sweep["warps_per_sm"])
+
+
 def test_a_wrong_lane_fails_the_probe_and_names_the_thread() -> None:
     gpu = fake_gpu(sm_count=2)
     gpu.mma_corrupt = True
@@ -171,11 +226,33 @@ def test_a_contract_catches_a_kernel_of_another_type() -> None:
     assert any("HMMA" in v.rule for v in violations)
 
 
+@pytest.mark.parametrize(("probe", "twin", "kernel", "broken"), [
+    ("mma.f16.m16n8k8.ilp1", True, "gp_mma_f16_m16n8k8_ilp1", "== 32"),  # a twin of one pass: no loop-free difference
+    ("mma.f16.m16n8k8.ilp1", False, "gp_mma_f16_m16n8k8_ilp1_x2", "== 16"),  # the twin where its kernel should be
+    ("mma.sp.f16.m16n8k32.ilp8", True, "gp_mma_sp_f16_m16n8k32_ilp8", "== 32"),
+])  # fmt: skip
+def test_a_twin_contract_pins_twice_its_kernel_s_mma(probe: str, twin: bool, kernel: str, broken: str) -> None:
+    """The probe's contract at one pass for its kernel, at two for its twin: each refuses the other's kernel."""
+    declared = find_probe(probe)
+    own, rules = (declared.twin.kernel, declared.twin.contract) if twin else (declared.kernel, declared.contract)
+    listing = build_for(all_probes(), parse_arch("sm_90a")).listing
+    assert check(listing.kernel(own), list(rules)) == []
+    assert any(v.rule.startswith("count") and v.rule.endswith(broken) for v in check(listing.kernel(kernel), rules))
+
+
 def test_every_probe_is_declared_and_measured_in_order() -> None:
     declared = {p.name for p in all_probes() if p.family == "mma"}
     assert declared == set(mma.PROBES)
-    for v in VARIANTS:
-        assert mma.PROBES.index(f"mma.{v.name}.{v.shape}.ilp1") < mma.PROBES.index(f"mma.{v.name}.{v.shape}.ilp8")
+    for v in VARIANTS + SPARSE_VARIANTS:
+        assert mma.PROBES.index(v.probe(1)) < mma.PROBES.index(v.probe(8))
+        for ilp in (1, 8):  # each chain probe timed against the twin its declaration names
+            assert find_probe(v.probe(ilp)).twin.kernel == f"{find_probe(v.probe(ilp)).kernel}_x2"
+
+
+def test_the_plan_counts_the_chains_native_on_the_device_s_arch() -> None:
+    """On an H100 int4 and fp8 mma.sync are emulated (no sweep), so its plan counts 8 of the 12 dense chains."""
+    assert len(mma.targeted(VARIANTS, H100_SXM)) == 8
+    assert len(mma.targeted(VARIANTS, dataclasses.replace(H100_SXM, arch=""))) == len(VARIANTS)  # arch unknown
 
 
 def test_both_compute_families_fit_the_15_s_budget_on_an_h100() -> None:
@@ -311,7 +388,7 @@ def test_sparse_chains_are_measured_and_set_against_their_dense_twins() -> None:
     assert facts["tensor.mma_sync_sp.f16.m16n8k32.latency"].value == pytest.approx(latency, rel=0.03)
     assert facts["tensor.mma_sync_sp.f16.m16n8k32.over_dense"].value == pytest.approx(sparse / dense, rel=0.05)
     checks = [c for check in mma.INVARIANTS for c in check(facts, H100_SXM)]
-    assert ("tensor.mma_sync_sp.f16.m16n8k32.at_least_dense", True) in [(n, ok) for n, ok, _ in checks]
+    assert ("tensor.mma_sync_sp.f16.m16n8k32.at_least_dense", True) in [(c.name, c.ok) for c in checks]
     alone = _run(fake_gpu(sm_count=2), {"mma.sp.int8.m16n8k64.ilp8"})["mma.sp.int8.m16n8k64.ilp8"]
     (ratio,) = [f for f in alone.facts if f.id.endswith("over_dense")]
     assert ratio.value is None and "int8 m16n8k32 was not measured" in ratio.detail

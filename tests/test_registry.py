@@ -74,7 +74,9 @@ def test_each_probe_is_fully_declared(probe: Probe) -> None:
 
 
 def test_every_kernel_belongs_to_a_probe() -> None:
-    declared = {(p.source, p.kernel) for p in all_probes()}
+    """Each kernel of a source is a probe's own, or the twin a probe declares (both held to a contract)."""
+    twins = {(p.source, p.twin.kernel) for p in all_probes() if p.twin}
+    declared = {(p.source, p.kernel) for p in all_probes()} | twins
     for source in {p.source for p in all_probes()}:
         for kernel in entries_of(source):
             assert (source, kernel) in declared, f"{kernel} in {source.name} is not declared by any probe"

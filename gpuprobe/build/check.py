@@ -6,12 +6,13 @@ record per arch. The archs that miss are built side by side, one process per CPU
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprobe.build import outcomes
-from gpuprobe.build.contracts import Violation, check
+from gpuprobe.build.contracts import Rule, Violation, check
 from gpuprobe.build.cubin import BuiltModule, build_for
 from gpuprobe.build.registry import Probe
 from gpuprobe.build.workers import map_in_processes
@@ -73,9 +74,21 @@ def _is_violation(data: Any) -> bool:
 
 
 def check_probe(probe: Probe, module: BuiltModule) -> CheckResult:
-    kernel = module.listing.kernels.get(probe.kernel)
+    """``probe``'s kernel held to its contract, and its twin (if it has one) to the twin's: ok only if both hold."""
+    result = check_kernel(probe.name, probe.kernel, probe.contract, module)
+    if probe.twin is None or result.status != "ok":
+        return result
+    twin = check_kernel(probe.name, probe.twin.kernel, probe.twin.contract, module)
+    if twin.status != "ok":
+        return dataclasses.replace(twin, detail=f"its twin {probe.twin.kernel}: {twin.detail}")
+    return dataclasses.replace(result, detail=f"{result.detail}; its twin's {twin.detail}")
+
+
+def check_kernel(name: str, kernel_name: str, contract: Sequence[Rule], module: BuiltModule) -> CheckResult:
+    """One kernel of ``module`` held to ``contract``, reported under the probe ``name``."""
+    kernel = module.listing.kernels.get(kernel_name)
     if kernel is None:
-        return CheckResult(probe.name, module.arch.name, "error", f"kernel {probe.kernel} missing from the cubin")
+        return CheckResult(name, module.arch.name, "error", f"kernel {kernel_name} missing from the cubin")
     resources = {
         "registers": kernel.registers,
         "shared_bytes": kernel.shared_bytes,
@@ -84,12 +97,12 @@ def check_probe(probe: Probe, module: BuiltModule) -> CheckResult:
         "spill_load_bytes": kernel.spill_load_bytes,
         "instructions": len(kernel.instructions),
     }
-    rules = [rule for rule in probe.contract if rule.applies_to(module.arch)]  # some hold on some archs only
+    rules = [rule for rule in contract if rule.applies_to(module.arch)]  # some hold on some archs only
     violations = check(kernel, rules)
     if violations:
         detail = "\n".join(str(v) for v in violations)
-        return CheckResult(probe.name, module.arch.name, "violated", detail, violations, resources)
-    return CheckResult(probe.name, module.arch.name, "ok", f"{len(rules)} rules hold", [], resources)
+        return CheckResult(name, module.arch.name, "violated", detail, violations, resources)
+    return CheckResult(name, module.arch.name, "ok", f"{len(rules)} rules hold", [], resources)
 
 
 def build_and_check(probes: list[Probe], arch: Arch) -> list[CheckResult]:

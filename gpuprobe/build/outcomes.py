@@ -72,7 +72,7 @@ def outcome_key(probes: Sequence[Probe], arch: Arch) -> str:
     for source in sources:
         inputs = source_inputs(source) if source.suffix == CUDA_SUFFIX else expansion_inputs(source)
         parts += [_file_part(path, data) for path, data in sorted(inputs.items())]
-    parts += [repr((p.name, p.kernel, str(p.source), p.contract)) for p in probes]
+    parts += [repr((p.name, p.kernel, str(p.source), p.contract, p.twin)) for p in probes]
     return content_key(*parts)
 
 

@@ -9,6 +9,11 @@ by the probes that name them), and its own ``[[probe.contract]]`` rules; ``{var}
 in opcode patterns (and in count/min/max bounds given as strings, e.g. ``count = "2 * {ILP}"``)
 take the probe's ``vars``. A probe with ``each = {NAME = [v1, v2], ...}`` is declared once per
 combination of the values, ``{NAME}`` filled in its name, kernel, facts, doc and contract.
+
+A probe timed against a second kernel of its own (``twin = {kernel = "..._x2", vars = {PASSES = "2"}}``:
+the same loop with its body twice over, so the difference cancels the loop's control) names it: the twin
+is held to the probe's whole contract with the twin's ``vars`` over the probe's, and the probe is
+runnable only where both contracts hold. The twin is part of the probe, not a probe of its own.
 """
 
 from __future__ import annotations
@@ -42,6 +47,14 @@ def shown_path(path: Path) -> str:
 
 
 @dataclass(frozen=True)
+class Twin:
+    """A second kernel a probe times against its own, and the contract that kernel is held to."""
+
+    kernel: str
+    contract: tuple[Rule, ...]
+
+
+@dataclass(frozen=True)
 class Probe:
     name: str  # dotted, e.g. "memory.latency.global_cg"
     family: str
@@ -51,6 +64,7 @@ class Probe:
     facts: tuple[str, ...]
     doc: str
     contract: tuple[Rule, ...]
+    twin: Twin | None = None
 
     def supports(self, arch: Arch) -> bool:
         return arch in self.archs
@@ -77,7 +91,8 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 _FAMILY_TYPES = {"family": "string", "source": "string", "doc": "string", "min_arch": "string",
                  "archs": "strings", "contract": "tables", "rules": "rule sets", "probe": "tables"}  # fmt: skip
 _PROBE_TYPES = {"name": "string", "kernel": "string", "doc": "string", "facts": "strings",
-                "vars": "table", "each": "table", "use": "strings", "contract": "tables"}  # fmt: skip
+                "vars": "table", "each": "table", "use": "strings", "contract": "tables", "twin": "table"}  # fmt: skip
+_TWIN_TYPES = {"kernel": "string", "vars": "table"}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)\}")
 
 
@@ -202,13 +217,14 @@ def _probe(
     where: str,
     probe_where: str,
 ) -> Probe:
-    """One probe of a family file, its contract the family's rules, its rule sets' and its own."""
-    rules = _rules(data.get("contract", []), variables, where)
-    for set_name in entry.get("use", []):
-        if set_name not in data.get("rules", {}):
-            raise GpuprobeError(f"{probe_where}: uses unknown rule set {set_name!r}")
-        rules += _rules(data["rules"][set_name], variables, f"{where}: rules.{set_name}")
-    rules += _rules(entry.get("contract", []), variables, probe_where)
+    """One probe of a family file, its contract the family's rules, its rule sets' and its own (its twin's the
+    same, with the twin's vars)."""
+    twin = None
+    if "twin" in entry:
+        _validate(entry["twin"], _TWIN_TYPES, ("kernel", "vars"), f"{probe_where}: twin")
+        twin_vars = {**variables, **{str(k): str(v) for k, v in entry["twin"]["vars"].items()}}
+        kernel = _fill(entry["twin"]["kernel"], variables, f"{probe_where}: twin.kernel")
+        twin = Twin(kernel, _contract(data, entry, twin_vars, where, f"{probe_where}: twin"))
     return Probe(
         name=entry["name"],
         family=data["family"],
@@ -217,8 +233,21 @@ def _probe(
         archs=archs,
         facts=tuple(entry.get("facts", [])),
         doc=" ".join(entry["doc"].split()),
-        contract=tuple(rules),
+        contract=_contract(data, entry, variables, where, probe_where),
+        twin=twin,
     )
+
+
+def _contract(data: dict[str, Any], entry: dict[str, Any], variables: dict[str, str], where: str,
+              probe_where: str) -> tuple[Rule, ...]:  # fmt: skip
+    """A probe's rules: the family's, its rule sets' and its own, their vars filled with ``variables``."""
+    rules = _rules(data.get("contract", []), variables, where)
+    for set_name in entry.get("use", []):
+        if set_name not in data.get("rules", {}):
+            raise GpuprobeError(f"{probe_where}: uses unknown rule set {set_name!r}")
+        rules += _rules(data["rules"][set_name], variables, f"{where}: rules.{set_name}")
+    rules += _rules(entry.get("contract", []), variables, probe_where)
+    return tuple(rules)
 
 
 @functools.cache

@@ -1,22 +1,41 @@
-"""Latency and issue rate from timed chain kernels: the records they write and what they mean.
+"""Latency and issue rate from timed chain kernels and their twins: the records they write and what they mean.
 
 A chain kernel (ptx/alu*.ptx, ptx/mma*.ptx) runs ``iters`` iterations of an unrolled loop of
 dependent chains and writes every thread's result words, then per warp (ptx/common/chain_records.ptxinc)
 :data:`TIMING_WORDS` 64-bit words: %clock64 just before and just after the timed loop,
 %globaltimer around those, and the SM id.
 
-* Latency: one thread, one chain; a short and a long run. The cycles between them over the chain
-  steps between them: what a timed region pays once cancels.
+* The loop control. A kernel's loop is ``body`` instructions and an IADD, an ISETP and a BRA. More
+  iterations of one kernel add both in the same proportion, so long minus short iterations counts
+  the control with the instructions: 32 FFMA take 35 issue slots (an H200 read 115.8 FMA/clk/SM of
+  its 128), and a dependent chain waits for the branch once an iteration (4.22 cycles an FFMA step,
+  (32 x 4 + 7) / 32, for 4). Each kernel therefore has a twin (:data:`TWIN_SUFFIX`) whose body is
+  the same instructions :data:`TWIN_PASSES` times over under the same control. Run for the same
+  iterations, the twin does ``(TWIN_PASSES - 1) x body`` more instructions an iteration and nothing
+  else more: the same loop control, the same entry and exit, the same clock reads. So
+
+      cost per instruction = (reading(twin) - reading(kernel)) / ((TWIN_PASSES - 1) x body x iterations)
+
+  holds the instruction's cost alone: the control cancels exactly, what a timed region pays once
+  too. It is :class:`~gpuprobe.families.differencing.Difference` over :class:`Depths`, whose
+  lengths count instructions per iteration and whose steps are the iterations (widened by running
+  more of them). Why not a deep enough unroll instead: 1024 FFMA an iteration still leave 0.3 %
+  of control, and no unroll leaves none. The two kernels differ in one thing paid once: the
+  twin's longer body is fetched cold on its first pass (a few hundred cycles at most, against the
+  50,000 or more each difference spans). Why twice and not more: see ptx/alu/alu.ptx.
+* Latency: one thread (one warp for mma), one chain (ILP 1): the first thread's loop cycles,
+  twin less kernel, per instruction: every instruction is one dependent step.
 * Issue rate: one block per SM (grid = SM count), 1 to 32 warps, ``ILP`` chains per thread. An SM's
-  span is its first thread's start to its last thread's end (%clock64 is one counter per SM); a
-  short and a long run, and the rate is the work between them over the median span between them.
-  The block scheduler does not promise one block per SM (a block that finished early, or one
-  dispatched late, may share an SM with another), so the rate is taken over the SMs that held
-  exactly one block: an SM holding two measures another load, and SMs do not share the units an
-  issue rate is about. A run in which fewer than half of the blocks had an SM to themselves fails.
-* The SM clock: %clock64 cycles over %globaltimer ns of one window. The timer moves in ticks of
-  about a microsecond (:data:`TIMER_TICK_NS`), so a window of W ns reads it to a tick in W
-  (:func:`clock_mhz`); a shorter window than the precision asks for gives no clock.
+  span is its first thread's start to its last thread's end (%clock64 is one counter per SM); the
+  rate is the SM's threads' work per instruction over the cycles per instruction, twin less
+  kernel, median span over SMs. The block scheduler does not promise one block per SM (a block
+  that finished early, or one dispatched late, may share an SM with another), so the span is taken
+  over the SMs that held exactly one block: an SM holding two measures another load, and SMs do not
+  share the units an issue rate is about. A run in which fewer than half of the blocks had an SM to
+  themselves fails.
+* The SM clock: %clock64 cycles over %globaltimer ns of one window, the twin's run. The timer moves
+  in ticks of about a microsecond (:data:`TIMER_TICK_NS`), so a window of W ns reads it to a tick
+  in W (:func:`clock_mhz`); a shorter window than the precision asks for gives no clock.
 
 What a family's sweeps cost at most on a device (:func:`sweep_plan`) is counted from the settings;
 :func:`run_plan` and :func:`held_batch_s` price the checked runs and timed batches that other families'
@@ -25,18 +44,29 @@ plans count too.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from gpuprobe.core.results import Device
 from gpuprobe.families.base import Plan, ProbeFailure
-from gpuprobe.families.measuring import Stopping, clock_mhz, clock_window_ns, sample_until_stable
+from gpuprobe.families.differencing import Difference, Lengths
+from gpuprobe.families.measuring import Stopping, clock_mhz, clock_window_ns
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, cycles_s, readback_host_s
 
 TIMING_WORDS = 5  # per warp, after all threads' results: clock start, clock end, timer start, timer end, SM id
 MIN_CLOCK_WINDOW_NS = clock_window_ns(0.02)  # 50 us: a chain run's clock to 2 %
+TWIN_PASSES = 2  # a twin's loop body is its kernel's this many times over (ptx/alu/alu.ptx says why not more)
+TWIN_SUFFIX = "_x2"  # a twin kernel's name is its kernel's and this (its probe declares it: ``twin`` in ptx/*/*.toml)
+
+
+def twin_kernel(kernel: str, passes: int = TWIN_PASSES) -> str:
+    """The kernel whose loop body is ``kernel``'s ``passes`` times over: itself, or its twin."""
+    if passes not in (1, TWIN_PASSES):
+        raise ValueError(f"a chain kernel's body runs once or {TWIN_PASSES} times, not {passes}")
+    return kernel if passes == 1 else f"{kernel}{TWIN_SUFFIX}"
 
 
 def output_words(threads: int, result_words: int) -> int:
@@ -91,35 +121,32 @@ class Records:
         return clock_mhz(float(self.end[longest] - self.start[longest]), ns, MIN_CLOCK_WINDOW_NS)
 
 
-def step_latency(short: Records, long: Records, steps_between: int) -> float:
-    """Cycles per chain step: one thread's long loop less its short loop, over the steps between."""
-    cycles = float((long.end - long.start)[0] - (short.end - short.start)[0])
-    if cycles <= 0:
-        raise ProbeFailure(f"the long chain took {cycles:+.0f} cycles more than the short one")
-    return cycles / steps_between
+def thread_cycles(run: Records) -> float:
+    """A latency run's reading: its one thread's (or warp's) loop, in cycles."""
+    return float((run.end - run.start)[0])
 
 
-def issue_rate(short: Records, long: Records, work_per_thread_between: float, warps: int) -> float:
-    """Work per clock per SM holding one block of ``warps`` warps: its threads' work between the runs
-    over its span between them (medians over such SMs). An SM the block scheduler gave two blocks is
-    left out; a run in which fewer than half of the blocks had an SM to themselves fails."""
-    for run in (short, long):
-        blocks = len(run.sm) // warps
-        if 2 * run.alone(warps) < blocks:
-            raise ProbeFailure(
-                f"only {run.alone(warps)} of {blocks} blocks of {warps} warps had an SM to themselves: "
-                "the block scheduler doubled up the others"
-            )
-    cycles = long.span(warps) - short.span(warps)
-    if cycles <= 0:
-        raise ProbeFailure(f"the long run's SM span was {cycles:+.0f} cycles longer than the short one's")
-    return warps * long.lanes * work_per_thread_between / cycles
+def sm_cycles(run: Records, warps: int) -> float:
+    """A sweep run's reading: the median span of the SMs that held one block of ``warps`` warps, in
+    cycles; a run in which fewer than half of the blocks had an SM to themselves fails."""
+    blocks = len(run.sm) // warps
+    if 2 * run.alone(warps) < blocks:
+        raise ProbeFailure(
+            f"only {run.alone(warps)} of {blocks} blocks of {warps} warps had an SM to themselves: "
+            "the block scheduler doubled up the others"
+        )
+    return run.span(warps)
 
 
-def iterations_for(short_iterations: int, short_span: float, target_cycles: float, most: int) -> int:
-    """Long-run iterations: enough for ``target_cycles`` more than the short run, at most ``most``."""
-    per_iteration = max(short_span / short_iterations, 1.0)
-    return int(min(most, short_iterations + max(1, round(target_cycles / per_iteration))))
+@dataclass(frozen=True)
+class Depths(Lengths):
+    """A kernel and its twin as a :class:`~gpuprobe.families.differencing.Lengths`: ``short`` and ``long``
+    are their instructions per thread per iteration, ``steps`` the iterations both run, so the cost per
+    step is the cost of one instruction. The twin cannot grow deeper, so a difference too short to
+    resolve widens by running more iterations."""
+
+    def widened(self, factor: int) -> Depths:
+        return replace(self, steps=self.steps * factor)
 
 
 @dataclass(frozen=True)
@@ -169,12 +196,12 @@ class Settings:
     """How a chain family samples: the sweep's warps, the runs' lengths, when to stop."""
 
     warps: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # warps per SM in the sweep (one block per SM)
-    short_iterations: int = 8
-    latency_target_cycles: float = 300_000.0  # long minus short, for the one-warp latency runs
-    sweep_target_cycles: float = 150_000.0  # long minus short, for each sweep point
+    short_iterations: int = 8  # the kernel's sizing run, from which the pair's iterations are set
+    latency_target_cycles: float = 300_000.0  # twin minus kernel, for the one-warp latency runs
+    sweep_target_cycles: float = 150_000.0  # twin minus kernel, for each sweep point
     max_iterations: int = 1 << 20
     min_repeats: int = 2
-    max_repeats: int = 5
+    max_repeats: int = 3  # an H200's chain cycles repeat to 0.01 %: every point settled at its first 2 samples
     target_noise: float = 0.01
     point_budget_s: float = 0.5
 
@@ -190,67 +217,80 @@ class Settings:
         return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.point_budget_s)
 
     def planned_runs(self, configurations: int) -> int:
-        """The most launches a latency or one ILP's sweep takes: a short and a long run per sample."""
-        return configurations * self.max_repeats * 2
+        """The most launches a latency or one ILP's sweep takes: per configuration a sizing run, then per
+        sample a run of the kernel and one of its twin."""
+        return configurations * (1 + 2 * self.max_repeats)
 
 
-# A first contact's sweep: one warp per SM, every sample taken once, runs of a few thousand cycles (the
+# A first contact's sweep: the full run's shape (one block per SM, every warp count, so each fact it
+# publishes means what the full run's does), every sample taken once, runs of a few thousand cycles (the
 # families' checks hold for any trip count; such runs are too short to read the SM clock).
-SMOKE_SETTINGS = Settings(warps=(1,), short_iterations=1, latency_target_cycles=2000.0, sweep_target_cycles=2000.0,
+SMOKE_SETTINGS = Settings(short_iterations=1, latency_target_cycles=2000.0, sweep_target_cycles=2000.0,
                           min_repeats=1, max_repeats=1)  # fmt: skip
 
-Launch = Callable[[int, int, int, int], Records]  # (ILP, iterations, blocks, threads per block) -> checked records
+Launch = Callable[[int, int, int, int, int], Records]  # (passes, ILP, iterations, blocks, threads) -> checked records
 
 
 @dataclass
 class Sweeper:
-    """Latency and sweep points of one chain kernel family, through ``launch`` (which checks results)."""
+    """Latency and sweep points of one chain kernel and its twin, through ``launch`` (which checks results).
+    ``body``: the instructions per thread in one pass of the kernel's loop (32 ALU steps, 16 mma.sync)."""
 
     launch: Launch
     settings: Settings
     sm_count: int
-    clocks: list[float] = field(default_factory=list)  # SM MHz read over the long runs
+    body: int
+    kernel: str
+    clocks: list[float] = field(default_factory=list)  # SM MHz read over the twins' runs
 
-    def pair(self, ilp: int, blocks: int, threads: int, target: float) -> tuple[Records, Records, int]:
-        """A short run and a long one sized from it to ``target`` cycles more, and its iterations."""
-        s = self.settings
-        short = self.launch(ilp, s.short_iterations, blocks, threads)
-        iterations = iterations_for(s.short_iterations, short.span(), target, s.max_iterations)
-        long = self.launch(ilp, iterations, blocks, threads)
-        mhz = long.mhz()
-        if mhz:
-            self.clocks.append(mhz)
-        return short, long, iterations - s.short_iterations
-
-    def latency(self, steps_per_iteration: int, threads: int) -> list[float]:
+    def latency(self, threads: int) -> list[float]:
         """Cycles per dependent step of one chain (ILP 1, one block of ``threads``: 1 thread or 1 warp)."""
-        samples: list[float] = []
+        pair = self._pair(1, 1, threads, self.settings.latency_target_cycles, thread_cycles)
+        return pair.samples(self.settings.stopping())
 
-        def take() -> None:
-            short, long, between = self.pair(1, 1, threads, self.settings.latency_target_cycles)
-            samples.append(step_latency(short, long, between * steps_per_iteration))
-
-        sample_until_stable(take, samples, self.settings.stopping())
-        return samples
-
-    def point(self, ilp: int, warps: int, work_per_iteration: float) -> SweepPoint:
-        """The rate at ``warps`` per SM (one block per SM), ``work_per_iteration`` per thread."""
-        rates: list[float] = []
-
-        def take() -> None:
-            short, long, between = self.pair(ilp, self.sm_count, 32 * warps, self.settings.sweep_target_cycles)
-            rates.append(issue_rate(short, long, between * work_per_iteration, warps))
-
-        sample_until_stable(take, rates, self.settings.stopping())
-        return SweepPoint(ilp, warps, rates)
+    def point(self, ilp: int, warps: int, work_per_instruction: float) -> SweepPoint:
+        """The rate at ``warps`` per SM (one block per SM), ``work_per_instruction`` per thread: the SM's
+        threads' work over the SM cycles each instruction of theirs takes."""
+        read = functools.partial(sm_cycles, warps=warps)
+        pair = self._pair(ilp, self.sm_count, 32 * warps, self.settings.sweep_target_cycles, read)
+        cycles = pair.samples(self.settings.stopping())
+        return SweepPoint(ilp, warps, [32 * warps * work_per_instruction / c for c in cycles])
 
     def mhz(self) -> float | None:
         return float(np.median(self.clocks)) if self.clocks else None
 
+    def _pair(self, ilp: int, blocks: int, threads: int, target: float, read: Callable[[Records], float]) -> Difference:
+        """The kernel and its twin as one :class:`Difference`, sized so that the twin takes ``target``
+        cycles more; ``read`` turns a run into its reading."""
+        s = self.settings
+
+        def run(depth: int) -> float:
+            iterations = pair.lengths.steps
+            if iterations > s.max_iterations:
+                raise ProbeFailure(f"{self.kernel}: its twin's difference needs over {s.max_iterations} iterations")
+            records = self.launch(depth // self.body, ilp, iterations, blocks, threads)
+            if depth > self.body and (mhz := records.mhz()):
+                self.clocks.append(mhz)
+            return read(records)
+
+        depths = Depths(self.body, TWIN_PASSES * self.body, self._iterations(ilp, blocks, threads, target))
+        what = f"{self.kernel} and {twin_kernel(self.kernel)}, ILP {ilp}, {threads} threads x {blocks} blocks"
+        pair = Difference(run, depths, what)
+        return pair
+
+    def _iterations(self, ilp: int, blocks: int, threads: int, target: float) -> int:
+        """Iterations for the twin to take about ``target`` cycles more than the kernel, from a short run of
+        the kernel (its cycles per iteration, which its twin's extra passes each take again)."""
+        s = self.settings
+        short = self.launch(1, ilp, s.short_iterations, blocks, threads)
+        per_pass = max(short.span() / s.short_iterations, 1.0)
+        return int(min(s.max_iterations, max(1, round(target / ((TWIN_PASSES - 1) * per_pass)))))
+
 
 def launchable_warps(launcher, kernel: str, settings: Settings) -> list[int]:
-    """The sweep's warps per SM whose block the kernel's resources allow (occupancy API)."""
-    return [w for w in settings.warps if launcher.max_active_blocks(kernel, 32 * w) >= 1]
+    """The sweep's warps per SM whose block the kernel and its twin's resources allow (occupancy API)."""
+    return [w for w in settings.warps
+            if min(launcher.max_active_blocks(k, 32 * w) for k in (kernel, twin_kernel(kernel))) >= 1]  # fmt: skip
 
 
 def run_plan(runs: int, target_cycles: float, threads: int, result_words: int, device: Device) -> Plan:
@@ -261,13 +301,20 @@ def run_plan(runs: int, target_cycles: float, threads: int, result_words: int, d
     return Plan(0, runs * KERNEL_RUN_CALLS, runs * cycles_s(3 * target_cycles, device), runs * readback_host_s(output))
 
 
+def pair_run_cycles(target_cycles: float) -> float:
+    """The mean length of a kernel's and its twin's runs when the twin takes ``target_cycles`` more: the
+    kernel ``target / (TWIN_PASSES - 1)``, the twin ``TWIN_PASSES`` times that (a sizing run is shorter)."""
+    return target_cycles * (1 + TWIN_PASSES) / (2 * (TWIN_PASSES - 1))
+
+
 def sweep_plan(settings: Settings, device: Device, kernels: int, ilps: int, result_words: int) -> Plan:
-    """What ``kernels`` chain kernels measured at ``ilps`` ILPs each cost at most: one probe per kernel
-    and ILP; per kernel a latency (one warp) and every ILP's sweep over the warps, every sample at its
-    most repeats (:func:`run_plan` for each run)."""
+    """What ``kernels`` chain kernels (each with its twin) measured at ``ilps`` ILPs each cost at most: one
+    probe per kernel and ILP; per kernel a latency (one warp) and every ILP's sweep over the warps, every
+    sample at its most repeats (:func:`run_plan` for each run)."""
     s = settings
-    per_kernel = run_plan(s.planned_runs(1), s.latency_target_cycles, 32, result_words, device)
+    per_kernel = run_plan(s.planned_runs(1), pair_run_cycles(s.latency_target_cycles), 32, result_words, device)
     for warps in s.warps:
-        per_kernel += run_plan(s.planned_runs(ilps), s.sweep_target_cycles, device.sm_count * 32 * warps,
-                               result_words, device)  # fmt: skip
-    return Plan(kernels * ilps, kernels * per_kernel.launches, kernels * per_kernel.gpu_s, kernels * per_kernel.host_s)
+        per_kernel += run_plan(s.planned_runs(ilps), pair_run_cycles(s.sweep_target_cycles),
+                               device.sm_count * 32 * warps, result_words, device)  # fmt: skip
+    k = kernels
+    return Plan(k * ilps, k * per_kernel.launches, k * per_kernel.gpu_s, k * per_kernel.host_s)

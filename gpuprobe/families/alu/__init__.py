@@ -1,12 +1,18 @@
 """The ALU family: dependent-chain latency and issue rate of FFMA, DFMA, HFMA2, IMAD and MUFU.
 
 Per instruction, the probes ``alu.<op>.ilp1`` .. ``alu.<op>.ilp8`` run the same chain kernel
-with 1, 2, 4 and 8 independent chains per thread (ptx/alu/alu.ptx, ptx/alu/alu_sm80.ptx):
+with 1, 2, 4 and 8 independent chains per thread (ptx/alu/alu.ptx, ptx/alu/alu_sm80.ptx), each
+against its twin, whose loop body is the kernel's twice over under the same loop control: the
+twin's run less the kernel's, for the same iterations, is the instructions alone, the loop's IADD,
+ISETP and BRA cancelled (:mod:`gpuprobe.families.issue_sweep` says why that, and what a loop timed
+alone reads: 115.8 FFMA per clock per SM on an H200 where the SM does 128). The probe declares its twin
+(``twin`` in ptx/alu/alu.toml), whose SASS is held to the probe's contract with 64 instructions an
+iteration: the probe is runnable only where both kernels' contracts hold.
 
-1. ``ilp1`` first measures the latency of one step: one thread, a short and a long run
-   (:func:`gpuprobe.families.issue_sweep.step_latency`), the SM clock read over the long one;
+1. ``ilp1`` first measures the latency of one step: one thread, the kernel and its twin
+   (:meth:`gpuprobe.families.issue_sweep.Sweeper.latency`), the SM clock read over the twin's runs;
 2. every ILP probe then sweeps 1 to 32 warps per SM, one block per SM, and records each
-   configuration's issue rate (:func:`~gpuprobe.families.issue_sweep.issue_rate`);
+   configuration's issue rate (:meth:`~gpuprobe.families.issue_sweep.Sweeper.point`);
 3. each reports its row's plateau as ``alu.<op>.throughput.ilp<k>``, and ``ilp8``, the last, the
    plateau of the whole ILP x warps sweep as ``alu.<op>.throughput``, in lane operations per
    clock per SM: an FMA (FFMA, DFMA, IMAD) counts one per lane, an HFMA2 two (its two halves), a
@@ -22,6 +28,7 @@ point; the host iterates the exact function in float64 and allows the approximat
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,13 +50,15 @@ from gpuprobe.families.issue_sweep import (
     plateau,
     sweep_plan,
     sweep_series,
+    twin_kernel,
 )
 from gpuprobe.families.measuring import Kernels, fact
+from gpuprobe.judge.invariants import Check
 from gpuprobe.output.sections import Section
 from gpuprobe.runner.gpu import Launcher
 
 CHAINS = 8  # chain registers per thread, whatever the ILP (ptx/alu/alu.ptx)
-STEPS_PER_ITERATION = 32  # instructions per loop iteration, whatever the ILP
+STEPS_PER_ITERATION = 32  # chain steps per loop iteration (twice that in the twin), whatever the ILP
 ILPS = (1, 2, 4, 8)
 MUFU_TOLERANCE = 1e-4  # on the sum of 8 chains at their fixed point: each within ~3 x 2^-21
 
@@ -77,7 +86,13 @@ OPS: tuple[Op, ...] = (
     Op("mufu_sin", 32, 1, lambda x: math.sin(2.0 * x), fma_steps=2),
 )
 
-PROBES = [f"alu.{op.name}.ilp{ilp}" for op in OPS for ilp in ILPS]
+
+def probe_name(op: Op, ilp: int) -> str:
+    """The probe of ``op``'s chain kernel with ``ilp`` chains per thread (timed against its twin)."""
+    return f"alu.{op.name}.ilp{ilp}"
+
+
+PROBES = [probe_name(op, ilp) for op in OPS for ilp in ILPS]
 
 SECTIONS = (
     Section(
@@ -92,19 +107,21 @@ SECTIONS = (
 ISSUE_WIDTH = 128  # lanes an SM issues per clock at most: 4 schedulers x 32 lanes
 
 
-def issue_bound(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
-    """No instruction issues faster than 4 warps' worth of lanes per clock per SM (times its lane ops)."""
+def issue_bound(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """No instruction issues faster than 4 warps' worth of lanes per clock per SM (times its lane ops):
+    the SM's own peak, so physics (it holds at any settings)."""
     checks = []
     for op in OPS:
         measured = facts.get(f"alu.{op.name}.throughput")
         if measured is not None and measured.value is not None:
             bound = ISSUE_WIDTH * op.lane_ops * 1.05
             ok = measured.value <= bound
-            checks.append((f"alu.{op.name}.issue_bound", ok, f"{measured.value:.1f} op/clk/SM vs at most {bound:.0f}"))
+            detail = f"{measured.value:.1f} op/clk/SM vs at most {bound:.0f}"
+            checks.append(Check(f"alu.{op.name}.issue_bound", ok, detail, (measured.id,), physics=True))
     return checks
 
 
-def mufu_slower_than_ffma(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+def mufu_slower_than_ffma(facts: dict[str, Fact], device: Device) -> list[Check]:
     """A special-function step takes longer than an FFMA step on every architecture."""
     ffma = facts.get("alu.ffma.latency")
     if ffma is None or ffma.value is None:
@@ -114,7 +131,8 @@ def mufu_slower_than_ffma(facts: dict[str, Fact], device: Device) -> list[tuple[
         mufu = facts.get(f"alu.{name}.latency")
         if mufu is not None and mufu.value is not None:
             ok = mufu.value > ffma.value
-            checks.append((f"alu.{name}.slower_than_ffma", ok, f"{mufu.value:.1f} vs FFMA {ffma.value:.1f} cycles"))
+            detail = f"{mufu.value:.1f} vs FFMA {ffma.value:.1f} cycles"
+            checks.append(Check(f"alu.{name}.slower_than_ffma", ok, detail, (mufu.id, ffma.id)))
     return checks
 
 
@@ -192,28 +210,29 @@ def predicted_ternary(op: Op) -> int:
 MUFU_CONVERGED_STEPS = 200  # |f'| <= 0.64 at every fixed point: after 200 steps a chain is there to 1e-38
 
 
-def predicted_mufu(op: Op, iterations: int, ilp: int) -> float:
-    """The sum of the 8 chains: one untimed step each, then 32 / ILP per iteration on chains < ILP
-    (a chain past :data:`MUFU_CONVERGED_STEPS` steps sits at the fixed point, to float64 precision)."""
+def predicted_mufu(op: Op, iterations: int, ilp: int, passes: int = 1) -> float:
+    """The sum of the 8 chains: one untimed step each, then 32 / ILP per pass of the loop body and
+    iteration on chains < ILP (a chain past :data:`MUFU_CONVERGED_STEPS` steps sits at the fixed
+    point, to float64 precision)."""
     assert op.mufu is not None
     total = 0.0
     for c, x in enumerate(initial_values(op)):
-        steps = 1 + (iterations * STEPS_PER_ITERATION // ilp if c < ilp else 0)
+        steps = 1 + (iterations * passes * STEPS_PER_ITERATION // ilp if c < ilp else 0)
         for _ in range(min(steps, MUFU_CONVERGED_STEPS)):
             x = op.mufu(x)
         total += x
     return total
 
 
-def check_launch(op: Op, records: Records, iterations: int, ilp: int, kernel: str) -> None:
-    """Every thread's result is the one the host predicts."""
+def check_launch(op: Op, records: Records, iterations: int, ilp: int, passes: int, kernel: str) -> None:
+    """Every thread's result is the one the host predicts (ternary chains: whatever the steps)."""
     if op.mufu is None:
         mask = (1 << op.width) - 1
         expected = predicted_ternary(op)
         results = records.result[:, 0]
         check_results(results, lambda r: (r & np.uint64(mask)) == np.uint64(expected), kernel, hex(expected))
         return
-    expected_sum = predicted_mufu(op, iterations, ilp)
+    expected_sum = predicted_mufu(op, iterations, ilp, passes)
     results = records.result[:, 0]
     sums = (results & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32).astype(np.float64)
     check_results(results, lambda _: np.abs(sums - expected_sum) <= MUFU_TOLERANCE, kernel, f"{expected_sum:.6f}")
@@ -224,8 +243,8 @@ def plan(settings: Settings, device: Device) -> Plan:
     return sweep_plan(settings, device, len(OPS), len(ILPS), 1)
 
 
-# First contact: FFMA's latency and its one-warp issue rate on every SM, each sample once and short
-# (the ternary check holds for any trip count).
+# First contact: FFMA's latency and its ILP-1 sweep (the full run's warps per SM: the facts mean what the
+# full run's do) against its twin, each sample once and short (the ternary check holds for any trip count).
 SMOKE = Smoke(probes=("alu.ffma.ilp1",), settings=SMOKE_SETTINGS)
 
 
@@ -239,28 +258,32 @@ class _Context:
     device: Device
     settings: Settings
     state: dict[str, Any]
+    runnable: set[str]
     out: Any = None
     uploaded: dict[str, Any] = field(default_factory=dict)  # each op's operand buffer
 
-    def launch(self, op: Op, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
-        kernel = f"gp_alu_{op.name}_ilp{ilp}"
+    def launch(self, op: Op, passes: int, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
+        """One checked run of the op's ILP kernel (``passes`` 1) or its twin (:data:`TWIN_PASSES`)."""
+        kernel = twin_kernel(f"gp_alu_{op.name}_ilp{ilp}", passes)
         if op.name not in self.uploaded:
             self.uploaded[op.name] = self.launcher.upload(operands(op))
         args = [np.uint32(iterations), self.uploaded[op.name], self.out]
         count = output_words(blocks * threads, 1)
         words = Kernels(self.launcher, self.parameters).run(kernel, args, self.out, count, grid=blocks, block=threads)
         records = Records.from_output(words, blocks * threads, 1, kernel)
-        check_launch(op, records, iterations, ilp, kernel)
+        check_launch(op, records, iterations, ilp, passes, kernel)
         return records
 
 
 def run_probe(ctx: _Context, op: Op, ilp: int) -> Measured:
-    name = f"alu.{op.name}.ilp{ilp}"
+    """Latency (ILP 1), the ILP's sweep, and at ILP 8 the plateau of the whole sweep: each against the twin."""
+    name = probe_name(op, ilp)
     facts = []
     notes = []
-    sweeper = Sweeper(lambda k, n, b, t: ctx.launch(op, k, n, b, t), ctx.settings, ctx.device.sm_count)
+    kernel = f"gp_alu_{op.name}_ilp{ilp}"
+    sweeper = Sweeper(functools.partial(ctx.launch, op), ctx.settings, ctx.device.sm_count, STEPS_PER_ITERATION, kernel)
     if ilp == 1:
-        samples = sweeper.latency(STEPS_PER_ITERATION, threads=1)
+        samples = sweeper.latency(threads=1)
         mhz = sweeper.mhz()
         if op.fma_steps:
             notes.append(f"a step is MUFU and {op.fma_steps} FMULs (range reduction): its latency is theirs together")
@@ -268,8 +291,8 @@ def run_probe(ctx: _Context, op: Op, ilp: int) -> Measured:
         ctx.state[latency.id] = latency.value
         facts.append(latency)
     sweeps = ctx.state.setdefault("alu_sweeps", {}).setdefault(op.name, [])
-    for warps in launchable_warps(ctx.launcher, f"gp_alu_{op.name}_ilp{ilp}", ctx.settings):
-        point = sweeper.point(ilp, warps, STEPS_PER_ITERATION * op.lane_ops)
+    for warps in launchable_warps(ctx.launcher, kernel, ctx.settings):
+        point = sweeper.point(ilp, warps, op.lane_ops)
         sweeps.append([point.ilp, point.warps, point.rates])
     points = [SweepPoint(i, w, r) for i, w, r in sweeps]
     row = [p for p in points if p.ilp == ilp]
@@ -286,10 +309,10 @@ def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); see the module docstring."""
     launcher, parameters, device = request.launcher, request.parameters, request.device
     runnable, settings, state = request.runnable, request.settings, request.state
-    ctx = _Context(launcher, parameters, device, settings or Settings(), state)
+    ctx = _Context(launcher, parameters, device, settings or Settings(), state, runnable)
     ctx.out = launcher.alloc(output_words(device.sm_count * 32 * 32, 1) * 8)
 
     for op in OPS:
         for ilp in ILPS:
-            if f"alu.{op.name}.ilp{ilp}" in runnable:
-                yield f"alu.{op.name}.ilp{ilp}", lambda op=op, ilp=ilp: run_probe(ctx, op, ilp)
+            if probe_name(op, ilp) in runnable:
+                yield probe_name(op, ilp), lambda op=op, ilp=ilp: run_probe(ctx, op, ilp)

@@ -2,14 +2,23 @@
 and the emulations ptxas substitutes where it has not.
 
 Per variant (:data:`gpuprobe.families.mma.fragments.VARIANTS`), the probes
-``mma.<type>.<shape>.ilp1`` .. ``ilp8`` run the chain kernel of ptx/mma/mma_chain.ptxinc:
+``mma.<type>.<shape>.ilp1`` .. ``ilp8`` run the chain kernel of ptx/mma/mma_chain.ptxinc against its
+twin, whose loop body is the kernel's 16 mma.sync twice over under the same loop control: the twin's
+run less the kernel's, same iterations, is the mma.sync alone, the loop's IADD, ISETP and BRA
+cancelled (:mod:`gpuprobe.families.issue_sweep`; timed alone, an f16 m16n8k8 chain read 16.875
+cycles a step on an H200, 16 plus the branch's 14-cycle bubble over 16). The probe declares its twin
+(``twin`` in ptx/mma/*.toml), whose SASS is held to the probe's contract with twice the mma.sync an
+iteration: the probe is runnable only where both kernels' contracts hold.
 
-1. ``ilp1`` measures the latency of one accumulator-dependent mma.sync: one warp, a short and a
-   long run (:class:`~gpuprobe.families.issue_sweep.Sweeper`);
+1. ``ilp1`` measures the latency of one accumulator-dependent mma.sync: one warp, the kernel and its
+   twin (:class:`~gpuprobe.families.issue_sweep.Sweeper`);
 2. every ILP probe sweeps 1 to 32 warps per SM, one block per SM;
 3. ``ilp8`` reports the sweep's plateau as ``.throughput``, multiply-adds per clock per SM (an
-   mma.sync of shape mMnNkK is M N K of them), and as ``.tflops``: 2 flop per multiply-add, every
-   SM, at the SM clock the same long runs read (%clock64 over %globaltimer).
+   mma.sync of shape mMnNkK is M N K of them): the per-clock figure, the one the expectations judge.
+   ``.sm_clock`` is the SM clock the twins' runs read (%clock64 over %globaltimer, MHz), and
+   ``.tflops`` the plateau at that clock: 2 flop per multiply-add, every SM. The clock moves with
+   power and temperature (1787 to 1794 MHz on an H200 whose boost is 1980), so a TFLOP/s figure
+   says as much about the board's clock as about its tensor cores.
 
 Where the SASS shows ptxas emulating a type (int4 from sm_90, fp8 on sm_90 and sm_100a: the
 contracts in ptx/mma/mma_int4_emulated.toml and ptx/mma/mma_fp8_emulated.toml), ``mma.<type>.<shape>.emulated``
@@ -20,8 +29,8 @@ The ``mma.numerics.<type>`` probes run one untimed mma.sync per experiment of
 :mod:`gpuprobe.families.mma.numerics` and report what the tensor core keeps (``tensor.numerics.*``).
 
 ``mma.sp.<type>.<shape>.ilp1`` and ``.ilp8`` measure mma.sp (2:4 sparse A, :mod:`gpuprobe.families.mma.sparse`)
-the same way, at ILP 1 and 8 (``tensor.mma_sync_sp.*``), counting A's skipped zeros as the datasheets count
-sparse work; the ILP-8 probe also reports its plateau over the dense instruction's of the same tile,
+the same way, each with its twin, at ILP 1 and 8 (``tensor.mma_sync_sp.*``), counting A's skipped zeros as the
+datasheets count sparse work; the ILP-8 probe also reports its plateau over the dense instruction's of the same tile,
 measured in the same run (``.over_dense``; the datasheets promise 2 x).
 
 Every launch checks every lane's D (the sum of its 8 chains, each at C + A B) against the NumPy
@@ -30,11 +39,15 @@ reference, bit for bit: the operands are small integers, exact in every type.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.build.registry import find_probe
+from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.issue_sweep import (
@@ -50,6 +63,7 @@ from gpuprobe.families.issue_sweep import (
     run_plan,
     sweep_plan,
     sweep_series,
+    twin_kernel,
 )
 from gpuprobe.families.measuring import Kernels, fact, unmeasured
 from gpuprobe.families.mma.fragments import (
@@ -68,6 +82,7 @@ from gpuprobe.families.mma.numerics import (
 )
 from gpuprobe.families.mma.sparse import SPARSE_VARIANTS, SparseVariant
 from gpuprobe.families.sparsity import not_below_beyond_noise
+from gpuprobe.judge.invariants import Check
 from gpuprobe.output.sections import Section
 from gpuprobe.runner.gpu import Launcher
 
@@ -76,7 +91,6 @@ __all__ = ["INVARIANTS", "PROBES", "SECTIONS", "SMOKE", "Settings", "measure", "
 ILPS = (1, 2, 4, 8)
 SPARSE_ILPS = (1, 8)  # the sparse chains' latency and their issue rate at full ILP
 RESULT_WORDS = 2  # per thread: D's four 32-bit sums
-STEPS_PER_CHAIN = MMA_PER_ITERATION  # one chain (ILP 1) takes every mma of an iteration
 SEED = 20241202
 EMULATED = {"int4": "tensor.mma_sync.int4.emulated", "e4m3": "tensor.mma_sync.fp8.emulated"}
 EMULATED_PROBES = {"mma.int4.m16n8k64.emulated": Variant("int4", "m16n8k64"),
@@ -84,9 +98,15 @@ EMULATED_PROBES = {"mma.int4.m16n8k64.emulated": Variant("int4", "m16n8k64"),
 
 NUMERICS_PROBES = {f"mma.numerics.{v.name}": v for v in NUMERIC_VARIANTS}
 
-PROBES = [v.probe(ilp) for v in VARIANTS for ilp in ILPS] + list(EMULATED_PROBES)
+
+def _chain_probes(variants: tuple[Variant, ...], ilps: tuple[int, ...]) -> list[str]:
+    """Each variant's ILP probes."""
+    return [v.probe(ilp) for v in variants for ilp in ilps]
+
+
+PROBES = _chain_probes(VARIANTS, ILPS) + list(EMULATED_PROBES)
 PROBES += list(NUMERICS_PROBES)
-PROBES += [v.probe(ilp) for v in SPARSE_VARIANTS for ilp in SPARSE_ILPS]  # after the dense: set against them
+PROBES += _chain_probes(SPARSE_VARIANTS, SPARSE_ILPS)  # after the dense: set against them
 
 SECTIONS = (
     Section(
@@ -94,8 +114,9 @@ SECTIONS = (
         ("tensor.mma_sync.",),
         ("mma.",),
         blurb="Latency of one accumulator-dependent mma.sync (one warp), and the best issue rate of an ILP x warps "
-        "sweep in multiply-adds per clock per SM and TFLOP/s at the measured clock. Types ptxas emulates on this "
-        "arch are flagged, not timed.",
+        "sweep in multiply-adds per clock per SM (what is judged), with the SM clock it ran at and TFLOP/s at that "
+        "clock; each figure against a twin kernel of twice the mma.sync under the same loop control, so the loop's "
+        "own instructions cancel. Types ptxas emulates on this arch are flagged, not timed.",
     ),
     Section(
         "Tensor-core numerics",
@@ -106,16 +127,17 @@ SECTIONS = (
 )
 
 
-def larger_k_is_not_faster(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+def larger_k_is_not_faster(facts: dict[str, Fact], device: Device) -> list[Check]:
     """An f16 mma.sync with twice the k takes at least as long (m16n8k16 against m16n8k8)."""
     small, large = (facts.get(f"tensor.mma_sync.f16.{shape}.latency") for shape in ("m16n8k8", "m16n8k16"))
     if small is None or large is None or small.value is None or large.value is None:
         return []
     detail = f"m16n8k16 {large.value:.1f} vs m16n8k8 {small.value:.1f} cycles"
-    return [("tensor.mma_sync.f16.latency_grows_with_k", large.value >= small.value * 0.95, detail)]
+    ok = large.value >= small.value * 0.95
+    return [Check("tensor.mma_sync.f16.latency_grows_with_k", ok, detail, (small.id, large.id))]
 
 
-def sparse_at_least_dense(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+def sparse_at_least_dense(facts: dict[str, Fact], device: Device) -> list[Check]:
     """An mma.sp does at least the multiply-adds per clock of the dense mma.sync of the same tile (its
     skipped zeros counted, as the datasheets count them), beyond the noise."""
     checks = []
@@ -126,7 +148,7 @@ def sparse_at_least_dense(facts: dict[str, Fact], device: Device) -> list[tuple[
         ratio = sparse.value / dense.value
         detail = f"mma.sp {sparse.value:.0f} vs mma.sync {dense.value:.0f} op/clk/SM ({ratio:.2f} x)"
         ok = not_below_beyond_noise(sparse, dense)
-        checks.append((f"tensor.mma_sync_sp.{v.name}.{v.shape}.at_least_dense", ok, detail))
+        checks.append(Check(f"tensor.mma_sync_sp.{v.name}.{v.shape}.at_least_dense", ok, detail, (sparse.id, dense.id)))
     return checks
 
 
@@ -149,15 +171,17 @@ class _Context:
     device: Device
     settings: Settings
     state: dict[str, Any]
+    runnable: set[str]
     out: Any = None
     uploaded: dict[Variant, tuple[Any, np.ndarray]] = field(default_factory=dict)  # fragments, prediction
 
-    def launch(self, v: Variant, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
+    def launch(self, v: Variant, passes: int, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
+        """One checked run of the variant's ILP kernel (``passes`` 1) or its twin (:data:`TWIN_PASSES`)."""
         if v not in self.uploaded:
             fragments, predicted = v.fragments_and_prediction(SEED)
             self.uploaded[v] = (self.launcher.upload(fragments.ravel()), predicted)
         buffer, expected = self.uploaded[v]
-        kernel = v.kernel(ilp)
+        kernel = twin_kernel(v.kernel(ilp), passes)
         count = output_words(blocks * threads, RESULT_WORDS)
         args = [np.uint32(iterations), buffer, self.out]
         words = Kernels(self.launcher, self.parameters).run(kernel, args, self.out, count, grid=blocks, block=threads)
@@ -171,16 +195,18 @@ def _flag(fact_id: str, value: float, probe: str) -> Fact:
 
 
 def run_probe(ctx: _Context, v: Variant, ilp: int) -> Measured:
+    """Latency (ILP 1), the ILP's sweep, and at ILP 8 the plateau, its SM clock and TFLOP/s."""
     name = v.probe(ilp)
     facts: list[Fact] = []
     notes: list[str] = []
-    sweeper = Sweeper(lambda k, n, b, t: ctx.launch(v, k, n, b, t), ctx.settings, ctx.device.sm_count)
+    sweeper = Sweeper(functools.partial(ctx.launch, v), ctx.settings, ctx.device.sm_count, MMA_PER_ITERATION,
+                      v.kernel(ilp))  # fmt: skip
     if ilp == 1:
-        samples = sweeper.latency(STEPS_PER_CHAIN, threads=LANES)
+        samples = sweeper.latency(threads=LANES)
         facts.append(fact(f"{v.fact_stem}.latency", samples, "cycle", name, sweeper.mhz()))
     sweeps = ctx.state.setdefault("mma_sweeps", {}).setdefault(v.fact_stem, {"points": [], "mhz": []})
     for warps in launchable_warps(ctx.launcher, v.kernel(ilp), ctx.settings):
-        point = sweeper.point(ilp, warps, MMA_PER_ITERATION * v.fmas / LANES)
+        point = sweeper.point(ilp, warps, v.fmas / LANES)
         sweeps["points"].append([point.ilp, point.warps, point.rates])
     sweeps["mhz"].extend(sweeper.clocks)
     points = [SweepPoint(i, w, r) for i, w, r in sweeps["points"]]
@@ -189,16 +215,31 @@ def run_probe(ctx: _Context, v: Variant, ilp: int) -> Measured:
     if ilp == ILPS[-1]:
         top, rates = plateau(points)
         facts.append(fact(f"{v.fact_stem}.throughput", rates, "op/clk/SM", name))
-        if sweeps["mhz"]:
-            mhz = float(np.median(sweeps["mhz"]))
-            tflops = [2.0 * r * ctx.device.sm_count * mhz * 1e6 / 1e12 for r in rates]
-            facts.append(fact(f"{v.fact_stem}.tflops", tflops, "TFLOP/s", name))
-            notes.append(f"TFLOP/s at {mhz:.0f} MHz measured over the sweep's long runs")
+        clock_facts, note = at_clock(v, rates, sweeps["mhz"], ctx.device.sm_count, name)
+        facts += clock_facts
+        notes.append(note)
         notes.append(f"plateau from the sweep's best point, ILP {top.ilp} with {top.warps} warps per SM")
         if isinstance(v, SparseVariant):
             facts.append(over_dense(ctx, v, rates, name))
     series = {"sweep": sweep_series(row)}
     return Measured(name, ProbeOutcome("ok", "; ".join(notes), series), facts)
+
+
+def at_clock(v: Variant, rates: list[float], clocks: list[float], sm_count: int, name: str) -> tuple[list[Fact], str]:
+    """The SM clock the sweep's twins ran at (``.sm_clock``, MHz) and the plateau at it (``.tflops``: 2 flop
+    per multiply-add, every SM), and a note; both unmeasured where no run was long enough to read the clock."""
+    if not clocks:
+        why = "no run was long enough to read the SM clock (%clock64 over %globaltimer)"
+        facts = [unmeasured(f"{v.fact_stem}.sm_clock", "MHz", name, why),
+                 unmeasured(f"{v.fact_stem}.tflops", "TFLOP/s", name, why)]  # fmt: skip
+        return facts, why
+    mhz = float(np.median(clocks))
+    tflops = [2.0 * r * sm_count * mhz * 1e6 / 1e12 for r in rates]
+    facts = [
+        fact(f"{v.fact_stem}.sm_clock", clocks, "MHz", name),
+        fact(f"{v.fact_stem}.tflops", tflops, "TFLOP/s", name),
+    ]
+    return facts, f"TFLOP/s at {mhz:.0f} MHz, the SM clock of the sweep's twin runs"
 
 
 def over_dense(ctx: _Context, v: SparseVariant, rates: list[float], name: str) -> Fact:
@@ -215,7 +256,7 @@ def over_dense(ctx: _Context, v: SparseVariant, rates: list[float], name: str) -
 
 def run_emulated(ctx: _Context, name: str, v: Variant) -> Measured:
     """One checked run of the emulated kernel: the emulation must still compute C + A B."""
-    ctx.launch(v, 1, ctx.settings.short_iterations, 1, LANES)
+    ctx.launch(v, 1, 1, ctx.settings.short_iterations, 1, LANES)
     note = "ptxas emulates this type here (the SASS contract shows no native instruction); result verified"
     return Measured(name, ProbeOutcome("ok", note), [_flag(EMULATED[v.name], 1.0, name)])
 
@@ -237,21 +278,31 @@ def run_numerics(ctx: _Context, name: str, v: Variant) -> Measured:
     return Measured(name, ProbeOutcome("ok", note), facts)
 
 
+def targeted(variants: tuple[Variant, ...], device: Device) -> list[Variant]:
+    """The variants whose chain probes target ``device``'s arch (every one where its arch is not known)."""
+    try:
+        arch = parse_arch(device.arch)
+    except GpuprobeError:
+        return list(variants)
+    return [v for v in variants if find_probe(v.probe(1)).supports(arch)]
+
+
 def plan(settings: Settings, device: Device) -> Plan:
-    """What measuring every probe costs at most on ``device``, every variant native
-    (:func:`~gpuprobe.families.issue_sweep.sweep_plan`); an emulated type's run and each numerics
+    """What measuring every probe costs at most on ``device``: the chains of every variant native on its
+    arch (:func:`~gpuprobe.families.issue_sweep.sweep_plan`); an emulated type's run and each numerics
     experiment (an upload and a run) cost at most a latency run each; the sparse variants' sweeps at their
     two ILPs."""
     s = settings
-    sweeps = sweep_plan(s, device, len(VARIANTS), len(ILPS), RESULT_WORDS)
-    sweeps += sweep_plan(s, device, len(SPARSE_VARIANTS), len(SPARSE_ILPS), RESULT_WORDS)
+    sweeps = sweep_plan(s, device, len(targeted(VARIANTS, device)), len(ILPS), RESULT_WORDS)
+    sweeps += sweep_plan(s, device, len(targeted(SPARSE_VARIANTS, device)), len(SPARSE_ILPS), RESULT_WORDS)
     experiments = sum(experiment_count(v) for v in NUMERICS_PROBES.values())
     single = run_plan(len(EMULATED_PROBES) + experiments, s.latency_target_cycles, LANES, RESULT_WORDS, device)
     return sweeps + single + Plan(len(EMULATED_PROBES) + len(NUMERICS_PROBES), experiments, 0.0)
 
 
-# First contact: the f16 m16n8k8 chain (every arch has it) timed once and short, and the f16 numerics'
-# two untimed mma (sm_80 and later): both kernels' launches and their bit-exact checks against NumPy.
+# First contact: the f16 m16n8k8 chain (every arch has it) against its twin, timed once and short over the
+# full run's warps per SM (its facts mean what the full run's do), and the f16 numerics' two untimed mma
+# (sm_80 and later): the kernels' launches and their bit-exact checks against NumPy.
 SMOKE = Smoke(probes=("mma.f16.m16n8k8.ilp1", "mma.numerics.f16"), settings=SMOKE_SETTINGS)
 
 
@@ -259,21 +310,22 @@ def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); see the module docstring."""
     launcher, parameters, device = request.launcher, request.parameters, request.device
     runnable, settings, state = request.runnable, request.settings, request.state
-    ctx = _Context(launcher, parameters, device, settings or Settings(), state)
+    ctx = _Context(launcher, parameters, device, settings or Settings(), state, runnable)
     ctx.out = launcher.alloc(output_words(device.sm_count * 32 * LANES, RESULT_WORDS) * 8)
 
-    for v in VARIANTS:
-        for ilp in ILPS:
-            name = f"mma.{v.name}.{v.shape}.ilp{ilp}"
-            if name in runnable:
-                yield name, lambda v=v, ilp=ilp: run_probe(ctx, v, ilp)
+    yield from _chains(ctx, VARIANTS, ILPS)
     for name, v in EMULATED_PROBES.items():
         if name in runnable:
             yield name, lambda name=name, v=v: run_emulated(ctx, name, v)
     for name, v in NUMERICS_PROBES.items():
         if name in runnable:
             yield name, lambda name=name, v=v: run_numerics(ctx, name, v)
-    for v in SPARSE_VARIANTS:
-        for ilp in SPARSE_ILPS:
-            if v.probe(ilp) in runnable:
+    yield from _chains(ctx, SPARSE_VARIANTS, SPARSE_ILPS)
+
+
+def _chains(ctx: _Context, variants: tuple[Variant, ...], ilps: tuple[int, ...]) -> Probes:
+    """The runnable chain probes of ``variants``."""
+    for v in variants:
+        for ilp in ilps:
+            if v.probe(ilp) in ctx.runnable:
                 yield v.probe(ilp), lambda v=v, ilp=ilp: run_probe(ctx, v, ilp)

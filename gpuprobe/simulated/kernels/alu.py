@@ -1,10 +1,15 @@
-"""The ALU chain kernels on the simulated GPU: their arithmetic in NumPy, their time from a model.
+"""The ALU chain kernels and their twins on the simulated GPU: their arithmetic in NumPy, their time from a model.
 
 Each thread's result is computed from the operand buffer the host uploaded, step by step as the
-kernel does (one untimed step per chain, then 32 / ILP steps per iteration on chains below the
-ILP); a chain that falls into a cycle is jumped ahead. Time per iteration on an SM is the larger
-of the chain's latency bound (32 / ILP dependent steps) and its issue bound (the SM's lane
-operations over the peak rate). ``gpu.alu_corrupt = True`` makes one thread's result wrong.
+kernel does (one untimed step per chain, then 32 / ILP steps per pass of the loop body and
+iteration on chains below the ILP; a twin's body is two passes); a chain that falls into a cycle is
+jumped ahead. Time per iteration on an SM is :func:`~gpuprobe.simulated.kernels.chain_output.iteration_cycles`:
+the chain's latency bound (its dependent steps, and the loop branch's bubble), the issue bound (each
+warp's instructions and its IADD, ISETP and BRA) and the pipe bound (the SM's lane operations over
+the peak rate). A loop of one pass timed alone so reads FFMA at 128 x 32 / 35 = 117 lane operations
+a clock and (32 x 4 + 7) / 32 = 4.22 cycles a step, as an H200 did; the twin's difference reads 128
+and 4. (The H200's DFMA lost the same 32 / 35; the model has no cause for that and keeps DFMA, like
+IMAD, behind its half-rate pipe.) ``gpu.alu_corrupt = True`` makes one thread's result wrong.
 Blocks are placed on SMs, and their timer read, as :mod:`gpuprobe.simulated.kernels.chain_output` says (now and then
 two blocks on one SM). Nothing it produces is a measurement.
 """
@@ -16,8 +21,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gpuprobe.families.alu import Settings
-from gpuprobe.simulated.kernels.chain_output import place_blocks, warps_on_sm, write
+from gpuprobe.families.alu import STEPS_PER_ITERATION, Settings
+from gpuprobe.families.issue_sweep import TWIN_PASSES, twin_kernel
+from gpuprobe.simulated.kernels.chain_output import iteration_cycles, place_blocks, warps_on_sm, write
 
 FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=100_000)
 
@@ -82,9 +88,9 @@ def _iterate(step: Callable, x, steps: int):
     return x
 
 
-def thread_result(op: str, slots: np.ndarray, iterations: int, ilp: int) -> int:
+def thread_result(op: str, slots: np.ndarray, iterations: int, ilp: int, passes: int = 1) -> int:
     """What one thread writes: the XOR (ternary) or float sum (MUFU) of its 8 chains."""
-    steps = [1 + (iterations * 32 // ilp if c < ilp else 0) for c in range(8)]
+    steps = [1 + (iterations * passes * STEPS_PER_ITERATION // ilp if c < ilp else 0) for c in range(8)]
     if op in MUFU:
         f = MUFU[op]
         values = [_iterate(lambda x: float(np.float32(f(x))), float(np.uint32(slots[2 + c]).view(np.float32)), n)
@@ -97,15 +103,18 @@ def thread_result(op: str, slots: np.ndarray, iterations: int, ilp: int) -> int:
     return result
 
 
-def simulate(op: str, ilp: int):
+def simulate(op: str, ilp: int, passes: int):
     def run(gpu, launch, iters, operands, out) -> float:
         iterations = int(iters)
         sms = place_blocks(gpu, launch)
         width = 64 if op == "dfma" else 32
         slots = operands.data.view(np.uint64)[:10] if width == 64 else operands.data.view(np.uint64)[:10] & 0xFFFFFFFF
-        result = thread_result(op, slots, iterations, ilp)
+        result = thread_result(op, slots, iterations, ilp, passes)
         latency, peak, lane_ops = TIMING[op]
-        per_iteration = np.maximum(latency * 32 / ilp, warps_on_sm(launch, sms) * 32 * 32 * lane_ops / peak)
+        instructions = passes * STEPS_PER_ITERATION
+        warps = warps_on_sm(launch, sms)
+        pipe = warps * 32 * instructions * lane_ops / peak
+        per_iteration = iteration_cycles(instructions, latency * instructions / ilp, pipe, warps)
         results = np.full((launch.blocks * launch.threads, 1), result, dtype=np.uint64)
         if width == 32:  # a 32-bit store leaves the upper half of the result word as it was (poisoned)
             results |= np.uint64(0xFFFFFFFF << 32)
@@ -116,4 +125,5 @@ def simulate(op: str, ilp: int):
     return run
 
 
-KERNELS = {f"gp_alu_{op}_ilp{ilp}": simulate(op, ilp) for op in TIMING for ilp in (1, 2, 4, 8)}
+KERNELS = {twin_kernel(f"gp_alu_{op}_ilp{ilp}", passes): simulate(op, ilp, passes)
+           for op in TIMING for ilp in (1, 2, 4, 8) for passes in (1, TWIN_PASSES)}  # fmt: skip

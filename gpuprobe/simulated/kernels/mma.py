@@ -3,9 +3,13 @@
 Each lane's fragments are decoded from the buffer the host uploaded (the PTX ISA layouts of
 gpuprobe.families.mma.fragments, whose positions tests/test_mma.py checks against the ISA's
 figures), A, B and C are assembled, and every lane writes the sum of its 8 chains, each at
-C + A B, encoded in the accumulator type. Time per iteration on an SM is the larger of the chain
-bound (16 / ILP dependent mma at the variant's latency) and the issue bound (the SM's
-multiply-adds over the variant's peak). ``gpu.mma_corrupt = True`` flips a bit of one lane's D;
+C + A B, encoded in the accumulator type. Time per iteration on an SM is
+:func:`~gpuprobe.simulated.kernels.chain_output.iteration_cycles` over a loop of 16 mma (32 in a twin): the
+chain bound (16 / ILP dependent mma at the variant's latency, and the loop branch's :data:`LOOP_BUBBLE`
+where the mma's latency does not hide it), the issue bound (each warp's mma and its loop control) and
+the pipe bound (the SM's multiply-adds over the variant's peak). A 16-mma f16 m16n8k8 loop timed alone
+so reads (16 x 16 + 14) / 16 = 16.875 cycles a step, as an H200 did, and m16n8k16 its 24; the twin's
+difference reads 16. ``gpu.mma_corrupt = True`` flips a bit of one lane's D;
 ``gpu.mma_peak`` (e.g. ``{"f16.m16n8k16": 0.95}``) scales a variant's peak. Blocks are placed on
 SMs, and their timer read, as :mod:`gpuprobe.simulated.kernels.chain_output` says (now and then two blocks on one
 SM). Nothing it produces is a measurement.
@@ -18,6 +22,7 @@ import math
 
 import numpy as np
 
+from gpuprobe.families.issue_sweep import TWIN_PASSES, twin_kernel
 from gpuprobe.families.mma import Settings
 from gpuprobe.families.mma.fragments import (
     CHAINS,
@@ -33,7 +38,7 @@ from gpuprobe.families.mma.fragments import (
 )
 from gpuprobe.families.mma.numerics import NUMERIC_VARIANTS
 from gpuprobe.families.mma.sparse import METADATA_WORD, SPARSE_LANE_WORDS, SPARSE_VARIANTS, SparseVariant
-from gpuprobe.simulated.kernels.chain_output import place_blocks, warps_on_sm, write
+from gpuprobe.simulated.kernels.chain_output import iteration_cycles, place_blocks, warps_on_sm, write
 
 FAST_SETTINGS = Settings(warps=(1, 4, 32), max_repeats=3, latency_target_cycles=100_000, sweep_target_cycles=100_000)
 
@@ -62,6 +67,15 @@ SPARSE_TIMING: dict[tuple[str, str], tuple[float, float]] = {
     ("e4m3", "m16n8k64"): (28.0, 4600.0),
 }
 _BITS = {"f16": 16, "bf16": 16, "tf32": 32, "int8": 8, "int4": 4, "e4m3": 8, "e5m2": 8}
+# Cycles an iteration's loop control adds to a chain of 16-cycle mma (an H200's f16 m16n8k8: 16.875 x 16 =
+# 256 + 14); ptxas's schedule of a 24-cycle or longer mma hides it (m16n8k16 read 24.0 there).
+LOOP_BUBBLE = 14.0
+HIDDEN_BEHIND = 24.0  # the mma latency from which the loop control hides in the chain's stalls
+
+
+def loop_bubble(latency: float) -> float:
+    """The cycles a chain of mma of ``latency`` waits each iteration for its loop's branch."""
+    return 0.0 if latency >= HIDDEN_BEHIND else LOOP_BUBBLE
 
 
 def _decode(kind: str, bits: int) -> float:
@@ -149,8 +163,9 @@ def cached_lane_results(v: Variant, fragments: bytes, swapped: bool = False) -> 
     return lane_results(v, np.frombuffer(fragments, dtype=np.uint32).reshape(LANES, words), swapped)
 
 
-def simulate(v: Variant, ilp: int):
+def simulate(v: Variant, ilp: int, passes: int):
     latency, peak = (SPARSE_TIMING if isinstance(v, SparseVariant) else TIMING)[(v.name, v.shape)]
+    instructions = passes * MMA_PER_ITERATION
 
     def run(gpu, launch, iters, fragments, out) -> float:
         iterations = int(iters)
@@ -158,9 +173,10 @@ def simulate(v: Variant, ilp: int):
         swapped = getattr(gpu, "mma_metadata_halves_swapped", False)
         lanes = cached_lane_results(v, fragments.data.tobytes(), swapped)
         rate = peak * getattr(gpu, "mma_peak", {}).get(f"{v.name}.{v.shape}", 1.0)  # a slower part, if asked
-        per_iteration = np.maximum(
-            latency * MMA_PER_ITERATION / ilp, warps_on_sm(launch, sms) * MMA_PER_ITERATION * v.fmas / rate
-        )
+        warps = warps_on_sm(launch, sms)
+        chain = latency * instructions / ilp
+        per_iteration = iteration_cycles(instructions, chain, warps * instructions * v.fmas / rate, warps,
+                                         loop_bubble(latency))  # fmt: skip
         sums = lanes[np.arange(launch.blocks * launch.threads) % LANES]
         if getattr(gpu, "mma_corrupt", False):
             sums[-1, 0] ^= 1 << 20
@@ -170,8 +186,10 @@ def simulate(v: Variant, ilp: int):
     return run
 
 
-KERNELS = {v.kernel(ilp): simulate(v, ilp) for v in VARIANTS for ilp in (1, 2, 4, 8)}
-KERNELS.update({v.kernel(ilp): simulate(v, ilp) for v in SPARSE_VARIANTS for ilp in (1, 8)})
+KERNELS = {twin_kernel(v.kernel(ilp), passes): simulate(v, ilp, passes)
+           for v in VARIANTS for ilp in (1, 2, 4, 8) for passes in (1, TWIN_PASSES)}  # fmt: skip
+KERNELS.update({twin_kernel(v.kernel(ilp), passes): simulate(v, ilp, passes)
+                for v in SPARSE_VARIANTS for ilp in (1, 8) for passes in (1, TWIN_PASSES)})  # fmt: skip
 
 
 def _keep(value: float, bits: int, nearest: bool) -> float:
