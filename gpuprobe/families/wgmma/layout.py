@@ -43,12 +43,11 @@ class WgmmaType:
     element_bytes: int
     accumulator: str  # "f32" or "s32"
     tolerance: float  # |D - ref| <= tolerance x (|A| @ |B|), per element; 0 is exact
-    # Significant bits a chain D += A @ B keeps: a sum grows exactly while it fits them, then stalls
-    # where a term falls under half an ulp. 24 for an f32 accumulator; 13 for e4m3 on Hopper, whose
-    # fp8 accumulator is narrower (measured: an H200's chain of 32768 x (-2) stopped at -2**14,
-    # reports/nvidia-h200/results.json of 2026-12-04, wgmma.latency.e4m3.*; DeepSeek-V3 Technical
-    # Report, arXiv:2412.19437, section 3.3.2: FP8 GEMM accumulation on H800 retains about 14 bits).
-    chain_bits: int
+    # Whether a long chain D += A @ B may stop being exact short of the f32 accumulator's 24 bits, at a
+    # width the check measures (:func:`gpuprobe.families.wgmma.operands.check_chain`): Hopper's fp8
+    # wgmma keeps about 14 bits (DeepSeek-V3 Technical Report, arXiv:2412.19437, sections 3.3.2 and
+    # 3.5.2; an H200's e4m3 chain of 32768 x (-2) stopped at -2**14, reports/nvidia-h200/results.json).
+    narrow_accumulator: bool = False
 
     @property
     def k(self) -> int:
@@ -62,11 +61,11 @@ class WgmmaType:
 TYPES: dict[str, WgmmaType] = {
     t.name: t
     for t in (
-        WgmmaType("bf16", 2, "f32", 2.0**-10, 24),
-        WgmmaType("f16", 2, "f32", 2.0**-10, 24),
-        WgmmaType("tf32", 4, "f32", 2.0**-10, 24),
-        WgmmaType("e4m3", 1, "f32", 2.0**-7, 13),  # Hopper aligns fp8 products to ~13 fractional bits
-        WgmmaType("s8", 1, "s32", 0.0, 31),
+        WgmmaType("bf16", 2, "f32", 2.0**-10),
+        WgmmaType("f16", 2, "f32", 2.0**-10),
+        WgmmaType("tf32", 4, "f32", 2.0**-10),
+        WgmmaType("e4m3", 1, "f32", 2.0**-7, narrow_accumulator=True),
+        WgmmaType("s8", 1, "s32", 0.0),
     )
 }
 N_VALUES = (8, 16, 32, 64, 128, 256)

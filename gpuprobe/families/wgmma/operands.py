@@ -4,13 +4,15 @@ of a result against the NumPy reference.
 Three kinds of operands: ``zero`` (all zero bits: the least power), ``random`` (random values over
 much of each type's range: the honest power draw) and ``ternary`` (-1, 0, 1, which every type
 holds exactly, so each element of A @ B is a small integer; for latency chains). A chain's sums stay
-exact while they fit the accumulator's significant bits (``WgmmaType.chain_bits``): past that, an
-fp8 chain on Hopper stalls, and the check holds it to the bounds a narrower accumulator allows.
+exact while they fit the accumulator; an fp8 chain on Hopper stops being exact far short of f32's 24
+bits (``WgmmaType.narrow_accumulator``), and its check (:func:`check_chain`) measures the width at which
+it stopped, holding every element to what an accumulator of that width can do.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -146,35 +148,78 @@ def make_sparse_operands(wgmma: WgmmaType, n: int, kind: str, seed: int) -> Spar
     return SparseOperands(wgmma, kind, a, b, random_pattern(M, 2 * wgmma.k, rng))
 
 
-def beyond_exact(operands: Operands, times: int) -> np.ndarray:
-    """The elements of a ternary chain whose sums leave the accumulator's exact range: every partial
-    sum k x t (t an integer) is exact while ``times`` x |t| < 2**(chain_bits - 1)."""
-    if operands.kind != "ternary":
-        return np.zeros(operands.product().shape, dtype=bool)
-    return times * np.abs(operands.product()) >= 2.0 ** (operands.wgmma.chain_bits - 1)
+class ChainCheck(NamedTuple):
+    """What one launch's D says: why it is wrong (None when it is right) and, for a chain that stopped
+    being exact in a narrow accumulator, the accumulator's width in bits (None where D stayed exact)."""
+
+    problem: str | None
+    accumulator_bits: int | None = None
+
+
+def check_chain(d: np.ndarray, operands: Operands, times: int) -> ChainCheck:
+    """Whether D is ``times`` x A @ B^T within the type's tolerance, and where it is not because a narrow
+    accumulator stopped a ternary chain, the width that accumulator measured (:func:`_stalled`)."""
+    expected = times * operands.product()
+    if d.shape != expected.shape:
+        return ChainCheck(f"D has shape {d.shape}, expected {expected.shape}")
+    got = d.astype(np.float64)
+    allowed = operands.wgmma.tolerance * times * operands.magnitude() + 1e-30
+    bad = ~(np.abs(got - expected) <= allowed)  # NaN counts as bad
+    bits, why = None, ""
+    if operands.wgmma.narrow_accumulator and operands.kind == "ternary" and np.any(got != expected):
+        bits, bad, why = _stalled(got, expected, operands.product())
+    if not bad.any():
+        return ChainCheck(None, bits)
+    row, col = np.argwhere(bad)[0]
+    what = f"{int(bad.sum())} of {bad.size} elements wrong{why}; {times} x A @ B, {operands.wgmma.name}"
+    what += f", {operands.kind} operands"
+    return ChainCheck(f"D[{row},{col}] = {d[row, col]!r}, expected {expected[row, col]!r} ({what})", bits)
 
 
 def mismatch(d: np.ndarray, operands: Operands, times: int) -> str | None:
-    """Why D is not ``times`` x A @ B^T within the type's tolerance (None when it is). Where a ternary
-    chain leaves the accumulator's exact range (:func:`beyond_exact`), D must instead have grown with
-    the term's sign at least to the precision wall, 2**(chain_bits - 2) x |t|, and at most to twice
-    the exact sum (rounding may carry a sum past the term it added, never that far)."""
-    expected = times * operands.product()
-    allowed = operands.wgmma.tolerance * times * operands.magnitude() + 1e-30
-    if d.shape != expected.shape:
-        return f"D has shape {d.shape}, expected {expected.shape}"
-    got = d.astype(np.float64)
-    error = np.abs(got - expected)
-    bad = ~(error <= allowed)  # NaN counts as bad
-    walled = beyond_exact(operands, times)
-    if walled.any():
-        term = np.abs(operands.product())
-        floor = np.minimum(times * term, 2.0 ** (operands.wgmma.chain_bits - 2) * term)
-        held = (np.sign(got) == np.sign(expected)) & (np.abs(got) >= floor) & (np.abs(got) <= 2 * times * term)
-        bad = np.where(walled, ~held, bad)
-    if not bad.any():
-        return None
-    row, col = np.argwhere(bad)[0]
-    wrong = f"{int(bad.sum())} of {bad.size} elements wrong"
-    what = f"{wrong}; {times} x A @ B, {operands.wgmma.name}, {operands.kind} operands"
-    return f"D[{row},{col}] = {d[row, col]!r}, expected {expected[row, col]!r} ({what})"
+    """Why D is not ``times`` x A @ B^T within the type's tolerance, allowing a narrow accumulator's
+    stalled chain (:func:`check_chain`); None when it is."""
+    return check_chain(d, operands, times).problem
+
+
+def _stalled(got: np.ndarray, expected: np.ndarray, term: np.ndarray) -> tuple[int | None, np.ndarray, str]:
+    """A ternary chain's D in a narrow accumulator: (the width it measured, the wrong elements, why).
+
+    Every product of -1/0/1 operands is a unit, so each element of A @ B is an integer term t and the
+    chain's partial sums are exact while they fit the accumulator. Where D is not the exact sum, the
+    chain stopped growing: the smallest such |D| is 2**b of a b-bit accumulator (Hopper's fp8 wgmma drops a
+    unit product once the running sum reaches 2**14, DeepSeek-V3, arXiv:2412.19437, section 3.5.2). The
+    measured b holds the rest of D to what any b-bit accumulator allows, whether it truncates each
+    product or rounds each sum: a stopped element keeps its term's sign, grew at least to 2**b and at most
+    to twice its exact sum; no element exceeds 2**(b+1) x |t| (an accumulator of b bits cannot add t
+    beyond that); and elements of one term end at one value (one term, one sequence of sums). A term of 0
+    must stay 0, and a D under 1 never grew."""
+    inexact = got != expected
+    grown = inexact & (term != 0) & np.isfinite(got) & (np.abs(got) >= 1.0)
+    bad = inexact & ~grown
+    if not grown.any():
+        return None, bad, "; the chain never grew where it should"
+    bits = int(np.floor(np.log2(np.abs(got[grown]).min())))
+    reasons = {
+        "grew the wrong way": grown & (np.sign(got) != np.sign(expected)),
+        "grew past twice the exact sum": grown & (np.abs(got) > 2.0 * np.abs(expected)),
+        f"grew past 2**{bits + 1} x the term": (term != 0) & (np.abs(got) >= 2.0 ** (bits + 1) * np.abs(term)),
+        "ended apart from elements of the same term": _apart_from_their_term(got, term, grown),
+    }
+    found = [f"{name} ({int(mask.sum())})" for name, mask in reasons.items() if mask.any()]
+    for mask in reasons.values():
+        bad |= mask
+    why = f"; the chain stopped being exact at 2**{bits}" + (": " + ", ".join(found) if found else "")
+    return bits, bad, why
+
+
+def _apart_from_their_term(got: np.ndarray, term: np.ndarray, grown: np.ndarray) -> np.ndarray:
+    """Elements whose term has a stopped element among them and that do not all hold one value."""
+    terms, index = np.unique(term, return_inverse=True)
+    index = index.reshape(term.shape)
+    low, high = np.full(len(terms), np.inf), np.full(len(terms), -np.inf)
+    np.minimum.at(low, index, got)
+    np.maximum.at(high, index, got)
+    stopped = np.zeros(len(terms), dtype=bool)
+    stopped[np.unique(index[grown])] = True
+    return (stopped & (low != high))[index]

@@ -1,19 +1,26 @@
 """The wgmma kernels on the simulated GPU: D computed from the operands as the descriptors say they
-lie, written back in the D-fragment layout, with a timing model.
+lie, written back in the D-fragment layout, with a timing model; and the clock stamps around cuBLAS.
 
 A reads its operands through the ``layout`` bits the host passed (leading and stride byte offsets),
 and, for RS kernels, A from the registers each thread loaded: a host that lays operands out one way
-and describes them another gets a wrong D, as on a GPU. Flags set on the FakeGpu instance:
+and describes them another gets a wrong D, as on a GPU. An e4m3 chain accumulates as Hopper's fp8
+wgmma does (:func:`fp8_chain`, DeepSeek-V3's description): a long ternary chain stops growing at
+2**14. One warpgroup per SM issues a few percent under the peak per clock (it waits out each batch
+alone). Flags set on the FakeGpu instance:
 ``wgmma_corrupt`` (one element of the last warpgroup's D is one more than it should be),
 ``wgmma_corrupt_all`` (every warpgroup's D is, in the same element), ``wgmma_metadata_halves_swapped``
-(a sparse wgmma reads each metadata register's halves the other way round). A sparse wgmma expands A
-from the metadata registers as the hardware reads them with selector 0. The records' %globaltimer
-readings move in ticks (:mod:`gpuprobe.simulated.timer`).
+(a sparse wgmma reads each metadata register's halves the other way round), ``wgmma_fp8_accumulator_bits``
+(the fp8 accumulator's width, default :data:`FP8_ACCUMULATOR_BITS`) and ``cublas_mhz`` (the clock cuBLAS's
+GEMMs run at, default :data:`CUBLAS_CLOCK_DROP` x the part's). A sparse wgmma expands A from the
+metadata registers as the hardware reads them with selector 0. The records' %globaltimer readings move
+in ticks (:mod:`gpuprobe.simulated.timer`); the clock stamps read a timer and per-SM cycle counters that
+a simulated GEMM batch advances (:func:`bracket_gemm`).
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +34,8 @@ from gpuprobe.families.wgmma.layout import (
     operand_offset,
 )
 from gpuprobe.families.wgmma.operands import decode
-from gpuprobe.families.wgmma.ptx import Kernel, kernels
-from gpuprobe.simulated.timer import at_launch
+from gpuprobe.families.wgmma.ptx import CLOCK_STAMP_KERNEL, STAMP_WORDS, Kernel, kernels
+from gpuprobe.simulated.timer import at_launch, continuous
 
 # Settings for a whole-suite run on the simulated GPU (132 SMs, 8 blocks an SM by its occupancy
 # answer): one warpgroup a block and one block an SM keep each throughput launch's D at 8.7 MB.
@@ -36,6 +43,10 @@ FAST_SETTINGS = Settings(max_repeats=3, warpgroups_per_block=1, blocks_per_sm=1,
 LATENCY_BASE = 14.0  # cycles a dependent wgmma costs on top of its N/2-cycle floor
 THROUGHPUT_EFFICIENCY = {"zero": 0.98, "random": 0.96}  # fraction of the per-SM dense rate per clock
 RANDOM_CLOCK_DROP = 0.93  # random operands draw more power: the clock falls this much
+ONE_WARPGROUP_SHORTFALL = 0.97  # one warpgroup an SM waits out each batch alone (H200: 0.964 vs 0.993 per clock)
+FP8_ACCUMULATOR_BITS = 14  # Hopper's fp8 wgmma: DeepSeek-V3 Technical Report, arXiv:2412.19437, section 3.5.2
+CUBLAS_CLOCK_DROP = 0.90  # cuBLAS's GEMM (random operands, and its DRAM traffic) runs at a lower clock still
+STAMP_GAP_NS = 2000.0  # between a clock stamp and the GEMM batch beside it (a launch's spacing)
 FLOP_PER_CLK_PER_SM = {"bf16": 4096, "f16": 4096, "tf32": 2048, "e4m3": 8192, "s8": 8192}
 
 
@@ -77,7 +88,8 @@ def _a_from_registers(data: np.ndarray, kernel: Kernel) -> np.ndarray:
     return a
 
 
-def _product(kernel: Kernel, a, b, layout: int, b_layout: int | None, meta, swapped: bool) -> np.ndarray:
+def _values(kernel: Kernel, a, b, layout: int, b_layout: int | None, meta, swapped: bool) -> tuple[np.ndarray, ...]:
+    """A's (64 x K, a sparse A expanded) and B's (N x K) values, as the descriptors and registers say they lie."""
     wgmma = kernel.wgmma
     element = np.dtype(f"u{wgmma.element_bytes}")
     if kernel.source == "ss":
@@ -88,35 +100,71 @@ def _product(kernel: Kernel, a, b, layout: int, b_layout: int | None, meta, swap
     a_values = decode(a_bits, wgmma)
     if kernel.sparse:
         a_values = _sparse_a(a_values, meta, swapped)
-    return a_values @ decode(b_bits.copy().view(element), wgmma).T
+    return a_values, decode(b_bits.copy().view(element), wgmma)
 
 
-def _chain(product: np.ndarray, times: int, bits: int) -> np.ndarray:
-    """``times`` steps of D += product from 0 in an accumulator of ``bits`` significant bits, rounding
-    to nearest (ties to even) each step: exact while the sums fit, then stalled. Each distinct term is
-    stepped once (a ternary product holds a few dozen), until none changes: at most 2**bits steps."""
-    if np.all(times * np.abs(product) < 2.0 ** (bits - 1)):
-        return times * product
-    terms, where = np.unique(product, return_inverse=True)
-    return _chain_of_terms(terms.tobytes(), times, bits)[where].reshape(product.shape)
+def _accumulated(gpu, kernel: Kernel, a_values: np.ndarray, b_values: np.ndarray, times: int) -> np.ndarray:
+    """D after ``times`` steps of D += A @ B^T from 0: exact in an f32 or s32 accumulator (the sums here fit
+    it), as Hopper's fp8 accumulator has it for e4m3 (:func:`fp8_chain`)."""
+    if not kernel.wgmma.narrow_accumulator:
+        return times * (a_values @ b_values.T)
+    bits = getattr(gpu, "wgmma_fp8_accumulator_bits", FP8_ACCUMULATOR_BITS)
+    products = (a_values[:, None, :] * b_values[None, :, :]).reshape(-1, a_values.shape[1])
+    return fp8_chain(products, times, bits).reshape(len(a_values), len(b_values))
+
+
+def fp8_chain(products: np.ndarray, times: int, bits: int) -> np.ndarray:
+    """``times`` steps of d += sum(products of its row) from 0, per row, in an fp8 wgmma's accumulator as
+    DeepSeek-V3 describes Hopper's (arXiv:2412.19437, section 3.5.2): the products are aligned to the largest
+    exponent among them and the running sum, each keeps its highest ``bits`` bits (truncated toward zero),
+    and the sum kept in the register keeps ``bits`` significant bits. A chain of unit products grows exactly
+    up to 2**bits and stops there. Rows with the same products (in any order) are stepped once."""
+    first, where = _same_products(products)
+    return _fp8_rows(products[first].tobytes(), products.shape[1], times, bits)[where]
+
+
+def _same_products(products: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(one row of each distinct multiset of products, each row's index among those): a row's multiset is
+    its count of each distinct value, one integer when the values are few (a ternary chain's -1, 0, 1);
+    with many values (random operands) every row stands alone."""
+    rows, k = products.shape
+    values, codes = np.unique(products, return_inverse=True)
+    if (k + 1) ** len(values) >= 2**62:
+        return np.arange(rows), np.arange(rows)
+    counts = (codes.reshape(rows, k)[:, :, None] == np.arange(len(values))).sum(axis=1)
+    keys = counts @ (k + 1) ** np.arange(len(values), dtype=np.int64)
+    _, first, where = np.unique(keys, return_index=True, return_inverse=True)
+    return first, where.reshape(-1)
 
 
 @functools.cache
-def _chain_of_terms(terms: bytes, times: int, bits: int) -> np.ndarray:
-    term = np.frombuffer(terms, dtype=np.float64)
-    d = np.zeros_like(term)
-    for _ in range(times):
-        moved = _round(d + term, bits)
-        if np.array_equal(moved, d):
-            break
-        d = moved
+def _fp8_rows(raw: bytes, k: int, times: int, bits: int) -> np.ndarray:
+    """:func:`fp8_chain` over distinct rows. While the alignment stays put (the sum within its binade),
+    every step adds the same kept products exactly, so those steps are taken at once; a step that crosses
+    into the next binade is taken alone, and one that changes nothing ends the row's chain."""
+    products = np.frombuffer(raw).reshape(-1, k)
+    largest = np.abs(products).max(axis=1)
+    d, left = np.zeros(len(products)), np.full(len(products), times, dtype=np.int64)
+    while np.any(live := left > 0):
+        exponent = np.floor(np.log2(np.maximum(np.maximum(np.abs(d), largest), np.finfo(float).tiny)))
+        quantum = np.exp2(exponent - bits + 1)
+        kept = (np.trunc(products / quantum[:, None]) * quantum[:, None]).sum(axis=1)
+        outward = (kept != 0) & (np.sign(kept) * np.sign(d) >= 0)
+        with np.errstate(divide="ignore", invalid="ignore"):  # steps whose sums stay under the next binade
+            room = np.where(outward, np.ceil((np.exp2(exponent + 1) - np.abs(d)) / np.abs(kept)) - 1, 0)
+        jump = np.where(live, np.minimum(np.maximum(room, 0), left), 0).astype(np.int64)
+        stepped = _keep_bits(np.trunc(d / quantum) * quantum + kept, bits)
+        new = np.where(live, np.where(jump > 0, d + jump * kept, stepped), d)
+        left = np.where(~live | (new == d), 0, left - np.maximum(jump, 1))
+        d = new
     return d
 
 
-def _round(x: np.ndarray, bits: int) -> np.ndarray:
-    """``x`` rounded to ``bits`` significant bits, to nearest, ties to even."""
-    mantissa, exponent = np.frexp(x)
-    return np.ldexp(np.round(np.ldexp(mantissa, bits)), exponent - bits)
+def _keep_bits(x: np.ndarray, bits: int) -> np.ndarray:
+    """``x`` cut to ``bits`` significant bits, toward zero."""
+    exponent = np.floor(np.log2(np.maximum(np.abs(x), np.finfo(float).tiny)))
+    quantum = np.exp2(exponent - bits + 1)
+    return np.trunc(x / quantum) * quantum
 
 
 def _clock(gpu, zero: bool, purpose: str) -> float:
@@ -127,9 +175,9 @@ def simulate(gpu, launch, kernel: Kernel, a, b, layout, iters, out, b_layout=Non
     iterations = int(iters)
     warpgroups = launch.blocks * launch.threads // WARPGROUP
     swapped = getattr(gpu, "wgmma_metadata_halves_swapped", False)
-    product = _product(kernel, a, b, int(layout), None if b_layout is None else int(b_layout), meta, swapped)
+    a_values, b_values = _values(kernel, a, b, int(layout), None if b_layout is None else int(b_layout), meta, swapped)
     times = iterations if kernel.purpose == "lat" else kernel.batch
-    d = _chain(product, times, kernel.wgmma.chain_bits)
+    d = _accumulated(gpu, kernel, a_values, b_values, times)
     d = d.astype(np.float32) if kernel.wgmma.accumulator == "f32" else d.astype(np.int64).astype(np.int32)
     rows, cols = d_fragment_index(kernel.n)
     fragments = np.repeat(d[rows, cols][None], warpgroups, axis=0)
@@ -138,7 +186,7 @@ def simulate(gpu, launch, kernel: Kernel, a, b, layout, iters, out, b_layout=Non
     if getattr(gpu, "wgmma_corrupt", False):
         fragments[warpgroups - 1, 3, 0] += 1
     fragments = fragments.view(np.uint32)
-    zero = not product.any() and not a.data.any()
+    zero = not d.any() and not a.data.any()
     mhz = _clock(gpu, zero, kernel.purpose)
     if kernel.purpose == "lat":
         per = kernel.n / 2 + LATENCY_BASE
@@ -148,6 +196,7 @@ def simulate(gpu, launch, kernel: Kernel, a, b, layout, iters, out, b_layout=Non
         flop = kernel.flop() * kernel.batch * iterations * per_sm
         rate = FLOP_PER_CLK_PER_SM[kernel.wgmma.name] * THROUGHPUT_EFFICIENCY["zero" if zero else "random"]
         rate *= 2 * SPARSE_EFFICIENCY if kernel.sparse else 1.0
+        rate *= ONE_WARPGROUP_SHORTFALL if per_sm == 1 else 1.0
         cycles = np.full(warpgroups, flop / rate * gpu._jitter())
     true_start = np.arange(warpgroups) % 7  # the blocks start within a few ns of each other
     true_end = true_start + cycles / mhz * 1000.0
@@ -164,4 +213,40 @@ def _bind(kernel: Kernel):
     return lambda gpu, launch, **params: simulate(gpu, launch, kernel, **params)
 
 
-KERNELS = {k.name: _bind(k) for k in kernels()}
+# --------------------------------------------------------------------------- the clock stamps around cuBLAS
+
+
+def cublas_mhz(gpu) -> float:
+    """The SM clock the simulated part runs cuBLAS's GEMMs at."""
+    return getattr(gpu, "cublas_mhz", gpu.mhz * CUBLAS_CLOCK_DROP)
+
+
+def _stamp_sms(blocks: int, sm_count: int, slot: int) -> np.ndarray:
+    """The SM each block of a stamp lands on: the block scheduler's order differs between launches, so a host
+    that pairs the two stamps by block instead of by SM pairs two SMs' unrelated cycle counters."""
+    return (np.arange(blocks) + slot * (sm_count // 2 + 1)) % sm_count
+
+
+def clock_stamp(gpu, launch, slot, out) -> None:
+    """gp_wg_clock_stamp: each block's record of its SM's %clock64 (each SM's counter started at its own
+    time), the %globaltimer (the part's running time, in ticks), its %smid and the slot."""
+    slot, blocks = int(slot), launch.blocks
+    sm = _stamp_sms(blocks, gpu.sm_count, slot)
+    cycles = (sm + 1) * 10**12 + round(getattr(gpu, "wgmma_cycles", 0.0))
+    ns = continuous(gpu).read(np.full(blocks, gpu.timer_ns))
+    records = np.stack([cycles.astype(np.uint64), ns, sm.astype(np.uint64), np.full(blocks, slot, np.uint64)], axis=1)
+    out.data.view(np.uint64)[slot * blocks * STAMP_WORDS : (slot + 1) * blocks * STAMP_WORDS] = records.reshape(-1)
+
+
+def bracket_gemm(gpu, stamp: tuple[str, int, Any], batch_ms: float) -> None:
+    """A simulated GEMM batch of ``batch_ms`` between its clock stamps: the first stamp, the batch at
+    :func:`cublas_mhz` (the part's timer and every SM's cycle counter advance), the second stamp."""
+    kernel, blocks, out = stamp
+    gpu._launch(kernel, blocks, 1, [np.uint32(0), out], 0, False)
+    elapsed_ns = batch_ms * 1e6 + 2 * STAMP_GAP_NS
+    gpu.timer_ns += elapsed_ns
+    gpu.wgmma_cycles = getattr(gpu, "wgmma_cycles", 0.0) + elapsed_ns * cublas_mhz(gpu) / 1000.0
+    gpu._launch(kernel, blocks, 1, [np.uint32(1), out], 0, False)
+
+
+KERNELS = {**{k.name: _bind(k) for k in kernels()}, CLOCK_STAMP_KERNEL: clock_stamp}
