@@ -9,19 +9,31 @@ settings, launch shapes and the time budget: :mod:`gpuprobe.families.bandwidth.s
 :mod:`gpuprobe.families.bandwidth.runs`; the fact sheet and invariants:
 :mod:`gpuprobe.families.bandwidth.report`.
 
-* DRAM: footprint ``dram_l2_multiple`` x L2; a sample is a launch over all of it minus a launch
-  over ``short_fraction`` of it, each after an L2 flush; GB/s.
-* L2: footprint at most ``l2_fraction`` of the L2, warmed, re-read ``passes`` times; GB/s.
+* DRAM: footprint ``dram_l2_multiple`` x L2; a sample is a launch of more passes over it minus a
+  launch of one, each after an L2 flush, so both leave the L2 as they found it plus the same dirty lines
+  (:mod:`~gpuprobe.families.bandwidth.shapes`); GB/s, and a figure whose CI lies wholly above the DRAM's
+  peak (the pin rate the CUDA API's clock and bus give, else the datasheet's) fails its probe.
+* L2: footprint at most ``l2_fraction`` of the L2, re-read ``passes`` times after a flush (the first,
+  cold, pass is in the short launch and the long alike); GB/s.
 * L1 (reads only: global stores are not cached in L1) and shared memory (reads, writes, ping-pong
   copies): a per-warp tile re-read or rewritten; bytes per clock per SM from the kernels' clock records.
+* Goodput: useful GB/s of strided and misaligned reads from DRAM; "moved" is derived from the DRAM access
+  granule the 4-byte stride sweep measures (:mod:`~gpuprobe.families.bandwidth.granule`), so the sweep is
+  measured once, by the first goodput probe that needs the granule, and every later one reuses it.
 
-Every launch is checked (read sums, written values, copied bytes); a wrong one fails the probe.
+The DRAM and L2 streams and the goodput patterns record per launch (the short and the long) the bytes it says
+each level moved (series ``launch``), for ``gpuprobe witness`` to hold Nsight Compute's counters to; a pattern
+measured for another probe (the stride sweep) is marked with its own probe's NVTX range.
+
+Every long-minus-short is a :class:`~gpuprobe.families.differencing.Difference`
+(:mod:`~gpuprobe.families.bandwidth.runs`), and every launch is checked (read sums, written values, copied
+bytes); a wrong one fails the probe.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -29,9 +41,18 @@ import numpy as np
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.bandwidth import patterns
-from gpuprobe.families.bandwidth.patterns import PATTERNS, PatternStream, SharedStream, Stream
+from gpuprobe.families.bandwidth.granule import Granule, granule_from_rates
+from gpuprobe.families.bandwidth.patterns import PATTERNS, STRIDE_SWEEP, PatternStream, SharedStream, Stream
 from gpuprobe.families.bandwidth.report import INVARIANTS, SECTIONS
-from gpuprobe.families.bandwidth.runs import Launch, Runner, check_sums, cycle_rate, event_rate
+from gpuprobe.families.bandwidth.runs import (
+    Launch,
+    Runner,
+    check_sums,
+    cycle_rates,
+    event_gbps,
+    span_cycles,
+    timed_launch,
+)
 from gpuprobe.families.bandwidth.shapes import (
     MIB,
     OPS,
@@ -40,7 +61,8 @@ from gpuprobe.families.bandwidth.shapes import (
     Work,
     cached_pair,
     dram_blocks,
-    dram_pair,
+    dram_stream,
+    extra_passes,
     fit_l2_blocks,
     l2_pair,
     pattern_pair,
@@ -50,7 +72,8 @@ from gpuprobe.families.bandwidth.shapes import (
     sweep_points,
 )
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.measuring import fact, sample_until_stable, unmeasured
+from gpuprobe.families.differencing import Lengths
+from gpuprobe.families.measuring import fact, unmeasured
 from gpuprobe.families.planning import (
     compare_host_s,
     cycles_s,
@@ -63,7 +86,7 @@ from gpuprobe.families.planning import (
     sum_host_s,
 )
 from gpuprobe.families.stepping import runs
-from gpuprobe.runner.gpu import Launcher
+from gpuprobe.runner.gpu import Launcher, probe_range
 
 __all__ = ["INVARIANTS", "PROBES", "SECTIONS", "SMOKE", "Settings", "measure", "plan"]
 
@@ -84,6 +107,18 @@ class _Context:
     requests: np.ndarray | None = None  # the source's request sums, made once for every width's table
     tables: dict[int, np.ndarray] = field(default_factory=dict)
     values_stored: int = 0  # write launches so far: each stores a value of its own
+    goodput: dict[str, PatternRun] = field(default_factory=dict)  # each pattern measured once
+    granule: Granule | None = None  # from the 4-byte stride sweep, once it was measured
+
+    @property
+    def peak(self) -> tuple[float, str] | None:
+        """The DRAM's peak GB/s and where it came from (the pin rate the CUDA API's figures give, else the
+        datasheet's), None when neither is known."""
+        return dram_peak_gbps(self.device.mem_clock_mhz, self.device.mem_bus_bits, self.datasheet)
+
+    @property
+    def peak_gbps(self) -> float | None:
+        return self.peak[0] if self.peak else None
 
     def table(self, width: int) -> np.ndarray:
         """The source's per-group sums for ``width``-byte reads, computed once."""
@@ -106,11 +141,10 @@ class _Context:
 
 
 def _summing_launch(
-    ctx: _Context, kernel: str, args: list[object], blocks: int, threads: int, nbytes: int, expected: np.ndarray,
-    shared: int = 0,
-) -> Launch:  # fmt: skip
+    ctx: _Context, kernel: str, args: list[object], blocks: int, threads: int, expected: np.ndarray, shared: int = 0
+) -> Launch:
     """A launch of a read kernel whose check is that every thread's sum is the host's ``expected``."""
-    launch = Launch(kernel, args, blocks, threads, nbytes, lambda first: None, shared=shared)
+    launch = Launch(kernel, args, blocks, threads, lambda first: None, shared=shared)
     launch.check = lambda first: check_sums(kernel, ctx.runner.sums_of(launch), expected)
     return launch
 
@@ -130,7 +164,7 @@ def _read_launch(ctx: _Context, kernel: str, stream: Stream, src: Any, expected:
         None,
         None,
     ]
-    return _summing_launch(ctx, kernel, args, stream.blocks, stream.threads, stream.bytes_accessed, expected)
+    return _summing_launch(ctx, kernel, args, stream.blocks, stream.threads, expected)
 
 
 def _written_words(ctx: _Context, buffer: Any, count: int, first: bool) -> np.ndarray:
@@ -167,9 +201,7 @@ def _write_launch(ctx: _Context, stream: Stream) -> Launch:
                 f"(first at byte {int(wrong[0]) * stream.width})"
             )
 
-    return Launch(
-        kernel, args, stream.blocks, stream.threads, stream.bytes_accessed, check, prepare=prepare, uses_sums=False
-    )
+    return Launch(kernel, args, stream.blocks, stream.threads, check, prepare=prepare, uses_sums=False)
 
 
 def _copy_launch(ctx: _Context, stream: Stream, dst: Any) -> Launch:
@@ -198,121 +230,166 @@ def _copy_launch(ctx: _Context, stream: Stream, dst: Any) -> Launch:
     def prepare() -> None:  # a launch that copied nothing would leave the poison
         ctx.launcher.fill(dst, 0xFF)
 
-    return Launch(
-        kernel, args, stream.blocks, stream.threads, 2 * stream.bytes_accessed, check, prepare=prepare, uses_sums=False
-    )
+    return Launch(kernel, args, stream.blocks, stream.threads, check, prepare=prepare, uses_sums=False)
 
 
-def _launches(ctx: _Context, op: str, short: Stream, long: Stream, dst: Any = None) -> tuple[Launch, Launch]:
-    """The short and long launch of ``op``; copies go to ``dst`` (default: the shared destination)."""
+def _stream_launch(ctx: _Context, op: str, stream: Stream, dst: Any = None) -> Launch:
+    """The launch of ``op`` over ``stream``; a copy goes to ``dst`` (default: the shared destination)."""
     if op == "read":
-        kernel = stream_kernel("read", long.width)
-        return _read_launch(ctx, kernel, short, ctx.src), _read_launch(ctx, kernel, long, ctx.src)
+        return _read_launch(ctx, stream_kernel("read", stream.width), stream, ctx.src)
     if op == "write":
-        return _write_launch(ctx, short), _write_launch(ctx, long)
-    dst = ctx.dst if dst is None else dst
-    return _copy_launch(ctx, short, dst), _copy_launch(ctx, long, dst)
+        return _write_launch(ctx, stream)
+    return _copy_launch(ctx, stream, ctx.dst if dst is None else dst)
 
 
-def _rates(ctx: _Context, short: Launch, long: Launch, flush: bool, sweep: bool = False) -> list[float]:
-    samples: list[float] = []
-    sample_until_stable(
-        lambda: samples.append(event_rate(ctx.runner, short, long, flush)), samples, ctx.settings.stopping(sweep)
+def _passes_of(ctx: _Context, op: str, once: Stream, dst: Any = None) -> Callable[[int], float]:
+    """``n`` -> GPU ms of ``n`` passes of ``op`` over ``once``'s footprint, after an L2 flush."""
+    return timed_launch(ctx.runner, lambda n: _stream_launch(ctx, op, replace(once, passes=n), dst), flush=True)
+
+
+NO_PEAK = "no memory clock, bus width or datasheet figure: no theoretical peak"
+
+
+def _peak_label(ctx: _Context) -> str:
+    """What the DRAM peak is, said as it is: the pin rate the CUDA API's figures give is not the datasheet's."""
+    if ctx.peak is None:
+        return NO_PEAK
+    value, source = ctx.peak
+    if source == "datasheet":
+        return f"the datasheet's {value:.0f} GB/s"
+    clock, bits = ctx.device.mem_clock_mhz, ctx.device.mem_bus_bits
+    return (
+        f"the pin rate {value:.0f} GB/s (2 x memory clock {clock:g} MHz x {bits}-bit bus / 8, as the CUDA API "
+        "reports them; not the datasheet's figure)"
     )
-    return samples
 
 
-def _peak(ctx: _Context) -> tuple[float, str] | None:
-    return dram_peak_gbps(ctx.device.mem_clock_mhz, ctx.device.mem_bus_bits, ctx.datasheet)
+def _within_peak(ctx: _Context, figure: Fact) -> Fact:
+    """``figure`` (GB/s through DRAM), or ProbeFailure when its CI lies wholly above the DRAM's peak: more
+    bytes than the DRAM can move in the time, so the timing, not the DRAM, made the number."""
+    if ctx.peak is not None and figure.ci is not None and figure.ci[0] > ctx.peak[0]:
+        low, high = figure.ci
+        raise ProbeFailure(
+            f"{figure.id} = {figure.value:.0f} GB/s (CI {low:.0f}-{high:.0f}, {len(figure.samples)} samples) lies "
+            f"wholly above {_peak_label(ctx)}: impossible, so the timing is wrong"
+        )
+    return figure
+
+
+def _passes_note(lengths: Lengths, unit_bytes: int) -> str:
+    return f"passes {lengths.short} against {lengths.long} ({unit_bytes / MIB:.1f} MiB moved a pass)"
 
 
 def measure_dram(ctx: _Context, op: str, width: int) -> Measured:
+    """DRAM ``op`` GB/s at ``width`` bytes per access: more passes minus one over several L2 sizes, flushed."""
     name = f"bandwidth.dram.{op}.v{width}"
     kernel = stream_kernel(op, width)
     s = ctx.settings
     sms, l2 = ctx.device.sm_count, ctx.device.l2_bytes
     blocks = sms * dram_blocks(width, s.threads, ctx.blocks_per_sm(kernel, s.threads), sms, l2, s)
-    short, long = dram_pair(width, blocks, s.threads, l2, s)
-    samples = _rates(ctx, *_launches(ctx, op, short, long), flush=True)
-    facts = [fact(f"bandwidth.dram_{op}.v{width}", samples, "GB/s", name)]
-    note = f"{long.footprint / MIB:.0f} MiB, {blocks} blocks of {s.threads}"
+    once = dram_stream(width, blocks, s.threads, l2, s)
+    pass_bytes = (2 if op == "copy" else 1) * once.footprint
+    lengths = extra_passes(pass_bytes, ctx.peak_gbps)
+    samples, lengths = event_gbps(_passes_of(ctx, op, once), lengths, pass_bytes, name, s.stopping())
+    facts = [_within_peak(ctx, fact(f"bandwidth.dram_{op}.v{width}", samples, "GB/s", name))]
+    note = f"{once.footprint / MIB:.0f} MiB, {blocks} blocks of {s.threads}, {_passes_note(lengths, pass_bytes)}"
     if width == 16:
-        peak = _peak(ctx)
-        if peak is None:
-            why = "no memory clock, bus width or datasheet figure: no theoretical peak"
-            note += f"; {why}"
-            facts.append(unmeasured(f"bandwidth.dram_{op}_fraction_of_peak", "fraction", name, why))
-            if op == "read":
-                facts.append(unmeasured("bandwidth.dram_theoretical", "GB/s", name, why))
-        else:
-            value, source = peak
-            facts.append(fact(f"bandwidth.dram_{op}_fraction_of_peak", [x / value for x in samples], "fraction", name))
-            if op == "read":
-                facts.append(Fact("bandwidth.dram_theoretical", value, "GB/s", (value, value), [value], {}, name))
-            note += f"; peak {value:.0f} GB/s from the {source}"
+        facts += _peak_facts(ctx, op, samples, name)
+        note += f"; peak: {_peak_label(ctx)}"
         if op == "copy":
-            facts += _memcpy_facts(ctx, short, long, samples, name)
-    series = {"stream": {"footprint_bytes": [float(long.footprint)], "gbps": [facts[0].value]}}
+            facts += _memcpy_facts(ctx, once, lengths, samples, name)
+    series = {"stream": {"footprint_bytes": [float(once.footprint)], "gbps": [facts[0].value]},
+              "launch": stream_claims(op, once, lengths, ("dram", "l2"))}  # fmt: skip
     return Measured(name, ProbeOutcome("ok", note, series), facts)
 
 
-def _memcpy_facts(ctx: _Context, short: Stream, long: Stream, probe_samples: list[float], name: str) -> list[Fact]:
-    """The CUDA runtime's device-to-device copy of the same bytes, flushed and differenced as the probe."""
+def stream_claims(op: str, once: Stream, lengths: Lengths, levels: tuple[str, ...]) -> dict[str, list[float]]:
+    """Per launch (the short and the long), its passes, grid and the bytes it says each of ``levels`` moved
+    (``<level>_read_bytes``, ``<level>_write_bytes``): each pass reads and/or writes the footprint once, through
+    the L2, and (a DRAM stream) to and from DRAM. What a hardware counter is held to (``gpuprobe witness``)."""
+    ways = {"read": ("read",), "write": ("write",), "copy": ("read", "write")}[op]
+    passes = [float(lengths.short), float(lengths.long)]
+    moved = {f"{level}_{way}_bytes": [n * once.footprint for n in passes] for level in levels for way in ways}
+    useful = [n * once.footprint * len(ways) for n in passes]
+    shape = {"blocks": [float(once.blocks)] * 2, "threads": [float(once.threads)] * 2}
+    return {"passes": passes, "useful_bytes": useful, **moved, **shape}
 
-    def copy_ms(nbytes: int) -> float:
+
+def _peak_facts(ctx: _Context, op: str, samples: list[float], name: str) -> list[Fact]:
+    """The fraction of the DRAM's peak, and (with the read) the peak itself (the probe's note says which)."""
+    if ctx.peak is None:
+        facts = [unmeasured(f"bandwidth.dram_{op}_fraction_of_peak", "fraction", name, NO_PEAK)]
+        return facts + ([unmeasured("bandwidth.dram_theoretical", "GB/s", name, NO_PEAK)] if op == "read" else [])
+    value = ctx.peak[0]
+    facts = [fact(f"bandwidth.dram_{op}_fraction_of_peak", [x / value for x in samples], "fraction", name)]
+    if op == "read":
+        facts.append(Fact("bandwidth.dram_theoretical", value, "GB/s", (value, value), [value], {}, name))
+    return facts
+
+
+def _memcpy_facts(ctx: _Context, once: Stream, lengths: Lengths, probe_samples: list[float], name: str) -> list[Fact]:
+    """The CUDA runtime's device-to-device copy of the same footprint, whole copies back to back as the
+    probe's passes (after a flush), differenced as the probe. Each extra copy adds its call's own start to
+    the difference (a few us against the ~100 us an H200 copies 240 MiB in), so the figure errs low."""
+
+    def copies_ms(count: int) -> float:
         ctx.runner.flush_l2()
-        return ctx.launcher.time_device_copy(ctx.dst, ctx.src, nbytes, 1)
+        return ctx.launcher.time_device_copy(ctx.dst, ctx.src, once.footprint, count)
 
-    samples: list[float] = []
-
-    def take() -> None:
-        short_ms, long_ms = copy_ms(short.footprint), copy_ms(long.footprint)
-        if not long_ms > short_ms:
-            raise ProbeFailure(
-                f"cudaMemcpy of {long.footprint} bytes took {long_ms} ms, of {short.footprint} {short_ms} ms"
-            )
-        samples.append(2 * (long.footprint - short.footprint) / ((long_ms - short_ms) * 1e-3) / 1e9)
-
-    sample_until_stable(take, samples, ctx.settings.stopping())
-    memcpy = fact("bandwidth.dram_copy_cuda_memcpy", samples, "GB/s", name)
+    what = f"{name}: cudaMemcpy of {once.footprint} bytes"
+    samples, _ = event_gbps(copies_ms, lengths, 2 * once.footprint, what, ctx.settings.stopping())
+    memcpy = _within_peak(ctx, fact("bandwidth.dram_copy_cuda_memcpy", samples, "GB/s", name))
     ratios = [p / m for p in probe_samples for m in samples]  # every pair: the samples were not taken together
     return [memcpy, fact("bandwidth.dram_copy_fraction_of_memcpy", ratios, "fraction", name)]
 
 
 def measure_l2(ctx: _Context, op: str, width: int) -> Measured:
+    """L2 ``op`` GB/s at ``width`` bytes per access: a footprint within the L2 re-read pass after pass, flushed."""
     name = f"bandwidth.l2.{op}.v{width}"
     kernel = stream_kernel(op, width)
     s = ctx.settings
-    buffers = 2 if op == "copy" else 1
-    footprint = int(s.l2_fraction * ctx.device.l2_bytes) // buffers
+    factor = 2 if op == "copy" else 1
+    footprint = int(s.l2_fraction * ctx.device.l2_bytes) // factor
     sms = ctx.device.sm_count
     threads, per_sm = fit_l2_blocks(width, s.threads, partial(ctx.blocks_per_sm, kernel), sms, footprint)
-    short, long = l2_pair(width, sms * per_sm, threads, footprint, buffers, s)
-    # a copy's own destination, no larger than its footprint: poisoning it before each launch stays in L2
-    dst = ctx.launcher.alloc(long.footprint) if op == "copy" else None
-    first, second = _launches(ctx, op, short, long, dst)
-    ctx.runner.run(second)  # warm: the footprint into L2
-    samples = _rates(ctx, first, second, flush=False)
-    note = f"{long.footprint / MIB:.1f} MiB x {long.passes} passes, {long.blocks} blocks of {threads}"
-    return Measured(name, ProbeOutcome("ok", note), [fact(f"bandwidth.l2_{op}.v{width}", samples, "GB/s", name)])
+    once, lengths = l2_pair(width, sms * per_sm, threads, footprint, factor, s)
+    # a copy's own destination, no larger than its footprint (the flush after its poisoning evicts it)
+    dst = ctx.launcher.alloc(once.footprint) if op == "copy" else None
+    pass_bytes = factor * once.footprint
+    samples, lengths = event_gbps(_passes_of(ctx, op, once, dst), lengths, pass_bytes, name, s.stopping())
+    note = f"{once.footprint / MIB:.1f} MiB, {once.blocks} blocks of {threads}, {_passes_note(lengths, pass_bytes)}"
+    series = {"launch": stream_claims(op, once, lengths, ("l2",))}
+    facts = [fact(f"bandwidth.l2_{op}.v{width}", samples, "GB/s", name)]
+    return Measured(name, ProbeOutcome("ok", note, series), facts)
 
 
 # ---- L1 and shared memory: bytes per clock per SM ----------------------------------------------------
 
 
+def _cached_rates(
+    ctx: _Context, launch_of: Callable[[int], Launch], width: int, per_sm: int, unit: int, name: str
+) -> list[float]:
+    """Bytes per clock per SM of ``launch_of(n)`` (``n`` iterations of ``width``-byte accesses, ``unit`` bytes
+    an SM's ``per_sm`` blocks move per iteration), long minus short launch, from the clock records."""
+    s = ctx.settings
+    short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
+    run = span_cycles(ctx.runner, launch_of, per_sm)
+    return cycle_rates(run, Lengths(short_iters, long_iters, 1), unit, name, s.stopping())
+
+
 def measure_l1(ctx: _Context, width: int) -> Measured:
+    """L1 read bytes per clock per SM: each warp re-reads its own tile with L1-cached loads."""
     name, kernel = f"bandwidth.l1.read.v{width}", f"gp_bw_read_ca_v{width}"
     s = ctx.settings
     ctx.launcher.prefer_l1(kernel)
     wanted = max(1, s.cached_tile_per_sm // (s.threads * width * patterns.ACCESSES))
     per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads))
-    short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
     blocks = ctx.device.sm_count * per_sm
-    streams = [Stream(width, blocks, s.threads, n, sweep=False) for n in (short_iters, long_iters)]
-    short, long = (_read_launch(ctx, kernel, st, ctx.src) for st in streams)
-    per_block = tuple(st.threads * width * patterns.ACCESSES * st.iters for st in streams)
-    samples: list[float] = []
-    sample_until_stable(lambda: samples.append(cycle_rate(ctx.runner, short, long, per_block)), samples, s.stopping())  # type: ignore[arg-type]
+
+    def launch_of(iters: int) -> Launch:
+        return _read_launch(ctx, kernel, Stream(width, blocks, s.threads, iters, sweep=False), ctx.src)
+
+    samples = _cached_rates(ctx, launch_of, width, per_sm, per_sm * s.threads * width * patterns.ACCESSES, name)
     tile_kib = per_sm * s.threads * width * patterns.ACCESSES // 1024
     note = f"{per_sm} blocks of {s.threads} per SM, {tile_kib} KiB tile per SM"
     return Measured(name, ProbeOutcome("ok", note), [fact(f"bandwidth.l1_read.v{width}", samples, "byte/clk/SM", name)])
@@ -328,10 +405,7 @@ def _shared_read_launch(ctx: _Context, kernel: str, stream: SharedStream) -> Lau
         None,
         None,
     ]
-    bytes_moved = stream.blocks * stream.bytes_per_block
-    return _summing_launch(
-        ctx, kernel, args, stream.blocks, stream.threads, bytes_moved, expected, shared=stream.shared_bytes
-    )
+    return _summing_launch(ctx, kernel, args, stream.blocks, stream.threads, expected, shared=stream.shared_bytes)
 
 
 def _shared_store_launch(ctx: _Context, kernel: str, op: str, stream: SharedStream, dst: Any) -> Launch:
@@ -362,38 +436,37 @@ def _shared_store_launch(ctx: _Context, kernel: str, op: str, stream: SharedStre
                 f"bytes after the {op} (first: block {int(wrong[0])})"
             )
 
-    factor = 2 if op == "copy" else 1
-    launch = Launch(
+    return Launch(
         kernel,
         args,
         stream.blocks,
         stream.threads,
-        factor * stream.blocks * stream.bytes_per_block,
         check,
         shared=stream.shared_bytes,
         prepare=lambda: ctx.launcher.fill(dst, 0xFF),
         uses_sums=False,
     )
-    return launch
 
 
 def measure_shared(ctx: _Context, op: str, width: int) -> Measured:
+    """Shared-memory ``op`` bytes per clock per SM: each block reads, writes or copies its two halves."""
     name, kernel = f"bandwidth.shared.{op}.v{width}", SHARED_KERNELS[op].format(w=width, bits=8 * width)
     s = ctx.settings
     shared_bytes = SharedStream(width, 1, s.threads, 2).shared_bytes
     wanted = max(1, s.cached_tile_per_sm // (s.threads * width * patterns.ACCESSES))
     per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads, shared_bytes))
-    short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
-    streams = [SharedStream(width, ctx.device.sm_count * per_sm, s.threads, n) for n in (short_iters, long_iters)]
-    if op == "read":
-        short, long = (_shared_read_launch(ctx, kernel, st) for st in streams)
-    else:
-        dst = ctx.launcher.alloc(streams[0].blocks * streams[0].shared_bytes)
-        short, long = (_shared_store_launch(ctx, kernel, op, st, dst) for st in streams)
+    blocks = ctx.device.sm_count * per_sm
+    dst = ctx.launcher.alloc(blocks * shared_bytes) if op != "read" else None
+
+    def launch_of(iters: int) -> Launch:
+        stream = SharedStream(width, blocks, s.threads, iters)
+        if op == "read":
+            return _shared_read_launch(ctx, kernel, stream)
+        return _shared_store_launch(ctx, kernel, op, stream, dst)
+
     factor = 2 if op == "copy" else 1
-    per_block = (factor * streams[0].bytes_per_block, factor * streams[1].bytes_per_block)
-    samples: list[float] = []
-    sample_until_stable(lambda: samples.append(cycle_rate(ctx.runner, short, long, per_block)), samples, s.stopping())
+    unit = factor * per_sm * s.threads * width * patterns.ACCESSES
+    samples = _cached_rates(ctx, launch_of, width, per_sm, unit, name)
     note = f"{per_sm} blocks of {s.threads} per SM, {shared_bytes // 1024} KiB shared each"
     facts = [fact(f"bandwidth.shared_{op}.v{width}", samples, "byte/clk/SM", name)]
     return Measured(name, ProbeOutcome("ok", note), facts)
@@ -403,6 +476,7 @@ def measure_shared(ctx: _Context, op: str, width: int) -> Measured:
 
 
 def measure_occupancy(ctx: _Context) -> Measured:
+    """DRAM read GB/s against resident threads per SM, and where it saturates."""
     name, kernel, width = "bandwidth.dram.occupancy.v4", "gp_bw_read_cg_v4", 4
     s, sms = ctx.settings, ctx.device.sm_count
     columns: dict[str, list[float]] = {"threads_per_block": [], "blocks_per_sm": [], "threads_per_sm": [], "gbps": []}
@@ -413,8 +487,10 @@ def measure_occupancy(ctx: _Context) -> Measured:
             f"the DRAM footprint holds too few tiles of even one {min(s.sweep_threads)}-thread block per SM"
         )
     for threads, per_sm in points:
-        short, long = dram_pair(width, sms * per_sm, threads, ctx.device.l2_bytes, s)
-        samples = _rates(ctx, *_launches(ctx, "read", short, long), flush=True, sweep=True)
+        once = dram_stream(width, sms * per_sm, threads, ctx.device.l2_bytes, s)
+        lengths = extra_passes(once.footprint, ctx.peak_gbps)
+        what = f"{name} at {per_sm} blocks of {threads}"
+        samples, _ = event_gbps(_passes_of(ctx, "read", once), lengths, once.footprint, what, s.stopping(sweep=True))
         median = float(np.median(samples))
         medians.append((median, threads * per_sm, samples))
         for key, value in zip(columns, (threads, per_sm, threads * per_sm, median), strict=True):
@@ -431,65 +507,143 @@ def measure_occupancy(ctx: _Context) -> Measured:
             {},
             name,
         ),
-        fact("bandwidth.dram_read_best.v4", best[2], "GB/s", name),
+        _within_peak(ctx, fact("bandwidth.dram_read_best.v4", best[2], "GB/s", name)),
     ]
     note = f"{s.saturation:.0%} of the best {best[0]:.0f} GB/s from {saturated[1]} resident threads per SM"
     return Measured(name, ProbeOutcome("ok", note, {"occupancy": columns}), facts)
 
 
+@dataclass(frozen=True)
+class PatternRun:
+    """One goodput pattern measured: its useful GB/s samples, one pass of its launch, and the passes of
+    the short and the long launch."""
+
+    useful: list[float]
+    once: PatternStream
+    lengths: Lengths
+
+
 def _pattern_launch(ctx: _Context, stream: PatternStream, per_iteration: np.ndarray) -> Launch:
-    """A pattern read whose threads must each sum what ``per_iteration`` (the sums of a launch at least
-    as long, per iteration: :func:`~gpuprobe.families.bandwidth.patterns.pattern_iteration_sums`) says its
-    first ``stream.iters`` iterations read."""
+    """A pattern read whose threads must each sum what ``per_iteration`` (the sums of one pass of at least
+    as many iterations, per iteration: :func:`~gpuprobe.families.bandwidth.patterns.pattern_iteration_sums`)
+    says its first ``stream.iters`` iterations read, ``stream.passes`` times over."""
     p = stream.pattern
     kernel = f"gp_bw_pattern_v{p.width}"
-    expected = per_iteration[: stream.iters].sum(axis=0, dtype=np.uint32)  # wrapping, as the kernel's sums
+    once = per_iteration[: stream.iters].sum(axis=0, dtype=np.uint32)  # wrapping, as the kernel's sums
+    expected = once * np.uint32(stream.passes)
     args = [
         np.uint64(ctx.launcher.address(ctx.src) + p.offset),
         np.uint32(p.lane_stride),
         np.uint64(p.slot),
         np.uint64(stream.step),
         np.uint32(stream.iters),
+        np.uint32(stream.passes),
         None,
         None,
     ]
-    return _summing_launch(ctx, kernel, args, stream.blocks, stream.threads, stream.useful_bytes, expected)
+    return _summing_launch(ctx, kernel, args, stream.blocks, stream.threads, expected)
+
+
+def _measure_pattern(ctx: _Context, pattern: patterns.Pattern) -> PatternRun:
+    """Useful GB/s of ``pattern``: more passes minus one pass over its footprint, each after a flush."""
+    s = ctx.settings
+    most = ctx.blocks_per_sm(f"gp_bw_pattern_v{pattern.width}", s.threads)
+    sms, l2, buffer = ctx.device.sm_count, ctx.device.l2_bytes, len(ctx.words) * 4
+    once, lengths = pattern_pair(pattern, most, sms, s.threads, l2, buffer, s, ctx.peak_gbps)
+    per_iteration = patterns.pattern_iteration_sums(ctx.words, once)
+    run = timed_launch(ctx.runner, lambda n: _pattern_launch(ctx, replace(once, passes=n), per_iteration), True)
+    what = f"bandwidth.goodput.{pattern.name}"
+    with ctx.launcher.nvtx_range(probe_range(what)):  # its launches are its probe's, whichever asked first
+        useful, lengths = event_gbps(run, lengths, once.useful_bytes, what, s.stopping())
+    return PatternRun(useful, once, lengths)
+
+
+def _pattern_run(ctx: _Context, pattern_name: str) -> PatternRun:
+    """``pattern_name`` measured, once (the stride sweep may have measured it for the granule)."""
+    if pattern_name not in ctx.goodput:
+        ctx.goodput[pattern_name] = _measure_pattern(ctx, PATTERNS[pattern_name])
+    return ctx.goodput[pattern_name]
+
+
+def _granule(ctx: _Context) -> Granule:
+    """The DRAM access granule from the 4-byte stride sweep's median useful rates (each pattern measured once)."""
+    if ctx.granule is None:
+        rates = {PATTERNS[p].lane_stride // 4: float(np.median(_pattern_run(ctx, p).useful)) for p in STRIDE_SWEEP}
+        ctx.granule = granule_from_rates(rates)
+    return ctx.granule
+
+
+def _granule_fact(ctx: _Context, name: str) -> Fact:
+    """``bandwidth.goodput.granule_bytes``: the granule from the sweep's medians, and one refit per round of
+    samples as its distribution."""
+    found = _granule(ctx)
+    if found.bytes is None:
+        return unmeasured(GRANULE_FACT, "byte", name, found.why)
+    runs = {PATTERNS[p].lane_stride // 4: _pattern_run(ctx, p).useful for p in STRIDE_SWEEP}
+    rounds = min(len(samples) for samples in runs.values())
+    refits = [granule_from_rates({s: samples[r] for s, samples in runs.items()}).bytes for r in range(rounds)]
+    result = fact(GRANULE_FACT, [float(b) for b in refits if b] or [float(found.bytes)], "byte", name)
+    result.value = float(found.bytes)
+    return result
+
+
+GRANULE_FACT = "bandwidth.goodput.granule_bytes"
+GRANULE_PROBE = "bandwidth.goodput.v4.stride1"  # reports the granule (it measures the sweep in a full run)
+
+
+def _moved_facts(ctx: _Context, measured: PatternRun, granule: Granule, name: str) -> list[Fact]:
+    """``.moved`` and ``.efficiency``: the useful rate over the share of what DRAM moved that the threads
+    used, when the memory moves whole granules (unmeasured, with the sweep's reason, without one)."""
+    if granule.bytes is None:
+        why = f"no DRAM access granule from the stride sweep: {granule.why}"
+        return [unmeasured(f"{name}.moved", "GB/s", name, why), unmeasured(f"{name}.efficiency", "fraction", name, why)]
+    efficiency = measured.once.pattern.efficiency(granule.bytes)
+    moved = fact(f"{name}.moved", [u / efficiency for u in measured.useful], "GB/s", name)
+    share = Fact(f"{name}.efficiency", efficiency, "fraction", (efficiency,) * 2, [efficiency], {}, name)
+    return [_within_peak(ctx, moved), share]
 
 
 def measure_goodput(ctx: _Context, pattern_name: str) -> Measured:
-    pattern = PATTERNS[pattern_name]
-    name, kernel = f"bandwidth.goodput.{pattern_name}", f"gp_bw_pattern_v{pattern.width}"
-    s = ctx.settings
-    most = ctx.blocks_per_sm(kernel, s.threads)
-    short, long = pattern_pair(
-        pattern, most, ctx.device.sm_count, s.threads, ctx.device.l2_bytes, len(ctx.words) * 4, s
+    """Useful GB/s of a goodput pattern, and the bytes DRAM moved for them by the measured granule."""
+    name = f"bandwidth.goodput.{pattern_name}"
+    measured, granule = _pattern_run(ctx, pattern_name), _granule(ctx)
+    facts = [_within_peak(ctx, fact(f"{name}.useful", measured.useful, "GB/s", name))]
+    facts += _moved_facts(ctx, measured, granule, name)
+    if name == GRANULE_PROBE:
+        facts.append(_granule_fact(ctx, name))
+    outcome = ProbeOutcome("ok", _goodput_note(measured, granule), _goodput_series(measured, granule))
+    return Measured(name, outcome, facts)
+
+
+def _goodput_note(measured: PatternRun, granule: Granule) -> str:
+    once, p = measured.once, measured.once.pattern
+    moved = (
+        f"moved bytes derived from the measured {granule.bytes}-byte DRAM granule, {p.units(granule.bytes)} units "
+        f"a request (a model, not a counter)"
+        if granule.bytes
+        else "no moved bytes"
     )
-    per_iteration = patterns.pattern_iteration_sums(ctx.words, long)  # the short launch reads its first iterations
-    launches = (_pattern_launch(ctx, stream, per_iteration) for stream in (short, long))
-    useful = _rates(ctx, *launches, flush=True)
-    ratio = 1.0 / pattern.efficiency
-    prefix = f"bandwidth.goodput.{pattern_name}"
-    facts = [
-        fact(f"{prefix}.useful", useful, "GB/s", name),
-        fact(f"{prefix}.moved", [u * ratio for u in useful], "GB/s", name),
-        Fact(
-            f"{prefix}.efficiency",
-            pattern.efficiency,
-            "fraction",
-            (pattern.efficiency,) * 2,
-            [pattern.efficiency],
-            {},
-            name,
-        ),
-    ]
-    note = (
-        f"{pattern.useful_bytes} useful bytes per warp request in {pattern.sectors} sectors "
-        f"({pattern.moved_bytes} bytes moved); {long.blocks} blocks of {s.threads}, {long.iters} iterations"
+    return (
+        f"{p.useful_bytes} useful bytes per warp request; {moved}; {granule.describe()}; "
+        f"{once.blocks} blocks of {once.threads}, {once.iters} iterations a pass, "
+        f"passes {measured.lengths.short} against {measured.lengths.long}"
     )
-    series = {
-        "goodput": {"useful_gbps": [facts[0].value], "moved_gbps": [facts[1].value], "efficiency": [pattern.efficiency]}
+
+
+def _goodput_series(measured: PatternRun, granule: Granule) -> dict[str, dict[str, list]]:
+    """The rates, and per launch (the short and the long) its passes, the useful bytes and the bytes the
+    granule says DRAM moved (0 without one): what a hardware counter (ncu dram__bytes_read.sum) is held to."""
+    passes = [measured.lengths.short, measured.lengths.long]
+    once = measured.once
+    moved = once.moved_bytes(granule.bytes) if granule.bytes else 0
+    return {
+        "goodput": {"useful_gbps": [float(np.median(measured.useful))], "granule_bytes": [float(granule.bytes or 0)]},
+        "launch": {
+            "passes": [float(n) for n in passes],
+            "useful_bytes": [float(n * once.useful_bytes) for n in passes],
+            "moved_bytes": [float(n * moved) for n in passes],
+        },
     }
-    return Measured(name, ProbeOutcome("ok", note, series), facts)
 
 
 # ---- the family -------------------------------------------------------------------------------------
@@ -540,9 +694,11 @@ def _work_plan(work: Work, device: Device) -> Plan:
 
 def plan(settings: Settings, device: Device) -> Plan:
     """Every probe at its most repeats (:func:`~gpuprobe.families.bandwidth.shapes.planned_work`, the very
-    plans ``measure`` launches, at the most blocks an SM could hold; see
-    :mod:`gpuprobe.families.planning`), plus the source, destination and flush buffers zeroed."""
-    work = planned_work(device, settings, lambda kernel, threads: resident_blocks(device, threads))
+    plans ``measure`` launches, at the most blocks an SM could hold and the DRAM peak the device's memory
+    clock and bus give; see :mod:`gpuprobe.families.planning`), plus the source, destination and flush
+    buffers zeroed."""
+    peak = dram_peak_gbps(device.mem_clock_mhz, device.mem_bus_bits, {})
+    work = planned_work(device, settings, lambda kernel, threads: resident_blocks(device, threads), peak and peak[0])
     flush = int(settings.flush_l2_multiple * device.l2_bytes)
     total = Plan(0, 0, dram_s(2 * source_bytes(device, settings) + flush, device))
     for name in PROBES:
@@ -551,13 +707,14 @@ def plan(settings: Settings, device: Device) -> Plan:
 
 
 # A first contact: the DRAM read at 16 bytes per access (its flushes, event timing and every thread's sum
-# checked), one sample, the DRAM footprint at its smallest; every other probe at its shortest too.
+# checked, its figure held to the DRAM's peak), one sample, the full run's DRAM footprint; every other
+# probe at its shortest too. Every setting obeys the full run's rules (Settings validates both alike).
 SMOKE = Smoke(
     probes=("bandwidth.dram.read.v16",),
     settings=Settings(
-        dram_l2_multiple=2.0,
+        dram_l2_multiple=4.0,  # the full run's footprint: every probe of the family fits it (goodput strides too)
         short_fraction=0.1,
-        flush_l2_multiple=1.0,
+        flush_l2_multiple=2.0,
         l2_long_bytes=64 << 20,
         cached_long_bytes_per_sm=1 << 20,
         pattern_moved_l2_multiple=0.0,
@@ -597,7 +754,7 @@ def _context(
 
 
 def _flush_launch(ctx: _Context, launcher: Launcher, device: Device, settings: Settings) -> Launch:
-    """A read of a zeroed scratch buffer of ``flush_l2_multiple`` L2 sizes: every sum must be 0."""
+    """A read of a zeroed scratch buffer of ``flush_l2_multiple`` L2 sizes (at least two): every sum must be 0."""
     footprint = int(settings.flush_l2_multiple * device.l2_bytes)
     stream = patterns.sweep_for(16, device.sm_count * 4, settings.threads, footprint)
     scratch = launcher.alloc(stream.footprint)

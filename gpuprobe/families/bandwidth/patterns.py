@@ -6,7 +6,7 @@ iteration at +0, +512, +1024 and +1536 bytes; the pointer then advances by ``ste
 ``T`` threads covers ``T * width * 4`` bytes per iteration (its *tile*), contiguously, and with
 ``step == tile`` a pass of ``iters`` iterations sweeps ``iters * tile`` bytes once.
 
-The predictions here (per-thread sums, sectors touched) are computed from that layout alone, with
+The predictions here (per-thread sums, memory units touched) are computed from that layout alone, with
 NumPy reshapes of the host-known source words, so a kernel that skipped, repeated or misplaced an
 access is caught.
 """
@@ -21,7 +21,7 @@ import numpy as np
 ACCESSES = 4  # accesses per thread per iteration (fixed by the PTX)
 REQUEST_BYTES = 512  # the immediate offset between a thread's accesses
 GROUP_BYTES = ACCESSES * REQUEST_BYTES  # 2 KiB: the bytes a group of 512 / width threads covers per iteration
-SECTOR_BYTES = 32
+L2_SECTOR_BYTES = 32  # the least an NVIDIA L2 allocates and fetches: a lower bound on what a request moves
 LINE_BYTES = 128
 WIDTHS = (4, 8, 16)
 WORD = np.dtype(np.uint32)
@@ -152,7 +152,8 @@ def shared_sums(words: np.ndarray, plan: SharedStream) -> np.ndarray:
 @dataclass(frozen=True)
 class Pattern:
     """A strided or misaligned read: lane ``l`` reads ``width`` bytes at ``offset + l * lane_stride``
-    of its request's slot; slots are ``slot`` bytes apart, so requests never share a sector."""
+    of its request's slot; slots are ``slot`` bytes apart (whole 128-byte lines), so two requests never
+    share a memory unit of up to 128 bytes and none is served from what another fetched."""
 
     name: str
     width: int
@@ -173,26 +174,28 @@ class Pattern:
         """Bytes one warp request delivers to the threads."""
         return 32 * self.width
 
-    @property
-    def sectors(self) -> int:
-        """Distinct 32-byte sectors one warp request touches."""
+    def units(self, unit_bytes: int) -> int:
+        """Distinct ``unit_bytes``-aligned units of memory one warp request touches (a power of two up to 128)."""
+        if unit_bytes & (unit_bytes - 1) or not 0 < unit_bytes <= LINE_BYTES:
+            raise ValueError(f"Pattern {self.name}: a memory unit is a power of two up to {LINE_BYTES} bytes")
         starts = self.offset + np.arange(32) * self.lane_stride
-        touched = {int(b) // SECTOR_BYTES for s in starts for b in (s, s + self.width - 1)}
-        return len(touched)
+        return len({int(b) // unit_bytes for s in starts for b in (s, s + self.width - 1)})
 
-    @property
-    def moved_bytes(self) -> int:
-        return self.sectors * SECTOR_BYTES
+    def moved_bytes(self, unit_bytes: int) -> int:
+        """Bytes one warp request makes the memory move, when it moves whole ``unit_bytes`` units."""
+        return self.units(unit_bytes) * unit_bytes
 
-    @property
-    def efficiency(self) -> float:
-        return self.useful_bytes / self.moved_bytes
+    def efficiency(self, unit_bytes: int) -> float:
+        """Useful over moved bytes, when the memory moves whole ``unit_bytes`` units."""
+        return self.useful_bytes / self.moved_bytes(unit_bytes)
 
 
+STRIDES = (1, 2, 4, 8, 16, 32)  # lane strides of the 4-byte sweep, in words: 4 to 128 bytes apart
+STRIDE_SWEEP = tuple(f"v4.stride{s}" for s in STRIDES)  # the patterns the DRAM access granule is read from
 PATTERNS: dict[str, Pattern] = {
     p.name: p
     for p in [
-        *(Pattern(f"v4.stride{s}", 4, 4 * s) for s in (1, 2, 4, 8, 16, 32)),
+        *(Pattern(name, 4, 4 * s) for name, s in zip(STRIDE_SWEEP, STRIDES, strict=True)),
         Pattern("v4.offset4", 4, 4, offset=4),
         Pattern("v16.stride1", 16, 16),
         Pattern("v16.offset16", 16, 16, offset=16),
@@ -202,12 +205,13 @@ PATTERNS: dict[str, Pattern] = {
 
 @dataclass(frozen=True)
 class PatternStream:
-    """One launch of a pattern kernel: ``iters`` iterations of four requests per warp."""
+    """One launch of a pattern kernel: ``passes`` times ``iters`` iterations of four requests per warp."""
 
     pattern: Pattern
     blocks: int
     threads: int
     iters: int
+    passes: int = 1
 
     @property
     def warps(self) -> int:
@@ -215,7 +219,7 @@ class PatternStream:
 
     @property
     def requests(self) -> int:
-        return self.warps * ACCESSES * self.iters
+        return self.warps * ACCESSES * self.iters * self.passes
 
     @property
     def step(self) -> int:
@@ -229,9 +233,9 @@ class PatternStream:
     def useful_bytes(self) -> int:
         return self.requests * self.pattern.useful_bytes
 
-    @property
-    def moved_bytes(self) -> int:
-        return self.requests * self.pattern.moved_bytes
+    def moved_bytes(self, unit_bytes: int) -> int:
+        """Bytes the launch makes the memory move, when it moves whole ``unit_bytes`` units."""
+        return self.requests * self.pattern.moved_bytes(unit_bytes)
 
 
 def pattern_iteration_sums(words: np.ndarray, plan: PatternStream) -> np.ndarray:

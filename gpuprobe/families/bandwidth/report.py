@@ -1,13 +1,17 @@
 """The bandwidth family on the fact sheet: its sections, the occupancy plot, and its invariants.
 
-Invariants (held on any GPU, known model or not; each skipped when its facts were not measured):
+Invariants (held on any GPU, known model or not; each skipped when its facts were not measured; a failed
+one marks the facts it names, so no PASS sits beside an impossible number):
 
-* no DRAM figure beats the theoretical peak by more than ``PEAK_MARGIN`` (a timing error if so);
+* physics: no figure through DRAM (reads, writes and copies at every width, the occupancy sweep's best,
+  the CUDA runtime's copy, goodput's useful and moved bytes) has a CI wholly above the DRAM's peak
+  (``bandwidth.dram_theoretical``): the DRAM cannot move more, so a timing error made it;
 * the probe's DRAM copy is at least ``MEMCPY_FLOOR`` of the CUDA runtime's device-to-device copy of
   the same bytes (a plain streaming copy should come near the runtime's; nothing published compares
   the two on these parts, and published copy kernels on one GPU differ by up to 10 %, gpu-benches
   gpu-stream/h200.txt, so the floor leaves that and some room: the same floor as the expectations');
-* L2 reads are faster than DRAM reads (16-byte accesses);
+* the L2 does not fall below DRAM, within the CIs, for reads, writes and copies at each width: every
+  DRAM byte passes through the L2 (measured the same way, so a full run's settings only);
 * L1 and shared memory deliver at most ``CACHED_MAX`` bytes per clock per SM: 32 banks x 4 bytes is
   128, and a figure well beyond it means the clock records were misread.
 """
@@ -15,15 +19,17 @@ Invariants (held on any GPU, known model or not; each skipped when its facts wer
 from __future__ import annotations
 
 from gpuprobe.core.results import Device, Fact, Results
+from gpuprobe.judge.invariants import Check
+from gpuprobe.judge.ordering import not_below
 from gpuprobe.output.plots import COLORS, DEFAULT_DPI, new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
 
-PEAK_MARGIN = 1.02
 MEMCPY_FLOOR = 0.85
 CACHED_MAX = 128 * 1.1
 OCCUPANCY_PROBE = "bandwidth.dram.occupancy.v4"
-
-Check = tuple[str, bool, str]
+OPS = ("read", "write", "copy")
+WIDTHS = (16, 8, 4)
+PEAK = "bandwidth.dram_theoretical"
 
 
 def _measured(facts: dict[str, Fact], fact_id: str) -> Fact | None:
@@ -31,14 +37,39 @@ def _measured(facts: dict[str, Fact], fact_id: str) -> Fact | None:
     return fact if fact is not None and fact.value is not None else None
 
 
+def _dram_figures(facts: dict[str, Fact]) -> list[str]:
+    """The ids of every GB/s figure that moved through DRAM, whichever were measured."""
+    streams = [f"bandwidth.dram_{op}.v{width}" for op in OPS for width in WIDTHS]
+    goodput = sorted(i for i in facts if i.startswith("bandwidth.goodput.") and i.endswith((".useful", ".moved")))
+    return [*streams, "bandwidth.dram_read_best.v4", "bandwidth.dram_copy_cuda_memcpy", *goodput]
+
+
+def _peak_name(figure_id: str) -> str:
+    """``bandwidth.dram_read_within_peak`` for the 16-byte streams (their names before issue 24), else the
+    figure's id, dots made underscores, ``_within_peak`` added."""
+    for op in OPS:
+        if figure_id == f"bandwidth.dram_{op}.v16":
+            return f"bandwidth.dram_{op}_within_peak"
+    return "bandwidth." + figure_id.removeprefix("bandwidth.").replace(".", "_") + "_within_peak"
+
+
 def peak_checks(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """Physics: each DRAM figure's CI reaches down to the DRAM's peak or below it."""
+    peak = _measured(facts, PEAK)
+    if peak is None:
+        return []
     checks = []
-    for op in ("read", "write", "copy"):
-        fraction = _measured(facts, f"bandwidth.dram_{op}_fraction_of_peak")
-        if fraction is not None:
-            ok = fraction.value <= PEAK_MARGIN
-            detail = f"{fraction.id} = {fraction.value:.3f} ({'≤' if ok else '>'} {PEAK_MARGIN:g})"
-            checks.append((f"bandwidth.dram_{op}_within_peak", ok, detail))
+    for figure_id in _dram_figures(facts):
+        figure = _measured(facts, figure_id)
+        if figure is None:
+            continue
+        low = figure.ci[0] if figure.ci else figure.value
+        ok = low <= peak.value
+        relation = "≤" if ok else ">"
+        detail = f"{figure.id} = {figure.value:.0f} GB/s, CI from {low:.0f} {relation} {PEAK} = {peak.value:.0f} GB/s"
+        fraction = figure_id.replace(".v16", "_fraction_of_peak") if figure_id.endswith(".v16") else None
+        named = (figure.id, fraction) if fraction in facts else (figure.id,)
+        checks.append(Check(_peak_name(figure_id), ok, detail, named, physics=True))
     return checks
 
 
@@ -48,16 +79,29 @@ def memcpy_check(facts: dict[str, Fact], device: Device) -> list[Check]:
         return []
     ok = ratio.value >= MEMCPY_FLOOR
     detail = f"probe copy / cudaMemcpy = {ratio.value:.3f} ({'≥' if ok else '<'} {MEMCPY_FLOOR:g})"
-    return [("bandwidth.dram_copy_as_fast_as_memcpy", ok, detail)]
+    return [Check("bandwidth.dram_copy_as_fast_as_memcpy", ok, detail, (ratio.id,))]
 
 
-def order_check(facts: dict[str, Fact], device: Device) -> list[Check]:
-    l2, dram = _measured(facts, "bandwidth.l2_read.v16"), _measured(facts, "bandwidth.dram_read.v16")
-    if l2 is None or dram is None:
-        return []
-    ok = l2.value > dram.value
-    detail = f"{l2.id} = {l2.value:.0f} GB/s {'>' if ok else '≤'} {dram.id} = {dram.value:.0f} GB/s"
-    return [("bandwidth.l2_faster_than_dram", ok, detail)]
+def _order_name(op: str, width: int) -> str:
+    """``bandwidth.l2_faster_than_dram`` for 16-byte reads (its name before issue 24), else
+    ``bandwidth.l2_<op>_v<width>_not_below_dram``."""
+    return (
+        "bandwidth.l2_faster_than_dram" if (op, width) == ("read", 16) else f"bandwidth.l2_{op}_v{width}_not_below_dram"
+    )
+
+
+def order_checks(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """The L2 does not fall below DRAM (CIs) for each operation and width both were measured at."""
+    checks = []
+    for op in OPS:
+        for width in WIDTHS:
+            dram, l2 = (
+                _measured(facts, f"bandwidth.dram_{op}.v{width}"),
+                _measured(facts, f"bandwidth.l2_{op}.v{width}"),
+            )
+            if dram is not None and l2 is not None:
+                checks.append(not_below(_order_name(op, width), dram, l2))
+    return checks
 
 
 def cached_checks(facts: dict[str, Fact], device: Device) -> list[Check]:
@@ -68,11 +112,13 @@ def cached_checks(facts: dict[str, Fact], device: Device) -> list[Check]:
             if measured is not None:
                 ok = 0 < measured.value <= CACHED_MAX
                 detail = f"{measured.id} = {measured.value:.1f} byte/clk/SM (at most {CACHED_MAX:g})"
-                checks.append((f"bandwidth.{level}_read_v{width}_plausible", ok, detail))
+                checks.append(
+                    Check(f"bandwidth.{level}_read_v{width}_plausible", ok, detail, (measured.id,), physics=True)
+                )
     return checks
 
 
-INVARIANTS = (peak_checks, memcpy_check, order_check, cached_checks)
+INVARIANTS = (peak_checks, memcpy_check, order_checks, cached_checks)
 
 
 def occupancy_png(results: Results, dpi: int = DEFAULT_DPI) -> bytes | None:
@@ -140,7 +186,8 @@ SECTIONS = (
     Section(
         "Goodput",
         ("bandwidth.goodput.",),
-        blurb="Useful bytes per second next to the bytes the memory system moved (32-byte sectors touched, "
-        "counted from the access pattern), for strided and misaligned reads from DRAM.",
+        blurb="Useful bytes per second of strided and misaligned reads from DRAM, next to the bytes DRAM moved: "
+        "derived (a model, not a counter) from the DRAM access granule the 4-byte stride sweep measures, "
+        "the stride from which the useful rate stops halving (bandwidth.goodput.granule_bytes).",
     ),
 )

@@ -1,11 +1,13 @@
 """Launching the bandwidth kernels: checked launches, flushes, and the two ways a sample is timed.
 
-* :func:`event_rate` — GB/s from CUDA events: a long launch minus a short one, so launch costs and
-  the ramp up and down cancel; before each, optionally, the L2 is flushed by reading a scratch
-  buffer of twice its size (clean lines: no write-back lands in the timed launch).
-* :func:`cycle_rate` — bytes per clock per SM from the kernels' own %clock64 records: per SM, the
-  bytes its blocks moved over the span from its first block's start to its last block's end, long
-  launch minus short launch, the median over SMs.
+Both are a :class:`~gpuprobe.families.differencing.Difference` (long launch minus short launch, so launch
+costs and the ramp up and down cancel; a difference its timer does not resolve is widened, then fails):
+
+* :func:`event_gbps` — GB/s from CUDA events around each launch; before each, optionally, the L2 is
+  flushed by reading a scratch buffer of at least twice its size (:func:`timed_launch`);
+* :func:`cycle_rates` — bytes per clock per SM from the kernels' own %clock64 records: per SM, the span
+  from its first block's start to its last block's end, the median over the SMs that ran the blocks
+  planned for each (:func:`span_cycles`).
 
 Every launch poisons its outputs first and is checked afterwards (:class:`Launch.check`); a wrong
 result raises :class:`~gpuprobe.families.base.ProbeFailure`.
@@ -20,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import ProbeFailure
-from gpuprobe.families.measuring import POISON_BYTE, Kernels, check_arguments, unwritten
+from gpuprobe.families.differencing import CLOCK64, EVENTS, Difference, Lengths
+from gpuprobe.families.measuring import POISON_BYTE, Kernels, Stopping, check_arguments, unwritten
 from gpuprobe.runner.gpu import Launcher
 
 RECORD_WORDS = 3  # per block: start clock, end clock, SM id
@@ -29,13 +32,12 @@ RECORD_WORDS = 3  # per block: start clock, end clock, SM id
 @dataclass
 class Launch:
     """One kernel launch and what it must have done: ``check(first)`` raises ProbeFailure when the
-    results are wrong (``first``: the first check of this launch shape, which may look harder)."""
+    results are wrong (``first``: the first check of this launch's footprint, which may look harder)."""
 
     kernel: str
     args: list[object]
     blocks: int
     threads: int
-    bytes: int  # bytes moved, as the fact counts them
     check: Callable[[bool], None]
     shared: int = 0
     prepare: Callable[[], None] = lambda: None  # e.g. poison a destination
@@ -86,7 +88,8 @@ class Runner:
         return np.asarray(self.launcher.read(self.sums, "uint32", launch.blocks * launch.threads))
 
     def flush_l2(self) -> None:
-        """Read the scratch buffer of twice the L2 (checked): what a launch reads next comes from DRAM."""
+        """Read the scratch buffer of twice the L2 or more (checked): what a launch reads next comes from
+        DRAM, and what the last one left dirty in L2 is written back before the next is timed."""
         if self.flush is None:
             raise ProbeFailure("no L2 flush is set up")
         self.run(self.flush)
@@ -122,13 +125,36 @@ def check_sums(kernel: str, got: np.ndarray, expected: np.ndarray) -> None:
         )
 
 
-def event_rate(runner: Runner, short: Launch, long: Launch, flush: bool) -> float:
-    """GB/s of the bytes between a short and a long launch, timed with events."""
-    short_ms = runner.run(short, flush)
-    long_ms = runner.run(long, flush)
-    if not long_ms > short_ms:
-        raise ProbeFailure(f"{long.kernel}: the long launch took {long_ms:.4f} ms, the short one {short_ms:.4f} ms")
-    return (long.bytes - short.bytes) / ((long_ms - short_ms) * 1e-3) / 1e9
+def made_once(launch_of: Callable[[int], Launch]) -> Callable[[int], Launch]:
+    """``launch_of`` (the launch of ``n`` passes or iterations over one footprint), each ``n``'s launch made
+    once and kept, so its expected results are computed once; only the first launch made is checked in
+    full the first time (the others cover the same bytes), later checks read a part (:class:`Launch`)."""
+    made: dict[int, Launch] = {}
+
+    def launch(n: int) -> Launch:
+        if n not in made:
+            made[n] = launch_of(n)
+            made[n].checked = len(made) > 1
+        return made[n]
+
+    return launch
+
+
+def timed_launch(runner: Runner, launch_of: Callable[[int], Launch], flush: bool) -> Callable[[int], float]:
+    """``n`` -> GPU ms of ``launch_of(n)``, run after an L2 flush when ``flush``: what
+    :class:`~gpuprobe.families.differencing.Difference` launches."""
+    launch = made_once(launch_of)
+    return lambda n: runner.run(launch(n), flush)
+
+
+def event_gbps(
+    run: Callable[[int], float], lengths: Lengths, unit_bytes: int, what: str, stop: Stopping
+) -> tuple[list[float], Lengths]:
+    """GB/s samples of the bytes between a short and a long event-timed launch (``run(n)``: the GPU ms of
+    ``n`` passes or iterations of ``unit_bytes`` each), and the lengths they ended with (widened or not)."""
+    difference = Difference(run, lengths, what, EVENTS)
+    samples = [unit_bytes / (ms * 1e-3) / 1e9 for ms in difference.samples(stop)]
+    return samples, difference.lengths
 
 
 def per_sm(records: np.ndarray) -> dict[int, tuple[int, float]]:
@@ -140,17 +166,26 @@ def per_sm(records: np.ndarray) -> dict[int, tuple[int, float]]:
     return spans
 
 
-def cycle_rate(runner: Runner, short: Launch, long: Launch, bytes_per_block: tuple[int, int]) -> float:
-    """Bytes per clock per SM: per SM, (long bytes - short bytes) / (long span - short span), over the
-    SMs that ran as many blocks in both launches; the median over SMs."""
-    runner.run(short)
-    first = per_sm(runner.records(short))
-    runner.run(long)
-    second = per_sm(runner.records(long))
-    rates = []
-    for sm, (blocks, span) in second.items():
-        if sm in first and first[sm][0] == blocks and span > first[sm][1]:
-            rates.append(blocks * (bytes_per_block[1] - bytes_per_block[0]) / (span - first[sm][1]))
-    if not rates:
-        raise ProbeFailure(f"{long.kernel}: no SM ran the same blocks in both launches with a longer span")
-    return float(np.median(rates))
+def span_cycles(runner: Runner, launch_of: Callable[[int], Launch], blocks_per_sm: int) -> Callable[[int], float]:
+    """``n`` -> cycles of ``launch_of(n)`` on one SM: the median, over the SMs that ran ``blocks_per_sm``
+    blocks, of the span from an SM's first block's start to its last block's end."""
+    made = made_once(launch_of)
+
+    def run(n: int) -> float:
+        launch = made(n)
+        runner.run(launch)
+        spans = [span for blocks, span in per_sm(runner.records(launch)).values() if blocks == blocks_per_sm]
+        if not spans:
+            raise ProbeFailure(f"{launch.kernel}: no SM ran the {blocks_per_sm} blocks planned for each")
+        return float(np.median(spans))
+
+    return run
+
+
+def cycle_rates(
+    run: Callable[[int], float], lengths: Lengths, unit_bytes: int, what: str, stop: Stopping
+) -> list[float]:
+    """Bytes per clock per SM: ``unit_bytes`` (what one SM's blocks move per iteration) over the cycles an
+    iteration adds to an SM's span (``run(n)``: :func:`span_cycles`)."""
+    difference = Difference(run, lengths, what, CLOCK64)
+    return [unit_bytes / cycles for cycles in difference.samples(stop)]

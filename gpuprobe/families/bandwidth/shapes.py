@@ -1,8 +1,16 @@
 """The bandwidth family's settings and launch shapes: how big, how many blocks, how many iterations.
 
 Each probe's short and long launch (the pair a sample differences) is planned here from the device
-(SM count, L2 size) and the occupancy the CUDA API allows, so :func:`planned_work` can bound the
-family's whole run from the very plans :mod:`gpuprobe.families.bandwidth` launches.
+(SM count, L2 size, DRAM peak) and the occupancy the CUDA API allows, so :func:`planned_work` can bound
+the family's whole run from the very plans :mod:`gpuprobe.families.bandwidth` launches.
+
+A DRAM probe's two launches cover the same footprint of several L2 sizes, the short one pass over it and
+the long one more passes: both end having just streamed that footprint, so they leave the L2 in the
+same state (the same lines in it, as many of them dirty), and every byte of the long launch's extra
+passes went to or came from DRAM. (A short launch over part of the footprint, as before issue 24, leaves
+fewer dirty lines behind than the long one: their write-backs, never timed, made DRAM writes look faster
+than the L2's.) The extra passes are as many as make the difference span :data:`RESOLVED_TICKS` event
+ticks, with :data:`MARGIN` to spare, at the DRAM's peak: no faster DRAM could leave it unresolved.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from gpuprobe.core.results import Device
 from gpuprobe.families.bandwidth import patterns
 from gpuprobe.families.bandwidth.patterns import PATTERNS, PatternStream, Stream
 from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.differencing import EVENTS, MARGIN, RESOLVED_TICKS, Lengths
 from gpuprobe.families.measuring import Stopping, require_counts
 
 MIB = 1 << 20
@@ -26,16 +35,18 @@ class Settings:
     """How much each probe moves and how often it samples (JSON-able: it crosses into the child)."""
 
     threads: int = 256  # per block, for the global streams
-    dram_l2_multiple: float = 4.0  # DRAM footprint, in L2 sizes
-    short_fraction: float = 0.25  # the short launch's share of the long one
-    flush_l2_multiple: float = 2.0  # the scratch read that flushes the L2
+    dram_l2_multiple: float = 4.0  # DRAM footprint, in L2 sizes: a pass streams it, and the next re-reads none of it
+    short_fraction: float = 0.25  # the short launch's share of the long one (L2, L1 and shared memory)
+    flush_l2_multiple: float = 2.0  # the scratch read that flushes the L2 (at least 2: one L2 of reads leaves
+    # lines of what it displaced behind on a part whose replacement is not LRU)
     l2_fraction: float = 0.25  # the L2 probes' footprint (source and destination together), of the L2: on a
     # split L2 (A100, H100) a line read by an SM on the far side is also kept near it, so half the L2 is its reach
     l2_long_bytes: int = 4 << 30  # bytes a long L2 launch moves
     cached_tile_per_sm: int = 32 * 1024  # L1 and shared: bytes each SM's blocks re-read
     cached_long_bytes_per_sm: int = 32 * MIB  # bytes per SM in a long L1 / shared launch
-    pattern_moved_l2_multiple: float = 1.0  # bytes a long goodput launch moves, in L2 sizes,
-    pattern_iterations: int = 8  # and at least this many iterations, so the short and long launch differ well
+    pattern_moved_l2_multiple: float = 2.0  # a goodput pass moves at least this many L2 sizes, counted in 32-byte
+    # sectors (the least it can), as far as the buffer reaches: the next pass finds none of it left in L2
+    pattern_iterations: int = 8  # and makes at least this many iterations of every SM's blocks
     sweep_threads: tuple[int, ...] = (128, 256, 512, 1024)
     sweep_blocks: tuple[int, ...] = (1, 2, 4, 8, 16)  # blocks per SM tried (up to the occupancy limit, which is added)
     saturation: float = 0.9  # the occupancy sweep's saturation: this fraction of the best
@@ -66,10 +77,13 @@ class Settings:
             raise ValueError("Settings: threads per block must be multiples of 128, at most 1024")
         if not 0 < self.short_fraction < 1 or not 0 < self.l2_fraction <= 1 or not 0 < self.saturation <= 1:
             raise ValueError("Settings: short_fraction in (0, 1), l2_fraction and saturation in (0, 1]")
-        if self.pattern_iterations < 2:
-            raise ValueError(f"Settings: pattern_iterations must be at least 2, not {self.pattern_iterations}")
-        if self.dram_l2_multiple < 2 or self.flush_l2_multiple < 1 or self.max_repeats < self.min_repeats:
-            raise ValueError("Settings: dram_l2_multiple >= 2, flush_l2_multiple >= 1, max_repeats >= min_repeats")
+        if self.pattern_iterations < 2 or self.pattern_moved_l2_multiple < 0:
+            raise ValueError("Settings: pattern_iterations must be at least 2, pattern_moved_l2_multiple at least 0")
+        if self.dram_l2_multiple < 2 or self.flush_l2_multiple < 2 or self.max_repeats < self.min_repeats:
+            raise ValueError(
+                f"Settings: dram_l2_multiple >= 2 and flush_l2_multiple >= 2 (L2 sizes; given {self.dram_l2_multiple:g}"
+                f" and {self.flush_l2_multiple:g}), max_repeats >= min_repeats"
+            )
 
     def stopping(self, sweep: bool = False) -> Stopping:
         most = self.sweep_repeats if sweep else self.max_repeats
@@ -117,7 +131,7 @@ def source_bytes(device: Device, settings: Settings) -> int:
     return -(-wanted // patterns.GROUP_BYTES) * patterns.GROUP_BYTES
 
 
-MIN_DRAM_TILES = 4  # a DRAM footprint holds at least this many tiles, so the short and long launch differ
+MIN_DRAM_TILES = 4  # a DRAM footprint holds at least this many tiles of the grid
 
 
 def dram_blocks(width: int, threads: int, most_per_sm: int, sm_count: int, l2_bytes: int, settings: Settings) -> int:
@@ -127,24 +141,38 @@ def dram_blocks(width: int, threads: int, most_per_sm: int, sm_count: int, l2_by
     return fit_blocks(width, threads, most_per_sm, sm_count, footprint // MIN_DRAM_TILES)
 
 
-def dram_pair(width: int, blocks: int, threads: int, l2_bytes: int, settings: Settings) -> tuple[Stream, Stream]:
-    """The short and the long DRAM sweep: one pass each, the long over ``dram_l2_multiple`` L2 sizes."""
-    footprint = int(settings.dram_l2_multiple * l2_bytes)
-    long = patterns.sweep_for(width, blocks, threads, footprint)
-    short = patterns.sweep_for(width, blocks, threads, max(long.tile, int(long.footprint * settings.short_fraction)))
-    if short.iters >= long.iters:
-        raise ProbeFailure(f"a DRAM footprint of {footprint} bytes holds too few {long.tile}-byte tiles to difference")
-    return short, long
+def resolved_bytes(peak_gbps: float | None) -> int:
+    """Bytes a difference of event-timed launches must move so that, even at the DRAM's peak, it spans
+    ``RESOLVED_TICKS`` ticks of the events with ``MARGIN`` to spare; 0 when the peak is unknown (the
+    difference then widens itself)."""
+    if not peak_gbps:
+        return 0
+    return math.ceil(MARGIN * RESOLVED_TICKS * EVENTS.tick * 1e-3 * peak_gbps * 1e9)
+
+
+def extra_passes(pass_bytes: int, peak_gbps: float | None) -> Lengths:
+    """One pass against one plus as many passes as move :func:`resolved_bytes` (each moving ``pass_bytes``)."""
+    return Lengths(1, 1 + max(1, math.ceil(resolved_bytes(peak_gbps) / pass_bytes)), 1)
+
+
+def dram_stream(width: int, blocks: int, threads: int, l2_bytes: int, settings: Settings) -> Stream:
+    """One pass of a DRAM sweep over ``dram_l2_multiple`` L2 sizes (:func:`extra_passes` makes the pair)."""
+    stream = patterns.sweep_for(width, blocks, threads, int(settings.dram_l2_multiple * l2_bytes))
+    if stream.iters < MIN_DRAM_TILES:
+        raise ProbeFailure(f"a DRAM footprint of {stream.footprint} bytes holds under {MIN_DRAM_TILES} tiles")
+    return stream
 
 
 def l2_pair(
     width: int, blocks: int, threads: int, footprint: int, factor: int, settings: Settings
-) -> tuple[Stream, Stream]:
-    """The short and the long L2 launch: the same footprint, passes in the ratio short_fraction."""
+) -> tuple[Stream, Lengths]:
+    """One pass of an L2 launch over ``footprint``, and the passes of the short and the long launch: the
+    long moves ``l2_long_bytes``, the short ``short_fraction`` of that (at any L2 rate below 40 TB/s the
+    default 4 GiB differ by over 50 us, 100 event ticks)."""
     once = patterns.sweep_for(width, blocks, threads, footprint)
     passes = max(2, math.ceil(settings.l2_long_bytes / (factor * once.footprint)))
-    short_passes = max(1, int(passes * settings.short_fraction))
-    return Stream(width, blocks, threads, once.iters, short_passes), Stream(width, blocks, threads, once.iters, passes)
+    short_passes = min(passes - 1, max(1, int(passes * settings.short_fraction)))
+    return once, Lengths(short_passes, passes, 1)
 
 
 def cached_pair(width: int, blocks_per_sm: int, threads: int, settings: Settings) -> tuple[int, int]:
@@ -183,11 +211,14 @@ def pattern_pair(
     l2_bytes: int,
     buffer_bytes: int,
     settings: Settings,
-) -> tuple[PatternStream, PatternStream]:
-    """The short and long goodput launch. Blocks per SM: as many as resident (``most_per_sm``) while the
-    buffer holds ``pattern_iterations`` of them, else the fewest (one), if it holds two of those. The
-    long launch moves ``pattern_moved_l2_multiple`` L2 sizes (at least ``pattern_iterations`` iterations),
-    as far as the buffer reaches; the short ``short_fraction`` of that."""
+    peak_gbps: float | None,
+) -> tuple[PatternStream, Lengths]:
+    """One pass of a goodput launch and the passes of the short and long launch. Blocks per SM: as many as
+    resident (``most_per_sm``) while the buffer holds ``pattern_iterations`` of them, else the fewest
+    (one), if it holds two of those. A pass moves ``pattern_moved_l2_multiple`` L2 sizes, as far as the
+    buffer reaches, so that the next pass finds nothing of it left in L2. Counted in whole 32-byte L2
+    sectors, the least a pass can move (a larger DRAM granule only makes it move more): the extra passes
+    are sized as a DRAM probe's (:func:`extra_passes`) from that too."""
     shapes = [PatternStream(pattern, sm_count * per_sm, threads, 1) for per_sm in range(most_per_sm, 0, -1)]
     one = next((o for o in shapes if buffer_bytes // o.footprint >= settings.pattern_iterations), shapes[-1])
     room = buffer_bytes // one.footprint
@@ -195,10 +226,10 @@ def pattern_pair(
         raise ProbeFailure(
             f"pattern {pattern.name}: a {buffer_bytes}-byte buffer holds under two iterations of one block per SM"
         )
-    wanted = math.ceil(settings.pattern_moved_l2_multiple * l2_bytes / one.moved_bytes)
-    iters = min(room, max(settings.pattern_iterations, wanted))
-    short = max(1, int(iters * settings.short_fraction))
-    return PatternStream(pattern, one.blocks, threads, short), PatternStream(pattern, one.blocks, threads, iters)
+    least = one.moved_bytes(patterns.L2_SECTOR_BYTES)
+    wanted = math.ceil(settings.pattern_moved_l2_multiple * l2_bytes / least)
+    once = PatternStream(pattern, one.blocks, threads, min(room, max(settings.pattern_iterations, wanted)))
+    return once, extra_passes(once.moved_bytes(patterns.L2_SECTOR_BYTES), peak_gbps)
 
 
 # ---- the planned work, for the time budget -------------------------------------------------------------
@@ -217,9 +248,20 @@ class Work:
     launches: int  # kernel launches: timed, flushes, warm-ups
 
 
-def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str, int], int]) -> list[Work]:
+def _differenced(probe: str, level: str, unit_bytes: int, lengths: Lengths, repeats: int, flush: int) -> Work:
+    """A :class:`~gpuprobe.families.differencing.Difference` of event-timed launches at its most repeats:
+    each sample a short and a long launch of ``unit_bytes`` per pass or iteration, one short launch
+    first (the events' warm-up), each launch after a flush of ``flush`` bytes (0: none)."""
+    launches = 2 * repeats + 1
+    moved = (repeats * (lengths.short + lengths.long) + lengths.short) * unit_bytes + launches * flush
+    return Work(probe, level, moved, launches * (2 if flush else 1))
+
+
+def planned_work(
+    device: Device, settings: Settings, most_blocks: Callable[[str, int], int], peak_gbps: float | None
+) -> list[Work]:
     """Every probe's work at ``max_repeats`` samples, from the same plans ``measure`` launches;
-    ``most_blocks(kernel, threads)`` stands for the occupancy API."""
+    ``most_blocks(kernel, threads)`` stands for the occupancy API, ``peak_gbps`` is the DRAM's peak."""
     s, sms, l2 = settings, device.sm_count, device.l2_bytes
     flush = int(s.flush_l2_multiple * l2)
     buffer = source_bytes(device, s)
@@ -230,25 +272,24 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
     for op in OPS:
         factor = 2 if op == "copy" else 1
         for width in (16, 8, 4):
-            kernel = stream_kernel(op, width)
+            name, kernel = f"bandwidth.dram.{op}.v{width}", stream_kernel(op, width)
             per_sm = dram_blocks(width, s.threads, most_blocks(kernel, s.threads), sms, l2, s)
-            short, long = dram_pair(width, sms * per_sm, s.threads, l2, s)
-            memcpy = 2 if op == "copy" and width == 16 else 1  # the runtime's copy, sampled as often
-            moved = factor * (short.bytes_accessed + long.bytes_accessed) + 2 * flush
-            work.append(
-                Work(
-                    f"bandwidth.dram.{op}.v{width}", "dram", memcpy * s.max_repeats * moved, memcpy * s.max_repeats * 4
-                )
-            )
-            # every launch shape's first check reads all it wrote, later ones at most check_words
-            later = 2 * (s.max_repeats - 1) * min(4 * s.check_words, long.footprint)
-            check = short.footprint + long.footprint + later if op != "read" else 0
-            work.append(Work(f"bandwidth.dram.{op}.v{width}", "check", check, 0))
+            stream = dram_stream(width, sms * per_sm, s.threads, l2, s)
+            lengths = extra_passes(factor * stream.footprint, peak_gbps)
+            work.append(_differenced(name, "dram", factor * stream.footprint, lengths, s.max_repeats, flush))
+            if op == "copy" and width == 16:  # the runtime's copy of the same footprint, sampled as often
+                work.append(_differenced(name, "dram", factor * stream.footprint, lengths, s.max_repeats, flush))
+            # the first launch's first check reads all it wrote, every other check at most check_words
+            later = 2 * s.max_repeats * min(4 * s.check_words, stream.footprint)
+            work.append(Work(name, "check", stream.footprint + later if op != "read" else 0, 0))
             footprint = int(s.l2_fraction * l2) // factor
             threads, per_sm = fit_l2_blocks(width, s.threads, partial(most_blocks, kernel), sms, footprint)
-            short, long = l2_pair(width, sms * per_sm, threads, footprint, factor, s)
-            moved = factor * (short.bytes_accessed + (s.max_repeats + 1) * long.bytes_accessed) // s.max_repeats
-            work.append(Work(f"bandwidth.l2.{op}.v{width}", "l2", s.max_repeats * moved, 2 * s.max_repeats + 1))
+            once, lengths = l2_pair(width, sms * per_sm, threads, footprint, factor, s)
+            work.append(
+                _differenced(
+                    f"bandwidth.l2.{op}.v{width}", "l2", factor * once.footprint, lengths, s.max_repeats, flush
+                )
+            )
     cached = [("l1.read", "gp_bw_read_ca_v{w}")] + [(f"shared.{op}", SHARED_KERNELS[op]) for op in OPS]
     for level, kernel in cached:
         for width in (16, 8, 4):
@@ -265,25 +306,15 @@ def planned_work(device: Device, settings: Settings, most_blocks: Callable[[str,
                 )
             )
     for threads, per_sm in sweep_points(s, lambda t: most_blocks("gp_bw_read_cg_v4", t), sms, l2):
-        short, long = dram_pair(4, sms * per_sm, threads, l2, s)
+        stream = dram_stream(4, sms * per_sm, threads, l2, s)
+        lengths = extra_passes(stream.footprint, peak_gbps)
         work.append(
-            Work(
-                "bandwidth.dram.occupancy.v4",
-                "dram",
-                s.sweep_repeats * (short.bytes_accessed + long.bytes_accessed + 2 * flush),
-                4 * s.sweep_repeats,
-            )
+            _differenced("bandwidth.dram.occupancy.v4", "dram", stream.footprint, lengths, s.sweep_repeats, flush)
         )
     for name, pattern in PATTERNS.items():
         most = most_blocks(f"gp_bw_pattern_v{pattern.width}", s.threads)
-        short, long = pattern_pair(pattern, most, sms, s.threads, l2, buffer, s)
-        work.append(
-            Work(
-                f"bandwidth.goodput.{name}",
-                "dram",
-                s.max_repeats * (short.moved_bytes + long.moved_bytes + 2 * flush),
-                4 * s.max_repeats,
-            )
-        )
-        work.append(Work(f"bandwidth.goodput.{name}", "gather", long.useful_bytes, 0))  # the short's: its first rows
+        once, lengths = pattern_pair(pattern, most, sms, s.threads, l2, buffer, s, peak_gbps)
+        moved = once.moved_bytes(patterns.LINE_BYTES)  # the most a pass can move: whole lines
+        work.append(_differenced(f"bandwidth.goodput.{name}", "dram", moved, lengths, s.max_repeats, flush))
+        work.append(Work(f"bandwidth.goodput.{name}", "gather", once.useful_bytes, 0))  # the pass's sums, once
     return work

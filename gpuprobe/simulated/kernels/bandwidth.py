@@ -3,18 +3,29 @@
 Semantics follow the PTX (ptx/bandwidth/bandwidth.ptx) address by address, independently of the host's
 predictions in gpuprobe.families.bandwidth.patterns: reads sum every loaded word per thread, writes
 store the value buffer's bytes, copies copy, and thread 0 of each block writes {start, end, SM} with
-the block on SM ``block % sm_count``. Timing: a launch's bytes over the rate of the level that serves
-it — L2 when the launch touches only bytes the previous launch left in a cache-sized range, else DRAM
-(a flush read of twice the L2 leaves nothing); DRAM scaled down when too few bytes are in flight per
-SM. L1 and shared memory deliver ``bw_cached_bpc`` bytes per clock per SM to the clock records.
+the block on SM ``block % sm_count``. L1 and shared memory deliver ``bw_cached_bpc`` bytes per clock
+per SM to the clock records.
 
-Options, set as attributes on the FakeGpu: ``bw_dram_gbps``, ``bw_l2_gbps``, ``bw_cached_bpc``,
-``bw_inflight_bytes`` (bytes in flight per SM that saturate DRAM), ``bw_corrupt`` (a kernel name whose
-first result is corrupted: a sum, a stored or copied word).
+Timing of a global launch, pass by pass: a footprint that fits the L2 is served by the L2 once resident
+(the previous launch left it there, or this launch's first pass brought it), else every pass goes to
+DRAM, scaled down when too few bytes are in flight per SM. DRAM moves whole ``bw_dram_granule``-byte
+units (a strided pattern pays for every unit it touches). Stores leave dirty lines in L2 that reach
+DRAM only when evicted: a launch whose stores stream through DRAM ends with ``dirty(W)`` of the W bytes
+it stored still in L2, written back during whatever evicts them next (a flush, untimed). ``dirty`` grows
+as ``L2 x (1 - exp(-W / L2))``, as on a part whose replacement keeps some of the clean lines it held: so
+a short launch writing one L2 leaves fewer dirty bytes than a long one writing four, and a difference of
+the two counts their write-backs as stored bytes DRAM never moved in the time (issue 24: DRAM write read
+faster than L2 write); two launches that end with the same footprint streamed leave the same.
+
+Options, set as attributes on the FakeGpu: ``bw_dram_gbps``, ``bw_l2_gbps``, ``bw_l2_write_gbps`` (L2
+stores; default ``bw_l2_gbps``), ``bw_cached_bpc``, ``bw_inflight_bytes`` (bytes in flight per SM that
+saturate DRAM), ``bw_dram_granule`` (bytes), ``bw_corrupt`` (a kernel name whose first result is
+corrupted: a sum, a stored or copied word).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -28,7 +39,7 @@ MIB = 1 << 20
 # L2 is too small for 132 SMs' worth of blocks).
 FAST_SETTINGS = Settings(
     l2_fraction=0.5,
-    l2_long_bytes=8 * MIB,
+    l2_long_bytes=2048 * MIB,  # passes cost nothing to simulate: enough for 100 event ticks at the L2 rate
     cached_long_bytes_per_sm=MIB,
     max_repeats=3,
     sweep_repeats=2,
@@ -38,7 +49,13 @@ FAST_SETTINGS = Settings(
 )
 
 ACCESSES, REQUEST, GROUP = 4, 512, 2048
-DEFAULTS = {"bw_dram_gbps": 3000.0, "bw_l2_gbps": 9000.0, "bw_cached_bpc": 120.0, "bw_inflight_bytes": 32768.0}
+DEFAULTS = {
+    "bw_dram_gbps": 3000.0,
+    "bw_l2_gbps": 9000.0,
+    "bw_cached_bpc": 120.0,
+    "bw_inflight_bytes": 32768.0,
+    "bw_dram_granule": 64,  # as the H200 of issue 24 measured (cache.l2.sector_bytes, and the goodput sweep)
+}
 LAUNCH_MS = 0.004
 START_CLOCK = 10_000
 BLOCK_CYCLES = 500  # a block's fixed cost, outside its accesses
@@ -95,18 +112,45 @@ def _cached_cycles(gpu: Any, launch: Any, bytes_per_block: int) -> np.ndarray:
     return BLOCK_CYCLES + per_sm * bytes_per_block / per_clock
 
 
-def _level_ms(gpu: Any, launch: Any, touched: tuple[int, int, int], moved: float, width: int) -> float:
-    """GPU ms of a global launch: L2 if it stays inside what the last launch left in L2, else DRAM."""
+def _dram_share(gpu: Any, launch: Any, moved_per_access: float) -> float:
+    """The share of the DRAM's rate a launch reaches with the bytes it keeps in flight per SM: each thread's
+    four accesses, each making DRAM move ``moved_per_access`` bytes (its width, or its share of the units a
+    strided warp request touches)."""
+    resident = min(launch.blocks / gpu.sm_count, gpu.blocks_per_sm) * launch.threads
+    return min(1.0, resident * ACCESSES * moved_per_access / _option(gpu, "bw_inflight_bytes"))
+
+
+def _dirty_after(gpu: Any, stored: float) -> float:
+    """Bytes still dirty in L2 after a launch streamed ``stored`` bytes of stores through it."""
+    return gpu.l2_bytes * (1.0 - math.exp(-stored / gpu.l2_bytes))
+
+
+def _level_ms(gpu: Any, launch: Any, touched: tuple[int, int, int], per_pass: tuple[float, float], passes: int,
+              moved_per_access: float) -> float:  # fmt: skip
+    """GPU ms of a global launch of ``passes`` passes over ``touched`` (buffer, low, high), each pass
+    loading and storing ``per_pass`` bytes (as DRAM moves them). A footprint that fits the L2 is loaded
+    from DRAM on its first pass unless resident, then served by the L2, which takes every store; a larger
+    one streams every pass through DRAM, with the dirty lines the module docstring describes."""
+    loaded, stored = per_pass
     cached = getattr(gpu, "bw_cached_range", None)
     base, low, high = touched
-    in_l2 = cached is not None and cached[0] == base and cached[1] <= low and high <= cached[2]
-    gpu.bw_cached_range = touched if high - low <= gpu.l2_bytes else None
-    if in_l2:
-        return LAUNCH_MS + moved / (_option(gpu, "bw_l2_gbps") * 1e9) * 1e3 * _run_factor(gpu, "l2", DEVICE_RUN_SD)
-    resident = min(launch.blocks / gpu.sm_count, gpu.blocks_per_sm) * launch.threads
-    share = min(1.0, resident * ACCESSES * width / _option(gpu, "bw_inflight_bytes"))
-    ms = moved / (_option(gpu, "bw_dram_gbps") * share * 1e9) * 1e3
-    return LAUNCH_MS + ms * _run_factor(gpu, "dram", DEVICE_RUN_SD)
+    fits = high - low <= gpu.l2_bytes
+    resident = cached is not None and cached[0] == base and cached[1] <= low and high <= cached[2]
+    gpu.bw_cached_range = touched if fits else None
+    dirty = getattr(gpu, "bw_dirty_bytes", 0.0)  # what earlier launches left, written back once evicted
+    if fits:
+        cold = 0 if resident else 1
+        dram, l2_passes = cold * loaded, passes - cold
+        gpu.bw_dirty_bytes = float(high - low) if stored else dirty
+    else:
+        left = _dirty_after(gpu, stored * passes) if stored else 0.0
+        dram, l2_passes = passes * loaded + dirty + stored * passes - left, 0
+        gpu.bw_dirty_bytes = left
+    l2_write = _option(gpu, "bw_l2_write_gbps") or _option(gpu, "bw_l2_gbps")
+    l2_s = (l2_passes * loaded / _option(gpu, "bw_l2_gbps") + (passes * stored / l2_write if fits else 0.0)) / 1e9
+    dram_s = dram / (_option(gpu, "bw_dram_gbps") * _dram_share(gpu, launch, moved_per_access) * 1e9)
+    factors = _run_factor(gpu, "l2", DEVICE_RUN_SD), _run_factor(gpu, "dram", DEVICE_RUN_SD)
+    return LAUNCH_MS + (l2_s * factors[0] + dram_s * factors[1]) * 1e3
 
 
 def _run_factor(gpu: Any, level: str, sd: float) -> float:
@@ -136,7 +180,7 @@ def _read(kernel: str, w: int):
         per_block = launch.threads * width * ACCESSES * int(iters) * int(passes)
         _write_records(gpu, launch, out, _cached_cycles(gpu, launch, per_block))
         span = int(offsets.max()) + width
-        return _level_ms(gpu, launch, (buffer.base, start, start + span), per_pass * int(passes), width)
+        return _level_ms(gpu, launch, (buffer.base, start, start + span), (per_pass, 0.0), int(passes), width)
 
     return simulate
 
@@ -157,8 +201,9 @@ def _store(kernel: str, width: int, copy: bool):
             target.data[start] ^= 1
         per_block = launch.threads * width * ACCESSES * int(iters) * int(passes)
         _write_records(gpu, launch, out, _cached_cycles(gpu, launch, per_block))
-        moved = launch.blocks * per_block * (2 if copy else 1)
-        return _level_ms(gpu, launch, (target.base, start, start + int(offsets.max()) + width), moved, width)
+        per_pass = launch.blocks * per_block / int(passes)
+        span = (target.base, start, start + int(offsets.max()) + width)
+        return _level_ms(gpu, launch, span, (per_pass if copy else 0.0, per_pass), int(passes), width)
 
     return simulate
 
@@ -251,7 +296,7 @@ def _shared_copy(kernel: str, w: int):
 
 
 def _pattern(kernel: str, width: int):
-    def simulate(gpu: Any, launch: Any, src, lane_stride, request_stride, step, iters, sums, out) -> float:
+    def simulate(gpu: Any, launch: Any, src, lane_stride, request_stride, step, iters, passes, sums, out) -> float:
         buffer, start = _region(gpu, src)
         threads = launch.blocks * launch.threads
         t = np.arange(threads, dtype=np.int64)
@@ -259,16 +304,19 @@ def _pattern(kernel: str, width: int):
         i = np.arange(int(iters), dtype=np.int64)[:, None, None] * int(step)
         k = np.arange(ACCESSES, dtype=np.int64)[None, :, None] * int(request_stride)
         offsets = i + k + base[None, None, :]
-        result = _sum_words(buffer.data, start, offsets, width).astype(np.uint32)
+        once = _sum_words(buffer.data, start, offsets, width)
+        result = ((once * np.uint64(int(passes))) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         if _corrupt(gpu, kernel):
             result[0] ^= 1
         sums.data[: 4 * len(result)] = result.view(np.uint8)
         _write_records(gpu, launch, out, np.full(launch.blocks, BLOCK_CYCLES))
-        first_warp = (start + offsets[0, 0, :32])[:, None] + np.arange(width)[None, :]
-        sectors = len(np.unique(first_warp // 32))
-        moved = threads // 32 * ACCESSES * int(iters) * sectors * 32
+        granule = int(_option(gpu, "bw_dram_granule"))
+        # each unit an iteration touches, moved once (iterations cover disjoint, unit-aligned ranges; an access
+        # never straddles a unit: widths and units are aligned powers of two)
+        per_pass = int(iters) * len(np.unique((start + offsets[0]) // granule)) * granule
+        per_access = per_pass / offsets.size
         span = (start, start + int(offsets.max()) + width)
-        return _level_ms(gpu, launch, (buffer.base, *span), moved, width)
+        return _level_ms(gpu, launch, (buffer.base, *span), (float(per_pass), 0.0), int(passes), per_access)
 
     return simulate
 
