@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,21 +18,36 @@ from gpuprobe.families.async_copy import (
     INVARIANTS,
     PROBES,
     SECTIONS,
+    SOURCE_READS,
+    SOURCED_RATES,
+    STREAM_CHUNK_BYTES,
     Settings,
     bulk_block_sums,
     measure,
     neighbour_sums,
-    rate_gbps,
+    step_gbps,
 )
-from gpuprobe.families.base import ProbeFailure, Request
+from gpuprobe.families.base import Request
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
+from gpuprobe.judge.verdicts import mark_impossible
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import KIB, fake_gpu, measure_family, ptx_parameters
-from gpuprobe.simulated.kernels.async_copy import FAST_SETTINGS, model
+from gpuprobe.simulated.kernels.async_copy import (
+    FAST_SETTINGS,
+    copy_bytes_per_clock,
+    model,
+    probe_ptx,
+    shared_accesses,
+    wavefronts,
+)
 from tests.devices import H200
 from tests.test_host_transfer import mutant_violations
 
 SMALL = FAST_SETTINGS
+COPY_KERNELS = ("gp_ac_copy_cp_async", "gp_ac_copy_plain")
+# A simulated memory as fast per SM as an H200's (4.8 TB/s DRAM, ~9 TB/s L2 over 132 SMs) on the 4-SM test part:
+# the copies read it more slowly than their banks could take it, as on the H200 once the slots are conflict-free.
+H200_PER_SM_MEMORY = {"bw_dram_gbps": 140.0, "bw_l2_gbps": 270.0}
 
 
 def _gpu(**kwargs):
@@ -47,10 +63,8 @@ def _facts(measured) -> dict[str, Fact]:
     return {f.id: f for m in measured.values() for f in m.facts}
 
 
-def test_a_rate_is_the_extra_bytes_over_the_extra_time() -> None:
-    assert rate_gbps(3e9, 0.25, 1.25) == pytest.approx(3000.0)
-    with pytest.raises(ProbeFailure, match="no longer than"):
-        rate_gbps(1e6, 1.0, 1.0)
+def test_a_rate_is_a_steps_bytes_over_its_time() -> None:
+    assert step_gbps(3e9, 1.0) == pytest.approx(3000.0)
 
 
 def test_the_stream_checks_follow_the_kernels_data_layout() -> None:
@@ -66,15 +80,16 @@ def test_the_stream_checks_follow_the_kernels_data_layout() -> None:
 
 
 def test_both_families_fit_their_time_budget_on_an_h100_class_gpu() -> None:
-    """8 s for host_transfer and async_copy together on an H200 (``plan``): the streams at half the DRAM peak,
+    """8.5 s for host_transfer and async_copy together on an H200 (``plan``): the streams at half the DRAM peak,
     every chase step at an L2 miss's worst, the host copies over a PCIe Gen4 link (pinned 20 GB/s, pageable
-    6 GB/s), the host's own work (patterns, sums, checks) and every launcher call and condition snapshot."""
+    6 GB/s), the host's own work (patterns, sums, checks: every timed stream launch is read back and checked,
+    about 0.5 s of it) and every launcher call and condition snapshot."""
     from gpuprobe.families import host_transfer
 
     ours = async_copy.plan(Settings(), H200)
     host = host_transfer.plan(host_transfer.Settings(), H200)
     assert ours.probes == len(PROBES) and ours.gpu_s < 3.5 and host.gpu_s < 3.0
-    assert family_seconds(ours, child_start=False) + family_seconds(host, child_start=False) < 8.0
+    assert family_seconds(ours, child_start=False) + family_seconds(host, child_start=False) < 8.5
     greedy = async_copy.plan(dataclasses.replace(Settings(), dram_l2_multiple=40.0), H200)
     assert family_seconds(greedy, child_start=False) > 8.0  # the bound counts the sources: it can fail
 
@@ -91,7 +106,7 @@ def test_every_stream_reads_one_source_made_once() -> None:
 @pytest.mark.parametrize(
     "change",
     [{"short_iterations": 0}, {"long_iterations": 32}, {"bulk_points": ((1000, 2),)}, {"bulk_points": ((1024, 9),)},
-     {"dram_passes": (2, 2)}, {"dsm_stride": 12}],
+     {"dram_passes": (2, 2)}, {"dsm_stride": 12}, {"stream_threads": 48}],
 )  # fmt: skip
 def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):
@@ -104,18 +119,21 @@ def test_the_bulk_latency_facts_are_the_declared_ones() -> None:
 
 
 def test_simulated_latencies_and_rates_are_recovered() -> None:
-    gpu = _gpu(noise=0.002)  # the simulated sources are tiny: launch jitter would swamp their copy times
+    # the simulated sources are tiny: launch jitter would swamp their copy times
+    gpu = _gpu(noise=0.002, family_options=H200_PER_SM_MEMORY)
     measured = _run(gpu)
     assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(PROBES, "ok")
     facts = _facts(measured)
     declared = {f for p in all_probes() if p.family == "async_copy" for f in p.facts}
     assert set(facts) == declared
+    share = model(gpu).copy_share  # of the simulated memory's read rate: the copies are not bank-bound here
+    dram, l2 = H200_PER_SM_MEMORY["bw_dram_gbps"], H200_PER_SM_MEMORY["bw_l2_gbps"]
     expected = {
         "async.cp_async.ca.latency": 60.0, "async.cp_async.cg.latency": 300.0,
         "async.bulk.latency.256": 504.0, "async.bulk.latency.32768": 1012.0,
         "dsmem.latency.own": 32.0, "dsmem.latency.peer": 190.0,
-        "async.plain_copy.bandwidth": 3000.0, "async.cp_async.bandwidth": 3300.0,
-        "async.plain_copy.l2_bandwidth": 9000.0, "async.cp_async.l2_bandwidth": 9900.0,
+        "async.plain_copy.bandwidth": share["plain"] * dram, "async.cp_async.bandwidth": share["cp_async"] * dram,
+        "async.plain_copy.l2_bandwidth": share["plain"] * l2, "async.cp_async.l2_bandwidth": share["cp_async"] * l2,
         "async.bulk.bandwidth": 3200.0, "dsmem.bandwidth.own": 30000.0, "dsmem.bandwidth.peer": 12000.0,
     }  # fmt: skip
     for fact_id, value in expected.items():
@@ -164,6 +182,144 @@ def test_invariants_hold_on_the_simulated_part_and_catch_a_swap() -> None:
     )
     assert not all(ok for invariant in INVARIANTS for _, ok, *_ in invariant(swapped, None))
     assert [c for invariant in INVARIANTS for c in invariant({}, None)] == []  # nothing measured, nothing checked
+
+
+def _rate(fact_id: str, value: float, half_ci: float, verdict: str = "report") -> Fact:
+    return Fact(fact_id, value, "GB/s", (value - half_ci, value + half_ci), verdict=verdict)
+
+
+# The H200 run (reports/nvidia-h200/results.json): the reads, and the copies as the bank-bound kernels measured them.
+H200_RUN = {"bandwidth.l2_read.v16": 8796.0, "bandwidth.dram_read.v16": 4547.0, "async.cp_async.bandwidth": 2307.0,
+            "async.cp_async.l2_bandwidth": 2464.0, "async.plain_copy.bandwidth": 3571.0,
+            "async.plain_copy.l2_bandwidth": 3655.0, "async.bulk.bandwidth": 4433.0}  # fmt: skip
+
+
+def _source_checks(facts: dict[str, Fact]) -> list:
+    return [c for invariant in INVARIANTS for c in invariant(facts, H200) if c.name.endswith("_read")]
+
+
+def test_every_copy_is_held_to_the_runs_own_read_of_its_source() -> None:
+    """Each stream that reads the L2 or the DRAM names its rate and the run's read of that level; the H200 run's
+    numbers (all below their reads) pass, and a check is not physics (the reads are another family's settings)."""
+    facts = {fact_id: _rate(fact_id, value, 0.01 * value) for fact_id, value in H200_RUN.items()}
+    checks = _source_checks(facts)
+    assert [set(c.facts) for c in checks] == [{rate, SOURCE_READS[level]} for rate, level in SOURCED_RATES]
+    assert all(c.ok and not c.physics for c in checks), [c.detail for c in checks if not c.ok]
+    assert _source_checks({k: v for k, v in facts.items() if not k.startswith("bandwidth.")}) == []  # no read run
+
+
+@pytest.mark.parametrize(
+    ("planted", "value", "broken"),
+    [("async.cp_async.l2_bandwidth", 9500.0, "async.cp_async.l2_bandwidth_within_l2_read"),
+     ("async.plain_copy.bandwidth", 4800.0, "async.plain_copy.bandwidth_within_dram_read"),
+     ("async.bulk.bandwidth", 4700.0, "async.bulk.bandwidth_within_dram_read")],
+)  # fmt: skip
+def test_a_copy_faster_than_its_source_is_impossible(planted: str, value: float, broken: str) -> None:
+    """A planted rate above its level's read beyond both CIs fails its check, which marks the rate and the read
+    failed, even where an expectation had passed them; one equal to the read within the CIs holds."""
+    facts = {fact_id: _rate(fact_id, v, 50.0, "pass") for fact_id, v in H200_RUN.items()}
+    facts[planted] = _rate(planted, value, 50.0, "pass")
+    checks = _source_checks(facts)
+    assert [c.name for c in checks if not c.ok] == [broken]
+    mark_impossible(facts.values(), checks)
+    read = SOURCE_READS[dict(SOURCED_RATES)[planted]]
+    assert {f.id for f in facts.values() if f.verdict == "fail"} == {planted, read}
+    assert facts[planted].detail.startswith(f"IMPOSSIBLE (invariant.{broken})")
+    facts[planted] = _rate(planted, facts[read].value + 60.0, 50.0)  # CIs overlap: the same rate within noise
+    assert all(c.ok for c in _source_checks(facts))
+
+
+# ---- shared-memory banks: the streams' slot layout --------------------------------------------
+
+SLOTS_AT_THREAD_TIMES_64 = """\tmov.u32 %r9, gp_ac_tile;
+\tshl.b32 %r10, %r3, 6;
+\tadd.u32 %r11, %r9, %r10;
+\txor.b32 %r12, %r3, 1;
+\tshl.b32 %r12, %r12, 6;
+\tadd.u32 %r12, %r9, %r12;
+"""
+
+
+def _slots_at_thread_times_64(ptx: str) -> str:
+    """The streams as the H200 ran them: each thread's four slots at thread x 64 bytes, 16 bytes apart."""
+    laid, count = re.subn(r"\tmov\.u32 %r9, gp_ac_tile;\n.*?(?=\tmov\.u64 %rd5, 0;)", SLOTS_AT_THREAD_TIMES_64, ptx,
+                          flags=re.S)  # fmt: skip
+    assert count == 2, "both streams' slot arithmetic"
+    for now, then in (("+512]", "+16]"), ("+1024]", "+32]"), ("+1536]", "+48]")):
+        laid = laid.replace(now, then)
+    return laid
+
+
+def test_the_bank_model_counts_wavefronts_as_the_banks_work() -> None:
+    """32 banks of 4-byte words, successive words in successive banks (CUDA C++ Best Practices Guide, "Shared
+    Memory and Memory Banks"); one word read by many lanes is one access; 16-byte accesses go a quarter-warp
+    (128 bytes) at a time, so a warp's 512 bytes take at least 4 wavefronts."""
+    lanes = np.arange(32)
+    assert wavefronts(lanes * 4, 4) == 1  # successive words, successive banks
+    assert wavefronts(np.zeros(32, dtype=np.int64), 4) == 1  # one word for every lane
+    assert wavefronts(lanes * 8, 4) == 2  # every other word: two lanes per bank
+    assert wavefronts(lanes * 128, 4) == 32  # one bank, 32 words
+    assert wavefronts(lanes * 16, 16) == 4  # 512 contiguous bytes
+    assert wavefronts(lanes * 64, 16) == 16  # lanes 0, 2, 4, 6 of each quarter-warp on the same four banks
+
+
+@pytest.mark.parametrize("kernel", COPY_KERNELS)
+def test_the_streams_shared_accesses_are_conflict_free_and_read_the_neighbours_slots(kernel: str) -> None:
+    """From the kernel's PTX: its four copies (or stores) and four loads per iteration are 16 bytes a lane and take
+    4 wavefronts in every warp; the copies fill the 64 bytes per thread the host gives, each byte once, and lane t's
+    load k reads what lane t ^ 1's copy k wrote (what ``neighbour_sums`` predicts)."""
+    threads = Settings().stream_threads
+    accesses = shared_accesses(probe_ptx(kernel), kernel, threads)
+    assert len(accesses) == 8 and {a.width for a in accesses} == {16}
+    per_warp = {wavefronts(a.addresses[w : w + 32], a.width) for a in accesses for w in range(0, threads, 32)}
+    assert per_warp == {4}
+    written, read = accesses[:4], accesses[4:]
+    slots = np.sort(np.concatenate([a.addresses for a in written]))
+    assert np.array_equal(slots, np.arange(threads * STREAM_CHUNK_BYTES // 16) * 16)
+    neighbour = np.arange(threads) ^ 1
+    assert all(np.array_equal(r.addresses, w.addresses[neighbour]) for w, r in zip(written, read, strict=True))
+    assert copy_bytes_per_clock(probe_ptx(kernel), kernel, threads) == 64.0  # 2 KiB a warp in 32 wavefronts
+    assert copy_bytes_per_clock(_slots_at_thread_times_64(probe_ptx(kernel)), kernel, threads) == 16.0
+
+
+def test_the_bank_model_refuses_an_address_it_cannot_evaluate() -> None:
+    """Slots placed by the block index: not known from %tid.x and constants, so not guessed."""
+    kernel = COPY_KERNELS[0]
+    moved = probe_ptx(kernel).replace("and.b32 %r10, %r3, 31;", "and.b32 %r10, %r5, 31;")
+    with pytest.raises(ValueError, match="shared address not known"):
+        shared_accesses(moved, kernel, 32)
+
+
+def test_a_regression_of_the_slot_layout_slows_the_bank_bound_streams_fourfold() -> None:
+    """Where the banks bound both streams (the default simulated memory, 3 and 9 TB/s, on 4 SMs), they copy
+    4 SMs x 1755 MHz x 64 B/clk = 449 GB/s with the kernels' slots, and a quarter of that with the slots at
+    thread x 64 bytes: the H200's symptom, copies capped under their source."""
+    runnable = {"async_copy.cp_async.bandwidth", "async_copy.plain_copy.bandwidth"}
+    conflict_free = _facts(_run(_gpu(noise=0.002), runnable))
+    regressed_gpu = _gpu(noise=0.002)
+    model(regressed_gpu).ptx = {kernel: _slots_at_thread_times_64(probe_ptx(kernel)) for kernel in COPY_KERNELS}
+    regressed = _facts(_run(regressed_gpu, runnable))
+    bound = 4 * 1755.0 * 64 / 1e3
+    for fact_id in ("async.cp_async.bandwidth", "async.cp_async.l2_bandwidth", "async.plain_copy.bandwidth",
+                    "async.plain_copy.l2_bandwidth"):  # fmt: skip
+        assert conflict_free[fact_id].value == pytest.approx(bound, rel=0.03), fact_id
+        assert regressed[fact_id].value == pytest.approx(bound / 4, rel=0.03), fact_id
+
+
+def test_every_timed_stream_launch_is_checked() -> None:
+    """A stream whose timed launches go wrong (the sums) fails its probe: no rate from a launch never checked."""
+    gpu = _gpu()
+    timed = gpu.time_launches
+
+    def wrong_when_timed(*args, **kwargs):
+        model(gpu).corrupt = "sums"
+        return timed(*args, **kwargs)
+
+    gpu.time_launches = wrong_when_timed
+    streams = {name for name in PROBES if name.endswith("bandwidth")}
+    measured = _run(gpu, runnable=streams)
+    assert {name: m.outcome.status for name, m in measured.items()} == dict.fromkeys(streams, "failed")
+    assert all("expected" in m.outcome.detail and m.facts == [] for m in measured.values())
 
 
 # ---- the contracts catch the wrong kernels that matter --------------------------------------

@@ -250,6 +250,47 @@ def test_the_invariants_catch_an_impossible_multicast_and_a_dram_faster_than_l2(
     assert failed == {"tma.multicast_at_most_cluster_size.c2.l2", "tma.l2_beats_dram.latency.64x64.none"}
 
 
+def _gbps(fact_id_: str, value: float, half_ci: float = 50.0) -> Fact:
+    return Fact(fact_id_, value, "GB/s", (value - half_ci, value + half_ci), verdict="pass")
+
+
+# The H200 run's reads (reports/nvidia-h200/results.json): what every TMA load stream is held under.
+H200_READS = {"bandwidth.l2_read.v16": 8796.0, "bandwidth.dram_read.v16": 4547.0}
+
+
+def test_every_tma_load_stream_is_held_to_the_runs_read_of_its_source() -> None:
+    """Each load stream (every tile, swizzle and promotion) names its rate and the read of its level; the unicast
+    clusters are held to the L2 read at either tensor (every block's load is an L2 request); multicast and store
+    rates are not read rates and are not held. Under reads faster than anything the simulated part moved, all
+    hold."""
+    measured = _facts(_run(_gpu(), runnable={"tma.bandwidth.none", "tma.unicast.c2", "tma.multicast.c2",
+                                             "tma.store.none"}))  # fmt: skip
+    reads = {fact_id_: _gbps(fact_id_, 10 * value) for fact_id_, value in H200_READS.items()}  # above all it moved
+    checks = tma.source_invariants({**measured, **reads}, H200)
+    held = {fact for c in checks for fact in c.facts} - set(reads)
+    assert held == {f for f in measured if f.startswith(("tma.load.", "tma.unicast.")) and f.endswith(".bandwidth")}
+    assert all(c.ok and not c.physics for c in checks)
+    assert tma.source_invariants(measured, H200) == []  # no read measured in this run: nothing to hold them to
+
+
+@pytest.mark.parametrize(
+    ("planted", "value", "broken"),
+    [(fact_id("load", "l2", Tile(128, "sw128"), True, "bandwidth"), 9500.0, "l2"),
+     (fact_id("load", "dram", Tile(64, "none"), False, "bandwidth"), 4800.0, "dram"),
+     ("tma.unicast.c4.dram.bandwidth", 9300.0, "l2")],
+)  # fmt: skip
+def test_a_tma_load_faster_than_its_source_is_impossible(planted: str, value: float, broken: str) -> None:
+    """A planted rate above its level's read beyond both CIs fails the one check that names it and that read; the
+    same rate within the read's CI holds."""
+    facts = {fact_id_: _gbps(fact_id_, value_) for fact_id_, value_ in H200_READS.items()}
+    facts[planted] = _gbps(planted, value)
+    (check,) = tma.source_invariants(facts, H200)
+    assert not check.ok and check.name == f"{planted}_within_{broken}_read"
+    assert set(check.facts) == {planted, f"bandwidth.{broken}_read.v16"}
+    facts[planted] = _gbps(planted, facts[f"bandwidth.{broken}_read.v16"].value + 80.0)
+    assert all(c.ok for c in tma.source_invariants(facts, H200))
+
+
 def test_the_sheet_plots_bandwidth_by_tile_and_the_multicast_speed_up() -> None:
     measured = _run(_gpu(), runnable={"tma.bandwidth.sw128", "tma.unicast.c2", "tma.multicast.c2"})
     results = Results(_gpu().device())

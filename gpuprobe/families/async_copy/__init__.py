@@ -11,18 +11,35 @@ their difference over the steps between, so every once-per-region cost cancels; 
 that the chase ended on the node the host predicts. The long chases also read the global timer, so
 their cycles over nanoseconds give the SM clock the cycles are converted at.
 
-Throughputs come from full grids timed with events, as the extra bytes over the extra time of a
-long and a short run; every kernel adds up the words it moved and the host checks the sums:
+Throughputs come from full grids timed with events, the bytes of one step (a pass, an iteration)
+over its time, long minus short (:class:`~gpuprobe.families.differencing.Difference` with the EVENTS
+timer: launch costs cancel, a difference under 100 event ticks is widened); every launch, timed ones
+included, adds up the words it moved and the host checks the sums:
 
 * ``async.cp_async.bandwidth`` / ``async.plain_copy.bandwidth`` — global to shared by cp.async and
-  through registers, from a source of 4 L2 sizes (DRAM) and from one that fits half the L2;
+  through registers (ld.global.cg + st.shared), from a source of 4 L2 sizes (DRAM) and from one that
+  fits half the L2. The two kernels are the same but for the path the bytes take, so their ratio is
+  what cp.async saves: the registers, the issue slots of the loads and stores, and the wait for the
+  loads before the stores. Each warp's slots lie four rows of 512 bytes, lane l's slot k at row k,
+  chunk l: every 16-byte shared access of a warp covers 512 contiguous bytes, 4 wavefronts and no
+  bank conflict, so the banks (64 B/clk/SM for this copy) bound neither stream below what the L2 and
+  the DRAM deliver. (Slots at thread x 64 bytes took 16 wavefronts an access: 16 B/clk/SM, 4.2 TB/s on
+  an H200, which the H200 run measured in place of its L2 and DRAM.)
 * ``async.bulk.bandwidth`` — bulk copies vs size and copies in flight per block, from DRAM;
 * ``async.dsmem.bandwidth`` — loads from the peer block's shared memory and from the own block's.
+
+The copy streams record, launch by launch (the untimed first included), the bytes each says it moved
+(series ``launch``: passes, useful, DRAM and L2 read bytes, grid), for a hardware counter to witness
+(``gpuprobe witness``: Nsight Compute's DRAM and L2 bytes, and the bank conflicts the slot layout rules out).
+
+Invariants: a peer's shared memory is farther than one's own, a cp.async served by L1 is quicker than
+one served by L2, and no stream reading the L2 or the DRAM outruns the same run's read of that level
+(``bandwidth.l2_read.v16``, ``bandwidth.dram_read.v16``) beyond their CIs (:func:`within_source`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +49,8 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, Chase, latencies_plan, memory_chase, node_of
-from gpuprobe.families.measuring import Kernels, Stopping, fact, require_counts, sample_until_stable
+from gpuprobe.families.differencing import EVENTS, Difference, Lengths
+from gpuprobe.families.measuring import POISON_BYTE, Kernels, Stopping, fact, require_counts, unwritten
 from gpuprobe.families.planning import (
     L2_STEP_CYCLES,
     NO_WORK,
@@ -44,11 +62,14 @@ from gpuprobe.families.planning import (
     kernel_runs,
     link_s,
     probe,
+    readback_host_s,
     resident_blocks,
     sum_host_s,
 )
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
+from gpuprobe.judge.invariants import Check
+from gpuprobe.judge.ordering import pair_not_below
 from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.runner.gpu import Launcher
@@ -65,6 +86,7 @@ PROBES = [
 ]
 MIB = 1 << 20
 STREAM_CHUNK_BYTES = 64  # bytes per thread per iteration of the streaming kernels: four 16-byte chunks
+WARP = 32  # the global->shared streams lay their slots out per warp: blocks of whole warps
 BULK_STATIC_SHARED = 64  # the bulk kernels' static shared memory: 8 mbarriers
 BULK_STAGING_KNOWN_TO_FIT = 48 * 1024  # a block's dynamic shared memory without opting in, when the device says nothing
 
@@ -112,16 +134,16 @@ class Settings:
             raise ValueError("Settings.bulk_sizes: bulk copies move multiples of 16 bytes")
         if self.max_repeats < self.min_repeats or self.dsm_stride % 8 or self.chase_stride % 16:
             raise ValueError("Settings: max_repeats >= min_repeats, strides of whole 8- (dsm) and 16-byte words")
+        if self.stream_threads % WARP:
+            raise ValueError(f"Settings.stream_threads: whole warps ({WARP} threads), the slots are laid out per warp")
 
     def stopping(self) -> Stopping:
         return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.budget_s)
 
 
-def rate_gbps(extra_bytes: float, short_ms: float, long_ms: float) -> float:
-    """The extra bytes of a long run over its extra time, GB/s."""
-    if not long_ms > short_ms:
-        raise ProbeFailure(f"the long run took {long_ms:.4f} ms, no longer than the short one ({short_ms:.4f} ms)")
-    return extra_bytes / ((long_ms - short_ms) * 1e-3) / 1e9
+def step_gbps(step_bytes: float, step_ms: float) -> float:
+    """GB/s of ``step_bytes`` moved in ``step_ms`` milliseconds."""
+    return step_bytes / (step_ms * 1e-3) / 1e9
 
 
 def neighbour_sums(sums: np.ndarray) -> np.ndarray:
@@ -278,78 +300,128 @@ def _clock_note(mhz: float | None) -> str:
 # ---- streams ---------------------------------------------------------------------------------
 
 
-def _stream_rate(ctx: _Context, kernel: str, args: Callable[[int], list[object]], runs: tuple[int, int],
-                 extra_bytes: float, grid: int, block: int, shared: int,
-                 flush: Callable[[], None] = lambda: None) -> list[float]:  # fmt: skip
-    """Samples of a streaming kernel's rate: ``args(n)`` runs it n times over its data, ``flush()``
-    before each timed run (for a DRAM source: nothing an earlier run left in L2 is read from it)."""
-    short, long = runs
-    samples: list[float] = []
+@dataclass
+class _Stream:
+    """One streaming kernel at a fixed shape: ``args(n)`` runs it for n steps (passes over its source, steps
+    per block, iterations), each moving ``step_bytes``; ``verify(values, n)`` holds the ``words`` 64-bit
+    results it leaves in ``out`` to what n steps must give (ProbeFailure if not); ``flush()`` runs before
+    every launch (for a DRAM source: nothing an earlier launch left in L2 is read from it). ``claim(n)``, where
+    given, is what a launch of n steps says it moved (:func:`copy_claim`), kept per launch in ``launched``."""
 
-    def take() -> None:
-        flush()
-        low = ctx.kernels.time(kernel, args(short), grid=grid, block=block, shared=shared)
-        flush()
-        high = ctx.kernels.time(kernel, args(long), grid=grid, block=block, shared=shared)
-        samples.append(rate_gbps(extra_bytes, low, high))
+    kernel: str
+    args: Callable[[int], list[object]]
+    out: Any
+    words: int
+    grid: int
+    block: int
+    shared: int
+    step_bytes: float
+    verify: Callable[[np.ndarray, int], None]
+    flush: Callable[[], None] = lambda: None
+    claim: Callable[[int], dict[str, float]] | None = None
+    launched: list[dict[str, float]] = field(default_factory=list)
 
-    sample_until_stable(take, samples, ctx.settings.stopping())
-    return samples
+
+def _each_step_adds(kernel: str, once: np.ndarray) -> Callable[[np.ndarray, int], None]:
+    """A stream's check when each step adds the same to every thread's sum: ``once`` times the steps."""
+    return lambda values, steps: check_sums(kernel, values, once * np.uint64(steps), "thread")
 
 
-def _copy_level(ctx: _Context, kernel: str, level: str) -> tuple[list[float], float]:
-    """Samples of the global->shared stream's rate from DRAM or from L2, and the source's size."""
+def _stream_launch(ctx: _Context, stream: _Stream, steps: int) -> float:
+    """One checked launch of ``stream`` for ``steps``: its output poisoned, the flush, the launch timed with
+    events, every result read back and verified. Its event time, ms."""
+    ctx.launcher.fill(stream.out, POISON_BYTE)
+    stream.flush()
+    ms = ctx.kernels.time(stream.kernel, stream.args(steps), grid=stream.grid, block=stream.block,
+                          shared=stream.shared)  # fmt: skip
+    if stream.claim is not None:
+        stream.launched.append(stream.claim(steps))
+    values = ctx.launcher.read(stream.out, "uint64", stream.words)
+    if unwritten(values):
+        raise ProbeFailure(f"{stream.kernel} did not write all of its {stream.words} results")
+    stream.verify(values, steps)
+    return ms
+
+
+def _stream_rates(ctx: _Context, stream: _Stream, lengths: tuple[int, int]) -> list[float]:
+    """Samples of ``stream``'s rate, GB/s: a step's bytes over its time, the difference of a long and a short
+    launch (:class:`Difference` on CUDA events: a first launch untimed, a difference under 100 event ticks
+    widened), so launch costs cancel."""
+    steps = Difference(lambda n: _stream_launch(ctx, stream, n), Lengths(*lengths, 1), stream.kernel, EVENTS)
+    return [step_gbps(stream.step_bytes, ms) for ms in steps.samples(ctx.settings.stopping())]
+
+
+def copy_claim(level: str, nbytes: int, grid: int, threads: int) -> Callable[[int], dict[str, float]]:
+    """What a launch of the global->shared stream from ``level`` says it moved in ``passes`` passes over its
+    ``nbytes`` source, as a hardware counter can witness it (``gpuprobe.measure.witness``, the ``launch`` series):
+    every pass reads the whole source through the L2, and from DRAM too where the source is the DRAM one
+    (four L2 sizes, flushed before each launch); 0 claims nothing (a source in L2 is read from DRAM once, if
+    at all, and no figure rests on that)."""
+
+    def claim(passes: int) -> dict[str, float]:
+        moved = float(passes * nbytes)
+        return {"passes": float(passes), "useful_bytes": moved, "dram_read_bytes": moved if level == "dram" else 0.0,
+                "l2_read_bytes": moved, "blocks": float(grid), "threads": float(threads)}  # fmt: skip
+
+    return claim
+
+
+def _copy_level(ctx: _Context, kernel: str, level: str) -> tuple[list[float], float, list[dict[str, float]]]:
+    """Samples of the global->shared stream's rate from DRAM or from L2, the source's size, and what each of
+    its launches (the untimed first included) says it moved (:func:`copy_claim`)."""
     threads = ctx.settings.stream_threads
     shared = threads * STREAM_CHUNK_BYTES
-    grid, iterations, runs = copy_shape(ctx.settings, ctx.device, ctx.grid(kernel, threads, shared), level)
+    grid, iterations, passes = copy_shape(ctx.settings, ctx.device, ctx.grid(kernel, threads, shared), level)
     total = grid * threads
     nbytes = iterations * total * STREAM_CHUNK_BYTES
     source, chunks = ctx.source(nbytes)
     out = ctx.output(total)
+    flush = ctx.l2_flush() if level == "dram" else (lambda: None)
+    verify = _each_step_adds(kernel, neighbour_sums(stream_sums(chunks, total)))
 
     def args(passes: int) -> list[object]:
         return [source, np.uint32(iterations), np.uint32(passes), out]
 
-    got = ctx.kernels.run(kernel, args(runs[0]), out, total, grid=grid, block=threads, shared=shared)
-    expected = neighbour_sums(stream_sums(chunks, total)) * np.uint64(runs[0])
-    check_sums(kernel, got, expected, "thread")
-    flush = ctx.l2_flush() if level == "dram" else (lambda: None)
-    samples = _stream_rate(ctx, kernel, args, runs, nbytes * (runs[1] - runs[0]), grid, threads, shared, flush)
-    return samples, float(nbytes)
+    claim = copy_claim(level, nbytes, grid, threads)
+    stream = _Stream(kernel, args, out, total, grid, threads, shared, nbytes, verify, flush, claim)
+    return _stream_rates(ctx, stream, passes), float(nbytes), stream.launched
 
 
 def measure_copy_bandwidth(ctx: _Context, probe: str) -> Measured:
     name = probe.split(".")[1]  # cp_async or plain_copy
     kernel = "gp_ac_copy_cp_async" if name == "cp_async" else "gp_ac_copy_plain"
-    dram, dram_bytes = _copy_level(ctx, kernel, "dram")
-    l2, l2_bytes = _copy_level(ctx, kernel, "l2")
+    dram, dram_bytes, dram_launches = _copy_level(ctx, kernel, "dram")
+    l2, l2_bytes, l2_launches = _copy_level(ctx, kernel, "l2")
     facts = [
         fact(f"async.{name}.bandwidth", dram, "GB/s", probe),
         fact(f"async.{name}.l2_bandwidth", l2, "GB/s", probe),
     ]
     note = f"sources {dram_bytes / MIB:.0f} MiB (DRAM) and {l2_bytes / MIB:.1f} MiB (L2)"
-    return Measured(probe, ProbeOutcome("ok", note), facts)
+    launched = dram_launches + l2_launches
+    series = {"launch": {column: [claim[column] for claim in launched] for column in launched[0]}}
+    return Measured(probe, ProbeOutcome("ok", note, series), facts)
 
 
 def _bulk_point(ctx: _Context, size: int, stages: int, nbytes: int) -> list[float]:
     """Samples of the bulk stream's rate with copies of ``size`` bytes, ``stages`` in flight per block,
-    from a source of about ``nbytes``; the per-block sums of one run checked first."""
+    from a source of about ``nbytes``; every launch's per-block sums checked."""
     kernel, threads = "gp_ac_bulk_stream", ctx.settings.bulk_threads
     grid = ctx.grid(kernel, threads, size * stages)
     chunks, per_block = bulk_shape(nbytes, size, stages, grid)
     source, sums16 = ctx.source(chunks * size)
     out = ctx.output(grid * threads)
+    copy_sums = sums16.reshape(chunks, -1).sum(axis=1, dtype=np.uint64)  # each bulk copy's words
 
     def args(steps: int) -> list[object]:
         return [source, np.uint32(size), np.uint32(stages), np.uint32(chunks), np.uint32(steps), out]
 
-    got = ctx.kernels.run(kernel, args(per_block), out, grid * threads, grid=grid, block=threads, shared=size * stages)
-    copy_sums = sums16.reshape(chunks, -1).sum(axis=1, dtype=np.uint64)  # each bulk copy's words
-    block_sums = got.reshape(grid, threads).sum(axis=1, dtype=np.uint64)
-    check_sums(kernel, block_sums, bulk_block_sums(copy_sums, grid, per_block), "block")
-    extra = grid * per_block * size
+    def verify(values: np.ndarray, steps: int) -> None:
+        block_sums = values.reshape(grid, threads).sum(axis=1, dtype=np.uint64)
+        check_sums(kernel, block_sums, bulk_block_sums(copy_sums, grid, steps), "block")
+
     flush = ctx.l2_flush()  # the source is several L2 sizes: what a run reads comes from DRAM
-    return _stream_rate(ctx, kernel, args, (per_block, 2 * per_block), extra, grid, threads, size * stages, flush)
+    stream = _Stream(kernel, args, out, grid * threads, grid, threads, size * stages, grid * size, verify, flush)
+    return _stream_rates(ctx, stream, (per_block, 2 * per_block))
 
 
 def fitting_bulk_points(settings: Settings, device: Device) -> list[tuple[int, int]]:
@@ -390,17 +462,14 @@ def measure_dsm_bandwidth(ctx: _Context, probe: str) -> Measured:
     out = ctx.output(grid * threads)
     facts = []
     for peer, where in ((1, "peer"), (0, "own")):
+        per_rank = [dsm_thread_sums(threads, rank ^ peer) for rank in (0, 1)]
+        verify = _each_step_adds(kernel, np.concatenate([per_rank[b % 2] for b in range(grid)]))
 
         def args(iterations: int, peer: int = peer) -> list[object]:
             return [np.uint32(peer), np.uint32(iterations), out]
 
-        short, long = s.dsm_iterations
-        got = ctx.kernels.run(kernel, args(short), out, grid * threads, grid=grid, block=threads, shared=shared)
-        per_rank = [dsm_thread_sums(threads, rank ^ peer) * np.uint64(short) for rank in (0, 1)]
-        check_sums(kernel, got, np.concatenate([per_rank[b % 2] for b in range(grid)]), "thread")
-        extra = grid * shared * (long - short)
-        samples = _stream_rate(ctx, kernel, args, (short, long), extra, grid, threads, shared)
-        facts.append(fact(f"dsmem.bandwidth.{where}", samples, "GB/s", probe))
+        stream = _Stream(kernel, args, out, grid * threads, grid, threads, shared, grid * shared, verify)
+        facts.append(fact(f"dsmem.bandwidth.{where}", _stream_rates(ctx, stream, s.dsm_iterations), "GB/s", probe))
     return Measured(probe, ProbeOutcome("ok", f"{grid // 2} clusters of two, {threads} threads per block"), facts)
 
 
@@ -415,11 +484,21 @@ STEPS: dict[str, Callable[[_Context, str], Measured]] = {
     "async_copy.dsmem.bandwidth": measure_dsm_bandwidth,
 }
 
-
 # ---- the time plan ---------------------------------------------------------------------------
 
 BULK_STEP_CYCLES = 3000.0  # one bulk copy of up to 32 KiB completing its mbarrier, at most (500-1000 measured)
 DSM_BYTES_PER_CLOCK = 8.0  # per SM, the least the SM-to-SM network moves (3.3 TB/s published on H800: ~14)
+
+
+def _checked_launches(lengths: tuple[int, int], repeats: int, step_s: float, out_words: int,
+                      flush: Plan = NO_WORK) -> Plan:  # fmt: skip
+    """A stream's launches at its most repeats: the untimed first (short) and each sample's short and long,
+    ``step_s`` GPU seconds a step, each launch's ``out_words`` results read back and checked, ``flush``
+    before each."""
+    short, long = lengths
+    launches = 1 + 2 * repeats
+    work = kernel_runs(launches, (short + repeats * (short + long)) * step_s, launches * readback_host_s(8 * out_words))
+    return work + combined([flush] * launches)
 
 
 def _streams(settings: Settings, device: Device) -> tuple[Plan, list[int]]:
@@ -430,27 +509,25 @@ def _streams(settings: Settings, device: Device) -> tuple[Plan, list[int]]:
     full = device.sm_count * resident_blocks(device, s.stream_threads, shared)
     copies, sizes = Plan(0, 0, dram_s(2 * l2, device)), []  # the flush scratch, zeroed
     for level in ("dram", "l2"):
-        grid, iterations, (short, long) = copy_shape(s, device, full, level)
+        grid, iterations, passes = copy_shape(s, device, full, level)
         nbytes = iterations * grid * shared
         sizes.append(nbytes)
-        check = kernel_runs(1, dram_s(short * nbytes, device))
-        timed = Plan(0, 2 * r, r * dram_s((short + long) * nbytes, device))
-        copies += check + timed + (NO_WORK if level == "l2" else combined([flush] * 2 * r))
+        copies += _checked_launches(passes, r, dram_s(nbytes, device), grid * s.stream_threads,
+                                    flush if level == "dram" else NO_WORK)  # fmt: skip
     source = dram_source_bytes(s, device)
     bulk = []
     for size, stages in fitting_bulk_points(s, device):
         grid = device.sm_count * resident_blocks(device, s.bulk_threads, size * stages + BULK_STATIC_SHARED)
         chunks, per_block = bulk_shape(source, size, stages, grid)
         sizes.append(chunks * size)
-        once = grid * per_block * size  # bytes of the short run
-        check = kernel_runs(1, dram_s(once, device), compare_host_s(chunks * size // 2))  # one pass: copy sums
-        bulk.append(check + Plan(0, 2 * r, r * dram_s(3 * once, device)) + combined([flush] * 2 * r))
+        copy_sums = Plan(0, 0, 0.0, compare_host_s(chunks * size // 2))  # one pass over the source's chunk sums
+        steps = (per_block, 2 * per_block)
+        bulk.append(copy_sums + _checked_launches(steps, r, dram_s(grid * size, device), grid * s.bulk_threads, flush))
     dsm_shared = s.dsm_stream_threads * STREAM_CHUNK_BYTES
     blocks = device.sm_count * resident_blocks(device, s.dsm_stream_threads, dsm_shared) // 2 * 2
     per_iteration = blocks * s.dsm_stream_threads * STREAM_CHUNK_BYTES
-    rate = device.sm_count * DSM_BYTES_PER_CLOCK
-    short, long = s.dsm_iterations
-    one_way = kernel_runs(1 + 2 * r, cycles_s(per_iteration * (short + r * (short + long)) / rate, device))
+    iteration_s = cycles_s(per_iteration / (device.sm_count * DSM_BYTES_PER_CLOCK), device)
+    one_way = _checked_launches(s.dsm_iterations, r, iteration_s, blocks * s.dsm_stream_threads)
     streams = [probe(copies), probe(copies), probe(*bulk), probe(one_way, one_way)]  # cp.async, plain, bulk, DSM
     return combined(streams), sizes
 
@@ -493,14 +570,15 @@ SMOKE = Smoke(
 )
 
 
-def _ordered(facts: dict[str, Fact], low: str, high: str, name: str) -> list[tuple[str, bool, str]]:
+def _ordered(facts: dict[str, Fact], low: str, high: str, name: str) -> list[Check]:
     a, b = facts.get(low), facts.get(high)
     if a is None or b is None or a.value is None or b.value is None:
         return []
-    return [(name, a.value < b.value, f"{low} {a.value:.1f} {a.unit} < {high} {b.value:.1f} {b.unit}")]
+    detail = f"{low} {a.value:.1f} {a.unit} < {high} {b.value:.1f} {b.unit}"
+    return [Check(name, a.value < b.value, detail, (low, high))]
 
 
-def _invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+def _invariants(facts: dict[str, Fact], device: Device) -> list[Check]:
     """A peer's shared memory is farther than one's own; a cp.async served by L1 is quicker than one by L2."""
     return [
         *_ordered(facts, "dsmem.latency.own", "dsmem.latency.peer", "async.dsmem_peer_slower_than_own"),
@@ -508,7 +586,34 @@ def _invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool,
     ]
 
 
-INVARIANTS = (_invariants,)
+# The same run's read rate of each memory level (the bandwidth family's 16-byte reads): no stream that reads
+# that level can move more.
+SOURCE_READS = {"l2": "bandwidth.l2_read.v16", "dram": "bandwidth.dram_read.v16"}
+# This family's rates and the level each reads: the copies from a source of 4 L2 sizes and the bulk copies'
+# best point read DRAM, the copies from half the L2 read the L2.
+SOURCED_RATES = (
+    ("async.cp_async.bandwidth", "dram"), ("async.plain_copy.bandwidth", "dram"), ("async.bulk.bandwidth", "dram"),
+    ("async.cp_async.l2_bandwidth", "l2"), ("async.plain_copy.l2_bandwidth", "l2"),
+)  # fmt: skip
+
+
+def within_source(facts: dict[str, Fact], rates: Iterable[tuple[str, str]]) -> list[Check]:
+    """Each measured (rate, level) of ``rates`` is not above the run's read rate of that level
+    (``SOURCE_READS``) beyond their CIs: a copy cannot outrun what it reads. A consistency check (physics
+    False): the two come from different families, whose settings a smoke run changes apart."""
+    return [
+        check
+        for rate, level in rates
+        for check in pair_not_below(facts, f"{rate}_within_{level}_read", rate, SOURCE_READS[level])
+    ]
+
+
+def source_invariants(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """No global->shared or bulk stream outruns the L2 or DRAM read it draws from (``SOURCED_RATES``)."""
+    return within_source(facts, SOURCED_RATES)
+
+
+INVARIANTS = (_invariants, source_invariants)
 
 
 def bulk_png(results: Results, dpi: int) -> bytes | None:
@@ -542,9 +647,11 @@ SECTIONS = (
         ("async.", "dsmem."),
         ("async_copy.",),
         plot=Plot("bulk_copies", "bulk_copies.png", "bulk copy latency and rate vs size", bulk_png),
-        blurb="cp.async (sm_80+) against the plain path through registers; bulk copies completing an mbarrier "
-        "and loads from a peer block's shared memory in a cluster of two (sm_90+). Latencies are serial chases "
-        "(cycles per step, long minus short); bandwidths are full grids timed with events.",
+        blurb="cp.async (sm_80+) against the plain path through registers, into shared-memory slots free of bank "
+        "conflicts, so both read at what the L2 or the DRAM delivers (compare bandwidth.l2_read.v16 and "
+        "bandwidth.dram_read.v16, which no copy may pass); bulk copies completing an mbarrier and loads from a peer "
+        "block's shared memory in a cluster of two (sm_90+). Latencies are serial chases (cycles per step, long "
+        "minus short); bandwidths are full grids timed with events (a step's bytes over its time, long minus short).",
     ),
 )
 

@@ -34,17 +34,17 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.async_copy import rate_gbps
+from gpuprobe.families.async_copy import step_gbps, within_source
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, Chase
+from gpuprobe.families.differencing import EVENTS, Difference, Lengths
 from gpuprobe.families.measuring import (
     Kernels,
     OutputBuffers,
     Stopping,
     fact,
     require_counts,
-    sample_until_stable,
     unmeasured,
 )
 from gpuprobe.families.planning import (
@@ -71,6 +71,7 @@ from gpuprobe.families.tma.tiles import (
     tile_word_sums,
     tiles,
 )
+from gpuprobe.judge.invariants import Check
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.runner.gpu import Launcher
 
@@ -262,21 +263,17 @@ def measure_latency(ctx: _Context, name: str) -> Measured:
 
 
 def timed_rate(ctx: _Context, kernel: str, args: Callable[[int], list[object]], steps: tuple[int, int],
-               extra_bytes: float, grid: int, shared: int, level: str) -> list[float]:  # fmt: skip
-    """Samples of a stream's rate: a short and a long run (CUDA events), the DRAM's L2 flushed before each."""
-    samples: list[float] = []
-    threads = ctx.settings.threads
+               step_bytes: int, grid: int, shared: int, level: str) -> list[float]:  # fmt: skip
+    """Samples of a stream's rate: a short and a long run of ``steps`` steps of ``step_bytes`` each (CUDA
+    events, :class:`~gpuprobe.families.differencing.Difference`), the DRAM's L2 flushed before each run."""
 
-    def take() -> None:
-        times = []
-        for count in steps:
-            if level == "dram":
-                ctx.flush()
-            times.append(ctx.kernels.time(kernel, args(count), grid=grid, block=threads, shared=shared))
-        samples.append(rate_gbps(extra_bytes, *times))
+    def ms(count: int) -> float:
+        if level == "dram":
+            ctx.flush()
+        return ctx.kernels.time(kernel, args(count), grid=grid, block=ctx.settings.threads, shared=shared)
 
-    sample_until_stable(take, samples, ctx.settings.stopping())
-    return samples
+    difference = Difference(ms, Lengths(*steps, 1), kernel, EVENTS)
+    return [step_gbps(step_bytes, step_ms) for step_ms in difference.samples(ctx.settings.stopping())]
 
 
 def check_block_sums(kernel: str, got: np.ndarray, expected: np.ndarray) -> None:
@@ -315,7 +312,7 @@ def load_stream_rate(ctx: _Context, tile: Tile, level: str, promotion: bool) -> 
     expected = tiles(mapped.values, tile.rows)[last]
     which = f"block 0's last {tile.name} ({tile.swizzle})"
     check_tile(kernel, tile.from_shared(got[grid * s.threads :]), expected, which)
-    return timed_rate(ctx, kernel, args, (short, long), grid * (long - short) * tile.bytes, grid, shared, level)
+    return timed_rate(ctx, kernel, args, (short, long), grid * tile.bytes, grid, shared, level)
 
 
 def measure_bandwidth(ctx: _Context, name: str) -> Measured:
@@ -357,7 +354,7 @@ def store_rate(ctx: _Context, tile: Tile, level: str) -> list[float]:
         check_tile(kernel, back[index], stored, f"stored {tile.name} ({tile.swizzle}) tile {index}: the")
     if count > grid and np.any(back[grid]):
         raise ProbeFailure(f"{kernel}: tile {grid}, past the {grid} one store per block wrote, was written")
-    return timed_rate(ctx, kernel, args, (short, long), grid * (long - short) * tile.bytes, grid, shared, level)
+    return timed_rate(ctx, kernel, args, (short, long), grid * tile.bytes, grid, shared, level)
 
 
 def measure_store(ctx: _Context, name: str) -> Measured:
@@ -393,7 +390,7 @@ def cast_rate(ctx: _Context, kind: str, size: int, level: str) -> list[float]:
     block_sums = got.reshape(grid, s.threads).sum(axis=1, dtype=np.uint64)
     sums = ctx.tile_sums(level, tile.rows)
     check_block_sums(kernel, block_sums, received_sums(sums, np.arange(grid) // size, clusters, short))
-    return timed_rate(ctx, kernel, args, (short, long), grid * (long - short) * tile.bytes, grid, shared, level)
+    return timed_rate(ctx, kernel, args, (short, long), grid * tile.bytes, grid, shared, level)
 
 
 def measure_cast(ctx: _Context, name: str) -> Measured:
@@ -523,7 +520,21 @@ def multicast_invariants(facts: dict[str, Fact], device: Device) -> list[tuple[s
     return checks
 
 
-INVARIANTS = (level_invariants, multicast_invariants)
+def source_invariants(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """No TMA load stream outruns the run's own read of the level it reads (``bandwidth.l2_read.v16``,
+    ``bandwidth.dram_read.v16``) beyond their CIs: every tile load from the L2 tensor is an L2 read, every one
+    from the DRAM tensor (flushed, 4 L2 sizes) a DRAM read, promotion or not; a unicast block loads every tile
+    itself, so whatever the tensor, what the blocks receive is what the L2 served them. A multicast's received
+    rate is not a read rate (the L2 serves 1/C of it): ``multicast_invariants`` bounds it. Stores write."""
+    loads = [
+        (fact_id("load", level, Tile(rows, swizzle), promotion, "bandwidth"), level)
+        for swizzle in SWIZZLE_BYTES for rows in TILE_ROWS for level, promotion in LOAD_CONFIGS
+    ]  # fmt: skip
+    unicast = [(f"tma.unicast.c{size}.{level}.bandwidth", "l2") for size in CLUSTER_SIZES for level in LEVELS]
+    return within_source(facts, loads + unicast)
+
+
+INVARIANTS = (level_invariants, multicast_invariants, source_invariants)
 
 SECTIONS = (
     Section(

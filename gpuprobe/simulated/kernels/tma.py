@@ -20,6 +20,7 @@ import numpy as np
 from gpuprobe.families.tma import Settings
 from gpuprobe.families.tma.tiles import ROW_BYTES, TILE_COLS, Tile, tile_word_sums
 from gpuprobe.families.tma.tiles import tiles as split_tiles
+from gpuprobe.simulated.kernels.async_copy import memory_read_gbps
 
 FAST_SETTINGS = Settings(
     l2_tiles=8,
@@ -44,10 +45,14 @@ class TmaModel:
     bytes_per_cycle: float = 64.0
     no_promotion_cost: float = 1.08  # a DRAM tile without L2 promotion takes this much longer
     second_box_cycles: float = 25.0
-    gbps: dict[str, float] = field(default_factory=lambda: {"l2": 7000.0, "dram": 3300.0})
+    read_share: dict[str, float] = field(default_factory=lambda: {"l2": 0.78, "dram": 0.95})  # of the memory's reads
     store_gbps: dict[str, float] = field(default_factory=lambda: {"l2": 6000.0, "dram": 3000.0})
     multicast_gain: dict[int, float] = field(default_factory=lambda: {2: 1.6, 4: 2.4})
     corrupt: str = ""
+
+    def read_gbps(self, gpu, level: str) -> float:
+        """A stream of tile loads from ``level``: its share of the simulated memory's read rate there."""
+        return self.read_share[level] * memory_read_gbps(gpu, level)
 
 
 def model(gpu) -> TmaModel:
@@ -119,7 +124,7 @@ def stream(boxes: int):
         start = blocks * threads * 8
         out.data[start : start + tile.bytes] = _shared(gpu, tile, split_tiles(values, tile.rows)[last])
         level = _level(gpu, values)
-        gbps = m.gbps[level] / (m.no_promotion_cost if level == "dram" and not promotion else 1.0)
+        gbps = m.read_gbps(gpu, level) / (m.no_promotion_cost if level == "dram" and not promotion else 1.0)
         return (blocks * steps * tile.bytes / (gbps * 1e9) * 1e3 + LAUNCH_MS) * gpu._jitter()
 
     return simulate
@@ -155,7 +160,7 @@ def cast(kind: str, size: int):
         owners = np.arange(blocks) // size
         per_thread[:, 0] = _block_sums(gpu, values, tile.rows, owners, blocks // size, int(tiles), steps)
         out.data.view(np.uint64)[: blocks * threads] = per_thread.ravel()
-        gbps = m.gbps[_level(gpu, values)] * (m.multicast_gain[size] if kind == "multicast" else 1.0)
+        gbps = m.read_gbps(gpu, _level(gpu, values)) * (m.multicast_gain[size] if kind == "multicast" else 1.0)
         return (blocks * steps * tile.bytes / (gbps * 1e9) * 1e3 + LAUNCH_MS) * gpu._jitter()
 
     return simulate
