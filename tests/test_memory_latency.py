@@ -18,10 +18,9 @@ from gpuprobe.families.memory_latency import (
     Settings,
     check_no_revisit,
     first_warm_steps,
+    lengths,
     level_names,
-    loads_per_sample,
     measure,
-    per_load_cycles,
     plan,
     plan_footprints,
 )
@@ -93,11 +92,40 @@ def test_random_cycle_rejects_a_single_node() -> None:
 
 def test_latency_is_the_difference_of_a_long_and_a_short_chase() -> None:
     """Whatever a timed region pays once cancels; only the loads between the two lengths count."""
-    settings = Settings(short_iterations=32, long_iterations=160)
-    assert loads_per_sample(settings) == 4096
+    sample = lengths(Settings(short_iterations=32, long_iterations=160))
     fixed = 57.0  # clock reads, loop entry and exit, pipeline edges
     short, long = fixed + 32 * 32 * 30.0, fixed + 160 * 32 * 30.0
-    assert per_load_cycles(short, long, settings) == pytest.approx(30.0)
+    assert sample.per_step(short, long) == pytest.approx(30.0)
+
+
+def _iterations(gpu: FakeGpu, kernel: str) -> list[int]:
+    """The timed iterations of every launch of ``kernel`` (recorded by wrapping its simulation)."""
+    seen: list[int] = []
+    simulate = getattr(gpu, f"_{kernel}")
+
+    def recorded(*args: Any, **kwargs: Any) -> None:
+        seen.append(int(kwargs["iters"]))
+        simulate(*args, **kwargs)
+
+    setattr(gpu, f"_{kernel}", recorded)
+    return seen
+
+
+def test_a_difference_under_a_hundred_cycles_is_widened_not_taken() -> None:
+    """A chase step of 0.05 cycles: (20 - 4) x 32 loads differ by 26 cycles, a quarter of what the clock must
+    resolve; the long chase is lengthened until the difference spans 100 cycles, and the latency is right."""
+    gpu = fake_gpu(shared_latency=0.05, noise=0.0)
+    launched = _iterations(gpu, "gp_chase_shared")
+    facts = _run(gpu, {"memory.clock", "memory.latency.shared"})["memory.latency.shared"].facts
+    assert facts[0].value == pytest.approx(0.05, rel=0.05)
+    assert max(launched) > FAST.long_iterations
+    assert all((long - FAST.short_iterations) * UNROLL * 0.05 >= 100 for long in set(launched) - {4, 20})
+
+
+def test_a_chase_that_takes_no_time_fails_its_probe() -> None:
+    measured = _run(fake_gpu(shared_latency=0.0, noise=0.0), {"memory.latency.shared"})["memory.latency.shared"]
+    assert measured.outcome.status == "failed" and measured.facts == []
+    assert "long minus short is 0 cycles, not positive" in measured.outcome.detail
 
 
 def test_every_launch_is_checked_against_the_kernels_ptx_parameters() -> None:
@@ -158,6 +186,7 @@ def test_simulated_hierarchy_is_recovered() -> None:
         assert low <= facts[fact_id].value <= high
     assert facts["capacity.l1"].value == pytest.approx(16 * KIB, rel=0.3)
     assert facts["capacity.l2"].value == pytest.approx(512 * KIB, rel=0.3)
+    assert facts["capacity.l2_near"].value == pytest.approx(256 * KIB, rel=0.3)  # where the near plateau ends
     assert facts["device.sm_clock"].value == pytest.approx(gpu.mhz, rel=0.02)
     l2 = facts["latency.l2"]
     assert l2.converted["ns"] == pytest.approx(l2.value / facts["device.sm_clock"].value * 1000.0)
@@ -213,10 +242,20 @@ def test_a_plan_that_would_revisit_cold_lines_is_refused() -> None:
 
 
 def test_the_global_chases_ask_for_the_largest_l1_and_record_the_sm() -> None:
+    """One thread on one SM: the curve and the probe's note say which, so latency.l2 reads as that SM's."""
     gpu = fake_gpu(sm_id=11)
     measured = _run(gpu)
     assert gpu.carveouts == {"gp_chase_global_ca": "max L1", "gp_chase_global_cg": "max L1"}
-    assert set(measured["memory.latency.global_cg"].outcome.series["curve"]["sm_id"]) == {11}
+    outcome = measured["memory.latency.global_cg"].outcome
+    assert set(outcome.series["curve"]["sm_id"]) == {11}
+    assert outcome.detail.endswith("chased by one thread on SM 11")
+
+
+def test_an_unsplit_l2_has_no_far_plateau_and_no_near_capacity() -> None:
+    gpu = fake_gpu(hierarchy_l2=[(512 * KIB, 260.0), (None, 700.0)])
+    facts = {f.id: f for f in _run(gpu, {"memory.clock", "memory.latency.global_cg"})["memory.latency.global_cg"].facts}
+    assert facts["latency.l2"].value == pytest.approx(260.0, rel=0.06)
+    assert "latency.l2_far" not in facts and "capacity.l2_near" not in facts
 
 
 def test_a_kernel_that_writes_nothing_is_caught() -> None:

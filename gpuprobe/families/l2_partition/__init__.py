@@ -22,15 +22,17 @@ buffer's base address and line size, line i at base + i x line_bytes), so a run 
 again from its results file.
 
 :func:`partition_map` reads the map: the latencies split into a fast and a slow cluster (two-means
-on their logarithms); each SM's fast/slow pattern over lines gives the SM sides and each line's home
-(the side it is fast from), fitted to explain the most readings. Whether that fit is evidence of a
-split is judged against the best single-factor explanation, never against a fixed bar: see
-:func:`partition_map`. :func:`plan` counts what the map costs at most, from the settings alone.
+on their logarithms); SM sides and line homes are fitted to the fast/slow labels (each SM fast on
+the lines homed on its side), and the count is a permutation test of that fit: two partitions
+when the fit explains more than it does on every one of ``permutations`` relabelled copies of the
+same readings (p < 1 / (permutations + 1)), one otherwise; see :func:`partition_map`. A stored map
+(the readings, or only the SM x address-group medians an older results file kept) is read again the
+same way: :meth:`Readings.from_series`, :meth:`Readings.from_heatmap`. :func:`plan` counts what the
+map costs at most, from the settings alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,8 +40,11 @@ import numpy as np
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.measuring import Kernels, fact, unmeasured
+from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, dram_s
+from gpuprobe.judge.analysis import median_ci
+from gpuprobe.judge.invariants import Check
+from gpuprobe.judge.ordering import not_below
 from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.runner.gpu import Launcher
@@ -58,14 +63,13 @@ class Settings:
     rounds: int = 16  # each line is read by this many SMs; each SM reads 15 x this many lines
     line_bytes: int = 128
     flush_l2_multiple: float = 2.0
-    split_ratio: float = 1.3  # the slow cluster's median over the fast one's, at least, for a split
+    split_ratio: float = 1.3  # the slow cluster's median over the fast one's, at least, for two clusters
     min_cluster_fraction: float = 0.15  # each cluster holds at least this share of the readings
-    # The side x home fit removes at least this share of the errors the best single-factor model
-    # (each line, or each SM, fast or slow throughout) leaves, for a split; at most ``no_interaction``
-    # of them (or no more than it removes from shuffled readings) is one partition; between, undecided.
-    min_interaction: float = 0.5
-    no_interaction: float = 0.25
-    chance_shuffles: int = 4  # fits to shuffled readings that measure what the fit gains by chance
+    # The count's test: the side x home fit's interaction against the same fit on this many copies of
+    # the readings, labels shuffled within each address group and within each SM in turn: a split is
+    # an interaction above every copy's (p < 1 / (permutations + 1) = 0.05).
+    permutations: int = 19
+    bootstrap: int = 200  # resamples of the address groups for the interaction's 95 % interval
     heatmap_bins: int = 48  # address groups (columns) of the heatmap
     seed: int = 20240917
 
@@ -74,8 +78,8 @@ class Settings:
             raise ValueError("Settings: rounds >= 2, line_bytes a multiple of 8, heatmap_bins >= 1")
         if self.flush_l2_multiple < 1.0 or self.split_ratio <= 1.0:
             raise ValueError("Settings: flush_l2_multiple >= 1, split_ratio > 1")
-        if not 0.0 <= self.no_interaction < self.min_interaction < 1.0 or self.chance_shuffles < 1:
-            raise ValueError("Settings: 0 <= no_interaction < min_interaction < 1, chance_shuffles >= 1")
+        if self.permutations < 1 or self.bootstrap < 1:
+            raise ValueError("Settings: permutations >= 1, bootstrap >= 1")
 
 
 # ---- the plan: lines, groups, chains ---------------------------------------------------------------
@@ -144,12 +148,20 @@ def block_shared_bytes(device: Device) -> int:
 
 @dataclass
 class Readings:
-    """First-touch latencies: one row per reading (SM id, line, cycles, and the round it was read in)."""
+    """First-touch latencies: one row per reading (SM id, line, cycles, and the round it was read in).
+
+    ``block_lines``: lines per address group, the lines one SM reads in one round (a layout group).
+    Readings rebuilt from a heatmap have address bins for lines, each bin its own group."""
 
     sm: list[int]
     line: list[int]
     cycles: list[float]
     round: list[int] = field(default_factory=list)
+    block_lines: int = GROUP_LINES
+
+    def blocks(self) -> np.ndarray:
+        """Each reading's address group."""
+        return np.asarray(self.line, dtype=np.int64) // self.block_lines
 
     def extend(self, sm: int, lines: np.ndarray, cycles: np.ndarray, round_: int = 0) -> None:
         self.sm += [sm] * len(lines)
@@ -175,6 +187,18 @@ class Readings:
             raise ValueError("readings series: columns of different lengths")
         sm, line, round_ = ([int(x) for x in column] for column in columns)
         return cls(sm, line, [float(x) for x in series["cycles"]], round_)
+
+    @classmethod
+    def from_heatmap(cls, series: dict[str, list[float]]) -> Readings:
+        """One reading per cell of a results file's ``heatmap`` series (an SM's median latency over the
+        lines of one address bin): what a results file written before the readings were kept holds
+        (reports/nvidia-h200's first run). Coarser than the readings: a bin holds the lines of about
+        three layout groups, so its home is the majority of theirs."""
+        count = len(series["latency_cycles"])
+        if len(series["sm_id"]) != count or len(series["bin"]) != count:
+            raise ValueError("heatmap series: columns of different lengths")
+        sm, bins = [int(x) for x in series["sm_id"]], [int(x) for x in series["bin"]]
+        return cls(sm, bins, [float(x) for x in series["latency_cycles"]], [0] * count, block_lines=1)
 
 
 def check_launch(records: np.ndarray, layout: Layout, base: int, round_: int, sm_count: int) -> None:
@@ -314,131 +338,210 @@ def evidence(fast: np.ndarray, sm_index: np.ndarray, line_index: np.ndarray, sms
     return Evidence(side, home, consistency, one_factor, interaction)
 
 
-def chance_interaction(
-    fast: np.ndarray, sm_index: np.ndarray, line_index: np.ndarray, sms: int, lines: int, settings: Settings
-) -> float:
-    """The most the fit's interaction reaches on the readings' labels shuffled over the readings
-    (``settings.chance_shuffles`` times, seeded): what fitting sides and homes gains by chance on this
-    very design (which SM read which line, how often) at this fast share."""
+def shuffled_within(labels: np.ndarray, groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``labels`` shuffled among the readings of each group (each group keeps its count of each label)."""
+    by_group = np.argsort(groups, kind="stable")
+    shuffled = np.lexsort((rng.random(len(labels)), groups))
+    out = np.empty_like(labels)
+    out[by_group] = labels[shuffled]
+    return out
+
+
+@dataclass(frozen=True)
+class Design:
+    """Which SM read which line of which address group: each reading's index into the SMs and lines seen."""
+
+    sm_index: np.ndarray
+    line_index: np.ndarray
+    block_index: np.ndarray
+    sms: int
+    lines: int
+
+    @classmethod
+    def of(cls, readings: Readings) -> Design:
+        """The design of ``readings``."""
+        _, sm_index = np.unique(np.asarray(readings.sm), return_inverse=True)
+        _, line_index = np.unique(np.asarray(readings.line), return_inverse=True)
+        _, block_index = np.unique(readings.blocks(), return_inverse=True)
+        return cls(sm_index, line_index, block_index, int(sm_index.max(initial=-1)) + 1,
+                   int(line_index.max(initial=-1)) + 1)  # fmt: skip
+
+    def fit(self, fast: np.ndarray) -> Evidence:
+        """The side x home fit to ``fast`` (one label per reading), weighed against one factor."""
+        return evidence(fast, self.sm_index, self.line_index, self.sms, self.lines)
+
+
+def null_interactions(fast: np.ndarray, design: Design, settings: Settings) -> np.ndarray:
+    """The fit's interaction on ``settings.permutations`` relabelled copies of the readings (seeded): the
+    labels shuffled among the readings of each address group, and among each SM's, in turn. Each copy
+    keeps the readings' design and one factor (which address groups are fast, or which SMs), so it
+    shows what the fit gains by chance where that factor explains the clusters."""
     rng = np.random.default_rng(settings.seed)
-    shuffled = (rng.permutation(fast) for _ in range(settings.chance_shuffles))
-    return max(evidence(labels, sm_index, line_index, sms, lines).interaction for labels in shuffled)
+    withins = (design.block_index, design.sm_index)
+    copies = (shuffled_within(fast, withins[k % 2], rng) for k in range(settings.permutations))
+    return np.array([design.fit(labels).interaction for labels in copies])
 
 
-def decide(clustered: bool, interaction: float, chance: float, settings: Settings) -> tuple[int | None, str]:
-    """The partition count (None: undecided) and why, from the rule :func:`partition_map` states."""
+def interaction_interval(fast: np.ndarray, found: Evidence, design: Design, settings: Settings) -> tuple[float, float]:
+    """The interaction's 95 % interval over ``settings.bootstrap`` resamples of the address groups, the
+    sides held as fitted (each line keeps the home its own readings give it)."""
+    blocks = int(design.block_index.max(initial=-1)) + 1
+    vote = np.where(fast, 1.0, -1.0)
+    explained = (found.side[design.sm_index] * found.home[design.line_index] * vote > 0).astype(np.float64)
+    line_fast = np.bincount(design.line_index, fast.astype(np.float64), design.lines)
+    line_count = np.bincount(design.line_index, minlength=design.lines)
+    block_of_line = np.zeros(design.lines, dtype=np.int64)
+    block_of_line[design.line_index] = design.block_index
+    count = np.bincount(design.block_index, minlength=blocks).astype(np.float64)
+    fit_ok = np.bincount(design.block_index, explained, blocks)
+    line_ok = np.bincount(block_of_line, np.maximum(line_fast, line_count - line_fast), blocks)
+    sm_fast, sm_count = np.zeros((design.sms, blocks)), np.zeros((design.sms, blocks))
+    np.add.at(sm_fast, (design.sm_index, design.block_index), fast.astype(np.float64))
+    np.add.at(sm_count, (design.sm_index, design.block_index), 1.0)
+    weights = np.random.default_rng(settings.seed).multinomial(blocks, np.full(blocks, 1 / blocks), settings.bootstrap)
+    total = weights @ count
+    consistency, by_line = weights @ fit_ok / total, weights @ line_ok / total
+    fast_w, count_w = sm_fast @ weights.T, sm_count @ weights.T
+    by_sm = np.maximum(fast_w, count_w - fast_w).sum(axis=0) / total
+    one_factor = np.maximum(by_line, by_sm)
+    interaction = np.where(one_factor < 1, (consistency - one_factor) / np.maximum(1 - one_factor, 1e-12), 0.0)
+    # at least 0: refitted to a resample, the fit would explain what its better single factor does
+    low, high = np.percentile(np.maximum(interaction, 0.0), [2.5, 97.5])
+    return float(low), float(high)
+
+
+def decide(clustered: bool, interaction: float, chance: float, settings: Settings) -> tuple[int, str]:
+    """The partition count and why, from the test :func:`partition_map` states."""
     if not clustered:
         return 1, "no two latency clusters (each a substantial share, the slow one clearly slower)"
-    floor = max(settings.no_interaction, chance)
-    if interaction <= floor:
-        return 1, "two latency clusters, but lines or SMs alone explain them, not a side x home pattern"
-    if interaction >= settings.min_interaction:
-        return 2, "a side x home pattern explains the two latency clusters"
-    return None, "a side x home pattern, but too weak to call the L2 split"
+    p = f"p < {1 / (settings.permutations + 1):.2g}"
+    if interaction > chance:
+        return 2, f"a side x home pattern explains the two latency clusters ({p})"
+    return 1, f"two latency clusters, but no side x home pattern beyond what one factor gives by chance (not {p})"
 
 
 @dataclass(frozen=True)
 class PartitionMap:
     """What the readings say: partition count, each SM's side, each line's home, and the latencies."""
 
-    partitions: int | None  # 1 or 2; None where the readings cannot decide
+    partitions: int  # 1 or 2
     sms: np.ndarray  # SM ids seen
     side: np.ndarray  # per SM in ``sms``: 0 or 1
     lines: np.ndarray  # line ids seen
     home: np.ndarray  # per line in ``lines``: the side it is near (0 or 1)
     near: np.ndarray  # per reading: predicted near
+    fast: np.ndarray  # per reading: in the fast latency cluster
     consistency: float  # share of readings the side x home model predicts (fast = near)
     fast_fraction: float  # share of readings in the fast cluster
     ratio: float  # slow cluster's median over the fast one's
     one_factor: float = 0.0  # share of readings the better single-factor model predicts
     interaction: float = 0.0  # share of that model's errors the side x home model removes
-    chance: float = 0.0  # the most ``interaction`` reached on shuffled readings
+    interaction_ci: tuple[float, float] = (0.0, 0.0)  # its 95 % interval over resampled address groups
+    chance: float = 0.0  # the most ``interaction`` reached on the relabelled copies
     reason: str = ""  # why the count is what it is
+
+    def hits(self) -> tuple[np.ndarray, np.ndarray]:
+        """The readings that time a near hit and a far one: predicted near (far) and in the fast (slow)
+        cluster; with one partition every reading is a near hit. A line the fit homed on the wrong side,
+        or one near from both (fast though predicted far), times neither half's latency."""
+        if self.partitions == 1:
+            return np.ones(len(self.near), dtype=bool), np.zeros(len(self.near), dtype=bool)
+        return self.near & self.fast, ~self.near & ~self.fast
 
 
 def partition_map(readings: Readings, settings: Settings) -> PartitionMap:
-    """Cluster the readings into near and far, find which SMs are near which lines, and decide.
+    """Cluster the readings into near and far, find which SMs are near which lines, and test the count.
 
     A split L2 shows as an interaction: each line is fast from the SMs of one side and slow from the
-    others, so each SM is fast on the lines homed on its side and slow on the rest. The share of
-    readings the side x home fit explains (``consistency``) is no measure of that on its own, and no
-    fixed bar on it can decide, for two reasons an H200 showed (reports/nvidia-h200):
+    others, so each SM is fast on the lines homed on its side and slow on the rest. The fit's
+    ``interaction`` is the share of the better single-factor model's errors it removes (that model:
+    each line fast or slow for every SM, or each SM on every line; a line missing L2, a slow GPC):
+    1 on a clean split, 0 where one factor explains all there is.
 
-    1. The fit chooses a home for every line, so it explains readings by chance, the more the fewer
-       readings each line has: shuffled labels reach ~80% with two rounds (each line read by two
-       SMs) and ~64% with sixteen. A line fast from both of its two readers looks like a line homed
-       on the side of two SMs of one side, so whatever makes far lines read fast is absorbed with
-       two rounds and exposed with sixteen.
-    2. Real readings hold what no two-sided model explains: 62% of the H200's were fast where near-
-       even sides and homes give half (address groups fast from every SM that read them, SMs fast on
-       every line). So the consistency does not tend to 1 as readings grow.
+    No fixed bar on it can decide. The H200 (reports/nvidia-h200) read the same raw shape in two runs
+    (fast cluster 62-64 %, slow/fast 1.64-1.65) and the interaction depends on how finely the data
+    resolve a line's home: 0.61 over its 31,680 readings, 0.17-0.19 over the SM x address-bin medians
+    (a bin holds about three layout groups, each homed on its own side), and 62 % of its readings are
+    fast where a clean two-way split gives half (address groups near from every SM). Bars of 90 %
+    consistency and then of 0.5 interaction flipped its count between runs.
 
-    The same part read 98% in the smoke run (3960 readings) and 89% in the full one (31680), and the
-    old bar of 90% fell between them. The fit is weighed instead against the better single-factor
-    model, fitted to the same readings with the same per-line freedom: each line fast or slow for
-    every SM (lines missing L2, lines near everywhere), or each SM fast or slow on every line (a slow
-    GPC). ``interaction`` is the share of that model's errors the side x home fit removes: 1 on a
-    clean split, 0 where one factor explains all there is, comparable across reading counts.
-
-    Two partitions: two latency clusters (each at least ``min_cluster_fraction`` of the readings,
-    the slow one at least ``split_ratio`` slower) and an interaction of at least ``min_interaction``
-    (a half: the two-sided pattern accounts for most of what one factor leaves unexplained). One:
-    one cluster, or an interaction of at most ``no_interaction`` or of no more than the same fit
-    reaches on the labels shuffled over the readings (:func:`chance_interaction`, measured on this
-    very design): the clusters then belong to lines or SMs, not to a pairing of sides and homes. A
-    quarter is above what shuffled labels reach in the sparsest map this probe makes (two rounds:
-    up to ~0.2). In between, the readings cannot decide, and the count is None, not a guess.
+    The count is a test instead, against the same fit on copies of the very readings, relabelled with
+    one factor kept (:func:`null_interactions`): two partitions when the interaction exceeds every
+    copy's (``chance``, the largest), p < 1 / (permutations + 1); one when it does not, or when the
+    latencies do not form two clusters (each at least ``min_cluster_fraction`` of the readings, the
+    slow one at least ``split_ratio`` slower). The interaction's interval over resampled address
+    groups (:func:`interaction_interval`) says how well the data pin it down. Known blind spot: a slow
+    GPC reading lines that also miss L2 (an OR of two factors) is a pattern no single factor explains.
     """
     cycles = np.asarray(readings.cycles, dtype=np.float64)
-    sms, sm_index = np.unique(np.asarray(readings.sm), return_inverse=True)
-    lines, line_index = np.unique(np.asarray(readings.line), return_inverse=True)
+    design = Design.of(readings)
+    sms, lines = np.unique(np.asarray(readings.sm)), np.unique(np.asarray(readings.line))
     fast, ratio = split_latencies(cycles)
     fast_fraction = float(np.mean(fast))
-    found = evidence(fast, sm_index, line_index, len(sms), len(lines))
-    chance = chance_interaction(fast, sm_index, line_index, len(sms), len(lines), settings)
+    found = design.fit(fast)
+    chance = float(null_interactions(fast, design, settings).max())
     clustered = min(fast_fraction, 1 - fast_fraction) >= settings.min_cluster_fraction and ratio >= settings.split_ratio
     partitions, reason = decide(clustered, found.interaction, chance, settings)
-    scores = (found.consistency, fast_fraction, ratio, found.one_factor, found.interaction, chance, reason)
+    interval = interaction_interval(fast, found, design, settings)
+    scores = (found.consistency, fast_fraction, ratio, found.one_factor, found.interaction, interval, chance, reason)
     if partitions == 1:
         zeros_sm, zeros_line = np.zeros(len(sms), dtype=np.int64), np.zeros(len(lines), dtype=np.int64)
-        return PartitionMap(1, sms, zeros_sm, lines, zeros_line, np.ones(len(cycles), bool), *scores)
+        return PartitionMap(1, sms, zeros_sm, lines, zeros_line, np.ones(len(cycles), bool), fast, *scores)
     side, home = (found.side < 0).astype(np.int64), (found.home < 0).astype(np.int64)
-    near = found.side[sm_index] * found.home[line_index] > 0
-    return PartitionMap(partitions, sms, side, lines, home, near, *scores)
+    near = found.side[design.sm_index] * found.home[design.line_index] > 0
+    return PartitionMap(partitions, sms, side, lines, home, near, fast, *scores)
 
 
-def _per_sm(readings: Readings, chosen: np.ndarray, reduce: Callable[[np.ndarray], float]) -> list[float]:
+def per_sm_latency(readings: Readings, chosen: np.ndarray) -> dict[int, np.ndarray]:
+    """Each SM's ``chosen`` readings' cycles, by SM id (SMs with none left out)."""
     sm = np.asarray(readings.sm)
     cycles = np.asarray(readings.cycles, dtype=np.float64)
-    return [reduce(cycles[(sm == s) & chosen]) for s in np.unique(sm) if np.any((sm == s) & chosen)]
+    return {int(s): cycles[(sm == s) & chosen] for s in np.unique(sm) if np.any((sm == s) & chosen)}
+
+
+def _medians(by_sm: dict[int, np.ndarray]) -> list[float]:
+    """Each SM's median."""
+    return [float(np.median(c)) for c in by_sm.values()]
 
 
 def _single(fact_id: str, value: float, unit: str) -> Fact:
     return Fact(fact_id, value, unit, (value, value), [value], {}, PROBE)
 
 
+def _derived(fact_id: str, value: float, unit: str, ci: tuple[float, float] | None = None) -> Fact:
+    """A figure computed from the whole map (no samples of its own), with its interval where it has one."""
+    return Fact(fact_id, value, unit, ci or (value, value), [], {}, PROBE)
+
+
+def sm_spread(near_by_sm: dict[int, np.ndarray]) -> Fact:
+    """``latency.l2.sm_spread``: how far apart the SMs' near-L2 hits lie, the slowest SM's median near
+    latency minus the fastest's; its interval from the two SMs' median intervals (the slowest's low
+    bound minus the fastest's high one, and the other way round), never below zero."""
+    bounds = {sm: median_ci(c) for sm, c in near_by_sm.items()}
+    slowest = max(bounds, key=lambda sm: bounds[sm][0])
+    fastest = min(bounds, key=lambda sm: bounds[sm][0])
+    (top, top_low, top_high), (bottom, bottom_low, bottom_high) = bounds[slowest], bounds[fastest]
+    ci = (max(0.0, top_low - bottom_high), top_high - bottom_low)
+    return _derived("latency.l2.sm_spread", top - bottom, "cycle", ci)
+
+
 def map_facts(readings: Readings, result: PartitionMap, sm_count: int) -> list[Fact]:
-    """Near and far latency (medians over SMs of each SM's median), partition count, shares. Where the
-    readings cannot decide, what depends on the count (near latency, the count, the near share) is
-    recorded without a value, with the reason, rather than as a guess."""
-    if result.partitions is None:
-        why = f"the map is undecided: {map_summary(readings, result)}"
-        return [
-            unmeasured("l2.near_latency", "cycle", PROBE, why),
-            unmeasured("l2.partition_count", "count", PROBE, why),
-            unmeasured("l2.near_line_fraction", "fraction", PROBE, why),
-            _single("l2.partition_consistency", result.consistency, "fraction"),
-        ]
-    near = result.near
+    """Near and far latency (medians over SMs of each SM's median), the spread of the SMs' near
+    latencies, partition count with the interaction and chance it was tested with, shares."""
+    near_hits, far_hits = result.hits()
+    near_by_sm = per_sm_latency(readings, near_hits)
     facts = [
-        fact("l2.near_latency", _per_sm(readings, near, lambda c: float(np.median(c))), "cycle", PROBE),
+        fact("l2.near_latency", _medians(near_by_sm), "cycle", PROBE),
+        sm_spread(near_by_sm),
         _single("l2.partition_count", float(result.partitions), "count"),
+        _derived("l2.partition_interaction", result.interaction, "fraction", result.interaction_ci),
+        _derived("l2.partition_chance", result.chance, "fraction"),
     ]
     sm = np.asarray(readings.sm)
-    fractions = [float(np.mean(near[sm == s])) for s in result.sms]
+    fractions = [float(np.mean(result.near[sm == s])) for s in result.sms]
     facts.append(fact("l2.near_line_fraction", fractions, "fraction", PROBE))
     if result.partitions == 2:
-        facts.insert(1, fact("l2.far_latency", _per_sm(readings, ~near, lambda c: float(np.median(c))), "cycle", PROBE))
+        facts.insert(1, fact("l2.far_latency", _medians(per_sm_latency(readings, far_hits)), "cycle", PROBE))
         minor = min(int(np.sum(result.side == 0)), int(np.sum(result.side == 1)))
         facts.append(_single("l2.partition_sm_fraction", minor / sm_count, "fraction"))
     facts.append(_single("l2.partition_consistency", result.consistency, "fraction"))
@@ -447,13 +550,23 @@ def map_facts(readings: Readings, result: PartitionMap, sm_count: int) -> list[F
 
 def map_summary(readings: Readings, result: PartitionMap) -> str:
     """One line on the readings and the evidence behind the count (the probe's detail)."""
-    count = "undecided" if result.partitions is None else f"{result.partitions} partition(s)"
+    low, high = result.interaction_ci
     return (
-        f"{count}: {len(readings.cycles)} first-touch readings, fast cluster {result.fast_fraction:.0%}, "
-        f"slow/fast {result.ratio:.2f}, side x home model explains {result.consistency:.0%} "
-        f"(one factor alone {result.one_factor:.0%}; it removes {result.interaction:.0%} of one factor's errors, "
-        f"{result.chance:.0%} on shuffled readings): {result.reason}"
+        f"{result.partitions} partition(s): {len(readings.cycles)} first-touch readings, fast cluster "
+        f"{result.fast_fraction:.0%}, slow/fast {result.ratio:.2f}, side x home model explains "
+        f"{result.consistency:.0%} (one factor alone {result.one_factor:.0%}); interaction {result.interaction:.2f} "
+        f"[{low:.2f}, {high:.2f}] against at most {result.chance:.2f} on relabelled copies: {result.reason}"
     )
+
+
+def per_sm_series(readings: Readings, result: PartitionMap) -> dict[str, list[float | None]]:
+    """Each SM's median near latency, and far latency where it read far lines (None where it did not)."""
+    near, far = (per_sm_latency(readings, hits) for hits in result.hits())
+    return {
+        "sm_id": [float(s) for s in result.sms],
+        "near_cycles": [float(np.median(near[s])) if s in near else None for s in map(int, result.sms)],
+        "far_cycles": [float(np.median(far[s])) if s in far else None for s in map(int, result.sms)],
+    }
 
 
 def heatmap_series(readings: Readings, result: PartitionMap, bins: int) -> dict[str, list[float]]:
@@ -513,6 +626,7 @@ def measure_map(launcher: Launcher, kernels: Kernels, device: Device, settings: 
     series = {
         "heatmap": heatmap_series(readings, result, settings.heatmap_bins),
         "sides": {"sm_id": [float(s) for s in result.sms], "side": [float(x) for x in result.side]},
+        "per_sm": per_sm_series(readings, result),
         "readings": readings.series(),  # every reading: the map can be read again from the results file
         "layout": {"base_address": [float(base)], "line_bytes": [float(layout.line_bytes)]},  # line -> address
     }
@@ -579,30 +693,51 @@ def heatmap_png(results: Results, dpi: int) -> bytes | None:
     return png_bytes(fig)
 
 
-NEAR_CHASE_FACTOR = 1.35  # first-touch near latency vs the memory family's chase plateau, at most this apart
+CHASE_MARGIN = 0.05  # the chase's L2 plateau vs the map's per-SM range: two methods (see the check)
+NEAR_SHARE_MARGIN = 0.25  # relative: each SM's near share of the lines within a quarter of 1 / count
 
 
-def invariant_far_above_near(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
-    """Where the map found two partitions, the far half is slower than the near one."""
-    near, far = facts.get("l2.near_latency"), facts.get("l2.far_latency")
-    if near is None or far is None or near.value is None or far.value is None:
+def _measured(facts: dict[str, Fact], *ids: str) -> list[Fact] | None:
+    found = [facts.get(i) for i in ids]
+    return None if any(f is None or f.value is None for f in found) else found  # type: ignore[misc]
+
+
+def invariant_far_above_near(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """Where the map found two partitions, the far half is not faster than the near one, within the CIs."""
+    found = _measured(facts, "l2.near_latency", "l2.far_latency")
+    return [] if found is None else [not_below("l2_partition.far_above_near", *found)]
+
+
+def invariant_near_matches_chase(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """The chase's L2 plateau (``latency.l2``, one SM) lies within the map's per-SM near latencies
+    (``l2.near_latency``'s samples: one median per SM, the chase's SM among them), CHASE_MARGIN either
+    side: both time a near-L2 hit by a dependent load, the chase over a footprint after a warm lap, the
+    map on a line's first touch."""
+    found = _measured(facts, "l2.near_latency", "latency.l2")
+    if found is None or not found[0].samples:
         return []
-    return [
-        ("l2_partition.far_above_near", far.value > near.value, f"far {far.value:.0f} vs near {near.value:.0f} cycles")
-    ]
+    near, chase = found
+    low, high = min(near.samples) * (1 - CHASE_MARGIN), max(near.samples) * (1 + CHASE_MARGIN)
+    detail = (f"chase {chase.value:.0f} cycles (one SM); map's SMs {min(near.samples):.0f}-{max(near.samples):.0f}, "
+              f"allowed {low:.0f}-{high:.0f}")  # fmt: skip
+    return [Check("l2_partition.near_matches_chase", low <= chase.value <= high, detail, (near.id, chase.id))]
 
 
-def invariant_near_matches_chase(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
-    """The map's near latency and the pointer chase's L2 plateau measure the same hit, by two methods."""
-    near, chase = facts.get("l2.near_latency"), facts.get("latency.l2")
-    if near is None or chase is None or not near.value or not chase.value:
+def invariant_near_share_matches_count(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """An SM is near 1 / count of the lines (addresses hash evenly over the partitions), within
+    NEAR_SHARE_MARGIN of that: a count the near shares contradict is not a partition count."""
+    found = _measured(facts, "l2.partition_count", "l2.near_line_fraction")
+    if found is None:
         return []
-    ratio = near.value / chase.value
-    ok = 1 / NEAR_CHASE_FACTOR <= ratio <= NEAR_CHASE_FACTOR
-    return [("l2_partition.near_matches_chase", ok, f"map {near.value:.0f} vs chase {chase.value:.0f} cycles")]
+    count, share = found
+    expected = 1 / count.value
+    ok = abs(share.value - expected) <= NEAR_SHARE_MARGIN * expected
+    detail = (f"near share {share.value:.2f} for {count.value:.0f} partition(s), "
+              f"expected {expected:.2f} ± {NEAR_SHARE_MARGIN:.0%}")  # fmt: skip
+    return [Check("l2_partition.near_share_matches_count", ok, detail, (count.id, share.id))]
 
 
-INVARIANTS = (invariant_far_above_near, invariant_near_matches_chase)
+INVARIANTS = (invariant_far_above_near, invariant_near_matches_chase, invariant_near_share_matches_count)
 OPTIONAL_FACTS = {  # measured only where the L2 is split (absent elsewhere, unless the model expects a split)
     "l2.far_latency": "the map found one L2 partition (no far half)",
     "l2.partition_sm_fraction": "the map found one L2 partition (no SM sides)",
@@ -615,8 +750,14 @@ SECTIONS = (
         ("l2_partition.",),
         plot=Plot("l2_partition_map", "l2_partition_map.png", "SM x address-group latency", heatmap_png),
         blurb=(
-            "First-touch latency of L2-resident lines from every SM. A split L2 (A100, H100) shows as two "
-            "latency clusters explained by which half of the SMs a line is near; one cluster means one partition."
+            "First-touch latency of L2-resident lines from every SM, each line read once after an L2 flush. "
+            "A split L2 (A100, H100, H200) shows as two latency clusters explained by which side of the SMs a "
+            "line is homed near. The count is a test: 2 when the side x home fit (l2.partition_interaction, "
+            "with its interval) explains the clusters better than on every relabelled copy of the same readings "
+            "(l2.partition_chance, the largest; p < 0.05), else 1. l2.near_latency and l2.far_latency are "
+            "medians over SMs of one line's first read from the near or the far half; latency.l2_far (Memory "
+            "latency) is the footprint sweep's plateau beyond the near half's reach, a different quantity and "
+            "higher. latency.l2.sm_spread is how far apart the SMs' near latencies lie (latency.l2 is one SM's)."
         ),
     ),
 )

@@ -12,13 +12,24 @@ Order of measurement:
    sweep eight from a quarter of the L2 to twice it, where a split L2's far plateau lies);
    ``find_levels`` reads the levels.
 
-Each latency sample is a pair of launches, a short and a long timed chase continuing the same
-chain: latency = (cycles_long - cycles_short) / (loads_long - loads_short). Everything a timed
-region pays once (the clock reads, entering and leaving the loop, the first and last load's
-pipeline edges) is measured by the short run and cancels. What the loop pays per iteration would
-not cancel, and the contract shows there is none to pay: the control runs off the chain
-(``control_off_chain``), so it issues in the loads' shadow; subtracting the control's standalone
-cost (``overhead.loop``) would bias every latency low by that amount over 32.
+Each latency sample is a pair of launches, a short and a long timed chase continuing the same chain
+(:class:`gpuprobe.families.chase.Chase`), read through :class:`gpuprobe.families.differencing.Difference`:
+latency = (cycles_long - cycles_short) / (loads_long - loads_short), refused (the gap widened, then the
+probe failed) where the difference is under 100 cycles or not positive. Everything a timed region pays
+once (the clock reads, entering and leaving the loop, the first and last load's pipeline edges) is
+measured by the short run and cancels. What the loop pays per iteration would not cancel, and the
+contract shows there is none to pay: the control runs off the chain (``control_off_chain``), so it
+issues in the loads' shadow; subtracting the control's standalone cost (``overhead.loop``) would bias
+every latency low by that amount over 32.
+
+What the facts are, and are not: ``latency.l2``, ``latency.l2_far`` and ``latency.dram`` are plateaus of
+the footprint sweep, chased by one thread on whichever SM the launch lands on (the curve series records
+it: SM 124 on the H200), so ``latency.l2`` is that SM's near-L2 hit; the SMs' spread of it is
+``latency.l2.sm_spread`` (the L2-partition map reads every SM). ``latency.l2_far`` is the plateau of the
+footprints the near half cannot hold, not the first touch of a far-homed line (``l2.far_latency``).
+``capacity.l2_near`` is where the near plateau ends, on a split L2. ``latency.shared`` chases through
+``ld.shared.u32 %r, [%r]`` with no address arithmetic, so it reads a few cycles under the papers' index
+chases (23 against 29 cycles on an H100-class SM; see the probe doc).
 
 Every launch checks that the chase ended on the node the host predicts; a wrong end fails the
 probe and yields no facts. The chain continues from launch to launch, so beyond the sizes any
@@ -29,6 +40,7 @@ writes left there.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable
@@ -40,7 +52,9 @@ import numpy as np
 from gpuprobe.build.registry import Probe, find_probe
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.chain import Chain, random_cycle
+from gpuprobe.families.chain import random_cycle
+from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of
+from gpuprobe.families.differencing import UNROLL, Difference, Lengths
 from gpuprobe.families.measuring import (
     Kernels,
     Stopping,
@@ -65,10 +79,6 @@ from gpuprobe.judge.analysis import Level, find_levels, median_ci
 from gpuprobe.output.plots import latency_png
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.runner.gpu import Launcher
-
-UNROLL = 32  # chase steps per iteration of the timed loop: fixed by the PTX (//@repeat 32)
-MIN_CLOCK_WINDOW_NS = 100_000  # a timed region this long reads the clock to 1 % at 1 us timer resolution
-OUT_WORDS = 4  # cycles, nanoseconds, end node, SM id
 
 
 @dataclass(frozen=True)
@@ -144,13 +154,9 @@ def first_warm_steps(nodes: int, footprint: int, l2_bytes: int, settings: Settin
     return nodes if footprint <= settings.warm_l2_multiple * l2_bytes else 0
 
 
-def loads_per_sample(settings: Settings) -> int:
-    return (settings.long_iterations - settings.short_iterations) * UNROLL
-
-
-def per_load_cycles(short_cycles: float, long_cycles: float, settings: Settings) -> float:
-    """Latency of one chase step: the long chase minus the short one, over the loads between."""
-    return (long_cycles - short_cycles) / loads_per_sample(settings)
+def lengths(settings: Settings) -> Lengths:
+    """A sample's short and long timed chase, in loop iterations of UNROLL loads."""
+    return Lengths(settings.short_iterations, settings.long_iterations, UNROLL)
 
 
 @dataclass
@@ -162,10 +168,13 @@ class ChaseContext:
     out: Any = None
     mhz: float | None = None
 
+    @property
+    def kernels(self) -> Kernels:
+        return Kernels(self.launcher, self.parameters)
+
     def run(self, kernel: str, args: list[object], words: int, block: int = 1, shared: int = 0) -> list[int]:
         """Launch ``kernel`` with ``out`` appended, and read its first ``words`` results back."""
-        kernels = Kernels(self.launcher, self.parameters)
-        values = kernels.run(kernel, [*args, self.out], self.out, words, block=block, shared=shared)
+        values = self.kernels.run(kernel, [*args, self.out], self.out, words, block=block, shared=shared)
         return [int(v) for v in values]
 
 
@@ -212,59 +221,42 @@ def measure_loop(ctx: ChaseContext) -> Measured:
     return Measured("memory.overhead.loop", ProbeOutcome("ok"), [result])
 
 
-def node_of(offset: int, stride: int, kernel: str) -> int:
-    node, rest = divmod(offset, stride)
-    if rest or node < 0:
-        raise ProbeFailure(f"{kernel}: chase ended at offset {offset:#x}, not on a node")
-    return node
-
-
 @dataclass
 class Point:
-    """One footprint's samples: latency per sample, and the clock and SM of each long launch."""
+    """One footprint's samples: latency per sample, the SM clock and the SM of its launches."""
 
     latencies: list[float] = field(default_factory=list)
     clock_mhz: list[float] = field(default_factory=list)
     sms: list[int] = field(default_factory=list)
 
 
-@dataclass
-class Chase:
-    """A chain being chased across launches: where the next launch starts, and how to launch it."""
+def recording_sm(chase: Chase, sms: list[int]) -> Chase:
+    """``chase`` with every launch's SM id (its fourth word) appended to ``sms``."""
+    launch = chase.launch
 
-    ctx: ChaseContext
-    kernel: str
-    chain: Chain
-    launch_args: Callable[[int, int, int], list[object]]  # (start node, warm steps, iterations) -> args
-    node_of_end: Callable[[int], int]
-    block: int = 1
-    shared: int = 0
-    step: int = 0
+    def launched(start: int, warm: int, iterations: int) -> Any:
+        words = launch(start, warm, iterations)
+        sms.append(int(words[3]) & 0xFFFFFFFF)
+        return words
 
-    def launch(self, warm: int, iterations: int) -> list[int]:
-        start = self.chain.node_after(self.step)
-        args = self.launch_args(start, warm, iterations)
-        cycles, ns, end, smid = self.ctx.run(self.kernel, args, OUT_WORDS, self.block, self.shared)
-        self.step += warm + iterations * UNROLL
-        expected = self.chain.node_after(self.step)
-        if self.node_of_end(end) != expected:
-            raise ProbeFailure(
-                f"{self.kernel}: chase of {self.chain.nodes} nodes ended on node {self.node_of_end(end)}, "
-                f"host predicted node {expected}"
-            )
-        return [cycles, ns, end, smid & 0xFFFFFFFF]
+    return dataclasses.replace(chase, launch=launched)
 
-    def sample(self, point: Point, warm_short: int, warm_long: int) -> None:
-        s = self.ctx.settings
-        short = self.launch(warm_short, s.short_iterations)[0]
-        cycles, ns, _, smid = self.launch(warm_long, s.long_iterations)
-        latency = per_load_cycles(short, cycles, s)
-        if not latency > 0:
-            raise ProbeFailure(f"{self.kernel}: the long chase took {cycles} cycles, the short one {short}")
-        point.latencies.append(latency)
-        point.sms.append(smid)
-        if ns >= MIN_CLOCK_WINDOW_NS:
-            point.clock_mhz.append(cycles / ns * 1000.0)
+
+def sample_point(chase: Chase, settings: Settings, before: Callable[[], None], longest: int | None = None) -> Point:
+    """Samples of one step's latency (a short and a long launch each, through :class:`Difference`, the
+    long one at most ``longest`` iterations) until the settings' stopping rule says enough, ``before``
+    run ahead of each; the point keeps the SM clock its launches read and the SMs they ran on."""
+    point = Point()
+    recorded = recording_sm(chase, point.sms)
+    difference = Difference(recorded.run, lengths(settings), chase.kernel, longest=longest)
+
+    def take() -> None:
+        before()
+        point.latencies.append(difference.sample())
+
+    sample_until_stable(take, point.latencies, settings.stopping())
+    point.clock_mhz = recorded.clock_mhz
+    return point
 
 
 def measure_shared(ctx: ChaseContext) -> Measured:
@@ -273,17 +265,17 @@ def measure_shared(ctx: ChaseContext) -> Measured:
     chain = random_cycle(nodes, s.seed)
     successors = ctx.launcher.upload((chain.successor * s.shared_stride).astype(np.uint32))
 
-    def args(start: int, warm: int, iterations: int) -> list[object]:
+    def launch(start: int, warm: int, iterations: int) -> list[int]:
         fixed = [successors, np.uint32(nodes), np.uint32(s.shared_stride)]
-        return [*fixed, np.uint32(start), np.uint32(warm), np.uint32(iterations)]
+        args = [*fixed, np.uint32(start), np.uint32(warm), np.uint32(iterations)]
+        return ctx.run("gp_chase_shared", args, OUT_WORDS, block=128, shared=s.shared_footprint)
 
-    def node_of_end(end: int) -> int:
-        return node_of(end, s.shared_stride, "gp_chase_shared")
+    def end_node(end: int) -> int:
+        return node_of(end, s.shared_stride, nodes, "gp_chase_shared")
 
-    chase = Chase(ctx, "gp_chase_shared", chain, args, node_of_end, block=128, shared=s.shared_footprint)
-    point = Point()
-    # each launch refills the shared memory it chases: every sample is warm
-    sample_until_stable(lambda: chase.sample(point, nodes, nodes), point.latencies, s.stopping())
+    # each launch refills the shared memory it chases, and laps the cycle once: every sample is warm
+    chase = Chase(chain, launch, end_node, UNROLL, "gp_chase_shared", warm_laps=1)
+    point = sample_point(chase, s, lambda: None)
     result = fact("latency.shared", point.latencies, "cycle", "memory.latency.shared", ctx.mhz)
     series = {"footprint": {"footprint_bytes": [float(s.shared_footprint)], "latency_cycles": [result.value]}}
     return Measured("memory.latency.shared", ProbeOutcome("ok", series=series), [result])
@@ -310,36 +302,28 @@ class _Sweep:
     buffer: Any
     scratch: Any
 
-    @property
-    def base(self) -> int:
-        return self.ctx.launcher.address(self.buffer)
-
-    def args(self, start: int, warm: int, iterations: int) -> list[object]:
-        return [np.uint64(self.base + start * self.ctx.settings.line_bytes), np.uint32(warm), np.uint32(iterations)]
-
-    def node_of_end(self, end: int) -> int:
-        return node_of(end - self.base, self.ctx.settings.line_bytes, self.kernel)
-
     def point(self, footprint: int, seed: int) -> Point:
-        """One footprint: a fresh chain, warmed where a cache could hold it, sampled until stable."""
+        """One footprint: a fresh chain chased on across launches. Where a cache could hold it, every launch
+        laps the whole cycle first while the L1 could (launches do not keep it), else one warm-up launch
+        does; beyond, every sample is cold, after a flush."""
         ctx, s = self.ctx, self.ctx.settings
         nodes = footprint // s.line_bytes
         chain = random_cycle(nodes, seed)
         ctx.launcher.write_chain(self.buffer, chain.successor, s.line_bytes)
-        warm = first_warm_steps(nodes, footprint, ctx.l2_bytes, s)
-        if warm == 0:
+        cold = first_warm_steps(nodes, footprint, ctx.l2_bytes, s) == 0
+        chase = memory_chase(ctx.kernels, self.kernel, self.buffer, chain, s.line_bytes, UNROLL, ctx.out,
+                             warm_laps=0 if cold else 1)  # fmt: skip
+        if cold:
             check_no_revisit(nodes, footprint, s)
-        chase = Chase(ctx, self.kernel, chain, self.args, self.node_of_end)
-        rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
-        point = Point()
+            return sample_point(chase, s, self.flush, longest=nodes // UNROLL - s.short_iterations)
+        if footprint > s.l1_rewarm_bytes:  # the L2 keeps what one lap brought in
+            chase.run(s.short_iterations)  # the warm-up lap; its reading is discarded
+            chase.warm_laps = 0
+        return sample_point(chase, s, lambda: None)
 
-        def take() -> None:  # the first sample warms the whole cycle; later ones only re-warm an L1
-            if warm == 0:  # cold: evict what writing the chain, or the samples before, left in L2
-                ctx.launcher.fill(self.scratch, 0)
-            chase.sample(point, rewarm if point.latencies else warm, rewarm)
-
-        sample_until_stable(take, point.latencies, s.stopping())
-        return point
+    def flush(self) -> None:
+        """Evict from L2 what writing the chain, or the samples before, left there."""
+        self.ctx.launcher.fill(self.scratch, 0)
 
 
 def chase_curve(ctx: ChaseContext, kernel: str, footprints: list[int]) -> Curve:
@@ -429,7 +413,11 @@ def curve_facts(
         facts.append(capacity_fact("capacity.l1", levels[0], curve.footprints, probe))
     if "capacity.l2" in wanted and on_chip and on_chip[-1].size_bytes is not None:
         facts.append(capacity_fact("capacity.l2", on_chip[-1], curve.footprints, probe))
-    return facts, _series(curve, levels, names, mhz), f"{len(levels)} levels: " + ", ".join(names)
+    if "capacity.l2_near" in wanted and "L2 far" in names:  # where the near plateau ends, on a split L2
+        facts.append(capacity_fact("capacity.l2_near", levels[names.index("L2")], curve.footprints, probe))
+    sms = sorted({sm for point in curve.points for sm in point.sms})
+    note = f"{len(levels)} levels: {', '.join(names)}; chased by one thread on SM {', '.join(map(str, sms))}"
+    return facts, _series(curve, levels, names, mhz), note
 
 
 def measure_global(ctx: ChaseContext, probe: Probe, cached_in_l1: bool) -> Measured:
@@ -454,6 +442,7 @@ STEPS: list[tuple[str, Callable[[ChaseContext], Measured]]] = [
 
 PROBES = [name for name, _ in STEPS]
 
+OPTIONAL_FACTS = {"capacity.l2_near": "this part shows no far-L2 plateau (no split L2)"}
 LATENCY_PLOT = Plot("latency_vs_footprint", "latency_vs_footprint.png", "latency vs footprint", latency_png)
 SECTIONS = (
     Section(
@@ -462,7 +451,13 @@ SECTIONS = (
         probe_prefixes=("memory.latency.",),
         plot=LATENCY_PLOT,
         blurb="Dependent pointer-chase loads; one load in flight at a time. Cycles are SM clock cycles; "
-        "ns are at the measured SM clock. Capacities are where the latency curve steps up.",
+        "ns are at the measured SM clock. Capacities are where the latency curve steps up. latency.l2, "
+        "latency.l2_far and latency.dram are plateaus of a footprint sweep chased by one thread on one SM "
+        "(the probe's note names it): latency.l2.sm_spread, from the L2 partition map of every SM, says how "
+        "much the near-L2 hit varies across SMs. latency.l2_far is the plateau beyond what the near L2 half "
+        "holds (capacity.l2_near), not a far-homed line's first touch (l2.far_latency, lower). latency.shared "
+        "chases a direct ld.shared.u32 %r, [%r] with no index arithmetic: 23 cycles on an H100-class SM, "
+        "where index chases (Luo et al., reproduced in Johnsonms/NVIDIA-Hopper-Benchmark) read 29 and mt4g 29.9.",
     ),
 )
 
@@ -472,14 +467,15 @@ SECTIONS = (
 LOOP_CYCLES = 20.0  # one iteration of the bare loop (gp_loop_overhead) at most: a few cycles measured
 
 
-def chase_plan(settings: Settings, device: Device, warm: int, rewarm: int, step: float) -> Plan:
-    """One footprint's samples (:meth:`Chase.sample` until stable) at their most: a short and a long
-    launch each, the first warming ``warm`` steps, every later launch ``rewarm``; every step ``step``
-    cycles at most."""
+def chase_plan(settings: Settings, device: Device, warm_up: int, lap: int, step: float) -> Plan:
+    """One footprint's samples (:func:`sample_point`) at their most: a warm-up launch lapping ``warm_up``
+    steps if any, then a short and a long launch per sample, each lapping ``lap`` steps first; every
+    step ``step`` cycles at most."""
     s = settings
     timed = s.max_repeats * (s.short_iterations + s.long_iterations) * UNROLL
-    steps = warm + (2 * s.max_repeats - 1) * rewarm + timed
-    return kernel_runs(2 * s.max_repeats, cycles_s(steps * step, device))
+    warming = warm_up + s.short_iterations * UNROLL if warm_up else 0
+    steps = warming + 2 * s.max_repeats * lap + timed
+    return kernel_runs(2 * s.max_repeats + bool(warm_up), cycles_s(steps * step, device))
 
 
 def sweep_plan(settings: Settings, device: Device, dense: bool) -> Plan:
@@ -491,10 +487,10 @@ def sweep_plan(settings: Settings, device: Device, dense: bool) -> Plan:
     for footprint in footprints:
         nodes = footprint // s.line_bytes
         warm = first_warm_steps(nodes, footprint, l2, s)
-        rewarm = warm if footprint <= s.l1_rewarm_bytes else 0
+        lap = warm if footprint <= s.l1_rewarm_bytes else 0
         write = dram_s(footprint, device) + link_s(8 * nodes, pinned=False)  # the successors uploaded, scattered
         flush = Plan(0, s.max_repeats, s.max_repeats * dram_s(2 * l2, device)) if warm == 0 else NO_WORK
-        chase = chase_plan(s, device, warm, rewarm, step_cycles(footprint, device))
+        chase = chase_plan(s, device, warm - lap, lap, step_cycles(footprint, device))
         total += Plan(0, 1, write, chain_host_s(nodes)) + flush + chase
     return total
 
@@ -508,7 +504,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     loop_cycles = s.overhead_repeats * s.loop_iterations * LOOP_CYCLES
     loop = probe(kernel_runs(s.overhead_repeats, cycles_s(loop_cycles, device)))
     nodes = s.shared_footprint // s.shared_stride
-    shared = probe(Plan(0, 1, 0.0, chain_host_s(nodes)), chase_plan(s, device, nodes, nodes, SHARED_STEP_CYCLES))
+    shared = probe(Plan(0, 1, 0.0, chain_host_s(nodes)), chase_plan(s, device, 0, nodes, SHARED_STEP_CYCLES))
     sweeps = [probe(sweep_plan(s, device, dense=not cached_in_l1)) for cached_in_l1 in (True, False)]
     return clock + clock_read + loop + shared + combined(sweeps)
 

@@ -11,7 +11,9 @@ miss. Two imperfections a real H200 showed (reports/nvidia-h200: 62% of the read
 two-sided model expects half) can be added to a split L2: ``both_sides``, the share of BLOCK-byte
 address blocks whose lines read near from every SM (some address groups of its map read fast from
 all SMs), and ``close_gpcs``, GPCs (of GPC_SMS SMs, by id) whose SMs read the far half at CLOSE_FAR,
-inside the near cluster (its SMs 124-131 read every line at 255-316 cycles). An unsplit L2 has
+inside the near cluster (its SMs 124-131 read every line at 255-316 cycles). Each SM reads the L2
+SM_SPREAD nearer or farther than the next (its distance to the crossbar: the H200's SMs read their near
+half at 258-303 cycles), so the SMs' near latencies spread as a real part's do. An unsplit L2 has
 latencies that vary smoothly with the SM and the line (as measured on an L40), with no two clusters.
 ``configure(gpu, split=..., fault=..., both_sides=..., close_gpcs=...)`` picks the model and a
 fault: "wrong_end", "duplicate_sm", "no_wait".
@@ -32,6 +34,7 @@ ISSUE = 6.0  # a load and a clock read issuing, nothing waited for
 LINE = 128
 BLOCK = 2048  # the address blocks ``both_sides`` picks from
 CLOSE_FAR, GPC_SMS = 300.0, 4  # the far half as a close GPC reads it; SMs per simulated GPC
+SM_SPREAD = 0.08  # a split L2's latencies from SM s: x (1 +- SM_SPREAD), fixed per SM (sm_distance)
 
 
 def configure(
@@ -68,6 +71,11 @@ def near_both_sides(gpu: Any, address: int) -> bool:
     return _unit(address // BLOCK, 3) < 2.0 * getattr(gpu, "l2p_both_sides", 0.0) - 1.0
 
 
+def sm_distance(sm: int) -> float:
+    """The factor SM ``sm``'s reads of a split L2 take: its distance to the L2, within 1 +- SM_SPREAD."""
+    return 1.0 + SM_SPREAD * _unit(sm, 4)
+
+
 def _latency(gpu: Any, sm: int, address: int) -> float:
     jitter = gpu._jitter()
     if address not in gpu.in_l2:
@@ -78,8 +86,8 @@ def _latency(gpu: Any, sm: int, address: int) -> float:
     near = home_of(address) == side or (side, address) in gpu.in_l2  # a copy made by an earlier read
     gpu.in_l2.add((side, address))  # copies live in the L2: a flush drops them
     if near or near_both_sides(gpu, address):
-        return NEAR * jitter
-    return (CLOSE_FAR if sm // GPC_SMS in getattr(gpu, "l2p_close_gpcs", ()) else FAR) * jitter
+        return NEAR * sm_distance(sm) * jitter
+    return (CLOSE_FAR if sm // GPC_SMS in getattr(gpu, "l2p_close_gpcs", ()) else FAR) * sm_distance(sm) * jitter
 
 
 def touch(gpu: Any, launch: Any, lines: Any, groups: Any, group_bytes: Any, round: Any, out: Any) -> float:
