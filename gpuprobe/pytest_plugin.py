@@ -51,13 +51,19 @@ def lacks(arch: Arch, family: str) -> str:
     return f"{arch} {LACKS} {family} probes need"
 
 
+def producing_probes(fact_id: str) -> list[Probe]:
+    """The probes whose declaration (the ``facts`` of their ``[[probe]]`` in ptx/<family>/*.toml) names
+    ``fact_id``, or the pattern (``p2p.ce.bandwidth.*``) it is one of, or that pattern itself."""
+    return [p for p in all_probes() if any(fact_matches(declared, fact_id) for declared in p.facts)]
+
+
 def _unsupported_reason(results: Results, fact_id: str) -> str | None:
     """Why no probe could measure ``fact_id`` on the measured arch (None when one could)."""
     try:
         arch = parse_arch(results.device.arch)
     except GpuprobeError:
         return None
-    producers = [p for p in all_probes() if fact_id in p.facts]
+    producers = producing_probes(fact_id)
     if not producers or any(p.supports(arch) for p in producers):
         return None
     targets = sorted({a.name for p in producers for a in p.archs})
@@ -101,11 +107,26 @@ def _clock_text(results: Results) -> str:
 def _one_gpu_reason(results: Results, fact_id: str) -> str | None:
     """Why ``fact_id`` could not be measured when the probes that produce it were not run for want of a
     second GPU (the run saw one); None otherwise."""
-    producers = [p.name for p in all_probes() if any(fact_matches(f, fact_id) for f in p.facts)]
-    outcomes = [results.probes[name] for name in producers if name in results.probes]
+    outcomes = [results.probes[p.name] for p in producing_probes(fact_id) if p.name in results.probes]
     if outcomes and all(o.status == "not_run" and o.detail == ONE_GPU for o in outcomes):
         return f"{fact_id}: {ONE_GPU}; a link needs two GPUs in the measuring process"
     return None
+
+
+def why_not_measured(results: Results, fact_id: str) -> str:
+    """What the probes that produce ``fact_id`` (:func:`producing_probes`), and only they, did in ``results``: each
+    one's status and detail, that it ran ok yet wrote no such fact, or that it is not in the run at all."""
+    said = []
+    for probe in producing_probes(fact_id):
+        outcome = results.probes.get(probe.name)
+        if outcome is None:
+            said.append(f"{probe.name} is not in this run")
+        elif outcome.status == "ok":
+            note = f": {outcome.detail}" if outcome.detail else ""
+            said.append(f"{probe.name} ran ok but wrote no {fact_id}{note}")
+        else:
+            said.append(f"{probe.name} {outcome.status}: {outcome.detail}")
+    return "; ".join(said) if said else f"no probe declares {fact_id} among its facts"
 
 
 def assert_fact(results: Results, fact_id: str, comparison: Comparison | None = None) -> None:
@@ -126,8 +147,7 @@ def assert_fact(results: Results, fact_id: str, comparison: Comparison | None = 
         optional = optional_facts()
         if fact_id in optional and not _expected(results, fact_id):
             pytest.skip(f"{fact_id}: {optional[fact_id]}")
-        producers = [n for n, p in results.probes.items() if p.status != "ok"]
-        pytest.fail(f"{fact_id} was not measured (probes not ok: {', '.join(producers) or 'none'})", pytrace=False)
+        pytest.fail(f"{fact_id} was not measured ({why_not_measured(results, fact_id)})", pytrace=False)
     message = f"{fact.detail} [{_clock_text(results)}; {results.device.name}]"
     failures = [message] if fact.verdict == "fail" else []
     regression = baseline_message(comparison, fact_id)
@@ -147,8 +167,7 @@ def _assert_facts_like(results: Results, pattern: str, comparison: Comparison | 
         one_gpu = _one_gpu_reason(results, pattern)
         if one_gpu:
             pytest.skip(one_gpu)
-        producers = [n for n, p in results.probes.items() if p.status != "ok"]
-        pytest.fail(f"no {pattern} was measured (probes not ok: {', '.join(producers) or 'none'})", pytrace=False)
+        pytest.fail(f"no {pattern} was measured ({why_not_measured(results, pattern)})", pytrace=False)
     context = f"[{_clock_text(results)}; {results.device.name}]"
     failures = [f"{f.detail} {context}" for f in facts if f.verdict == "fail"]
     failures += [m for f in facts if (m := baseline_message(comparison, f.id))]

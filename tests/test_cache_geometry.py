@@ -33,12 +33,20 @@ from gpuprobe.families.cache_geometry import (
     line_bytes_from_capacities,
     line_node_counts,
     sequential_cycle,
-    tlb_node_counts,
-    tlb_stride,
+    tlb_cap_bytes,
+    tlb_sweeps,
     width_footprints,
 )
-from gpuprobe.families.cache_geometry.analysis import candidate_units, fit_unit, miss_fraction, slope, tlb_levels
-from gpuprobe.families.memory_latency import UNROLL
+from gpuprobe.families.cache_geometry.analysis import (
+    TlbSweep,
+    candidate_units,
+    fit_unit,
+    miss_fraction,
+    read_tlb,
+    slope,
+    tlb_levels,
+)
+from gpuprobe.families.differencing import UNROLL
 from gpuprobe.judge.analysis import Level
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import KIB, MIB, fake_gpu, measure_family
@@ -48,8 +56,8 @@ from tests.devices import H100_SXM
 GIB = 2**30
 
 
-def _run(gpu, runnable=frozenset(PROBES), settings=FAST_SETTINGS):
-    return measure_family(cache_geometry, gpu, runnable, settings)
+def _run(gpu, runnable=frozenset(PROBES), settings=FAST_SETTINGS, device=None):
+    return measure_family(cache_geometry, gpu, runnable, settings, device=device)
 
 
 def _facts(measured) -> dict:
@@ -113,6 +121,63 @@ def test_a_sweep_that_starts_beyond_the_first_tlb_names_its_first_step_the_secon
     assert found is not None and found.reaches == {2: 64 * MIB}
 
 
+def test_a_plateau_that_falls_is_no_tlb_level() -> None:
+    """A few nodes homed in the far L2 partition can make the first plateau the slower one: no translation
+    step, and a later rise from the reference's latency is still the first level's."""
+    falling = [Level(64 * MIB, 350.0, 16 * MIB, 48 * MIB), Level(None, 280.0, 96 * MIB, 4 * GIB)]
+    assert tlb_levels(falling, reference=280.0) is None
+    fall_then_rise = [*falling[:1], Level(1 * GIB, 280.0, 96 * MIB, 768 * MIB), Level(None, 600.0, 2 * GIB, 4 * GIB)]
+    found = tlb_levels(fall_then_rise, reference=280.0)
+    assert found is not None and found.reaches == {1: 1 * GIB} and found.last.latency == 600.0
+
+
+def _page_sweep(stride: int, page: int, tlb: tuple[tuple[int, float], ...], nodes: list[int]) -> TlbSweep:
+    """A noiseless sweep of one line every ``stride`` bytes through a TLB of (entries, extra cycles) levels of
+    ``page``-byte pages: a stride of at least a page touches a page per node, a smaller one every page."""
+    samples = []
+    for n in nodes:
+        pages = n if stride >= page else max(1, n * stride // page)
+        samples.append([290.0 + sum(extra for entries, extra in tlb if pages > entries)] * 3)
+    return TlbSweep(stride, [float(n * stride) for n in nodes], samples)
+
+
+NODES = [round(8 * 2 ** (k / 3)) for k in range(40)]  # 8 to about 8 million nodes, 3 per octave
+HOPPERISH = ((16, 120.0), (4096, 380.0))  # 16 and 4096 entries
+
+
+def test_a_reach_is_the_smallest_footprint_where_any_stride_steps() -> None:
+    """With 2 MiB pages, the 2 MiB stride steps at the reaches (16 and 4096 pages); the 32 MiB stride, one
+    page per node, steps at 16 and 4096 nodes, 16 times further out: the reach is the first's."""
+    sweeps = [_page_sweep(s, 2 * MIB, HOPPERISH, NODES) for s in (2 * MIB, 32 * MIB)]
+    reading = read_tlb(sweeps, reference=290.0)
+    assert {level: step.sweep.stride for level, step in reading.steps.items()} == {1: 2 * MIB, 2: 2 * MIB}
+    assert 16 * 2 * MIB <= reading.steps[1].plateau.size_bytes <= 2 * 16 * 2 * MIB
+    assert 4096 * 2 * MIB <= reading.steps[2].plateau.size_bytes <= 2 * 4096 * 2 * MIB
+    assert reading.miss_samples() == pytest.approx([500.0] * len(reading.miss_samples()))
+    assert reading.swept_bytes == NODES[-1] * 2 * MIB
+
+
+def test_pages_larger_than_a_stride_step_at_the_same_footprint_in_every_stride_up_to_the_page() -> None:
+    """512 MiB pages: the 2 MiB and 32 MiB strides both touch every page and step at 16 x 512 MiB."""
+    reach = 16 * 512 * MIB
+    sweeps = [_page_sweep(s, 512 * MIB, HOPPERISH, [n for n in NODES if n * s <= 2**44]) for s in (2 * MIB, 32 * MIB)]
+    steps = [read_tlb([sweep], reference=290.0).steps[1].plateau.size_bytes for sweep in sweeps]
+    assert all(reach <= step <= 2 * reach for step in steps), steps
+
+
+def test_no_step_in_any_sweep_says_how_far_the_sweeps_went() -> None:
+    """512 MiB pages and 256 entries or more: 64 GiB is 128 pages, within every level."""
+    big = ((256, 120.0), (4096, 380.0))
+    sweeps = [_page_sweep(s, 512 * MIB, big, [n for n in NODES if n * s <= 64 * GIB]) for s in (2 * MIB, 512 * MIB)]
+    reading = read_tlb(sweeps, reference=290.0)
+    assert reading.steps == {} and reading.last is None and reading.miss_samples() == []
+    assert reading.swept_bytes == sweeps[0].footprints[-1] <= 64 * GIB
+    why = reading.why_unmeasured(1)
+    assert why.startswith("no translation step in any sweep") and f"{reading.swept_bytes:,.0f} bytes" in why
+    one_level = read_tlb([_page_sweep(2 * MIB, 2 * MIB, HOPPERISH, [n for n in NODES if n <= 1024])], 290.0)
+    assert set(one_level.steps) == {1} and one_level.why_unmeasured(2).startswith("no step for TLB level 2")
+
+
 # ---- planning --------------------------------------------------------------------------------
 
 
@@ -125,18 +190,22 @@ def test_the_l1_sweep_fits_the_l2_and_the_cold_chains_are_never_revisited() -> N
     assert width_footprints(s, 1 * MIB)["dram"] // 128 >= 2 * cold_nodes(s)  # a small L2: still two cold halves
 
 
-def test_tlb_footprints_reach_the_cap_and_respect_the_device_memory() -> None:
+def test_tlb_sweeps_reach_half_the_device_memory_at_every_stride_and_keep_their_lines_in_l2() -> None:
     s = Settings()
-    counts = tlb_node_counts(s, 80 * GIB)
-    assert counts[0] == 2 and 19 * GIB < counts[-1] * tlb_stride(s) <= 20 * GIB
-    assert tlb_node_counts(s, 141 * GIB)[-1] * tlb_stride(s) <= 32 * GIB
-    small = tlb_node_counts(s, 16 * GIB)
-    assert small[-1] * tlb_stride(s) <= 4 * GIB
-    assert tlb_node_counts(s, None)[-1] * tlb_stride(s) <= 256 * MIB  # unknown memory: stay small
-    assert all(b > a for a, b in itertools.pairwise(counts))
-    assert tlb_stride(s) % 128 == 0 and tlb_stride(s) % s.tlb_page_bytes != 0
-    with pytest.raises(ProbeFailure, match="at least 8 pages"):
-        tlb_node_counts(s, 32 * MIB)
+    sweeps = tlb_sweeps(s, H100_SXM)
+    assert [stride for stride, _ in sweeps] == [page + s.tlb_skew_bytes for page in s.tlb_strides]
+    for stride, counts in sweeps:
+        assert counts[0] == s.tlb_min_nodes and all(b > a for a, b in itertools.pairwise(counts))
+        assert 0.95 * H100_SXM.mem_bytes / 2 < counts[-1] * stride <= H100_SXM.mem_bytes / 2
+        assert counts[-1] * 128 <= H100_SXM.l2_bytes / 4
+        assert stride % 128 == 0 and stride % (stride - s.tlb_skew_bytes) != 0
+    assert tlb_cap_bytes(s, 1 << 40) == s.tlb_max_bytes and tlb_cap_bytes(s, None) == 256 * MIB  # unknown: small
+    small_l2 = tlb_sweeps(s, dataclasses.replace(H100_SXM, l2_bytes=1 * MIB))  # 2048 lines at most
+    assert [counts[-1] for _, counts in small_l2] == [2048, 1267, 79]
+    t4 = tlb_sweeps(s, dataclasses.replace(H100_SXM, mem_bytes=16 * GIB))  # 8 GiB: 15 nodes of 512 MiB, too few
+    assert [stride - s.tlb_skew_bytes for stride, _ in t4] == [2 * MIB, 32 * MIB]
+    with pytest.raises(ProbeFailure, match="a TLB sweep needs 32 nodes"):
+        tlb_sweeps(s, dataclasses.replace(H100_SXM, mem_bytes=64 * MIB))
 
 
 def test_the_line_is_the_ratio_of_the_dense_and_the_sparse_capacity() -> None:
@@ -169,7 +238,8 @@ def test_the_host_model_of_the_constant_chase_is_the_ptx_initializer() -> None:
     [{"short_iterations": 0}, {"long_iterations": 2}, {"max_repeats": 1}, {"strides": (8, 16, 32)},
      {"strides": (4, 8, 16, 32)}, {"line_sparse_stride": 32},
      {"line_max_bytes": 16 * 1024}, {"divergent_lanes": (1,)}, {"divergent_lanes": (1, 64)}, {"tlb_skew_bytes": 100},
-     {"tlb_reference_nodes": 1}],
+     {"tlb_reference_nodes": 1}, {"tlb_strides": (32 * MIB, 2 * MIB)}, {"tlb_strides": (2 * MIB + 8,)},
+     {"tlb_strides": ()}, {"tlb_skew_bytes": 4 * MIB}, {"tlb_min_nodes": 1}, {"tlb_memory_fraction": 1.5}],
 )  # fmt: skip
 def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):
@@ -239,13 +309,81 @@ def test_a_different_l1_line_is_seen() -> None:
     assert measured["cache_geometry.line.l1"].facts[0].value == 64
 
 
-def test_a_first_tlb_smaller_than_the_smallest_footprint_is_not_mistaken_for_it() -> None:
+def _tlb(model: Model, settings: Settings = FAST_SETTINGS, mem_bytes: int | None = None):
+    """The TLB probe alone on a simulated part with ``model``'s TLB (and ``mem_bytes`` of memory, if given)."""
     gpu = fake_gpu(noise=0.001)
-    gpu.cache_geometry = Model(tlb=((64 * KIB, 120.0), (32 * MIB, 380.0)))  # two pages already miss the first
-    facts = _facts(_run(gpu, runnable={"cache_geometry.tlb"}))
-    assert "tlb.l1.reach_bytes" not in facts
+    gpu.cache_geometry = model
+    device = dataclasses.replace(gpu.device(), mem_bytes=mem_bytes) if mem_bytes else None
+    return _run(gpu, runnable={"cache_geometry.tlb"}, settings=settings, device=device)["cache_geometry.tlb"]
+
+
+def test_a_first_tlb_smaller_than_the_smallest_footprint_is_not_mistaken_for_it() -> None:
+    measured = _tlb(Model(tlb=((4, 120.0), (512, 380.0))))  # 8 pages (the smallest footprint) already miss the first
+    facts = {f.id: f for f in measured.facts}
+    assert facts["tlb.l1.reach_bytes"].value is None
+    assert "already misses TLB level 1" in facts["tlb.l1.reach_bytes"].detail
     assert 16 * MIB <= facts["tlb.l2.reach_bytes"].value <= 64 * MIB
     assert facts["tlb.miss_cycles"].value == pytest.approx(500.0, rel=0.05)
+
+
+def test_with_pages_of_the_smallest_stride_that_sweep_places_both_levels() -> None:
+    """64 KiB pages (the simulated part's 2 MiB): the smallest stride steps at 64 and 512 pages; the 1 MiB
+    stride steps at 64 nodes (64 MiB) only; the reach is the smaller footprint, the stride that showed it named."""
+    measured = _tlb(Model())
+    facts = {f.id: f for f in measured.facts}
+    assert 2 * MIB <= facts["tlb.l1.reach_bytes"].value <= 8 * MIB
+    assert 16 * MIB <= facts["tlb.l2.reach_bytes"].value <= 64 * MIB
+    assert facts["tlb.no_step_below_bytes"].value == 1024 * (64 * KIB + 384)  # and no third level below it
+    steps = measured.outcome.series["steps"]
+    assert steps["stride_bytes"] == [64 * KIB + 384.0] * 2
+    assert "stride 1,048,960 B to 255 MiB: plateaus 260, 380 cycles, ending at 72 MiB" in measured.outcome.detail
+    assert "stride 16 MiB left out" in measured.outcome.detail  # 15 nodes within 256 MiB
+
+
+LARGE_PAGES = Model(tlb_page=1 * MIB, tlb=((80, 120.0), (240, 380.0)))  # reaches of 80 and 240 MiB
+HALF_GIB = dataclasses.replace(FAST_SETTINGS, tlb_max_bytes=512 * MIB)
+
+
+def test_pages_larger_than_the_smallest_stride_show_their_steps_in_a_larger_strides_sweep() -> None:
+    """1 MiB pages (a real part's 32 MiB): the 64 KiB sweep ends at 1024 nodes (a quarter of the L2), 64 MiB,
+    short of the first reach; the 1 MiB stride reaches 512 MiB and steps at 80 and 240 pages. A probe
+    sweeping the smallest stride alone (the H200 run's) finds nothing."""
+    measured = _tlb(LARGE_PAGES, HALF_GIB, mem_bytes=1 * GIB)
+    facts = {f.id: f for f in measured.facts}
+    assert 64 * MIB <= facts["tlb.l1.reach_bytes"].value <= 128 * MIB
+    assert 160 * MIB <= facts["tlb.l2.reach_bytes"].value <= 320 * MIB
+    assert facts["tlb.miss_cycles"].value == pytest.approx(500.0, rel=0.05)
+    assert measured.outcome.series["steps"]["stride_bytes"] == [1 * MIB + 384.0] * 2
+    alone = _tlb(LARGE_PAGES, dataclasses.replace(HALF_GIB, tlb_strides=(64 * KIB,)), mem_bytes=1 * GIB)
+    assert [f.id for f in alone.facts if f.value is not None] == ["tlb.no_step_below_bytes"]
+    assert [f.id for f in measured.facts if f.value is None] == []
+
+
+def test_no_step_within_what_the_device_allows_is_said_in_facts_not_a_note() -> None:
+    """16 MiB pages (a real part's 512 MiB) and reaches of 1 and 8 GiB, beyond the 256 MiB the sweeps may take:
+    the reach and miss facts are written without a value, each with the reason, and tlb.no_step_below_bytes
+    is the largest footprint of the smallest stride's sweep."""
+    measured = _tlb(Model(tlb_page=16 * MIB))
+    assert measured.outcome.status == "ok"
+    facts = {f.id: f for f in measured.facts}
+    assert set(facts) == {"tlb.l1.reach_bytes", "tlb.l2.reach_bytes", "tlb.miss_cycles", "tlb.no_step_below_bytes"}
+    bound = facts["tlb.no_step_below_bytes"]
+    assert bound.value == 1024 * (64 * KIB + 384) and bound.unit == "byte"  # a quarter of the 512 KiB L2, in lines
+    for fact_id in ("tlb.l1.reach_bytes", "tlb.l2.reach_bytes", "tlb.miss_cycles"):
+        assert facts[fact_id].value is None
+        assert facts[fact_id].detail.startswith("no translation step in any sweep"), fact_id
+        assert f"beyond {bound.value:,.0f} bytes" in facts[fact_id].detail
+    assert [c for check in INVARIANTS for c in check(facts, fake_gpu().device())] == []  # nothing to compare
+
+
+def test_a_constant_chase_whose_difference_is_not_positive_fails_through_the_sampler() -> None:
+    """A constant load that costs nothing leaves long minus short at zero: Difference widens the gap, then
+    fails the probe with the numbers, instead of a latency of 0."""
+    gpu = fake_gpu(noise=0.0)
+    gpu.cache_geometry = Model(const_hit=0.0)
+    outcome = _run(gpu, runnable={"cache_geometry.constant.latency"})["cache_geometry.constant.latency"].outcome
+    assert outcome.status == "failed"
+    assert "gp_cg_const_chase: long minus short is 0 cycles, not positive" in outcome.detail
 
 
 def test_a_chase_that_ends_on_the_wrong_node_fails_its_probe_and_gives_no_number() -> None:
@@ -338,14 +476,18 @@ def _fact(fact_id: str, value: float, unit: str) -> Fact:
 def test_the_invariants_hold_on_the_simulated_part_and_catch_a_broken_order() -> None:
     facts = _facts(_run(fake_gpu(noise=0.001)))
     checks = [result for check in INVARIANTS for result in check(facts, fake_gpu().device())]
-    assert {name for name, _, _ in checks} == {
+    assert {c.name for c in checks} == {
         "cache.l1_sector_divides_line", "constant.hit_below_miss", "tlb.l1_reach_below_l2_reach"
     }  # fmt: skip
-    assert all(ok for _, ok, *_ in checks), checks
+    assert all(c.ok for c in checks), checks
     broken = {"latency.constant.hit": _fact("latency.constant.hit", 120.0, "cycle"),
               "latency.constant.miss": _fact("latency.constant.miss", 100.0, "cycle"),
               "cache.l1.sector_bytes": _fact("cache.l1.sector_bytes", 48.0, "byte"),
               "cache.l1.line_bytes": _fact("cache.l1.line_bytes", 128.0, "byte")}  # fmt: skip
-    results = {name: ok for check in INVARIANTS for name, ok, *_ in check(broken, fake_gpu().device())}
-    assert results == {"cache.l1_sector_divides_line": False, "constant.hit_below_miss": False}
+    failed = [c for check in INVARIANTS for c in check(broken, fake_gpu().device())]
+    assert {c.name: c.ok for c in failed} == {"cache.l1_sector_divides_line": False, "constant.hit_below_miss": False}
+    assert {c.name: c.facts for c in failed} == {  # a failed check marks the facts it compared
+        "cache.l1_sector_divides_line": ("cache.l1.sector_bytes", "cache.l1.line_bytes"),
+        "constant.hit_below_miss": ("latency.constant.hit", "latency.constant.miss"),
+    }
     assert SECTIONS[0].fact_prefixes == ("cache.", "tlb.", "constant.")

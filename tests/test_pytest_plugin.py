@@ -122,6 +122,50 @@ def test_a_missing_fact_fails_unless_the_part_lacks_that_level() -> None:
         assert_fact(h100, "latency.l2_far")  # judged as an H100 (detected or forced): split L2, so absence fails
 
 
+# The H200 run's twelve failed e4m3 wgmma probes: nothing to do with the TLB
+E4M3_FAILED = {
+    f"wgmma.latency.e4m3.{s}.n{n}": ProbeOutcome("failed", "wgmma: the D fragment differs from the reference")
+    for s in ("ss", "rs")
+    for n in (8, 16, 32, 64, 128, 256)
+}
+
+
+def _with_probes(outcomes: dict[str, ProbeOutcome] | None = None) -> Results:
+    """A run whose e4m3 wgmma probes failed, with ``outcomes`` besides."""
+    results = _results()
+    results.probes = {**E4M3_FAILED, **(outcomes or {})}
+    return results
+
+
+def _not_measured_message(results: Results, fact_id: str) -> str:
+    with pytest.raises(pytest.fail.Exception, match="was not measured") as info:
+        assert_fact(results, fact_id)
+    return str(info.value)
+
+
+def test_a_missing_fact_blames_the_probes_that_produce_it_not_every_failed_probe() -> None:
+    """The H200's test_fact[tlb.l1.reach_bytes] blamed the twelve failed e4m3 wgmma probes; the probe that
+    declares the fact (ptx/cache_geometry/cache_geometry.toml) ran ok and wrote none, and the message says so."""
+    ran_ok = _with_probes({"cache_geometry.tlb": ProbeOutcome("ok", "no translation step up to 34 GB")})
+    message = _not_measured_message(ran_ok, "tlb.l1.reach_bytes")
+    assert "cache_geometry.tlb ran ok but wrote no tlb.l1.reach_bytes: no translation step up to 34 GB" in message
+    assert "wgmma" not in message
+    crashed = _with_probes({"cache_geometry.tlb": ProbeOutcome("crashed", "CUDA_ERROR_ILLEGAL_ADDRESS in gp_cg_chase")})
+    message = _not_measured_message(crashed, "tlb.miss_cycles")
+    assert "cache_geometry.tlb crashed: CUDA_ERROR_ILLEGAL_ADDRESS in gp_cg_chase" in message
+    assert "wgmma" not in message
+    assert "cache_geometry.tlb is not in this run" in _not_measured_message(_with_probes(), "tlb.l2.reach_bytes")
+    assert "no probe declares toy.nothing" in _not_measured_message(_with_probes(), "toy.nothing")
+
+
+def test_a_missing_declared_pattern_blames_its_producer() -> None:
+    results = _with_probes({"p2p.ce": ProbeOutcome("failed", "copy of 2 MiB came back wrong")})
+    with pytest.raises(pytest.fail.Exception, match=r"no p2p\.ce\.bandwidth\.\* was measured") as info:
+        assert_fact(results, "p2p.ce.bandwidth.*")
+    assert "p2p.ce failed: copy of 2 MiB came back wrong" in str(info.value)
+    assert "wgmma" not in str(info.value)
+
+
 def _node_results(*facts: Fact, status: str = "ok", detail: str = "") -> Results:
     results = _results(*facts)
     results.probes = {name: ProbeOutcome(status, detail) for name in ("p2p.access", "p2p.ce", "collectives.all_reduce")}

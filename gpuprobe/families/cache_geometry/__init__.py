@@ -1,10 +1,11 @@
 """The cache-geometry family: sectors, the L1 line, load width, TLB reach and the constant cache.
 
-Every probe is a single-thread dependent chase (one warp for the divergent constant probe), timed
-the memory family's way (gpuprobe.families.memory_latency): a sample is a long minus a short timed
-chase continuing the same chain, so whatever a timed region pays once cancels; every launch's end
-node is checked against the host's prediction, and a wrong end fails the probe. What changes from
-probe to probe is how the host lays the chain out:
+Every probe is a single-thread dependent chase (one warp for the divergent constant probe). A sample
+is a long minus a short timed chase continuing the same chain (:class:`gpuprobe.families.chase.Chase`,
+read through :class:`gpuprobe.families.differencing.Difference`, which refuses a difference it cannot
+resolve), so whatever a timed region pays once cancels; every launch's end node is checked against the
+host's prediction, and a wrong end fails the probe. What changes from probe to probe is how the host
+lays the chain out:
 
 1. ``cache_geometry.sector.l1`` / ``.sector.l2`` — nodes in address order, S bytes apart, for
    strides S from 8 to 256 bytes; the knee of latency vs stride is the fill unit
@@ -14,8 +15,10 @@ probe to probe is how the host lays the chain out:
    of the second, so a line is the ratio of the two capacities;
 3. ``cache_geometry.width.{l1,l2,dram}`` — one random cycle per level chased by the 8-byte and the
    16-byte kernels in turn; a sample is the difference of their latencies;
-4. ``cache_geometry.tlb`` — one node per 2 MiB page, footprints up to several GiB; find_levels reads
-   the translation steps;
+4. ``cache_geometry.tlb`` — one line per page stride (2 MiB, 32 MiB and 512 MiB, each its own sweep),
+   footprints up to half the device memory; the steps of latency vs footprint are translation levels
+   missed (:func:`~gpuprobe.families.cache_geometry.analysis.read_tlb`), and where there is none the
+   facts say how far the sweeps went;
 5. ``cache_geometry.constant.latency`` / ``.divergent`` — the .const array the PTX initializes.
 
 Times are in cycles only: the family runs no clock probe of its own.
@@ -23,6 +26,7 @@ Times are in cycles only: the family runs no clock probe of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,10 +36,18 @@ import numpy as np
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.cache_geometry.analysis import fit_unit, slope, tlb_levels
+from gpuprobe.families.cache_geometry.analysis import (
+    TlbReading,
+    TlbSweep,
+    fit_unit,
+    read_tlb,
+    slope,
+)
 from gpuprobe.families.cache_geometry.checks import INVARIANTS as INVARIANTS
 from gpuprobe.families.cache_geometry.checks import SECTIONS as SECTIONS
 from gpuprobe.families.chain import Chain, random_cycle
+from gpuprobe.families.chase import Chase, memory_chase
+from gpuprobe.families.differencing import UNROLL, Difference, Lengths
 from gpuprobe.families.measuring import (
     Kernels,
     Stopping,
@@ -43,17 +55,9 @@ from gpuprobe.families.measuring import (
     require_counts,
     require_long_after_short,
     sample_until_stable,
+    unmeasured,
 )
-from gpuprobe.families.memory_latency import (
-    UNROLL,
-    Chase,
-    ChaseContext,
-    Point,
-    capacity_fact,
-    chase_plan,
-    node_of,
-)
-from gpuprobe.families.memory_latency import Settings as ChaseSettings
+from gpuprobe.families.memory_latency import capacity_fact
 from gpuprobe.families.planning import (
     DRAM_STEP_CYCLES,
     L2_STEP_CYCLES,
@@ -70,6 +74,7 @@ from gpuprobe.families.planning import (
 from gpuprobe.judge.analysis import find_levels
 from gpuprobe.runner.gpu import Launcher
 
+MIB = 1 << 20
 LINE = 128  # one node per line where a probe is not about the line
 CONST_ROWS, CONST_ROW_BYTES = 64, 128  # the .const cycle of ptx/cache_geometry/cache_geometry.ptx
 CONST_SELF = CONST_ROWS * CONST_ROW_BYTES  # offset of the 32 self-referencing words after it
@@ -89,11 +94,16 @@ class Settings:
     width_l1_bytes: int = 8 * 1024
     width_l2_fraction: float = 0.125  # of the device L2: inside the near partition on split-L2 parts
     width_dram_l2_multiple: float = 4.0
-    tlb_page_bytes: int = 2 << 20
-    tlb_skew_bytes: int = 3 * LINE  # added to the page stride, so the nodes spread over the L2's sets
-    tlb_max_bytes: int = 32 << 30
-    tlb_memory_fraction: float = 0.25  # of the device memory, when it reports it;
+    # The TLB sweeps: one per page stride, so pages larger than the smallest stride show their steps too
+    # (GH100's MMU maps 2 MiB and 512 MiB pages); each stride has the skew added, so the nodes spread
+    # over the L2's sets instead of piling into one.
+    tlb_strides: tuple[int, ...] = (2 * MIB, 32 * MIB, 512 * MIB)
+    tlb_skew_bytes: int = 3 * LINE
+    tlb_max_bytes: int = 128 << 30  # the largest footprint, whatever the device memory
+    tlb_memory_fraction: float = 0.5  # of the device memory, when it reports it;
     tlb_unknown_memory_bytes: int = 256 << 20  # the cap when it does not (a real device always does)
+    tlb_l2_fraction: float = 0.25  # a sweep's lines (one per node) fill at most this share of the L2
+    tlb_min_nodes: int = 8  # each sweep starts here; a stride without 4 x as many within the caps is left out
     tlb_reference_nodes: int = 64  # the no-miss reference: this many lines within one page
     tlb_points_per_octave: int = 3
     divergent_lanes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
@@ -105,11 +115,10 @@ class Settings:
     seed: int = 20240917
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "strides", tuple(self.strides))  # JSON hands lists back
-        object.__setattr__(self, "divergent_lanes", tuple(self.divergent_lanes))
-        counts = ("short_iterations", "min_repeats", "l1_sweep_bytes", "width_l1_bytes", "tlb_page_bytes",
-                  "tlb_max_bytes", "tlb_points_per_octave", "line_points_per_octave",
-                  "tlb_unknown_memory_bytes")  # fmt: skip
+        for name in ("strides", "divergent_lanes", "tlb_strides"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))  # JSON hands lists back
+        counts = ("short_iterations", "min_repeats", "l1_sweep_bytes", "width_l1_bytes", "tlb_max_bytes",
+                  "tlb_points_per_octave", "line_points_per_octave", "tlb_unknown_memory_bytes")  # fmt: skip
         require_counts(self, counts)
         require_long_after_short(self)
         if len(self.strides) < 4 or min(self.strides) < 8 or any(s % 8 for s in self.strides):
@@ -120,15 +129,23 @@ class Settings:
             )
         if not 8 <= self.line_dense_stride < self.line_sparse_stride or self.line_max_bytes < 4 * self.line_min_bytes:
             raise ValueError("Settings: need 8 <= line_dense_stride < line_sparse_stride, line_max_bytes >= 4 x min")
-        if self.tlb_skew_bytes % LINE or not 0 <= self.tlb_skew_bytes < self.tlb_page_bytes:
-            raise ValueError("Settings.tlb_skew_bytes must be whole lines, less than a page")
-        if not 2 <= self.tlb_reference_nodes <= self.tlb_page_bytes // LINE:
-            raise ValueError("Settings.tlb_reference_nodes must be 2 to a page's worth of lines")
+        self._check_tlb()
 
-    def chase(self) -> ChaseSettings:
-        """The memory family's settings for the chase lengths this family uses."""
-        return ChaseSettings(short_iterations=self.short_iterations, long_iterations=self.long_iterations,
-                             min_repeats=self.min_repeats, max_repeats=self.max_repeats)  # fmt: skip
+    def _check_tlb(self) -> None:
+        pages = self.tlb_strides
+        if not pages or list(pages) != sorted(set(pages)) or any(page % LINE for page in pages):
+            raise ValueError(f"Settings.tlb_strides must be increasing whole lines, got {pages}")
+        if self.tlb_skew_bytes % LINE or not 0 <= self.tlb_skew_bytes < pages[0]:
+            raise ValueError("Settings.tlb_skew_bytes must be whole lines, less than the smallest stride")
+        if not 2 <= self.tlb_reference_nodes <= pages[0] // LINE:
+            raise ValueError("Settings.tlb_reference_nodes must be 2 to a page's worth of lines")
+        if self.tlb_min_nodes < 2 or not 0 < self.tlb_l2_fraction <= 1 or not 0 < self.tlb_memory_fraction <= 1:
+            raise ValueError("Settings: need tlb_min_nodes >= 2 and TLB fractions in (0, 1]")
+
+    @property
+    def lengths(self) -> Lengths:
+        """The short and long chase of one sample."""
+        return Lengths(self.short_iterations, self.long_iterations, UNROLL)
 
     def stopping(self) -> Stopping:
         return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.point_budget_s)
@@ -150,29 +167,48 @@ def cold_nodes(settings: Settings) -> int:
     return settings.steps_per_point() + 1
 
 
-def tlb_stride(settings: Settings) -> int:
-    return settings.tlb_page_bytes + settings.tlb_skew_bytes
-
-
-def tlb_node_counts(settings: Settings, mem_bytes: int | None) -> list[int]:
-    """Nodes (one per page) of each TLB footprint, log-spaced from 2 to the cap."""
-    known = int(mem_bytes * settings.tlb_memory_fraction) if mem_bytes else settings.tlb_unknown_memory_bytes
-    cap = min(settings.tlb_max_bytes, known)
-    most = cap // tlb_stride(settings)
-    if most < 8:
-        raise ProbeFailure(f"a TLB sweep needs at least 8 pages of {tlb_stride(settings)} bytes within {cap} bytes")
-    octaves = math.log2(most / 2)
-    raw = 2 * np.power(2.0, np.linspace(0.0, octaves, math.ceil(octaves * settings.tlb_points_per_octave) + 1))
+def log_counts(low: int, high: int, per_octave: int) -> list[int]:
+    """Whole counts log-spaced from ``low`` to ``high`` (both included), ``per_octave`` or more per octave."""
+    octaves = math.log2(high / low)
+    raw = low * np.power(2.0, np.linspace(0.0, octaves, math.ceil(octaves * per_octave) + 1))
     return [int(n) for n in np.unique(np.round(raw).astype(np.int64))]
+
+
+def tlb_cap_bytes(settings: Settings, mem_bytes: int | None) -> int:
+    """The largest footprint a TLB sweep may take: a share of the device memory (a small cap when the
+    device does not report it), at most ``tlb_max_bytes``."""
+    known = int(mem_bytes * settings.tlb_memory_fraction) if mem_bytes else settings.tlb_unknown_memory_bytes
+    return min(settings.tlb_max_bytes, known)
+
+
+def tlb_sweeps(settings: Settings, device: Device) -> list[tuple[int, list[int]]]:
+    """Each TLB sweep as (stride, node counts): per page stride of ``tlb_strides`` (plus the skew), counts
+    log-spaced from ``tlb_min_nodes`` up to as many nodes as the footprint cap holds and whose lines fill at
+    most ``tlb_l2_fraction`` of the L2 (so every load stays an L2 hit, and a step can only be a translation's).
+    A stride with fewer than 4 x ``tlb_min_nodes`` within those (two octaves, the least that places a step)
+    is left out; ProbeFailure when every one is."""
+    s = settings
+    cap, lines = tlb_cap_bytes(s, device.mem_bytes), int(device.l2_bytes * s.tlb_l2_fraction) // LINE
+    sweeps = []
+    for page in s.tlb_strides:
+        stride = page + s.tlb_skew_bytes
+        most = min(cap // stride, lines)
+        if most >= 4 * s.tlb_min_nodes:
+            sweeps.append((stride, log_counts(s.tlb_min_nodes, most, s.tlb_points_per_octave)))
+    if not sweeps:
+        raise ProbeFailure(
+            f"a TLB sweep needs {4 * s.tlb_min_nodes} nodes of {s.tlb_strides[0] + s.tlb_skew_bytes} bytes within "
+            f"{cap} bytes and {lines} lines of L2"
+        )
+    return sweeps
 
 
 def line_node_counts(settings: Settings) -> list[int]:
     """Node counts of the L1 line probe's sweeps: footprints of ``line_min_bytes`` to ``line_max_bytes``
     at the dense stride, the same counts of lines at the sparse one (log-spaced, whole nodes)."""
     s = settings
-    octaves = math.log2(s.line_max_bytes / s.line_min_bytes)
-    raw = s.line_min_bytes * np.power(2.0, np.linspace(0.0, octaves, math.ceil(octaves * s.line_points_per_octave) + 1))
-    return [int(n) for n in np.unique(np.round(raw / s.line_dense_stride).astype(np.int64))]
+    low, high = s.line_min_bytes // s.line_dense_stride, s.line_max_bytes // s.line_dense_stride
+    return log_counts(low, high, s.line_points_per_octave)
 
 
 def line_bytes_from_capacities(dense_capacity: float, sparse_nodes: float) -> int:
@@ -198,20 +234,24 @@ def sequential_cycle(nodes: int) -> Chain:
 
 # ---- the global chases -----------------------------------------------------------------------
 
+Latencies = list[float]  # one point's samples: cycles per chase step
+
 
 @dataclass
 class _Family:
-    """What the probes share: the launcher, the memory family's chase context, the device."""
+    """What the probes share: the launcher and the kernels' signatures, their output words, the device."""
 
-    ctx: ChaseContext
+    launcher: Launcher
+    parameters: dict[str, list[tuple[str, str]]]
     settings: Settings
     device: Device
-    const_out: Any = None
+    out: Any  # a global chase's four output words
+    const_out: Any  # the constant chase's: cycles, nanoseconds, one end per thread
     scratch: Any = None  # twice the L2, made once, written through to flush it
 
     @property
-    def launcher(self) -> Launcher:
-        return self.ctx.launcher
+    def kernels(self) -> Kernels:
+        return Kernels(self.launcher, self.parameters)
 
     def flush_l2(self) -> None:
         """Write through a buffer of twice the L2, so no line the host's chain writes left stays there."""
@@ -219,47 +259,48 @@ class _Family:
             self.scratch = self.launcher.alloc(2 * self.device.l2_bytes)
         self.launcher.fill(self.scratch, 0)
 
-    def chase(self, kernel: str, buffer: Any, chain: Chain, stride: int, step: int = 0) -> Chase:
-        """A chase of ``chain`` laid out in ``buffer`` with node i at i x ``stride``, from ``step``. The
-        chase holds the buffer (its kernel gets only raw addresses into it, which must not outlive it)."""
+    def chase(self, kernel: str, buffer: Any, chain: Chain, stride: int, warm_laps: int, step: int = 0) -> Chase:
+        """A chase of ``chain`` laid out in ``buffer`` with node i at i x ``stride``, from ``step``, each launch
+        first taking ``warm_laps`` untimed laps. The chase holds the buffer (its kernel gets only raw
+        addresses into it, which must not outlive it)."""
         self.launcher.write_chain(buffer, chain.successor, stride)
+        chase = memory_chase(self.kernels, kernel, buffer, chain, stride, UNROLL, self.out, warm_laps=warm_laps)
+        chase.step = step
+        return chase
 
-        def args(start: int, warm: int, iterations: int) -> list[object]:
-            return [np.uint64(self.launcher.address(buffer) + start * stride), np.uint32(warm), np.uint32(iterations)]
+    def difference(self, chase: Chase, warm_first: bool = False) -> Difference:
+        """One step's latency, long minus short, for ``chase``; ``warm_first``: one untimed lap first, in a
+        launch of its own (checked like any other), so a chase that warms no launch finds its lines in L2."""
+        if warm_first:
+            dataclasses.replace(chase, warm_laps=1).run(self.settings.short_iterations)
+        return Difference(chase.run, self.settings.lengths, chase.kernel)
 
-        def end_node(end: int) -> int:
-            return node_of(end - self.launcher.address(buffer), stride, kernel)
-
-        return Chase(self.ctx, kernel, chain, args, end_node, step=step)
-
-    def sample(self, chase: Chase, warm_first: int, warm_rest: int) -> Point:
-        """One point: samples until stable, the first warming ``warm_first`` steps, later ones ``warm_rest``."""
-        point = Point()
-        sample_until_stable(
-            lambda: chase.sample(point, warm_rest if point.latencies else warm_first, warm_rest),
-            point.latencies,
-            self.settings.stopping(),
-        )
-        return point
+    def latencies(self, chase: Chase, warm_first: bool = False) -> Latencies:
+        """One point: samples of :meth:`difference` until stable."""
+        return self.difference(chase, warm_first).samples(self.settings.stopping())
 
 
-def _unit_facts(fact_id: str, strides: list[int], points: list[Point], probe: str) -> tuple[Fact, float, float]:
+def _median(samples: Latencies) -> float:
+    return float(np.median(samples))
+
+
+def _unit_facts(fact_id: str, strides: list[int], points: list[Latencies], probe: str) -> tuple[Fact, float, float]:
     """The fill unit from the medians, with one refit per round of samples as its distribution."""
-    medians = [float(np.median(p.latencies)) for p in points]
+    medians = [_median(p) for p in points]
     best = fit_unit(strides, medians)
     if best is None:
         raise ProbeFailure(f"{probe}: latency does not rise with the stride ({', '.join(f'{m:.0f}' for m in medians)})")
-    rounds = min(len(p.latencies) for p in points)
-    units = [fit_unit(strides, [p.latencies[r] for p in points]) for r in range(rounds)]
+    rounds = min(len(p) for p in points)
+    units = [fit_unit(strides, [p[r] for p in points]) for r in range(rounds)]
     samples = [float(u.unit_bytes) for u in units if u is not None] or [float(best.unit_bytes)]
     result = fact(fact_id, samples, "byte", probe)
     result.value = float(best.unit_bytes)
     return result, best.hit, best.miss
 
 
-def _stride_series(strides: list[int], points: list[Point]) -> dict[str, dict[str, list]]:
+def _stride_series(strides: list[int], points: list[Latencies]) -> dict[str, dict[str, list]]:
     return {"stride": {"stride_bytes": [float(s) for s in strides],
-                       "latency_cycles": [float(np.median(p.latencies)) for p in points]}}  # fmt: skip
+                       "latency_cycles": [_median(p) for p in points]}}  # fmt: skip
 
 
 def measure_sector_l1(fam: _Family, probe: str) -> Measured:
@@ -271,28 +312,28 @@ def measure_sector_l1(fam: _Family, probe: str) -> Measured:
     points = []
     for stride in s.strides:
         nodes = footprint // stride
-        chase = fam.chase("gp_cg_chase_ca_v8", buffer, sequential_cycle(nodes), stride)
-        points.append(fam.sample(chase, nodes, 0))  # one lap puts every line in L2; L1 cannot hold them
+        chase = fam.chase("gp_cg_chase_ca_v8", buffer, sequential_cycle(nodes), stride, warm_laps=0)
+        points.append(fam.latencies(chase, warm_first=True))  # one lap puts every line in L2; L1 cannot hold them
     result, hit, miss = _unit_facts("cache.l1.sector_bytes", list(s.strides), points, probe)
     note = f"{footprint} B footprint: {hit:.0f} cycles per L1 hit, {miss:.0f} per L1 miss"
     return Measured(probe, ProbeOutcome("ok", note, _stride_series(list(s.strides), points)), [result])
 
 
-def _capacity_sweep(fam: _Family, stride: int, counts: list[int], seed: int) -> tuple[list[int], list[Point]]:
+def _capacity_sweep(fam: _Family, stride: int, counts: list[int], seed: int) -> tuple[list[int], list[Latencies]]:
     """L1-cached random chases of ``counts`` nodes ``stride`` apart, each launch warming its whole cycle."""
     buffer = fam.launcher.alloc(counts[-1] * stride)
     points = []
     for index, nodes in enumerate(counts):
-        chase = fam.chase("gp_cg_chase_ca_v8", buffer, random_cycle(nodes, seed + index), stride)
-        points.append(fam.sample(chase, nodes, nodes))  # L1 is not kept across launches: warm every one
+        chase = fam.chase("gp_cg_chase_ca_v8", buffer, random_cycle(nodes, seed + index), stride, warm_laps=1)
+        points.append(fam.latencies(chase))  # L1 is not kept across launches: warm every one
     return [n * stride for n in counts], points
 
 
 def _l1_capacity(
-    footprints: list[int], points: list[Point], probe: str, what: str
+    footprints: list[int], points: list[Latencies], probe: str, what: str
 ) -> tuple[float, tuple[float, float]]:
     """The footprint where the first plateau (L1 hits) ends, with the sweep points around it."""
-    levels = find_levels(footprints, [float(np.median(p.latencies)) for p in points])
+    levels = find_levels(footprints, [_median(p) for p in points])
     if len(levels) < 2 or levels[0].size_bytes is None:
         raise ProbeFailure(f"{probe}: no L1 capacity step in the {what} sweep up to {footprints[-1]} bytes")
     capacity = capacity_fact("capacity", levels[0], footprints, probe)
@@ -315,7 +356,7 @@ def measure_line_l1(fam: _Family, probe: str) -> Measured:
     result = Fact("cache.l1.line_bytes", float(line), "byte", ci, [dense_bytes / (sparse_bytes / per)], {}, probe)
     series = {
         f"stride_{stride}": {"footprint_bytes": [float(f) for f in sweep[0]],
-                             "latency_cycles": [float(np.median(p.latencies)) for p in sweep[1]]}
+                             "latency_cycles": [_median(p) for p in sweep[1]]}
         for stride, sweep in ((s.line_dense_stride, dense), (per, sparse))
     }  # fmt: skip
     note = f"L1 holds {dense_bytes:.0f} B of dense nodes and {sparse_bytes / per:.0f} nodes {per} B apart"
@@ -329,9 +370,9 @@ def measure_sector_l2(fam: _Family, probe: str) -> Measured:
     buffer = fam.launcher.alloc(nodes * max(s.strides))
     points = []
     for stride in s.strides:
-        chase = fam.chase("gp_cg_chase_cg_v8", buffer, sequential_cycle(nodes), stride)
+        chase = fam.chase("gp_cg_chase_cg_v8", buffer, sequential_cycle(nodes), stride, warm_laps=0)
         fam.flush_l2()
-        points.append(fam.sample(chase, 0, 0))
+        points.append(fam.latencies(chase))
     result, hit, miss = _unit_facts("cache.l2.sector_bytes", list(s.strides), points, probe)
     note = f"{hit:.0f} cycles per L2 hit, {miss:.0f} per fill from DRAM"
     return Measured(probe, ProbeOutcome("ok", note, _stride_series(list(s.strides), points)), [result])
@@ -345,63 +386,119 @@ def measure_width(fam: _Family, probe: str, level: str) -> Measured:
     nodes = footprint // LINE
     buffer = fam.launcher.alloc(footprint)
     chain = random_cycle(nodes, s.seed)
-    narrow = fam.chase(f"gp_cg_chase_{cache}_v8", buffer, chain, LINE)
-    wide = fam.chase(f"gp_cg_chase_{cache}_v16", buffer, chain, LINE, step=nodes // 2 if level == "dram" else 0)
-    warm_first, warm_rest = {"l1": (nodes, nodes), "l2": (nodes, 0), "dram": (0, 0)}[level]
+    laps = 1 if level == "l1" else 0  # L1 is not kept across launches: an L1 chase warms every one
+    narrow = fam.chase(f"gp_cg_chase_{cache}_v8", buffer, chain, LINE, laps)
+    wide = fam.chase(f"gp_cg_chase_{cache}_v16", buffer, chain, LINE, laps, step=nodes // 2 if level == "dram" else 0)
     if level == "dram":
         fam.flush_l2()  # each kernel chases its own half of the cycle once (width_footprints)
     for kernel in (narrow.kernel, wide.kernel):
         fam.launcher.prefer_l1(kernel)
-    p8, p16, differences = Point(), Point(), []
+    narrow_diff, wide_diff = fam.difference(narrow, warm_first=level == "l2"), fam.difference(wide)
+    p8: Latencies = []
+    p16: Latencies = []
+    differences: Latencies = []
 
     def take() -> None:
-        warm = warm_rest if differences else warm_first
-        narrow.sample(p8, warm, warm_rest)
-        wide.sample(p16, warm, warm_rest)
-        differences.append(p16.latencies[-1] - p8.latencies[-1])
+        p8.append(narrow_diff.sample())
+        p16.append(wide_diff.sample())
+        differences.append(p16[-1] - p8[-1])
 
     sample_until_stable(take, differences, s.stopping())
-    v8, v16 = float(np.median(p8.latencies)), float(np.median(p16.latencies))
+    v8, v16 = _median(p8), _median(p16)
     result = fact(f"latency.{level}.v16_minus_v8", differences, "cycle", probe)
     series = {"width": {"load_bytes": [8.0, 16.0], "latency_cycles": [v8, v16]}}
     note = f"{footprint} B footprint: 8-byte loads {v8:.1f} cycles, 16-byte loads {v16:.1f} cycles"
     return Measured(probe, ProbeOutcome("ok", note, series), [result])
 
 
-def measure_tlb(fam: _Family, probe: str) -> Measured:
-    """Latency vs footprint with one node per page; the steps are translation levels missed."""
-    s = fam.settings
-    nodes = s.tlb_reference_nodes
-    reference_chase = fam.chase(
-        "gp_cg_chase_cg_v8", fam.launcher.alloc(nodes * LINE), random_cycle(nodes, s.seed), LINE
-    )
-    reference = float(np.median(fam.sample(reference_chase, nodes, 0).latencies))  # within one page: no TLB miss
-    stride = tlb_stride(s)
-    counts = tlb_node_counts(s, fam.device.mem_bytes)
-    buffer = fam.launcher.alloc(counts[-1] * stride)
-    points = []
+# ---- the TLB sweeps --------------------------------------------------------------------------
+
+TLB_REACH_LEVELS = (1, 2)  # the TLB levels with a reach fact
+
+
+def _tlb_reference(fam: _Family) -> tuple[int, float]:
+    """The footprint and latency of the no-miss reference: ``tlb_reference_nodes`` lines within one page."""
+    nodes = fam.settings.tlb_reference_nodes
+    buffer = fam.launcher.alloc(nodes * LINE)
+    chase = fam.chase("gp_cg_chase_cg_v8", buffer, random_cycle(nodes, fam.settings.seed), LINE, warm_laps=0)
+    return nodes * LINE, _median(fam.latencies(chase, warm_first=True))
+
+
+def _tlb_sweep(fam: _Family, buffer: Any, stride: int, counts: list[int], seed: int) -> TlbSweep:
+    """One stride's sweep: per node count a random cycle of one line every ``stride`` bytes, warmed once
+    (its lines into L2, its pages into the TLBs), then sampled until stable."""
+    samples = []
     for index, nodes in enumerate(counts):
-        chase = fam.chase("gp_cg_chase_cg_v8", buffer, random_cycle(nodes, s.seed + index), stride)
-        points.append(fam.sample(chase, max(nodes, 64), 0))  # warm: the lines into L2, the pages into the TLBs
-    footprints = [n * stride for n in counts]
-    medians = [float(np.median(p.latencies)) for p in points]
-    levels = find_levels(footprints, medians)
+        chase = fam.chase("gp_cg_chase_cg_v8", buffer, random_cycle(nodes, seed + index), stride, warm_laps=0)
+        samples.append(fam.latencies(chase, warm_first=True))
+    return TlbSweep(stride, [float(n * stride) for n in counts], samples)
+
+
+def _tlb_facts(reading: TlbReading, probe: str) -> list[Fact]:
+    """Each level's reach (without a value, and the reason, where no sweep showed its step), the cost of
+    missing every level seen (likewise), and ``tlb.no_step_below_bytes``: how far the smallest stride's
+    sweep went, below which no level the sweeps did not place runs out of reach."""
+    facts = []
+    for level in TLB_REACH_LEVELS:
+        fact_id, step = f"tlb.l{level}.reach_bytes", reading.steps.get(level)
+        if step is None:
+            facts.append(unmeasured(fact_id, "byte", probe, reading.why_unmeasured(level)))
+        else:
+            facts.append(capacity_fact(fact_id, step.plateau, step.sweep.footprints, probe))
+    if reading.last is None:
+        facts.append(unmeasured("tlb.miss_cycles", "cycle", probe, reading.why_unmeasured(TLB_REACH_LEVELS[0])))
+    else:
+        facts.append(fact("tlb.miss_cycles", reading.miss_samples(), "cycle", probe))
+    swept = reading.swept_bytes
+    return [*facts, Fact("tlb.no_step_below_bytes", swept, "byte", (swept, swept), [], {}, probe)]
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / MIB:,.0f} MiB"
+
+
+def _tlb_note(reading: TlbReading, left_out: list[int]) -> str:
+    """Per stride, the plateaus its sweep showed and how far it went; the strides left out."""
+    parts = [f"{reading.reference:.0f} cycles within one page"]
+    for sweep, plateaus in zip(reading.sweeps, reading.plateaus, strict=True):
+        latencies = ", ".join(f"{level.latency:.0f}" for level in plateaus) or "none"
+        ends = [_mib(level.size_bytes) for level in plateaus if level.size_bytes is not None]
+        where = f"ending at {', '.join(ends)}" if ends else "no step"
+        parts.append(f"stride {sweep.stride:,} B to {_mib(sweep.footprints[-1])}: plateaus {latencies} cycles, {where}")
+    parts += [f"stride {_mib(page)} left out (too few nodes within the caps)" for page in left_out]
+    return "; ".join(parts)
+
+
+def _tlb_series(reading: TlbReading, reference_bytes: int) -> dict[str, dict[str, list]]:
+    """Each stride's curve (``stride_<bytes>``), the steps read as levels with the stride that placed each,
+    and the no-miss reference."""
     series: dict[str, dict[str, list]] = {
-        "footprint": {"footprint_bytes": [float(f) for f in footprints], "latency_cycles": medians},
-        "levels": {"size_bytes": [lvl.size_bytes for lvl in levels], "latency_cycles": [lvl.latency for lvl in levels]},
-        "reference": {"footprint_bytes": [float(nodes * LINE)], "latency_cycles": [reference]},
+        f"stride_{sweep.stride}": {"footprint_bytes": sweep.footprints, "latency_cycles": sweep.medians}
+        for sweep in reading.sweeps
     }
-    found = tlb_levels(levels, reference)
-    if found is None:
-        note = f"no translation step up to {footprints[-1]} bytes ({reference:.0f} cycles within one page)"
-        return Measured(probe, ProbeOutcome("ok", note, series), [])
-    by_size = {level.size_bytes: level for level in levels}
-    facts = [capacity_fact(f"tlb.l{number}.reach_bytes", by_size[reach], footprints, probe)
-             for number, reach in found.reaches.items() if number <= 2]  # fmt: skip
-    last = [x for f, p in zip(footprints, points, strict=True) if f >= found.last.first_footprint for x in p.latencies]
-    facts.append(fact("tlb.miss_cycles", [x - reference for x in last], "cycle", probe))
-    note = f"{reference:.0f} cycles within one page; plateaus at " + ", ".join(f"{lvl.latency:.0f}" for lvl in levels)
-    return Measured(probe, ProbeOutcome("ok", note, series), facts)
+    levels = sorted(reading.steps)
+    series["steps"] = {
+        "level": [float(level) for level in levels],
+        "reach_bytes": [reading.steps[level].plateau.size_bytes for level in levels],
+        "stride_bytes": [float(reading.steps[level].sweep.stride) for level in levels],
+    }
+    series["reference"] = {"footprint_bytes": [float(reference_bytes)], "latency_cycles": [reading.reference]}
+    return series
+
+
+def measure_tlb(fam: _Family, probe: str) -> Measured:
+    """Latency vs footprint with one line per page stride, for each stride of ``tlb_strides``; the steps
+    are translation levels missed (:func:`~gpuprobe.families.cache_geometry.analysis.read_tlb`)."""
+    s = fam.settings
+    reference_bytes, reference = _tlb_reference(fam)
+    plan = tlb_sweeps(s, fam.device)
+    buffer = fam.launcher.alloc(max(counts[-1] * stride for stride, counts in plan))
+    seeds = [s.seed + 1000 * (k + 1) for k in range(len(plan))]  # each point of sweep k seeds its own cycle
+    sweeps = [_tlb_sweep(fam, buffer, stride, counts, seed) for (stride, counts), seed in zip(plan, seeds, strict=True)]
+    reading = read_tlb(sweeps, reference)
+    left_out = [page for page in s.tlb_strides if page + s.tlb_skew_bytes not in {stride for stride, _ in plan}]
+    outcome = ProbeOutcome("ok", _tlb_note(reading, left_out), _tlb_series(reading, reference_bytes))
+    return Measured(probe, outcome, _tlb_facts(reading, probe))
 
 
 # ---- the constant chase ----------------------------------------------------------------------
@@ -421,19 +518,20 @@ def constant_end(start: int, lanes: int, thread: int, steps: int) -> int:
 @dataclass
 class _ConstantChase:
     """Launches of gp_cg_const_chase, each from ``start`` (the .const cycle cannot be continued from the
-    host), each end checked against :func:`constant_end`."""
+    host) after ``warm`` untimed steps, each end checked against :func:`constant_end`."""
 
     fam: _Family
     start: int
     lanes: int
     threads: int
+    warm: int
 
-    def launch(self, warm: int, iterations: int) -> int:
-        kernels = Kernels(self.fam.launcher, self.fam.ctx.parameters)
-        args = [np.uint32(self.start), np.uint32(self.lanes), np.uint32(warm), np.uint32(iterations)]
+    def launch(self, iterations: int) -> float:
+        """One checked launch of ``iterations`` timed iterations: the cycles they took."""
+        args = [np.uint32(self.start), np.uint32(self.lanes), np.uint32(self.warm), np.uint32(iterations)]
         out = self.fam.const_out
-        values = kernels.run("gp_cg_const_chase", [*args, out], out, 2 + self.threads, block=self.threads)
-        steps = warm + iterations * UNROLL
+        values = self.fam.kernels.run("gp_cg_const_chase", [*args, out], out, 2 + self.threads, block=self.threads)
+        steps = self.warm + iterations * UNROLL
         ends = [int(v) for v in values[2:]]
         expected = [constant_end(self.start, self.lanes, t, steps) for t in range(self.threads)]
         if ends != expected:
@@ -441,24 +539,18 @@ class _ConstantChase:
             raise ProbeFailure(
                 f"gp_cg_const_chase: thread {wrong} ended at offset {ends[wrong]}, host predicted {expected[wrong]}"
             )
-        return int(values[0])
+        return float(values[0])
 
-    def latency(self, warm: int) -> float:
-        s = self.fam.settings
-        short = self.launch(warm, s.short_iterations)
-        long = self.launch(warm, s.long_iterations)
-        cycles = (long - short) / ((s.long_iterations - s.short_iterations) * UNROLL)
-        if not cycles > 0:
-            raise ProbeFailure(f"gp_cg_const_chase: the long chase took {long} cycles, the short one {short}")
-        return cycles
+    def difference(self) -> Difference:
+        """One warp load's latency, long minus short (every launch restarts, so no length runs out)."""
+        return Difference(self.launch, self.fam.settings.lengths, "gp_cg_const_chase")
 
 
 def measure_constant_latency(fam: _Family, probe: str) -> Measured:
     s = fam.settings
     facts, medians = [], []
     for fact_id, start in (("latency.constant.hit", CONST_SELF), ("latency.constant.miss", 0)):
-        chase, samples = _ConstantChase(fam, start, 1, 1), []
-        sample_until_stable(lambda c=chase, x=samples: x.append(c.latency(CONST_ROWS)), samples, s.stopping())
+        samples = _ConstantChase(fam, start, 1, 1, warm=CONST_ROWS).difference().samples(s.stopping())
         facts.append(fact(fact_id, samples, "cycle", probe))
         medians.append(facts[-1].value)
     series = {"footprint": {"footprint_bytes": [4.0, float(CONST_SELF)], "latency_cycles": medians}}
@@ -469,17 +561,17 @@ def measure_constant_latency(fam: _Family, probe: str) -> Measured:
 def measure_constant_divergent(fam: _Family, probe: str) -> Measured:
     s = fam.settings
     lanes = sorted(s.divergent_lanes)
-    chases = [_ConstantChase(fam, CONST_SELF, k, WARP) for k in lanes]
-    per_lanes: list[list[float]] = [[] for _ in lanes]
-    slopes: list[float] = []
+    differences = [_ConstantChase(fam, CONST_SELF, k, WARP, warm=4).difference() for k in lanes]
+    per_lanes: list[Latencies] = [[] for _ in lanes]
+    slopes: Latencies = []
 
     def take() -> None:  # one round: every distinct-address count once, and the slope over them
-        for chase, samples in zip(chases, per_lanes, strict=True):
-            samples.append(chase.latency(4))
+        for difference, samples in zip(differences, per_lanes, strict=True):
+            samples.append(difference.sample())
         slopes.append(slope(lanes, [samples[-1] for samples in per_lanes]))
 
     sample_until_stable(take, slopes, s.stopping())
-    medians = [float(np.median(x)) for x in per_lanes]
+    medians = [_median(x) for x in per_lanes]
     series = {"lanes": {"distinct_addresses": [float(k) for k in lanes], "cycles_per_instruction": medians}}
     note = f"{medians[0]:.1f} cycles per warp load at 1 address, {medians[-1]:.1f} at {lanes[-1]}"
     return Measured(probe, ProbeOutcome("ok", note, series), [fact("constant.divergent_cost", slopes, "cycle", probe)])
@@ -507,35 +599,45 @@ TLB_STEP_CYCLES = 3000.0  # a load missing every TLB level, at most (the page wa
 CONSTANT_STEP_CYCLES = 300.0  # a constant-cache load missing to L2, at most
 
 
+def samples_plan(s: Settings, device: Device, nodes: int, warm_laps: int, warm_first: bool, step: float) -> Plan:
+    """:meth:`_Family.latencies` at its most repeats (no widening): a short and a long launch per sample,
+    each first taking ``warm_laps`` laps of ``nodes``, after one warm-up launch (a lap and a short chase)
+    when ``warm_first``; every step ``step`` cycles at most."""
+    r = s.max_repeats
+    steps = r * (s.short_iterations + s.long_iterations) * UNROLL + 2 * r * warm_laps * nodes
+    if warm_first:
+        steps += nodes + s.short_iterations * UNROLL
+    return kernel_runs(2 * r + int(warm_first), cycles_s(steps * step, device))
+
+
 def plan(settings: Settings, device: Device) -> Plan:
     """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): per point its chain built
-    and written and its samples (the memory family's :func:`chase_plan`), per flush a scratch of twice the
-    L2 written (allocated, and zeroed, once), and the TLB sweep's buffer, one page per node up to ``tlb_max_bytes``,
-    zeroed when it is allocated (34 GB on an H200: 14 ms at half its DRAM peak)."""
+    and written and its samples (:func:`samples_plan`), per flush a scratch of twice the L2 written
+    (allocated, and zeroed, once), and the TLB sweeps' buffer (as large as the largest footprint, half the
+    device memory at most), zeroed when it is allocated (70 GB on an H200: 30 ms at half its DRAM peak)."""
     s, l2 = settings, device.l2_bytes
-    lengths = s.chase()
 
-    def point(nodes: int, warm_first: int, warm_rest: int, step: float) -> Plan:
+    def point(nodes: int, warm_laps: int, warm_first: bool, step: float) -> Plan:
         write = Plan(0, 1, dram_s(nodes * LINE, device) + link_s(8 * nodes, pinned=False), chain_host_s(nodes))
-        return write + chase_plan(lengths, device, warm_first, warm_rest, step)
+        return write + samples_plan(s, device, nodes, warm_laps, warm_first, step)
 
     flush = Plan(0, 1, dram_s(2 * l2, device))  # the scratch of twice the L2 written (zeroed once, below)
     swept = l1_sweep_bytes(s, l2)
-    sector_l1 = probe(*(point(swept // stride, swept // stride, 0, L2_STEP_CYCLES) for stride in s.strides))
+    sector_l1 = probe(*(point(swept // stride, 0, True, L2_STEP_CYCLES) for stride in s.strides))
     dense = line_node_counts(s)
     sparse = sorted({max(2, n * s.line_dense_stride // LINE) for n in dense})
-    line_l1 = probe(*(point(n, n, n, L2_STEP_CYCLES) for n in [*dense, *sparse]))
-    sector_l2 = probe(*(point(cold_nodes(s), 0, 0, DRAM_STEP_CYCLES) + flush for _ in s.strides))
-    laps = {"l1": (1, 1), "l2": (1, 0), "dram": (0, 0)}  # the width chases' warm-ups: first sample, later ones
+    line_l1 = probe(*(point(n, 1, False, L2_STEP_CYCLES) for n in [*dense, *sparse]))
+    sector_l2 = probe(*(point(cold_nodes(s), 0, False, DRAM_STEP_CYCLES) + flush for _ in s.strides))
     widths = []
     for level, footprint in width_footprints(s, l2).items():
-        nodes, (first, rest) = footprint // LINE, laps[level]
-        one = point(nodes, first * nodes, rest * nodes, step_cycles(footprint, device))
-        widths.append(probe(one, one, flush if level == "dram" else NO_WORK))  # the 8- and 16-byte chases
-    counts = tlb_node_counts(s, device.mem_bytes)
-    reference = point(s.tlb_reference_nodes, s.tlb_reference_nodes, 0, L2_STEP_CYCLES)
-    zeroed = Plan(0, 0, dram_s(counts[-1] * tlb_stride(s), device))
-    tlb = probe(reference, zeroed, *(point(n, max(n, 64), 0, TLB_STEP_CYCLES) for n in counts))
+        nodes, step = footprint // LINE, step_cycles(footprint, device)
+        narrow = point(nodes, int(level == "l1"), level == "l2", step)
+        wide = point(nodes, int(level == "l1"), False, step)
+        widths.append(probe(narrow, wide, flush if level == "dram" else NO_WORK))
+    sweeps = tlb_sweeps(s, device)
+    reference = point(s.tlb_reference_nodes, 0, True, L2_STEP_CYCLES)
+    zeroed = Plan(0, 0, dram_s(max(counts[-1] * stride for stride, counts in sweeps), device))
+    tlb = probe(reference, zeroed, *(point(n, 0, True, TLB_STEP_CYCLES) for _, counts in sweeps for n in counts))
     r = s.max_repeats
     timed = s.short_iterations + s.long_iterations
     hit_miss = [kernel_runs(2 * r, cycles_s(r * (2 * CONST_ROWS + timed * UNROLL) * CONSTANT_STEP_CYCLES, device))] * 2
@@ -558,7 +660,8 @@ SMOKE = Smoke(
         l1_sweep_bytes=64 * 1024,
         width_l2_fraction=0.0,
         width_dram_l2_multiple=0.0,
-        tlb_max_bytes=64 << 20,
+        tlb_strides=(2 * MIB,),
+        tlb_max_bytes=128 * MIB,
         tlb_points_per_octave=1,
         divergent_lanes=(1, 32),
         line_max_bytes=32 * 1024,
@@ -583,8 +686,7 @@ def measure(request: Request) -> Probes:
     launcher, parameters = request.launcher, request.parameters
     device, runnable, settings = request.device, request.runnable, request.settings
     s = settings or Settings()
-    ctx = ChaseContext(launcher, device.l2_bytes, s.chase(), parameters, out=launcher.alloc(64))
-    fam = _Family(ctx, s, device, const_out=launcher.alloc(8 * (2 + WARP)))
+    fam = _Family(launcher, parameters, s, device, out=launcher.alloc(64), const_out=launcher.alloc(8 * (2 + WARP)))
 
     def run(name: str, step: Callable[[_Family, str], Measured]) -> Measured:
         partner = PARTNERS.get(name)

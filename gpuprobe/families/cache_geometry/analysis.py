@@ -1,4 +1,4 @@
-"""Pure analysis for the cache-geometry family: knees of stride sweeps, slopes, TLB levels.
+"""Pure analysis for the cache-geometry family: knees of stride sweeps, slopes, TLB levels and reaches.
 
 Nothing here launches anything; every function is tested on synthetic curves
 (tests/test_cache_geometry.py).
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuprobe.judge.analysis import Level
+from gpuprobe.judge.analysis import Level, find_levels
 
 MIN_RISE = 0.05  # a stride sweep whose miss level is not this fraction above the hit level shows no unit
 
@@ -87,12 +87,107 @@ class TlbLevels:
 
 def tlb_levels(levels: list[Level], reference: float) -> TlbLevels | None:
     """Read TLB levels off the plateaus of a page-stride sweep whose lines all stay in L2: every
-    step up is one more translation level missed. ``reference`` is the latency of the same chase
-    within one page: when even the first plateau is well above it (the smallest footprint already
-    exceeds the first level's reach), the first step seen is the second level's. None with fewer
-    than two plateaus (no step seen)."""
-    if len(levels) < 2:
+    step up (by more than ``TLB_HIT_MARGIN``) is one more translation level missed; a plateau that
+    does not rise so (a fall, or a drift) is no level. ``reference`` is the latency of the same chase
+    within one page: when the plateau the first step rises from is already well above it (the
+    smallest footprints already exceed the first level's reach), the first step seen is the second
+    level's. None when no plateau rises above the one before it."""
+    rises = [k for k in range(len(levels) - 1) if levels[k + 1].latency > levels[k].latency * (1 + TLB_HIT_MARGIN)]
+    if not rises:
         return None
-    first = 2 if levels[0].latency > reference * (1 + TLB_HIT_MARGIN) else 1
-    reaches = {first + k: level.size_bytes for k, level in enumerate(levels[:-1]) if level.size_bytes is not None}
-    return TlbLevels(reaches, levels[-1])
+    first = 2 if levels[rises[0]].latency > reference * (1 + TLB_HIT_MARGIN) else 1
+    reaches = {first + n: levels[k].size_bytes for n, k in enumerate(rises) if levels[k].size_bytes is not None}
+    return TlbLevels(reaches, levels[rises[-1] + 1])
+
+
+@dataclass(frozen=True)
+class TlbSweep:
+    """One page stride's sweep: a chase of one line every ``stride`` bytes over each footprint
+    (nodes x stride), with that footprint's latency samples (cycles)."""
+
+    stride: int
+    footprints: list[float]
+    samples: list[list[float]]
+
+    @property
+    def medians(self) -> list[float]:
+        return [float(np.median(x)) for x in self.samples]
+
+    def samples_from(self, footprint: float) -> list[float]:
+        """Every sample at ``footprint`` and beyond."""
+        return [x for f, xs in zip(self.footprints, self.samples, strict=True) if f >= footprint for x in xs]
+
+
+@dataclass(frozen=True)
+class TlbStep:
+    """A plateau of one sweep: where it stops serving (``plateau.size_bytes``) is a TLB level's reach."""
+
+    sweep: TlbSweep
+    plateau: Level
+
+
+@dataclass(frozen=True)
+class TlbReading:
+    """Every sweep read against the no-miss ``reference``: each TLB level's step where a sweep shows it at
+    the smallest footprint, the highest last plateau (every level seen missed), and how far the sweeps went."""
+
+    reference: float
+    sweeps: list[TlbSweep]
+    plateaus: list[list[Level]]  # each sweep's, in the same order
+    steps: dict[int, TlbStep]
+    last: TlbStep | None
+
+    @property
+    def swept_bytes(self) -> float:
+        """The largest footprint of the smallest stride's sweep: below it no level the sweeps did not place
+        runs out of reach, whatever the page (at least that stride: every page of the footprint was touched)."""
+        return min(self.sweeps, key=lambda sweep: sweep.stride).footprints[-1]
+
+    def miss_samples(self) -> list[float]:
+        """The cost of missing every level seen: the last plateau's samples (and beyond) minus the reference."""
+        if self.last is None:
+            return []
+        return [x - self.reference for x in self.last.sweep.samples_from(self.last.plateau.first_footprint)]
+
+    def extent(self) -> str:
+        """How far each sweep went, e.g. "67,502,080 bytes at one line every 65,920"."""
+        return ", ".join(f"{s.footprints[-1]:,.0f} bytes at one line every {s.stride:,}" for s in self.sweeps)
+
+    def why_unmeasured(self, level: int) -> str:
+        """Why TLB level ``level`` has no reach: no step at all, a first step already behind the smallest
+        footprint, or fewer steps than levels."""
+        if not self.steps:
+            return (
+                f"no translation step in any sweep (to {self.extent()}): every TLB level reaches beyond "
+                f"{self.swept_bytes:,.0f} bytes (tlb.no_step_below_bytes)"
+            )
+        if level < min(self.steps):
+            smallest = min(sweep.footprints[0] for sweep in self.sweeps)
+            return (
+                f"the smallest footprint swept, {smallest:,.0f} bytes, already misses TLB level {level}: "
+                "its reach is below that"
+            )
+        return f"no step for TLB level {level} in any sweep (to {self.extent()})"
+
+
+def read_tlb(sweeps: list[TlbSweep], reference: float) -> TlbReading:
+    """Each sweep's steps (:func:`tlb_levels` of its plateaus), merged: a level's reach is the smallest
+    footprint where any sweep shows its step. A stride at most the page steps at the reach itself (every
+    page of the footprint touched); a larger stride touches one page per node, so it steps at the level's
+    entries x its stride, further out, and the smallest footprint is the truest."""
+    if not sweeps:
+        raise ValueError("read_tlb needs at least one sweep")
+    steps: dict[int, TlbStep] = {}
+    last: TlbStep | None = None
+    plateaus = [find_levels(sweep.footprints, sweep.medians) for sweep in sweeps]
+    for sweep, levels in zip(sweeps, plateaus, strict=True):
+        found = tlb_levels(levels, reference)
+        if found is None:
+            continue
+        by_size = {level.size_bytes: level for level in levels}
+        for number, reach in found.reaches.items():
+            if number not in steps or reach < steps[number].plateau.size_bytes:
+                steps[number] = TlbStep(sweep, by_size[reach])
+        if last is None or found.last.latency > last.plateau.latency:
+            last = TlbStep(sweep, found.last)
+    return TlbReading(reference, sweeps, plateaus, steps, last)

@@ -15,10 +15,12 @@ SECTIONS = (
         title="Cache geometry",
         fact_prefixes=("cache.", "tlb.", "constant."),
         probe_prefixes=("cache_geometry.",),
-        blurb="Fill units from the knee of latency vs stride, the L1 line from two capacity knees, TLB reach from "
-        "steps of latency vs footprint with one node per 2 MiB page, and the constant cache's cost per distinct "
-        "address in a warp. Latencies of 16-byte against 8-byte loads and of the constant cache are under "
-        "Memory latency.",
+        blurb="Fill units from the knee of latency vs stride, the L1 line from two capacity knees, and the constant "
+        "cache's cost per distinct address in a warp. TLB reach is where latency steps up with footprint in chases of "
+        "one line per page stride (2 MiB, 32 MiB and 512 MiB, each its own sweep, so larger pages show their steps "
+        "too), up to half the device memory. A level no sweep places has no reach value, only the reason; "
+        "tlb.no_step_below_bytes is how far the sweeps went, so every level they did not place reaches beyond it. "
+        "Latencies of 16-byte against 8-byte loads and of the constant cache are under Memory latency.",
     ),
 )
 
@@ -35,7 +37,8 @@ def sector_within_line(facts: dict[str, Fact], device: Device) -> list[Check]:
         return []
     sector, line = (f.value for f in pair)
     ok = 0 < sector <= line and line % sector == 0
-    return [("cache.l1_sector_divides_line", ok, f"cache.l1.sector_bytes = {sector:g}, cache.l1.line_bytes = {line:g}")]
+    detail = f"cache.l1.sector_bytes = {sector:g}, cache.l1.line_bytes = {line:g}"
+    return [Check("cache.l1_sector_divides_line", ok, detail, tuple(f.id for f in pair))]
 
 
 def ordered(name: str, lower_id: str, upper_id: str):
@@ -48,13 +51,8 @@ def ordered(name: str, lower_id: str, upper_id: str):
         lower, upper = pair
         ok = lower.unit == upper.unit and lower.value < upper.value
         relation = "<" if ok else "not <"
-        return [
-            (
-                name,
-                ok,
-                f"{lower_id} = {lower.value:g} {lower.unit} {relation} {upper_id} = {upper.value:g} {upper.unit}",
-            )
-        ]
+        detail = f"{lower_id} = {lower.value:g} {lower.unit} {relation} {upper_id} = {upper.value:g} {upper.unit}"
+        return [Check(name, ok, detail, (lower_id, upper_id))]
 
     return check
 

@@ -6,8 +6,10 @@ disagrees with the PTX's initializer is caught. Timing model, per load (``Model`
 the load's L1 fill unit is the previous load's or when a warm-up lap in the same launch covered a
 chain that fits the L1 (ca kernels); otherwise an L2 hit when its L2 fill unit was written or
 visited since the last flush (``gpu.in_l2``, which a write through twice the L2 clears), else a
-DRAM access; plus a translation penalty per TLB level the chain's footprint exceeds; plus the
-16-byte kernels' extra cost per level. Nothing it produces is a measurement.
+DRAM access; plus, off L1, a translation penalty per TLB level whose entries are fewer than the
+distinct pages (``Model.tlb_page``) the chased cycle touches, so a chase of one line per page stride
+steps at a level's reach (entries x page) while the stride is at most the page, and at entries x
+stride beyond; plus the 16-byte kernels' extra cost per level. Nothing it produces is a measurement.
 """
 
 from __future__ import annotations
@@ -21,19 +23,20 @@ import numpy as np
 from gpuprobe.build.ptxsource import expand
 from gpuprobe.build.registry import PTX_DIR
 from gpuprobe.families.cache_geometry import Settings
-from gpuprobe.families.memory_latency import UNROLL
+from gpuprobe.families.differencing import UNROLL
 from gpuprobe.simulated.gpu import FakeBuffer, FakeGpu, FakeLaunch
 
 KIB, MIB = 2**10, 2**20
 
-# Short sweeps for the simulated part (16 KiB L1, 512 KiB L2, 64 KiB "pages"); a session test can pass
-# them as the family's settings ({"cache_geometry": FAST}).
+# Short sweeps for the simulated part (16 KiB L1, 512 KiB L2, 64 KiB pages): the TLB strides are a real
+# part's (2 MiB, 32 MiB, 512 MiB) scaled as the page is; a session test can pass them as the family's
+# settings ({"cache_geometry": FAST}).
 FAST_SETTINGS = Settings(
     short_iterations=2,
     long_iterations=6,
     max_repeats=4,
     l1_sweep_bytes=64 * KIB,
-    tlb_page_bytes=64 * KIB,
+    tlb_strides=(64 * KIB, 1 * MIB, 16 * MIB),
     tlb_max_bytes=256 * MIB,
     line_min_bytes=2 * KIB,
     line_max_bytes=64 * KIB,
@@ -51,7 +54,9 @@ class Model:
     l2: float = 260.0
     dram: float = 700.0
     wide_extra: dict[str, float] = field(default_factory=lambda: {"l1": 2.0, "l2": 4.0, "dram": 8.0})
-    tlb: tuple[tuple[int, float], ...] = ((4 * MIB, 120.0), (32 * MIB, 380.0))  # (reach, extra cycles)
+    tlb_page: int = 64 * KIB  # the page the simulated driver maps (a real part's 2 MiB, scaled)
+    # per TLB level (entries, extra cycles when the cycle's pages outnumber them): reaches of 4 and 32 MiB
+    tlb: tuple[tuple[int, float], ...] = ((64, 120.0), (512, 380.0))
     const_hit: float = 18.0
     const_miss: float = 105.0
     const_lines: int = 32  # 64-byte lines the constant L1 holds
@@ -73,15 +78,33 @@ def _write(gpu: FakeGpu, out: FakeBuffer, words: list[int]) -> None:
     out.data.view(np.uint64)[: len(words)] = words
 
 
-def _translation(m: Model, footprint: int) -> float:
-    return sum(extra for reach, extra in m.tlb if footprint > reach)
+def _cycle_pages(gpu: FakeGpu, buffer: FakeBuffer, start: int, page: int) -> int:
+    """The distinct pages of the cycle through ``start``: walked once per chain, remembered for the next
+    launch of the same one (the same buffer, footprint and page, holding ``start`` and its successor)."""
+    words = buffer.data.view(np.uint64)
+    key = (buffer.base, gpu.chain_bytes, page, int(words[(start - buffer.base) // 8]))
+    known = getattr(gpu, "cache_geometry_cycle", None)
+    if known is not None and known[0] == key and start in known[1]:
+        return known[2]
+    nodes, pointer = set(), start
+    while pointer not in nodes:
+        nodes.add(pointer)
+        pointer = int(words[(pointer - buffer.base) // 8])
+    pages = len({node // page for node in nodes})
+    gpu.cache_geometry_cycle = (key, nodes, pages)
+    return pages
+
+
+def _translation(m: Model, pages: int) -> float:
+    """The extra cycles of a load whose cycle touches ``pages`` pages: every level with fewer entries misses."""
+    return sum(extra for entries, extra in m.tlb if pages > entries)
 
 
 def _chase(gpu: FakeGpu, cache_op: str, wide: bool, start, warm, iters, out: FakeBuffer) -> None:
     m = model(gpu)
     buffer, _ = gpu.buffer_at(int(start))
     words = buffer.data.view(np.uint64)
-    footprint = gpu.chain_bytes
+    translation = _translation(m, _cycle_pages(gpu, buffer, int(start), m.tlb_page))
     pointer, previous, latencies, warm_lines = int(start), -1, [], set()
     for step in range(int(warm) + int(iters) * UNROLL):
         if step < int(warm):
@@ -93,7 +116,7 @@ def _chase(gpu: FakeGpu, cache_op: str, wide: bool, start, warm, iters, out: Fak
         gpu.in_l2.add(unit)
         if step >= int(warm):
             extra = m.wide_extra[level] if wide else 0.0
-            latencies.append(getattr(m, level) + extra + (0.0 if in_l1 else _translation(m, footprint)))
+            latencies.append(getattr(m, level) + extra + (0.0 if in_l1 else translation))
         previous, pointer = pointer, int(words[(pointer - buffer.base) // 8])
     cycles = _timed(gpu, latencies, "cache_geometry.global")
     end = pointer + 128 * int(gpu.corrupt_chase)
