@@ -42,8 +42,10 @@ from gpuprobe.judge.analysis import median_ci
 
 DEVICE = Device(
     name="Test GPU", cc="9.0", arch="sm_90", sm_count=132, l2_bytes=50 * 2**20,
-    driver="570.86", cuda_runtime="12.8", toolkit="12.8",
+    driver="570.86", cuda_runtime="12.8", toolkit="12.8", uuid="0" * 32, serial="1650000000001", hostname="node1",
 )  # fmt: skip
+HOST = {"hostname": "node1", "machine_id": "0123456789abcdef", "boot_id": "5e3c0000-0000-4000-8000-000000000001"}
+CODE = {"version": "0.1.0", "commit": "c" * 40, "dirty": False}
 
 
 def normal_samples(center: float, noise_pct: float, n: int, seed: int) -> list[float]:
@@ -75,9 +77,21 @@ def invariant(ok: bool, name: str = "latency_order.l1_below_l2") -> Fact:
     return Fact(f"invariant.{name}", 1.0 if ok else 0.0, "bool", verdict="pass" if ok else "fail", detail=detail)
 
 
-def run(*facts: Fact, device: Device = DEVICE, mhz: float | None = 1755.0, partial: bool = False) -> Results:
+def run(
+    *facts: Fact,
+    device: Device = DEVICE,
+    mhz: float | None = 1755.0,
+    partial: bool = False,
+    host: dict[str, str] | None = None,
+    code: dict[str, object] | None = None,
+    stage: str = "full",
+) -> Results:
+    """A run of ``facts``; by default on one board, one host and one clean commit, so that nothing but the
+    facts differs between two of them."""
     clocks = {} if mhz is None else {"sm_mhz_measured": mhz}
-    return Results(device, list(facts), clocks=clocks, partial=partial, created="2025-01-01T00:00:00+00:00")
+    return Results(device, list(facts), clocks=clocks, partial=partial, created="2025-01-01T00:00:00+00:00",
+                   stage=stage, environment={"host": HOST if host is None else host},
+                   build={"gpuprobe": CODE if code is None else code, "cubin_sha256": "d" * 64})  # fmt: skip
 
 
 def labels(base: Results, new: Results, threshold_pct: float = 0.0) -> dict[str, str]:
@@ -168,8 +182,8 @@ def test_facts_without_samples_compare_by_their_intervals_or_exact_values() -> N
 
     moved = run(capacity(40e6, 38e6, 42e6), exact("device.sm_count", 114.0), Fact("latency.x", 12.0, "cycle"))
     rows = {row.fact_id: row for row in compare(base, moved).rows}
-    assert rows["capacity.l2"].label == Label.UNKNOWN and "no better or worse" in rows["capacity.l2"].reason
-    assert rows["device.sm_count"].label == Label.UNKNOWN and "132 and 114" in rows["device.sm_count"].reason
+    assert rows["capacity.l2"].label == Label.CHANGED and "no better or worse" in rows["capacity.l2"].reason
+    assert rows["device.sm_count"].label == Label.CHANGED and "132 -> 114 count" in rows["device.sm_count"].reason
     assert rows["latency.x"].label == Label.UNKNOWN and "no noise estimate" in rows["latency.x"].reason
 
 
@@ -268,6 +282,124 @@ def test_other_unknowns() -> None:
     assert rows["latency.dram"].label == Label.UNKNOWN and rows["latency.dram"].reason == "no value in NEW"
 
 
+def test_an_exact_count_that_changed_is_changed_never_unknown() -> None:
+    """Run 1 -> run 2 of the H200: ``l2.partition_count`` 1 -> 2, one sample a side, was "UNKNOWN (too few
+    samples)"; an exact result has no noise, so the change is real."""
+    base = run(Fact("l2.partition_count", 1.0, "count", (1.0, 1.0), [1.0]), exact("cache.l2.sector_bytes", 32, "byte"))
+    new = run(Fact("l2.partition_count", 2.0, "count", (2.0, 2.0), [2.0]), exact("cache.l2.sector_bytes", 32, "byte"))
+    comparison = compare(base, new)
+    row = comparison.row("l2.partition_count")
+    assert row.label == Label.CHANGED and "an exact result, 1 -> 2 count: any difference is real" in row.reason
+    assert comparison.row("cache.l2.sector_bytes").label == Label.SAME
+    assert comparison.tested == 0  # exact results are not t-tested: the promise counts no false alarm for them
+    assert [r.fact_id for r in comparison.failures(strict=True)] == ["l2.partition_count"] and not comparison.worse()
+    lines = render(comparison).splitlines()
+    changed = lines.index("CHANGED (1):")
+    assert lines[changed + 3].split()[0] == "l2.partition_count" and "an exact result: no noise" in lines[changed + 3]
+
+
+def test_a_fitted_size_goes_by_its_intervals_not_its_single_refit() -> None:
+    """``cache.l1.line_bytes`` keeps one sample (the raw ratio of two knees) and an interval from the knees'
+    grid points: overlapping intervals are the fit's own uncertainty, disjoint ones a change."""
+    base = run(Fact("cache.l1.line_bytes", 128.0, "byte", (107.6, 152.2), [138.9]))
+    near = run(Fact("cache.l1.line_bytes", 128.0, "byte", (110.0, 160.0), [131.0]))
+    far = run(Fact("cache.l1.line_bytes", 64.0, "byte", (55.0, 80.0), [70.0]))
+    assert labels(base, near) == {"cache.l1.line_bytes": "SAME"}
+    row = compare(base, far).rows[0]
+    assert row.label == Label.CHANGED and "stored intervals 107.6–152.2 and 55–80 byte differ" in row.reason
+
+
+def _host_run(latency_us: float, host: dict[str, str] | None = None) -> Results:
+    return run(measured("launch.stream.host_latency.cupy", latency_us, 2.0, n=7, seed=int(latency_us)), host=host)
+
+
+OTHER_VM = {**HOST, "machine_id": "fedcba9876543210", "boot_id": "5e3c0000-0000-4000-8000-000000000002"}
+
+
+def test_a_host_cost_that_moved_with_the_host_is_different_host_not_worse() -> None:
+    """Run 1 -> run 2: ``launch.stream.host_latency.cupy`` 5.0 -> 8.8 us on two VMs, both named "vm"."""
+    base, slower = _host_run(5.0), _host_run(8.8, OTHER_VM)
+    row = compare(base, slower).rows[0]
+    assert row.label == Label.DIFFERENT_HOST and row.reason.startswith("changed on another host: beyond the noise")
+    assert compare(base, slower).failures() == [] and compare(base, slower).failures(strict=True) == [row]
+    unnamed = {"hostname": "node1", "machine_id": "", "boot_id": ""}
+    row = compare(base, _host_run(8.8, unnamed)).rows[0]
+    assert row.label == Label.UNKNOWN and "the host is not known to be the same" in row.reason
+    rebooted = {**HOST, "boot_id": "5e3c0000-0000-4000-8000-000000000009"}  # a driver update's reboot
+    assert compare(base, _host_run(8.8, rebooted)).rows[0].label == Label.WORSE
+    assert compare(base, _host_run(8.8)).rows[0].label == Label.WORSE
+    elsewhere = run(measured("latency.l2", 275.0, 1.0), host=OTHER_VM)
+    assert compare(run(measured("latency.l2", 250.0, 1.0)), elsewhere).rows[0].label == Label.WORSE  # the GPU's own
+
+
+def _first_lines(base: Results, new: Results) -> list[str]:
+    comparison = compare(base, new, base_name="a", new_name="b")
+    lines = render(comparison).splitlines()
+    return lines[: lines.index("gpuprobe compare: a -> b")]
+
+
+def test_the_first_lines_say_which_board_host_driver_and_code_differ() -> None:
+    assert _first_lines(run(), run()) == []
+    other_board = dataclasses.replace(DEVICE, uuid="1" * 32, serial="1650000000002", driver="580.65")
+    other_code = {"version": "0.1.0", "commit": "e" * 40, "dirty": False}
+    assert _first_lines(run(), run(device=other_board, host=OTHER_VM, code=other_code)) == [
+        f"WARNING: DIFFERENT BOARDS: a uuid {'0' * 32}, serial 1650000000001; b uuid {'1' * 32}, serial 1650000000002: "
+        "another physical GPU, so a change may be the board's",
+        "WARNING: DIFFERENT HOSTS: a node1 (machine 0123456789abcdef, boot 5e3c0000); b node1 (machine "
+        "fedcba9876543210, boot 5e3c0000): host costs (host.*, launch.*) that changed are DIFFERENT HOST, not WORSE",
+        "WARNING: DIFFERENT DRIVERS: a CUDA 570.86; b CUDA 580.65: a change may be the driver's",
+        f"WARNING: DIFFERENT GPUPROBE CODE: a gpuprobe 0.1.0 at {'c' * 12}; b gpuprobe 0.1.0 at {'e' * 12}: a change "
+        "may be the code's; the probes' cubin is the same (sha256 dddddddddddd)",
+    ]
+    dirty = _first_lines(run(), run(code={**CODE, "dirty": True}))
+    assert dirty == [f"WARNING: GPUPROBE CODE MAY DIFFER: a gpuprobe 0.1.0 at {'c' * 12}; b gpuprobe 0.1.0 at "
+                     f"{'c' * 12}, uncommitted changes: uncommitted changes, or a checkout git could not read; the "
+                     "probes' cubin is the same (sha256 dddddddddddd)"]  # fmt: skip
+    wheel = {"version": "0.1.0", "commit": None, "dirty": None}
+    assert _first_lines(run(code=wheel), run(code=wheel)) == []  # one release, no checkout: one code
+    renamed = _first_lines(run(), run(device=dataclasses.replace(DEVICE, hostname="node2")))
+    assert renamed == ["WARNING: DIFFERENT HOSTS: a node1 (machine 0123456789abcdef, boot 5e3c0000); b node2 "
+                       "(machine 0123456789abcdef, boot 5e3c0000): host costs (host.*, launch.*) that changed are "
+                       "DIFFERENT HOST, not WORSE"]  # fmt: skip
+
+
+def test_a_run_on_another_stage_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The smoke stage's facts (one warp, one sample, a 1024-cubed GEMM) share the full run's ids."""
+    with pytest.raises(GpuprobeError, match="BASE is a smoke-stage run and NEW a full-stage run"):
+        compare(run(stage="smoke"), run())
+    from gpuprobe.cli import main
+
+    smoke, full = _files(tmp_path, run(*a_full_run().facts, stage="smoke"), a_full_run())
+    assert main(["compare", smoke, full]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "compare two runs of one stage" in captured.err
+    assert main(["compare", smoke, smoke]) == 0  # two smoke runs compare
+
+
+DATA = Path(__file__).resolve().parent / "data"
+H200_RUN_1 = DATA / "h200_first_run_results.json"  # board 1d3b46dd…, before the partition rule changed
+H200_RUN_2 = DATA.parents[1] / "reports" / "nvidia-h200" / "results.json"  # board e492ee3d…, 11 commits later
+
+
+def test_the_two_h200_runs_open_with_their_two_boards_and_show_the_partition_count_changed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The audit's pair: two boards, two VMs both called "vm", neither file recording gpuprobe's commit."""
+    from gpuprobe.cli import main
+
+    assert main(["compare", str(H200_RUN_1), str(H200_RUN_2)]) == 0  # nothing WORSE: the host costs moved with a VM
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("WARNING: DIFFERENT BOARDS: ")
+    assert "uuid 1d3b46dd6c3cac095dbad6c62b2b9261" in lines[0] and "uuid e492ee3d0fe5e2f94b859506e7392a1e" in lines[0]
+    assert lines[1].startswith("WARNING: HOST NOT KNOWN TO BE THE SAME: ") and lines[1].count("vm (no machine id") == 2
+    assert lines[2].startswith("WARNING: GPUPROBE CODE NOT RECORDED in ") and "cubin is the same" in lines[2]
+    assert lines[3].startswith("gpuprobe compare: ") and "0 worse, 2 changed" in lines[4]
+    [count] = [line for line in lines if line.startswith("l2.partition_count ")]
+    assert "CHANGED" in count.split() and "an exact result, 1 -> 2 count" in count
+    hosts = [line for line in lines if line.startswith(("launch.event.record ", "launch.stream.host_latency.cupy "))]
+    assert len(hosts) == 2 and all("the host is not known to be the same" in line for line in hosts)
+
+
 def test_a_change_measured_while_throttled_is_unknown() -> None:
     base = run(measured("latency.l2", 250.0, 1.0, seed=1))
     throttled = measured("latency.l2", 300.0, 1.0, seed=2)
@@ -333,20 +465,26 @@ def test_warnings_name_what_differs_between_the_runs() -> None:
     comparison = compare(run(mhz=1755.0), run(device=other, mhz=1410.0, partial=True), base_name="a", new_name="b")
     text = "\n".join(comparison.warnings)
     assert "different GPU models: a Test GPU (cc 9.0), b Other GPU (cc 8.0)" in text
-    assert "different drivers: a 570.86, b 560.35" in text
     assert "different CUDA runtimes: a 12.8, b 12.6" in text
     assert "different CUDA toolkits: a 12.8, b 12.9" in text
     assert "SM clocks differ by -19.7 % (a 1755 MHz, b 1410 MHz)" in text
     assert "b is a partial run" in text
     assert len(comparison.different_gpus) == 2  # the model and the clock; the software is no other GPU
+    assert comparison.provenance == [
+        "BOARD NOT KNOWN TO BE THE SAME: a uuid 00000000000000000000000000000000, serial 1650000000001; "
+        "b no uuid recorded, serial not recorded: cannot tell whether one GPU was measured",
+        "DIFFERENT DRIVERS: a CUDA 570.86; b CUDA 560.35: a change may be the driver's",
+    ]
     lines = render(comparison).splitlines()
     loud = "WARNING: DIFFERENT GPUS OR CLOCKS: different GPU models"
     assert lines[0].startswith(f"{loud}: a Test GPU (cc 9.0), b Other GPU")
-    assert "SM clocks differ by -19.7 %" in lines[0] and lines[1] == "gpuprobe compare: a -> b"
-    assert "warning: different drivers: a 570.86, b 560.35" in lines
+    assert "SM clocks differ by -19.7 %" in lines[0]
+    assert lines[1].startswith("WARNING: BOARD NOT KNOWN") and lines[2].startswith("WARNING: DIFFERENT DRIVERS: a CUDA")
+    assert lines[3] == "gpuprobe compare: a -> b"
     assert not any(line.startswith("warning: different GPU models") for line in lines)  # said once, first
     md = render(comparison, "md").splitlines()
-    assert md[0].startswith(f"> **{loud}") and md[2].startswith("## gpuprobe")
+    assert md[0].startswith(f"> **{loud}") and md[1] == ">" and md[2].startswith("> **WARNING: BOARD NOT KNOWN")
+    assert md[6].startswith("## gpuprobe")
 
 
 def test_small_clock_differences_and_missing_clocks_draw_no_warning() -> None:
@@ -436,7 +574,8 @@ def _text_comparison() -> tuple[Comparison, list[str]]:
 def test_text_opens_with_the_counts_then_every_worse_fact_with_its_change_and_noise() -> None:
     comparison, lines = _text_comparison()
     assert lines[0] == "gpuprobe compare: a.json -> b.json"
-    assert lines[1] == "summary: " + comparison.summary() == "summary: 6 same, 0 better, 2 worse, 0 unknown"
+    assert lines[1] == "summary: " + comparison.summary()
+    assert comparison.summary() == "6 same, 0 better, 2 worse, 0 changed, 0 different host, 0 unknown"
     assert lines[3] == "WORSE (2):" and lines[4].split() == ["fact", "change", "noise", "(base", "/", "new)"]
     l1 = lines[6]
     assert l1.startswith("  latency.l1  +") and re.search(r"±\d\.\d+ % / ±\d\.\d+ %; detects changes ≥ ", l1)
@@ -635,6 +774,7 @@ def test_swapping_the_runs_swaps_better_and_worse(pairs: list[tuple[Fact, Fact]]
         Label.BETTER: Label.WORSE,
         Label.WORSE: Label.BETTER,
         Label.SAME: Label.SAME,
+        Label.CHANGED: Label.CHANGED,
         Label.UNKNOWN: Label.UNKNOWN,
     }
     assert [mirror[r.label] for r in forward.rows] == [r.label for r in backward.rows]

@@ -40,6 +40,21 @@ def test_the_demo_writes_results_and_a_sheet_marked_simulated(demo: Path) -> Non
     assert "**SIMULATED — no GPU was measured.**" in top and "**SIMULATED — no GPU was measured.**" in bottom
 
 
+def test_the_demo_records_the_code_the_board_and_the_host_it_came_from(demo: Path) -> None:
+    """Every results file says which gpuprobe (version, commit), which board (serial, UUID) and which machine."""
+    import socket
+
+    from gpuprobe.core.results import BOOT_ID_FILE, PACKAGE_ROOT, provenance
+
+    origin = provenance(load(demo / "results.json"))
+    assert origin.version and origin.serial == "SIMULATED-0" and len(origin.uuid) == 32
+    assert origin.hostname == socket.gethostname() and (origin.boot_id or not BOOT_ID_FILE.exists())
+    if (PACKAGE_ROOT / ".git").exists():  # the tests run from a checkout: the commit it is at
+        assert len(origin.commit) == 40 and origin.dirty is not None
+    build = json.loads((demo / "results.json").read_text())["build"]["gpuprobe"]
+    assert set(build) == {"version", "commit", "dirty"}
+
+
 def test_its_html_page_and_its_plots_say_simulated_too(demo: Path) -> None:
     results = load(demo / "results.json")
     plots = plot_images(results, sections())

@@ -161,11 +161,24 @@ def _detects(n: int, noise_pct: float) -> float:
         ("sync.grid.persistent_step", "us", "device"),
         ("launch.stream.host_latency.cupy", "us", "host"),
         ("host.h2d.pinned.bandwidth", "GB/s", "host"),
-        ("tensor.wgmma.bf16.fraction_of_cublas", "fraction", "host"),
-        ("cache.l1.line_bytes", "byte", "exact"),
+        ("tensor.wgmma.bf16.fraction_of_cublas", "fraction", "ratio"),
+        ("tensor.mma_sync.bf16.m16n8k16.tflops", "TFLOP/s", "clocked"),
+        ("device.sm_clock", "MHz", "clocked"),
+        ("bandwidth.l2_read.v16", "GB/s", "clocked"),
+        ("dsmem.bandwidth.peer", "GB/s", "clocked"),
+        ("atomic.global.red.throughput.distinct", "Gop/s", "clocked"),
+        ("bandwidth.dram_read.v16", "GB/s", "device"),
+        ("capacity.l2", "byte", "fitted"),
+        ("cache.l1.line_bytes", "byte", "fitted"),
+        ("bandwidth.dram_read_saturation.v4", "count", "fitted"),
+        ("cache.l2.sector_bytes", "byte", "exact"),
+        ("l2.partition_count", "count", "exact"),
+        ("device.l2_bytes", "byte", "exact"),
+        ("tensor.mma_sync.fp8.emulated", "bool", "exact"),
     ],
 )
 def test_each_kind_of_quantity_has_its_run_to_run_allowance(fact_id: str, unit: str, kind: str) -> None:
+    """Fitted sizes carry the unit byte or count, yet are estimates: the id, not the unit, says so."""
     assert quantity_kind(fact_id, unit) == kind
     assert run_to_run_pct(fact_id, unit) == RUN_TO_RUN_PCT[kind]
 

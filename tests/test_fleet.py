@@ -47,8 +47,11 @@ FACTS = {
 EXACT = {"device.sm_count", "invariant.latency_order.l1_below_l2"}
 
 
+CODE = {"version": "0.1.0", "commit": "c" * 40, "dirty": False}  # one gpuprobe measured the fleet
+
+
 def results_dict(name: str, uuid: str, values: dict[str, float], partial: bool = False) -> dict[str, Any]:
-    """A minimal valid results file (schema 1) with these fact values."""
+    """A minimal valid results file with these fact values, measured by one gpuprobe (``CODE``)."""
     facts = [
         {"id": fact_id, "value": value, "unit": FACTS.get(fact_id, ("cycle", 0.0))[0], "verdict": "report"}
         for fact_id, value in values.items()
@@ -60,6 +63,7 @@ def results_dict(name: str, uuid: str, values: dict[str, float], partial: bool =
         "partial": partial,
         "device": {"name": name, "cc": "9.0", "arch": "sm_90", "sm_count": 132, "l2_bytes": 52428800, "uuid": uuid},
         "clocks": {},
+        "build": {"gpuprobe": CODE},
         "probes": {},
         "facts": facts,
     }  # fmt: skip
@@ -187,9 +191,10 @@ def h200() -> Results:
 
 def run_to_run_sd(fact_id: str, unit: str) -> float:
     """How much the simulated GPU moves a quantity between runs (gpuprobe/simulated/gpu.py): cycles 0.3 %, other
-    device quantities 0.5 %, what the host takes part in 1 %, exact results not at all."""
+    device quantities (rates at a clock, ratios) 0.5 %, what the host takes part in 1 %, exact results and the
+    knees of its cache model (fitted sizes) not at all."""
     kind = quantity_kind(fact_id, unit)
-    if kind == "exact":
+    if kind in ("exact", "fitted"):
         return 0.0
     if kind == "host":
         return HOST_RUN_SD
@@ -359,10 +364,54 @@ def test_duplicates_partials_and_unit_changes_are_noted(tmp_path: Path) -> None:
     pairs.append(("ns.json", ns))
     report = fleet.aggregate(pairs)
     notes = " | ".join(report.notes)
-    assert "1 GPU(s) appear in several files: GPU-0 in 2 files (r0.json, again.json)" in notes
+    assert report.warnings == [
+        "ONE BOARD IN SEVERAL FILES: GPU-0 in r0.json, again.json: measured more than once, a GPU counts more than once"
+    ]
+    assert fleet.render(report, "text").startswith("WARNING: ONE BOARD IN SEVERAL FILES: GPU-0 in r0.json")
     assert "1 results file(s) are partial" in notes
     assert "1 fact(s) come in several units (latency.l2); each unit on its own" in notes
     assert "again.json (partial)" in fleet.render(report, "text")
+
+
+def _with(data: dict[str, Any], **top: Any) -> Results:
+    return Results.from_dict({**data, **top})
+
+
+def test_the_first_lines_say_what_the_files_differ_in_besides_their_gpus() -> None:
+    """Another driver or another gpuprobe may move a GPU's facts as much as the GPU does: said first. A smoke
+    run's facts share the full run's ids, not its settings: its files are a group of their own."""
+    rng = np.random.default_rng(3)
+    files = [(f"r{k}.json", results_dict(H100, f"GPU-{k}", gpu_values(rng))) for k in range(4)]
+    newer = {**CODE, "commit": "e" * 40}
+    pairs = [
+        *((name, _with(data)) for name, data in files[:2]),
+        ("newer.json", _with(files[2][1], build={"gpuprobe": newer})),
+        ("driver.json", _with(files[3][1], environment={"device_record": {"driver": "580.65.06"}})),
+        ("smoke.json", _with(results_dict(H100, "GPU-0", gpu_values(rng)), stage="smoke")),
+    ]
+    report = fleet.aggregate(pairs)
+    assert [line.split(":")[0] for line in report.warnings] == ["DRIVERS DIFFER", "GPUPROBE CODE DIFFERS",
+                                                                "STAGES DIFFER"]  # fmt: skip
+    assert report.warnings[0] == (
+        "DRIVERS DIFFER: CUDA version not recorded on 4, 580.65.06 (CUDA version not recorded) on 1 of 5 files: "
+        "a GPU's difference may be its driver's"
+    )
+    assert f"gpuprobe 0.1.0 at {'c' * 12} on 4, gpuprobe 0.1.0 at {'e' * 12} on 1 of 5 files" in report.warnings[1]
+    assert sorted(m.model for m in report.models) == [H100, f"{H100} (smoke stage)"]  # GPU-0 twice, not in one group
+    text = fleet.render(report, "text").splitlines()
+    assert [line.split(":")[0] for line in text[:4]] == ["WARNING"] * 3 + ["gpuprobe fleet"]
+    assert "on 1 host(s) (5 file(s) name their host without a machine id)" in text[3]
+    assert json.loads(fleet.render(report, "json"))["warnings"] == report.warnings
+    assert fleet.render(report, "md").startswith("> **WARNING: DRIVERS DIFFER: ")
+
+
+def test_files_from_before_gpuprobe_recorded_its_code_say_so() -> None:
+    old = {k: v for k, v in results_dict(H100, "GPU-0", {"latency.l2": 262.0}).items() if k != "build"}
+    report = fleet.aggregate([("a.json", Results.from_dict(old)), ("b.json", Results.from_dict({**old, "device": {
+        **old["device"], "uuid": "GPU-1"}}))])  # fmt: skip
+    assert report.warnings == [
+        "GPUPROBE CODE NOT RECORDED in the 2 files: cannot tell whether one gpuprobe measured them"
+    ]
 
 
 # ---------------------------------------------------------------- speed ---------

@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import write_atomic
-from gpuprobe.core.results import INVALID, SCHEMA, SCHEMA_VERSION, Device, Fact, ProbeOutcome, Results, load, save
+from gpuprobe.core.results import (
+    INVALID,
+    SCHEMA,
+    SCHEMA_VERSION,
+    Device,
+    Fact,
+    ProbeOutcome,
+    Results,
+    code_record,
+    host_record,
+    load,
+    provenance,
+    save,
+)
 
 DEVICE = Device(name="Simulated GPU", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=50 * 2**20)
 
@@ -201,3 +218,79 @@ def test_a_valid_file_and_nulls_where_nothing_was_measured_load(tmp_path: Path) 
     assert load(path).fact("latency.l2").verdict == "not_run"
     path.write_text(results_text())
     assert load(path).fact("latency.l2").verdict == "pass"
+
+
+# ---------------------------------------------------------------- provenance: the code, the board, the machine
+
+H200_RUN_1 = Path(__file__).resolve().parent / "data" / "h200_first_run_results.json"
+
+
+def test_a_results_file_records_the_board_the_host_and_the_code(tmp_path: Path) -> None:
+    results = _results()
+    results.device = Device(**{**DEVICE.__dict__, "uuid": "e492ee3d" * 4, "serial": "1653824018461"})
+    results.environment = {"host": host_record()}
+    results.build = {"gpuprobe": code_record(), "cubin_sha256": "2745d023" * 8}
+    save(results, tmp_path / "r.json")
+    origin = provenance(load(tmp_path / "r.json"))
+    assert (origin.uuid, origin.serial) == ("e492ee3d" * 4, "1653824018461")
+    assert origin.hostname == socket.gethostname() and origin.version and origin.stage == "full"
+    assert origin.board_text() == f"uuid {'e492ee3d' * 4}, serial 1653824018461"
+    assert origin.host_text().startswith(f"{socket.gethostname()} (")
+
+
+def test_a_file_written_before_provenance_reads_with_it_empty() -> None:
+    """Run 1 of the H200 (schema 2, no serial, host record or gpuprobe commit): read as it is, nothing invented."""
+    results = load(H200_RUN_1)
+    origin = provenance(results)
+    assert results.device.serial == "" and origin.uuid == "1d3b46dd6c3cac095dbad6c62b2b9261"
+    assert (origin.hostname, origin.machine_id, origin.version, origin.commit) == ("vm", "", "", "")
+    assert origin.driver == "580.159.04" and origin.cuda_driver == "13.0"  # NVML's driver, and CUDA's
+    assert origin.code_text() == "gpuprobe version not recorded"
+    assert origin.host_text() == "vm (no machine id recorded)"
+
+
+def test_provenance_of_another_shape_is_read_as_unrecorded_never_refused() -> None:
+    odd = Results(DEVICE, environment={"host": ["vm"], "device_record": {"driver": "unavailable (NotSupported)"}},
+                  build={"gpuprobe": {"version": 1, "commit": None, "dirty": "yes"}})  # fmt: skip
+    origin = provenance(odd)
+    assert (origin.hostname, origin.version, origin.dirty, origin.driver) == ("", "", None, "")
+
+
+def _git(folder: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_the_code_record_names_the_commit_and_says_when_the_code_has_uncommitted_changes(tmp_path: Path) -> None:
+    (tmp_path / "gpuprobe").mkdir()
+    (tmp_path / "gpuprobe" / "__init__.py").write_text("")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    clean = code_record(tmp_path)
+    assert re.fullmatch(r"[0-9a-f]{40}", clean["commit"]) and clean["dirty"] is False
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "results.json").write_text("{}")  # a run's output is not code
+    assert code_record(tmp_path)["dirty"] is False
+    (tmp_path / "gpuprobe" / "new.py").write_text("")
+    assert code_record(tmp_path) == {**clean, "dirty": True}
+
+
+def test_outside_a_checkout_the_code_record_is_the_version_alone(tmp_path: Path) -> None:
+    assert code_record(tmp_path) == {"version": code_record(tmp_path)["version"], "commit": None, "dirty": None}
+    assert code_record(tmp_path)["version"]  # the installed distribution's, or "unknown"
+
+
+def test_the_host_record_hashes_the_machine_id(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """machine-id(5): the id must not be published; two VMs named "vm" still differ in its hash and boot id."""
+    from gpuprobe.core import results as module
+
+    (tmp_path / "machine-id").write_text("0123456789abcdef0123456789abcdef\n")
+    (tmp_path / "boot_id").write_text("5e3c0000-0000-4000-8000-000000000001\n")
+    monkeypatch.setattr(module, "MACHINE_ID_FILES", (tmp_path / "absent", tmp_path / "machine-id"))
+    monkeypatch.setattr(module, "BOOT_ID_FILE", tmp_path / "boot_id")
+    record = host_record()
+    assert re.fullmatch(r"[0-9a-f]{16}", record["machine_id"]) and "0123456789abcdef" not in record["machine_id"]
+    assert record["boot_id"] == "5e3c0000-0000-4000-8000-000000000001"
+    monkeypatch.setattr(module, "MACHINE_ID_FILES", (tmp_path / "absent",))
+    assert host_record()["machine_id"] == ""

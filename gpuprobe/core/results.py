@@ -6,8 +6,10 @@ Schema (``SCHEMA_VERSION``; files of every version from 1 are read)::
      "created": ISO-8601 UTC, "partial": bool, "stage": "full"|"smoke",
      "device": {...Device fields...},
      "clocks": {"sm_mhz_measured": float|None, "samples": [...], "nvml_before": {...}|None, ...},
-     "environment": {"device_record": {...NVML...}|None, "software": {...versions...}},     (2)
-     "build": {"arch": str, "cubin": str, "cubin_sha256": str, "toolkit": str},            (2)
+     "environment": {"device_record": {...NVML...}|None, "software": {...versions...},      (2)
+                     "host": {"hostname": str, "machine_id": str, "boot_id": str}},          (host: 2)
+     "build": {"arch": str, "cubin": str, "cubin_sha256": str, "toolkit": str,             (2)
+               "gpuprobe": {"version": str, "commit": str|None, "dirty": bool|None}},       (gpuprobe: 2)
      "families": {family: {"planned_s": float, "actual_s": float|None, "probes": int,
                            "probe_names": [str, ...],
                            "ended": "measured"|"deadline"|"not_started"|"interrupted"}},  (2)
@@ -30,6 +32,13 @@ reading always recomputes it, so it never disagrees with the samples beside it. 
 crashed, timed out or failed its self-check carries ``flight``: the last launcher calls its measuring
 process made (see :mod:`gpuprobe.runner.flight`), so a failure seen once on a GPU can be diagnosed without one.
 
+Provenance: every run records the gpuprobe that measured (``build["gpuprobe"]``: its version, and in a git
+checkout its commit and whether the code had uncommitted changes, :func:`code_record`), the board
+(``device.uuid`` and ``device.serial``) and the machine (``environment["host"]``: host name, a hash of its
+machine id, its boot id, :func:`host_record`). Files written before these were recorded read the same, with
+them empty: :func:`provenance` says what a file records, "" where it does not. No schema change: each is an
+optional key a reader of schema 2 ignores.
+
 Every reader (the fact sheet, ``compare``, ``fleet``, ``index``, ``--baseline``) goes through :func:`load`,
 which validates what it reads (:func:`validate`): a file with no facts, a number that is infinite or
 NaN (gpuprobe writes those as null, so only another tool or a hand edit makes one), a confidence
@@ -42,8 +51,15 @@ null) is read as ``invalid``: kept, shown as such, never judged or counted as it
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
 import math
+import os
+import re
+import socket
+import subprocess
+import tomllib
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -193,6 +209,7 @@ class Device:
     cuda_runtime: str = ""
     toolkit: str = ""
     uuid: str = ""
+    serial: str = ""  # the board's serial number (NVML), "" where the board or the file does not say
     hostname: str = ""  # the node that measured (see gpuprobe.fleet.runs.placement)
     gpu_index: int | None = None  # the GPU's index on that node, as nvidia-smi numbers it
     cuda_visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES as the measuring process saw it; None: unset
@@ -217,8 +234,9 @@ _DEVICE_FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "sm_clock_nominal_mhz": (*_NUMBER, type(None)), "mem_clock_mhz": (*_NUMBER, type(None)),
     "mem_bus_bits": (int, type(None)), "mem_bytes": (int, type(None)), "shared_per_sm_bytes": (int, type(None)),
     "shared_per_block_optin_bytes": (int, type(None)), "driver": _TEXT, "cuda_runtime": _TEXT, "toolkit": _TEXT,
-    "uuid": _TEXT, "hostname": _TEXT, "gpu_index": (int, type(None)), "cuda_visible_devices": (str, type(None)),
-    "memory_type": _TEXT, "visible_gpus": (int, type(None)), "simulated": (bool,),
+    "uuid": _TEXT, "serial": _TEXT, "hostname": _TEXT, "gpu_index": (int, type(None)),
+    "cuda_visible_devices": (str, type(None)), "memory_type": _TEXT, "visible_gpus": (int, type(None)),
+    "simulated": (bool,),
 }  # fmt: skip
 
 # "not_run": the probe could have run but the run ended first (its deadline), or it has nothing to measure here
@@ -399,6 +417,161 @@ def validate(results: Results) -> Results:
     _validate_clocks(results.clocks)
     results.facts = [_validate_fact(fact) for fact in results.facts]
     return results
+
+
+# ---------------------------------------------------------------- provenance: the code, the board, the machine
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+"""The folder that holds the ``gpuprobe`` package: a git checkout, or site-packages for an installed wheel."""
+CODE_PATHS = ("gpuprobe", "ptx", "probes")
+"""What a run's numbers depend on in a checkout: the package, the kernels, the pytest entry points. A change
+elsewhere (a report written under ``reports/``) leaves the code clean."""
+GIT_TIMEOUT_S = 10.0
+MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
+MACHINE_ID_SALT = b"gpuprobe machine id\0"
+"""Hashed with the machine id: machine-id(5) asks that the id itself not be published, so a results file
+holds a hash of it that only gpuprobe's own salt gives (16 hex digits)."""
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """``git -C root ARGS``'s output, or None where git is missing, refuses (another owner's checkout) or hangs."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=GIT_TIMEOUT_S, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _version(root: Path) -> str:
+    """gpuprobe's version: the installed distribution's, else (a checkout on PYTHONPATH) its pyproject's."""
+    try:
+        return importlib.metadata.version("gpuprobe")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        return str(tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "unknown"
+
+
+COMMIT_VARIABLE = "GPUPROBE_COMMIT"
+
+
+def code_record(root: Path = PACKAGE_ROOT) -> dict[str, Any]:
+    """The gpuprobe that measured, for ``build["gpuprobe"]``: ``version``; in a git checkout (``root`` holds
+    ``.git``) the ``commit`` it is at and whether ``CODE_PATHS`` have uncommitted changes, tracked or new
+    (``dirty``); outside one (a wheel), or where git cannot tell, ``commit`` and ``dirty`` are None, unless
+    :data:`COMMIT_VARIABLE` names the commit a checkout copied without its ``.git`` was made from (the device
+    check's machine gets the working tree alone)."""
+    record: dict[str, Any] = {"version": _version(root), "commit": None, "dirty": None}
+    if not (root / ".git").exists():
+        told = os.environ.get(COMMIT_VARIABLE, "").strip().lower()
+        return {**record, "commit": told} if re.fullmatch(r"[0-9a-f]{40}", told) else record
+    commit = _git(root, "rev-parse", "HEAD")
+    if commit:
+        status = _git(root, "status", "--porcelain", "--untracked-files=normal", "--", *CODE_PATHS)
+        record.update(commit=commit.strip(), dirty=None if status is None else bool(status.strip()))
+    return record
+
+
+def _first_line(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _machine_id_hash() -> str:
+    found = next((text for text in map(_first_line, MACHINE_ID_FILES) if text), "")
+    return hashlib.sha256(MACHINE_ID_SALT + found.encode()).hexdigest()[:16] if found else ""
+
+
+def host_record() -> dict[str, str]:
+    """The machine that measured, for ``environment["host"]``: its host name; ``machine_id``, a salted hash of
+    ``/etc/machine-id`` (one per installation: two VMs that both call themselves "vm" differ in it unless
+    cloned with it); ``boot_id`` (one per boot, from the kernel: differs between any two machines, and on one
+    machine after a reboot). "" where the system has none (not Linux)."""
+    return {"hostname": socket.gethostname(), "machine_id": _machine_id_hash(), "boot_id": _first_line(BOOT_ID_FILE)}
+
+
+def _text_at(record: Any, key: str) -> str:
+    """``record[key]`` when ``record`` is a table and that is text, else "" (a file that lacks it, or
+    holds something else there: provenance is read, never judged)."""
+    value = record.get(key) if isinstance(record, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+_VERSION_TEXT = frozenset("0123456789.")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a run's numbers came from, as its file records it; "" (``dirty``: None) where it does not.
+
+    ``driver`` is NVML's driver version (``580.159.04``), ``cuda_driver`` the CUDA version the driver
+    supports (``Device.driver``, ``13.0``); ``machine_id`` is the hash :func:`host_record` writes."""
+
+    uuid: str = ""
+    serial: str = ""
+    hostname: str = ""
+    machine_id: str = ""
+    boot_id: str = ""
+    driver: str = ""
+    cuda_driver: str = ""
+    version: str = ""
+    commit: str = ""
+    dirty: bool | None = None
+    cubin_sha256: str = ""
+    stage: str = "full"
+
+    def board_text(self) -> str:
+        """``uuid 1d3b46dd…, serial 1653924170345``; what is not recorded said so."""
+        uuid = f"uuid {self.uuid}" if self.uuid else "no uuid recorded"
+        return f"{uuid}, serial {self.serial or 'not recorded'}"
+
+    def host_text(self) -> str:
+        """``vm (machine 0123456789abcdef, boot 5e3c…)``; what is not recorded said so."""
+        ids = f"machine {self.machine_id}" if self.machine_id else "no machine id recorded"
+        boot = f", boot {self.boot_id[:8]}" if self.boot_id else ""
+        return f"{self.hostname or 'host name not recorded'} ({ids}{boot})"
+
+    def code_text(self) -> str:
+        """``gpuprobe 0.1.0 at 3f9ca522bf03, uncommitted changes``; ``not recorded`` for an older file."""
+        if not self.version:
+            return "gpuprobe version not recorded"
+        if not self.commit:
+            return f"gpuprobe {self.version} (no commit: not a git checkout)"
+        state = {True: ", uncommitted changes", False: "", None: ", changes unknown"}[self.dirty]
+        return f"gpuprobe {self.version} at {self.commit[:12]}{state}"
+
+    def driver_text(self) -> str:
+        """``580.159.04 (CUDA 13.0)``."""
+        cuda = f"CUDA {self.cuda_driver}" if self.cuda_driver else "CUDA version not recorded"
+        return f"{self.driver} ({cuda})" if self.driver else cuda
+
+
+def provenance(results: Results) -> Provenance:
+    """What ``results`` records of the code, board and machine that produced it (see :class:`Provenance`)."""
+    environment, build = results.environment, results.build
+    host, nvml, code = environment.get("host"), environment.get("device_record"), build.get("gpuprobe")
+    driver = _text_at(nvml, "driver")
+    dirty = code.get("dirty") if isinstance(code, dict) else None
+    return Provenance(
+        uuid=results.device.uuid,
+        serial=results.device.serial or _text_at(nvml, "serial"),
+        hostname=results.device.hostname or _text_at(host, "hostname"),
+        machine_id=_text_at(host, "machine_id"),
+        boot_id=_text_at(host, "boot_id"),
+        driver=driver if driver and set(driver) <= _VERSION_TEXT else "",
+        cuda_driver=results.device.driver,
+        version=_text_at(code, "version"),
+        commit=_text_at(code, "commit"),
+        dirty=dirty if isinstance(dirty, bool) else None,
+        cubin_sha256=_text_at(build, "cubin_sha256"),
+        stage=results.stage,
+    )
 
 
 STAGES = ("full", "smoke")

@@ -2,8 +2,11 @@
 
 Three pieces, documented for users in docs/fleet.md:
 
-- **Aggregation** (``gpuprobe fleet DIR_OR_FILES...``): every results file is one GPU. Facts are
-  compared only within one GPU model (``device.name``): per fact the distribution across GPUs
+- **Aggregation** (``gpuprobe fleet DIR_OR_FILES...``): every results file is one GPU. The report opens
+  with what its files differ in besides the GPUs themselves (drivers, gpuprobe code, stages) and any
+  board found in several files (:func:`gpuprobe.fleet.provenance.fleet_lines`), and says on how many
+  hosts they ran. Facts are compared only within one GPU model (``device.name``), smoke-stage files
+  apart from full runs (one model "NAME (smoke stage)"): per fact the distribution across GPUs
   (count, median, MAD, noise, min, p5, p95, max), and per GPU a robust z-score for each fact,
   ``z = (x - median) / scale`` with a scale no smaller than the fact's measured noise nor than the
   practical threshold allows (:mod:`gpuprobe.fleet.spread`). A GPU with any ``|z|`` beyond the
@@ -22,6 +25,7 @@ reading around them is small.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -36,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 from gpuprobe.core.detection import percent_text
 from gpuprobe.core.errors import GpuprobeError, require_count
 from gpuprobe.core.files import os_reason
-from gpuprobe.core.results import Results, load
+from gpuprobe.core.results import Provenance, Results, load, provenance
 from gpuprobe.core.tables import md_cell, md_table, text_table
-from gpuprobe.fleet.compare import allowance_text
+from gpuprobe.fleet.compare import allowance_text, md_warnings
+from gpuprobe.fleet.provenance import fleet_lines, hosts_text
 from gpuprobe.fleet.spread import (
     EXACT,
     EXACT_FLOOR,
@@ -56,7 +61,8 @@ if TYPE_CHECKING:
     import numpy as np  # imported where used: `gpuprobe --help` stays quick
 
 FLEET_SCHEMA = "gpuprobe.fleet.aggregate"
-FLEET_SCHEMA_VERSION = 2  # 2: z over a scale with noise and practical floors; facts carry noise, scale, scale_from
+FLEET_SCHEMA_VERSION = 3  # 2: z over a scale with noise and practical floors, facts carry noise, scale, scale_from;
+# 3: "warnings" (what the files differ in besides the GPUs), ranking entries carry serial, driver, code, stage
 
 DEFAULT_THRESHOLD = 3.5  # Iglewicz and Hoaglin's cut-off for the modified z-score
 DEFAULT_MIN_DEVIATION_PCT = 3.0  # the practical threshold: above the 1-2 % real runs move, below the 5 % to catch
@@ -77,13 +83,17 @@ class GpuIdentity:
     """Which GPU a results file speaks for: the file, and the identity recorded inside it."""
 
     file: str
-    model: str
+    model: str  # the GPU model, "(smoke stage)" after it for a smoke run: compared only with its own kind
     uuid: str = ""
     hostname: str = ""
     gpu_index: int | None = None
     cuda_visible_devices: str | None = None
     partial: bool = False
     simulated: bool = False  # from gpuprobe's simulated GPU: flagged, never a real GPU of the fleet
+    serial: str = ""
+    driver: str = ""  # as gpuprobe.core.results.Provenance.driver_text says it
+    code: str = ""  # the gpuprobe that measured, as Provenance.code_text says it
+    stage: str = "full"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +106,7 @@ class FileSummary:
 
     gpu: GpuIdentity
     facts: tuple[tuple[str, str, float, float | None], ...]
+    origin: Provenance = field(default_factory=Provenance)  # where the file came from: board, host, driver, code, stage
 
 
 @dataclass(frozen=True)
@@ -115,18 +126,23 @@ def _placement_from_path(source: str) -> tuple[str, int | None]:
 def identify(source: str, results: Results) -> GpuIdentity:
     """The GPU identity of one results file; placement fields come from ``results.device`` where it
     has them (see :func:`placement`), else from the ``<hostname>-gpu<K>`` directory name."""
-    device = results.device
+    device, origin = results.device, provenance(results)
     host_from_path, index_from_path = _placement_from_path(source)
     index = getattr(device, "gpu_index", None)
+    model = device.name.strip() or "(unnamed GPU)"
     return GpuIdentity(
         file=source,
-        model=device.name.strip() or "(unnamed GPU)",
+        model=model + (f" ({results.stage} stage)" if results.stage != "full" else ""),
         uuid=device.uuid,
-        hostname=getattr(device, "hostname", "") or host_from_path,
+        hostname=origin.hostname or host_from_path,
         gpu_index=index if isinstance(index, int) else index_from_path,
         cuda_visible_devices=getattr(device, "cuda_visible_devices", None),
         partial=results.partial,
         simulated=results.device.simulated,
+        serial=origin.serial,
+        driver=origin.driver_text(),
+        code=origin.code_text(),
+        stage=results.stage,
     )
 
 
@@ -147,7 +163,7 @@ def summarize(source: str, results: Results) -> FileSummary:
             continue
         seen.add(fact.id)
         facts.append((fact.id, fact.unit, fact.value, _half_width(fact.ci)))
-    return FileSummary(identify(source, results), tuple(facts))
+    return FileSummary(identify(source, results), tuple(facts), provenance(results))
 
 
 def _reason(source: str, error: GpuprobeError) -> str:
@@ -332,6 +348,8 @@ class FleetReport:
     ranking: list[GpuScore]  # every GPU, worst first
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what the files differ in besides the GPUs: said first
+    hosts: str = ""  # on how many hosts the files ran (gpuprobe.fleet.provenance.hosts_text)
 
     @property
     def threshold(self) -> float:
@@ -359,6 +377,8 @@ class FleetReport:
             "noise_quantile": self.rule.noise_quantile,
             "z": " ".join(line.strip() for line in method_lines(self.rule)),
             "gpus": self.gpus,
+            "warnings": self.warnings,
+            "hosts": self.hosts,
             "model_count": len(self.models),
             "outlier_count": len(self.outliers),
             "exit_status": self.exit_status,
@@ -450,14 +470,6 @@ def _model_notes(model: str, facts: list[FactStats], gpus: int, min_deviation_pc
 
 def _fleet_notes(summaries: Sequence[FileSummary]) -> list[str]:
     notes = []
-    uuids: dict[str, list[str]] = defaultdict(list)
-    for s in summaries:
-        if s.gpu.uuid:
-            uuids[s.gpu.uuid].append(s.gpu.file)
-    twice = [f"{uuid} in {len(files)} files ({_some(files)})" for uuid, files in sorted(uuids.items())
-             if len(files) > 1]  # fmt: skip
-    if twice:
-        notes.append(f"{len(twice)} GPU(s) appear in several files: {_some(twice)}; measured twice, a GPU counts twice")
     partial = sum(s.gpu.partial for s in summaries)
     if partial:
         notes.append(
@@ -509,7 +521,8 @@ def aggregate_summaries(
     ranking = [_score(s.gpu, per_gpu[i], threshold) for i, s in enumerate(summaries)]
     ranking.sort(key=lambda s: (-s.max_abs_z, s.gpu.file))
     notes += _fleet_notes(summaries)
-    return FleetReport(rule, models, ranking, list(skipped), notes)
+    origins = [(s.gpu.file, dataclasses.replace(s.origin, hostname=s.gpu.hostname)) for s in summaries]  # or its path
+    return FleetReport(rule, models, ranking, list(skipped), notes, fleet_lines(origins), hosts_text(origins))
 
 
 def aggregate(
@@ -597,8 +610,9 @@ def _worst_rows(report: FleetReport, top: int) -> list[list[str]]:
 
 def _summary_line(report: FleetReport) -> str:
     models = len(report.models)
+    hosts = f", {report.hosts}" if report.hosts else ""
     text = (
-        f"{report.gpus} GPU(s) from {report.gpus} results file(s), {models} GPU model(s); "
+        f"{report.gpus} GPU(s) from {report.gpus} results file(s){hosts}, {models} GPU model(s); "
         f"{len(report.outliers)} outlier GPU(s) with |z| > {report.threshold:g}"
     )
     return text + (f"; {len(report.skipped)} file(s) skipped" if report.skipped else "")
@@ -628,7 +642,8 @@ def _worst_title(report: FleetReport, top: int) -> str:
 
 
 def _render_text(report: FleetReport, top: int) -> str:
-    out = [f"gpuprobe fleet: {_summary_line(report)}", *method_lines(report.rule)]
+    warnings = [f"WARNING: {line}" for line in report.warnings]
+    out = [*warnings, f"gpuprobe fleet: {_summary_line(report)}", *method_lines(report.rule)]
     for m in report.models:
         rows = [_fact_row(f) for f in m.facts]
         out += ["", f"== {m.model}: {m.gpus} GPU(s) ==", *text_table(FACT_HEADERS, rows, NUMERIC)]
@@ -647,7 +662,10 @@ def _md_method(rule: Rule) -> list[str]:
 
 
 def _render_md(report: FleetReport, top: int) -> str:
+    warnings = md_warnings([f"WARNING: {line}" for line in report.warnings])
     out = [
+        *warnings,
+        *([""] if warnings else []),
         "# gpuprobe fleet",
         "",
         _summary_line(report) + ".",

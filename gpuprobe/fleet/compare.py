@@ -1,7 +1,12 @@
-"""Regression comparison of two results files: every fact SAME, BETTER, WORSE or UNKNOWN.
+"""Regression comparison of two results files: every fact SAME, BETTER, WORSE, CHANGED, DIFFERENT HOST or UNKNOWN.
 
 ``gpuprobe compare BASE.json NEW.json`` (and ``pytest probes/ --baseline BASE.json``) label each
 fact of NEW against BASE relative to the noise both runs measured, never by a fixed percentage.
+
+Before any fact, the report says where the two runs came from (:mod:`gpuprobe.fleet.provenance`): its
+first lines name each of the GPU model and clocks, the board (UUID, serial), the host (name, machine id),
+the driver and the gpuprobe code (version, commit) that differ or that the files cannot tell. Two runs of
+different stages (a smoke run and a full one) are refused: their facts share ids, not settings.
 
 The rules, in the order they are tried for each fact id:
 
@@ -33,25 +38,35 @@ The rules, in the order they are tried for each fact id:
    Why a t-test rather than a rank test: with the two to nine samples a side the suite takes, no rank
    pattern of three samples against three is rarer than 1 in 10, while the noise the samples show
    decides a 5 % change from three a side when that noise is small, as a latency's usually is.
-6. **Otherwise** (no samples on a side, e.g. ``device.sm_count``, or a capacity whose interval
-   brackets a knee between footprint grid points) the stored values are compared with their
-   stored intervals: equal values SAME; overlapping ``Fact.ci`` intervals SAME, disjoint ones
-   changed.  A fact with neither samples nor interval is exact when it is an identity fact
-   (``device.*``, unit ``count``) -- its interval is its value -- and of unknown noise otherwise:
-   a changed value with no noise estimate is UNKNOWN.
+   Rules 5 and 6 are for measured quantities; before them come two kinds that are not
+   (:func:`~gpuprobe.core.detection.quantity_kind`): an **exact** result (a count, a flag, a size the
+   device reports or a probe decides on a grid: ``l2.partition_count``, ``cache.l2.sector_bytes``,
+   ``device.sm_count``) is compared by value, any difference a change; a size **fitted** on a curve
+   (``capacity.*``, ``cache.l1.line_bytes``) with intervals on both sides goes by rule 6, whatever
+   samples it keeps (those are refits of one knee, not draws).
+6. **Otherwise** (no samples on a side, or a capacity whose interval brackets a knee between
+   footprint grid points) the stored values are compared with their stored intervals: equal values
+   SAME; overlapping ``Fact.ci`` intervals SAME, disjoint ones changed.  A fact with neither
+   samples nor interval is exact when it is an identity fact (``device.*``) -- its interval is its
+   value -- and of unknown noise otherwise: a changed value with no noise estimate is UNKNOWN.
 
 A change beyond the noise is then SAME when it is smaller than ``threshold_pct`` percent of the
-base (practical significance); else BETTER or WORSE by the fact's :func:`direction`, or UNKNOWN
+base (practical significance); else BETTER or WORSE by the fact's :func:`direction`, or CHANGED
 ("changed, no better or worse") for facts without one (``capacity.*``, ``device.sm_count``,
-``device.l2_bytes``, anything unrecognised).  A change in a fact that either run measured while the
-GPU throttled or had other tenants (verdict ``throttled`` or ``shared``) is UNKNOWN as well: the
-conditions, not the hardware or software, may have moved it.
+``l2.partition_count``, anything unrecognised): a change that is real but not a regression or a gain
+by itself.  A change in a fact that either run measured while the GPU throttled or had other tenants
+(verdict ``throttled`` or ``shared``) is UNKNOWN: the conditions, not the hardware or software, may have
+moved it.  A change in a host cost (``host.*``, ``launch.*``) between two hosts is DIFFERENT HOST, and
+UNKNOWN where the files cannot tell the hosts apart: such costs move with the machine far beyond any
+allowance (two VMs, the two stored H200 runs: up to 202 %), so the label says where to look instead of
+calling it WORSE.
 
 What the noise is: the spread of samples within each run, plus a stated allowance for the variation
 between runs that no single run sees (another physical page layout, the clocks a run settles on):
-:func:`~gpuprobe.core.detection.run_to_run_pct` per kind of quantity, 0.5 % for what the GPU
-measures, 1 % for host costs and ratios, none for exact results, added to the variance of the
-difference of the means (the method line states them).  Without it a fact that is quiet within
+:func:`~gpuprobe.core.detection.run_to_run_pct` per kind of quantity (0.5 % for what the GPU
+measures, 0.75 % for rates at the clock it ran, 1 % for fitted sizes, ratios and host costs, none for
+exact results; :data:`~gpuprobe.core.detection.RUN_TO_RUN_PCT` says what each rests on), added to the
+variance of the difference of the means (the method line states them).  Without it a fact that is quiet within
 each run would be flagged for the few tenths of a percent its whole run moved.  ``--threshold``
 stays the practical floor, for GPUs whose runs move more (a consumer card's boost clock).  The
 samples of a run are taken to be independent draws.
@@ -61,9 +76,9 @@ clocks, or measured SM clocks more than 2 % apart) are compared all the same, bu
 with one loud line saying so (:func:`gpu_differences`): a change may then be the hardware's.
 
 Exit status of ``gpuprobe compare``: 1 when any fact is WORSE; with ``--strict`` also when any
-fact that BASE has is UNKNOWN (missing now, changed without a direction, undecidable); else 0.
-Unreadable, foreign or newer-schema files raise :class:`GpuprobeError` (one line, exit 2), and so,
-with ``--strict``, do runs of different GPUs.
+fact that BASE has is CHANGED, DIFFERENT HOST or UNKNOWN (missing now, undecidable); else 0.
+Unreadable, foreign or newer-schema files and runs of two stages raise :class:`GpuprobeError` (one
+line, exit 2), and so, with ``--strict``, do runs of different GPUs.
 """
 
 from __future__ import annotations
@@ -89,13 +104,15 @@ from gpuprobe.core.detection import (
     Spread,
     TwoSample,
     percent_text,
+    quantity_kind,
     run_to_run_pct,
     t_test,
     why_not,
 )
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.results import DISTURBED_VERDICTS, Fact, Results, load
+from gpuprobe.core.results import DISTURBED_VERDICTS, Fact, Results, load, provenance
 from gpuprobe.core.tables import md_cell, md_table, text_table
+from gpuprobe.fleet.provenance import Relation, host_relation, provenance_lines, stage_refusal
 
 EXIT_WORSE = 1
 """Exit status when a fact got worse (the CLI's EXIT_FAILED)."""
@@ -108,16 +125,25 @@ LOWER_IS_BETTER = -1
 NO_DIRECTION = 0
 
 TIME_UNITS = frozenset({"cycle", "cycles", "clk", "ns", "us", "ms", "s"})
-EXACT_UNITS = frozenset({"count"})
 
 
 class Label(StrEnum):
-    """The four labels; a StrEnum, so ``row.label == "WORSE"`` holds."""
+    """The labels; a StrEnum, so ``row.label == "WORSE"`` holds.
+
+    CHANGED: a real change of a fact that is neither better nor worse by itself (a count, a capacity).
+    DIFFERENT HOST: a host cost that changed between two hosts: the machine, not the GPU, may have moved it.
+    """
 
     SAME = "SAME"
     BETTER = "BETTER"
     WORSE = "WORSE"
+    CHANGED = "CHANGED"
+    DIFFERENT_HOST = "DIFFERENT HOST"
     UNKNOWN = "UNKNOWN"
+
+
+SETTLED = (Label.SAME, Label.BETTER, Label.WORSE)
+"""Labels that say all there is to say: ``--strict`` fails any other on a fact BASE has."""
 
 
 @dataclass(frozen=True)
@@ -155,8 +181,9 @@ class Row:
         return fact.unit if fact else ""
 
     def fails(self, strict: bool = False) -> bool:
-        """WORSE fails a regression check; with ``strict`` so does UNKNOWN for a fact BASE has."""
-        return self.label == Label.WORSE or (strict and self.label == Label.UNKNOWN and self.base is not None)
+        """WORSE fails a regression check; with ``strict`` so does CHANGED, DIFFERENT HOST or UNKNOWN for a
+        fact BASE has."""
+        return self.label == Label.WORSE or (strict and self.label not in SETTLED and self.base is not None)
 
 
 @dataclass
@@ -176,6 +203,9 @@ class Comparison:
     """How many facts were compared by their samples."""
     different_gpus: list[str] = dataclasses.field(default_factory=list)
     """What makes the two GPUs different hardware or clocks (:func:`gpu_differences`), also in ``warnings``."""
+    provenance: list[str] = dataclasses.field(default_factory=list)
+    """The board, host, driver and gpuprobe code that differ or cannot be told
+    (:func:`gpuprobe.fleet.provenance.provenance_lines`): what the report opens with after the GPUs."""
 
     def with_label(self, label: Label) -> list[Row]:
         return [r for r in self.rows if r.label == label]
@@ -197,7 +227,7 @@ class Comparison:
         return next((r for r in self.rows if r.fact_id == fact_id), None)
 
     def failures(self, strict: bool = False) -> list[Row]:
-        """WORSE rows; with ``strict`` also UNKNOWN rows of facts that BASE has."""
+        """WORSE rows; with ``strict`` also CHANGED, DIFFERENT HOST and UNKNOWN rows of facts that BASE has."""
         return [r for r in self.rows if r.fails(strict)]
 
     def summary(self) -> str:
@@ -214,7 +244,9 @@ class Comparison:
             f"facts with samples: two-sample t-test, each run's noise plus {allowance_text()} between runs, "
             f"changed when p < {self.fact_alpha:g}, so two runs of an unchanged GPU give "
             f"{self.expected_false_worse():.2g} false WORSE on average over the {self.tested} facts tested "
-            f"(and as many false BETTER); facts without samples: stored intervals or exact values{threshold}"
+            f"(and as many false BETTER); facts without samples, and sizes fitted on a curve: stored intervals; "
+            f"exact results (counts, flags, sizes decided on a grid): by value, any difference CHANGED (BETTER or "
+            f"WORSE where the fact has a direction); a host cost changed on another host: DIFFERENT HOST{threshold}"
         )
 
 
@@ -278,22 +310,27 @@ def compare(
         base_name, new_name: how the report names the two runs (e.g. their file paths).
 
     Raises:
-        GpuprobeError: a negative or non-finite threshold, an alpha outside (0, 1), or a run holding
-            two facts with one id (which of them to compare would be a guess).
+        GpuprobeError: a negative or non-finite threshold, an alpha outside (0, 1), a run holding
+            two facts with one id (which of them to compare would be a guess), or runs of two stages.
     """
     if not (math.isfinite(threshold_pct) and threshold_pct >= 0):
         raise GpuprobeError(f"the threshold must be a finite percentage of at least 0, got {threshold_pct!r}")
     if not 0.0 < alpha < 1.0:
         raise GpuprobeError(f"the false-alarm probability alpha must lie strictly between 0 and 1, got {alpha!r}")
+    before, now = provenance(base), provenance(new)
+    refusal = stage_refusal(before, now, base_name, new_name)
+    if refusal:
+        raise GpuprobeError(refusal)
     base_facts = _facts_by_id(base, base_name)
     new_facts = _facts_by_id(new, new_name)
     ids = sorted(base_facts.keys() | new_facts.keys())
     pairs = [(i, base_facts.get(i), new_facts.get(i)) for i in ids]
-    context = _Context(threshold_pct, alpha, base_name, new_name)
+    context = _Context(threshold_pct, alpha, base_name, new_name, host_relation(before, now))
     return Comparison(
         rows=[_row(fact_id, b, n, context) for fact_id, b, n in pairs],
         warnings=run_warnings(base, new, base_name, new_name),
         different_gpus=gpu_differences(base, new, base_name, new_name),
+        provenance=provenance_lines(before, now, base_name, new_name),
         base_name=base_name,
         new_name=new_name,
         base=base,
@@ -310,6 +347,7 @@ class _Context:
     fact_alpha: float
     base_name: str
     new_name: str
+    hosts: Relation = Relation.SAME  # whether the two runs' machines are one (gpuprobe.fleet.provenance)
 
 
 def _facts_by_id(results: Results, name: str) -> dict[str, Fact]:
@@ -330,12 +368,23 @@ def _finite_samples(fact: Fact) -> list[float]:
 
 
 def _by_samples(base: Fact | None, new: Fact | None) -> bool:
-    """Whether rule 5 (raw samples on both sides) decides this pair."""
+    """Whether rule 5 (raw samples on both sides) decides this pair: a measured quantity, not an exact result
+    or a fitted size with its intervals, with samples on both sides."""
     if base is None or new is None or base.unit != new.unit or _is_invariant(base) or _is_invariant(new):
         return False
-    if base.value is None or new.value is None:
+    if base.value is None or new.value is None or _is_exact(base) or _by_intervals(base, new):
         return False
     return bool(_finite_samples(base)) and bool(_finite_samples(new))
+
+
+def _is_exact(fact: Fact) -> bool:
+    return quantity_kind(fact.id, fact.unit) == "exact"
+
+
+def _by_intervals(base: Fact, new: Fact) -> bool:
+    """A size fitted on a curve with an interval on both sides: its samples are refits of one knee, its
+    interval the grid points around it, so the intervals decide (rule 6)."""
+    return quantity_kind(base.id, base.unit) == "fitted" and base.ci is not None and new.ci is not None
 
 
 def _row(fact_id: str, base: Fact | None, new: Fact | None, context: _Context) -> Row:
@@ -350,9 +399,21 @@ def _row(fact_id: str, base: Fact | None, new: Fact | None, context: _Context) -
     if base.value is None or new.value is None:
         where = " and ".join(n for n, f in ((context.base_name, base), (context.new_name, new)) if f.value is None)
         return Row(fact_id, base, new, Label.UNKNOWN, None, f"no value in {where}")
+    if _is_exact(base):
+        return _exact_row(fact_id, base, new, context)
     if _by_samples(base, new):
         return _samples_row(fact_id, base, new, context)
     return _interval_row(fact_id, base, new, context)
+
+
+def _exact_row(fact_id: str, base: Fact, new: Fact, context: _Context) -> Row:
+    """An exact result by value: equal is SAME, any difference a change (never noise, never UNKNOWN)."""
+    assert base.value is not None and new.value is not None
+    change, pct = _change(base.value, new.value)
+    if change == 0:
+        return Row(fact_id, base, new, Label.SAME, pct, "equal values (an exact result)", change)
+    evidence = f"an exact result, {_number(base.value)} -> {_number(new.value)} {base.unit}: any difference is real"
+    return _changed_row(fact_id, base, new, (change, pct, base.value), evidence, context)
 
 
 # --------------------------------------------------------------------------- invariants
@@ -473,7 +534,9 @@ def _changed_row(
     sign = direction(fact_id, base.unit)
     if sign == NO_DIRECTION:
         reason = f"changed, no better or worse for this fact: {evidence}"
-        return Row(fact_id, base, new, Label.UNKNOWN, pct, reason, change)
+        return Row(fact_id, base, new, Label.CHANGED, pct, reason, change)
+    if quantity_kind(fact_id, base.unit) == "host" and context.hosts != Relation.SAME:
+        return _host_row(fact_id, base, new, (change, pct), evidence, context.hosts)
     disturbed = [f"{name} was measured {f.verdict}" for name, f in ((context.base_name, base), (context.new_name, new))
                  if f.verdict in DISTURBED_VERDICTS]  # fmt: skip
     if disturbed:
@@ -484,6 +547,18 @@ def _changed_row(
     return Row(fact_id, base, new, label, pct, f"{evidence}; {_direction_text(sign)}", change)
 
 
+def _host_row(
+    fact_id: str, base: Fact, new: Fact, delta: tuple[float, float | None], evidence: str, hosts: Relation
+) -> Row:
+    """A host cost that changed where the two runs' hosts differ (DIFFERENT HOST) or cannot be told apart
+    (UNKNOWN): the machine may have moved it, by more than any allowance."""
+    change, pct = delta
+    if hosts == Relation.DIFFERENT:
+        return Row(fact_id, base, new, Label.DIFFERENT_HOST, pct, f"changed on another host: {evidence}", change)
+    reason = f"changed, but the host is not known to be the same (a host cost moves with it): {evidence}"
+    return Row(fact_id, base, new, Label.UNKNOWN, pct, reason, change)
+
+
 # --------------------------------------------------------------------------- no samples
 
 
@@ -491,7 +566,7 @@ def _interval(fact: Fact) -> tuple[float, float] | None:
     """The fact's stored interval; its value for an exact identity fact; ``None`` if its noise is unknown."""
     if fact.ci is not None:
         return min(fact.ci), max(fact.ci)
-    if fact.value is not None and not fact.samples and (fact.id.startswith("device.") or fact.unit in EXACT_UNITS):
+    if fact.value is not None and not fact.samples and fact.id.startswith("device."):
         return fact.value, fact.value
     return None
 
@@ -555,12 +630,11 @@ def gpu_differences(base: Results, new: Results, base_name: str = "BASE", new_na
 
 
 def run_warnings(base: Results, new: Results, base_name: str = "BASE", new_name: str = "NEW") -> list[str]:
-    """What differs between the two runs' machines and software: the GPUs (:func:`gpu_differences`) first,
-    then the driver, CUDA runtime and toolkit, and a partial run."""
+    """What differs between the two runs' GPUs (:func:`gpu_differences`) and software beside the driver and
+    gpuprobe (:attr:`Comparison.provenance` says those): the CUDA runtime and toolkit; and a partial run."""
     b, n = base.device, new.device
     warnings = gpu_differences(base, new, base_name, new_name)
     for what, before, now in (
-        ("drivers", b.driver, n.driver),
         ("CUDA runtimes", b.cuda_runtime, n.cuda_runtime),
         ("CUDA toolkits", toolkit_versions(b.toolkit), toolkit_versions(n.toolkit)),
     ):
@@ -645,14 +719,18 @@ def _cells(row: Row) -> list[str]:
 def _run_line(name: str, results: Results | None) -> str:
     if results is None:
         return name
-    d = results.device
+    d, origin = results.device, provenance(results)
     mhz = _measured_clock(results)
     clock = f"SM clock {mhz:.0f} MHz" if mhz else "SM clock not measured"
     software = ", ".join(
         f"{what} {value or 'unrecorded'}"
-        for what, value in (("driver", d.driver), ("CUDA runtime", d.cuda_runtime), ("toolkit", d.toolkit))
+        for what, value in (("CUDA runtime", d.cuda_runtime), ("toolkit", d.toolkit))
     )
-    return f"{name}: {d.name} (cc {d.cc}, {d.sm_count} SMs), {software}, {clock}, created {results.created or '?'}"
+    return (
+        f"{name}: {d.name} (cc {d.cc}, {d.sm_count} SMs), board {origin.board_text()}, host {origin.host_text()}, "
+        f"{origin.code_text()}, {origin.stage} stage, driver {origin.driver_text()}, {software}, {clock}, "
+        f"created {results.created or '?'}"
+    )
 
 
 NONE = "—"
@@ -662,6 +740,8 @@ HEADLINE = ("fact", "change", "noise (base / new)")
 
 def noise_text(row: Row) -> str:
     """``±0.42 % / ±0.51 %; detects changes ≥ 2.1 %`` (BASE's and NEW's noise) for a row samples decided."""
+    if quantity_kind(row.fact_id, row.unit) == "exact":
+        return "an exact result: no noise, any difference is real"
     if row.noise_pct is None:
         return "no samples on a side: stored intervals"
     before, now = (NONE if n is None else f"±{percent_text(n)} %" for n in row.noise_pct)
@@ -669,11 +749,15 @@ def noise_text(row: Row) -> str:
     return f"{before} / {now}{detects}"
 
 
+HEADLINED = (Label.WORSE, Label.BETTER, Label.CHANGED)
+"""The labels whose facts a report lists first, each with its change and noise."""
+
+
 def _headline(comparison: Comparison) -> list[tuple[str, list[list[str]]]]:
-    """The WORSE facts, then the BETTER ones, as (label, rows of fact, change, noise)."""
+    """The WORSE facts, then the BETTER and the CHANGED ones, as (label, rows of fact, change, noise)."""
     return [
         (label, [[r.fact_id, change_text(r), noise_text(r)] for r in comparison.with_label(label)])
-        for label in (Label.WORSE, Label.BETTER)
+        for label in HEADLINED
     ]
 
 
@@ -699,8 +783,10 @@ def render(comparison: Comparison, fmt: str = "text", show_all: bool = False) ->
 
 
 def _loud(comparison: Comparison) -> list[str]:
-    """The line a comparison of different GPUs opens with, or nothing."""
-    return [different_gpus_line(comparison.different_gpus)] if comparison.different_gpus else []
+    """The lines a comparison opens with: different GPUs or clocks, then each of board, host, driver and
+    gpuprobe code that differs or that the files cannot tell; nothing for two runs of one of each."""
+    gpus = [different_gpus_line(comparison.different_gpus)] if comparison.different_gpus else []
+    return gpus + [f"WARNING: {line}" for line in comparison.provenance]
 
 
 def _preamble(comparison: Comparison) -> list[str]:
@@ -738,8 +824,14 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]
     return md_table([c.capitalize() for c in header], rows)
 
 
+def md_warnings(lines: Sequence[str]) -> list[str]:
+    """Warnings a Markdown report opens with: one quote, each line a bold paragraph of its own."""
+    quoted = [f"> **{md_cell(line)}**" for line in lines]
+    return [part for i, line in enumerate(quoted) for part in ([">", line] if i else [line])]
+
+
 def _markdown_lines(comparison: Comparison, show_all: bool) -> list[str]:
-    loud = [f"> **{md_cell(line)}**" for line in _loud(comparison)]
+    loud = md_warnings(_loud(comparison))
     lines = [
         *loud,
         *([""] if loud else []),
@@ -862,6 +954,7 @@ __all__ = [
     "direction",
     "fact_text",
     "gpu_differences",
+    "md_warnings",
     "render",
     "run_warnings",
 ]
