@@ -1,4 +1,4 @@
-"""The ``gpuprobe`` command: list, check, sass, run, report, index, compare, fleet, fleet-run, fleet-links,
+"""The ``gpuprobe`` command: list, check, sass, run, report, witness, index, compare, fleet, fleet-run, fleet-links,
 expectations.
 
 Every user error is one line on stderr and exit status 2; a contract violation or a failed
@@ -8,6 +8,7 @@ measurement is exit status 1; a traceback is a bug.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -64,7 +65,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 DOC_WIDTH = 100  # a probe's doc, wrapped
-FACTS_WIDTH = 64  # the facts column, wrapped
+FACTS_WIDTH = 64  # the facts column, wrapped (wider where a fact id with its comma is longer)
 
 
 def select_probes(probes: Sequence[Probe], names: Sequence[str]) -> list[Probe]:
@@ -101,9 +102,8 @@ def probes_table(probes: Sequence[Probe]) -> str:
     from tabulate import tabulate
 
     rows = [(p.name, arch_span(p.archs), ", ".join(p.facts) or "-") for p in probes]
-    return tabulate(
-        rows, headers=("probe", "archs", "facts"), tablefmt="simple", maxcolwidths=[None, None, FACTS_WIDTH]
-    )
+    width = max([FACTS_WIDTH, *(len(fact) + 1 for p in probes for fact in p.facts)])  # never a fact id cut in two
+    return tabulate(rows, headers=("probe", "archs", "facts"), tablefmt="simple", maxcolwidths=[None, None, width])
 
 
 # ---------------------------------------------------------------- check --------
@@ -227,7 +227,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gpuprobe.fleet.repeatability import render_markdown, repeatability
     from gpuprobe.judge.expectations import match_model
     from gpuprobe.measure.isolation import user_policy
-    from gpuprobe.measure.plan import FULL, SMOKE
+    from gpuprobe.measure.plan import FULL, SMOKE, unproven_probes
     from gpuprobe.measure.progress import StreamSink
     from gpuprobe.measure.session import FIRST_CONTACT_NAME, default_out_dir, run_suite
     from gpuprobe.output.first_contact import family_rows, verdict_line
@@ -250,12 +250,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{device.name!r} has no expectations: discovery mode (facts reported, invariants asserted)")
     out_dir = Path(args.output) if args.output else default_out_dir(device, args.smoke)
     launcher = LauncherSpec(device_index=args.device)
+    stage = FULL
+    if args.smoke:
+        first = unproven_probes(Path(args.unproven_first)) if args.unproven_first else frozenset()
+        stage = dataclasses.replace(SMOKE, first=first)
+        if first:
+            print(f"measuring first the {len(first)} probes no run under {args.unproven_first} proved")
     runs = []
     for index in range(args.repeat):
         target = out_dir if args.repeat == 1 else out_dir / f"run-{index + 1}"
         runs.append(run_suite(device, launcher, target, args.model, policy=policy, lock_wait_s=args.lock_wait,
-                              inject_fault=args.inject_fault, stage=SMOKE if args.smoke else FULL,
-                              deadline_s=args.deadline, progress=StreamSink(sys.stderr)))  # fmt: skip
+                              inject_fault=args.inject_fault, stage=stage, deadline_s=args.deadline,
+                              progress=StreamSink(sys.stderr)))  # fmt: skip
         print(f"wrote {target}/results.json and its {FIRST_CONTACT_NAME if args.smoke else 'fact sheet'}")
     results = runs[-1]
     if args.smoke:
@@ -289,6 +295,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     for written in write_report(results, out_dir, args.format, sections=sections()):
         print(f"wrote {written}")
     return 0
+
+
+def cmd_witness(args: argparse.Namespace) -> int:
+    """``gpuprobe witness``: Nsight Compute's counts of the bytes some probes moved, into the results."""
+    from gpuprobe.core.errors import require_seconds
+    from gpuprobe.measure.witness.command import witness
+
+    require_seconds(args.timeout, "--timeout")
+    require_index(args.device, "--device")
+    families = [f for f in args.families.split(",") if f] if args.families is not None else None
+    out_dir = Path(args.output) if args.output else None
+    return witness(Path(args.results), out_dir, args.ncu, families, args.timeout, args.device)
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -349,6 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="first contact: each family's cheapest probes once, written up in first-contact.md",
     )
     p.add_argument(
+        "--unproven-first",
+        metavar="REPORTS",
+        help="with --smoke: measure first, beside the cheapest probes, every probe no real run under REPORTS proved",
+    )
+    p.add_argument(
         "--deadline",
         type=float,
         metavar="S",
@@ -383,6 +406,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="md: factsheet.md and its PNG plots beside it (default); html: one self-contained factsheet.html",
     )
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "witness",
+        help="count with Nsight Compute (ncu) the bytes some probes moved, beside what they claim, into the results",
+    )
+    p.add_argument("results", metavar="RESULTS.json", help="the full run's results: the facts are written into it")
+    p.add_argument("-o", "--output", metavar="DIR", help="for ncu's CSV and the witness run (default: witness/ beside)")
+    p.add_argument("--ncu", metavar="PATH", help="the ncu to run (default: PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
+    p.add_argument("--families", metavar="A,B", help="only these families' witnessed probes (bandwidth, async_copy)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="ncu and its run are killed after S s")
+    p.add_argument("--device", type=int, default=0, help="CUDA device index")
+    p.set_defaults(func=cmd_witness)
 
     p = sub.add_parser("index", help="regenerate REPORTS_DIR/README.md from every results.json in it")
     p.add_argument("reports_dir", nargs="?", default="reports", help="default: reports")

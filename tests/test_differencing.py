@@ -13,6 +13,7 @@ from gpuprobe.families.differencing import (
     WIDENINGS,
     Difference,
     Lengths,
+    resolved_step,
 )
 from gpuprobe.families.measuring import Stopping
 
@@ -66,7 +67,7 @@ def test_a_difference_that_never_resolves_fails_with_its_numbers() -> None:
         difference.sample()
     assert f"widened {WIDENINGS} times" in str(failure.value)
     assert len(kernel.calls) == 2 * (WIDENINGS + 1)
-    assert "6 took 500, 2 500" in str(failure.value)  # every try's numbers
+    assert "6 took 500, 2 500" in str(failure.value)  # every try's readings
 
 
 def test_a_negative_difference_fails_even_when_large() -> None:
@@ -78,7 +79,7 @@ def test_a_negative_difference_fails_even_when_large() -> None:
 def test_the_gap_is_never_widened_past_what_the_kernel_can_take() -> None:
     kernel = Kernel(fixed=0.0, per_step=0.1)  # cycles: 100 ticks need a gap of 1000
     difference = Difference(kernel, Lengths(1, 100, 1), "chase", CLOCK64, longest=300)
-    with pytest.raises(ProbeFailure, match=r"under 100 ticks of %clock64.*it takes at most 300 iterations"):
+    with pytest.raises(ProbeFailure, match=r"under 100 ticks of %clock64.*it takes at most 300;"):
         difference.sample()
     assert max(kernel.calls) <= 300
 
@@ -93,3 +94,13 @@ def test_samples_stop_by_the_stopping_rule() -> None:
 def test_lengths_must_grow(short: int, long: int) -> None:
     with pytest.raises(ValueError, match="Lengths"):
         Lengths(short, long, 32)
+
+
+def test_two_readings_of_fixed_lengths_are_held_to_the_same_guard() -> None:
+    """A copy of a whole buffer cannot widen: its difference is resolved or the probe fails with its numbers."""
+    lengths = Lengths(64 << 20, 256 << 20, 1)
+    assert resolved_step(lengths, 1.2, 4.7, EVENTS, "cudaMemcpy") == pytest.approx(3.5 / (192 << 20))
+    with pytest.raises(ProbeFailure, match=r"cudaMemcpy: long minus short is 0.02 ms, under 100 ticks.*fixed"):
+        resolved_step(lengths, 1.2, 1.22, EVENTS, "cudaMemcpy")
+    with pytest.raises(ProbeFailure, match="not positive"):
+        resolved_step(lengths, 1.2, 1.1, EVENTS, "cudaMemcpy")

@@ -6,7 +6,7 @@ import pytest
 
 from gpuprobe.families.base import Plan, Smoke
 from gpuprobe.families.catalog import FAMILIES, OPT_IN
-from gpuprobe.measure.plan import family_seconds
+from gpuprobe.measure.plan import SMOKE, family_plan, family_seconds
 from gpuprobe.simulated.gpu import FakeGpu, measure_family, smoke_part, suite_options
 from tests.devices import A100_SXM, H100_SXM, H200
 
@@ -36,9 +36,8 @@ def test_a_plan_counts_real_work_and_the_smoke_settings_plan_less(name: str, dev
 
 @pytest.mark.parametrize("name", MEASURED)
 def test_a_family_smoke_check_fits_its_share_of_the_first_contact_stage_on_an_h200(name: str) -> None:
-    family = FAMILIES[name]
-    plan = family.plan(family.SMOKE.settings, H200)
-    assert family_seconds(plan, child_start=False) < SMOKE_FAMILY_S, plan
+    plan = family_plan(name, FAMILIES[name], SMOKE, FAMILIES[name].SMOKE.settings, H200).plan
+    assert plan is not None and family_seconds(plan, child_start=False) < SMOKE_FAMILY_S, plan
 
 
 @pytest.mark.parametrize("name", MEASURED)

@@ -45,7 +45,8 @@ def test_each_family_shows_its_worst_probe_and_what_happened() -> None:
     assert rows["launch"][2] == "crashed" and "CUDA_ERROR_ILLEGAL_ADDRESS" in rows["launch"][4]
     assert rows["wgmma"][2] == "self-check failed" and "NumPy says 2.5" in rows["wgmma"][4]
     assert rows["memory"][3] == "5.0 / 4.2"
-    assert verdict_line(list(rows.values())).startswith("**1 of 4 families ran, passed their self-checks, every value within physics.**")
+    line = verdict_line(list(rows.values()))
+    assert line.startswith("**1 of 4 families ran, passed their self-checks, every value within physics.**")
 
 
 def test_the_page_records_the_machine_and_the_call_that_never_returned(tmp_path: Path) -> None:

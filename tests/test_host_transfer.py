@@ -59,15 +59,16 @@ def test_the_family_fits_its_time_budget_on_a_slow_link() -> None:
 def test_a_rate_is_the_extra_bytes_over_the_extra_time() -> None:
     fixed = 0.02  # ms every call pays, cancelled by the difference
     small, large = fixed + 64e6 / 25e9 * 1e3, fixed + 256e6 / 25e9 * 1e3
-    assert rate_gbps(64_000_000, small, 256_000_000, large, 2000.0) == pytest.approx(25.0)
+    assert rate_gbps(64_000_000, small, 256_000_000, large, 2000.0, "h2d copy") == pytest.approx(25.0)
 
 
 @pytest.mark.parametrize(
-    ("small_ms", "large_ms", "match"), [(2.0, 1.5, "no longer than"), (1.0, 1.0001, "beyond any link")]
+    ("small_ms", "large_ms", "match"),
+    [(2.0, 1.5, "not positive"), (1.0, 1.0001, "under 100 ticks of CUDA events"), (1.0, 1.06, "beyond any link")],
 )
 def test_a_timing_no_link_could_give_fails(small_ms: float, large_ms: float, match: str) -> None:
     with pytest.raises(ProbeFailure, match=match):
-        rate_gbps(64 << 20, small_ms, 256 << 20, large_ms, 2000.0)
+        rate_gbps(64 << 20, small_ms, 256 << 20, large_ms, 2000.0, "h2d copy")
 
 
 def test_each_thread_reports_the_sum_of_its_own_chunks() -> None:

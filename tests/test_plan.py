@@ -35,7 +35,7 @@ def test_the_smoke_stage_fits_its_budget_on_an_h200() -> None:
 
 
 def test_the_full_suite_fits_the_device_check_deadline_after_the_smoke_stage_on_an_h200() -> None:
-    """The device check gives the full suite what its deadline leaves after the smoke stage (7 min in all)."""
+    """The device check gives the full suite what its deadline leaves after the smoke stage (380 s from its start)."""
     plan = run_plan(H200)
     assert plan.total_s <= ROOM * (DEVICE_CHECK_DEADLINE_S - SMOKE_STAGE_S), render_plan(plan)
 
@@ -81,7 +81,7 @@ def test_the_plan_command_needs_no_gpu_with_a_model(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert out.startswith("time plan (full stage) for NVIDIA H200 SXM: 132 SMs, L2 60 MiB")
     assert all(f"\n{family} " in out for family in measured_families())
-    assert "fits a 420 s deadline" in out
+    assert "fits a 380 s deadline" in out
     assert main(["run", "--plan", "--smoke", "--model", "h200"]) == 0
     assert capsys.readouterr().out.startswith("time plan (smoke stage)")
 
@@ -118,3 +118,50 @@ def test_a_family_that_cannot_plan_for_a_device_says_why_and_the_plan_goes_on() 
     assert rows["bandwidth"].plan is None and rows["bandwidth"].error.startswith("ProbeFailure")
     assert rows["memory"].seconds is not None
     assert "bandwidth        no plan: ProbeFailure" in render_plan(plan)
+
+
+# ---- the smoke stage measures first what no real run has proven ----------------------------------------
+
+
+def _run_of(device: Device, outcomes: dict[str, str], facts: dict[str, float | None]) -> Results:
+    from gpuprobe.core.results import Fact, ProbeOutcome
+
+    return Results(device, [Fact(i, v, "cycle") for i, v in facts.items()],
+                   {name: ProbeOutcome(status) for name, status in outcomes.items()})  # fmt: skip
+
+
+def test_a_probe_is_proven_only_by_a_real_run_that_gave_every_fact_it_declares() -> None:
+    from gpuprobe.measure.plan import proven_by
+
+    declared = {"cache_geometry.tlb": ("tlb.l1.reach_bytes", "tlb.miss_cycles"), "p2p.ce": ("p2p.ce.bandwidth.*",),
+                "wgmma.latency.e4m3.ss.n8": ("tensor.wgmma.e4m3.m64n8k32.ss.latency",)}  # fmt: skip
+    run = _run_of(H200, {"cache_geometry.tlb": "ok", "p2p.ce": "ok", "wgmma.latency.e4m3.ss.n8": "failed"},
+                  {"tlb.l1.reach_bytes": 1.0, "tlb.miss_cycles": None, "p2p.ce.bandwidth.0_1": 380.0})  # fmt: skip
+    assert proven_by(run, declared) == {"p2p.ce"}  # the TLB probe ran "ok" but wrote no miss cost
+    assert proven_by(dataclasses.replace(run, device=dataclasses.replace(H200, simulated=True)), declared) == set()
+
+
+def test_unproven_probes_read_every_real_results_file_and_skip_a_broken_one(tmp_path) -> None:
+    from gpuprobe.build.registry import all_probes
+    from gpuprobe.core.results import save
+    from gpuprobe.measure.plan import unproven_probes
+
+    probe = next(p for p in all_probes() if p.name == "warp.shfl.idx")
+    save(_run_of(H200, {probe.name: "ok"}, dict.fromkeys(probe.facts, 30.0)), tmp_path / "h200" / "results.json")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "smoke-results.json").write_text("{not json")
+    unproven = unproven_probes(tmp_path)
+    assert probe.name not in unproven and "cache_geometry.tlb" in unproven
+    assert unproven_probes(tmp_path / "missing") == {p.name for p in all_probes()}
+
+
+def test_a_smoke_stage_measures_the_unproven_probes_first() -> None:
+    from gpuprobe.families import catalog
+    from gpuprobe.measure.plan import Stage
+
+    stage = Stage("smoke", frozenset({"cache_geometry.tlb", "tma.latency.none"}))
+    order = stage.family_order(catalog.FAMILIES)
+    assert order[:2] == ["cache_geometry", "tma"] and order[2:] == [f for f in catalog.FAMILIES if f not in order[:2]]
+    tma = catalog.FAMILIES["tma"]
+    assert stage.probes(tma) == ["tma.latency.none", *[p for p in tma.SMOKE.probes if p != "tma.latency.none"]]
+    assert Stage("full", stage.first).probes(tma) == list(tma.PROBES)

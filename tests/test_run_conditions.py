@@ -39,10 +39,10 @@ def test_the_simulated_gpus_nvml_reaches_the_sheet() -> None:
     probes = measured_on(FaultyGpu(mhz=1755.0, noise=0.0), 30)
     rows = dict(condition_rows(results_of(probes)))
     # The simulated part's temperature climbs a degree every 20 readings, its power a watt a reading.
-    assert rows["GPU temperature"] == "40 – 43 °C"
-    assert rows["Power draw"] == "151 – 210 W"
+    assert rows["GPU temperature (NVML, around the probes)"] == "40 – 43 °C"
+    assert rows["Power draw (NVML, around the probes)"] == "151 – 210 W"
     assert rows["SM clock around the probes"].startswith("1755 MHz from the device's timers, 1755 MHz by NVML")
-    assert rows["Clock-event (throttle) reasons"] == "none in 60 readings while measuring"
+    assert rows["Clock-event (throttle) reasons"] == "none in 60 readings around the probes"
     assert rows["Other compute processes"] == "none in 60 readings"
     assert rows["ECC"] == rows["MIG"] == NOT_RECORDED  # the simulated GPU has no device record
 
@@ -53,7 +53,7 @@ def test_throttling_and_other_tenants_are_counted_by_reading() -> None:
     results = results_of(probes)
     results.facts.append(Fact("latency.l1", 33.0, "cycle", verdict="throttled"))
     rows = dict(condition_rows(results))
-    assert rows["Clock-event (throttle) reasons"] == "while measuring: HW thermal slowdown in 8 of 8 readings"
+    assert rows["Clock-event (throttle) reasons"] == "around the probes: HW thermal slowdown in 8 of 8 readings"
     assert rows["Other compute processes"] == "up to 1, in 8 of 8 readings"
     assert rows["Disturbed measurements"] == "1 probe measured again; facts marked throttled: 1, shared: 0"
 
@@ -64,8 +64,8 @@ def test_the_runs_own_readings_and_the_device_record() -> None:
     results = results_of({}, clocks={"nvml_before": before, "nvml_after": after},
                          environment={"device_record": RECORD})  # fmt: skip
     rows = dict(condition_rows(results))
-    assert rows["GPU temperature"] == "35 – 52 °C"
-    assert rows["Power draw"] == "70.5 – 180 W (limit 650 W)"  # the enforced limit
+    assert rows["GPU temperature (NVML, around the probes)"] == "35 – 52 °C"
+    assert rows["Power draw (NVML, around the probes)"] == "70.5 – 180 W (limit 650 W)"  # the enforced limit
     assert rows["Clock-event (throttle) reasons"] == "at the run's start: GPU idle; at its end: none"
     assert rows["ECC"] == "enabled (pending after reset: disabled)"
     assert (rows["MIG"], rows["Persistence mode"], rows["Performance state"]) == ("disabled", "enabled", "P0")
@@ -76,7 +76,7 @@ def test_the_runs_own_readings_and_the_device_record() -> None:
 def test_a_run_without_nvml_says_so() -> None:
     rows = condition_rows(results_of({"toy.p": ProbeOutcome("ok", conditions={"nvml_before": None})}))
     assert rows[0] == ("NVML", "no readings in this results file (NVML absent where it ran, or an older file)")
-    assert dict(rows)["GPU temperature"] == NOT_RECORDED
+    assert dict(rows)["GPU temperature (NVML, around the probes)"] == NOT_RECORDED
 
 
 def test_reason_bits_by_name() -> None:
@@ -84,3 +84,14 @@ def test_reason_bits_by_name() -> None:
     assert reason_names(0x1 | 0x4 | 0x80) == ["GPU idle", "SW power cap", "HW power brake"]
     assert reason_names(0x1000) == ["other (0x1000)"]
     assert [bit for bit, _ in run_conditions.CLOCK_EVENT_REASONS] == [1 << i for i in range(9)]
+
+
+def test_the_clock_the_tensor_cores_ran_at_is_shown_beside_nvml_s_readings_around_the_probes() -> None:
+    """The first H200 run: NVML read 1890-1980 MHz around the probes, the wgmma kernels ran at 1610-1800."""
+    from pathlib import Path
+
+    from gpuprobe.core.results import load
+
+    rows = dict(condition_rows(load(Path(__file__).resolve().parents[1] / "reports" / "nvidia-h200" / "results.json")))
+    assert rows["SM clock inside the tensor-core kernels"].startswith("1610 – 1800 MHz over 24 tensor-core configura")
+    assert rows["SM clock inside the tensor-core kernels"].endswith("slowest: tensor.wgmma.e4m3.m64n256k32.ss")

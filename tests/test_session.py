@@ -90,9 +90,10 @@ def test_the_whole_runs_sheet_is_short_and_carries_its_conditions(clean_run) -> 
     assert len(sheet.encode()) < 60 * 1024  # every family's facts, each once
     assert "## Headline" in sheet and sheet.index("## Headline") < sheet.index("## Details")
     conditions = sheet.split("## Run conditions", 1)[1].split("## Details", 1)[0]
-    assert re.search(r"\| GPU temperature \| 40 – \d\d °C \|", conditions)  # the simulated GPU's NVML, per probe
+    # the simulated GPU's NVML, per probe
+    assert re.search(r"\| GPU temperature \(NVML, around the probes\) \| 40 – \d\d °C \|", conditions)
     readings = 2 * sum(1 for p in results.probes.values() if p.conditions)  # NVML before and after each probe measured
-    assert f"| Clock-event (throttle) reasons | none in {readings} readings while measuring" in conditions
+    assert f"| Clock-event (throttle) reasons | none in {readings} readings around the probes" in conditions
     ran = sum(1 for p in results.probes.values() if p.status == "ok")
     not_run = len(results.probes) - ran  # the multi-GPU families' probes, on one simulated GPU
     assert f"{ran} of {len(results.probes)} probes ran: {ran} ok; {not_run} never ran." in sheet
@@ -254,7 +255,7 @@ def test_a_run_records_its_build_environment_and_each_family_planned_and_actual_
     assert on_disk.stage == "full"
     assert on_disk.build["cubin_sha256"] == file_sha256(Path(on_disk.build["cubin"]))
     assert on_disk.build["arch"] == "sm_90a" and "ptxas" in on_disk.build["toolkit"]
-    assert set(on_disk.environment) == {"device_record", "software"}
+    assert set(on_disk.environment) == {"device_record", "software", "host"}
     assert set(on_disk.families) == set(measured_families())
     for family, record in on_disk.families.items():
         assert record["ended"] == "measured", family
@@ -313,7 +314,8 @@ def test_a_smoke_run_measures_each_family_cheapest_probes_and_writes_the_first_c
     assert {p.status for name, p in results.probes.items() if name in smoke} == {"ok"}
     page = (tmp_path / "first-contact.md").read_text()
     runnable = [f for f in measured_families() if set(measured_families()[f].SMOKE.probes) & measured]
-    verdict = f"**{len(runnable)} of {len(measured_families())} families ran, passed their self-checks, every value within physics.**"
+    verdict = (f"**{len(runnable)} of {len(measured_families())} families ran, passed their self-checks, every value "
+               "within physics.**")  # fmt: skip
     assert verdict + " Not: tcgen05 (skipped: arch lacks it)." in page  # the simulated sm_90a has no tcgen05
     assert not (tmp_path / "factsheet.md").exists()
 

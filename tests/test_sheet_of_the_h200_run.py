@@ -47,7 +47,7 @@ def test_every_real_run_s_sheet_opens_with_its_headline_and_is_under_60_kb(path:
 def test_its_first_screen_says_what_an_engineer_asks_first(sheet: str) -> None:
     top = sheet.split("## Key plots", 1)[0]
     assert (
-        "NVIDIA H200 · sm_90a (cc 9.0) · 132 SMs · SM clock 1980 MHz measured (nominal 1980) · HBM3e 139.8 GiB "
+        "NVIDIA H200 · sm_90a (cc 9.0) · 132 SMs · SM clock 1980 MHz measured at rest (nominal 1980) · HBM3e 139.8 GiB "
         "6016-bit · L2 60 MiB · driver 580.159.04, CUDA 13.0 · run 2026-12-04 13:18 UTC · judged as h200"
     ) in top
     assert "**Verdict:** 1 unstable, 1 warn, 1 not run, 97 pass; 172 reported, not judged (272 facts)." in top
@@ -55,8 +55,11 @@ def test_its_first_screen_says_what_an_engineer_asks_first(sheet: str) -> None:
     assert "**Probes:** 249 of 249 probes ran: 148 ok, 56 crashed, 45 failed." in top
     for line in (
         "| Shared memory latency | 23 cyc (11.62 ns) | — | 20 – 36 cyc (warn) [1] | PASS |",
-        "| L2 hit latency, near | 280.7 cyc (141.8 ns) | — | 240 – 330 cyc (warn) [3] | PASS |",
-        "| L2 hit latency, far partition | 511.9 cyc (258.5 ns) | — | 420 – 620 cyc (warn) [4] | PASS |",
+        "| L2 hit latency, near (one SM's chase) | 280.7 cyc (141.8 ns) | median over SMs 300 cyc | 240 – 330 cyc "
+        "(warn) [3] | PASS |",
+        "| L2 hit latency, far (footprint plateau) | 511.9 cyc (258.5 ns) | — | 420 – 620 cyc (warn) [4] | PASS |",
+        "| L2 near capacity (where near becomes far) | not in this run: memory.latency.global_cg ran under a gpuprobe "
+        "that did not measure it | — | — | — |",
         "| DRAM latency | 658.2 cyc (332.4 ns) | — | 550 – 950 cyc (warn) [5] | PASS |",
         "| L2 capacity (latency knee) | 59.93 MiB | — | 47 MiB – 75 MiB (warn) [7] | PASS |",
         "| DRAM read bandwidth | not measured: bandwidth.dram.read.v16 failed | — | — | — |",
@@ -71,10 +74,10 @@ def test_its_first_screen_says_what_an_engineer_asks_first(sheet: str) -> None:
 def test_its_run_conditions_come_from_the_nvml_readings_the_run_wrote(run: Results, sheet: str) -> None:
     assert "nvml" not in run.clocks and {"nvml_before", "nvml_after"} <= set(run.clocks)  # what a session writes
     conditions = dict(condition_rows(run))
-    assert conditions["GPU temperature"] == "36 – 38 °C"
-    assert conditions["Power draw"] == "76.26 – 136.9 W (limit 700 W)"
+    assert conditions["GPU temperature (NVML, around the probes)"] == "36 – 38 °C"
+    assert conditions["Power draw (NVML, around the probes)"] == "76.26 – 136.9 W (limit 700 W)"
     assert conditions["Clock-event (throttle) reasons"] == (
-        "none in 341 readings while measuring; at the run's start: GPU idle; at its end: none"
+        "none in 341 readings around the probes; at the run's start: GPU idle; at its end: none"
     )
     assert (conditions["ECC"], conditions["MIG"], conditions["PCIe link"]) == ("enabled", "disabled", "gen 5 x16")
     assert "1971 – 1980 MHz from the device's timers, 1980 MHz by NVML" in conditions["SM clock around the probes"]

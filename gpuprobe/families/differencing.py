@@ -63,6 +63,11 @@ class Timer:
     tick: float
     warm_up: bool = False
 
+    @property
+    def least(self) -> float:
+        """The least difference this timer resolves to within 1 %: :data:`RESOLVED_TICKS` of its ticks."""
+        return RESOLVED_TICKS * self.tick
+
 
 CLOCK64 = Timer("%clock64", "cycles", 1.0)
 # cudaEventElapsedTime resolves about 0.5 us (CUDA Runtime API, cudaEventElapsedTime)
@@ -99,17 +104,20 @@ class Difference:
         while True:
             lengths = self.lengths
             short, long = self.launch(lengths.short), self.launch(lengths.long)
-            difference, least = long - short, RESOLVED_TICKS * self.timer.tick
-            if difference >= least:
+            difference = long - short
+            if difference >= self.timer.least:
                 return lengths.per_step(short, long)
             tried.append(f"{lengths.long} took {long:g}, {lengths.short} {short:g}")
             # a positive difference says how much wider the gap must be; otherwise double it
-            factor = max(2, math.ceil(MARGIN * least / difference)) if difference > 0 else 2
+            factor = max(2, math.ceil(MARGIN * self.timer.least / difference)) if difference > 0 else 2
             wider = lengths.widened(factor)
-            if len(tried) > WIDENINGS:
-                raise ProbeFailure(self._unresolved(difference, tried, f"widened {WIDENINGS} times"))
-            if self.longest is not None and wider.long > self.longest:
-                raise ProbeFailure(self._unresolved(difference, tried, f"it takes at most {self.longest} iterations"))
+            stopped = (
+                f"widened {WIDENINGS} times" if len(tried) > WIDENINGS
+                else f"it takes at most {self.longest}" if self.longest is not None and wider.long > self.longest
+                else None
+            )  # fmt: skip
+            if stopped:
+                raise ProbeFailure(unresolved(self.what, self.timer, difference, tried, stopped))
             self.lengths = wider
 
     def samples(self, stop: Stopping) -> list[float]:
@@ -118,16 +126,25 @@ class Difference:
         sample_until_stable(lambda: taken.append(self.sample()), taken, stop)
         return taken
 
-    def _unresolved(self, difference: float, tried: list[str], stopped: str) -> str:
-        t = self.timer
-        why = (
-            "not positive" if not difference > 0
-            else f"under {RESOLVED_TICKS} ticks of {t.name} ({RESOLVED_TICKS * t.tick:g} {t.unit})"
-        )  # fmt: skip
-        return (
-            f"{self.what}: long minus short is {difference:g} {t.unit}, {why}; the gap cannot widen further "
-            f"({stopped}; iterations: {'; '.join(tried)} {t.unit})"
-        )
+
+
+def unresolved(what: str, timer: Timer, difference: float, tried: list[str], stopped: str) -> str:
+    """Why a difference gives no number: its value, what it lacks, why it was not widened, every try's readings."""
+    under = f"under {RESOLVED_TICKS} ticks of {timer.name} ({timer.least:g} {timer.unit})"
+    why = "not positive" if not difference > 0 else under
+    return (
+        f"{what}: long minus short is {difference:g} {timer.unit}, {why}; the gap cannot widen further "
+        f"({stopped}; readings: {'; '.join(tried)} {timer.unit})"
+    )
+
+
+def resolved_step(lengths: Lengths, short: float, long: float, timer: Timer, what: str) -> float:
+    """The cost per step of two readings whose lengths cannot widen (a copy of a buffer's whole size, two
+    copies timed together), under :class:`Difference`'s guard: ProbeFailure when ``timer`` does not resolve it."""
+    if long - short >= timer.least:
+        return lengths.per_step(short, long)
+    tried = [f"{lengths.long} took {long:g}, {lengths.short} {short:g}"]
+    raise ProbeFailure(unresolved(what, timer, long - short, tried, "its lengths are fixed"))
 
 
 # A first contact's sampling: one sample, its long launch 32 steps longer than its short one.

@@ -28,7 +28,8 @@ is that prefix and one more part, as per-pair facts are (``p2p.ce.bandwidth.0_1`
 GPUs, however many the node has). An expectation of the whole id wins over the pattern.
 
 A fact with severity ``report`` may carry no bounds at all (nothing published to hold it to);
-``assert`` and ``warn`` facts need at least one bound.
+``assert`` and ``warn`` facts need at least one bound, and a judged ratio (unit ``fraction``) both: a
+ratio far above its range is as wrong as one below it.
 
 A model file may say what the part reports through ``cudaGetDeviceProperties``, so a run can be
 planned (``gpuprobe run --plan --model KEY``) without the GPU at hand::
@@ -297,6 +298,8 @@ def _parse_fact(path: Path, fact_id: str, table: Any) -> Expectation:
     low, high = _bounds(path, key, table)
     if severity != "report" and low is None and high is None:
         raise _bad(path, key, f"severity {severity!r} needs a range (min/max or value/tolerance)")
+    if severity != "report" and unit == "fraction" and (low is None or high is None):
+        raise _bad(path, key, "a ratio is judged on both sides: give min and max")
     return Expectation(fact_id, low, high, unit, severity, source, note)
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 
 from gpuprobe.core.results import DISTURBED_VERDICTS, INVALID, Device, Fact, Results
-from gpuprobe.judge.expectations import ModelExpectations, judge, load_all, match_model
+from gpuprobe.judge.expectations import Expectation, ModelExpectations, judge, load_all, match_model
 from gpuprobe.judge.invariants import Check, InvariantCheck, check_invariants
 from gpuprobe.judge.physics import physics_checks
 
@@ -35,8 +35,46 @@ SMOKE_DETAIL = (
 IMPOSSIBLE = "IMPOSSIBLE"  # how a fact marked by a failed invariant begins its detail
 
 
+# A hardware counter's witness of a probe's own claim (``witness.<probe>.<quantity>``, gpuprobe.measure.witness): what
+# Nsight Compute counted over what the probe says it moved is within WITNESS_TOLERANCE of 1; bank conflicts
+# (``...shared_bank_conflicts``, per shared-memory wavefront) within it of none. Whatever the GPU model: the
+# claim is the probe's, not the model's. Other witness facts (the figures themselves) are reported.
+WITNESS_PREFIX = "witness."
+WITNESS_CONFLICTS = ".shared_bank_conflicts"
+WITNESS_TOLERANCE = 0.10
+WITNESS_SOURCE = "the probe's own claim, which a hardware counter (Nsight Compute) must agree with within 10 %"
+WITNESS_JUDGED = "; judged: "  # between what the witness said of a fact and what its judgement says
+
+
+def witness_expectation(fact: Fact) -> Expectation | None:
+    """The built-in expectation of a witness fact: a ratio near 1, a conflict share near 0; None for a figure."""
+    if fact.unit != "fraction":
+        return None
+    if fact.id.endswith(WITNESS_CONFLICTS):
+        return Expectation(fact.id, 0.0, WITNESS_TOLERANCE, "fraction", "warn", WITNESS_SOURCE)
+    return Expectation(fact.id, 1 - WITNESS_TOLERANCE, 1 + WITNESS_TOLERANCE, "fraction", "warn", WITNESS_SOURCE)
+
+
+def judge_witness(fact: Fact) -> Fact:
+    """A witness fact held to :func:`witness_expectation` (a WARN outside it); what the witness said of it
+    kept before the judgement, so that judging it again changes nothing."""
+    expectation = witness_expectation(fact)
+    said = fact.detail.split(WITNESS_JUDGED, 1)[0]
+    fact.expectation = None if expectation is None else {k: v for k, v in asdict(expectation).items() if k != "fact_id"}
+    if expectation is None or fact.value is None:
+        fact.verdict = "report" if fact.value is not None else "not_run"
+        fact.detail = said
+        return fact
+    fact.verdict, judged = judge(fact, expectation)
+    fact.detail = f"{said}{WITNESS_JUDGED}{judged}"
+    return fact
+
+
 def judge_fact(fact: Fact, model: ModelExpectations | None, stage: str = "full") -> Fact:
-    """``fact`` held to its expectation in ``model`` (none in a smoke run); its expectation recorded."""
+    """``fact`` held to its expectation in ``model`` (none in a smoke run); its expectation recorded. A witness
+    fact is held to its built-in expectation (:func:`judge_witness`), at any stage."""
+    if fact.id.startswith(WITNESS_PREFIX):
+        return judge_witness(fact)
     if stage == "smoke":
         fact.expectation = None
         fact.verdict, fact.detail = ("not_run", fact.detail) if fact.value is None else ("report", SMOKE_DETAIL)

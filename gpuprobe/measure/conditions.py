@@ -26,7 +26,7 @@ import numpy as np
 from gpuprobe.core.results import ProbeOutcome
 from gpuprobe.families.base import Measured, ProbeFailure
 from gpuprobe.families.measuring import Kernels
-from gpuprobe.runner.gpu import CooperativeGridTooLarge, Launcher
+from gpuprobe.runner.gpu import CooperativeGridTooLarge, Launcher, probe_range
 
 CLOCK_KERNEL = "gp_sm_clock"
 CLOCK_PROBE = "memory.clock"  # the probe whose contract vouches for CLOCK_KERNEL
@@ -78,14 +78,17 @@ class ConditionRecorder:
         return {f"sm_mhz_{when}": mhz, f"nvml_{when}": self.launcher.nvml()}
 
     def measure(self, name: str, run: Callable[[], Measured]) -> Measured:
-        """``run()`` between two snapshots; a failed self-check (ProbeFailure), or a cooperative launch the
-        launcher refused before running anything, is the outcome "failed".
+        """``run()`` between two snapshots, inside the NVTX range naming the probe (:func:`probe_range`: a
+        profiler wrapping the process tells the probe's launches from the snapshots'); a failed self-check
+        (ProbeFailure), or a cooperative launch the launcher refused before running anything, is the outcome
+        "failed".
         The conditions also keep the reference clock the readings are judged against."""
         conditions: dict[str, Any] = {}
         try:
             conditions.update(self.snapshot("before"))
             conditions[REFERENCE_KEY] = self.state.get(REFERENCE_KEY)
-            measured = run()
+            with self.launcher.nvtx_range(probe_range(name)):
+                measured = run()
             conditions.update(self.snapshot("after"))
         except (ProbeFailure, CooperativeGridTooLarge) as exc:  # nothing ran wrong on the GPU: the process is sound
             measured = Measured(name, ProbeOutcome("failed", str(exc)))

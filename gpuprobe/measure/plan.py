@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import arch_for_device
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.results import STAGES, Device, Results
+from gpuprobe.core.results import STAGES, Device, Results, fact_matches, load
 from gpuprobe.families.base import Plan
 from gpuprobe.families.catalog import FAMILIES, OPT_IN
 from gpuprobe.judge.expectations import DEVICE_RECORD_FIELDS, ModelExpectations
@@ -34,9 +36,13 @@ SNAPSHOT_S = 0.02  # the clock spin (settled) and the NVML readings around a pro
 BUILD_S = 15.0  # the local arch's module assembled, disassembled and every contract checked, cold
 REPORT_S = 20.0  # the fact sheet and its plots written at the end
 
-# The device check (scripts/device-check.sh) inside one 10-minute job on the GPU machine.
-DEVICE_CHECK_DEADLINE_S = 420.0  # the full suite stops measuring this long after the script starts
+# The device check (scripts/device-check.sh) inside one 10-minute job on the GPU machine, each stage's end counted
+# from the script's start: the smoke stage, the full suite, the counters' witness, then the suite again on the
+# same board for as long as is left (its compare with the first says what run-to-run noise is worth).
 SMOKE_STAGE_S = 120.0  # the smoke stage's whole budget, which comes first (20 families at ~3 s of process start each)
+DEVICE_CHECK_DEADLINE_S = 380.0  # the full suite stops measuring this long after the script starts
+WITNESS_STAGE_S = 90.0  # ncu's count of the bytes the goodput, bandwidth and copy probes moved, at most
+REPEAT_DEADLINE_S = 560.0  # the second run stops measuring this long after the script starts
 
 
 def family_seconds(plan: Plan, child_start: bool = True) -> float:
@@ -47,16 +53,27 @@ def family_seconds(plan: Plan, child_start: bool = True) -> float:
 
 @dataclass(frozen=True)
 class Stage:
-    """What a run measures: the whole suite ("full"), or each family's cheapest probes once ("smoke")."""
+    """What a run measures: the whole suite ("full"), or each family's cheapest probes once ("smoke").
+
+    ``first``: probes a smoke stage measures before the rest, beside its families' cheapest ones: those no
+    real run has proven yet (:func:`unproven_probes`), so a first contact finds out about them first."""
 
     name: str = "full"
+    first: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.name not in STAGES:
             raise GpuprobeError(f"unknown stage {self.name!r} (use one of: {', '.join(STAGES)})")
 
     def probes(self, family: ModuleType) -> list[str]:
-        return list(family.SMOKE.probes) if self.name == "smoke" else list(family.PROBES)
+        if self.name != "smoke":
+            return list(family.PROBES)
+        first = [name for name in family.PROBES if name in self.first]
+        return first + [name for name in family.SMOKE.probes if name not in first]
+
+    def family_order(self, families: Mapping[str, ModuleType]) -> list[str]:
+        """The families in measuring order: in a smoke stage, those with a ``first`` probe before the rest."""
+        return sorted(families, key=lambda name: not self.first.intersection(families[name].PROBES))
 
     def settings(self, family: ModuleType, given: Any = None) -> Any:
         """The family's settings: those given, else its smoke settings (smoke) or its defaults."""
@@ -66,6 +83,33 @@ class Stage:
 
 
 FULL, SMOKE = Stage("full"), Stage("smoke")
+
+
+def proven_by(results: Results, declared: Mapping[str, tuple[str, ...]]) -> set[str]:
+    """The probes a real run proved: each ended ok and gave every fact it declares (``declared``: probe ->
+    fact ids; a pattern ``*`` matches any one more part)."""
+    if results.device.simulated:
+        return set()
+    measured = [f.id for f in results.facts if f.value is not None]
+    return {
+        name
+        for name, outcome in results.probes.items()
+        if outcome.status == "ok" and all(any(fact_matches(d, m) for m in measured) for d in declared.get(name, ()))
+    }
+
+
+def unproven_probes(reports: Path) -> frozenset[str]:
+    """Every probe no real run under ``reports`` proved (:func:`proven_by`): never ran on hardware, failed,
+    or ran without giving what it declares. A file that cannot be read proves nothing."""
+    probes = all_probes()
+    declared = {probe.name: probe.facts for probe in probes}
+    proven: set[str] = set()
+    for path in sorted(reports.glob("**/*results.json")) if reports.is_dir() else []:
+        try:
+            proven |= proven_by(load(path), declared)
+        except GpuprobeError:
+            continue
+    return frozenset(probe.name for probe in probes) - proven
 
 
 @dataclass(frozen=True)

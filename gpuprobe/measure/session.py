@@ -7,7 +7,8 @@ it). Results are saved atomically after every probe, so an interrupted run keeps
 
 Two stages: "full", every probe; and "smoke", a first contact with new hardware: each family's
 cheapest probes once with minimal settings, each under a short limit, written up per family in
-``first-contact.md`` (ran and verified, self-check failed, crashed, timed out, skipped and why).
+``first-contact.md`` (ran and passed its self-check, failed it, crashed, timed out, skipped and why; any
+value outside physics flagged).
 For every family the results record its planned seconds (:mod:`gpuprobe.measure.plan`) and what it took.
 """
 
@@ -111,14 +112,21 @@ def stage_policy(stage: Stage, policy: ChildPolicy) -> ChildPolicy:
 
 
 def environment_record(device_index: int, uuid: str) -> dict[str, Any]:
-    """What the first run on a machine needs on record: the NVML device record and every software version."""
-    return {"device_record": device_record(device_index, uuid), "software": software_versions()}
+    """What the first run on a machine needs on record: the NVML device record, every software version, and
+    the machine (host name, machine id hash, boot id: :func:`gpuprobe.core.results.host_record`)."""
+    from gpuprobe.core.results import host_record
+
+    return {"device_record": device_record(device_index, uuid), "software": software_versions(),
+            "host": host_record()}  # fmt: skip
 
 
 def build_record(module: BuiltModule) -> dict[str, Any]:
-    """The cubin the run measures: the one built and checked here, by hash (each measuring process checks it)."""
+    """The cubin the run measures: the one built and checked here, by hash (each measuring process checks it);
+    and the gpuprobe that measures: version, commit, uncommitted changes (:func:`gpuprobe.core.results.code_record`)."""
+    from gpuprobe.core.results import code_record
+
     return {"arch": module.arch.name, "cubin": str(module.cubin), "cubin_sha256": file_sha256(module.cubin),
-            "toolkit": toolkit_description()}  # fmt: skip
+            "toolkit": toolkit_description(), "gpuprobe": code_record()}  # fmt: skip
 
 
 STOP_AFTER_FAMILIES = 3  # families in a row whose every probe died the same way end the run
@@ -253,12 +261,13 @@ def run_suite(
     probes = [p for p in all_probes() if p.family not in OPT_IN or (p.family == "selftest" and inject_fault)]
     module = build_for(probes, arch)
     checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
-    selected = {
+    chosen = {
         family: measurement
         for family, measurement in FAMILIES.items()
         if (family not in OPT_IN or (family == "selftest" and inject_fault))
         and (families is None or family in families)
     }
+    selected = {family: chosen[family] for family in stage.family_order(chosen)}
     settings_of = {family: stage.settings(m, (settings or {}).get(family)) for family, m in selected.items()}
     plans = {family: family_plan(family, m, stage, settings_of[family], device) for family, m in selected.items()}
     orders = {

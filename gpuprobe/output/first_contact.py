@@ -70,11 +70,11 @@ def impossible_facts(results: Results, probes: Sequence[str]) -> list[Fact]:
 def family_rows(
     results: Results, probes_by_family: Mapping[str, Sequence[str]]
 ) -> list[tuple[str, str, str, str, str]]:
-    """One row per family measured: its probes (``probes_by_family``: the smoke stage's, for a smoke
-    run), worst outcome, seconds, and what happened."""
+    """One row per family measured: its probes (those the run recorded it meant to measure, else
+    ``probes_by_family``: the smoke stage's, for a smoke run), worst outcome, seconds, and what happened."""
     rows = []
     for family, record in results.families.items():
-        probes = list(probes_by_family.get(family, ()))
+        probes = list(record.get("probe_names") or probes_by_family.get(family, ()))
         outcomes = {name: _probe_outcome(results, name) for name in probes}
         worst = _worst([o.status for o in outcomes.values()])
         bad = [f"{name}: {o.detail.splitlines()[0][:300]}" for name, o in outcomes.items() if o.status != "ok"]

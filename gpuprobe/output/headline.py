@@ -20,7 +20,7 @@ from gpuprobe.build.registry import Probe, all_probes
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
-from gpuprobe.core.results import Fact, Results
+from gpuprobe.core.results import Fact, Results, provenance
 from gpuprobe.output.plots import measured_sm_mhz
 from gpuprobe.output.quantities import fmt_expected, fmt_measured, fmt_quantity
 
@@ -36,7 +36,7 @@ def _value(results: Results, fact_id: str) -> float | None:
 
 
 def percent(fraction_id: str, of: str, reference_id: str | None = None) -> Compare:
-    """ "62 % of the datasheet (4800 GB/s)": a fraction fact, and the figure it is a fraction of."""
+    """ "94 % of the theoretical peak (4814 GB/s)": a fraction fact, and the figure it is a fraction of."""
 
     def text(results: Results) -> str:
         fraction = _value(results, fraction_id)
@@ -63,6 +63,16 @@ def whole_gpu(per: str, factor: float = 1.0, unit: str = "", scale: float = 1.0)
     return text
 
 
+def beside(fact_id: str, label: str) -> Compare:
+    """Another fact of the run that says what this one is not: "every SM: 276 cyc (spread 46 cyc)"."""
+
+    def text(results: Results) -> str:
+        fact = results.fact(fact_id)
+        return "" if fact is None or fact.value is None else f"{label} {fmt_quantity(fact.value, fact.unit)}"
+
+    return text
+
+
 def joined(*parts: Compare) -> Compare:
     """Several comparisons in one cell, "; " between them."""
 
@@ -85,21 +95,30 @@ class Headline:
 HEADLINES: tuple[Headline, ...] = (
     Headline("Shared memory latency", "latency.shared"),
     Headline("L1 hit latency", "latency.l1"),
-    Headline("L2 hit latency, near", "latency.l2"),
-    Headline("L2 hit latency, far partition", "latency.l2_far"),
+    Headline(
+        "L2 hit latency, near (one SM's chase)",
+        "latency.l2",
+        joined(beside("l2.near_latency", "median over SMs"), beside("latency.l2.sm_spread", "SMs spread over")),
+    ),
+    Headline(
+        "L2 hit latency, far (footprint plateau)",
+        "latency.l2_far",
+        beside("l2.far_latency", "a far-homed line's first touch"),
+    ),
+    Headline("L2 near capacity (where near becomes far)", "capacity.l2_near"),
     Headline("DRAM latency", "latency.dram"),
     Headline("L1 capacity (latency knee)", "capacity.l1"),
     Headline("L2 capacity (latency knee)", "capacity.l2"),
     Headline(
         "DRAM read bandwidth",
         "bandwidth.dram_read.v16",
-        percent("bandwidth.dram_read_fraction_of_peak", "the datasheet", "bandwidth.dram_theoretical"),
+        percent("bandwidth.dram_read_fraction_of_peak", "the theoretical peak", "bandwidth.dram_theoretical"),
     ),
     Headline(
         "DRAM copy bandwidth (read + write)",
         "bandwidth.dram_copy.v16",
         joined(
-            percent("bandwidth.dram_copy_fraction_of_peak", "the datasheet"),
+            percent("bandwidth.dram_copy_fraction_of_peak", "the theoretical peak"),
             percent("bandwidth.dram_copy_fraction_of_memcpy", "cudaMemcpy", "bandwidth.dram_copy_cuda_memcpy"),
         ),
     ),
@@ -169,6 +188,8 @@ def why_missing(results: Results, fact_id: str, probes: dict[str, Probe]) -> str
     outcome = results.probes.get(probe.name)
     if outcome is None:
         return f"not measured: {probe.name} never ran"
+    if outcome.status == "ok" and not provenance(results).version:
+        return f"not in this run: {probe.name} ran under a gpuprobe that did not measure it"
     if outcome.status == "ok":
         return "none found (its probe ran and verified itself)"
     return f"not measured: {probe.name} {outcome.status}"
@@ -275,10 +296,11 @@ def tensor_rows(results: Results) -> list[TensorRow]:
 
 
 def device_line(results: Results) -> str:
-    """ "NVIDIA H200 · sm_90a (cc 9.0) · 132 SMs · SM clock 1980 MHz measured (nominal 1980) · ..."."""
+    """ "NVIDIA H200 · sm_90a (cc 9.0) · 132 SMs · SM clock 1980 MHz measured at rest (nominal 1980) · ...": the
+    clock the run's clock probe read on an idle part (under tensor load it runs lower: the run conditions)."""
     dev = results.device
     mhz = measured_sm_mhz(results)
-    clock = f"SM clock {fmt_num(mhz)} MHz measured" if mhz else "SM clock not measured"
+    clock = f"SM clock {fmt_num(mhz)} MHz measured at rest" if mhz else "SM clock not measured"
     if dev.sm_clock_nominal_mhz:
         clock += f" (nominal {fmt_num(dev.sm_clock_nominal_mhz)})"
     memory = " ".join(p for p in (dev.memory_type, fmt_bytes(dev.mem_bytes) if dev.mem_bytes else "") if p)

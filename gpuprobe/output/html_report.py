@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from gpuprobe.core.results import Fact, Results
-from gpuprobe.output import headline, probe_status, report
+from gpuprobe.output import headline, probe_status, report, witness
 from gpuprobe.output.plots import measured_sm_mhz
 from gpuprobe.output.references import References
 from gpuprobe.output.run_conditions import condition_rows
@@ -161,16 +161,12 @@ def ref_link(number: int | None) -> str:
 # ---------------------------------------------------------------- the first screen
 
 
-def simulated_banner_html() -> list[str]:
-    """The SIMULATED stamp (same words as the Markdown one), at the top and the bottom of the page."""
-    bold, rest = report.SIMULATED_TEXT.split(". ", 1)
-    return [f'<div class="banner simulated" role="alert"><strong>{esc(bold)}.</strong> {esc(rest)}</div>']
-
-
-def warning_banner_html(text: str) -> list[str]:
-    """A loud warning (a run that did not finish, a smoke run), in the same words as the Markdown banner."""
+def banner_html(text: str, kind: str = "") -> list[str]:
+    """A loud banner in the Markdown one's words: a run that did not finish, a smoke run, or (``kind``
+    "simulated", at the top and the bottom of the page) the SIMULATED stamp."""
     bold, rest = text.split(". ", 1)
-    return [f'<div class="banner" role="alert"><strong>{esc(bold)}.</strong> {esc(rest)}</div>']
+    classes = f"banner {kind}".rstrip()
+    return [f'<div class="{classes}" role="alert"><strong>{esc(bold)}.</strong> {esc(rest)}</div>']
 
 
 def verdict_html(results: Results) -> list[str]:
@@ -360,11 +356,11 @@ def render_html(results: Results, plots: dict[str, bytes] | None = None, *, sect
     title = report.sheet_title("fact sheet", results)
     body = [f"<h1>{esc(title)}</h1>"]
     if results.device.simulated:
-        body += simulated_banner_html()
+        body += banner_html(report.SIMULATED_TEXT, "simulated")
     if results.stage == "smoke":
-        body += warning_banner_html(report.SMOKE_TEXT)
+        body += banner_html(report.SMOKE_TEXT)
     if results.partial:
-        body += warning_banner_html(report.PARTIAL_TEXT)
+        body += banner_html(report.PARTIAL_TEXT)
     body += [f'<p class="device">{esc(headline.device_line(results))}</p>', *verdict_html(results)]
     body += headline_html(results, refs)
     layout = report.sheet_layout(sections)
@@ -376,11 +372,12 @@ def render_html(results: Results, plots: dict[str, bytes] | None = None, *, sect
         *identity_html(results),
     ]
     above = [key for key, _, _ in shown]
-    for plan in report.plan_sections(results, plot_uris, layout):
+    for plan in report.plan_sections(witness.without_witness(results), plot_uris, layout):
         body += section_html(results, plan, refs, above)
+    body += witness.html_lines(results, verdict_badge)
     body += other_plots_html(plot_uris, layout) + probe_status_html(results) + references_html(refs)
     if results.device.simulated:
-        body += simulated_banner_html()
+        body += banner_html(report.SIMULATED_TEXT, "simulated")
     body.append("<footer>Rendered by gpuprobe from this run's results file; every number above comes from it.</footer>")
     head = [
         "<!DOCTYPE html>",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, Results
 from gpuprobe.judge.expectations import Expectation, judge
-from gpuprobe.output import headline, probe_status
+from gpuprobe.output import headline, probe_status, witness
 from gpuprobe.output.plots import measured_sm_mhz
 from gpuprobe.output.quantities import (
     NONE,
@@ -38,6 +38,7 @@ from gpuprobe.output.quantities import (
     fmt_measured,
     fmt_quantity,
     fmt_values,
+    spans_zero,
     unit_suffix,
     verdict_marker,
 )
@@ -155,16 +156,21 @@ def identity_rows(results: Results) -> list[tuple[str, str]]:
 
 def software_rows(results: Results) -> list[tuple[str, str]]:
     """What the sheet's device line leaves out, as (label, plain text) pairs: memory, shared memory, the
-    CUDA driver and runtime, the toolkit that built the probes, the device's UUID."""
-    dev = results.device
-    rows = [
+    driver, CUDA runtime, the toolkit that built the probes, and where the numbers came from: the board
+    (UUID, serial), the host (name, machine id, boot) and the gpuprobe that measured (version, commit)."""
+    from gpuprobe.core.results import provenance
+
+    dev, origin = results.device, provenance(results)
+    return [
         ("Memory", _memory_row(results)),
         ("Shared memory per SM", _shared_row(results)),
-        ("CUDA driver API", dev.driver),
+        ("Driver", origin.driver_text()),
         ("CUDA runtime", dev.cuda_runtime),
         ("Toolkit that compiled the probes", dev.toolkit),
+        ("Board", origin.board_text()),
+        ("Host", origin.host_text()),
+        ("gpuprobe", origin.code_text()),
     ]
-    return rows + ([("UUID", dev.uuid)] if dev.uuid else [])
 
 
 def identity_lines(results: Results) -> list[str]:
@@ -185,21 +191,27 @@ SIMULATED_TEXT = (
 )
 
 
+def banner(text: str, alert: str = "WARNING") -> list[str]:
+    """A Markdown alert of one of the texts above, its first sentence in bold."""
+    bold, rest = text.split(". ", 1)
+    return [f"> [!{alert}]", f"> **{bold}.** {rest}"]
+
+
 def simulated_banner() -> list[str]:
     """The stamp on every page rendered from a simulated run (top and bottom)."""
-    bold, rest = SIMULATED_TEXT.split(". ", 1)
-    return ["> [!CAUTION]", f"> **{bold}.** {rest}"]
+    return banner(SIMULATED_TEXT, "CAUTION")
+
+
+SMOKE_TEXT = (
+    "SMOKE STAGE — each family's cheapest probes, measured once at minimal settings to see them run and "
+    "verify their own results. These figures are not the part's performance: they are held to physics only, "
+    "never to the GPU model's expectations. Quote the full run's sheet, not this one."
+)
 
 
 def sheet_title(kind: str, results: Results) -> str:
     """A page's title: what it is and the device, marked SIMULATED where no GPU was measured."""
     return f"gpuprobe {kind}: {results.device.name}" + (" (SIMULATED)" if results.device.simulated else "")
-
-
-def partial_banner() -> list[str]:
-    """The loud warning for a run that did not finish."""
-    bold, rest = PARTIAL_TEXT.split(". ", 1)
-    return ["> [!WARNING]", f"> **{bold}.** {rest}"]
 
 
 # ---------------------------------------------------------------- the verdict and probe lines
@@ -298,8 +310,11 @@ FOLDED_VERDICTS = ("pass", "warn", "report")
 
 def _sweep_kin(fact: Fact) -> str | None:
     """What a fact's sweep must share with it (unit, expected range, source, verdict), or None when the fact
-    keeps its own row: it failed, is unstable or not measured, or has a note (see :mod:`gpuprobe.output.series`)."""
+    keeps its own row: it failed, is unstable or not measured, its sign is not known, or it has a note (see
+    :mod:`gpuprobe.output.series`)."""
     if fact.verdict not in FOLDED_VERDICTS or fact.value is None or fact.unit == "bool" or extra_detail(fact):
+        return None
+    if spans_zero(fact):
         return None
     expected = fmt_expected(fact.expectation, fact.unit)
     return "\0".join((fact.unit, expected, source_of(fact.expectation), fact.verdict))
@@ -641,8 +656,10 @@ def render_markdown(results: Results, plot_files: dict[str, str], *, sections: S
     lines = [f"# {sheet_title('fact sheet', results)}", ""]
     if dev.simulated:
         lines += [*simulated_banner(), ""]
+    if results.stage == "smoke":
+        lines += [*banner(SMOKE_TEXT), ""]
     if results.partial:
-        lines += [*partial_banner(), ""]
+        lines += [*banner(PARTIAL_TEXT), ""]
     lines += [escape(headline.device_line(results)), "", *verdict_lines(results), ""]
     lines += ["## Headline", "", *headline_table(results, refs), "", *tensor_table(results)]
     layout = sheet_layout(sections)
@@ -653,8 +670,9 @@ def render_markdown(results: Results, plot_files: dict[str, str], *, sections: S
     software = table(("Device", "Value"), software_rows(results))
     lines += ["## Details", "", LEGEND, "", "### Device and software", "", *software, ""]
     above = [key for key, _, _ in shown]
-    for plan in plan_sections(results, plot_files, layout):
+    for plan in plan_sections(witness.without_witness(results), plot_files, layout):
         lines += section(results, plan.family, plan.facts, plot_files, refs, above)
+    lines += witness.markdown_lines(results, escape)
     lines += other_plots(plot_files, layout)
     lines += probe_status_lines(results)
     lines += references_lines(refs)

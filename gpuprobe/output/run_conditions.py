@@ -1,12 +1,15 @@
 """The conditions a run measured under, summed up for the sheet: temperature, power, clocks, clock-event
 (throttle) reasons, other tenants, ECC, MIG and the part's settings.
 
-Three records feed it, all as the run wrote them: NVML read by the run before its first and after its
+Four records feed it, all as the run wrote them: NVML read by the run before its first and after its
 last family (``clocks["nvml_before"]`` / ``clocks["nvml_after"]``), NVML and the device's own SM clock
-read by the measuring process just before and after every probe (each probe's ``conditions``), and
-the NVML device record taken once (``environment["device_record"]``: limits, ECC, MIG, persistence,
-PCIe). A reading NVML refused is stored as its error text and is left out here; a run without NVML
-says so.
+read by the measuring process just before and after every probe (each probe's ``conditions``), the NVML
+device record taken once (``environment["device_record"]``: limits, ECC, MIG, persistence, PCIe), and the
+SM clock each tensor-core probe read inside its own timed kernels (its ``*.sm_clock`` facts). NVML is read
+around the probes, never while one measures, and the rows say so: a 4 ms wgmma burst at 1610 MHz shows only
+in its own clock fact, not in NVML's readings (the first H200 run: NVML 1890-1980 MHz and at most 163 W
+around the probes, 1610-1800 MHz inside the tensor-core kernels). A reading NVML refused is stored as its
+error text and is left out here; a run without NVML says so.
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def _reasons_text(readings: list[dict[str, Any]], clocks: dict[str, Any]) -> str
             for name in reason_names(value):
                 counts[name] = counts.get(name, 0) + 1
         seen = ", ".join(f"{name} in {n} of {len(bits)} readings" for name, n in counts.items())
-        parts.append(f"while measuring: {seen}" if seen else f"none in {len(bits)} readings while measuring")
+        parts.append(f"around the probes: {seen}" if seen else f"none in {len(bits)} readings around the probes")
     for key, when in (("nvml_before", "at the run's start"), ("nvml_after", "at its end")):
         record = clocks.get(key)
         value = _number(record.get("clock_event_reasons")) if isinstance(record, dict) else None
@@ -156,6 +159,17 @@ def _sm_clock_text(results: Results, readings: list[dict[str, Any]], record: dic
     return ", ".join(parts) or None
 
 
+def _kernel_clock_text(results: Results) -> str | None:
+    """The SM clock the tensor-core probes read inside their timed kernels (%clock64 over %globaltimer): its
+    span over the configurations, and the slowest one."""
+    clocks = [f for f in results.facts if f.id.startswith("tensor.") and f.id.endswith(".sm_clock") and f.value]
+    if not clocks:
+        return None
+    slowest = min(clocks, key=lambda f: f.value or 0.0).id.removesuffix(".sm_clock")
+    span = _span([f.value for f in clocks if f.value is not None], "MHz")
+    return f"{span} over {len(clocks)} tensor-core configurations (%clock64 over %globaltimer); slowest: {slowest}"
+
+
 def _pcie_text(record: dict[str, Any]) -> str | None:
     gen, width = _number(record.get("pcie_generation")), _number(record.get("pcie_width"))
     if gen is None or width is None:
@@ -181,9 +195,12 @@ def _rows(results: Results) -> Iterator[tuple[str, str | None]]:
     record = results.environment.get("device_record")
     record = record if isinstance(record, dict) else {}
     readings = probe_readings(results)
-    yield "GPU temperature", _span(_values(nvml_readings(results), "temperature_c"), "°C")
-    yield "Power draw", _power_text(nvml_readings(results), record)
+    yield "GPU temperature (NVML, around the probes)", _span(_values(nvml_readings(results), "temperature_c"), "°C")
+    yield "Power draw (NVML, around the probes)", _power_text(nvml_readings(results), record)
     yield "SM clock around the probes", _sm_clock_text(results, readings or nvml_readings(results), record)
+    kernel_clock = _kernel_clock_text(results)
+    if kernel_clock:
+        yield "SM clock inside the tensor-core kernels", kernel_clock
     yield "Clock-event (throttle) reasons", _reasons_text(readings, results.clocks)
     yield "Other compute processes", _processes_text(readings)
     yield "Disturbed measurements", _retried_text(results)

@@ -15,7 +15,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -72,6 +72,17 @@ _GEMM_TYPES: dict[str, tuple[int, int, str]] = {
 }
 
 
+# Every probe's measurement is marked with an NVTX push/pop range of this name (gpuprobe.measure.conditions),
+# so a profiler that wraps the measuring process (Nsight Compute, gpuprobe.measure.witness) can tell whose launches
+# it counted; a family may mark a part of its work as the probe it measures for (bandwidth's goodput patterns).
+NVTX_PREFIX = "gpuprobe:"
+
+
+def probe_range(probe: str) -> str:
+    """The NVTX range name marking ``probe``'s measurement: ``gpuprobe:<probe name>``."""
+    return NVTX_PREFIX + probe
+
+
 class Launcher(Protocol):
     def alloc(self, nbytes: int) -> Any: ...
 
@@ -125,15 +136,24 @@ class Launcher(Protocol):
         """Host wall-clock milliseconds of ``count`` copies of ``nbytes`` between host and device, each
         waited for: ``direction`` "h2d", "d2h" or "both" (one each way at once, on two streams)."""
 
-    def time_gemm(self, n: int, dtype: str, count: int = 1) -> float:
+    def time_gemm(self, n: int, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None) -> float:
         """GPU milliseconds of ``count`` n x n x n cuBLAS GEMMs (``dtype`` "f16", "bf16", "tf32" or "f32"
-        inputs, float32 accumulation, random operands)."""
+        inputs, float32 accumulation, random operands), between two CUDA events.
+
+        ``stamp`` = (kernel, blocks, out): a kernel of the cubin taking ``(.u32 slot, .u64 out)``, launched
+        with ``blocks`` blocks of one thread on the same stream right before the timed GEMMs (slot 0) and
+        right after them (slot 1), outside the events and inside the hold, so that what it records (the
+        SM clock's witnesses) brackets the GEMMs alone. The caller reads ``out`` afterwards."""
 
     def device(self) -> Device: ...
 
     def nvml(self) -> dict[str, Any] | None:
         """Clocks, temperature, power, throttle reasons and other processes, where NVML is present
         (see :func:`nvml_snapshot`)."""
+
+    def nvtx_range(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """A context in which the launches lie inside the NVTX push/pop range ``name`` (:func:`probe_range`),
+        for a profiler wrapping this process to see; a cheap no-op when no tool listens."""
 
     # ---- launch costs (the launch and grid_sync families) ------------------------------------
     def enqueue_seconds(
@@ -399,7 +419,7 @@ class CupyLauncher:
                 stream.synchronize()
         return (time.perf_counter() - started) * 1e3
 
-    def time_gemm(self, n: int, dtype: str, count: int = 1) -> float:
+    def time_gemm(self, n: int, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None) -> float:
         cp = self._cp
         try:
             from cupy.cuda import cublas
@@ -408,9 +428,12 @@ class CupyLauncher:
             raise LaunchPathUnavailable(f"cuBLAS cannot be loaded here ({reason})") from None
 
         data_type, compute_type, holder = _GEMM_TYPES[dtype]
-        rng = np.random.default_rng(1)
-        values = rng.standard_normal((2, n, n), dtype=np.float32)
-        host = (values.view(np.uint32) >> 16).astype(np.uint16) if dtype == "bf16" else values.astype(holder)
+        # random rows (at most 1024 an operand, drawn on the host: the draw, not the GEMMs, took a timing's
+        # time), repeated down to n: every tile the tensor cores take is random, as the power draw needs
+        rows = min(n, 1024)
+        values = np.random.default_rng(1).standard_normal((2, rows, n), dtype=np.float32)
+        drawn = (values.view(np.uint32) >> 16).astype(np.uint16) if dtype == "bf16" else values.astype(holder)
+        host = np.tile(drawn, (1, -(-n // rows), 1))[:, :n]
         a, b = cp.asarray(host[0]), cp.asarray(host[1])
         c = cp.zeros((n, n), dtype=holder)
         alpha, beta = np.ones(1, dtype=np.float32), np.zeros(1, dtype=np.float32)
@@ -422,13 +445,38 @@ class CupyLauncher:
                               data_type, n, beta.ctypes.data, c.data.ptr, data_type, n, compute_type, -1)  # fmt: skip
 
         enqueue()  # the first call picks the algorithm and loads its kernels: not timed
-        return self._elapsed_ms(enqueue, count)
+        if stamp is None:
+            return self._elapsed_ms(enqueue, count)
+        kernel, blocks, out = stamp
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        self._hold(count + 2)
+        self._enqueue(kernel, blocks, 1, [np.uint32(0), out], 0, False)
+        start.record()
+        enqueue()
+        stop.record()
+        self._enqueue(kernel, blocks, 1, [np.uint32(1), out], 0, False)
+        cp.cuda.Device().synchronize()
+        return float(cp.cuda.get_elapsed_time(start, stop))
 
     def device(self) -> Device:
         return device_identity(self._device_index)
 
     def nvml(self) -> dict[str, Any] | None:
         return nvml_snapshot(self._device_index, self._uuid, {os.getpid(), os.getppid()}, holds_context=True)
+
+    def nvtx_range(self, name: str) -> contextlib.AbstractContextManager[None]:
+        if not self._cp.cuda.nvtx.available:  # a CuPy built without NVTX: nothing for a profiler to see
+            return contextlib.nullcontext()
+        return self._nvtx_pushed(name)
+
+    @contextlib.contextmanager
+    def _nvtx_pushed(self, name: str) -> Iterator[None]:
+        """``name`` pushed as an NVTX range (no color: ``nvtxRangePushA``) for the body, popped however it ends."""
+        self._cp.cuda.nvtx.RangePush(name)
+        try:
+            yield
+        finally:
+            self._cp.cuda.nvtx.RangePop()
 
     # ---- launch costs (the launch and grid_sync families) ------------------------------------
     def _enqueuer(self, kernel: str, grid: Dims, block: Dims, args: list[Any], via: str) -> Callable[[], None]:
@@ -603,7 +651,7 @@ def _pycuda_launch(launcher: CupyLauncher, kernel: str, grid: Dims, block: Dims,
 
 
 def device_identity(device_index: int = 0) -> Device:
-    """What CUDA says about the device, and which tools compiled the probes."""
+    """What CUDA says about the device, its board's serial number (NVML), and which tools compiled the probes."""
     import cupy
 
     from gpuprobe.build.toolchain import toolkit_description
@@ -613,6 +661,7 @@ def device_identity(device_index: int = 0) -> Device:
     props = runtime.getDeviceProperties(device_index)
     name = _text(props["name"])
     major, minor = int(props["major"]), int(props["minor"])
+    uuid = cuda_uuid(device_index)
     return Device(
         name=name,
         cc=f"{major}.{minor}",
@@ -628,7 +677,8 @@ def device_identity(device_index: int = 0) -> Device:
         driver=_version_text(runtime.driverGetVersion()),
         cuda_runtime=_version_text(runtime.runtimeGetVersion()),
         toolkit=toolkit_description(),
-        uuid=cuda_uuid(device_index),
+        uuid=uuid,
+        serial=board_serial(device_index, uuid),
         visible_gpus=int(runtime.getDeviceCount()),
     )
 
@@ -664,6 +714,22 @@ def cuda_uuid(device_index: int) -> str:
         uuid = _driver_call(driver.cuDeviceGetUuid, _driver_call(driver.cuDeviceGet, device_index))
         return _uuid_text(uuid.bytes)
     except Exception:  # no driver, or a binding that cannot ask: the UUID only names the device
+        return ""
+
+
+def board_serial(device_index: int, uuid: str = "") -> str:
+    """The board's serial number, as ``nvidia-smi -q`` says it ("Serial Number"): with the UUID, which board
+    measured (two boards of one model in one VM slot differ in both). Found by CUDA's ``uuid`` where given;
+    "" without NVML, or for a part that has none (consumer boards refuse the query)."""
+    record = _read_device(device_index, uuid, {"serial": _serial}) or {}
+    serial = record.get("serial", "")
+    return serial if isinstance(serial, str) else ""
+
+
+def _serial(nv: Any, handle: Any) -> str:
+    try:
+        return _text(nv.nvmlDeviceGetSerial(handle))
+    except Exception:  # NVML's NotSupported on a board without a serial: no identity to record
         return ""
 
 
@@ -813,6 +879,7 @@ _NVML_READINGS: dict[str, Callable[[Any, Any], Any]] = {
 _DEVICE_RECORD: dict[str, Callable[[Any, Any], Any]] = {
     "name": lambda nv, h: _text(nv.nvmlDeviceGetName(h)),
     "uuid": lambda nv, h: _text(nv.nvmlDeviceGetUUID(h)),
+    "serial": lambda nv, h: _serial(nv, h),  # "" for a board without one
     "pci_bus_id": lambda nv, h: _text(nv.nvmlDeviceGetPciInfo(h).busId),
     "vbios": lambda nv, h: _text(nv.nvmlDeviceGetVbiosVersion(h)),
     "cuda_driver": lambda nv, h: _cuda_version(nv.nvmlSystemGetCudaDriverVersion()),
@@ -904,7 +971,7 @@ def nvml_snapshot(
 
 
 def device_record(device_index: int, uuid: str = "") -> dict[str, Any] | None:
-    """The device as ``nvidia-smi -q`` would describe it, for the results: name, UUID and PCI bus id,
+    """The device as ``nvidia-smi -q`` would describe it, for the results: name, UUID, serial and PCI bus id,
     VBIOS, driver and NVML's CUDA driver version; current, maximum, application and default
     application SM and memory clocks (MHz); power draw, limit, default and enforced limits (W); ECC
     and MIG modes (current and pending), persistence and compute modes, performance state; PCIe link

@@ -15,6 +15,7 @@ parameters by PTX name; the return value is the kernel's simulated GPU time in m
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pkgutil
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
+from uuid import NAMESPACE_URL, uuid5
 
 import numpy as np
 
@@ -37,7 +39,13 @@ from gpuprobe.core.results import Device
 from gpuprobe.families.base import Request
 from gpuprobe.families.memory_latency import UNROLL, Settings
 from gpuprobe.measure.conditions import ConditionRecorder
-from gpuprobe.runner.gpu import TENSOR_MAP_DTYPE, CooperativeGridTooLarge, TileMap
+from gpuprobe.runner.gpu import (
+    HOLD_CYCLES_PER_LAUNCH,
+    HOLD_MAX_CYCLES,
+    TENSOR_MAP_DTYPE,
+    CooperativeGridTooLarge,
+    TileMap,
+)
 from gpuprobe.simulated.cache_model import curve
 
 KIB, MIB = 2**10, 2**20
@@ -226,6 +234,7 @@ class FakeGpu:
     stream_spacing_ns: float = 1800.0
     graph_node_ns: float = 450.0
     graph_replay_us: float = 2.5
+    launch_queue_depth: int = 1024  # launches the host enqueues before it must wait for the GPU
     event_us: dict[str, float] = field(default_factory=lambda: {"record": 0.25, "synchronize": 0.3})
     timer_ns: float = 0.0
     gap_ns: float = 1800.0
@@ -345,10 +354,20 @@ class FakeGpu:
         path = f"host_copy.{direction}.{'pinned' if pinned else 'pageable'}"
         return count * (moved / (gbps * 1e9) * 1e3 + 0.005) * self._jitter(path, HOST_RUN_SD)
 
-    def time_gemm(self, n: int, dtype: str, count: int = 1) -> float:
-        return count * 2 * n**3 / (self.gemm_tflops[dtype] * 1e12) * 1e3 * self._jitter(f"gemm.{dtype}", DEVICE_RUN_SD)
+    def time_gemm(self, n: int, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None) -> float:
+        """cuBLAS at ``gemm_tflops``; the clock stamps around the batch, which runs at cuBLAS's own clock, as
+        :func:`gpuprobe.simulated.kernels.wgmma.bracket_gemm` runs them."""
+        ms = count * 2 * n**3 / (self.gemm_tflops[dtype] * 1e12) * 1e3 * self._jitter(f"gemm.{dtype}", DEVICE_RUN_SD)
+        if stamp is not None:
+            from gpuprobe.simulated.kernels.wgmma import bracket_gemm
+
+            bracket_gemm(self, stamp, ms)
+        return ms
 
     def device(self) -> Device:
+        """The part as CUDA and NVML would describe it. Its board (UUID and serial) is one per model name and
+        place in its node, whatever the seed: two runs of one simulated part (two seeds) measure one board."""
+        board = f"gpuprobe-simulated:{self.name}/gpu{self.node_index}"
         return Device(
             name=self.name,
             cc=self.cc,
@@ -359,6 +378,8 @@ class FakeGpu:
             shared_per_sm_bytes=228 * KIB,
             driver="fake",
             toolkit="fake",
+            uuid=uuid5(NAMESPACE_URL, board).hex,
+            serial=f"SIMULATED-{self.node_index}",
             visible_gpus=int(self.peer_node.get("count", 1)),
             simulated=True,
         )
@@ -378,6 +399,10 @@ class FakeGpu:
             "driver": "unavailable (NVMLError_NotSupported: Not Supported)",
             "compute_processes": 0,
         }
+
+    def nvtx_range(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """No profiler listens to a simulated GPU: the range marks nothing (tests/fakes/ncu stands one in)."""
+        return contextlib.nullcontext()
 
     def peer_group(self) -> Any:
         """Every GPU of its simulated node (:mod:`gpuprobe.simulated.peers`): itself alone unless ``peer_node``
@@ -412,7 +437,14 @@ class FakeGpu:
         self.gap_ns = self.graph_node_ns
         gpu_ms = sum(self._launch(kernel, grid, block, args, 0, False) for _ in range(nodes * replays))
         self.gap_ns = self.stream_spacing_ns
-        return replays * self.graph_replay_us * 1e-6 * self._jitter("graph_replay", HOST_RUN_SD), gpu_ms / 1e3
+        host = replays * self.graph_replay_us * 1e-6 * self._jitter("graph_replay", HOST_RUN_SD)
+        # past the launch queue's depth the host waits for the GPU, held by the runner's spin while it enqueues
+        waited = max(0, replays - self.launch_queue_depth) / replays * (gpu_ms / 1e3 + self.hold_s(replays))
+        return host + waited, gpu_ms / 1e3
+
+    def hold_s(self, launches: int) -> float:
+        """Seconds the runner's holding spin keeps the GPU busy while ``launches`` are enqueued."""
+        return min(HOLD_MAX_CYCLES, HOLD_CYCLES_PER_LAUNCH * max(1, launches)) / (self.mhz * 1e6)
 
     def event_costs(self, count: int) -> dict[str, float]:
         return {what: us * 1e-6 * self._jitter(f"event.{what}", HOST_RUN_SD) for what, us in self.event_us.items()}

@@ -1,11 +1,12 @@
 """What a device check must leave behind, checked on a rehearsal's output folder (exit 1 and why, if not).
 
-    python3 tests/rehearsal/check_outputs.py OUT/<gpu-slug> DEADLINE_S
+    python3 tests/rehearsal/check_outputs.py OUT/<gpu-slug> LAST_DEADLINE_S
 
-The rehearsal packs the plots (PACK_PLOTS=1), so the folder holds exactly seven files: the smoke stage's
-results and first-contact page, the full stage's results and fact sheet (partial where the deadline cut
-the run, with every unmeasured probe ``not_run`` for the deadline), the log with every stage's end, the
-environment record, and the plots packed in one tar.
+The rehearsal packs the plots (PACK_PLOTS=1), so the folder holds exactly eight files: the smoke stage's
+results and first-contact page, the full stage's results (with the counters' witness written in) and fact
+sheet (partial where the deadline cut the run, with every unmeasured probe ``not_run`` for the deadline),
+the log with every stage's end, the environment record, the plots packed in one tar, and the second run
+with its comparison and ncu's raw table in another.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from gpuprobe.core.results import load
 from gpuprobe.runner.peers import ONE_GPU
 
 EXPECTED = {"env.txt", "device-check.log", "smoke-results.json", "first-contact.md", "results.json", "factsheet.md",
-            "plots.tar"}  # fmt: skip
+            "plots.tar", "repeat.tar"}  # fmt: skip
+REPEAT = {"results.json", "factsheet.md", "compare.txt", "run.log", "witness-ncu.csv"}  # what repeat.tar holds
 
 
 def planned_and_ended(record: dict) -> bool:
@@ -35,6 +37,9 @@ def problems(folder: Path, deadline_s: float) -> list[str]:
     log = (folder / "device-check.log").read_text()
     with tarfile.open(folder / "plots.tar") as plots:
         packed = plots.getnames()
+    with tarfile.open(folder / "repeat.tar") as repeat:
+        again = set(repeat.getnames())
+        compared = repeat.extractfile("compare.txt").read().decode() if "compare.txt" in again else ""
     checks = {
         "the smoke results are a smoke stage": smoke.stage == "smoke",
         "every smoke family is recorded with its planned seconds (or why not) and how it ended": bool(smoke.families)
@@ -56,13 +61,20 @@ def problems(folder: Path, deadline_s: float) -> list[str]:
         "the fact sheet says it is partial": "partial" in (folder / "factsheet.md").read_text().lower(),
         "the plots are packed": bool(packed) and all(name.endswith(".png") for name in packed),
         "the environment record names the toolkit": "ptxas" in (folder / "env.txt").read_text(),
-        "every stage ended and the script finished": all(f"stage {n}" in log for n in (0, 1, 2))
+        "every stage ended and the script finished": all(f"stage {n}" in log for n in range(6))
         and "device-check: done after" in log,
+        "the smoke stage measured the probes no real run proved, beside the cheapest (the TLB probe's facts were "
+        "never written)": "measuring first the" in log and "cache_geometry.tlb" in smoke.probes,
+        "the counters' witness wrote its facts into the full run's results, and the sheet shows them": any(
+            f.id.startswith("witness.") for f in full.facts
+        ) and "witness" in (folder / "factsheet.md").read_text().lower(),
+        "the second run, its comparison with the first and ncu's table are packed": again == REPEAT
+        and compared.startswith(("WARNING", "gpuprobe compare")) and "summary:" in compared,
         "the build and environment are recorded": bool(full.build.get("cubin_sha256"))
         and "software" in full.environment,
     }
     took = int(log.rsplit("device-check: done after ", 1)[-1].split(" s", 1)[0])
-    checks[f"the script ended within a minute and a half of its {deadline_s:.0f} s deadline ({took} s)"] = (
+    checks[f"the script ended within a minute and a half of its last deadline, {deadline_s:.0f} s ({took} s)"] = (
         took <= deadline_s + 90
     )
     return [name for name, ok in checks.items() if not ok]

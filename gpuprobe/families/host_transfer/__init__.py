@@ -31,6 +31,7 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, memory_chase
+from gpuprobe.families.differencing import EVENTS, Lengths, resolved_step
 from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
 from gpuprobe.families.planning import (
     GEN4_LINK,
@@ -114,16 +115,13 @@ class Settings:
         return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.budget_s)
 
 
-def rate_gbps(small_bytes: int, small_ms: float, large_bytes: int, large_ms: float, limit: float) -> float:
-    """The extra bytes over the extra time, GB/s; ProbeFailure for a timing no link could give."""
-    extra_ms = large_ms - small_ms
-    if not extra_ms > 0:
-        raise ProbeFailure(
-            f"{large_bytes} bytes took {large_ms:.4f} ms, no longer than {small_bytes} bytes ({small_ms:.4f} ms)"
-        )
-    gbps = (large_bytes - small_bytes) / (extra_ms * 1e-3) / 1e9
+def rate_gbps(small_bytes: int, small_ms: float, large_bytes: int, large_ms: float, limit: float, what: str) -> float:
+    """The extra bytes over the extra time, GB/s, the difference resolved by the CUDA events
+    (:func:`~gpuprobe.families.differencing.resolved_step`); ProbeFailure for a timing no link could give."""
+    ms_per_byte = resolved_step(Lengths(small_bytes, large_bytes, 1), small_ms, large_ms, EVENTS, what)
+    gbps = 1e-6 / ms_per_byte
     if gbps > limit:
-        raise ProbeFailure(f"{gbps:.0f} GB/s is beyond any link ({limit:.0f} GB/s)")
+        raise ProbeFailure(f"{what}: {gbps:.0f} GB/s is beyond any link ({limit:.0f} GB/s)")
     return gbps
 
 
@@ -223,7 +221,7 @@ class _Context:
             return kernels.time(KERNEL, args, grid=s.blocks, block=s.threads)
 
         small = ms(s.small_bytes)
-        return rate_gbps(ways * s.small_bytes, small, ways * s.large_bytes, ms(s.large_bytes), s.max_gbps)
+        return rate_gbps(ways * s.small_bytes, small, ways * s.large_bytes, ms(s.large_bytes), s.max_gbps, KERNEL)
 
 
 def _sampled(take: Callable[[], float], settings: Settings) -> list[float]:
@@ -238,7 +236,8 @@ def _engine_rate(ctx: _Context, direction: str, pinned: bool) -> float:
     ways = 2 if direction == "both" else 1
     small = launcher.time_host_copy(s.small_bytes, direction, pinned)
     large = launcher.time_host_copy(s.large_bytes, direction, pinned)
-    return rate_gbps(ways * s.small_bytes, small, ways * s.large_bytes, large, s.max_gbps)
+    what = f"{'pinned' if pinned else 'pageable'} {direction} copy"
+    return rate_gbps(ways * s.small_bytes, small, ways * s.large_bytes, large, s.max_gbps, what)
 
 
 def _latencies(ctx: _Context, direction: str, probe: str) -> tuple[Fact, dict[str, list[float]]]:

@@ -204,9 +204,9 @@ def _samples(take: Callable[[], float], settings: Settings) -> list[float]:
     return samples
 
 
-def _rate(node: _Node, small_ms: float, large_ms: float) -> float:
+def _rate(node: _Node, small_ms: float, large_ms: float, what: str) -> float:
     s = node.settings
-    return rate_gbps(s.small_bytes, small_ms, s.large_bytes, large_ms, s.max_gbps)
+    return rate_gbps(s.small_bytes, small_ms, s.large_bytes, large_ms, s.max_gbps, what)
 
 
 def measure_access(node: _Node, probe_name: str) -> Measured:
@@ -253,7 +253,7 @@ def _ce_pair(node: _Node, pair: Pair) -> list[float]:
         if not checked:
             node.holds_pattern(dst, target, f"copy engine GPU {src} -> GPU {dst}, checked on GPU {dst}")
             checked = True
-        return _rate(node, small, large)
+        return _rate(node, small, large, f"copy engine GPU {src} -> GPU {dst}")
 
     return _samples(take, node.settings)
 
@@ -274,8 +274,8 @@ def _bidirectional_pair(node: _Node, pair: Pair) -> tuple[list[float], list[floa
         if not forward:
             node.holds_pattern(b, copies[0].dst, f"copy engine GPU {a} -> GPU {b} (both ways), checked on GPU {b}")
             node.holds_pattern(a, copies[1].dst, f"copy engine GPU {b} -> GPU {a} (both ways), checked on GPU {a}")
-        backward.append(_rate(node, small[1], large[1]))
-        forward.append(_rate(node, small[0], large[0]))
+        backward.append(_rate(node, small[1], large[1], f"copy engine GPU {b} -> GPU {a} (both ways)"))
+        forward.append(_rate(node, small[0], large[0], f"copy engine GPU {a} -> GPU {b} (both ways)"))
 
     sample_until_stable(take, forward, node.settings.stopping())
     return forward, backward
@@ -300,7 +300,7 @@ def _sm_pair(node: _Node, pair: Pair, push: bool) -> list[float]:
             return kernels.time(COPY_KERNEL, args, grid=s.blocks, block=s.threads)
 
         small = ms(s.small_bytes)
-        return _rate(node, small, ms(s.large_bytes))
+        return _rate(node, small, ms(s.large_bytes), way)
 
     return _samples(take, s)
 
@@ -415,11 +415,11 @@ def measure(request: Request) -> Probes:
 
 
 # A first contact: the topology with its checked pulls, and the copy engine one way over every pair,
-# one sample each at small sizes.
+# one sample each at small sizes: 24 MiB between them, 100 ticks of the CUDA events even over NVLink 4.
 SMOKE = Smoke(
     probes=("p2p.access", "p2p.ce"),
     settings=Settings(
-        small_bytes=4 * MIB, large_bytes=16 * MIB, blocks=64, min_repeats=1, max_repeats=1, chase_iterations=(1, 2)
+        small_bytes=8 * MIB, large_bytes=32 * MIB, blocks=64, min_repeats=1, max_repeats=1, chase_iterations=(1, 2)
     ),
 )
 

@@ -10,9 +10,10 @@ import numpy as np
 from gpuprobe.families.host_transfer import Settings
 from gpuprobe.simulated.kernels.kernel_sums import thread_totals
 
-# Settings sized for the simulated GPU: 4 x 32 threads move 8 KiB per iteration, copies of 64 and 256 KiB.
+# Settings sized for the simulated GPU: 4 x 32 threads move 8 KiB per iteration, copies of 1 and 4 MiB (the
+# difference, 3 MiB, takes over 50 us, 100 ticks of the CUDA events, at the fastest simulated link).
 FAST_SETTINGS = Settings(
-    small_bytes=64 << 10, large_bytes=256 << 10, blocks=4, threads=32, latency_copies=4, budget_s=0.0
+    small_bytes=1 << 20, large_bytes=4 << 20, blocks=4, threads=32, latency_copies=4, budget_s=0.0
 )
 LAUNCH_MS = 0.005  # what every simulated launch costs on top of its bytes
 

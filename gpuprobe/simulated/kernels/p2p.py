@@ -10,8 +10,9 @@ from gpuprobe.families.p2p import Settings
 from gpuprobe.simulated.kernels.kernel_sums import thread_totals
 from gpuprobe.simulated.peers import owner_of
 
-# Settings sized for the simulated node: 4 x 32 threads move 8 KiB per iteration, copies of 64 and 256 KiB.
-FAST_SETTINGS = Settings(small_bytes=64 << 10, large_bytes=256 << 10, blocks=4, threads=32, budget_s=0.0,
+# Settings sized for the simulated node: 4 x 32 threads move 8 KiB per iteration, copies of 8 and 32 MiB (the
+# difference, 24 MiB, takes over 50 us, 100 ticks of the CUDA events, on the fastest simulated link).
+FAST_SETTINGS = Settings(small_bytes=8 << 20, large_bytes=32 << 20, blocks=4, threads=32, budget_s=0.0,
                          chase_nodes=64, chase_iterations=(2, 8))  # fmt: skip
 LAUNCH_MS = 0.0005  # what a simulated launch costs on top of its bytes (kept small: the copies are small)
 

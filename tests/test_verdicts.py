@@ -1,0 +1,159 @@
+"""The run's judgement: physics before expectations, a failed invariant marking the facts it holds, smoke facts
+held to physics only, and a stored run judged again by this gpuprobe (the H200 runs the audit read)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from gpuprobe.core.results import Fact, Results, load
+from gpuprobe.families import catalog
+from gpuprobe.judge.expectations import load_all
+from gpuprobe.judge.invariants import Check
+from gpuprobe.judge.physics import physics_checks
+from gpuprobe.judge.verdicts import IMPOSSIBLE, SMOKE_DETAIL, judge_measured, judge_run, mark_impossible, model_of
+from tests.devices import H200
+
+REPORTS = Path(__file__).resolve().parents[1] / "reports" / "nvidia-h200"
+
+
+def _fact(fact_id: str, value: float, ci: tuple[float, float] | None = None, unit: str = "cycle") -> Fact:
+    return Fact(fact_id, value, unit, ci or (value, value), [value])
+
+
+def _failed(checks: list[Check]) -> dict[str, tuple[str, ...]]:
+    return {c.name: c.facts for c in checks if not c.ok}
+
+
+def test_a_noisy_fact_is_unstable_not_judged() -> None:
+    h100 = load_all()["h100_sxm"]
+    noisy = Fact("latency.l2", 280.0, "cycle", (200.0, 360.0), [200.0, 280.0, 360.0])
+    assert judge_measured(noisy, h100).verdict == "unstable"
+    quiet = Fact("latency.l2", 280.0, "cycle", (279.0, 281.0), [279.0, 280.0, 281.0])
+    assert judge_measured(quiet, h100).verdict == "pass"
+
+
+def test_a_negative_quantity_breaks_physics_unless_its_ci_reaches_zero_or_it_is_a_difference() -> None:
+    facts = {f.id: f for f in (
+        _fact("launch.back_to_back_step", -20.64, unit="us"),  # the smoke's: one sample
+        _fact("launch.graph.per_node.host", -0.041, (-0.0411, -0.0326), unit="us"),  # run 2's CI, wholly negative
+        _fact("latency.dram.v16_minus_v8", -0.12, (-7.2, 6.8)),  # a difference: either sign
+        _fact("sync.grid.latency", 1860.0),
+        _fact("tensor.numerics.tf32.rounds_to_nearest", 0.0, unit="bool"),
+        _fact("warp.shfl.latency", -1.0, (-2.0, 0.5)),  # noise around zero: no sign known, nothing impossible
+    )}  # fmt: skip
+    (check,) = [c for c in physics_checks(facts) if c.name == "physics.no_negative_quantity"]
+    assert not check.ok and check.physics
+    assert set(check.facts) == {"launch.back_to_back_step", "launch.graph.per_node.host"}
+
+
+def test_a_fraction_of_peak_above_one_beyond_its_ci_breaks_physics() -> None:
+    smoke = _fact("bandwidth.dram_read_fraction_of_peak", 1.019, unit="fraction")  # one sample: its CI is itself
+    noisy = _fact("tensor.wgmma.bf16.fraction_of_peak", 1.004, (0.99, 1.01), unit="fraction")
+    resolved = _fact("tensor.wgmma.bf16.m64n256k16.ss.zero_operands.fraction_of_peak", 1.003, unit="fraction")
+    failed = _failed(physics_checks({f.id: f for f in (smoke, noisy, resolved)}))  # 0.3 % over: the clock's 1 %
+    assert failed == {"physics.fraction_of_peak_at_most_1": (smoke.id,)}
+
+
+def test_a_sustained_rate_above_its_burst_is_caught_and_names_both() -> None:
+    burst = _fact("tensor.wgmma.bf16.burst.tflops", 940.0, (935.0, 945.0), unit="TFLOP/s")
+    sustained = _fact("tensor.wgmma.bf16.sustained.tflops", 980.0, (975.0, 985.0), unit="TFLOP/s")
+    failed = _failed(physics_checks({burst.id: burst, sustained.id: sustained}))
+    assert failed == {f"physics.sustained_within_burst.{sustained.id}": (sustained.id, burst.id)}
+    equal = dataclasses.replace(sustained, value=938.0, ci=(933.0, 943.0))
+    assert not _failed(physics_checks({burst.id: burst, equal.id: equal}))
+
+
+def test_a_failed_check_marks_its_facts_and_keeps_what_conditions_decided() -> None:
+    write = _fact("bandwidth.dram_write.v16", 4415.0, unit="GB/s")
+    throttled = dataclasses.replace(_fact("bandwidth.l2_write.v16", 4141.0, unit="GB/s"), verdict="throttled")
+    write.verdict = "pass"
+    check = Check("bandwidth.l2_write_not_below_dram", False, "4141 < 4415", (write.id, throttled.id))
+    mark_impossible([write, throttled], [check])
+    assert write.verdict == "fail" and write.detail.startswith(f"{IMPOSSIBLE} (invariant.bandwidth.l2_write")
+    assert throttled.verdict == "throttled"
+
+
+def _judged(name: str) -> Results:
+    results = load(REPORTS / name)
+    return judge_run(results, model_of(results), catalog.invariant_checks())
+
+
+def test_the_h200_smoke_run_judged_again_passes_nothing_the_audit_calls_impossible() -> None:
+    """The smoke stage of run 2 published a DRAM read above the pin rate, a negative launch step and host
+    cost per graph node, cuBLAS at 30 TFLOP/s and a wgmma/cuBLAS ratio of 29.9, all as verified or PASS."""
+    results = _judged("smoke-results.json")
+    verdicts = {f.id: f.verdict for f in results.facts}
+    impossible = ("bandwidth.dram_read.v16", "bandwidth.dram_read_fraction_of_peak", "launch.back_to_back_step",
+                  "launch.graph.per_node.host", "tensor.wgmma.bf16.fraction_of_cublas")  # fmt: skip
+    assert {fact_id: verdicts[fact_id] for fact_id in impossible} == dict.fromkeys(impossible, "fail")
+    assert all(f.detail.startswith(IMPOSSIBLE) for f in results.facts if f.id in impossible)
+    measured = [f for f in results.facts if not f.id.startswith("invariant.") and f.value is not None]
+    assert {f.verdict for f in measured} <= {"report", "fail"}  # never held to the full run's expectations
+    assert all(f.detail.startswith((SMOKE_DETAIL, IMPOSSIBLE)) for f in measured)
+
+
+def test_the_h200_full_run_judged_again_marks_the_negative_cost_and_says_what_changed() -> None:
+    results = _judged("results.json")
+    host = results.fact("launch.graph.per_node.host")
+    assert host is not None and host.verdict == "fail" and "no_negative_quantity" in host.detail
+    assert "(stored verdict: report; judged again by this gpuprobe)" in host.detail
+    again = judge_run(results, model_of(results), catalog.invariant_checks())
+    assert "stored verdict" not in next(f for f in again.facts if f.id == "latency.l2").detail  # unchanged: silent
+
+
+def test_a_smoke_run_is_held_to_physics_and_never_to_expectations() -> None:
+    h200 = load_all()["h200"]
+    dram = _fact("bandwidth.dram_read.v16", 4547.0, unit="GB/s")
+    one_warp = _fact("alu.ffma.throughput.ilp1", 7.585, unit="op/clk/SM")  # below any full-run floor
+    results = Results(H200, [dram, one_warp], stage="smoke")
+    judge_run(results, h200, catalog.invariant_checks())
+    assert {f.id: f.verdict for f in results.facts if not f.id.startswith("invariant.")} == {
+        dram.id: "report", one_warp.id: "report"}  # fmt: skip
+    full = judge_run(dataclasses.replace(results, stage="full", facts=[_fact(dram.id, 4547.0, unit="GB/s")]), h200,
+                     catalog.invariant_checks())  # fmt: skip
+    assert full.fact(dram.id).verdict == "pass"
+
+
+@pytest.mark.parametrize("stage", ["smoke", "full"])
+def test_a_planted_impossible_value_on_the_simulated_gpu_never_passes(stage: str) -> None:
+    """A simulated run's facts with one planted impossible value each: it fails, whatever the stage."""
+    results = demo_results()
+    planted = {"launch.graph.per_node.gpu": -0.5, "bandwidth.dram_read_fraction_of_peak": 1.2}
+    for fact in results.facts:
+        if fact.id in planted:
+            fact.value, fact.ci, fact.samples = planted[fact.id], (planted[fact.id],) * 2, [planted[fact.id]]
+    judged = judge_run(dataclasses.replace(results, stage=stage), None, catalog.invariant_checks())
+    assert {f.id: f.verdict for f in judged.facts if f.id in planted} == dict.fromkeys(planted, "fail")
+
+
+_DEMO: list[Results] = []
+
+
+def demo_results() -> Results:
+    """One simulated run of the launch and bandwidth families, made once per test process."""
+    if not _DEMO:
+        import tempfile
+
+        from gpuprobe.simulated.demo import run_demo
+
+        with tempfile.TemporaryDirectory() as out:
+            _DEMO.append(run_demo(Path(out), ["launch", "bandwidth"]))
+    return Results.from_dict(_DEMO[0].to_dict())  # a copy to plant values in
+
+
+def test_report_renders_a_stored_smoke_run_judged_again_under_its_banner(tmp_path: Path) -> None:
+    """``gpuprobe report`` of the first H200 smoke stage: the banner says what a smoke figure is, and the DRAM
+    read above the pin rate is a FAIL with why, where the stored file said WARN."""
+    from gpuprobe.cli import main
+
+    assert main(["report", str(REPORTS / "smoke-results.json"), "-o", str(tmp_path), "--format", "html"]) == 0
+    page = (tmp_path / "factsheet.html").read_text()
+    assert "SMOKE STAGE" in page and '<div class="banner" role="alert">' in page
+    assert main(["report", str(REPORTS / "smoke-results.json"), "-o", str(tmp_path)]) == 0
+    sheet = (tmp_path / "factsheet.md").read_text()
+    assert "> **SMOKE STAGE" in sheet
+    dram = next(line for line in sheet.splitlines() if line.startswith("| DRAM read bandwidth |"))
+    assert dram.endswith("| **FAIL** |"), dram
