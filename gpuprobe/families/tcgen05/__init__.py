@@ -33,6 +33,7 @@ import numpy as np
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.differencing import Difference, Lengths
 from gpuprobe.families.measuring import (
     TIMER_TICK_NS,
     Kernels,
@@ -43,7 +44,6 @@ from gpuprobe.families.measuring import (
     fact,
     require_counts,
     require_long_after_short,
-    sample_until_stable,
 )
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, cycles_s, readback_host_s
 from gpuprobe.families.stepping import runs
@@ -158,21 +158,17 @@ class _Context:
 def measure_latency(ctx: _Context, name: str) -> Measured:
     mma, s = MMA_BY_PROBE[name], ctx.settings
     operands, given = ctx.upload(mma, "ternary")
-    samples: list[float] = []
     clocks: list[float] = []
 
-    def take() -> None:
-        short = ctx.launch(mma, operands, given, s.short_iterations, mma.group)
-        long = ctx.launch(mma, operands, given, s.long_iterations, mma.group)
-        cycles = (float(long.cycles[0]) - float(short.cycles[0])) / (s.long_iterations - s.short_iterations)
-        if cycles <= 0:
-            raise ProbeFailure(f"{mma.kernel}: the long loop took no longer than the short one")
-        samples.append(cycles)
-        mhz = clock_mhz(float(long.cycles[0]), float(long.ns[0]), s.min_clock_window_ns)
+    def cycles(iterations: int) -> float:
+        run = ctx.launch(mma, operands, given, iterations, mma.group)
+        mhz = clock_mhz(float(run.cycles[0]), float(run.ns[0]), s.min_clock_window_ns)
         if mhz is not None:
             clocks.append(mhz)
+        return float(run.cycles[0])
 
-    sample_until_stable(take, samples, s.stopping())
+    lengths = Lengths(s.short_iterations, s.long_iterations, 1)
+    samples = Difference(cycles, lengths, mma.kernel).samples(s.stopping())
     mhz = float(np.median(clocks)) if clocks else None
     result = fact(f"{mma.fact_stem}.latency", samples, "cycle", name, mhz)
     note = f"{result.value:.1f} cycles per dependent MMA, its commit and wait" + (f" at {mhz:.0f} MHz" if mhz else "")
@@ -206,26 +202,19 @@ def _chain_samples(ctx: _Context, kernel: str, words: Callable[[int], int], chec
     """Cycles per step of a one-warp chain kernel taking (iters, out) and writing [cycles, ns], then ``words(iters)``
     - 2 words that ``check`` reads: the long run minus the short one."""
     s = ctx.settings
-    out = ctx.outputs.get(words(s.long_iterations))
-    samples, clocks = [], []
+    clocks: list[float] = []
 
-    def run(iterations: int) -> np.ndarray:
+    def run(iterations: int) -> float:
+        out = ctx.outputs.get(words(iterations))
         got = ctx.kernels.run(kernel, [np.uint32(iterations), out], out, words(iterations), block=32)
         check(got, iterations)
-        return got
-
-    def take() -> None:
-        short, long = run(s.short_iterations), run(s.long_iterations)
-        cycles = (float(long[0]) - float(short[0])) / ((s.long_iterations - s.short_iterations) * steps)
-        if cycles <= 0:
-            raise ProbeFailure(f"{kernel}: the long chain took no longer than the short one")
-        samples.append(cycles)
-        mhz = clock_mhz(float(long[0]), float(long[1]), s.min_clock_window_ns)
+        mhz = clock_mhz(float(got[0]), float(got[1]), s.min_clock_window_ns)
         if mhz is not None:
             clocks.append(mhz)
+        return float(got[0])
 
-    sample_until_stable(take, samples, s.stopping())
-    return samples, clocks
+    lengths = Lengths(s.short_iterations, s.long_iterations, steps)
+    return Difference(run, lengths, kernel).samples(s.stopping()), clocks
 
 
 def measure_tmem(ctx: _Context, name: str) -> Measured:

@@ -35,7 +35,7 @@ from gpuprobe.families.differencing import (
     Lengths,
     samples_plan,
 )
-from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
+from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.families.planning import HOST_CHECK_THREAD_S, cycles_s, kernel_runs, link_s, probe
 from gpuprobe.families.stepping import runs
 from gpuprobe.judge.invariants import Check
@@ -375,20 +375,15 @@ def measure_throughput(ctx: _Context) -> Measured:
             raise ProbeFailure("gp_warp_shfl_bfly_tput: a warp's clock did not advance over its loop")
         return sm_spans(timing)
 
-    samples: list[float] = []
-
-    def take() -> None:
-        short, long = launch(s.throughput_short), launch(s.throughput_long)
+    def summed_spans(iterations: int) -> float:
+        """Every SM's span, summed: over every SM's lane operations, the cycles an SM takes per operation."""
         spans.clear()
-        spans.update(long)
-        lane_ops = (s.throughput_long - s.throughput_short) * UNROLL * LANES
-        ops = lane_ops * sum(w for _, w in long.values())
-        cycles = sum(span for span, _ in long.values()) - sum(span for span, _ in short.values())
-        if cycles <= 0:
-            raise ProbeFailure(f"gp_warp_shfl_bfly_tput: the long launch took no longer than the short ({cycles:g})")
-        samples.append(ops / cycles)
+        spans.update(launch(iterations))
+        return sum(span for span, _ in spans.values())
 
-    sample_until_stable(take, samples, s.stopping())
+    lengths = Lengths(s.throughput_short, s.throughput_long, UNROLL * LANES * warps)
+    per_op = Difference(summed_spans, lengths, "gp_warp_shfl_bfly_tput").samples(s.stopping())
+    samples = [1.0 / cycles for cycles in per_op]  # lane operations per clock per SM
     series = {"per_sm": {"sm": [float(k) for k in spans], "span_cycles": [span for span, _ in spans.values()]}}
     facts = [fact("warp.shfl.bfly.throughput", samples, "op/clk/SM", "warp.shfl.bfly.throughput")]
     return Measured("warp.shfl.bfly.throughput", ProbeOutcome("ok", f"{len(spans)} SMs", series), facts)
