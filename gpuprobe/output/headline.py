@@ -179,7 +179,8 @@ def _supported(probe: Probe, arch: str) -> bool:
 
 
 def why_missing(results: Results, fact_id: str, probes: dict[str, Probe]) -> str | None:
-    """Why the run has no such fact (plain text); None when this GPU's arch cannot have it."""
+    """Why the run has no such fact (plain text); None when this GPU's arch cannot have it, or the gpuprobe that
+    made the run (an older one, which recorded no version) did not measure it yet."""
     probe = probes.get(fact_id)
     if probe is None:
         return "not measured"
@@ -189,7 +190,7 @@ def why_missing(results: Results, fact_id: str, probes: dict[str, Probe]) -> str
     if outcome is None:
         return f"not measured: {probe.name} never ran"
     if outcome.status == "ok" and not provenance(results).version:
-        return f"not in this run: {probe.name} ran under a gpuprobe that did not measure it"
+        return None  # an older gpuprobe's run, before this fact was measured: nothing to say of this GPU
     if outcome.status == "ok":
         return "none found (its probe ran and verified itself)"
     return f"not measured: {probe.name} {outcome.status}"
