@@ -237,6 +237,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     require_index(args.device, "--device")
     require_seconds(args.deadline, "--deadline")
     require_seconds(args.lock_wait, "--lock-wait", zero_ok=True)
+    if args.unproven_first is not None and not (args.smoke and Path(args.unproven_first).is_dir()):
+        raise GpuprobeError(f"--unproven-first {args.unproven_first}: needs --smoke and a folder of real runs' results")
     policy = user_policy(args.probe_time_limit, args.cooldown)
     if args.plan:
         return cmd_plan(args)
@@ -291,7 +293,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     path = Path(args.results)
     results = load(path)
     judge_run(results, model_of(results), invariant_checks())
-    out_dir = Path(args.output) if args.output else path.parent
+    out_dir = Path(args.output) if args.output else default_sheet_dir(path)
     for written in write_report(results, out_dir, args.format, sections=sections()):
         print(f"wrote {written}")
     return 0
@@ -307,6 +309,12 @@ def cmd_witness(args: argparse.Namespace) -> int:
     families = [f for f in args.families.split(",") if f] if args.families is not None else None
     out_dir = Path(args.output) if args.output else None
     return witness(Path(args.results), out_dir, args.ncu, families, args.timeout, args.device)
+
+
+def default_sheet_dir(results: Path) -> Path:
+    """Where ``report`` writes without ``-o``: beside ``results.json``; for a file named otherwise (the device
+    check's ``smoke-results.json`` beside a full run's sheet), a folder of its own named after it."""
+    return results.parent if results.name == "results.json" else results.parent / results.stem
 
 
 def cmd_index(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@
 #   DEADLINE=S (default 380): the full suite stops measuring S seconds after this script started
 #   WITNESS_S=S (default 90): the witness stage's budget
 #   REPEAT_DEADLINE=S (default 560): the second run stops measuring S seconds after this script started
+#   END=S (default 590): every stage is held to end by then (the device tool's command runs 600 s at most)
 #   PACK_PLOTS=1: the plots are packed into one plots.tar, so the folder holds eight files whatever the
 #                 plots (for a job runner that brings back only a few files)
 #   GPUPROBE_COMMIT=SHA: the commit this checkout was made from, where it travels without its .git
@@ -22,9 +23,9 @@
 #      not_run ("deadline") and the results say partial          -> results.json, the plots (*.png)
 #   3. the witness: Nsight Compute's counters of the bytes the goodput, bandwidth and copy probes moved,
 #      written into results.json beside the suite's own figures (no ncu, or no permission: one line, skipped)
-#   4. the suite again on the same board, back to back, until REPEAT_DEADLINE, and gpuprobe compare of
+#   4. the fact sheet rendered from results.json, judged with every fact the stages wrote -> factsheet.md
+#   5. the suite again on the same board, back to back, until REPEAT_DEADLINE, and gpuprobe compare of
 #      the two runs (what they both measured): the false WORSE and BETTER the README's promise rests on
-#   5. the fact sheet rendered from results.json, judged with every fact the stages wrote -> factsheet.md
 # Everything lands in OUT/<gpu-slug>/, with the whole log in device-check.log and the second run (its results,
 # its sheet, the comparison, ncu's raw table) in repeat.tar; commit that folder under reports/<gpu-slug>/ as
 # it came. The card's clocks and settings are read, never changed.
@@ -41,6 +42,7 @@ smoke_s="${SMOKE_S:-$plan_smoke}"
 deadline="${DEADLINE:-$plan_deadline}"
 witness_s="${WITNESS_S:-$plan_witness}"
 repeat_deadline="${REPEAT_DEADLINE:-$plan_repeat}"
+end="${END:-590}"  # the job's own end, within the device tool's 600 s command: every stage is held to it
 elapsed() { echo $(( $(date +%s) - started )); }
 
 slug=$(python3 -c '
@@ -86,32 +88,35 @@ else
 fi
 
 if [ -f "$dir/results.json" ]; then
-    timeout -k 10 "$witness_s" python3 -m gpuprobe witness "$dir/results.json" -o "$work/witness" \
-        --timeout $(( witness_s - 10 ))
-    echo "device-check: stage 3 (the counters' witness) exited $? after $(elapsed) s"
-    [ -f "$work/witness/ncu.csv" ] && cp "$work/witness/ncu.csv" "$work/repeat/witness-ncu.csv"
-fi
-
-left=$(( repeat_deadline - $(elapsed) ))
-if [ -f "$dir/results.json" ] && [ "$left" -gt 30 ]; then
-    timeout -s INT -k 20 $(( left + 60 )) python3 -m gpuprobe run -o "$work/repeat" --deadline "$left" \
-        --probe-time-limit 60 --cooldown 2 > "$work/repeat/run.log" 2>&1
-    echo "device-check: stage 4 (the suite again, on the same board) exited $? after $(elapsed) s"
-    if [ -f "$work/repeat/results.json" ]; then
-        timeout 60 python3 -m gpuprobe compare "$dir/results.json" "$work/repeat/results.json" > "$work/repeat/compare.txt"
-        echo "device-check: stage 4 compare exited $? (1: something WORSE); its first lines and summary:"
-        head -n 8 "$work/repeat/compare.txt"; grep -E '^summary:' "$work/repeat/compare.txt"
+    budget=$(( witness_s < end - $(elapsed) - 120 ? witness_s : end - $(elapsed) - 120 ))
+    if [ "$budget" -gt 20 ]; then
+        timeout -k 10 "$budget" python3 -m gpuprobe witness "$dir/results.json" -o "$work/witness" \
+            --timeout $(( budget - 10 ))
+        echo "device-check: stage 3 (the counters' witness) exited $? after $(elapsed) s"
+        [ -f "$work/witness/ncu.csv" ] && cp "$work/witness/ncu.csv" "$work/repeat/witness-ncu.csv"
+    else
+        echo "device-check: stage 3 skipped: only $(( end - $(elapsed) )) s left of the job"
     fi
-else
-    echo "device-check: stage 4 skipped: only ${left} s left before the second run's deadline"
-fi
-
-if [ -f "$dir/results.json" ]; then
     timeout 90 python3 -m gpuprobe report "$dir/results.json"
-    echo "device-check: stage 5 (the fact sheet, judged with every fact) exited $? after $(elapsed) s"
+    echo "device-check: stage 4 (the fact sheet, judged with every fact) exited $? after $(elapsed) s"
 fi
 if [ "${PACK_PLOTS:-0}" = 1 ] && compgen -G "$dir/*.png" > /dev/null; then
     (cd "$dir" && tar -cf plots.tar -- *.png && rm -f -- *.png)
+fi
+
+# the second run ends at its deadline, and its SIGINT, its sheet and the comparison before the job's end
+left=$(( (repeat_deadline < end - 40 ? repeat_deadline : end - 40) - $(elapsed) ))
+if [ -f "$dir/results.json" ] && [ "$left" -gt 30 ]; then
+    timeout -s INT -k 5 $(( left + 15 )) python3 -m gpuprobe run -o "$work/repeat" --deadline "$left" \
+        --probe-time-limit 60 --cooldown 2 > "$work/repeat/run.log" 2>&1
+    echo "device-check: stage 5 (the suite again, on the same board) exited $? after $(elapsed) s"
+    if [ -f "$work/repeat/results.json" ]; then
+        timeout 20 python3 -m gpuprobe compare "$dir/results.json" "$work/repeat/results.json" > "$work/repeat/compare.txt"
+        echo "device-check: stage 5 compare exited $? (1: something WORSE); its first lines and summary:"
+        head -n 8 "$work/repeat/compare.txt"; grep -E '^summary:' "$work/repeat/compare.txt"
+    fi
+else
+    echo "device-check: stage 5 skipped: only ${left} s left before the second run's deadline"
 fi
 kept=$(cd "$work/repeat" && ls results.json factsheet.md compare.txt run.log witness-ncu.csv 2>/dev/null)
 [ -n "$kept" ] && (cd "$work/repeat" && tar -cf "$dir/repeat.tar" -- $kept)

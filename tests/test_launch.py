@@ -57,6 +57,8 @@ def test_simulated_launch_costs_are_recovered() -> None:
         assert facts[fact_id].value == pytest.approx(value, rel=0.05), fact_id
         assert facts[fact_id].unit == "us"
     assert abs(facts["launch.graph.per_node.host"].value) < 0.01  # the simulated replay costs the same at any size
+    graph = [facts[f"launch.graph.{what}"].samples for what in ("latency", "per_node.gpu")]
+    assert len(graph[0]) == len(graph[1])  # the untimed warm-up replay is no sample
     series = measured["launch.graph"].outcome.series["graph"]
     assert series["nodes"] == [1.0, 10.0, 100.0]
     assert series["gpu_us_per_replay"][-1] == pytest.approx(100 * gpu.graph_node_ns / 1e3, rel=0.05)
@@ -208,9 +210,9 @@ def test_graph_replay_below_stream_launch_is_checked_where_both_were_measured() 
     node = Fact("launch.graph.per_node.gpu", 0.45, "us", (0.4, 0.5), [], {}, "launch.graph")
     stream = Fact("launch.stream.additional_latency", 2.0, "us", (1.9, 2.1), [], {}, "launch.stream")
     facts = {f.id: f for f in (node, stream)}
-    assert launch._graph_below_stream(facts, None) == [
+    assert [c[:4] for c in launch._graph_below_stream(facts, None)] == [
         ("graph_node_below_stream_launch", True, "launch.graph.per_node.gpu = 0.45 us < "
-         "launch.stream.additional_latency = 2 us")]  # fmt: skip
+         "launch.stream.additional_latency = 2 us", (node.id, stream.id))]  # fmt: skip
     facts[node.id] = dataclasses.replace(node, value=3.0)
     assert launch._graph_below_stream(facts, None)[0][1] is False
     assert launch._graph_below_stream({node.id: node}, None) == []

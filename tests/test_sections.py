@@ -51,13 +51,23 @@ def test_a_plot_with_nothing_to_draw_removes_a_stale_one(tmp_path: Path) -> None
 
 
 def test_family_invariants_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    def rate_positive(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+    def rate_positive(facts: dict[str, Fact], device: Device) -> list[invariants.Check]:
         fact = facts.get("toy.rate")
-        return [] if fact is None else [("toy.rate_positive", fact.value > 0, f"toy.rate = {fact.value}")]
+        if fact is None:
+            return []
+        return [invariants.Check("toy.rate_positive", fact.value > 0, f"toy.rate = {fact.value}", (fact.id,))]
 
     toy = types.SimpleNamespace(INVARIANTS=(rate_positive,))
     monkeypatch.setattr(catalog, "FAMILIES", {**catalog.FAMILIES, "toy": toy})
     family_checks = catalog.invariant_checks()
     checks = invariants.check_invariants({"toy.rate": Fact("toy.rate", 2.0, "op/clk/SM")}, DEVICE, family_checks)
-    assert ("toy.rate_positive", True, "toy.rate = 2.0") in [c[:3] for c in checks]
+    assert ("toy.rate_positive", True, "toy.rate = 2.0", ("toy.rate",)) in [c[:4] for c in checks]
     assert not [c for c in invariants.check_invariants({}, DEVICE, family_checks) if c[0] == "toy.rate_positive"]
+
+
+def test_a_family_check_that_names_no_facts_is_a_bug_not_a_silent_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed check marks the facts it names: one naming none would leave a PASS beside what it refutes."""
+    toy = types.SimpleNamespace(INVARIANTS=(lambda facts, device: [("toy.unnamed", False, "refutes something")],))
+    monkeypatch.setattr(catalog, "FAMILIES", {**catalog.FAMILIES, "toy": toy})
+    with pytest.raises(TypeError, match="a Check naming the facts it holds"):
+        invariants.check_invariants({}, DEVICE, catalog.invariant_checks())

@@ -157,3 +157,38 @@ def test_report_renders_a_stored_smoke_run_judged_again_under_its_banner(tmp_pat
     assert "> **SMOKE STAGE" in sheet
     dram = next(line for line in sheet.splitlines() if line.startswith("| DRAM read bandwidth |"))
     assert dram.endswith("| **FAIL** |"), dram
+
+
+def test_report_of_a_smoke_file_never_overwrites_the_sheet_beside_it(tmp_path: Path) -> None:
+    """The device check leaves ``smoke-results.json`` beside the full run's ``factsheet.md``: its sheet goes to a
+    folder named after it."""
+    import shutil
+
+    from gpuprobe.cli import main
+
+    shutil.copy(REPORTS / "smoke-results.json", tmp_path / "smoke-results.json")
+    (tmp_path / "factsheet.md").write_text("the full run's sheet")
+    assert main(["report", str(tmp_path / "smoke-results.json")]) == 0
+    assert (tmp_path / "factsheet.md").read_text() == "the full run's sheet"
+    assert "SMOKE STAGE" in (tmp_path / "smoke-results" / "factsheet.md").read_text()
+
+
+def test_the_first_contact_page_names_every_impossible_value_even_beside_a_probe_that_never_ran() -> None:
+    from gpuprobe.output.first_contact import OUTCOMES, family_rows
+
+    results = _judged("smoke-results.json")
+    smoke_probes = catalog.probes_by_family(smoke=True)
+    never_ran = "launch.event"  # meant to be measured, but the deadline came first
+    results.families["launch"]["probe_names"] = [*smoke_probes["launch"], never_ran]
+    row = {r[0]: r for r in family_rows(results, smoke_probes)}["launch"]
+    assert row[2] == OUTCOMES["impossible"] and "launch.graph.per_node.host = -1.4" in row[4]
+    assert f"{never_ran}: never ran" in row[4]
+
+
+@pytest.mark.parametrize("args", [["--unproven-first", "reports"], ["--smoke", "--unproven-first", "no-such-folder"]])
+def test_unproven_first_needs_a_smoke_run_and_a_folder_of_results(args: list[str], capsys) -> None:
+    from gpuprobe.cli import main
+
+    assert main(["run", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs --smoke and a folder of real runs' results" in err

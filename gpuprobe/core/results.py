@@ -75,6 +75,9 @@ SCHEMA_VERSION = 2
 # "throttled" and "shared": measured while the GPU was throttling or had other tenants, even after a
 # retry; such a fact is recorded but not judged.
 DISTURBED_VERDICTS = ("throttled", "shared")
+# A hardware counter's witness of what one probe of one run claims (``gpuprobe witness``): a statement about
+# that run's probe, not a property of the GPU, so neither compared between runs nor across a fleet.
+WITNESS_PREFIX = "witness."
 # "invalid": the file holds a judgement of a fact but no value for it (see the module docstring).
 INVALID = "invalid"
 VERDICTS = ("pass", "fail", "warn", "report", "unstable", "not_run", *DISTURBED_VERDICTS, INVALID)
@@ -437,8 +440,8 @@ holds a hash of it that only gpuprobe's own salt gives (16 hex digits)."""
 def _git(root: Path, *args: str) -> str | None:
     """``git -C root ARGS``'s output, or None where git is missing, refuses (another owner's checkout) or hangs."""
     try:
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT_S, check=False)  # fmt: skip
+        done = subprocess.run(["git", "--no-optional-locks", "-C", str(root), *args], capture_output=True,
+                              text=True, timeout=GIT_TIMEOUT_S, check=False)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -496,11 +499,20 @@ def host_record() -> dict[str, str]:
     return {"hostname": socket.gethostname(), "machine_id": _machine_id_hash(), "boot_id": _first_line(BOOT_ID_FILE)}
 
 
+PROVENANCE_CHARS = 128  # the most of a provenance text a reader shows: serials, ids and versions are short
+
+
 def _text_at(record: Any, key: str) -> str:
     """``record[key]`` when ``record`` is a table and that is text, else "" (a file that lacks it, or
-    holds something else there: provenance is read, never judged)."""
+    holds something else there: provenance is read, never judged), printable and at most
+    :data:`PROVENANCE_CHARS` long: a name from a file never forges a line or reaches a terminal raw."""
     value = record.get(key) if isinstance(record, dict) else None
-    return value if isinstance(value, str) else ""
+    return _shown_text(value) if isinstance(value, str) else ""
+
+
+def _shown_text(text: str) -> str:
+    printable = "".join(c if c.isprintable() else "?" for c in text[:PROVENANCE_CHARS])
+    return printable + ("..." if len(text) > PROVENANCE_CHARS else "")
 
 
 _VERSION_TEXT = frozenset("0123456789.")
@@ -560,8 +572,8 @@ def provenance(results: Results) -> Provenance:
     dirty = code.get("dirty") if isinstance(code, dict) else None
     return Provenance(
         uuid=results.device.uuid,
-        serial=results.device.serial or _text_at(nvml, "serial"),
-        hostname=results.device.hostname or _text_at(host, "hostname"),
+        serial=_shown_text(results.device.serial) or _text_at(nvml, "serial"),
+        hostname=_shown_text(results.device.hostname) or _text_at(host, "hostname"),
         machine_id=_text_at(host, "machine_id"),
         boot_id=_text_at(host, "boot_id"),
         driver=driver if driver and set(driver) <= _VERSION_TEXT else "",

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from gpuprobe.core.detection import percent_text
 from gpuprobe.core.errors import GpuprobeError, require_count
 from gpuprobe.core.files import os_reason
-from gpuprobe.core.results import Provenance, Results, load, provenance
+from gpuprobe.core.results import WITNESS_PREFIX, Provenance, Results, load, provenance
 from gpuprobe.core.tables import md_cell, md_table, text_table
 from gpuprobe.fleet.compare import allowance_text, md_warnings
 from gpuprobe.fleet.provenance import fleet_lines, hosts_text
@@ -159,7 +159,7 @@ def summarize(source: str, results: Results) -> FileSummary:
     seen: set[str] = set()
     facts = []
     for fact in results.facts:
-        if fact.value is None or not math.isfinite(fact.value) or fact.id in seen:
+        if fact.value is None or not math.isfinite(fact.value) or fact.id in seen or fact.id.startswith(WITNESS_PREFIX):
             continue
         seen.add(fact.id)
         facts.append((fact.id, fact.unit, fact.value, _half_width(fact.ci)))

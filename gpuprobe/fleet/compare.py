@@ -110,7 +110,7 @@ from gpuprobe.core.detection import (
     why_not,
 )
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.results import DISTURBED_VERDICTS, Fact, Results, load, provenance
+from gpuprobe.core.results import DISTURBED_VERDICTS, WITNESS_PREFIX, Fact, Results, load, provenance
 from gpuprobe.core.tables import md_cell, md_table, text_table
 from gpuprobe.fleet.provenance import Relation, host_relation, provenance_lines, stage_refusal
 
@@ -323,7 +323,7 @@ def compare(
         raise GpuprobeError(refusal)
     base_facts = _facts_by_id(base, base_name)
     new_facts = _facts_by_id(new, new_name)
-    ids = sorted(base_facts.keys() | new_facts.keys())
+    ids = sorted(i for i in base_facts.keys() | new_facts.keys() if not i.startswith(WITNESS_PREFIX))
     pairs = [(i, base_facts.get(i), new_facts.get(i)) for i in ids]
     context = _Context(threshold_pct, alpha, base_name, new_name, host_relation(before, now))
     return Comparison(
@@ -930,7 +930,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument(
         "--strict", action="store_true",
-        help="also exit 1 when a fact of BASE is UNKNOWN (missing now, changed without a direction, undecidable); "
+        help="also exit 1 when a fact of BASE is CHANGED, DIFFERENT HOST or UNKNOWN (missing now, undecidable); "
         "refuse (exit 2) runs of different GPU models, SM counts or clocks",
     )  # fmt: skip
     p.add_argument("--all", action="store_true", help="also list the SAME facts (by default only the others)")

@@ -59,11 +59,14 @@ def board_relation(base: Provenance, new: Provenance) -> Relation:
 
 
 def host_relation(base: Provenance, new: Provenance) -> Relation:
-    """Another host name, or other machine ids, is another host; the same machine id is the same host
-    (whatever the boot); a host name alone, which VMs share ("vm"), cannot tell."""
-    if _relation(base.hostname, new.hostname) == Relation.DIFFERENT:
+    """One boot of one machine is the same host; another host name, or other machine ids, is another host. The
+    same machine id across two boots cannot tell: VMs cloned from one image share it (the device machines here
+    all answer "vm" and carry their image's machine id), and a host name alone tells nothing."""
+    if _relation(base.boot_id, new.boot_id) == Relation.SAME:
+        return Relation.SAME
+    if Relation.DIFFERENT in (_relation(base.hostname, new.hostname), _relation(base.machine_id, new.machine_id)):
         return Relation.DIFFERENT
-    return _relation(base.machine_id, new.machine_id) or Relation.UNKNOWN
+    return Relation.UNKNOWN
 
 
 def driver_relation(base: Provenance, new: Provenance) -> Relation:
@@ -72,13 +75,15 @@ def driver_relation(base: Provenance, new: Provenance) -> Relation:
 
 
 def code_relation(base: Provenance, new: Provenance) -> Relation:
-    """The version and commit; SAME only where both are recorded alike and neither had uncommitted changes."""
-    if not base.version or not new.version:
-        return Relation.UNKNOWN
-    if (base.version, base.commit) != (new.version, new.commit):
+    """SAME only where both record one commit and neither had uncommitted changes; DIFFERENT where the versions,
+    the commits or the probes' cubins differ; else UNKNOWN (a version alone names no code: it stayed 0.1.0 over
+    hundreds of commits)."""
+    if Relation.DIFFERENT in (_relation(base.version, new.version), _relation(base.commit, new.commit),
+                              _relation(base.cubin_sha256, new.cubin_sha256)):  # fmt: skip
         return Relation.DIFFERENT
-    unsure = [p for p in (base, new) if p.dirty or (p.commit and p.dirty is None)]  # changes, or git could not say
-    return Relation.UNKNOWN if unsure else Relation.SAME
+    if base.commit and base.commit == new.commit and base.dirty is False and new.dirty is False:
+        return Relation.SAME
+    return Relation.UNKNOWN
 
 
 def stage_refusal(base: Provenance, new: Provenance, base_name: str, new_name: str) -> str | None:
@@ -148,7 +153,10 @@ def code_line(base: Provenance, new: Provenance, base_name: str, new_name: str) 
     if relation == Relation.SAME:
         return None
     if base.version and new.version:
-        return f"GPUPROBE CODE MAY DIFFER: {pair}: uncommitted changes, or a checkout git could not read; {cubins}"
+        why = "a version names no code (a wheel or a copied checkout records no commit: GPUPROBE_COMMIT names it)"
+        if base.commit and new.commit:
+            why = "uncommitted changes, or a checkout git could not read"
+        return f"GPUPROBE CODE MAY DIFFER: {pair}: {why}; {cubins}"
     unrecorded = " and ".join(name for name, p in ((base_name, base), (new_name, new)) if not p.version)
     return (
         f"GPUPROBE CODE NOT RECORDED in {unrecorded} (written before results recorded it): cannot tell whether "

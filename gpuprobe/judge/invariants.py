@@ -43,13 +43,16 @@ L1_MAX_UNKNOWN_BYTES = 256 * KIB
 
 class Check(NamedTuple):
     """One invariant's outcome: its stable name, whether it holds, what it compared, the facts it holds
-    (a failure marks each of them), and whether it is physics (held in a smoke run too)."""
+    (a failure marks each of them), whether it is physics (held in a smoke run too), and whether it holds
+    only within the noise (``doubtful``: the medians are the wrong way round, their CIs overlap; a PASS
+    beside it would claim more than the samples show)."""
 
     name: str
     ok: bool
     detail: str
     facts: tuple[str, ...] = ()
     physics: bool = False
+    doubtful: bool = False
 
 #: What a family exports in ``INVARIANTS``: the checks it adds, given the facts and the device.
 InvariantCheck = Callable[[dict[str, Fact], Device], list[Check]]
@@ -125,8 +128,8 @@ def check_invariants(
     facts: dict[str, Fact], device: Device, family_checks: Iterable[InvariantCheck] = ()
 ) -> list[Check]:
     """Every cross-generation invariant whose facts were measured: the general ones here, then
-    ``family_checks`` (what the families export as ``INVARIANTS``; the catalog collects them). A family's
-    plain ``(name, ok, detail)`` is a Check.
+    ``family_checks`` (what the families export as ``INVARIANTS``; the catalog collects them). Each is a
+    :class:`Check` naming the facts it holds: a failed check that named none would leave a PASS beside it.
 
     Names are stable ids (they become facts ``invariant.<name>``), e.g. ``latency_order.l1_below_l2``.
     """
@@ -134,5 +137,12 @@ def check_invariants(
         *latency_order_checks(facts),
         *l2_capacity_check(facts, device),
         *l1_capacity_check(facts, device),
-        *(Check(*result) for check in family_checks for result in check(facts, device)),
+        *(_named(result, check) for check in family_checks for result in check(facts, device)),
     ]
+
+
+def _named(result: Check, check: InvariantCheck) -> Check:
+    """A family's check as it must be: a Check that names the facts it holds."""
+    if not isinstance(result, Check) or not result.facts:
+        raise TypeError(f"{check.__qualname__} gave {result!r}: a Check naming the facts it holds")
+    return result

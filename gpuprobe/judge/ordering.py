@@ -19,7 +19,8 @@ def _measured(facts: dict[str, Fact], fact_id: str) -> Fact | None:
 
 
 def not_below(name: str, lower: Fact, upper: Fact) -> Check:
-    """``upper`` does not fall below ``lower``, within their confidence intervals."""
+    """``upper`` does not fall below ``lower``, within their confidence intervals; doubtful where it holds only
+    within them (``upper``'s median below ``lower``'s)."""
     low = lower.ci[0] if lower.ci else lower.value
     high = upper.ci[1] if upper.ci else upper.value
     ok = lower.unit == upper.unit and high >= low
@@ -28,7 +29,10 @@ def not_below(name: str, lower: Fact, upper: Fact) -> Check:
         f"{upper.id} = {upper.value:g} (CI up to {high:g}) {relation} {lower.id} = {lower.value:g} "
         f"(CI from {low:g}) {upper.unit}"
     )
-    return Check(name, ok, detail, (lower.id, upper.id))
+    doubtful = ok and upper.value < lower.value
+    if doubtful:
+        detail += f"; but the medians are the wrong way round ({upper.value:g} < {lower.value:g})"
+    return Check(name, ok, detail, (lower.id, upper.id), doubtful=doubtful)
 
 
 def non_decreasing(facts: dict[str, Fact], ordered: list[tuple[str, str]], prefix: str) -> list[Check]:

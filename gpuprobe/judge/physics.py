@@ -6,7 +6,8 @@ an impossible number, :mod:`gpuprobe.judge.verdicts`). A figure breaks a rule on
 confidence interval does: noise alone never fails a run.
 
 * ``physics.no_negative_quantity``: a latency, cost, rate, bandwidth, clock, size or fraction is never
-  negative. Only a difference between two measured variants may be (its id says so: ``_minus_``).
+  negative. Only a difference may be: of two measured variants (its id says so: ``_minus_``), or what a
+  hardware counter counted in a long launch beyond a short one (``witness.*``).
 * ``physics.fraction_of_peak_at_most_1``: a ``*fraction_of_peak`` is the measured rate over what the unit
   or the memory can do at most; above 1 the rate, the peak or the clock it was scaled by is wrong. Its
   timers resolve it to :data:`RESOLUTION` (a difference spans 100 ticks; a clock window reads the clock to
@@ -14,7 +15,8 @@ confidence interval does: noise alone never fails a run.
   read) is not.
 * ``physics.sustained_within_burst``: a rate sustained over seconds (``*.sustained*``) does not beat the
   same rate in a short burst (``*.burst*``): the clock only falls as the part heats. Not physics in the
-  smoke sense (a smoke run measures neither), so held in full runs only.
+  smoke sense (a smoke run measures neither), so held in full runs only. No probe measures a sustained rate
+  yet (issue 28 adds them): the rule waits for their ids.
 
 A family's own physics (its unit's per-clock peak, its level's pin rate, one level never beating the one
 it is fed by) is among its ``INVARIANTS``, marked ``physics=True`` where it holds at any settings.
@@ -22,12 +24,13 @@ it is fed by) is among its ``INVARIANTS``, marked ``physics=True`` where it hold
 
 from __future__ import annotations
 
-from gpuprobe.core.results import Fact
+from gpuprobe.core.results import WITNESS_PREFIX, Fact
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.ordering import not_below
 
 SIGNLESS_UNITS = ("bool",)
 DIFFERENCE_MARK = "_minus_"  # a fact id holding this is a difference of two variants, either sign possible
+
 SHOWN = 4  # offending facts named in a check's detail (all are marked)
 RESOLUTION = 0.01  # what the suite's timers resolve a rate to: 100 ticks of a difference, a 1 % clock window
 
@@ -54,8 +57,13 @@ def _rule(name: str, held: list[Fact], broken: list[Fact], what: str) -> list[Ch
     return [Check(name, False, f"{what}: {shown}{more}", tuple(f.id for f in broken), physics=True)]
 
 
+def is_difference(fact_id: str) -> bool:
+    """Whether the fact is a difference, which may have either sign."""
+    return DIFFERENCE_MARK in fact_id or fact_id.startswith(WITNESS_PREFIX)  # a count long less short
+
+
 def no_negative_quantity(facts: dict[str, Fact]) -> list[Check]:
-    applies = [f for f in _measured(facts) if f.unit not in SIGNLESS_UNITS and DIFFERENCE_MARK not in f.id]
+    applies = [f for f in _measured(facts) if f.unit not in SIGNLESS_UNITS and not is_difference(f.id)]
     broken = [f for f in applies if _bounds(f)[1] < 0]
     held = [f for f in applies if f not in broken]
     return _rule("physics.no_negative_quantity", held, broken, "negative beyond its CI")

@@ -7,10 +7,12 @@ verdicts stored beside them. A verdict that changed says so in its detail.
 
 * A full run's fact is held to its model's expectation (:func:`judge_fact`); a fact whose confidence
   interval is wider than :data:`MAX_NOISE` of its value is ``unstable`` rather than judged.
-* A smoke run's facts come from each family's cheapest probes at minimal settings (one warp, one sample,
-  a small GEMM): they are never held to the full run's expectations, only to physics (:data:`SMOKE_DETAIL`).
+* A smoke run's facts come from each family's cheapest probes, measured once at minimal settings: they are
+  never held to the full run's expectations, only to physics (:data:`SMOKE_DETAIL`).
 * Every invariant is a fact ``invariant.<name>``; a smoke run is held only to those that are physics.
 * A failed invariant marks each fact it names ``fail`` with why: no PASS sits beside an impossible number.
+  One that holds only within the noise (two medians the wrong way round, their CIs overlapping) turns a
+  PASS of its facts into ``unstable``: the samples cannot say which of them is right.
 * Facts measured while the GPU throttled or had other tenants keep that verdict: their conditions, not
   their value, decide it, and only the run saw those.
 """
@@ -33,6 +35,7 @@ SMOKE_DETAIL = (
     "held to physics, not to the full run's expectations"
 )
 IMPOSSIBLE = "IMPOSSIBLE"  # how a fact marked by a failed invariant begins its detail
+DOUBTFUL = "INCONSISTENT WITHIN THE NOISE"  # how a fact a doubtful invariant names begins its detail
 
 
 # A hardware counter's witness of a probe's own claim (``witness.<probe>.<quantity>``, gpuprobe.measure.witness): what
@@ -127,15 +130,16 @@ def invariant_fact(check: Check) -> Fact:
 
 
 def mark_impossible(facts: Iterable[Fact], checks: Iterable[Check]) -> None:
-    """Each fact a failed check names: ``fail``, with the check's name and detail before its own."""
+    """Each fact a failed check names: ``fail``, with the check's name and detail before its own; each passed
+    fact a doubtful check names: ``unstable``, with why."""
     by_id = {f.id: f for f in facts}
     for check in checks:
-        for fact_id in () if check.ok else check.facts:
+        for fact_id in check.facts if not check.ok or check.doubtful else ():
             fact = by_id.get(fact_id)
-            if fact is None or fact.verdict in KEPT:
+            if fact is None or fact.verdict in KEPT or (check.ok and fact.verdict != "pass"):
                 continue
-            fact.verdict = "fail"
-            fact.detail = f"{IMPOSSIBLE} (invariant.{check.name}): {check.detail}. {fact.detail}".strip()
+            fact.verdict, mark = ("unstable", DOUBTFUL) if check.ok else ("fail", IMPOSSIBLE)
+            fact.detail = f"{mark} (invariant.{check.name}): {check.detail}. {fact.detail}".strip()
 
 
 def judge_invariants(results: Results, family_checks: Iterable[InvariantCheck]) -> None:

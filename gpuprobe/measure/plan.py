@@ -56,7 +56,8 @@ class Stage:
     """What a run measures: the whole suite ("full"), or each family's cheapest probes once ("smoke").
 
     ``first``: probes a smoke stage measures before the rest, beside its families' cheapest ones: those no
-    real run has proven yet (:func:`unproven_probes`), so a first contact finds out about them first."""
+    real run has proven yet (:func:`unproven_probes`), so a first contact finds out whether they run and pass
+    their self-checks on this hardware. Their facts are left out (:meth:`publishes`)."""
 
     name: str = "full"
     first: frozenset[str] = frozenset()
@@ -70,6 +71,12 @@ class Stage:
             return list(family.PROBES)
         first = [name for name in family.PROBES if name in self.first]
         return first + [name for name in family.SMOKE.probes if name not in first]
+
+    def publishes(self, family: ModuleType, probe: str) -> bool:
+        """Whether ``probe``'s facts go into the results: every probe's in a full run; in a smoke run only the
+        cheapest probes', whose smoke settings were chosen so their facts mean what the full run's do. A probe
+        measured first for want of proof ran at settings made for others: its self-check is what it shows."""
+        return self.name != "smoke" or probe in family.SMOKE.probes
 
     def family_order(self, families: Mapping[str, ModuleType]) -> list[str]:
         """The families in measuring order: in a smoke stage, those with a ``first`` probe before the rest."""

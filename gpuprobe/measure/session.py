@@ -15,10 +15,11 @@ For every family the results record its planned seconds (:mod:`gpuprobe.measure.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import statistics
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,7 @@ def not_started(results: Results, family: str, order: list[str], stopped: str | 
 
 
 INTERRUPTED_DETAIL = "interrupted: the run was stopped before this probe was measured"
+SELF_CHECK_ONLY = "self-check only: measured first, at the smoke stage's settings, its facts left out."
 
 
 def family_record(planned: FamilyPlan, order: list[str]) -> dict[str, Any]:
@@ -197,9 +199,11 @@ def measure_family(
     run_state: dict[str, Any],
     model: ModelExpectations | None,
     progress: RunProgress,
+    publishes: Callable[[str], bool] = lambda probe: True,
 ) -> None:
     """One family's probes measured into ``results`` (saved after each), its seconds recorded, and the
-    run's reference clock carried on in ``run_state``; ``progress`` is told of each probe as it ends."""
+    run's reference clock carried on in ``run_state``; ``progress`` is told of each probe as it ends. A probe
+    ``publishes`` refuses keeps its outcome and gives no facts (the smoke stage's probes measured first)."""
     record = results.families[family]
     record["ended"] = "interrupted"  # until it ends: what a run stopped from outside leaves
     state = {**spec["state"], **run_state}
@@ -207,6 +211,9 @@ def measure_family(
     for measured in run_family(spec, order, policy, state=state):
         results.probes[measured.probe] = measured.outcome
         progress.probe_ended(family, measured.probe, measured.outcome)
+        if not publishes(measured.probe) and measured.facts:
+            measured.outcome.detail = f"{SELF_CHECK_ONLY} {measured.outcome.detail}".strip()
+            measured.facts = []
         results.facts.extend(judge_measured(f, model, results.stage) for f in measured.facts)
         clock = next((f for f in measured.facts if f.id == "device.sm_clock"), None)
         if clock is not None:
@@ -313,7 +320,8 @@ def run_suite(
                     continue
                 spec = child_spec(module, device, launcher, family, settings_of[family], datasheet, clock_usable)
                 tracker.family_started(family)
-                measure_family(results, path, family, spec, order, policy, run_state, model, tracker)
+                measure_family(results, path, family, spec, order, policy, run_state, model, tracker,
+                               functools.partial(stage.publishes, selected[family]))  # fmt: skip
                 tracker.family_ended(family)
                 dying.family_ended([results.probes[name] for name in order])
         except KeyboardInterrupt:

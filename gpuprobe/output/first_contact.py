@@ -26,7 +26,7 @@ OUTCOMES = {
     "crashed": "crashed",
     "timeout": "timed out",
     "failed": "self-check failed",
-    "impossible": "self-check passed, a value outside physics",
+    "impossible": "a value outside physics",
     "error": "skipped: build error",
     "violated": "skipped: SASS contract violated",
     "not_run": "not run",
@@ -76,12 +76,10 @@ def family_rows(
     for family, record in results.families.items():
         probes = list(record.get("probe_names") or probes_by_family.get(family, ()))
         outcomes = {name: _probe_outcome(results, name) for name in probes}
-        worst = _worst([o.status for o in outcomes.values()])
-        bad = [f"{name}: {o.detail.splitlines()[0][:300]}" for name, o in outcomes.items() if o.status != "ok"]
         impossible = impossible_facts(results, probes)
-        if worst == "ok" and impossible:
-            worst = "impossible"
-            bad = [f"{f.id} = {fmt_num(f.value)} {f.unit}: {f.detail[:300]}" for f in impossible if f.value is not None]
+        worst = _worst([o.status for o in outcomes.values()] + (["impossible"] if impossible else []))
+        bad = [f"{f.id} = {fmt_num(f.value)} {f.unit}: {f.detail[:300]}" for f in impossible if f.value is not None]
+        bad += [f"{name}: {o.detail.splitlines()[0][:300]}" for name, o in outcomes.items() if o.status != "ok"]
         what = "; ".join(bad) if bad else _facts_text(results, probes)
         rows.append((family, ", ".join(probes), OUTCOMES[worst], _seconds(record), what))
     return rows

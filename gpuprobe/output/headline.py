@@ -343,6 +343,8 @@ def judged_as(results: Results) -> str:
         return ""
     if model.startswith("unknown"):
         return "discovery mode (no expectations for this GPU: facts reported, invariants asserted)"
+    if results.stage == "smoke":
+        return f"smoke stage of a {model}: held to physics, not to its expectations"
     return f"judged as {model}"
 
 

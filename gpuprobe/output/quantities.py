@@ -9,6 +9,7 @@ from typing import Any
 from gpuprobe.core.detection import Detection, percent_text
 from gpuprobe.core.numbers import fmt_bytes, fmt_num, fmt_nums
 from gpuprobe.core.results import Fact
+from gpuprobe.judge.physics import is_difference
 
 NONE = "—"
 
@@ -88,7 +89,7 @@ def fmt_measured(fact: Fact, mhz: float | None, with_ci: bool = True) -> str:
     if fact.value is None:
         return "not measured"
     if spans_zero(fact) and fact.ci is not None:
-        what = "no measurable difference" if "_minus_" in fact.id else "not distinguishable from 0"
+        what = "no measurable difference" if is_difference(fact.id) else "not distinguishable from 0"
         return f"{what} ({fmt_values(list(fact.ci), fact.unit, 'CI {0} to {1}')})"
     text = fmt_quantity(fact.value, fact.unit)
     if with_ci and ci_shown(fact) and fact.ci is not None:

@@ -42,6 +42,7 @@ from gpuprobe.families.measuring import (
 )
 from gpuprobe.families.planning import HOST_CHECK_THREAD_S, combined, cycles_s, kernel_runs, probe
 from gpuprobe.families.stepping import runs
+from gpuprobe.judge.invariants import Check
 from gpuprobe.output.sections import Section
 from gpuprobe.runner.gpu import Launcher
 
@@ -435,22 +436,24 @@ def _both(facts: dict[str, Fact], low: str, high: str) -> tuple[float, float] | 
     return None if a is None or b is None or a.value is None or b.value is None else (a.value, b.value)
 
 
-def invariant_shared_below_global(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+def invariant_shared_below_global(facts: dict[str, Fact], device: Device) -> list[Check]:
     """An add in the SM's shared memory returns sooner than one performed in L2."""
-    pair = _both(facts, "atomic.shared.latency", "atomic.global.latency")
+    ids = ("atomic.shared.latency", "atomic.global.latency")
+    pair = _both(facts, *ids)
     if pair is None:
         return []
-    return [("atomics.shared_below_global", pair[0] < pair[1], f"shared {pair[0]:.0f} vs global {pair[1]:.0f} cycles")]
+    detail = f"shared {pair[0]:.0f} vs global {pair[1]:.0f} cycles"
+    return [Check("atomics.shared_below_global", pair[0] < pair[1], detail, ids)]
 
 
-def invariant_contention_costs(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+def invariant_contention_costs(facts: dict[str, Fact], device: Device) -> list[Check]:
     """Adds to one global counter are serialized: never faster than adds spread over every thread's word."""
-    pair = _both(facts, "atomic.global.throughput.one_address", "atomic.global.throughput.distinct")
+    ids = ("atomic.global.throughput.one_address", "atomic.global.throughput.distinct")
+    pair = _both(facts, *ids)
     if pair is None:
         return []
-    return [
-        ("atomics.contention_costs", pair[0] <= pair[1], f"one address {pair[0]:.3g} vs distinct {pair[1]:.3g} Gop/s")
-    ]
+    detail = f"one address {pair[0]:.3g} vs distinct {pair[1]:.3g} Gop/s"
+    return [Check("atomics.contention_costs", pair[0] <= pair[1], detail, ids)]
 
 
 INVARIANTS = (invariant_shared_below_global, invariant_contention_costs)

@@ -44,8 +44,10 @@ class Settings:
     l2_long_bytes: int = 4 << 30  # bytes a long L2 launch moves
     cached_tile_per_sm: int = 32 * 1024  # L1 and shared: bytes each SM's blocks re-read
     cached_long_bytes_per_sm: int = 32 * MIB  # bytes per SM in a long L1 / shared launch
-    pattern_moved_l2_multiple: float = 2.0  # a goodput pass moves at least this many L2 sizes, counted in 32-byte
-    # sectors (the least it can), as far as the buffer reaches: the next pass finds none of it left in L2
+    pattern_moved_l2_multiple: float = 4.0  # a goodput pass moves at least this many L2 sizes, counted in 32-byte
+    # sectors (the least it can), as far as the buffer reaches: the next pass, which re-reads it, finds as little
+    # of it left in L2 as a DRAM stream's does (a line survives 4 L2 sizes of reads about e^-4 = 2 % of the time
+    # under random replacement, 2 L2 sizes e^-2 = 14 %, and every such hit would count in the difference)
     pattern_iterations: int = 8  # and makes at least this many iterations of every SM's blocks
     sweep_threads: tuple[int, ...] = (128, 256, 512, 1024)
     sweep_blocks: tuple[int, ...] = (1, 2, 4, 8, 16)  # blocks per SM tried (up to the occupancy limit, which is added)

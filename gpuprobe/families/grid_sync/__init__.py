@@ -47,6 +47,7 @@ from gpuprobe.families.measuring import (
 )
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, MAX_THREADS_PER_SM, held_batch_s
 from gpuprobe.families.stepping import runs
+from gpuprobe.judge.invariants import Check
 from gpuprobe.output.sections import Section
 from gpuprobe.runner.gpu import Launcher
 
@@ -299,7 +300,7 @@ SMOKE = Smoke(
 )
 
 
-def _block_barrier_check(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+def _block_barrier_check(facts: dict[str, Fact], device: Device) -> list[Check]:
     """A grid barrier costs more than any block barrier measured (sync.block.*, in cycles)."""
     grid = facts.get("sync.grid.latency")
     if grid is None or grid.value is None or grid.unit != "cycle":
@@ -310,7 +311,8 @@ def _block_barrier_check(facts: dict[str, Fact], device: Device) -> list[tuple[s
             ok = grid.value > block.value
             relation = ">" if ok else "≤"
             detail = f"sync.grid.latency = {grid.value:g} cycle {relation} {block.id} = {block.value:g} cycle"
-            checks.append((f"grid_sync_above_{block.id.removeprefix('sync.block.').replace('.', '_')}", ok, detail))
+            name = f"grid_sync_above_{block.id.removeprefix('sync.block.').replace('.', '_')}"
+            checks.append(Check(name, ok, detail, (grid.id, block.id)))
     return checks
 
 

@@ -50,6 +50,7 @@ from gpuprobe.families.measuring import (
 )
 from gpuprobe.families.planning import held_batch_s
 from gpuprobe.families.stepping import runs
+from gpuprobe.judge.invariants import Check
 from gpuprobe.output.sections import Section
 from gpuprobe.runner.gpu import Launcher, LaunchPathUnavailable
 
@@ -257,8 +258,11 @@ def measure_graph(stamps: _Stamps) -> Measured:
     points: dict[int, _GraphPoint] = {}
 
     def replayed(nodes: int) -> float:
-        """GPU milliseconds of the replays of a graph of ``nodes`` (the Difference's reading)."""
+        """GPU milliseconds of the replays of a graph of ``nodes`` (the Difference's reading); the untimed
+        warm-up's readings are not kept (it pays the graph path's first use)."""
         host, gpu, spacing = graph_point(stamps, nodes)
+        if not per_node.warmed:
+            return gpu * s.graph_replays * 1e3
         point = points.setdefault(nodes, _GraphPoint())
         point.host.append(host)
         point.gpu.append(gpu)
@@ -316,7 +320,7 @@ def measure_event(stamps: _Stamps) -> Measured:
     return Measured(probe, ProbeOutcome("ok"), facts)
 
 
-def _graph_below_stream(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+def _graph_below_stream(facts: dict[str, Fact], device: Device) -> list[Check]:
     """A kernel replayed from a graph costs the GPU less than a plain stream launch does end to end."""
     node, stream = facts.get("launch.graph.per_node.gpu"), facts.get("launch.stream.additional_latency")
     if node is None or stream is None or node.value is None or stream.value is None:
@@ -327,7 +331,7 @@ def _graph_below_stream(facts: dict[str, Fact], device: Device) -> list[tuple[st
         f"launch.graph.per_node.gpu = {node.value:g} {node.unit} {relation} "
         f"launch.stream.additional_latency = {stream.value:g} {stream.unit}"
     )
-    return [("graph_node_below_stream_launch", ok, detail)]
+    return [Check("graph_node_below_stream_launch", ok, detail, (node.id, stream.id))]
 
 
 INVARIANTS = (_graph_below_stream,)

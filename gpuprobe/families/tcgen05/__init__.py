@@ -51,6 +51,7 @@ from gpuprobe.families.tcgen05.layout import BLOCK_ROWS, MMAS, Mma, descriptor_b
 from gpuprobe.families.wgmma import Launched  # per-CTA cycles, ns, start and end, as wgmma's launches
 from gpuprobe.families.wgmma.layout import core_matrix_bytes
 from gpuprobe.families.wgmma.operands import Operands, draw_values, encode, mismatch
+from gpuprobe.judge.invariants import Check
 from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.runner.gpu import Launcher
@@ -303,7 +304,7 @@ def short_id(mma: Mma) -> str:
     return mma.fact_stem.removeprefix("tensor.tcgen05.")
 
 
-def rate_invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+def rate_invariants(facts: dict[str, Fact], device: Device) -> list[Check]:
     """No tcgen05.mma stream runs faster than the B200's datasheet rate per SM at the clock it ran (2 % for
     the timer), and no MMA's latency is under its floor: its work over an SM's rate."""
     checks = []
@@ -314,13 +315,16 @@ def rate_invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, b
             if tflops is not None and mhz is not None:
                 ceiling = device.sm_count * rate * mhz / 1e6
                 detail = f"{tflops:.1f} TFLOP/s vs {ceiling:.1f} at {mhz:.0f} MHz"
-                checks.append((f"tcgen05.rate_below_peak.{short_id(mma)}", tflops <= 1.02 * ceiling, detail))
+                ids = (f"{mma.fact_stem}.tflops", f"{mma.fact_stem}.sm_clock")
+                checks.append(Check(f"tcgen05.rate_below_peak.{short_id(mma)}", tflops <= 1.02 * ceiling, detail, ids,
+                                    physics=True))  # fmt: skip
         else:
             latency = _value(facts, f"{mma.fact_stem}.latency")
             if latency is not None:
                 floor = mma.flop() / (rate * mma.group)
                 detail = f"{latency:.1f} cycles vs a floor of {floor:.0f}"
-                checks.append((f"tcgen05.latency_floor.{short_id(mma)}", latency >= floor, detail))
+                checks.append(Check(f"tcgen05.latency_floor.{short_id(mma)}", latency >= floor, detail,
+                                    (f"{mma.fact_stem}.latency",), physics=True))  # fmt: skip
     return checks
 
 

@@ -491,7 +491,7 @@ def _value(facts: dict[str, Fact], fact_name: str) -> float | None:
 ORDERINGS = (("latency", lambda l2, dram: l2 < dram), ("bandwidth", lambda l2, dram: l2 >= dram))
 
 
-def level_invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+def level_invariants(facts: dict[str, Fact], device: Device) -> list[Check]:
     """A tile from L2 arrives sooner than one from DRAM, and tiles stream from L2 at least as fast as from
     DRAM (same shape, swizzle and promotion)."""
     checks = []
@@ -499,24 +499,26 @@ def level_invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, 
         for rows in TILE_ROWS:
             tile = Tile(rows, swizzle)
             for quantity, faster in ORDERINGS:
-                l2 = _value(facts, fact_id("load", "l2", tile, True, quantity))
-                dram = _value(facts, fact_id("load", "dram", tile, True, quantity))
+                ids = (fact_id("load", "l2", tile, True, quantity), fact_id("load", "dram", tile, True, quantity))
+                l2, dram = (_value(facts, i) for i in ids)
                 if l2 is not None and dram is not None:
-                    checks.append((f"tma.l2_beats_dram.{quantity}.{tile.name}.{swizzle}", faster(l2, dram),
-                                   f"{quantity}: L2 {l2:.1f}, DRAM {dram:.1f}"))  # fmt: skip
+                    checks.append(Check(f"tma.l2_beats_dram.{quantity}.{tile.name}.{swizzle}", faster(l2, dram),
+                                        f"{quantity}: L2 {l2:.1f}, DRAM {dram:.1f}", ids))  # fmt: skip
     return checks
 
 
-def multicast_invariants(facts: dict[str, Fact], device: Device) -> list[tuple[str, bool, str]]:
+def multicast_invariants(facts: dict[str, Fact], device: Device) -> list[Check]:
     """A multicast to C blocks cannot deliver more than C times what unicast loads of the same bytes do:
     it requests 1/C of them (5 % for the noise of two rates)."""
     checks = []
     for size in CLUSTER_SIZES:
         for level in LEVELS:
-            speedup = _value(facts, f"tma.multicast.c{size}.{level}.speedup")
+            speedup_id = f"tma.multicast.c{size}.{level}.speedup"
+            speedup = _value(facts, speedup_id)
             if speedup is not None:
-                checks.append((f"tma.multicast_at_most_cluster_size.c{size}.{level}", speedup <= 1.05 * size,
-                               f"speed-up {speedup:.2f} in clusters of {size}"))  # fmt: skip
+                name = f"tma.multicast_at_most_cluster_size.c{size}.{level}"
+                detail = f"speed-up {speedup:.2f} in clusters of {size}"
+                checks.append(Check(name, speedup <= 1.05 * size, detail, (speedup_id,), physics=True))
     return checks
 
 
