@@ -30,6 +30,7 @@ from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import fake_gpu, measure_family, ptx_parameters, simulated_kernels
 from gpuprobe.simulated.kernels.alu import FAST_SETTINGS, TIMING, thread_result
 from tests.devices import H100_SXM
+from tests.issue_sweep_smoke import smoke_rates_of_the_full_run_s_shape
 
 TERNARY = [op for op in alu.OPS if op.mufu is None]
 MUFU = [op for op in alu.OPS if op.mufu is not None]
@@ -207,24 +208,12 @@ def test_a_probe_whose_twin_breaks_its_contract_is_not_runnable() -> None:
     assert "count FFMA in timed_loop == 64" in result.detail
 
 
-def _shape(series: dict) -> tuple | None:
-    """A sweep's configurations: each point's ILP and warps per SM (None: no sweep)."""
-    sweep = series.get("sweep")
-    return None if sweep is None else (sweep["ilp"], sweep["warps_per_sm"])
-
-
 def test_the_smoke_stage_publishes_its_facts_with_the_full_run_s_shape() -> None:
     """A smoke fact id means what the full run's does: every rate from the same ILP and warps per SM (one warp
     per SM would read a sixteenth of the ILP-1 plateau), one thread for the latency; fewer iterations and
     samples only."""
     assert SMOKE_SETTINGS.warps == Settings().warps
-    smoke = measure_family(alu, fake_gpu(sm_count=2), set(alu.SMOKE.probes), alu.SMOKE.settings)
-    full = measure_family(alu, fake_gpu(sm_count=2), set(alu.SMOKE.probes), Settings(max_repeats=2))
-    assert {m.outcome.status for m in smoke.values()} == {"ok"}
-    for name, measured in smoke.items():
-        assert [f.id for f in measured.facts] == [f.id for f in full[name].facts], name
-        assert _shape(measured.outcome.series) == _shape(full[name].outcome.series), name
-    rates = {f.id: f.value for m in smoke.values() for f in m.facts}
+    rates = smoke_rates_of_the_full_run_s_shape(alu)
     assert rates["alu.ffma.throughput.ilp1"] == pytest.approx(TIMING["ffma"][1], rel=0.05)  # the plateau, not 1 warp
 
 

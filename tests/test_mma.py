@@ -38,6 +38,7 @@ from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import fake_gpu, measure_family, ptx_parameters
 from gpuprobe.simulated.kernels.mma import FAST_SETTINGS, SPARSE_TIMING, TIMING, element, lane_results, numeric_d
 from tests.devices import H100_SXM
+from tests.issue_sweep_smoke import smoke_rates_of_the_full_run_s_shape
 
 SM90A = parse_arch("sm_90a")
 ON_SM90A = {p.name for p in all_probes() if p.family == "mma" and p.supports(SM90A)}
@@ -156,21 +157,9 @@ def test_the_rate_is_judged_per_clock_and_the_clock_it_ran_at_is_a_fact() -> Non
 def test_the_smoke_stage_publishes_its_facts_with_the_full_run_s_shape() -> None:
     """A smoke fact id means what the full run's does: the f16 m16n8k8 rates from the same ILP and warps per SM
     (one warp per SM read 60.7 against the full run's 1013.8 on an H200), fewer iterations and samples only."""
-    smoke = measure_family(mma, fake_gpu(sm_count=2), set(mma.SMOKE.probes), mma.SMOKE.settings)
-    full = measure_family(mma, fake_gpu(sm_count=2), set(mma.SMOKE.probes), Settings(max_repeats=2))
-    assert {m.outcome.status for m in smoke.values()} == {"ok"}
-    for name, measured in smoke.items():
-        assert [f.id for f in measured.facts] == [f.id for f in full[name].facts], name
-        assert _shape(measured.outcome.series) == _shape(full[name].outcome.series), name
-    rates = {f.id: f.value for m in smoke.values() for f in m.facts}
+    rates = smoke_rates_of_the_full_run_s_shape(mma)
     peak = TIMING[("f16", "m16n8k8")][1]
     assert rates["tensor.mma_sync.f16.m16n8k8.throughput.ilp1"] == pytest.approx(peak, rel=0.05)  # not one warp's
-
-
-def _shape(series: dict) -> tuple | None:
-    """A sweep's configurations: each point's ILP and warps per SM (None: no sweep)."""
-    sweep = series.get("sweep")
-    return None if sweep is None else (sweep["ilp"], sweep["warps_per_sm"])
 
 
 def test_a_wrong_lane_fails_the_probe_and_names_the_thread() -> None:

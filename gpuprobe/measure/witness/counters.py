@@ -77,11 +77,11 @@ class Counted:
 
     @property
     def blocks(self) -> int:
-        return self.grid[0] * self.grid[1] * self.grid[2]
+        return math.prod(self.grid)
 
     @property
     def threads(self) -> int:
-        return self.block[0] * self.block[1] * self.block[2]
+        return math.prod(self.block)
 
     def innermost(self, prefix: str) -> str | None:
         """The innermost range whose name starts with ``prefix``; None when it ran in none."""
