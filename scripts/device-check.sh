@@ -35,14 +35,15 @@ started=$(date +%s)
 out="${1:-${OUT:-/tmp/gpuprobe-out}}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 # the defaults are the time plan's (gpuprobe/measure/plan.py), which a test holds the H200's plan to
-read -r plan_smoke plan_deadline plan_witness plan_repeat < <(python3 -c '
-from gpuprobe.measure.plan import DEVICE_CHECK_DEADLINE_S, REPEAT_DEADLINE_S, SMOKE_STAGE_S, WITNESS_STAGE_S
-print(int(SMOKE_STAGE_S), int(DEVICE_CHECK_DEADLINE_S), int(WITNESS_STAGE_S), int(REPEAT_DEADLINE_S))') || exit 2
+read -r plan_smoke plan_deadline plan_witness plan_repeat plan_end < <(python3 -c '
+from gpuprobe.measure import plan
+print(*(int(s) for s in (plan.SMOKE_STAGE_S, plan.DEVICE_CHECK_DEADLINE_S, plan.WITNESS_STAGE_S,
+                         plan.REPEAT_DEADLINE_S, plan.DEVICE_CHECK_END_S)))') || exit 2
 smoke_s="${SMOKE_S:-$plan_smoke}"
 deadline="${DEADLINE:-$plan_deadline}"
 witness_s="${WITNESS_S:-$plan_witness}"
 repeat_deadline="${REPEAT_DEADLINE:-$plan_repeat}"
-end="${END:-590}"  # the job's own end, within the device tool's 600 s command: every stage is held to it
+end="${END:-$plan_end}"  # the job's own end, within the device tool's 600 s command: every stage is held to it
 elapsed() { echo $(( $(date +%s) - started )); }
 
 slug=$(python3 -c '

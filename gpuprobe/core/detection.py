@@ -319,6 +319,13 @@ def effective_df(within: float, df: int, known: float) -> float:
     return math.floor(exact / step) * step
 
 
+def run_to_run_variance(base_mean: float, new_mean: float, run_to_run: float) -> float:
+    """The variance of two runs' difference that ``run_to_run`` percent of the means' size allowed each run
+    for the variation between runs adds (one allowance for each run)."""
+    scale = (abs(base_mean) + abs(new_mean)) / 2.0
+    return 2.0 * (run_to_run / 100.0 * scale) ** 2
+
+
 def t_test(base: Spread, new: Spread, run_to_run: float = 0.0) -> TwoSample | None:
     """Student's pooled two-sample t-test of ``new`` against ``base``, with ``run_to_run`` percent of
     the means' size allowed each run for the variation between runs; ``None`` when a side has fewer
@@ -332,8 +339,7 @@ def t_test(base: Spread, new: Spread, run_to_run: float = 0.0) -> TwoSample | No
     change, df = new.mean - base.mean, base.n + new.n - 2
     pooled = ((base.n - 1) * base.variance + (new.n - 1) * new.variance) / df
     within = pooled * (1.0 / base.n + 1.0 / new.n)
-    scale = (abs(base.mean) + abs(new.mean)) / 2.0
-    known = 2.0 * (run_to_run / 100.0 * scale) ** 2
+    known = run_to_run_variance(base.mean, new.mean, run_to_run)
     error = math.sqrt(within + known)
     if error == 0.0:
         return TwoSample(change, 0.0, df, 0.0 if change else 1.0)

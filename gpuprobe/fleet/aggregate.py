@@ -106,7 +106,7 @@ class FileSummary:
 
     gpu: GpuIdentity
     facts: tuple[tuple[str, str, float, float | None], ...]
-    origin: Provenance = field(default_factory=Provenance)  # where the file came from: board, host, driver, code, stage
+    origin: Provenance  # where the file came from: board, host (named by its path where it names none), driver, code
 
 
 @dataclass(frozen=True)
@@ -123,10 +123,11 @@ def _placement_from_path(source: str) -> tuple[str, int | None]:
     return (match["host"], int(match["index"])) if match else ("", None)
 
 
-def identify(source: str, results: Results) -> GpuIdentity:
+def identify(source: str, results: Results, origin: Provenance | None = None) -> GpuIdentity:
     """The GPU identity of one results file; placement fields come from ``results.device`` where it
-    has them (see :func:`placement`), else from the ``<hostname>-gpu<K>`` directory name."""
-    device, origin = results.device, provenance(results)
+    has them (see :func:`placement`), else from the ``<hostname>-gpu<K>`` directory name. ``origin``: the
+    file's provenance, where the caller has it."""
+    device, origin = results.device, origin or provenance(results)
     host_from_path, index_from_path = _placement_from_path(source)
     index = getattr(device, "gpu_index", None)
     model = device.name.strip() or "(unnamed GPU)"
@@ -163,7 +164,9 @@ def summarize(source: str, results: Results) -> FileSummary:
             continue
         seen.add(fact.id)
         facts.append((fact.id, fact.unit, fact.value, _half_width(fact.ci)))
-    return FileSummary(identify(source, results), tuple(facts), provenance(results))
+    origin = provenance(results)
+    gpu = identify(source, results, origin)
+    return FileSummary(gpu, tuple(facts), dataclasses.replace(origin, hostname=gpu.hostname))
 
 
 def _reason(source: str, error: GpuprobeError) -> str:
@@ -521,7 +524,7 @@ def aggregate_summaries(
     ranking = [_score(s.gpu, per_gpu[i], threshold) for i, s in enumerate(summaries)]
     ranking.sort(key=lambda s: (-s.max_abs_z, s.gpu.file))
     notes += _fleet_notes(summaries)
-    origins = [(s.gpu.file, dataclasses.replace(s.origin, hostname=s.gpu.hostname)) for s in summaries]  # or its path
+    origins = [(s.gpu.file, s.origin) for s in summaries]
     return FleetReport(rule, models, ranking, list(skipped), notes, fleet_lines(origins), hosts_text(origins))
 
 

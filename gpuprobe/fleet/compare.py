@@ -359,7 +359,7 @@ def _facts_by_id(results: Results, name: str) -> dict[str, Fact]:
     return facts
 
 
-def _is_invariant(fact: Fact) -> bool:
+def is_invariant(fact: Fact) -> bool:
     return fact.id.startswith("invariant.") or fact.unit == "bool"
 
 
@@ -370,7 +370,7 @@ def _finite_samples(fact: Fact) -> list[float]:
 def _by_samples(base: Fact | None, new: Fact | None) -> bool:
     """Whether rule 5 (raw samples on both sides) decides this pair: a measured quantity, not an exact result
     or a fitted size with its intervals, with samples on both sides."""
-    if base is None or new is None or base.unit != new.unit or _is_invariant(base) or _is_invariant(new):
+    if base is None or new is None or base.unit != new.unit or is_invariant(base) or is_invariant(new):
         return False
     if base.value is None or new.value is None or _is_exact(base) or _by_intervals(base, new):
         return False
@@ -394,7 +394,7 @@ def _row(fact_id: str, base: Fact | None, new: Fact | None, context: _Context) -
     if base.unit != new.unit:
         reason = f"unit changed from {base.unit!r} to {new.unit!r}; the numbers cannot be compared"
         return Row(fact_id, base, new, Label.UNKNOWN, None, reason)
-    if _is_invariant(base) or _is_invariant(new):
+    if is_invariant(base) or is_invariant(new):
         return _invariant_row(fact_id, base, new)
     if base.value is None or new.value is None:
         where = " and ".join(n for n, f in ((context.base_name, base), (context.new_name, new)) if f.value is None)
@@ -693,7 +693,7 @@ def fact_text(fact: Fact | None) -> str:
     """A fact's value with its interval and unit, e.g. ``250.3 (248.1–252.0) cycle``; ``—`` if absent."""
     if fact is None:
         return "—"
-    if _is_invariant(fact) and fact.verdict in ("pass", "fail"):
+    if is_invariant(fact) and fact.verdict in ("pass", "fail"):
         return fact.verdict
     if fact.value is None:
         return "no value"
@@ -861,7 +861,7 @@ def _markdown_lines(comparison: Comparison, show_all: bool) -> list[str]:
 
 def _measured_text(fact: Fact) -> str:
     """A fact's value and what its noise was, e.g. ``250.2 cycle (CI 249.3–250.9, ±0.3 %, 40 samples)``."""
-    if _is_invariant(fact) or fact.value is None:
+    if is_invariant(fact) or fact.value is None:
         return fact_text(fact)
     parts = []
     if fact.ci is not None and fact.value:

@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from gpuprobe.core.detection import FACT_ALPHA, RUN_TO_RUN_PCT, percent_text, quantity_kind
+from gpuprobe.core.detection import FACT_ALPHA, RUN_TO_RUN_PCT, Spread, percent_text, quantity_kind, run_to_run_variance
 from gpuprobe.core.results import Fact, Results
+from gpuprobe.fleet.compare import is_invariant
+from gpuprobe.fleet.spread import CI_HALF_WIDTH_IN_SE
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,6 @@ def render_markdown(rows: list[Repeat]) -> str:
 MOVE_STEPS = (0.5, 1.0, 2.0, 5.0)
 """The moves, in percent, the table counts facts beyond."""
 
-CI_HALF_WIDTH_IN_SE = 1.96  # a stored 95 % interval reaches about 1.96 standard errors either side
-
 
 @dataclass(frozen=True)
 class Move:
@@ -108,31 +108,33 @@ class Move:
 def _mean_and_error(fact: Fact) -> tuple[float, float]:
     """The mean of a fact's finite samples and its standard error; with fewer than two, its value and its
     stored interval's half-width as 1.96 standard errors (0 without an interval)."""
-    samples = [s for s in fact.samples if math.isfinite(s)]
-    if len(samples) >= 2:
-        return statistics.fmean(samples), statistics.stdev(samples) / math.sqrt(len(samples))
+    spread = Spread.of(fact.samples)
+    if spread.n >= 2:
+        return spread.mean, math.sqrt(spread.variance / spread.n)
     assert fact.value is not None
     half = 0.0 if fact.ci is None else abs(fact.ci[1] - fact.ci[0]) / 2.0
     return fact.value, half / CI_HALF_WIDTH_IN_SE
 
 
 def _compared(fact: Fact | None) -> bool:
-    return fact is not None and fact.value is not None and not fact.id.startswith("invariant.") and fact.unit != "bool"
+    return fact is not None and fact.value is not None and not is_invariant(fact)
 
 
 def moves(base: Results, new: Results) -> list[Move]:
     """Every numeric fact (not an invariant or a flag) with a value in both runs and a non-zero first mean."""
     found = []
+    later: dict[str, Fact] = {}
+    for fact in new.facts:
+        later.setdefault(fact.id, fact)  # the first of an id, as Results.fact finds it
     for fact in base.facts:
-        other = new.fact(fact.id)
+        other = later.get(fact.id)
         if not (_compared(fact) and _compared(other)) or other is None or other.unit != fact.unit:
             continue
         (before, error_before), (after, error_after) = _mean_and_error(fact), _mean_and_error(other)
         if before == 0:
             continue
         kind = quantity_kind(fact.id, fact.unit)
-        between = RUN_TO_RUN_PCT[kind] / 100.0 * (abs(before) + abs(after)) / 2.0
-        error = math.sqrt(error_before**2 + error_after**2 + 2.0 * between**2)
+        error = math.sqrt(error_before**2 + error_after**2 + run_to_run_variance(before, after, RUN_TO_RUN_PCT[kind]))
         change = after - before
         z = abs(change) / error if error else (0.0 if change == 0 else math.inf)
         found.append(Move(fact.id, fact.unit, kind, before, after, change / abs(before) * 100.0, z))
@@ -192,10 +194,10 @@ def _kind_row(kind: str, of_kind: list[Move], critical: float) -> KindRepeat:
     )
 
 
-def kind_table(base: Results, new: Results, alpha: float = FACT_ALPHA) -> list[KindRepeat]:
+def kind_table(base: Results, new: Results) -> list[KindRepeat]:
     """One row per kind of quantity that both runs have facts of, in :data:`RUN_TO_RUN_PCT`'s order."""
     found = moves(base, new)
-    critical = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    critical = NormalDist().inv_cdf(1.0 - FACT_ALPHA / 2.0)
     rows = []
     for kind in RUN_TO_RUN_PCT:
         of_kind = [m for m in found if m.kind == kind]

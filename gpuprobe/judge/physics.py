@@ -35,8 +35,9 @@ SHOWN = 4  # offending facts named in a check's detail (all are marked)
 RESOLUTION = 0.01  # what the suite's timers resolve a rate to: 100 ticks of a difference, a 1 % clock window
 
 
-def _bounds(fact: Fact) -> tuple[float, float]:
-    """The fact's confidence interval, or its value twice where it has none."""
+def bounds(fact: Fact) -> tuple[float, float]:
+    """A measured fact's confidence interval, or its value twice where it has none: a check fails only beyond
+    it."""
     assert fact.value is not None
     return fact.ci if fact.ci is not None else (fact.value, fact.value)
 
@@ -45,12 +46,12 @@ def _measured(facts: dict[str, Fact]) -> list[Fact]:
     return [f for f in facts.values() if f.value is not None and not f.id.startswith("invariant.")]
 
 
-def _rule(name: str, held: list[Fact], broken: list[Fact], what: str) -> list[Check]:
+def _rule(name: str, applies: list[Fact], broken: list[Fact], what: str) -> list[Check]:
     """One check over every fact a rule applies to (none if it applies to none); ``what`` is what breaks it."""
-    if not held and not broken:
+    if not applies:
         return []
     if not broken:
-        return [Check(name, True, f"none of {len(held)} facts {what}", physics=True)]
+        return [Check(name, True, f"none of {len(applies)} facts {what}", physics=True)]
     shown = "; ".join(f"{f.id} = {f.value:g} {f.unit}" + (f" (CI {f.ci[0]:g} – {f.ci[1]:g})" if f.ci else "")
                       for f in broken[:SHOWN])  # fmt: skip
     more = f" and {len(broken) - SHOWN} more" if len(broken) > SHOWN else ""
@@ -64,16 +65,14 @@ def is_difference(fact_id: str) -> bool:
 
 def no_negative_quantity(facts: dict[str, Fact]) -> list[Check]:
     applies = [f for f in _measured(facts) if f.unit not in SIGNLESS_UNITS and not is_difference(f.id)]
-    broken = [f for f in applies if _bounds(f)[1] < 0]
-    held = [f for f in applies if f not in broken]
-    return _rule("physics.no_negative_quantity", held, broken, "negative beyond its CI")
+    broken = [f for f in applies if bounds(f)[1] < 0]
+    return _rule("physics.no_negative_quantity", applies, broken, "negative beyond its CI")
 
 
 def fraction_of_peak_at_most_1(facts: dict[str, Fact]) -> list[Check]:
     applies = [f for f in _measured(facts) if f.id.endswith("fraction_of_peak")]
-    broken = [f for f in applies if _bounds(f)[0] > 1.0 + RESOLUTION]
-    held = [f for f in applies if f not in broken]
-    return _rule("physics.fraction_of_peak_at_most_1", held, broken, f"above 1 beyond its CI and {RESOLUTION:.0%}")
+    broken = [f for f in applies if bounds(f)[0] > 1.0 + RESOLUTION]
+    return _rule("physics.fraction_of_peak_at_most_1", applies, broken, f"above 1 beyond its CI and {RESOLUTION:.0%}")
 
 
 def sustained_within_burst(facts: dict[str, Fact]) -> list[Check]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict
 
-from gpuprobe.core.results import DISTURBED_VERDICTS, INVALID, Device, Fact, Results
+from gpuprobe.core.results import DISTURBED_VERDICTS, INVALID, WITNESS_PREFIX, Device, Fact, Results
 from gpuprobe.judge.expectations import Expectation, ModelExpectations, judge, load_all, match_model
 from gpuprobe.judge.invariants import Check, InvariantCheck, check_invariants
 from gpuprobe.judge.physics import physics_checks
@@ -42,7 +42,6 @@ DOUBTFUL = "INCONSISTENT WITHIN THE NOISE"  # how a fact a doubtful invariant na
 # Nsight Compute counted over what the probe says it moved is within WITNESS_TOLERANCE of 1; bank conflicts
 # (``...shared_bank_conflicts``, per shared-memory wavefront) within it of none. Whatever the GPU model: the
 # claim is the probe's, not the model's. Other witness facts (the figures themselves) are reported.
-WITNESS_PREFIX = "witness."
 WITNESS_CONFLICTS = ".shared_bank_conflicts"
 WITNESS_TOLERANCE = 0.10
 WITNESS_SOURCE = "the probe's own claim, which a hardware counter (Nsight Compute) must agree with within 10 %"
@@ -58,12 +57,17 @@ def witness_expectation(fact: Fact) -> Expectation | None:
     return Expectation(fact.id, 1 - WITNESS_TOLERANCE, 1 + WITNESS_TOLERANCE, "fraction", "warn", WITNESS_SOURCE)
 
 
+def recorded(expectation: Expectation | None) -> dict | None:
+    """An expectation as a fact records it (without the fact id it repeats)."""
+    return None if expectation is None else {k: v for k, v in asdict(expectation).items() if k != "fact_id"}
+
+
 def judge_witness(fact: Fact) -> Fact:
     """A witness fact held to :func:`witness_expectation` (a WARN outside it); what the witness said of it
     kept before the judgement, so that judging it again changes nothing."""
     expectation = witness_expectation(fact)
     said = fact.detail.split(WITNESS_JUDGED, 1)[0]
-    fact.expectation = None if expectation is None else {k: v for k, v in asdict(expectation).items() if k != "fact_id"}
+    fact.expectation = recorded(expectation)
     if expectation is None or fact.value is None:
         fact.verdict = "report" if fact.value is not None else "not_run"
         fact.detail = said
@@ -83,7 +87,7 @@ def judge_fact(fact: Fact, model: ModelExpectations | None, stage: str = "full")
         fact.verdict, fact.detail = ("not_run", fact.detail) if fact.value is None else ("report", SMOKE_DETAIL)
         return fact
     expectation = model.expectation_for(fact.id) if model else None
-    fact.expectation = None if expectation is None else {k: v for k, v in asdict(expectation).items() if k != "fact_id"}
+    fact.expectation = recorded(expectation)
     fact.verdict, fact.detail = judge(fact, expectation)
     return fact
 

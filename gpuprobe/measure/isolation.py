@@ -171,9 +171,7 @@ class _Child:
         return [dict(call) for call in self.flight]
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+        kill_session(self.process)
 
     def evidence(self, policy: ChildPolicy) -> str:
         """How the child ended, its last stderr lines and any stray output (waited for, never forever)."""
@@ -191,6 +189,13 @@ class _Child:
         if self.stray:
             parts.append(f"{len(self.stray)} stray stdout line(s), first: {self.stray[0]!r}")
         return "; ".join(parts)
+
+
+def kill_session(process: subprocess.Popen) -> None:
+    """Kill ``process`` and everything it started (its own session: its group id is its pid), then reap it."""
+    with contextlib.suppress(ProcessLookupError):  # it ended just now
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def _child_environment() -> dict[str, str]:

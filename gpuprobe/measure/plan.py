@@ -43,6 +43,7 @@ SMOKE_STAGE_S = 120.0  # the smoke stage's whole budget, which comes first (20 f
 DEVICE_CHECK_DEADLINE_S = 380.0  # the full suite stops measuring this long after the script starts
 WITNESS_STAGE_S = 90.0  # ncu's count of the bytes the goodput, bandwidth and copy probes moved, at most
 REPEAT_DEADLINE_S = 560.0  # the second run stops measuring this long after the script starts
+DEVICE_CHECK_END_S = 590.0  # every stage is held to end by then, within the device tool's 600 s command
 
 
 def family_seconds(plan: Plan, child_start: bool = True) -> float:

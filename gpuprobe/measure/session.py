@@ -30,7 +30,7 @@ from gpuprobe.build.registry import all_probes
 from gpuprobe.build.toolchain import toolkit_description
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.files import write_atomic
-from gpuprobe.core.results import Device, ProbeOutcome, Results, save
+from gpuprobe.core.results import Device, ProbeOutcome, Results, code_record, host_record, save
 from gpuprobe.families import catalog
 from gpuprobe.families.catalog import FAMILIES, OPT_IN
 from gpuprobe.judge.expectations import ModelExpectations, match_model
@@ -115,8 +115,6 @@ def stage_policy(stage: Stage, policy: ChildPolicy) -> ChildPolicy:
 def environment_record(device_index: int, uuid: str) -> dict[str, Any]:
     """What the first run on a machine needs on record: the NVML device record, every software version, and
     the machine (host name, machine id hash, boot id: :func:`gpuprobe.core.results.host_record`)."""
-    from gpuprobe.core.results import host_record
-
     return {"device_record": device_record(device_index, uuid), "software": software_versions(),
             "host": host_record()}  # fmt: skip
 
@@ -124,8 +122,6 @@ def environment_record(device_index: int, uuid: str) -> dict[str, Any]:
 def build_record(module: BuiltModule) -> dict[str, Any]:
     """The cubin the run measures: the one built and checked here, by hash (each measuring process checks it);
     and the gpuprobe that measures: version, commit, uncommitted changes (:func:`gpuprobe.core.results.code_record`)."""
-    from gpuprobe.core.results import code_record
-
     return {"arch": module.arch.name, "cubin": str(module.cubin), "cubin_sha256": file_sha256(module.cubin),
             "toolkit": toolkit_description(), "gpuprobe": code_record()}  # fmt: skip
 
@@ -199,7 +195,7 @@ def measure_family(
     run_state: dict[str, Any],
     model: ModelExpectations | None,
     progress: RunProgress,
-    publishes: Callable[[str], bool] = lambda probe: True,
+    publishes: Callable[[str], bool],
 ) -> None:
     """One family's probes measured into ``results`` (saved after each), its seconds recorded, and the
     run's reference clock carried on in ``run_state``; ``progress`` is told of each probe as it ends. A probe

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
-from gpuprobe.core.results import Fact, Results
+from gpuprobe.core.results import Fact, Results, provenance
 from gpuprobe.judge.expectations import Expectation, judge
 from gpuprobe.output import headline, probe_status, witness
 from gpuprobe.output.plots import measured_sm_mhz
@@ -158,8 +158,6 @@ def software_rows(results: Results) -> list[tuple[str, str]]:
     """What the sheet's device line leaves out, as (label, plain text) pairs: memory, shared memory, the
     driver, CUDA runtime, the toolkit that built the probes, and where the numbers came from: the board
     (UUID, serial), the host (name, machine id, boot) and the gpuprobe that measured (version, commit)."""
-    from gpuprobe.core.results import provenance
-
     dev, origin = results.device, provenance(results)
     return [
         ("Memory", _memory_row(results)),

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuprobe.core.numbers import fmt_bytes
-from gpuprobe.core.results import Fact, Results
-from gpuprobe.judge.verdicts import WITNESS_CONFLICTS, WITNESS_JUDGED, WITNESS_PREFIX
+from gpuprobe.core.results import WITNESS_PREFIX, Fact, Results
+from gpuprobe.judge.verdicts import WITNESS_CONFLICTS, WITNESS_JUDGED
 from gpuprobe.output.quantities import NONE, verdict_marker
 from gpuprobe.output.tables import html_table, markdown_table
 

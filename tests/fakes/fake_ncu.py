@@ -71,11 +71,7 @@ def unit(metric: str) -> str:
         return "byte"
     if metric.startswith("lts__t_sectors"):
         return "sector"
-    return "nsecond" if metric.startswith("gpu__time_duration") else ""
-
-
-def shown(value: float, metric: str) -> str:
-    return f"{value:,.2f}" if metric.startswith("gpu__time_duration") else f"{value:,.0f}"
+    return ""
 
 
 def nvtx_cell(record: dict) -> str:
@@ -96,7 +92,7 @@ def table(records: list[dict], metrics: list[str]) -> str:
                     record["kernel"], "1", "7", block, grid, "0", "9.0"]  # fmt: skip
         extra = {"device__attribute_display_name": "Rehearsal GPU", "profiler__replayer_passes": "1",
                  "launch__grid_size": str(record["grid"][0] * record["grid"][1] * record["grid"][2])}  # fmt: skip
-        writer.writerow(identity + [extra.get(c) or shown(record["counters"][c], c) for c in columns])
+        writer.writerow(identity + [extra.get(c) or f"{record['counters'][c]:,.0f}" for c in columns])
     return out.getvalue()
 
 

@@ -88,6 +88,7 @@ from gpuprobe.families.wgmma.ptx import (
     kernels,
 )
 from gpuprobe.judge.invariants import Check
+from gpuprobe.judge.physics import bounds
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.runner.gpu import Launcher, LaunchPathUnavailable
 
@@ -646,11 +647,6 @@ def check_suffix(fact_id: str) -> str:
     return f"sp.{rest}" if family == "wgmma_sp" else rest
 
 
-def _bounds(fact: Fact) -> tuple[float, float]:
-    """A fact's confidence interval, or its value twice where it has none: a check fails only beyond it."""
-    return fact.ci if fact.ci is not None else (fact.value, fact.value)
-
-
 def cublas_invariant(facts: dict[str, Fact], device: Device) -> list[Check]:
     """The bf16 wgmma rate per clock over cuBLAS's, both ways: at least :data:`CUBLAS_FRACTION_MIN` (the
     probe saturates the tensor cores: a consistency check, full runs only), and at most
@@ -660,7 +656,7 @@ def cublas_invariant(facts: dict[str, Fact], device: Device) -> list[Check]:
     fraction = _measured(facts, "tensor.wgmma.bf16.fraction_of_cublas")
     if fraction is None:
         return []
-    low, high = _bounds(fraction)
+    low, high = bounds(fraction)
     ceiling = TIMER_ALLOWANCE / CUBLAS_PER_CLOCK_FLOOR
     cublas = tuple(i for i, _ in CUBLAS_FACTS if _measured(facts, i) is not None)
     return [
@@ -701,9 +697,9 @@ def clock_invariants(facts: dict[str, Fact], device: Device) -> list[Check]:
     checks = []
     for clock in (c for c in clocks if c.value is not None and top):
         what = clock.id.removeprefix("tensor.").removesuffix(".sm_clock")
-        detail = f"{clock.value:.0f} MHz (CI from {_bounds(clock)[0]:.0f}) vs the part's highest, {top:.0f} MHz"
+        detail = f"{clock.value:.0f} MHz (CI from {bounds(clock)[0]:.0f}) vs the part's highest, {top:.0f} MHz"
         held = (clock.id, clock.id.removesuffix("sm_clock") + "fraction_of_peak")
-        ok = _bounds(clock)[0] <= TIMER_ALLOWANCE * top
+        ok = bounds(clock)[0] <= TIMER_ALLOWANCE * top
         checks.append(Check(f"wgmma.clock_within_boost.{what}", ok, detail, held, physics=True))
     return checks
 

@@ -35,10 +35,9 @@ from gpuprobe.measure.witness.ncu import (
     tool_errors,
 )
 from gpuprobe.measure.witness.run import chosen_probes, measuring_command
-from gpuprobe.output.witness import FIGURES, split_id
+from gpuprobe.output.witness import FIGURES, NOTED, split_id
 
 SKIPPED = "gpuprobe witness: skipped:"
-SHOWN_VERDICTS = ("warn", "fail", "not_run")  # a comparison printed with its detail; the others in the count
 
 
 def witness(
@@ -146,7 +145,7 @@ def report(facts: Sequence[Fact], results_path: Path, log: Path) -> None:
     """Each comparison that did not agree (or could not be made), then what was written where."""
     comparisons = [f for f in facts if (split_id(f.id) or ("", "", ""))[2] not in FIGURES]
     for fact in comparisons:
-        if fact.verdict in SHOWN_VERDICTS:
+        if fact.verdict in NOTED:  # printed with its detail; the others in the count
             print(f"{fact.verdict.upper():8} {fact.id}: {fact.detail}")
     counts = {v: sum(f.verdict == v for f in comparisons) for v in ("pass", "warn", "fail", "not_run")}
     summary = ", ".join(f"{n} {v.replace('_', ' ')}" for v, n in counts.items() if n)

@@ -31,11 +31,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuprobe.core.results import Fact, ProbeOutcome
-from gpuprobe.measure.witness.counters import Counted
+from gpuprobe.families.bandwidth.patterns import L2_SECTOR_BYTES
+from gpuprobe.measure.witness.counters import (
+    DRAM_READ,
+    DRAM_WRITE,
+    L2_READ_SECTORS,
+    L2_WRITE_SECTORS,
+    SHARED_CONFLICTS,
+    SHARED_WAVEFRONTS,
+    Counted,
+)
 from gpuprobe.output.witness import CONFLICTS_KEY, LABELS, LAUNCHES_KEY, fact_id
 from gpuprobe.runner.gpu import NVTX_PREFIX, probe_range
-
-L2_SECTOR_BYTES = 32  # lts__t_sectors counts 32-byte sectors
 
 
 @dataclass(frozen=True)
@@ -53,16 +60,12 @@ class Quantity:
 
 
 QUANTITIES = (
-    Quantity("dram_read_bytes", "dram__bytes_read.sum"),
-    Quantity("dram_write_bytes", "dram__bytes_write.sum"),
-    Quantity("l2_read_bytes", "lts__t_sectors_srcunit_tex_op_read.sum", L2_SECTOR_BYTES),
-    Quantity("l2_write_bytes", "lts__t_sectors_srcunit_tex_op_write.sum", L2_SECTOR_BYTES),
+    Quantity("dram_read_bytes", DRAM_READ),
+    Quantity("dram_write_bytes", DRAM_WRITE),
+    Quantity("l2_read_bytes", L2_READ_SECTORS, L2_SECTOR_BYTES),  # lts__t_sectors counts 32-byte sectors
+    Quantity("l2_write_bytes", L2_WRITE_SECTORS, L2_SECTOR_BYTES),
 )
 CLAIM_NAMES = {"moved_bytes": "dram_read_bytes"}  # bandwidth's goodput record: the bytes DRAM moved for a read
-CONFLICTS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-             "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")  # fmt: skip
-WAVEFRONTS = ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
-              "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum")  # fmt: skip
 
 
 def claims_of(outcome: ProbeOutcome) -> dict[str, list[float]] | None:
@@ -187,8 +190,8 @@ def conflict_facts(probe: str, claims: Mapping[str, list[float]], paired: Sequen
     """The shared-memory bank conflicts of the probe's last two launches apart, per wavefront and in all; none
     where its kernel touches no shared memory."""
     short, long = len(paired) - 2, len(paired) - 1
-    conflicts = _apart(paired, CONFLICTS, 1.0, short, long)
-    wavefronts = _apart(paired, WAVEFRONTS, 1.0, short, long)
+    conflicts = _apart(paired, SHARED_CONFLICTS, 1.0, short, long)
+    wavefronts = _apart(paired, SHARED_WAVEFRONTS, 1.0, short, long)
     if conflicts is None or not wavefronts:
         return []
     share = conflicts / wavefronts

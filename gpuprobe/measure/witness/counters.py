@@ -30,23 +30,20 @@ from dataclasses import dataclass
 from gpuprobe.core.errors import GpuprobeError
 
 # What the witness counts, per kernel launch (see gpuprobe.measure.witness.compare for what each witnesses).
-METRICS = (
-    "dram__bytes_read.sum",
-    "dram__bytes_write.sum",
-    "lts__t_sectors_srcunit_tex_op_read.sum",
-    "lts__t_sectors_srcunit_tex_op_write.sum",
-    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
-    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
-    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-    "gpu__time_duration.sum",
-)
-# The units a metric may come in, each with its factor to the one used here (bytes, sectors, nanoseconds): base
+DRAM_READ = "dram__bytes_read.sum"
+DRAM_WRITE = "dram__bytes_write.sum"
+L2_READ_SECTORS = "lts__t_sectors_srcunit_tex_op_read.sum"
+L2_WRITE_SECTORS = "lts__t_sectors_srcunit_tex_op_write.sum"
+SHARED_CONFLICTS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")  # fmt: skip
+SHARED_WAVEFRONTS = ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+                     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum")  # fmt: skip
+METRICS = (DRAM_READ, DRAM_WRITE, L2_READ_SECTORS, L2_WRITE_SECTORS, *SHARED_CONFLICTS, *SHARED_WAVEFRONTS)
+# The units a metric may come in, each with its factor to the one used here (bytes, sectors): base
 # units are asked for (--print-units base); a metric not listed is a count, whatever its unit is called.
 UNITS = {
     "dram__": {"byte": 1.0},
     "lts__t_sectors": {"sector": 1.0},
-    "gpu__time_duration": {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9},
 }
 
 IDENTITY = ("ID", "Process ID", "Kernel Name", "Block Size", "Grid Size")
@@ -154,7 +151,7 @@ def _dims(text: str, where: str) -> tuple[int, int, int]:
 
 
 def _value(text: str, unit: str, metric: str, where: str) -> float | None:
-    """A metric's value in bytes, sectors, nanoseconds or a count (:data:`UNITS`); None when ncu could not
+    """A metric's value in bytes, sectors or a count (:data:`UNITS`); None when ncu could not
     collect it ("n/a")."""
     allowed = next((units for prefix, units in UNITS.items() if metric.startswith(prefix)), None)
     if allowed is not None and unit.strip() not in allowed:

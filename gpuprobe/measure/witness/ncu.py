@@ -27,11 +27,9 @@ processes it started run in sessions of their own and end when their parent is g
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +38,7 @@ from pathlib import Path
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_text
 from gpuprobe.core.tool_output import ENCODING, ERRORS
+from gpuprobe.measure.isolation import kill_session
 from gpuprobe.measure.witness.counters import METRICS
 
 NCU = "ncu"
@@ -73,30 +72,23 @@ class Ran:
     output: str
 
 
-def run_bounded(command: Sequence[str], timeout_s: float, output: Path, env: dict[str, str] | None = None) -> Ran:
+def run_bounded(command: Sequence[str], timeout_s: float, output: Path) -> Ran:
     """Run ``command`` in its own session with its output in ``output``; a GpuprobeError, after killing it
     and everything it started, when it runs past ``timeout_s`` seconds or cannot be started."""
     try:
         with open(output, "w", encoding=ENCODING, errors=ERRORS) as sink:
             process = subprocess.Popen(list(command), stdout=sink, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True, env=env)  # fmt: skip
+                                       stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
             try:
                 returncode = process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                _kill_session(process)
+                kill_session(process)
                 raise GpuprobeError(
                     f"{command[0]} ran past its {timeout_s:g} s limit: killed, with all it started"
                 ) from None
     except OSError as exc:
         raise GpuprobeError(f"{command[0]}: cannot run it ({exc.strerror or exc})") from None
     return Ran(returncode, read_text(output))
-
-
-def _kill_session(process: subprocess.Popen) -> None:
-    """Kill ``process``'s session (its group id is its pid) and reap it."""
-    with contextlib.suppress(ProcessLookupError):  # it ended just now
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
 
 
 def check_tool(ncu: Path, scratch: Path) -> str:
