@@ -172,7 +172,7 @@ def test_the_peak_is_the_plateau_not_the_luckiest_point() -> None:
 
 def _context(gpu) -> alu._Context:
     """The family's launcher of checked runs, on ``gpu``, outside any probe."""
-    ctx = alu._Context(gpu, ptx_parameters(gpu.arch), gpu.device(), FAST_SETTINGS, {}, set())
+    ctx = alu._Context(gpu, ptx_parameters(gpu.arch), gpu.device(), FAST_SETTINGS, {})
     ctx.out = gpu.alloc(alu.output_words(gpu.sm_count * 32 * 32, 1) * 8)
     return ctx
 

@@ -25,9 +25,9 @@ from gpuprobe.families.async_copy import (
     bulk_block_sums,
     measure,
     neighbour_sums,
-    step_gbps,
 )
 from gpuprobe.families.base import Request
+from gpuprobe.families.differencing import step_gbps
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
 from gpuprobe.judge.verdicts import mark_impossible
 from gpuprobe.measure.plan import family_seconds

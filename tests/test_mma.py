@@ -128,7 +128,7 @@ def test_the_simulated_loop_bubble_reads_as_on_the_h200_alone_and_cancels_agains
     minus short iterations, the method before the twins) it reads the H200's (16 x 16 + 14) / 16 = 16.875; the
     probe, against the twin, reads the mma's 16. m16n8k16's 24 cycles hide the control, alone or not."""
     gpu = fake_gpu(sm_count=2, noise=0.0)
-    ctx = mma._Context(gpu, ptx_parameters(gpu.arch), gpu.device(), FAST_SETTINGS, {}, set())
+    ctx = mma._Context(gpu, ptx_parameters(gpu.arch), gpu.device(), FAST_SETTINGS, {})
     ctx.out = gpu.alloc(mma.output_words(LANES, mma.RESULT_WORDS) * 8)
     for shape, alone, latency in (("m16n8k8", 16.875, 16.0), ("m16n8k16", 24.0, 24.0)):
         v = Variant("f16", shape)

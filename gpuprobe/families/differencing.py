@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from gpuprobe.core.results import Device
 from gpuprobe.families.base import Plan, ProbeFailure
@@ -72,7 +72,6 @@ class Timer:
 CLOCK64 = Timer("%clock64", "cycles", 1.0)
 # cudaEventElapsedTime resolves about 0.5 us (CUDA Runtime API, cudaEventElapsedTime)
 EVENTS = Timer("CUDA events", "ms", 0.0005, warm_up=True)
-GLOBALTIMER = Timer("%globaltimer", "ns", 1000.0, warm_up=True)  # it moves every 1 us (TIMER_TICK_NS)
 HOST_CLOCK = Timer("time.perf_counter", "s", time.get_clock_info("perf_counter").resolution, warm_up=True)
 
 RESOLVED_TICKS = 100  # the least a difference may span, in ticks of its timer: quantisation within 1 %
@@ -86,6 +85,7 @@ class Difference:
     kernel for that many iterations and returns the timer's reading), guarded as the module says.
 
     ``longest``: the most iterations ``launch`` can take (a chain's nodes, a buffer's size); None: no bound.
+    ``warmed``: the kernel already ran (a checked or sizing launch), so no untimed first launch is needed.
     ``lengths`` grows when a sample needed a wider gap, and the samples after it keep it."""
 
     launch: Callable[[int], float]
@@ -93,7 +93,7 @@ class Difference:
     what: str
     timer: Timer = CLOCK64
     longest: int | None = None
-    warmed: bool = field(default=False, init=False)
+    warmed: bool = False
 
     def sample(self) -> float:
         """One sample of the cost of one step, in the timer's unit per step."""
@@ -126,6 +126,21 @@ class Difference:
         sample_until_stable(lambda: taken.append(self.sample()), taken, stop)
         return taken
 
+
+
+def step_gbps(step_bytes: float, step_ms: float) -> float:
+    """GB/s of ``step_bytes`` moved in ``step_ms`` milliseconds."""
+    return step_bytes / (step_ms * 1e-3) / 1e9
+
+
+def event_gbps(
+    run: Callable[[int], float], lengths: Lengths, unit_bytes: int, what: str, stop: Stopping, warmed: bool = False
+) -> tuple[list[float], Lengths]:
+    """GB/s samples of the bytes between a short and a long event-timed launch (``run(n)``: the GPU ms of
+    ``n`` passes, iterations or steps of ``unit_bytes`` each), and the lengths they ended with (widened or not);
+    ``warmed`` as :class:`Difference` says."""
+    difference = Difference(run, lengths, what, EVENTS, warmed=warmed)
+    return [step_gbps(unit_bytes, ms) for ms in difference.samples(stop)], difference.lengths
 
 
 def unresolved(what: str, timer: Timer, difference: float, tried: list[str], stopped: str) -> str:

@@ -64,6 +64,12 @@ def _value(facts: dict[str, Fact], fact_id: str) -> Fact | None:
     return fact if fact is not None and fact.value is not None else None
 
 
+def measured(facts: dict[str, Fact], *ids: str) -> list[Fact] | None:
+    """The facts of ``ids`` in order if every one was measured, else None (a check needing them is left out)."""
+    found = [_value(facts, i) for i in ids]
+    return None if any(f is None for f in found) else found  # type: ignore[return-value]
+
+
 def _kib(value: float) -> str:
     return f"{value / KIB:.1f} KiB"
 

@@ -76,6 +76,7 @@ _GEMM_TYPES: dict[str, tuple[int, int, str]] = {
 # so a profiler that wraps the measuring process (Nsight Compute, gpuprobe.measure.witness) can tell whose launches
 # it counted; a family may mark a part of its work as the probe it measures for (bandwidth's goodput patterns).
 NVTX_PREFIX = "gpuprobe:"
+GEMM_DRAWN_ROWS = 1024  # random rows of each cuBLAS operand drawn on the host (time_gemm), repeated down to n
 
 
 def probe_range(probe: str) -> str:
@@ -428,9 +429,9 @@ class CupyLauncher:
             raise LaunchPathUnavailable(f"cuBLAS cannot be loaded here ({reason})") from None
 
         data_type, compute_type, holder = _GEMM_TYPES[dtype]
-        # random rows (at most 1024 an operand, drawn on the host: the draw, not the GEMMs, took a timing's
-        # time), repeated down to n: every tile the tensor cores take is random, as the power draw needs
-        rows = min(n, 1024)
+        # random rows (at most GEMM_DRAWN_ROWS an operand, drawn on the host: the draw, not the GEMMs, took a
+        # timing's time), repeated down to n: every tile the tensor cores take is random, as the power draw needs
+        rows = min(n, GEMM_DRAWN_ROWS)
         values = np.random.default_rng(1).standard_normal((2, rows, n), dtype=np.float32)
         drawn = (values.view(np.uint32) >> 16).astype(np.uint16) if dtype == "bf16" else values.astype(holder)
         host = np.tile(drawn, (1, -(-n // rows), 1))[:, :n]

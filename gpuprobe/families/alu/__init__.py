@@ -92,6 +92,11 @@ def probe_name(op: Op, ilp: int) -> str:
     return f"alu.{op.name}.ilp{ilp}"
 
 
+def kernel_name(op: Op, ilp: int) -> str:
+    """``op``'s chain kernel with ``ilp`` chains per thread."""
+    return f"gp_alu_{op.name}_ilp{ilp}"
+
+
 PROBES = [probe_name(op, ilp) for op in OPS for ilp in ILPS]
 
 SECTIONS = (
@@ -258,13 +263,12 @@ class _Context:
     device: Device
     settings: Settings
     state: dict[str, Any]
-    runnable: set[str]
     out: Any = None
     uploaded: dict[str, Any] = field(default_factory=dict)  # each op's operand buffer
 
     def launch(self, op: Op, passes: int, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
         """One checked run of the op's ILP kernel (``passes`` 1) or its twin (:data:`TWIN_PASSES`)."""
-        kernel = twin_kernel(f"gp_alu_{op.name}_ilp{ilp}", passes)
+        kernel = twin_kernel(kernel_name(op, ilp), passes)
         if op.name not in self.uploaded:
             self.uploaded[op.name] = self.launcher.upload(operands(op))
         args = [np.uint32(iterations), self.uploaded[op.name], self.out]
@@ -280,7 +284,7 @@ def run_probe(ctx: _Context, op: Op, ilp: int) -> Measured:
     name = probe_name(op, ilp)
     facts = []
     notes = []
-    kernel = f"gp_alu_{op.name}_ilp{ilp}"
+    kernel = kernel_name(op, ilp)
     sweeper = Sweeper(functools.partial(ctx.launch, op), ctx.settings, ctx.device.sm_count, STEPS_PER_ITERATION, kernel)
     if ilp == 1:
         samples = sweeper.latency(threads=1)
@@ -309,7 +313,7 @@ def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); see the module docstring."""
     launcher, parameters, device = request.launcher, request.parameters, request.device
     runnable, settings, state = request.runnable, request.settings, request.state
-    ctx = _Context(launcher, parameters, device, settings or Settings(), state, runnable)
+    ctx = _Context(launcher, parameters, device, settings or Settings(), state)
     ctx.out = launcher.alloc(output_words(device.sm_count * 32 * 32, 1) * 8)
 
     for op in OPS:

@@ -39,6 +39,7 @@ one served by L2, and no stream reading the L2 or the DRAM outruns the same run'
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +50,7 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
 from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.chase import OUT_WORDS, Chase, latencies_plan, memory_chase, node_of
-from gpuprobe.families.differencing import EVENTS, Difference, Lengths
+from gpuprobe.families.differencing import Lengths, event_gbps
 from gpuprobe.families.measuring import POISON_BYTE, Kernels, Stopping, fact, require_counts, unwritten
 from gpuprobe.families.planning import (
     L2_STEP_CYCLES,
@@ -138,11 +139,6 @@ class Settings:
 
     def stopping(self) -> Stopping:
         return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.budget_s)
-
-
-def step_gbps(step_bytes: float, step_ms: float) -> float:
-    """GB/s of ``step_bytes`` moved in ``step_ms`` milliseconds."""
-    return step_bytes / (step_ms * 1e-3) / 1e9
 
 
 def neighbour_sums(sums: np.ndarray) -> np.ndarray:
@@ -346,8 +342,8 @@ def _stream_rates(ctx: _Context, stream: _Stream, lengths: tuple[int, int]) -> l
     """Samples of ``stream``'s rate, GB/s: a step's bytes over its time, the difference of a long and a short
     launch (:class:`Difference` on CUDA events: a first launch untimed, a difference under 100 event ticks
     widened), so launch costs cancel."""
-    steps = Difference(lambda n: _stream_launch(ctx, stream, n), Lengths(*lengths, 1), stream.kernel, EVENTS)
-    return [step_gbps(stream.step_bytes, ms) for ms in steps.samples(ctx.settings.stopping())]
+    launch = functools.partial(_stream_launch, ctx, stream)
+    return event_gbps(launch, Lengths(*lengths, 1), stream.step_bytes, stream.kernel, ctx.settings.stopping())[0]
 
 
 def copy_claim(level: str, nbytes: int, grid: int, threads: int) -> Callable[[int], dict[str, float]]:

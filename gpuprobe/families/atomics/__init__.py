@@ -317,7 +317,8 @@ class Stream:
         short = self.time(s.stream_short_iterations)
         iterations = self.long_iterations(short)
         lengths = Lengths(s.stream_short_iterations, iterations, self.threads * STREAM_UNROLL)
-        adds = Difference(self.time, lengths, self.kernel, EVENTS, longest=s.stream_max_iterations)
+        # the sizing launches ran the kernel: no untimed first launch
+        adds = Difference(self.time, lengths, self.kernel, EVENTS, longest=s.stream_max_iterations, warmed=True)
         return [1e-6 / ms_per_add for ms_per_add in adds.samples(s.stopping(s.stream_repeats))]  # Gop/s
 
 

@@ -49,7 +49,6 @@ from gpuprobe.families.bandwidth.runs import (
     Runner,
     check_sums,
     cycle_rates,
-    event_gbps,
     span_cycles,
     timed_launch,
 )
@@ -57,6 +56,7 @@ from gpuprobe.families.bandwidth.shapes import (
     MIB,
     OPS,
     SHARED_KERNELS,
+    STREAM_WIDTHS,
     Settings,
     Work,
     cached_pair,
@@ -72,7 +72,7 @@ from gpuprobe.families.bandwidth.shapes import (
     sweep_points,
 )
 from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.differencing import Lengths
+from gpuprobe.families.differencing import Lengths, event_gbps
 from gpuprobe.families.measuring import fact, unmeasured
 from gpuprobe.families.planning import (
     compare_host_s,
@@ -244,7 +244,7 @@ def _stream_launch(ctx: _Context, op: str, stream: Stream, dst: Any = None) -> L
 
 def _passes_of(ctx: _Context, op: str, once: Stream, dst: Any = None) -> Callable[[int], float]:
     """``n`` -> GPU ms of ``n`` passes of ``op`` over ``once``'s footprint, after an L2 flush."""
-    return timed_launch(ctx.runner, lambda n: _stream_launch(ctx, op, replace(once, passes=n), dst), flush=True)
+    return timed_launch(ctx.runner, lambda n: _stream_launch(ctx, op, replace(once, passes=n), dst))
 
 
 NO_PEAK = "no memory clock, bus width or datasheet figure: no theoretical peak"
@@ -551,7 +551,7 @@ def _measure_pattern(ctx: _Context, pattern: patterns.Pattern) -> PatternRun:
     sms, l2, buffer = ctx.device.sm_count, ctx.device.l2_bytes, len(ctx.words) * 4
     once, lengths = pattern_pair(pattern, most, sms, s.threads, l2, buffer, s, ctx.peak_gbps)
     per_iteration = patterns.pattern_iteration_sums(ctx.words, once)
-    run = timed_launch(ctx.runner, lambda n: _pattern_launch(ctx, replace(once, passes=n), per_iteration), True)
+    run = timed_launch(ctx.runner, lambda n: _pattern_launch(ctx, replace(once, passes=n), per_iteration))
     what = f"bandwidth.goodput.{pattern.name}"
     with ctx.launcher.nvtx_range(probe_range(what)):  # its launches are its probe's, whichever asked first
         useful, lengths = event_gbps(run, lengths, once.useful_bytes, what, s.stopping())
@@ -565,11 +565,15 @@ def _pattern_run(ctx: _Context, pattern_name: str) -> PatternRun:
     return ctx.goodput[pattern_name]
 
 
+def _sweep_useful(ctx: _Context) -> dict[int, list[float]]:
+    """The 4-byte stride sweep's useful-rate samples by stride in words (each pattern measured once)."""
+    return {PATTERNS[p].lane_stride // 4: _pattern_run(ctx, p).useful for p in STRIDE_SWEEP}
+
+
 def _granule(ctx: _Context) -> Granule:
-    """The DRAM access granule from the 4-byte stride sweep's median useful rates (each pattern measured once)."""
+    """The DRAM access granule from the 4-byte stride sweep's median useful rates."""
     if ctx.granule is None:
-        rates = {PATTERNS[p].lane_stride // 4: float(np.median(_pattern_run(ctx, p).useful)) for p in STRIDE_SWEEP}
-        ctx.granule = granule_from_rates(rates)
+        ctx.granule = granule_from_rates({s: float(np.median(u)) for s, u in _sweep_useful(ctx).items()})
     return ctx.granule
 
 
@@ -579,7 +583,7 @@ def _granule_fact(ctx: _Context, name: str) -> Fact:
     found = _granule(ctx)
     if found.bytes is None:
         return unmeasured(GRANULE_FACT, "byte", name, found.why)
-    runs = {PATTERNS[p].lane_stride // 4: _pattern_run(ctx, p).useful for p in STRIDE_SWEEP}
+    runs = _sweep_useful(ctx)
     rounds = min(len(samples) for samples in runs.values())
     refits = [granule_from_rates({s: samples[r] for s, samples in runs.items()}).bytes for r in range(rounds)]
     result = fact(GRANULE_FACT, [float(b) for b in refits if b] or [float(found.bytes)], "byte", name)
@@ -649,13 +653,13 @@ def _goodput_series(measured: PatternRun, granule: Granule) -> dict[str, dict[st
 # ---- the family -------------------------------------------------------------------------------------
 
 STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
-    *((f"bandwidth.dram.{op}.v{w}", lambda c, op=op, w=w: measure_dram(c, op, w)) for op in OPS for w in (16, 8, 4)),
-    *((f"bandwidth.l2.{op}.v{w}", lambda c, op=op, w=w: measure_l2(c, op, w)) for op in OPS for w in (16, 8, 4)),
-    *((f"bandwidth.l1.read.v{w}", lambda c, w=w: measure_l1(c, w)) for w in (16, 8, 4)),
+    *((f"bandwidth.dram.{op}.v{w}", lambda c, op=op, w=w: measure_dram(c, op, w)) for op in OPS for w in STREAM_WIDTHS),
+    *((f"bandwidth.l2.{op}.v{w}", lambda c, op=op, w=w: measure_l2(c, op, w)) for op in OPS for w in STREAM_WIDTHS),
+    *((f"bandwidth.l1.read.v{w}", lambda c, w=w: measure_l1(c, w)) for w in STREAM_WIDTHS),
     *(
         (f"bandwidth.shared.{op}.v{w}", lambda c, op=op, w=w: measure_shared(c, op, w))
         for op in OPS
-        for w in (16, 8, 4)
+        for w in STREAM_WIDTHS
     ),
     ("bandwidth.dram.occupancy.v4", measure_occupancy),
     *((f"bandwidth.goodput.{p}", lambda c, p=p: measure_goodput(c, p)) for p in PATTERNS),

@@ -19,16 +19,15 @@ one marks the facts it names, so no PASS sits beside an impossible number):
 from __future__ import annotations
 
 from gpuprobe.core.results import Device, Fact, Results
+from gpuprobe.families.bandwidth.shapes import OPS, STREAM_WIDTHS
 from gpuprobe.judge.invariants import Check
-from gpuprobe.judge.ordering import not_below
+from gpuprobe.judge.ordering import pair_not_below
 from gpuprobe.output.plots import COLORS, DEFAULT_DPI, new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
 
 MEMCPY_FLOOR = 0.85
 CACHED_MAX = 128 * 1.1
 OCCUPANCY_PROBE = "bandwidth.dram.occupancy.v4"
-OPS = ("read", "write", "copy")
-WIDTHS = (16, 8, 4)
 PEAK = "bandwidth.dram_theoretical"
 
 
@@ -39,7 +38,7 @@ def _measured(facts: dict[str, Fact], fact_id: str) -> Fact | None:
 
 def _dram_figures(facts: dict[str, Fact]) -> list[str]:
     """The ids of every GB/s figure that moved through DRAM, whichever were measured."""
-    streams = [f"bandwidth.dram_{op}.v{width}" for op in OPS for width in WIDTHS]
+    streams = [f"bandwidth.dram_{op}.v{width}" for op in OPS for width in STREAM_WIDTHS]
     goodput = sorted(i for i in facts if i.startswith("bandwidth.goodput.") and i.endswith((".useful", ".moved")))
     return [*streams, "bandwidth.dram_read_best.v4", "bandwidth.dram_copy_cuda_memcpy", *goodput]
 
@@ -94,13 +93,9 @@ def order_checks(facts: dict[str, Fact], device: Device) -> list[Check]:
     """The L2 does not fall below DRAM (CIs) for each operation and width both were measured at."""
     checks = []
     for op in OPS:
-        for width in WIDTHS:
-            dram, l2 = (
-                _measured(facts, f"bandwidth.dram_{op}.v{width}"),
-                _measured(facts, f"bandwidth.l2_{op}.v{width}"),
-            )
-            if dram is not None and l2 is not None:
-                checks.append(not_below(_order_name(op, width), dram, l2))
+        for width in STREAM_WIDTHS:
+            lower, upper = f"bandwidth.dram_{op}.v{width}", f"bandwidth.l2_{op}.v{width}"
+            checks += pair_not_below(facts, _order_name(op, width), lower, upper)
     return checks
 
 

@@ -3,8 +3,8 @@
 Both are a :class:`~gpuprobe.families.differencing.Difference` (long launch minus short launch, so launch
 costs and the ramp up and down cancel; a difference its timer does not resolve is widened, then fails):
 
-* :func:`event_gbps` — GB/s from CUDA events around each launch; before each, optionally, the L2 is
-  flushed by reading a scratch buffer of at least twice its size (:func:`timed_launch`);
+* :func:`~gpuprobe.families.differencing.event_gbps` — GB/s from CUDA events around each launch; before
+  each, the L2 is flushed by reading a scratch buffer of at least twice its size (:func:`timed_launch`);
 * :func:`cycle_rates` — bytes per clock per SM from the kernels' own %clock64 records: per SM, the span
   from its first block's start to its last block's end, the median over the SMs that ran the blocks
   planned for each (:func:`span_cycles`).
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.base import ProbeFailure
-from gpuprobe.families.differencing import CLOCK64, EVENTS, Difference, Lengths
+from gpuprobe.families.differencing import CLOCK64, Difference, Lengths
 from gpuprobe.families.measuring import POISON_BYTE, Kernels, Stopping, check_arguments, unwritten
 from gpuprobe.runner.gpu import Launcher
 
@@ -140,21 +140,11 @@ def made_once(launch_of: Callable[[int], Launch]) -> Callable[[int], Launch]:
     return launch
 
 
-def timed_launch(runner: Runner, launch_of: Callable[[int], Launch], flush: bool) -> Callable[[int], float]:
-    """``n`` -> GPU ms of ``launch_of(n)``, run after an L2 flush when ``flush``: what
+def timed_launch(runner: Runner, launch_of: Callable[[int], Launch]) -> Callable[[int], float]:
+    """``n`` -> GPU ms of ``launch_of(n)``, run after an L2 flush: what
     :class:`~gpuprobe.families.differencing.Difference` launches."""
     launch = made_once(launch_of)
-    return lambda n: runner.run(launch(n), flush)
-
-
-def event_gbps(
-    run: Callable[[int], float], lengths: Lengths, unit_bytes: int, what: str, stop: Stopping
-) -> tuple[list[float], Lengths]:
-    """GB/s samples of the bytes between a short and a long event-timed launch (``run(n)``: the GPU ms of
-    ``n`` passes or iterations of ``unit_bytes`` each), and the lengths they ended with (widened or not)."""
-    difference = Difference(run, lengths, what, EVENTS)
-    samples = [unit_bytes / (ms * 1e-3) / 1e9 for ms in difference.samples(stop)]
-    return samples, difference.lengths
+    return lambda n: runner.run(launch(n), True)
 
 
 def per_sm(records: np.ndarray) -> dict[int, tuple[int, float]]:

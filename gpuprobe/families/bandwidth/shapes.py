@@ -93,6 +93,7 @@ class Settings:
 
 
 OPS = ("read", "write", "copy")
+STREAM_WIDTHS = (16, 8, 4)  # bytes per access of the stream probes, in measuring order
 STREAM_KERNELS = {
     "read": "gp_bw_read_cg_v{w}",
     "write": "gp_bw_write_b{bits}",
@@ -273,7 +274,7 @@ def planned_work(
             Work("bandwidth.dram.read.v16", "add", buffer + len(patterns.WIDTHS) * buffer // 4, 0)]  # fmt: skip
     for op in OPS:
         factor = 2 if op == "copy" else 1
-        for width in (16, 8, 4):
+        for width in STREAM_WIDTHS:
             name, kernel = f"bandwidth.dram.{op}.v{width}", stream_kernel(op, width)
             per_sm = dram_blocks(width, s.threads, most_blocks(kernel, s.threads), sms, l2, s)
             stream = dram_stream(width, sms * per_sm, s.threads, l2, s)
@@ -294,7 +295,7 @@ def planned_work(
             )
     cached = [("l1.read", "gp_bw_read_ca_v{w}")] + [(f"shared.{op}", SHARED_KERNELS[op]) for op in OPS]
     for level, kernel in cached:
-        for width in (16, 8, 4):
+        for width in STREAM_WIDTHS:
             wanted = max(1, s.cached_tile_per_sm // (s.threads * width * patterns.ACCESSES))
             per_sm = min(wanted, most_blocks(kernel.format(w=width, bits=8 * width), s.threads))
             short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)

@@ -7,7 +7,7 @@ facts were not measured (see :mod:`gpuprobe.judge.invariants`).
 from __future__ import annotations
 
 from gpuprobe.core.results import Device, Fact
-from gpuprobe.judge.invariants import Check
+from gpuprobe.judge.invariants import Check, measured
 from gpuprobe.output.sections import Section
 
 SECTIONS = (
@@ -25,14 +25,9 @@ SECTIONS = (
 )
 
 
-def _measured(facts: dict[str, Fact], *ids: str) -> list[Fact] | None:
-    found = [facts.get(i) for i in ids]
-    return None if any(f is None or f.value is None for f in found) else found  # type: ignore[return-value]
-
-
 def sector_within_line(facts: dict[str, Fact], device: Device) -> list[Check]:
     """The L1 sector divides the L1 line: a line is a whole number of sectors."""
-    pair = _measured(facts, "cache.l1.sector_bytes", "cache.l1.line_bytes")
+    pair = measured(facts, "cache.l1.sector_bytes", "cache.l1.line_bytes")
     if pair is None:
         return []
     sector, line = (f.value for f in pair)
@@ -45,7 +40,7 @@ def ordered(name: str, lower_id: str, upper_id: str):
     """A check that ``lower_id`` measures below ``upper_id`` (in the same unit)."""
 
     def check(facts: dict[str, Fact], device: Device) -> list[Check]:
-        pair = _measured(facts, lower_id, upper_id)
+        pair = measured(facts, lower_id, upper_id)
         if pair is None:
             return []
         lower, upper = pair

@@ -43,8 +43,8 @@ from gpuprobe.families.chain import random_cycle
 from gpuprobe.families.measuring import Kernels, fact
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, dram_s
 from gpuprobe.judge.analysis import median_ci
-from gpuprobe.judge.invariants import Check
-from gpuprobe.judge.ordering import not_below
+from gpuprobe.judge.invariants import Check, measured
+from gpuprobe.judge.ordering import pair_not_below
 from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.runner.gpu import Launcher
@@ -697,15 +697,9 @@ CHASE_MARGIN = 0.05  # the chase's L2 plateau vs the map's per-SM range: two met
 NEAR_SHARE_MARGIN = 0.25  # relative: each SM's near share of the lines within a quarter of 1 / count
 
 
-def _measured(facts: dict[str, Fact], *ids: str) -> list[Fact] | None:
-    found = [facts.get(i) for i in ids]
-    return None if any(f is None or f.value is None for f in found) else found  # type: ignore[misc]
-
-
 def invariant_far_above_near(facts: dict[str, Fact], device: Device) -> list[Check]:
     """Where the map found two partitions, the far half is not faster than the near one, within the CIs."""
-    found = _measured(facts, "l2.near_latency", "l2.far_latency")
-    return [] if found is None else [not_below("l2_partition.far_above_near", *found)]
+    return pair_not_below(facts, "l2_partition.far_above_near", "l2.near_latency", "l2.far_latency")
 
 
 def invariant_near_matches_chase(facts: dict[str, Fact], device: Device) -> list[Check]:
@@ -713,7 +707,7 @@ def invariant_near_matches_chase(facts: dict[str, Fact], device: Device) -> list
     (``l2.near_latency``'s samples: one median per SM, the chase's SM among them), CHASE_MARGIN either
     side: both time a near-L2 hit by a dependent load, the chase over a footprint after a warm lap, the
     map on a line's first touch."""
-    found = _measured(facts, "l2.near_latency", "latency.l2")
+    found = measured(facts, "l2.near_latency", "latency.l2")
     if found is None or not found[0].samples:
         return []
     near, chase = found
@@ -726,7 +720,7 @@ def invariant_near_matches_chase(facts: dict[str, Fact], device: Device) -> list
 def invariant_near_share_matches_count(facts: dict[str, Fact], device: Device) -> list[Check]:
     """An SM is near 1 / count of the lines (addresses hash evenly over the partitions), within
     NEAR_SHARE_MARGIN of that: a count the near shares contradict is not a partition count."""
-    found = _measured(facts, "l2.partition_count", "l2.near_line_fraction")
+    found = measured(facts, "l2.partition_count", "l2.near_line_fraction")
     if found is None:
         return []
     count, share = found

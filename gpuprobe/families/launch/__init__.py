@@ -261,13 +261,12 @@ def measure_graph(stamps: _Stamps) -> Measured:
         """GPU milliseconds of the replays of a graph of ``nodes`` (the Difference's reading); the untimed
         warm-up's readings are not kept (it pays the graph path's first use)."""
         host, gpu, spacing = graph_point(stamps, nodes)
-        if not per_node.warmed:
-            return gpu * s.graph_replays * 1e3
-        point = points.setdefault(nodes, _GraphPoint())
-        point.host.append(host)
-        point.gpu.append(gpu)
-        if spacing is not None:
-            point.spacing.append(spacing)
+        if per_node.warmed:
+            point = points.setdefault(nodes, _GraphPoint())
+            point.host.append(host)
+            point.gpu.append(gpu)
+            if spacing is not None:
+                point.spacing.append(spacing)
         return gpu * s.graph_replays * 1e3
 
     lengths = Lengths(s.graph_nodes[0], s.graph_nodes[-1], s.graph_replays)

@@ -171,7 +171,6 @@ class _Context:
     device: Device
     settings: Settings
     state: dict[str, Any]
-    runnable: set[str]
     out: Any = None
     uploaded: dict[Variant, tuple[Any, np.ndarray]] = field(default_factory=dict)  # fragments, prediction
 
@@ -310,22 +309,22 @@ def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); see the module docstring."""
     launcher, parameters, device = request.launcher, request.parameters, request.device
     runnable, settings, state = request.runnable, request.settings, request.state
-    ctx = _Context(launcher, parameters, device, settings or Settings(), state, runnable)
+    ctx = _Context(launcher, parameters, device, settings or Settings(), state)
     ctx.out = launcher.alloc(output_words(device.sm_count * 32 * LANES, RESULT_WORDS) * 8)
 
-    yield from _chains(ctx, VARIANTS, ILPS)
+    yield from _chains(ctx, runnable, VARIANTS, ILPS)
     for name, v in EMULATED_PROBES.items():
         if name in runnable:
             yield name, lambda name=name, v=v: run_emulated(ctx, name, v)
     for name, v in NUMERICS_PROBES.items():
         if name in runnable:
             yield name, lambda name=name, v=v: run_numerics(ctx, name, v)
-    yield from _chains(ctx, SPARSE_VARIANTS, SPARSE_ILPS)
+    yield from _chains(ctx, runnable, SPARSE_VARIANTS, SPARSE_ILPS)
 
 
-def _chains(ctx: _Context, variants: tuple[Variant, ...], ilps: tuple[int, ...]) -> Probes:
+def _chains(ctx: _Context, runnable: set[str], variants: tuple[Variant, ...], ilps: tuple[int, ...]) -> Probes:
     """The runnable chain probes of ``variants``."""
     for v in variants:
         for ilp in ilps:
-            if v.probe(ilp) in ctx.runnable:
+            if v.probe(ilp) in runnable:
                 yield v.probe(ilp), lambda v=v, ilp=ilp: run_probe(ctx, v, ilp)

@@ -48,7 +48,7 @@ from gpuprobe.families.measuring import (
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, cycles_s, readback_host_s
 from gpuprobe.families.stepping import runs
 from gpuprobe.families.tcgen05.layout import BLOCK_ROWS, MMAS, Mma, descriptor_bits, instruction_descriptor
-from gpuprobe.families.wgmma import Launched  # per-CTA cycles, ns, start and end, as wgmma's launches
+from gpuprobe.families.wgmma import TIMER_ALLOWANCE, Launched, peak_tflops
 from gpuprobe.families.wgmma.layout import core_matrix_bytes
 from gpuprobe.families.wgmma.operands import Operands, draw_values, encode, mismatch
 from gpuprobe.judge.invariants import Check
@@ -313,11 +313,11 @@ def rate_invariants(facts: dict[str, Fact], device: Device) -> list[Check]:
         if mma.purpose == "tput":
             tflops, mhz = _value(facts, f"{mma.fact_stem}.tflops"), _value(facts, f"{mma.fact_stem}.sm_clock")
             if tflops is not None and mhz is not None:
-                ceiling = device.sm_count * rate * mhz / 1e6
+                ceiling = peak_tflops(rate, device.sm_count, mhz)
                 detail = f"{tflops:.1f} TFLOP/s vs {ceiling:.1f} at {mhz:.0f} MHz"
                 ids = (f"{mma.fact_stem}.tflops", f"{mma.fact_stem}.sm_clock")
-                checks.append(Check(f"tcgen05.rate_below_peak.{short_id(mma)}", tflops <= 1.02 * ceiling, detail, ids,
-                                    physics=True))  # fmt: skip
+                ok = tflops <= TIMER_ALLOWANCE * ceiling
+                checks.append(Check(f"tcgen05.rate_below_peak.{short_id(mma)}", ok, detail, ids, physics=True))
         else:
             latency = _value(facts, f"{mma.fact_stem}.latency")
             if latency is not None:

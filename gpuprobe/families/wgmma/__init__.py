@@ -48,6 +48,7 @@ from gpuprobe.families.measuring import (
     POISON_BYTE,
     TIMER_TICK_NS,
     Kernels,
+    OutputBuffers,
     Stopping,
     check_arguments,
     clock_mhz,
@@ -90,7 +91,7 @@ from gpuprobe.families.wgmma.ptx import (
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.physics import bounds
 from gpuprobe.output.sections import Plot, Section
-from gpuprobe.runner.gpu import Launcher, LaunchPathUnavailable
+from gpuprobe.runner.gpu import GEMM_DRAWN_ROWS, Launcher, LaunchPathUnavailable
 
 RECORD_WORDS = 8  # uint32 words per warpgroup record: cycles, ns, start, end (u64 each)
 DENSE_RATES = "wgmma_dense_tflops"  # state: each dense throughput probe's TFLOP/s, by shape, for the sparse ones
@@ -274,14 +275,11 @@ class _Context:
     settings: Settings
     kernels: Kernels
     datasheet: dict[str, float]
-    outs: dict[int, Any] = field(default_factory=dict)  # output buffers by bytes, reused across launches
     state: dict[str, Any] = field(default_factory=dict)  # the run's state (request.state): the dense rates
+    outputs: OutputBuffers = field(init=False)
 
-    def output(self, nbytes: int) -> Any:
-        """An output buffer of ``nbytes``, allocated once per size (every launch poisons it first)."""
-        if nbytes not in self.outs:
-            self.outs[nbytes] = self.launcher.alloc(nbytes)
-        return self.outs[nbytes]
+    def __post_init__(self) -> None:
+        self.outputs = OutputBuffers(self.launcher)
 
     def upload_operands(self, kernel: Kernel, kind: str) -> tuple[Operands, list[Any]]:
         """Operands of ``kind`` for ``kernel``, and the arguments that hand them over (all but iters, out):
@@ -307,7 +305,7 @@ class _Context:
         """One checked launch: its records, after D was held to the NumPy reference."""
         warpgroups = blocks * threads // WARPGROUP
         words = warpgroups * (RECORD_WORDS + WARPGROUP * kernel.registers)
-        out = self.output(words * 4)
+        out = self.outputs.get(-(-words // 2))  # 64-bit words holding ``words`` 32-bit ones
         args = [*given, np.uint32(iterations), out]
         values = self.kernels.run(kernel.name, args, out, words, dtype="uint32", grid=blocks, block=threads,
                                   shared=shared_bytes(kernel))  # fmt: skip
@@ -513,7 +511,7 @@ def time_gemms(ctx: _Context) -> Gemm:
     s = ctx.settings
     blocks = STAMPS_PER_SM * ctx.device.sm_count
     words = 2 * blocks * STAMP_WORDS
-    out = ctx.output(words * 8)
+    out = ctx.outputs.get(words)
     check_arguments(CLOCK_STAMP_KERNEL, [np.uint32(0), out], ctx.kernels.signature(CLOCK_STAMP_KERNEL))
     ctx.launcher.fill(out, POISON_BYTE)
     ms = ctx.launcher.time_gemm(s.gemm_n, GEMM_DTYPE, s.gemm_count, stamp=(CLOCK_STAMP_KERNEL, blocks, out))
@@ -559,7 +557,6 @@ def measure_cublas(ctx: _Context, name: str) -> Measured:
 LATENCY_EXTRA_CYCLES = 64  # a dependent wgmma's issue, commit and wait beyond its floor, at most (generous)
 GEMM_TFLOPS = 500.0  # cuBLAS's bf16 GEMM rate planned with (H100-class parts reach 600 to 800)
 GEMM_HOST_S_PER_VALUE = 20e-9  # each cuBLAS timing draws random operand values on the host, and converts them
-GEMM_DRAWN_ROWS = 1024  # of each operand (CupyLauncher.time_gemm), repeated down to n rows
 GEMM_COPY_S_PER_VALUE = 1e-9  # the repeat and the upload, per value of the 2 n^2
 
 

@@ -159,7 +159,8 @@ class ChainCheck(NamedTuple):
 def check_chain(d: np.ndarray, operands: Operands, times: int) -> ChainCheck:
     """Whether D is ``times`` x A @ B^T within the type's tolerance, and where it is not because a narrow
     accumulator stopped a ternary chain, the width that accumulator measured (:func:`_stalled`)."""
-    expected = times * operands.product()
+    product = operands.product()
+    expected = times * product
     if d.shape != expected.shape:
         return ChainCheck(f"D has shape {d.shape}, expected {expected.shape}")
     got = d.astype(np.float64)
@@ -167,7 +168,7 @@ def check_chain(d: np.ndarray, operands: Operands, times: int) -> ChainCheck:
     bad = ~(np.abs(got - expected) <= allowed)  # NaN counts as bad
     bits, why = None, ""
     if operands.wgmma.narrow_accumulator and operands.kind == "ternary" and np.any(got != expected):
-        bits, bad, why = _stalled(got, expected, operands.product())
+        bits, bad, why = _stalled(got, expected, product)
     if not bad.any():
         return ChainCheck(None, bits)
     row, col = np.argwhere(bad)[0]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gpuprobe.families.alu import STEPS_PER_ITERATION, Settings
+from gpuprobe.families.alu import ILPS, STEPS_PER_ITERATION, Settings
 from gpuprobe.families.issue_sweep import TWIN_PASSES, twin_kernel
 from gpuprobe.simulated.kernels.chain_output import iteration_cycles, place_blocks, warps_on_sm, write
 
@@ -126,4 +126,4 @@ def simulate(op: str, ilp: int, passes: int):
 
 
 KERNELS = {twin_kernel(f"gp_alu_{op}_ilp{ilp}", passes): simulate(op, ilp, passes)
-           for op in TIMING for ilp in (1, 2, 4, 8) for passes in (1, TWIN_PASSES)}  # fmt: skip
+           for op in TIMING for ilp in ILPS for passes in (1, TWIN_PASSES)}  # fmt: skip

@@ -28,7 +28,7 @@ from gpuprobe.build.ptxsource import expand
 from gpuprobe.build.registry import all_probes
 from gpuprobe.families.async_copy import STREAM_CHUNK_BYTES, WARP, Settings
 from gpuprobe.families.streams import PATTERN_MULTIPLIER
-from gpuprobe.simulated.kernels.bandwidth import DEFAULTS as MEMORY_DEFAULTS
+from gpuprobe.simulated.kernels.bandwidth import memory_read_gbps
 from gpuprobe.simulated.kernels.kernel_sums import chunk_totals, thread_totals
 
 # Settings sized for the simulated GPU: small grids and sources, many passes over them so that the copy
@@ -124,7 +124,6 @@ def _corrupt(gpu, sums: np.ndarray) -> np.ndarray:
 BANKS = 32
 BANK_BYTES = 4
 WAVEFRONT_BYTES = BANKS * BANK_BYTES  # what an SM's shared memory serves per clock: one word from every bank
-MEMORY_RATE = {"dram": "bw_dram_gbps", "l2": "bw_l2_gbps"}  # the simulated memory's read rates (bandwidth's options)
 
 _LABEL = re.compile(r"^\s*\w+:")
 _INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)\s+(.*?)\s*;")
@@ -245,13 +244,6 @@ def copy_bytes_per_clock(ptx: str, kernel: str, threads: int) -> float:
         for w in range(0, threads, WARP)
     ]
     return WARP * STREAM_CHUNK_BYTES / float(np.mean(per_warp))
-
-
-def memory_read_gbps(gpu, level: str) -> float:
-    """The simulated memory's read rate at ``level`` ("dram" or "l2"): the bandwidth family's simulation's, so
-    every family reading memory on one simulated part sees one memory system."""
-    option = MEMORY_RATE[level]
-    return float(getattr(gpu, option, MEMORY_DEFAULTS[option]))
 
 
 def _copy_gbps(gpu, launch, kernel: str, path: str, level: str) -> float:

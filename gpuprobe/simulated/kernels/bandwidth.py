@@ -65,6 +65,12 @@ def _option(gpu: Any, name: str) -> Any:
     return getattr(gpu, name, DEFAULTS.get(name))
 
 
+def memory_read_gbps(gpu: Any, level: str) -> float:
+    """The simulated memory's read rate at ``level`` ("dram" or "l2"), so that every family reading memory on
+    one simulated part sees one memory system."""
+    return float(_option(gpu, {"dram": "bw_dram_gbps", "l2": "bw_l2_gbps"}[level]))
+
+
 def _region(gpu: Any, pointer: Any) -> tuple[Any, int]:
     return gpu.buffer_at(pointer)  # a buffer, or a raw address
 

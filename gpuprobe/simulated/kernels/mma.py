@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from gpuprobe.families.issue_sweep import TWIN_PASSES, twin_kernel
-from gpuprobe.families.mma import Settings
+from gpuprobe.families.mma import ILPS, SPARSE_ILPS, Settings
 from gpuprobe.families.mma.fragments import (
     CHAINS,
     LANES,
@@ -187,9 +187,9 @@ def simulate(v: Variant, ilp: int, passes: int):
 
 
 KERNELS = {twin_kernel(v.kernel(ilp), passes): simulate(v, ilp, passes)
-           for v in VARIANTS for ilp in (1, 2, 4, 8) for passes in (1, TWIN_PASSES)}  # fmt: skip
+           for v in VARIANTS for ilp in ILPS for passes in (1, TWIN_PASSES)}  # fmt: skip
 KERNELS.update({twin_kernel(v.kernel(ilp), passes): simulate(v, ilp, passes)
-                for v in SPARSE_VARIANTS for ilp in (1, 8) for passes in (1, TWIN_PASSES)})  # fmt: skip
+                for v in SPARSE_VARIANTS for ilp in SPARSE_ILPS for passes in (1, TWIN_PASSES)})  # fmt: skip
 
 
 def _keep(value: float, bits: int, nearest: bool) -> float:

@@ -20,7 +20,7 @@ import numpy as np
 from gpuprobe.families.tma import Settings
 from gpuprobe.families.tma.tiles import ROW_BYTES, TILE_COLS, Tile, tile_word_sums
 from gpuprobe.families.tma.tiles import tiles as split_tiles
-from gpuprobe.simulated.kernels.async_copy import memory_read_gbps
+from gpuprobe.simulated.kernels.bandwidth import memory_read_gbps
 
 FAST_SETTINGS = Settings(
     l2_tiles=8,
