@@ -40,7 +40,8 @@ class Chase:
 
     ``launch(start node, warm steps, iterations)`` returns the kernel's four output words;
     ``end_node`` turns the end word into a node; ``unroll`` steps run per timed iteration; each
-    launch first takes ``warm_laps`` untimed laps of the cycle."""
+    launch first takes ``warm_laps`` untimed laps of the cycle. Each launch's SM clock (where its window is long
+    enough to read it) and SM id are kept."""
 
     chain: Chain
     launch: Callable[[int, int, int], np.ndarray]
@@ -50,11 +51,13 @@ class Chase:
     warm_laps: int = 1
     step: int = 0
     clock_mhz: list[float] = field(default_factory=list)
+    sms: list[int] = field(default_factory=list)
 
     def run(self, iterations: int) -> float:
         """One launch, its end checked; the cycles of its timed part."""
         warm = self.warm_laps * self.chain.nodes
-        cycles, ns, end, _ = (int(v) for v in self.launch(self.chain.node_after(self.step), warm, iterations))
+        cycles, ns, end, sm = (int(v) for v in self.launch(self.chain.node_after(self.step), warm, iterations))
+        self.sms.append(sm & 0xFFFFFFFF)
         self.step += warm + iterations * self.unroll
         expected = self.chain.node_after(self.step)
         if self.end_node(end) != expected:

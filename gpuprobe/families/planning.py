@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from gpuprobe.core.results import Device
 from gpuprobe.families.base import Plan
-from gpuprobe.runner.gpu import HOLD_CYCLES_PER_LAUNCH, HOLD_MAX_CYCLES
+from gpuprobe.runner.gpu import hold_cycles
 
 KERNEL_RUN_CALLS = 3  # a checked Kernels.run: the poison fill, the launch, the read-back
 MIN_KERNEL_S = 5e-6  # the GPU time of the emptiest launch: its start and its drain
@@ -129,7 +129,7 @@ def held_batch_s(launches: int, launch_s: float, device: Device) -> float:
     """GPU seconds of one timed batch (Launcher.time_launches) of ``launches`` launches of ``launch_s``
     each: the runner first holds the GPU with a spin of HOLD_CYCLES_PER_LAUNCH per launch while it
     enqueues them."""
-    return cycles_s(min(HOLD_MAX_CYCLES, HOLD_CYCLES_PER_LAUNCH * max(1, launches)), device) + launches * launch_s
+    return cycles_s(hold_cycles(launches), device) + launches * launch_s
 
 
 def chain_host_s(nodes: int) -> float:

@@ -63,6 +63,11 @@ HOLD_KERNEL = "gp_sm_clock"
 HOLD_CYCLES_PER_LAUNCH = 100_000
 HOLD_MAX_CYCLES = 1_000_000_000
 
+
+def hold_cycles(launches: int) -> int:
+    """Cycles the holding spin keeps the GPU busy while ``launches`` launches are enqueued behind it."""
+    return min(HOLD_MAX_CYCLES, HOLD_CYCLES_PER_LAUNCH * max(1, launches))
+
 # cuBLAS GEMM inputs: (cudaDataType of A, B and C, cublasComputeType, NumPy dtype holding the values)
 _GEMM_TYPES: dict[str, tuple[int, int, str]] = {
     "f16": (2, 68, "float16"),  # CUDA_R_16F, CUBLAS_COMPUTE_32F
@@ -342,7 +347,7 @@ class CupyLauncher:
         so the events around them time the GPU's work, not the host's enqueueing of it."""
         if self._hold_out is None:
             self._hold_out = self._cp.zeros(16, dtype=self._cp.uint8)
-        cycles = np.uint64(min(HOLD_MAX_CYCLES, HOLD_CYCLES_PER_LAUNCH * max(1, launches)))
+        cycles = np.uint64(hold_cycles(launches))
         with stream if stream is not None else contextlib.nullcontext():
             self._function(HOLD_KERNEL)((1,), (1,), (cycles, self._hold_out))
 

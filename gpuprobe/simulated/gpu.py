@@ -40,11 +40,10 @@ from gpuprobe.families.base import Request
 from gpuprobe.families.memory_latency import UNROLL, Settings
 from gpuprobe.measure.conditions import ConditionRecorder
 from gpuprobe.runner.gpu import (
-    HOLD_CYCLES_PER_LAUNCH,
-    HOLD_MAX_CYCLES,
     TENSOR_MAP_DTYPE,
     CooperativeGridTooLarge,
     TileMap,
+    hold_cycles,
 )
 from gpuprobe.simulated.cache_model import curve
 
@@ -444,7 +443,7 @@ class FakeGpu:
 
     def hold_s(self, launches: int) -> float:
         """Seconds the runner's holding spin keeps the GPU busy while ``launches`` are enqueued."""
-        return min(HOLD_MAX_CYCLES, HOLD_CYCLES_PER_LAUNCH * max(1, launches)) / (self.mhz * 1e6)
+        return hold_cycles(launches) / (self.mhz * 1e6)
 
     def event_costs(self, count: int) -> dict[str, float]:
         return {what: us * 1e-6 * self._jitter(f"event.{what}", HOST_RUN_SD) for what, us in self.event_us.items()}

@@ -57,7 +57,7 @@ from gpuprobe.families.measuring import (
     sample_until_stable,
     unmeasured,
 )
-from gpuprobe.families.memory_latency import capacity_fact
+from gpuprobe.families.memory_latency import capacity_fact, chase_plan, log_spaced
 from gpuprobe.families.planning import (
     DRAM_STEP_CYCLES,
     L2_STEP_CYCLES,
@@ -169,9 +169,7 @@ def cold_nodes(settings: Settings) -> int:
 
 def log_counts(low: int, high: int, per_octave: int) -> list[int]:
     """Whole counts log-spaced from ``low`` to ``high`` (both included), ``per_octave`` or more per octave."""
-    octaves = math.log2(high / low)
-    raw = low * np.power(2.0, np.linspace(0.0, octaves, math.ceil(octaves * per_octave) + 1))
-    return [int(n) for n in np.unique(np.round(raw).astype(np.int64))]
+    return [int(n) for n in np.unique(np.round(log_spaced(low, high, per_octave)).astype(np.int64))]
 
 
 def tlb_cap_bytes(settings: Settings, mem_bytes: int | None) -> int:
@@ -273,7 +271,7 @@ class _Family:
         launch of its own (checked like any other), so a chase that warms no launch finds its lines in L2."""
         if warm_first:
             dataclasses.replace(chase, warm_laps=1).run(self.settings.short_iterations)
-        return Difference(chase.run, self.settings.lengths, chase.kernel)
+        return chase.difference(self.settings.short_iterations, self.settings.long_iterations)
 
     def latencies(self, chase: Chase, warm_first: bool = False) -> Latencies:
         """One point: samples of :meth:`difference` until stable."""
@@ -599,27 +597,18 @@ TLB_STEP_CYCLES = 3000.0  # a load missing every TLB level, at most (the page wa
 CONSTANT_STEP_CYCLES = 300.0  # a constant-cache load missing to L2, at most
 
 
-def samples_plan(s: Settings, device: Device, nodes: int, warm_laps: int, warm_first: bool, step: float) -> Plan:
-    """:meth:`_Family.latencies` at its most repeats (no widening): a short and a long launch per sample,
-    each first taking ``warm_laps`` laps of ``nodes``, after one warm-up launch (a lap and a short chase)
-    when ``warm_first``; every step ``step`` cycles at most."""
-    r = s.max_repeats
-    steps = r * (s.short_iterations + s.long_iterations) * UNROLL + 2 * r * warm_laps * nodes
-    if warm_first:
-        steps += nodes + s.short_iterations * UNROLL
-    return kernel_runs(2 * r + int(warm_first), cycles_s(steps * step, device))
-
-
 def plan(settings: Settings, device: Device) -> Plan:
     """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): per point its chain built
-    and written and its samples (:func:`samples_plan`), per flush a scratch of twice the L2 written
-    (allocated, and zeroed, once), and the TLB sweeps' buffer (as large as the largest footprint, half the
-    device memory at most), zeroed when it is allocated (70 GB on an H200: 30 ms at half its DRAM peak)."""
+    and written and its samples (memory's :func:`~gpuprobe.families.memory_latency.chase_plan`: a warm-up
+    launch of a lap when the point warms first, each launch taking ``warm_laps`` laps), per flush a scratch
+    of twice the L2 written (allocated, and zeroed, once), and the TLB sweeps' buffer (as large as the
+    largest footprint, half the device memory at most), zeroed when it is allocated (70 GB on an H200: 30 ms
+    at half its DRAM peak)."""
     s, l2 = settings, device.l2_bytes
 
     def point(nodes: int, warm_laps: int, warm_first: bool, step: float) -> Plan:
         write = Plan(0, 1, dram_s(nodes * LINE, device) + link_s(8 * nodes, pinned=False), chain_host_s(nodes))
-        return write + samples_plan(s, device, nodes, warm_laps, warm_first, step)
+        return write + chase_plan(s, device, nodes if warm_first else 0, warm_laps * nodes, step)
 
     flush = Plan(0, 1, dram_s(2 * l2, device))  # the scratch of twice the L2 written (zeroed once, below)
     swept = l1_sweep_bytes(s, l2)

@@ -349,22 +349,34 @@ def shuffled_within(labels: np.ndarray, groups: np.ndarray, rng: np.random.Gener
 
 @dataclass(frozen=True)
 class Design:
-    """Which SM read which line of which address group: each reading's index into the SMs and lines seen."""
+    """Which SM read which line of which address group: the SM ids and lines seen (sorted), and each reading's
+    index into them and into the address groups."""
 
+    sm_ids: np.ndarray
+    line_ids: np.ndarray
     sm_index: np.ndarray
     line_index: np.ndarray
     block_index: np.ndarray
-    sms: int
-    lines: int
 
     @classmethod
     def of(cls, readings: Readings) -> Design:
         """The design of ``readings``."""
-        _, sm_index = np.unique(np.asarray(readings.sm), return_inverse=True)
-        _, line_index = np.unique(np.asarray(readings.line), return_inverse=True)
+        sm_ids, sm_index = np.unique(np.asarray(readings.sm), return_inverse=True)
+        line_ids, line_index = np.unique(np.asarray(readings.line), return_inverse=True)
         _, block_index = np.unique(readings.blocks(), return_inverse=True)
-        return cls(sm_index, line_index, block_index, int(sm_index.max(initial=-1)) + 1,
-                   int(line_index.max(initial=-1)) + 1)  # fmt: skip
+        return cls(sm_ids, line_ids, sm_index, line_index, block_index)
+
+    @property
+    def sms(self) -> int:
+        return len(self.sm_ids)
+
+    @property
+    def lines(self) -> int:
+        return len(self.line_ids)
+
+    @property
+    def blocks(self) -> int:
+        return int(self.block_index.max(initial=-1)) + 1
 
     def fit(self, fast: np.ndarray) -> Evidence:
         """The side x home fit to ``fast`` (one label per reading), weighed against one factor."""
@@ -385,7 +397,7 @@ def null_interactions(fast: np.ndarray, design: Design, settings: Settings) -> n
 def interaction_interval(fast: np.ndarray, found: Evidence, design: Design, settings: Settings) -> tuple[float, float]:
     """The interaction's 95 % interval over ``settings.bootstrap`` resamples of the address groups, the
     sides held as fitted (each line keeps the home its own readings give it)."""
-    blocks = int(design.block_index.max(initial=-1)) + 1
+    blocks = design.blocks
     vote = np.where(fast, 1.0, -1.0)
     explained = (found.side[design.sm_index] * found.home[design.line_index] * vote > 0).astype(np.float64)
     line_fast = np.bincount(design.line_index, fast.astype(np.float64), design.lines)
@@ -475,7 +487,7 @@ def partition_map(readings: Readings, settings: Settings) -> PartitionMap:
     """
     cycles = np.asarray(readings.cycles, dtype=np.float64)
     design = Design.of(readings)
-    sms, lines = np.unique(np.asarray(readings.sm)), np.unique(np.asarray(readings.line))
+    sms, lines = design.sm_ids, design.line_ids
     fast, ratio = split_latencies(cycles)
     fast_fraction = float(np.mean(fast))
     found = design.fit(fast)

@@ -40,12 +40,11 @@ writes left there.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -125,7 +124,7 @@ class Settings:
         return Stopping(min(self.min_repeats, most), most, self.target_noise, self.point_budget_s)
 
 
-def _log_spaced(low: float, high: float, per_octave: int) -> np.ndarray:
+def log_spaced(low: float, high: float, per_octave: int) -> np.ndarray:
     """At least ``per_octave`` points per octave from ``low`` to ``high``, both ends included."""
     octaves = math.log2(high / low)
     return low * np.power(2.0, np.linspace(0.0, octaves, math.ceil(octaves * per_octave) + 1))
@@ -144,7 +143,7 @@ def plan_footprints(l2_bytes: int, settings: Settings, dense: bool = True) -> li
         edges = [s.min_footprint, low, high, top]
         rates = [s.points_per_octave, s.dense_points_per_octave, s.points_per_octave]
     pairs = zip(itertools.pairwise(edges), rates, strict=True)
-    spans = [_log_spaced(low, high, rate) for (low, high), rate in pairs if high > low]
+    spans = [log_spaced(low, high, rate) for (low, high), rate in pairs if high > low]
     lines = np.unique(np.round(np.concatenate(spans) / s.line_bytes).astype(np.int64))
     return [int(n) * s.line_bytes for n in lines if n >= 2]
 
@@ -230,32 +229,19 @@ class Point:
     sms: list[int] = field(default_factory=list)
 
 
-def recording_sm(chase: Chase, sms: list[int]) -> Chase:
-    """``chase`` with every launch's SM id (its fourth word) appended to ``sms``."""
-    launch = chase.launch
-
-    def launched(start: int, warm: int, iterations: int) -> Any:
-        words = launch(start, warm, iterations)
-        sms.append(int(words[3]) & 0xFFFFFFFF)
-        return words
-
-    return dataclasses.replace(chase, launch=launched)
-
-
 def sample_point(chase: Chase, settings: Settings, before: Callable[[], None], longest: int | None = None) -> Point:
     """Samples of one step's latency (a short and a long launch each, through :class:`Difference`, the
     long one at most ``longest`` iterations) until the settings' stopping rule says enough, ``before``
     run ahead of each; the point keeps the SM clock its launches read and the SMs they ran on."""
-    point = Point()
-    recorded = recording_sm(chase, point.sms)
-    difference = Difference(recorded.run, lengths(settings), chase.kernel, longest=longest)
+    point, first = Point(), len(chase.sms)  # the SMs of its own launches only, not a warm-up's before it
+    difference = Difference(chase.run, lengths(settings), chase.kernel, longest=longest)
 
     def take() -> None:
         before()
         point.latencies.append(difference.sample())
 
     sample_until_stable(take, point.latencies, settings.stopping())
-    point.clock_mhz = recorded.clock_mhz
+    point.clock_mhz, point.sms = chase.clock_mhz, chase.sms[first:]
     return point
 
 
@@ -467,7 +453,15 @@ SECTIONS = (
 LOOP_CYCLES = 20.0  # one iteration of the bare loop (gp_loop_overhead) at most: a few cycles measured
 
 
-def chase_plan(settings: Settings, device: Device, warm_up: int, lap: int, step: float) -> Plan:
+class ChaseSampling(Protocol):
+    """What a chase's time plan needs of a family's settings (this family's, and the cache geometry's)."""
+
+    short_iterations: int
+    long_iterations: int
+    max_repeats: int
+
+
+def chase_plan(settings: ChaseSampling, device: Device, warm_up: int, lap: int, step: float) -> Plan:
     """One footprint's samples (:func:`sample_point`) at their most: a warm-up launch lapping ``warm_up``
     steps if any, then a short and a long launch per sample, each lapping ``lap`` steps first; every
     step ``step`` cycles at most."""
