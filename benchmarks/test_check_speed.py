@@ -21,8 +21,9 @@ import pytest
 from gpuprobe.build.check import CheckResult, check_probe
 from gpuprobe.build.cubin import CUDA_SUFFIX, BuiltModule, build_for
 from gpuprobe.build.cudasource import cuda_module
-from gpuprobe.build.registry import SOURCE_ROOT, all_probes
+from gpuprobe.build.registry import all_probes
 from gpuprobe.build.sass import parse_listing
+from gpuprobe.build.source_tree import SOURCE_ROOT
 from gpuprobe.build.toolchain import disassemble
 from gpuprobe.core.arch import parse_arch
 

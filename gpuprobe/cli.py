@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch, parse_arch_list
 from gpuprobe.core.errors import GpuprobeError, require_count, require_index
 from gpuprobe.core.files import os_reason, read_text, require_writable_folder
+from gpuprobe.core.text import inert_terminal
 from gpuprobe.fleet.aggregate import add_command as add_fleet_command
 from gpuprobe.fleet.compare import add_command as add_compare_command
 from gpuprobe.fleet.links import add_command as add_fleet_links_command
@@ -116,12 +117,16 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     say_ignored_toolkit_homes()
     require_tools()
-    results = check_all(all_probes(), parse_arch_list(args.arch))
+
+    def progress(line: str) -> None:
+        print(f"gpuprobe check: {line}", file=sys.stderr, flush=True)
+
+    results = check_all(all_probes(), parse_arch_list(args.arch), progress)
     bad = [r for r in results if r.status in ("violated", "error")]
     if args.json:
         _print_json({"results": [r.to_json() for r in results]})
     else:
-        for r in results:
+        for r in sorted(results, key=lambda r: r.status == "unsupported"):  # what was checked, then what was not
             if r.status == "ok":
                 print(f"ok          {r.arch:8} {r.probe}  ({r.resources.get('registers')} registers)")
             elif r.status == "unsupported":
@@ -175,6 +180,9 @@ def _listing_for(path: Path, arch_text: str | None):
 def cmd_sass(args: argparse.Namespace) -> int:
     say_ignored_toolkit_homes()
     listing = _listing_for(Path(args.file), args.arch)
+    if not listing.kernels:
+        raise GpuprobeError(f"no kernels in {args.file}: nothing to disassemble (a kernel is a .entry in PTX, "
+                            "a __global__ function in CUDA)")  # fmt: skip
     if args.kernel is not None and not args.kernel.strip():
         raise GpuprobeError("--kernel names no kernel: give one, or leave --kernel out for all of them")
     kernels = [listing.kernel(args.kernel)] if args.kernel else list(listing.kernels.values())
@@ -213,8 +221,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if reason:
             raise GpuprobeError(f"{reason}; give --model KEY to plan for a GPU model (gpuprobe expectations)")
         device = device_identity(args.device)
-    factor = calibration(load(Path(args.calibrate))) if args.calibrate else 1.0
-    plan = run_plan(device, SMOKE if args.smoke else FULL, calibration=factor)
+    factor = calibration(load(Path(args.calibrate)), args.calibrate) if args.calibrate else 1.0
+    if factor is None:
+        print(f"gpuprobe: warning: {args.calibrate} records no family measured to the end: the plan is not calibrated",
+              file=sys.stderr)  # fmt: skip
+    plan = run_plan(device, SMOKE if args.smoke else FULL, calibration=factor or 1.0)
     print(render_plan(plan, args.deadline), end="")
     return 0
 
@@ -285,14 +296,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from gpuprobe.core.results import load
-    from gpuprobe.families.catalog import invariant_checks, sections
-    from gpuprobe.judge.verdicts import judge_run, model_of
+    from gpuprobe.families.catalog import sections
+    from gpuprobe.fleet.reading import read_judged
     from gpuprobe.output.factsheet import write_report
 
     path = Path(args.results)
-    results = load(path)
-    judge_run(results, model_of(results), invariant_checks())
+    results, _ = read_judged(path)  # a changed verdict says so in its fact's detail
     out_dir = Path(args.output) if args.output else default_sheet_dir(path)
     for written in write_report(results, out_dir, args.format, sections=sections()):
         print(f"wrote {written}")
@@ -318,7 +327,7 @@ def default_sheet_dir(results: Path) -> Path:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from gpuprobe.output.reports_index import write_index
+    from gpuprobe.fleet.reports_index import write_index
 
     print(f"wrote {write_index(Path(args.reports_dir))}")
     return 0
@@ -328,8 +337,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from gpuprobe.measure.progress import StreamSink
     from gpuprobe.output.report import SIMULATED_TEXT
     from gpuprobe.simulated.demo import DEMO_DIR, demo_families, run_demo
+    from gpuprobe.simulated.gpu import FakeGpu, suite_options
 
     families = demo_families(args.families)
+    if families is not None:
+        require_measurable(families, FakeGpu(**suite_options()).device().arch)
     out_dir = Path(args.output) if args.output else DEMO_DIR
     require_writable_folder(out_dir)
     results = run_demo(out_dir, families, progress=StreamSink(sys.stderr))
@@ -338,8 +350,46 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def require_measurable(families: Sequence[str], arch: str) -> None:
+    """Families named for a demo of which none measures anything on the simulated GPU's ``arch`` are a
+    one-line GpuprobeError saying why (no probe of theirs runs on it, or they are opt-in)."""
+    from gpuprobe.families.catalog import OPT_IN
+    from gpuprobe.measure.plan import left_out_line, runs_on
+    from gpuprobe.measure.session import chosen_families
+
+    chosen = chosen_families(families, inject_fault=False)
+    if any(runs_on(family, arch) for family in chosen.values()):
+        return
+    opt_in = [name for name in families if name in OPT_IN]
+    reasons = [left_out_line(list(chosen), arch)] if chosen else []
+    reasons += [f"{', '.join(opt_in)}: measured only by gpuprobe run --inject-fault"] if opt_in else []
+    raise GpuprobeError(f"--families: nothing to measure on the simulated GPU ({'; '.join(reasons)})")
+
+
+def version_line() -> str:
+    """gpuprobe's version as a run records it (``build["gpuprobe"]`` in its results), with the commit where known."""
+    from gpuprobe.core.results import code_record
+
+    code = code_record()
+    changes = ", with uncommitted changes" if code["dirty"] else ""
+    return f"gpuprobe {code['version']}" + (f" (commit {code['commit'][:12]}{changes})" if code["commit"] else "")
+
+
+class PrintVersion(argparse.Action):
+    """``--version``: :func:`version_line`, worked out only when asked (it may ask git)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print gpuprobe's version (and commit, in a checkout) and exit")  # fmt: skip
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpuprobe", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action=PrintVersion)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("list", help="every probe, its family, archs and facts")
@@ -440,7 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _print_names_as_they_are()
+    inert_terminal()  # what files and tools hold reaches the terminal as text, never as escape sequences
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
@@ -452,6 +502,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _reader_gone()
+    except MemoryError:  # a limit such as ``ulimit -v``: what was written before stays written
+        print("gpuprobe: error: out of memory (a memory limit, such as ulimit -v, too low for this command)",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
     except OSError as exc:  # a path the checks before could not look at: too long a name, a folder shut to us
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"gpuprobe: error: {one_line(where + os_reason(exc))}", file=sys.stderr)
@@ -464,13 +518,6 @@ def one_line(message: str) -> str:
     UTF-8 are shown as U+FFFD, as a tool's are."""
     shown = message.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return " ".join(part.strip() for part in shown.splitlines() if part.strip())
-
-
-def _print_names_as_they_are() -> None:
-    """Print a file name whose bytes are not UTF-8 as those bytes (as ``ls`` does), not a UnicodeEncodeError:
-    stdout under a UTF-8 locale refuses them unless told otherwise (under the C locale it passes them already)."""
-    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
-        sys.stdout.reconfigure(errors="surrogateescape")
 
 
 def interrupted_line(exc: KeyboardInterrupt) -> str:

@@ -89,7 +89,10 @@ def assert_contract(probe: Probe, arch: Arch) -> None:
     """The probe compiles for ``arch`` and its SASS contract holds; an arch it cannot target skips."""
     if not probe.supports(arch):
         pytest.skip(f"{lacks(arch, probe.family)} (targets: {' '.join(a.name for a in probe.archs)})")
-    result = _checked()[probe.name, arch.name]
+    try:
+        result = _checked()[probe.name, arch.name]
+    except GpuprobeError as exc:  # the whole check stopped (an include refused, say): its one line, no traceback
+        pytest.fail(str(exc), pytrace=False)
     if result.status != "ok":
         pytest.fail(f"{probe.name} on {arch}: {result.detail}", pytrace=False)
 
@@ -342,7 +345,7 @@ def load_baseline(config: pytest.Config) -> None:
     """Read ``--baseline`` before anything is measured: a bad file is a usage error, not GPU time lost."""
     import math
 
-    from gpuprobe.core.results import load
+    from gpuprobe.fleet.reading import read_judged
 
     path = config.getoption("baseline", None)
     if not path:
@@ -351,7 +354,7 @@ def load_baseline(config: pytest.Config) -> None:
     if not (math.isfinite(threshold) and threshold >= 0):
         raise pytest.UsageError(f"--baseline-threshold must be a finite percentage of at least 0, got {threshold}")
     try:
-        config.stash[BASELINE] = load(Path(path))
+        config.stash[BASELINE] = read_judged(Path(path))[0]
     except GpuprobeError as exc:
         raise pytest.UsageError(f"--baseline: {exc}") from None
 
@@ -485,6 +488,8 @@ class RunSummary:
             parts.append(f"{self.lacking} skipped where the arch lacks what a family needs")
         if self.no_gpu or self.lacking:
             parts.append("pytest -rs lists every skip with its reason")
+        if self.no_gpu and not self.measured:  # the one thing to do next without a GPU
+            parts.append("without a GPU, gpuprobe demo shows what a run measures and writes, on a simulated GPU")
         lines = ["gpuprobe: " + "; ".join(parts)] if parts else []
         interrupted, out = config.stash.get(INTERRUPTED, None), config.getoption("gpuprobe_out")
         if interrupted is not None:

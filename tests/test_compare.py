@@ -523,7 +523,7 @@ def test_strict_refuses_runs_of_different_gpus_in_one_line(tmp_path: Path, capsy
     h200 = Device(**{**DEVICE.__dict__, "name": "NVIDIA H200", "sm_count": 132})
     simulated = Device(**{**DEVICE.__dict__, "name": "Simulated GPU", "sm_count": 8, "l2_bytes": 2**19})
     base, new = _files(tmp_path, run(*a_full_run().facts, device=h200), run(*a_full_run().facts, device=simulated))
-    assert main(["compare", base, new]) == 0
+    assert main(["compare", base, new]) == 1  # judged again, NEW's 50 MiB L2 knee fails on a 0.5 MiB L2: WORSE
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("WARNING: DIFFERENT GPUS OR CLOCKS: different GPU models:")
     assert "NVIDIA H200" in out.splitlines()[0] and "Simulated GPU" in out.splitlines()[0]
@@ -692,7 +692,8 @@ def test_markdown_output_through_the_command(tmp_path: Path, capsys: pytest.Capt
     base, new = _files(tmp_path, a_full_run(), a_full_run())
     assert _command(base, new, "--format", "md") == 0
     out = capsys.readouterr().out
-    assert out.startswith("## gpuprobe compare") and "| latency.l2 " not in out and "8 SAME facts not listed" in out
+    assert out.startswith("## gpuprobe compare") and "| latency.l2 " not in out
+    assert "10 SAME facts not listed" in out  # 8 stored facts and 2 invariants judging them again adds
     assert _command(base, new, "--format", "md", "--all") == 0
     assert "| latency.l2 " in capsys.readouterr().out
 
@@ -896,3 +897,23 @@ def test_a_counters_witness_is_no_fact_of_the_gpu_and_is_not_compared() -> None:
     rows = compare(run(measured("latency.l2", 250.0, 1.0), counted[0]), run(measured("latency.l2", 250.0, 1.0),
                                                                           counted[1])).rows  # fmt: skip
     assert [r.fact_id for r in rows] == ["latency.l2"]
+
+
+def test_compare_judges_both_files_again_and_names_the_stored_verdicts_that_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The newcomer trial 3's n33/n34: a stored verdict is not compared as stored. NEW's L2 chase above its DRAM
+    chase, stored PASS, fails the latency order when judged again; a stored FAIL inside its range is named."""
+    from tests.test_verdicts import stored_lie
+
+    (tmp_path / "base").mkdir(), (tmp_path / "new").mkdir()
+    base = stored_lie(tmp_path / "base", "latency.dram", verdict="fail")
+    new = stored_lie(tmp_path / "new", "latency.l2", value=900.0, samples=[899.0, 900.0, 901.0], ci=[899.0, 901.0])
+    assert _command(str(base), str(new), "--all") == 1
+    out = capsys.readouterr().out
+    order = next(line for line in out.splitlines() if line.startswith("invariant.latency_order.l2_below_dram "))
+    assert "WORSE" in order and "invariant held before, fails now" in order
+    assert f"warning: {base}: 1 stored verdict(s) differ from this gpuprobe's judgement of the values: " \
+           "latency.dram (stored fail, judged pass)" in out  # fmt: skip
+    assert f"warning: {new}: 2 stored verdict(s) differ" in out  # the two facts the failed invariant names
+    assert "latency.l2 (stored pass, judged fail), latency.dram (stored pass, judged fail)" in out

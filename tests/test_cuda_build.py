@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from gpuprobe.build import nvrtc, outcomes
+from gpuprobe import pytest_plugin
+from gpuprobe.build import nvrtc, outcomes, registry
 from gpuprobe.build.contracts import Rule, check
 from gpuprobe.build.cubin import build_for, build_ptx
 from gpuprobe.build.cudasource import source_inputs, translation_unit
@@ -20,8 +24,10 @@ from gpuprobe.build.registry import PTX_DIR, Probe, all_probes, find_probe, load
 from gpuprobe.build.sass import read_cubin
 from gpuprobe.build.toolchain import TOOLKIT_VARIABLE, assemble_ptx, compile_cuda
 from gpuprobe.cli import main
-from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.measure import session
+from tests.test_cli import refusal, run, write
 
 SM80, SM90A = parse_arch("sm_80"), parse_arch("sm_90a")
 KERNEL = 'extern "C" __global__ void tc_cuda(unsigned* out) { out[threadIdx.x] = threadIdx.x * 3u; }\n'
@@ -164,6 +170,110 @@ def test_a_cuda_file_reads_its_includes_beside_it_and_they_key_the_check(tmp_pat
     (tmp_path / "deeper.cuh").write_text("#pragma once\n// edited\n")
     assert outcomes.outcome_key([probe], SM80) != key
     assert translation_unit([tmp_path / "probe.cu"], tmp_path) == '#include "probe.cu"\n'
+
+
+# ---- where an include may lead (issue 25, cases n78-n81) -------------------------------------------
+
+INCLUDING = '#include {}\nextern "C" __global__ void k(float* o) {{ o[0] = 1; }}\n'
+REPO = Path(__file__).resolve().parents[1]
+ADDRESS_SPACE = 3 * 2**30  # what the trial's gpuprobe died of a MemoryError under (n79)
+
+
+def sass_in_a_bounded_process(path: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m gpuprobe sass PATH`` with its address space bounded: a guard that regresses is a MemoryError
+    there, never a machine out of memory (the trial's was killed at 23 GB, n78)."""
+
+    def bound() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "gpuprobe", "sass", str(path)], env=env, capture_output=True,
+                          text=True, preexec_fn=bound, check=False)  # fmt: skip
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"], ids=["n78-n79-zero", "n80-urandom"])
+def test_a_cuda_include_of_a_device_is_refused_before_it_is_read(tmp_path: Path, device: str) -> None:
+    path = write(tmp_path / "k.cu", INCLUDING.format(f'"{device}"'))
+    proc = sass_in_a_bounded_process(path)
+    message = refusal(proc.returncode, proc.stdout, proc.stderr)
+    assert message == f'{path}:1: #include "{device}": leads outside {tmp_path}, the folder its includes must stay in'
+
+
+UP = "../" * 12  # more than any folder here is deep
+
+
+@pytest.mark.parametrize(
+    "include", ['"/etc/passwd"', f'"{UP}etc/hostname"', "</etc/passwd>", f"<{UP}etc/passwd>", f"<cuda/{UP}etc/passwd>"]
+)
+def test_a_cuda_include_outside_the_folder_is_refused_before_nvrtc_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, include: str
+) -> None:
+    """n81: NVRTC read /etc/passwd and quoted it back; now it never sees the source (nor can an angle-bracket
+    name climb out of the CUDA headers)."""
+    monkeypatch.setattr(nvrtc, "_compile", lambda *args: pytest.fail("NVRTC ran"))
+    path = write(tmp_path / "k.cu", INCLUDING.format(include))
+    message = refusal(*run(capsys, "sass", str(path)))
+    assert message.startswith(f"{path}:1: #include {include}: leads outside"), message
+
+
+def test_a_cuda_include_by_macro_cannot_be_checked_so_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = write(tmp_path / "k.cu", '#define SECRET "/etc/passwd"\n' + INCLUDING.format("SECRET"))
+    message = refusal(*run(capsys, "sass", str(path)))
+    assert message.startswith(f"{path}:2: #include SECRET: names no file in quotes or angle brackets"), message
+
+
+def test_a_cuda_include_through_a_link_out_of_the_tree_is_refused(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:  # fmt: skip
+    write(tmp_path / "src" / "k.cu", INCLUDING.format('"inner.cuh"'))
+    write(tmp_path / "src" / "inner.cuh", '#pragma once\n#include "host.cuh"\n')
+    (tmp_path / "src" / "host.cuh").symlink_to("/etc/hostname")  # not a device: the old code read it whole
+    message = refusal(*run(capsys, "sass", str(tmp_path / "src" / "k.cu")))
+    assert message.startswith(f'{tmp_path / "src" / "inner.cuh"}:2: #include "host.cuh": leads outside'), message
+
+
+def probe_of(source: Path) -> Probe:
+    """A probe of ``source``, for every arch."""
+    return Probe("toy.include", "toy", "k", source, SUPPORTED_ARCHS, (), "doc", ())
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "refused"),
+    [("k.cu", INCLUDING.format('"/etc/passwd"'), '1: #include "/etc/passwd"'),
+     ("k.ptx", ".version 8.0\n//@include /etc/passwd\n", "2: //@include /etc/passwd")],
+    ids=["cuda", "ptx"],
+)  # fmt: skip
+def test_check_stops_at_a_refused_include_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str,
+    refused: str
+) -> None:  # fmt: skip
+    """A probe source whose include is refused is a broken tree: one line and exit 2, not one ERROR per probe."""
+    source = write(tmp_path / name, text)
+    monkeypatch.setattr(registry, "all_probes", lambda: [probe_of(source)])
+    assert refusal(*run(capsys, "check", "--arch", "sm_80")).startswith(f"{source}:{refused}: leads outside")
+
+
+def test_the_demo_stops_at_a_refused_include_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = write(tmp_path / "k.ptx", ".version 8.0\n//@include /etc/passwd\n")
+    monkeypatch.setattr(session, "all_probes", lambda: [probe_of(source)])
+    message = refusal(*run(capsys, "demo", "-o", str(tmp_path / "out")))
+    assert message.startswith(f"{source}:2: //@include /etc/passwd: leads outside"), message
+
+
+def test_pytest_probes_fails_a_refused_include_with_its_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = write(tmp_path / "k.cu", INCLUDING.format('"/etc/passwd"'))
+    monkeypatch.setattr(pytest_plugin, "all_probes", lambda: [probe_of(source)])
+    pytest_plugin._checked.cache_clear()
+    try:
+        with pytest.raises(pytest.fail.Exception) as excinfo:
+            pytest_plugin.assert_contract(probe_of(source), SM80)
+    finally:
+        pytest_plugin._checked.cache_clear()
+    assert not excinfo.value.pytrace
+    assert one_line(excinfo.value).startswith(f'{source}:1: #include "/etc/passwd": leads outside')
 
 
 # ---- one module per arch ---------------------------------------------------------------------------

@@ -93,6 +93,26 @@ def test_a_demo_of_an_unknown_family_is_refused(capsys, tmp_path: Path, argv: li
     assert message in user_error(capsys, "demo", "-o", str(tmp_path / "out"), *argv)
 
 
+@pytest.mark.parametrize(
+    ("families", "why"),
+    [
+        ("tcgen05", "tcgen05: no probe of it runs on sm_90a, left out"),
+        ("selftest", "selftest: measured only by gpuprobe run --inject-fault"),
+    ],
+)
+def test_a_demo_of_families_that_cannot_run_on_its_arch_is_refused_saying_why(capsys, tmp_path, families, why) -> None:
+    message = user_error(capsys, "demo", "-o", str(tmp_path / "out"), "--families", families)
+    assert message == f"--families: nothing to measure on the simulated GPU ({why})"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_demo_says_which_families_its_arch_cannot_run(capsys, tmp_path: Path) -> None:
+    code, _, err = run(capsys, "demo", "-o", str(tmp_path), "--families", "barrier,tcgen05")
+    assert code == 0 and "gpuprobe: tcgen05: no probe of it runs on sm_90a, left out\n" in err
+    record = load(tmp_path / "results.json").families["tcgen05"]
+    assert (record["planned_s"], record["actual_s"], record["probes"]) == (0.0, 0.0, 0)
+
+
 def test_a_demo_into_a_file_is_refused(capsys, tmp_path: Path) -> None:
     (tmp_path / "taken").write_text("")
     user_error(capsys, "demo", "-o", str(tmp_path / "taken"))

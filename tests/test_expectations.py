@@ -17,6 +17,7 @@ from gpuprobe.judge.expectations import (
     SEVERITIES,
     Expectation,
     add_command,
+    is_declared,
     judge,
     load_all,
     load_model_file,
@@ -137,8 +138,12 @@ PUBLISHED = [
     (("h100_sxm",), "bandwidth.dram_copy.v16", 3008.2, "Johnsonms/NVIDIA-Hopper-Benchmark raw/mem_bw.log"),
     (("a100",), "bandwidth.dram_read_fraction_of_peak", 0.9 * 1730 / 2039, "10 % under gpu-l2-cache/a100_80.txt"),
     (HOPPER, "tensor.wgmma.bf16.fraction_of_peak", 901.8 / HOPPER_BF16_PEAK, "wgmma_fp16.log, random, per clock"),
-    (HOPPER, "tensor.wgmma.f16.m64n256k16.rs.zero_operands.fraction_of_peak", 976.6 / HOPPER_BF16_PEAK,
-     "the same log, zero operands, per clock"),
+    (
+        HOPPER,
+        "tensor.wgmma.f16.m64n256k16.rs.zero_operands.fraction_of_peak",
+        976.6 / HOPPER_BF16_PEAK,
+        "the same log, zero operands, per clock",
+    ),
     (HOPPER, "tensor.cublas.bf16.fraction_of_peak", 622.8 / HOPPER_BF16_PEAK, "the audit's H100 FP16 report"),
     (HOPPER, "tensor.cublas.bf16.fraction_of_peak", 794.5 / HOPPER_BF16_PEAK, "stas00/ml-engineering MAMF, H100 SXM"),
     (("a100",), "alu.hfma2.throughput", 200.0, "'Code enhanced from Accel-sim' README, A100"),
@@ -472,10 +477,27 @@ def test_value_and_tolerance_become_bounds(tmp_path):
     assert expectation.low == pytest.approx(180.0) and expectation.high == pytest.approx(220.0)
 
 
-def test_unknown_fact_ids_are_allowed_with_their_own_unit(tmp_path):
+def test_a_fact_without_a_known_unit_takes_its_own(tmp_path):
     path = tmp_path / "ok.toml"
-    path.write_text(_fact('min = 1.0\nunit = "GB/s"\nseverity = "warn"\nsource = "x"\n', "bandwidth.dram_read"))
-    assert load_model_file(path).facts["bandwidth.dram_read"].unit == "GB/s"
+    path.write_text(_fact('min = 1.0\nunit = "GB/s"\nseverity = "warn"\nsource = "x"\n', "bandwidth.dram_read.v16"))
+    assert load_model_file(path).facts["bandwidth.dram_read.v16"].unit == "GB/s"
+
+
+@pytest.mark.parametrize(
+    ("fact_id", "hint"),
+    [("latency.l2x", "(did you mean 'latency.l2'?)"), ("p2p.ce.bandwidth.0_1.x", ""), ("zz.qq", "")],
+)
+def test_an_expectation_of_a_fact_no_probe_declares_is_refused_naming_the_closest(tmp_path, fact_id, hint):
+    path = tmp_path / "typo.toml"
+    path.write_text(_fact(f"min = 1.0\n{GOOD_FACT}", fact_id))
+    with pytest.raises(GpuprobeError) as excinfo:
+        load_all(tmp_path)
+    message = str(excinfo.value)
+    assert f'{path}: facts."{fact_id}": no probe measures {fact_id!r}' in message and hint in message
+
+
+def test_declared_facts_and_their_pairs_may_be_expected() -> None:
+    assert all(is_declared(f) for f in ("latency.l2", "device.sm_count", "p2p.ce.bandwidth.*", "p2p.ce.bandwidth.0_1"))
 
 
 # --- describe and judge --------------------------------------------------------------------------
@@ -717,12 +739,12 @@ def _family_file(directory: Path, family: str, key: str, text: str) -> Path:
 
 def test_family_files_merge_into_their_model(tmp_path):
     (tmp_path / "test_gpu.toml").write_text(_fact(f"min = 1.0\n{GOOD_FACT}") + "\n" + DATASHEET, encoding="utf-8")
-    _family_file(tmp_path, "bandwidth", "test_gpu", f'[facts."bandwidth.dram_read"]\nmin = 2.0\n{GOOD_FACT}')
+    _family_file(tmp_path, "bandwidth", "test_gpu", f'[facts."bandwidth.dram_read.v16"]\nmin = 2.0\n{GOOD_FACT}')
     tensor = '[datasheet."bf16_dense_tflops"]\nvalue = 989.4\nunit = "TFLOP/s"\nsource = "a whitepaper"\n'
     _family_file(tmp_path, "wgmma", "test_gpu", tensor)
     model = load_all(tmp_path)["test_gpu"]
-    assert set(model.facts) == {"latency.l2", "bandwidth.dram_read"}
-    assert model.facts["bandwidth.dram_read"].low == 2.0
+    assert set(model.facts) == {"latency.l2", "bandwidth.dram_read.v16"}
+    assert model.facts["bandwidth.dram_read.v16"].low == 2.0
     assert {k: v.value for k, v in model.datasheet.items()} == {"dram_gbps": 3350.0, "bf16_dense_tflops": 989.4}
     assert model.datasheet["dram_gbps"].source == "a datasheet"
 
@@ -750,7 +772,9 @@ def test_bad_family_file_is_one_line_naming_it(tmp_path, family_text, problem):
 
 def test_family_file_for_an_unknown_model_is_refused(tmp_path):
     _write(tmp_path, "test_gpu", ["Test GPU"])
-    path = _family_file(tmp_path, "bandwidth", "other_gpu", f'[facts."bandwidth.dram_read"]\nmin = 2.0\n{GOOD_FACT}')
+    path = _family_file(
+        tmp_path, "bandwidth", "other_gpu", f'[facts."bandwidth.dram_read.v16"]\nmin = 2.0\n{GOOD_FACT}'
+    )
     with pytest.raises(GpuprobeError, match="no model 'other_gpu'") as excinfo:
         load_all(tmp_path)
     assert str(path) in str(excinfo.value)

@@ -532,7 +532,9 @@ def test_exit_status_through_add_command(tmp_path: Path, mixed: Path, capsys: py
     make_fleet(tmp_path / "clean", 6)
     assert run_command(capsys, "fleet", str(tmp_path / "clean"), "--format", "md")[0] == 0
     code, out = run_command(capsys, "fleet", str(mixed), "--min-deviation", "1e6", "--format", "json")
-    assert code == 0 and json.loads(out)["min_deviation_pct"] == 1e6  # nothing measured is a million % off
+    assert json.loads(out)["min_deviation_pct"] == 1e6  # nothing measured is a million % off, but judged again
+    worst = json.loads(out)["ranking"][0]["worst_facts"][0]  # the planted GPU fails an invariant: exact, any % counts
+    assert code == 1 and worst["id"] == "invariant.latency_order.l2_below_dram" and worst["value"] == 0.0
     for option, value in (("--threshold", "-1"), ("--min-deviation", "-1"), ("--min-deviation", "nan")):
         with pytest.raises(SystemExit) as bad:
             tiny_parser().parse_args(["fleet", str(mixed), option, value])
@@ -806,3 +808,37 @@ def test_sbatch_script_end_to_end_with_a_fake_srun(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [f"{host}-gpu0", f"{host}-gpu1"], run.stderr
     assert (out / "fleet.md").read_text().startswith("# gpuprobe fleet")
     assert run.returncode == 0, run.stdout + run.stderr  # two GPUs: shown, not judged
+
+
+# ---------------------------------------------------------------- read as every reader reads (issue 25) ---
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="this platform has no named pipes")
+def test_a_fifo_and_a_device_named_like_results_are_skipped_with_why_never_waited_on(tmp_path: Path) -> None:
+    """The newcomer trial 3's n39: a ``results.json`` that links to /dev/zero and one that is a FIFO vanished
+    from the report without a word."""
+    make_fleet(tmp_path, 1)
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    report = fleet.aggregate_paths([tmp_path, tmp_path / "zero.json"])
+    assert {(Path(s.path).name, s.reason) for s in report.skipped} == {
+        ("fifo.json", "cannot read (not a regular file)"), ("zero.json", "cannot read (not a regular file)")}
+    assert report.gpus == 1
+
+
+def test_fleet_judges_each_file_again_and_names_the_stored_verdicts_that_differ(tmp_path: Path) -> None:
+    """A stored FAIL the value does not earn (n34) is named in a note; a fact given twice in one file (n03, which
+    fleet read as its first) is refused by the validator, with the line every reader gives."""
+    from tests.test_verdicts import stored_lie
+
+    (tmp_path / "a").mkdir()
+    lying = stored_lie(tmp_path / "a", "latency.dram", verdict="fail")
+    twice = tmp_path / "b" / "results.json"
+    data = json.loads(lying.read_text())
+    data["facts"].append({**data["facts"][1], "value": 999.0, "samples": [999.0], "ci": [998.0, 1000.0]})
+    write_json(twice, data)
+    report = fleet.aggregate_paths([tmp_path])
+    assert f"{lying}: 1 stored verdict(s) differ from this gpuprobe's judgement of the values: latency.dram " \
+           "(stored fail, judged pass)" in report.notes  # fmt: skip
+    assert [(s.path, s.reason) for s in report.skipped] == [
+        (str(twice), "invalid results file: fact 'latency.l2' appears twice; cannot tell which one is the measurement")]

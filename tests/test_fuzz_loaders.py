@@ -20,7 +20,7 @@ from gpuprobe.output.report import render_markdown
 from tests.fuzz_corpus import nodes, replaced
 
 EXPECTATIONS = Path(__file__).resolve().parent.parent / "gpuprobe" / "expectations"
-FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

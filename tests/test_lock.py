@@ -1,22 +1,25 @@
-"""One measuring run per GPU: a second run waits for the first, or refuses; a dead holder frees it."""
+"""One measuring run per GPU, one run per output folder: a second run waits for the first, or refuses; a dead
+holder frees it."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from gpuprobe.cli import main
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.measure.lock import gpu_lock
+from gpuprobe.measure import lock
+from gpuprobe.measure.lock import folder_lock, gpu_lock
 
 REPO = Path(__file__).resolve().parent.parent
 HOLD = """
 import sys, time
-from gpuprobe.measure.lock import gpu_lock
-with gpu_lock(sys.argv[1], wait_s=0):
+from pathlib import Path
+from gpuprobe.measure.lock import folder_lock, gpu_lock
+with eval(sys.argv[1]):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
 """
@@ -27,8 +30,10 @@ def private_lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUPROBE_LOCK_DIR", str(tmp_path))
 
 
-def hold(key: str, seconds: float, tmp_path: Path) -> subprocess.Popen[str]:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, key, str(seconds)], stdout=subprocess.PIPE, text=True,
+def hold(key: str, seconds: float, tmp_path: Path, lock: str = "gpu_lock({!r}, wait_s=0)") -> subprocess.Popen[str]:
+    """A process holding a lock (``lock``: the call that takes it, ``key`` its argument) for ``seconds``."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, lock.format(key), str(seconds)], stdout=subprocess.PIPE,
+                              text=True,
                               env={"GPUPROBE_LOCK_DIR": str(tmp_path), "PYTHONPATH": str(REPO)})  # fmt: skip
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
@@ -47,13 +52,19 @@ def test_a_second_run_refuses_while_the_first_measures(tmp_path: Path) -> None:
         holder.wait()
 
 
-def test_a_second_run_waits_for_the_first_to_finish(tmp_path: Path) -> None:
-    holder = hold("GPU-1234", 1.0, tmp_path)
-    started = time.monotonic()
+def test_a_second_run_waits_for_the_first_to_finish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Proven by events, not seconds: the first run ends while the second waits, and the second then measures."""
+    holder = hold("GPU-1234", 30, tmp_path)
+    waits: list[float] = []
+
+    def first_run_ends(seconds: float) -> None:
+        waits.append(seconds)
+        holder.kill()
+        holder.wait()
+
+    monkeypatch.setattr(lock.time, "sleep", first_run_ends)
     with gpu_lock("GPU-1234", wait_s=30):
-        waited = time.monotonic() - started
-    holder.wait()
-    assert 0.3 < waited < 20
+        assert waits and holder.returncode is not None  # it found the GPU held, waited, and took it once free
 
 
 def test_a_killed_holder_leaves_the_gpu_free(tmp_path: Path) -> None:
@@ -72,3 +83,33 @@ def test_other_gpus_are_not_blocked(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+FOLDER = "folder_lock(Path({!r}))"
+
+
+def test_a_second_run_into_one_folder_is_refused_in_one_line_and_writes_nothing(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "demo"
+    out.mkdir()
+    holder = hold(str(out), 30, tmp_path, FOLDER)
+    try:
+        assert main(["demo", "-o", str(out), "--families", "warp"]) == 2
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{out} is being written by gpuprobe pid {holder.pid}" in err
+    assert not (out / "results.json").exists()
+
+
+def test_a_killed_writer_leaves_its_folder_free_and_holding_it_leaves_nothing_in_it(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = hold(str(out), 30, tmp_path, FOLDER)
+    holder.kill()
+    holder.wait()
+    with folder_lock(out):
+        assert not list(out.iterdir())  # the lock file is in the lock folder: a run's folder holds what it writes
+    same_folder = tmp_path / "out" / ".." / "out"
+    with folder_lock(same_folder), pytest.raises(GpuprobeError, match="is being written by"), folder_lock(out):
+        pytest.fail("two writers in one folder, named two ways")

@@ -3,29 +3,36 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 
 from gpuprobe.cli import main
-from gpuprobe.core.results import Device, Results
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.results import Device, Results, load, save
 from gpuprobe.families.base import Plan
 from gpuprobe.judge.expectations import load_all
 from gpuprobe.measure.plan import (
     BUILD_S,
     DEVICE_CHECK_DEADLINE_S,
+    FULL,
     REPORT_S,
     SMOKE,
     SMOKE_STAGE_S,
     calibration,
+    family_plan,
     family_seconds,
     measured_families,
     model_device,
+    probes_on,
     render_plan,
     run_plan,
 )
 from gpuprobe.simulated.gpu import FakeGpu, suite_options
 from tests.devices import A100_SXM, H100_SXM, H200
 
+H200_RUN = Path(__file__).resolve().parents[1] / "reports" / "nvidia-h200" / "results.json"  # a real run
 ROOM = 0.85  # a plan may use at most this share of its budget: the rest is for what no plan foresees
 
 
@@ -40,11 +47,25 @@ def test_the_full_suite_fits_the_device_check_deadline_after_the_smoke_stage_on_
     assert plan.total_s <= ROOM * (DEVICE_CHECK_DEADLINE_S - SMOKE_STAGE_S), render_plan(plan)
 
 
-@pytest.mark.parametrize("device", [H100_SXM, A100_SXM], ids=lambda d: d.name)
-def test_other_parts_plan_every_family_too(device: Device) -> None:
+@pytest.mark.parametrize(
+    ("device", "left_out"),
+    [(H200, ("tcgen05",)), (H100_SXM, ("tcgen05",)), (A100_SXM, ("tma", "wgmma", "tcgen05", "cluster"))],
+    ids=lambda d: getattr(d, "name", ""),
+)
+def test_a_plan_counts_only_the_families_and_probes_the_arch_runs(device: Device, left_out: tuple[str, ...]) -> None:
     plan = run_plan(device)
-    assert [row.family for row in plan.families] == list(measured_families())
+    assert plan.left_out == left_out
+    assert [row.family for row in plan.families] == [f for f in measured_families() if f not in left_out]
+    assert f"{', '.join(left_out)}: no probe of" in render_plan(plan)
+    rows = {row.family: row for row in plan.families}
+    for family, row in rows.items():  # each counts the probes its arch runs: the A100 half of async_copy's
+        assert row.plan is not None and row.plan.probes == len(probes_on(measured_families()[family], device.arch))
     assert plan.total_s > BUILD_S + REPORT_S
+
+
+def test_a_family_with_no_probe_on_the_arch_costs_a_run_nothing() -> None:
+    row = family_plan("wgmma", measured_families()["wgmma"], FULL, None, A100_SXM)
+    assert row.seconds == 0.0 and row.plan is not None and row.plan.probes == 0
 
 
 def test_a_plan_grows_with_its_settings_and_the_cost_model_counts_every_part() -> None:
@@ -63,9 +84,46 @@ def test_an_earlier_run_calibrates_the_next_plan() -> None:
         "wgmma": {"planned_s": 50.0, "actual_s": 3.0, "ended": "deadline"},  # cut short: says nothing
     }
     assert calibration(results) == pytest.approx(2.0)
-    assert calibration(Results(results.device)) == 1.0
+    assert calibration(Results(results.device)) is None
     plan = run_plan(H200, calibration=2.0)
     assert plan.measuring_s == pytest.approx(2 * run_plan(H200).measuring_s)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "message"),
+    [
+        ({"actual_s": "fast"}, "families.alu.actual_s: 'fast' is not a number of seconds"),
+        ({"planned_s": -5.0, "actual_s": -1.0}, "families.alu.planned_s: -5.0 is not a number of seconds"),
+        ({"actual_s": float("nan")}, "families.alu.actual_s: nan is not a number of seconds"),
+        ({"actual_s": True}, "families.alu.actual_s: True is not a number of seconds"),
+        (
+            {"planned_s": 1e-9, "actual_s": 1e9},
+            "its families took x1e+18 the seconds planned, outside the plausible x0.1 to x10",
+        ),
+        ({"planned_s": 100.0, "actual_s": 1.0}, "its families took x0.01 the seconds planned"),
+    ],
+)
+def test_a_calibration_from_seconds_that_are_not_seconds_is_refused(seconds: dict, message: str) -> None:
+    results = Results(Device("x", "9.0", "sm_90a", 132, 1))
+    results.families = {"alu": {"planned_s": 10.0, "actual_s": 12.0, "ended": "measured", **seconds}}
+    with pytest.raises(GpuprobeError, match=re.escape(f"earlier.json: {message}")):
+        calibration(results, "earlier.json")
+
+
+def test_the_plan_command_refuses_a_broken_calibration_in_one_line_and_says_when_there_is_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = load(H200_RUN)
+    results.families = {"alu": {"planned_s": 10.0, "actual_s": "fast", "ended": "measured"}}
+    save(results, tmp_path / "broken.json")
+    assert main(["run", "--plan", "--model", "h200", "--calibrate", str(tmp_path / "broken.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "actual_s: 'fast' is not a number of seconds" in err
+    results.families = {}
+    save(results, tmp_path / "none.json")
+    assert main(["run", "--plan", "--model", "h200", "--calibrate", str(tmp_path / "none.json")]) == 0
+    out, err = capsys.readouterr()
+    assert "records no family measured to the end: the plan is not calibrated" in err and "calibrated x" not in out
 
 
 @pytest.mark.parametrize(("key", "expected"), [("h200", H200), ("h100_sxm", H100_SXM), ("a100", A100_SXM)])
@@ -80,7 +138,8 @@ def test_the_plan_command_needs_no_gpu_with_a_model(capsys: pytest.CaptureFixtur
     assert main(["run", "--plan", "--model", "h200", "--deadline", str(DEVICE_CHECK_DEADLINE_S)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("time plan (full stage) for NVIDIA H200 SXM: 132 SMs, L2 60 MiB")
-    assert all(f"\n{family} " in out for family in measured_families())
+    assert all(f"\n{row.family} " in out for row in run_plan(H200).families)
+    assert "\ntcgen05: no probe of it runs on sm_90a, left out\n" in out
     assert "fits a 380 s deadline" in out
     assert main(["run", "--plan", "--smoke", "--model", "h200"]) == 0
     assert capsys.readouterr().out.startswith("time plan (smoke stage)")

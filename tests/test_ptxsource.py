@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from gpuprobe.build import includes
+from gpuprobe.build.includes import MAX_INCLUDE_BYTES, include_root
 from gpuprobe.build.ptxsource import (
     MAX_EXPANDED_LINES,
     combine,
@@ -14,8 +17,11 @@ from gpuprobe.build.ptxsource import (
     expansion_inputs,
     ptx_version,
 )
+from gpuprobe.build.source_tree import PTX_DIR
 from gpuprobe.core.arch import Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
+from tests.test_cli import refusal, run, write
+from tests.test_fuzz_includes import answered_fifo, bounded_memory  # noqa: F401 (bounded_memory: a fixture)
 
 SM80 = parse_arch("sm_80")
 SM90A = parse_arch("sm_90a")
@@ -320,7 +326,7 @@ def test_combine_directive_errors_name_the_file(tmp_path: Path) -> None:
 
 def test_the_memory_latency_family_expands() -> None:
     """The real family: both chase variants written out, 32 loads each, and every line traced."""
-    from gpuprobe.build.registry import PTX_DIR, SOURCE_ROOT
+    from gpuprobe.build.source_tree import PTX_DIR, SOURCE_ROOT
 
     module = combine([PTX_DIR / "memory_latency" / "memory_latency.ptx"], SM90A, SOURCE_ROOT)
     lines = module.text.splitlines()
@@ -369,8 +375,10 @@ def test_an_include_is_found_beside_the_file_by_default(tmp_path: Path) -> None:
     assert expand(src("//@include body.ptxinc"), str(tmp_path / "f.ptx")).lines == ["y"]
 
 
-def test_expansion_inputs_are_the_files_the_expansion_reads(tmp_path: Path) -> None:
-    """Nested includes resolve from the probe file's folder, as the expansion resolves them."""
+def test_expansion_inputs_are_the_files_the_expansion_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nested includes resolve from the probe file's folder, as the expansion resolves them (in a probe tree,
+    where ``../common`` is inside it)."""
+    monkeypatch.setattr(includes, "PTX_DIR", tmp_path)
     (tmp_path / "common").mkdir()
     (tmp_path / "family").mkdir()
     top = tmp_path / "family" / "f.ptx"
@@ -397,6 +405,78 @@ def test_an_include_of_itself_stops(tmp_path: Path) -> None:
     (tmp_path / "self.ptxinc").write_text(src("//@include self.ptxinc"))
     with pytest.raises(GpuprobeError, match="includes nested too deep"):
         expand(src("//@include self.ptxinc"), "f.ptx", tmp_path)
+
+
+# ---- where an include may lead (issue 25, cases n74-n77): inside the probe's folder, to a regular file ----
+
+KERNEL_WITH_INCLUDE = (
+    ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{{\n//@include {}\nret;\n}}\n"
+)
+
+
+def sass_refuses_include(capsys: pytest.CaptureFixture[str], folder: Path, include: str) -> str:
+    """``gpuprobe sass`` on a kernel in ``folder`` that includes ``include``: its refusal (exit 2, one line),
+    which names the line and the include as written."""
+    path = write(folder / "src" / "k.ptx", KERNEL_WITH_INCLUDE.format(include))
+    message = refusal(*run(capsys, "sass", str(path)))
+    assert message.startswith(f"{path}:6: //@include {include}: "), message
+    return message
+
+
+@pytest.mark.usefixtures("bounded_memory")
+@pytest.mark.parametrize(
+    "include",
+    ["/etc/passwd", "../../../../../../../../etc/hostname", "/proc/self/environ", "../k.ptx", "/dev/zero"],
+    ids=["n74-absolute", "n75-dotdot", "n76-environ", "n75-one-up", "n77-device"],
+)
+def test_an_include_outside_the_probes_folder_is_refused_before_it_is_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, include: str
+) -> None:
+    """The trial's ptxas quoted /etc/passwd's first word and the host name (n74-n76); /dev/zero was "no such
+    file beside it" (n77). Now each is refused, naming why, and nothing outside the folder is opened."""
+    write(tmp_path / "k.ptx", "secret\n")
+    opened: list[str] = []
+    monkeypatch.setattr(includes, "read_regular", lambda path, *args: opened.append(str(path)) or b"")
+    message = sass_refuses_include(capsys, tmp_path, include)
+    assert message.endswith(f"leads outside {tmp_path / 'src'}, the folder its includes must stay in"), message
+    assert opened == []
+
+
+@pytest.mark.usefixtures("bounded_memory")
+def test_an_include_that_leads_out_through_a_symlink_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "zero.ptxinc").symlink_to("/dev/zero")
+    assert "leads outside" in sass_refuses_include(capsys, tmp_path, "zero.ptxinc")
+
+
+def test_an_include_that_is_no_regular_file_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "src" / "folder.ptxinc").mkdir(parents=True)
+    assert sass_refuses_include(capsys, tmp_path, "folder.ptxinc").endswith(": not a regular file")
+
+
+def test_an_include_larger_than_the_limit_is_refused_having_read_one_byte_more(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    big = write(tmp_path / "src" / "big.ptxinc", "")
+    os.truncate(big, MAX_INCLUDE_BYTES + 1)  # sparse: no disk, and a read of it all would still be bounded
+    message = sass_refuses_include(capsys, tmp_path, "big.ptxinc")
+    assert message.endswith(f": larger than {MAX_INCLUDE_BYTES:,} bytes"), message
+
+
+def test_expansion_inputs_read_no_source_that_is_no_regular_file(tmp_path: Path) -> None:
+    """What keys ``gpuprobe check``'s outcome: a probe source that is a FIFO was read whole there, waiting for ever."""
+    with answered_fifo(tmp_path / "f.ptx") as opened:
+        with pytest.raises(GpuprobeError, match=r"f\.ptx: not a regular file"):
+            expansion_inputs(tmp_path / "f.ptx")
+        assert not opened.is_set()
+
+
+def test_the_probe_tree_is_one_folder_for_its_includes() -> None:
+    """``../common/`` is inside the probe tree: a probe's include root is ``ptx/``, not the probe's folder."""
+    assert include_root(PTX_DIR / "alu") == PTX_DIR and include_root(PTX_DIR.parent) == PTX_DIR.parent
+    expansion_inputs(next(PTX_DIR.glob("host_transfer/*.ptx")))  # includes ../common/: not refused
 
 
 def test_entry_parameters_read_scalars_and_arrays_passed_by_value() -> None:

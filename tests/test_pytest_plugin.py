@@ -59,7 +59,7 @@ def test_without_a_gpu_one_line_says_what_was_checked_and_why_the_rest_skipped(n
     counted = re.fullmatch(
         r"gpuprobe: (\d+) probes compiled and contract-checked \((\d+) builds\); (\d+) measurements skipped, "
         r"(no GPU: .*); (\d+) skipped where the arch lacks what a family needs; pytest -rs lists every skip with "
-        r"its reason",
+        r"its reason; without a GPU, gpuprobe demo shows what a run measures and writes, on a simulated GPU",
         line,
     )
     assert counted, line

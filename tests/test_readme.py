@@ -65,6 +65,8 @@ RUN_ELSEWHERE: dict[str, tuple[str, str, str]] = {
     "scripts/toolkit-matrix.sh": (".ci/run", "\nscripts/toolkit-matrix.sh\n", "CI runs it; it fetches old toolkits"),
     "scripts/wheel-check.sh": (".ci/run", "\nscripts/wheel-check.sh\n", "CI runs it; it builds and installs a wheel"),
     "scripts/render-check.sh": (".ci/run", "\nscripts/render-check.sh\n", "CI runs it; it needs Chromium"),
+    "gpuprobe --version": (
+        "tests/test_cli.py", "def test_version_is_the_one_results_record", "argparse exits the process after it"),
     "gpuprobe list | head": (
         "tests/test_cli.py", "def test_a_reader_that_closes_the_pipe_ends_the_command_quietly",
         "the reader closes the pipe before the first write, deterministically, in a child process"),
@@ -370,7 +372,8 @@ def test_a_gpuprobe_command_does_what_the_readme_says(
         assert "no GPU" in refusal(code, out, err), (str(shown), err)
         return
     assert code == 0, (str(shown), code, out[-2000:], err)
-    assert all(line.startswith(("gpuprobe: warning: ", "gpuprobe: [")) for line in err.splitlines()), err  # or progress
+    progress = ("gpuprobe: [", "gpuprobe check: ")  # a run's, a cold check's
+    assert all(line.startswith(("gpuprobe: warning: ", *progress)) for line in err.splitlines() if line), err
     for line in out.splitlines():
         if line.startswith("wrote "):
             assert Path(line.removeprefix("wrote ").split(" and ")[0]).exists(), (str(shown), line)
@@ -442,8 +445,30 @@ def test_the_pytest_commands_do_what_the_readme_says(tmp_path: Path) -> None:
         return  # the sample shows a machine without a driver; this one has one (and no GPU): its reason differs
     printed = proc.stdout.splitlines()
     for sample in text_samples(README.read_text()):
-        shape = re.compile(".*".join(re.sub(r"\d+", r"\\d+", re.escape(part)) for part in sample.split("...")))
+        shape = sample_shape(sample)
         assert any(shape.fullmatch(line) for line in printed), f"the README's sample is printed by no command: {sample}"
+
+
+def sample_shape(sample: str) -> re.Pattern[str]:
+    """A README sample of a printed line as a pattern: any number where it shows one, anything where ``...``."""
+    return re.compile(".*".join(re.sub(r"\d+", r"\\d+", re.escape(part)) for part in sample.split("...")))
+
+
+def test_the_readme_sample_of_the_no_gpu_line_has_the_shape_the_plugin_prints() -> None:
+    """Its words, in order, as the summary prints them today (the numbers and the driver's words aside): checked
+    here without running ``pytest probes/``, so a change to the line and not to the README fails at once."""
+    from types import SimpleNamespace
+
+    from gpuprobe.pytest_plugin import RunSummary
+    from gpuprobe.runner.gpu import driver_missing_reason, gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason()
+    if reason is None or not driver_missing_reason():
+        pytest.skip("the sample shows a machine without a driver; this one has one: its reason differs")
+    (sample,) = [line for line in text_samples(README.read_text()) if "measurements skipped, no GPU" in line]
+    summary = RunSummary({"memory.latency"}, 7, no_gpu=5, lacking=3, no_gpu_reason=reason)
+    (printed,) = summary.lines(SimpleNamespace(stash={}, getoption=lambda name: None))
+    assert sample_shape(sample).fullmatch(printed), (sample, printed)
 
 
 def text_samples(markdown: str) -> list[str]:

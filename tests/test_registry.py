@@ -10,7 +10,8 @@ import pytest
 from gpuprobe.build.contracts import RULE_KINDS
 from gpuprobe.build.nvrtc import cuda_to_ptx
 from gpuprobe.build.ptxsource import expand
-from gpuprobe.build.registry import PTX_DIR, SOURCE_ROOT, Probe, all_probes, find_probe, load_family
+from gpuprobe.build.registry import PTX_DIR, Probe, all_probes, find_probe, load_family
+from gpuprobe.build.source_tree import SOURCE_ROOT
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 

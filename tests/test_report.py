@@ -16,6 +16,7 @@ import pytest
 
 from gpuprobe.core.numbers import fmt_nums
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load, save
+from gpuprobe.core.text import md_text
 from gpuprobe.families.catalog import sections
 from gpuprobe.families.memory_latency import LATENCY_PLOT
 from gpuprobe.output import factsheet, plots, report
@@ -481,9 +482,9 @@ def test_fmt_nums_share_precision() -> None:
     assert fmt_nums([123456.7]) == ["123457"]
 
 
-def test_escape_keeps_sass_literal() -> None:
-    assert report.escape("/*0090*/ LDG.E R2, [R2.64] <x> `y`") == r"/\*0090\*/ LDG.E R2, \[R2.64\] \<x> \`y\`"
-    assert report.escape("CUDA_ERROR_ILLEGAL_ADDRESS") == "CUDA_ERROR_ILLEGAL_ADDRESS"
+def test_machine_written_text_stays_literal() -> None:
+    assert md_text("/*0090*/ LDG.E R2, [R2.64] <x> `y`") == r"/\*0090\*/ LDG.E R2, [R2.64] &lt;x&gt; \`y\`"
+    assert md_text("CUDA_ERROR_ILLEGAL_ADDRESS") == "CUDA_ERROR_ILLEGAL_ADDRESS"
 
 
 def test_family_without_facts_says_why() -> None:

@@ -5,6 +5,7 @@ Nothing here touches the real reports/ folder; every results file is fabricated 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Results, save
-from gpuprobe.output import reports_index
+from gpuprobe.fleet import reports_index
 from gpuprobe.output.report import gpu_slug
 from tests.test_report import fake_results
 
@@ -77,7 +78,9 @@ def test_headline_facts_side_by_side(reports: Path) -> None:
     assert h100[1:3] == ["sm_90 (9.0)", "132"]
     assert h100[3:7] == ["33.1 cyc / 18.86 ns", "262.4 cyc / 149.5 ns", "478 cyc / 272.4 ns", "819.5 cyc / 467 ns"]
     assert h100[7:11] == ["50 MiB / 50 MiB", "1755 MHz", "550.54.15", "2025-01-02"]
-    assert h100[11] == "1 fail, 2 warn, 1 unstable, 6 pass"
+    assert h100[11] == "1 warn, 1 unstable, 13 pass"  # judged again: the stored verdicts are fabricated
+    changed = index.split("## Verdicts judged again\n", 1)[1]
+    assert "- nvidia-h100-80gb-hbm3: 7 stored verdict(s) differ" in changed and "(stored fail, judged pass)" in changed
 
 
 def test_partial_run_is_marked_and_missing_facts_are_dashes(reports: Path) -> None:
@@ -116,7 +119,7 @@ def test_names_from_results_cannot_break_the_table(tmp_path: Path) -> None:
     index = reports_index.render_index(tmp_path)
     rows = [line for line in index.splitlines() if line.startswith("|")]
     assert len({len(re.findall(r"(?<!\\)\|", line)) for line in rows}) == 1
-    assert r"GPU \| with \[brackets\] \<b>" in index
+    assert r"GPU \| with [brackets] &lt;b&gt;" in index  # shown as text: no HTML, no link
 
 
 def test_regenerated_from_results_only(reports: Path) -> None:
@@ -139,3 +142,20 @@ def test_write_index_needs_an_existing_folder(tmp_path: Path) -> None:
     with pytest.raises(GpuprobeError, match="reports directory not found"):
         reports_index.write_index(tmp_path / "missing")
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="this platform has no named pipes")
+def test_a_fifo_a_device_and_a_fact_given_twice_are_listed_as_unreadable_with_why(reports: Path) -> None:
+    """The newcomer trial 3's n39 and n01: the index passed over a ``results.json`` that is a FIFO or a link to
+    /dev/zero without a word, and indexed a file giving one fact twice."""
+    for folder in ("fifo", "zero", "twice"):
+        (reports / folder).mkdir()
+    os.mkfifo(reports / "fifo" / "results.json")
+    (reports / "zero" / "results.json").symlink_to("/dev/zero")
+    twice = fake_results()
+    twice.facts.append(twice.facts[0])
+    save(twice, reports / "twice" / "results.json")
+    unreadable = reports_index.render_index(reports).split("## Unreadable results\n", 1)[1]
+    assert "- fifo: fifo/results.json: cannot read (not a regular file)" in unreadable
+    assert "- zero: zero/results.json: cannot read (not a regular file)" in unreadable
+    assert f"- twice: twice/results.json: invalid results file: fact '{twice.facts[0].id}' appears twice" in unreadable

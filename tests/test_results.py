@@ -192,6 +192,18 @@ def results_text(fact_changes: dict | None = None, device_changes: dict | None =
         (results_text(device_changes={"sm_clock_nominal_mhz": float("inf")}), "sm_clock_nominal_mhz is inf"),
         (results_text(clocks={"sm_mhz_measured": -5.0}), "clocks sm_mhz_measured is -5.0, not a clock in MHz"),
         (results_text(clocks={"sm_mhz_measured": "fast"}), "clocks sm_mhz_measured is 'fast', not a clock in MHz"),
+        # the newcomer trial 3's n15-n17, n01, n36, n35 and n23
+        (results_text(schema_version=True), "results schema_version is a bool, not an integer"),
+        (results_text(schema_version="2"), "results schema_version is a str, not an integer"),
+        (results_text(schema_version=1.5), "results schema_version is a float, not an integer"),
+        (results_text(schema_version=None), "results schema_version is null, not an integer"),
+        (results_text(facts=[GOOD_FACT, {**GOOD_FACT, "value": 999.0, "ci": None, "samples": []}]),
+         "invalid results file: fact 'latency.l2' appears twice; cannot tell which one is the measurement"),
+        (results_text({"ci": [500.0, 600.0]}), "interval [500, 600] holds neither its value 261 nor a sample"),
+        (results_text({"value": -261.0, "samples": [], "ci": None, "converted": {"ns": 150.0}}),
+         "fact 'latency.l2': value -261 is 150 in ns: no conversion turns a sign"),
+        (results_text(created="<b>yesterday</b>"), "created is '<b>yesterday</b>', not an ISO-8601 time"),
+        (results_text(created=20251204), "created is a int, not an ISO-8601 time"),
     ],
 )
 def test_a_file_that_no_run_writes_is_refused_in_one_line(tmp_path: Path, text: str, message: str) -> None:
@@ -201,6 +213,31 @@ def test_a_file_that_no_run_writes_is_refused_in_one_line(tmp_path: Path, text: 
         load(path)
     assert str(info.value).startswith(f"{path}: ")
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_key_given_twice_is_refused_naming_the_key_and_its_object(tmp_path: Path) -> None:
+    """The newcomer trial 3's n04: ``"value": 132.0, "value": 7.0`` read as 7, judged against 132."""
+    path = tmp_path / "r.json"
+    path.write_text(results_text().replace('"value": 261.0', '"value": 261.0, "value": 7.0', 1))
+    with pytest.raises(GpuprobeError) as info:
+        load(path)
+    expected = "key 'value' appears twice in one object (its id 'latency.l2')"
+    assert str(info.value) == f"{path}: invalid results file: {expected}"
+    path.write_text(results_text().replace('"name": ', '"name": "GPU A", "name": ', 1))
+    with pytest.raises(GpuprobeError, match="key 'name' appears twice in one object \\(its name 'Simulated GPU'\\)"):
+        load(path)
+
+
+def test_an_interval_may_miss_a_value_rounded_to_a_grid_but_not_its_samples(tmp_path: Path) -> None:
+    """A line size is a ratio of two capacities rounded to a power of two: its interval is the ratio's, which
+    holds its sample, not always the rounded value. A created time gpuprobe wrote, or none, reads."""
+    line = {"id": "cache.l1.line_bytes", "value": 128.0, "unit": "byte", "ci": [118.0, 124.0], "samples": [121.0],
+            "verdict": "report"}  # fmt: skip
+    path = tmp_path / "r.json"
+    path.write_text(results_text(facts=[GOOD_FACT, line], created="2026-12-04T13:18:00+00:00"))
+    assert load(path).fact("cache.l1.line_bytes").value == 128.0
+    path.write_text(results_text(created=""))
+    assert load(path).created == ""
 
 
 def test_a_judgement_without_a_value_is_read_as_invalid_never_as_its_verdict(tmp_path: Path) -> None:

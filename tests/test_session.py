@@ -29,6 +29,7 @@ from gpuprobe.runner.peers import ONE_GPU
 from gpuprobe.simulated.demo import run_demo
 from gpuprobe.simulated.gpu import FakeGpu, fast_settings, suite_options
 from gpuprobe.simulated.kernels.bandwidth import DEFAULTS as BANDWIDTH_DEFAULTS
+from tests.processes import clock_jumping_while_hung
 
 SIMULATED = "Simulated GPU"
 POLICY = ChildPolicy(probe_time_limit_s=60, cooldown_s=0.0)
@@ -259,7 +260,7 @@ def test_a_run_records_its_build_environment_and_each_family_planned_and_actual_
     assert set(on_disk.families) == set(measured_families())
     for family, record in on_disk.families.items():
         assert record["ended"] == "measured", family
-        idle = family in ("p2p", "collectives")  # one GPU: planned and run as nothing to measure
+        idle = family in ("p2p", "collectives", "tcgen05")  # one GPU, sm_100a's alone: planned and run as nothing
         assert (
             (record["planned_s"] == record["actual_s"] == 0.0)
             if idle
@@ -293,12 +294,19 @@ def test_a_measuring_process_refuses_a_cubin_that_is_not_the_one_checked(tmp_pat
 
 
 def test_the_deadline_ends_the_run_with_the_rest_not_run_and_the_sheet_partial(tmp_path: Path) -> None:
-    results = run(tmp_path, deadline_s=6.0)
+    """The deadline passes while memory.overhead.clock_read hangs (the run's clock jumps then), whatever
+    the machine's speed."""
+    hang_file = tmp_path / "hanging"
+    policy = dataclasses.replace(POLICY, clock=clock_jumping_while_hung(hang_file))
+    launcher = simulated(faults={"gp_clock_overhead": "hang"}, hang_file=str(hang_file))
+    results = session.run_suite(device(), launcher, tmp_path, settings=fast_settings(), policy=policy, deadline_s=60)
     assert results.partial and load(tmp_path / "results.json").partial
     ended = {family: record["ended"] for family, record in results.families.items()}
-    assert ended["memory"] in ("measured", "deadline") and ended["launch"] == "not_started"
+    assert ended["memory"] == "deadline" and ended["launch"] == "not_started"
+    assert results.probes["memory.clock"].status == "ok"
     cut = [name for name, outcome in results.probes.items() if outcome.status == "not_run"]
-    assert cut and all(results.probes[name].detail.startswith("deadline") for name in cut)
+    assert "memory.overhead.clock_read" in cut
+    assert all(results.probes[name].detail.startswith("deadline") for name in cut)
     assert "partial" in (tmp_path / "factsheet.md").read_text().lower()
 
 

@@ -20,4 +20,4 @@ def test_a_markdown_table_escapes_pipes_and_marks_alignment() -> None:
     lines = md_table(("fact", "n"), [["a | b", "3"], ["back\\slash", "12"]], right={"n"})
     assert lines[1] == "|:------------|----:|"
     assert lines[2] == "| a \\| b      |   3 |" and lines[3] == "| back\\\\slash |  12 |"
-    assert md_cell("one\ntwo") == "one two"
+    assert md_cell("one\ntwo") == r"one\\ntwo"  # the line break shown, as \n

@@ -8,12 +8,14 @@ import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 from gpuprobe.build import toolchain
 from gpuprobe.build.cubin import build_ptx
 from gpuprobe.build.ptxsource import combine
+from gpuprobe.build.tool_limits import BrokenTool
 from gpuprobe.build.toolchain import (
     TOOLKIT_VARIABLE,
     assemble_ptx,
@@ -56,8 +58,8 @@ def one_line(error: BaseException) -> str:
     return message
 
 
-def no_subprocess(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    """Stands in for subprocess.run where a cache hit must run no tool."""
+def no_subprocess(*args: object, **kwargs: object) -> NoReturn:
+    """Stands in for subprocess.Popen where a cache hit must run no tool."""
     raise AssertionError(f"a tool was run on a cache hit: {args!r}")
 
 
@@ -401,7 +403,7 @@ def test_assemble_is_cached_by_content(private_cache: Path, monkeypatch: pytest.
     mtime = first.cubin.stat().st_mtime_ns
 
     with monkeypatch.context() as patched:
-        patched.setattr(subprocess, "run", no_subprocess)
+        patched.setattr(subprocess, "Popen", no_subprocess)
         again = assemble_ptx(text, SM80, "another name, same content")
     assert again == first
     assert again.cubin.stat().st_mtime_ns == mtime
@@ -440,7 +442,7 @@ def test_another_toolkit_never_gets_a_cached_cubin(
         cubins.append(assemble_ptx(text, SM80, "k").cubin)
     assert len(set(cubins)) == 3
     with monkeypatch.context() as patched:
-        patched.setattr(subprocess, "run", no_subprocess)
+        patched.setattr(subprocess, "Popen", no_subprocess)
         assert assemble_ptx(text, SM80, "k").cubin == cubins[-1]
 
 
@@ -448,7 +450,7 @@ def test_disassembly_is_cached(private_cache: Path, monkeypatch: pytest.MonkeyPa
     compiled = assemble_ptx(ptx_text(*GOOD_KERNEL), SM80, "k")
     listing = disassemble(compiled.cubin)
     assert ".text.tc_store" in listing
-    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    monkeypatch.setattr(subprocess, "Popen", no_subprocess)
     assert disassemble(compiled.cubin) == listing
     assert len(list(private_cache.rglob("*.sass"))) == 1
 
@@ -622,7 +624,7 @@ def test_disassemble_truncated_cubin_is_one_line(keep: float, tmp_path: Path) ->
     with pytest.raises(GpuprobeError) as excinfo:
         disassemble(path)
     message = one_line(excinfo.value)
-    assert message.startswith(f"{path}: nvdisasm cannot read it: ")
+    assert message.startswith(f"{path}: not a cubin (")
 
 
 # ---------------------------------------------------------------- what a tool prints ----------------
@@ -648,8 +650,10 @@ def own_toolkit(fresh_lookup: None, private_cache: Path, monkeypatch: pytest.Mon
 
 
 def elf_file(path: Path) -> Path:
-    """A file that starts as an ELF file does (all that gpuprobe checks before nvdisasm reads it)."""
-    path.write_bytes(b"\x7fELF" + bytes(60))
+    """A cubin in form without code (all that gpuprobe checks before nvdisasm reads it)."""
+    from tests.test_check_cache import cuda_elf
+
+    path.write_bytes(cuda_elf())
     return path
 
 
@@ -687,6 +691,23 @@ def test_a_tool_that_fails_silently_says_how_it_ended(own_toolkit: Path, tmp_pat
     with pytest.raises(GpuprobeError) as excinfo:
         disassemble(elf_file(tmp_path / "quiet.cubin"))
     assert one_line(excinfo.value).endswith(f"nvdisasm cannot read it: {said}, no message")
+
+
+@pytest.mark.parametrize(
+    ("action", "said"),
+    [
+        ("exit 0", "it printed nothing"),
+        (r"printf 'ptxas says \033[2J hi\377\n'; exit 0", 'it printed "ptxas says \ufffd[2J hi\ufffd"'),
+        ("yes garbage | head -c 3000; exit 0", f'it printed "{"garbage " * 25}..." (2999 characters)'),
+    ],
+)
+def test_a_ptxas_that_writes_no_cubin_is_named_with_what_it_printed(own_toolkit: Path, action: str, said: str) -> None:
+    """n59: a ptxas that exits 0 but writes no cubin is named (not the temporary file it did not write), with
+    its output cleaned and shortened; a check stops at it (BrokenTool) rather than blame every probe."""
+    talking_tool(own_toolkit / "ptxas", action)
+    with pytest.raises(BrokenTool) as excinfo:
+        assemble_ptx(ptx_text(*GOOD_KERNEL), SM80, "k.ptx")
+    assert one_line(excinfo.value) == f"k.ptx: ptxas exited 0 but wrote no cubin; {said} [sm_80]"
 
 
 def test_a_ptxas_diagnostic_that_is_not_utf8_is_placed_at_its_line(own_toolkit: Path) -> None:

@@ -4,16 +4,27 @@ held to physics only, and a stored run judged again by this gpuprobe (the H200 r
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
-from gpuprobe.core.results import Fact, Results, load
+from gpuprobe.core.results import Fact, Results, load, save
 from gpuprobe.families import catalog
+from gpuprobe.fleet.reading import VerdictChange, changes_text, read_judged
 from gpuprobe.judge.expectations import load_all
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.physics import physics_checks
-from gpuprobe.judge.verdicts import IMPOSSIBLE, SMOKE_DETAIL, judge_measured, judge_run, mark_impossible, model_of
+from gpuprobe.judge.verdicts import (
+    IMPOSSIBLE,
+    SMOKE_DETAIL,
+    current_models,
+    is_impossible,
+    judge_measured,
+    judge_run,
+    mark_impossible,
+    model_of,
+)
 from tests.devices import H200
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports" / "nvidia-h200"
@@ -192,3 +203,89 @@ def test_unproven_first_needs_a_smoke_run_and_a_folder_of_results(args: list[str
     assert main(["run", *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs --smoke and a folder of real runs' results" in err
+
+
+# ---------------------------------------------------------------- stored verdicts are read, never trusted
+
+EXTRACT = Path(__file__).parent / "data" / "fuzz" / "h200_extract_results.json"  # five facts of the H200's run
+
+
+def stored_lie(tmp_path: Path, fact_id: str, **changes: object) -> Path:
+    """The extract with one fact's stored fields changed as given, saved as ``results.json``."""
+    data = json.loads(EXTRACT.read_text())
+    next(f for f in data["facts"] if f["id"] == fact_id).update(changes)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+NO_BOUNDS = {"low": None, "high": None, "unit": "cycle", "severity": "assert", "source": "", "note": ""}
+IN_NS = {"low": 240.0, "high": 330.0, "unit": "ns", "severity": "warn", "source": "", "note": ""}
+
+
+@pytest.mark.parametrize(
+    ("case", "fact_id", "changes", "judged"),
+    [
+        ("n33 a PASS outside its range", "latency.l2", {"value": 1.0, "samples": [1.0] * 3, "ci": [1.0, 1.0]}, "warn"),
+        ("n34 a FAIL inside its range", "latency.dram", {"verdict": "fail"}, "pass"),
+        ("n26 an assert with no bound", "latency.l2", {"expectation": NO_BOUNDS}, "pass"),
+        ("n37 an expectation in ns", "latency.l2", {"expectation": IN_NS}, "pass"),
+    ],
+)
+def test_every_reader_judges_a_stored_fact_again_from_its_value_and_says_what_differs(
+    tmp_path: Path, case: str, fact_id: str, changes: dict, judged: str
+) -> None:
+    """The newcomer trial 3's stored lies: the verdict is this gpuprobe's, against the model's expectation in the
+    fact's own unit (never a stored range, none, or one in another unit), and a changed verdict is named."""
+    results, changed = read_judged(stored_lie(tmp_path, fact_id, **changes))
+    fact = results.fact(fact_id)
+    assert fact.verdict == judged
+    assert fact.expectation is not None and (fact.expectation["low"], fact.expectation["unit"]) == (
+        {"latency.l2": 240.0, "latency.dram": 550.0}[fact_id], "cycle")  # fmt: skip
+    stored = changes.get("verdict", "pass")
+    assert changed == ([VerdictChange(fact_id, stored, judged)] if stored != judged else [])
+    if changed:
+        assert f"{fact_id} (stored {stored}, judged {judged})" in changes_text(changed)
+        assert f"(stored verdict: {stored}; judged again by this gpuprobe)" in fact.detail
+
+
+def test_a_stored_fact_of_a_gpu_no_model_knows_is_reported_never_passed(tmp_path: Path) -> None:
+    """n26 in discovery mode: no expectation to judge against, so the stored PASS against none becomes a report."""
+    data = json.loads(stored_lie(tmp_path, "latency.l2", expectation=NO_BOUNDS).read_text())
+    data["device"]["name"], data["clocks"]["model"] = "Unknown GPU", None
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    results, changed = read_judged(tmp_path / "results.json")
+    fact = results.fact("latency.l2")
+    assert (fact.verdict, fact.expectation) == ("report", None)
+    assert VerdictChange("latency.l2", "pass", "report") in changed
+
+
+def test_a_negative_bandwidth_is_impossible_and_set_against_no_peak(tmp_path: Path) -> None:
+    """n35: the sheet read "-4547 GB/s | 94 % of the theoretical peak | PASS"."""
+    from gpuprobe.output.headline import headline_rows
+
+    results = load(REPORTS / "results.json")
+    dram = results.fact("bandwidth.dram_read.v16")
+    dram.value, dram.samples, dram.ci = -4547.0, [-4547.0] * 3, (-4548.0, -4546.0)
+    path = tmp_path / "results.json"
+    save(results, path)
+    judged, _ = read_judged(path)
+    row = next(r for r in headline_rows(judged) if r.fact_id == dram.id)
+    assert is_impossible(row.fact) and row.fact.detail.startswith(f"{IMPOSSIBLE} (invariant.physics.no_negative")
+    assert (row.verdict, row.compared) == ("fail", "")
+
+
+def test_the_expectations_are_parsed_once_until_a_file_of_them_changes(tmp_path: Path, monkeypatch) -> None:
+    """Every reader judges with :func:`current_models`: a fleet of a thousand files parses them once, and an edited
+    expectation file is read again."""
+    import shutil
+
+    from gpuprobe.judge import expectations
+
+    copy = tmp_path / "expectations"
+    shutil.copytree(expectations.DEFAULT_DIRECTORY, copy)
+    monkeypatch.setattr(expectations, "DEFAULT_DIRECTORY", copy)
+    first = current_models()
+    assert current_models() is first
+    (copy / "h200.toml").write_text((copy / "h200.toml").read_text() + "\n# edited\n")
+    assert current_models() is not first and current_models().keys() == first.keys()

@@ -10,10 +10,8 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
-import os
 import re
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +30,7 @@ from gpuprobe.measure.witness.run import WITNESSED
 from gpuprobe.output.factsheet import write_report
 from gpuprobe.simulated.gpu import FaultyGpu, ptx_parameters, suite_options
 from tests.fakes.fake_ncu import table
+from tests.processes import processes_with
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_NCU = REPO / "tests" / "fakes" / "fake_ncu.py"
@@ -206,14 +205,13 @@ def test_a_tool_that_is_not_ncu_is_one_line_and_exit_2(tmp_path, capsys) -> None
 
 
 def test_a_hanging_ncu_is_killed_at_its_timeout(tmp_path, monkeypatch, capsys) -> None:
+    """The fake ncu never ends, so its limit passes whatever the machine's speed; what it started is gone
+    (found by its environment, whether or not it got as far as writing its pid)."""
     pidfile = tmp_path / "ncu.pid"
     rehearsal(monkeypatch, FAKE_NCU_MODE="hang", FAKE_NCU_PIDFILE=str(pidfile))
-    started = time.monotonic()
     assert witness(full_results(tmp_path / "results.json"), "--ncu", str(fake_ncu(tmp_path)), "--timeout", "3") == 2
-    assert time.monotonic() - started < 30
     assert "ran past its 3 s limit: killed" in refused_with(capsys)
-    with pytest.raises(ProcessLookupError):
-        os.kill(int(pidfile.read_text()), 0)
+    assert not processes_with(f"FAKE_NCU_PIDFILE={pidfile}")
 
 
 # ---- ncu's CSV, read strictly ---------------------------------------------------------------------------------

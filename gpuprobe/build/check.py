@@ -7,17 +7,19 @@ record per arch. The archs that miss are built side by side, one process per CPU
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from gpuprobe.build import outcomes
+from gpuprobe.build import outcomes, tool_limits
 from gpuprobe.build.contracts import Rule, Violation, check
 from gpuprobe.build.cubin import BuiltModule, build_for
+from gpuprobe.build.includes import IncludeRefused
 from gpuprobe.build.registry import Probe
 from gpuprobe.build.workers import map_in_processes
 from gpuprobe.core.arch import Arch
-from gpuprobe.core.cache import entry_lock, usable_cache_dir
+from gpuprobe.core.cache import CacheUnwritable, entry_lock, usable_cache_dir
 from gpuprobe.core.errors import GpuprobeError
 
 STATUSES = ("ok", "violated", "unsupported", "error")
@@ -105,27 +107,48 @@ def check_kernel(name: str, kernel_name: str, contract: Sequence[Rule], module: 
     return CheckResult(name, module.arch.name, "ok", f"{len(rules)} rules hold", [], resources)
 
 
-def build_and_check(probes: list[Probe], arch: Arch) -> list[CheckResult]:
-    """Build the module of ``probes`` (all targeting ``arch``) and check each; a build error is each one's error."""
+#: Errors that are not one probe's: a tool that hangs or writes nothing and a cache that cannot be written (the
+#: machine's), an include that leads where none may (the source tree's). The whole check stops at one, in one line.
+STOPS_THE_CHECK = (tool_limits.BrokenTool, CacheUnwritable, IncludeRefused)
+
+
+def build_and_check(probes: list[Probe], arch: Arch) -> tuple[list[CheckResult], Path | None]:
+    """Build the module of ``probes`` (all targeting ``arch``) and check each; a build error is each one's error
+    (but one of :data:`STOPS_THE_CHECK`). With the results, the cubin they judged (None when the build failed)."""
     try:
         module = build_for(probes, arch)
+    except STOPS_THE_CHECK:
+        raise
     except GpuprobeError as exc:
-        return [CheckResult(p.name, arch.name, "error", str(exc)) for p in probes]
-    return [check_probe(p, module) for p in probes]
+        return [CheckResult(p.name, arch.name, "error", str(exc)) for p in probes], None
+    return [check_probe(p, module) for p in probes], module.cubin
 
 
-def checked_and_recorded(probes: list[Probe], arch: Arch, key: str | None) -> list[CheckResult]:
+def checked_and_recorded(
+    probes: list[Probe],
+    arch: Arch,
+    key: str | None,
+    deadline: tool_limits.Deadline | None = None,
+    timed_out: Mapping[str, str] | None = None,
+) -> list[CheckResult]:
     """``build_and_check``, its outcome recorded under ``key`` unless it has an error; under the entry's lock,
-    so a process checking the same module at the same time (another test worker) waits and reads it."""
+    so a process checking the same module at the same time (another test worker) waits and reads it. Each
+    tool call ends by ``deadline`` (the whole check's), and no tool that ``timed_out`` in the process that
+    started the check runs again, in whichever process this runs."""
+    with tool_limits.within(deadline, timed_out):
+        return _checked_and_recorded(probes, arch, key)
+
+
+def _checked_and_recorded(probes: list[Probe], arch: Arch, key: str | None) -> list[CheckResult]:
     if key is None:
-        return build_and_check(probes, arch)
+        return build_and_check(probes, arch)[0]
     with entry_lock(key, outcomes.SUFFIX):
         recorded = _recorded(key, probes, arch)
         if recorded is not None:
             return recorded
-        results = build_and_check(probes, arch)
-        if all(r.status != "error" for r in results):
-            outcomes.store(key, [r.to_json() for r in results])
+        results, cubin = build_and_check(probes, arch)
+        if cubin is not None and all(r.status != "error" for r in results):
+            outcomes.store(key, [r.to_json() for r in results], cubin)
         return results
 
 
@@ -147,16 +170,22 @@ def _key(probes: list[Probe], arch: Arch) -> str | None:
     """The outcome's cache key; None when the toolchain cannot say (then the build reports why)."""
     try:
         return outcomes.outcome_key(probes, arch)
+    except STOPS_THE_CHECK:
+        raise
     except GpuprobeError:
         return None
 
 
-def _checked(targeted: dict[Arch, list[Probe]]) -> dict[Arch, list[CheckResult]]:
-    """Each arch's results: recorded ones read, the rest built side by side and recorded.
+def _checked(
+    targeted: dict[Arch, list[Probe]], deadline: tool_limits.Deadline, progress: Callable[[str], None]
+) -> dict[Arch, list[CheckResult]]:
+    """Each arch's results: recorded ones read, the rest built side by side and recorded, a line said to
+    ``progress`` before the first build and as each arch is done (nothing when every arch is recorded).
 
     An outcome with an error (a build that failed, a kernel missing) is not recorded: an error may
-    come from the machine (a tool that timed out), and a broken tree is rebuilt until it is fixed."""
-    keys = {arch: _key(probes, arch) for arch, probes in targeted.items()}
+    come from the machine, and a broken tree is rebuilt until it is fixed."""
+    with tool_limits.within(deadline):
+        keys = {arch: _key(probes, arch) for arch, probes in targeted.items()}
     done: dict[Arch, list[CheckResult]] = {}
     for arch, probes in targeted.items():
         recorded = _recorded(keys[arch], probes, arch)
@@ -164,18 +193,45 @@ def _checked(targeted: dict[Arch, list[Probe]]) -> dict[Arch, list[CheckResult]]
             done[arch] = recorded
     # The biggest modules first, so that no long build starts last while the other processes idle.
     missing = sorted((arch for arch in targeted if arch not in done), key=lambda arch: -len(targeted[arch]))
-    jobs = [(targeted[arch], arch, keys[arch]) for arch in missing]
-    done.update(zip(missing, map_in_processes(checked_and_recorded, jobs), strict=True))
+    if missing:
+        progress(_building(missing, targeted, deadline))
+    jobs = [(targeted[arch], arch, keys[arch], deadline, tool_limits.timed_out()) for arch in missing]
+    finished: list[Arch] = []
+
+    def arch_done(index: int) -> None:
+        arch = missing[index]
+        finished.append(arch)
+        progress(f"{arch} built and checked ({len(finished)} of {len(missing)})")
+
+    try:
+        done.update(zip(missing, map_in_processes(checked_and_recorded, jobs, arch_done), strict=True))
+    except tool_limits.ToolTimedOut as timed_out:
+        tool_limits.remember(timed_out)  # the next check in this process (pytest's, per test) stops at once
+        raise
     return done
 
 
-def check_all(probes: Iterable[Probe], archs: Iterable[Arch]) -> list[CheckResult]:
-    """Every probe on every arch, arch by arch: those it does not target ("unsupported"), then the rest."""
+def _building(missing: list[Arch], targeted: dict[Arch, list[Probe]], deadline: tool_limits.Deadline) -> str:
+    """The line said before building: how much, and the limits it runs under."""
+    archs, probes = ", ".join(arch.name for arch in missing), sum(len(targeted[arch]) for arch in missing)
+    limits = f"{tool_limits.tool_limit().stated} a tool call, {deadline.limit.stated} in all"
+    return f"building {archs}: {probes} probe checks not in the cache (limits: {limits})"
+
+
+def check_all(
+    probes: Iterable[Probe], archs: Iterable[Arch], progress: Callable[[str], None] = lambda line: None
+) -> list[CheckResult]:
+    """Every probe on every arch, arch by arch: those it does not target ("unsupported"), then the rest.
+
+    The builds end within ``GPUPROBE_CHECK_TIMEOUT`` (:mod:`gpuprobe.build.tool_limits`), and say how they go
+    to ``progress``, a line at a time."""
+    deadline = tool_limits.check_deadline()
+    tool_limits.tool_limit()  # a bad setting is an error even where no tool runs (a warm check)
     usable_cache_dir()  # a cache it cannot write is one error, not one per probe
     probes = list(probes)
     archs = list(archs)
     targeted = {arch: [p for p in probes if p.supports(arch)] for arch in archs}
-    checked = _checked({arch: found for arch, found in targeted.items() if found})
+    checked = _checked({arch: found for arch, found in targeted.items() if found}, deadline, progress)
     results: list[CheckResult] = []
     for arch in archs:
         results.extend(

@@ -16,12 +16,13 @@ from pathlib import Path
 
 from gpuprobe.build.cudasource import cuda_module
 from gpuprobe.build.ptxsource import combine, entry_parameters
-from gpuprobe.build.registry import SOURCE_ROOT, Probe
+from gpuprobe.build.registry import Probe
 from gpuprobe.build.sass import Listing, apply_compile_log, read_cubin
+from gpuprobe.build.source_tree import SOURCE_ROOT
 from gpuprobe.build.toolchain import LOG_SUFFIX, assemble_ptx
 from gpuprobe.core.arch import Arch
+from gpuprobe.core.cache import cached_file, read_entry
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.files import write_atomic
 from gpuprobe.core.tool_output import decoded
 
 
@@ -65,23 +66,22 @@ PARAMETERS_SUFFIX = ".parameters.json"
 
 
 def record_parameters(cubin: Path, parameters: dict[str, list[tuple[str, str]]]) -> None:
-    """The kernels' parameters beside the (cached) cubin, once: a process handed the cubin then reads its
-    module back (``module_of``) instead of combining every source again to find them."""
-    sidecar = cubin.with_suffix(PARAMETERS_SUFFIX)
-    if not sidecar.is_file():
-        write_atomic(sidecar, json.dumps(parameters))
+    """The kernels' parameters beside the (cached) cubin, as an entry of the cubin's key (its file's stem), once:
+    a process handed the cubin then reads its module back (``module_of``) instead of combining every
+    source again to find them."""
+    cached_file(cubin.stem, PARAMETERS_SUFFIX, json.dumps(parameters).encode)
 
 
 def module_of(cubin: Path, arch: Arch) -> BuiltModule | None:
-    """The module ``build_ptx`` built for ``arch`` as ``cubin``, read back from the cubin and the records
-    beside it, building nothing (its ``sources`` unknown: empty); None where those records are missing."""
-    sidecar, log = cubin.with_suffix(PARAMETERS_SUFFIX), cubin.with_suffix(LOG_SUFFIX)
-    if not (sidecar.is_file() and log.is_file()):
+    """The module ``build_ptx`` built for ``arch`` as ``cubin``, read back from the cubin and the entries
+    beside it, building nothing (its ``sources`` unknown: empty); None where those entries are missing or
+    damaged (:mod:`gpuprobe.core.cache` verifies each)."""
+    recorded, log = read_entry(cubin.stem, PARAMETERS_SUFFIX), read_entry(cubin.stem, LOG_SUFFIX)
+    if recorded is None or log is None:
         return None
     listing = read_cubin(cubin)
-    apply_compile_log(listing, decoded(log.read_bytes()))
-    recorded = json.loads(sidecar.read_text())
-    parameters = {kernel: [(kind, name) for kind, name in pairs] for kernel, pairs in recorded.items()}
+    apply_compile_log(listing, decoded(log))
+    parameters = {kernel: [(kind, name) for kind, name in pairs] for kernel, pairs in json.loads(recorded).items()}
     return BuiltModule(arch, cubin, listing, (), parameters)
 
 

@@ -5,7 +5,9 @@ second or two per compile, whatever the file count): the translation unit is one
 file, named from the probes' root, so NVRTC's messages name the file and line that was written. What
 NVRTC writes is PTX, which :mod:`gpuprobe.build.cubin` joins to the hand-written PTX of the same arch.
 A probe file may include files beside it (``#include "coop.cuh"``); :func:`source_inputs` finds them,
-without compiling, for the static check's cache key.
+without compiling, for the static check's cache key. Every include must lead to a regular file of at most
+4 MiB inside the probe tree (``ptx/``), or to the CUDA headers (:mod:`gpuprobe.build.includes`): it is
+checked before NVRTC runs, and the check's key refuses what the compile would.
 """
 
 from __future__ import annotations
@@ -13,21 +15,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpuprobe.build.includes import include_root, source_bytes
 from gpuprobe.build.nvrtc import cuda_to_ptx, local_inputs
 from gpuprobe.build.ptxsource import Generated
+from gpuprobe.build.source_tree import SOURCE_ROOT
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.errors import GpuprobeError
 
 
-def source_inputs(path: Path) -> dict[Path, bytes | None]:
-    """The raw bytes of a CUDA C++ file and of every file its ``#include "NAME"`` lines name beside it,
-    transitively (None for a name that is no readable file: the compile will say which)."""
-    try:
-        data: bytes | None = path.read_bytes()
-    except OSError:
-        data = None
+def source_inputs(path: Path, root: Path = SOURCE_ROOT) -> dict[Path, bytes | None]:
+    """The raw bytes of a CUDA C++ file and of every file its includes name, transitively, found as the
+    compile of :func:`cuda_module` (with ``root`` on the include path) finds them (None for a name that is
+    nowhere: the compile will say so). An include the compile would refuse is refused here too; a source that
+    cannot be read is a GpuprobeError."""
+    data = source_bytes(path)
     text = (data or b"").decode("utf-8", errors="replace")
-    return {path: data, **local_inputs(text, (path.parent,))}
+    return {path: data, **local_inputs(text, str(path), (root,), (include_root(path.parent),))}
 
 
 def _shown(path: Path, root: Path) -> str:
@@ -47,5 +50,6 @@ def cuda_module(files: Sequence[Path], arch: Arch, root: Path) -> Generated:
         if not path.is_file():
             raise GpuprobeError(f"{_shown(path, root)}: no such file")
     names = ", ".join(_shown(path, root) for path in files)
-    ptx = cuda_to_ptx(translation_unit(files, root), arch, f"<{names}>", (root,))
+    roots = sorted({include_root(path.parent) for path in files})
+    ptx = cuda_to_ptx(translation_unit(files, root), arch, f"<{names}>", (root,), roots)
     return Generated(f"NVRTC's PTX of {names}", ptx)

@@ -16,6 +16,13 @@ runtime's headers (``nvidia-cuda-runtime``), ``cuda/barrier`` and the rest of li
 Every compile is cached by content: the source, the options, the library's file and version, and what
 identifies the headers (the cooperative-groups headers' bytes, the runtime API header, CCCL's version
 header), so another NVRTC or another CCCL never reuses a compile.
+
+NVRTC opens whatever a source includes (an absolute path, a ``..``, a device), so the includes are judged
+here first (:func:`local_inputs`, :mod:`gpuprobe.build.includes`): every file an include may name, looked
+for as NVRTC looks, must be a regular file of at most 4 MiB inside the probe tree (or the folder of a file
+given to ``gpuprobe sass``), or one of the CUDA headers. Includes are found in every spelling NVRTC acts on
+(``#include``, ``%:include``, ``#include_next``, ``__has_include``, across backslash-newlines and comments); an
+include through a macro cannot be checked, so it is refused.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuprobe.build.includes import IncludeRefused, include_root, lies_inside, read_include
+from gpuprobe.build.outputs import ptx_problem
+from gpuprobe.build.source_tree import shown_path
 from gpuprobe.build.toolkit_choice import TOOLKIT_VARIABLE, chosen_directories, described
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.cache import cached_file, content_key
@@ -237,46 +247,143 @@ def options(arch: Arch, extra_include_dirs: Sequence[Path] = ()) -> list[str]:
     ]
 
 
-_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+# ---------------------------------------------------------------- the files a source includes ----
+
+_SPLICE = re.compile(r"\\\r?$")
+# Literals kept whole (a ``/*`` in one starts nothing), comments, and the ends of lines.
+_TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)|\n', re.DOTALL)
+_GAP = r"(?:\s|/\*.*?\*/)*"  # blanks, and comments within the line
+_DIRECTIVE = re.compile(rf"{_GAP}(?:#|%:){_GAP}include(?:_next)?\b{_GAP}(?P<operand>.*)")
+_HAS_INCLUDE = re.compile(rf"__has_include(?:_next)?{_GAP}\({_GAP}(?P<operand>[^)]*)")
+_HEADER_NAME = re.compile(r'"[^"\n]*"|<[^>\n]*>')
 
 
-def local_inputs(text: str, directories: Sequence[Path]) -> dict[Path, bytes | None]:
-    """The files the quoted ``#include "NAME"`` lines of ``text`` read, transitively, and their bytes (None
-    for a name no directory holds: the compile will say so): a name is looked for beside the file that
-    includes it, then in ``directories`` (NVRTC's include path before the CUDA headers). Angle-bracket
-    includes are the CUDA headers', which :func:`headers_identity` covers."""
+def _spliced(text: str) -> list[tuple[int, str]]:
+    """``text``'s lines as the preprocessor first reads them, each with the number of the line it starts on:
+    a backslash at the end of a line joins the next line to it."""
+    lines: list[tuple[int, str]] = []
+    start, joined = 1, ""
+    for number, line in enumerate(text.split("\n"), start=1):
+        if _SPLICE.search(line):
+            joined += _SPLICE.sub("", line)
+            continue
+        lines.append((start, joined + line))
+        start, joined = number + 1, ""
+    return [*lines, (start, joined)] if joined else lines
+
+
+def _uncommented(lines: list[tuple[int, str]], comment_ends_line: bool) -> list[tuple[int, str]]:
+    """The spliced ``lines`` with each comment made a blank: a comment across lines either joins them (as the
+    standard says) or, where ``comment_ends_line``, ends the line it starts on (as NVRTC also reads a ``#``
+    after one); each line with the number of the line it starts on."""
+    numbers = [number for number, _ in lines]
+    text = "\n".join(line for _, line in lines)
+    out: list[tuple[int, str]] = []
+    piece: list[str] = []
+    index = start = position = 0
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        piece.append(text[position : match.start()])
+        position = match.end()
+        if token == "\n" or (comment_ends_line and token.startswith("/") and "\n" in token):
+            out.append((numbers[start], "".join(piece)))
+            piece = []
+            index += max(token.count("\n"), 1)
+            start = index
+        elif token.startswith("/"):
+            piece.append(" ")
+            index += token.count("\n")
+        else:
+            piece.append(token)
+    piece.append(text[position:])
+    return [*out, (numbers[start], "".join(piece))]
+
+
+def _included_names(text: str, shown: str) -> list[tuple[int, str, str]]:
+    """Every file name an ``#include`` (or ``#include_next``, or ``__has_include``) of ``text`` gives, as
+    (line, the directive, the name with its quotes or angle brackets), found wherever NVRTC might read one:
+    in the lines as written (comments within a line allowed) and with comments removed both ways (see
+    :func:`_uncommented`). An include whose name is not written out (a macro) cannot be checked: it is an
+    IncludeRefused naming ``shown`` (the file) and the line."""
+    spliced = _spliced(text)
+    found: dict[tuple[int, str, str], None] = {}
+    for number, line in [*spliced, *_uncommented(spliced, False), *_uncommented(spliced, True)]:
+        directive = _DIRECTIVE.match(line)
+        operands = [("#include", directive.group("operand"))] if directive else []
+        operands += [("__has_include", match.group("operand")) for match in _HAS_INCLUDE.finditer(line)]
+        for what, operand in operands:
+            name = _HEADER_NAME.match(operand)
+            if name:
+                found[number, what, name.group()] = None
+            elif operand.strip() and not operand.startswith(("/*", "//")):  # a comment on: judged uncommented
+                raise IncludeRefused(
+                    f"{shown}:{number}: {what} {operand.strip()}: names no file in quotes or angle brackets "
+                    "(an include through a macro cannot be checked)"
+                )
+    return list(found)
+
+
+def _places(name: str, beside: Path, search: Sequence[Path]) -> list[Path]:
+    """Where NVRTC looks for an include of ``name`` (with its quotes or angle brackets): a quoted name beside
+    the file that includes it, then on the include path ``search``; an angle-bracket name on the include path
+    only; an absolute name is itself."""
+    bare = name[1:-1]
+    if os.path.isabs(bare):
+        return [Path(bare)]
+    return [folder / bare for folder in ([beside] if name.startswith('"') else []) + list(search)]
+
+
+def local_inputs(text: str, name: str, directories: Sequence[Path], roots: Sequence[Path]) -> dict[Path, bytes | None]:
+    """The files the includes of ``text`` (the source NVRTC compiles as ``name``) may read, transitively, and
+    their bytes, each judged (:mod:`gpuprobe.build.includes`) before it is read: a name is looked for as NVRTC
+    looks (:func:`_places`: beside the including file, for ``text`` the folder of ``name``; then in
+    ``directories``, then in the CUDA headers), and every place it is found must be inside ``roots`` or the CUDA
+    headers (whose files :func:`headers_identity` covers: not read here). A name found nowhere maps to None
+    (the compile will say so)."""
+    headers = include_dirs()
+    search = [*directories, *headers]
     found: dict[Path, bytes | None] = {}
-    pending = [(name, tuple(directories)) for name in _LOCAL_INCLUDE.findall(text)]
+    pending = [(text, Path(name).parent, shown_path(Path(name)))]
     while pending:
-        name, where = pending.pop()
-        path = next((d / name for d in where if (d / name).is_file()), where[0] / name if where else Path(name))
-        if path in found:
-            continue
-        try:
-            found[path] = path.read_bytes()
-        except OSError:
-            found[path] = None
-            continue
-        inner = _LOCAL_INCLUDE.findall(found[path].decode("utf-8", errors="replace"))
-        pending += [(included, (path.parent, *directories)) for included in inner]
+        source, beside, shown = pending.pop()
+        for line, what, included in _included_names(source, shown):
+            places = _places(included, beside, search)
+            there = [place for place in places if os.path.lexists(place)]
+            if not there:
+                found.setdefault(places[0], None)
+            for place in there:
+                if place in found or lies_inside(place, headers):
+                    continue
+                found[place] = read_include(place, roots, f"{shown}:{line}: {what} {included}")
+                pending.append((found[place].decode("utf-8", errors="replace"), place.parent, shown_path(place)))
     return found
 
 
-def cuda_to_ptx(source: str, arch: Arch, name: str, extra_include_dirs: Sequence[Path] = ()) -> str:
+def cuda_to_ptx(
+    source: str,
+    arch: Arch,
+    name: str,
+    extra_include_dirs: Sequence[Path] = (),
+    roots: Sequence[Path] | None = None,
+) -> str:
     """NVRTC's PTX for CUDA C++ ``source`` (its file named ``name`` in messages) targeting ``arch``,
-    cached by content: the source, the bytes of the files it includes by quoted name (:func:`local_inputs`),
-    the options and NVRTC's :func:`identity`. A compile error is one line: NVRTC's first error, at its
-    file and line, and the arch."""
+    cached by content: the source, the bytes of the files it includes (:func:`local_inputs`: each must lie
+    inside ``roots``, by default the include roots of ``extra_include_dirs``, or the CUDA headers; checked
+    before NVRTC runs), the options and NVRTC's :func:`identity`. A compile error is one line: NVRTC's
+    first error, at its file and line, and the arch."""
     nvrtc = locate_nvrtc()
     opts = options(arch, extra_include_dirs)
-    inputs = local_inputs(source, extra_include_dirs)
-    included = [
-        os.fsencode(path) + b"\0" + (b"\0-" if data is None else data) for path, data in sorted(inputs.items())
-    ]
+    if roots is None:
+        roots = [include_root(folder) for folder in extra_include_dirs]
+    inputs = local_inputs(source, name, extra_include_dirs, roots)
+    included = [os.fsencode(path) + b"\0" + (b"\0-" if data is None else data) for path, data in sorted(inputs.items())]
     key = content_key("nvrtc-ptx", identity(), "\0".join(opts), source, *included)
 
     def produce() -> bytes:
-        return _compile(_library(nvrtc.path), source, name, opts, arch)
+        ptx = _compile(_library(nvrtc.path), source, name, opts, arch)
+        if (problem := ptx_problem(decoded(ptx))) is not None:  # judged before it is cached (outputs)
+            raise GpuprobeError(f"{name}: NVRTC ({nvrtc.path}) succeeded but wrote no PTX ({problem}) [{arch}]")
+        return ptx
 
     return cached_file(key, ".ptx", produce).read_text()
 

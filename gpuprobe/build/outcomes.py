@@ -12,15 +12,19 @@ parsing and checking again. An arch's key hashes:
   never reads another toolkit's outcome;
 * gpuprobe's own code that decides the outcome: the source of every module of ``gpuprobe/build/``.
 
-A record holds its format and its key beside the results; one that cannot be read, is not JSON, or
-names another format or key is no record (the caller checks the results themselves), so a corrupt
-or foreign file is rebuilt, never trusted.
+A record holds its format and its key beside the results, and the cubin it judged: that cubin's cache
+key and SHA-256. One that cannot be read, does not match its recorded hash (:mod:`gpuprobe.core.cache`),
+is not JSON, names another format or key, or whose cubin is no longer in the cache with those bytes
+(damaged, deleted, rebuilt) is no record (the caller checks the results themselves): a corrupt or
+foreign file is rebuilt, never trusted, and a record is never "ok" for a cubin other than the one that
+will run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,8 +39,9 @@ from gpuprobe.build.toolchain import find_tool, tool_version
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.cache import content_key, read_entry, write_entry
 
-RECORD_FORMAT = "gpuprobe-check-outcome/1"
+RECORD_FORMAT = "gpuprobe-check-outcome/2"
 SUFFIX = ".check.json"
+CUBIN_SUFFIX = ".cubin"  # the suffix of the cubin a record judged, an entry of its own key (the file's stem)
 _TOOLS = ("ptxas", "nvdisasm")
 
 
@@ -77,7 +82,8 @@ def outcome_key(probes: Sequence[Probe], arch: Arch) -> str:
 
 
 def load(key: str) -> list[Any] | None:
-    """The results stored under ``key``, as written; None when there is no readable record of this key."""
+    """The results stored under ``key``, as written; None when there is no readable record of this key, or the
+    cubin it judged is not in the cache as it was judged."""
     raw = read_entry(key, SUFFIX)
     if raw is None:
         return None
@@ -88,12 +94,22 @@ def load(key: str) -> list[Any] | None:
     if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT or record.get("key") != key:
         return None
     results = record.get("results")
-    return results if isinstance(results, list) else None
+    return results if isinstance(results, list) and _judged_cubin_intact(record) else None
 
 
-def store(key: str, results: list[Any]) -> None:
-    """Record ``results`` (JSON data) under ``key``; where that cannot be written (something else
-    holds its place), the outcome is simply not recorded, and the next check builds it again."""
-    record = {"format": RECORD_FORMAT, "key": key, "results": results}
+def _judged_cubin_intact(record: dict[str, Any]) -> bool:
+    """Whether the cubin ``record`` judged is in the cache, its bytes those it judged."""
+    cubin_key, judged = record.get("cubin"), record.get("cubin_sha256")
+    cubin = read_entry(cubin_key, CUBIN_SUFFIX) if isinstance(cubin_key, str) and cubin_key else None
+    return cubin is not None and hashlib.sha256(cubin).hexdigest() == judged
+
+
+def store(key: str, results: list[Any], cubin: Path) -> None:
+    """Record ``results`` (JSON data), the outcome of checking the cached ``cubin``, under ``key``; where that
+    cannot be written (something else holds its place), the outcome is simply not recorded, and the next
+    check builds it again."""
     with contextlib.suppress(OSError):
+        judged = hashlib.sha256(cubin.read_bytes()).hexdigest()
+        record = {"format": RECORD_FORMAT, "key": key, "cubin": cubin.stem, "cubin_sha256": judged,
+                  "results": results}  # fmt: skip
         write_entry(key, SUFFIX, json.dumps(record).encode())

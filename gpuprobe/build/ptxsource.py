@@ -15,7 +15,9 @@ it instead:
 * ``//@include NAME`` expands the file NAME (a path relative to the probe file's folder, e.g.
   ``../common/chain_records.ptxinc``) in place, with the
   enclosing loops' names bound: one kernel template, instantiated by several probe files whose
-  archs differ (PTX itself has no include).
+  archs differ (PTX itself has no include). NAME must lead to a regular file of at most 4 MiB inside
+  the probe tree (``ptx/``), or, for a file outside it, inside that file's own folder
+  (:mod:`gpuprobe.build.includes`); anything else is refused with one line, before it is read.
 
 Every expanded line remembers the file and line it came from, so ptxas's errors point at the
 source that was written, not at the expansion. All probe files for one arch are combined into
@@ -27,11 +29,14 @@ probes: :class:`Generated`) joins the module as it is, without directives.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuprobe.build.includes import include_root, read_include, source_bytes
+from gpuprobe.build.source_tree import shown_path
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_text
@@ -64,16 +69,18 @@ def expand(text: str, path: str, directory: Path | None = None) -> Expanded:
     lines = text.splitlines()
     out: list[str] = []
     origins: list[Origin] = []
-    _expand_block(lines, 0, len(lines), {}, _Where(path, directory), out, origins)
+    _expand_block(lines, 0, len(lines), {}, _Where(path, directory, include_root(directory)), out, origins)
     return Expanded(out, origins)
 
 
 @dataclass(frozen=True)
 class _Where:
-    """The file being expanded (as shown in messages), where its includes are, and how deep."""
+    """The file being expanded (as shown in messages), where its includes are, the folder they must stay
+    inside, and how deep."""
 
     path: str
     directory: Path
+    root: Path
     depth: int = 0
 
     def __str__(self) -> str:
@@ -85,11 +92,14 @@ def _include(
 ) -> None:
     if where.depth >= MAX_INCLUDE_DEPTH:
         raise GpuprobeError(f"{where}:{line}: //@include {name}: includes nested too deep")
-    source = _include_path(where.directory, name)
-    if not source.is_file():
-        raise GpuprobeError(f"{where}:{line}: //@include {name}: no such file beside it")
-    lines = read_text(source).splitlines()
-    inner = _Where(str(Path(where.path).parent / name), where.directory, where.depth + 1)
+    source, shown = _include_path(where.directory, name), f"{where}:{line}: //@include {name}"
+    if not os.path.lexists(source):
+        raise GpuprobeError(f"{shown}: no such file beside it")
+    try:
+        lines = read_include(source, (where.root,), shown).decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise GpuprobeError(f"{shown}: not UTF-8 text") from None
+    inner = _Where(str(Path(where.path).parent / name), where.directory, where.root, where.depth + 1)
     _expand_block(lines, 0, len(lines), bindings, inner, out, origins)
 
 
@@ -100,23 +110,25 @@ def _include_path(directory: Path, name: str) -> Path:
 
 def expansion_inputs(path: Path) -> dict[Path, bytes | None]:
     """The raw bytes of a PTX file and of every file its ``//@include`` lines name, transitively:
-    all that its expansion reads, found without expanding it (None for a name that is no readable file).
+    all that its expansion reads, found without expanding it (None for a name that is nowhere: the
+    expansion will say so). An include the expansion would refuse is refused here too
+    (:class:`IncludeRefused`), before it is read; a PTX file that cannot be read is a GpuprobeError.
 
     Cheap to hash, so a cache keyed by it costs a read of each file rather than an expansion."""
-    found: dict[Path, bytes | None] = {}
+    root = (include_root(path.parent),)
+    found: dict[Path, bytes | None] = {path: source_bytes(path)}
     pending = [path]
     while pending:
         current = pending.pop()
-        if current in found:
-            continue
-        try:
-            found[current] = current.read_bytes()
-        except OSError:  # no such file, or unreadable: the expansion will say which
-            found[current] = None
         text = (found[current] or b"").decode("utf-8", errors="replace")
-        for line in text.splitlines():
-            if match := _INCLUDE.match(line):
-                pending.append(_include_path(path.parent, match.group(1)))
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not (match := _INCLUDE.match(line)):
+                continue
+            included = _include_path(path.parent, match.group(1))
+            if included not in found:
+                shown = f"{shown_path(current)}:{number}: //@include {match.group(1)}"
+                found[included] = read_include(included, root, shown) if os.path.lexists(included) else None
+                pending.append(included)
     return found
 
 

@@ -29,21 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuprobe.build.contracts import Rule
+from gpuprobe.build.source_tree import PTX_DIR, SOURCE_SUFFIXES, shown_path
 from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_toml
-
-PTX_DIR = (Path(__file__).resolve().parents[1] / "ptx").resolve()
-"""The kernels and their declarations: the checkout's ``ptx/`` (``gpuprobe/ptx`` links to it), or the
-copy an installed wheel carries as package data."""
-SOURCE_ROOT = PTX_DIR.parent
-"""What source paths are shown relative to: ``ptx/alu/alu.ptx`` from a checkout and a wheel alike."""
-SOURCE_SUFFIXES = (".ptx", ".cu")  # hand-written PTX, or CUDA C++ that NVRTC compiles to PTX
-
-
-def shown_path(path: Path) -> str:
-    """``path`` as messages show it: relative to ``SOURCE_ROOT`` when it lies below it."""
-    return str(path.relative_to(SOURCE_ROOT)) if path.is_relative_to(SOURCE_ROOT) else str(path)
 
 
 @dataclass(frozen=True)
@@ -72,7 +61,7 @@ class Probe:
     @property
     def source_label(self) -> str:
         return (
-            str(self.source.relative_to(SOURCE_ROOT)) if self.source.is_relative_to(SOURCE_ROOT) else str(self.source)
+            shown_path(self.source)
         )
 
 

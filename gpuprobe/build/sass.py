@@ -19,15 +19,14 @@ from typing import Any
 
 from gpuprobe.build import flow
 from gpuprobe.build.flow import Step, back_edges
+from gpuprobe.build.outputs import INSTRUCTION as _INSTRUCTION
+from gpuprobe.build.outputs import SECTION as _SECTION
 from gpuprobe.build.toolchain import disassemble
 from gpuprobe.core.cache import content_key, read_entry, write_entry
 from gpuprobe.core.errors import GpuprobeError
 
-# The terminator is stripped in code: a lazy body before optional trailing ``\s*;?\s*`` backtracks cubically.
-_INSTRUCTION = re.compile(r"^\s*/\*(?P<offset>[0-9a-fA-F]+)\*/\s+(?P<body>[^\s.].*)$")
 _PREDICATE = re.compile(r"^@!?U?P(?:T|\d+)$")
 _LABEL = re.compile(r"^(?P<name>[.$\w]+):\s*$")
-_SECTION = re.compile(r"^\s*\.section\s+(?P<name>[^,\s]+)")
 _TARGET = re.compile(r"^\s*\.target\s+(?P<arch>\w+)")
 _BRANCH_TARGET = re.compile(r"`\((?P<label>[^()`]+)\)")
 _NVINFO = re.compile(r"//----- nvinfo : (?P<attr>EIATTR_\w+)")
@@ -348,11 +347,14 @@ def read_cubin(path: Path, only: Collection[str] | None = None) -> Listing:
     key = content_key("listing", _parser_identity(), text, "\0".join(sorted(only)) if only is not None else "\0all")
     cached = read_entry(key, ".pickle")
     if cached is not None:
-        with contextlib.suppress(Exception):  # a torn or foreign entry is parsed again, never trusted
+        with contextlib.suppress(Exception):  # a verified entry another Python cannot unpickle is parsed again
             listing = pickle.loads(cached)
             if isinstance(listing, Listing):
                 return listing
-    listing = parse_listing(text, only)
+    try:
+        listing = parse_listing(text, only)
+    except GpuprobeError as exc:  # a listing in form (judged before it was cached) whose lines do not parse
+        raise GpuprobeError(f"{path}: nvdisasm's listing of it cannot be parsed: {exc}") from None
     with contextlib.suppress(OSError):  # an unwritable cache costs the next reader a parse, nothing more
         write_entry(key, ".pickle", pickle.dumps(listing, protocol=pickle.HIGHEST_PROTOCOL))
     return listing

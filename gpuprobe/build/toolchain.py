@@ -5,7 +5,8 @@ back), then the PyPI wheels (through ``cuda.pathfinder``), then ``CUDA_HOME`` / 
 ``PATH``. NVRTC is a library, found the same way (:mod:`gpuprobe.build.nvrtc`); CUDA C++ becomes
 PTX there and a cubin here, by the same ptxas as the hand-written PTX. Every compile and disassembly
 is cached by content (:mod:`gpuprobe.core.cache`), keyed by the tool's version and path, so a warm
-check runs no tool.
+check runs no tool. Each tool call runs under a stated limit, its whole process group killed at it
+(:mod:`gpuprobe.build.tool_limits`).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprobe.build import nvrtc
+from gpuprobe.build.outputs import cubin_problem, listing_problem
+from gpuprobe.build.tool_limits import BrokenTool, run_tool, tool_limit, version_limit
 from gpuprobe.build.toolkit_choice import TOOLKIT_VARIABLE, chosen_directories, described
 from gpuprobe.core.arch import Arch
-from gpuprobe.core.cache import cached_file, content_key
+from gpuprobe.core.cache import cached_file, content_key, read_entry
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.tool_output import ENCODING, ERRORS, decoded
+from gpuprobe.core.tool_output import ENCODING, decoded
 
 _INSTALL_HINT = {
     "ptxas": "nvidia-cuda-nvcc",
@@ -136,7 +139,7 @@ def tool_version(name: str) -> str:
 @functools.cache
 def _version_line(path: Path, name: str) -> str:
     """What ``path --version`` says, cached by the tool's path (never by its name alone)."""
-    out = _run([str(path), "--version"], name).stdout
+    out = run_tool([str(path), "--version"], f"{path} --version", version_limit()).stdout
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     release = [line for line in lines if "release" in line]
     if not lines:
@@ -169,24 +172,38 @@ def toolkit_description() -> str:
 
 
 def _run(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
-    """Run a tool, its output decoded tolerantly (:mod:`gpuprobe.core.tool_output`); one line if it cannot run."""
-    try:
-        return subprocess.run(args, capture_output=True, encoding=ENCODING, errors=ERRORS, check=False, timeout=300)
-    except subprocess.TimeoutExpired:
-        raise GpuprobeError(f"{what}: {Path(args[0]).name} timed out") from None
-    except OSError as exc:
-        raise GpuprobeError(f"{what}: cannot run {args[0]} ({exc.strerror or exc})") from None
+    """Run a tool under ``GPUPROBE_TOOL_TIMEOUT`` (:func:`gpuprobe.build.tool_limits.run_tool`)."""
+    return run_tool(args, what, tool_limit())
+
+
+def _printable(text: str) -> str:
+    """``text`` on one line for a message: blanks closed up, anything unprintable (such as the bytes of a
+    corrupt cubin a tool echoes) shown as U+FFFD."""
+    return "".join(c if c.isprintable() else "\ufffd" for c in " ".join(text.split()))
 
 
 def _failure(proc: subprocess.CompletedProcess[str]) -> str:
-    """What a failed tool said, for a one-line error: its first line of stderr (blanks closed up, anything
-    unprintable, such as the bytes of a corrupt cubin it echoes, shown as U+FFFD), or how it ended when it
-    said nothing."""
+    """What a failed tool said, for a one-line error: its first line of stderr (:func:`_printable`), or how
+    it ended when it said nothing."""
     for line in proc.stderr.splitlines():
         if line.strip():
-            return "".join(c if c.isprintable() else "\ufffd" for c in " ".join(line.split()))
+            return _printable(line)
     code = proc.returncode
     return f"killed by signal {-code}, no message" if code < 0 else f"exit status {code}, no message"
+
+
+EXCERPT_CHARS = 200  # of a tool's output, quoted in a message about what it did wrong
+
+
+def _excerpt(proc: subprocess.CompletedProcess[str]) -> str:
+    """What a tool printed (stdout, then stderr), quoted on one line (:func:`_printable`), cut at
+    :data:`EXCERPT_CHARS` characters; or that it printed nothing."""
+    said = _printable(proc.stdout + "\n" + proc.stderr)
+    if not said:
+        return "nothing"
+    if len(said) <= EXCERPT_CHARS:
+        return f'"{said}"'
+    return f'"{said[:EXCERPT_CHARS]}..." ({len(said)} characters)'
 
 
 # ---------------------------------------------------------------- PTX ----------
@@ -240,11 +257,12 @@ def _with_log(key: str, log: str, cubin: bytes) -> bytes:
 
 def _compiled(key: str, produce: Callable[[], bytes]) -> Compiled:
     cubin = cached_file(key, ".cubin", produce)
-    log = cubin.with_suffix(LOG_SUFFIX)
-    if not log.is_file():  # a cubin cached by an older gpuprobe, without its report: compile again
-        cubin.unlink()
+    log = read_entry(key, LOG_SUFFIX)
+    if log is None:  # a cubin cached without its report (by an older gpuprobe), or a damaged report: compile again
+        cubin.unlink(missing_ok=True)
         cubin = cached_file(key, ".cubin", produce)
-    return Compiled(cubin=cubin, log=decoded(log.read_bytes()))
+        log = read_entry(key, LOG_SUFFIX) or b""
+    return Compiled(cubin=cubin, log=decoded(log))
 
 
 def assemble_ptx(ptx: str, arch: Arch, name: str, origins: list[tuple[str, int]] | None = None) -> Compiled:
@@ -260,7 +278,14 @@ def assemble_ptx(ptx: str, arch: Arch, name: str, origins: list[tuple[str, int]]
             proc = _run([str(ptxas), *options, str(src), "-o", str(out)], name)
             if proc.returncode != 0:
                 raise _ptxas_error(proc, origins or [], name, arch)
-            return _with_log(key, proc.stdout + proc.stderr, out.read_bytes())
+            if not out.is_file():
+                raise BrokenTool(f"{name}: ptxas exited 0 but wrote no cubin; it printed {_excerpt(proc)} [{arch}]")
+            cubin = out.read_bytes()
+            if (problem := cubin_problem(cubin)) is not None:  # judged before it is cached (outputs)
+                raise BrokenTool(
+                    f"{name}: ptxas exited 0 but wrote no cubin ({problem}); it printed {_excerpt(proc)} [{arch}]"
+                )
+            return _with_log(key, proc.stdout + proc.stderr, cubin)
 
     return _compiled(key, produce)
 
@@ -286,14 +311,18 @@ def disassemble(cubin: Path) -> str:
         data = Path(cubin).read_bytes()
     except FileNotFoundError:
         raise GpuprobeError(f"{cubin}: no such file") from None
-    if not data.startswith(b"\x7fELF"):
-        raise GpuprobeError(f"{cubin}: not a cubin (no ELF header)")
+    if (problem := cubin_problem(data)) is not None:
+        raise GpuprobeError(f"{cubin}: not a cubin ({problem})")
     key = content_key("nvdisasm", str(nvdisasm), tool_version("nvdisasm"), data)
 
     def produce() -> bytes:
         proc = _run([str(nvdisasm), str(cubin)], str(cubin))
         if proc.returncode != 0:
             raise GpuprobeError(f"{cubin}: nvdisasm cannot read it: {_failure(proc)}")
+        if (problem := listing_problem(proc.stdout, data)) is not None:  # judged before it is cached (outputs)
+            raise BrokenTool(
+                f"{cubin}: nvdisasm exited 0 but what it printed is not its SASS ({problem}): {_excerpt(proc)}"
+            )
         return proc.stdout.encode(ENCODING)
 
     return decoded(cached_file(key, ".sass", produce).read_bytes())

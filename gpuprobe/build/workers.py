@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 Result = TypeVar("Result")
@@ -21,13 +21,32 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def map_in_processes(function: Callable[..., Result], jobs: Sequence[tuple[Any, ...]]) -> list[Result]:
-    """``function(*job)`` for each job, in order, in at most :func:`usable_cpus` processes.
+def map_in_processes(
+    function: Callable[..., Result],
+    jobs: Sequence[tuple[Any, ...]],
+    on_done: Callable[[int], None] = lambda index: None,
+) -> list[Result]:
+    """``function(*job)`` for each job, in order, in at most :func:`usable_cpus` processes; ``on_done(i)`` is
+    called here as job ``i`` finishes (in the order they finish), for a progress line.
 
     One job, or one CPU, runs here without starting a process. ``function`` and the jobs must pickle;
-    the processes are started fresh (spawned), never forked from a caller that may hold threads."""
+    the processes are started fresh (spawned), never forked from a caller that may hold threads. The
+    first job to fail (or an interruption) cancels the jobs not yet started, waits for those running,
+    and is raised here."""
     workers = min(len(jobs), usable_cpus())
     if workers <= 1:
-        return [function(*job) for job in jobs]
+        results = []
+        for index, job in enumerate(jobs):
+            results.append(function(*job))
+            on_done(index)
+        return results
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(function, *zip(*jobs, strict=True)))
+        futures = {pool.submit(function, *job): index for index, job in enumerate(jobs)}
+        try:
+            for future in as_completed(futures):
+                future.result()  # a job's failure is raised here
+                on_done(futures[future])
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+        return [future.result() for future in futures]

@@ -52,10 +52,13 @@ def parse_arch(text: str) -> Arch:
 
 
 def parse_arch_list(text: str | None) -> list[Arch]:
-    """``"sm_80,sm_90a"`` -> Arches; None or "all" -> every supported arch."""
-    if text is None or text.strip().lower() == "all":
+    """``"sm_80,sm_90a"`` -> Arches; None or "all" -> every supported arch ("all" beside another is refused)."""
+    parts = [part.strip() for part in ("all" if text is None else text).split(",") if part.strip()]
+    if [part.lower() for part in parts] == ["all"]:
         return list(SUPPORTED_ARCHS)
-    archs = [parse_arch(part) for part in text.split(",") if part.strip()]
+    if "all" in (part.lower() for part in parts):
+        raise GpuprobeError(f"'all' cannot be combined with other archs in {text!r}: it names every one already")
+    archs = [parse_arch(part) for part in parts]
     if not archs:
         raise GpuprobeError(f"no arch in {text!r}; give e.g. sm_80,sm_90a or all")
     twice = sorted({arch.name for arch in archs if archs.count(arch) > 1})

@@ -3,19 +3,25 @@
 Keys are hashes of everything that determines the output (source text, options, the identity
 and version of the tool), so a stale entry can never be returned; entries are written atomically.
 ``GPUPROBE_CACHE`` overrides the directory.
+
+Each entry ``<key><suffix>`` has the SHA-256 of its bytes beside it (``<key><suffix>.sha256``, written
+after the entry), and is read only when the two agree: a damaged entry (a flipped bit, a truncated
+file, a hash that is itself damaged) is no entry and is made again, saying so once on stderr (whoever
+replaces it says so). An entry without its hash (an older gpuprobe's, or a write cut short between the
+two files) is made again silently. A tool's output is judged by its caller before it is stored here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.files import os_reason
+from gpuprobe.core.files import os_reason, replace_atomically
 
 
 def cache_dir() -> Path:
@@ -40,22 +46,53 @@ def entry_path(key: str, suffix: str) -> Path:
     return cache_dir() / key[:2] / f"{key}{suffix}"
 
 
-def read_entry(key: str, suffix: str) -> bytes | None:
-    """The bytes of the cache entry ``key``, or None when there is none (or it cannot be read)."""
+DIGEST_SUFFIX = ".sha256"
+
+
+def _digest_path(path: Path) -> Path:
+    return path.with_name(path.name + DIGEST_SUFFIX)
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).hexdigest().encode()
+
+
+def _verified(path: Path) -> bytes | None:
+    """The bytes of the entry at ``path`` when they match the hash recorded beside them, else None."""
     try:
-        return entry_path(key, suffix).read_bytes()
+        data = path.read_bytes()
+        recorded = _digest_path(path).read_bytes()
     except OSError:
         return None
+    return data if recorded == _digest(data) else None
+
+
+def _damaged(path: Path) -> bool:
+    """Whether ``path`` holds an entry and a hash that disagree (an entry without a hash is only unverified)."""
+    return path.is_file() and _digest_path(path).is_file() and _verified(path) is None
+
+
+def read_entry(key: str, suffix: str) -> bytes | None:
+    """The bytes of the cache entry ``key``, or None when there is none, it cannot be read, or it does not
+    match its recorded hash."""
+    return _verified(entry_path(key, suffix))
 
 
 def write_entry(key: str, suffix: str, data: bytes) -> Path:
-    """Store ``data`` as the cache entry ``key``, atomically (a reader sees all of it or nothing)."""
+    """Store ``data`` as the cache entry ``key``, atomically (a reader sees all of it or nothing), then its
+    hash; raises the OSError of a write that failed, leaving no temporary file and no entry without its hash.
+    Replacing a damaged entry says so, in one line on stderr."""
     path = entry_path(key, suffix)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, path)
+    if _damaged(path):
+        print(f"gpuprobe: warning: cache entry {path} does not match its recorded SHA-256 (damaged): made again",
+              file=sys.stderr)  # fmt: skip
+    replace_atomically(path, data)
+    try:
+        replace_atomically(_digest_path(path), _digest(data))
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -80,13 +117,14 @@ def entry_lock(key: str, suffix: str) -> Iterator[None]:
 
 
 def cached_file(key: str, suffix: str, produce: Callable[[], bytes]) -> Path:
-    """Return the path of the cache entry ``key``, calling ``produce`` to fill it on a miss; a one-line
-    GpuprobeError when the cache cannot be written (the file is what the caller goes on to use)."""
+    """Return the path of the cache entry ``key``, its bytes verified, calling ``produce`` to fill it on a miss
+    (or in place of a damaged entry); a one-line CacheUnwritable when the cache cannot be written (the file is
+    what the caller goes on to use)."""
     path = entry_path(key, suffix)
-    if path.is_file():
+    if _verified(path) is not None:
         return path
     with entry_lock(key, suffix):
-        if path.is_file():  # made while this process waited
+        if _verified(path) is not None:  # made while this process waited
             return path
         data = produce()
         try:
@@ -108,7 +146,11 @@ def usable_cache_dir() -> Path:
     return directory
 
 
-def _unwritable(exc: OSError) -> GpuprobeError:
-    return GpuprobeError(
+class CacheUnwritable(GpuprobeError):
+    """The cache cannot be written: one line for the whole command, never one per probe it was building."""
+
+
+def _unwritable(exc: OSError) -> CacheUnwritable:
+    return CacheUnwritable(
         f"cannot write the cache in {cache_dir()} ({os_reason(exc)}): set GPUPROBE_CACHE to a folder gpuprobe may write"
     )

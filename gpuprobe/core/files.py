@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import tomllib
 from pathlib import Path
@@ -77,12 +78,14 @@ def write_atomic(path: Path, content: str | bytes) -> None:
     it cannot be written."""
     make_dirs(path.parent)
     try:
-        _replace_atomically(path, content.encode("utf-8", "replace") if isinstance(content, str) else content)
+        replace_atomically(path, content.encode("utf-8", "replace") if isinstance(content, str) else content)
     except OSError as exc:
         raise GpuprobeError(f"{path}: cannot write ({os_reason(exc)})") from None
 
 
-def _replace_atomically(path: Path, data: bytes) -> None:
+def replace_atomically(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` through a temporary file beside it, removed when the write fails (a full disk
+    leaves nothing behind): readers see the old file or the new one, never half. Raises the OSError."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, 0o644)  # a published report, not a secret (mkstemp creates 0600)
@@ -94,3 +97,25 @@ def _replace_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_regular(path: Path, limit: int, shown: str | None = None) -> bytes:
+    """The bytes of the regular file ``path``, or a one-line GpuprobeError naming it (as ``shown``, by default the
+    path) and saying why not. A device, pipe, socket or folder is refused without reading it: its type is checked
+    before the open, and again on what was opened (opened non-blocking, so that a pipe cannot stall the open); a
+    file of more than ``limit`` bytes is refused having read at most one byte more."""
+    name = shown or str(path)
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise GpuprobeError(f"{name}: not a regular file")
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise GpuprobeError(f"{name}: not a regular file")
+            data = handle.read(limit + 1)
+    except FileNotFoundError:
+        raise GpuprobeError(f"{name}: no such file") from None
+    except OSError as exc:
+        raise GpuprobeError(f"{name}: cannot read ({os_reason(exc)})") from None
+    if len(data) > limit:
+        raise GpuprobeError(f"{name}: larger than {limit:,} bytes")
+    return data

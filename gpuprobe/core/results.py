@@ -40,13 +40,18 @@ them empty: :func:`provenance` says what a file records, "" where it does not. N
 optional key a reader of schema 2 ignores.
 
 Every reader (the fact sheet, ``compare``, ``fleet``, ``index``, ``--baseline``) goes through :func:`load`,
-which validates what it reads (:func:`validate`): a file with no facts, a number that is infinite or
-NaN (gpuprobe writes those as null, so only another tool or a hand edit makes one), a confidence
-interval that is not a pair of numbers or is reversed, an expected range whose low bound is above its
-high one, an SM count under one, a negative size or a clock that is not positive is refused with one
-line naming it. A fact whose value is null but whose file still holds a judgement of it (``pass``,
-``fail``, ``warn``, ``unstable``: a value that was not finite when it was judged, and was written as
-null) is read as ``invalid``: kept, shown as such, never judged or counted as its stored verdict.
+which validates what it reads (:func:`validate`): a JSON object giving one key twice, a ``schema_version``
+that is not an integer, a ``created`` that is not an ISO-8601 time, a file with no facts, a fact id given
+twice, a number that is infinite or NaN (gpuprobe writes those as null, so only another tool or a hand
+edit makes one), a confidence interval that is not a pair of numbers, is reversed or holds neither the
+value nor any sample, a converted value whose sign differs from the value's, an expected range whose low
+bound is above its high one, an SM count under one, a negative size or a clock that is not positive is
+refused with one line naming it. A fact whose value is null but whose file still holds a judgement of it
+(``pass``, ``fail``, ``warn``, ``unstable``: a value that was not finite when it was judged, and was written
+as null) is read as ``invalid``: kept, shown as such, never judged or counted as its stored verdict. Other
+verdicts and ranges are not checked here, where a file from an older gpuprobe may hold what its expectations
+said then: every reader judges the values again (:func:`gpuprobe.fleet.reading.read_judged`), so no stored
+verdict is shown as it was stored.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ import re
 import socket
 import subprocess
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -101,6 +107,23 @@ def _check_expectation(fact_id: str, expectation: Any) -> None:
         ok = (value is None or isinstance(value, int | float)) if numeric else isinstance(value, str)
         if not ok or isinstance(value, bool):
             raise ValueError(f"fact {fact_id!r}: expectation {key!r} is {type(value).__name__}")
+
+
+def _type_name(value: Any) -> str:
+    """What JSON kind a value is, as a message names it: ``a bool``, ``a str``, ``null``."""
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def _created(value: Any) -> str:
+    """When the run began: an ISO-8601 time as gpuprobe writes it, or "" where a file does not say."""
+    if not isinstance(value, str):
+        raise InvalidResults(f"created is {_type_name(value)}, not an ISO-8601 time")
+    if value:
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidResults(f"created is {_shown(value)}, not an ISO-8601 time") from None
+    return value
 
 
 def _is_number(value: Any) -> bool:
@@ -317,8 +340,10 @@ class Results:
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise GpuprobeError(f"{source}: not a gpuprobe results file")
         version = data.get("schema_version")
-        if not isinstance(version, int):
+        if "schema_version" not in data:
             raise GpuprobeError(f"{source}: results file has no schema_version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise GpuprobeError(f"{source}: results schema_version is {_type_name(version)}, not an integer")
         if version > SCHEMA_VERSION:
             raise GpuprobeError(
                 f"{source}: results schema {version} is newer than this gpuprobe reads "
@@ -333,7 +358,7 @@ class Results:
                 probes={str(n): ProbeOutcome.from_dict(str(n), p) for n, p in data.get("probes", {}).items()},
                 clocks=dict(data.get("clocks", {})),
                 partial=bool(data.get("partial", False)),
-                created=str(data.get("created", "")),
+                created=_created(data.get("created", "")),
                 stage=_stage(data.get("stage", "full")),
                 environment=dict(data.get("environment", {})),
                 build=dict(data.get("build", {})),
@@ -357,6 +382,19 @@ def _finite(what: str, value: float | None) -> None:
         raise InvalidResults(f"{what} is {value}, not a finite number")
 
 
+def _validate_interval(where: str, fact: Fact, low: float, high: float) -> None:
+    """A confidence interval: finite, low to high, and holding the value or, for a value a probe rounds to a
+    grid (a line size from a ratio of capacities), one of its samples."""
+    _finite(f"{where}: confidence interval bound", low)
+    _finite(f"{where}: confidence interval bound", high)
+    if low > high:
+        raise InvalidResults(f"{where}: confidence interval [{low:g}, {high:g}] is reversed")
+    if fact.value is not None and not any(low <= v <= high for v in (fact.value, *fact.samples)):
+        raise InvalidResults(
+            f"{where}: confidence interval [{low:g}, {high:g}] holds neither its value {fact.value:g} nor a sample"
+        )
+
+
 def _validate_fact(fact: Fact) -> Fact:
     """Refuse a fact no measurement gives; a judgement with no value is marked ``invalid``."""
     where = f"fact {fact.id!r}"
@@ -365,12 +403,10 @@ def _validate_fact(fact: Fact) -> Fact:
         _finite(f"{where}: a sample", sample)
     for unit, value in fact.converted.items():
         _finite(f"{where}: value in {unit}", value)
+        if fact.value is not None and value * fact.value < 0:
+            raise InvalidResults(f"{where}: value {fact.value:g} is {value:g} in {unit}: no conversion turns a sign")
     if fact.ci is not None:
-        low, high = fact.ci
-        _finite(f"{where}: confidence interval bound", low)
-        _finite(f"{where}: confidence interval bound", high)
-        if low > high:
-            raise InvalidResults(f"{where}: confidence interval [{low:g}, {high:g}] is reversed")
+        _validate_interval(where, fact, *fact.ci)
     bounds = [(fact.expectation or {}).get(key) for key in ("low", "high")]
     for bound in bounds:
         _finite(f"{where}: expected bound", bound)
@@ -418,8 +454,18 @@ def validate(results: Results) -> Results:
         raise InvalidResults("it holds no facts: nothing was measured")
     _validate_device(results.device)
     _validate_clocks(results.clocks)
+    _validate_fact_ids(results.facts)
     results.facts = [_validate_fact(fact) for fact in results.facts]
     return results
+
+
+def _validate_fact_ids(facts: list[Fact]) -> None:
+    """One fact per id: of two, which one a reader shows, compares or counts would be a guess."""
+    seen: set[str] = set()
+    for fact in facts:
+        if fact.id in seen:
+            raise InvalidResults(f"fact {fact.id!r} appears twice; cannot tell which one is the measurement")
+        seen.add(fact.id)
 
 
 # ---------------------------------------------------------------- provenance: the code, the board, the machine
@@ -633,10 +679,28 @@ def save(results: Results, path: Path) -> None:
     write_atomic(path, results_text(strict_json(results.to_dict())))
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that gives one key twice: which value a reader takes would be the parser's choice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict (``json``'s ``object_pairs_hook``), refusing a key given twice; the error names
+    the key and the object by its ``id`` or ``name`` where it has one (a fact, a device)."""
+    found = dict(pairs)
+    if len(found) == len(pairs):
+        return found
+    key = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+    names = [f" (its {name} {_shown(found[name])})" for name in ("id", "name") if isinstance(found.get(name), str)]
+    owner = names[0] if names else ""
+    raise DuplicateKey(f"key {key!r} appears twice in one object{owner}")
+
+
 def load(path: Path) -> Results:
     text = read_text(path)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except DuplicateKey as exc:
+        raise GpuprobeError(f"{path}: invalid results file: {exc}") from None
     except json.JSONDecodeError as exc:
         raise GpuprobeError(f"{path}: corrupt results file (not JSON: {exc.msg} at line {exc.lineno})") from None
     except RecursionError:

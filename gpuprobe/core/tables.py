@@ -2,7 +2,9 @@
 
 Cells arrive as the caller formatted them (numbers already rounded, units attached): tabulate only pads
 and aligns, it never re-reads a cell as a number (``disable_numparse``), so ``1e+308`` or ``132`` print as
-given. Columns named in ``right`` are right-aligned (numbers), the others left-aligned.
+given. Columns named in ``right`` are right-aligned (numbers), the others left-aligned. A cell may quote a
+file (a device name, a fact id): each stays on one line, its control characters escaped
+(:mod:`gpuprobe.core.text`), and in Markdown its HTML and markup shown as text.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from collections.abc import Collection, Sequence
 
 from tabulate import tabulate
 
+from gpuprobe.core.text import md_text, shown
+
 
 def md_cell(text: str) -> str:
-    """A cell's text made safe inside a Markdown table: backslashes and pipes escaped, line breaks joined."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Plain text shown literally in Markdown (:func:`~gpuprobe.core.text.md_text`), pipes escaped for a table."""
+    return md_text(text).replace("|", "\\|")
 
 
 def _alignment(headers: Sequence[str], right: Collection[str]) -> tuple[str, ...]:
@@ -24,8 +28,8 @@ def _alignment(headers: Sequence[str], right: Collection[str]) -> tuple[str, ...
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Collection[str] = ()) -> list[str]:
     """The lines of a plain-text table: the header, a rule of dashes under each column, the rows."""
     text = tabulate(
-        [list(row) for row in rows], headers=list(headers), tablefmt="simple", disable_numparse=True,
-        colalign=_alignment(headers, right),
+        [[shown(cell) for cell in row] for row in rows], headers=list(headers), tablefmt="simple",
+        disable_numparse=True, colalign=_alignment(headers, right),
     )  # fmt: skip
     return [line.rstrip() for line in text.splitlines()]
 

@@ -12,7 +12,10 @@ Three pieces, documented for users in docs/fleet.md:
   practical threshold allows (:mod:`gpuprobe.fleet.spread`). A GPU with any ``|z|`` beyond the
   threshold (3.5 by default) is an outlier and the command exits 1: a fact beyond the GPUs' spread,
   beyond its own noise, and more than ``--min-deviation`` (3 %) from the median. Files that are not
-  gpuprobe results are listed as skipped with the reason; only when none is readable is that an error.
+  gpuprobe results (a FIFO or a device named ``*.json`` too) are listed as skipped with the reason; only when
+  none is readable is that an error. Each file is read as every reader reads it
+  (:func:`gpuprobe.fleet.reading.read_judged`: validated, then judged again), and a note names the files
+  whose stored verdicts this gpuprobe judges otherwise.
 - **One node, many GPUs** (``gpuprobe fleet-run OUT``, and the pytest-xdist form): see
   :mod:`gpuprobe.fleet.runs`.
 - **Across nodes**: docs/slurm/gpuprobe-fleet.sbatch, one Slurm task per GPU, then
@@ -40,10 +43,12 @@ from typing import TYPE_CHECKING, Any
 from gpuprobe.core.detection import percent_text
 from gpuprobe.core.errors import GpuprobeError, require_count
 from gpuprobe.core.files import os_reason
-from gpuprobe.core.results import WITNESS_PREFIX, Provenance, Results, load, provenance
+from gpuprobe.core.results import WITNESS_PREFIX, Provenance, Results, provenance
 from gpuprobe.core.tables import md_cell, md_table, text_table
+from gpuprobe.core.text import md_code, shown
 from gpuprobe.fleet.compare import allowance_text, md_warnings
 from gpuprobe.fleet.provenance import fleet_lines, hosts_text
+from gpuprobe.fleet.reading import changes_text, read_judged
 from gpuprobe.fleet.spread import (
     EXACT,
     EXACT_FLOOR,
@@ -107,6 +112,7 @@ class FileSummary:
     gpu: GpuIdentity
     facts: tuple[tuple[str, str, float, float | None], ...]
     origin: Provenance  # where the file came from: board, host (named by its path where it names none), driver, code
+    verdict_changes: str = ""  # stored verdicts this gpuprobe judges otherwise (gpuprobe.fleet.reading.changes_text)
 
 
 @dataclass(frozen=True)
@@ -154,19 +160,14 @@ def _half_width(ci: tuple[float, float] | None) -> float | None:
     return half if math.isfinite(half) else None
 
 
-def summarize(source: str, results: Results) -> FileSummary:
+def summarize(source: str, results: Results, verdict_changes: str = "") -> FileSummary:
     """Reduce one results file to its identity and finite fact values with their intervals' half-widths
-    (first occurrence of an id wins)."""
-    seen: set[str] = set()
-    facts = []
-    for fact in results.facts:
-        if fact.value is None or not math.isfinite(fact.value) or fact.id in seen or fact.id.startswith(WITNESS_PREFIX):
-            continue
-        seen.add(fact.id)
-        facts.append((fact.id, fact.unit, fact.value, _half_width(fact.ci)))
+    (the file's ids are unique: :func:`gpuprobe.core.results.validate` refuses one given twice)."""
+    measured = [f for f in results.facts if f.value is not None and math.isfinite(f.value)]
+    facts = tuple((f.id, f.unit, f.value, _half_width(f.ci)) for f in measured if not f.id.startswith(WITNESS_PREFIX))
     origin = provenance(results)
     gpu = identify(source, results, origin)
-    return FileSummary(gpu, tuple(facts), dataclasses.replace(origin, hostname=gpu.hostname))
+    return FileSummary(gpu, facts, dataclasses.replace(origin, hostname=gpu.hostname), verdict_changes)
 
 
 def _reason(source: str, error: GpuprobeError) -> str:
@@ -175,9 +176,10 @@ def _reason(source: str, error: GpuprobeError) -> str:
 
 
 def read_summary(path: str) -> FileSummary | Skipped:
-    """One file, validated exactly as :func:`gpuprobe.core.results.load` validates it, then reduced."""
+    """One file, read as every reader reads it (validated, judged again: :func:`read_judged`), then reduced."""
     try:
-        return summarize(path, load(Path(path)))
+        results, changes = read_judged(Path(path))
+        return summarize(path, results, changes_text(changes))
     except GpuprobeError as exc:
         return Skipped(path, _reason(path, exc))
 
@@ -194,7 +196,7 @@ def _json_files(folder: Path, skipped: list[Skipped]) -> list[Path]:
         skipped.append(Skipped(str(error.filename), f"cannot list this folder ({os_reason(error)})"))
 
     found = [Path(root) / name for root, _, names in os.walk(folder, onerror=unlisted) for name in names]
-    return sorted(path for path in found if path.suffix == ".json" and path.is_file())
+    return sorted(path for path in found if path.suffix == ".json")  # a FIFO or device too: read, it says why not
 
 
 def discover(paths: Iterable[str | Path]) -> tuple[list[str], list[Skipped]]:
@@ -206,13 +208,13 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str], list[Skipped]]:
         path = Path(given)
         if path.is_dir():
             candidates = _json_files(path, missing)
-        elif path.is_file():
+        elif path.exists():  # not only a regular file: reading a FIFO or a device says why it cannot
             candidates = [path]
         else:
             missing.append(Skipped(str(given), "no such file or directory"))
             continue
         for candidate in candidates:
-            key = candidate.resolve()
+            key = Path(os.path.realpath(candidate))  # a link loop too (resolve() raises); reading it says why
             if key not in seen:
                 seen.add(key)
                 found.append(str(candidate))
@@ -488,6 +490,10 @@ def _fleet_notes(summaries: Sequence[FileSummary]) -> list[str]:
     empty = sum(not s.facts for s in summaries)
     if empty:
         notes.append(f"{empty} results file(s) hold no measured fact")
+    changed = [s for s in summaries if s.verdict_changes]
+    notes += [f"{s.gpu.file}: {s.verdict_changes}" for s in changed[:NAMED_IN_A_NOTE]]
+    if len(changed) > NAMED_IN_A_NOTE:
+        notes.append(f"{len(changed) - NAMED_IN_A_NOTE} more results file(s) hold stored verdicts judged otherwise now")
     return notes
 
 
@@ -655,7 +661,7 @@ def _render_text(report: FleetReport, top: int) -> str:
         out += ["", f"skipped files ({len(report.skipped)})", *(f"  {s.path}: {s.reason}" for s in report.skipped)]
     if report.notes:
         out += ["", "notes", *(f"  - {n}" for n in report.notes)]
-    return "\n".join(out) + "\n"
+    return "\n".join(shown(line) for line in out) + "\n"  # a model name's line break too
 
 
 def _md_method(rule: Rule) -> list[str]:
@@ -683,10 +689,10 @@ def _render_md(report: FleetReport, top: int) -> str:
     out += ["", f"## {title[0].upper()}{title[1:]}", "", *worst]
     if report.skipped:
         out += ["", f"## Skipped files ({len(report.skipped)})", ""]
-        out += [f"- `{s.path}`: {md_cell(s.reason)}" for s in report.skipped]
+        out += [f"- {md_code(s.path)}: {md_cell(s.reason)}" for s in report.skipped]
     if report.notes:
         out += ["", "## Notes", "", *(f"- {md_cell(n)}" for n in report.notes)]
-    return "\n".join(out) + "\n"
+    return "\n".join(shown(line) for line in out) + "\n"
 
 
 def render(report: FleetReport, fmt: str = "text", top: int = WORST_SHOWN) -> str:

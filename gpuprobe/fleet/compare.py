@@ -6,7 +6,10 @@ fact of NEW against BASE relative to the noise both runs measured, never by a fi
 Before any fact, the report says where the two runs came from (:mod:`gpuprobe.fleet.provenance`): its
 first lines name each of the GPU model and clocks, the board (UUID, serial), the host (name, machine id),
 the driver and the gpuprobe code (version, commit) that differ or that the files cannot tell. Two runs of
-different stages (a smoke run and a full one) are refused: their facts share ids, not settings.
+different stages (a smoke run and a full one) are refused: their facts share ids, not settings. The command
+reads both files as every reader does (:func:`gpuprobe.fleet.reading.read_judged`: validated, then judged
+again), so an invariant is compared by what this gpuprobe judges of the values, never by a stored verdict,
+and a warning names each file's stored verdicts that differ.
 
 The rules, in the order they are tried for each fact id:
 
@@ -110,8 +113,9 @@ from gpuprobe.core.detection import (
     why_not,
 )
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.core.results import DISTURBED_VERDICTS, WITNESS_PREFIX, Fact, Results, load, provenance
+from gpuprobe.core.results import DISTURBED_VERDICTS, WITNESS_PREFIX, Fact, Results, provenance
 from gpuprobe.core.tables import md_cell, md_table, text_table
+from gpuprobe.core.text import md_code, shown
 from gpuprobe.fleet.provenance import Relation, host_relation, provenance_lines, stage_refusal
 
 EXIT_WORSE = 1
@@ -779,7 +783,7 @@ def render(comparison: Comparison, fmt: str = "text", show_all: bool = False) ->
     renderers: dict[str, Callable[[Comparison, bool], list[str]]] = {"text": _text_lines, "md": _markdown_lines}
     if fmt not in renderers:
         raise GpuprobeError(f"unknown format {fmt!r}; choose text or md")
-    return "\n".join(renderers[fmt](comparison, show_all)) + "\n"
+    return "\n".join(shown(line) for line in renderers[fmt](comparison, show_all)) + "\n"  # a name's line break too
 
 
 def _loud(comparison: Comparison) -> list[str]:
@@ -835,7 +839,7 @@ def _markdown_lines(comparison: Comparison, show_all: bool) -> list[str]:
     lines = [
         *loud,
         *([""] if loud else []),
-        f"## gpuprobe compare: `{md_cell(comparison.base_name)}` → `{md_cell(comparison.new_name)}`",
+        f"## gpuprobe compare: {md_code(comparison.base_name)} → {md_code(comparison.new_name)}",
         "",
         f"**{comparison.summary()}**",
     ]
@@ -844,8 +848,8 @@ def _markdown_lines(comparison: Comparison, show_all: bool) -> list[str]:
             lines += ["", f"### {label.capitalize()} ({len(rows)})", "", *_md_table(HEADLINE, rows)]
     lines += [
         "",
-        f"- {md_cell(_run_line('**base**', comparison.base))}",
-        f"- {md_cell(_run_line('**new**', comparison.new))}",
+        f"- **base**{md_cell(_run_line('', comparison.base))}",
+        f"- **new**{md_cell(_run_line('', comparison.new))}",
         f"- method: {md_cell(comparison.method())}",
     ]
     lines += [f"- {md_cell(line)}" for line in _preamble(comparison)]
@@ -899,8 +903,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """``gpuprobe compare``: print the report; 1 if a fact got WORSE (or, with --strict, UNKNOWN), else 0.
 
     With ``--strict``, runs of different GPUs or clocks (:func:`gpu_differences`) are refused: a user error."""
-    base = load(Path(args.base))
-    new = load(Path(args.new))
+    from gpuprobe.fleet.reading import changes_text, read_judged
+
+    (base, base_changes), (new, new_changes) = read_judged(Path(args.base)), read_judged(Path(args.new))
     differences = gpu_differences(base, new, args.base, args.new)
     if args.strict and differences:
         raise GpuprobeError(
@@ -908,6 +913,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"at the same clocks, or leave out --strict"
         )
     comparison = compare(base, new, args.threshold, base_name=args.base, new_name=args.new)
+    comparison.warnings += [f"{name}: {changes_text(changes)}" for name, changes in
+                            ((args.base, base_changes), (args.new, new_changes)) if changes]  # fmt: skip
     print(render(comparison, args.format, args.all), end="")
     return EXIT_WORSE if comparison.failures(args.strict) else 0
 

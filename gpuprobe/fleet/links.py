@@ -30,6 +30,8 @@ from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Results, load
+from gpuprobe.core.tables import md_cell
+from gpuprobe.core.text import shown
 from gpuprobe.fleet.aggregate import FORMATS, Skipped, discover, positive_number
 
 DEFAULT_FLOOR = 0.8
@@ -180,17 +182,18 @@ def render(report: LinksReport, fmt: str = "text") -> str:
         return json.dumps(data, indent=1) + "\n"
     head = (f"{report.links} links of {report.nodes} node(s): {len(report.slow)} slow "
             f"(under {report.floor:.0%} of the same link's median across nodes)")  # fmt: skip
-    rows = [_row(s) for s in report.slow]
+    rows = [[shown(cell) for cell in _row(s)] for s in report.slow]  # a node's or fact's name on one line
     lines = [f"# GPU-to-GPU links across nodes\n\n{head}\n"] if fmt == "md" else [head]
     if rows and fmt == "md":
         lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in rows]
     elif rows:
         widths = [max(len(r[i]) for r in [HEADERS, *rows]) for i in range(len(HEADERS))]
         lines += [
             "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [HEADERS, *rows]
         ]
-    lines += [f"skipped {s.path}: {s.reason}" for s in report.skipped] + [f"note: {n}" for n in report.notes]
+    lines += [shown(f"skipped {s.path}: {s.reason}") for s in report.skipped]
+    lines += [shown(f"note: {n}") for n in report.notes]
     return "\n".join(lines) + "\n"
 
 

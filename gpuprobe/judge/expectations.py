@@ -25,7 +25,9 @@ a letter or digit on either side ("T4" does not match "T400", "H200" does not ma
 
 A fact id may end in ``*`` (``[facts."p2p.ce.bandwidth.*"]``): the expectation of every fact whose id
 is that prefix and one more part, as per-pair facts are (``p2p.ce.bandwidth.0_1``, one per pair of
-GPUs, however many the node has). An expectation of the whole id wins over the pattern.
+GPUs, however many the node has). An expectation of the whole id wins over the pattern. Every id must
+be a fact some probe declares (``gpuprobe list --json``): an expectation of any other could never judge
+a thing, so a typo (``latency.l2x``) is refused, with the declared id it is closest to.
 
 A fact with severity ``report`` may carry no bounds at all (nothing published to hold it to);
 ``assert`` and ``warn`` facts need at least one bound, and a judged ratio (unit ``fraction``) both: a
@@ -59,6 +61,8 @@ they are merged into the model, and an entry given twice is an error.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -68,11 +72,11 @@ from typing import Any
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_toml
 from gpuprobe.core.numbers import fmt_bytes
-from gpuprobe.core.results import Fact
+from gpuprobe.core.results import Fact, fact_matches
 
 SEVERITIES = ("assert", "warn", "report")
 
-#: Units of the fact ids this module knows; a file may add other ids, with any unit.
+#: Units of the fact ids this module knows; a file may expect other facts (any a probe declares), with any unit.
 KNOWN_UNITS: dict[str, str] = {
     "latency.shared": "cycle",
     "latency.l1": "cycle",
@@ -280,11 +284,33 @@ def _bounds(path: Path, key: str, table: dict[str, Any]) -> tuple[float | None, 
     return low, high
 
 
+DEVICE_FACT_IDS = ("device.sm_count", "device.l2_bytes")  # what the part reports, recorded as facts by every run
+
+
+@functools.cache
+def declared_fact_ids() -> frozenset[str]:
+    """Every fact id a probe declares (its ``facts`` in the probe registry), and the device's own facts."""
+    from gpuprobe.build.registry import all_probes
+
+    return frozenset({fact for probe in all_probes() for fact in probe.facts} | set(DEVICE_FACT_IDS))
+
+
+def is_declared(fact_id: str) -> bool:
+    """Whether ``fact_id`` (or the pattern ``fact_id`` ending in ``.*``) is a fact some probe declares: an
+    expectation of any other id would never judge a thing (a typo such as ``latency.l2x`` goes unnoticed)."""
+    declared = declared_fact_ids()
+    return fact_id in declared or any(fact_matches(d, fact_id) for d in declared if d.endswith(".*"))
+
+
 def _parse_fact(path: Path, fact_id: str, table: Any) -> Expectation:
     """One ``[facts."<id>"]`` table, validated."""
     key = f'facts."{fact_id}"'
     if not _FACT_ID_RE.match(fact_id):
         raise _bad(path, key, 'fact id must be dotted lower case and quoted, e.g. [facts."latency.l2"]')
+    if not is_declared(fact_id):
+        close = difflib.get_close_matches(fact_id, declared_fact_ids(), n=1)
+        raise _bad(path, key, f"no probe measures {fact_id!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                   + ": an expectation is of a fact a probe declares (gpuprobe list --json shows them)")  # fmt: skip
     table = _check_fields(path, key, table, _FACT_FIELDS)
     unit = _text(path, f"{key}.unit", table.get("unit"))
     expected_unit = KNOWN_UNITS.get(fact_id)
@@ -482,14 +508,21 @@ _WRAP = 110
 
 
 def resolve_model(text: str, models: dict[str, ModelExpectations]) -> ModelExpectations:
-    """A model by its key (``h100_sxm``) or by a device name that matches it (``NVIDIA H100 80GB HBM3``)."""
+    """A model by its key (``h100_sxm``), by a device name that matches it (``NVIDIA H100 80GB HBM3``), or by
+    a part of its name or patterns that no other model's holds (``A100``); a part several hold is refused
+    as ambiguous, naming them."""
     if text.strip().lower() in models:
         return models[text.strip().lower()]
     model = match_model(text, models=models)
-    if model is None:
+    if model is not None:
+        return model
+    named = sorted(key for key, m in models.items() if any(_occurs(text.strip(), n) for n in (m.name, *m.match)))
+    if len(named) > 1:
+        raise GpuprobeError(f"{text!r} is ambiguous: matches {', '.join(named)} (give one of those keys)")
+    if not named:
         known = ", ".join(sorted(models)) or "(none)"
         raise GpuprobeError(f"no GPU model matches {text!r}; known models: {known}")
-    return model
+    return models[named[0]]
 
 
 def severity_counts(model: ModelExpectations) -> dict[str, int]:

@@ -15,14 +15,21 @@ verdicts stored beside them. A verdict that changed says so in its detail.
   PASS of its facts into ``unstable``: the samples cannot say which of them is right.
 * Facts measured while the GPU throttled or had other tenants keep that verdict: their conditions, not
   their value, decide it, and only the run saw those.
+
+Every reader of a results file reads it through :func:`read_judged`: validated, then judged again, so no
+reader repeats a stored verdict, range or interval it has not checked. A stored verdict that the values no
+longer earn is shown as such: in the fact's detail on the sheet, and as one line (:func:`changes_text`)
+naming the facts in ``compare``, ``fleet`` and ``index``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict
+from pathlib import Path
 
 from gpuprobe.core.results import DISTURBED_VERDICTS, INVALID, WITNESS_PREFIX, Device, Fact, Results
+from gpuprobe.judge import expectations
 from gpuprobe.judge.expectations import Expectation, ModelExpectations, judge, load_all, match_model
 from gpuprobe.judge.invariants import Check, InvariantCheck, check_invariants
 from gpuprobe.judge.physics import physics_checks
@@ -171,9 +178,41 @@ def judge_run(
     return results
 
 
+def is_impossible(fact: Fact) -> bool:
+    """Whether a failed invariant or physics rule marked the fact (:func:`mark_impossible`): a value no
+    hardware gives, which nothing else of the sheet (a share of a peak) may be set against."""
+    return fact.verdict == "fail" and fact.detail.startswith(IMPOSSIBLE)
+
+
+_MODELS_READ: dict[tuple[object, ...], dict[str, ModelExpectations]] = {}
+
+
+def _stamp(directory: Path) -> tuple[object, ...]:
+    """What changes when a file of ``directory`` does: each TOML file's path, time and size."""
+    stamp: list[object] = [directory]
+    for path in sorted(directory.rglob("*.toml")):
+        try:
+            info = path.stat()
+        except OSError:  # gone, or a dangling link: load_all says which
+            stamp.append(str(path))
+            continue
+        stamp.append((str(path), info.st_mtime_ns, info.st_size))
+    return tuple(stamp)
+
+
+def current_models() -> dict[str, ModelExpectations]:
+    """:func:`load_all`'s models, parsed again only when a file of the expectations folder changed (its path, size
+    or time): a reader of a thousand results files, or a process reading several, parses ~100 TOML files once."""
+    stamp = _stamp(expectations.DEFAULT_DIRECTORY)
+    if stamp not in _MODELS_READ:
+        _MODELS_READ.clear()
+        _MODELS_READ[stamp] = load_all()
+    return _MODELS_READ[stamp]
+
+
 def model_of(results: Results) -> ModelExpectations | None:
     """The GPU model a stored run was judged as (``clocks["model"]``, a model key), else the one its device's
     name matches now; None for discovery mode."""
-    models = load_all()
+    models = current_models()
     key = results.clocks.get("model")
     return models[key] if isinstance(key, str) and key in models else match_model(results.device.name, None, models)

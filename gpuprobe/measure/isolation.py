@@ -13,6 +13,8 @@ and turns them into :class:`~gpuprobe.families.base.Measured` outcomes:
   "crashed" with the reason (a broken driver or library would otherwise cost a respawn per probe);
 * at the run's ``deadline`` the child is stopped and every probe not yet measured is "not_run"
   with the reason "deadline";
+* both limits are read from the policy's ``clock`` (``time.monotonic`` unless a test gives its own),
+  looked at every time an event comes and at least every :data:`CLOCK_POLL_S` seconds between them;
 * lines that are not events (a library printing) never break the protocol; they are kept as
   evidence when something goes wrong.
 
@@ -59,12 +61,15 @@ IMPORT_ROOT = Path(__file__).resolve().parents[2]
 THROTTLE_REASONS = 0x8 | 0x20 | 0x40 | 0x80
 SW_POWER_CAP = 0x4
 FLIGHT_STATUSES = ("crashed", "timeout", "failed")  # outcomes that keep the flight record
+CLOCK_POLL_S = 0.25  # while a child is quiet, its limits are held to the clock at least this often
+READERS_END_S = 10.0  # the pipe readers of a killed child end at once, unless something outside its group holds a pipe
 
 
 @dataclass(frozen=True)
 class ChildPolicy:
-    """How measuring processes are run: limits, retries, and the run's deadline (a ``time.monotonic()``
-    instant; None: no deadline)."""
+    """How measuring processes are run: limits, retries, and the run's deadline (a ``clock()`` instant;
+    None: no deadline). ``clock`` is what every limit is measured by: a test gives one that jumps past
+    them at a point it chooses, so no test depends on how fast the machine is."""
 
     probe_time_limit_s: float = 120.0
     attempts: int = 2  # measurements of a probe that ran throttled or shared, before its facts are marked
@@ -74,9 +79,10 @@ class ChildPolicy:
     stderr_tail: int = 1500
     exit_wait_s: float = 20.0  # how long a child that reported a crash may take to exit
     python: str = sys.executable
+    clock: Callable[[], float] = time.monotonic
 
     def seconds_left(self) -> float:
-        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+        return float("inf") if self.deadline is None else self.deadline - self.clock()
 
 
 def user_policy(probe_time_limit_s: float | None = None, cooldown_s: float | None = None) -> ChildPolicy:
@@ -173,6 +179,11 @@ class _Child:
     def kill(self) -> None:
         kill_session(self.process)
 
+    def end_reading(self) -> None:
+        """Wait for the pipe readers of the ended child to read what it printed to its end (never forever)."""
+        for reader in self.readers:
+            reader.join(timeout=READERS_END_S)
+
     def evidence(self, policy: ChildPolicy) -> str:
         """How the child ended, its last stderr lines and any stray output (waited for, never forever)."""
         try:
@@ -180,8 +191,7 @@ class _Child:
         except subprocess.TimeoutExpired:  # stuck tearing down a broken context: end it
             self.kill()
             code = self.process.returncode
-        for reader in self.readers:
-            reader.join(timeout=2.0)
+        self.end_reading()
         status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         parts = [f"child {status}"]
         if self.stderr:
@@ -297,38 +307,36 @@ def _run_children(
 
 
 def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: ChildPolicy) -> Iterator[Measured]:
-    """One child's events until it ends, times out or the run's deadline comes; ``remaining`` and
-    ``state`` are updated in place."""
+    """One child's events until it ends or a limit (the probe's, the run's deadline) passes; ``remaining``
+    and ``state`` are updated in place.
+
+    When a limit passes the child is killed, and what it said before it died is still followed (on a busy
+    machine its pipe may yet hold a measurement that finished as the limit struck, or the start of the
+    probe it was stopped in); then the probe it was stopped in is cut by that limit."""
     in_flight: str | None = None
-    started_any = reported_crash = False
-    probe_deadline = time.monotonic() + policy.probe_time_limit_s
+    started_any = reported_crash = stopped = measured_since_stopped = False
+    probe_deadline = policy.clock() + policy.probe_time_limit_s
+
+    def time_left() -> float:
+        return min(probe_deadline - policy.clock(), policy.seconds_left())
+
     while True:
-        wait = min(probe_deadline - time.monotonic(), policy.seconds_left())
         try:
-            kind, event = child.events.get(timeout=max(0.0, wait))
+            kind, event = child.events.get(block=not stopped, timeout=min(max(0.0, time_left()), CLOCK_POLL_S))
         except queue.Empty:
-            child.kill()
-            finished = _drained_measurement(child, in_flight)
-            if finished is not None:  # it finished as the limit struck: keep the measurement
-                yield finished
-                remaining.remove(finished.probe)
-                return
-            if policy.seconds_left() <= 0:  # the run's deadline, not the probe's limit
-                for name in list(remaining):
-                    cut = deadline_outcome(f" while {in_flight} was measured" * bool(in_flight))
-                    if name == in_flight:  # what it was doing when stopped: a call that never returned?
-                        cut.flight = child.flight_record()
-                    yield Measured(name, cut)
-                remaining.clear()
-                return
-            victim = in_flight or remaining[0]
-            limit = f"ran past its {policy.probe_time_limit_s:g} s limit and was killed"
-            outcome = ProbeOutcome("timeout", f"{victim} {limit}; {child.evidence(policy)}")
-            yield _with_flight(Measured(victim, outcome), child)
-            remaining.remove(victim)
-            return
+            if stopped:  # all it said is read (unless something outside its group holds its pipe open)
+                kind = "eof"
+            elif time_left() > 0:  # neither limit has passed: look at the clock again
+                continue
+            else:  # a limit passed: end it, then read what it said before it died
+                child.kill()
+                child.end_reading()
+                stopped = True
+                continue
         if kind == "eof":
-            if remaining and not reported_crash:  # it died (or ended early) without saying why
+            if stopped:
+                yield from _cut(child, in_flight, remaining, policy, finished=measured_since_stopped)
+            elif remaining and not reported_crash:  # it died (or ended early) without saying why
                 victim = in_flight or remaining[0]
                 yield _with_flight(Measured(victim, ProbeOutcome("crashed", child.evidence(policy))), child)
                 remaining.remove(victim)
@@ -341,7 +349,7 @@ def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: 
             child.record(event)
         elif event["event"] == "start":
             in_flight, started_any = event["probe"], True
-            probe_deadline = time.monotonic() + policy.probe_time_limit_s
+            probe_deadline = policy.clock() + policy.probe_time_limit_s
         elif event["event"] == "measured":
             measured = _measured(event)
             if measured.outcome.status == "crashed":  # the child says so, then exits: wait for it
@@ -349,9 +357,32 @@ def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: 
                 measured.outcome.detail += f"; {child.evidence(policy)}"
             yield _with_flight(measured, child)
             remaining.remove(measured.probe)
-            in_flight = None
+            in_flight, measured_since_stopped = None, stopped
         elif event["event"] == "state":
             state.update(event["state"])
+
+
+def _cut(
+    child: _Child, in_flight: str | None, remaining: list[str], policy: ChildPolicy, finished: bool
+) -> Iterator[Measured]:
+    """What a limit stopped. At the run's deadline every probe still to measure is "not_run", the one in
+    flight keeping what it was doing; at a probe's limit that probe (in flight, or the next if none was) is
+    "timeout", unless it ``finished`` as the limit struck."""
+    if policy.seconds_left() <= 0:  # the run's deadline, not the probe's limit
+        for name in list(remaining):
+            cut = deadline_outcome(f" while {in_flight} was measured" * bool(in_flight))
+            if name == in_flight:  # what it was doing when stopped: a call that never returned?
+                cut.flight = child.flight_record()
+            yield Measured(name, cut)
+        remaining.clear()
+        return
+    if finished or not remaining:
+        return
+    victim = in_flight or remaining[0]
+    limit = f"ran past its {policy.probe_time_limit_s:g} s limit and was killed"
+    outcome = ProbeOutcome("timeout", f"{victim} {limit}; {child.evidence(policy)}")
+    yield _with_flight(Measured(victim, outcome), child)
+    remaining.remove(victim)
 
 
 def gpu_conditions(conditions: dict[str, Any], reference_mhz: float | None = None) -> str | None:
@@ -376,23 +407,6 @@ def gpu_conditions(conditions: dict[str, Any], reference_mhz: float | None = Non
         if reference and isinstance(mhz, float | int) and mhz < (1 - CLOCK_DROP) * reference and not power_capped:
             reasons.append(f"throttled {when} (SM clock {mhz:.0f} MHz, run started at {reference:.0f})")
     return "; ".join(reasons) or None
-
-
-def _drained_measurement(child: _Child, probe: str | None) -> Measured | None:
-    """A measurement of ``probe`` that reached the queue between the timeout and the kill, if any."""
-    for reader in child.readers:
-        reader.join(timeout=2.0)
-    while True:
-        try:
-            kind, event = child.events.get_nowait()
-        except queue.Empty:
-            return None
-        if kind != "event":
-            continue
-        if event.get("event") in ("call", "ret"):
-            child.record(event)
-        elif event.get("event") == "measured" and event.get("probe") == probe:
-            return _with_flight(_measured(event), child)
 
 
 def _mark(measured: Measured, reason: str, attempts: int) -> Measured:

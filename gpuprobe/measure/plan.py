@@ -13,7 +13,8 @@ whose expectations file says what the part reports (its ``[device]`` table), wit
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -138,18 +139,36 @@ def too_few_gpus(family: ModuleType, device: Device) -> bool:
     return device.visible_gpus is not None and device.visible_gpus < getattr(family, "MIN_GPUS", 1)
 
 
+def probes_on(family: ModuleType, arch: str) -> set[str]:
+    """The probes of ``family`` that target ``arch``: the others are never measured on it."""
+    return {
+        probe.name for probe in all_probes() if probe.name in family.PROBES and arch in (a.name for a in probe.archs)
+    }
+
+
+def runs_on(family: ModuleType, arch: str) -> bool:
+    """Whether any of ``family``'s probes targets ``arch``: a family with none is given no measuring process."""
+    return bool(probes_on(family, arch))
+
+
+def left_out_line(families: Sequence[str], arch: str) -> str:
+    """What a plan or a run says of the ``families`` none of whose probes runs on ``arch``."""
+    return f"{', '.join(families)}: no probe of {'it' if len(families) == 1 else 'theirs'} runs on {arch}, left out"
+
+
 def family_plan(name: str, family: ModuleType, stage: Stage, settings: Any, device: Device) -> FamilyPlan:
-    """The family's plan at ``stage`` with ``settings`` on ``device``: at the smoke stage, every probe's
-    work at the smoke settings (a bound) and the condition snapshots of the smoke probes alone. A family
-    the device has too few GPUs for costs nothing: no process is started for it."""
-    if too_few_gpus(family, device):
-        return FamilyPlan(name, Plan(len(stage.probes(family)), 0, 0.0), 0.0)
+    """The family's plan at ``stage`` with ``settings`` on ``device``: every probe's work (at the smoke stage,
+    at the smoke settings: a bound) and the condition snapshots of the probes the stage measures on the
+    device's arch alone. A family the device has too few GPUs for, or whose probes none runs on its arch,
+    costs nothing: no process is started for it."""
+    measured = len(set(stage.probes(family)) & probes_on(family, device.arch))
+    if not measured or too_few_gpus(family, device):
+        return FamilyPlan(name, Plan(measured, 0, 0.0), 0.0)
     try:
         plan = family.plan(settings, device)
     except Exception as exc:  # e.g. a launch shape this device cannot hold: the probe will say so itself
         return FamilyPlan(name, None, None, f"{type(exc).__name__}: {exc}")
-    if stage.name == "smoke":
-        plan = dataclasses.replace(plan, probes=len(stage.probes(family)))
+    plan = dataclasses.replace(plan, probes=measured)
     return FamilyPlan(name, plan, family_seconds(plan))
 
 
@@ -161,6 +180,7 @@ class RunPlan:
     stage: Stage
     families: tuple[FamilyPlan, ...]
     calibration: float = 1.0  # actual over planned seconds of an earlier run, applied to every family
+    left_out: tuple[str, ...] = ()  # families none of whose probes runs on the device's arch
 
     @property
     def measuring_s(self) -> float:
@@ -179,20 +199,51 @@ def measured_families() -> dict[str, ModuleType]:
 def run_plan(
     device: Device, stage: Stage = FULL, settings: Mapping[str, Any] | None = None, calibration: float = 1.0
 ) -> RunPlan:
-    """Every measured family's plan on ``device`` at ``stage``, with its settings (or the stage's)."""
+    """Every measured family's plan on ``device`` at ``stage``, with its settings (or the stage's); the
+    families none of whose probes runs on the device's arch are left out, by name."""
+    runnable = {name: family for name, family in measured_families().items() if runs_on(family, device.arch)}
     rows = tuple(
         family_plan(name, family, stage, stage.settings(family, (settings or {}).get(name)), device)
-        for name, family in measured_families().items()
+        for name, family in runnable.items()
     )
-    return RunPlan(device, stage, rows, calibration)
+    return RunPlan(
+        device, stage, rows, calibration, tuple(name for name in measured_families() if name not in runnable)
+    )
 
 
-def calibration(results: Results) -> float:
-    """Actual over planned seconds, over the families an earlier run measured to the end (1.0 if none)."""
-    done = [r for r in results.families.values() if r.get("ended") == "measured" and r.get("planned_s")]
-    planned = sum(float(r["planned_s"]) for r in done)
-    actual = sum(float(r["actual_s"]) for r in done if r.get("actual_s") is not None)
-    return actual / planned if planned > 0 and actual > 0 else 1.0
+CALIBRATION_LIMITS = (0.1, 10.0)  # actual over planned seconds outside these: a broken record, not the model's error
+
+
+def recorded_seconds(record: Mapping[str, Any], key: str, where: str) -> float | None:
+    """A family's recorded seconds (``planned_s`` or ``actual_s``; None: not recorded); anything but a finite
+    number of 0 or more is a GpuprobeError naming ``where``."""
+    value = record.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise GpuprobeError(f"{where}.{key}: {value!r} is not a number of seconds (0 or more)")
+    return float(value)
+
+
+def calibration(results: Results, source: str = "the results") -> float | None:
+    """Actual over planned seconds, over the families an earlier run measured to the end (None: no family
+    records both). Seconds that are not seconds, or a factor outside :data:`CALIBRATION_LIMITS`, are a
+    GpuprobeError naming ``source``: a plan scaled by a broken record would be silently wrong."""
+    planned = actual = 0.0
+    for name, record in results.families.items():
+        where = f"{source}: families.{name}"
+        seconds = recorded_seconds(record, "planned_s", where), recorded_seconds(record, "actual_s", where)
+        if record.get("ended") == "measured" and None not in seconds:
+            planned, actual = planned + seconds[0], actual + seconds[1]
+    if planned <= 0 or actual <= 0:
+        return None
+    low, high = CALIBRATION_LIMITS
+    if not low <= actual / planned <= high:
+        raise GpuprobeError(
+            f"{source}: its families took x{actual / planned:.3g} the seconds planned, outside the plausible "
+            f"x{low:g} to x{high:g}: not a run's record to calibrate by (plan without --calibrate)"
+        )
+    return actual / planned
 
 
 def model_device(model: ModelExpectations) -> Device:
@@ -224,6 +275,8 @@ def render_plan(plan: RunPlan, deadline_s: float | None = None) -> str:
             continue
         seconds = row.seconds * plan.calibration
         lines.append(f"{row.family:16} {p.probes:6d} {p.launches:9d} {p.gpu_s:8.1f} {p.host_s:8.1f} {seconds:8.1f}")
+    if plan.left_out:
+        lines.append(left_out_line(plan.left_out, d.arch))
     lines.append(f"{'measuring':16} {'':6} {'':9} {'':8} {'':8} {plan.measuring_s:8.1f}")
     lines.append(f"build + check {BUILD_S:.0f} s, report {REPORT_S if plan.stage.name == 'full' else 0:.0f} s: "
                  f"{plan.total_s:.0f} s in all")  # fmt: skip

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from gpuprobe.build.check import CheckResult, check_probe
@@ -29,7 +30,7 @@ from gpuprobe.build.cubin import BuiltModule, build_for
 from gpuprobe.build.registry import all_probes
 from gpuprobe.build.toolchain import toolkit_description
 from gpuprobe.core.arch import parse_arch
-from gpuprobe.core.files import write_atomic
+from gpuprobe.core.files import make_dirs, write_atomic
 from gpuprobe.core.results import Device, ProbeOutcome, Results, code_record, host_record, save
 from gpuprobe.families import catalog
 from gpuprobe.families.catalog import FAMILIES, OPT_IN
@@ -45,9 +46,18 @@ from gpuprobe.measure.isolation import (
     death_signature,
     run_family,
 )
-from gpuprobe.measure.lock import gpu_lock
-from gpuprobe.measure.plan import FULL, REPORT_S, FamilyPlan, Stage, family_plan, too_few_gpus
-from gpuprobe.measure.progress import ProgressSink, QuietSink, RunProgress
+from gpuprobe.measure.lock import folder_lock, gpu_lock
+from gpuprobe.measure.plan import (
+    FULL,
+    REPORT_S,
+    FamilyPlan,
+    Stage,
+    family_plan,
+    left_out_line,
+    runs_on,
+    too_few_gpus,
+)
+from gpuprobe.measure.progress import PREFIX, ProgressSink, QuietSink, RunProgress
 from gpuprobe.output.factsheet import write_report
 from gpuprobe.output.first_contact import render_first_contact
 from gpuprobe.output.report import gpu_slug
@@ -223,6 +233,17 @@ def measure_family(
         run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
 
 
+def chosen_families(families: Collection[str] | None, inject_fault: bool) -> dict[str, ModuleType]:
+    """The catalog's families a run measures: those named (None: every one), the opt-in self-test only
+    with ``inject_fault``."""
+    return {
+        family: measurement
+        for family, measurement in FAMILIES.items()
+        if (family not in OPT_IN or (family == "selftest" and inject_fault))
+        and (families is None or family in families)
+    }
+
+
 def run_suite(
     device: Device,
     launcher: LauncherSpec,
@@ -250,91 +271,96 @@ def run_suite(
     alone); None measures them all. ``progress``: where to say, while it measures, which family, how
     many probes done and the time left (:mod:`gpuprobe.measure.progress`); None says nothing.
 
+    Another run writing into ``out_dir`` is refused with a GpuprobeError, before anything is built or measured.
     Stopped by Ctrl-C, it records what it never measured (``interrupted``), saves the partial results,
     writes their fact sheet (or first-contact page), and raises :class:`RunInterrupted` naming them.
     """
-    policy = stage_policy(stage, policy or ChildPolicy())
-    if deadline_s is not None:
-        policy = dataclasses.replace(policy, deadline=time.monotonic() + deadline_s)
-    model = match_model(device.name, forced_model)
-    if model is not None and model.memory:
-        device = dataclasses.replace(device, memory_type=model.memory)
-    arch = parse_arch(device.arch)
-    datasheet = {key: entry.value for key, entry in model.datasheet.items()} if model else {}
-    probes = [p for p in all_probes() if p.family not in OPT_IN or (p.family == "selftest" and inject_fault)]
-    module = build_for(probes, arch)
-    checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
-    chosen = {
-        family: measurement
-        for family, measurement in FAMILIES.items()
-        if (family not in OPT_IN or (family == "selftest" and inject_fault))
-        and (families is None or family in families)
-    }
-    selected = {family: chosen[family] for family in stage.family_order(chosen)}
-    settings_of = {family: stage.settings(m, (settings or {}).get(family)) for family, m in selected.items()}
-    plans = {family: family_plan(family, m, stage, settings_of[family], device) for family, m in selected.items()}
-    orders = {
-        family: [name for name in stage.probes(measurement) if checks.get(name) and checks[name].status == "ok"]
-        for family, measurement in selected.items()
-    }
-    tracker = RunProgress(
-        progress or QuietSink(), [(family, len(orders[family]), plans[family].seconds) for family in selected],
-        report_s=REPORT_S if stage.name == "full" else 0.0, deadline=policy.deadline,
-    )  # fmt: skip
-    index = device.gpu_index if device.gpu_index is not None else launcher.device_index
-    path = out_dir / RESULTS_NAME
-    stopped_by_user = False
-    with gpu_lock(device.uuid or f"{device.hostname or 'local'}-gpu{index}", lock_wait_s):
-        own = {os.getpid()}
-        results = Results(device=device, clocks={"nvml_before": nvml_snapshot(launcher.device_index, device.uuid, own)},
-                          stage=stage.name, build=build_record(module),
-                          environment=environment_record(launcher.device_index, device.uuid))  # fmt: skip
-        results.clocks["model"] = model.key if model else "unknown (discovery mode)"
-        results.facts.extend(judge_fact(f, model, stage.name) for f in device_facts(device))
-        for name, check in checks.items():
-            if check.status != "ok":
-                results.probes[name] = ProbeOutcome(check.status, check.detail)
-        clock_usable = checks.get(CLOCK_PROBE) is not None and checks[CLOCK_PROBE].status == "ok"
-        run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
-        dying = _SameDeath()
-        for family in selected:  # every family's probes recorded before any is measured
-            results.families[family] = family_record(plans[family], orders[family])
-        save(results, path)
-        try:
-            for family in selected:
-                order = orders[family]
-                if policy.seconds_left() <= 0 or dying.reason:
-                    not_started(results, family, order, dying.reason)
-                    save(results, path)
-                    tracker.family_skipped(family, dying.reason or "the run's deadline came first")
-                    continue
-                if too_few_gpus(selected[family], device):  # what its own process would say, without starting one
-                    results.probes.update({name: ProbeOutcome("not_run", ONE_GPU) for name in order})
-                    results.families[family].update(actual_s=0.0, ended="measured")
-                    save(results, path)
-                    tracker.family_skipped(family, ONE_GPU)
-                    continue
-                spec = child_spec(module, device, launcher, family, settings_of[family], datasheet, clock_usable)
-                tracker.family_started(family)
-                measure_family(results, path, family, spec, order, policy, run_state, model, tracker,
-                               functools.partial(stage.publishes, selected[family]))  # fmt: skip
-                tracker.family_ended(family)
-                dying.family_ended([results.probes[name] for name in order])
-        except KeyboardInterrupt:
-            stopped_by_user = True
-            interrupted(results, orders, plans)
-        finally:
-            tracker.close()
-        results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
-        judge_invariants(results, catalog.invariant_checks())
-        results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index, device.uuid, own)
-        results.partial = any(r.get("ended") != "measured" for r in results.families.values())
-        save(results, path)
-    if stage.name == "smoke":
-        written = [out_dir / FIRST_CONTACT_NAME]
-        write_atomic(written[0], render_first_contact(results, catalog.probes_by_family(smoke=True)))
-    else:
-        written = write_report(results, out_dir, sections=catalog.sections())
-    if stopped_by_user:
-        raise RunInterrupted([path, *(p for p in written if p.suffix in (".md", ".html"))])
-    return results
+    with folder_lock(make_dirs(out_dir)):  # one run writes a folder at a time
+        policy = stage_policy(stage, policy or ChildPolicy())
+        if deadline_s is not None:
+            policy = dataclasses.replace(policy, deadline=policy.clock() + deadline_s)
+        model = match_model(device.name, forced_model)
+        if model is not None and model.memory:
+            device = dataclasses.replace(device, memory_type=model.memory)
+        arch = parse_arch(device.arch)
+        datasheet = {key: entry.value for key, entry in model.datasheet.items()} if model else {}
+        probes = [p for p in all_probes() if p.family not in OPT_IN or (p.family == "selftest" and inject_fault)]
+        module = build_for(probes, arch)
+        checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
+        chosen = chosen_families(families, inject_fault)
+        selected = {family: chosen[family] for family in stage.family_order(chosen)}
+        settings_of = {family: stage.settings(m, (settings or {}).get(family)) for family, m in selected.items()}
+        plans = {family: family_plan(family, m, stage, settings_of[family], device) for family, m in selected.items()}
+        orders = {
+            family: [name for name in stage.probes(measurement) if checks.get(name) and checks[name].status == "ok"]
+            for family, measurement in selected.items()
+        }
+        left_out = [family for family in selected if not runs_on(selected[family], arch.name)]
+        if left_out:
+            (progress or QuietSink()).line(PREFIX + left_out_line(left_out, arch.name))
+        tracker = RunProgress(
+            progress or QuietSink(), [(family, len(orders[family]), plans[family].seconds) for family in selected],
+            report_s=REPORT_S if stage.name == "full" else 0.0, deadline=policy.deadline, clock=policy.clock,
+        )  # fmt: skip
+        index = device.gpu_index if device.gpu_index is not None else launcher.device_index
+        path = out_dir / RESULTS_NAME
+        stopped_by_user = False
+        with gpu_lock(device.uuid or f"{device.hostname or 'local'}-gpu{index}", lock_wait_s):
+            own = {os.getpid()}
+            before = nvml_snapshot(launcher.device_index, device.uuid, own)
+            results = Results(device=device, clocks={"nvml_before": before}, stage=stage.name,
+                              build=build_record(module),
+                              environment=environment_record(launcher.device_index, device.uuid))  # fmt: skip
+            results.clocks["model"] = model.key if model else "unknown (discovery mode)"
+            results.facts.extend(judge_fact(f, model, stage.name) for f in device_facts(device))
+            for name, check in checks.items():
+                if check.status != "ok":
+                    results.probes[name] = ProbeOutcome(check.status, check.detail)
+            clock_usable = checks.get(CLOCK_PROBE) is not None and checks[CLOCK_PROBE].status == "ok"
+            run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
+            dying = _SameDeath()
+            for family in selected:  # every family's probes recorded before any is measured
+                results.families[family] = family_record(plans[family], orders[family])
+            save(results, path)
+            try:
+                for family in selected:
+                    order = orders[family]
+                    if policy.seconds_left() <= 0 or dying.reason:
+                        not_started(results, family, order, dying.reason)
+                        save(results, path)
+                        tracker.family_skipped(family, dying.reason or "the run's deadline came first")
+                        continue
+                    if not order:  # none of its probes runs on this arch, or passed its check: no process for it
+                        results.families[family].update(actual_s=0.0, ended="measured")
+                        save(results, path)
+                        continue
+                    if too_few_gpus(selected[family], device):  # what its own process would say, without starting one
+                        results.probes.update({name: ProbeOutcome("not_run", ONE_GPU) for name in order})
+                        results.families[family].update(actual_s=0.0, ended="measured")
+                        save(results, path)
+                        tracker.family_skipped(family, ONE_GPU)
+                        continue
+                    spec = child_spec(module, device, launcher, family, settings_of[family], datasheet, clock_usable)
+                    tracker.family_started(family)
+                    measure_family(results, path, family, spec, order, policy, run_state, model, tracker,
+                                   functools.partial(stage.publishes, selected[family]))  # fmt: skip
+                    tracker.family_ended(family)
+                    dying.family_ended([results.probes[name] for name in order])
+            except KeyboardInterrupt:
+                stopped_by_user = True
+                interrupted(results, orders, plans)
+            finally:
+                tracker.close()
+            results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
+            judge_invariants(results, catalog.invariant_checks())
+            results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index, device.uuid, own)
+            results.partial = any(r.get("ended") != "measured" for r in results.families.values())
+            save(results, path)
+        if stage.name == "smoke":
+            written = [out_dir / FIRST_CONTACT_NAME]
+            write_atomic(written[0], render_first_contact(results, catalog.probes_by_family(smoke=True)))
+        else:
+            written = write_report(results, out_dir, sections=catalog.sections())
+        if stopped_by_user:
+            raise RunInterrupted([path, *(p for p in written if p.suffix in (".md", ".html"))])
+        return results

@@ -6,12 +6,14 @@ The content comes from :mod:`gpuprobe.output.report` (and its HTML markup from
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import make_dirs, write_atomic
 from gpuprobe.core.results import Results
+from gpuprobe.core.text import shown_lines
 from gpuprobe.output.html_report import render_html
 from gpuprobe.output.plots import DEFAULT_DPI, new_figure, png_bytes
 from gpuprobe.output.report import (
@@ -42,9 +44,15 @@ def stamped(png: bytes) -> bytes:
 
 
 def _drawn(plot: Plot, results: Results, dpi: int | None) -> bytes | None:
-    """One plot's PNG for this run (None where it has nothing to draw), stamped if the run is simulated."""
-    data = plot.png(results, DEFAULT_DPI if dpi is None else dpi)
-    return stamped(data) if data is not None and results.device.simulated else data
+    """One plot's PNG for this run (None where it has nothing to draw), stamped if the run is simulated. A plot
+    there is not the memory to draw is left out with a warning line on stderr: the sheet is written without it."""
+    try:
+        data = plot.png(results, DEFAULT_DPI if dpi is None else dpi)
+        return stamped(data) if data is not None and results.device.simulated else data
+    except MemoryError:
+        print(f"gpuprobe: warning: {plot.file_name} left out of the fact sheet: not the memory to draw it",
+              file=sys.stderr)  # fmt: skip
+        return None
 
 
 def plot_images(results: Results, sections: Sequence[Section], dpi: int | None = None) -> dict[str, bytes]:
@@ -56,7 +64,8 @@ def plot_images(results: Results, sections: Sequence[Section], dpi: int | None =
 def write_html(results: Results, out_dir: Path, sections: Sequence[Section], dpi: int | None = None) -> Path:
     """Write ``factsheet.html`` (plots embedded) into ``out_dir``; return its path."""
     path = Path(out_dir) / FACTSHEET_HTML_NAME
-    write_atomic(path, render_html(results, plot_images(results, sections, dpi), sections=sections))
+    page = render_html(results, plot_images(results, sections, dpi), sections=sections)
+    write_atomic(path, shown_lines(page))  # a file's control and bidi characters as escapes, as text
     return path
 
 

@@ -19,7 +19,8 @@ from typing import Any
 from gpuprobe.build.registry import all_probes
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, ProbeOutcome, Results
-from gpuprobe.output.report import identity_lines, sheet_title, simulated_banner, table
+from gpuprobe.core.text import md_code, md_fence, md_text, shown
+from gpuprobe.output.report import identity_lines, sheet_title, simulated_banner, text_table
 
 # Outcome of a probe, worst first: a family shows the worst of its probes.
 OUTCOMES = {
@@ -87,7 +88,7 @@ def family_rows(
 
 def verdict_line(rows: list[tuple[str, str, str, str, str]]) -> str:
     verified = [r[0] for r in rows if r[2] == OUTCOMES["ok"]]
-    others = [f"{r[0]} ({r[2]})" for r in rows if r[2] != OUTCOMES["ok"]]
+    others = [md_text(f"{r[0]} ({r[2]})") for r in rows if r[2] != OUTCOMES["ok"]]
     line = f"**{len(verified)} of {len(rows)} families ran, passed their self-checks, every value within physics.**"
     return line + (f" Not: {', '.join(others)}." if others else "")
 
@@ -95,8 +96,8 @@ def verdict_line(rows: list[tuple[str, str, str, str, str]]) -> str:
 def _record_lines(title: str, record: Any) -> list[str]:
     if not isinstance(record, dict) or not record:
         return [f"**{title}:** not available", ""]
-    rows = [(key, value) for key, value in record.items()]
-    return [f"**{title}**", "", *table(("", ""), rows), ""]
+    rows = [(str(key), str(value)) for key, value in record.items()]
+    return [f"**{title}**", "", *text_table(("", ""), rows), ""]
 
 
 def environment_lines(results: Results) -> list[str]:
@@ -104,8 +105,8 @@ def environment_lines(results: Results) -> list[str]:
     lines = ["## The machine as found", ""]
     if build:
         lines += [
-            f"Cubin measured: `{build.get('arch')}`, SHA-256 `{build.get('cubin_sha256')}` (each measuring "
-            f"process checked it before loading), built by {build.get('toolkit')}.",
+            f"Cubin measured: {md_code(str(build.get('arch')))}, SHA-256 {md_code(str(build.get('cubin_sha256')))} "
+            f"(each measuring process checked it before loading), built by {md_text(build.get('toolkit'))}.",
             "",
         ]
     environment = results.environment
@@ -118,14 +119,15 @@ def flight_lines(outcome: ProbeOutcome) -> list[str]:
     """The probe's last launcher calls, oldest first; one never returned is marked."""
     if not outcome.flight:
         return []
-    shown = outcome.flight[-FLIGHT_SHOWN:]
-    lines = [f"Last {len(shown)} of {len(outcome.flight)} launcher calls kept (all are in results.json):", "", "```"]
-    for call in shown:
+    kept = outcome.flight[-FLIGHT_SHOWN:]
+    calls = []
+    for call in kept:
         fields = " ".join(f"{k}={v}" for k, v in call.items() if k not in ("n", "call", "elapsed_ms", "error"))
         ended = "NEVER RETURNED" if call.get("elapsed_ms") is None else f"{call['elapsed_ms']:.3f} ms"
         error = f" ERROR {call['error']}" if call.get("error") else ""
-        lines.append(f"#{call.get('n')} {call.get('call')} {fields} -> {ended}{error}")
-    return [*lines, "```", ""]
+        calls.append(shown(f"#{call.get('n')} {call.get('call')} {fields} -> {ended}{error}"))
+    head = f"Last {len(kept)} of {len(outcome.flight)} launcher calls kept (all are in results.json):"
+    return [head, "", *md_fence("\n".join(calls)), ""]
 
 
 def problem_lines(results: Results) -> list[str]:
@@ -133,7 +135,8 @@ def problem_lines(results: Results) -> list[str]:
     for name, outcome in results.probes.items():
         if outcome.status == "ok":
             continue
-        lines += [f"### `{name}`: {OUTCOMES.get(outcome.status, outcome.status)}", "", "```", outcome.detail, "```", ""]
+        heading = f"### {md_code(name)}: {OUTCOMES.get(outcome.status, outcome.status)}"
+        lines += [heading, "", *md_fence(outcome.detail), ""]
         lines += flight_lines(outcome)
     return ["## What went wrong", "", *lines] if lines else []
 
@@ -143,19 +146,21 @@ def render_first_contact(results: Results, probes_by_family: Mapping[str, Sequen
     rows = family_rows(results, probes_by_family)
     device = results.device
     lines = [
-        f"# {sheet_title('first contact', results)}",
+        f"# {md_text(sheet_title('first contact', results))}",
         "",
         *([*simulated_banner(), ""] if device.simulated else []),
-        f"{device.arch}, {device.sm_count} SMs, L2 {fmt_bytes(device.l2_bytes)}; run {results.created} "
-        f"({results.stage} stage{', partial' if results.partial else ''}).",
+        md_text(
+            f"{device.arch}, {device.sm_count} SMs, L2 {fmt_bytes(device.l2_bytes)}; run {results.created} "
+            f"({results.stage} stage{', partial' if results.partial else ''})."
+        ),
         "",
         verdict_line(rows),
         "",
-        *table(("Family", "Probes", "Outcome", "Seconds (planned / actual)", "What happened"), rows),
+        *text_table(("Family", "Probes", "Outcome", "Seconds (planned / actual)", "What happened"), rows),
         "",
         *identity_lines(results),
         "",
         *environment_lines(results),
         *problem_lines(results),
     ]
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(shown(line) for line in lines).rstrip() + "\n"

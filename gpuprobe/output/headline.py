@@ -21,6 +21,7 @@ from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, Results, provenance
+from gpuprobe.judge.verdicts import is_impossible
 from gpuprobe.output.plots import measured_sm_mhz
 from gpuprobe.output.quantities import fmt_expected, fmt_measured, fmt_quantity
 
@@ -209,7 +210,8 @@ def headline_rows(results: Results) -> list[HeadlineRow]:
             if missing is not None:
                 rows.append(HeadlineRow(line.label, line.fact_id, missing, "", "", "", None))
             continue
-        compared = line.compare(results) if line.compare and fact.value is not None else ""
+        # an impossible value (a negative bandwidth) is set against nothing: its share of a peak would be a lie too
+        compared = line.compare(results) if line.compare and fact.value is not None and not is_impossible(fact) else ""
         measured = fmt_measured(fact, mhz, with_ci=False)
         rows.append(
             HeadlineRow(line.label, line.fact_id, measured, compared, fmt_expected(fact.expectation, fact.unit),

@@ -16,6 +16,9 @@ results; nothing here measures or edits one.
 The content is computed once as plain text (``fact_rows``, ``invariant_rows``, ``fact_notes``,
 ``plan_sections``, the headline's rows); ``render_markdown`` here and
 ``gpuprobe.output.html_report.render_html`` only mark it up, so the two formats say the same thing.
+Every string from the results file enters the Markdown as text (:func:`~gpuprobe.core.text.md_text`) or as a
+code span (:func:`~gpuprobe.core.text.md_code`), never as markup: a device name's ``<script>`` reads as text,
+and its line break as ``\\n`` (each line of the sheet stays one line).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, Results, provenance
+from gpuprobe.core.text import md_code, md_text, shown
 from gpuprobe.judge.expectations import Expectation, judge
 from gpuprobe.output import headline, probe_status, witness
 from gpuprobe.output.plots import measured_sm_mhz
@@ -86,8 +90,6 @@ LEGEND = (
     "adds only what its row does not say; `gpuprobe expectations MODEL` gives every expectation's note."
 )
 
-_MD_SPECIAL = re.compile(r"[\\`*<\[\]]")  # not "_": GFM never emphasises inside a word
-
 
 def gpu_slug(device_name: str) -> str:
     """File-name slug of a GPU name: "NVIDIA A100-SXM4-80GB" -> "nvidia-a100-sxm4-80gb".
@@ -102,14 +104,14 @@ def gpu_slug(device_name: str) -> str:
 # ---------------------------------------------------------------- markdown pieces
 
 
-def escape(text: str) -> str:
-    """Machine-written text (probe details, SASS lines) shown literally: ``/*0090*/`` stays unemphasised."""
-    return _MD_SPECIAL.sub(r"\\\g<0>", text)
-
-
 def table(header: Iterable[str], rows: Iterable[Iterable[object]]) -> list[str]:
-    """A Markdown table as lines."""
+    """A Markdown table as lines; each cell Markdown already."""
     return markdown_table(list(header), [list(row) for row in rows])
+
+
+def text_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
+    """A Markdown table of plain text (a file's strings among it), each cell shown as text."""
+    return table(header, ([md_text(cell) for cell in row] for row in rows))
 
 
 def _mhz(value: float | None) -> str:
@@ -173,7 +175,7 @@ def software_rows(results: Results) -> list[tuple[str, str]]:
 
 def identity_lines(results: Results) -> list[str]:
     """The device identity table."""
-    return table(("Device", "Value"), identity_rows(results))
+    return text_table(("Device", "Value"), identity_rows(results))
 
 
 PARTIAL_TEXT = (
@@ -229,11 +231,11 @@ def verdict_text(facts: list[Fact]) -> tuple[str, list[tuple[str, list[str], int
 def verdict_lines(results: Results) -> list[str]:
     """The verdict line naming the facts that did not pass, and the probe line, Markdown."""
     text, named = verdict_text(results.facts)
-    line = f"**Verdict:** {text}."
+    line = f"**Verdict:** {md_text(text)}."
     for verdict, ids, more in named:
-        shown = [f"`{i}`" for i in ids] + ([f"{more} more"] if more else [])
-        line += f" **{verdict_marker(verdict).strip('*')}:** {', '.join(shown)}."
-    return [line + "  ", f"**Probes:** {probe_status.summary(results)}"]
+        listed = [md_code(i) for i in ids] + ([f"{more} more"] if more else [])
+        line += f" **{verdict_marker(verdict).strip('*')}:** {', '.join(listed)}."
+    return [line + "  ", f"**Probes:** {md_text(probe_status.summary(results))}"]
 
 
 # ---------------------------------------------------------------- sections
@@ -493,7 +495,7 @@ def section_counts(facts: list[Fact]) -> str:
 def fact_table(facts: list[Fact], mhz: float | None, refs: References) -> list[str]:
     """Fact id, measured, noise and the smallest change it lets a comparison detect, expected [n], verdict."""
     rows = [
-        (f"`{r.fact_id}`", r.measured, r.detects, _expected_md(r), verdict_marker(r.verdict))
+        (md_code(r.fact_id), md_text(r.measured), md_text(r.detects), _expected_md(r), verdict_marker(r.verdict))
         for r in fact_rows(facts, mhz, refs)
     ]
     return table(FACT_HEADER, rows)
@@ -501,17 +503,17 @@ def fact_table(facts: list[Fact], mhz: float | None, refs: References) -> list[s
 
 def _expected_md(row: FactRow) -> str:
     """The expected range and its source's number: "240 – 330 cyc (warn) [4]"."""
-    return " ".join(p for p in (row.expected, marker(row.reference)) if p)
+    return " ".join(p for p in (md_text(row.expected), marker(row.reference)) if p)
 
 
 def invariant_table(facts: list[Fact]) -> list[str]:
     """The invariants that do not hold, each with what it compared; then the names of those that do."""
-    rows = [(f"`{r.fact_id}`", r.result, verdict_marker(r.verdict), escape(r.detail)) for r in invariant_rows(facts)]
+    rows = [(md_code(r.fact_id), r.result, verdict_marker(r.verdict), md_text(r.detail)) for r in invariant_rows(facts)]
     lines = [*table(INVARIANT_HEADER, rows), ""] if rows else []
     held = held_invariants(facts)
     if held:
         lines += [f"**Hold ({sum(1 for f in facts if holds(f))}):**", ""]
-        lines += [f"- `{group or 'other'}`: " + ", ".join(escape(m) for m in members) for group, members in held]
+        lines += [f"- {md_code(group or 'other')}: {', '.join(map(md_text, members))}" for group, members in held]
     return lines
 
 
@@ -519,8 +521,8 @@ def notes(facts: list[Fact]) -> list[str]:
     """Bullets for what a row does not say (see ``fact_notes``)."""
     lines = []
     for fact_id, extra, note in fact_notes(facts):
-        text = " — ".join(p for p in (escape(extra), escape(note)) if p)
-        lines.append(f"- `{fact_id}`: " + text.replace("\n", " "))
+        text = " — ".join(p for p in (md_text(extra), md_text(note)) if p)
+        lines.append(f"- {md_code(fact_id)}: {text}")
     return lines
 
 
@@ -554,7 +556,7 @@ def section(
         extra = [] if family.invariants else notes(facts)
         lines += [""] + ([*extra, ""] if extra else [])
     else:
-        statuses = ", ".join(f"`{p}` {results.probes[p].status}" for p in plan.probes)
+        statuses = ", ".join(f"{md_code(p)} {results.probes[p].status}" for p in plan.probes)
         lines += [f"No facts measured ({statuses}); see *Probe status*.", ""]
     if plan.plot and family.plot_key in set(plots_above):
         lines += [f"Plot: *{plot_alt(family)}*, under Key plots.", ""]
@@ -585,7 +587,7 @@ def other_plots(plot_files: dict[str, str], layout: Sequence[Family]) -> list[st
     extra = extra_plot_keys(plot_files, layout)
     if not extra:
         return []
-    return ["### Other plots", ""] + [f"![{key}]({plot_files[key]})\n" for key in extra]
+    return ["### Other plots", ""] + [line for key in extra for line in (f"![{key}]({plot_files[key]})", "")]
 
 
 PROBE_STATUS_NOTE = "Probes that ended alike share a row, with the first one's detail; results.json holds every detail."
@@ -593,9 +595,9 @@ PROBE_STATUS_NOTE = "Probes that ended alike share a row, with the first one's d
 
 def probe_status_lines(results: Results) -> list[str]:
     """The probe line, then every probe that did not end "ok" or never ran."""
-    lines = ["## Probe status", "", probe_status.summary(results), ""]
+    lines = ["## Probe status", "", md_text(probe_status.summary(results)), ""]
     bad = [
-        (", ".join(f"`{name}`" for name in p.probes), p.status, escape(p.detail))
+        (", ".join(md_code(name) for name in p.probes), p.status, md_text(p.detail))
         for p in probe_status.problems(results)
     ]
     return [*lines, PROBE_STATUS_NOTE, "", *table(PROBE_HEADER, bad), ""] if bad else lines
@@ -609,9 +611,9 @@ def headline_table(results: Results, refs: References) -> list[str]:
     rows = []
     for row in headline.headline_rows(results):
         number = refs.number(row.fact) if row.fact is not None else None
-        expected = " ".join(p for p in (row.expected, marker(number)) if p)
+        expected = " ".join(p for p in (md_text(row.expected), marker(number)) if p)
         verdict = verdict_marker(row.verdict) if row.fact is not None else NONE
-        rows.append((row.label, row.measured, row.compared, expected, verdict))
+        rows.append((md_text(row.label), md_text(row.measured), md_text(row.compared), expected, verdict))
     return table(headline.HEADLINE_HEADER, rows)
 
 
@@ -620,7 +622,7 @@ def tensor_table(results: Results) -> list[str]:
     rows = headline.tensor_rows(results)
     if not rows:
         return []
-    body = [(r.label, *r.cells, _worst_marker(r.facts)) for r in rows]
+    body = [(md_text(r.label), *map(md_text, r.cells), _worst_marker(r.facts)) for r in rows]
     return ["**Tensor cores per type**", "", *table((*headline.TENSOR_HEADER, "Verdicts"), body), ""]
 
 
@@ -633,14 +635,14 @@ def _worst_marker(facts: Iterable[Fact]) -> str:
 
 def conditions_lines(results: Results) -> list[str]:
     """The run's conditions in a two-column table."""
-    return ["## Run conditions", "", *table(("Condition", "Over the run"), condition_rows(results)), ""]
+    return ["## Run conditions", "", *text_table(("Condition", "Over the run"), condition_rows(results)), ""]
 
 
 def references_lines(refs: References) -> list[str]:
     """The numbered sources, each once."""
     if not len(refs):
         return []
-    return ["## References", "", *(f"{n}. {escape(text)}" for n, text in refs.entries()), ""]
+    return ["## References", "", *(f"{n}. {md_text(text)}" for n, text in refs.entries()), ""]
 
 
 def render_markdown(results: Results, plot_files: dict[str, str], *, sections: Sequence[Family]) -> str:
@@ -651,29 +653,29 @@ def render_markdown(results: Results, plot_files: dict[str, str], *, sections: S
     """
     dev = results.device
     refs = References()
-    lines = [f"# {sheet_title('fact sheet', results)}", ""]
+    lines = [f"# {md_text(sheet_title('fact sheet', results))}", ""]
     if dev.simulated:
         lines += [*simulated_banner(), ""]
     if results.stage == "smoke":
         lines += [*banner(SMOKE_TEXT), ""]
     if results.partial:
         lines += [*banner(PARTIAL_TEXT), ""]
-    lines += [escape(headline.device_line(results)), "", *verdict_lines(results), ""]
+    lines += [md_text(headline.device_line(results)), "", *verdict_lines(results), ""]
     lines += ["## Headline", "", *headline_table(results, refs), "", *tensor_table(results)]
     layout = sheet_layout(sections)
-    shown = key_plots(plot_files, layout)
-    if shown:
-        lines += ["## Key plots", "", *(f"![{alt}]({path})" for _, path, alt in shown), ""]
+    keyed = key_plots(plot_files, layout)
+    if keyed:
+        lines += ["## Key plots", "", *(f"![{alt}]({path})" for _, path, alt in keyed), ""]
     lines += conditions_lines(results)
-    software = table(("Device", "Value"), software_rows(results))
+    software = text_table(("Device", "Value"), software_rows(results))
     lines += ["## Details", "", LEGEND, "", "### Device and software", "", *software, ""]
-    above = [key for key, _, _ in shown]
+    above = [key for key, _, _ in keyed]
     for plan in plan_sections(witness.without_witness(results), plot_files, layout):
         lines += section(results, plan.family, plan.facts, plot_files, refs, above)
-    lines += witness.markdown_lines(results, escape)
+    lines += witness.markdown_lines(results, md_text)
     lines += other_plots(plot_files, layout)
     lines += probe_status_lines(results)
     lines += references_lines(refs)
     if dev.simulated:
         lines += ["", *simulated_banner()]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return "\n".join(shown(line) for line in lines).rstrip("\n") + "\n"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from gpuprobe.core.numbers import fmt_bytes
 from gpuprobe.core.results import WITNESS_PREFIX, Fact, Results
+from gpuprobe.core.text import md_code
 from gpuprobe.judge.verdicts import WITNESS_CONFLICTS, WITNESS_JUDGED
 from gpuprobe.output.quantities import NONE, verdict_marker
 from gpuprobe.output.tables import html_table, markdown_table
@@ -142,8 +143,9 @@ def markdown_lines(results: Results, escape: Callable[[str], str]) -> list[str]:
     rows = witness_rows(results)
     if not rows:
         return []
-    body = [(f"`{r.probe}`", r.what, r.claimed, r.counted, r.ratio, verdict_marker(r.verdict)) for r in rows]
-    notes = [f"- `{fact_id}`: {escape(said)}" for fact_id, said in witness_notes(results)]
+    body = [(md_code(r.probe), *map(escape, (r.what, r.claimed, r.counted, r.ratio)), verdict_marker(r.verdict))
+            for r in rows]  # fmt: skip
+    notes = [f"- {md_code(fact_id)}: {escape(said)}" for fact_id, said in witness_notes(results)]
     lines = [f"### {TITLE}", "", BLURB + _counted_with(results), "", *markdown_table(HEADER, body), ""]
     return lines + ([*notes, ""] if notes else [])
 

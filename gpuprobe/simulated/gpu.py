@@ -546,6 +546,7 @@ class FaultyGpu(FakeGpu):
     "hang" (the kernel never returns). ``garbage`` prints junk on stdout at start, and bytes that are not
     UTF-8 on stdout and stderr. ``throttle`` / ``shared`` make NVML report a thermal slowdown / a second
     process: "always", or "once" (only the first process to look, told apart by ``flag_file``).
+    ``hang_file``: where a kernel that starts to hang writes its process id, so a test knows that moment.
     """
 
     faults: dict[str, str] = field(default_factory=dict)
@@ -553,6 +554,7 @@ class FaultyGpu(FakeGpu):
     shared: str = ""
     flag_file: str = ""
     throttle_from_reading: int = 1  # NVML reports the throttle from this reading on (1: all of them)
+    hang_file: str = ""
     readings: int = 0
 
     def _launch(
@@ -564,6 +566,8 @@ class FaultyGpu(FakeGpu):
         if fault == "raise":
             raise RuntimeError(f"CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered in {kernel}")
         if fault == "hang":
+            if self.hang_file:
+                Path(self.hang_file).write_text(str(os.getpid()))
             time.sleep(3600)
         return super()._launch(kernel, grid, block, args, shared_bytes, cooperative)
 

@@ -21,7 +21,7 @@ from functools import cache
 import numpy as np
 
 from gpuprobe.build.ptxsource import expand
-from gpuprobe.build.registry import PTX_DIR
+from gpuprobe.build.source_tree import PTX_DIR
 from gpuprobe.families.cache_geometry import Settings
 from gpuprobe.families.differencing import UNROLL
 from gpuprobe.simulated.gpu import FakeBuffer, FakeGpu, FakeLaunch

@@ -4,9 +4,11 @@ Each folder of ``reports/`` holds one GPU's ``results.json`` written by a real r
 only real runs go there). The index reads those files and nothing else that carries a number;
 it lists each GPU once with its memory latencies in cycles and ns, the L2 capacity the latency
 curve found, the measured SM clock, driver and run date, and links its fact sheet. A partial
-run is marked; a folder whose results cannot be read is listed with the reason; a folder with no
-results file is skipped. The output has no timestamp, so regenerating it from the same files
-gives the same bytes.
+run is marked; a folder whose results cannot be read (a FIFO or a device named ``results.json``
+too) is listed with the reason; a folder with no results file is skipped. Each file is read as every
+reader reads it (:func:`gpuprobe.fleet.reading.read_judged`): the verdicts counted are this gpuprobe's
+judgement of the values, and the facts whose stored verdict differs are listed under the table. The
+output has no timestamp, so regenerating it from the same files gives the same bytes.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from urllib.parse import quote
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import write_atomic
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
-from gpuprobe.core.results import Fact, Results, load
+from gpuprobe.core.results import Fact, Results
+from gpuprobe.core.text import md_text, shown
+from gpuprobe.fleet.reading import changes_text, read_judged
 from gpuprobe.output.plots import measured_sm_mhz
-from gpuprobe.output.report import FACTSHEET_HTML_NAME, FACTSHEET_NAME, NONE, escape, table
+from gpuprobe.output.report import FACTSHEET_HTML_NAME, FACTSHEET_NAME, NONE, table
 from gpuprobe.output.tables import md_cell as cell
 
 INDEX_NAME = "README.md"
@@ -46,6 +50,9 @@ HEADER = (
     "Verdicts",
 )
 PARTIAL_MARK = "**(partial)**"
+JUDGED_AGAIN = (
+    "The verdicts above are this gpuprobe's judgement of each run's values; these runs' files stored others."
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,7 @@ class Run:
     folder: str
     results: Results | None
     error: str = ""
+    verdict_changes: str = ""  # stored verdicts this gpuprobe judges otherwise (gpuprobe.fleet.reading.changes_text)
 
 
 def find_runs(reports_dir: Path) -> list[Run]:
@@ -65,10 +73,10 @@ def find_runs(reports_dir: Path) -> list[Run]:
     runs = []
     for folder in sorted(p for p in reports_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
         path = folder / RESULTS_NAME
-        if not os.path.isfile(path) and os.access(folder, os.X_OK):  # a folder shut to us: listed as unreadable
-            continue
+        if not os.path.lexists(path) and os.access(folder, os.X_OK):  # a folder shut to us: listed as unreadable
+            continue  # anything else named so (a FIFO, a device, a dangling link) is read, and listed with why not
         try:
-            results = load(path)
+            results, changes = read_judged(path)
         except GpuprobeError as exc:  # named relative to the index, so the page reads the same anywhere
             runs.append(Run(folder.name, None, str(exc).replace(str(path), f"{folder.name}/{RESULTS_NAME}")))
             continue
@@ -76,7 +84,7 @@ def find_runs(reports_dir: Path) -> list[Run]:
             refused = f"{folder.name}/{RESULTS_NAME} is SIMULATED (gpuprobe demo), not a real run: not listed"
             runs.append(Run(folder.name, None, refused))
         else:
-            runs.append(Run(folder.name, results))
+            runs.append(Run(folder.name, results, verdict_changes=changes_text(changes)))
     return runs
 
 
@@ -128,21 +136,21 @@ def verdicts_text(results: Results) -> str:
 def run_row(reports_dir: Path, folder: str, results: Results) -> list[str]:
     """One table row for the readable run in ``folder``."""
     dev = results.device
-    name = escape(dev.name.strip() or folder)
+    name = md_text(dev.name.strip() or folder)
     gpu = f"[{name}]({sheet_link(reports_dir, folder)})"
     if results.partial:
         gpu += f" {PARTIAL_MARK}"
     mhz = measured_sm_mhz(results)
     return [
         gpu,
-        escape(f"{dev.arch} ({dev.cc})"),
+        md_text(f"{dev.arch} ({dev.cc})"),
         str(dev.sm_count),
-        *(latency_text(results, fact_id) for fact_id, _ in LATENCY_COLUMNS),
+        *(md_text(latency_text(results, fact_id)) for fact_id, _ in LATENCY_COLUMNS),
         l2_capacity_text(results),
         NONE if mhz is None else f"{fmt_num(mhz)} MHz",
-        escape(dev.driver),
-        escape(results.created[:10]),
-        verdicts_text(results),
+        md_text(dev.driver),
+        md_text(results.created[:10]),
+        md_text(verdicts_text(results)),
     ]
 
 
@@ -178,9 +186,14 @@ def render_index(reports_dir: Path) -> str:
         ]
     if broken:
         lines += ["## Unreadable results", ""]
-        lines += [f"- {cell(escape(r.folder))}: {cell(escape(r.error))}" for r in broken]
+        lines += [f"- {cell(md_text(r.folder))}: {cell(md_text(r.error))}" for r in broken]
         lines.append("")
-    return "\n".join(lines).rstrip("\n") + "\n"
+    changed = [r for r in readable if r.verdict_changes]
+    if changed:
+        lines += ["## Verdicts judged again", "", JUDGED_AGAIN, ""]
+        lines += [f"- {cell(md_text(r.folder))}: {cell(md_text(r.verdict_changes))}" for r in changed]
+        lines.append("")
+    return "\n".join(shown(line) for line in lines).rstrip("\n") + "\n"
 
 
 def write_index(reports_dir: Path) -> Path:
