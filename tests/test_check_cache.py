@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build import check, outcomes, registry, toolchain, workers
+from gpuprobe.build import check, outcomes, outputs, registry, sass, toolchain, workers
 from gpuprobe.build.check import CheckResult, check_all
 from gpuprobe.build.contracts import Rule, Violation
 from gpuprobe.build.outputs import cubin_problem, listing_problem, ptx_problem
@@ -22,6 +22,7 @@ from gpuprobe.build.tool_limits import BrokenTool
 from gpuprobe.build.toolkit_choice import TOOLKIT_VARIABLE
 from gpuprobe.core import cache
 from gpuprobe.core.arch import Arch, parse_arch
+from gpuprobe.core.errors import GpuprobeError
 
 SM80, SM90 = parse_arch("sm_80"), parse_arch("sm_90")
 STORE = Rule(kind="count", opcode=r"STG\.E\.64", count=1)
@@ -244,6 +245,18 @@ def test_a_check_result_reads_back_what_it_wrote() -> None:
 def test_jobs_run_in_processes_come_back_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workers, "usable_cpus", lambda: 2)
     assert workers.map_in_processes(divmod, [(7, 2), (9, 4), (1, 1)]) == [(3, 1), (2, 1), (1, 0)]
+
+
+def test_a_worker_process_that_dies_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker the OOM killer ends was a BrokenProcessPool traceback."""
+    monkeypatch.setattr(workers, "usable_cpus", lambda: 2)
+    with pytest.raises(GpuprobeError, match=r"^a worker process died before its job ended \(killed, or out of memory"):
+        workers.map_in_processes(os._exit, [(9,), (9,)])
+
+
+def test_a_cached_parse_is_keyed_by_the_grammar_it_was_parsed_with() -> None:
+    """Two of the listing parser's patterns live in outputs.py: a cached parse must not outlive a change to them."""
+    assert Path(outputs.__file__).read_bytes() in sass._parser_identity()
 
 
 def test_with_one_cpu_the_jobs_run_here(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -224,6 +224,30 @@ def test_a_cuda_include_by_macro_cannot_be_checked_so_is_refused(
     assert message.startswith(f"{path}:2: #include SECRET: names no file in quotes or angle brackets"), message
 
 
+def test_a_line_of_many_comments_is_read_at_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The include finder tried every way of splitting a run of comments before giving a line up: 64 ``/**/``
+    before a ``#`` that is no directive would have held ``gpuprobe sass`` (and ``check``) for longer than a life."""
+    path = write(tmp_path / "k.cu", "/**/" * 64 + " int x;\n" + "/**/" * 64 + ' #include "/etc/passwd"\n')
+    message = refusal(*run(capsys, "sass", str(path)))
+    assert message.startswith(f'{path}:2: #include "/etc/passwd": leads outside'), message
+
+
+def test_a_header_that_includes_itself_through_dotdot_is_read_once_more_at_most(tmp_path: Path) -> None:
+    """Each round added ``../x`` to its path, a new place: 800 reads of it (each up to 4 MiB) until the path was
+    too long for the OS."""
+    write(tmp_path / "x" / "a.h", '#pragma once\n#include "../x/a.h"\n')
+    source = write(tmp_path / "k.cu", INCLUDING.format('"x/a.h"'))
+    assert set(source_inputs(source)) == {source, tmp_path / "x" / "a.h", tmp_path / "x" / ".." / "x" / "a.h"}
+
+
+def test_a_source_of_no_folder_may_include_only_the_cuda_headers(tmp_path: Path, monkeypatch) -> None:
+    """A source given as a string (no folder: NVRTC looks in the working one) named no folder it must stay in."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "near.h", "#pragma once\n")
+    with pytest.raises(GpuprobeError, match=r'^k.cu:1: #include "near.h": leads outside the CUDA headers, where'):
+        nvrtc.cuda_to_ptx(INCLUDING.format('"near.h"'), SM80, "k.cu")
+
+
 def test_a_cuda_include_through_a_link_out_of_the_tree_is_refused(capsys: pytest.CaptureFixture[str],
                                                                   tmp_path: Path) -> None:  # fmt: skip
     write(tmp_path / "src" / "k.cu", INCLUDING.format('"inner.cuh"'))

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from gpuprobe.core.results import ProbeOutcome, load
-from gpuprobe.core.text import ERRORS, InertStream, md_code, md_fence, md_text
+from gpuprobe.core.text import STREAM_ERRORS, InertStream, md_code, md_fence, md_text
 from gpuprobe.fleet.links import Link, LinksReport, SlowLink
 from gpuprobe.fleet.links import render as render_links
 from gpuprobe.output.first_contact import render_first_contact
@@ -233,7 +233,7 @@ def test_the_terminal_gets_escapes_but_for_the_live_progress() -> None:
 
 def test_an_ascii_terminal_gets_escapes_and_a_file_names_bytes() -> None:
     raw = io.BytesIO()
-    stream = io.TextIOWrapper(raw, encoding="ascii", errors=ERRORS)
+    stream = io.TextIOWrapper(raw, encoding="ascii", errors=STREAM_ERRORS)
     stream.write("±3 % \udcff.json")
     stream.flush()
     assert raw.getvalue() == b"\\xb13 % \xff.json"

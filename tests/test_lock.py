@@ -113,3 +113,20 @@ def test_a_killed_writer_leaves_its_folder_free_and_holding_it_leaves_nothing_in
     same_folder = tmp_path / "out" / ".." / "out"
     with folder_lock(same_folder), pytest.raises(GpuprobeError, match="is being written by"), folder_lock(out):
         pytest.fail("two writers in one folder, named two ways")
+
+
+def test_a_lock_folder_that_cannot_be_made_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    monkeypatch.setenv("GPUPROBE_LOCK_DIR", str(in_the_way / "locks"))
+    with pytest.raises(GpuprobeError, match=r"cannot make the lock folder .*; set GPUPROBE_LOCK_DIR"), gpu_lock("G", 0):
+        pytest.fail("locked without a lock folder")
+
+
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_left_as_it_was(tmp_path: Path) -> None:
+    target = tmp_path / "precious"
+    target.write_text("keep me")
+    (tmp_path / "gpu-GPU-1234.lock").symlink_to(target)
+    with pytest.raises(GpuprobeError, match="cannot open the lock"), gpu_lock("GPU-1234", 0):
+        pytest.fail("locked through a link")
+    assert target.read_text() == "keep me"

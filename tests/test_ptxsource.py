@@ -10,7 +10,9 @@ import pytest
 from gpuprobe.build import includes
 from gpuprobe.build.includes import MAX_INCLUDE_BYTES, include_root
 from gpuprobe.build.ptxsource import (
+    MAX_EXPANDED_CHARS,
     MAX_EXPANDED_LINES,
+    MAX_EXPANSION_STEPS,
     combine,
     entry_parameters,
     expand,
@@ -500,6 +502,22 @@ def test_an_expansion_too_large_to_be_a_probe_is_an_error_not_exhausted_memory(l
     with pytest.raises(GpuprobeError) as excinfo:
         expand(src("head;", *lines), "huge.ptx")
     assert one_line_error(excinfo).endswith(f"expands to more than {MAX_EXPANDED_LINES:,} lines")
+
+
+def test_a_nest_of_loops_that_writes_nothing_is_an_error_not_a_loop_for_days() -> None:
+    """10^9 passes of an empty body wrote no line, so no line limit stopped them."""
+    loops = [f"//@for {name} in " + "v " * 1000 for name in "ABC"]
+    with pytest.raises(GpuprobeError) as excinfo:
+        expand(src("head;", *loops, *["//@endfor"] * 3), "idle.ptx")
+    assert one_line_error(excinfo) == f"idle.ptx:4: takes more than {MAX_EXPANSION_STEPS:,} steps to expand"
+
+
+def test_a_large_include_in_a_loop_is_an_error_not_gigabytes(tmp_path: Path) -> None:
+    """Each pass read and kept the include again: 1000 passes of a 4 MiB line would hold 4 GB."""
+    write(tmp_path / "wide.inc", "// " + "x" * (MAX_INCLUDE_BYTES - 10) + "\n")
+    with pytest.raises(GpuprobeError) as excinfo:
+        expand(src("head;", "//@for A in " + "a " * 1000, "//@include wide.inc", "//@endfor"), "k.ptx", tmp_path)
+    assert one_line_error(excinfo) == f"k.ptx:3: expands to more than {MAX_EXPANDED_CHARS:,} characters"
 
 
 def test_an_expansion_of_the_largest_size_is_made() -> None:

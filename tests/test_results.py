@@ -202,6 +202,12 @@ def results_text(fact_changes: dict | None = None, device_changes: dict | None =
         (results_text({"ci": [500.0, 600.0]}), "interval [500, 600] holds neither its value 261 nor a sample"),
         (results_text({"value": -261.0, "samples": [], "ci": None, "converted": {"ns": 150.0}}),
          "fact 'latency.l2': value -261 is 150 in ns: no conversion turns a sign"),
+        # n33's "1 cyc (141.8 ns)": the stored time is not the count's at any clock the device runs
+        (results_text({"value": 1.0, "samples": [1.0], "ci": [1.0, 1.0], "converted": {"ns": 141.8}},
+                      {"sm_clock_nominal_mhz": 1980.0}),
+         "1 cycles is 141.8 ns, an SM clock of 7.052 MHz, not one this device runs at (100 – 2178 MHz)"),
+        (results_text({"converted": {"ns": 50.0}}, {"sm_clock_nominal_mhz": 1980.0}),
+         "261 cycles is 50 ns, an SM clock of 5220 MHz, not one this device runs at (100 – 2178 MHz)"),
         (results_text(created="<b>yesterday</b>"), "created is '<b>yesterday</b>', not an ISO-8601 time"),
         (results_text(created=20251204), "created is a int, not an ISO-8601 time"),
     ],

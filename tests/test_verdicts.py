@@ -211,9 +211,14 @@ EXTRACT = Path(__file__).parent / "data" / "fuzz" / "h200_extract_results.json" 
 
 
 def stored_lie(tmp_path: Path, fact_id: str, **changes: object) -> Path:
-    """The extract with one fact's stored fields changed as given, saved as ``results.json``."""
+    """The extract with one fact's stored fields changed as given, saved as ``results.json``; a changed value's
+    conversions (its ns) changed with it, as a run would have written them."""
     data = json.loads(EXTRACT.read_text())
-    next(f for f in data["facts"] if f["id"] == fact_id).update(changes)
+    fact = next(f for f in data["facts"] if f["id"] == fact_id)
+    if "value" in changes and fact.get("converted"):
+        scale = changes["value"] / fact["value"]
+        fact["converted"] = {unit: value * scale for unit, value in fact["converted"].items()}
+    fact.update(changes)
     path = tmp_path / "results.json"
     path.write_text(json.dumps(data))
     return path

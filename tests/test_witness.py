@@ -126,6 +126,13 @@ def test_the_fact_sheet_shows_the_witness_in_its_own_section(witnessed, tmp_path
     assert 'id="hardware-witness" open' in page and "bandwidth.goodput.v4.stride32" in page
 
 
+def test_the_ncu_version_from_the_results_file_is_literal_text_in_the_markdown_sheet(witnessed, tmp_path: Path) -> None:
+    run = load(witnessed[0])
+    run.environment["witness"]["version"] = "<script>alert(1)</script>\n# injected"
+    sheet = write_report(run, tmp_path, sections=())[0].read_text()
+    assert "<script>" not in sheet and "&lt;script&gt;" in sheet and "\n# injected" not in sheet
+
+
 def test_judging_the_results_again_keeps_each_witness_verdict_and_detail(witnessed) -> None:
     results, _ = witnessed
     run = load(results)

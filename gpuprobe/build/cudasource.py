@@ -23,14 +23,14 @@ from gpuprobe.core.arch import Arch
 from gpuprobe.core.errors import GpuprobeError
 
 
-def source_inputs(path: Path, root: Path = SOURCE_ROOT) -> dict[Path, bytes | None]:
+def source_inputs(path: Path) -> dict[Path, bytes | None]:
     """The raw bytes of a CUDA C++ file and of every file its includes name, transitively, found as the
-    compile of :func:`cuda_module` (with ``root`` on the include path) finds them (None for a name that is
-    nowhere: the compile will say so). An include the compile would refuse is refused here too; a source that
-    cannot be read is a GpuprobeError."""
+    compile of :func:`cuda_module` (with ``SOURCE_ROOT`` on the include path) finds them (None for a name that
+    is nowhere: the compile will say so). An include the compile would refuse is refused here too; a source
+    that cannot be read is a GpuprobeError."""
     data = source_bytes(path)
     text = (data or b"").decode("utf-8", errors="replace")
-    return {path: data, **local_inputs(text, str(path), (root,), (include_root(path.parent),))}
+    return {path: data, **local_inputs(text, str(path), (SOURCE_ROOT,), (include_root(path.parent),))}
 
 
 def _shown(path: Path, root: Path) -> str:

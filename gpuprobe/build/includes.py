@@ -61,6 +61,8 @@ def read_include(path: Path, roots: Sequence[Path], shown: str) -> bytes:
     """The bytes of the file ``path`` that an include (``shown``: ``file:line: //@include NAME``) names, or an
     :class:`IncludeRefused` saying why it may not be read (see the module docstring)."""
     if not lies_inside(path, roots):
+        if not roots:  # a source compiled with no folder of its own (a string given to NVRTC): the CUDA headers only
+            raise IncludeRefused(f"{shown}: leads outside the CUDA headers, where its includes must stay")
         places = " and ".join(shown_path(root) for root in roots)
         raise IncludeRefused(f"{shown}: leads outside {places}, the folder its includes must stay in")
     try:

@@ -252,7 +252,9 @@ def options(arch: Arch, extra_include_dirs: Sequence[Path] = ()) -> list[str]:
 _SPLICE = re.compile(r"\\\r?$")
 # Literals kept whole (a ``/*`` in one starts nothing), comments, and the ends of lines.
 _TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)|\n', re.DOTALL)
-_GAP = r"(?:\s|/\*.*?\*/)*"  # blanks, and comments within the line
+# Blanks, and comments within the line; possessive, so a failed match never re-splits a run of comments (with
+# ``*`` alone, ``/**/`` written 40 times would take days).
+_GAP = r"(?:\s|/\*.*?\*/)*+"
 _DIRECTIVE = re.compile(rf"{_GAP}(?:#|%:){_GAP}include(?:_next)?\b{_GAP}(?P<operand>.*)")
 _HAS_INCLUDE = re.compile(rf"__has_include(?:_next)?{_GAP}\({_GAP}(?P<operand>[^)]*)")
 _HEADER_NAME = re.compile(r'"[^"\n]*"|<[^>\n]*>')
@@ -355,7 +357,10 @@ def local_inputs(text: str, name: str, directories: Sequence[Path], roots: Seque
                 if place in found or lies_inside(place, headers):
                     continue
                 found[place] = read_include(place, roots, f"{shown}:{line}: {what} {included}")
-                pending.append((found[place].decode("utf-8", errors="replace"), place.parent, shown_path(place)))
+                # Its includes are looked for in its folder as the OS resolves it (``x/../x`` is ``x``), so a file
+                # that includes itself through ``..`` is read twice at most, not once per ``../x`` a path can hold.
+                beside_it = Path(os.path.realpath(place.parent))
+                pending.append((found[place].decode("utf-8", errors="replace"), beside_it, shown_path(place)))
     return found
 
 

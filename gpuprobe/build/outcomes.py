@@ -35,13 +35,12 @@ from gpuprobe.build.cubin import CUDA_SUFFIX
 from gpuprobe.build.cudasource import source_inputs
 from gpuprobe.build.ptxsource import expansion_inputs
 from gpuprobe.build.registry import Probe
-from gpuprobe.build.toolchain import find_tool, tool_version
+from gpuprobe.build.toolchain import CUBIN_SUFFIX, find_tool, tool_version
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.cache import content_key, read_entry, write_entry
 
 RECORD_FORMAT = "gpuprobe-check-outcome/2"
 SUFFIX = ".check.json"
-CUBIN_SUFFIX = ".cubin"  # the suffix of the cubin a record judged, an entry of its own key (the file's stem)
 _TOOLS = ("ptxas", "nvdisasm")
 
 

@@ -51,6 +51,12 @@ MAX_INCLUDE_DEPTH = 4
 #: The most lines one file may expand to: every probe file expands to under 12,000, and a ``//@repeat`` or a nest
 #: of ``//@for`` that asks for more (a count mistyped with extra digits) is an error, not a machine out of memory.
 MAX_EXPANDED_LINES = 200_000
+#: The most characters one file may expand to, counting each include's as read again (every probe file comes to
+#: under 600,000): a 4 MiB include in a ``//@for`` of many values is an error, not gigabytes of copies or reads.
+MAX_EXPANDED_CHARS = 64 * 2**20
+#: The most steps one expansion may take (a line read, a loop's pass): every probe file takes under 14,000, and a
+#: nest of ``//@for`` whose body writes nothing, or includes an empty file, is an error, not a loop for days.
+MAX_EXPANSION_STEPS = 500_000
 _DIRECTIVE = re.compile(r"^\s*//@")
 _HEADER = re.compile(r"^\s*\.(version|target|address_size)\b")
 _VERSION = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)")
@@ -69,19 +75,42 @@ def expand(text: str, path: str, directory: Path | None = None) -> Expanded:
     lines = text.splitlines()
     out: list[str] = []
     origins: list[Origin] = []
-    _expand_block(lines, 0, len(lines), {}, _Where(path, directory, include_root(directory)), out, origins)
+    where = _Where(path, directory, include_root(directory), _Work())
+    _expand_block(lines, 0, len(lines), {}, where, out, origins)
     return Expanded(out, origins)
+
+
+@dataclass
+class _Work:
+    """What one expansion has done so far, each against its limit (:data:`MAX_EXPANSION_STEPS`,
+    :data:`MAX_EXPANDED_CHARS`)."""
+
+    steps: int = 0
+    chars: int = 0
 
 
 @dataclass(frozen=True)
 class _Where:
     """The file being expanded (as shown in messages), where its includes are, the folder they must stay
-    inside, and how deep."""
+    inside, the work of the whole expansion so far, and how deep."""
 
     path: str
     directory: Path
     root: Path
+    work: _Work
     depth: int = 0
+
+    def count_step(self, line: int) -> None:
+        """Count one step of the expansion at ``line``; past :data:`MAX_EXPANSION_STEPS`, an error."""
+        self.work.steps += 1
+        if self.work.steps > MAX_EXPANSION_STEPS:
+            raise GpuprobeError(f"{self}:{line}: takes more than {MAX_EXPANSION_STEPS:,} steps to expand")
+
+    def count_chars(self, line: int, chars: int) -> None:
+        """Count ``chars`` more characters read or written at ``line``; past :data:`MAX_EXPANDED_CHARS`, an error."""
+        self.work.chars += chars
+        if self.work.chars > MAX_EXPANDED_CHARS:
+            raise GpuprobeError(f"{self}:{line}: expands to more than {MAX_EXPANDED_CHARS:,} characters")
 
     def __str__(self) -> str:
         return self.path
@@ -95,11 +124,13 @@ def _include(
     source, shown = _include_path(where.directory, name), f"{where}:{line}: //@include {name}"
     if not os.path.lexists(source):
         raise GpuprobeError(f"{shown}: no such file beside it")
+    data = read_include(source, (where.root,), shown)
+    where.count_chars(line, len(data))
     try:
-        lines = read_include(source, (where.root,), shown).decode("utf-8").splitlines()
+        lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError:
         raise GpuprobeError(f"{shown}: not UTF-8 text") from None
-    inner = _Where(str(Path(where.path).parent / name), where.directory, where.root, where.depth + 1)
+    inner = _Where(str(Path(where.path).parent / name), where.directory, where.root, where.work, where.depth + 1)
     _expand_block(lines, 0, len(lines), bindings, inner, out, origins)
 
 
@@ -163,6 +194,7 @@ def _expand_block(
 ) -> None:
     index = start
     while index < stop:
+        path.count_step(index + 1)
         line = lines[index]
         repeat = 1
         if match := _REPEAT.match(line):
@@ -175,6 +207,7 @@ def _expand_block(
             end = _block_end(lines, index + 1, path)
             names = match.group(1).split(":")
             for value in _substitute(match.group(2), bindings).split():
+                path.count_step(index + 1)
                 values = value.split(":") if len(names) > 1 else [value]
                 if len(values) != len(names):
                     raise GpuprobeError(
@@ -194,9 +227,10 @@ def _expand_block(
             raise GpuprobeError(f"{path}:{index + 1}: malformed directive {line.strip()!r}")
         if len(out) + repeat > MAX_EXPANDED_LINES:
             raise GpuprobeError(f"{path}:{index + 1}: expands to more than {MAX_EXPANDED_LINES:,} lines")
-        for _ in range(repeat):
-            out.append(_substitute(line, bindings))
-            origins.append((path.path, index + 1))
+        text = _substitute(line, bindings)
+        path.count_chars(index + 1, len(text) * repeat)
+        out.extend([text] * repeat)
+        origins.extend([(path.path, index + 1)] * repeat)
         index += 1
 
 

@@ -60,9 +60,7 @@ class Probe:
 
     @property
     def source_label(self) -> str:
-        return (
-            shown_path(self.source)
-        )
+        return shown_path(self.source)
 
 
 _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {

@@ -17,10 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuprobe.build import flow
+from gpuprobe.build import flow, outputs
 from gpuprobe.build.flow import Step, back_edges
-from gpuprobe.build.outputs import INSTRUCTION as _INSTRUCTION
-from gpuprobe.build.outputs import SECTION as _SECTION
+from gpuprobe.build.outputs import INSTRUCTION, SECTION
 from gpuprobe.build.toolchain import disassemble
 from gpuprobe.core.cache import content_key, read_entry, write_entry
 from gpuprobe.core.errors import GpuprobeError
@@ -230,7 +229,7 @@ class _ListingParser:
 
     def feed(self, line: str) -> None:
         directive = line.lstrip().startswith(".")  # what a .section, .target or .other line starts with
-        if directive and (match := _SECTION.match(line)):
+        if directive and (match := SECTION.match(line)):
             self._end_attr()
             self.section = match["name"]
             if self.section.startswith(".text."):
@@ -252,7 +251,7 @@ class _ListingParser:
                 self.kernel(name).shared_bytes += int(match["size"])
 
     def _feed_code(self, kernel: Kernel, line: str) -> None:
-        if match := _INSTRUCTION.match(line):
+        if match := INSTRUCTION.match(line):
             body = match["body"].rstrip()
             body = body[:-1].rstrip() if body.endswith(";") else body
             kernel.instructions.append(parse_instruction(int(match["offset"], 16), body))
@@ -335,8 +334,9 @@ def apply_compile_log(listing: Listing, log: str) -> None:
 
 @functools.cache
 def _parser_identity() -> bytes:
-    """What a parsed listing depends on besides the listing's text: this parser's code."""
-    return b"".join(Path(module).read_bytes() for module in (__file__, flow.__file__))
+    """What a parsed listing depends on besides the listing's text: this parser's code (its grammar's two
+    patterns in :mod:`gpuprobe.build.outputs` too)."""
+    return b"".join(Path(module).read_bytes() for module in (__file__, flow.__file__, outputs.__file__))
 
 
 def read_cubin(path: Path, only: Collection[str] | None = None) -> Listing:

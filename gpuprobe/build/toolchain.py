@@ -246,6 +246,7 @@ class Compiled:
     log: str
 
 
+CUBIN_SUFFIX = ".cubin"  # a cubin's cache entry; the key (its file's stem) keys the entries beside it too
 LOG_SUFFIX = ".log"  # the compiler's report, cached beside each cubin under the cubin's key
 
 
@@ -256,11 +257,12 @@ def _with_log(key: str, log: str, cubin: bytes) -> bytes:
 
 
 def _compiled(key: str, produce: Callable[[], bytes]) -> Compiled:
-    cubin = cached_file(key, ".cubin", produce)
+    """The cubin cached under ``key`` (``produce`` makes it on a miss) with its compiler's report."""
+    cubin = cached_file(key, CUBIN_SUFFIX, produce)
     log = read_entry(key, LOG_SUFFIX)
     if log is None:  # a cubin cached without its report (by an older gpuprobe), or a damaged report: compile again
         cubin.unlink(missing_ok=True)
-        cubin = cached_file(key, ".cubin", produce)
+        cubin = cached_file(key, CUBIN_SUFFIX, produce)
         log = read_entry(key, LOG_SUFFIX) or b""
     return Compiled(cubin=cubin, log=decoded(log))
 

@@ -6,7 +6,10 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
+
+from gpuprobe.core.errors import GpuprobeError
 
 Result = TypeVar("Result")
 
@@ -32,10 +35,10 @@ def map_in_processes(
     One job, or one CPU, runs here without starting a process. ``function`` and the jobs must pickle;
     the processes are started fresh (spawned), never forked from a caller that may hold threads. The
     first job to fail (or an interruption) cancels the jobs not yet started, waits for those running,
-    and is raised here."""
+    and is raised here; a worker process that dies (the OOM killer, a ``kill``) is a one-line GpuprobeError."""
     workers = min(len(jobs), usable_cpus())
     if workers <= 1:
-        results = []
+        results: list[Result] = []
         for index, job in enumerate(jobs):
             results.append(function(*job))
             on_done(index)
@@ -46,6 +49,9 @@ def map_in_processes(
             for future in as_completed(futures):
                 future.result()  # a job's failure is raised here
                 on_done(futures[future])
+        except BrokenProcessPool:
+            pool.shutdown(cancel_futures=True)
+            raise GpuprobeError("a worker process died before its job ended (killed, or out of memory)") from None
         except BaseException:
             pool.shutdown(cancel_futures=True)
             raise

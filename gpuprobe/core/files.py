@@ -88,8 +88,8 @@ def replace_atomically(path: Path, data: bytes) -> None:
     leaves nothing behind): readers see the old file or the new one, never half. Raises the OSError."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        os.fchmod(fd, 0o644)  # a published report, not a secret (mkstemp creates 0600)
-        with os.fdopen(fd, "wb") as handle:
+        with os.fdopen(fd, "wb") as handle:  # closes the file whatever fails in it
+            os.fchmod(fd, 0o644)  # a report or a cache entry others read, not a secret (mkstemp creates 0600)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

@@ -395,7 +395,31 @@ def _validate_interval(where: str, fact: Fact, low: float, high: float) -> None:
         )
 
 
-def _validate_fact(fact: Fact) -> Fact:
+#: The SM clocks a cycle count's time in ns may imply: from the slowest clock a GPU measures at, to the device's
+#: nominal (boost) clock with :data:`CLOCK_MARGIN` (no ceiling where the file records none).
+MIN_SM_MHZ = 100.0
+CLOCK_MARGIN = 1.10
+
+
+def _validate_conversion(where: str, fact: Fact, unit: str, converted: float, nominal_mhz: float | None) -> None:
+    """A value's conversion: of its sign, and for cycles in ns, the count at an SM clock the device can run
+    (``1 cycle (141.8 ns)`` would be a 7 MHz clock: not the conversion of this value)."""
+    if fact.value is None or not fact.value or not converted:
+        return
+    if converted * fact.value < 0:
+        raise InvalidResults(f"{where}: value {fact.value:g} is {converted:g} in {unit}: no conversion turns a sign")
+    if fact.unit != "cycle" or unit != "ns":
+        return
+    mhz = fact.value / converted * 1000.0
+    ceiling = nominal_mhz * CLOCK_MARGIN if nominal_mhz else math.inf
+    if not MIN_SM_MHZ <= mhz <= ceiling:
+        raise InvalidResults(
+            f"{where}: {fact.value:g} cycles is {converted:g} ns, an SM clock of {mhz:.4g} MHz, not one this "
+            f"device runs at ({MIN_SM_MHZ:g} – {ceiling:.4g} MHz)"
+        )
+
+
+def _validate_fact(fact: Fact, nominal_mhz: float | None) -> Fact:
     """Refuse a fact no measurement gives; a judgement with no value is marked ``invalid``."""
     where = f"fact {fact.id!r}"
     _finite(f"{where}: value", fact.value)
@@ -403,8 +427,7 @@ def _validate_fact(fact: Fact) -> Fact:
         _finite(f"{where}: a sample", sample)
     for unit, value in fact.converted.items():
         _finite(f"{where}: value in {unit}", value)
-        if fact.value is not None and value * fact.value < 0:
-            raise InvalidResults(f"{where}: value {fact.value:g} is {value:g} in {unit}: no conversion turns a sign")
+        _validate_conversion(where, fact, unit, value, nominal_mhz)
     if fact.ci is not None:
         _validate_interval(where, fact, *fact.ci)
     bounds = [(fact.expectation or {}).get(key) for key in ("low", "high")]
@@ -455,7 +478,7 @@ def validate(results: Results) -> Results:
     _validate_device(results.device)
     _validate_clocks(results.clocks)
     _validate_fact_ids(results.facts)
-    results.facts = [_validate_fact(fact) for fact in results.facts]
+    results.facts = [_validate_fact(fact, results.device.sm_clock_nominal_mhz) for fact in results.facts]
     return results
 
 

@@ -39,7 +39,7 @@ _IN_LINES = re.compile(f"[{_C0_C1_BUT_LINES}{_INVISIBLE}{_LONE_SURROGATES}]")
 # it would close a link's text ("](", "][", "]:"), so "[470, 485]" stays as it is and no link is made, and a
 # heading's or list item's mark at the start ("-" alone, a table's "no value", is no list item).
 _MD_MARKUP = re.compile(r"[\\`*~]|\](?=[(\[:])|^(?:#|[+-](?= ))")
-ERRORS = "gpuprobe.shown"  # the encoding error handler of gpuprobe's stdout and stderr
+STREAM_ERRORS = "gpuprobe.shown"  # the encoding error handler of gpuprobe's stdout and stderr
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -109,7 +109,7 @@ def _bytes_or_escape(error: UnicodeEncodeError) -> tuple[str | bytes, int]:
         return codecs.backslashreplace_errors(error)
 
 
-codecs.register_error(ERRORS, _bytes_or_escape)
+codecs.register_error(STREAM_ERRORS, _bytes_or_escape)
 
 
 def inert_terminal() -> None:
@@ -122,5 +122,5 @@ def inert_terminal() -> None:
         if isinstance(stream, InertStream) or stream is None:
             continue
         if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors=ERRORS)
+            stream.reconfigure(errors=STREAM_ERRORS)
         setattr(sys, name, InertStream(stream))

@@ -447,9 +447,9 @@ def _score(gpu: GpuIdentity, deviations: list[Deviation], threshold: float) -> G
 
 def _some(names: Sequence[str]) -> str:
     """``a, b, c and 12 more``: a list a note can hold."""
-    shown = ", ".join(names[:NAMED_IN_A_NOTE])
+    named = ", ".join(names[:NAMED_IN_A_NOTE])
     rest = len(names) - NAMED_IN_A_NOTE
-    return f"{shown} and {rest} more" if rest > 0 else shown
+    return f"{named} and {rest} more" if rest > 0 else named
 
 
 def _model_notes(model: str, facts: list[FactStats], gpus: int, min_deviation_pct: float) -> list[str]:
@@ -611,8 +611,7 @@ def _fact_row(f: FactStats) -> list[str]:
 def _worst_rows(report: FleetReport, top: int) -> list[list[str]]:
     rows = []
     for rank, score in enumerate(report.ranking[:top], start=1):
-        shown = score.deviations[:FACTS_PER_GPU]
-        facts = "; ".join(d.text() for d in shown) or "-"
+        facts = "; ".join(d.text() for d in score.deviations[:FACTS_PER_GPU]) or "-"
         rows.append([str(rank), f"{score.max_abs_z:.1f}", *_identity_cells(score.gpu), facts])
     return rows
 
@@ -646,8 +645,8 @@ def method_lines(rule: Rule) -> list[str]:
 
 
 def _worst_title(report: FleetReport, top: int) -> str:
-    shown = min(top, report.gpus)
-    return f"worst GPUs ({shown} of {report.gpus} shown; {len(report.outliers)} beyond |z| > {report.threshold:g})"
+    listed = min(top, report.gpus)
+    return f"worst GPUs ({listed} of {report.gpus} shown; {len(report.outliers)} beyond |z| > {report.threshold:g})"
 
 
 def _render_text(report: FleetReport, top: int) -> str:

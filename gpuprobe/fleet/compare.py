@@ -585,11 +585,11 @@ def _interval_row(fact_id: str, base: Fact, new: Fact, context: _Context) -> Row
         where = " and ".join(n for n, i in ((context.base_name, before), (context.new_name, now)) if i is None)
         reason = f"values differ but {where} kept neither samples nor an interval: no noise estimate"
         return Row(fact_id, base, new, Label.UNKNOWN, pct, reason, change)
-    shown = f"{_interval_text(before)} and {_interval_text(now)} {base.unit}"
+    both = f"{_interval_text(before)} and {_interval_text(now)} {base.unit}"
     if before[1] >= now[0] and now[1] >= before[0]:
-        return Row(fact_id, base, new, Label.SAME, pct, f"no samples; stored intervals {shown} overlap", change)
+        return Row(fact_id, base, new, Label.SAME, pct, f"no samples; stored intervals {both} overlap", change)
     kind = "values" if before[0] == before[1] and now[0] == now[1] else "stored intervals"
-    return _changed_row(fact_id, base, new, (change, pct, base.value), f"no samples; {kind} {shown} differ", context)
+    return _changed_row(fact_id, base, new, (change, pct, base.value), f"no samples; {kind} {both} differ", context)
 
 
 def _interval_text(interval: tuple[float, float]) -> str:

@@ -4,7 +4,8 @@
 A file is validated (:func:`gpuprobe.core.results.load`: refused in one line when no run could have written
 it), then every fact is judged again by this gpuprobe (:func:`gpuprobe.judge.verdicts.judge_run`) from its
 value, the model's expectations and every family's invariants: a reader never repeats a stored verdict, and
-one that differs is named (:func:`changes_text`). Above the families, whose invariants it needs.
+one that differs is named (:func:`changes_text`). It sits in ``fleet``, above ``families``, whose invariants
+it needs.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class VerdictChange:
     judged: str
 
     def text(self) -> str:
+        """``latency.l2 (stored pass, judged fail)``."""
         return f"{self.fact_id} (stored {self.stored}, judged {self.judged})"
 
 

@@ -26,7 +26,6 @@ from gpuprobe.core.text import md_text, shown
 from gpuprobe.fleet.reading import changes_text, read_judged
 from gpuprobe.output.plots import measured_sm_mhz
 from gpuprobe.output.report import FACTSHEET_HTML_NAME, FACTSHEET_NAME, NONE, table
-from gpuprobe.output.tables import md_cell as cell
 
 INDEX_NAME = "README.md"
 RESULTS_NAME = "results.json"
@@ -186,12 +185,12 @@ def render_index(reports_dir: Path) -> str:
         ]
     if broken:
         lines += ["## Unreadable results", ""]
-        lines += [f"- {cell(md_text(r.folder))}: {cell(md_text(r.error))}" for r in broken]
+        lines += [f"- {md_text(r.folder)}: {md_text(r.error)}" for r in broken]
         lines.append("")
     changed = [r for r in readable if r.verdict_changes]
     if changed:
         lines += ["## Verdicts judged again", "", JUDGED_AGAIN, ""]
-        lines += [f"- {cell(md_text(r.folder))}: {cell(md_text(r.verdict_changes))}" for r in changed]
+        lines += [f"- {md_text(r.folder)}: {md_text(r.verdict_changes)}" for r in changed]
         lines.append("")
     return "\n".join(shown(line) for line in lines).rstrip("\n") + "\n"
 

@@ -16,10 +16,10 @@ verdicts stored beside them. A verdict that changed says so in its detail.
 * Facts measured while the GPU throttled or had other tenants keep that verdict: their conditions, not
   their value, decide it, and only the run saw those.
 
-Every reader of a results file reads it through :func:`read_judged`: validated, then judged again, so no
-reader repeats a stored verdict, range or interval it has not checked. A stored verdict that the values no
-longer earn is shown as such: in the fact's detail on the sheet, and as one line (:func:`changes_text`)
-naming the facts in ``compare``, ``fleet`` and ``index``.
+Every reader of a results file reads it through :func:`gpuprobe.fleet.reading.read_judged`: validated, then
+judged again, so no reader repeats a stored verdict, range or interval it has not checked. A stored verdict
+that the values no longer earn is shown as such: in the fact's detail on the sheet, and as one line
+(:func:`gpuprobe.fleet.reading.changes_text`) naming the facts in ``compare``, ``fleet`` and ``index``.
 """
 
 from __future__ import annotations

@@ -28,7 +28,11 @@ def lock_path(key: str) -> Path:
     lock in (sticky, like /tmp)."""
     directory = Path(os.environ.get("GPUPROBE_LOCK_DIR") or Path(tempfile.gettempdir()) / "gpuprobe-locks")
     if not directory.is_dir():
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in its way, a folder shut to us: one line, under pytest too
+            reason = f"cannot make the lock folder {directory} ({exc.strerror}); set GPUPROBE_LOCK_DIR"
+            raise GpuprobeError(reason) from None
         with contextlib.suppress(OSError):
             directory.chmod(0o1777)
     return directory / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', key)}.lock"
@@ -64,10 +68,11 @@ def exclusive_lock(path: Path, wait_s: float, refusal: Callable[[str], str], pol
     """Hold an ``flock`` on ``path`` for the block, with this process named in the file; wait up to ``wait_s``
     for its holder, else a GpuprobeError saying ``refusal(holder)``. A file that cannot be opened is a
     GpuprobeError too."""
-    try:
-        handle = open(path, "a+", encoding="utf-8", errors="replace")  # noqa: SIM115 -- held for the whole block below
+    try:  # never through a link: in a folder every user writes in, one could point at a file of ours to truncate
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
         with contextlib.suppress(OSError):
-            path.chmod(0o666)
+            os.fchmod(fd, 0o666)
+        handle = open(fd, "a+", encoding="utf-8", errors="replace")  # noqa: SIM115 -- held for the whole block below
     except OSError as exc:
         raise GpuprobeError(f"cannot open the lock {path} ({exc.strerror}); set GPUPROBE_LOCK_DIR") from None
     with handle:

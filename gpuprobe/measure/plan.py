@@ -201,14 +201,13 @@ def run_plan(
 ) -> RunPlan:
     """Every measured family's plan on ``device`` at ``stage``, with its settings (or the stage's); the
     families none of whose probes runs on the device's arch are left out, by name."""
-    runnable = {name: family for name, family in measured_families().items() if runs_on(family, device.arch)}
+    families = measured_families()
+    runnable = {name: family for name, family in families.items() if runs_on(family, device.arch)}
     rows = tuple(
         family_plan(name, family, stage, stage.settings(family, (settings or {}).get(name)), device)
         for name, family in runnable.items()
     )
-    return RunPlan(
-        device, stage, rows, calibration, tuple(name for name in measured_families() if name not in runnable)
-    )
+    return RunPlan(device, stage, rows, calibration, tuple(name for name in families if name not in runnable))
 
 
 CALIBRATION_LIMITS = (0.1, 10.0)  # actual over planned seconds outside these: a broken record, not the model's error

@@ -233,14 +233,17 @@ def measure_family(
         run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
 
 
+def may_measure(family: str, inject_fault: bool) -> bool:
+    """Whether a run may measure ``family``: any but the opt-in ones, and the self-test with ``inject_fault``."""
+    return family not in OPT_IN or (family == "selftest" and inject_fault)
+
+
 def chosen_families(families: Collection[str] | None, inject_fault: bool) -> dict[str, ModuleType]:
-    """The catalog's families a run measures: those named (None: every one), the opt-in self-test only
-    with ``inject_fault``."""
+    """The catalog's families a run measures: those named (None: every one) that it may (:func:`may_measure`)."""
     return {
         family: measurement
         for family, measurement in FAMILIES.items()
-        if (family not in OPT_IN or (family == "selftest" and inject_fault))
-        and (families is None or family in families)
+        if may_measure(family, inject_fault) and (families is None or family in families)
     }
 
 
@@ -284,7 +287,7 @@ def run_suite(
             device = dataclasses.replace(device, memory_type=model.memory)
         arch = parse_arch(device.arch)
         datasheet = {key: entry.value for key, entry in model.datasheet.items()} if model else {}
-        probes = [p for p in all_probes() if p.family not in OPT_IN or (p.family == "selftest" and inject_fault)]
+        probes = [p for p in all_probes() if may_measure(p.family, inject_fault)]
         module = build_for(probes, arch)
         checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
         chosen = chosen_families(families, inject_fault)

@@ -20,7 +20,7 @@ from gpuprobe.build.registry import all_probes
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, ProbeOutcome, Results
 from gpuprobe.core.text import md_code, md_fence, md_text, shown
-from gpuprobe.output.report import identity_lines, sheet_title, simulated_banner, text_table
+from gpuprobe.output.report import identity_lines, md_text_table, sheet_title, simulated_banner
 
 # Outcome of a probe, worst first: a family shows the worst of its probes.
 OUTCOMES = {
@@ -97,7 +97,7 @@ def _record_lines(title: str, record: Any) -> list[str]:
     if not isinstance(record, dict) or not record:
         return [f"**{title}:** not available", ""]
     rows = [(str(key), str(value)) for key, value in record.items()]
-    return [f"**{title}**", "", *text_table(("", ""), rows), ""]
+    return [f"**{title}**", "", *md_text_table(("", ""), rows), ""]
 
 
 def environment_lines(results: Results) -> list[str]:
@@ -156,7 +156,7 @@ def render_first_contact(results: Results, probes_by_family: Mapping[str, Sequen
         "",
         verdict_line(rows),
         "",
-        *text_table(("Family", "Probes", "Outcome", "Seconds (planned / actual)", "What happened"), rows),
+        *md_text_table(("Family", "Probes", "Outcome", "Seconds (planned / actual)", "What happened"), rows),
         "",
         *identity_lines(results),
         "",

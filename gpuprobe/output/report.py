@@ -109,7 +109,7 @@ def table(header: Iterable[str], rows: Iterable[Iterable[object]]) -> list[str]:
     return markdown_table(list(header), [list(row) for row in rows])
 
 
-def text_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
+def md_text_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
     """A Markdown table of plain text (a file's strings among it), each cell shown as text."""
     return table(header, ([md_text(cell) for cell in row] for row in rows))
 
@@ -175,7 +175,7 @@ def software_rows(results: Results) -> list[tuple[str, str]]:
 
 def identity_lines(results: Results) -> list[str]:
     """The device identity table."""
-    return text_table(("Device", "Value"), identity_rows(results))
+    return md_text_table(("Device", "Value"), identity_rows(results))
 
 
 PARTIAL_TEXT = (
@@ -635,7 +635,7 @@ def _worst_marker(facts: Iterable[Fact]) -> str:
 
 def conditions_lines(results: Results) -> list[str]:
     """The run's conditions in a two-column table."""
-    return ["## Run conditions", "", *text_table(("Condition", "Over the run"), condition_rows(results)), ""]
+    return ["## Run conditions", "", *md_text_table(("Condition", "Over the run"), condition_rows(results)), ""]
 
 
 def references_lines(refs: References) -> list[str]:
@@ -667,12 +667,12 @@ def render_markdown(results: Results, plot_files: dict[str, str], *, sections: S
     if keyed:
         lines += ["## Key plots", "", *(f"![{alt}]({path})" for _, path, alt in keyed), ""]
     lines += conditions_lines(results)
-    software = text_table(("Device", "Value"), software_rows(results))
+    software = md_text_table(("Device", "Value"), software_rows(results))
     lines += ["## Details", "", LEGEND, "", "### Device and software", "", *software, ""]
     above = [key for key, _, _ in keyed]
     for plan in plan_sections(witness.without_witness(results), plot_files, layout):
         lines += section(results, plan.family, plan.facts, plot_files, refs, above)
-    lines += witness.markdown_lines(results, md_text)
+    lines += witness.markdown_lines(results)
     lines += other_plots(plot_files, layout)
     lines += probe_status_lines(results)
     lines += references_lines(refs)

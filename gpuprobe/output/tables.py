@@ -32,7 +32,7 @@ _PIPE = TableFormat(
 )
 
 
-def md_cell(text: object) -> str:
+def _cell(text: object) -> str:
     """Text safe inside a Markdown table cell: pipes escaped, newlines as <br>, empty as "—"."""
     value = str(text).strip()
     if not value:
@@ -42,7 +42,7 @@ def md_cell(text: object) -> str:
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
     """A Markdown (GitHub pipe) table as lines; each cell is Markdown already, made table-safe here."""
-    body = [[md_cell(c) for c in row] for row in rows]
+    body = [[_cell(c) for c in row] for row in rows]
     text = tabulate(body, headers=list(header), tablefmt=_PIPE, colalign=[None] * len(header), disable_numparse=True)
     return text.splitlines()
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from gpuprobe.core.numbers import fmt_bytes
 from gpuprobe.core.results import WITNESS_PREFIX, Fact, Results
-from gpuprobe.core.text import md_code
+from gpuprobe.core.text import md_code, md_text
 from gpuprobe.judge.verdicts import WITNESS_CONFLICTS, WITNESS_JUDGED
 from gpuprobe.output.quantities import NONE, verdict_marker
 from gpuprobe.output.tables import html_table, markdown_table
@@ -137,16 +137,16 @@ def _counted_with(results: Results) -> str:
     return f" Counted with {version}." if isinstance(version, str) and version else ""
 
 
-def markdown_lines(results: Results, escape: Callable[[str], str]) -> list[str]:
-    """The section in Markdown, machine-written text made literal by ``escape``; empty when the run has no
-    witness facts."""
+def markdown_lines(results: Results) -> list[str]:
+    """The section in Markdown, every string of the results file (the ncu version too) as literal text
+    (:func:`~gpuprobe.core.text.md_text`); empty when the run has no witness facts."""
     rows = witness_rows(results)
     if not rows:
         return []
-    body = [(md_code(r.probe), *map(escape, (r.what, r.claimed, r.counted, r.ratio)), verdict_marker(r.verdict))
+    body = [(md_code(r.probe), *map(md_text, (r.what, r.claimed, r.counted, r.ratio)), verdict_marker(r.verdict))
             for r in rows]  # fmt: skip
-    notes = [f"- {md_code(fact_id)}: {escape(said)}" for fact_id, said in witness_notes(results)]
-    lines = [f"### {TITLE}", "", BLURB + _counted_with(results), "", *markdown_table(HEADER, body), ""]
+    notes = [f"- {md_code(fact_id)}: {md_text(said)}" for fact_id, said in witness_notes(results)]
+    lines = [f"### {TITLE}", "", BLURB + md_text(_counted_with(results)), "", *markdown_table(HEADER, body), ""]
     return lines + ([*notes, ""] if notes else [])
 
 
