@@ -57,7 +57,7 @@ def test_only_facts_in_every_run_are_compared_and_the_table_names_the_worst() ->
     rows = repeatability([run(latency_l2=(260.0, 1.0), latency_dram=(700.0, 5.0)), run(latency_l2=(266.0, 1.0))])
     assert [r.fact_id for r in rows] == ["latency.l2"]
     text = render_markdown(rows)
-    assert "**3.00** (latency.l2)" in text and "| **no** |" in text
+    assert "**3.00** (`latency.l2`)" in text and "| **no** |" in text
     with pytest.raises(ValueError):
         repeatability([run()])
 

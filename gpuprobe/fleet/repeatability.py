@@ -24,6 +24,7 @@ from statistics import NormalDist
 
 from gpuprobe.core.detection import FACT_ALPHA, RUN_TO_RUN_PCT, Spread, percent_text, quantity_kind, run_to_run_variance
 from gpuprobe.core.results import Fact, Results
+from gpuprobe.core.text import md_code, md_text
 from gpuprobe.fleet.compare import is_invariant
 from gpuprobe.fleet.spread import CI_HALF_WIDTH_IN_SE
 
@@ -69,7 +70,8 @@ def render_markdown(rows: list[Repeat]) -> str:
     lines = ["# Run-to-run repeatability", ""]
     if worst is not None:
         lines += [
-            f"Largest difference relative to the confidence intervals: **{worst.ratio:.2f}** ({worst.fact_id}).",
+            f"Largest difference relative to the confidence intervals: **{worst.ratio:.2f}** "
+            f"({md_code(worst.fact_id)}).",
             "",
         ]
     lines += [
@@ -80,7 +82,9 @@ def render_markdown(rows: list[Repeat]) -> str:
         values = " / ".join(f"{v:.6g}" for v in r.values)
         ratio = "—" if r.ratio is None else f"{r.ratio:.2f}"
         within = "—" if r.ratio is None else ("yes" if r.repeatable else "**no**")
-        lines.append(f"| `{r.fact_id}` | {values} {r.unit} | {r.difference:.4g} | {r.noise:.4g} | {ratio} | {within} |")
+        cells = [md_code(r.fact_id), f"{values} {md_text(r.unit)}", f"{r.difference:.4g}", f"{r.noise:.4g}"]
+        cells += [ratio, within]
+        lines.append(f"| {' | '.join(cells)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -216,10 +220,10 @@ def render_kind_table(rows: Sequence[KindRepeat]) -> str:
     ]
     for r in rows:
         counts = " | ".join(str(c) for c in r.moved_over)
-        shown = ", ".join(f"`{fact_id}`" for fact_id in r.beyond) or "none"
+        named = ", ".join(md_code(fact_id) for fact_id in r.beyond) or "none"
         lines.append(
             f"| {r.kind} | ±{percent_text(r.allowance_pct)} % | {r.facts} | {counts} | {percent_text(r.median_pct)} % "
             f"| {percent_text(r.p95_pct)} % | {percent_text(r.largest_pct)} % | {r.within_pct:.0f} % "
-            f"| {shown} |"
+            f"| {named} |"
         )
     return "\n".join(lines) + "\n"
