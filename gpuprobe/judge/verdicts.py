@@ -121,9 +121,11 @@ def judge_measured(fact: Fact, model: ModelExpectations | None, stage: str = "fu
 
 
 def device_facts(device: Device) -> list[Fact]:
+    """What the part reports of itself, as the facts :data:`~gpuprobe.judge.expectations.DEVICE_FACT_IDS` names."""
+    sm_count, l2_bytes = expectations.DEVICE_FACT_IDS
     return [
-        Fact("device.sm_count", float(device.sm_count), "count", probe="device"),
-        Fact("device.l2_bytes", float(device.l2_bytes), "byte", probe="device"),
+        Fact(sm_count, float(device.sm_count), "count", probe="device"),
+        Fact(l2_bytes, float(device.l2_bytes), "byte", probe="device"),
     ]
 
 

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from gpuprobe.build.registry import all_probes
-from gpuprobe.core.arch import arch_for_device
+from gpuprobe.core.arch import arch_for_device, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import STAGES, Device, Results, fact_matches, load
 from gpuprobe.families.base import Plan
@@ -141,9 +141,8 @@ def too_few_gpus(family: ModuleType, device: Device) -> bool:
 
 def probes_on(family: ModuleType, arch: str) -> set[str]:
     """The probes of ``family`` that target ``arch``: the others are never measured on it."""
-    return {
-        probe.name for probe in all_probes() if probe.name in family.PROBES and arch in (a.name for a in probe.archs)
-    }
+    target = parse_arch(arch)
+    return {probe.name for probe in all_probes() if probe.name in family.PROBES and probe.supports(target)}
 
 
 def runs_on(family: ModuleType, arch: str) -> bool:
