@@ -11,17 +11,18 @@ import pytest
 
 from gpuprobe.core.results import Fact, Results, load, save
 from gpuprobe.families import catalog
-from gpuprobe.fleet.reading import VerdictChange, changes_text, read_judged
+from gpuprobe.fleet.reading import changes_text, read_judged
 from gpuprobe.judge.expectations import load_all
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.physics import physics_checks
 from gpuprobe.judge.verdicts import (
     IMPOSSIBLE,
     SMOKE_DETAIL,
+    VerdictChange,
     current_models,
     is_impossible,
+    judge_again,
     judge_measured,
-    judge_run,
     mark_impossible,
     model_of,
 )
@@ -89,7 +90,8 @@ def test_a_failed_check_marks_its_facts_and_keeps_what_conditions_decided() -> N
 
 def _judged(name: str) -> Results:
     results = load(REPORTS / name)
-    return judge_run(results, model_of(results), catalog.invariant_checks())
+    judge_again(results, model_of(results), catalog.invariant_checks())
+    return results
 
 
 def test_the_h200_smoke_run_judged_again_passes_nothing_the_audit_calls_impossible() -> None:
@@ -111,7 +113,8 @@ def test_the_h200_full_run_judged_again_marks_the_negative_cost_and_says_what_ch
     host = results.fact("launch.graph.per_node.host")
     assert host is not None and host.verdict == "fail" and "no_negative_quantity" in host.detail
     assert "(stored verdict: report; judged again by this gpuprobe)" in host.detail
-    again = judge_run(results, model_of(results), catalog.invariant_checks())
+    again = results
+    judge_again(again, model_of(again), catalog.invariant_checks())
     assert "stored verdict" not in next(f for f in again.facts if f.id == "latency.l2").detail  # unchanged: silent
 
 
@@ -120,11 +123,11 @@ def test_a_smoke_run_is_held_to_physics_and_never_to_expectations() -> None:
     dram = _fact("bandwidth.dram_read.v16", 4547.0, unit="GB/s")
     one_warp = _fact("alu.ffma.throughput.ilp1", 7.585, unit="op/clk/SM")  # below any full-run floor
     results = Results(H200, [dram, one_warp], stage="smoke")
-    judge_run(results, h200, catalog.invariant_checks())
+    judge_again(results, h200, catalog.invariant_checks())
     assert {f.id: f.verdict for f in results.facts if not f.id.startswith("invariant.")} == {
         dram.id: "report", one_warp.id: "report"}  # fmt: skip
-    full = judge_run(dataclasses.replace(results, stage="full", facts=[_fact(dram.id, 4547.0, unit="GB/s")]), h200,
-                     catalog.invariant_checks())  # fmt: skip
+    full = dataclasses.replace(results, stage="full", facts=[_fact(dram.id, 4547.0, unit="GB/s")])
+    judge_again(full, h200, catalog.invariant_checks())
     assert full.fact(dram.id).verdict == "pass"
 
 
@@ -136,7 +139,8 @@ def test_a_planted_impossible_value_on_the_simulated_gpu_never_passes(stage: str
     for fact in results.facts:
         if fact.id in planted:
             fact.value, fact.ci, fact.samples = planted[fact.id], (planted[fact.id],) * 2, [planted[fact.id]]
-    judged = judge_run(dataclasses.replace(results, stage=stage), None, catalog.invariant_checks())
+    judged = dataclasses.replace(results, stage=stage)
+    judge_again(judged, None, catalog.invariant_checks())
     assert {f.id: f.verdict for f in judged.facts if f.id in planted} == dict.fromkeys(planted, "fail")
 
 

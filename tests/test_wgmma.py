@@ -624,7 +624,7 @@ def test_the_cublas_invariants_hold_the_ratio_on_both_sides() -> None:
 def _planted(stage: str) -> Results:
     """An H200 run's cuBLAS facts as the smoke stage of run 2 published them (one 1024^3 GEMM), judged now."""
     from gpuprobe.judge.expectations import load_all
-    from gpuprobe.judge.verdicts import judge_run
+    from gpuprobe.judge.verdicts import judge_again
     from tests.devices import H200
 
     def planted(fact_id: str, value: float, unit: str) -> Fact:
@@ -632,7 +632,9 @@ def _planted(stage: str) -> Results:
 
     facts = [planted("tensor.cublas.bf16.tflops", 29.85, "TFLOP/s"),
              planted("tensor.wgmma.bf16.fraction_of_cublas", 29.9, "fraction")]  # fmt: skip
-    return judge_run(Results(H200, facts, stage=stage), load_all()["h200"], family.INVARIANTS)
+    results = Results(H200, facts, stage=stage)
+    judge_again(results, load_all()["h200"], family.INVARIANTS)
+    return results
 
 
 @pytest.mark.parametrize("stage", ["full", "smoke"])

@@ -21,7 +21,7 @@ import pytest
 from gpuprobe.cli import main
 from gpuprobe.core.results import Fact, ProbeOutcome, Results, load, save
 from gpuprobe.families.base import Measured, ProbeFailure
-from gpuprobe.judge.verdicts import device_facts, judge_run
+from gpuprobe.judge.verdicts import device_facts, judge_again
 from gpuprobe.measure.conditions import CLOCK_KERNEL, ConditionRecorder
 from gpuprobe.measure.witness import ncu as ncu_module
 from gpuprobe.measure.witness.compare import pair, witness_facts
@@ -137,7 +137,7 @@ def test_judging_the_results_again_keeps_each_witness_verdict_and_detail(witness
     results, _ = witnessed
     run = load(results)
     before = {f.id: (f.verdict, f.detail) for f in run.facts if f.id.startswith("witness.")}
-    judge_run(run, None, ())
+    judge_again(run, None, ())
     assert {f.id: (f.verdict, f.detail) for f in run.facts if f.id.startswith("witness.")} == before
 
 

@@ -2,7 +2,7 @@
 ``index``, ``--baseline``) reads it.
 
 A file is validated (:func:`gpuprobe.core.results.load`: refused in one line when no run could have written
-it), then every fact is judged again by this gpuprobe (:func:`gpuprobe.judge.verdicts.judge_run`) from its
+it), then every fact is judged again by this gpuprobe (:func:`gpuprobe.judge.verdicts.judge_again`) from its
 value, the model's expectations and every family's invariants: a reader never repeats a stored verdict, and
 one that differs is named (:func:`changes_text`). It sits in ``fleet``, above ``families``, whose invariants
 it needs.
@@ -11,35 +11,18 @@ it needs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprobe.core.results import Results, load
 from gpuprobe.families.catalog import invariant_checks
-from gpuprobe.judge.verdicts import judge_run, model_of
-
-
-@dataclass(frozen=True)
-class VerdictChange:
-    """A fact whose verdict stored in its file differs from what this gpuprobe judges of its value."""
-
-    fact_id: str
-    stored: str
-    judged: str
-
-    def text(self) -> str:
-        """``latency.l2 (stored pass, judged fail)``."""
-        return f"{self.fact_id} (stored {self.stored}, judged {self.judged})"
+from gpuprobe.judge.verdicts import VerdictChange, judge_again, model_of
 
 
 def judge_stored(results: Results) -> list[VerdictChange]:
-    """A run read from a file, judged again in place (:func:`~gpuprobe.judge.verdicts.judge_run`, by the model it
+    """A run read from a file, judged again in place (:func:`~gpuprobe.judge.verdicts.judge_again`, by the model it
     was judged as and every family's invariants) as every reader shows it; returns the facts whose stored verdict
     differs."""
-    stored = {f.id: f.verdict for f in results.facts}
-    judge_run(results, model_of(results), invariant_checks())
-    changed = [f for f in results.facts if stored.get(f.id, f.verdict) != f.verdict]
-    return [VerdictChange(f.id, stored[f.id], f.verdict) for f in changed]
+    return judge_again(results, model_of(results), invariant_checks())
 
 
 def read_judged(path: Path) -> tuple[Results, list[VerdictChange]]:

@@ -1,7 +1,7 @@
 """A run's verdicts: each fact against its model's expectation, the invariants and physics over them all.
 
 The same judgement is made while a run measures (each fact as its probe ends, then every invariant at the
-end) and whenever a results file is rendered again (:func:`judge_run`): a sheet re-rendered by a newer
+end) and whenever a results file is rendered again (:func:`judge_again`): a sheet re-rendered by a newer
 gpuprobe shows what this gpuprobe's expectations, invariants and physics say of the stored values, not the
 verdicts stored beside them. A verdict that changed says so in its detail.
 
@@ -25,7 +25,7 @@ that the values no longer earn is shown as such: in the fact's detail on the she
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gpuprobe.core.results import DISTURBED_VERDICTS, INVALID, WITNESS_PREFIX, Device, Fact, Results
@@ -163,21 +163,36 @@ def judge_invariants(results: Results, family_checks: Iterable[InvariantCheck]) 
     results.facts += [invariant_fact(c) for c in checks]
 
 
-def judge_run(
+@dataclass(frozen=True)
+class VerdictChange:
+    """A fact whose verdict stored in its file differs from what this gpuprobe judges of its value."""
+
+    fact_id: str
+    stored: str
+    judged: str
+
+    def text(self) -> str:
+        """``latency.l2 (stored pass, judged fail)``."""
+        return f"{self.fact_id} (stored {self.stored}, judged {self.judged})"
+
+
+def judge_again(
     results: Results, model: ModelExpectations | None, family_checks: Iterable[InvariantCheck]
-) -> Results:
-    """Every fact of ``results`` judged again by this gpuprobe (see the module docstring); a verdict that
-    differs from the stored one says so. Returns ``results``, changed in place."""
+) -> list[VerdictChange]:
+    """Every fact of ``results`` judged again by this gpuprobe, in place (see the module docstring); each fact
+    whose verdict differs from the stored one says so in its detail, and is returned."""
     stored = {f.id: f.verdict for f in results.facts}
     for fact in results.facts:
         if fact.value is not None and not fact.id.startswith("invariant.") and fact.verdict not in KEPT:
             judge_measured(fact, model, results.stage)
     judge_invariants(results, family_checks)
+    changes = []
     for fact in results.facts:
-        before = stored.get(fact.id)
-        if before is not None and before != fact.verdict:
+        before = stored.get(fact.id, fact.verdict)  # a fact the file did not hold (a new invariant) changed nothing
+        if before != fact.verdict:
             fact.detail = f"{fact.detail} (stored verdict: {before}; judged again by this gpuprobe)".strip()
-    return results
+            changes.append(VerdictChange(fact.id, before, fact.verdict))
+    return changes
 
 
 def is_impossible(fact: Fact) -> bool:
