@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build.check import CheckResult, check_probe
-from gpuprobe.build.cubin import CUDA_SUFFIX, BuiltModule, build_for
-from gpuprobe.build.cudasource import cuda_module
-from gpuprobe.build.registry import all_probes
-from gpuprobe.build.sass import parse_listing
-from gpuprobe.build.source_tree import SOURCE_ROOT
-from gpuprobe.build.toolchain import disassemble
 from gpuprobe.core.arch import parse_arch
+from gpuprobe.kernels.check import CheckResult, check_probe
+from gpuprobe.kernels.cubin import CUDA_SUFFIX, BuiltModule, build_for
+from gpuprobe.kernels.cudasource import cuda_module
+from gpuprobe.kernels.registry import all_probes
+from gpuprobe.kernels.sass import parse_listing
+from gpuprobe.kernels.source_tree import SOURCE_ROOT
+from gpuprobe.kernels.toolchain import disassemble
 
 LARGEST = parse_arch("sm_90a")  # the arch most families target: the biggest module
 
@@ -83,7 +83,7 @@ def test_hold_every_probe_to_its_contract(benchmark, module: BuiltModule) -> Non
 
 
 def test_find_the_loops_of_the_largest_listing(benchmark, module: BuiltModule) -> None:
-    """Every kernel's loops (back edges, by dominators: gpuprobe.build.flow)."""
+    """Every kernel's loops (back edges, by dominators: gpuprobe.kernels.flow)."""
     kernels = list(module.listing.kernels.values())
     loops = benchmark(lambda: [kernel.loops for kernel in kernels])
     assert len(loops) == len(kernels)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from gpuprobe.core.results import Device, Results
 from gpuprobe.families import catalog
-from gpuprobe.fleet.runs import placement
 from gpuprobe.measure.isolation import ChildPolicy
 from gpuprobe.measure.plan import FULL, SMOKE
 from gpuprobe.measure.session import default_out_dir, run_suite
 from gpuprobe.output.factsheet import write_report
-from gpuprobe.runner.gpu import LauncherSpec, device_identity, require_gpu
+from gpuprobe.runner.device import device_identity, placement, require_gpu
+from gpuprobe.runner.launcher import LauncherSpec
 
 
 def local_device(device_index: int = 0) -> Device:

@@ -1,28 +1,38 @@
-"""Fixtures and helpers behind ``pytest probes/`` (the root conftest.py holds options and hooks).
+"""The pytest plugin behind ``pytest probes/``: its options, hooks, fixtures and the family tests' helpers.
 
 Static cases (compile + SASS contract for every probe and arch) run on any machine. Measured
 cases share one suite run per pytest session; without a GPU they skip with the reason, and with
-``--require-gpu`` that reason is a failure instead.
+``--require-gpu`` that reason is a failure instead. Under pytest-xdist, worker ``gwK`` measures GPU K.
+
+pytest loads it by the ``pytest11`` entry point ``gpuprobe.pytest_plugin`` where gpuprobe is installed, and
+by the root conftest.py's ``pytest_plugins`` from a checkout that is not; both register it under its module
+name, so it is registered once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import re
+import socket
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpuprobe.build.check import CheckResult, check_all
-from gpuprobe.build.registry import Probe, all_probes
+from gpuprobe.cli.run import add_run_options, check_run_options
 from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import DISTURBED_VERDICTS, Fact, Results, fact_matches
-from gpuprobe.fleet.compare import Comparison, baseline_message, compare
+from gpuprobe.fleet.compare import Comparison, baseline_message, compare, render
+from gpuprobe.fleet.node_runs import gpu_dir_name
+from gpuprobe.kernels.check import CheckResult, check_all
+from gpuprobe.kernels.registry import Probe, all_probes
+from gpuprobe.runner.device import entry_index, visible_entries
 from gpuprobe.runner.peers import ONE_GPU
 
 if TYPE_CHECKING:
@@ -31,16 +41,56 @@ if TYPE_CHECKING:
 #: Verdicts a fact's test passes with a warning (pytest's warnings summary): noted, not judged.
 NOTED_VERDICTS = ("warn", "unstable", "not_run", *DISTURBED_VERDICTS)
 
-MEMORY_OPTIONAL_FACTS = {"latency.l2_far": "this part shows no far-L2 plateau (no split L2)"}
+#: The options ``gpuprobe run`` shares (gpuprobe.cli.run.add_run_options) take this prefix under pytest.
+PREFIX = "gpuprobe-"
+
+
+# ---------------------------------------------------------------- options and hooks ----------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpuprobe", "GPU microarchitecture probes")
+    group.addoption("--gpuprobe-out", metavar="DIR", help="write results.json and the fact sheet to DIR")
+    group.addoption("--require-gpu", action="store_true", help="fail, instead of skipping, when no GPU is usable")
+    add_run_options(group.addoption, PREFIX)
+    group.addoption(
+        "--baseline", metavar="RESULTS.json",
+        help="also fail facts that got WORSE than in this earlier results file, beyond both runs' noise",
+    )  # fmt: skip
+    group.addoption(
+        "--baseline-threshold", metavar="PCT", type=float,
+        help="with --baseline: a change under PCT percent of the baseline value is no failure (default 0)",
+    )  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    pin_xdist_worker(config)  # first: an xdist worker gwK sees only GPU K, set before CUDA starts
+    config.addinivalue_line("markers", "gpu: measures on a GPU (skipped, with the reason, when none is usable)")
+    config.addinivalue_line("markers", "static: compiles and checks SASS contracts; runs on any machine")
+    check_options(config)
+    load_baseline(config)
+    config.pluginmanager.register(RunSummary(), "gpuprobe-summary")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    comparison = config.stash.get(COMPARISON, None)
+    if comparison is not None:
+        terminalreporter.section("gpuprobe: this run against the baseline")
+        for line in render(comparison).splitlines():
+            terminalreporter.write_line(line)
+
+
+def run_option(config: pytest.Config, name: str) -> Any:
+    """An option ``gpuprobe run`` shares, by its name there (``"device"`` for ``--gpuprobe-device``)."""
+    return config.getoption(PREFIX.replace("-", "_") + name)
 
 
 def optional_facts() -> dict[str, str]:
-    """Facts a part may lack for a hardware reason (fact id -> the reason): the memory family's, and
-    every family's ``OPTIONAL_FACTS``. Absent and not expected of the model, such a fact skips."""
+    """Facts a part may lack for a hardware reason (fact id -> the reason): every family's ``optional_facts``.
+    Absent and not expected of the model, such a fact skips."""
     from gpuprobe.families.catalog import FAMILIES
 
-    declared = {k: v for module in FAMILIES.values() for k, v in getattr(module, "OPTIONAL_FACTS", {}).items()}
-    return {**MEMORY_OPTIONAL_FACTS, **declared}
+    return {k: v for family in FAMILIES for k, v in family.optional_facts.items()}
 
 
 LACKS = "lacks what"
@@ -246,13 +296,89 @@ def _expected(results: Results, fact_id: str) -> bool:
     return model is not None and model.expectation_for(fact_id) is not None
 
 
+# ---------------------------------------------------------------- xdist: one worker per GPU ---
+
+
+@dataclass(frozen=True)
+class WorkerPin:
+    """An xdist worker's GPU: worker ``gwK`` sees only ``visible`` (``""``: no GPU of its own)."""
+
+    worker: str
+    gpu_index: int
+    visible: str
+    hostname: str
+    reason: str | None = None  # why the worker has no GPU
+
+
+PIN = pytest.StashKey[WorkerPin]()
+"""This xdist worker's GPU, once pinned."""
+
+
+def pin_xdist_worker(config: pytest.Config, env: MutableMapping[str, str] | None = None) -> WorkerPin | None:
+    """In an xdist worker ``gwK``, before CUDA starts: make GPU K the only one this worker sees.
+
+    Called first in ``pytest_configure``. A worker is known by ``config.workerinput``, which xdist sets
+    before ``pytest_configure``; ``PYTEST_XDIST_WORKER`` alone is not trusted, as every pytest a
+    test starts inherits it. Outside a worker it does nothing. Worker K takes the K-th entry
+    of the ``CUDA_VISIBLE_DEVICES`` it inherited (or GPU K when that is unset); a worker beyond
+    the listed GPUs sees none, so its measured tests skip with the reason and never share a GPU.
+    ``--gpuprobe-device`` other than 0 is refused: in a pinned worker its only device is 0.
+    """
+    env = os.environ if env is None else env
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return None
+    worker = str(workerinput.get("workerid", ""))
+    match = re.fullmatch(r"gw(\d+)", worker)
+    if not match:
+        raise pytest.UsageError(f"gpuprobe: cannot pin xdist worker {worker!r} to a GPU (expected gw0, gw1, ...)")
+    if (run_option(config, "device") or 0) != 0:
+        raise pytest.UsageError(f"gpuprobe: --{PREFIX}device cannot be combined with xdist; worker gwK measures GPU K")
+    k = int(match[1])
+    entries = visible_entries(env.get("CUDA_VISIBLE_DEVICES"))
+    reason = None
+    if entries is None:
+        visible = str(k)
+    elif k < len(entries):
+        visible = entries[k]
+    else:
+        visible = ""
+        reason = f"xdist worker {worker} has no GPU of its own (CUDA_VISIBLE_DEVICES listed {len(entries)})"
+    gpu_index = entry_index(visible) if visible else None
+    pin = WorkerPin(worker, k if gpu_index is None else gpu_index, visible, socket.gethostname(), reason)
+    env["CUDA_VISIBLE_DEVICES"] = visible
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    env["GPUPROBE_GPU_INDEX"] = str(pin.gpu_index)
+    config.stash[PIN] = pin
+    return pin
+
+
+def worker_results_dir(config: pytest.Config, out: Path) -> Path:
+    """Where this pytest process writes results: ``out/<hostname>-gpu<K>`` in a pinned worker, else ``out``."""
+    pin = config.stash.get(PIN, None)
+    return out / gpu_dir_name(pin.hostname, pin.gpu_index) if pin else out
+
+
+def worker_gpu_reason(config: pytest.Config, reason: str | None) -> str | None:
+    """The no-GPU skip reason, told which GPU this worker was pinned to (None: the GPU is usable)."""
+    pin = config.stash.get(PIN, None)
+    if pin is None:
+        return reason
+    if pin.reason:
+        return f"no GPU: {pin.reason}"
+    return reason and f"{reason} (xdist worker {pin.worker} is pinned to CUDA_VISIBLE_DEVICES={pin.visible})"
+
+
+# ---------------------------------------------------------------- the measured run ------------
+
+
 @pytest.fixture(scope="session")
 def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Results:
     """One measured run of the suite on the local GPU, shared by every measured test."""
     from gpuprobe.api import local_device
-    from gpuprobe.fleet.runs import worker_gpu_reason, worker_results_dir
     from gpuprobe.measure.session import RunInterrupted, run_suite
-    from gpuprobe.runner.gpu import LauncherSpec, gpu_unavailable_reason
+    from gpuprobe.runner.device import gpu_unavailable_reason
+    from gpuprobe.runner.launcher import LauncherSpec
 
     config = request.config
     reason = worker_gpu_reason(config, gpu_unavailable_reason())
@@ -263,17 +389,17 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     out = config.getoption("gpuprobe_out")
     out_dir = worker_results_dir(config, Path(out)) if out else tmp_path_factory.mktemp("gpuprobe")
     config.stash[RESULTS_DIR] = out_dir
-    index = config.getoption("gpu_device")
+    index = run_option(config, "device")
     try:
         device = local_device(index)
         return run_suite(
             device,
             LauncherSpec(device_index=index),
             out_dir,
-            config.getoption("gpu_model"),
+            run_option(config, "model"),
             policy=child_policy(config),
-            inject_fault=config.getoption("inject_fault"),
-            deadline_s=config.getoption("gpuprobe_deadline"),
+            inject_fault=run_option(config, "inject_fault"),
+            deadline_s=run_option(config, "deadline"),
             families=selected_families(request.session.items),
             progress=PytestSink.of(config),
         )
@@ -286,7 +412,7 @@ def gpuprobe_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
 
 def selected_families(items: Sequence[pytest.Item]) -> frozenset[str] | None:
     """The families whose measured tests were selected, by the ``FAMILY`` their ``probes/test_*.py``
-    names: ``pytest probes/test_memory_latency.py`` measures the memory family alone. None (every
+    names: ``pytest probes/test_memory.py`` measures the memory family alone. None (every
     family) when a selected test that reads the measured run belongs to no one family."""
     families: set[str] = set()
     for item in items:
@@ -300,13 +426,10 @@ def selected_families(items: Sequence[pytest.Item]) -> frozenset[str] | None:
 
 
 def child_policy(config: pytest.Config) -> ChildPolicy:
-    """The measuring processes' policy, with ``--probe-time-limit`` and ``--cooldown`` where given."""
-    from gpuprobe.core.errors import require_seconds
-    from gpuprobe.measure.isolation import user_policy
-
+    """The measuring processes' policy, with ``--gpuprobe-probe-time-limit`` and ``--gpuprobe-cooldown`` where
+    given; a device index or a limit that means nothing is a usage error (``gpuprobe run`` checks the same)."""
     try:
-        require_seconds(config.getoption("gpuprobe_deadline"), "--gpuprobe-deadline")
-        return user_policy(config.getoption("probe_time_limit"), config.getoption("cooldown"))
+        return check_run_options(lambda name: run_option(config, name), PREFIX)
     except GpuprobeError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -361,17 +484,15 @@ def load_baseline(config: pytest.Config) -> None:
 
 def check_options(config: pytest.Config) -> None:
     """Refuse, before anything is built or measured, an option that would mean nothing: an unknown
-    ``--gpu-model``, a negative ``--gpu-device``, a ``--gpuprobe-out`` that cannot be a folder written to,
-    ``--baseline-threshold`` without ``--baseline``, limits that are not seconds. A pytest usage error."""
-    from gpuprobe.core.errors import require_index
+    ``--gpuprobe-model``, a negative ``--gpuprobe-device``, a ``--gpuprobe-out`` that cannot be a folder written
+    to, ``--baseline-threshold`` without ``--baseline``, limits that are not seconds. A pytest usage error."""
     from gpuprobe.core.files import require_writable_folder
     from gpuprobe.judge.expectations import match_model
 
     child_policy(config)
-    model, out = config.getoption("gpu_model"), config.getoption("gpuprobe_out")
-    _usage("", lambda: require_index(config.getoption("gpu_device"), "--gpu-device"))
+    model, out = run_option(config, "model"), config.getoption("gpuprobe_out")
     if model is not None:
-        _usage("--gpu-model: ", lambda: match_model("", model))
+        _usage(f"--{PREFIX}model: ", lambda: match_model("", model))
     if out is not None:
         _usage("--gpuprobe-out: ", lambda: require_writable_folder(Path(out)))
     if config.getoption("baseline_threshold") is not None and not config.getoption("baseline"):
@@ -437,7 +558,7 @@ CONTRACT_TEST = "::test_sass_contract["  # family_tests' static test, one per (p
 class RunSummary:
     """Counts what ``pytest probes/`` did, for one line at the end: the probes compiled and contract-checked,
     the measurements that ran, those skipped for want of a GPU (and why), and those skipped where the arch
-    lacks what a family needs. Registered by the root conftest.py; under xdist it counts every worker's
+    lacks what a family needs. Registered by ``pytest_configure``; under xdist it counts every worker's
     reports."""
 
     checked: set[str] = field(default_factory=set)  # probes whose SASS contract held on some arch
@@ -463,7 +584,7 @@ class RunSummary:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """A ``CUDA_HOME`` / ``CUDA_PATH`` that names no toolkit is said first (``-q`` hides the header)."""
-        from gpuprobe.build.toolchain import ignored_toolkit_homes
+        from gpuprobe.kernels.toolchain import ignored_toolkit_homes
 
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None or hasattr(session.config, "workerinput"):

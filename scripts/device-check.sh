@@ -48,7 +48,7 @@ elapsed() { echo $(( $(date +%s) - started )); }
 
 slug=$(python3 -c '
 import sys
-from gpuprobe.runner.gpu import device_identity, gpu_unavailable_reason
+from gpuprobe.runner.device import device_identity, gpu_unavailable_reason
 from gpuprobe.output.report import gpu_slug
 reason = gpu_unavailable_reason()
 sys.exit(f"device-check: {reason}") if reason else print(gpu_slug(device_identity(0).name))') || exit 2
@@ -63,7 +63,7 @@ echo "device-check: $(date -u +%FT%TZ) on $(hostname), GPU $slug, smoke ${smoke_
     echo "== nvidia-smi -q"; timeout 30 nvidia-smi -q
     echo "== toolkit"; for tool in ptxas nvdisasm cuobjdump nvcc ncu; do command -v "$tool" && "$tool" --version | tail -n 2; done
     echo "== the toolkit gpuprobe builds with"
-    python3 -c 'from gpuprobe.build.toolchain import toolkit_description; print(toolkit_description())'
+    python3 -c 'from gpuprobe.kernels.toolchain import toolkit_description; print(toolkit_description())'
     echo "== python packages"; python3 --version
     python3 -m pip list 2>/dev/null | grep -iE '^(cupy|cuda|nvidia|numpy|pytest|matplotlib|tabulate)' || true
     echo "== time plan"; timeout 60 python3 -m gpuprobe run --plan --deadline "$deadline"
@@ -80,7 +80,7 @@ left=$(( deadline - $(elapsed) ))
 if [ "$left" -gt 30 ]; then
     # SIGINT at the deadline plus a minute for the invariants and the fact sheet; SIGKILL 20 s after that.
     timeout -s INT -k 20 $(( left + 60 )) python3 -m pytest probes/ -m gpu -q -rs -p no:cacheprovider --require-gpu \
-        --gpuprobe-out "$dir" --gpuprobe-deadline "$left" --probe-time-limit 60 --cooldown 2
+        --gpuprobe-out "$dir" --gpuprobe-deadline "$left" --gpuprobe-probe-time-limit 60 --gpuprobe-cooldown 2
     status=$?
     echo "device-check: stage 2 (pytest probes/ -m gpu) exited $status after $(elapsed) s"
 else

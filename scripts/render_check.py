@@ -170,13 +170,13 @@ def simulated_run(out: Path) -> Results:
     """Every family measured on the simulated GPU, named as an H200 so the run is judged."""
     from gpuprobe.measure import session
     from gpuprobe.measure.isolation import ChildPolicy
-    from gpuprobe.runner.gpu import LauncherSpec
-    from gpuprobe.simulated.gpu import FakeGpu, fast_settings, suite_options
+    from gpuprobe.runner.launcher import LauncherSpec
+    from gpuprobe.simulated.gpu import SimulatedGpu, fast_settings, suite_options
 
     options = suite_options(name="NVIDIA H200")
-    launcher = LauncherSpec("gpuprobe.simulated.gpu:open_fake", 0, options)
+    launcher = LauncherSpec("gpuprobe.simulated.gpu:open_simulated", 0, options)
     policy = ChildPolicy(probe_time_limit_s=60, cooldown_s=0.0)
-    return session.run_suite(FakeGpu(**options).device(), launcher, out, settings=fast_settings(), policy=policy)
+    return session.run_suite(SimulatedGpu(**options).device(), launcher, out, settings=fast_settings(), policy=policy)
 
 
 def main() -> int:

@@ -41,13 +41,13 @@ fetch runtime-13.0 nvidia-cuda-runtime==13.0.96
 fetch cccl-13.0 nvidia-cuda-cccl==13.0.85
 fetch nvdisasm-13.2 nvidia-cuda-nvdisasm==13.2.86
 newest() {  # the directory of the tool this venv finds by itself
-    "$python" -c "from gpuprobe.build.toolchain import find_tool; print(find_tool('$1').parent)"
+    "$python" -c "from gpuprobe.kernels.toolchain import find_tool; print(find_tool('$1').parent)"
 }
 newest_ptxas=$(newest ptxas) && newest_nvdisasm=$(newest nvdisasm) || exit 2
 # This venv's NVRTC folder, the folder of its cooperative_groups.h, and the root of its CCCL (whose
 # include/ or include/cccl holds cuda/std): what GPUPROBE_TOOLKIT searches in.
 mapfile -t newest_cuda < <("$python" -c "
-from gpuprobe.build import nvrtc
+from gpuprobe.kernels import nvrtc
 print(nvrtc.locate_nvrtc().path.parent)
 dirs = nvrtc.include_dirs()
 print(next(d for d in dirs if (d / nvrtc.COOPERATIVE_GROUPS).is_file()))
@@ -78,7 +78,7 @@ for p in 12.8 13.0 newest; do
         ln -sfn "${headers[$p]}" "$work/$name/include"
         export GPUPROBE_TOOLKIT="$work/$name:${cccl[$p]}"
         t0=$(date +%s)
-        toolkit=$("$python" -c "from gpuprobe.build.toolchain import toolkit_description; print(toolkit_description())" 2>&1)
+        toolkit=$("$python" -c "from gpuprobe.kernels.toolchain import toolkit_description; print(toolkit_description())" 2>&1)
         echo "toolkit-matrix: $toolkit"
         if [[ $toolkit != *"(${ptxas[$p]}/ptxas,"* || $toolkit != *"(${nvdisasm[$d]}/nvdisasm,"*
               || $toolkit != *"($(realpath "${nvrtc[$p]}")/libnvrtc.so"* ]]; then

@@ -2,7 +2,8 @@
 # The package as a user installs it: build a wheel, install it into a fresh venv outside the checkout, and
 # require `gpuprobe list`, `expectations` and `check --json` to answer exactly as they do from the
 # checkout (a wheel that left out a kernel, a declaration or an expectation file answers differently),
-# with the package's own folder written <gpuprobe>/ on both sides.
+# with the package's own folder written <gpuprobe>/ on both sides; and pytest there to load gpuprobe's plugin
+# by its entry point.
 # Run by .ci/run; needs a venv with pip (VENV, default the checkout's .venv, which the README's test command
 # makes) and a package index.
 set -euo pipefail
@@ -32,3 +33,9 @@ for command in "list" "expectations h200" "expectations b200" "check --json"; do
     fi
     echo "wheel-check: 'gpuprobe $command' answers the same from the wheel ($(wc -l < "$work/installed.out") lines)"
 done
+# the pytest plugin, found by its entry point alone (no conftest.py out here): its options are pytest's
+if ! "$work/venv/bin/python" -m pytest --help | grep -q -- '--gpuprobe-device'; then
+    echo "wheel-check: pytest does not load the installed wheel's plugin (no --gpuprobe-device in pytest --help)" >&2
+    exit 1
+fi
+echo "wheel-check: pytest loads the installed plugin by its entry point"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.processes import measuring_children, wait_until
+from tests.helpers.processes import measuring_children, wait_until
 
 #: How long the measuring children a test process started may take to go once its tests are done.
 CHILDREN_GONE_S = 30.0

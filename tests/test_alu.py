@@ -7,12 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpuprobe.build.contracts import check
-from gpuprobe.build.cubin import build_for
-from gpuprobe.build.registry import all_probes, find_probe
 from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.families import alu
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.alu.simulated import FAST_SETTINGS, TIMING, thread_result
+from gpuprobe.families.base import Request
 from gpuprobe.families.differencing import Difference, Lengths
 from gpuprobe.families.issue_sweep import (
     SMOKE_SETTINGS,
@@ -26,11 +25,14 @@ from gpuprobe.families.issue_sweep import (
     sm_cycles,
     thread_cycles,
 )
+from gpuprobe.families.sampling import ONE_SAMPLE
+from gpuprobe.kernels.contracts import check
+from gpuprobe.kernels.cubin import build_for
+from gpuprobe.kernels.registry import all_probes, find_probe
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import fake_gpu, measure_family, ptx_parameters, simulated_kernels
-from gpuprobe.simulated.kernels.alu import FAST_SETTINGS, TIMING, thread_result
-from tests.devices import H100_SXM
-from tests.issue_sweep_smoke import smoke_rates_of_the_full_run_s_shape
+from gpuprobe.simulated.gpu import measure_family, ptx_parameters, simulated_gpu, simulated_kernels
+from tests.helpers.devices import H100_SXM
+from tests.helpers.issue_sweep_smoke import smoke_rates_of_the_full_run_s_shape
 
 TERNARY = [op for op in alu.OPS if op.mufu is None]
 MUFU = [op for op in alu.OPS if op.mufu is not None]
@@ -95,7 +97,7 @@ class Loop:
 
 
 def _sweeper(loop: Loop, settings: Settings = FAST_SETTINGS, sm_count: int = 1) -> Sweeper:
-    return Sweeper(loop, settings, sm_count, alu.STEPS_PER_ITERATION, "gp_alu_ffma_ilp1")
+    return Sweeper(loop, settings, sm_count, "gp_alu_ffma_ilp1")
 
 
 def test_the_twin_cancels_the_loop_control_that_iterations_alone_count() -> None:
@@ -111,12 +113,12 @@ def test_the_twin_cancels_the_loop_control_that_iterations_alone_count() -> None
 
 def test_the_pair_runs_the_same_iterations_sized_from_a_short_run_of_the_kernel() -> None:
     loop = Loop(step=4.0, control=7.0, edge=0.0)
-    _sweeper(loop, Settings(max_repeats=1, min_repeats=1, latency_target_cycles=13_500.0)).latency(threads=1)
+    _sweeper(loop, Settings(sampling=ONE_SAMPLE, latency_target_cycles=13_500.0)).latency(threads=1)
     short, kernel, twin = loop.launches
     assert short == (1, 8) and kernel[0] == 1 and twin[0] == TWIN_PASSES
     assert kernel[1] == twin[1] == round(13_500.0 / 135.0)  # the twin adds one pass of 135 cycles an iteration
     capped = Loop(step=4.0, control=7.0)
-    _sweeper(capped, Settings(max_repeats=1, min_repeats=1, latency_target_cycles=1e12, max_iterations=5000)).latency(1)
+    _sweeper(capped, Settings(sampling=ONE_SAMPLE, latency_target_cycles=1e12, max_iterations=5000)).latency(1)
     assert {n for _, n in capped.launches[1:]} == {5000}
 
 
@@ -144,7 +146,7 @@ def test_an_sm_the_scheduler_gave_two_blocks_is_left_out_of_the_rate() -> None:
 
 
 def test_blocks_the_scheduler_doubles_up_neither_fail_nor_bias_the_sweep() -> None:
-    gpu = fake_gpu(sm_count=8)
+    gpu = simulated_gpu(sm_count=8)
     gpu.double_up = 1.0  # every launch of 4 blocks or more puts two of them on one SM
     measured = _run(gpu, runnable={"alu.ffma.ilp8"})
     assert measured["alu.ffma.ilp8"].outcome.status == "ok", measured["alu.ffma.ilp8"].outcome.detail
@@ -170,22 +172,20 @@ def test_the_peak_is_the_plateau_not_the_luckiest_point() -> None:
     assert sorted(samples) == [126.5, 127.0, 128.0, 130.5]  # 30 is far below: not saturated
 
 
-def _context(gpu) -> alu._Context:
-    """The family's launcher of checked runs, on ``gpu``, outside any probe."""
-    ctx = alu._Context(gpu, ptx_parameters(gpu.arch), gpu.device(), FAST_SETTINGS, {})
-    ctx.out = gpu.alloc(alu.output_words(gpu.sm_count * 32 * 32, 1) * 8)
-    return ctx
+def _launch(gpu, op: alu.Op):
+    """The family's checked launches of ``op``'s kernels, on ``gpu``, outside any probe."""
+    return alu.op_launch(Request(gpu, ptx_parameters(gpu.arch), gpu.device(), set(), FAST_SETTINGS), op)
 
 
 def test_the_simulated_loop_control_reads_as_on_the_h200_alone_and_cancels_against_the_twin() -> None:
     """The simulated FFMA loop pays its IADD/ISETP/BRA: timed alone (long minus short iterations of the
     kernel, the method before the twins) it reads the H200's 115.8-like rate (128 x 32 / 35) and 4.22-like
     latency ((32 x 4 + 7) / 32); the probes, against the twin, read the SM's 128 and the FFMA's 4."""
-    gpu = fake_gpu(sm_count=4, noise=0.0)
+    gpu = simulated_gpu(sm_count=4, noise=0.0)
     gpu.double_up = 0.0
-    ctx, ffma = _context(gpu), alu.OPS[0]
-    chain = Difference(lambda n: thread_cycles(ctx.launch(ffma, 1, 1, n, 1, 1)), Lengths(8, 400, 32), "alone")
-    sweep = Difference(lambda n: sm_cycles(ctx.launch(ffma, 1, 8, n, 4, 32 * 32), 32), Lengths(8, 200, 32), "alone")
+    launch = _launch(gpu, alu.OPS[0])
+    chain = Difference(lambda n: thread_cycles(launch(1, 1, n, 1, 1)), Lengths(8, 400, 32), "alone")
+    sweep = Difference(lambda n: sm_cycles(launch(1, 8, n, 4, 32 * 32), 32), Lengths(8, 200, 32), "alone")
     assert chain.sample() == pytest.approx((32 * 4 + 7) / 32, rel=1e-3)
     assert 32 * 32 / sweep.sample() == pytest.approx(128 * 32 / 35, rel=1e-3)
     facts = {f.id: f.value for m in _run(gpu, runnable={"alu.ffma.ilp1", "alu.ffma.ilp8"}).values() for f in m.facts}
@@ -196,8 +196,8 @@ def test_the_simulated_loop_control_reads_as_on_the_h200_alone_and_cancels_again
 def test_a_probe_whose_twin_breaks_its_contract_is_not_runnable() -> None:
     """The twin is held to the probe's contract at two passes: a twin of one pass (the kernel itself) fails it,
     and with it the probe, whose figures would otherwise keep the loop control."""
-    from gpuprobe.build.check import check_probe
-    from gpuprobe.build.registry import Twin
+    from gpuprobe.kernels.check import check_probe
+    from gpuprobe.kernels.registry import Twin
 
     probe = find_probe("alu.ffma.ilp8")
     module = build_for(all_probes(), parse_arch("sm_90"))
@@ -213,12 +213,12 @@ def test_the_smoke_stage_publishes_its_facts_with_the_full_run_s_shape() -> None
     per SM would read a sixteenth of the ILP-1 plateau), one thread for the latency; fewer iterations and
     samples only."""
     assert SMOKE_SETTINGS.warps == Settings().warps
-    rates = smoke_rates_of_the_full_run_s_shape(alu)
+    rates = smoke_rates_of_the_full_run_s_shape(alu.FAMILY)
     assert rates["alu.ffma.throughput.ilp1"] == pytest.approx(TIMING["ffma"][1], rel=0.05)  # the plateau, not 1 warp
 
 
 def test_simulated_latencies_and_peaks_are_recovered() -> None:
-    measured = _run(fake_gpu(sm_count=4))
+    measured = _run(simulated_gpu(sm_count=4))
     assert {m.outcome.status for m in measured.values()} == {"ok"}
     facts = {f.id: f for m in measured.values() for f in m.facts}
     for op in alu.OPS:
@@ -232,7 +232,7 @@ def test_simulated_latencies_and_peaks_are_recovered() -> None:
 
 
 def test_a_wrong_result_fails_every_probe_with_the_thread_named() -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     gpu.alu_corrupt = True
     measured = _run(gpu, runnable={"alu.ffma.ilp1", "alu.mufu_rsqrt.ilp4"})
     for name in ("alu.ffma.ilp1", "alu.mufu_rsqrt.ilp4"):
@@ -242,13 +242,13 @@ def test_a_wrong_result_fails_every_probe_with_the_thread_named() -> None:
 
 def test_a_kernel_that_writes_nothing_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(simulated_kernels(), "gp_alu_imad_ilp1", lambda gpu, launch, **params: None)
-    measured = _run(fake_gpu(sm_count=2), runnable={"alu.imad.ilp1"})
+    measured = _run(simulated_gpu(sm_count=2), runnable={"alu.imad.ilp1"})
     assert measured["alu.imad.ilp1"].outcome.status == "failed"
     assert "did not write all" in measured["alu.imad.ilp1"].outcome.detail
 
 
 def test_the_sin_latency_is_the_whole_step_nothing_assumed_subtracted() -> None:
-    measured = _run(fake_gpu(sm_count=2), runnable={"alu.mufu_sin.ilp1"})
+    measured = _run(simulated_gpu(sm_count=2), runnable={"alu.mufu_sin.ilp1"})
     outcome = measured["alu.mufu_sin.ilp1"]
     assert outcome.outcome.status == "ok" and "2 FMULs" in outcome.outcome.detail
     assert outcome.facts[0].value == pytest.approx(TIMING["mufu_sin"][0], rel=0.03)  # FMUL + FMUL.RZ + MUFU.SIN
@@ -258,7 +258,7 @@ def test_the_throughput_is_reported_over_every_ilp_measured_and_state_stays_json
     import json
 
     state: dict = {}
-    measured = _run(fake_gpu(sm_count=2), runnable={f"alu.ffma.ilp{k}" for k in alu.ILPS}, state=state)
+    measured = _run(simulated_gpu(sm_count=2), runnable={f"alu.ffma.ilp{k}" for k in alu.ILPS}, state=state)
     assert [f.id for f in measured["alu.ffma.ilp8"].facts] == ["alu.ffma.throughput.ilp8", "alu.ffma.throughput"]
     assert [f.id for f in measured["alu.ffma.ilp2"].facts] == ["alu.ffma.throughput.ilp2"]
     assert {row[0] for row in state["alu_sweeps"]["ffma"]} == set(alu.ILPS)
@@ -266,7 +266,7 @@ def test_the_throughput_is_reported_over_every_ilp_measured_and_state_stays_json
 
 
 def test_probes_whose_contract_failed_are_not_launched() -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     measured = _run(gpu, runnable={"alu.ffma.ilp1"})
     assert list(measured) == ["alu.ffma.ilp1"]
     assert set(gpu.launches) - {"gp_sm_clock"} == {"gp_alu_ffma_ilp1", "gp_alu_ffma_ilp1_x2"}  # clock: every probe
@@ -314,7 +314,7 @@ def test_a_contract_catches_a_kernel_that_is_not_what_it_claims(probe: str, twin
     assert any(v.rule.startswith(broken) for v in violations), [str(v) for v in violations]
 
 
-@pytest.mark.parametrize("change", [{"warps": (0,)}, {"warps": (64,)}, {"short_iterations": 0}, {"max_repeats": 0}])
+@pytest.mark.parametrize("change", [{"warps": (0,)}, {"warps": (64,)}, {"short_iterations": 0}])
 def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):
         dataclasses.replace(alu.Settings(), **change)
@@ -327,7 +327,7 @@ def _facts(**values: float) -> dict:
 
 
 def test_invariants_bound_the_issue_rate_and_order_the_latencies() -> None:
-    device = fake_gpu().device()
+    device = simulated_gpu().device()
     good = _facts(alu__ffma__throughput=126.0, alu__hfma2__throughput=250.0, alu__ffma__latency=4.0,
                   alu__mufu_rsqrt__latency=18.0)  # fmt: skip
     assert all(ok for check in alu.INVARIANTS for _, ok, *_ in check(good, device))
@@ -338,7 +338,7 @@ def test_invariants_bound_the_issue_rate_and_order_the_latencies() -> None:
 
 
 def test_a_block_the_kernel_cannot_launch_is_left_out_of_the_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     monkeypatch.setattr(gpu, "max_active_blocks", lambda kernel, block, shared=0: 0 if block > 128 else 8)
     measured = _run(gpu, runnable={"alu.ffma.ilp1"})
     assert measured["alu.ffma.ilp1"].outcome.series["sweep"]["warps_per_sm"] == [1, 4]

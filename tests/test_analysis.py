@@ -133,7 +133,7 @@ def test_transitions_two_octaves_wide(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_memory_latency_drift_does_not_split_memory(seed: int) -> None:
+def test_memory_drift_does_not_split_memory(seed: int) -> None:
     """DRAM latency rising 4 % per octave for 6 octaves (TLB misses) stays one level."""
     levels = HIERARCHIES["T4"]
     footprints = log_footprints(4 * KIB, 256 * MIB)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import gpuprobe
-from gpuprobe.build.registry import PTX_DIR, all_probes
 from gpuprobe.families import catalog
+from gpuprobe.kernels.registry import PTX_DIR, all_probes
 
 PACKAGE = Path(gpuprobe.__file__).resolve().parent
 REPO = PACKAGE.parent
@@ -29,15 +29,15 @@ REPO = PACKAGE.parent
 #: top-level modules (cli, the pytest plugin, the public API) may import anything.
 ALLOWED: dict[str, frozenset[str]] = {
     "core": frozenset(),
-    "build": frozenset({"core"}),
-    "judge": frozenset({"core", "build"}),
-    "output": frozenset({"core", "build", "judge"}),
-    "runner": frozenset({"core", "build"}),
-    "families": frozenset({"core", "build", "judge", "output", "runner"}),
-    "measure": frozenset({"core", "build", "judge", "output", "runner", "families"}),
+    "kernels": frozenset({"core"}),
+    "judge": frozenset({"core", "kernels"}),
+    "output": frozenset({"core", "judge"}),  # results files only: what it needs of the probes is written in them
+    "runner": frozenset({"core", "kernels"}),
+    "families": frozenset({"core", "kernels", "judge", "output", "runner"}),
+    "measure": frozenset({"core", "kernels", "judge", "output", "runner", "families"}),
     "fleet": frozenset({"core", "judge", "output", "families"}),
     # the simulated GPU (gpuprobe demo, the tests) stands in for the runner, and runs the session
-    "simulated": frozenset({"core", "build", "judge", "output", "runner", "families", "measure"}),
+    "simulated": frozenset({"core", "kernels", "judge", "output", "runner", "families", "measure"}),
 }
 TOP = frozenset({"__init__", "__main__", "api", "cli", "pytest_plugin"})
 #: The modules of ``gpuprobe/families/`` that are not families: the toolkit they share, and the catalog.
@@ -76,8 +76,11 @@ def imports_of(name: str) -> frozenset[str]:
 
 
 def stage_of(name: str) -> str:
-    """``gpuprobe.output.report`` -> ``output``; the top-level modules are their own name."""
+    """``gpuprobe.output.report`` -> ``output``; the top-level modules are their own name. A family's simulation
+    (``gpuprobe.families.<family>.simulated``) lives in its folder but belongs to the simulated GPU's stage."""
     parts = name.split(".")
+    if len(parts) == 4 and parts[1] == "families" and parts[3] == "simulated":
+        return "simulated"
     return parts[1] if len(parts) > 1 else "__init__"
 
 
@@ -148,18 +151,16 @@ def test_the_toolkit_imports_no_family() -> None:
     assert toolkit and not reaching, reaching
 
 
-@pytest.mark.parametrize("family", sorted(catalog.FAMILIES))
+@pytest.mark.parametrize("family", sorted(catalog.BY_NAME))
 def test_each_family_is_one_package_with_its_kernels_beside_it(family: str) -> None:
-    module = catalog.FAMILIES[family]
-    package = Path(module.__file__)
-    assert package.name == "__init__.py", f"family {family} is not a package under gpuprobe/families/"
-    kernels = PTX_DIR / package.parent.name
-    declared = {p.family for p in all_probes() if p.source.parent == kernels}
-    assert declared == {family}, f"ptx/{package.parent.name}/ declares families {sorted(declared)}, not {family!r}"
+    package = PACKAGE / "families" / family
+    assert (package / "__init__.py").is_file(), f"family {family} is not a package under gpuprobe/families/"
+    declared = {p.family for p in all_probes() if p.source.parent == PTX_DIR / family}
+    assert declared == {family}, f"ptx/{family}/ declares families {sorted(declared)}, not {family!r}"
 
 
 def test_every_kernel_folder_belongs_to_a_family() -> None:
-    packages = {Path(module.__file__).parent.name for module in catalog.FAMILIES.values()}
+    packages = set(catalog.BY_NAME)
     folders = {path.name for path in PTX_DIR.iterdir() if path.is_dir()}
     assert folders - packages == {"common"}, "ptx/ holds a folder no family owns (shared kernels go in ptx/common/)"
 
@@ -173,12 +174,45 @@ def test_importing_gpuprobe_loads_nothing_but_its_public_names() -> None:
 
 
 @pytest.mark.parametrize("module", ["gpuprobe.families.catalog", "gpuprobe.measure.child"])
-def test_a_measuring_process_loads_no_matplotlib(module: str) -> None:
+def test_a_measuring_process_loads_no_matplotlib_and_no_simulation(module: str) -> None:
     """Every family's process imports the catalog and draws nothing: matplotlib (a quarter of a second to
-    import) loads when a plot is drawn (``gpuprobe.output.plots.new_figure``), not with the families."""
-    code = f"import sys, {module}; print('matplotlib' in sys.modules)"
+    import) loads when a plot is drawn (``gpuprobe.output.plots.new_figure``), not with the families; and
+    the families' simulations, though each sits in its family's folder, load only with the simulated GPU."""
+    code = (f"import sys, {module}; print(sorted(m for m in sys.modules if m == 'matplotlib' "
+            "or m.startswith('gpuprobe.simulated') or m.endswith('.simulated')))")  # fmt: skip
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
-    assert loaded.stdout.strip() == "False"
+    assert loaded.stdout.strip() == "[]"
+
+
+#: What every family folder holds (docs/architecture.md, "A new family: copy this folder"); besides these, a
+#: family may keep helper modules named for what they hold, a ``plot.py``, and ``expectations/<model>.toml``.
+FAMILY_FILES = ("__init__.py", "simulated.py")
+
+
+@pytest.mark.parametrize("family", catalog.FAMILIES, ids=lambda f: f.name)
+def test_every_family_folder_has_the_same_shape(family) -> None:
+    """A family is its folder (its ``FAMILY``, its simulation, its expectations), its kernels in ``ptx/<name>/``,
+    and its two test modules: nothing of it lives anywhere else."""
+    import importlib
+
+    folder = PACKAGE / "families" / family.name
+    missing = [name for name in FAMILY_FILES if not (folder / name).is_file()]
+    assert not missing, f"gpuprobe/families/{family.name}/ lacks {missing}"
+    assert importlib.import_module(f"gpuprobe.families.{family.name}").FAMILY is family
+    expectations = folder / "expectations"
+    models = {path.stem for path in (PACKAGE / "expectations").glob("*.toml")}
+    strays = [p.name for p in expectations.glob("*") if p.stem not in models] if expectations.exists() else []
+    assert not strays, f"gpuprobe/families/{family.name}/expectations/ holds files for no model: {strays}"
+    assert any((PTX_DIR / family.name).glob("*.toml")), f"ptx/{family.name}/ declares no probes"
+    for tests in (REPO / "probes" / f"test_{family.name}.py", REPO / "tests" / f"test_{family.name}.py"):
+        assert tests.is_file(), f"{tests.relative_to(REPO)} is missing"
+
+
+def test_no_family_lives_outside_its_folder() -> None:
+    """The parallel trees of before (expectations per family beside the models, simulated kernels beside the
+    simulated GPU) are gone: a family's files are in its folder."""
+    assert not [p for p in (PACKAGE / "expectations").iterdir() if p.is_dir()]
+    assert not (PACKAGE / "simulated" / "kernels").exists()
 
 
 @pytest.mark.parametrize("name", gpuprobe.__all__)

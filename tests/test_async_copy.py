@@ -9,8 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.build.check import check_all
-from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.results import Fact, Results
 from gpuprobe.families import async_copy
@@ -26,13 +24,7 @@ from gpuprobe.families.async_copy import (
     measure,
     neighbour_sums,
 )
-from gpuprobe.families.base import Request
-from gpuprobe.families.differencing import step_gbps
-from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
-from gpuprobe.judge.verdicts import mark_impossible
-from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import KIB, fake_gpu, measure_family, ptx_parameters
-from gpuprobe.simulated.kernels.async_copy import (
+from gpuprobe.families.async_copy.simulated import (
     FAST_SETTINGS,
     copy_bytes_per_clock,
     model,
@@ -40,7 +32,15 @@ from gpuprobe.simulated.kernels.async_copy import (
     shared_accesses,
     wavefronts,
 )
-from tests.devices import H200
+from gpuprobe.families.base import Request
+from gpuprobe.families.differencing import step_gbps
+from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
+from gpuprobe.judge.verdicts import mark_impossible
+from gpuprobe.kernels.check import check_all
+from gpuprobe.kernels.registry import all_probes
+from gpuprobe.measure.plan import family_seconds
+from gpuprobe.simulated.gpu import KIB, measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.devices import H200
 from tests.test_host_transfer import mutant_violations
 
 SMALL = FAST_SETTINGS
@@ -51,7 +51,7 @@ H200_PER_SM_MEMORY = {"bw_dram_gbps": 140.0, "bw_l2_gbps": 270.0}
 
 
 def _gpu(**kwargs):
-    return fake_gpu(sm_count=4, l2_bytes=256 * KIB, **kwargs)
+    return simulated_gpu(sm_count=4, l2_bytes=256 * KIB, **kwargs)
 
 
 def _run(gpu, runnable=frozenset(PROBES), settings=SMALL):

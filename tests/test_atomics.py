@@ -9,9 +9,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gpuprobe.build.check import check_probe
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.registry import PTX_DIR, find_probe
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.families import atomics
 from gpuprobe.families.atomics import (
@@ -26,21 +23,25 @@ from gpuprobe.families.atomics import (
     check_counters,
     check_returned_sums,
     check_serialized,
+    simulated,
 )
+from gpuprobe.families.atomics.simulated import with_fault
+from gpuprobe.families.sampling import Stopping
+from gpuprobe.kernels.check import check_probe
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.registry import PTX_DIR, find_probe
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import fake_gpu, measure_family
-from gpuprobe.simulated.kernels import atomics as fake
-from gpuprobe.simulated.kernels.atomics import with_fault
-from tests.devices import H100_SXM
+from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from tests.helpers.devices import H100_SXM
 
 FAST = Settings(
     short_iterations=2,
     long_iterations=6,
-    max_repeats=4,
+    sampling=Stopping(3, 4, 0.01, 0.5),
     block=128,
     blocks_per_sm=2,
     stream_max_iterations=4096,  # a difference of 100 ticks of the CUDA events (50 us) even on 8 simulated SMs
-    stream_repeats=3,
+    stream_sampling=Stopping(3, 3, 0.01, 0.5),
 )
 
 
@@ -134,7 +135,7 @@ def test_sums_of_returned_values_are_exact_beyond_64_bits() -> None:
 @pytest.mark.parametrize(
     "change",
     [{"short_iterations": 0}, {"long_iterations": 2, "short_iterations": 2}, {"block": 100}, {"increment": 0},
-     {"stream_max_iterations": 2}, {"max_repeats": 1}, {"stream_target_ms": 0.0}],
+     {"stream_max_iterations": 2}, {"stream_target_ms": 0.0}],
 )  # fmt: skip
 def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):
@@ -145,20 +146,20 @@ def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> N
 
 
 def test_simulated_latencies_and_throughputs_are_recovered() -> None:
-    gpu = fake_gpu(sm_count=8, blocks_per_sm=2)
+    gpu = simulated_gpu(sm_count=8, blocks_per_sm=2)
     measured = _run(gpu)
     assert {name: m.outcome.status for name, m in measured.items()} == dict.fromkeys(PROBES, "ok")
     facts = _facts(measured)
     expected = {
-        "atomic.global.latency": fake.LATENCY["global", 1],
-        "atomic.global.latency.warp_one_address": fake.LATENCY["global", 32],
-        "atomic.global.latency.warp_distinct": fake.LATENCY["global", 1],
-        "atomic.shared.latency": fake.LATENCY["shared", 1],
-        "atomic.shared.latency.warp_one_address": fake.LATENCY["shared", 32],
-        "atomic.global.throughput.one_address": fake.ONE_ADDRESS_GOPS["global"],
-        "atomic.global.throughput.distinct": fake.PEAK_GOPS["global"],
-        "atomic.global.red.throughput.one_address": fake.ONE_ADDRESS_GOPS["global"] * fake.RED_SPEEDUP,
-        "atomic.shared.throughput.distinct": fake.ONE_ADDRESS_GOPS["shared"] * 16 * 32,  # 16 blocks x 32 words
+        "atomic.global.latency": simulated.LATENCY["global", 1],
+        "atomic.global.latency.warp_one_address": simulated.LATENCY["global", 32],
+        "atomic.global.latency.warp_distinct": simulated.LATENCY["global", 1],
+        "atomic.shared.latency": simulated.LATENCY["shared", 1],
+        "atomic.shared.latency.warp_one_address": simulated.LATENCY["shared", 32],
+        "atomic.global.throughput.one_address": simulated.ONE_ADDRESS_GOPS["global"],
+        "atomic.global.throughput.distinct": simulated.PEAK_GOPS["global"],
+        "atomic.global.red.throughput.one_address": simulated.ONE_ADDRESS_GOPS["global"] * simulated.RED_SPEEDUP,
+        "atomic.shared.throughput.distinct": simulated.ONE_ADDRESS_GOPS["shared"] * 16 * 32,  # 16 blocks x 32 words
     }
     for fact_id, value in expected.items():
         assert facts[fact_id].value == pytest.approx(value, rel=0.05), fact_id
@@ -188,14 +189,14 @@ def test_the_long_launch_is_sized_to_the_target_time() -> None:
 
 
 def test_throughput_uses_every_sm_at_the_occupancy_the_device_allows() -> None:
-    gpu = fake_gpu(sm_count=8, blocks_per_sm=1)
+    gpu = simulated_gpu(sm_count=8, blocks_per_sm=1)
     series = _run(gpu, runnable={"atomics.throughput.global"})["atomics.throughput.global"].outcome.series
     assert series["throughput"]["threads"] == [8 * 1 * FAST.block] * 3
 
 
 @pytest.mark.parametrize(("fault", "message"), [("lost_add", "host predicted"), ("duplicate_value", "")])
 def test_a_wrong_atomic_result_fails_its_probe_and_gives_no_number(fault: str, message: str) -> None:
-    measured = _run(with_fault(fake_gpu(sm_count=8, blocks_per_sm=2), fault))
+    measured = _run(with_fault(simulated_gpu(sm_count=8, blocks_per_sm=2), fault))
     must_fail = set(PROBES) - ({"atomics.throughput.global_red"} if fault == "duplicate_value" else set())
     for name in must_fail:
         assert measured[name].outcome.status == "failed", name
@@ -206,7 +207,7 @@ def test_a_wrong_atomic_result_fails_its_probe_and_gives_no_number(fault: str, m
 
 
 def test_probes_whose_contract_failed_are_not_launched() -> None:
-    gpu = fake_gpu(sm_count=8, blocks_per_sm=2)
+    gpu = simulated_gpu(sm_count=8, blocks_per_sm=2)
     measured = _run(gpu, runnable={"atomics.latency.shared"})
     assert set(measured) == {"atomics.latency.shared"}
     assert set(gpu.launches) == {"gp_at_lat_shared", "gp_sm_clock"}  # and the clock readings around it
@@ -264,7 +265,7 @@ def test_an_alu_step_on_the_latency_chain_is_caught(tmp_path: Path, arch: str) -
 def test_the_invariants_hold_on_the_simulated_gpu_and_catch_a_contradiction() -> None:
     from gpuprobe.families.atomics import INVARIANTS
 
-    gpu = fake_gpu(sm_count=8, blocks_per_sm=2)
+    gpu = simulated_gpu(sm_count=8, blocks_per_sm=2)
     facts = _facts(_run(gpu))
     checks = [c for invariant in INVARIANTS for c in invariant(facts, gpu.device())]
     assert [(name, ok) for name, ok, *_ in checks] == [

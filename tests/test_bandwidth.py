@@ -10,24 +10,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.build.check import check_all
-from gpuprobe.build.contracts import check
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.registry import PTX_DIR, find_probe
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Fact, ProbeOutcome, Results
 from gpuprobe.families import bandwidth as bw
 from gpuprobe.families.bandwidth import patterns as plan
 from gpuprobe.families.bandwidth import shapes
 from gpuprobe.families.bandwidth.granule import granule_from_rates
 from gpuprobe.families.bandwidth.report import INVARIANTS, occupancy_png
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.bandwidth.simulated import FAST_SETTINGS
+from gpuprobe.families.base import Request
 from gpuprobe.families.planning import dram_peak_gbps
 from gpuprobe.judge.invariants import Check
+from gpuprobe.kernels.check import check_all
+from gpuprobe.kernels.contracts import check
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.registry import PTX_DIR, find_probe
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import MIB, fake_gpu, measure_family, ptx_parameters
-from gpuprobe.simulated.kernels.bandwidth import FAST_SETTINGS
-from tests.devices import H100_SXM
+from gpuprobe.simulated.gpu import MIB, measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.devices import H100_SXM
 
 DATASHEET = {"datasheet": {"dram_gbps": 3350.0}}
 
@@ -38,7 +39,7 @@ def kernels_launched(gpu) -> list[str]:
 
 
 def small_gpu(**options: object):
-    gpu = fake_gpu(sm_count=4, l2_bytes=MIB)
+    gpu = simulated_gpu(sm_count=4, l2_bytes=MIB)
     for name, value in options.items():
         setattr(gpu, name, value)
     return gpu
@@ -190,8 +191,6 @@ def test_dram_launches_differ_by_whole_passes_that_resolve_100_event_ticks() -> 
         {"short_fraction": 1.0},
         {"dram_l2_multiple": 1.0},
         {"flush_l2_multiple": 1.0},  # issue 24: the smoke stage flushed one L2
-        {"min_repeats": 0},
-        {"max_repeats": 1},
     ],
 )
 def test_settings_that_would_mean_nothing_are_refused(change: dict) -> None:
@@ -305,10 +304,10 @@ def test_without_a_peak_the_fractions_are_not_measured_and_say_why() -> None:
 def _old_dram_write_gbps(gpu) -> float:
     """DRAM write as issue 24's run measured it: one pass over a quarter of the footprint (one L2, as on
     the H200) against one pass over all of it (four L2), each after a flush."""
-    ctx = bw._context(gpu, ptx_parameters(gpu.arch), gpu.device(), FAST_SETTINGS, {})
+    bench = bw._bench(Request(gpu, ptx_parameters(gpu.arch), gpu.device(), set(), FAST_SETTINGS))
     blocks = gpu.sm_count * gpu.blocks_per_sm
     short, long = (plan.sweep_for(16, blocks, 256, n * gpu.l2_bytes) for n in (1, 4))
-    short_ms, long_ms = (ctx.runner.run(bw._write_launch(ctx, stream), flush=True) for stream in (short, long))
+    short_ms, long_ms = (bench.timer.time(bw._write_launch(bench, stream), flush=True) for stream in (short, long))
     return (long.footprint - short.footprint) / ((long_ms - short_ms) * 1e-3) / 1e9
 
 
@@ -385,14 +384,14 @@ def test_a_wrong_result_fails_its_probe_with_no_facts(probe: str, kernel: str, m
 
 
 def test_missing_or_impossible_clock_records_fail_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuprobe.simulated.kernels import bandwidth as fake
+    from gpuprobe.families.bandwidth import simulated
 
-    monkeypatch.setattr(fake, "_write_records", lambda gpu, launch, out, cycles: None)
+    monkeypatch.setattr(simulated, "_write_records", lambda gpu, launch, out, cycles: None)
     measured = run_family(small_gpu(), runnable=["bandwidth.l1.read.v16"])
     assert "did not write all of its" in measured["bandwidth.l1.read.v16"].outcome.detail
-    monkeypatch.setattr(fake, "_cached_cycles", lambda gpu, launch, per_block: np.zeros(launch.blocks))
+    monkeypatch.setattr(simulated, "_cached_cycles", lambda gpu, launch, per_block: np.zeros(launch.blocks))
     monkeypatch.undo()
-    monkeypatch.setattr(fake, "BLOCK_CYCLES", -fake.START_CLOCK)  # blocks that end where they start
+    monkeypatch.setattr(simulated, "BLOCK_CYCLES", -simulated.START_CLOCK)  # blocks that end where they start
     measured = run_family(small_gpu(bw_cached_bpc=1e18), runnable=["bandwidth.shared.read.v16"])
     assert measured["bandwidth.shared.read.v16"].outcome.status == "failed"
     assert "end clock is not after" in measured["bandwidth.shared.read.v16"].outcome.detail

@@ -8,18 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build.check import check_all, check_probe
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.registry import PTX_DIR, all_probes, find_probe
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.results import Fact
 from gpuprobe.families import barrier
+from gpuprobe.families.barrier import simulated
+from gpuprobe.families.sampling import Stopping
+from gpuprobe.kernels.check import check_all, check_probe
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.registry import PTX_DIR, all_probes, find_probe, unroll_of
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import fake_gpu, measure_family
-from gpuprobe.simulated.kernels import barrier as fake
-from tests.devices import H200
+from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from tests.helpers.devices import H200
 
-FAST = barrier.Settings(short_iterations=2, long_iterations=6, max_repeats=3)
+FAST = barrier.Settings(short_iterations=2, long_iterations=6, sampling=Stopping(3, 3, 0.01, 0.5))
 
 
 def _run(gpu, settings=FAST, runnable=None):
@@ -35,27 +36,27 @@ def test_the_sums_a_correct_barrier_yields() -> None:
     assert barrier.triangle(40) == 820
     assert barrier.triangle(2**17) == (2**17 * (2**17 + 1) // 2) & 0xFFFFFFFF
     assert list(barrier.expected_sums("gp_bar_block", 96, 5)) == [15, 15, 15]
-    rounds = 3 * barrier.UNROLL  # the split kernel: consumers (odd warps) sum every round, producers write 0
+    rounds = 3 * unroll_of("gp_bar_split")  # the split kernel: consumers (odd warps) sum every round, producers write 0
     assert list(barrier.expected_sums("gp_bar_split", 128, 3)) == [0, barrier.triangle(rounds)] * 2
 
 
 def test_the_simulated_costs_are_recovered() -> None:
-    measured = _run(fake_gpu(sm_count=2, noise=0.0))
+    measured = _run(simulated_gpu(sm_count=2, noise=0.0))
     assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(barrier.PROBES, "ok")
     facts = {f.id: f for m in measured.values() for f in m.facts}
     for threads in barrier.BLOCK_SIZES:
         value = facts[f"sync.block.latency.{threads}"].value
-        assert value == pytest.approx(fake.block_cost(threads // 32), rel=0.01), threads
-    assert facts["sync.block.named.latency"].value == pytest.approx(fake.block_cost(4) + 2.0, rel=0.01)
-    assert facts["sync.block.split.latency"].value == pytest.approx(2 * fake.block_cost(8) + 10.0, rel=0.01)
+        assert value == pytest.approx(simulated.block_cost(threads // 32), rel=0.01), threads
+    assert facts["sync.block.named.latency"].value == pytest.approx(simulated.block_cost(4) + 2.0, rel=0.01)
+    assert facts["sync.block.split.latency"].value == pytest.approx(2 * simulated.block_cost(8) + 10.0, rel=0.01)
     crowded = measured["barrier.per_sm"].outcome.series["per_sm"]
     assert crowded["blocks_per_sm"] == [1.0, 2.0, 4.0, 8.0]
-    assert crowded["cycles_per_barrier"][-1] == pytest.approx(fake.block_cost(8) * (1 + 0.04 * 7), rel=0.01)
+    assert crowded["cycles_per_barrier"][-1] == pytest.approx(simulated.block_cost(8) * (1 + 0.04 * 7), rel=0.01)
     assert set(facts) == {f for p in all_probes() if p.family == "barrier" for f in p.facts}
 
 
 def test_a_barrier_that_let_a_read_pass_a_write_fails_the_probe() -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     gpu.barrier_corrupt = True
     measured = _run(gpu)
     for name, m in measured.items():
@@ -70,7 +71,7 @@ def _fact(fact_id: str, value: float, low: float, high: float) -> Fact:
 
 
 def test_the_invariant_holds_when_cost_grows_and_fails_when_it_falls() -> None:
-    device = fake_gpu().device()
+    device = simulated_gpu().device()
     growing = {f"sync.block.latency.{t}": _fact(f"sync.block.latency.{t}", 20 + t / 32, 19 + t / 32, 21 + t / 32)
                for t in barrier.BLOCK_SIZES}  # fmt: skip
     checks = barrier.barrier_monotonic(growing, device)
@@ -84,7 +85,7 @@ def test_the_invariant_holds_when_cost_grows_and_fails_when_it_falls() -> None:
 
 
 def test_a_block_that_wrote_nothing_is_caught() -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     gpu.barrier_silent_block = True
     measured = _run(gpu, runnable={"barrier.block.64", "barrier.per_sm"})
     for name in ("barrier.block.64", "barrier.per_sm"):

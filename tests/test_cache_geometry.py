@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gpuprobe.build.check import check_probe
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.registry import PTX_DIR, find_probe
 from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Fact
 from gpuprobe.families import cache_geometry
-from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.cache_geometry import (
     CONST_ROW_BYTES,
     CONST_ROWS,
@@ -46,12 +44,14 @@ from gpuprobe.families.cache_geometry.analysis import (
     slope,
     tlb_levels,
 )
-from gpuprobe.families.differencing import UNROLL
+from gpuprobe.families.cache_geometry.simulated import FAST_SETTINGS, Model, const_array
 from gpuprobe.judge.analysis import Level
+from gpuprobe.kernels.check import check_probe
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.registry import PTX_DIR, find_probe, unroll_of
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import KIB, MIB, fake_gpu, measure_family
-from gpuprobe.simulated.kernels.cache_geometry import FAST_SETTINGS, Model, const_array
-from tests.devices import H100_SXM
+from gpuprobe.simulated.gpu import KIB, MIB, measure_family, simulated_gpu
+from tests.helpers.devices import H100_SXM
 
 GIB = 2**30
 
@@ -185,9 +185,10 @@ def test_the_l1_sweep_fits_the_l2_and_the_cold_chains_are_never_revisited() -> N
     s = Settings()
     assert l1_sweep_bytes(s, 50 * MIB) == 1 * MIB
     assert l1_sweep_bytes(s, 1 * MIB) == 512 * KIB
-    assert cold_nodes(s) > s.max_repeats * (s.short_iterations + s.long_iterations) * UNROLL
+    cold = cold_nodes(s, "gp_cg_chase_cg_v8")
+    assert cold > s.sampling.max_repeats * (s.short_iterations + s.long_iterations) * unroll_of("gp_cg_chase_cg_v8")
     assert width_footprints(s, 50 * MIB)["dram"] == 200 * MIB
-    assert width_footprints(s, 1 * MIB)["dram"] // 128 >= 2 * cold_nodes(s)  # a small L2: still two cold halves
+    assert width_footprints(s, 1 * MIB)["dram"] // 128 >= 2 * cold  # a small L2: still two cold halves
 
 
 def test_tlb_sweeps_reach_half_the_device_memory_at_every_stride_and_keep_their_lines_in_l2() -> None:
@@ -217,9 +218,9 @@ def test_the_line_is_the_ratio_of_the_dense_and_the_sparse_capacity() -> None:
 
 
 def test_sequential_cycle_walks_the_nodes_in_address_order() -> None:
-    chain = sequential_cycle(5)
-    assert list(chain.successor) == [1, 2, 3, 4, 0]
-    assert chain.node_after(7) == 2
+    cycle = sequential_cycle(5)
+    assert list(cycle.successor) == [1, 2, 3, 4, 0]
+    assert cycle.node_after(7) == 2
 
 
 def test_the_host_model_of_the_constant_chase_is_the_ptx_initializer() -> None:
@@ -235,7 +236,7 @@ def test_the_host_model_of_the_constant_chase_is_the_ptx_initializer() -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"short_iterations": 0}, {"long_iterations": 2}, {"max_repeats": 1}, {"strides": (8, 16, 32)},
+    [{"short_iterations": 0}, {"long_iterations": 2}, {"strides": (8, 16, 32)},
      {"strides": (4, 8, 16, 32)}, {"line_sparse_stride": 32},
      {"line_max_bytes": 16 * 1024}, {"divergent_lanes": (1,)}, {"divergent_lanes": (1, 64)}, {"tlb_skew_bytes": 100},
      {"tlb_reference_nodes": 1}, {"tlb_strides": (32 * MIB, 2 * MIB)}, {"tlb_strides": (2 * MIB + 8,)},
@@ -247,8 +248,8 @@ def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> N
 
 
 def test_settings_survive_a_json_round_trip() -> None:
-    as_json = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(Settings()).items()}
-    assert Settings(**as_json) == Settings()
+    as_json = json.loads(json.dumps(dataclasses.asdict(Settings())))  # tuples come back as lists
+    assert cache_geometry.FAMILY.settings_from(as_json) == Settings()
 
 
 # ---- the budget: the whole family on an H100-class part within 8 s ----------------------------
@@ -270,7 +271,7 @@ def test_the_whole_family_fits_its_budget_on_an_h100() -> None:
 def test_simulated_geometry_is_recovered() -> None:
     # quiet enough to see the few cycles a 16-byte load adds to a DRAM load of 700: at 0.1 % noise a sample of
     # their difference is off by 1.5 cycles, and the median of four misses 8 by more than 1.3 one seed in ten
-    measured = _run(fake_gpu(noise=0.0002))
+    measured = _run(simulated_gpu(noise=0.0002))
     assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(PROBES, "ok"), {
         n: m.outcome.detail for n, m in measured.items()
     }
@@ -297,13 +298,13 @@ def test_every_constant_chase_starts_where_its_launch_says() -> None:
     """The constant chase restarts from its start every launch: with an odd number of iterations (a
     launch of 64 + 32 steps ends half way round the 64-row cycle) the ends are still the predicted ones."""
     odd = dataclasses.replace(FAST_SETTINGS, short_iterations=1, long_iterations=3)
-    measured = _run(fake_gpu(noise=0.001), runnable={"cache_geometry.constant.latency"}, settings=odd)
+    measured = _run(simulated_gpu(noise=0.001), runnable={"cache_geometry.constant.latency"}, settings=odd)
     assert measured["cache_geometry.constant.latency"].outcome.status == "ok"
     assert _facts(measured)["latency.constant.miss"].value == pytest.approx(105.0, rel=0.05)
 
 
 def test_a_different_l1_line_is_seen() -> None:
-    gpu = fake_gpu(noise=0.001)
+    gpu = simulated_gpu(noise=0.001)
     gpu.cache_geometry = Model(l1_line=64)
     measured = _run(gpu, runnable={"cache_geometry.line.l1"})
     assert measured["cache_geometry.line.l1"].facts[0].value == 64
@@ -311,7 +312,7 @@ def test_a_different_l1_line_is_seen() -> None:
 
 def _tlb(model: Model, settings: Settings = FAST_SETTINGS, mem_bytes: int | None = None):
     """The TLB probe alone on a simulated part with ``model``'s TLB (and ``mem_bytes`` of memory, if given)."""
-    gpu = fake_gpu(noise=0.001)
+    gpu = simulated_gpu(noise=0.001)
     gpu.cache_geometry = model
     device = dataclasses.replace(gpu.device(), mem_bytes=mem_bytes) if mem_bytes else None
     return _run(gpu, runnable={"cache_geometry.tlb"}, settings=settings, device=device)["cache_geometry.tlb"]
@@ -373,13 +374,13 @@ def test_no_step_within_what_the_device_allows_is_said_in_facts_not_a_note() -> 
         assert facts[fact_id].value is None
         assert facts[fact_id].detail.startswith("no translation step in any sweep"), fact_id
         assert f"beyond {bound.value:,.0f} bytes" in facts[fact_id].detail
-    assert [c for check in INVARIANTS for c in check(facts, fake_gpu().device())] == []  # nothing to compare
+    assert [c for check in INVARIANTS for c in check(facts, simulated_gpu().device())] == []  # nothing to compare
 
 
 def test_a_constant_chase_whose_difference_is_not_positive_fails_through_the_sampler() -> None:
     """A constant load that costs nothing leaves long minus short at zero: Difference widens the gap, then
     fails the probe with the numbers, instead of a latency of 0."""
-    gpu = fake_gpu(noise=0.0)
+    gpu = simulated_gpu(noise=0.0)
     gpu.cache_geometry = Model(const_hit=0.0)
     outcome = _run(gpu, runnable={"cache_geometry.constant.latency"})["cache_geometry.constant.latency"].outcome
     assert outcome.status == "failed"
@@ -387,7 +388,7 @@ def test_a_constant_chase_whose_difference_is_not_positive_fails_through_the_sam
 
 
 def test_a_chase_that_ends_on_the_wrong_node_fails_its_probe_and_gives_no_number() -> None:
-    measured = _run(fake_gpu(corrupt_chase=True), runnable=set(PROBES) - {"cache_geometry.sector.l1"})
+    measured = _run(simulated_gpu(corrupt_chase=True), runnable=set(PROBES) - {"cache_geometry.sector.l1"})
     for name in set(PROBES) - {"cache_geometry.sector.l1", "cache_geometry.width.l1"}:
         if "constant" in name:
             assert measured[name].outcome.status == "ok"
@@ -399,7 +400,7 @@ def test_a_chase_that_ends_on_the_wrong_node_fails_its_probe_and_gives_no_number
 
 
 def test_a_constant_chase_that_ends_on_the_wrong_word_fails() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     gpu.cache_geometry = Model(corrupt_const=True)
     measured = _run(gpu, runnable={"cache_geometry.constant.latency", "cache_geometry.constant.divergent"})
     for outcome in (m.outcome for m in measured.values()):
@@ -408,7 +409,7 @@ def test_a_constant_chase_that_ends_on_the_wrong_word_fails() -> None:
 
 
 def test_a_stride_sweep_without_a_knee_fails_instead_of_inventing_a_unit() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     gpu.cache_geometry = Model(l1=260.0)  # L1 hits cost what L2 hits do: no knee to see
     measured = _run(gpu, runnable={"cache_geometry.sector.l1"})
     outcome = measured["cache_geometry.sector.l1"].outcome
@@ -416,7 +417,7 @@ def test_a_stride_sweep_without_a_knee_fails_instead_of_inventing_a_unit() -> No
 
 
 def test_a_width_probe_needs_its_8_byte_partner_kernel_to_hold_its_contract() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     measured = _run(gpu, runnable={"cache_geometry.width.l1", "cache_geometry.width.l2"} | {"cache_geometry.sector.l2"})
     assert measured["cache_geometry.width.l1"].outcome.status == "skipped"
     assert "cache_geometry.sector.l1" in measured["cache_geometry.width.l1"].outcome.detail
@@ -425,14 +426,14 @@ def test_a_width_probe_needs_its_8_byte_partner_kernel_to_hold_its_contract() ->
 
 
 def test_probes_whose_contract_failed_are_not_launched() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     measured = _run(gpu, runnable={"cache_geometry.constant.latency"})
     assert set(measured) == {"cache_geometry.constant.latency"}
     assert set(gpu.launches) - {"gp_sm_clock"} == {"gp_cg_const_chase"}  # the clock is read around every probe
 
 
 def test_the_l1_kernels_ask_for_the_largest_l1() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     _run(gpu, runnable={"cache_geometry.sector.l1", "cache_geometry.width.l1"})
     assert gpu.carveouts == dict.fromkeys(["gp_cg_chase_ca_v8", "gp_cg_chase_ca_v16"], "max L1")
 
@@ -474,8 +475,8 @@ def _fact(fact_id: str, value: float, unit: str) -> Fact:
 
 
 def test_the_invariants_hold_on_the_simulated_part_and_catch_a_broken_order() -> None:
-    facts = _facts(_run(fake_gpu(noise=0.001)))
-    checks = [result for check in INVARIANTS for result in check(facts, fake_gpu().device())]
+    facts = _facts(_run(simulated_gpu(noise=0.001)))
+    checks = [result for check in INVARIANTS for result in check(facts, simulated_gpu().device())]
     assert {c.name for c in checks} == {
         "cache.l1_sector_divides_line", "constant.hit_below_miss", "tlb.l1_reach_below_l2_reach"
     }  # fmt: skip
@@ -484,7 +485,7 @@ def test_the_invariants_hold_on_the_simulated_part_and_catch_a_broken_order() ->
               "latency.constant.miss": _fact("latency.constant.miss", 100.0, "cycle"),
               "cache.l1.sector_bytes": _fact("cache.l1.sector_bytes", 48.0, "byte"),
               "cache.l1.line_bytes": _fact("cache.l1.line_bytes", 128.0, "byte")}  # fmt: skip
-    failed = [c for check in INVARIANTS for c in check(broken, fake_gpu().device())]
+    failed = [c for check in INVARIANTS for c in check(broken, simulated_gpu().device())]
     assert {c.name: c.ok for c in failed} == {"cache.l1_sector_divides_line": False, "constant.hit_below_miss": False}
     assert {c.name: c.facts for c in failed} == {  # a failed check marks the facts it compared
         "cache.l1_sector_divides_line": ("cache.l1.sector_bytes", "cache.l1.line_bytes"),

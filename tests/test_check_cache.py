@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build import check, outcomes, outputs, registry, sass, toolchain, workers
-from gpuprobe.build.check import CheckResult, check_all
-from gpuprobe.build.contracts import Rule, Violation
-from gpuprobe.build.outputs import cubin_problem, listing_problem, ptx_problem
-from gpuprobe.build.registry import Probe
-from gpuprobe.build.tool_limits import BrokenTool
-from gpuprobe.build.toolkit_choice import TOOLKIT_VARIABLE
 from gpuprobe.core import cache
 from gpuprobe.core.arch import Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.kernels import check, outcomes, outputs, registry, sass, toolchain, workers
+from gpuprobe.kernels.check import CheckResult, check_all
+from gpuprobe.kernels.contracts import Rule, Violation
+from gpuprobe.kernels.outputs import cubin_problem, listing_problem, ptx_problem
+from gpuprobe.kernels.registry import Probe
+from gpuprobe.kernels.tool_limits import BrokenTool
+from gpuprobe.kernels.toolkit_choice import TOOLKIT_VARIABLE
 
 SM80, SM90 = parse_arch("sm_80"), parse_arch("sm_90")
 STORE = Rule(kind="count", opcode=r"STG\.E\.64", count=1)

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-import gpuprobe.runner.gpu
-from gpuprobe.build.check import STATUSES
-from gpuprobe.build.registry import all_probes, find_probe
-from gpuprobe.build.toolchain import assemble_ptx
+import gpuprobe.runner.device
 from gpuprobe.cli import main
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Device, Fact, Results, code_record, save
+from gpuprobe.kernels.check import STATUSES
+from gpuprobe.kernels.registry import all_probes, find_probe
+from gpuprobe.kernels.toolchain import assemble_ptx
 from gpuprobe.output.sections import Plot, Section
 
 PREFIX = "gpuprobe: error: "
@@ -116,7 +116,7 @@ def _table_rows(out: str) -> dict[str, str]:
 
 
 def test_list_is_one_table_row_per_probe_with_its_archs_and_facts(capsys: pytest.CaptureFixture[str]) -> None:
-    from gpuprobe.cli import arch_span
+    from gpuprobe.cli.probes import arch_span
 
     code, out, err = run(capsys, "list")
     assert code == 0 and err == ""
@@ -136,7 +136,7 @@ def test_list_is_one_table_row_per_probe_with_its_archs_and_facts(capsys: pytest
 
 
 def test_the_archs_a_probe_targets_read_short() -> None:
-    from gpuprobe.cli import arch_span
+    from gpuprobe.cli.probes import arch_span
     from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 
     def span(*names: str) -> str:
@@ -450,7 +450,7 @@ def test_sass_unknown_arch(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
 
 
 def test_run_without_gpu(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(gpuprobe.runner.gpu, "gpu_unavailable_reason", lambda: "no GPU: the test says there is none")
+    monkeypatch.setattr(gpuprobe.runner.device, "gpu_unavailable_reason", lambda: "no GPU: the test says there is none")
     assert user_error(capsys, "run", "-o", str(tmp_path)) == "no GPU: the test says there is none"
     assert not list(tmp_path.iterdir())
 
@@ -505,12 +505,12 @@ def test_run_shows_its_progress_and_an_interrupt_says_where_the_partial_results_
     monkeypatch.setenv("GPUPROBE_REHEARSAL", "1")
     monkeypatch.setenv("GPUPROBE_REHEARSAL_OPTIONS", json.dumps({"faults": {}}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(rehearsal), str(REPO), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setattr(gpuprobe.runner.gpu, "gpu_unavailable_reason", lambda: None)
+    monkeypatch.setattr(gpuprobe.runner.device, "gpu_unavailable_reason", lambda: None)
     monkeypatch.setattr(
         api, "device_identity", lambda index=0: FaultyGpu(**suite_options(name="Rehearsal GPU")).device()
     )
-    two = {name: catalog.FAMILIES[name] for name in ("l2_partition", "launch")}
-    monkeypatch.setattr(session, "FAMILIES", two)
+    two = {name: catalog.BY_NAME[name] for name in ("l2_partition", "launch")}
+    monkeypatch.setattr(session, "BY_NAME", two)
     measure = session.run_family
 
     def stopped_in_launch(spec, order, policy, **kwargs):
@@ -535,7 +535,7 @@ def test_run_shows_its_progress_and_an_interrupt_says_where_the_partial_results_
 
 def test_run_on_this_machine_without_gpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Unpatched: on a machine with no usable GPU, ``run`` says why in one line."""
-    reason = gpuprobe.runner.gpu.gpu_unavailable_reason()
+    reason = gpuprobe.runner.device.gpu_unavailable_reason()
     if reason is None:
         pytest.skip("a GPU is present: `run` would measure")
     assert user_error(capsys, "run", "-o", str(tmp_path)) == reason
@@ -571,7 +571,7 @@ def test_running_out_of_memory_elsewhere_is_one_line(capsys, monkeypatch: pytest
     def out_of_memory(args: object) -> int:
         raise MemoryError
 
-    monkeypatch.setattr("gpuprobe.cli.cmd_list", out_of_memory)
+    monkeypatch.setattr("gpuprobe.cli.probes.cmd_list", out_of_memory)
     assert user_error(capsys, "list").startswith("out of memory")
 
 

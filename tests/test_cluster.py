@@ -9,19 +9,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.build.check import check_all, check_probe
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.registry import PTX_DIR, all_probes, find_probe
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Fact
 from gpuprobe.families import cluster
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.cluster import simulated
+from gpuprobe.families.sampling import Stopping
+from gpuprobe.kernels.check import check_all, check_probe
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.registry import PTX_DIR, all_probes, find_probe, unroll_of
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import fake_gpu, measure_family
-from gpuprobe.simulated.kernels import cluster as fake
-from tests.devices import H200
+from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from tests.helpers.devices import H200
 
-FAST = cluster.Settings(short_iterations=2, long_iterations=6, max_repeats=3, clusters=4)
+FAST = cluster.Settings(short_iterations=2, long_iterations=6, clusters=4, sampling=Stopping(3, 3, 0.01, 0.5))
 
 
 def _run(gpu, settings=FAST, runnable=None):
@@ -43,31 +44,31 @@ def test_the_cluster_check_wants_every_rank_and_every_sum() -> None:
 
 
 def test_the_simulated_costs_are_recovered() -> None:
-    measured = _run(fake_gpu(sm_count=4, noise=0.0))
+    measured = _run(simulated_gpu(sm_count=4, noise=0.0))
     assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(cluster.PROBES, "ok")
     facts = {f.id: f for m in measured.values() for f in m.facts}
     for size in cluster.CLUSTER_SIZES:
-        assert facts[f"sync.cluster.latency.{size}"].value == pytest.approx(fake.cluster_cost(size), rel=0.01)
+        assert facts[f"sync.cluster.latency.{size}"].value == pytest.approx(simulated.cluster_cost(size), rel=0.01)
     assert facts["sync.mbarrier.arrive_wait.latency"].value == pytest.approx(48.0, rel=0.01)
     assert facts["sync.mbarrier.tx.latency"].value == pytest.approx(75.0, rel=0.01)
     assert "4 clusters of 8 blocks" in measured["cluster.bar.8"].outcome.detail
 
 
 def test_the_grid_is_a_whole_number_of_clusters() -> None:
-    gpu = fake_gpu(sm_count=4)
+    gpu = simulated_gpu(sm_count=4)
     _run(gpu, runnable={"cluster.bar.8"})  # the simulation refuses a grid that is not
-    assert gpu.launches.count("gp_cluster_bar_8") >= 2 * FAST.min_repeats
+    assert gpu.launches.count("gp_cluster_bar_8") >= 2 * FAST.sampling.min_repeats
 
 
 def test_a_block_that_left_early_or_a_lost_arrival_fails_the_probe() -> None:
-    gpu = fake_gpu(sm_count=4)
+    gpu = simulated_gpu(sm_count=4)
     gpu.cluster_corrupt = True
     measured = _run(gpu)
     for name, m in measured.items():
         assert m.outcome.status == "failed", name
         assert m.facts == []
     assert "before every block had arrived" in measured["cluster.bar.2"].outcome.detail
-    short = FAST.short_iterations * cluster.UNROLL  # the first (short) launch already fails
+    short = FAST.short_iterations * unroll_of("gp_mbar_arrive_wait")  # the first (short) launch already fails
     assert f"after {short} phases" in measured["cluster.mbarrier.arrive_wait"].outcome.detail
     assert f"after {short + 1} phases" in measured["cluster.mbarrier.tx"].outcome.detail
 
@@ -124,7 +125,7 @@ def test_the_planned_work_fits_the_time_budget() -> None:
 
 
 def test_cluster_sync_costs_no_less_than_a_one_warp_block_barrier() -> None:
-    device = fake_gpu().device()
+    device = simulated_gpu().device()
     block = Fact("sync.block.latency.32", 20.0, "cycle", (19.0, 21.0))
     cluster_fact = Fact("sync.cluster.latency.2", 380.0, "cycle", (378.0, 383.0))
     facts = {block.id: block, cluster_fact.id: cluster_fact}

@@ -13,11 +13,11 @@ from gpuprobe.core.results import Results
 from gpuprobe.families import collectives
 from gpuprobe.families.collectives import PROBES, Settings, busbw, nccl_log
 from gpuprobe.families.collectives.plot import busbw_png
+from gpuprobe.families.collectives.simulated import FAST_SETTINGS
 from gpuprobe.runner.peers import ONE_GPU
-from gpuprobe.simulated.gpu import FakeGpu, measure_family
-from gpuprobe.simulated.kernels.collectives import FAST_SETTINGS
-from gpuprobe.simulated.peers import FakeNode
-from tests.devices import H200
+from gpuprobe.simulated.gpu import SimulatedGpu, measure_family
+from gpuprobe.simulated.peers import SimulatedNode
+from tests.helpers.devices import H200
 
 # ---- nccl-tests' definitions ------------------------------------------------------------------------
 
@@ -158,7 +158,7 @@ def test_the_nccl_log_says_version_fabric_and_each_choice() -> None:
 
 
 def _measure(node: dict, runnable=frozenset(PROBES), settings: Settings = FAST_SETTINGS) -> dict:
-    return measure_family(collectives, FakeGpu(peer_node=node), set(runnable), settings)
+    return measure_family(collectives, SimulatedGpu(peer_node=node), set(runnable), settings)
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def four() -> dict:
 
 
 def test_every_collective_is_timed_checked_and_reported_as_nccl_tests_would(four: dict) -> None:
-    node = FakeNode(count=4)
+    node = SimulatedNode(count=4)
     assert {n: m.outcome.status for n, m in four.items()} == dict.fromkeys(PROBES, "ok")
     for name, measured in four.items():
         collective = name.removeprefix("collectives.")

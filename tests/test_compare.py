@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuprobe.cli.compare import add_commands
 from gpuprobe.core.detection import FACT_ALPHA, RUN_TO_RUN_PCT
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Device, Fact, Results, save
@@ -31,7 +32,6 @@ from gpuprobe.fleet.compare import (
     NO_DIRECTION,
     Comparison,
     Label,
-    add_command,
     baseline_failure,
     baseline_message,
     compare,
@@ -669,7 +669,7 @@ def test_a_fact_twice_in_one_run_is_refused_not_guessed() -> None:
 
 def _command(*argv: str) -> int:
     parser = argparse.ArgumentParser(prog="gpuprobe")
-    add_command(parser.add_subparsers(dest="command", required=True))
+    add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["compare", *argv])
     return args.func(args)
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import ProbeOutcome
-from gpuprobe.families.base import Measured, ProbeFailure
-from gpuprobe.measure.conditions import CLOCK_KERNEL, SETTLE_TRIES, ConditionRecorder
-from gpuprobe.runner.gpu import CooperativeGridTooLarge
+from gpuprobe.families.base import Measured
+from gpuprobe.kernels.registry import CLOCK_KERNEL
+from gpuprobe.measure.conditions import SETTLE_TRIES, ConditionRecorder
+from gpuprobe.runner.launcher import CooperativeGridTooLarge
 from gpuprobe.simulated.gpu import FaultyGpu, ptx_parameters
 
 KEYS = {"sm_mhz_before", "sm_mhz_after", "nvml_before", "nvml_after", "sm_mhz_reference"}
@@ -68,10 +71,13 @@ class RampingGpu(FaultyGpu):
     idle_mhz: float = 345.0
     ramp_launches: int = 2
 
-    def _gp_sm_clock(self, spin, out) -> None:
-        ramped = len(self.launches) > self.ramp_launches
-        cycles = int(spin) + 40
-        self._write(out, cycles, cycles / (self.mhz if ramped else self.idle_mhz) * 1000.0)
+    def _launch(self, kernel: str, *args: Any) -> float:
+        """The launch at the idle clock until ``ramp_launches`` kernels ran before it, then at ``mhz``."""
+        full, self.mhz = self.mhz, self.mhz if len(self.launches) >= self.ramp_launches else self.idle_mhz
+        try:
+            return super()._launch(kernel, *args)
+        finally:
+            self.mhz = full
 
 
 def test_a_gpu_found_idle_is_woken_before_its_clock_is_read_and_the_reference_kept() -> None:

@@ -10,35 +10,35 @@ import functools
 import numpy as np
 import pytest
 
-from gpuprobe.build.contracts import check
-from gpuprobe.build.registry import PTX_DIR, all_probes, find_probe
-from gpuprobe.build.sass import Listing, read_cubin
-from gpuprobe.build.toolchain import compile_cuda
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.families import coop
 from gpuprobe.families.coop import chains, lowering, pairs, plot
+from gpuprobe.families.coop.simulated import FAST_SETTINGS
+from gpuprobe.kernels.contracts import check
+from gpuprobe.kernels.registry import PTX_DIR, all_probes, find_probe
+from gpuprobe.kernels.sass import Listing, read_cubin
+from gpuprobe.kernels.toolchain import compile_cuda
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import FakeGpu, _module, measure_family, suite_options
-from gpuprobe.simulated.kernels.coop import FAST_SETTINGS
-from tests.devices import H200
+from gpuprobe.simulated.gpu import SimulatedGpu, _module, measure_family, suite_options
+from tests.helpers.devices import H200
 
 COOP_DIR = PTX_DIR / "coop"
 
 
-def _run(gpu: FakeGpu, runnable: set[str]) -> dict:
+def _run(gpu: SimulatedGpu, runnable: set[str]) -> dict:
     return measure_family(coop, gpu, runnable, FAST_SETTINGS)
 
 
 def _device(arch: str) -> Device:
-    return dataclasses.replace(FakeGpu().device(), arch=arch)
+    return dataclasses.replace(SimulatedGpu().device(), arch=arch)
 
 
 @pytest.fixture(scope="module")
 def whole_run() -> dict:
     """Every coop probe measured once on the simulated sm_90a part (a few seconds), shared by the tests
     that read it."""
-    return _run(FakeGpu(**suite_options()), set(coop.PROBES))
+    return _run(SimulatedGpu(**suite_options()), set(coop.PROBES))
 
 
 # ---- declarations and contracts ----------------------------------------------------------------
@@ -203,7 +203,8 @@ def test_the_floors_hold_on_the_simulated_run_and_catch_an_abstraction_cheaper_t
     }
     assert [ok for _, ok, *_ in coop.abstraction_not_below_instruction(same, _device("sm_90a"))] == [True]  # noise
     cheap = _run(
-        FakeGpu(**suite_options(family_options={"coop_cheaper": "gp_coop_reduce_add_32_lat"})), {"coop.reduce.add.32"}
+        SimulatedGpu(**suite_options(family_options={"coop_cheaper": "gp_coop_reduce_add_32_lat"})),
+        {"coop.reduce.add.32"},
     )
     broken = coop.abstraction_not_below_instruction({f.id: f for f in cheap["coop.reduce.add.32"].facts},
                                                     _device("sm_90a"))  # fmt: skip
@@ -222,14 +223,14 @@ def test_ratios_without_a_floor_are_not_checked(whole_run: dict) -> None:
                                     "gp_coop_atomic_ref_shared_lat"])  # fmt: skip
 def test_a_wrong_result_fails_the_probe(kernel: str) -> None:
     probe = next(p.name for p in all_probes() if p.family == "coop" and p.kernel == kernel)
-    measured = _run(FakeGpu(**suite_options(family_options={"coop_corrupt": kernel})), {probe})[probe]
+    measured = _run(SimulatedGpu(**suite_options(family_options={"coop_corrupt": kernel})), {probe})[probe]
     assert measured.outcome.status == "failed" and kernel in measured.outcome.detail
     assert measured.facts == []
 
 
 def test_without_a_twin_on_the_arch_the_cost_is_measured_alone() -> None:
     """A Turing part has no cp.async: cg::memcpy_async's cost stands alone, and the note says why."""
-    gpu = FakeGpu(**suite_options())
+    gpu = SimulatedGpu(**suite_options())
     measured = measure_family(coop, gpu, {"coop.pipeline"}, FAST_SETTINGS, device=_device("sm_75"))["coop.pipeline"]
     assert [f.id for f in measured.facts] == ["coop.pipeline.latency"]
     assert "no twin measured: sm_75 has nothing hand-written" in measured.outcome.detail
@@ -249,12 +250,12 @@ def test_a_summary_names_what_the_abstraction_is_about_first() -> None:
 
 def test_the_figure_draws_every_pair_with_its_sass(whole_run: dict) -> None:
     facts = [f for m in whole_run.values() for f in m.facts]
-    results = Results(device=FakeGpu().device(), facts=facts, probes={n: m.outcome for n, m in whole_run.items()})
+    results = Results(device=SimulatedGpu().device(), facts=facts, probes={n: m.outcome for n, m in whole_run.items()})
     rows = plot.pair_rows(results)
     assert len(rows) == sum(1 for f in facts if f.unit == "ratio")
     assert (rows[5][0], rows[5][3]) == ("coop.reduce.add.latency.32", "REDUX.SUM.S32 1")
     assert plot.pairs_png(results, 60)[:8] == b"\x89PNG\r\n\x1a\n"
-    assert plot.pairs_png(Results(device=FakeGpu().device(), probes={"x": ProbeOutcome("ok")}), 60) is None
+    assert plot.pairs_png(Results(device=SimulatedGpu().device(), probes={"x": ProbeOutcome("ok")}), 60) is None
 
 
 def test_the_plan_fits_and_counts_what_the_settings_ask() -> None:

@@ -3,15 +3,16 @@
 A stand-in module only shows that gpuprobe calls what the stand-in's author believed the API to be.
 Here the API is the real one, introspected:
 
-- :class:`ApiScan` parses ``gpuprobe/runner/gpu.py`` and follows every attribute chain that starts at one of
+- :class:`ApiScan` parses the runner's modules that call them (:data:`SCANNED`, read as one source by
+  :func:`runner_source`) and follows every attribute chain that starts at one of
   those libraries (an import, ``self._cp``, a local alias, a parameter such as ``nv``), through what
   their calls return, to the object it names in the imported module. Each must exist; each call must
   bind to the function's signature (``inspect.signature`` for Python functions, the signature Cython
   embeds as the docstring's first line otherwise); an attribute read on a value the scan cannot place
   is itself a failure, so a new call into the libraries cannot slip past. Deliberately breaking
-  gpu.py's source shows each kind of mistake is caught.
+  the runner's source shows each kind of mistake is caught.
 - cuda-bindings converts a call's arguments before it looks for the driver, so with the driver
-  library taken away (in a fresh process, its loader made to fail) every cuda-bindings call gpu.py
+  library taken away (in a fresh process, its loader made to fail) every cuda-bindings call the runner
   makes runs for real up to the driver: a wrong argument type is a TypeError there, as it would be
   on a GPU. :class:`DriverDouble` then answers each call in the types its documentation returns.
 - CuPy's ``getDeviceProperties()`` needs a GPU to call, and cuBLAS a library CI does not have; both
@@ -45,17 +46,52 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuprobe.runner import gpu
+from gpuprobe.runner import cupy_launcher, device, launch_paths, tensor_map
 
-GPU_SOURCE = Path(gpu.__file__)
-REPO = GPU_SOURCE.parents[2]
+RUNNER = Path(cupy_launcher.__file__).parent
+REPO = RUNNER.parents[1]
+# The runner's modules that call CuPy, cuda-bindings, pycuda or NVML, scanned as one source.
+SCANNED = ("cupy_launcher", "launch_paths", "driver", "device", "nvml", "tensor_map")
+
+
+@functools.cache
+def _sources() -> tuple[tuple[str, str], ...]:
+    """Each of :data:`SCANNED` as (file name, source), its imports of the others made ``pass`` (line for line):
+    in one source a name then means what its own module defines, and the scan follows calls across them."""
+    scanned = {f"gpuprobe.runner.{name}" for name in SCANNED}
+    sources = []
+    for name in SCANNED:
+        path = RUNNER / f"{name}.py"
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, ast.ImportFrom) and node.module in scanned:
+                first = node.lineno - 1
+                lines[first] = " " * node.col_offset + "pass"
+                lines[first + 1 : node.end_lineno] = [""] * (node.end_lineno - node.lineno)
+        sources.append((path.name, "\n".join(lines) + "\n"))
+    return tuple(sources)
+
+
+def runner_source() -> str:
+    """The scanned modules as one source (see :func:`_sources`)."""
+    return "".join(text for _, text in _sources())
+
+
+def where(line: int) -> str:
+    """``file:line`` of a line of :func:`runner_source`."""
+    for name, text in _sources():
+        count = text.count("\n")
+        if line <= count:
+            return f"{name}:{line}"
+        line -= count
+    return f"?:{line}"
 
 # Packages whose API the scan checks; anything else (Python, NumPy, gpuprobe) is plain.
 LIBRARIES = ("cupy", "cupy_backends", "cuda.bindings", "cuda.pathfinder", "pynvml", "pycuda")
 OPTIONAL = ("pycuda",)  # may be absent where this runs: its uses are listed, not checked
 
-# What a name holds where gpu.py's code does not say (a parameter typed Any, a lambda's parameter, a
-# helper's result typed Any): the same thing wherever gpu.py uses the name. None: a plain value.
+# What a name holds where the runner's code does not say (a parameter typed Any, a lambda's parameter, a
+# helper's result typed Any): the same thing wherever the runner uses the name. None: a plain value.
 NAMES = {"nv": "pynvml", "runtime": "cupy.cuda.runtime", "h": None, "handle": None}
 
 
@@ -120,21 +156,21 @@ class Union:
 
 @dataclass(frozen=True)
 class Own:
-    """An instance of a class of gpu.py (its attributes from its assignments and methods)."""
+    """An instance of a class of the runner (its attributes from its assignments and methods)."""
 
     name: str
 
 
 @dataclass(frozen=True)
 class OwnClass:
-    """A class of gpu.py itself: calling it makes an :class:`Own`."""
+    """A class of the runner itself: calling it makes an :class:`Own`."""
 
     name: str
 
 
 @dataclass(frozen=True)
 class OwnFunction:
-    """A function or method of gpu.py: a call gives what its return annotation says."""
+    """A function or method of the runner: a call gives what its return annotation says."""
 
     node: ast.FunctionDef
 
@@ -244,19 +280,19 @@ def documented_outputs(function: Any) -> list[str]:
 
 @dataclass
 class Finding:
-    """One use in gpu.py that the installed packages contradict, or that the scan cannot place."""
+    """One use in the runner that the installed packages contradict, or that the scan cannot place."""
 
     line: int
     text: str
     problem: str
 
     def __str__(self) -> str:
-        return f"gpu.py:{self.line}: {self.text}: {self.problem}"
+        return f"{where(self.line)}: {self.text}: {self.problem}"
 
 
 @dataclass
 class ApiScan:
-    """Every use of the libraries in gpu.py's source, resolved against the installed packages."""
+    """Every use of the libraries in the runner's source, resolved against the installed packages."""
 
     source: str
     problems: list[Finding] = field(default_factory=list)
@@ -662,7 +698,7 @@ class ApiScan:
             if isinstance(receiver, Plain) and receiver.props:
                 self._property_key(node.args[0], node)
                 return PLAIN
-        if isinstance(function, OwnFunction) and function.node.name == "_driver_call":
+        if isinstance(function, OwnFunction) and function.node.name == "driver_call":
             return self._driver_call(node, arguments)
         if isinstance(function, OwnClass):
             return Own(function.name)
@@ -700,10 +736,10 @@ class ApiScan:
         return PLAIN if declared in ("int", "str", "tuple", "intptr_t", "size_t", "bool", "float") else UNKNOWN
 
     def _driver_call(self, node: ast.Call, arguments: list[Any]) -> Any:
-        """``_driver_call(driver.cuX, *args)``: ``cuX(*args)``, its CUresult taken off."""
+        """``driver_call(driver.cuX, *args)``: ``cuX(*args)``, its CUresult taken off."""
         function = arguments[0] if arguments else UNKNOWN
         if not isinstance(function, Lib):
-            self._problem(node, "_driver_call of something the scan cannot place")
+            self._problem(node, "driver_call of something the scan cannot place")
             return UNKNOWN
         inner = ast.Call(func=node.args[0], args=node.args[1:], keywords=node.keywords)
         ast.copy_location(inner, node)
@@ -805,18 +841,18 @@ def _embedded_signatures(file: Path) -> dict[str, inspect.Signature]:
 
 @pytest.fixture(scope="module")
 def scan() -> ApiScan:
-    return ApiScan(GPU_SOURCE.read_text(), exempt_functions=_pycuda_exemption())
+    return ApiScan(runner_source(), exempt_functions=_pycuda_exemption())
 
 
 def _pycuda_exemption() -> frozenset[str]:
     """The pycuda path is checked only where pycuda is installed (it is optional, and CI lacks it)."""
-    return frozenset() if importlib.util.find_spec("pycuda") else frozenset({"_pycuda_launch"})
+    return frozenset() if importlib.util.find_spec("pycuda") else frozenset({"pycuda_launch"})
 
 
 # ---- the tests ----------------------------------------------------------------------------------
 
 
-def test_every_library_use_in_gpu_py_exists_and_takes_the_arguments_it_is_given(scan: ApiScan) -> None:
+def test_every_library_use_in_the_runner_exists_and_takes_the_arguments_it_is_given(scan: ApiScan) -> None:
     assert not scan.problems, "\n".join(str(p) for p in scan.problems)
 
 
@@ -857,16 +893,16 @@ def test_the_scan_covers_the_launch_path(scan: ApiScan) -> None:
         ("graph.upload(stream)", "graph.uplode(stream)", "Graph has no attribute uplode"),
         ("config.sharedMemBytes = shared_bytes", "config.sharedMem = shared_bytes", "no attribute sharedMem"),
         ("compute_type, -1)", "compute_type)", "does not fit"),
-        ("_driver_call(driver.cuInit, 0)", "_driver_call(driver.cuInit, 0, 0)", "does not fit"),
+        ("driver_call(driver.cuInit, 0)", "driver_call(driver.cuInit, 0, 0)", "does not fit"),
         ("function.kernel.ptr, threads", "function.kernel.pointer, threads", "no attribute pointer"),
         ("p.pid for p", "p.pids for p", "no attribute pids"),
-        ("args).launch", "args).lunch", "_DriverLaunch has no attribute lunch"),
+        ("args).launch", "args).lunch", "DriverLaunch has no attribute lunch"),
         (".preferred_shared_memory_carveout = 0", ".num_regs = 0", "RawKernel.num_regs cannot be set"),
         ("return int(buffer.data.ptr)", "return int(mystery.data.ptr)", "not known to the scan"),
     ],
 )
 def test_a_wrong_use_of_the_libraries_is_caught(old: str, new: str, problem: str) -> None:
-    source = GPU_SOURCE.read_text()
+    source = runner_source()
     assert old in source
     broken = ApiScan(source.replace(old, new, 1), exempt_functions=_pycuda_exemption())
     assert any(problem in str(p) for p in broken.problems), [str(p) for p in broken.problems]
@@ -926,13 +962,13 @@ def _runtime_extension() -> Path:
     return Path(importlib.util.find_spec("cupy_backends.cuda.api.runtime").origin)
 
 
-def test_every_device_property_gpu_py_reads_is_one_cupys_cuda13_build_fills(scan: ApiScan) -> None:
+def test_every_device_property_the_runner_reads_is_one_cupys_cuda13_build_fills(scan: ApiScan) -> None:
     """``getDeviceProperties`` builds its dict in Cython with string-literal keys, one statement per field
     (and, in a CUDA 13 build, fills ``clockRate``, ``memoryClockRate`` and a few others that CUDA 13
     dropped from cudaDeviceProp through cudaDeviceGetAttribute). Cython's compile-time ``IF
-    CUPY_CUDA_VERSION`` removes the branches a build does not take, with their literals. So a key gpu.py
+    CUPY_CUDA_VERSION`` removes the branches a build does not take, with their literals. So a key the runner
     reads is one this build can produce only if it is among the string constants compiled into the
-    installed runtime extension (cupy_backends/cuda/api/runtime*.so). The keys are taken from gpu.py's
+    installed runtime extension (cupy_backends/cuda/api/runtime*.so). The keys are taken from the runner's
     source by the scan (subscripts and ``.get`` on what getDeviceProperties returned), not listed here."""
     constants = cython_string_constants(_runtime_extension())
     assert {"multiProcessorCount", "l2CacheSize", "clockRate", "memoryClockRate"} <= scan.property_keys
@@ -941,7 +977,7 @@ def test_every_device_property_gpu_py_reads_is_one_cupys_cuda13_build_fills(scan
 
 
 def test_a_device_property_key_cupy_does_not_fill_is_caught() -> None:
-    source = GPU_SOURCE.read_text().replace('props["l2CacheSize"]', 'props["l2CacheBytes"]', 1)
+    source = runner_source().replace('props["l2CacheSize"]', 'props["l2CacheBytes"]', 1)
     keys = ApiScan(source, exempt_functions=_pycuda_exemption()).property_keys
     assert keys - cython_string_constants(_runtime_extension()) == {"l2CacheBytes"}
 
@@ -962,7 +998,7 @@ def test_cupys_cooperative_launch_would_shrink_a_grid_so_the_launcher_refuses_it
 # ---- cuBLAS, statically where libcublas is absent --------------------------------------------------
 
 
-def test_gemmex_takes_the_19_arguments_gpu_py_passes(scan: ApiScan) -> None:
+def test_gemmex_takes_the_19_arguments_the_runner_passes(scan: ApiScan) -> None:
     """CuPy's cublas module cannot be imported without libcublas (CI has none), but the signature Cython
     embeds in ``gemmEx``'s docstring is in the extension module's file; the scan checks the call against it."""
     file = Path(importlib.util.find_spec("cupy_backends.cuda.libs.cublas").origin)
@@ -978,7 +1014,7 @@ def test_graph_capture_is_in_relaxed_mode() -> None:
 
     documented = " ".join(cupy.cuda.Stream.begin_capture.__doc__.split())
     assert "Default is :data:`~cupy.cuda.runtime.streamCaptureModeRelaxed`" in documented
-    assert "stream.begin_capture()" in GPU_SOURCE.read_text()  # no mode given
+    assert "stream.begin_capture()" in runner_source()  # no mode given
 
 
 def test_the_cublas_module_cupy_loads_lazily_is_the_one_read() -> None:
@@ -991,7 +1027,7 @@ def test_gemm_data_types_are_cudas() -> None:
     import cupy
 
     runtime = cupy.cuda.runtime
-    assert [gpu._GEMM_TYPES[t][0] for t in ("f16", "bf16", "tf32")] == [
+    assert [cupy_launcher._GEMM_TYPES[t][0] for t in ("f16", "bf16", "tf32")] == [
         runtime.CUDA_R_16F,
         runtime.CUDA_R_16BF,
         runtime.CUDA_R_32F,
@@ -1063,7 +1099,7 @@ def driver_double(double: DriverDouble) -> Iterator[DriverDouble]:
 
 
 def driver_paths_report(cubin: str) -> dict[str, Any]:
-    """Run, in this process, every path of gpu.py that calls cuda-bindings, with the driver library taken
+    """Run, in this process, every path of the runner that calls cuda-bindings, with the driver library taken
     away and the calls converted for real: the driver functions called, or the error that stopped one."""
     import cuda.bindings._internal.driver as loader
 
@@ -1083,19 +1119,14 @@ def driver_paths_report(cubin: str) -> dict[str, Any]:
         "cuFuncGetAttribute": lambda which, f: (driver.CUresult.CUDA_SUCCESS, 2 if which.name.endswith("WIDTH") else 1),
         "cuOccupancyMaxActiveClusters": lambda f, config: (driver.CUresult.CUDA_SUCCESS, 66),
     }
-    launcher = types.SimpleNamespace(
-        _cubin=cubin,
-        _device_index=0,
-        address=lambda buffer: 0x7F0000001000,
-        _cp=types.SimpleNamespace(cuda=types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=0))),
-    )
+    launcher = types.SimpleNamespace(cubin=cubin, device_index=0, address=lambda buffer: 0x7F0000001000)
     with driver_double(DriverDouble(answers, convert=True)) as double:
         try:
-            gpu.cuda_uuid(0)
-            gpu._DriverLaunch(launcher, "gp_k", 4, (32, 2), [np.uint32(7), object()]).launch()
-            cluster = gpu._required_cluster(0x1234)
-            clusters = gpu._max_active_clusters(0x1234, cluster, 128, 4096, 0)
-            tensor_map = gpu.encode_tensor_map(0x7F0000001000, gpu.TileMap(4096, 64, 128, 64, 128, 256))
+            device.cuda_uuid(0)
+            launch_paths.DriverLaunch(launcher, 0, "gp_k", 4, (32, 2), [np.uint32(7), object()]).launch()
+            cluster = cupy_launcher._required_cluster(0x1234)
+            clusters = cupy_launcher._max_active_clusters(0x1234, cluster, 128, 4096, 0)
+            encoded = tensor_map.encode_tensor_map(0x7F0000001000, tensor_map.TileMap(4096, 64, 128, 64, 128, 256))
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}", "called": [c[0] for c in double.calls]}
         try:  # the shape the review found: extra=None is refused before the driver is needed
@@ -1107,7 +1138,7 @@ def driver_paths_report(cubin: str) -> dict[str, Any]:
         "called": sorted({c[0] for c in double.calls}),
         "cluster": cluster,
         "clusters": clusters,
-        "tensor_map_bytes": len(tensor_map.tobytes()),
+        "tensor_map_bytes": len(encoded.tobytes()),
         "extra_none": refused,
     }
 
@@ -1131,7 +1162,7 @@ def test_every_cuda_bindings_call_converts_its_arguments(driver_paths: dict[str,
     assert "error" not in driver_paths, driver_paths
     named = {u.rsplit(".", 1)[1] for u in scan.uses if u.startswith("cuda.bindings.driver.cu")}
     used = {name for name in named if not name.startswith("cuuint")}  # cuuint32_t/64_t: integer types, not calls
-    assert set(driver_paths["called"]) == used  # every driver function gpu.py names was run
+    assert set(driver_paths["called"]) == used  # every driver function the runner names was run
     # made (the config's fields set, the integers wrapped for cuTensorMapEncodeTiled's lists) in that run
     driver = "cuda.bindings.driver"
     assert scan.shapeless == {f"{driver}.CUlaunchConfig", f"{driver}.cuuint64_t", f"{driver}.cuuint32_t"}

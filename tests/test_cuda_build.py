@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 
 from gpuprobe import pytest_plugin
-from gpuprobe.build import nvrtc, outcomes, registry
-from gpuprobe.build.contracts import Rule, check
-from gpuprobe.build.cubin import build_for, build_ptx
-from gpuprobe.build.cudasource import source_inputs, translation_unit
-from gpuprobe.build.flow import Step, back_edges
-from gpuprobe.build.ptxsource import Generated, combine
-from gpuprobe.build.registry import PTX_DIR, Probe, all_probes, find_probe, load_family
-from gpuprobe.build.sass import read_cubin
-from gpuprobe.build.toolchain import TOOLKIT_VARIABLE, assemble_ptx, compile_cuda
 from gpuprobe.cli import main
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.kernels import nvrtc, outcomes, registry
+from gpuprobe.kernels.contracts import Rule, check
+from gpuprobe.kernels.cubin import build_for, build_ptx
+from gpuprobe.kernels.cudasource import source_inputs, translation_unit
+from gpuprobe.kernels.flow import Step, back_edges
+from gpuprobe.kernels.ptxsource import Generated, combine
+from gpuprobe.kernels.registry import PTX_DIR, Probe, all_probes, find_probe, load_family
+from gpuprobe.kernels.sass import read_cubin
+from gpuprobe.kernels.toolchain import TOOLKIT_VARIABLE, assemble_ptx, compile_cuda
 from gpuprobe.measure import session
 from tests.test_cli import refusal, run, write
 
@@ -47,7 +47,7 @@ def toolkit_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     headers = nvrtc.include_dirs()
     root = tmp_path / "toolkit"
     (root / "bin").mkdir(parents=True)
-    from gpuprobe.build.toolchain import find_tool
+    from gpuprobe.kernels.toolchain import find_tool
 
     for tool in ("ptxas", "nvdisasm"):
         (root / "bin" / tool).symlink_to(find_tool(tool))
@@ -315,7 +315,7 @@ def test_nvrtc_ptx_joins_the_hand_written_ptx_in_one_cubin() -> None:
 
 def test_a_ptxas_too_old_for_nvrtcs_ptx_is_an_error_at_nvrtcs_ptx(tmp_path: Path) -> None:
     ptx = nvrtc.cuda_to_ptx(KERNEL, SM80, "a.cu").replace(".version ", ".version 99.", 1)
-    hand = PTX_DIR / "memory_latency" / "memory_latency.ptx"
+    hand = PTX_DIR / "memory" / "memory.ptx"
     module = combine([hand], SM80, PTX_DIR.parent, [Generated("NVRTC's PTX of a.cu", ptx)])
     assert module.text.startswith(".version 99.")
     with pytest.raises(GpuprobeError) as excinfo:

@@ -22,19 +22,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuprobe.runner import gpu
-from gpuprobe.runner.gpu import (
-    DYNAMIC_SHARED_DEFAULT,
-    HOLD_CYCLES_PER_LAUNCH,
-    HOLD_KERNEL,
-    CooperativeGridTooLarge,
-    CudaDriverError,
-    CupyLauncher,
-    LaunchPathUnavailable,
-)
+from gpuprobe.core.errors import ProbeFailure
+from gpuprobe.kernels.registry import CLOCK_KERNEL
+from gpuprobe.runner import cupy_launcher
+from gpuprobe.runner.cupy_launcher import DYNAMIC_SHARED_DEFAULT, CupyLauncher
+from gpuprobe.runner.driver import CudaDriverError
+from gpuprobe.runner.launcher import HOLD_CYCLES_PER_LAUNCH, CooperativeGridTooLarge, LaunchPathUnavailable
 from tests.test_cuda_api import DriverDouble, driver_double
 
 SMS = 4  # the stand-in GPU's SM count
+# The stand-in cubin's kernels: gp_k takes nothing, gp_k_args a count and a buffer.
+SIGNATURES = {"gp_k": [], "gp_k_args": [("u32", "n"), ("u64", "out")]}
 
 
 class StubArray:
@@ -75,7 +73,7 @@ class StubKernel:
 
 
 class StubCupy(types.ModuleType):
-    """The parts of CuPy gpuprobe.runner.gpu uses, recording what is asked of them."""
+    """The parts of CuPy gpuprobe.runner.cupy_launcher uses, recording what is asked of them."""
 
     uint8, uint64 = np.uint8, np.uint64
 
@@ -191,7 +189,7 @@ def stub(monkeypatch: pytest.MonkeyPatch, driver: DriverDouble) -> StubCupy:
 def launcher(stub: StubCupy, tmp_path: Path) -> CupyLauncher:
     cubin = tmp_path / "probes.cubin"
     cubin.write_bytes(b"\x7fELF")
-    return CupyLauncher(cubin, device_index=0)
+    return CupyLauncher(cubin, 0, SIGNATURES)
 
 
 def launches(stub: StubCupy) -> list[tuple]:
@@ -200,11 +198,33 @@ def launches(stub: StubCupy) -> list[tuple]:
 
 def test_a_launch_passes_dims_arguments_and_opts_in_to_large_shared_memory(stub, launcher) -> None:
     out = launcher.alloc(16)
-    launcher.launch("gp_k", 4, (32, 2), [np.uint32(7), out], shared_bytes=100 * 1024)
+    launcher.launch("gp_k_args", 4, (32, 2), [np.uint32(7), out], shared_bytes=100 * 1024)
     ((_, name, grid, block, args, shared, cooperative),) = launches(stub)
-    assert (name, grid, block, shared, cooperative) == ("gp_k", (4,), (32, 2), 100 * 1024, False)
+    assert (name, grid, block, shared, cooperative) == ("gp_k_args", (4, 1, 1), (32, 2, 1), 100 * 1024, False)
     assert args == (np.uint32(7), out)
-    assert stub.kernels["gp_k", False].max_dynamic_shared_size_bytes == 100 * 1024
+    assert stub.kernels["gp_k_args", False].max_dynamic_shared_size_bytes == 100 * 1024
+
+
+@pytest.mark.parametrize(
+    ("kernel", "args", "refusal"),
+    [
+        ("gp_k_args", lambda out: [np.uint64(7), out], r"parameter n is \.u32, given uint64"),
+        ("gp_k_args", lambda out: [np.uint32(7)], r"takes 2 parameters \(n, out\), given 1"),
+        ("gp_no_such_kernel", lambda out: [], "not in the checked cubin"),
+    ],
+)
+def test_every_launch_path_checks_the_arguments_before_cupy_sees_them(stub, launcher, kernel, args, refusal) -> None:
+    given = args(launcher.alloc(16))
+    calls = {
+        "launch": lambda: launcher.launch(kernel, 1, 32, given),
+        "time_launches": lambda: launcher.time_launches(kernel, 1, 32, given, count=3),
+        "enqueue_seconds": lambda: launcher.enqueue_seconds(kernel, 1, 32, given, count=3),
+        "graph_replay": lambda: launcher.graph_replay(kernel, 1, 32, given, nodes=2, replays=2),
+    }
+    for call in calls.values():
+        with pytest.raises(ProbeFailure, match=refusal):
+            call()
+    assert not launches(stub) and not [c for c in stub.calls if c[0] == "capture.begin"]
 
 
 def test_a_cooperative_launch_goes_through_a_cooperative_load_of_the_same_cubin(stub, launcher) -> None:
@@ -243,8 +263,8 @@ def test_a_cluster_kernels_blocks_per_sm_are_its_co_resident_clusters_over_the_s
 
 def test_the_cuda_bindings_path_launches_the_same_cubin_with_integer_pointers(stub, launcher, driver) -> None:
     out = launcher.alloc(16)
-    launcher.enqueue_seconds("gp_k", 4, (32, 2), [np.uint32(7), out], count=3, via="cuda-bindings")
-    launcher.enqueue_seconds("gp_k", 4, (32, 2), [np.uint32(7), out], count=1, via="cuda-bindings")
+    launcher.enqueue_seconds("gp_k_args", 4, (32, 2), [np.uint32(7), out], count=3, via="cuda-bindings")
+    launcher.enqueue_seconds("gp_k_args", 4, (32, 2), [np.uint32(7), out], count=1, via="cuda-bindings")
     called = [name for name, _ in driver.calls]
     assert called.count("cuModuleLoadData") == 1  # the cubin is loaded once per process
     launched = [args for name, args in driver.calls if name == "cuLaunchKernel"]
@@ -279,7 +299,7 @@ def test_cuda_bindings_missing_is_an_unavailable_path(stub, launcher, monkeypatc
 
 def test_the_launchers_snapshot_counts_its_own_context(stub, launcher, monkeypatch) -> None:
     asked = []
-    monkeypatch.setattr(gpu, "nvml_snapshot", lambda *args, **kwargs: asked.append((args, kwargs)) or {})
+    monkeypatch.setattr(cupy_launcher, "nvml_snapshot", lambda *args, **kwargs: asked.append((args, kwargs)) or {})
     launcher.nvml()
     ((args, kwargs),) = asked
     assert os.getpid() in args[2] and kwargs == {"holds_context": True}
@@ -288,7 +308,7 @@ def test_the_launchers_snapshot_counts_its_own_context(stub, launcher, monkeypat
 def test_timed_launches_are_enqueued_behind_a_hold_between_two_events(stub, launcher) -> None:
     assert launcher.time_launches("gp_k", 1, 32, [], count=3) == 2.5
     kinds = [c[0] if c[0] != "launch" else c[1] for c in stub.calls]
-    assert kinds == [HOLD_KERNEL, "event.record", "gp_k", "gp_k", "gp_k", "event.record", "event.synchronize"]
+    assert kinds == [CLOCK_KERNEL, "event.record", "gp_k", "gp_k", "gp_k", "event.record", "event.synchronize"]
     hold = launches(stub)[0]
     assert hold[4][0] == np.uint64(3 * HOLD_CYCLES_PER_LAUNCH)
 
@@ -330,7 +350,7 @@ def test_graph_replay_captures_the_nodes_and_replays_behind_a_hold(stub, launche
     kinds = [c[0] if c[0] != "launch" else c[1] for c in stub.calls]
     captured = kinds[kinds.index("capture.begin") + 1 : kinds.index("capture.end")]
     assert captured == ["gp_k"] * 3
-    assert kinds[kinds.index(HOLD_KERNEL) + 1] == "event.record" and kinds.count("graph.launch") == 4
+    assert kinds[kinds.index(CLOCK_KERNEL) + 1] == "event.record" and kinds.count("graph.launch") == 4
 
 
 def test_prefer_l1_asks_for_the_smallest_carve_out(stub, launcher) -> None:

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.families.differencing import (
     CLOCK64,
     EVENTS,
     RESOLVED_TICKS,
+    SMOKE_SAMPLING,
     WIDENINGS,
     Difference,
+    DifferencedSettings,
     Lengths,
     resolved_step,
+    samples_plan,
 )
-from gpuprobe.families.measuring import Stopping
+from gpuprobe.families.planning import KERNEL_RUN_CALLS
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
+from tests.helpers.devices import H200
 
 
 class Kernel:
@@ -104,3 +109,16 @@ def test_two_readings_of_fixed_lengths_are_held_to_the_same_guard() -> None:
         resolved_step(lengths, 1.2, 1.22, EVENTS, "cudaMemcpy")
     with pytest.raises(ProbeFailure, match="not positive"):
         resolved_step(lengths, 1.2, 1.1, EVENTS, "cudaMemcpy")
+
+
+def test_differenced_settings_give_each_kernel_its_lengths_and_plan_the_most_repeats() -> None:
+    """The two loop lengths are the settings'; the operations per iteration are the kernel's declared unroll;
+    the plan counts every sample the settings' Stopping allows at most, each a short and a long launch."""
+    settings = DifferencedSettings(short_iterations=2, long_iterations=6, sampling=Stopping(1, 4))
+    assert settings.lengths(16) == Lengths(2, 6, 16)
+    plan = samples_plan(settings, H200, 10.0, 16, serial=2)
+    assert plan.launches == 2 * 4 * KERNEL_RUN_CALLS
+    assert plan.gpu_s > samples_plan(settings, H200, 10.0, 8).gpu_s
+    assert DifferencedSettings(**SMOKE_SAMPLING).sampling == ONE_SAMPLE
+    with pytest.raises(ValueError, match="Lengths"):
+        DifferencedSettings(short_iterations=4, long_iterations=4)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuprobe.cli.expectations import add_commands
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Device, Fact
 from gpuprobe.judge.expectations import (
@@ -16,7 +17,6 @@ from gpuprobe.judge.expectations import (
     KNOWN_UNITS,
     SEVERITIES,
     Expectation,
-    add_command,
     is_declared,
     judge,
     load_all,
@@ -89,9 +89,9 @@ def test_sm_count_is_an_exact_assert(path):
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
-def test_shipped_ranges_respect_the_invariants(path):
+def test_shipped_ranges_respect_the_invariants(path, models):
     """The latency bounds rise level by level, and capacities sit inside the invariant limits."""
-    facts = load_model_file(path).facts
+    facts = models[path.stem].facts
     ranged = [facts[i] for i in LATENCIES if i in facts and facts[i].low is not None]
     for lower, upper in itertools.pairwise(ranged):
         assert lower.low < upper.low and lower.high < upper.high, (lower.fact_id, upper.fact_id)
@@ -645,7 +645,7 @@ def test_l1_capacity_bounds():
 
 def run_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="gpuprobe")
-    add_command(parser.add_subparsers(dest="command", required=True))
+    add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["expectations", *argv])
     return args.func(args)
 
@@ -731,8 +731,8 @@ DATASHEET = '[datasheet."dram_gbps"]\nvalue = 3350.0\nunit = "GB/s"\nsource = "a
 
 
 def _family_file(directory: Path, family: str, key: str, text: str) -> Path:
-    path = directory / family / f"{key}.toml"
-    path.parent.mkdir(exist_ok=True)
+    path = directory / family / "expectations" / f"{key}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
 

@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from gpuprobe.families.memory_latency import Settings, level_names, plan_footprints
+from gpuprobe.families.memory import Settings, level_names, sweep_footprints
 from gpuprobe.judge.analysis import Level, find_levels
 
 DATA_DIR = Path(__file__).parent / "data" / "recorded_latency"
@@ -388,7 +388,7 @@ def test_each_level_plateau_lies_on_our_plateau(name: str) -> None:
 # ----------------------------------------------------------------------------- the memory family's grid on them
 #
 # The memory family does not measure these curves at their own footprints: it samples its own grid
-# (memory_latency.plan_footprints), and each point is a median known to within its stopping rule's
+# (memory.sweep_footprints), and each point is a median known to within its stopping rule's
 # 1 % (its CI half-width), so noisy. On a split L2 the far-partition plateau spans about 0.6-1.0 L2
 # sizes (h100_pcie: 31.4-50.5 of 50 MiB; a100_80_fine: 23.4-39.0 of 40 MiB), three points of a grid of
 # four per octave, where find_levels needs three. So each split-L2 curve is scaled to an L2 of the
@@ -417,7 +417,7 @@ def resampled(name: str, l2_bytes: int, footprints: list[int], noise: float, see
 def far_l2_capacities(name: str, l2_bytes: int, dense: bool, noise: float) -> list[float | None]:
     """Per seeded trial, ``capacity.l2`` as the memory family reads it, in L2 sizes, when the far L2
     plateau was found (the last L2 level's size), else None."""
-    footprints = plan_footprints(l2_bytes, Settings(), dense=dense)
+    footprints = sweep_footprints(l2_bytes, Settings(), dense=dense)
     capacities: list[float | None] = []
     for seed in range(GRID_TRIALS):
         levels = find_levels(footprints, resampled(name, l2_bytes, footprints, noise, seed))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load, save
-from gpuprobe.families.catalog import FAMILIES, probes_by_family
+from gpuprobe.families.catalog import BY_NAME, probes_by_family
 from gpuprobe.output.first_contact import OUTCOMES, family_rows, render_first_contact, verdict_line
 
 DEVICE = Device("NVIDIA H200", "9.0", "sm_90a", 132, 60 * 2**20, driver="580.159", cuda_runtime="13.0")
@@ -26,14 +26,14 @@ def smoke_results() -> Results:
     }
     for family in ("memory", "grid_sync", "launch", "wgmma"):
         results.families[family] = {"planned_s": 5.0, "actual_s": 4.2, "probes": 1, "ended": "measured"}
-    for name in FAMILIES["memory"].SMOKE.probes:
+    for name in BY_NAME["memory"].smoke.probes:
         results.probes[name] = ProbeOutcome("ok")
     results.facts.append(Fact("device.sm_clock", 1980.0, "MHz", probe="memory.clock"))
-    (grid,) = FAMILIES["grid_sync"].SMOKE.probes[:1]
+    (grid,) = BY_NAME["grid_sync"].smoke.probes[:1]
     results.probes[grid] = ProbeOutcome("timeout", f"{grid} ran past its 15 s limit", flight=[HUNG_CALL])
-    for name in FAMILIES["launch"].SMOKE.probes:
+    for name in BY_NAME["launch"].smoke.probes:
         results.probes[name] = ProbeOutcome("crashed", "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access")
-    for name in FAMILIES["wgmma"].SMOKE.probes:
+    for name in BY_NAME["wgmma"].smoke.probes:
         results.probes[name] = ProbeOutcome("failed", "wgmma D[3, 5] = 1.5, NumPy says 2.5")
     return results
 

@@ -19,13 +19,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuprobe import cli
+from gpuprobe import cli, pytest_plugin
+from gpuprobe.cli import fleet as fleet_cli
 from gpuprobe.core.detection import quantity_kind
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import SCHEMA, SCHEMA_VERSION, Results, load
 from gpuprobe.fleet import aggregate as fleet
-from gpuprobe.fleet import runs as fleet_run
-from gpuprobe.fleet import spread
+from gpuprobe.fleet import node_runs, spread
+from gpuprobe.runner.device import placement
 from gpuprobe.simulated.gpu import CLOCKED_RUN_SD, DEVICE_RUN_SD, HOST_RUN_SD
 
 REPO = Path(__file__).resolve().parent.parent
@@ -513,8 +514,7 @@ def test_render_formats_are_well_formed(mixed: Path) -> None:
 def tiny_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpuprobe")
     commands = parser.add_subparsers(dest="command", required=True)
-    fleet.add_command(commands)
-    fleet_run.add_command(commands)
+    fleet_cli.add_commands(commands)
     return parser
 
 
@@ -524,7 +524,7 @@ def run_command(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, st
     return code, capsys.readouterr().out
 
 
-def test_exit_status_through_add_command(tmp_path: Path, mixed: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_exit_status_through_add_commands(tmp_path: Path, mixed: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run_command(capsys, "fleet", str(mixed))
     assert code == 1 and "worst GPUs" in out
     code, out = run_command(capsys, "fleet", str(mixed), "--threshold", "1e9", "--format", "json")
@@ -560,20 +560,20 @@ def test_cli_fleet_end_to_end(mixed: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_placement_records_host_index_and_visible_devices() -> None:
-    assert fleet_run.placement(0, {}, "h") == {"hostname": "h", "gpu_index": 0, "cuda_visible_devices": None}
-    assert fleet_run.placement(1, {"CUDA_VISIBLE_DEVICES": "4,6"}, "h")["gpu_index"] == 6
-    assert fleet_run.placement(0, {"CUDA_VISIBLE_DEVICES": "GPU-abc"}, "h")["gpu_index"] is None
-    pinned = fleet_run.placement(0, {"CUDA_VISIBLE_DEVICES": "0", "GPUPROBE_GPU_INDEX": "3"}, "h")
+    assert placement(0, {}, "h") == {"hostname": "h", "gpu_index": 0, "cuda_visible_devices": None}
+    assert placement(1, {"CUDA_VISIBLE_DEVICES": "4,6"}, "h")["gpu_index"] == 6
+    assert placement(0, {"CUDA_VISIBLE_DEVICES": "GPU-abc"}, "h")["gpu_index"] is None
+    pinned = placement(0, {"CUDA_VISIBLE_DEVICES": "0", "GPUPROBE_GPU_INDEX": "3"}, "h")
     assert pinned == {"hostname": "h", "gpu_index": 3, "cuda_visible_devices": "0"}
-    assert fleet_run.placement()["hostname"]
+    assert placement()["hostname"]
 
 
 class FakeConfig:
     """What pin_xdist_worker uses of a pytest.Config."""
 
-    def __init__(self, worker: str | None = None, gpu_device: int = 0) -> None:
+    def __init__(self, worker: str | None = None, device: int = 0) -> None:
         self.stash = pytest.Stash()
-        self._options = {"gpu_device": gpu_device}
+        self._options = {"gpuprobe_device": device}
         if worker is not None:  # xdist sets this on its workers' configs, before pytest_configure
             self.workerinput = {"workerid": worker, "workercount": 4}
 
@@ -590,15 +590,15 @@ def test_xdist_worker_k_is_pinned_to_gpu_k(worker: str, inherited: str | None, v
     if inherited is not None:
         env["CUDA_VISIBLE_DEVICES"] = inherited
     config = FakeConfig(worker)
-    pin = fleet_run.pin_xdist_worker(config, env)
+    pin = pytest_plugin.pin_xdist_worker(config, env)
     assert pin is not None and (pin.visible, pin.gpu_index) == (visible, index)
     assert env["CUDA_VISIBLE_DEVICES"] == visible and env["GPUPROBE_GPU_INDEX"] == str(index)
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    assert fleet_run.worker_results_dir(config, Path("out")) == Path("out") / f"{pin.hostname}-gpu{index}"
-    reason = fleet_run.worker_gpu_reason(config, "no GPU: the CUDA driver reports 0 devices")
+    assert pytest_plugin.worker_results_dir(config, Path("out")) == Path("out") / f"{pin.hostname}-gpu{index}"
+    reason = pytest_plugin.worker_gpu_reason(config, "no GPU: the CUDA driver reports 0 devices")
     if visible:
         assert reason.endswith(f"(xdist worker {worker} is pinned to CUDA_VISIBLE_DEVICES={visible})")
-        assert fleet_run.worker_gpu_reason(config, None) is None
+        assert pytest_plugin.worker_gpu_reason(config, None) is None
     else:
         assert reason == f"no GPU: xdist worker {worker} has no GPU of its own (CUDA_VISIBLE_DEVICES listed 2)"
 
@@ -606,24 +606,17 @@ def test_xdist_worker_k_is_pinned_to_gpu_k(worker: str, inherited: str | None, v
 def test_outside_xdist_nothing_is_pinned() -> None:
     env = {"PYTEST_XDIST_WORKER": "gw1"}  # inherited by a pytest that a worker's test started: not a worker
     config = FakeConfig()
-    assert fleet_run.pin_xdist_worker(config, env) is None and env == {"PYTEST_XDIST_WORKER": "gw1"}
-    assert fleet_run.worker_results_dir(config, Path("out")) == Path("out")
-    assert fleet_run.worker_gpu_reason(config, "why") == "why"
-    with pytest.raises(pytest.UsageError, match="--gpu-device"):
-        fleet_run.pin_xdist_worker(FakeConfig("gw0", gpu_device=1), {})
+    assert pytest_plugin.pin_xdist_worker(config, env) is None and env == {"PYTEST_XDIST_WORKER": "gw1"}
+    assert pytest_plugin.worker_results_dir(config, Path("out")) == Path("out")
+    assert pytest_plugin.worker_gpu_reason(config, "why") == "why"
+    with pytest.raises(pytest.UsageError, match="--gpuprobe-device"):
+        pytest_plugin.pin_xdist_worker(FakeConfig("gw0", device=1), {})
     with pytest.raises(pytest.UsageError, match="cannot pin"):
-        fleet_run.pin_xdist_worker(FakeConfig("ssh-1"), {})
+        pytest_plugin.pin_xdist_worker(FakeConfig("ssh-1"), {})
 
 
 XDIST_CONFTEST = """
-import json, os
-from gpuprobe.fleet import runs as fleet_run
-
-def pytest_addoption(parser):
-    parser.addoption("--gpu-device", type=int, default=0)
-
-def pytest_configure(config):
-    fleet_run.pin_xdist_worker(config)
+pytest_plugins = ["gpuprobe.pytest_plugin"]  # where gpuprobe is not installed: as the checkout's conftest.py
 """
 
 XDIST_TESTS = """
@@ -632,8 +625,8 @@ import pytest
 
 @pytest.mark.parametrize("n", range(3))
 def test_record(n, request):
-    from gpuprobe.fleet import runs as fleet_run
-    pin = fleet_run.worker_pin(request.config)
+    from gpuprobe.pytest_plugin import PIN
+    pin = request.config.stash[PIN]
     out = pathlib.Path(os.environ["RECORD_DIR"]) / f"{pin.worker}-{n}.json"
     out.write_text(json.dumps({"visible": os.environ["CUDA_VISIBLE_DEVICES"], "index": pin.gpu_index}))
 """
@@ -659,33 +652,33 @@ def test_real_xdist_each_runs_every_test_once_per_gpu(tmp_path: Path) -> None:
 
 
 def test_local_gpus_each_exactly_once() -> None:
-    assert fleet_run.local_gpus(None, {}, lambda: 4) == [(0, "0"), (1, "1"), (2, "2"), (3, "3")]
-    assert fleet_run.local_gpus(None, {"CUDA_VISIBLE_DEVICES": "2,7"}, lambda: 8) == [(2, "2"), (7, "7")]
-    assert fleet_run.local_gpus("GPU-a,GPU-b", {}, lambda: 8) == [(0, "GPU-a"), (1, "GPU-b")]
-    assert fleet_run.local_gpus("1,GPU-b", {}, lambda: 8) == [(0, "1"), (1, "GPU-b")]  # positions when they collide
+    assert fleet_cli.local_gpus(None, {}, lambda: 4) == [(0, "0"), (1, "1"), (2, "2"), (3, "3")]
+    assert fleet_cli.local_gpus(None, {"CUDA_VISIBLE_DEVICES": "2,7"}, lambda: 8) == [(2, "2"), (7, "7")]
+    assert fleet_cli.local_gpus("GPU-a,GPU-b", {}, lambda: 8) == [(0, "GPU-a"), (1, "GPU-b")]
+    assert fleet_cli.local_gpus("1,GPU-b", {}, lambda: 8) == [(0, "1"), (1, "GPU-b")]  # positions when they collide
     with pytest.raises(GpuprobeError, match="listed twice"):
-        fleet_run.local_gpus("0,1,0", {}, lambda: 8)
+        fleet_cli.local_gpus("0,1,0", {}, lambda: 8)
     with pytest.raises(GpuprobeError, match="no GPU to measure"):
-        fleet_run.local_gpus(None, {}, lambda: 0)
+        fleet_cli.local_gpus(None, {}, lambda: 0)
 
 
-def test_plan_runs_pins_each_pytest_to_its_gpu_and_directory() -> None:
-    runs = fleet_run.plan_runs([(0, "0"), (5, "5")], Path("out"), "hostA", "probes", ["-k", "latency"], "py")
+def test_pinned_runs_pin_each_pytest_to_its_gpu_and_directory() -> None:
+    runs = node_runs.pinned_runs([(0, "0"), (5, "5")], Path("out"), "hostA", "probes", ["-k", "latency"], "py")
     assert [r.out_dir for r in runs] == [Path("out/hostA-gpu0"), Path("out/hostA-gpu5")]
     assert runs[1].command == ("py", "-m", "pytest", "probes", "-p", "no:cacheprovider", "--gpuprobe-out",
                                str(Path("out/hostA-gpu5")), "-k", "latency")  # fmt: skip
-    env = fleet_run.child_env(runs[1], {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,5", "PYTEST_XDIST_WORKER": "gw0"})
+    env = node_runs.child_env(runs[1], {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,5", "PYTEST_XDIST_WORKER": "gw0"})
     assert env == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "5", "GPUPROBE_GPU_INDEX": "5",
                    "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # fmt: skip
-    with pytest.raises(GpuprobeError, match="--gpu-device"):
-        fleet_run.plan_runs([(0, "0")], Path("out"), "h", pytest_args=["--gpu-device=1"])
+    with pytest.raises(GpuprobeError, match="--gpuprobe-device"):
+        node_runs.pinned_runs([(0, "0")], Path("out"), "h", pytest_args=["--gpuprobe-device=1"])
 
 
 class FakeProcess:
     """A child that 'runs' for ``steps`` polls, then exits with ``code`` (writing results first)."""
 
     def __init__(
-        self, run: fleet_run.GpuRun, env: dict[str, str], code: int = 0, hang: bool = False, write: bool = True
+        self, run: node_runs.GpuRun, env: dict[str, str], code: int = 0, hang: bool = False, write: bool = True
     ):
         self.run, self.env, self.code, self.hang, self.write = run, env, code, hang, write
         self.steps = 2
@@ -712,15 +705,15 @@ class FakeProcess:
         return -9
 
 
-def test_launch_runs_all_gpus_at_once_and_kills_at_the_time_limit(tmp_path: Path) -> None:
-    runs = fleet_run.plan_runs([(0, "0"), (1, "1")], tmp_path, "h")
+def test_supervise_runs_all_gpus_at_once_and_kills_at_the_time_limit(tmp_path: Path) -> None:
+    runs = node_runs.pinned_runs([(0, "0"), (1, "1")], tmp_path, "h")
     started: list[FakeProcess] = []
 
-    def spawn(run: fleet_run.GpuRun, env: dict[str, str]) -> FakeProcess:
+    def spawn(run: node_runs.GpuRun, env: dict[str, str]) -> FakeProcess:
         started.append(FakeProcess(run, env, hang=run.gpu_index == 1))
         return started[-1]
 
-    outcomes = fleet_run.launch(runs, {}, timeout_s=0.05, spawn=spawn, poll_s=0.02)
+    outcomes = node_runs.supervise(runs, {}, timeout_s=0.05, spawn=spawn, poll_s=0.02)
     assert [p.env["CUDA_VISIBLE_DEVICES"] for p in started] == ["0", "1"]
     assert [o.returncode for o in outcomes] == [0, None] and started[1].killed
     assert "timed out" in outcomes[1].text()
@@ -731,13 +724,13 @@ def test_fleet_run_measures_every_gpu_once_then_reports(
 ) -> None:
     started: list[FakeProcess] = []
 
-    def spawn(run: fleet_run.GpuRun, env: dict[str, str]) -> FakeProcess:
+    def spawn(run: node_runs.GpuRun, env: dict[str, str]) -> FakeProcess:
         started.append(FakeProcess(run, env, code=1 if run.gpu_index == 3 else 0))
         return started[-1]
 
-    monkeypatch.setattr(fleet_run, "gpu_count", lambda: 4)
-    monkeypatch.setattr(fleet_run, "spawn_process", spawn)
-    monkeypatch.setattr(fleet_run.socket, "gethostname", lambda: "nodeX")
+    monkeypatch.setattr(fleet_cli, "gpu_count", lambda: 4)
+    monkeypatch.setattr(node_runs, "spawn_process", spawn)
+    monkeypatch.setattr(fleet_cli.socket, "gethostname", lambda: "nodeX")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.chdir(REPO)
     out = tmp_path / "out"
@@ -749,7 +742,7 @@ def test_fleet_run_measures_every_gpu_once_then_reports(
     assert f"{out / 'nodeX-gpu2' / 'results.json'}" in text and "latency.l2 +243." in text
     with pytest.raises(GpuprobeError, match="already exists"):
         run_command(capsys, "fleet-run", str(out))
-    monkeypatch.setattr(fleet_run, "spawn_process", lambda run, env: FakeProcess(run, env, write=run.gpu_index != 1))
+    monkeypatch.setattr(node_runs, "spawn_process", lambda run, env: FakeProcess(run, env, write=run.gpu_index != 1))
     code, text = run_command(capsys, "fleet-run", str(out), "--overwrite", "--no-aggregate")
     assert code == 0 and not (out / "nodeX-gpu1" / "results.json").exists()  # no stale numbers left behind
 

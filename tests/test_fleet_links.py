@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpuprobe.cli import fleet as fleet_cli
 from gpuprobe.cli import main
 from gpuprobe.core.results import Device, Fact, Results, save
-from gpuprobe.fleet import runs as fleet_run
+from gpuprobe.fleet import node_runs
 from gpuprobe.fleet.links import DEFAULT_FLOOR, compare_links, links_report, render
 
 GPUS = 8
@@ -102,7 +103,7 @@ def test_nothing_readable_is_an_error(tmp_path: Path) -> None:
 class _Process:
     """A run that ends at once: the links run writes one node's p2p results with a slow link."""
 
-    def __init__(self, run: fleet_run.GpuRun, env: dict[str, str]) -> None:
+    def __init__(self, run: node_runs.GpuRun, env: dict[str, str]) -> None:
         self.run, self.env, self.pid = run, env, -1
         if run.out_dir.parent.name == "links":
             save(node(run.out_dir.name, 1, slow={("ce", 2, 6): 0.4}), run.out_dir / "results.json")
@@ -115,9 +116,9 @@ def test_fleet_run_measures_the_links_once_with_every_gpu_after_the_pinned_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     started: list[_Process] = []
-    monkeypatch.setattr(fleet_run, "gpu_count", lambda: 4)
-    monkeypatch.setattr(fleet_run, "spawn_process", lambda run, env: started.append(_Process(run, env)) or started[-1])
-    monkeypatch.setattr(fleet_run.socket, "gethostname", lambda: "nodeX")
+    monkeypatch.setattr(fleet_cli, "gpu_count", lambda: 4)
+    monkeypatch.setattr(node_runs, "spawn_process", lambda run, env: started.append(_Process(run, env)) or started[-1])
+    monkeypatch.setattr(fleet_cli.socket, "gethostname", lambda: "nodeX")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     code = main(["fleet-run", str(tmp_path / "out"), "--no-aggregate", "--links", str(tmp_path / "links")])

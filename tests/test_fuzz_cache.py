@@ -3,7 +3,7 @@
 Two warm caches are made once: one by ``gpuprobe sass`` of a small CUDA C++ file for sm_80 (NVRTC's PTX,
 the cubin, ptxas's report, nvdisasm's listing, the parsed listing), one by checking a small PTX probe and
 building its module as a run does (the parameters beside the cubin, the check's outcome record). Each case
-copies one, damages one entry (or its hash) with tests/fuzz_corpus.py's byte damage, rebuilt from its seed,
+copies one, damages one entry (or its hash) with tests/helpers/fuzz_corpus.py's byte damage, rebuilt from its seed,
 and runs the same command again: its output must be the warm one, the entry made again with the warm
 bytes, and one warning line on stderr name it. Never trusted, never a traceback.
 """
@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from gpuprobe.build.check import check_all
-from gpuprobe.build.cubin import build_for, module_of
 from gpuprobe.cli import main
 from gpuprobe.core.cache import DIGEST_SUFFIX
-from tests.fuzz_corpus import BYTE_DAMAGE, CUDA, damaged_bytes
+from gpuprobe.kernels.check import check_all
+from gpuprobe.kernels.cubin import build_for, module_of
+from tests.helpers.fuzz_corpus import BYTE_DAMAGE, CUDA, damaged_bytes
 from tests.test_check_cache import SM80, kernel, probes, warning_about
 from tests.test_cli import run
 from tests.test_fuzz_cli import rng

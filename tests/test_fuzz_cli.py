@@ -4,7 +4,7 @@ Cubins, PTX (and the file it ``//@include``s) and CUDA source for ``sass``; resu
 ``compare``, ``fleet``, ``index`` and ``run --plan --calibrate``; the expectation TOML files (the command
 reads only the ones it ships, so a damaged copy stands in for them); and the folders ``fleet`` and ``index``
 search (empty, mixed, unreadable, symbolic-link loops, files that are not results). The damage is
-tests/fuzz_corpus.py's, each case rebuilt from its seed; the results file damaged is an extract of the
+tests/helpers/fuzz_corpus.py's, each case rebuilt from its seed; the results file damaged is an extract of the
 H200's first run (reports/nvidia-h200/results.json: five facts, three probes).
 
 Every case ends one of two ways: the command handles it (exit 0 or 1, no traceback), or refuses it as a
@@ -28,10 +28,11 @@ from pathlib import Path
 import pytest
 
 import gpuprobe.judge.expectations
-from gpuprobe.build.ptxsource import combine
-from gpuprobe.build.toolchain import assemble_ptx
 from gpuprobe.core.arch import parse_arch
-from tests.fuzz_corpus import (
+from gpuprobe.judge.expectations import FAMILIES_DIRECTORY, family_files
+from gpuprobe.kernels.ptxsource import combine
+from gpuprobe.kernels.toolchain import assemble_ptx
+from tests.helpers.fuzz_corpus import (
     BENT_DIRECTIVES,
     BYTE_DAMAGE,
     CUDA,
@@ -352,7 +353,7 @@ def test_a_path_no_file_can_have_is_one_line(capsys: pytest.CaptureFixture[str],
 
 # ---------------------------------------------------------------- expectation files ---------------
 
-TOML_TARGETS = ("h200.toml", "bandwidth/h200.toml")  # a model file, and a family's file for it
+TOML_TARGETS = ("h200.toml", "bandwidth/expectations/h200.toml")  # a model file, and a family's file for it
 
 
 def certainly_bad_toml(kind: str, data: bytes) -> bool:
@@ -374,6 +375,9 @@ def test_the_commands_that_read_expectations_on_a_damaged_file(
     seed: int,
 ) -> None:  # fmt: skip
     shipped = shutil.copytree(EXPECTATIONS, tmp_path / "expectations")
+    for path in family_files(FAMILIES_DIRECTORY):  # and every family's files, as <family>/expectations/ beside them
+        (shipped / path.relative_to(FAMILIES_DIRECTORY)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, shipped / path.relative_to(FAMILIES_DIRECTORY))
     original = (shipped / target).read_bytes()
     if kind in BYTE_DAMAGE:
         data = damaged_bytes(original, kind, rng("toml", target, kind, seed))
@@ -381,6 +385,7 @@ def test_the_commands_that_read_expectations_on_a_damaged_file(
         data = damaged_toml(original.decode(), kind, rng("toml", target, kind, seed))
     write(shipped / target, data)
     monkeypatch.setattr(gpuprobe.judge.expectations, "DEFAULT_DIRECTORY", shipped)
+    monkeypatch.setattr(gpuprobe.judge.expectations, "FAMILIES_DIRECTORY", shipped)
     expect = refused if certainly_bad_toml(kind, data) else handled_or_refused
     for argv in (["expectations"], ["expectations", "h200", "--json"], ["run", "--plan", "--model", "h200"]):
         message = expect(run(capsys, *argv))

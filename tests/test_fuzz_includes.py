@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build.includes import MAX_INCLUDE_BYTES
+from gpuprobe.kernels.includes import MAX_INCLUDE_BYTES
 from tests.test_cli import run, write
 from tests.test_fuzz_cli import handled_or_refused, refused
 

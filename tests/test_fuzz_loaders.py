@@ -17,7 +17,7 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load, sav
 from gpuprobe.families.catalog import sections
 from gpuprobe.judge.expectations import load_model_file
 from gpuprobe.output.report import render_markdown
-from tests.fuzz_corpus import nodes, replaced
+from tests.helpers.fuzz_corpus import nodes, replaced
 
 EXPECTATIONS = Path(__file__).resolve().parent.parent / "gpuprobe" / "expectations"
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

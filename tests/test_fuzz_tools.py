@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build import registry, toolchain, workers
-from gpuprobe.build.toolchain import TOOLKIT_VARIABLE, locate_tool
+from gpuprobe.kernels import registry, toolchain, workers
+from gpuprobe.kernels.toolchain import TOOLKIT_VARIABLE, locate_tool
 from tests.test_check_cache import probes, tree  # noqa: F401 (a fixture)
 from tests.test_cli import run, write
 from tests.test_fuzz_cli import handled_or_refused, rng

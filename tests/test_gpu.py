@@ -1,7 +1,7 @@
-"""The launch path's host-side pieces: NVML snapshots and records, software versions, the device's
-identity and UUID, against stand-in CuPy, NVML and cuda-bindings answers (the real modules cannot
-answer without a GPU; that gpu.py calls them as they are is tests/test_cuda_api.py's matter), and
-against the real modules where they can answer on a machine without a GPU."""
+"""The runner's host-side pieces: NVML snapshots and records (gpuprobe.runner.nvml), software versions, the
+device's identity and UUID (gpuprobe.runner.device), against stand-in CuPy, NVML and cuda-bindings answers (the
+real modules cannot answer without a GPU; that the runner calls them as they are is tests/test_cuda_api.py's
+matter), and against the real modules where they can answer on a machine without a GPU."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuprobe.runner import gpu
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.runner import device as gpu_device
+from gpuprobe.runner import nvml as gpu_nvml
 from tests.test_cuda_api import DriverDouble, driver_double
 
 
@@ -102,7 +104,7 @@ def nvml(monkeypatch: pytest.MonkeyPatch) -> Callable[..., types.ModuleType]:
 
 def test_nvml_readings_survive_a_refused_query(nvml) -> None:
     nvml(refuse={"nvmlDeviceGetPowerUsage"})
-    snapshot = gpu.nvml_snapshot(0, own_pids={7, 8})  # the measuring child and its parent are not tenants
+    snapshot = gpu_nvml.nvml_snapshot(0, own_pids={7, 8})  # the measuring child and its parent are not tenants
     assert snapshot["sm_clock_mhz"] == 1980 and snapshot["temperature_c"] == 41
     assert snapshot["power_w"] == "unavailable (_NvmlError: nvmlDeviceGetPowerUsage: Not Supported)"
     assert snapshot["clock_event_reasons"] == 1 and snapshot["compute_processes"] == 1
@@ -113,7 +115,7 @@ def test_an_older_nvidia_ml_py_gives_the_throttle_reasons_under_their_old_name(n
     nv = nvml()
     del nv.nvmlDeviceGetCurrentClocksEventReasons
     nv.nvmlDeviceGetCurrentClocksThrottleReasons = lambda handle: 0x40
-    assert gpu.nvml_snapshot(0)["clock_event_reasons"] == 0x40
+    assert gpu_nvml.nvml_snapshot(0)["clock_event_reasons"] == 0x40
 
 
 def test_nvml_is_initialised_once_per_process_and_shut_down_at_exit(nvml, monkeypatch) -> None:
@@ -121,8 +123,8 @@ def test_nvml_is_initialised_once_per_process_and_shut_down_at_exit(nvml, monkey
     monkeypatch.setattr(atexit, "register", lambda *args: registered.append(args))
     nv = nvml()
     for _ in range(3):
-        gpu.nvml_snapshot(0)
-    gpu.device_record(0)
+        gpu_nvml.nvml_snapshot(0)
+    gpu_nvml.device_record(0)
     assert nv.inits == 1
     ((shutdown, module),) = registered
     assert module is nv
@@ -133,27 +135,27 @@ def test_nvml_is_initialised_once_per_process_and_shut_down_at_exit(nvml, monkey
 
 def test_nvml_that_cannot_start_means_no_snapshot_and_is_not_retried(nvml) -> None:
     nv = nvml(refuse={"nvmlInit"})
-    assert gpu.nvml_snapshot(0) is None and gpu.device_record(0) is None
+    assert gpu_nvml.nvml_snapshot(0) is None and gpu_nvml.device_record(0) is None
     assert nv.inits == 1
 
 
 def test_no_nvml_means_no_snapshot(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    assert gpu.nvml_snapshot(0) is None and gpu.device_record(0) is None
+    assert gpu_nvml.nvml_snapshot(0) is None and gpu_nvml.device_record(0) is None
 
 
 def test_nvml_finds_the_gpu_by_uuid_whatever_cuda_visible_devices_says(nvml) -> None:
     nv = nvml()
     seen = []
     nv.nvmlDeviceGetHandleByUUID = lambda uuid: seen.append(uuid) or "handle"
-    gpu.nvml_snapshot(0, uuid="0123456789abcdef0123456789abcdef")
+    gpu_nvml.nvml_snapshot(0, uuid="0123456789abcdef0123456789abcdef")
     assert seen == ["GPU-01234567-89ab-cdef-0123-456789abcdef"]
 
 
 def test_a_device_nvml_cannot_find_is_an_error_record(nvml) -> None:
     nv = nvml()
     nv.nvmlDeviceGetHandleByIndex = lambda index: (_ for _ in ()).throw(_NvmlError("Invalid Argument"))
-    assert gpu.nvml_snapshot(3) == {"error": "_NvmlError: Invalid Argument"}
+    assert gpu_nvml.nvml_snapshot(3) == {"error": "_NvmlError: Invalid Argument"}
 
 
 @pytest.mark.parametrize(
@@ -169,12 +171,12 @@ def test_a_device_nvml_cannot_find_is_an_error_record(nvml) -> None:
 )
 def test_compute_processes_are_the_other_tenants_of_the_gpu(nvml, pids, own, holds_context, others) -> None:
     nvml(pids=pids)
-    assert gpu.nvml_snapshot(0, own_pids=own, holds_context=holds_context)["compute_processes"] == others
+    assert gpu_nvml.nvml_snapshot(0, own_pids=own, holds_context=holds_context)["compute_processes"] == others
 
 
 def test_the_device_record_is_what_nvidia_smi_reports(nvml) -> None:
     nvml(refuse={"nvmlDeviceGetApplicationsClock", "nvmlDeviceGetMigMode"})
-    record = gpu.device_record(0, uuid="0123456789abcdef0123456789abcdef")
+    record = gpu_nvml.device_record(0, uuid="0123456789abcdef0123456789abcdef")
     assert json.loads(json.dumps(record, allow_nan=False)) == record
     assert (record["name"], record["uuid"], record["pci_bus_id"]) == (
         "NVIDIA H200",
@@ -212,9 +214,9 @@ def test_the_diagnostics_answer_on_a_machine_without_a_gpu() -> None:
     import cuda.bindings
     import cupy
 
-    record = gpu.device_record(0)
+    record = gpu_nvml.device_record(0)
     assert record is None or "error" in record or "name" in record
-    versions = gpu.software_versions()
+    versions = gpu_device.software_versions()
     assert json.loads(json.dumps(versions, allow_nan=False)) == versions
     assert set(versions) == {
         "python", "numpy", "cupy", "cupy_cuda_build", "cuda_runtime", "cuda_runtime_local", "cuda_driver",
@@ -230,7 +232,7 @@ def test_the_diagnostics_answer_on_a_machine_without_a_gpu() -> None:
 def test_a_missing_package_is_recorded_as_not_installed(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", None)
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    versions = gpu.software_versions()
+    versions = gpu_device.software_versions()
     assert versions["cupy"] == versions["cuda_runtime"] == "not installed (cupy)"
     assert versions["nvml"] == "not installed (pynvml)"
     assert versions["numpy"] == np.__version__
@@ -247,7 +249,7 @@ def test_software_versions_read_cuda_versions_as_numbers_and_text(monkeypatch) -
         nvrtc=types.SimpleNamespace(getVersion=lambda: (13, 0)),
     )
     monkeypatch.setitem(sys.modules, "cupy", cupy)
-    versions = gpu.software_versions()
+    versions = gpu_device.software_versions()
     assert versions["cuda_runtime"] == {"number": 13000, "text": "13.0"}
     assert versions["cupy_cuda_build"] == {"number": 13020, "text": "13.2"}
     assert versions["cuda_runtime_local"]["text"] == "13.5" and versions["cupy_nvrtc"] == "13.0"
@@ -270,14 +272,14 @@ def test_the_uuid_keeps_every_byte_even_a_zero_one() -> None:
     raw = bytes.fromhex("00a1b2c3d4e5f60718293a4b5c6d7e00")
     with driver_double(DriverDouble()) as driver:
         driver._answers["cuDeviceGetUuid"] = _uuid_answer(driver, raw)
-        assert gpu.cuda_uuid(0) == raw.hex()
-    assert gpu.nvml_uuid(raw.hex()) == "GPU-00a1b2c3-d4e5-f607-1829-3a4b5c6d7e00"
+        assert gpu_device.cuda_uuid(0) == raw.hex()
+    assert gpu_nvml.nvml_uuid(raw.hex()) == "GPU-00a1b2c3-d4e5-f607-1829-3a4b5c6d7e00"
 
 
 def test_a_uuid_the_driver_cannot_give_is_empty() -> None:
     with driver_double(DriverDouble()) as driver:
         driver._answers["cuDeviceGet"] = lambda index: (driver._real.CUresult.CUDA_ERROR_NO_DEVICE, 0)
-        assert gpu.cuda_uuid(0) == ""
+        assert gpu_device.cuda_uuid(0) == ""
 
 
 def _fake_cupy(props: dict, attributes: dict[int, int], devices: int = 1) -> types.ModuleType:
@@ -307,10 +309,10 @@ H200_PROPS = {
 
 def test_device_identity_reads_properties_and_falls_back_to_attributes(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(H200_PROPS, {13: 1980000, 36: 3201000, 37: 6144}))
-    monkeypatch.setattr("gpuprobe.build.toolchain.toolkit_description", lambda: "ptxas test")
+    monkeypatch.setattr("gpuprobe.kernels.toolchain.toolkit_description", lambda: "ptxas test")
     with driver_double(DriverDouble()) as driver:
         driver._answers["cuDeviceGetUuid"] = _uuid_answer(driver, bytes(range(16)))
-        device = gpu.device_identity(0)
+        device = gpu_device.device_identity(0)
     assert (device.name, device.cc, device.arch, device.sm_count) == ("NVIDIA H200", "9.0", "sm_90a", 132)
     assert device.sm_clock_nominal_mhz == 1980.0 and device.mem_clock_mhz == 3201.0 and device.mem_bus_bits == 6144
     assert device.driver == "13.0" and device.toolkit == "ptxas test"
@@ -319,17 +321,17 @@ def test_device_identity_reads_properties_and_falls_back_to_attributes(monkeypat
 
 def test_an_unsupported_compute_capability_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy({**H200_PROPS, "major": 7, "minor": 0}, {}))
-    with pytest.raises(gpu.GpuprobeError, match=r"compute capability 7\.0 is not a supported arch"):
-        gpu.device_identity(0)
+    with pytest.raises(GpuprobeError, match=r"compute capability 7\.0 is not a supported arch"):
+        gpu_device.device_identity(0)
 
 
 def test_gpu_unavailable_reasons(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", None)
-    assert "CuPy is not installed" in gpu.gpu_unavailable_reason()
+    assert "CuPy is not installed" in gpu_device.gpu_unavailable_reason()
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(H200_PROPS, {}, devices=0))
-    assert gpu.gpu_unavailable_reason() == "no GPU: the CUDA driver reports 0 devices"
+    assert gpu_device.gpu_unavailable_reason() == "no GPU: the CUDA driver reports 0 devices"
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(H200_PROPS, {}, devices=1))
-    assert gpu.gpu_unavailable_reason() is None
+    assert gpu_device.gpu_unavailable_reason() is None
 
 
 def test_no_driver_at_all_is_said_so_not_as_a_driver_to_upgrade(monkeypatch) -> None:
@@ -343,9 +345,9 @@ def test_no_driver_at_all_is_said_so_not_as_a_driver_to_upgrade(monkeypatch) -> 
 
     cupy.cuda.runtime.getDeviceCount = no_count
     monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.setattr(gpu, "DRIVER_LIBRARY", "libgpuprobe-no-such-driver.so.1")
-    reason = gpu.gpu_unavailable_reason()
+    monkeypatch.setattr(gpu_device, "DRIVER_LIBRARY", "libgpuprobe-no-such-driver.so.1")
+    reason = gpu_device.gpu_unavailable_reason()
     assert reason.startswith("no GPU: no NVIDIA GPU/driver found (libgpuprobe-no-such-driver.so.1 cannot be loaded")
     assert reason.endswith(f"the CUDA runtime says: {insufficient})")
-    monkeypatch.setattr(gpu, "DRIVER_LIBRARY", "libc.so.6")  # a library that loads: the driver is there
-    assert gpu.gpu_unavailable_reason() == f"no GPU: the CUDA driver reports none ({insufficient})"
+    monkeypatch.setattr(gpu_device, "DRIVER_LIBRARY", "libc.so.6")  # a library that loads: the driver is there
+    assert gpu_device.gpu_unavailable_reason() == f"no GPU: the CUDA driver reports none ({insufficient})"

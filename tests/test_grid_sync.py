@@ -7,26 +7,33 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build.check import check_all
-from gpuprobe.build.contracts import check
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.registry import PTX_DIR, find_probe
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Fact
 from gpuprobe.families import grid_sync
-from gpuprobe.families.grid_sync import PROBES, ProbeFailure, Settings, barrier_difference, plan_grids
+from gpuprobe.families.base import Request
+from gpuprobe.families.grid_sync import PROBES, Settings, barrier_difference, grid_sizes
+from gpuprobe.families.grid_sync.simulated import WORK_NS, sync_cycles
+from gpuprobe.families.sampling import Stopping
+from gpuprobe.kernels.check import check_all
+from gpuprobe.kernels.contracts import check
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.registry import PTX_DIR, find_probe
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.pytest_plugin import family_probes
-from gpuprobe.runner.gpu import CooperativeGridTooLarge
-from gpuprobe.simulated.gpu import fake_gpu, measure_family, ptx_parameters
-from gpuprobe.simulated.kernels.grid_sync import WORK_NS, sync_cycles
-from tests.devices import H100_SXM
+from gpuprobe.runner.launcher import CooperativeGridTooLarge
+from gpuprobe.simulated.gpu import measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.devices import H100_SXM
 
-FAST = Settings(long_syncs=161, long_steps=21, max_repeats=3)  # long phases of >= 100 us: the clock to 1 %
+FAST = Settings(long_syncs=161, long_steps=21, sampling=Stopping(3, 3, 0.02, 0.5))  # phases of >= 100 us: clock to 1 %
 
 
 def _run(gpu, runnable=frozenset(PROBES), settings=FAST):
     return measure_family(grid_sync, gpu, runnable, settings)
+
+
+def _opened(gpu) -> grid_sync.GridBarrier:
+    return grid_sync.GridBarrier.open(Request(gpu, ptx_parameters(), gpu.device(), set(PROBES)), FAST)
 
 
 def _facts(measured) -> dict[str, Fact]:
@@ -34,11 +41,11 @@ def _facts(measured) -> dict[str, Fact]:
 
 
 def test_grids_run_from_one_block_to_the_co_resident_maximum() -> None:
-    assert plan_grids(132, 8) == [1, 33, 66, 132, 264, 528, 1056]
-    assert plan_grids(108, 1) == [1, 27, 54, 108]
-    assert plan_grids(1, 1) == [1]
+    assert grid_sizes(132, 8) == [1, 33, 66, 132, 264, 528, 1056]
+    assert grid_sizes(108, 1) == [1, 27, 54, 108]
+    assert grid_sizes(1, 1) == [1]
     with pytest.raises(ProbeFailure, match="no cooperative grid fits"):
-        plan_grids(132, 0)
+        grid_sizes(132, 0)
 
 
 def test_cost_per_sync_is_long_minus_short_over_the_syncs_between() -> None:
@@ -56,7 +63,7 @@ def test_cost_per_sync_is_long_minus_short_over_the_syncs_between() -> None:
 
 
 def test_simulated_barrier_costs_are_recovered_in_cycles_and_ns() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     measured = _run(gpu)
     assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(PROBES, "ok")
     facts = _facts(measured)
@@ -73,14 +80,14 @@ def test_simulated_barrier_costs_are_recovered_in_cycles_and_ns() -> None:
 
 def test_a_short_phase_under_a_timer_tick_reads_0_or_1_tick_and_is_no_error() -> None:
     """One barrier (0.7 us here) between block 0's reads of a %globaltimer that moves every 1 us."""
-    gpu = fake_gpu()
-    grid = grid_sync.GridBarrier.open(gpu, ptx_parameters(), gpu.device(), FAST)
+    gpu = simulated_gpu()
+    grid = _opened(gpu)
     readings = {grid.timed(1, 1)[1] for _ in range(20)}
     assert readings == {0, 1000}
 
 
 def test_long_phases_too_short_to_read_the_clock_give_cycles_only_and_say_so() -> None:
-    measured = _run(fake_gpu(), runnable={"grid_sync.latency"}, settings=dataclasses.replace(FAST, long_syncs=41))
+    measured = _run(simulated_gpu(), runnable={"grid_sync.latency"}, settings=dataclasses.replace(FAST, long_syncs=41))
     outcome = measured["grid_sync.latency"].outcome
     assert outcome.status == "ok" and "no timed phase of 100 us or more" in outcome.detail
     assert all(f.converted == {} for f in measured["grid_sync.latency"].facts)
@@ -88,15 +95,15 @@ def test_long_phases_too_short_to_read_the_clock_give_cycles_only_and_say_so() -
 
 
 def test_every_cooperative_grid_fits_what_the_occupancy_api_allows() -> None:
-    gpu = fake_gpu(blocks_per_sm=3, sm_count=20)
+    gpu = simulated_gpu(blocks_per_sm=3, sm_count=20)
     measured = _run(gpu)
     assert measured["grid_sync.latency"].outcome.status == "ok"
     assert measured["grid_sync.latency"].outcome.series["grid"]["blocks"][-1] == 60
 
 
 def test_an_oversized_cooperative_grid_is_refused_never_shrunk() -> None:
-    gpu = fake_gpu(blocks_per_sm=2, sm_count=4)
-    grid = grid_sync.GridBarrier.open(gpu, ptx_parameters(), gpu.device(), FAST)
+    gpu = simulated_gpu(blocks_per_sm=2, sm_count=4)
+    grid = _opened(gpu)
     with pytest.raises(ProbeFailure, match=r"9 blocks .* at most 8 \(2 per SM x 4 SMs.*never shrunk"):
         grid.timed(9, 1)
     assert "gp_gs_grid" not in gpu.launches
@@ -105,7 +112,7 @@ def test_an_oversized_cooperative_grid_is_refused_never_shrunk() -> None:
 
 
 def test_no_co_resident_block_at_all_fails_the_probe_with_the_reason() -> None:
-    measured = _run(fake_gpu(blocks_per_sm=0))
+    measured = _run(simulated_gpu(blocks_per_sm=0))
     assert measured["grid_sync.latency"].outcome.status == "failed"
     assert "no cooperative grid fits" in measured["grid_sync.latency"].outcome.detail
     assert "at most 0" in measured["grid_sync.persistent"].outcome.detail
@@ -120,7 +127,7 @@ def test_no_co_resident_block_at_all_fails_the_probe_with_the_reason() -> None:
     ],
 )
 def test_a_barrier_that_did_not_order_fails_its_probe_and_gives_no_number(corrupt: str, detail: str) -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     gpu.corrupt_grid_sync = corrupt
     measured = _run(gpu, runnable={"grid_sync.latency"})
     outcome = measured["grid_sync.latency"].outcome
@@ -130,7 +137,7 @@ def test_a_barrier_that_did_not_order_fails_its_probe_and_gives_no_number(corrup
 
 
 def test_the_persistent_kernels_words_are_checked() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     gpu.corrupt_grid_sync = "work"
     measured = _run(gpu, runnable=PROBES)
     assert measured["grid_sync.latency"].outcome.status == "ok"  # no step in the latency launches
@@ -139,7 +146,7 @@ def test_the_persistent_kernels_words_are_checked() -> None:
 
 
 def test_the_persistent_probe_needs_the_barrier_kernels_contract() -> None:
-    measured = _run(fake_gpu(), runnable={"grid_sync.persistent"})
+    measured = _run(simulated_gpu(), runnable={"grid_sync.persistent"})
     assert measured["grid_sync.persistent"].outcome.status == "failed"
     assert "contract (grid_sync.latency) did not hold" in measured["grid_sync.persistent"].outcome.detail
 
@@ -162,7 +169,7 @@ def test_grid_sync_costs_more_than_a_block_barrier_where_both_were_measured() ->
     assert grid_sync._block_barrier_check({"sync.block.latency": block}, None) == []
 
 
-@pytest.mark.parametrize("change", [{"long_syncs": 1}, {"checks": 0}, {"long_steps": 1}, {"max_repeats": 1}])
+@pytest.mark.parametrize("change", [{"long_syncs": 1}, {"checks": 0}, {"long_steps": 1}, {"short_steps": 0}])
 def test_settings_that_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):
         dataclasses.replace(Settings(), **change)

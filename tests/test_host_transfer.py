@@ -8,23 +8,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.build.contracts import check
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.ptxsource import expand
-from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.families import host_transfer
-from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.host_transfer import (
     PROBES,
     Settings,
     rate_gbps,
 )
+from gpuprobe.families.host_transfer.simulated import FAST_SETTINGS, link
 from gpuprobe.families.planning import Link
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
-from gpuprobe.simulated.gpu import KIB, fake_gpu, measure_family
-from gpuprobe.simulated.kernels.host_transfer import FAST_SETTINGS, link
-from tests.devices import H200
+from gpuprobe.kernels.contracts import check
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.ptxsource import expand
+from gpuprobe.kernels.registry import all_probes
+from gpuprobe.simulated.gpu import KIB, measure_family, simulated_gpu
+from tests.helpers.devices import H200
 
 SMALL = FAST_SETTINGS
 
@@ -91,7 +91,7 @@ def test_settings_that_would_mean_nothing_are_refused(change: dict) -> None:
 
 
 def test_simulated_links_are_recovered() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     measured = _run(gpu)
     assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(PROBES, "ok")
     facts = _facts(measured)
@@ -117,7 +117,7 @@ def test_simulated_links_are_recovered() -> None:
 
 @pytest.mark.parametrize(("fault", "detail"), [("sums", "thread"), ("data", "destination word")])
 def test_a_wrong_copy_fails_every_probe_and_gives_no_number(fault: str, detail: str) -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     link(gpu).corrupt = fault
     measured = _run(gpu)
     assert measured["host_transfer.sm_latency"].outcome.status == "ok"  # it copies nothing
@@ -128,14 +128,14 @@ def test_a_wrong_copy_fails_every_probe_and_gives_no_number(fault: str, detail: 
 
 
 def test_the_sm_copies_go_through_pinned_host_memory() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     _run(gpu, runnable={"host_transfer.h2d"})
     assert len(gpu.pinned) == 1  # the pinned source; the copy's destination is on the device
     assert "gp_ht_sm_copy" in gpu.launches
 
 
 def test_probes_whose_contract_failed_are_not_launched() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     measured = _run(gpu, runnable={"host_transfer.d2h"})
     assert set(measured) == {"host_transfer.d2h"}
 
@@ -170,7 +170,7 @@ def test_a_copy_that_the_cache_could_serve_breaks_the_contract(tmp_path: Path, a
 
 
 def test_a_chase_through_host_memory_that_ends_on_the_wrong_node_fails() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     link(gpu).corrupt = "chase"
     measured = _run(gpu, runnable={"host_transfer.sm_latency"})["host_transfer.sm_latency"]
     assert measured.outcome.status == "failed" and "host predicted" in measured.outcome.detail

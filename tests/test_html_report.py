@@ -16,10 +16,10 @@ import pytest
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Fact, Results
 from gpuprobe.families.catalog import sections
-from gpuprobe.families.memory_latency import LATENCY_PLOT
-from gpuprobe.output import factsheet, html_report, probe_status, report
+from gpuprobe.families.memory import LATENCY_PLOT
+from gpuprobe.output import factsheet, html_report, probe_status, report, sheet
 from gpuprobe.output.run_conditions import condition_rows
-from tests.test_report import PNG_SIGNATURE, TEST_DPI, fake_results
+from tests.test_report import PNG_SIGNATURE, TEST_DPI, simulated_results
 
 SECTIONS = sections()
 FAKE_PNG = PNG_SIGNATURE + b"not really a picture"
@@ -78,7 +78,7 @@ class Page(HTMLParser):
 
 
 def render(results: Results | None = None, plots: dict[str, bytes] | None = None) -> str:
-    results = fake_results() if results is None else results
+    results = simulated_results() if results is None else results
     return html_report.render_html(results, {LATENCY_PLOT.key: FAKE_PNG} if plots is None else plots, sections=SECTIONS)
 
 
@@ -121,7 +121,7 @@ def test_page_is_self_contained(page: Page, page_text: str) -> None:
 
 
 def test_citation_links_are_the_only_outside_addresses(page: Page) -> None:
-    results = fake_results()
+    results = simulated_results()
     source = "Luo et al. (arXiv:2402.13499), gpu-benches (github.com/te42kyfo/gpu-benches); https://example.org/x."
     results.facts[1].expectation = dict(results.facts[1].expectation or {}, source=source)
     cites = [a["href"] for t, a in Page(render(results)).tags if t == "a" and a.get("class") == "cite"]
@@ -140,7 +140,7 @@ def test_plot_is_embedded_as_a_data_uri(page: Page) -> None:
 
 
 def test_no_plot_no_image() -> None:
-    page = Page(render(fake_results(with_curves=False), plots={}))
+    page = Page(render(simulated_results(with_curves=False), plots={}))
     assert not [t for t, _ in page.tags if t == "img"]
 
 
@@ -154,7 +154,7 @@ def test_other_plots_are_not_dropped() -> None:
 
 
 def evil_results() -> Results:
-    results = fake_results(partial=True)
+    results = simulated_results(partial=True)
     results.device.name = f"GPU {EVIL} & co"
     results.device.driver = '"><img src=x onerror=alert(1)>'
     results.probes["alu.ffma"].detail = f"crashed: {EVIL}\n<b>bold</b>"
@@ -188,7 +188,7 @@ def test_escaped_page_keeps_its_tables_whole() -> None:
 
 
 def test_partial_banner() -> None:
-    full, partial = render(fake_results(partial=False)), render(fake_results(partial=True))
+    full, partial = render(simulated_results(partial=False)), render(simulated_results(partial=True))
     assert "PARTIAL RUN" not in full
     assert 'role="alert"' in partial and "PARTIAL RUN" in partial
     assert partial.index("PARTIAL RUN") < partial.index('class="device"')
@@ -199,12 +199,12 @@ def test_partial_banner() -> None:
 
 
 def test_same_facts_as_markdown(page: Page) -> None:
-    results = fake_results()
-    sheet = report.render_markdown(results, {LATENCY_PLOT.key: "x.png"}, sections=SECTIONS)
-    markdown = md_rows(sheet.split("## Details", 1)[1].split("## Probe status", 1)[0])
-    headers = [list(report.FACT_HEADER), list(report.INVARIANT_HEADER)]
+    results = simulated_results()
+    text = report.render_markdown(results, {LATENCY_PLOT.key: "x.png"}, sections=SECTIONS)
+    markdown = md_rows(text.split("## Details", 1)[1].split("## Probe status", 1)[0])
+    headers = [list(sheet.FACT_HEADER), list(sheet.INVARIANT_HEADER)]
     html_rows = {r[0]: r for css in ("facts", "invariants") for r in page.rows[css] if r not in headers}
-    held = {f.id for f in results.facts if report.holds(f) and f.id.startswith("invariant.")}
+    held = {f.id for f in results.facts if sheet.holds(f) and f.id.startswith("invariant.")}
     assert set(html_rows) == {f.id for f in results.facts} - held == set(markdown)
     for fact_id, cells in html_rows.items():
         md = [re.sub(r"\\(.)", r"\1", c).strip("*") for c in markdown[fact_id]]  # unescaped, unbolded
@@ -212,7 +212,7 @@ def test_same_facts_as_markdown(page: Page) -> None:
 
 
 def test_same_headline_sections_software_and_probe_status(page: Page) -> None:
-    results = fake_results()
+    results = simulated_results()
     markdown = report.render_markdown(results, {LATENCY_PLOT.key: "x.png"}, sections=SECTIONS)
     assert page.headings == [line[3:] for line in markdown.splitlines() if line.startswith("## ")]
     headline = {r[0]: r[1:] for r in page.rows["headline"][1:]}
@@ -220,7 +220,7 @@ def test_same_headline_sections_software_and_probe_status(page: Page) -> None:
     for label, cells in headline.items():
         assert f"| {label} | {cells[0]} | {cells[1]} | {cells[2]} |" in "\n".join(md_headline), label
     software = {row[0]: row[1] for row in page.rows["software"][1:]}
-    assert software == {label: value for label, value in report.software_rows(results)}
+    assert software == {label: value for label, value in sheet.software_rows(results)}
     conditions = {row[0]: row[1] for row in page.rows["conditions"][1:]}
     assert conditions == dict(condition_rows(results))
     probes = {row[0]: row[1:] for row in page.rows["probes"][1:]}
@@ -247,7 +247,7 @@ def test_sections_are_collapsible_and_references_linked(page: Page) -> None:
 
 
 def test_empty_family_says_why() -> None:
-    results = fake_results(with_curves=False)
+    results = simulated_results(with_curves=False)
     results.facts = []
     results.probes["memory.latency.global_ca"].status = "violated"
     text = render(results, plots={})
@@ -262,7 +262,7 @@ def test_render_is_deterministic() -> None:
 
 
 def test_write_report_html_writes_one_self_contained_file(tmp_path: Path) -> None:
-    paths = factsheet.write_report(fake_results(), tmp_path / "out", "html", dpi=TEST_DPI, sections=SECTIONS)
+    paths = factsheet.write_report(simulated_results(), tmp_path / "out", "html", dpi=TEST_DPI, sections=SECTIONS)
     assert paths == [tmp_path / "out" / "factsheet.html"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["factsheet.html"]
     (img,) = [a for t, a in Page(paths[0].read_text(encoding="utf-8")).tags if t == "img"]
@@ -270,13 +270,13 @@ def test_write_report_html_writes_one_self_contained_file(tmp_path: Path) -> Non
 
 
 def test_write_report_default_is_markdown(tmp_path: Path) -> None:
-    paths = factsheet.write_report(fake_results(with_curves=False), tmp_path, sections=SECTIONS)
+    paths = factsheet.write_report(simulated_results(with_curves=False), tmp_path, sections=SECTIONS)
     assert [p.name for p in paths] == ["factsheet.md"]
 
 
 def test_unknown_format_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(GpuprobeError, match="unknown fact sheet format 'pdf'"):
-        factsheet.write_report(fake_results(), tmp_path, "pdf", sections=SECTIONS)
+        factsheet.write_report(simulated_results(), tmp_path, "pdf", sections=SECTIONS)
     assert not list(tmp_path.iterdir())
 
 

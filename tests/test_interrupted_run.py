@@ -13,20 +13,20 @@ from pathlib import Path
 import pytest
 
 from gpuprobe.core.results import load
-from tests.processes import CTRL_C_ARMED, measuring_children, wait_until
+from tests.helpers.processes import CTRL_C_ARMED, measuring_children, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = CTRL_C_ARMED + """
 import sys
 from pathlib import Path
 from gpuprobe.measure import session
-from gpuprobe.runner.gpu import LauncherSpec
+from gpuprobe.runner.launcher import LauncherSpec
 from gpuprobe.measure.isolation import ChildPolicy
-from gpuprobe.simulated.gpu import FakeGpu, fast_settings
+from gpuprobe.simulated.gpu import SimulatedGpu, fast_settings
 
 options = {"name": "Simulated GPU", "faults": {"gp_chase_global_cg": "hang"}}
-launcher = LauncherSpec("gpuprobe.simulated.gpu:open_fake", 0, options)
-device = FakeGpu(name="Simulated GPU").device()
+launcher = LauncherSpec("gpuprobe.simulated.gpu:open_simulated", 0, options)
+device = SimulatedGpu(name="Simulated GPU").device()
 policy = ChildPolicy(probe_time_limit_s=600)
 session.run_suite(device, launcher, Path(sys.argv[1]), settings=fast_settings(), policy=policy)
 """

@@ -22,24 +22,26 @@ from pathlib import Path
 import pytest
 
 from gpuprobe.families.base import Measured
-from gpuprobe.measure.isolation import ChildPolicy, _Child, _follow, gpu_conditions, run_family
+from gpuprobe.families.memory.simulated import FAST_SETTINGS
+from gpuprobe.measure.conditions import gpu_conditions
+from gpuprobe.measure.isolation import ChildPolicy, _Child, _follow, run_family
 from gpuprobe.measure.session import child_spec
-from gpuprobe.runner.gpu import LauncherSpec
-from gpuprobe.simulated.gpu import FAST, FakeGpu, ptx_parameters
-from tests.processes import clock_jumping_while_hung
+from gpuprobe.runner.launcher import LauncherSpec
+from gpuprobe.simulated.gpu import SimulatedGpu, ptx_parameters
+from tests.helpers.processes import clock_jumping_while_hung
 
 FEW = ["memory.clock", "memory.overhead.clock_read", "memory.latency.shared"]
 
 
 def spec(**options) -> dict:
-    from gpuprobe.build.cubin import build_for
-    from gpuprobe.build.registry import all_probes
     from gpuprobe.core.arch import parse_arch
+    from gpuprobe.kernels.cubin import build_for
+    from gpuprobe.kernels.registry import all_probes
 
     module = build_for(all_probes(), parse_arch("sm_90a"))
     assert module.parameters == ptx_parameters()
-    launcher = LauncherSpec("gpuprobe.simulated.gpu:open_fake", 0, options)
-    return child_spec(module, FakeGpu().device(), launcher, "memory", FAST, clock_usable=True)
+    launcher = LauncherSpec("gpuprobe.simulated.gpu:open_simulated", 0, options)
+    return child_spec(module, SimulatedGpu().device(), launcher, "memory", FAST_SETTINGS, clock_usable=True)
 
 
 QUICK = ChildPolicy(cooldown_s=0.0)  # its probe limit (120 s) only ends a broken test
@@ -159,7 +161,7 @@ def test_a_probe_that_hangs_keeps_the_launch_that_never_returned_in_its_flight_r
     assert flight, "a timed-out probe keeps the launcher calls its process made"
     hung = flight[-1]
     assert (hung["call"], hung["kernel"], hung["elapsed_ms"]) == ("launch", "gp_clock_overhead", None)
-    assert hung["args"] == ["FakeBuffer"] and hung["grid"] == 1
+    assert hung["args"] == ["SimulatedBuffer"] and hung["grid"] == 1
     assert all(call["elapsed_ms"] is not None for call in flight[:-1])
     assert measured["memory.latency.shared"].outcome.flight == []  # a clean probe carries none
 
@@ -268,8 +270,8 @@ def test_a_passed_deadline_starts_no_process() -> None:
 def test_the_state_a_family_reports_is_handed_back_to_the_caller() -> None:
     state: dict = {}
     list(run_family(spec(), FEW, QUICK, state=state))
-    assert state["mhz"] == pytest.approx(FakeGpu().mhz, rel=0.05)  # memory.clock's reading, for later families
-    assert state["sm_mhz_reference"] == pytest.approx(FakeGpu().mhz, rel=0.05)
+    assert state["mhz"] == pytest.approx(SimulatedGpu().mhz, rel=0.05)  # memory.clock's reading, for later families
+    assert state["sm_mhz_reference"] == pytest.approx(SimulatedGpu().mhz, rel=0.05)
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.build.check import check_probe
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.registry import PTX_DIR, find_probe
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.results import Device, Results
 from gpuprobe.families import l2_partition
@@ -25,19 +22,22 @@ from gpuprobe.families.l2_partition import (
     Readings,
     Settings,
     block_shared_bytes,
+    cycle_layout,
     group_of,
     heatmap_png,
     heatmap_series,
     measure,
     partition_map,
     plan,
-    plan_layout,
+    simulated,
     two_means_threshold,
 )
+from gpuprobe.kernels.check import check_probe
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.registry import PTX_DIR, find_probe
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import KIB, MIB, fake_gpu, measure_family, ptx_parameters
-from gpuprobe.simulated.kernels import l2_partition as fake
-from tests.devices import H100_SXM
+from gpuprobe.simulated.gpu import KIB, MIB, measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.devices import H100_SXM
 
 FAST = Settings(rounds=8)
 
@@ -54,7 +54,7 @@ def _facts(measured) -> dict:
 
 
 def test_each_group_is_one_cycle_through_its_own_lines_from_its_first() -> None:
-    layout = plan_layout(6, Settings())
+    layout = cycle_layout(6, Settings())
     assert layout.lines == 6 * GROUP_LINES
     assert layout.nbytes == (6 * GROUP_LINES + 1) * 128
     for group in range(6):
@@ -131,21 +131,21 @@ def test_one_cluster_of_latencies_is_one_partition() -> None:
 
 def test_latencies_that_vary_by_sm_and_line_without_two_sides_are_one_partition() -> None:
     """An L40-like spread (each SM and each slice a little nearer or farther) is not a split."""
-    gpu = fake.configure(fake_gpu(sm_count=24), split=False)
+    gpu = simulated.configure(simulated_gpu(sm_count=24), split=False)
     measured = _run(gpu)
     assert measured.outcome.status == "ok"
     facts = _facts(measured)
     assert facts["l2.partition_count"].value == 1.0
     assert "l2.far_latency" not in facts and "l2.partition_sm_fraction" not in facts
     assert facts["l2.near_line_fraction"].value == 1.0
-    assert facts["l2.near_latency"].value == pytest.approx(fake.UNSPLIT, rel=0.08)
+    assert facts["l2.near_latency"].value == pytest.approx(simulated.UNSPLIT, rel=0.08)
 
 
 def _mapped(latency, rounds: int, sms: int = 24, seed: int = 0) -> Readings:
     """Readings laid out as the probe lays them out (each round one group per SM, SMs in a random
     order), with ``latency(sm, lines, rng)`` giving each group's cycles."""
     rng = np.random.default_rng(seed)
-    layout = plan_layout(sms, Settings())
+    layout = cycle_layout(sms, Settings())
     readings = Readings([], [], [])
     for round_ in range(rounds):
         order = rng.permutation(sms)
@@ -205,20 +205,20 @@ def test_a_few_stalled_readings_do_not_take_the_slow_cluster() -> None:
 
 
 def test_a_split_l2_is_mapped_on_the_simulated_gpu() -> None:
-    gpu = fake.configure(fake_gpu(sm_count=24), split=True)
+    gpu = simulated.configure(simulated_gpu(sm_count=24), split=True)
     measured = _run(gpu)
     assert measured.outcome.status == "ok", measured.outcome.detail
     facts = _facts(measured)
     assert facts["l2.partition_count"].value == 2.0
-    assert facts["l2.near_latency"].value == pytest.approx(fake.NEAR, rel=0.03)
-    assert facts["l2.far_latency"].value == pytest.approx(fake.FAR, rel=0.03)
+    assert facts["l2.near_latency"].value == pytest.approx(simulated.NEAR, rel=0.03)
+    assert facts["l2.far_latency"].value == pytest.approx(simulated.FAR, rel=0.03)
     assert facts["l2.near_line_fraction"].value == pytest.approx(0.5, abs=0.15)
     assert facts["l2.partition_sm_fraction"].value == pytest.approx(0.5)
     assert facts["l2.partition_consistency"].value > 0.95
     sides = measured.outcome.series["sides"]
     found = {int(s): int(x) for s, x in zip(sides["sm_id"], sides["side"], strict=True)}
-    assert set(found) == set(fake.sm_ids(24))  # every SM is on the map, by its %smid
-    truth = {s: fake.side_of(s) for s in found}
+    assert set(found) == set(simulated.sm_ids(24))  # every SM is on the map, by its %smid
+    truth = {s: simulated.side_of(s) for s in found}
     assert found == truth or found == {s: 1 - x for s, x in truth.items()}
     assert {f.id for f in measured.facts} == set(find_probe(PROBE).facts)
 
@@ -229,27 +229,27 @@ def test_a_split_l2_with_lines_near_from_both_sides_is_two_partitions_at_any_rea
     every SM, so ~65% of the readings are fast and no two-sided model explains them all. Two rounds
     (the smoke run's 3960 readings) and sixteen (the full run's 31680) give the same answer; the
     consistency at sixteen falls below the 90% the old rule asked for, as the H200's full run did."""
-    gpu = fake.configure(fake_gpu(sm_count=132), split=True, both_sides=0.3)
+    gpu = simulated.configure(simulated_gpu(sm_count=132), split=True, both_sides=0.3)
     measured = _run(gpu, Settings(rounds=rounds))
     assert measured.outcome.status == "ok", measured.outcome.detail
     facts = _facts(measured)
     assert facts["l2.partition_count"].value == 2.0, measured.outcome.detail
-    assert facts["l2.near_latency"].value == pytest.approx(fake.NEAR, rel=0.03)
-    assert facts["l2.far_latency"].value == pytest.approx(fake.FAR, rel=0.03)
+    assert facts["l2.near_latency"].value == pytest.approx(simulated.NEAR, rel=0.03)
+    assert facts["l2.far_latency"].value == pytest.approx(simulated.FAR, rel=0.03)
     assert facts["l2.near_line_fraction"].value == pytest.approx(0.5, abs=0.2)
     if rounds == 16:
         assert facts["l2.partition_consistency"].value < 0.9
         assert facts["l2.near_line_fraction"].value == pytest.approx(0.5, abs=0.1)
         sides = measured.outcome.series["sides"]
         found = {int(s): int(x) for s, x in zip(sides["sm_id"], sides["side"], strict=True)}
-        agree = np.mean([found[s] == fake.side_of(s) for s in found])
+        agree = np.mean([found[s] == simulated.side_of(s) for s in found])
         assert max(agree, 1 - agree) > 0.95
 
 
 def test_sms_that_read_the_far_half_at_near_latency_leave_the_split_standing() -> None:
     """A GPC close to both halves (far read at 300 cycles, inside the near cluster): its SMs' readings
     fit no side, and the rest of the map still shows the split."""
-    gpu = fake.configure(fake_gpu(sm_count=24), split=True, close_gpcs=(1,))
+    gpu = simulated.configure(simulated_gpu(sm_count=24), split=True, close_gpcs=(1,))
     measured = _run(gpu)
     facts = _facts(measured)
     assert facts["l2.partition_count"].value == 2.0, measured.outcome.detail
@@ -261,7 +261,7 @@ def test_a_split_with_over_a_third_of_its_blocks_near_from_both_sides_is_still_t
     (the rule before the test read that as undecided): still far above what it removes on relabelled
     copies of the same readings, so two partitions, with the interaction's interval to say how well
     the readings pin it down."""
-    gpu = fake.configure(fake_gpu(sm_count=132), split=True, both_sides=0.35)
+    gpu = simulated.configure(simulated_gpu(sm_count=132), split=True, both_sides=0.35)
     measured = _run(gpu, Settings(rounds=16))
     facts = _facts(measured)
     assert facts["l2.partition_count"].value == 2.0, measured.outcome.detail
@@ -336,13 +336,13 @@ def _facts_of(readings: Readings, result) -> dict:
 
 
 def test_every_reading_is_kept_and_reads_back_to_the_same_map() -> None:
-    gpu = fake.configure(fake_gpu(sm_count=16), split=True)
+    gpu = simulated.configure(simulated_gpu(sm_count=16), split=True)
     measured = _run(gpu)
     series = measured.outcome.series
     readings = Readings.from_series(series["readings"])
     assert len(readings.cycles) == FAST.rounds * 16 * TIMED
     assert sorted(set(readings.round)) == list(range(FAST.rounds))
-    assert set(readings.sm) == set(fake.sm_ids(16))
+    assert set(readings.sm) == set(simulated.sm_ids(16))
     assert series["layout"]["line_bytes"] == [128.0] and series["layout"]["base_address"][0] > 0
     again = partition_map(readings, FAST)
     facts = _facts(measured)
@@ -352,7 +352,7 @@ def test_every_reading_is_kept_and_reads_back_to_the_same_map() -> None:
 
 def test_without_the_flush_copies_hide_the_far_partition() -> None:
     """Why every round flushes: lines read in an earlier round have copies near both sides."""
-    gpu = fake.configure(fake_gpu(sm_count=24), split=True)
+    gpu = simulated.configure(simulated_gpu(sm_count=24), split=True)
     flush = gpu.fill
     gpu.fill = lambda buffer, value: None if len(buffer.data) >= 2 * gpu.l2_bytes else flush(buffer, value)
     facts = _facts(_run(gpu))
@@ -368,7 +368,7 @@ def test_without_the_flush_copies_hide_the_far_partition() -> None:
     ],
 )
 def test_a_launch_that_fails_its_check_fails_the_probe_and_gives_no_number(fault: str, message: str) -> None:
-    measured = _run(fake.configure(fake_gpu(sm_count=16), split=True, fault=fault))
+    measured = _run(simulated.configure(simulated_gpu(sm_count=16), split=True, fault=fault))
     assert measured.outcome.status == "failed"
     assert message in measured.outcome.detail
     assert measured.facts == []
@@ -376,15 +376,15 @@ def test_a_launch_that_fails_its_check_fails_the_probe_and_gives_no_number(fault
 
 def test_sm_ids_with_gaps_and_beyond_the_sm_count_are_sms_all_the_same() -> None:
     """The PTX ISA promises no contiguous %smid: the simulated part numbers its 16 SMs up to 17."""
-    assert max(fake.sm_ids(16)) >= 16 and len(set(fake.sm_ids(16))) == 16
-    measured = _run(fake.configure(fake_gpu(sm_count=16), split=True))
+    assert max(simulated.sm_ids(16)) >= 16 and len(set(simulated.sm_ids(16))) == 16
+    measured = _run(simulated.configure(simulated_gpu(sm_count=16), split=True))
     assert measured.outcome.status == "ok", measured.outcome.detail
-    assert measured.outcome.series["sides"]["sm_id"] == [float(s) for s in fake.sm_ids(16)]
+    assert measured.outcome.series["sides"]["sm_id"] == [float(s) for s in simulated.sm_ids(16)]
     assert _facts(measured)["l2.partition_count"].value == 2.0
 
 
 def test_the_launch_is_cooperative_one_block_per_sm() -> None:
-    gpu = fake.configure(fake_gpu(sm_count=16))
+    gpu = simulated.configure(simulated_gpu(sm_count=16))
     seen = []
     launch = gpu._launch
 
@@ -400,7 +400,7 @@ def test_the_launch_is_cooperative_one_block_per_sm() -> None:
 
 
 def test_the_heatmap_is_drawn_from_the_series() -> None:
-    gpu = fake.configure(fake_gpu(sm_count=16))
+    gpu = simulated.configure(simulated_gpu(sm_count=16))
     measured = _run(gpu)
     heatmap = measured.outcome.series["heatmap"]
     assert len(heatmap["sm_rank"]) == len(heatmap["bin"]) == len(heatmap["latency_cycles"])
@@ -478,7 +478,7 @@ def _checks(facts: dict, device) -> dict:
 
 
 def test_the_invariants_compare_far_with_near_the_map_with_the_chase_and_the_count_with_the_near_share() -> None:
-    gpu = fake.configure(fake_gpu(sm_count=16), split=True)
+    gpu = simulated.configure(simulated_gpu(sm_count=16), split=True)
     device = gpu.device()
     facts = _facts(_run(gpu))
     checks = _checks(facts, device)
@@ -497,22 +497,22 @@ def test_the_invariants_compare_far_with_near_the_map_with_the_chase_and_the_cou
     assert not _checks({**facts, "l2.near_latency": slow_near}, device)["l2_partition.far_above_near"].ok
     one = dataclasses.replace(facts["l2.partition_count"], value=1.0)  # one partition, yet SMs near half the lines
     assert not _checks({**facts, "l2.partition_count": one}, device)["l2_partition.near_share_matches_count"].ok
-    unsplit = _facts(_run(fake.configure(fake_gpu(sm_count=16), split=False)))
+    unsplit = _facts(_run(simulated.configure(simulated_gpu(sm_count=16), split=False)))
     assert set(_checks(unsplit, device)) == {"l2_partition.near_share_matches_count"}
 
 
 def test_the_sms_spread_of_near_latency_is_measured() -> None:
     """Each simulated SM reads the L2 up to SM_SPREAD nearer or farther: the spread is the slowest SM's near
     latency minus the fastest's (one SM's latency.l2 says nothing of it)."""
-    gpu = fake.configure(fake_gpu(sm_count=24), split=True)
+    gpu = simulated.configure(simulated_gpu(sm_count=24), split=True)
     spread = _facts(_run(gpu))["latency.l2.sm_spread"]
-    distances = [fake.sm_distance(s) for s in fake.sm_ids(24)]
-    assert spread.value == pytest.approx(fake.NEAR * (max(distances) - min(distances)), rel=0.15)
+    distances = [simulated.sm_distance(s) for s in simulated.sm_ids(24)]
+    assert spread.value == pytest.approx(simulated.NEAR * (max(distances) - min(distances)), rel=0.15)
     assert spread.ci[0] <= spread.value <= spread.ci[1] and spread.unit == "cycle"
-    assert spread.value > 0.1 * fake.NEAR
+    assert spread.value > 0.1 * simulated.NEAR
 
 
 def test_a_probe_whose_contract_failed_is_not_launched() -> None:
-    gpu = fake.configure(fake_gpu(sm_count=16))
+    gpu = simulated.configure(simulated_gpu(sm_count=16))
     assert list(measure(Request(gpu, ptx_parameters(), gpu.device(), set(), FAST))) == []
     assert gpu.launches == []

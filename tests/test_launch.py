@@ -9,24 +9,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.build.check import check_all
-from gpuprobe.build.contracts import check
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.registry import PTX_DIR, find_probe
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
-from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.errors import GpuprobeError, ProbeFailure
 from gpuprobe.core.results import Fact
 from gpuprobe.families import launch
-from gpuprobe.families.launch import PROBES, ProbeFailure, Settings, checked_stamps
+from gpuprobe.families.launch import PROBES, Settings, checked_stamps
+from gpuprobe.families.launch.simulated import REALISTIC_ENQUEUE_US, busy_host
+from gpuprobe.families.sampling import Stopping
 from gpuprobe.judge.expectations import judge
+from gpuprobe.kernels.check import check_all
+from gpuprobe.kernels.contracts import check
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.registry import PTX_DIR, find_probe
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.pytest_plugin import family_probes
-from gpuprobe.runner.gpu import LaunchPathUnavailable, _argument_block
-from gpuprobe.simulated.gpu import fake_gpu, measure_family
-from gpuprobe.simulated.kernels.launch import REALISTIC_ENQUEUE_US, busy_host
-from tests.devices import H100_SXM
+from gpuprobe.runner.launch_paths import _argument_block
+from gpuprobe.runner.launcher import LaunchPathUnavailable
+from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from tests.helpers.devices import H100_SXM
 
-FAST = Settings(launches=20, graph_nodes=(1, 10, 100), graph_replays=16, events=20, max_repeats=3)
+FAST = Settings(launches=20, graph_nodes=(1, 10, 100), graph_replays=16, events=20,
+                sampling=Stopping(3, 3, 0.03, 0.5))  # fmt: skip
 
 
 def _run(gpu, runnable=frozenset(PROBES), settings=FAST):
@@ -38,7 +41,7 @@ def _facts(measured) -> dict[str, Fact]:
 
 
 def test_simulated_launch_costs_are_recovered() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     measured = _run(gpu)
     assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(PROBES, "ok")
     facts = _facts(measured)
@@ -65,20 +68,20 @@ def test_simulated_launch_costs_are_recovered() -> None:
 
 
 def test_a_binding_that_is_not_installed_is_not_measured_with_the_reason_never_failed() -> None:
-    measured = _run(fake_gpu(), runnable={"launch.stream"})
+    measured = _run(simulated_gpu(), runnable={"launch.stream"})
     outcome = measured["launch.stream"].outcome
     assert outcome.status == "ok"
     assert "pycuda left out: pycuda is not installed" in outcome.detail
     pycuda = _facts(measured)["launch.stream.host_latency.pycuda"]
     assert pycuda.value is None and "pycuda is not installed" in pycuda.detail
     assert judge(pycuda, None)[0] == "not_run"
-    with_pycuda = fake_gpu(enqueue_us={"cupy": 4.0, "cuda-bindings": 2.5, "pycuda": 6.0})
+    with_pycuda = simulated_gpu(enqueue_us={"cupy": 4.0, "cuda-bindings": 2.5, "pycuda": 6.0})
     facts = _facts(_run(with_pycuda, runnable={"launch.stream"}))
     assert facts["launch.stream.host_latency.pycuda"].value == pytest.approx(6.0, rel=0.05)
 
 
 def test_an_installed_optional_binding_that_cannot_launch_is_left_out_but_a_required_one_fails() -> None:
-    gpu = fake_gpu(enqueue_us={"cupy": 4.0, "cuda-bindings": 2.5, "pycuda": 6.0})
+    gpu = simulated_gpu(enqueue_us={"cupy": 4.0, "cuda-bindings": 2.5, "pycuda": 6.0})
     enqueue = gpu.enqueue_seconds
 
     def broken(kernel, grid, block, args, count, via="cupy", wait=True):
@@ -100,11 +103,11 @@ def test_an_installed_optional_binding_that_cannot_launch_is_left_out_but_a_requ
 def test_a_launch_path_that_is_unavailable_here_is_not_run_with_the_reason_never_a_crash() -> None:
     """cuda-bindings as well as pycuda: the runner says LaunchPathUnavailable (not installed, or a call it
     cannot make), first or in the middle of the samples; the probe measures the others."""
-    measured = _run(fake_gpu(enqueue_us={"cupy": 4.0}), runnable={"launch.stream"})
+    measured = _run(simulated_gpu(enqueue_us={"cupy": 4.0}), runnable={"launch.stream"})
     assert measured["launch.stream"].outcome.status == "ok"
     bindings = _facts(measured)["launch.stream.host_latency.cuda_bindings"]
     assert bindings.value is None and judge(bindings, None)[0] == "not_run"
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     enqueue, calls = gpu.enqueue_seconds, []
 
     def fails_later(kernel, grid, block, args, count, via="cupy", wait=True):
@@ -126,7 +129,7 @@ def test_a_host_that_outlasts_the_hold_once_costs_a_retaken_sample_not_the_probe
     """CuPy's 5 to 8 us per launch, and one 8 ms stall (call 6: the first 100-launch run through CuPy)
     behind a 2 ms hold: the run is taken again behind 4 ms, and the hold stays doubled. 100 launches a
     sample (the default) make each host latency good to about 1.4 % under the fake's +-25 % per launch."""
-    gpu = busy_host(fake_gpu(enqueue_us=dict(REALISTIC_ENQUEUE_US)), stalls={6}, stall_us=8000.0)
+    gpu = busy_host(simulated_gpu(enqueue_us=dict(REALISTIC_ENQUEUE_US)), stalls={6}, stall_us=8000.0)
     measured = _run(gpu, runnable={"launch.stream"}, settings=dataclasses.replace(FAST, launches=100))
     outcome = measured["launch.stream"].outcome
     assert outcome.status == "ok", outcome.detail
@@ -137,7 +140,7 @@ def test_a_host_that_outlasts_the_hold_once_costs_a_retaken_sample_not_the_probe
 
 
 def test_a_host_that_outlasts_every_hold_fails_the_probe_after_three_doublings() -> None:
-    gpu = busy_host(fake_gpu(), stalls=range(1, 1000), stall_us=1e4)  # 10 ms stalls: past 8 x 400 us
+    gpu = busy_host(simulated_gpu(), stalls=range(1, 1000), stall_us=1e4)  # 10 ms stalls: past 8 x 400 us
     measured = _run(gpu, runnable={"launch.stream"})
     outcome = measured["launch.stream"].outcome
     assert outcome.status == "failed" and measured["launch.stream"].facts == []
@@ -147,7 +150,7 @@ def test_a_host_that_outlasts_every_hold_fails_the_probe_after_three_doublings()
 def test_an_unavailable_launch_path_is_a_one_line_gpuprobe_error() -> None:
     assert issubclass(LaunchPathUnavailable, GpuprobeError)
     with pytest.raises(LaunchPathUnavailable, match="pycuda is not installed"):
-        fake_gpu().enqueue_seconds("gp_launch_stamp", 1, 1, [], 1, "pycuda")
+        simulated_gpu().enqueue_seconds("gp_launch_stamp", 1, 1, [], 1, "pycuda")
 
 
 @pytest.mark.parametrize(
@@ -158,7 +161,7 @@ def test_an_unavailable_launch_path_is_a_one_line_gpuprobe_error() -> None:
     ],
 )
 def test_a_launch_that_did_not_count_or_stamp_in_order_fails_its_probe(corrupt: str, detail: str) -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     gpu.corrupt_launch = corrupt
     measured = _run(gpu, runnable={"launch.stream", "launch.graph"})
     for name in ("launch.stream", "launch.graph"):
@@ -168,7 +171,7 @@ def test_a_launch_that_did_not_count_or_stamp_in_order_fails_its_probe(corrupt: 
 
 
 def test_stamps_are_checked_for_count_completeness_and_order() -> None:
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     counter, slots = gpu.alloc(8), gpu.alloc(64)
     counter.data.view(np.uint32)[0] = 3
     slots.data.view(np.uint64)[:3] = [100, 200, 250]
@@ -184,14 +187,15 @@ def test_stamps_are_checked_for_count_completeness_and_order() -> None:
 
 
 def test_a_hold_shorter_than_the_enqueue_fails_rather_than_report_host_bound_spacing() -> None:
-    slow_host = fake_gpu(enqueue_us={"cupy": 200.0, "cuda-bindings": 2.5})  # 20 launches: 4 ms, past 8 x 400 us
+    slow_host = simulated_gpu(enqueue_us={"cupy": 200.0, "cuda-bindings": 2.5})  # 20 launches: 4 ms, past 8 x 400 us
     measured = _run(slow_host, runnable={"launch.stream"})
     assert measured["launch.stream"].outcome.status == "failed"
     assert "longer than the 3200 us hold" in measured["launch.stream"].outcome.detail
 
 
 def test_a_host_slower_than_the_planned_hold_is_measured_behind_a_longer_one() -> None:
-    slow_host = fake_gpu(enqueue_us={"cupy": 30.0, "cuda-bindings": 2.5})  # 20 launches: 600 us, past the 400 us hold
+    # 20 launches: 600 us, past the 400 us hold
+    slow_host = simulated_gpu(enqueue_us={"cupy": 30.0, "cuda-bindings": 2.5})
     measured = _run(slow_host, runnable={"launch.stream"})
     assert measured["launch.stream"].outcome.status == "ok"
     assert "samples retaken behind a 800 us hold" in measured["launch.stream"].outcome.detail
@@ -201,7 +205,7 @@ def test_a_host_slower_than_the_planned_hold_is_measured_behind_a_longer_one() -
 
 
 def test_implausible_event_costs_fail_the_event_probe() -> None:
-    measured = _run(fake_gpu(event_us={"record": 0.25, "synchronize": 0.0}), runnable={"launch.event"})
+    measured = _run(simulated_gpu(event_us={"record": 0.25, "synchronize": 0.0}), runnable={"launch.event"})
     assert measured["launch.event"].outcome.status == "failed"
     assert "event synchronize took 0.000 us per call" in measured["launch.event"].outcome.detail
 
@@ -233,7 +237,7 @@ def test_the_host_cost_per_node_is_not_the_gpu_drained_through_a_full_queue() ->
     the full launch queue, its time per replay was the GPU's, and the per-node host cost came out
     -0.041 us. Replayed the same few times at every size, the host's per-node cost is what it is: here
     none (a simulated replay costs the host the same at any size), and never negative."""
-    gpu = fake_gpu(launch_queue_depth=100)
+    gpu = simulated_gpu(launch_queue_depth=100)
     facts = _facts(_run(gpu, runnable={"launch.graph"}, settings=dataclasses.replace(FAST, graph_replays=64)))
     assert abs(facts["launch.graph.per_node.host"].value) < 0.001  # us: none, within the host's 1 % jitter
     flooded = host_per_replay_of_a_flooded_queue(gpu)
@@ -242,10 +246,10 @@ def test_the_host_cost_per_node_is_not_the_gpu_drained_through_a_full_queue() ->
 
 def host_per_replay_of_a_flooded_queue(gpu) -> float:
     """Host us per replay of a 1-node graph replayed 2000 times (the old settings) on ``gpu``."""
-    from gpuprobe.families.measuring import Kernels
+    from gpuprobe.runner.checked import Kernels
     from gpuprobe.simulated.gpu import ptx_parameters
 
-    stamps = launch._Stamps(gpu, Kernels(gpu, ptx_parameters(gpu.arch)), Settings())
+    stamps = launch._Stamps(Kernels(gpu, ptx_parameters(gpu.arch)), Settings())
     host, _ = gpu.graph_replay(launch.STAMP, 1, 1, stamps.args(), 1, 2000)
     return host / 2000 * 1e6
 

@@ -1,4 +1,4 @@
-"""What every family measures with: argument checks, poisoned outputs, stopping rules, facts."""
+"""What every family measures with: argument checks, poisoned outputs, stopping rules, facts, settings checks."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 from gpuprobe.core.detection import detection
-from gpuprobe.families.base import ProbeFailure
-from gpuprobe.families.measuring import Kernels, Stopping, check_arguments, fact, sample_until_stable, unwritten
-from gpuprobe.simulated.gpu import FakeGpu, ptx_parameters
+from gpuprobe.core.errors import ProbeFailure
+from gpuprobe.families.measuring import fact
+from gpuprobe.families.sampling import Stopping, sample_until_stable
+from gpuprobe.runner.checked import Kernels, check_arguments, unwritten
+from gpuprobe.simulated.gpu import SimulatedGpu, ptx_parameters
 
 SIGNATURE = [("u64", "buffer"), ("u32", "n"), ("s32", "k"), ("f32", "x"), ("b64", "bits")]
 
@@ -53,7 +55,7 @@ def test_a_value_with_some_bytes_set_is_written() -> None:
 
 
 def test_kernels_run_poisons_and_reads_back() -> None:
-    gpu = FakeGpu(mhz=1000.0, noise=0.0)
+    gpu = SimulatedGpu(mhz=1000.0, noise=0.0)
     kernels = Kernels(gpu, ptx_parameters())
     out = gpu.alloc(64)
     cycles, ns = kernels.run("gp_sm_clock", [np.uint64(1000), out], out, 2)
@@ -64,7 +66,7 @@ def test_kernels_run_poisons_and_reads_back() -> None:
 
 
 def test_kernels_check_arguments_before_launching() -> None:
-    gpu = FakeGpu()
+    gpu = SimulatedGpu()
     kernels = Kernels(gpu, ptx_parameters())
     out = gpu.alloc(64)
     with pytest.raises(ProbeFailure, match=r"parameter spin is \.u64, given uint32"):
@@ -75,7 +77,7 @@ def test_kernels_check_arguments_before_launching() -> None:
 
 
 def test_kernels_time_counts_every_launch() -> None:
-    gpu = FakeGpu(kernel_ms=0.5)
+    gpu = SimulatedGpu(kernel_ms=0.5)
     kernels = Kernels(gpu, ptx_parameters())
     out = gpu.alloc(64)
     assert kernels.time("gp_clock_overhead", [out], grid=4, block=32, count=3) == pytest.approx(1.5)
@@ -112,13 +114,13 @@ def test_settings_checks_name_the_setting_at_fault() -> None:
 
     from gpuprobe.families.measuring import require_counts, require_long_after_short
 
-    ok = SimpleNamespace(short_iterations=2, long_iterations=8, min_repeats=3, max_repeats=5)
-    require_counts(ok, ("short_iterations", "min_repeats"))
+    ok = SimpleNamespace(short_iterations=2, long_iterations=8, threads=32)
+    require_counts(ok, ("short_iterations", "threads"))
     require_long_after_short(ok)
-    with pytest.raises(ValueError, match=r"Settings\.min_repeats must be at least 1, got 0"):
-        require_counts(SimpleNamespace(min_repeats=0), ("min_repeats",))
+    with pytest.raises(ValueError, match=r"Settings\.threads must be at least 1, got 0"):
+        require_counts(SimpleNamespace(threads=0), ("threads",))
     with pytest.raises(ValueError, match="long_iterations must exceed short_iterations"):
-        require_long_after_short(SimpleNamespace(short_iterations=8, long_iterations=8, min_repeats=1, max_repeats=1))
+        require_long_after_short(SimpleNamespace(short_iterations=8, long_iterations=8))
 
 
 def test_sampling_goes_on_until_a_five_percent_change_would_be_detected() -> None:

@@ -7,12 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpuprobe.build.contracts import check
-from gpuprobe.build.cubin import build_for
-from gpuprobe.build.registry import all_probes, find_probe
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.families import mma
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.families.base import Request
 from gpuprobe.families.differencing import Difference, Lengths
 from gpuprobe.families.issue_sweep import SMOKE_SETTINGS, Settings, thread_cycles
 from gpuprobe.families.mma.fragments import (
@@ -33,12 +31,15 @@ from gpuprobe.families.mma.numerics import (
     mantissa_experiment,
     read_numerics,
 )
+from gpuprobe.families.mma.simulated import FAST_SETTINGS, SPARSE_TIMING, TIMING, element, lane_results, numeric_d
 from gpuprobe.families.mma.sparse import SPARSE_VARIANTS, SparseVariant
+from gpuprobe.kernels.contracts import check
+from gpuprobe.kernels.cubin import build_for
+from gpuprobe.kernels.registry import all_probes, find_probe
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import fake_gpu, measure_family, ptx_parameters
-from gpuprobe.simulated.kernels.mma import FAST_SETTINGS, SPARSE_TIMING, TIMING, element, lane_results, numeric_d
-from tests.devices import H100_SXM
-from tests.issue_sweep_smoke import smoke_rates_of_the_full_run_s_shape
+from gpuprobe.simulated.gpu import measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.devices import H100_SXM
+from tests.helpers.issue_sweep_smoke import smoke_rates_of_the_full_run_s_shape
 
 SM90A = parse_arch("sm_90a")
 ON_SM90A = {p.name for p in all_probes() if p.family == "mma" and p.supports(SM90A)}
@@ -110,7 +111,7 @@ def test_the_negated_fragments_hold_minus_a(variant: Variant) -> None:
 
 
 def test_simulated_latency_and_peaks_are_recovered() -> None:
-    measured = _run(fake_gpu(sm_count=4), ON_SM90A - {n for n in ON_SM90A if n.endswith("emulated")})
+    measured = _run(simulated_gpu(sm_count=4), ON_SM90A - {n for n in ON_SM90A if n.endswith("emulated")})
     assert {m.outcome.status for m in measured.values()} == {"ok"}
     facts = {f.id: f for m in measured.values() for f in m.facts}
     for (name, shape), (latency, peak) in TIMING.items():
@@ -127,12 +128,13 @@ def test_the_simulated_loop_bubble_reads_as_on_the_h200_alone_and_cancels_agains
     """The simulated f16 m16n8k8 chain waits 14 cycles an iteration for its loop's branch: timed alone (long
     minus short iterations, the method before the twins) it reads the H200's (16 x 16 + 14) / 16 = 16.875; the
     probe, against the twin, reads the mma's 16. m16n8k16's 24 cycles hide the control, alone or not."""
-    gpu = fake_gpu(sm_count=2, noise=0.0)
-    ctx = mma._Context(gpu, ptx_parameters(gpu.arch), gpu.device(), FAST_SETTINGS, {})
-    ctx.out = gpu.alloc(mma.output_words(LANES, mma.RESULT_WORDS) * 8)
+    gpu = simulated_gpu(sm_count=2, noise=0.0)
+    request = Request(gpu, ptx_parameters(gpu.arch), gpu.device(), set(), FAST_SETTINGS)
     for shape, alone, latency in (("m16n8k8", 16.875, 16.0), ("m16n8k16", 24.0, 24.0)):
         v = Variant("f16", shape)
-        chain = Difference(lambda n, v=v: thread_cycles(ctx.launch(v, 1, 1, n, 1, LANES)), Lengths(8, 400, 16), "alone")
+        launch = mma.variant_launch(request, v)
+        alone_cycles = lambda n, launch=launch: thread_cycles(launch(1, 1, n, 1, LANES))  # noqa: E731
+        chain = Difference(alone_cycles, Lengths(8, 400, 16), "alone")
         assert chain.sample() == pytest.approx(alone, rel=1e-3), shape
         facts = {f.id: f.value for m in _run(gpu, {v.probe(1)}).values() for f in m.facts}
         assert facts[f"{v.fact_stem}.latency"] == pytest.approx(latency, rel=1e-3), shape
@@ -141,14 +143,14 @@ def test_the_simulated_loop_bubble_reads_as_on_the_h200_alone_and_cancels_agains
 def test_the_rate_is_judged_per_clock_and_the_clock_it_ran_at_is_a_fact() -> None:
     """.tflops is the per-clock plateau at .sm_clock, the clock the twins' runs read: both reported, so a
     TFLOP/s figure can be told apart from the board's clock."""
-    gpu = fake_gpu(sm_count=4)
+    gpu = simulated_gpu(sm_count=4)
     facts = {f.id: f for m in _run(gpu, {"mma.f16.m16n8k16.ilp8"}).values() for f in m.facts}
     stem = "tensor.mma_sync.f16.m16n8k16"
     clock, rate, tflops = (facts[f"{stem}.{what}"] for what in ("sm_clock", "throughput", "tflops"))
     assert clock.unit == "MHz" and clock.value == pytest.approx(gpu.mhz, rel=0.01) and len(clock.samples) >= 2
     assert tflops.value == pytest.approx(2 * rate.value * 4 * clock.value * 1e6 / 1e12, rel=0.01)
     assert f"{stem}.sm_clock" in find_probe("mma.f16.m16n8k16.ilp8").facts
-    short = _run(fake_gpu(sm_count=4), {"mma.f16.m16n8k16.ilp8"}, SMOKE_SETTINGS)["mma.f16.m16n8k16.ilp8"]
+    short = _run(simulated_gpu(sm_count=4), {"mma.f16.m16n8k16.ilp8"}, SMOKE_SETTINGS)["mma.f16.m16n8k16.ilp8"]
     unread = {f.id: f for f in short.facts if f.value is None}
     assert set(unread) == {f"{stem}.sm_clock", f"{stem}.tflops"}  # runs too short to read a clock: said so
     assert "long enough to read the SM clock" in unread[f"{stem}.tflops"].detail
@@ -157,13 +159,13 @@ def test_the_rate_is_judged_per_clock_and_the_clock_it_ran_at_is_a_fact() -> Non
 def test_the_smoke_stage_publishes_its_facts_with_the_full_run_s_shape() -> None:
     """A smoke fact id means what the full run's does: the f16 m16n8k8 rates from the same ILP and warps per SM
     (one warp per SM read 60.7 against the full run's 1013.8 on an H200), fewer iterations and samples only."""
-    rates = smoke_rates_of_the_full_run_s_shape(mma)
+    rates = smoke_rates_of_the_full_run_s_shape(mma.FAMILY)
     peak = TIMING[("f16", "m16n8k8")][1]
     assert rates["tensor.mma_sync.f16.m16n8k8.throughput.ilp1"] == pytest.approx(peak, rel=0.05)  # not one warp's
 
 
 def test_a_wrong_lane_fails_the_probe_and_names_the_thread() -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     gpu.mma_corrupt = True
     measured = _run(gpu, {"mma.bf16.m16n8k16.ilp1", "mma.int4.m16n8k64.emulated"})
     for outcome in (m.outcome for m in measured.values()):
@@ -172,7 +174,7 @@ def test_a_wrong_lane_fails_the_probe_and_names_the_thread() -> None:
 
 
 def test_emulated_types_report_the_flag_after_a_checked_run() -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     measured = _run(gpu, {"mma.int4.m16n8k64.emulated", "mma.e4m3.m16n8k32.emulated"})
     flags = {f.id: f.value for m in measured.values() for f in m.facts}
     assert flags == {"tensor.mma_sync.int4.emulated": 1.0, "tensor.mma_sync.fp8.emulated": 1.0}
@@ -255,7 +257,7 @@ def test_state_stays_json() -> None:
     import json
 
     state: dict = {}
-    _run(fake_gpu(sm_count=2), {"mma.tf32.m16n8k8.ilp1", "mma.tf32.m16n8k8.ilp8"}, state=state)
+    _run(simulated_gpu(sm_count=2), {"mma.tf32.m16n8k8.ilp1", "mma.tf32.m16n8k8.ilp8"}, state=state)
     assert set(state["mma_sweeps"]) == {"tensor.mma_sync.tf32.m16n8k8"}
     json.dumps(state)
 
@@ -265,7 +267,7 @@ def test_state_stays_json() -> None:
 
 def _model_run(v: Variant, **model):
     """D of an experiment from the simulated tensor core's arithmetic model."""
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     for key, value in model.items():
         setattr(gpu, key, value)
     return lambda exp: numeric_d(v, exp.a, exp.b, exp.c, gpu)
@@ -313,7 +315,7 @@ def test_a_cell_that_is_neither_kept_nor_lost_fails_the_probe() -> None:
 
 
 def test_numerics_end_to_end_on_the_simulated_gpu() -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     gpu.tensor_sum_bits = 13
     measured = _run(gpu, {"mma.numerics.tf32", "mma.numerics.bf16"})
     facts = {f.id: f.value for m in measured.values() for f in m.facts}
@@ -325,7 +327,7 @@ def test_numerics_end_to_end_on_the_simulated_gpu() -> None:
         "tensor.numerics.bf16.accumulator_bits": 13.0,
         "tensor.numerics.bf16.alignment_bits": 13.0,
     }
-    corrupt = fake_gpu(sm_count=2)
+    corrupt = simulated_gpu(sm_count=2)
     corrupt.mma_corrupt = True
     failed = _run(corrupt, {"mma.numerics.f16"})["mma.numerics.f16"]
     assert failed.outcome.status == "failed" and "neither" in failed.outcome.detail and not failed.facts
@@ -338,7 +340,7 @@ def test_the_latency_invariant_holds_for_growing_k_and_is_skipped_when_unmeasure
         ids = {"tensor.mma_sync.f16.m16n8k8.latency": k8, "tensor.mma_sync.f16.m16n8k16.latency": k16}
         return {i: Fact(i, v, "cycle", (v, v), [v], {}, "p") for i, v in ids.items()}
 
-    device = fake_gpu().device()
+    device = simulated_gpu().device()
     check = mma.larger_k_is_not_faster
     assert check(facts(16.0, 24.0), device)[0][1] is True
     assert check(facts(24.0, 16.0), device)[0][1] is False
@@ -370,7 +372,7 @@ def test_a_sparse_lane_writes_what_the_metadata_makes_of_a() -> None:
 
 
 def test_sparse_chains_are_measured_and_set_against_their_dense_twins() -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     measured = _run(gpu, {"mma.f16.m16n8k16.ilp8", "mma.sp.f16.m16n8k32.ilp1", "mma.sp.f16.m16n8k32.ilp8"})
     facts = {f.id: f for m in measured.values() for f in m.facts}
     (latency, sparse), dense = SPARSE_TIMING[("f16", "m16n8k32")], TIMING[("f16", "m16n8k16")][1]
@@ -378,13 +380,13 @@ def test_sparse_chains_are_measured_and_set_against_their_dense_twins() -> None:
     assert facts["tensor.mma_sync_sp.f16.m16n8k32.over_dense"].value == pytest.approx(sparse / dense, rel=0.05)
     checks = [c for check in mma.INVARIANTS for c in check(facts, H100_SXM)]
     assert ("tensor.mma_sync_sp.f16.m16n8k32.at_least_dense", True) in [(c.name, c.ok) for c in checks]
-    alone = _run(fake_gpu(sm_count=2), {"mma.sp.int8.m16n8k64.ilp8"})["mma.sp.int8.m16n8k64.ilp8"]
+    alone = _run(simulated_gpu(sm_count=2), {"mma.sp.int8.m16n8k64.ilp8"})["mma.sp.int8.m16n8k64.ilp8"]
     (ratio,) = [f for f in alone.facts if f.id.endswith("over_dense")]
     assert ratio.value is None and "int8 m16n8k32 was not measured" in ratio.detail
 
 
 def test_metadata_read_the_other_way_round_fails_the_sparse_chain() -> None:
-    gpu = fake_gpu(sm_count=2, family_options={"mma_metadata_halves_swapped": True})
+    gpu = simulated_gpu(sm_count=2, family_options={"mma_metadata_halves_swapped": True})
     measured = _run(gpu, {"mma.sp.bf16.m16n8k32.ilp1"})["mma.sp.bf16.m16n8k32.ilp1"]
     assert measured.outcome.status == "failed" and measured.facts == []
 

@@ -14,8 +14,8 @@ import pytest
 from gpuprobe.core.results import load
 from gpuprobe.measure import session
 from gpuprobe.measure.plan import run_plan
-from gpuprobe.simulated.gpu import FakeGpu, fast_settings, suite_options
-from tests.devices import H200
+from gpuprobe.simulated.gpu import SimulatedGpu, fast_settings, suite_options
+from tests.helpers.devices import H200
 from tests.test_session import POLICY, measure_only
 
 FAMILIES = ("p2p", "collectives")
@@ -24,8 +24,8 @@ FAMILIES = ("p2p", "collectives")
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, node: dict, model: str | None = None):
     measure_only(monkeypatch, "p2p")  # the collectives through their process: the smoke run in test_session.py
     options = suite_options(name="Simulated GPU", peer_node=node)
-    launcher = session.LauncherSpec("gpuprobe.simulated.gpu:open_fake", 0, options)
-    device = FakeGpu(**options).device()
+    launcher = session.LauncherSpec("gpuprobe.simulated.gpu:open_simulated", 0, options)
+    device = SimulatedGpu(**options).device()
     return session.run_suite(device, launcher, tmp_path, model, settings=fast_settings(), policy=POLICY)
 
 

@@ -7,24 +7,24 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpuprobe.build.registry import all_probes
 from gpuprobe.core.results import Device, Results, fact_matches
 from gpuprobe.families import p2p
 from gpuprobe.families.base import Plan
 from gpuprobe.families.p2p import PROBES, Settings, pairs
 from gpuprobe.families.p2p.plot import heatmaps, matrices_png
+from gpuprobe.families.p2p.simulated import FAST_SETTINGS
 from gpuprobe.judge.expectations import match_model
 from gpuprobe.judge.verdicts import judge_fact
+from gpuprobe.kernels.registry import all_probes
 from gpuprobe.runner.peers import ONE_GPU
-from gpuprobe.simulated.gpu import FakeGpu, measure_family
-from gpuprobe.simulated.kernels.p2p import FAST_SETTINGS
-from tests.devices import H200
+from gpuprobe.simulated.gpu import SimulatedGpu, measure_family
+from tests.helpers.devices import H200
 
-NVLINK_GBPS = 380.0  # the simulated node's copy engine one way, every pair (gpuprobe.simulated.peers.FakeNode)
+NVLINK_GBPS = 380.0  # the simulated node's copy engine one way, every pair (gpuprobe.simulated.peers.SimulatedNode)
 
 
 def _measure(node: dict, runnable=frozenset(PROBES), settings: Settings = FAST_SETTINGS) -> dict:
-    return measure_family(p2p, FakeGpu(peer_node=node), set(runnable), settings)
+    return measure_family(p2p, SimulatedGpu(peer_node=node), set(runnable), settings)
 
 
 def _facts(measured: dict) -> dict:
@@ -91,7 +91,7 @@ def test_one_gpu_measures_no_link_and_fails_nothing(count: int) -> None:
         PROBES, ("not_run", ONE_GPU)
     )
     assert not _facts(measured)
-    plain = measure_family(p2p, FakeGpu(), set(PROBES), FAST_SETTINGS)  # a GPU that says nothing of a node
+    plain = measure_family(p2p, SimulatedGpu(), set(PROBES), FAST_SETTINGS)  # a GPU that says nothing of a node
     assert {m.outcome.detail for m in plain.values()} == {ONE_GPU}
 
 
@@ -176,16 +176,16 @@ def test_the_plan_counts_every_ordered_pair_of_the_gpus_the_process_sees() -> No
 @pytest.mark.parametrize(
     "change",
     [{"large_bytes": 24 << 20}, {"small_bytes": 128 << 20}, {"blocks": 0}, {"planned_gpus": 1},
-     {"chase_iterations": (3, 3)}, {"max_repeats": 0}],
+     {"chase_iterations": (3, 3)}, {"threads": 0}],
 )  # fmt: skip
 def test_settings_that_would_mean_nothing_are_refused(change: dict) -> None:
-    with pytest.raises(ValueError, match=r"Settings|Stopping"):
+    with pytest.raises(ValueError, match=r"Settings"):
         dataclasses.replace(Settings(), **change)
 
 
 def test_the_device_it_is_told_it_measures_does_not_matter() -> None:
     """The node is the process's: the family never reads the run's device record."""
     other = Device("NVIDIA H100 80GB HBM3", "9.0", "sm_90a", 132, 1)
-    gpu = FakeGpu(peer_node={"count": 2})
+    gpu = SimulatedGpu(peer_node={"count": 2})
     measured = measure_family(p2p, gpu, {"p2p.access"}, FAST_SETTINGS, device=other)
     assert measured["p2p.access"].outcome.status == "ok"

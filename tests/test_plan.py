@@ -29,8 +29,8 @@ from gpuprobe.measure.plan import (
     render_plan,
     run_plan,
 )
-from gpuprobe.simulated.gpu import FakeGpu, suite_options
-from tests.devices import A100_SXM, H100_SXM, H200
+from gpuprobe.simulated.gpu import SimulatedGpu, suite_options
+from tests.helpers.devices import A100_SXM, H100_SXM, H200
 
 H200_RUN = Path(__file__).resolve().parents[1] / "reports" / "nvidia-h200" / "results.json"  # a real run
 ROOM = 0.85  # a plan may use at most this share of its budget: the rest is for what no plan foresees
@@ -171,7 +171,7 @@ def test_a_device_without_a_record_cannot_be_planned_silently() -> None:
 
 def test_a_family_that_cannot_plan_for_a_device_says_why_and_the_plan_goes_on() -> None:
     # 8 SMs and a 64 KiB L2: too small for the bandwidth shapes, even with one warp per block
-    device = dataclasses.replace(FakeGpu(**suite_options()).device(), l2_bytes=64 * 1024)
+    device = dataclasses.replace(SimulatedGpu(**suite_options()).device(), l2_bytes=64 * 1024)
     plan = run_plan(device)
     rows = {row.family: row for row in plan.families}
     assert rows["bandwidth"].plan is None and rows["bandwidth"].error.startswith("ProbeFailure")
@@ -201,8 +201,8 @@ def test_a_probe_is_proven_only_by_a_real_run_that_gave_every_fact_it_declares()
 
 
 def test_unproven_probes_read_every_real_results_file_and_skip_a_broken_one(tmp_path) -> None:
-    from gpuprobe.build.registry import all_probes
     from gpuprobe.core.results import save
+    from gpuprobe.kernels.registry import all_probes
     from gpuprobe.measure.plan import unproven_probes
 
     probe = next(p for p in all_probes() if p.name == "warp.shfl.idx")
@@ -219,8 +219,8 @@ def test_a_smoke_stage_measures_the_unproven_probes_first() -> None:
     from gpuprobe.measure.plan import Stage
 
     stage = Stage("smoke", frozenset({"cache_geometry.tlb", "tma.latency.none"}))
-    order = stage.family_order(catalog.FAMILIES)
-    assert order[:2] == ["cache_geometry", "tma"] and order[2:] == [f for f in catalog.FAMILIES if f not in order[:2]]
-    tma = catalog.FAMILIES["tma"]
-    assert stage.probes(tma) == ["tma.latency.none", *[p for p in tma.SMOKE.probes if p != "tma.latency.none"]]
-    assert Stage("full", stage.first).probes(tma) == list(tma.PROBES)
+    order = stage.family_order(catalog.BY_NAME)
+    assert order[:2] == ["cache_geometry", "tma"] and order[2:] == [f for f in catalog.BY_NAME if f not in order[:2]]
+    tma = catalog.BY_NAME["tma"]
+    assert stage.probes(tma) == ["tma.latency.none", *[p for p in tma.smoke.probes if p != "tma.latency.none"]]
+    assert Stage("full", stage.first).probes(tma) == list(tma.probes)

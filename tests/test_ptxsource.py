@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build import includes
-from gpuprobe.build.includes import MAX_INCLUDE_BYTES, include_root
-from gpuprobe.build.ptxsource import (
+from gpuprobe.core.arch import Arch, parse_arch
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.kernels import includes
+from gpuprobe.kernels.includes import MAX_INCLUDE_BYTES, include_root
+from gpuprobe.kernels.ptxsource import (
     MAX_EXPANDED_CHARS,
     MAX_EXPANDED_LINES,
     MAX_EXPANSION_STEPS,
@@ -19,9 +21,7 @@ from gpuprobe.build.ptxsource import (
     expansion_inputs,
     ptx_version,
 )
-from gpuprobe.build.source_tree import PTX_DIR
-from gpuprobe.core.arch import Arch, parse_arch
-from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.kernels.source_tree import PTX_DIR
 from tests.test_cli import refusal, run, write
 from tests.test_fuzz_includes import answered_fifo, bounded_memory  # noqa: F401 (bounded_memory: a fixture)
 
@@ -326,11 +326,11 @@ def test_combine_directive_errors_name_the_file(tmp_path: Path) -> None:
     assert one_line_error(excinfo).startswith("bad.ptx:6: //@for without //@endfor")
 
 
-def test_the_memory_latency_family_expands() -> None:
+def test_the_memory_family_expands() -> None:
     """The real family: both chase variants written out, 32 loads each, and every line traced."""
-    from gpuprobe.build.source_tree import PTX_DIR, SOURCE_ROOT
+    from gpuprobe.kernels.source_tree import PTX_DIR, SOURCE_ROOT
 
-    module = combine([PTX_DIR / "memory_latency" / "memory_latency.ptx"], SM90A, SOURCE_ROOT)
+    module = combine([PTX_DIR / "memory" / "memory.ptx"], SM90A, SOURCE_ROOT)
     lines = module.text.splitlines()
     assert len(lines) == len(module.origins)
     entries = [line.split("(")[0].split()[-1] for line in lines if ".entry" in line]
@@ -345,7 +345,7 @@ def test_the_memory_latency_family_expands() -> None:
     for cache in ("ca", "cg"):
         assert sum(line.strip() == f"ld.global.{cache}.u64 %rd1, [%rd1];" for line in lines) == 32 + 1  # + warm-up
     assert not any(line.lstrip().startswith("//@") or "{CACHE}" in line for line in lines)
-    assert {path for path, _ in module.origins[3:]} == {"ptx/memory_latency/memory_latency.ptx"}
+    assert {path for path, _ in module.origins[3:]} == {"ptx/memory/memory.ptx"}
 
 
 @pytest.mark.parametrize("line", ["//@for X in", "//@repeat", "//@repeat two", "//@forr X in a"])

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build.registry import all_probes
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load
+from gpuprobe.kernels.registry import all_probes
 from gpuprobe.pytest_plugin import assert_fact
-from tests.processes import PYTEST_ARMED
+from tests.helpers.processes import PYTEST_ARMED
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,7 +30,7 @@ def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def no_gpu_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     """``pytest probes/ --gpuprobe-out OUT`` on a machine without a GPU, and OUT."""
-    from gpuprobe.runner.gpu import gpu_unavailable_reason
+    from gpuprobe.runner.device import gpu_unavailable_reason
 
     if gpu_unavailable_reason() is None:
         pytest.skip("a GPU is present: this checks the behaviour without one")
@@ -52,7 +52,7 @@ def test_without_a_gpu_one_line_says_what_was_checked_and_why_the_rest_skipped(n
     arch lacks a family's feature; ``--gpuprobe-out`` says nothing was written."""
     import re
 
-    from gpuprobe.runner.gpu import driver_missing_reason
+    from gpuprobe.runner.device import driver_missing_reason
 
     run, out = no_gpu_run
     (line,) = [line for line in run.stdout.splitlines() if "probes compiled and contract-checked" in line]
@@ -78,7 +78,7 @@ def test_without_a_gpu_one_line_says_what_was_checked_and_why_the_rest_skipped(n
 
 
 def test_require_gpu_turns_the_skip_into_a_failure() -> None:
-    from gpuprobe.runner.gpu import gpu_unavailable_reason
+    from gpuprobe.runner.device import gpu_unavailable_reason
 
     if gpu_unavailable_reason() is None:
         pytest.skip("a GPU is present: this checks the behaviour without one")
@@ -217,8 +217,8 @@ def test_a_fact_the_arch_cannot_measure_skips_with_the_reason(monkeypatch: pytes
     from pathlib import Path
 
     from gpuprobe import pytest_plugin
-    from gpuprobe.build.registry import Probe
     from gpuprobe.core.arch import parse_arch
+    from gpuprobe.kernels.registry import Probe
 
     toy = Probe("toy.wide", "toy", "toy_wide", Path("toy.ptx"), (parse_arch("sm_90a"),), ("toy.rate",), "d", ())
     monkeypatch.setattr(pytest_plugin, "all_probes", lambda: (toy,))
@@ -231,12 +231,13 @@ def test_a_fact_the_arch_cannot_measure_skips_with_the_reason(monkeypatch: pytes
 
 
 def test_families_may_declare_facts_a_part_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
-    import types
+    import dataclasses
 
     from gpuprobe.families import catalog
 
-    toy = types.SimpleNamespace(OPTIONAL_FACTS={"toy.far": "this part has one partition"})
-    monkeypatch.setattr(catalog, "FAMILIES", {**catalog.FAMILIES, "toy": toy})
+    far = {"toy.far": "this part has one partition"}
+    toy = dataclasses.replace(catalog.BY_NAME["selftest"], name="toy", sections=(), optional_facts=far)
+    monkeypatch.setattr(catalog, "FAMILIES", (*catalog.FAMILIES, toy))
     with pytest.raises(pytest.skip.Exception, match=r"toy\.far: this part has one partition"):
         assert_fact(_results(), "toy.far")
 
@@ -271,7 +272,7 @@ class BaselineCase:
 
 
 BASELINE_CASES = {
-    "l2": BaselineCase(("probes/test_memory_latency.py",), frozenset({"memory"}), ("test_fact[latency.l2]",)),  # +5 %
+    "l2": BaselineCase(("probes/test_memory.py",), frozenset({"memory"}), ("test_fact[latency.l2]",)),  # +5 %
     "dram-mma-launch": BaselineCase(
         ("probes/test_bandwidth.py", "probes/test_mma.py", "probes/test_launch.py"),
         frozenset({"bandwidth", "mma", "launch"}),
@@ -342,8 +343,8 @@ def test_the_run_measures_the_families_of_the_selected_tests_or_all_of_them() ->
 # ---- options that would mean nothing are refused before anything is built or measured --------------
 
 OPTION_DEFAULTS = {
-    "gpu_model": None, "gpu_device": 0, "gpuprobe_out": None, "baseline": None, "baseline_threshold": None,
-    "gpuprobe_deadline": None, "probe_time_limit": None, "cooldown": None,
+    "gpuprobe_model": None, "gpuprobe_device": 0, "gpuprobe_out": None, "baseline": None, "baseline_threshold": None,
+    "gpuprobe_deadline": None, "gpuprobe_probe_time_limit": None, "gpuprobe_cooldown": None,
 }  # fmt: skip
 
 
@@ -358,7 +359,7 @@ def _check(**given: object) -> None:
 
 def test_meaningful_options_pass(tmp_path: Path) -> None:
     _check()
-    _check(gpu_model="h200", gpu_device=1, gpuprobe_out=str(tmp_path / "new" / "out"))
+    _check(gpuprobe_model="h200", gpuprobe_device=1, gpuprobe_out=str(tmp_path / "new" / "out"))
     _check(baseline="base.json", baseline_threshold=2.0)  # the file itself is read by load_baseline
     assert not (tmp_path / "new").exists(), "checking the folder makes nothing"
 
@@ -367,14 +368,18 @@ def test_options_that_mean_nothing_are_a_usage_error(tmp_path: Path) -> None:
     a_file = tmp_path / "results.txt"
     a_file.write_text("not a folder")
     refused = {
-        "--gpu-model: unknown GPU model 'nosuchmodel'; known models: a10, a100": {"gpu_model": "nosuchmodel"},
-        "--gpu-device must be a device index of 0 or more, got -1": {"gpu_device": -1},
+        "--gpuprobe-model: unknown GPU model 'nosuchmodel'; known models: a10, a100": {"gpuprobe_model": "nosuchmodel"},
+        "--gpuprobe-device must be a device index of 0 or more, got -1": {"gpuprobe_device": -1},
         f"--gpuprobe-out: {a_file}: not a folder": {"gpuprobe_out": str(a_file)},
         f"--gpuprobe-out: {a_file}/out: cannot make this folder ({a_file} is not a folder)": {
             "gpuprobe_out": str(a_file / "out")
         },
         "--baseline-threshold needs --baseline": {"baseline_threshold": 5.0},
-        "--probe-time-limit must be a positive number of seconds, got -1.0": {"probe_time_limit": -1.0},
+        "--gpuprobe-probe-time-limit must be a positive number of seconds, got -1.0": {
+            "gpuprobe_probe_time_limit": -1.0
+        },
+        "--gpuprobe-deadline must be a positive number of seconds, got 0.0": {"gpuprobe_deadline": 0.0},
+        "--gpuprobe-cooldown must be at least 0 seconds, got -2.0": {"gpuprobe_cooldown": -2.0},
     }
     if Path("/proc/self").is_dir():  # a place no folder can be made, even by root
         refused["--gpuprobe-out: /proc/gpuprobe: cannot make this folder ("] = {"gpuprobe_out": "/proc/gpuprobe"}
@@ -386,10 +391,10 @@ def test_options_that_mean_nothing_are_a_usage_error(tmp_path: Path) -> None:
 
 def test_a_refused_option_is_one_line_and_pytest_s_usage_status() -> None:
     command = [sys.executable, "-m", "pytest", "probes/test_expectations.py", "-p", "no:cacheprovider"]
-    run = subprocess.run([*command, "--gpu-model", "h300"], cwd=REPO, capture_output=True, text=True, check=False,
+    run = subprocess.run([*command, "--gpuprobe-model", "h300"], cwd=REPO, capture_output=True, text=True, check=False,
                          timeout=120)  # fmt: skip
     assert run.returncode == 4, run.stdout + run.stderr
-    assert run.stderr.startswith("ERROR: --gpu-model: unknown GPU model 'h300'; known models: ")
+    assert run.stderr.startswith("ERROR: --gpuprobe-model: unknown GPU model 'h300'; known models: ")
     assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
 
 
@@ -403,12 +408,12 @@ def test_a_corrupt_expectations_file_fails_the_static_run(tmp_path: Path, monkey
 
     copy = tmp_path / "expectations"
     shutil.copytree(expectations.DEFAULT_DIRECTORY, copy)
-    (copy / "wgmma" / "h200.toml").write_text('[facts."tensor.x"\nmin = 1\n')
+    (copy / "h200.toml").write_text('[facts."tensor.x"\nmin = 1\n')
     monkeypatch.setattr(expectations, "DEFAULT_DIRECTORY", copy)
     spec = importlib.util.spec_from_file_location("static_expectations", REPO / "probes" / "test_expectations.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    with pytest.raises(pytest.fail.Exception, match=r"wgmma/h200\.toml: \(TOML syntax\)"):
+    with pytest.raises(pytest.fail.Exception, match=r"expectations/h200\.toml: \(TOML syntax\)"):
         module.test_every_expectation_file_reads()
 
 
@@ -434,7 +439,7 @@ def test_a_run_says_each_family_a_crash_at_once_and_where_an_interrupt_left_the_
         "CUDA_HOME": str(tmp_path / "no-toolkit"),
     }
     command = [sys.executable, "-c", PYTEST_ARMED, "probes/test_l2_partition.py", "probes/test_launch.py", "-q",
-               "-p", "no:cacheprovider", "--gpuprobe-out", str(out), "--probe-time-limit", "600"]  # fmt: skip
+               "-p", "no:cacheprovider", "--gpuprobe-out", str(out), "--gpuprobe-probe-time-limit", "600"]  # fmt: skip
     run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     said = []
     try:

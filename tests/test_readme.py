@@ -101,8 +101,8 @@ def _cuda_file(tmp: Path) -> str:
 
 
 def _cubin(tmp: Path) -> str:
-    from gpuprobe.build.toolchain import compile_cuda
     from gpuprobe.core.arch import parse_arch
+    from gpuprobe.kernels.toolchain import compile_cuda
 
     return str(compile_cuda(CUDA_SOURCE, parse_arch("sm_90a"), "kernel.cu").cubin)
 
@@ -299,8 +299,8 @@ def toolkit_stand_in(tmp: Path) -> str:
     """A toolkit folder for ``GPUPROBE_TOOLKIT=/usr/local/cuda-13.0``, laid out as one: ``bin/`` holding
     links to the ptxas and nvdisasm found here, ``lib/`` to NVRTC's folder and ``include/`` to the CUDA
     headers' (each resolved, so the builds cached for them are the ones read)."""
-    from gpuprobe.build import nvrtc
-    from gpuprobe.build.toolchain import locate_tool
+    from gpuprobe.kernels import nvrtc
+    from gpuprobe.kernels.toolchain import locate_tool
 
     folder = tmp / "toolkit"
     (folder / "bin").mkdir(parents=True, exist_ok=True)
@@ -314,7 +314,7 @@ def toolkit_stand_in(tmp: Path) -> str:
 
 
 def gpu_here() -> bool:
-    from gpuprobe.runner.gpu import gpu_unavailable_reason
+    from gpuprobe.runner.device import gpu_unavailable_reason
 
     return gpu_unavailable_reason() is None
 
@@ -329,7 +329,7 @@ def measures(argv: list[str]) -> bool:
 @pytest.fixture
 def fresh_toolchain():
     """The tools located again before and after a command that chooses them (``GPUPROBE_TOOLKIT=...``)."""
-    from gpuprobe.build import toolchain
+    from gpuprobe.kernels import toolchain
 
     def clear() -> None:
         toolchain.locate_tool.cache_clear()
@@ -439,7 +439,7 @@ def test_the_pytest_commands_do_what_the_readme_says(tmp_path: Path) -> None:
             if f"nothing was measured (no GPU), so nothing was written to {out}" not in output or Path(out).exists():
                 problems.append(f"{where}: does not say that nothing was written to {out}, or wrote it")
     assert not problems, "\n".join(problems)
-    from gpuprobe.runner.gpu import driver_missing_reason
+    from gpuprobe.runner.device import driver_missing_reason
 
     if not driver_missing_reason():
         return  # the sample shows a machine without a driver; this one has one (and no GPU): its reason differs
@@ -460,7 +460,7 @@ def test_the_readme_sample_of_the_no_gpu_line_has_the_shape_the_plugin_prints() 
     from types import SimpleNamespace
 
     from gpuprobe.pytest_plugin import RunSummary
-    from gpuprobe.runner.gpu import driver_missing_reason, gpu_unavailable_reason
+    from gpuprobe.runner.device import driver_missing_reason, gpu_unavailable_reason
 
     reason = gpu_unavailable_reason()
     if reason is None or not driver_missing_reason():
@@ -573,8 +573,8 @@ def test_the_synopsis_shows_every_subcommand_and_option_and_only_those() -> None
 
 
 def test_every_pytest_option_is_in_the_readme() -> None:
-    """Each option the root conftest.py gives pytest is named in the README."""
-    import conftest
+    """Each option the pytest plugin gives pytest is named in the README."""
+    from gpuprobe import pytest_plugin
 
     class Recorder:
         def __init__(self) -> None:
@@ -587,7 +587,7 @@ def test_every_pytest_option_is_in_the_readme() -> None:
             self.options += names
 
     recorder = Recorder()
-    conftest.pytest_addoption(recorder)
+    pytest_plugin.pytest_addoption(recorder)
     text = README.read_text()
     assert recorder.options
     missing = [option for option in recorder.options if not re.search(rf"(?<![\w-]){option}(?![\w-])", text)]

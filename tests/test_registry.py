@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build.contracts import RULE_KINDS
-from gpuprobe.build.nvrtc import cuda_to_ptx
-from gpuprobe.build.ptxsource import expand
-from gpuprobe.build.registry import PTX_DIR, Probe, all_probes, find_probe, load_family
-from gpuprobe.build.source_tree import SOURCE_ROOT
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.kernels.contracts import RULE_KINDS
+from gpuprobe.kernels.nvrtc import cuda_to_ptx
+from gpuprobe.kernels.ptxsource import expand
+from gpuprobe.kernels.registry import PTX_DIR, Probe, all_probes, find_probe, load_family
+from gpuprobe.kernels.source_tree import SOURCE_ROOT
 
 DOTTED_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 ENTRY = re.compile(r"^\s*\.visible\s+\.entry\s+(\w+)\s*\(", re.MULTILINE)
@@ -321,15 +321,15 @@ def test_all_probes_without_sources_is_one_line(tmp_path: Path) -> None:
 
 
 def test_every_declared_family_has_a_measurement_that_runs_exactly_its_probes() -> None:
-    from gpuprobe.families.catalog import FAMILIES
+    from gpuprobe.families.catalog import BY_NAME
 
     declared: dict[str, set[str]] = {}
     for probe in all_probes():
         declared.setdefault(probe.family, set()).add(probe.name)
-    assert set(declared) == set(FAMILIES)
-    for family, measurement in FAMILIES.items():
-        assert set(measurement.PROBES) == declared[family], family
-        assert len(measurement.PROBES) == len(set(measurement.PROBES))
+    assert set(declared) == set(BY_NAME)
+    for name, family in BY_NAME.items():
+        assert set(family.probes) == declared[name], name
+        assert len(family.probes) == len(set(family.probes))
 
 
 # ---------------------------------------------------------------- one declaration, several probes
@@ -386,3 +386,27 @@ def test_bad_each_or_bound_is_one_line(tmp_path: Path, change: tuple[str, str], 
     with pytest.raises(GpuprobeError, match=re.escape(problem)) as excinfo:
         load_family(path)
     assert "\n" not in str(excinfo.value)
+
+
+# ---------------------------------------------------------------- unroll: one number for host and contract
+
+
+def test_a_declared_unroll_is_the_count_the_sass_contract_holds() -> None:
+    """A probe's ``unroll`` (operations per loop iteration, which the host divides its differences by) is
+    also what its SASS contract counts (``{UNROLL}``): the host's number is the one the kernel is held to."""
+    for path in sorted(PTX_DIR.glob("*/*.toml")):
+        probes = load_family(path)
+        if any(p.unroll is not None for p in probes):
+            text = path.read_text(encoding="utf-8")
+            assert "{UNROLL}" in text, f"{path.name} declares unroll but its contract counts no {{UNROLL}}"
+
+
+def test_unroll_of_names_the_declared_count_and_refuses_a_kernel_without_one() -> None:
+    from gpuprobe.kernels.registry import unroll_of
+
+    declared = [p for p in all_probes() if p.unroll is not None]
+    for probe in declared:
+        assert unroll_of(probe.kernel) == probe.unroll
+    undeclared = next(p for p in all_probes() if p.unroll is None)
+    with pytest.raises(GpuprobeError, match=f"kernel {undeclared.kernel}: its declarations give unroll"):
+        unroll_of(undeclared.kernel)

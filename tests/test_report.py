@@ -18,8 +18,11 @@ from gpuprobe.core.numbers import fmt_nums
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load, save
 from gpuprobe.core.text import md_text
 from gpuprobe.families.catalog import sections
-from gpuprobe.families.memory_latency import LATENCY_PLOT
-from gpuprobe.output import factsheet, plots, report
+from gpuprobe.families.memory import LATENCY_PLOT
+from gpuprobe.kernels.registry import all_probes
+from gpuprobe.measure.session import declared_probes
+from gpuprobe.output import factsheet, html_report, plots, report, sheet
+from gpuprobe.output.quantities import fmt_quantity
 
 SECTIONS = sections()
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -142,7 +145,10 @@ def fake_facts() -> list[Fact]:
     ]
 
 
-def fake_results(partial: bool = False, with_curves: bool = True) -> Results:
+DECLARED = declared_probes(all_probes())  # what a run of this gpuprobe records of its probes
+
+
+def simulated_results(partial: bool = False, with_curves: bool = True) -> Results:
     """Realistic H100-like results with fabricated curves (test data only)."""
     device = Device(
         name="NVIDIA H100 80GB HBM3",
@@ -179,12 +185,14 @@ def fake_results(partial: bool = False, with_curves: bool = True) -> Results:
         clocks={"sm_mhz_measured": MHZ, "samples": [1754.0, 1755.0, 1756.0], "model": "h100_sxm"},
         partial=partial,
         created="2025-01-02T03:04:05+00:00",
+        declared_probes=DECLARED,
     )
 
 
 @pytest.fixture(scope="module")
 def markdown() -> str:
-    return report.render_markdown(fake_results(), {LATENCY_PLOT.key: "latency_vs_footprint.png"}, sections=SECTIONS)
+    plots = {LATENCY_PLOT.key: "latency_vs_footprint.png"}
+    return report.render_markdown(simulated_results(), plots, sections=SECTIONS)
 
 
 def part(markdown: str, heading: str) -> str:
@@ -214,8 +222,8 @@ def row(markdown: str, fact_id: str) -> list[str]:
     ],
 )
 def test_gpu_slug(name: str, slug: str) -> None:
-    assert report.gpu_slug(name) == slug
-    assert re.fullmatch(r"[a-z0-9-]+", report.gpu_slug(name))
+    assert factsheet.gpu_slug(name) == slug
+    assert re.fullmatch(r"[a-z0-9-]+", factsheet.gpu_slug(name))
 
 
 # ---------------------------------------------------------------- the first screen
@@ -247,7 +255,7 @@ def test_the_headline_table_gives_each_fact_its_expectation_and_verdict(markdown
 
 
 def test_whole_gpu_rates_are_stated_with_their_basis() -> None:
-    results = fake_results()
+    results = simulated_results()
     results.facts.append(Fact("alu.ffma.throughput", 128.0, "op/clk/SM", probe="alu.ffma", verdict="report"))
     results.facts.append(Fact("bandwidth.dram_read.v16", 3000.0, "GB/s", probe="bandwidth.dram.read.v16"))
     results.facts.append(Fact("bandwidth.dram_read_fraction_of_peak", 0.625, "fraction"))
@@ -259,7 +267,7 @@ def test_whole_gpu_rates_are_stated_with_their_basis() -> None:
 
 
 def test_the_tensor_cores_per_type_table() -> None:
-    results = fake_results()
+    results = simulated_results()
     results.device.arch = "sm_90a"
     tensor = [
         ("tensor.mma_sync.bf16.m16n8k16.tflops", 640.0, "report"),
@@ -273,7 +281,7 @@ def test_the_tensor_cores_per_type_table() -> None:
         ("tensor.mma_sync.fp8.emulated", 1.0, "report"),
     ]
     results.facts += [Fact(i, v, "fraction" if "fraction" in i else "TFLOP/s", verdict=d) for i, v, d in tensor]
-    table = report.tensor_table(results)
+    table = part(report.render_markdown(results, {}, sections=SECTIONS), "## Headline").splitlines()
     assert "| bf16 | 640 TFLOP/s (m16n8k16) | 650 TFLOP/s (m64n256k16) | 989.4 TFLOP/s; wgmma at 66 % | " \
            "700 TFLOP/s | 0.93 × | WARN |" in table  # fmt: skip
     assert "| int8 | — | 1300 TOP/s (m64n256k32) | — | — | — | — |" in table  # integer rates are TOP/s
@@ -286,22 +294,22 @@ def test_the_tensor_cores_per_type_table() -> None:
 
 def test_every_fact_is_in_exactly_one_row_of_the_details(markdown: str) -> None:
     details = markdown.split("## Details", 1)[1].split("## Probe status", 1)[0]
-    for fact in fake_results().facts:
-        held = report.holds(fact) and fact.id.startswith("invariant.")  # listed by name under "Hold"
+    for fact in simulated_results().facts:
+        held = sheet.holds(fact) and fact.id.startswith("invariant.")  # listed by name under "Hold"
         assert details.count(f"| `{fact.id}` |") == (0 if held else 1), fact.id
     assert "- `other`: latency_order" in details
 
 
 def test_no_source_or_detail_is_printed_twice() -> None:
-    results = fake_results()
+    results = simulated_results()
     for fact in results.facts:  # one long citation shared by every judged fact, as a paper table is
         if fact.expectation:
             fact.expectation["source"] = "Luo et al., arXiv:2501.12084, Table 3 (H800 PCIe, 1755 MHz)"
-    sheet = report.render_markdown(results, {}, sections=SECTIONS)
-    assert sheet.count("Luo et al., arXiv:2501.12084") == 1
-    assert "1. Luo et al., arXiv:2501.12084, Table 3 (H800 PCIe, 1755 MHz)" in part(sheet, "## References")
-    assert row(sheet, "latency.l1")[3] == "30 – 40 cyc (assert) [1]"
-    assert "262.4" not in "".join(line for line in sheet.splitlines() if line.startswith("- "))  # no restatement
+    text = report.render_markdown(results, {}, sections=SECTIONS)
+    assert text.count("Luo et al., arXiv:2501.12084") == 1
+    assert "1. Luo et al., arXiv:2501.12084, Table 3 (H800 PCIe, 1755 MHz)" in part(text, "## References")
+    assert row(text, "latency.l1")[3] == "30 – 40 cyc (assert) [1]"
+    assert "262.4" not in "".join(line for line in text.splitlines() if line.startswith("- "))  # no restatement
 
 
 def test_a_row_gives_median_ci_detection_range_and_verdict(markdown: str) -> None:
@@ -322,9 +330,25 @@ def test_what_a_row_does_not_say_is_a_note(markdown: str) -> None:
     assert "- `overhead.loop`" not in markdown  # unstable, but its detail says nothing more
 
 
+def test_a_fact_whose_sampling_did_not_settle_says_how_it_stopped_in_both_writers(tmp_path: Path) -> None:
+    results = simulated_results()
+    capped, settled = results.fact("latency.l1"), results.fact("latency.shared")
+    capped.samples, capped.stopped = [32.9, 33.1, 33.4] * 3, "max_repeats"
+    settled.samples, settled.stopped = [29.5, 29.8, 30.1], "stable"
+    save(results, tmp_path / "results.json")
+    results = load(tmp_path / "results.json")  # as a reader sees it: with what its samples detect
+    markdown = report.render_markdown(results, {}, sections=SECTIONS)
+    assert re.fullmatch(r"≥ \S+ %( \(.+\))?; n=9, max repeats", row(markdown, "latency.l1")[2])
+    assert "n=" not in row(markdown, "latency.shared")[2]  # it settled: nothing to say
+    assert "<td>" + row(markdown, "latency.l1")[2] + "</td>" in html_report.render_html(results, {}, sections=SECTIONS)
+    several = [Fact("a", 1.0, "us", samples=[1.0] * 5, stopped="budget+stable"),
+               Fact("b", 1.0, "us", samples=[1.0], stopped="stable")]  # fmt: skip
+    assert sheet.stop_text(several) == "n up to 5, budget + stable"
+
+
 def test_what_each_fact_lets_a_comparison_detect(tmp_path: Path) -> None:
     """As the results file records it: the smallest change, and why 5 % is out of reach when it is."""
-    results = fake_results()
+    results = simulated_results()
     quiet, few = results.fact("latency.l2"), results.fact("latency.dram")
     quiet.samples = [262.0, 262.4, 262.9, 262.4, 262.1]
     few.samples = [812.0, 819.5, 826.5]
@@ -356,7 +380,7 @@ def test_sections_grouped(markdown: str) -> None:
 
 
 def test_unknown_family_goes_to_other_facts() -> None:
-    results = fake_results()
+    results = simulated_results()
     results.facts.append(Fact("zzz.ffma.latency", 4.0, "cycle", probe="zzz.ffma"))
     md = report.render_markdown(results, {}, sections=SECTIONS)
     assert "### Other facts" in md and "| `zzz.ffma.latency` | 4 cyc" in md
@@ -375,15 +399,15 @@ def test_tables_well_formed(markdown: str) -> None:
 
 
 def test_partial_banner() -> None:
-    full = report.render_markdown(fake_results(partial=False), {}, sections=SECTIONS)
-    partial = report.render_markdown(fake_results(partial=True), {}, sections=SECTIONS)
+    full = report.render_markdown(simulated_results(partial=False), {}, sections=SECTIONS)
+    partial = report.render_markdown(simulated_results(partial=True), {}, sections=SECTIONS)
     assert "PARTIAL RUN" not in full
     assert "PARTIAL RUN" in partial
     assert partial.index("PARTIAL RUN") < partial.index("NVIDIA H100 80GB HBM3 · sm_90")
 
 
 def test_probes_that_ended_alike_share_a_row() -> None:
-    results = fake_results()
+    results = simulated_results()
     for n in (1, 2):
         results.probes[f"alu.dfma.ilp{n}"] = ProbeOutcome("failed", f"gp_dfma: {1000 + n} of 4096 sums differ (0x{n}f)")
     status = report.render_markdown(results, {}, sections=SECTIONS).split("## Probe status\n", 1)[1]
@@ -397,14 +421,14 @@ def test_probes_that_ended_alike_share_a_row() -> None:
 
 
 def test_all_probes_ok() -> None:
-    results = fake_results()
+    results = simulated_results()
     results.probes = {k: v for k, v in results.probes.items() if v.status == "ok"}
     md = report.render_markdown(results, {}, sections=SECTIONS)
     assert "## Probe status\n\n2 of 2 probes ran: 2 ok.\n" in md
 
 
 def test_round_trip_renders_the_same(tmp_path: Path) -> None:
-    results = fake_results(partial=True)
+    results = simulated_results(partial=True)
     save(results, tmp_path / "results.json")
     plot_files = {LATENCY_PLOT.key: "latency_vs_footprint.png"}
     assert report.render_markdown(
@@ -416,7 +440,7 @@ def test_round_trip_renders_the_same(tmp_path: Path) -> None:
 
 
 def test_write_report_writes_sheet_and_png(tmp_path: Path) -> None:
-    paths = factsheet.write_report(fake_results(), tmp_path / "out", dpi=TEST_DPI, sections=SECTIONS)
+    paths = factsheet.write_report(simulated_results(), tmp_path / "out", dpi=TEST_DPI, sections=SECTIONS)
     sheet, png = tmp_path / "out" / "factsheet.md", tmp_path / "out" / "latency_vs_footprint.png"
     assert paths == [sheet, png]
     assert png.read_bytes().startswith(PNG_SIGNATURE)
@@ -425,7 +449,7 @@ def test_write_report_writes_sheet_and_png(tmp_path: Path) -> None:
 
 
 def test_plot_is_deterministic(tmp_path: Path) -> None:
-    results = fake_results()
+    results = simulated_results()
     a = plots.latency_png(results, dpi=TEST_DPI)
     b = plots.latency_png(results, dpi=TEST_DPI)
     assert a is not None and a.startswith(PNG_SIGNATURE)
@@ -434,7 +458,7 @@ def test_plot_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_plot_with_one_series_and_null_last_size(tmp_path: Path) -> None:
-    results = fake_results()
+    results = simulated_results()
     del results.probes["memory.latency.global_cg"]
     results.clocks = {}
     results.facts = [f for f in results.facts if f.id != "device.sm_clock"]  # no clock: cycles only
@@ -442,7 +466,7 @@ def test_plot_with_one_series_and_null_last_size(tmp_path: Path) -> None:
 
 
 def test_no_latency_series_no_plot_no_link(tmp_path: Path) -> None:
-    results = fake_results(with_curves=False)
+    results = simulated_results(with_curves=False)
     out = tmp_path / "out"
     out.mkdir()
     (out / "latency_vs_footprint.png").write_bytes(PNG_SIGNATURE)  # left by an older run
@@ -472,7 +496,7 @@ def test_short_bytes_labels() -> None:
     ],
 )
 def test_fmt_quantity(value: float, unit: str, text: str) -> None:
-    assert report.fmt_quantity(value, unit) == text
+    assert fmt_quantity(value, unit) == text
 
 
 def test_fmt_nums_share_precision() -> None:
@@ -488,7 +512,7 @@ def test_machine_written_text_stays_literal() -> None:
 
 
 def test_family_without_facts_says_why() -> None:
-    results = fake_results(with_curves=False)
+    results = simulated_results(with_curves=False)
     results.facts = []
     results.probes["memory.latency.global_ca"].status = "violated"
     md = report.render_markdown(results, {}, sections=SECTIONS)
@@ -497,7 +521,7 @@ def test_family_without_facts_says_why() -> None:
 
 
 def test_malformed_or_tiny_series(tmp_path: Path) -> None:
-    results = fake_results(with_curves=False)
+    results = simulated_results(with_curves=False)
     results.probes["memory.latency.global_ca"].series = {"curve": [1, 2, 3]}  # not a column dict
     assert plots.latency_png(results, dpi=TEST_DPI) is None
     results.device.l2_bytes = 0
@@ -509,7 +533,7 @@ def test_malformed_or_tiny_series(tmp_path: Path) -> None:
 
 
 def test_throttled_and_shared_verdicts_are_marked() -> None:
-    results = fake_results()
+    results = simulated_results()
     results.facts += [
         Fact("latency.extra", 5.0, "cycle", probe="x", verdict="throttled"),
         Fact("latency.other", 6.0, "cycle", probe="x", verdict="shared"),

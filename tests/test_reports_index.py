@@ -14,8 +14,8 @@ import pytest
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Results, save
 from gpuprobe.fleet import reports_index
-from gpuprobe.output.report import gpu_slug
-from tests.test_report import fake_results
+from gpuprobe.output.factsheet import gpu_slug
+from tests.test_report import simulated_results
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -31,7 +31,7 @@ def add_run(reports: Path, results: Results, sheet: str | None = "factsheet.md")
 
 
 def a100_partial() -> Results:
-    results = fake_results(partial=True)
+    results = simulated_results(partial=True)
     results.device.name = A100
     results.device.arch, results.device.cc, results.device.sm_count = "sm_80", "8.0", 108
     results.device.l2_bytes = 40 * 2**20
@@ -50,7 +50,7 @@ def row_of(index: str, name: str) -> list[str]:
 def reports(tmp_path: Path) -> Path:
     folder = tmp_path / "reports"
     folder.mkdir()
-    add_run(folder, fake_results())
+    add_run(folder, simulated_results())
     add_run(folder, a100_partial(), sheet=None)
     return folder
 
@@ -112,7 +112,7 @@ def test_unreadable_results_listed_without_machine_paths(reports: Path) -> None:
 
 
 def test_names_from_results_cannot_break_the_table(tmp_path: Path) -> None:
-    results = fake_results()
+    results = simulated_results()
     results.device.name = "GPU | with [brackets] <b>"
     results.device.driver = "1|2"
     add_run(tmp_path, results)
@@ -132,7 +132,7 @@ def test_regenerated_from_results_only(reports: Path) -> None:
 
 
 def test_links_prefer_markdown_then_html(tmp_path: Path) -> None:
-    folder = add_run(tmp_path, fake_results(), sheet="factsheet.html")
+    folder = add_run(tmp_path, simulated_results(), sheet="factsheet.html")
     assert f"[{H100}](nvidia-h100-80gb-hbm3/factsheet.html)" in reports_index.render_index(tmp_path)
     (folder / "factsheet.md").write_text("x", encoding="utf-8")
     assert f"[{H100}](nvidia-h100-80gb-hbm3/factsheet.md)" in reports_index.render_index(tmp_path)
@@ -152,7 +152,7 @@ def test_a_fifo_a_device_and_a_fact_given_twice_are_listed_as_unreadable_with_wh
         (reports / folder).mkdir()
     os.mkfifo(reports / "fifo" / "results.json")
     (reports / "zero" / "results.json").symlink_to("/dev/zero")
-    twice = fake_results()
+    twice = simulated_results()
     twice.facts.append(twice.facts[0])
     save(twice, reports / "twice" / "results.json")
     unreadable = reports_index.render_index(reports).split("## Unreadable results\n", 1)[1]

@@ -18,6 +18,7 @@ from gpuprobe.core.results import (
     INVALID,
     SCHEMA,
     SCHEMA_VERSION,
+    DeclaredProbe,
     Device,
     Fact,
     ProbeOutcome,
@@ -210,6 +211,9 @@ def results_text(fact_changes: dict | None = None, device_changes: dict | None =
          "261 cycles is 50 ns, an SM clock of 5220 MHz, not one this device runs at (100 – 2178 MHz)"),
         (results_text(created="<b>yesterday</b>"), "created is '<b>yesterday</b>', not an ISO-8601 time"),
         (results_text(created=20251204), "created is a int, not an ISO-8601 time"),
+        (results_text(declared_probes={"p": {"family": "alu", "archs": "sm_90", "facts": []}}),
+         "declared probe 'p' is {'family': 'alu', 'archs': 'sm_90', '..., not a family and lists of archs and facts"),
+        (results_text(declared_probes=["p"]), "corrupt results file (AttributeError"),
     ],
 )
 def test_a_file_that_no_run_writes_is_refused_in_one_line(tmp_path: Path, text: str, message: str) -> None:
@@ -219,6 +223,20 @@ def test_a_file_that_no_run_writes_is_refused_in_one_line(tmp_path: Path, text: 
         load(path)
     assert str(info.value).startswith(f"{path}: ")
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_probes_a_run_declares_are_kept_and_a_file_without_them_reads_with_none(tmp_path: Path) -> None:
+    results = _results()
+    results.declared_probes = {"p": DeclaredProbe("alu", ("sm_90", "sm_90a"), ("latency.l2",))}
+    save(results, tmp_path / "r.json")
+    again = load(tmp_path / "r.json").declared_probes["p"]
+    assert again == results.declared_probes["p"] and again.targets("sm_90a") and not again.targets("sm_80")
+    assert load_text(tmp_path, results_text()).declared_probes == {}
+
+
+def load_text(folder: Path, text: str) -> Results:
+    (folder / "text.json").write_text(text)
+    return load(folder / "text.json")
 
 
 def test_a_key_given_twice_is_refused_naming_the_key_and_its_object(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from gpuprobe.runner import flight, nccl, peers
-from gpuprobe.runner.gpu import LaunchPathUnavailable
-from gpuprobe.simulated.gpu import FakeGpu
+from gpuprobe.runner.launcher import LaunchPathUnavailable
+from gpuprobe.simulated.gpu import SimulatedGpu
 from tests.test_cuda_api import ApiScan, _embedded_signatures
 
 NCCL_BINDING = next(
@@ -95,7 +95,7 @@ def test_nccl_is_asked_for_its_tuning_log_unless_the_user_chose_their_own(monkey
 def test_a_measuring_process_records_the_groups_calls_in_its_one_sequence() -> None:
     records: list[dict] = []
     returned: list[int] = []
-    recorder = flight.RecordingLauncher(FakeGpu(peer_node={"count": 2}), records.append,
+    recorder = flight.RecordingLauncher(SimulatedGpu(peer_node={"count": 2}), records.append,
                                         lambda n, ms, error: returned.append(n))  # fmt: skip
     recorder.alloc(64)
     group = peers.open_peer_group(recorder)
@@ -109,6 +109,6 @@ def test_a_measuring_process_records_the_groups_calls_in_its_one_sequence() -> N
 
 
 def test_a_plain_launcher_is_joined_by_cupy_and_a_simulated_one_brings_its_node() -> None:
-    gpu = FakeGpu(peer_node={"count": 3})
+    gpu = SimulatedGpu(peer_node={"count": 3})
     assert peers.open_peer_group(gpu) is gpu.peer_group() and gpu.peer_group().count() == 3
     assert peers.CupyPeerGroup.__init__.__annotations__["home"] == "CupyLauncher"

@@ -27,11 +27,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuprobe.build.sass import Instruction, Kernel, Listing, Loop, parse_listing, split_operands
-from gpuprobe.build.toolchain import compile_cuda, disassemble, find_tool, tool_version
 from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.core.cache import cached_file, content_key
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.kernels.sass import Instruction, Kernel, Listing, Loop, parse_listing, split_operands
+from gpuprobe.kernels.toolchain import compile_cuda, disassemble, find_tool, tool_version
 
 CORPUS = Path(__file__).parent / "sass_corpus"
 INSTRUCTION_BYTES = 16  # every supported arch (sm_75 and later) encodes 128-bit instructions

@@ -10,37 +10,37 @@ from typing import Any
 
 import pytest
 
-from gpuprobe.build.check import CheckResult
-from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.detection import TARGET_PCT, Spread, detects_pct, run_to_run_pct
 from gpuprobe.core.results import Fact, Results, load
 from gpuprobe.families import catalog
-from gpuprobe.families.measuring import Stopping
+from gpuprobe.families.bandwidth.simulated import DEFAULTS as BANDWIDTH_DEFAULTS
+from gpuprobe.families.sampling import Stopping
 from gpuprobe.fleet.compare import NO_DIRECTION, Label, baseline_failure, compare, direction
 from gpuprobe.judge.expectations import load_all
+from gpuprobe.kernels.check import CheckResult
+from gpuprobe.kernels.registry import all_probes
 from gpuprobe.measure import session
 from gpuprobe.measure.child import file_sha256
 from gpuprobe.measure.isolation import ChildPolicy
 from gpuprobe.measure.plan import SMOKE, measured_families
 from gpuprobe.output import report
-from gpuprobe.runner.gpu import LauncherSpec
+from gpuprobe.runner.launcher import LauncherSpec
 from gpuprobe.runner.peers import ONE_GPU
 from gpuprobe.simulated.demo import run_demo
-from gpuprobe.simulated.gpu import FakeGpu, fast_settings, suite_options
-from gpuprobe.simulated.kernels.bandwidth import DEFAULTS as BANDWIDTH_DEFAULTS
-from tests.processes import clock_jumping_while_hung
+from gpuprobe.simulated.gpu import SimulatedGpu, fast_settings, suite_options
+from tests.helpers.processes import clock_jumping_while_hung
 
 SIMULATED = "Simulated GPU"
 POLICY = ChildPolicy(probe_time_limit_s=60, cooldown_s=0.0)
 
 
 def simulated(**options) -> LauncherSpec:
-    return LauncherSpec("gpuprobe.simulated.gpu:open_fake", 0, suite_options(**{"name": SIMULATED, **options}))
+    return LauncherSpec("gpuprobe.simulated.gpu:open_simulated", 0, suite_options(**{"name": SIMULATED, **options}))
 
 
 def device(name: str = SIMULATED):
-    return FakeGpu(**suite_options(name=name)).device()
+    return SimulatedGpu(**suite_options(name=name)).device()
 
 
 def run(tmp_path: Path, launcher: LauncherSpec | None = None, name: str = SIMULATED, **kwargs):
@@ -53,9 +53,9 @@ def measure_only(monkeypatch: pytest.MonkeyPatch, *families: str) -> None:
     """Let this test's run measure ``families`` alone, in catalog order. The parent walks the families and
     each measuring child looks its own up by name, so a test about one mechanism (a fault, a contract, a
     model) measures the families its point needs in a few seconds, not all of them in half a minute."""
-    assert set(families) <= set(catalog.FAMILIES), families
-    only = {name: module for name, module in catalog.FAMILIES.items() if name in families}
-    monkeypatch.setattr(session, "FAMILIES", only)
+    assert set(families) <= set(catalog.BY_NAME), families
+    only = {name: family for name, family in catalog.BY_NAME.items() if name in families}
+    monkeypatch.setattr(session, "BY_NAME", only)
 
 
 @pytest.fixture(scope="module")
@@ -313,15 +313,15 @@ def test_the_deadline_ends_the_run_with_the_rest_not_run_and_the_sheet_partial(t
 def test_a_smoke_run_measures_each_family_cheapest_probes_and_writes_the_first_contact_page(tmp_path: Path) -> None:
     """On GPU 0 of a simulated node of two, so that the multi-GPU families have a link to measure too."""
     node = {"peer_node": {"count": 2}}
-    two = FakeGpu(**suite_options(name=SIMULATED, **node)).device()
+    two = SimulatedGpu(**suite_options(name=SIMULATED, **node)).device()
     results = session.run_suite(two, simulated(**node), tmp_path, policy=POLICY, stage=SMOKE)
     assert results.stage == "smoke" and not results.partial
-    smoke = {p for family in measured_families().values() for p in family.SMOKE.probes}
+    smoke = {p for family in measured_families().values() for p in family.smoke.probes}
     measured = set(results.probes) - {n for n, p in results.probes.items() if p.status in ("violated", "error")}
     assert measured == smoke & {p.name for p in all_probes() if p.supports(parse_arch("sm_90a"))}
     assert {p.status for name, p in results.probes.items() if name in smoke} == {"ok"}
     page = (tmp_path / "first-contact.md").read_text()
-    runnable = [f for f in measured_families() if set(measured_families()[f].SMOKE.probes) & measured]
+    runnable = [f for f in measured_families() if set(measured_families()[f].smoke.probes) & measured]
     verdict = (f"**{len(runnable)} of {len(measured_families())} families ran, passed their self-checks, every value "
                "within physics.**")  # fmt: skip
     assert verdict + " Not: tcgen05 (skipped: arch lacks it)." in page  # the simulated sm_90a has no tcgen05
@@ -355,7 +355,7 @@ CHANGED_FAMILIES = ("memory", "bandwidth", "mma", "launch")
 def changed_hardware() -> dict[str, Any]:
     """The simulated part's options with its L2 latency 5 % longer, its DRAM bandwidth 5 % lower, its f16
     m16n8k16 mma peak 5 % lower and its CuPy launch overhead 10 % longer, measured with another seed."""
-    part = FakeGpu()
+    part = SimulatedGpu()
     l2 = part.hierarchy_l2[0][1]
 
     def slower_l2(hierarchy: list) -> list:

@@ -2,7 +2,9 @@
 failing their self-checks; its results.json as it came, from reports/nvidia-h200/ at commit 758962e, kept
 in tests/data so later runs in reports/ do not move these tests) is rendered to the letter; every run
 in reports/ is held to the sheet's size and shape. Rendered without drawing the plots (their file names
-only), so the test stays fast."""
+only), so the test stays fast. The first run was made before a run recorded its probes
+(``declared_probes``): it is given the ones a run of this gpuprobe records, but where it is rendered as it
+came, and says less."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import pytest
 
 from gpuprobe.core.results import Results, load
 from gpuprobe.families.catalog import sections
+from gpuprobe.kernels.registry import all_probes
+from gpuprobe.measure.session import declared_probes
 from gpuprobe.output import html_report, report
 from gpuprobe.output.run_conditions import condition_rows
 
@@ -25,7 +29,9 @@ MOST_BYTES = 60 * 1024
 
 @pytest.fixture(scope="module")
 def run() -> Results:
-    return load(RUN)
+    results = load(RUN)
+    results.declared_probes = declared_probes(all_probes())
+    return results
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +74,12 @@ def test_its_first_screen_says_what_an_engineer_asks_first(sheet: str) -> None:
         assert line in top, line
     assert "| bf16 | 638.7 TFLOP/s (m16n8k16) | — | — | — | — | — |" in top  # wgmma failed on this run
     assert "L2 near capacity" not in top  # measured only by later gpuprobes: the run says nothing of it
+
+
+def test_as_it_came_without_its_probes_declared_a_missing_headline_fact_is_only_not_measured() -> None:
+    top = report.render_markdown(load(RUN), PLOTS, sections=sections()).split("## Key plots", 1)[0]
+    assert "| DRAM read bandwidth | not measured | — | — | — |" in top
+    assert "| L2 near capacity (where near becomes far) | not measured | — | — | — |" in top
 
 
 def test_its_run_conditions_come_from_the_nvml_readings_the_run_wrote(run: Results, sheet: str) -> None:

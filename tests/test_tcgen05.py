@@ -8,24 +8,24 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.build.check import check_all
-from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.results import Fact, Results
 from gpuprobe.families import tcgen05
 from gpuprobe.families.tcgen05 import INVARIANTS, PROBES, SECTIONS, plan
 from gpuprobe.families.tcgen05.layout import MMAS, decode_instruction, descriptor_bits, instruction_descriptor
+from gpuprobe.families.tcgen05.simulated import FAST_SETTINGS
 from gpuprobe.families.wgmma.layout import decode_descriptor
+from gpuprobe.kernels.check import check_all
+from gpuprobe.kernels.registry import all_probes
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import fake_gpu, measure_family
-from gpuprobe.simulated.kernels.tcgen05 import FAST_SETTINGS
+from gpuprobe.simulated.gpu import measure_family, simulated_gpu
 from tests.test_host_transfer import mutant_violations
 
 B200 = {"arch": "sm_100a", "cc": "10.0", "name": "NVIDIA B200", "sm_count": 4}
 
 
 def _run(runnable=frozenset(PROBES), **options):
-    gpu = fake_gpu(**B200, **options)
+    gpu = simulated_gpu(**B200, **options)
     return measure_family(tcgen05, gpu, runnable, FAST_SETTINGS)
 
 
@@ -89,7 +89,7 @@ def test_every_probe_measures_and_checks_itself_on_a_simulated_b200() -> None:
     assert set(facts) == declared
     assert facts["tensor.tcgen05.bf16.m128n256k16.latency"].value == pytest.approx(128 + 70, rel=0.03)
     assert facts["tensor.tcgen05.bf16.m128n256k16.tflops"].value == pytest.approx(4 * 8192 * 0.94 * 1755e-6, rel=0.05)
-    device = dataclasses.replace(fake_gpu(**B200).device(), sm_count=4)
+    device = dataclasses.replace(simulated_gpu(**B200).device(), sm_count=4)
     checks = [c for check in INVARIANTS for c in check(facts, device)]
     assert len(checks) == len(MMAS) and all(ok for _, ok, *_ in checks), checks
 
@@ -112,12 +112,13 @@ def test_an_mma_faster_than_the_datasheet_rate_or_its_floor_breaks_the_invariant
     stem = "tensor.tcgen05.bf16.m128n256k16"
     given = (one(f"{stem}.tflops", 3000.0), one(f"{stem}.sm_clock", 1800.0), one(f"{stem}.latency", 100.0))
     facts = {f.id: f for f in given}
-    failed = {name for check in INVARIANTS for name, ok, *_ in check(facts, fake_gpu(sm_count=148).device()) if not ok}
+    device = simulated_gpu(sm_count=148).device()
+    failed = {name for check in INVARIANTS for name, ok, *_ in check(facts, device) if not ok}
     assert failed == {"tcgen05.rate_below_peak.bf16.m128n256k16", "tcgen05.latency_floor.bf16.m128n256k16"}
 
 
 def test_the_family_fits_10_s_on_a_b200_and_draws_its_latencies() -> None:
-    device = dataclasses.replace(fake_gpu(**B200).device(), sm_count=148, sm_clock_nominal_mhz=1965.0)
+    device = dataclasses.replace(simulated_gpu(**B200).device(), sm_count=148, sm_clock_nominal_mhz=1965.0)
     assert family_seconds(plan(tcgen05.Settings(), device)) < 10.0
     results = Results(device)
     results.facts = list(_facts(_run({"tcgen05.latency.bf16.m128n64", "tcgen05.pair.latency.bf16.m256n256"})).values())

@@ -10,27 +10,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.build.check import check_all
-from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Fact, Results
 from gpuprobe.families import tma
 from gpuprobe.families.async_copy import SOURCE_CEILINGS
-from gpuprobe.families.base import ProbeFailure
-from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.measuring import check_arguments
+from gpuprobe.families.chase import random_cycle
 from gpuprobe.families.tma import PROBES, SECTIONS, Settings, fact_id, plan, stream_steps, tensor_rows
+from gpuprobe.families.tma.simulated import FAST_SETTINGS, model
 from gpuprobe.families.tma.tiles import Tile, chase_tensor, swizzled_offsets, tensor_values, tile_word_sums, tiles
+from gpuprobe.kernels.check import check_all
+from gpuprobe.kernels.registry import all_probes
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.runner.gpu import TileMap
-from gpuprobe.simulated.gpu import KIB, fake_gpu, measure_family, ptx_parameters
-from gpuprobe.simulated.kernels.tma import FAST_SETTINGS, model
-from tests.devices import H200
+from gpuprobe.runner.checked import check_arguments
+from gpuprobe.runner.tensor_map import TileMap
+from gpuprobe.simulated.gpu import KIB, measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.devices import H200
 from tests.test_host_transfer import mutant_violations
 
 
 def _gpu(**kwargs):
-    return fake_gpu(sm_count=4, l2_bytes=256 * KIB, **kwargs)
+    return simulated_gpu(sm_count=4, l2_bytes=256 * KIB, **kwargs)
 
 
 def _run(gpu, runnable=frozenset(PROBES), settings=FAST_SETTINGS, state=None):

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from gpuprobe.build import tool_limits, toolchain, workers
-from gpuprobe.build.check import check_all
-from gpuprobe.build.tool_limits import Deadline, Limit, ToolTimedOut, run_tool, within
-from gpuprobe.build.toolchain import TOOLKIT_VARIABLE, locate_tool
+from gpuprobe.kernels import tool_limits, toolchain, workers
+from gpuprobe.kernels.check import check_all
+from gpuprobe.kernels.tool_limits import Deadline, Limit, ToolTimedOut, run_tool, within
+from gpuprobe.kernels.toolchain import TOOLKIT_VARIABLE, locate_tool
 from tests.test_check_cache import SM80, SM90, probes, tree  # noqa: F401 (a fixture)
 from tests.test_cli import REPO, run, user_error
 from tests.test_toolchain import (  # noqa: F401 (the fixtures)
@@ -130,7 +130,7 @@ def test_an_interrupted_tool_is_stopped_with_its_children(tmp_path: Path) -> Non
     script, pid_file = wrapper_script(tmp_path)
     main = threading.main_thread().ident
     assert main is not None
-    # Ctrl-C armed, as in tests/processes.py: a test run started in the background inherits SIGINT ignored
+    # Ctrl-C armed, as in tests/helpers/processes.py: a test run started in the background inherits SIGINT ignored
     armed = signal.signal(signal.SIGINT, signal.default_int_handler)
     sender = signal_once_the_child_runs(pid_file, lambda: signal.pthread_kill(main, signal.SIGINT))
     try:
@@ -147,7 +147,7 @@ def test_a_terminated_gpuprobe_stops_its_tool_first(tmp_path: Path) -> None:
     it has killed the tool's group, which the signal does not reach. In a process of its own, as it ends."""
     script, pid_file = wrapper_script(tmp_path)
     call = f"run_tool([{str(script)!r}, 'in.ptx'], 'k.ptx', Limit(3600, 'an hour'))"
-    program = f"from gpuprobe.build.tool_limits import Limit, run_tool\n{call}\n"
+    program = f"from gpuprobe.kernels.tool_limits import Limit, run_tool\n{call}\n"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     gpuprobe = subprocess.Popen([sys.executable, "-c", program], env=env)
     sender = signal_once_the_child_runs(pid_file, gpuprobe.terminate)
@@ -316,7 +316,7 @@ def test_check_prints_what_it_checked_first_and_what_no_probe_targets_last(
 ) -> None:
     """The "unsupported" lines come after the checked ones (a full check has hundreds of them), and the
     progress goes to stderr, prefixed, on a cold cache alone."""
-    from gpuprobe.build import registry
+    from gpuprobe.kernels import registry
 
     monkeypatch.setattr(registry, "all_probes", lambda: probes(tree))
     monkeypatch.setattr(workers, "usable_cpus", lambda: 1)

@@ -12,11 +12,14 @@ from typing import NoReturn
 
 import pytest
 
-from gpuprobe.build import toolchain
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.ptxsource import combine
-from gpuprobe.build.tool_limits import BrokenTool
-from gpuprobe.build.toolchain import (
+from gpuprobe.core import cache
+from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.kernels import toolchain
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.ptxsource import combine
+from gpuprobe.kernels.tool_limits import BrokenTool
+from gpuprobe.kernels.toolchain import (
     TOOLKIT_VARIABLE,
     assemble_ptx,
     compile_cuda,
@@ -25,9 +28,6 @@ from gpuprobe.build.toolchain import (
     locate_tool,
     toolkit_description,
 )
-from gpuprobe.core import cache
-from gpuprobe.core.arch import parse_arch
-from gpuprobe.core.errors import GpuprobeError
 from tests.test_cli import user_error
 
 SM80 = parse_arch("sm_80")

@@ -25,8 +25,9 @@ from gpuprobe.judge.verdicts import (
     judge_measured,
     mark_impossible,
     model_of,
+    remarks,
 )
-from tests.devices import H200
+from tests.helpers.devices import H200
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports" / "nvidia-h200"
 
@@ -45,6 +46,22 @@ def test_a_noisy_fact_is_unstable_not_judged() -> None:
     assert judge_measured(noisy, h100).verdict == "unstable"
     quiet = Fact("latency.l2", 280.0, "cycle", (279.0, 281.0), [279.0, 280.0, 281.0])
     assert judge_measured(quiet, h100).verdict == "pass"
+
+
+def test_a_fact_s_remarks_are_what_its_detail_adds_to_its_value_and_range_as_the_judge_wrote_them() -> None:
+    """What a sheet's note under a row says: never the judge's restatement of the value and range the row shows."""
+    h100 = load_all()["h100_sxm"]
+    quiet = judge_measured(Fact("latency.l2", 280.0, "cycle", (279.0, 281.0), [279.0, 280.0, 281.0]), h100)
+    assert quiet.detail.startswith("latency.l2 = 280") and remarks(quiet) == ""
+    noisy = judge_measured(Fact("latency.l2", 285.0, "cycle", (250.0, 320.0), [250.0, 285.0, 320.0]), h100)
+    assert remarks(noisy) == "UNSTABLE: CI 250–320 is wider than ±10% of the value, too noisy to judge"
+    straddling = judge_measured(Fact("latency.l2", 325.0, "cycle", (320.0, 335.0), [320.0, 325.0, 335.0]), h100)
+    assert remarks(straddling) == "its CI straddles an expected bound: too noisy to judge"
+    unmeasured = judge_measured(Fact("latency.l2", None, "cycle", detail="its probe crashed"), h100)
+    assert remarks(unmeasured) == "no value was measured (its probe crashed)"
+    again = Results(H200, [Fact("latency.l2", 280.0, "cycle", (279.0, 281.0), [279.0, 280.0, 281.0], verdict="fail")])
+    judge_again(again, h100, [])
+    assert remarks(again.facts[0]) == "(stored verdict: fail; judged again by this gpuprobe)"
 
 
 def test_a_negative_quantity_breaks_physics_unless_its_ci_reaches_zero_or_it_is_a_difference() -> None:

@@ -9,19 +9,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuprobe.build.check import check_all, check_probe
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.registry import PTX_DIR, all_probes, find_probe
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.results import Fact
 from gpuprobe.families import warp
 from gpuprobe.families.differencing import Lengths
+from gpuprobe.families.sampling import Stopping
+from gpuprobe.families.warp import simulated
+from gpuprobe.kernels.check import check_all, check_probe
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.registry import PTX_DIR, all_probes, find_probe
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.simulated.gpu import fake_gpu, measure_family
-from gpuprobe.simulated.kernels import warp as fake
-from tests.devices import H200
+from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from tests.helpers.devices import H200
 
-FAST = warp.Settings(short_iterations=2, long_iterations=6, max_repeats=3, throughput_short=2, throughput_long=6)
+FAST = warp.Settings(short_iterations=2, long_iterations=6, sampling=Stopping(3, 3, 0.01, 0.5), throughput_short=2,
+                     throughput_long=6)  # fmt: skip
 LANE = np.arange(32)
 
 
@@ -68,32 +70,32 @@ def test_ballot_match_and_tile_reduce_replays() -> None:
 
 def test_every_chain_prediction_matches_the_independent_simulation() -> None:
     """The host's replay and the simulated GPU's lane-by-lane one agree for every probe."""
-    measured = _run(fake_gpu(sm_count=2))
+    measured = _run(simulated_gpu(sm_count=2))
     assert {name: m.outcome.status for name, m in measured.items()} == dict.fromkeys(warp.PROBES, "ok")
 
 
 def test_the_simulated_latencies_and_throughput_are_recovered() -> None:
-    measured = _run(fake_gpu(sm_count=2, noise=0.0))
+    measured = _run(simulated_gpu(sm_count=2, noise=0.0))
     facts = {f.id: f for m in measured.values() for f in m.facts}
-    assert facts["warp.shfl.idx.latency"].value == pytest.approx(fake.CYCLES["idx"], rel=0.01)
-    assert facts["warp.shfl.partial.latency"].value == pytest.approx(fake.CYCLES["partial"], rel=0.01)
-    assert facts["warp.match.any.latency"].value == pytest.approx(fake.CYCLES["match"], rel=0.01)
-    assert facts["warp.redux.add.latency"].value == pytest.approx(fake.CYCLES["redux"], rel=0.01)
+    assert facts["warp.shfl.idx.latency"].value == pytest.approx(simulated.CYCLES["idx"], rel=0.01)
+    assert facts["warp.shfl.partial.latency"].value == pytest.approx(simulated.CYCLES["partial"], rel=0.01)
+    assert facts["warp.match.any.latency"].value == pytest.approx(simulated.CYCLES["match"], rel=0.01)
+    assert facts["warp.redux.add.latency"].value == pytest.approx(simulated.CYCLES["redux"], rel=0.01)
     for tile in warp.TILES:  # one reduction is log2(tile) steps
         reduce = facts[f"warp.tile.reduce.latency.{tile}"]
-        assert reduce.value == pytest.approx(fake.CYCLES["tile"] * np.log2(tile), rel=0.01)
-    one_path = 16 * fake.IMAD_CYCLES + fake.BRANCH_CYCLES
+        assert reduce.value == pytest.approx(simulated.CYCLES["tile"] * np.log2(tile), rel=0.01)
+    one_path = 16 * simulated.IMAD_CYCLES + simulated.BRANCH_CYCLES
     assert facts["warp.divergence.uniform"].value == pytest.approx(one_path, rel=0.01)
-    assert facts["warp.divergence.divergent"].value == pytest.approx(one_path + 16 * fake.IMAD_CYCLES, rel=0.01)
-    assert facts["warp.divergence.cost"].value == pytest.approx(16 * fake.IMAD_CYCLES, rel=0.02)
-    assert facts["warp.shfl.bfly.throughput"].value == pytest.approx(32 * fake.SHFL_PER_CLK, rel=0.02)
+    assert facts["warp.divergence.divergent"].value == pytest.approx(one_path + 16 * simulated.IMAD_CYCLES, rel=0.01)
+    assert facts["warp.divergence.cost"].value == pytest.approx(16 * simulated.IMAD_CYCLES, rel=0.02)
+    assert facts["warp.shfl.bfly.throughput"].value == pytest.approx(32 * simulated.SHFL_PER_CLK, rel=0.02)
     assert facts["warp.shfl.bfly.throughput"].unit == "op/clk/SM"
     assert all(f.unit == "cycle" for i, f in facts.items() if i.endswith(".latency") or ".latency." in i)
     assert set(facts) == {f for p in all_probes() if p.family == "warp" for f in p.facts}
 
 
 def test_a_lane_that_ends_anywhere_else_fails_its_probe_and_gives_no_number() -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     gpu.warp_corrupt = True
     measured = _run(gpu)
     for name, m in measured.items():
@@ -106,13 +108,13 @@ def test_a_lane_that_ends_anywhere_else_fails_its_probe_and_gives_no_number() ->
 
 def test_each_lane_of_the_divergent_kernel_follows_its_own_path() -> None:
     m, x0 = np.array([3] * 32, dtype=np.uint64), np.arange(32, dtype=np.uint64)
-    got = warp.diverge_values(m, x0, split=16, iterations=1)
+    got = warp.diverge_values(m, x0, split=16, steps=16)
     for lane in (0, 15, 16, 31):  # 16 steps of x = 3x + 1 (lanes below the split) or 3x + 2
         x = lane
         for _ in range(16):
             x = (3 * x + (1 if lane < 16 else 2)) % 2**32
         assert int(got[lane]) == x
-    assert not np.array_equal(got, warp.diverge_values(m, x0, split=32, iterations=1))
+    assert not np.array_equal(got, warp.diverge_values(m, x0, split=32, steps=16))
 
 
 def test_a_divergence_that_costs_nothing_breaks_the_invariant() -> None:
@@ -121,12 +123,12 @@ def test_a_divergence_that_costs_nothing_breaks_the_invariant() -> None:
 
     cheap = {"warp.divergence.uniform": fact_of("warp.divergence.uniform", 80.0),
              "warp.divergence.divergent": fact_of("warp.divergence.divergent", 60.0)}  # fmt: skip
-    assert not warp.divergence_costs(cheap, fake_gpu().device())[0][1]
-    assert warp.divergence_costs({}, fake_gpu().device()) == []
+    assert not warp.divergence_costs(cheap, simulated_gpu().device())[0][1]
+    assert warp.divergence_costs({}, simulated_gpu().device()) == []
 
 
 def test_a_wrong_first_sum_fails_the_redux_probe() -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     gpu.warp_corrupt_sum = True
     measured = _run(gpu, runnable={"warp.redux.add"})
     assert measured["warp.redux.add"].outcome.status == "failed"
@@ -151,7 +153,7 @@ def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> N
 
 
 def test_probes_whose_contract_failed_are_not_launched() -> None:
-    gpu = fake_gpu(sm_count=2)
+    gpu = simulated_gpu(sm_count=2)
     measured = _run(gpu, runnable=set(warp.PROBES) - {"warp.match.any"})
     assert "warp.match.any" not in measured
     assert "gp_warp_match_any_lat" not in gpu.launches
@@ -211,12 +213,12 @@ def test_the_planned_work_fits_the_time_budget() -> None:
 
 
 def test_the_tile_invariant_holds_on_the_simulated_run_and_catches_a_fall() -> None:
-    measured = _run(fake_gpu(sm_count=2))
+    measured = _run(simulated_gpu(sm_count=2))
     facts = {f.id: f for m in measured.values() for f in m.facts}
-    checks = warp.tile_reduce_grows(facts, fake_gpu().device())
+    checks = warp.tile_reduce_grows(facts, simulated_gpu().device())
     assert [c.name for c in checks] == ["tile_reduce_grows.4_to_8", "tile_reduce_grows.8_to_16",
                                                "tile_reduce_grows.16_to_32"]  # fmt: skip
     assert all(ok for _, ok, *_ in checks)
     fallen = dataclasses.replace(facts["warp.tile.reduce.latency.32"], value=1.0, ci=(0.9, 1.1))
-    broken = warp.tile_reduce_grows({**facts, fallen.id: fallen}, fake_gpu().device())
+    broken = warp.tile_reduce_grows({**facts, fallen.id: fallen}, simulated_gpu().device())
     assert [name for name, ok, *_ in broken if not ok] == ["tile_reduce_grows.16_to_32"]

@@ -13,14 +13,11 @@ import numpy as np
 import pytest
 
 import gpuprobe.families.wgmma as family
-from gpuprobe.build.check import check_all, check_probe
-from gpuprobe.build.cubin import build_ptx
-from gpuprobe.build.registry import PTX_DIR, find_probe
-from gpuprobe.build.sass import Listing, apply_compile_log
 from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.results import Fact, Results
 from gpuprobe.families import wgmma
-from gpuprobe.families.measuring import Kernels
+from gpuprobe.families.base import Request
+from gpuprobe.families.sampling import Stopping
 from gpuprobe.families.wgmma import (
     CUBLAS_PROBE,
     KERNELS,
@@ -55,14 +52,19 @@ from gpuprobe.families.wgmma.operands import (
     mismatch,
 )
 from gpuprobe.families.wgmma.ptx import CLOCK_STAMP_KERNEL, STAMP_WORDS, Kernel, kernel_text, module_text
+from gpuprobe.families.wgmma.simulated import FAST_SETTINGS, fp8_chain
+from gpuprobe.kernels.check import check_all, check_probe
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.registry import CLOCK_KERNEL, PTX_DIR, find_probe
+from gpuprobe.kernels.sass import Listing, apply_compile_log
 from gpuprobe.output.references import References
-from gpuprobe.output.report import fact_rows, section
-from gpuprobe.runner.gpu import HOLD_KERNEL, LaunchPathUnavailable
-from gpuprobe.simulated.gpu import fake_gpu, measure_family, ptx_parameters
-from gpuprobe.simulated.kernels.wgmma import FAST_SETTINGS, fp8_chain
-from tests.devices import H100_SXM
+from gpuprobe.output.report import section_lines
+from gpuprobe.output.sheet import fact_rows, sheet_section
+from gpuprobe.runner.launcher import LaunchPathUnavailable
+from gpuprobe.simulated.gpu import measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.devices import H100_SXM
 
-FAST = Settings(max_repeats=3, throughput_repeats=2, gemm_repeats=2, latency_budget_s=5.0)
+FAST = Settings(sampling=Stopping(3, 3, 0.01, 5.0), throughput_repeats=2, gemm_repeats=2)
 # The simulated GPU: 4 SMs, one block of 3 warpgroups each; cuBLAS at 22 TFLOP/s, about 80 % of its peak
 # per clock at the clock the simulated GEMMs run at (0.9 x 1755 MHz), as on an H100.
 CUBLAS_TFLOPS = 22.0
@@ -243,7 +245,7 @@ def test_the_committed_ptx_is_what_the_generator_writes() -> None:
 
 
 def test_every_declared_probe_has_its_kernel_and_facts_as_measured() -> None:
-    measured = _run(fake_gpu(**SMALL))
+    measured = _run(simulated_gpu(**SMALL))
     assert list(measured) == PROBES
     for name in PROBES:
         probe = find_probe(name)
@@ -304,7 +306,7 @@ def test_the_contract_catches_a_wait_ptxas_injected(tmp_path: Path) -> None:
 
 def test_ptxas_numbered_notes_are_attached_to_their_kernel() -> None:
     listing = Listing("sm_90a", {})
-    from gpuprobe.build.sass import Kernel as SassKernel
+    from gpuprobe.kernels.sass import Kernel as SassKernel
 
     listing.kernels["k"] = SassKernel("k")
     log = (
@@ -334,7 +336,7 @@ def test_latency_is_the_difference_of_a_long_and_a_short_loop_through_difference
 
     monkeypatch.setattr(family, "Difference", Recorded)
     settings = dataclasses.replace(FAST, short_iterations=1, long_iterations=2)
-    facts = _facts(_run(fake_gpu(**SMALL), runnable=["wgmma.latency.bf16.ss.n8"], settings=settings))
+    facts = _facts(_run(simulated_gpu(**SMALL), runnable=["wgmma.latency.bf16.ss.n8"], settings=settings))
     assert facts["tensor.wgmma.bf16.m64n8k16.ss.latency"].value == pytest.approx(4 + 14, rel=0.05)
     (difference,) = made
     assert difference.lengths.short == 1 and difference.lengths.steps == 1 and difference.lengths.long > 2
@@ -342,17 +344,17 @@ def test_latency_is_the_difference_of_a_long_and_a_short_loop_through_difference
 
 def test_a_short_latency_run_under_a_timer_tick_reads_0_or_1_tick_and_is_no_error() -> None:
     """64 dependent m64n8k16 (0.7 us here) between a warpgroup's reads of a %globaltimer that moves every 1 us."""
-    gpu = fake_gpu(**SMALL)
-    ctx = wgmma._Context(gpu, gpu.device(), FAST, Kernels(gpu, ptx_parameters()), {})
+    gpu = simulated_gpu(**SMALL)
+    request = Request(gpu, ptx_parameters(), gpu.device(), set(), FAST)
     kernel = KERNELS["wgmma.latency.bf16.ss.n8"]
-    operands, given = ctx.upload_operands(kernel, "ternary")
-    assert {float(ctx.launch(kernel, operands, given, 64, 1, 128).ns[0]) for _ in range(20)} == {0.0, 1000.0}
+    operands, given = wgmma.upload_operands(request, kernel, "ternary")
+    assert {float(wgmma.launch(request, kernel, operands, given, 64, 1, 128).ns[0]) for _ in range(20)} == {0.0, 1000.0}
 
 
 def test_latency_runs_too_short_to_read_the_clock_give_cycles_only() -> None:
     """2048 iterations at N = 8: 21 us, read to 5 % at a 1 us tick, short of the 1 % the clock is read to."""
     settings = dataclasses.replace(FAST, long_iterations=2048)
-    measured = _run(fake_gpu(**SMALL), runnable=["wgmma.latency.bf16.ss.n8", "wgmma.latency.bf16.ss.n256"],
+    measured = _run(simulated_gpu(**SMALL), runnable=["wgmma.latency.bf16.ss.n8", "wgmma.latency.bf16.ss.n256"],
                     settings=settings)  # fmt: skip
     facts = _facts(measured)
     assert facts["tensor.wgmma.bf16.m64n8k16.ss.latency"].converted == {}
@@ -360,7 +362,7 @@ def test_latency_runs_too_short_to_read_the_clock_give_cycles_only() -> None:
 
 
 def test_the_simulated_wgmmas_are_recovered() -> None:
-    gpu = fake_gpu(**SMALL)
+    gpu = simulated_gpu(**SMALL)
     measured = _run(gpu)
     assert {name: m.outcome.status for name, m in measured.items()} == dict.fromkeys(PROBES, "ok")
     facts = _facts(measured)
@@ -390,12 +392,12 @@ def test_the_fp8_accumulator_is_measured_not_assumed_and_a_wrong_chain_still_fai
     """An fp8 accumulator of another width reads as that width (the check assumes none); the e4m3 latency
     facts come with it; a chain wrong in another way (one element off) fails its probe."""
     names = ["wgmma.latency.e4m3.ss.n256", "wgmma.latency.e4m3.rs.n8"]
-    narrower = _run(fake_gpu(**SMALL, family_options={"wgmma_fp8_accumulator_bits": 12}), runnable=names)
+    narrower = _run(simulated_gpu(**SMALL, family_options={"wgmma_fp8_accumulator_bits": 12}), runnable=names)
     assert {m.outcome.status for m in narrower.values()} == {"ok"}
     assert _facts(narrower)["tensor.wgmma.e4m3.accumulator_bits"].value == 12
     assert "stopped being exact at 2^12" in narrower["wgmma.latency.e4m3.rs.n8"].outcome.detail
     assert _facts(narrower)["tensor.wgmma.e4m3.m64n8k32.rs.latency"].value == pytest.approx(4 + 14, rel=0.03)
-    gpu = fake_gpu(**SMALL)
+    gpu = simulated_gpu(**SMALL)
     gpu.wgmma_corrupt = True
     broken = _run(gpu, runnable=names)
     assert {m.outcome.status for m in broken.values()} == {"failed"}
@@ -404,10 +406,10 @@ def test_the_fp8_accumulator_is_measured_not_assumed_and_a_wrong_chain_still_fai
 
 def test_a_chain_too_short_to_leave_the_exact_range_measures_no_width_and_says_so() -> None:
     settings = dataclasses.replace(FAST, long_iterations=4096)  # 4096 x |t| reaches 2**14 only where |t| >= 4
-    facts = _facts(_run(fake_gpu(**SMALL), runnable=["wgmma.latency.e4m3.ss.n256"], settings=settings))
+    facts = _facts(_run(simulated_gpu(**SMALL), runnable=["wgmma.latency.e4m3.ss.n256"], settings=settings))
     assert facts["tensor.wgmma.e4m3.accumulator_bits"].value == 14
     shorter = dataclasses.replace(FAST, long_iterations=256)
-    facts = _facts(_run(fake_gpu(**SMALL), runnable=["wgmma.latency.e4m3.ss.n256"], settings=shorter))
+    facts = _facts(_run(simulated_gpu(**SMALL), runnable=["wgmma.latency.e4m3.ss.n256"], settings=shorter))
     assert facts["tensor.wgmma.e4m3.accumulator_bits"].value is None
     assert "no chain left the accumulator's exact range" in facts["tensor.wgmma.e4m3.accumulator_bits"].detail
 
@@ -416,7 +418,7 @@ def test_cublas_is_measured_at_its_own_clock_and_compared_per_clock() -> None:
     """The simulated cuBLAS runs at 0.9 x the part's clock, wgmma's random operands at 0.93 x: the TFLOP/s
     ratio mixes the two power states, the per-clock one does not. The clock comes from stamps that land on
     other SMs in the second launch than in the first, so only stamps paired by SM read it."""
-    gpu = fake_gpu(**SMALL)
+    gpu = simulated_gpu(**SMALL)
     facts = _facts(_run(gpu, runnable=["wgmma.throughput.bf16.ss", CUBLAS_PROBE]))
     cublas_mhz = 0.9 * gpu.mhz
     assert facts["tensor.cublas.bf16.tflops"].value == pytest.approx(CUBLAS_TFLOPS, rel=0.03)
@@ -435,7 +437,7 @@ def test_a_gemm_too_short_to_be_a_throughput_is_refused() -> None:
     is no throughput, and a setting that asks for one is refused outright."""
     with pytest.raises(ValueError, match="gemm_n must be at least 4096"):
         Settings(gemm_n=1024)
-    fast = fake_gpu(**{**SMALL, "gemm_tflops": {"bf16": 5000.0}})  # an 8192^3 GEMM in 0.22 ms
+    fast = simulated_gpu(**{**SMALL, "gemm_tflops": {"bf16": 5000.0}})  # an 8192^3 GEMM in 0.22 ms
     measured = _run(fast, runnable=[CUBLAS_PROBE])[CUBLAS_PROBE]
     assert measured.outcome.status == "failed" and "not cuBLAS's throughput" in measured.outcome.detail
 
@@ -461,7 +463,7 @@ def test_the_stamps_read_the_clock_of_the_same_sm_before_and_after_and_must_encl
 def test_the_launcher_stamps_the_gemms_on_the_same_stream_outside_the_events(monkeypatch, tmp_path: Path) -> None:
     """CupyLauncher.time_gemm against the stand-in CuPy of tests/test_cupy_launcher.py: the hold, the first
     stamp, the events around the GEMMs alone, the second stamp; one thread a block, the slot first."""
-    from gpuprobe.runner.gpu import CupyLauncher
+    from gpuprobe.runner.cupy_launcher import CupyLauncher
     from tests.test_cuda_api import DriverDouble, driver_double
     from tests.test_cupy_launcher import StubCupy
 
@@ -470,18 +472,18 @@ def test_the_launcher_stamps_the_gemms_on_the_same_stream_outside_the_events(mon
         monkeypatch.setitem(sys.modules, name, module)
     (tmp_path / "probes.cubin").write_bytes(b"\x7fELF")
     with driver_double(DriverDouble()):
-        launcher = CupyLauncher(tmp_path / "probes.cubin", device_index=0)
+        launcher = CupyLauncher(tmp_path / "probes.cubin", 0, ptx_parameters())
         out = launcher.alloc(64)
         assert launcher.time_gemm(64, "bf16", count=2, stamp=(CLOCK_STAMP_KERNEL, 3, out)) == 2.5
     kinds = [c[1] if c[0] == "launch" else c[0] for c in stub.calls if c[0] in ("launch", "event.record", "gemmEx")]
-    assert kinds[2:] == [HOLD_KERNEL, CLOCK_STAMP_KERNEL, "event.record", "gemmEx", "gemmEx", "event.record",
+    assert kinds[2:] == [CLOCK_KERNEL, CLOCK_STAMP_KERNEL, "event.record", "gemmEx", "gemmEx", "event.record",
                          CLOCK_STAMP_KERNEL]  # fmt: skip
     stamps = [c for c in stub.calls if c[0] == "launch" and c[1] == CLOCK_STAMP_KERNEL]
-    assert [(c[2], c[3], c[4][0]) for c in stamps] == [((3,), (1,), 0), ((3,), (1,), 1)]
+    assert [(c[2], c[3], c[4][0]) for c in stamps] == [((3, 1, 1), (1, 1, 1), 0), ((3, 1, 1), (1, 1, 1), 1)]
 
 
 def test_without_a_datasheet_the_peak_fraction_is_not_measured_with_the_reason() -> None:
-    measured = _run(fake_gpu(**SMALL), runnable=["wgmma.throughput.bf16.ss", CUBLAS_PROBE], datasheet={})
+    measured = _run(simulated_gpu(**SMALL), runnable=["wgmma.throughput.bf16.ss", CUBLAS_PROBE], datasheet={})
     facts = _facts(measured)
     assert facts["tensor.wgmma.bf16.fraction_of_cublas"].value is not None
     assert facts["tensor.wgmma.bf16.m64n256k16.ss.fraction_of_peak"].value is not None  # per SM per clock
@@ -490,7 +492,7 @@ def test_without_a_datasheet_the_peak_fraction_is_not_measured_with_the_reason()
 
 
 def test_without_cublas_the_wgmma_rate_stands_and_the_comparison_is_not_run_with_the_reason() -> None:
-    gpu = fake_gpu(**SMALL)
+    gpu = simulated_gpu(**SMALL)
 
     def no_cublas(n: int, dtype: str, count: int = 1, stamp=None) -> float:
         raise LaunchPathUnavailable("cuBLAS cannot be loaded here (Failure finding libcublasLt.so.13)")
@@ -507,13 +509,13 @@ def test_without_cublas_the_wgmma_rate_stands_and_the_comparison_is_not_run_with
 
 
 def test_cublas_without_the_wgmma_rate_is_measured_and_says_why_no_ratio() -> None:
-    facts = _facts(_run(fake_gpu(**SMALL), runnable=[CUBLAS_PROBE]))
+    facts = _facts(_run(simulated_gpu(**SMALL), runnable=[CUBLAS_PROBE]))
     assert facts["tensor.cublas.bf16.sm_clock"].value is not None
     assert "wgmma.throughput.bf16.ss) was not measured" in facts["tensor.wgmma.bf16.fraction_of_cublas"].detail
 
 
 def test_one_warpgroup_computing_a_wrong_d_fails_the_probe() -> None:
-    gpu = fake_gpu(**SMALL)
+    gpu = simulated_gpu(**SMALL)
     gpu.wgmma_corrupt = True
     measured = _run(gpu, runnable=["wgmma.throughput.e4m3.ss", "wgmma.latency.bf16.ss.n8"])
     for outcome in (measured["wgmma.throughput.e4m3.ss"].outcome,):
@@ -525,7 +527,7 @@ def test_one_warpgroup_computing_a_wrong_d_fails_the_probe() -> None:
 
 
 def test_every_warpgroup_agreeing_on_a_wrong_d_fails_against_numpy() -> None:
-    gpu = fake_gpu(**SMALL)
+    gpu = simulated_gpu(**SMALL)
     gpu.wgmma_corrupt_all = True
     measured = _run(gpu, runnable=["wgmma.throughput.s8.rs"])
     outcome = measured["wgmma.throughput.s8.rs"].outcome
@@ -535,13 +537,13 @@ def test_every_warpgroup_agreeing_on_a_wrong_d_fails_against_numpy() -> None:
 def test_a_descriptor_that_misdescribes_the_operands_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Swapping the leading and stride offsets reads the core matrices in the wrong order."""
     monkeypatch.setattr(family, "layout_bits", lambda: layout_bits(leading_bytes=256, stride_bytes=128))
-    measured = _run(fake_gpu(**SMALL), runnable=["wgmma.latency.f16.ss.n16"])
+    measured = _run(simulated_gpu(**SMALL), runnable=["wgmma.latency.f16.ss.n16"])
     outcome = measured["wgmma.latency.f16.ss.n16"].outcome
     assert outcome.status == "failed" and "expected" in outcome.detail
 
 
 def test_probes_whose_contract_failed_are_not_launched() -> None:
-    gpu = fake_gpu(**SMALL)
+    gpu = simulated_gpu(**SMALL)
     measured = _run(gpu, runnable=set(PROBES) - {"wgmma.throughput.bf16.ss"})
     assert "wgmma.throughput.bf16.ss" not in measured
     assert "gp_wg_tput_ss_bf16_n256" not in gpu.launches
@@ -550,7 +552,7 @@ def test_probes_whose_contract_failed_are_not_launched() -> None:
 def test_a_whole_suite_run_on_the_simulated_gpu_stays_small() -> None:
     """The default simulated GPU (132 SMs, 8 blocks an SM) with the settings other tests should pass: one
     warpgroup a block, which issues 3 % under three per clock."""
-    gpu = fake_gpu()
+    gpu = simulated_gpu()
     measured = _run(gpu, runnable=["wgmma.throughput.bf16.ss", CUBLAS_PROBE], settings=FAST_SETTINGS)
     assert {m.outcome.status for m in measured.values()} == {"ok"}
     fraction = _facts(measured)["tensor.wgmma.bf16.fraction_of_cublas"].value
@@ -566,14 +568,14 @@ def test_the_smoke_stage_publishes_its_ids_with_their_full_run_meaning() -> None
     for name in ("warpgroups_per_block", "blocks_per_sm", "gemm_n"):
         assert getattr(smoke, name) == getattr(full, name), name
     assert smoke.gemm_count * smoke.gemm_repeats < full.gemm_count * full.gemm_repeats and CUBLAS_PROBE in SMOKE.probes
-    smoke_facts = _facts(_run(fake_gpu(**SMALL), runnable=SMOKE.probes, settings=smoke))
-    full_facts = _facts(_run(fake_gpu(**SMALL), runnable=SMOKE.probes, settings=FAST))
+    smoke_facts = _facts(_run(simulated_gpu(**SMALL), runnable=SMOKE.probes, settings=smoke))
+    full_facts = _facts(_run(simulated_gpu(**SMALL), runnable=SMOKE.probes, settings=FAST))
     published = [f for f in smoke_facts.values() if f.value is not None]
     assert len(published) == 13
     for fact in published:
         assert fact.value == pytest.approx(full_facts[fact.id].value, rel=0.03), fact.id
     one_warpgroup = dataclasses.replace(smoke, warpgroups_per_block=1)  # what the old smoke ran
-    old = _facts(_run(fake_gpu(**SMALL), runnable=SMOKE.probes[:1], settings=one_warpgroup))
+    old = _facts(_run(simulated_gpu(**SMALL), runnable=SMOKE.probes[:1], settings=one_warpgroup))
     fraction = "tensor.wgmma.bf16.m64n256k16.ss.fraction_of_peak"
     assert old[fraction].value < 0.985 * full_facts[fraction].value
 
@@ -591,7 +593,7 @@ def test_the_family_fits_its_time_budget_on_an_h100() -> None:
 @pytest.mark.parametrize(
     "change",
     [{"short_iterations": 0}, {"long_iterations": 8}, {"warpgroups_per_block": 4}, {"throughput_ms": 0.0},
-     {"max_repeats": 1}, {"gemm_count": 0}, {"blocks_per_sm": -1}, {"gemm_n": 1024}],
+     {"gemm_count": 0}, {"blocks_per_sm": -1}, {"gemm_n": 1024}],
 )  # fmt: skip
 def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):
@@ -608,7 +610,7 @@ def _fact(fact_id: str, value: float) -> Fact:
 def test_the_cublas_invariants_hold_the_ratio_on_both_sides() -> None:
     """At least 0.95 (a consistency check of full runs) and at most 1.02 / 0.5 = 2.04 (physics: wgmma at its
     per-clock ceiling over cuBLAS at the least it does at 8192^3), which fails and marks cuBLAS's facts."""
-    device = fake_gpu().device()
+    device = simulated_gpu().device()
     assert cublas_invariant({}, device) == []
     ratio = "tensor.wgmma.bf16.fraction_of_cublas"
     verdicts = {value: [(c.name, c.ok, c.physics) for c in cublas_invariant({ratio: _fact(ratio, value)}, device)]
@@ -625,7 +627,7 @@ def _planted(stage: str) -> Results:
     """An H200 run's cuBLAS facts as the smoke stage of run 2 published them (one 1024^3 GEMM), judged now."""
     from gpuprobe.judge.expectations import load_all
     from gpuprobe.judge.verdicts import judge_again
-    from tests.devices import H200
+    from tests.helpers.devices import H200
 
     def planted(fact_id: str, value: float, unit: str) -> Fact:
         return Fact(fact_id, value, unit, (0.99 * value, 1.01 * value), [value], {}, CUBLAS_PROBE)
@@ -672,7 +674,7 @@ def test_tflops_are_reported_beside_their_clock_and_judged_per_clock(key: str) -
 
 
 def test_no_wgmma_may_beat_the_dense_rate_at_its_clock() -> None:
-    device = fake_gpu().device()  # 132 SMs
+    device = simulated_gpu().device()  # 132 SMs
     base = "tensor.wgmma.bf16.m64n256k16.ss"
     ceiling = 132 * 4096 * 1800 / 1e6
     facts = {f"{base}.tflops": _fact("t", 0.95 * ceiling), f"{base}.sm_clock": _fact("c", 1800.0)}
@@ -684,7 +686,7 @@ def test_no_wgmma_may_beat_the_dense_rate_at_its_clock() -> None:
 
 def test_no_clock_a_wgmma_or_cublas_ran_at_beats_the_parts_highest() -> None:
     """A clock read wrong (stamps paired across SMs read any number) fails with every rate per clock from it."""
-    device = fake_gpu().device()  # 1980 MHz at most
+    device = simulated_gpu().device()  # 1980 MHz at most
     cublas = "tensor.cublas.bf16.sm_clock"
     assert [c.ok for c in family.clock_invariants({cublas: _fact(cublas, 1750.0)}, device)] == [True]
     (check,) = family.clock_invariants({cublas: _fact(cublas, 2500.0)}, device)
@@ -694,7 +696,7 @@ def test_no_clock_a_wgmma_or_cublas_ran_at_beats_the_parts_highest() -> None:
 
 
 def test_no_wgmma_finishes_faster_than_its_work_allows() -> None:
-    device = fake_gpu().device()
+    device = simulated_gpu().device()
     fact_id = "tensor.wgmma.bf16.m64n256k16.ss.latency"
     assert [c.ok for c in latency_floor_invariants({fact_id: _fact(fact_id, 140.0)}, device)] == [True]
     assert [(c.ok, c.physics) for c in latency_floor_invariants({fact_id: _fact(fact_id, 100.0)}, device)] == [
@@ -705,16 +707,16 @@ def test_no_wgmma_finishes_faster_than_its_work_allows() -> None:
 
 
 def _results(measured) -> Results:
-    gpu_device = fake_gpu(**SMALL).device()
+    gpu_device = simulated_gpu(**SMALL).device()
     outcomes = {name: m.outcome for name, m in measured.items()}
     return Results(gpu_device, [f for m in measured.values() for f in m.facts], outcomes, partial=False)
 
 
 def test_the_section_shows_wgmma_against_cublas_and_the_peak_at_the_measured_clock() -> None:
-    results = _results(_run(fake_gpu(**SMALL)))
+    results = _results(_run(simulated_gpu(**SMALL)))
     sheet, sparse = family.SECTIONS
     facts = [f for f in results.facts if f.id.startswith(sheet.fact_prefixes)]
-    text = "\n".join(section(results, sheet, facts, {sheet.plot.key: sheet.plot.file_name}))
+    text = "\n".join(section_lines(sheet_section(results, sheet, facts, {sheet.plot.key: sheet.plot.file_name})))
     shown = {member for row in fact_rows(facts, None, References()) for member in row.members}  # a sweep's row too
     for fact_id in ("tensor.wgmma.bf16.m64n256k16.ss.tflops", "tensor.cublas.bf16.tflops",
                     "tensor.wgmma.bf16.fraction_of_cublas", "tensor.wgmma.bf16.datasheet_peak_at_clock",
@@ -737,7 +739,7 @@ def test_the_section_shows_wgmma_against_cublas_and_the_peak_at_the_measured_clo
 
 
 def test_the_simulated_run_keeps_every_invariant() -> None:
-    results = _results(_run(fake_gpu(**SMALL)))
+    results = _results(_run(simulated_gpu(**SMALL)))
     facts = {f.id: f for f in results.facts}
     device = dataclasses.replace(results.device, sm_count=4)
     checks = [c for check in family.INVARIANTS for c in check(facts, device)]
@@ -757,7 +759,7 @@ def test_mma_sync_stays_below_wgmma_where_both_were_measured() -> None:
             "tensor.wgmma.bf16.m64n256k16.ss.tflops": Fact("tensor.wgmma.bf16.m64n256k16.ss.tflops", wide, "TFLOP/s"),
         }
 
-    device = fake_gpu().device()
+    device = simulated_gpu().device()
     assert mma_sync_below_wgmma(facts(640.0, 900.0), device)[0][1]
     assert not mma_sync_below_wgmma(facts(950.0, 900.0), device)[0][1]
     assert mma_sync_below_wgmma({}, device) == []  # not measured (no Hopper): left out, not passed
@@ -785,15 +787,15 @@ def test_a_sparse_wgmmas_b_lies_in_four_core_matrices_along_k() -> None:
 
 def test_sparse_wgmma_is_set_against_its_dense_twin_in_the_same_run() -> None:
     names = {"wgmma.throughput.bf16.ss.n64", "wgmma.sp.throughput.bf16.ss.n64", "wgmma.sp.latency.bf16.ss.n64"}
-    facts = _facts(_run(fake_gpu(**SMALL), runnable=names))
+    facts = _facts(_run(simulated_gpu(**SMALL), runnable=names))
     assert facts["tensor.wgmma_sp.bf16.m64n64k32.ss.over_dense"].value == pytest.approx(2 * 0.8, rel=0.05)
     assert facts["tensor.wgmma_sp.bf16.m64n64k32.ss.latency"].value == pytest.approx(32 + 14, rel=0.03)
-    alone = _facts(_run(fake_gpu(**SMALL), runnable={"wgmma.sp.throughput.bf16.ss.n64"}))
+    alone = _facts(_run(simulated_gpu(**SMALL), runnable={"wgmma.sp.throughput.bf16.ss.n64"}))
     assert "dense twin" in alone["tensor.wgmma_sp.bf16.m64n64k32.ss.over_dense"].detail
 
 
 def test_metadata_read_the_other_way_round_fails_the_sparse_probe() -> None:
-    gpu = fake_gpu(**SMALL, family_options={"wgmma_metadata_halves_swapped": True})
+    gpu = simulated_gpu(**SMALL, family_options={"wgmma_metadata_halves_swapped": True})
     measured = _run(gpu, runnable={"wgmma.sp.latency.bf16.ss.n64"})["wgmma.sp.latency.bf16.ss.n64"]
     assert measured.outcome.status == "failed" and "elements wrong" in measured.outcome.detail
 

@@ -8,6 +8,7 @@ is not ncu's, a tool that is not ncu, one that hangs) are each one line.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import itertools
 import re
@@ -19,18 +20,22 @@ import numpy as np
 import pytest
 
 from gpuprobe.cli import main
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Fact, ProbeOutcome, Results, load, save
-from gpuprobe.families.base import Measured, ProbeFailure
+from gpuprobe.families.base import Measured
+from gpuprobe.families.catalog import BY_NAME
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
 from gpuprobe.judge.verdicts import device_facts, judge_again
-from gpuprobe.measure.conditions import CLOCK_KERNEL, ConditionRecorder
+from gpuprobe.kernels.registry import CLOCK_KERNEL
+from gpuprobe.measure.conditions import ConditionRecorder
 from gpuprobe.measure.witness import ncu as ncu_module
 from gpuprobe.measure.witness.compare import pair, witness_facts
 from gpuprobe.measure.witness.counters import METRICS, Counted, MalformedCsv, parse_raw
-from gpuprobe.measure.witness.run import WITNESSED
+from gpuprobe.measure.witness.run import WITNESSED, one_sample
 from gpuprobe.output.factsheet import write_report
 from gpuprobe.simulated.gpu import FaultyGpu, ptx_parameters, suite_options
 from tests.fakes.fake_ncu import table
-from tests.processes import processes_with
+from tests.helpers.processes import processes_with
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_NCU = REPO / "tests" / "fakes" / "fake_ncu.py"
@@ -377,3 +382,12 @@ def test_ncu_wraps_the_measuring_process_counting_the_witnessed_kernels_alone_as
     assert {k: options[k] for k in ("--target-processes", "--clock-control", "--cache-control", "--page")} == {
         "--target-processes": "all", "--clock-control": "none", "--cache-control": "none", "--page": "raw"}  # fmt: skip
     assert "--nvtx" in command and options["--metrics"].split(",") == list(METRICS)
+
+
+@pytest.mark.parametrize("family", list(WITNESSED))
+def test_a_witnessed_family_is_measured_at_its_own_settings_one_sample_each(family: str) -> None:
+    """Its shapes as the full run's, each of its ``Stopping`` values (a sweep's too) one sample."""
+    defaults, once = BY_NAME[family].settings(), one_sample(BY_NAME[family])
+    stops = [f.name for f in dataclasses.fields(once) if isinstance(getattr(defaults, f.name), Stopping)]
+    assert stops and all(getattr(once, name) == ONE_SAMPLE for name in stops)
+    assert dataclasses.replace(once, **{name: getattr(defaults, name) for name in stops}) == defaults

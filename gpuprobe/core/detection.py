@@ -1,34 +1,9 @@
 """What a fact's samples can detect: its noise, a two-sample test, and the smallest change it would see.
 
-A comparison of two runs (``gpuprobe compare``, ``pytest --baseline``) asks of each fact whether the
-mean of its samples moved beyond what their spread explains. The test is Student's two-sample t-test
-with the two runs' variances pooled, at a fixed two-sided false-alarm probability per fact,
-:data:`FACT_ALPHA`. The null hypothesis is an unchanged GPU: both runs' samples are draws from one
-distribution, so one noise, and the pooled test is exact for normal samples whatever the two sample
-counts (Welch's test, which drops the equal-noise assumption the null makes anyway, is not: at very
-unequal counts such as two or three samples against nine its false alarms at 0.001 run several times
-the nominal rate). It uses the noise each run measured, so it can decide with as few as two samples
-a side when the noise is small (a rank test cannot: three samples against three give no rank pattern
-rarer than 1 in 10), and it needs more samples where the noise is large. Because the expected number
-of false alarms is additive, ``FACT_ALPHA`` times the number of facts compared is what an unchanged
-GPU costs per comparison, whatever the dependence between facts: half of it false WORSE, half false
-BETTER.
-
-What the samples of one run cannot show is the variation between runs: another physical page
-layout, another boost clock, another PCIe link state moves a whole run's samples together. A
-comparison allows for it as a known relative spread per kind of quantity (:func:`run_to_run_pct`,
-:data:`RUN_TO_RUN_PCT`), added to the variance of the difference of the two means (once per run);
-the test's degrees of freedom are then Satterthwaite's effective ones, a known variance counting
-as infinitely many. An exact result (a count, a flag, a size the device reports or a probe decides
-on a grid) has no allowance: any change of it is real. What each allowance rests on, and the real
-runs it was checked against, is said beside :data:`RUN_TO_RUN_PCT`; tests/test_repeatability.py
-recomputes that check from the two stored H200 runs.
-
-The smallest detectable change of a fact is the shift of its mean that the test flags with
-probability :data:`POWER`: the noncentrality, in standard errors, at which the noncentral t
-distribution exceeds the test's critical value that often (:func:`shift_for_power`), times the
-standard error the samples show. :func:`detection` gives it for one run compared against a run like
-it (the same sample count and noise), which is what a results file records.
+A comparison of two runs asks of each fact whether the mean of its samples moved beyond what their
+spread and a run-to-run allowance explain: Student's pooled two-sample t-test at :data:`FACT_ALPHA` per
+fact. docs/detection.md says why this test, what the allowance is, and how the smallest detectable
+change is found.
 """
 
 from __future__ import annotations

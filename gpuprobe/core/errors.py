@@ -32,3 +32,9 @@ def require_seconds(value: float | None, option: str, zero_ok: bool = False) -> 
         return
     wanted = "at least 0 seconds" if zero_ok else "a positive number of seconds"
     raise GpuprobeError(f"{option} must be {wanted}, got {value}")
+
+
+class ProbeFailure(Exception):
+    """The probe ran but its own check failed (a wrong result, an impossible timing): no facts.
+
+    Raised from a family's ``run()`` or a checked launch; the measuring child records the probe as "failed"."""

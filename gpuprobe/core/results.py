@@ -1,57 +1,9 @@
 """The results file: one run's device identity, facts and raw series, versioned and atomic.
 
-Schema (``SCHEMA_VERSION``; files of every version from 1 are read)::
-
-    {"schema": "gpuprobe.core.results", "schema_version": 2,
-     "created": ISO-8601 UTC, "partial": bool, "stage": "full"|"smoke",
-     "device": {...Device fields...},
-     "clocks": {"sm_mhz_measured": float|None, "samples": [...], "nvml_before": {...}|None, ...},
-     "environment": {"device_record": {...NVML...}|None, "software": {...versions...},      (2)
-                     "host": {"hostname": str, "machine_id": str, "boot_id": str}},          (host: 2)
-     "build": {"arch": str, "cubin": str, "cubin_sha256": str, "toolkit": str,             (2)
-               "gpuprobe": {"version": str, "commit": str|None, "dirty": bool|None}},       (gpuprobe: 2)
-     "families": {family: {"planned_s": float, "actual_s": float|None, "probes": int,
-                           "probe_names": [str, ...],
-                           "ended": "measured"|"deadline"|"not_started"|"interrupted"}},  (2)
-     "probes": {probe_name: {"status": "ok"|"failed"|"crashed"|"timeout"|"violated"|"skipped"
-                                       |"error"|"not_run",
-                             "detail": str, "series": {name: {column: [values...]}},
-                             "conditions": {...}, "flight": [launcher calls...]}},         (flight: 2)
-     "facts": [...Fact fields...]}
-
-Every family the run means to measure is recorded, with the names of its probes, before the first is
-measured (``ended`` "not_started"; "interrupted" while it measures, until it ends), so a run stopped from
-outside still says which probes it never ran (``probe_names``: absent from files written before it was).
-
-Facts carry their raw samples so that reports and comparisons can recompute their noise. A fact with
-samples also records what they can detect (``"detection"``: sample count, relative noise in percent,
-the smallest change a comparison with a run like it detects, and why a 5 % change is out of reach
-when it is; see :mod:`gpuprobe.core.detection`). It is optional and derived: a fact read without it
-(a file from before it was recorded, a measuring process's report) gets it from its samples, and
-reading always recomputes it, so it never disagrees with the samples beside it. A probe that
-crashed, timed out or failed its self-check carries ``flight``: the last launcher calls its measuring
-process made (see :mod:`gpuprobe.runner.flight`), so a failure seen once on a GPU can be diagnosed without one.
-
-Provenance: every run records the gpuprobe that measured (``build["gpuprobe"]``: its version, and in a git
-checkout its commit and whether the code had uncommitted changes, :func:`code_record`), the board
-(``device.uuid`` and ``device.serial``) and the machine (``environment["host"]``: host name, a hash of its
-machine id, its boot id, :func:`host_record`). Files written before these were recorded read the same, with
-them empty: :func:`provenance` says what a file records, "" where it does not. No schema change: each is an
-optional key a reader of schema 2 ignores.
-
-Every reader (the fact sheet, ``compare``, ``fleet``, ``index``, ``--baseline``) goes through :func:`load`,
-which validates what it reads (:func:`validate`): a JSON object giving one key twice, a ``schema_version``
-that is not an integer, a ``created`` that is not an ISO-8601 time, a file with no facts, a fact id given
-twice, a number that is infinite or NaN (gpuprobe writes those as null, so only another tool or a hand
-edit makes one), a confidence interval that is not a pair of numbers, is reversed or holds neither the
-value nor any sample, a converted value whose sign differs from the value's, an expected range whose low
-bound is above its high one, an SM count under one, a negative size or a clock that is not positive is
-refused with one line naming it. A fact whose value is null but whose file still holds a judgement of it
-(``pass``, ``fail``, ``warn``, ``unstable``: a value that was not finite when it was judged, and was written
-as null) is read as ``invalid``: kept, shown as such, never judged or counted as its stored verdict. Other
-verdicts and ranges are not checked here, where a file from an older gpuprobe may hold what its expectations
-said then: every reader judges the values again (:func:`gpuprobe.fleet.reading.read_judged`), so no stored
-verdict is shown as it was stored.
+Every reader goes through :func:`load`, which validates what it reads (:func:`validate`) and refuses,
+in one line, what gpuprobe never writes. docs/results.md gives the schema (``SCHEMA_VERSION``; files
+of every version from 1 are read), each fact's optional ``detection`` and ``stopped``, the provenance
+a run records, and what reading refuses.
 """
 
 from __future__ import annotations
@@ -170,6 +122,7 @@ class Fact:
     verdict: str = "report"
     detail: str = ""
     detection: Detection | None = None  # what the samples can detect; set when read (see the module docstring)
+    stopped: str = ""  # why its sampling stopped: stable, max_repeats or budget ("+" joins several); "" unsampled
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fact:
@@ -200,8 +153,19 @@ class Fact:
             expectation=data.get("expectation"),
             verdict=verdict,
             detail=str(data.get("detail", "")),
+            stopped=_stop_reasons(fact_id, data.get("stopped", "")),
             detection=detection(samples, run_to_run=run_to_run_pct(str(data["id"]), str(data["unit"]))),
         )
+
+
+STOP_REASONS = frozenset({"stable", "max_repeats", "budget"})
+
+
+def _stop_reasons(fact_id: str, stopped: object) -> str:
+    """Why a fact's sampling stopped, as written: "" or reasons of :data:`STOP_REASONS` joined by "+"."""
+    if not isinstance(stopped, str) or (stopped and not set(stopped.split("+")) <= STOP_REASONS):
+        raise ValueError(f"fact {fact_id!r}: stopped is {_shown(stopped)}, not reasons among {sorted(STOP_REASONS)}")
+    return stopped
 
 
 def _record(instance: Any) -> dict[str, Any]:
@@ -236,7 +200,7 @@ class Device:
     toolkit: str = ""
     uuid: str = ""
     serial: str = ""  # the board's serial number (NVML), "" where the board or the file does not say
-    hostname: str = ""  # the node that measured (see gpuprobe.fleet.runs.placement)
+    hostname: str = ""  # the node that measured (see gpuprobe.runner.device.placement)
     gpu_index: int | None = None  # the GPU's index on that node, as nvidia-smi numbers it
     cuda_visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES as the measuring process saw it; None: unset
     memory_type: str = ""  # from the GPU model's datasheet (gpuprobe/expectations); CUDA does not report it
@@ -301,6 +265,39 @@ class ProbeOutcome:
         )
 
 
+@dataclass(frozen=True)
+class DeclaredProbe:
+    """A probe as the gpuprobe that made the run declares it (``declared_probes``): its family, the archs it
+    targets, the facts it measures. What a reader says of a probe or fact the run lacks comes from here, not
+    from the gpuprobe that reads the file; a file written before these were recorded has none."""
+
+    family: str
+    archs: tuple[str, ...]
+    facts: tuple[str, ...]
+
+    def targets(self, arch: str) -> bool:
+        """Whether the probe runs on ``arch`` (``sm_90a``)."""
+        return arch in self.archs
+
+    def record(self) -> dict[str, Any]:
+        """The probe as the results file spells it."""
+        return {"family": self.family, "archs": list(self.archs), "facts": list(self.facts)}
+
+    @classmethod
+    def from_dict(cls, probe: str, data: Any) -> DeclaredProbe:
+        """A declared probe as a results file spells it; anything but a family and lists of names is a ValueError."""
+        record = data if isinstance(data, dict) else {}
+        family, archs, facts = (record.get(key) for key in ("family", "archs", "facts"))
+        if not isinstance(family, str) or not all(_is_names(names) for names in (archs, facts)):
+            raise ValueError(f"declared probe {probe!r} is {_shown(data)}, not a family and lists of archs and facts")
+        return cls(family, tuple(archs), tuple(facts))
+
+
+def _is_names(value: Any) -> bool:
+    """A list of strings, as JSON spells names."""
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+
 @dataclass
 class Results:
     device: Device
@@ -315,6 +312,7 @@ class Results:
     environment: dict[str, Any] = field(default_factory=dict)  # the NVML device record, software versions
     build: dict[str, Any] = field(default_factory=dict)  # the cubin measured: arch, path, sha256, toolkit
     families: dict[str, dict[str, Any]] = field(default_factory=dict)  # per family: planned and actual seconds
+    declared_probes: dict[str, DeclaredProbe] = field(default_factory=dict)  # every probe the measuring gpuprobe has
 
     def fact(self, fact_id: str) -> Fact | None:
         return next((f for f in self.facts if f.id == fact_id), None)
@@ -333,6 +331,7 @@ class Results:
             "families": self.families,
             "probes": {name: _record(p) for name, p in self.probes.items()},
             "facts": [_fact_record(f) for f in self.facts],
+            "declared_probes": {name: p.record() for name, p in self.declared_probes.items()},
         }
 
     @classmethod
@@ -351,6 +350,7 @@ class Results:
             )
         if version < 1:
             raise GpuprobeError(f"{source}: results schema {version} is not supported")
+        declared = data.get("declared_probes", {})  # absent from files written before probes were declared in them
         try:
             return validate(cls(
                 device=Device.from_dict(data["device"]),
@@ -363,6 +363,7 @@ class Results:
                 environment=dict(data.get("environment", {})),
                 build=dict(data.get("build", {})),
                 families={str(k): dict(v) for k, v in data.get("families", {}).items()},
+                declared_probes={str(k): DeclaredProbe.from_dict(str(k), v) for k, v in declared.items()},
             ))
         except InvalidResults as exc:
             raise GpuprobeError(f"{source}: invalid results file: {exc}") from None
@@ -675,7 +676,7 @@ def strict_json(value: Any) -> Any:
     return value
 
 
-ENTRY_PER_LINE = ("families", "probes", "facts")  # the results file's keys whose every entry is a line
+ENTRY_PER_LINE = ("families", "probes", "facts", "declared_probes")  # the keys whose every entry is a line
 
 
 def results_text(record: dict[str, Any]) -> str:

@@ -1,31 +1,27 @@
-"""What every measurement family shares: how a probe's outcome is handed back, how a probe says its
-own check failed, and the shape of a family module.
+"""What every measurement family shares: the :class:`Family` that names one, what it is asked to measure
+(:class:`Request`), how a probe's outcome is handed back, and how a probe says its own check failed.
 
-A family module (see :mod:`gpuprobe.families.catalog`) provides ``PROBES`` (its probe names in
-measuring order, as declared in ``ptx/<family>/*.toml``), a ``Settings`` dataclass (JSON-able fields: it
-crosses into the measuring child process), ``measure(request: Request) -> Probes``, yielding
-``(probe name, run)`` pairs, where ``run()`` measures that probe and returns a :class:`Measured`
-(or raises :class:`ProbeFailure`), ``plan(settings: Settings, device: Device) -> Plan`` (what
-measuring every probe costs, from the settings and what the device reports, without a GPU), and
-``SMOKE`` (a :class:`Smoke`: the family's cheapest probes and minimal settings, for a first contact
-with new hardware).
+A family is one folder, ``gpuprobe/families/<name>/``, whose ``__init__.py`` holds ``FAMILY``, a
+:class:`Family`; ``families/catalog.py`` lists them in measuring order. The smallest real one,
+``families/cluster/``, is the template (docs/architecture.md, "A new family").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.runner.gpu import Launcher
+from gpuprobe.families.sampling import Stopping
+from gpuprobe.runner.checked import Kernels, OutputBuffers
+from gpuprobe.runner.launcher import Launcher
 
-
-class ProbeFailure(Exception):
-    """The probe ran but its own check failed (a wrong result, an impossible timing): no facts.
-
-    Raised from a family's ``run()``, the measuring child records the probe as "failed"."""
+if TYPE_CHECKING:
+    from gpuprobe.judge.invariants import InvariantCheck
+    from gpuprobe.output.sections import Section
 
 
 @dataclass
@@ -51,8 +47,18 @@ class Request:
     cubin: Path | None = None  # the checked cubin the launcher loaded, for a family that reports what its
     # kernels compiled to (None where the caller has none to give, as a test with a simulated GPU may)
 
+    @cached_property
+    def kernels(self) -> Kernels:
+        """Checked launches of the cubin's kernels (see :mod:`gpuprobe.runner.checked`)."""
+        return Kernels(self.launcher, self.parameters)
 
-Probes = Iterator[tuple[str, Callable[[], Measured]]]  # (probe name, run) in measuring order
+    @cached_property
+    def outputs(self) -> OutputBuffers:
+        """Output buffers for the family's launches, each size allocated once."""
+        return OutputBuffers(self.launcher)
+
+
+Probes = Iterator[tuple[str, Callable[[], Measured]]]  # (probe name, step measuring it) in measuring order
 
 
 @dataclass(frozen=True)
@@ -86,3 +92,53 @@ class Smoke:
 
     probes: tuple[str, ...]
     settings: Any
+
+
+@dataclass(frozen=True)
+class Family:
+    """One measurement family, everything the stages ask of it::
+
+        FAMILY = Family(
+            name="cluster",                  # as its probes declare it in ptx/cluster/*.toml
+            probes=PROBES,                   # its probe names, in measuring order
+            settings=Settings,               # a frozen dataclass, JSON-able (it crosses into the measuring process)
+            plan=plan,                       # plan(settings, device) -> Plan: what measuring costs, without a GPU
+            measure=measure,                 # measure(request) -> Probes: (probe name, run) pairs in order
+            smoke=SMOKE,                     # its cheapest probes at minimal settings, for a first contact
+            sections=SECTIONS,               # where its facts appear on the fact sheet
+            invariants=(cluster_above_block,),  # checks across its facts (and other families')
+        )
+
+    ``optional_facts``: fact ids it may leave out (absent where the hardware lacks what they measure), each
+    with the reason shown when one is; ``min_gpus``: the GPUs its process must see, else its probes are
+    ``not_run``."""
+
+    name: str
+    probes: tuple[str, ...]
+    settings: type
+    plan: Callable[[Any, Device], Plan]
+    measure: Callable[[Request], Probes]
+    smoke: Smoke
+    sections: tuple[Section, ...] = ()
+    invariants: tuple[InvariantCheck, ...] = ()
+    optional_facts: Mapping[str, str] = field(default_factory=dict)
+    min_gpus: int = 1
+
+    def settings_from(self, data: Mapping[str, Any]) -> Any:
+        """The family's ``Settings`` from their JSON form, in which a :class:`Stopping` arrives as a dict and
+        a tuple as a list."""
+        types = {f.name: str(f.type) for f in fields(self.settings)}
+        return self.settings(**{k: _from_json(types.get(k, ""), v) for k, v in data.items()})
+
+
+def _from_json(declared: str, value: Any) -> Any:
+    """A settings field's value as its type declares it (``declared``: the annotation's text)."""
+    if declared == "Stopping" and isinstance(value, dict):
+        return Stopping(**value)
+    if declared.startswith("tuple") and isinstance(value, list):
+        return _tuples(value)
+    return value
+
+
+def _tuples(value: Any) -> Any:
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value

@@ -1,13 +1,10 @@
-"""The measurement families, by the family name their probes declare in ``ptx/<family>/*.toml``.
+"""Every measurement family, in measuring order: the one place that knows them all.
 
-This is the one place that knows every family. What the families export as data (the fact sheet's
-``SECTIONS``, the cross-generation ``INVARIANTS``, their probes) is collected here and handed to the
-stages that use it; nothing below the families imports this module.
+What the families declare (:class:`~gpuprobe.families.base.Family`: fact-sheet sections, invariants,
+probes) is collected here and handed to the stages that use it; nothing below the families imports it.
 """
 
 from __future__ import annotations
-
-from types import ModuleType
 
 from gpuprobe.families import (
     alu,
@@ -23,7 +20,7 @@ from gpuprobe.families import (
     host_transfer,
     l2_partition,
     launch,
-    memory_latency,
+    memory,
     mma,
     p2p,
     selftest,
@@ -32,6 +29,7 @@ from gpuprobe.families import (
     warp,
     wgmma,
 )
+from gpuprobe.families.base import Family
 from gpuprobe.judge.invariants import InvariantCheck
 from gpuprobe.output.sections import Section
 
@@ -39,42 +37,43 @@ from gpuprobe.output.sections import Section
 # warps, synchronisation, the CUDA C++ abstractions over them (coop) and launch, then what joins the GPUs
 # (measured only where a process sees more than one). The self-test goes first when it runs
 # (--inject-fault), so that every family after it shows the run went on.
-FAMILIES: dict[str, ModuleType] = {
-    "selftest": selftest,
-    "memory": memory_latency,
-    "bandwidth": bandwidth,
-    "cache_geometry": cache_geometry,
-    "l2_partition": l2_partition,
-    "atomics": atomics,
-    "host_transfer": host_transfer,
-    "async_copy": async_copy,
-    "tma": tma,
-    "alu": alu,
-    "mma": mma,
-    "wgmma": wgmma,
-    "tcgen05": tcgen05,
-    "warp": warp,
-    "barrier": barrier,
-    "cluster": cluster,
-    "grid_sync": grid_sync,
-    "coop": coop,
-    "launch": launch,
-    "p2p": p2p,
-    "collectives": collectives,
-}
+FAMILIES: tuple[Family, ...] = (
+    selftest.FAMILY,
+    memory.FAMILY,
+    bandwidth.FAMILY,
+    cache_geometry.FAMILY,
+    l2_partition.FAMILY,
+    atomics.FAMILY,
+    host_transfer.FAMILY,
+    async_copy.FAMILY,
+    tma.FAMILY,
+    alu.FAMILY,
+    mma.FAMILY,
+    wgmma.FAMILY,
+    tcgen05.FAMILY,
+    warp.FAMILY,
+    barrier.FAMILY,
+    cluster.FAMILY,
+    grid_sync.FAMILY,
+    coop.FAMILY,
+    launch.FAMILY,
+    p2p.FAMILY,
+    collectives.FAMILY,
+)
+BY_NAME: dict[str, Family] = {family.name: family for family in FAMILIES}
 OPT_IN = frozenset({"selftest"})  # measured only when asked
 
 
 def sections() -> tuple[Section, ...]:
-    """Every family's fact-sheet sections (``SECTIONS``), in catalog order."""
-    return tuple(section for module in FAMILIES.values() for section in getattr(module, "SECTIONS", ()))
+    """Every family's fact-sheet sections, in catalog order."""
+    return tuple(section for family in FAMILIES for section in family.sections)
 
 
 def invariant_checks() -> tuple[InvariantCheck, ...]:
-    """Every family's cross-generation invariants (``INVARIANTS``), in catalog order."""
-    return tuple(check for module in FAMILIES.values() for check in getattr(module, "INVARIANTS", ()))
+    """Every family's invariants, in catalog order."""
+    return tuple(check for family in FAMILIES for check in family.invariants)
 
 
 def probes_by_family(smoke: bool) -> dict[str, tuple[str, ...]]:
     """Each family's probes: all of them, or (``smoke``) the cheapest few its smoke stage measures."""
-    return {name: tuple(module.SMOKE.probes if smoke else module.PROBES) for name, module in FAMILIES.items()}
+    return {family.name: family.smoke.probes if smoke else family.probes for family in FAMILIES}

@@ -24,12 +24,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device
-from gpuprobe.families.base import Plan, ProbeFailure
-from gpuprobe.families.measuring import Stopping, sample_until_stable
+from gpuprobe.families.base import Plan
 from gpuprobe.families.planning import cycles_s, kernel_runs
-
-UNROLL = 32  # operations per loop iteration in every differenced kernel: fixed by their PTX (//@repeat 32)
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,6 @@ class Difference:
         return taken
 
 
-
 def step_gbps(step_bytes: float, step_ms: float) -> float:
     """GB/s of ``step_bytes`` moved in ``step_ms`` milliseconds."""
     return step_bytes / (step_ms * 1e-3) / 1e9
@@ -162,8 +160,8 @@ def resolved_step(lengths: Lengths, short: float, long: float, timer: Timer, wha
     raise ProbeFailure(unresolved(what, timer, long - short, tried, "its lengths are fixed"))
 
 
-# A first contact's sampling: one sample, its long launch 32 steps longer than its short one.
-SMOKE_SAMPLING = {"short_iterations": 1, "long_iterations": 2, "min_repeats": 1, "max_repeats": 1}
+# A first contact's sampling: one sample, its long launch one iteration longer than its short one.
+SMOKE_SAMPLING = {"short_iterations": 1, "long_iterations": 2, "sampling": ONE_SAMPLE}
 
 
 @dataclass(frozen=True)
@@ -171,31 +169,24 @@ class DifferencedSettings:
     """What a long-minus-short family samples: its two loop lengths, and when to stop sampling.
     A family's ``Settings`` extends it (and calls ``super().__post_init__()`` from its own)."""
 
-    short_iterations: int = 8  # a sample: (40 - 8) x 32 = 1024 operations
+    short_iterations: int = 8  # a sample: (40 - 8) iterations of the kernel's unrolled loop
     long_iterations: int = 40
-    min_repeats: int = 3
-    max_repeats: int = 9
-    target_noise: float = 0.01
-    probe_budget_s: float = 0.5
+    sampling: Stopping = Stopping(3, 9, 0.01, 0.5)
 
     def __post_init__(self) -> None:
-        self.stopping()  # each validates itself
-        _ = self.lengths
+        self.lengths(1)  # the lengths validate themselves, as the Stopping does
 
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.probe_budget_s)
-
-    @property
-    def lengths(self) -> Lengths:
-        return Lengths(self.short_iterations, self.long_iterations, UNROLL)
+    def lengths(self, steps: int) -> Lengths:
+        """The two lengths, for a kernel of ``steps`` operations per iteration (its declared unroll)."""
+        return Lengths(self.short_iterations, self.long_iterations, steps)
 
 
 def samples_plan(
-    settings: DifferencedSettings, device: Device, step_cycles: float, lengths: Lengths | None = None, serial: int = 1
+    settings: DifferencedSettings, device: Device, step_cycles: float, steps: int, serial: int = 1
 ) -> Plan:
     """What :class:`Difference` costs at its most repeats (no widening): each sample a short and a long checked
-    launch of ``lengths`` (default: the settings'), each step ``step_cycles`` at most, ``serial`` times
-    over (blocks that take turns on an SM)."""
-    lengths = lengths or settings.lengths
-    steps = settings.max_repeats * (lengths.short + lengths.long) * lengths.steps
-    return kernel_runs(2 * settings.max_repeats, cycles_s(serial * steps * step_cycles, device))
+    launch of the settings' lengths of ``steps`` operations per iteration, each step ``step_cycles`` at most,
+    ``serial`` times over (blocks that take turns on an SM)."""
+    lengths, repeats = settings.lengths(steps), settings.sampling.max_repeats
+    cycles = serial * repeats * (lengths.short + lengths.long) * lengths.steps * step_cycles
+    return kernel_runs(2 * repeats, cycles_s(cycles, device))

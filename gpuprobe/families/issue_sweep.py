@@ -1,45 +1,9 @@
 """Latency and issue rate from timed chain kernels and their twins: the records they write and what they mean.
 
-A chain kernel (ptx/alu*.ptx, ptx/mma*.ptx) runs ``iters`` iterations of an unrolled loop of
-dependent chains and writes every thread's result words, then per warp (ptx/common/chain_records.ptxinc)
-:data:`TIMING_WORDS` 64-bit words: %clock64 just before and just after the timed loop,
-%globaltimer around those, and the SM id.
-
-* The loop control. A kernel's loop is ``body`` instructions and an IADD, an ISETP and a BRA. More
-  iterations of one kernel add both in the same proportion, so long minus short iterations counts
-  the control with the instructions: 32 FFMA take 35 issue slots (an H200 read 115.8 FMA/clk/SM of
-  its 128), and a dependent chain waits for the branch once an iteration (4.22 cycles an FFMA step,
-  (32 x 4 + 7) / 32, for 4). Each kernel therefore has a twin (:data:`TWIN_SUFFIX`) whose body is
-  the same instructions :data:`TWIN_PASSES` times over under the same control. Run for the same
-  iterations, the twin does ``(TWIN_PASSES - 1) x body`` more instructions an iteration and nothing
-  else more: the same loop control, the same entry and exit, the same clock reads. So
-
-      cost per instruction = (reading(twin) - reading(kernel)) / ((TWIN_PASSES - 1) x body x iterations)
-
-  holds the instruction's cost alone: the control cancels exactly, what a timed region pays once
-  too. It is :class:`~gpuprobe.families.differencing.Difference` over :class:`Depths`, whose
-  lengths count instructions per iteration and whose steps are the iterations (widened by running
-  more of them). Why not a deep enough unroll instead: 1024 FFMA an iteration still leave 0.3 %
-  of control, and no unroll leaves none. The two kernels differ in one thing paid once: the
-  twin's longer body is fetched cold on its first pass (a few hundred cycles at most, against the
-  50,000 or more each difference spans). Why twice and not more: see ptx/alu/alu.ptx.
-* Latency: one thread (one warp for mma), one chain (ILP 1): the first thread's loop cycles,
-  twin less kernel, per instruction: every instruction is one dependent step.
-* Issue rate: one block per SM (grid = SM count), 1 to 32 warps, ``ILP`` chains per thread. An SM's
-  span is its first thread's start to its last thread's end (%clock64 is one counter per SM); the
-  rate is the SM's threads' work per instruction over the cycles per instruction, twin less
-  kernel, median span over SMs. The block scheduler does not promise one block per SM (a block
-  that finished early, or one dispatched late, may share an SM with another), so the span is taken
-  over the SMs that held exactly one block: an SM holding two measures another load, and SMs do not
-  share the units an issue rate is about. A run in which fewer than half of the blocks had an SM to
-  themselves fails.
-* The SM clock: %clock64 cycles over %globaltimer ns of one window, the twin's run. The timer moves
-  in ticks of about a microsecond (:data:`TIMER_TICK_NS`), so a window of W ns reads it to a tick
-  in W (:func:`clock_mhz`); a shorter window than the precision asks for gives no clock.
-
-What a family's sweeps cost at most on a device (:func:`sweep_plan`) is counted from the settings;
-:func:`run_plan` and :func:`held_batch_s` price the checked runs and timed batches that other families'
-plans count too.
+A chain kernel writes every thread's result words and, per warp, :data:`TIMING_WORDS` clock and timer
+words. Its twin (:data:`TWIN_SUFFIX`) runs the same body :data:`TWIN_PASSES` times over under the same
+loop control, so twin less kernel holds the instructions' cost alone. docs/issue_sweep.md says how
+latency, issue rate and the SM clock are read from them.
 """
 
 from __future__ import annotations
@@ -47,17 +11,22 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device
-from gpuprobe.families.base import Plan, ProbeFailure
+from gpuprobe.families.base import Plan, Request
 from gpuprobe.families.differencing import Difference, Lengths
-from gpuprobe.families.measuring import Stopping, clock_mhz, clock_window_ns
+from gpuprobe.families.measuring import clock_mhz, clock_window_ns
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, cycles_s, readback_host_s
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
+from gpuprobe.kernels.registry import unroll_of
+from gpuprobe.runner.launcher import Launcher
 
 TIMING_WORDS = 5  # per warp, after all threads' results: clock start, clock end, timer start, timer end, SM id
-MIN_CLOCK_WINDOW_NS = clock_window_ns(0.02)  # 50 us: a chain run's clock to 2 %
+MIN_CLOCK_WINDOW_NS = clock_window_ns(0.02)  # 50 us: a chain launch's clock to 2 %
 TWIN_PASSES = 2  # a twin's loop body is its kernel's this many times over (ptx/alu/alu.ptx says why not more)
 TWIN_SUFFIX = "_x2"  # a twin kernel's name is its kernel's and this (its probe declares it: ``twin`` in ptx/*/*.toml)
 
@@ -67,6 +36,13 @@ def twin_kernel(kernel: str, passes: int = TWIN_PASSES) -> str:
     if passes not in (1, TWIN_PASSES):
         raise ValueError(f"a chain kernel's body runs once or {TWIN_PASSES} times, not {passes}")
     return kernel if passes == 1 else f"{kernel}{TWIN_SUFFIX}"
+
+
+@functools.cache
+def body_of(kernel: str) -> int:
+    """The instructions per thread in one pass of a chain kernel's loop: the unroll its probe declares, found
+    through its twin (which only that probe names; the kernel alone may also serve a probe that times nothing)."""
+    return unroll_of(twin_kernel(kernel))
 
 
 def output_words(threads: int, result_words: int) -> int:
@@ -84,7 +60,7 @@ class Records:
     end_ns: np.ndarray
     sm: np.ndarray
     result: np.ndarray  # one row per thread, the kernel's result words
-    lanes: int  # threads per warp: 32, or the one thread of a latency run
+    lanes: int  # threads per warp: 32, or the one thread of a latency launch
 
     @classmethod
     def from_output(cls, words: np.ndarray, threads: int, result_words: int, kernel: str) -> Records:
@@ -121,21 +97,21 @@ class Records:
         return clock_mhz(float(self.end[longest] - self.start[longest]), ns, MIN_CLOCK_WINDOW_NS)
 
 
-def thread_cycles(run: Records) -> float:
-    """A latency run's reading: its one thread's (or warp's) loop, in cycles."""
-    return float((run.end - run.start)[0])
+def thread_cycles(records: Records) -> float:
+    """A latency launch's reading: its one thread's (or warp's) loop, in cycles."""
+    return float((records.end - records.start)[0])
 
 
-def sm_cycles(run: Records, warps: int) -> float:
-    """A sweep run's reading: the median span of the SMs that held one block of ``warps`` warps, in
-    cycles; a run in which fewer than half of the blocks had an SM to themselves fails."""
-    blocks = len(run.sm) // warps
-    if 2 * run.alone(warps) < blocks:
+def sm_cycles(records: Records, warps: int) -> float:
+    """A sweep launch's reading: the median span of the SMs that held one block of ``warps`` warps, in
+    cycles; a launch in which fewer than half of the blocks had an SM to themselves fails."""
+    blocks = len(records.sm) // warps
+    if 2 * records.alone(warps) < blocks:
         raise ProbeFailure(
-            f"only {run.alone(warps)} of {blocks} blocks of {warps} warps had an SM to themselves: "
+            f"only {records.alone(warps)} of {blocks} blocks of {warps} warps had an SM to themselves: "
             "the block scheduler doubled up the others"
         )
-    return run.span(warps)
+    return records.span(warps)
 
 
 @dataclass(frozen=True)
@@ -193,67 +169,76 @@ def check_results(results: np.ndarray, predicted: Callable[[np.ndarray], np.ndar
 
 @dataclass(frozen=True)
 class Settings:
-    """How a chain family samples: the sweep's warps, the runs' lengths, when to stop."""
+    """How a chain family samples: the sweep's warps, the launches' lengths, when to stop (each point)."""
 
     warps: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # warps per SM in the sweep (one block per SM)
-    short_iterations: int = 8  # the kernel's sizing run, from which the pair's iterations are set
-    latency_target_cycles: float = 300_000.0  # twin minus kernel, for the one-warp latency runs
+    short_iterations: int = 8  # the kernel's sizing launch, from which the pair's iterations are set
+    latency_target_cycles: float = 300_000.0  # twin minus kernel, for the one-warp latency launches
     sweep_target_cycles: float = 150_000.0  # twin minus kernel, for each sweep point
     max_iterations: int = 1 << 20
-    min_repeats: int = 2
-    max_repeats: int = 3  # an H200's chain cycles repeat to 0.01 %: every point settled at its first 2 samples
-    target_noise: float = 0.01
-    point_budget_s: float = 0.5
+    # an H200's chain cycles repeat to 0.01 %: every point settled at its first 2 samples
+    sampling: Stopping = Stopping(2, 3, 0.01, 0.5)
 
     def __post_init__(self) -> None:
         if self.short_iterations < 1 or self.max_iterations <= self.short_iterations:
             raise ValueError("Settings: need 1 <= short_iterations < max_iterations")
         if not self.warps or any(not 1 <= w <= 32 for w in self.warps):
             raise ValueError(f"Settings.warps must be 1 to 32 warps per SM, got {self.warps}")
-        if self.min_repeats < 1 or self.max_repeats < self.min_repeats:
-            raise ValueError("Settings: need 1 <= min_repeats <= max_repeats")
 
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.point_budget_s)
-
-    def planned_runs(self, configurations: int) -> int:
-        """The most launches a latency or one ILP's sweep takes: per configuration a sizing run, then per
-        sample a run of the kernel and one of its twin."""
-        return configurations * (1 + 2 * self.max_repeats)
+    def planned_launches(self, configurations: int) -> int:
+        """The most launches a latency or one ILP's sweep takes: per configuration a sizing launch, then per
+        sample a launch of the kernel and one of its twin."""
+        return configurations * (1 + 2 * self.sampling.max_repeats)
 
 
 # A first contact's sweep: the full run's shape (one block per SM, every warp count, so each fact it
-# publishes means what the full run's does), every sample taken once, runs of a few thousand cycles (the
-# families' checks hold for any trip count; such runs are too short to read the SM clock).
+# publishes means what the full run's does), every sample taken once, launches of a few thousand cycles (the
+# families' checks hold for any trip count; such launches are too short to read the SM clock).
 SMOKE_SETTINGS = Settings(short_iterations=1, latency_target_cycles=2000.0, sweep_target_cycles=2000.0,
-                          min_repeats=1, max_repeats=1)  # fmt: skip
+                          sampling=ONE_SAMPLE)  # fmt: skip
 
 Launch = Callable[[int, int, int, int, int], Records]  # (passes, ILP, iterations, blocks, threads) -> checked records
+
+
+def chain_records(
+    request: Request, kernel: str, operands: Any, iterations: int, blocks: int, threads: int, result_words: int
+) -> Records:
+    """One checked launch of a chain kernel taking (iters, operands, out): ``blocks`` of ``threads``, each
+    thread writing ``result_words``; its records (the caller checks the results)."""
+    count = output_words(blocks * threads, result_words)
+    out = request.outputs.get(count)
+    args = [np.uint32(iterations), operands, out]
+    words = request.kernels.run(kernel, args, out, count, grid=blocks, block=threads)
+    return Records.from_output(words, blocks * threads, result_words, kernel)
 
 
 @dataclass
 class Sweeper:
     """Latency and sweep points of one chain kernel and its twin, through ``launch`` (which checks results).
-    ``body``: the instructions per thread in one pass of the kernel's loop (32 ALU steps, 16 mma.sync)."""
+    ``body``: the instructions per thread in one pass of the kernel's loop (:func:`body_of`: 32 ALU steps,
+    16 mma.sync)."""
 
     launch: Launch
     settings: Settings
     sm_count: int
-    body: int
     kernel: str
-    clocks: list[float] = field(default_factory=list)  # SM MHz read over the twins' runs
+    body: int = field(init=False)
+    clocks: list[float] = field(default_factory=list)  # SM MHz read over the twins' launches
+
+    def __post_init__(self) -> None:
+        self.body = body_of(self.kernel)
 
     def latency(self, threads: int) -> list[float]:
         """Cycles per dependent step of one chain (ILP 1, one block of ``threads``: 1 thread or 1 warp)."""
         pair = self._pair(1, 1, threads, self.settings.latency_target_cycles, thread_cycles)
-        return pair.samples(self.settings.stopping())
+        return pair.samples(self.settings.sampling)
 
     def point(self, ilp: int, warps: int, work_per_instruction: float) -> SweepPoint:
         """The rate at ``warps`` per SM (one block per SM), ``work_per_instruction`` per thread: the SM's
         threads' work over the SM cycles each instruction of theirs takes."""
         read = functools.partial(sm_cycles, warps=warps)
         pair = self._pair(ilp, self.sm_count, 32 * warps, self.settings.sweep_target_cycles, read)
-        cycles = pair.samples(self.settings.stopping())
+        cycles = pair.samples(self.settings.sampling)
         return SweepPoint(ilp, warps, [32 * warps * work_per_instruction / c for c in cycles])
 
     def mhz(self) -> float | None:
@@ -261,10 +246,10 @@ class Sweeper:
 
     def _pair(self, ilp: int, blocks: int, threads: int, target: float, read: Callable[[Records], float]) -> Difference:
         """The kernel and its twin as one :class:`Difference`, sized so that the twin takes ``target``
-        cycles more; ``read`` turns a run into its reading."""
+        cycles more; ``read`` turns a launch's records into its reading."""
         s = self.settings
 
-        def run(depth: int) -> float:
+        def reading(depth: int) -> float:
             iterations = pair.lengths.steps
             if iterations > s.max_iterations:
                 raise ProbeFailure(f"{self.kernel}: its twin's difference needs over {s.max_iterations} iterations")
@@ -275,11 +260,11 @@ class Sweeper:
 
         depths = Depths(self.body, TWIN_PASSES * self.body, self._iterations(ilp, blocks, threads, target))
         what = f"{self.kernel} and {twin_kernel(self.kernel)}, ILP {ilp}, {threads} threads x {blocks} blocks"
-        pair = Difference(run, depths, what)
+        pair = Difference(reading, depths, what)
         return pair
 
     def _iterations(self, ilp: int, blocks: int, threads: int, target: float) -> int:
-        """Iterations for the twin to take about ``target`` cycles more than the kernel, from a short run of
+        """Iterations for the twin to take about ``target`` cycles more than the kernel, from a short launch of
         the kernel (its cycles per iteration, which its twin's extra passes each take again)."""
         s = self.settings
         short = self.launch(1, ilp, s.short_iterations, blocks, threads)
@@ -287,34 +272,36 @@ class Sweeper:
         return int(min(s.max_iterations, max(1, round(target / ((TWIN_PASSES - 1) * per_pass)))))
 
 
-def launchable_warps(launcher, kernel: str, settings: Settings) -> list[int]:
+def launchable_warps(launcher: Launcher, kernel: str, settings: Settings) -> list[int]:
     """The sweep's warps per SM whose block the kernel and its twin's resources allow (occupancy API)."""
     return [w for w in settings.warps
             if min(launcher.max_active_blocks(k, 32 * w) for k in (kernel, twin_kernel(kernel))) >= 1]  # fmt: skip
 
 
-def run_plan(runs: int, target_cycles: float, threads: int, result_words: int, device: Device) -> Plan:
-    """What ``runs`` checked runs of ``threads`` threads cost at most: each at most three times
+def launches_plan(launches: int, target_cycles: float, threads: int, result_words: int, device: Device) -> Plan:
+    """What ``launches`` checked launches of ``threads`` threads cost at most: each at most three times
     ``target_cycles`` at the device's nominal clock (a margin that also covers a clock down to a third
     of it), and its output read back and checked. No probe: the caller counts those."""
     output = output_words(threads, result_words) * 8
-    return Plan(0, runs * KERNEL_RUN_CALLS, runs * cycles_s(3 * target_cycles, device), runs * readback_host_s(output))
+    gpu_s = launches * cycles_s(3 * target_cycles, device)
+    return Plan(0, launches * KERNEL_RUN_CALLS, gpu_s, launches * readback_host_s(output))
 
 
-def pair_run_cycles(target_cycles: float) -> float:
-    """The mean length of a kernel's and its twin's runs when the twin takes ``target_cycles`` more: the
-    kernel ``target / (TWIN_PASSES - 1)``, the twin ``TWIN_PASSES`` times that (a sizing run is shorter)."""
+def pair_launch_cycles(target_cycles: float) -> float:
+    """The mean length of a kernel's and its twin's launches when the twin takes ``target_cycles`` more: the
+    kernel ``target / (TWIN_PASSES - 1)``, the twin ``TWIN_PASSES`` times that (a sizing launch is shorter)."""
     return target_cycles * (1 + TWIN_PASSES) / (2 * (TWIN_PASSES - 1))
 
 
 def sweep_plan(settings: Settings, device: Device, kernels: int, ilps: int, result_words: int) -> Plan:
     """What ``kernels`` chain kernels (each with its twin) measured at ``ilps`` ILPs each cost at most: one
     probe per kernel and ILP; per kernel a latency (one warp) and every ILP's sweep over the warps, every
-    sample at its most repeats (:func:`run_plan` for each run)."""
+    sample at its most repeats (:func:`launches_plan` for each launch)."""
     s = settings
-    per_kernel = run_plan(s.planned_runs(1), pair_run_cycles(s.latency_target_cycles), 32, result_words, device)
+    latency = pair_launch_cycles(s.latency_target_cycles)
+    per_kernel = launches_plan(s.planned_launches(1), latency, 32, result_words, device)
     for warps in s.warps:
-        per_kernel += run_plan(s.planned_runs(ilps), pair_run_cycles(s.sweep_target_cycles),
-                               device.sm_count * 32 * warps, result_words, device)  # fmt: skip
+        per_kernel += launches_plan(s.planned_launches(ilps), pair_launch_cycles(s.sweep_target_cycles),
+                                    device.sm_count * 32 * warps, result_words, device)  # fmt: skip
     k = kernels
     return Plan(k * ilps, k * per_kernel.launches, k * per_kernel.gpu_s, k * per_kernel.host_s)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from gpuprobe.core.results import Device
 from gpuprobe.families.base import Plan
-from gpuprobe.runner.gpu import hold_cycles
+from gpuprobe.runner.launcher import hold_cycles
 
 KERNEL_RUN_CALLS = 3  # a checked Kernels.run: the poison fill, the launch, the read-back
 MIN_KERNEL_S = 5e-6  # the GPU time of the emptiest launch: its start and its drain

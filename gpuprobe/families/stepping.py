@@ -1,21 +1,19 @@
-"""Yielding a family's probes as (name, run) pairs, for families whose probes are independent steps.
+"""Yielding a family's probes as (name, step) pairs, the one way every family hands its probes over.
 
-The measuring child measures each ``run()`` between clock and NVML snapshots and turns a failed
-self-check (:class:`~gpuprobe.families.base.ProbeFailure`) into the outcome "failed"
+The measuring child measures each ``step()`` between clock and NVML snapshots and turns a failed
+self-check (:class:`~gpuprobe.core.errors.ProbeFailure`) into the outcome "failed"
 (:mod:`gpuprobe.measure.conditions`); any other exception (a CUDA error) is its isolation's to record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from gpuprobe.families.base import Measured
+from gpuprobe.families.base import Measured, Probes
 
 
-def runs(
-    order: Sequence[str], steps: Mapping[str, Callable[[], Measured]], runnable: set[str]
-) -> Iterator[tuple[str, Callable[[], Measured]]]:
-    """The runnable probes of ``order`` as (name, run), ``steps[name]`` measuring each."""
+def probe_steps(order: Sequence[str], steps: Mapping[str, Callable[[], Measured]], runnable: set[str]) -> Probes:
+    """The runnable probes of ``order`` as (name, step), ``steps[name]`` measuring each."""
     for name in order:
         if name in runnable:
             yield name, steps[name]

@@ -1,6 +1,7 @@
 """What a streaming kernel's sums are checked against: the source pattern and the sums of its chunks.
 
-The streaming kernels (host_transfer's SM copy, async_copy's global->shared streams) read a source
+The streaming kernels (host_transfer's SM copy, async_copy's global->shared streams; the bandwidth
+family checks its own reads' sums with :func:`check_sums` too) read a source
 whose 32-bit word i holds i x PATTERN_MULTIPLIER (+ an offset), modulo 2**32, so every 16-byte chunk
 differs, and each thread reports the sum of the words it moved; chunk t + k x threads belongs to
 thread t. A chunk moved twice or not at all changes some thread's sum.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.core.errors import ProbeFailure
 
 PATTERN_MULTIPLIER = 0x9E3779B1
 
@@ -36,11 +37,13 @@ def stream_sums(chunks: np.ndarray, threads: int) -> np.ndarray:
     return chunks.reshape(-1, threads).sum(axis=0, dtype=np.uint64)
 
 
-def check_sums(kernel: str, got: np.ndarray, expected: np.ndarray, what: str) -> None:
-    """ProbeFailure naming the first ``what`` (thread, block) whose sum is not the expected one."""
+def check_sums(kernel: str, got: np.ndarray, expected: np.ndarray, what: str = "thread") -> None:
+    """Every ``what``'s (thread's, block's) sum is the host's; ProbeFailure counting those that are not and
+    naming the first."""
     wrong = np.flatnonzero(got != expected)
     if wrong.size:
         i = int(wrong[0])
         raise ProbeFailure(
-            f"{kernel}: {what} {i} summed {int(got[i]):#x}, expected {int(expected[i]):#x} ({wrong.size} wrong)"
+            f"{kernel}: {wrong.size} of {len(expected)} {what} sums differ from the host's "
+            f"({what} {i}: {int(got[i]):#x}, expected {int(expected[i]):#x})"
         )

@@ -1,33 +1,13 @@
-"""Fleets: many GPUs' results side by side, outliers named.
+"""Fleets: many GPUs' results side by side, outliers named (``gpuprobe fleet DIR_OR_FILES...``).
 
-Three pieces, documented for users in docs/fleet.md:
-
-- **Aggregation** (``gpuprobe fleet DIR_OR_FILES...``): every results file is one GPU. The report opens
-  with what its files differ in besides the GPUs themselves (drivers, gpuprobe code, stages) and any
-  board found in several files (:func:`gpuprobe.fleet.provenance.fleet_lines`), and says on how many
-  hosts they ran. Facts are compared only within one GPU model (``device.name``), smoke-stage files
-  apart from full runs (one model "NAME (smoke stage)"): per fact the distribution across GPUs
-  (count, median, MAD, noise, min, p5, p95, max), and per GPU a robust z-score for each fact,
-  ``z = (x - median) / scale`` with a scale no smaller than the fact's measured noise nor than the
-  practical threshold allows (:mod:`gpuprobe.fleet.spread`). A GPU with any ``|z|`` beyond the
-  threshold (3.5 by default) is an outlier and the command exits 1: a fact beyond the GPUs' spread,
-  beyond its own noise, and more than ``--min-deviation`` (3 %) from the median. Files that are not
-  gpuprobe results (a FIFO or a device named ``*.json`` too) are listed as skipped with the reason; only when
-  none is readable is that an error. Each file is read as every reader reads it
-  (:func:`gpuprobe.fleet.reading.read_judged`: validated, then judged again), and a note names the files
-  whose stored verdicts this gpuprobe judges otherwise.
-- **One node, many GPUs** (``gpuprobe fleet-run OUT``, and the pytest-xdist form): see
-  :mod:`gpuprobe.fleet.runs`.
-- **Across nodes**: docs/slurm/gpuprobe-fleet.sbatch, one Slurm task per GPU, then
-  ``gpuprobe fleet`` over the shared output directory.
-
-Pure parts (:func:`aggregate`, :func:`aggregate_summaries`, :func:`render`) do no I/O; the file
-reading around them is small.
+Every results file is one GPU; facts are compared only within one GPU model and one stage, each GPU's
+value scored by a robust z (:mod:`gpuprobe.fleet.spread`), and a GPU beyond the threshold is an outlier
+(exit 1). docs/fleet.md documents the report, its formats and the runs behind it. The pure parts
+(:func:`aggregate`, :func:`aggregate_summaries`, :func:`render`) do no I/O.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -41,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuprobe.core.detection import percent_text
-from gpuprobe.core.errors import GpuprobeError, require_count
+from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import os_reason
 from gpuprobe.core.results import WITNESS_PREFIX, Provenance, Results, provenance
-from gpuprobe.core.tables import md_cell, md_table, text_table
-from gpuprobe.core.text import md_code, shown
+from gpuprobe.core.tables import md_table, text_table
+from gpuprobe.core.text import md_code, md_text, shown
 from gpuprobe.fleet.compare import allowance_text, md_warnings
 from gpuprobe.fleet.provenance import fleet_lines, hosts_text
 from gpuprobe.fleet.reading import changes_text, read_judged
@@ -666,7 +646,7 @@ def _render_text(report: FleetReport, top: int) -> str:
 def _md_method(rule: Rule) -> list[str]:
     """The method lines as a paragraph, a list of the three scales, and a paragraph."""
     head, *scales, tail = method_lines(rule)
-    return [md_cell(head), *(f"- {md_cell(line.strip())}" for line in scales), "", md_cell(tail)]
+    return [md_text(head), *(f"- {md_text(line.strip())}" for line in scales), "", md_text(tail)]
 
 
 def _render_md(report: FleetReport, top: int) -> str:
@@ -682,15 +662,15 @@ def _render_md(report: FleetReport, top: int) -> str:
     ]
     for m in report.models:
         rows = [_fact_row(f) for f in m.facts]
-        out += ["", f"## {md_cell(m.model)} ({m.gpus} GPUs)", "", *md_table(FACT_HEADERS, rows, NUMERIC)]
+        out += ["", f"## {md_text(m.model)} ({m.gpus} GPUs)", "", *md_table(FACT_HEADERS, rows, NUMERIC)]
     worst = md_table(WORST_HEADERS, _worst_rows(report, top), NUMERIC)
     title = _worst_title(report, top)
     out += ["", f"## {title[0].upper()}{title[1:]}", "", *worst]
     if report.skipped:
         out += ["", f"## Skipped files ({len(report.skipped)})", ""]
-        out += [f"- {md_code(s.path)}: {md_cell(s.reason)}" for s in report.skipped]
+        out += [f"- {md_code(s.path)}: {md_text(s.reason)}" for s in report.skipped]
     if report.notes:
-        out += ["", "## Notes", "", *(f"- {md_cell(n)}" for n in report.notes)]
+        out += ["", "## Notes", "", *(f"- {md_text(n)}" for n in report.notes)]
     return "\n".join(shown(line) for line in out) + "\n"
 
 
@@ -703,69 +683,3 @@ def render(report: FleetReport, fmt: str = "text", top: int = WORST_SHOWN) -> st
     if fmt == "text":
         return _render_text(report, top)
     raise GpuprobeError(f"fleet: unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
-
-
-# ---------------------------------------------------------------- commands ------------------
-
-
-def positive_number(text: str, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a positive {what}, not {text}")
-    return value
-
-
-def z_threshold(text: str) -> float:
-    return positive_number(text, "z-score")
-
-
-def percentage(text: str) -> float:
-    """A finite percentage of at least 0 (``--min-deviation``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (value >= 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a finite percentage of at least 0, not {text}")
-    return value
-
-
-def add_outlier_options(p: argparse.ArgumentParser) -> None:
-    """``--threshold Z`` and ``--min-deviation PCT``: what makes an outlier (``fleet`` and ``fleet-run``)."""
-    p.add_argument(
-        "--threshold",
-        type=z_threshold,
-        default=DEFAULT_THRESHOLD,
-        metavar="Z",
-        help=f"a GPU with any |robust z| above Z is an outlier: exit status 1 (default {DEFAULT_THRESHOLD})",
-    )
-    p.add_argument(
-        "--min-deviation",
-        type=percentage,
-        default=DEFAULT_MIN_DEVIATION_PCT,
-        metavar="PCT",
-        help="the practical threshold: a measured fact less than PCT percent from its model's median is never "
-        f"an outlier, whatever its z (default {DEFAULT_MIN_DEVIATION_PCT:g}; exact facts count any difference)",
-    )
-
-
-def cmd_fleet(args: argparse.Namespace) -> int:
-    require_count(args.top, "--top")
-    require_count(args.jobs, "--jobs")
-    report = aggregate_paths(args.paths, args.threshold, args.jobs, args.min_deviation)
-    print(render(report, args.format, args.top), end="")
-    return report.exit_status
-
-
-def add_command(subparsers: Any) -> None:
-    """Register ``fleet`` on the ``gpuprobe`` command's subparsers (``fleet-run``: gpuprobe.fleet.runs)."""
-    p = subparsers.add_parser("fleet", help="compare many GPUs' results: distributions per model, robust outliers")
-    p.add_argument("paths", nargs="+", metavar="DIR_OR_FILE", help="results files, or directories to search for *.json")
-    add_outlier_options(p)
-    p.add_argument("--format", choices=FORMATS, default="text")
-    p.add_argument("--top", type=int, default=WORST_SHOWN, metavar="N", help="worst GPUs shown (default 10)")
-    p.add_argument("--jobs", type=int, default=None, metavar="N", help="processes reading files (default: CPUs)")
-    p.set_defaults(func=cmd_fleet)

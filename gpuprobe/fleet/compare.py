@@ -1,99 +1,19 @@
 """Regression comparison of two results files: every fact SAME, BETTER, WORSE, CHANGED, DIFFERENT HOST or UNKNOWN.
 
-``gpuprobe compare BASE.json NEW.json`` (and ``pytest probes/ --baseline BASE.json``) label each
-fact of NEW against BASE relative to the noise both runs measured, never by a fixed percentage.
-
-Before any fact, the report says where the two runs came from (:mod:`gpuprobe.fleet.provenance`): its
-first lines name each of the GPU model and clocks, the board (UUID, serial), the host (name, machine id),
-the driver and the gpuprobe code (version, commit) that differ or that the files cannot tell. Two runs of
-different stages (a smoke run and a full one) are refused: their facts share ids, not settings. The command
-reads both files as every reader does (:func:`gpuprobe.fleet.reading.read_judged`: validated, then judged
-again), so an invariant is compared by what this gpuprobe judges of the values, never by a stored verdict,
-and a warning names each file's stored verdicts that differ.
-
-The rules, in the order they are tried for each fact id:
-
-1. **Present on one side only**: UNKNOWN ("only in BASE" / "only in NEW"), and listed above the
-   table.
-2. **Units differ**: UNKNOWN (the numbers cannot be compared).
-3. **Invariants** (``invariant.*`` or unit ``bool``): by verdict (or value 1/0): pass -> fail is
-   WORSE, fail -> pass is BETTER, unchanged is SAME; anything else UNKNOWN.
-4. **No value** on either side (not measured, or non-finite): UNKNOWN.
-5. **Raw samples on both sides**: Student's two-sample t-test with pooled variance
-   (:func:`gpuprobe.core.detection.t_test`: an unchanged fact is one distribution, so one noise,
-   in both runs), the noise measured from the two runs' own samples plus the run-to-run allowance
-   (see "What the noise is" below).  A
-   p-value under ``alpha`` (:data:`~gpuprobe.core.detection.FACT_ALPHA`, 0.001, per fact) is a
-   change beyond the noise.  Otherwise SAME, unless the two sample ranges are disjoint and the means
-   5 % or more apart (of the smaller, so that swapping the runs swaps nothing else): then the samples
-   are too few or too noisy to tell, UNKNOWN, with the smallest change they could detect.  (Disjoint
-   ranges alone are no evidence: three samples against three of one distribution have them one time
-   in ten.)
-   A side with a single sample has no noise estimate: UNKNOWN if the values differ.
-   What it promises: an unchanged fact is called changed with probability ``alpha``, so a
-   comparison of two runs of an unchanged GPU carries ``alpha / 2`` false WORSE per fact compared
-   this way on average (and as many false BETTER), ``tested * alpha / 2`` in all, which
-   :meth:`Comparison.expected_false_worse` gives and the method line states.  An expected count adds
-   up over facts whatever their dependence, which a familywise bound (Bonferroni) buys at the price
-   of needing 8 or more samples a side.  Each row also says the smallest change the pair detects
-   with 80 % probability (``detects changes ≥ 2.1 %``) and, when a 5 % change is out of reach, why:
-   too few samples (and how many would do) or a noisy quantity.
-   Why a t-test rather than a rank test: with the two to nine samples a side the suite takes, no rank
-   pattern of three samples against three is rarer than 1 in 10, while the noise the samples show
-   decides a 5 % change from three a side when that noise is small, as a latency's usually is.
-   Rules 5 and 6 are for measured quantities; before them come two kinds that are not
-   (:func:`~gpuprobe.core.detection.quantity_kind`): an **exact** result (a count, a flag, a size the
-   device reports or a probe decides on a grid: ``l2.partition_count``, ``cache.l2.sector_bytes``,
-   ``device.sm_count``) is compared by value, any difference a change; a size **fitted** on a curve
-   (``capacity.*``, ``cache.l1.line_bytes``) with intervals on both sides goes by rule 6, whatever
-   samples it keeps (those are refits of one knee, not draws).
-6. **Otherwise** (no samples on a side, or a capacity whose interval brackets a knee between
-   footprint grid points) the stored values are compared with their stored intervals: equal values
-   SAME; overlapping ``Fact.ci`` intervals SAME, disjoint ones changed.  A fact with neither
-   samples nor interval is exact when it is an identity fact (``device.*``) -- its interval is its
-   value -- and of unknown noise otherwise: a changed value with no noise estimate is UNKNOWN.
-
-A change beyond the noise is then SAME when it is smaller than ``threshold_pct`` percent of the
-base (practical significance); else BETTER or WORSE by the fact's :func:`direction`, or CHANGED
-("changed, no better or worse") for facts without one (``capacity.*``, ``device.sm_count``,
-``l2.partition_count``, anything unrecognised): a change that is real but not a regression or a gain
-by itself.  A change in a fact that either run measured while the GPU throttled or had other tenants
-(verdict ``throttled`` or ``shared``) is UNKNOWN: the conditions, not the hardware or software, may have
-moved it.  A change in a host cost (``host.*``, ``launch.*``) between two hosts is DIFFERENT HOST, and
-UNKNOWN where the files cannot tell the hosts apart: such costs move with the machine far beyond any
-allowance (two VMs, the two stored H200 runs: up to 202 %), so the label says where to look instead of
-calling it WORSE.
-
-What the noise is: the spread of samples within each run, plus a stated allowance for the variation
-between runs that no single run sees (another physical page layout, the clocks a run settles on):
-:func:`~gpuprobe.core.detection.run_to_run_pct` per kind of quantity (0.5 % for what the GPU
-measures, 0.75 % for rates at the clock it ran, 1 % for fitted sizes, ratios and host costs, none for
-exact results; :data:`~gpuprobe.core.detection.RUN_TO_RUN_PCT` says what each rests on), added to the
-variance of the difference of the means (the method line states them).  Without it a fact that is quiet within
-each run would be flagged for the few tenths of a percent its whole run moved.  ``--threshold``
-stays the practical floor, for GPUs whose runs move more (a consumer card's boost clock).  The
-samples of a run are taken to be independent draws.
-
-Runs of different GPUs (another model, another SM count or L2 size, other nominal SM or memory
-clocks, or measured SM clocks more than 2 % apart) are compared all the same, but the report opens
-with one loud line saying so (:func:`gpu_differences`): a change may then be the hardware's.
-
-Exit status of ``gpuprobe compare``: 1 when any fact is WORSE; with ``--strict`` also when any
-fact that BASE has is CHANGED, DIFFERENT HOST or UNKNOWN (missing now, undecidable); else 0.
-Unreadable, foreign or newer-schema files and runs of two stages raise :class:`GpuprobeError` (one
-line, exit 2), and so, with ``--strict``, do runs of different GPUs.
+``gpuprobe compare BASE.json NEW.json`` (and ``pytest probes/ --baseline BASE.json``) label each fact of
+NEW against BASE relative to the noise both runs measured, never by a fixed percentage. The report opens
+with where the two runs came from (:mod:`gpuprobe.fleet.provenance`). The rules, in the order they are
+tried, what the noise is and the exit status are in docs/comparing.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 
 from gpuprobe.core.detection import (
     FACT_ALPHA,
@@ -114,12 +34,9 @@ from gpuprobe.core.detection import (
 )
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import DISTURBED_VERDICTS, WITNESS_PREFIX, Fact, Results, provenance
-from gpuprobe.core.tables import md_cell, md_table, text_table
-from gpuprobe.core.text import md_code, shown
+from gpuprobe.core.tables import NONE, md_table, text_table
+from gpuprobe.core.text import md_code, md_text, shown
 from gpuprobe.fleet.provenance import Relation, host_relation, provenance_lines, stage_refusal
-
-EXIT_WORSE = 1
-"""Exit status when a fact got worse (the CLI's EXIT_FAILED)."""
 
 CLOCK_TOLERANCE = 0.02
 """Measured SM clocks differing by more than this fraction of the base clock draw a warning."""
@@ -737,7 +654,6 @@ def _run_line(name: str, results: Results | None) -> str:
     )
 
 
-NONE = "—"
 HEADLINE = ("fact", "change", "noise (base / new)")
 """The columns of the WORSE and BETTER lists that open a report."""
 
@@ -824,13 +740,9 @@ def _text_lines(comparison: Comparison, show_all: bool) -> list[str]:
     return lines + _hidden_line(comparison, show_all)
 
 
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return md_table([c.capitalize() for c in header], rows)
-
-
 def md_warnings(lines: Sequence[str]) -> list[str]:
     """Warnings a Markdown report opens with: one quote, each line a bold paragraph of its own."""
-    quoted = [f"> **{md_cell(line)}**" for line in lines]
+    quoted = [f"> **{md_text(line)}**" for line in lines]
     return [part for i, line in enumerate(quoted) for part in ([">", line] if i else [line])]
 
 
@@ -845,17 +757,18 @@ def _markdown_lines(comparison: Comparison, show_all: bool) -> list[str]:
     ]
     for label, rows in _headline(comparison):
         if rows:
-            lines += ["", f"### {label.capitalize()} ({len(rows)})", "", *_md_table(HEADLINE, rows)]
+            table = md_table([c.capitalize() for c in HEADLINE], rows)
+            lines += ["", f"### {label.capitalize()} ({len(rows)})", "", *table]
     lines += [
         "",
-        f"- **base**{md_cell(_run_line('', comparison.base))}",
-        f"- **new**{md_cell(_run_line('', comparison.new))}",
-        f"- method: {md_cell(comparison.method())}",
+        f"- **base**{md_text(_run_line('', comparison.base))}",
+        f"- **new**{md_text(_run_line('', comparison.new))}",
+        f"- method: {md_text(comparison.method())}",
     ]
-    lines += [f"- {md_cell(line)}" for line in _preamble(comparison)]
+    lines += [f"- {md_text(line)}" for line in _preamble(comparison)]
     listed = _listed(comparison, show_all)
     if listed:
-        lines += ["", *_md_table(COLUMNS, [_cells(r) for r in listed])]
+        lines += ["", *md_table([c.capitalize() for c in COLUMNS], [_cells(r) for r in listed])]
     hidden = _hidden_line(comparison, show_all)
     return lines + (["", f"_{hidden[0]}_"] if hidden else [])
 
@@ -896,54 +809,6 @@ def baseline_message(comparison: Comparison | None, fact_id: str, strict: bool =
     return baseline_failure(row) if row is not None and row.fails(strict) else None
 
 
-# --------------------------------------------------------------------------- command line
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    """``gpuprobe compare``: print the report; 1 if a fact got WORSE (or, with --strict, UNKNOWN), else 0.
-
-    With ``--strict``, runs of different GPUs or clocks (:func:`gpu_differences`) are refused: a user error."""
-    from gpuprobe.fleet.reading import changes_text, read_judged
-
-    (base, base_changes), (new, new_changes) = read_judged(Path(args.base)), read_judged(Path(args.new))
-    differences = gpu_differences(base, new, args.base, args.new)
-    if args.strict and differences:
-        raise GpuprobeError(
-            f"compare --strict: different GPUs or clocks ({'; '.join(differences)}); compare two runs of one GPU model "
-            f"at the same clocks, or leave out --strict"
-        )
-    comparison = compare(base, new, args.threshold, base_name=args.base, new_name=args.new)
-    comparison.warnings += [f"{name}: {changes_text(changes)}" for name, changes in
-                            ((args.base, base_changes), (args.new, new_changes)) if changes]  # fmt: skip
-    print(render(comparison, args.format, args.all), end="")
-    return EXIT_WORSE if comparison.failures(args.strict) else 0
-
-
-def add_command(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``compare`` on the ``gpuprobe`` sub-command parsers (``func`` returns the exit status)."""
-    p = subparsers.add_parser(
-        "compare",
-        help="label every fact of NEW against BASE: SAME, BETTER, WORSE or UNKNOWN, relative to their noise",
-        description="Compare two results files fact by fact, relative to the noise measured in both runs. "
-        "Runs of different GPU models, SM counts or clocks draw a warning line first. "
-        "Exit status 1 when a fact got WORSE, 2 for unreadable input (or, with --strict, different GPUs).",
-    )
-    p.add_argument("base", metavar="BASE.json", help="the baseline results file")
-    p.add_argument("new", metavar="NEW.json", help="the results file to judge")
-    p.add_argument("--format", choices=("text", "md"), default="text", help="plain text (default) or GitHub Markdown")
-    p.add_argument(
-        "--threshold", type=float, default=0.0, metavar="PCT",
-        help="changes smaller than PCT percent of the base value are SAME even beyond the noise (default 0)",
-    )  # fmt: skip
-    p.add_argument(
-        "--strict", action="store_true",
-        help="also exit 1 when a fact of BASE is CHANGED, DIFFERENT HOST or UNKNOWN (missing now, undecidable); "
-        "refuse (exit 2) runs of different GPU models, SM counts or clocks",
-    )  # fmt: skip
-    p.add_argument("--all", action="store_true", help="also list the SAME facts (by default only the others)")
-    p.set_defaults(func=cmd_compare)
-
-
 __all__ = [
     "HIGHER_IS_BETTER",
     "LOWER_IS_BETTER",
@@ -951,11 +816,9 @@ __all__ = [
     "Comparison",
     "Label",
     "Row",
-    "add_command",
     "baseline_failure",
     "baseline_message",
     "change_text",
-    "cmd_compare",
     "compare",
     "different_gpus_line",
     "direction",

@@ -18,7 +18,6 @@ Pure parts (:func:`compare_links`, :func:`render`) do no I/O; reading the files 
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
@@ -26,13 +25,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Results, load
-from gpuprobe.core.tables import md_cell
+from gpuprobe.core.tables import md_table
 from gpuprobe.core.text import shown
-from gpuprobe.fleet.aggregate import FORMATS, Skipped, discover, positive_number
+from gpuprobe.fleet.aggregate import Skipped, discover
 
 DEFAULT_FLOOR = 0.8
 MIN_NODES = 3  # fewer nodes of one model and GPU count: each link is held to its own node's median
@@ -185,8 +183,7 @@ def render(report: LinksReport, fmt: str = "text") -> str:
     rows = [[shown(cell) for cell in _row(s)] for s in report.slow]  # a node's or fact's name on one line
     lines = [f"# GPU-to-GPU links across nodes\n\n{head}\n"] if fmt == "md" else [head]
     if rows and fmt == "md":
-        lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-        lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in rows]
+        lines += md_table(HEADERS, rows)
     elif rows:
         widths = [max(len(r[i]) for r in [HEADERS, *rows]) for i in range(len(HEADERS))]
         lines += [
@@ -195,31 +192,3 @@ def render(report: LinksReport, fmt: str = "text") -> str:
     lines += [shown(f"skipped {s.path}: {s.reason}") for s in report.skipped]
     lines += [shown(f"note: {n}") for n in report.notes]
     return "\n".join(lines) + "\n"
-
-
-def floor_fraction(text: str) -> float:
-    value = positive_number(text, "fraction")
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction under 1, not {text}")
-    return value
-
-
-def cmd_fleet_links(args: argparse.Namespace) -> int:
-    report = links_report(args.paths, args.floor)
-    print(render(report, args.format), end="")
-    return report.exit_status
-
-
-def add_command(subparsers: Any) -> None:
-    """Register ``fleet-links`` on the ``gpuprobe`` command's subparsers."""
-    p = subparsers.add_parser("fleet-links", help="compare nodes' GPU-to-GPU links: the slow link of a fleet named")
-    p.add_argument("paths", nargs="+", metavar="DIR_OR_FILE", help="p2p results files, one per node, or directories")
-    p.add_argument(
-        "--floor",
-        type=floor_fraction,
-        default=DEFAULT_FLOOR,
-        metavar="F",
-        help=f"a link under F of the same link's median across nodes is slow: exit 1 (default {DEFAULT_FLOOR})",
-    )
-    p.add_argument("--format", choices=FORMATS, default="text")
-    p.set_defaults(func=cmd_fleet_links)

@@ -22,10 +22,11 @@ from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import write_atomic
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, Results
+from gpuprobe.core.tables import NONE, md_markup_table
 from gpuprobe.core.text import md_text, shown
 from gpuprobe.fleet.reading import changes_text, read_judged
+from gpuprobe.output.factsheet import FACTSHEET_HTML_NAME, FACTSHEET_NAME
 from gpuprobe.output.plots import measured_sm_mhz
-from gpuprobe.output.report import FACTSHEET_HTML_NAME, FACTSHEET_NAME, NONE, table
 
 INDEX_NAME = "README.md"
 RESULTS_NAME = "results.json"
@@ -180,7 +181,7 @@ def render_index(reports_dir: Path) -> str:
             "measured during the run. L2 capacity is where the latency curve steps up, beside the size the device "
             f"reports. {PARTIAL_MARK} marks a run that did not finish; its numbers may be incomplete.",
             "",
-            *table(HEADER, rows),
+            *md_markup_table(HEADER, rows),
             "",
         ]
     if broken:

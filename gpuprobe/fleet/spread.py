@@ -1,32 +1,10 @@
 """How far one GPU's fact lies from its model's median, in units that only a real difference exceeds.
 
 A fleet report (:mod:`gpuprobe.fleet.aggregate`) scores each GPU's value ``x`` of each fact by
-``z = (x - median) / scale`` over the GPUs of one model, and calls ``|z| > threshold`` (3.5) an
-outlier. The scale is the largest of three, each in the fact's unit:
-
-- **spread**: the GPUs' own spread, ``MAD / 0.6745`` (Iglewicz and Hoaglin's robust estimate of the
-  standard deviation: a few broken GPUs do not move it). In a fleet of parts that really differ by
-  more than their noise, this is the scale.
-- **noise**: what re-measuring one GPU would move the fact by, from the fact's own measurements
-  (:func:`measured_noise`): the typical (median over the GPUs) half-width of its 95 % confidence
-  interval, as a standard error, and the run-to-run allowance a comparison of two runs makes for
-  what no single run's samples show (:func:`gpuprobe.core.detection.run_to_run_pct`), in quadrature.
-  The deviation from the median also carries the median's own noise (the median of ``n`` values
-  varies by about ``sqrt(pi / (2 n))`` of one), and a report judges many values at once (every
-  fact of every GPU), so the floor is set (:func:`noise_floor`) at the deviation that noise alone
-  exceeds anywhere in the report with probability :data:`FLEET_ALPHA` (Bonferroni over the values
-  judged), expressed in units of ``threshold``. Without it, three GPUs whose values happen to lie
-  close together make a MAD so small that ordinary noise in the third reads as an outlier (the
-  newcomer trial: a 1.7 % difference scored z = 12.5 when the MAD was only floored at 0.1 % of the
-  median).
-- **practical floor**: ``min_deviation_pct`` percent of ``|median|`` over ``threshold``, so that no
-  GPU is an outlier on a fact it is less than ``min_deviation_pct`` from the median on: a difference
-  too small to matter, whatever the statistics say.
-
-A fact with no noise at all (no confidence interval and no run-to-run allowance: an SM count, an L2
-size, an invariant) is **exact**: any difference is real, so neither floor applies, and its scale is
-the spread or, when most GPUs agree exactly (MAD 0), :data:`EXACT_FLOOR` of ``|median|`` (for a median
-of 0, of the largest deviation), only so that z stays finite.
+``z = (x - median) / scale`` over the GPUs of one model, and calls ``|z| > threshold`` (3.5) an outlier.
+The scale is the largest of the GPUs' spread, the fact's own noise (:func:`noise_floor`) and a practical
+floor; an exact fact's is the spread alone, never below :data:`EXACT_FLOOR`. docs/fleet.md ("Comparing
+results") says why each.
 """
 
 from __future__ import annotations

@@ -1,62 +1,9 @@
-"""What each GPU model is expected to measure: data files, their strict loader, the judge, and the command.
+"""What each GPU model is expected to measure: data files, their strict loader, and the judge.
 
-Expectations are data, not code. Each supported model has one TOML file
-in ``gpuprobe/expectations/``; its file name (without ``.toml``) is the model key::
-
-    [model]
-    name = "NVIDIA H100 SXM5"
-    match = ["H100 80GB HBM3", "H100 SXM"]   # matched against the CUDA device name
-    exclude = ["NVL"]                        # optional: names containing these never match
-    cc = "9.0"
-
-    [facts."latency.l2"]
-    min = 240.0            # a range (either bound may be left out) ...
-    max = 330.0
-    # value = 263.0        # ... or a value with a relative tolerance
-    # tolerance = 0.15
-    unit = "cycle"
-    severity = "warn"      # assert | warn | report
-    source = "Luo et al., ... Table IV"
-    note = "optional: why the range is this wide"
-
-Matching: a pattern matches when it occurs in the device name, ignoring case, and is not glued to
-a letter or digit on either side ("T4" does not match "T400", "H200" does not match "GH200",
-"L40" does not match "L40S"). When several models match, the longest matching pattern wins.
-
-A fact id may end in ``*`` (``[facts."p2p.ce.bandwidth.*"]``): the expectation of every fact whose id
-is that prefix and one more part, as per-pair facts are (``p2p.ce.bandwidth.0_1``, one per pair of
-GPUs, however many the node has). An expectation of the whole id wins over the pattern. Every id must
-be a fact some probe declares (``gpuprobe list --json``): an expectation of any other could never judge
-a thing, so a typo (``latency.l2x``) is refused, with the declared id it is closest to.
-
-A fact with severity ``report`` may carry no bounds at all (nothing published to hold it to);
-``assert`` and ``warn`` facts need at least one bound, and a judged ratio (unit ``fraction``) both: a
-ratio far above its range is as wrong as one below it.
-
-A model file may say what the part reports through ``cudaGetDeviceProperties``, so a run can be
-planned (``gpuprobe run --plan --model KEY``) without the GPU at hand::
-
-    [device]
-    sm_count = 132
-    l2_bytes = 62914560
-    mem_bytes = 150754820096
-    sm_clock_mhz = 1980.0
-    mem_clock_mhz = 3201.0
-    mem_bus_bits = 6144
-    shared_per_sm_bytes = 233472
-    shared_per_block_optin_bytes = 232448
-    source = "where these come from"
-
-A model file may also give vendor figures the probes measure against, each with its source::
-
-    [datasheet."dram_gbps"]
-    value = 4800.0
-    unit = "GB/s"
-    source = "NVIDIA H200 datasheet"
-
-Each measurement family keeps its own facts and datasheet entries in a subdirectory, one file per
-model (``<family>/<model key>.toml``, holding only ``[facts.*]`` and ``[datasheet.*]`` tables);
-they are merged into the model, and an entry given twice is an error.
+Expectations are data, not code: a model file per GPU model (``gpuprobe/expectations/<model>.toml``:
+``[model]``, ``[device]``, the device facts) and each family's facts for that model
+(``gpuprobe/families/<family>/expectations/<model>.toml``), merged on load. docs/expectations.md gives the
+TOML format and the rules a file is held to.
 """
 
 from __future__ import annotations
@@ -71,7 +18,6 @@ from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_toml
-from gpuprobe.core.numbers import fmt_bytes
 from gpuprobe.core.results import Fact, fact_matches
 
 SEVERITIES = ("assert", "warn", "report")
@@ -89,7 +35,8 @@ KNOWN_UNITS: dict[str, str] = {
     "device.l2_bytes": "byte",
 }
 
-DEFAULT_DIRECTORY = Path(__file__).resolve().parents[1] / "expectations"
+DEFAULT_DIRECTORY = Path(__file__).resolve().parents[1] / "expectations"  # the models: [model], [device], device facts
+FAMILIES_DIRECTORY = Path(__file__).resolve().parents[1] / "families"  # <family>/expectations/<model>.toml
 
 _MODEL_FIELDS = frozenset({"name", "match", "exclude", "cc", "memory"})
 _FACT_FIELDS = frozenset({"min", "max", "value", "tolerance", "unit", "severity", "source", "note"})
@@ -290,7 +237,7 @@ DEVICE_FACT_IDS = ("device.sm_count", "device.l2_bytes")  # what the part report
 @functools.cache
 def declared_fact_ids() -> frozenset[str]:
     """Every fact id a probe declares (its ``facts`` in the probe registry), and the device's own facts."""
-    from gpuprobe.build.registry import all_probes
+    from gpuprobe.kernels.registry import all_probes
 
     return frozenset({fact for probe in all_probes() for fact in probe.facts} | set(DEVICE_FACT_IDS))
 
@@ -385,10 +332,15 @@ def _family_file(path: Path) -> tuple[dict[str, Expectation], dict[str, Datashee
     return facts, _parse_datasheet(path, data)
 
 
-def _merge_family_files(directory: Path, models: dict[str, ModelExpectations]) -> None:
-    """Add each family's facts and datasheet entries (``<family>/<model key>.toml``) to its model;
+def family_files(families: Path) -> list[Path]:
+    """Every family's expectation files: ``<family>/expectations/<model key>.toml`` under ``families``."""
+    return sorted(families.glob("*/expectations/*.toml"))
+
+
+def _merge_family_files(directory: Path, families: Path, models: dict[str, ModelExpectations]) -> None:
+    """Add each family's facts and datasheet entries (``<family>/expectations/<model key>.toml``) to its model;
     an entry given twice is an error."""
-    for path in sorted(directory.glob("*/*.toml")):
+    for path in family_files(families):
         model = models.get(path.stem)
         if model is None:
             raise _bad(path, "(file name)", f"no model {path.stem!r} ({directory / (path.stem + '.toml')} is missing)")
@@ -412,13 +364,15 @@ def _check_overlaps(directory: Path, models: dict[str, ModelExpectations]) -> No
 
 
 def load_all(directory: Path | None = None) -> dict[str, ModelExpectations]:
-    """Load every ``*.toml`` in ``directory`` (default: the shipped expectations), keyed by model key,
-    with the facts of the family files in its subdirectories (``<family>/<model key>.toml``) merged in."""
+    """Load every ``*.toml`` in ``directory`` (default: the shipped models), keyed by model key, with the
+    facts of the family files (``<family>/expectations/<model key>.toml``, under the shipped families or,
+    for another ``directory``, under it) merged in."""
+    families = FAMILIES_DIRECTORY if directory is None else Path(directory)
     directory = DEFAULT_DIRECTORY if directory is None else Path(directory)
     if not directory.is_dir():
         raise GpuprobeError(f"{directory}: expectations directory not found")
     models = {path.stem: load_model_file(path) for path in sorted(directory.glob("*.toml"))}
-    _merge_family_files(directory, models)
+    _merge_family_files(directory, families, models)
     _check_overlaps(directory, models)
     return models
 
@@ -475,8 +429,13 @@ def _straddles(ci: tuple[float, float] | None, expectation: Expectation) -> bool
     return any(bound is not None and lo < bound < hi for bound in (expectation.low, expectation.high))
 
 
+STRADDLES = "the CI straddles a bound: too noisy to judge"  # how the judge ends the detail of a straddling CI
+UNIT_MISMATCH = "; unit mismatch: "  # where the judge says a fact's unit is not its expectation's
+
+
 def judge(fact: Fact, expectation: Expectation | None) -> tuple[str, str]:
-    """Hold one measured fact against its expectation; return (verdict, detail).
+    """Hold one measured fact against its expectation; return (verdict, detail). The detail of a fact with a
+    value opens with it (``latency.l2 = 263.1 cycle (CI 260.2–266.0)``), then the range it was held to.
 
     Verdicts: ``not_run`` (no value), ``report`` (no expectation, or severity report),
     ``unstable`` (the confidence interval straddles a bound, so the noise is too large to say),
@@ -490,21 +449,19 @@ def judge(fact: Fact, expectation: Expectation | None) -> tuple[str, str]:
         return "report", f"{measured}; no expectation for this GPU model (discovery mode)"
     expected = f"expected {expectation.describe()}"
     if fact.unit != expectation.unit:
-        return "fail", f"{measured}; unit mismatch: {expected}"
+        return "fail", f"{measured}{UNIT_MISMATCH}{expected}"
     if expectation.severity == "report":
         where = "inside" if expectation.contains(fact.value) else "outside"
         return "report", f"{measured}; {expected}; {where} (reported, not judged)"
     if _straddles(fact.ci, expectation):
-        return "unstable", f"{measured}; {expected}; the CI straddles a bound: too noisy to judge"
+        return "unstable", f"{measured}; {expected}; {STRADDLES}"
     if expectation.contains(fact.value):
         return "pass", f"{measured}; {expected}"
     verdict = "fail" if expectation.severity == "assert" else "warn"
     return verdict, f"{measured}; OUTSIDE {expected}"
 
 
-# --- the `gpuprobe expectations` command ---------------------------------------------------------
-
-_WRAP = 110
+# --- a model a person names ---------------------------------------------------------------------
 
 
 def resolve_model(text: str, models: dict[str, ModelExpectations]) -> ModelExpectations:
@@ -523,129 +480,3 @@ def resolve_model(text: str, models: dict[str, ModelExpectations]) -> ModelExpec
         known = ", ".join(sorted(models)) or "(none)"
         raise GpuprobeError(f"no GPU model matches {text!r}; known models: {known}")
     return models[named[0]]
-
-
-def severity_counts(model: ModelExpectations) -> dict[str, int]:
-    """How many of the model's facts have each severity, in ``SEVERITIES`` order."""
-    return {s: sum(e.severity == s for e in model.facts.values()) for s in SEVERITIES}
-
-
-def _human_range(expectation: Expectation) -> str:
-    """The range in words, with bytes also in binary units: ``41943040–62914560 byte (40 MiB – 60 MiB)``."""
-    text = expectation.range_text()
-    bounds = [b for b in (expectation.low, expectation.high) if b is not None]
-    if expectation.unit != "byte" or not bounds:
-        return text
-    if len(bounds) == 2 and bounds[0] != bounds[1]:
-        return f"{text} ({fmt_bytes(bounds[0])} – {fmt_bytes(bounds[1])})"
-    return f"{text} ({fmt_bytes(bounds[0])})"
-
-
-def models_table(models: dict[str, ModelExpectations]) -> str:
-    """One row per model: key, name, cc, fact counts by severity, name patterns."""
-    from tabulate import tabulate
-
-    rows = []
-    for key in sorted(models):
-        model = models[key]
-        counts = severity_counts(model)
-        patterns = ", ".join(f'"{p}"' for p in model.match)
-        if model.exclude:
-            patterns += " (not: " + ", ".join(f'"{p}"' for p in model.exclude) + ")"
-        rows.append((key, model.name, model.cc, len(model.facts), *(counts[s] for s in SEVERITIES), patterns))
-    headers = ("key", "model", "cc", "facts", *SEVERITIES, "matches device names containing")
-    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
-
-
-class _Numbered:
-    """Texts numbered by first appearance (``S1``, ``S2``, ...), each listed once after the table that cites it."""
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self.numbers: dict[str, int] = {}
-
-    def ref(self, text: str) -> str:
-        if not text:
-            return ""
-        return f"{self.prefix}{self.numbers.setdefault(text, len(self.numbers) + 1)}"
-
-    def lines(self, title: str) -> list[str]:
-        import textwrap
-
-        entries = [
-            textwrap.fill(text, _WRAP, initial_indent=f"{self.prefix}{n}  ".ljust(6), subsequent_indent=" " * 6)
-            for text, n in self.numbers.items()
-        ]
-        return ["", title, *entries] if entries else []
-
-
-def model_lines(model: ModelExpectations) -> list[str]:
-    """One model: how it is matched and where its files are, its datasheet figures and every expected fact
-    (range, severity) as tables, then each source (``S3``) and note (``N7``) they cite, listed once."""
-    import textwrap
-
-    from tabulate import tabulate
-
-    patterns = ", ".join(f'"{p}"' for p in model.match)
-    lines = [f"{model.key}: {model.name} (compute capability {model.cc})"]
-    lines.append(f"matches device names containing {patterns}")
-    if model.exclude:
-        lines.append("never names containing " + ", ".join(f'"{p}"' for p in model.exclude))
-    lines.append(f"file: {DEFAULT_DIRECTORY / (model.key + '.toml')}")
-    families = sorted(path.parent.name for path in DEFAULT_DIRECTORY.glob(f"*/{model.key}.toml"))
-    if families:
-        text = f"and each family's {model.key}.toml in: " + ", ".join(families)
-        lines.append(textwrap.fill(text, _WRAP, subsequent_indent="    "))
-    sources, notes = _Numbered("S"), _Numbered("N")
-    if model.datasheet:
-        rows = [
-            (d.key, _num(d.value), d.unit, sources.ref(d.source), notes.ref(d.note)) for d in model.datasheet.values()
-        ]
-        headers = ("datasheet figure", "value", "unit", "source", "note")
-        lines += ["", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
-    rows = [
-        (fact_id, _human_range(e), e.severity, sources.ref(e.source), notes.ref(e.note))
-        for fact_id, e in model.facts.items()
-    ]
-    headers = ("fact", "expected", "severity", "source", "note")
-    lines += ["", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
-    lines.append(f"\n{len(model.facts)} facts: " + ", ".join(f"{n} {s}" for s, n in severity_counts(model).items()))
-    return lines + sources.lines("sources") + notes.lines("notes")
-
-
-def _model_json(model: ModelExpectations) -> dict[str, Any]:
-    """One model as JSON-ready data."""
-    facts = [
-        {"id": e.fact_id, "low": e.low, "high": e.high, "unit": e.unit, "severity": e.severity,
-         "source": e.source, "note": e.note}
-        for e in model.facts.values()
-    ]  # fmt: skip
-    datasheet = [{"key": d.key, "value": d.value, "unit": d.unit, "source": d.source, "note": d.note}
-                 for d in model.datasheet.values()]  # fmt: skip
-    return {"key": model.key, "name": model.name, "cc": model.cc, "match": list(model.match),
-            "exclude": list(model.exclude), "facts": facts, "datasheet": datasheet}  # fmt: skip
-
-
-def cmd_expectations(args: Any) -> int:
-    """``gpuprobe expectations [MODEL] [--json]``: the known models, or every expected fact of one."""
-    import json
-
-    models = load_all()
-    if args.model is None:
-        if args.json:
-            print(json.dumps({"models": [_model_json(models[k]) for k in sorted(models)]}, indent=1))
-        else:
-            print(models_table(models))
-            print(f"\n{len(models)} models in {DEFAULT_DIRECTORY}")
-        return 0
-    model = resolve_model(args.model, models)
-    print(json.dumps(_model_json(model), indent=1) if args.json else "\n".join(model_lines(model)))
-    return 0
-
-
-def add_command(subparsers: Any) -> None:
-    """Register ``gpuprobe expectations`` on the CLI's subparsers (``build_parser`` in gpuprobe.cli)."""
-    p = subparsers.add_parser("expectations", help="the GPU models with expectations, or every expected fact of one")
-    p.add_argument("model", nargs="?", help="a model key (h100_sxm) or a device name that matches one")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_expectations)

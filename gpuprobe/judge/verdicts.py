@@ -30,7 +30,15 @@ from pathlib import Path
 
 from gpuprobe.core.results import DISTURBED_VERDICTS, INVALID, WITNESS_PREFIX, Device, Fact, Results
 from gpuprobe.judge import expectations
-from gpuprobe.judge.expectations import Expectation, ModelExpectations, judge, load_all, match_model
+from gpuprobe.judge.expectations import (
+    STRADDLES,
+    UNIT_MISMATCH,
+    Expectation,
+    ModelExpectations,
+    judge,
+    load_all,
+    match_model,
+)
 from gpuprobe.judge.invariants import Check, InvariantCheck, check_invariants
 from gpuprobe.judge.physics import physics_checks
 
@@ -43,6 +51,8 @@ SMOKE_DETAIL = (
 )
 IMPOSSIBLE = "IMPOSSIBLE"  # how a fact marked by a failed invariant begins its detail
 DOUBTFUL = "INCONSISTENT WITHIN THE NOISE"  # how a fact a doubtful invariant names begins its detail
+TOO_NOISY = "; UNSTABLE: "  # where a fact too noisy to judge says so, after the judge's detail
+STORED = " (stored verdict: "  # where a fact judged again says what its file held
 
 
 # A hardware counter's witness of a probe's own claim (``witness.<probe>.<quantity>``, gpuprobe.measure.witness): what
@@ -114,9 +124,7 @@ def judge_measured(fact: Fact, model: ModelExpectations | None, stage: str = "fu
     if too_noisy(fact):
         low, high = fact.ci
         fact.verdict = "unstable"
-        fact.detail += (
-            f"; UNSTABLE: CI {low:g}–{high:g} is wider than ±{MAX_NOISE:.0%} of the value, too noisy to judge"
-        )
+        fact.detail += f"{TOO_NOISY}CI {low:g}–{high:g} is wider than ±{MAX_NOISE:.0%} of the value, too noisy to judge"
     return fact
 
 
@@ -190,9 +198,28 @@ def judge_again(
     for fact in results.facts:
         before = stored.get(fact.id, fact.verdict)  # a fact the file did not hold (a new invariant) changed nothing
         if before != fact.verdict:
-            fact.detail = f"{fact.detail} (stored verdict: {before}; judged again by this gpuprobe)".strip()
+            fact.detail = f"{fact.detail}{STORED}{before}; judged again by this gpuprobe)".strip()
             changes.append(VerdictChange(fact.id, before, fact.verdict))
     return changes
+
+
+def remarks(fact: Fact) -> str:
+    """What a fact's detail says beyond its value, CI and expected range (what a sheet's row shows), as the judge
+    wrote it: the judge's opening (the fact's id and value, the range it was held to) left out, the rest kept
+    (too noisy, judged again); a detail the judge did not open (not measured, marked impossible or disturbed, a
+    smoke run's) whole, without the fact's id."""
+    detail = fact.detail.strip()
+    if not detail.startswith(f"{fact.id} = "):
+        return detail.removeprefix(f"{fact.id}: ")
+    end = min((at for at in (detail.find(TOO_NOISY), detail.find(STORED)) if at >= 0), default=len(detail))
+    opening, added = detail[:end], detail[end:].lstrip("; ").strip()
+    if added:
+        return added
+    if opening.endswith(STRADDLES):
+        return "its CI straddles an expected bound: too noisy to judge"
+    if UNIT_MISMATCH in opening:
+        return f"unit mismatch: measured in {fact.unit}, expected in {(fact.expectation or {}).get('unit')}"
+    return ""
 
 
 def is_impossible(fact: Fact) -> bool:
@@ -204,10 +231,10 @@ def is_impossible(fact: Fact) -> bool:
 _MODELS_READ: dict[tuple[object, ...], dict[str, ModelExpectations]] = {}
 
 
-def _stamp(directory: Path) -> tuple[object, ...]:
-    """What changes when a file of ``directory`` does: each TOML file's path, time and size."""
-    stamp: list[object] = [directory]
-    for path in sorted(directory.rglob("*.toml")):
+def _stamp(directory: Path, families: Path) -> tuple[object, ...]:
+    """What changes when an expectations file does: each model file's and family file's path, time and size."""
+    stamp: list[object] = [directory, families]
+    for path in [*sorted(directory.glob("*.toml")), *expectations.family_files(families)]:
         try:
             info = path.stat()
         except OSError:  # gone, or a dangling link: load_all says which
@@ -220,7 +247,7 @@ def _stamp(directory: Path) -> tuple[object, ...]:
 def current_models() -> dict[str, ModelExpectations]:
     """:func:`load_all`'s models, parsed again only when a file of the expectations folder changed (its path, size
     or time): a reader of a thousand results files, or a process reading several, parses ~100 TOML files once."""
-    stamp = _stamp(expectations.DEFAULT_DIRECTORY)
+    stamp = _stamp(expectations.DEFAULT_DIRECTORY, expectations.FAMILIES_DIRECTORY)
     if stamp not in _MODELS_READ:
         _MODELS_READ.clear()
         _MODELS_READ[stamp] = load_all()

@@ -3,8 +3,8 @@
 The parent (:mod:`gpuprobe.measure.isolation`) starts ``python -m gpuprobe.measure.child`` with a JSON spec on
 stdin. The child checks that the cubin it is handed is the one the parent built and checked (its
 SHA-256, ``cubin_sha256`` in the spec), opens the launcher the spec names (``module:factory``,
-called with the cubin, the device index and the spec's options) wrapped in the flight recorder
-(:mod:`gpuprobe.runner.flight`), then prints ``@@gpuprobe`` event lines on stdout, flushed at once:
+called with the cubin, the device index, its kernels' PTX signatures and the spec's options) wrapped in the
+flight recorder (:mod:`gpuprobe.runner.flight`), then prints ``@@gpuprobe`` event lines on stdout, flushed at once:
 ``call`` and ``ret`` around every launcher call, ``start`` before a probe runs, ``measured``
 (outcome and facts) when it ends, ``state`` (what later probes need, e.g. the measured clock) after
 it. A probe that raises
@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 from gpuprobe.core.results import Device, strict_json
 from gpuprobe.families.base import Request
-from gpuprobe.families.catalog import FAMILIES
+from gpuprobe.families.catalog import BY_NAME
 from gpuprobe.measure.conditions import ConditionRecorder
 from gpuprobe.runner.flight import RecordingLauncher
 
@@ -54,24 +54,25 @@ def load_factory(spec: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def run(spec: dict[str, Any], out: TextIO) -> int:
-    family = FAMILIES[spec["family"]]
+def measure_probes(spec: dict[str, Any], out: TextIO) -> int:
+    """The spec's runnable probes of its family measured in this process, each event written to ``out``."""
+    family = BY_NAME[spec["family"]]
     cubin = Path(spec["cubin"])
     expected = spec.get("cubin_sha256")
     if expected and file_sha256(cubin) != expected:
         print(f"{cubin} is not the cubin that was checked (SHA-256 {file_sha256(cubin)}, checked {expected})",
               file=sys.stderr)  # fmt: skip
         return EXIT_WRONG_CUBIN
-    factory = load_factory(spec["launcher"])
-    opened = factory(cubin, int(spec.get("device_index", 0)), **spec.get("launcher_options", {}))
+    parameters = {k: [tuple(p) for p in v] for k, v in spec["parameters"].items()}
+    factory = load_factory(spec["launcher"])  # every launch it makes is checked against ``parameters``
+    opened = factory(cubin, int(spec.get("device_index", 0)), parameters, **spec.get("launcher_options", {}))
     launcher = RecordingLauncher(
         opened,
         on_call=lambda record: emit(out, "call", record=strict_json(record)),
         on_return=lambda n, ms, error: emit(out, "ret", n=n, ms=ms, error=error),
     )
-    settings = family.Settings(**spec["settings"]) if spec.get("settings") else None
+    settings = family.settings_from(spec["settings"]) if spec.get("settings") else None
     state = dict(spec.get("state", {}))
-    parameters = {k: [tuple(p) for p in v] for k, v in spec["parameters"].items()}
     device = Device.from_dict(spec["device"])
     probes = family.measure(Request(launcher, parameters, device, set(spec["runnable"]), settings, state, cubin))
     recorder = ConditionRecorder(launcher, parameters, bool(spec.get("clock_usable")), state)
@@ -108,7 +109,7 @@ def exit_when_orphaned(poll_s: float = 0.5) -> None:
 def main() -> int:
     exit_when_orphaned()
     spec = json.loads(sys.stdin.read())
-    return run(spec, sys.stdout)
+    return measure_probes(spec, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """What the GPU was like around each probe: the SM clock and NVML's readings, just before and after.
 
 The measuring child wraps every probe of every family in :class:`ConditionRecorder`, so a probe
-measured while the GPU throttled or had other tenants is caught (:func:`gpuprobe.measure.isolation.gpu_conditions`)
-whatever family it belongs to. The clock comes from the memory family's ``gp_sm_clock`` kernel (a
-short %clock64 spin over %globaltimer), used only where its SASS contract held on this arch.
+measured while the GPU throttled or had other tenants is caught (:func:`gpu_conditions`, which the parent
+asks of every probe's readings) whatever family it belongs to. The clock comes from the memory family's
+``gp_sm_clock`` kernel (a short %clock64 spin over %globaltimer), used only where its SASS contract held
+on this arch.
 
 A GPU left idle (between families a new measuring process starts, which takes seconds) drops to its
 idle clock (an H200 idles near 345 MHz) and takes a moment to ramp back. So the reading before a probe
@@ -23,13 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import ProbeOutcome
-from gpuprobe.families.base import Measured, ProbeFailure
-from gpuprobe.families.measuring import Kernels
-from gpuprobe.runner.gpu import CooperativeGridTooLarge, Launcher, probe_range
+from gpuprobe.families.base import Measured
+from gpuprobe.families.sampling import stamp_stops, stops_recorded
+from gpuprobe.kernels.registry import CLOCK_KERNEL
+from gpuprobe.runner.checked import Kernels
+from gpuprobe.runner.launcher import CooperativeGridTooLarge, Launcher, probe_range
 
-CLOCK_KERNEL = "gp_sm_clock"
-CLOCK_PROBE = "memory.clock"  # the probe whose contract vouches for CLOCK_KERNEL
 SPIN_CYCLES = 2_000_000  # about a millisecond: long enough for the timer, short beside any probe
 SETTLE_CYCLES = 40_000_000  # a spin to wake an idle GPU: ~20 ms at 2 GHz, ~115 ms at an idle 345 MHz
 SETTLE_TRIES = 4  # settling spins at most, before a reading that stays slow is taken as it is
@@ -81,16 +83,49 @@ class ConditionRecorder:
         """``run()`` between two snapshots, inside the NVTX range naming the probe (:func:`probe_range`: a
         profiler wrapping the process tells the probe's launches from the snapshots'); a failed self-check
         (ProbeFailure), or a cooperative launch the launcher refused before running anything, is the outcome
-        "failed".
+        "failed". Each sampled fact is told why its sampling stopped (:func:`~gpuprobe.families.sampling.stamp_stops`).
         The conditions also keep the reference clock the readings are judged against."""
         conditions: dict[str, Any] = {}
         try:
             conditions.update(self.snapshot("before"))
             conditions[REFERENCE_KEY] = self.state.get(REFERENCE_KEY)
-            with self.launcher.nvtx_range(probe_range(name)):
+            with self.launcher.nvtx_range(probe_range(name)), stops_recorded() as stops:
                 measured = run()
+            stamp_stops(measured.facts, stops)
             conditions.update(self.snapshot("after"))
         except (ProbeFailure, CooperativeGridTooLarge) as exc:  # nothing ran wrong on the GPU: the process is sound
             measured = Measured(name, ProbeOutcome("failed", str(exc)))
         measured.outcome.conditions = conditions
         return measured
+
+
+# NVML clock-event reasons that mean the clock was held down by something outside the measurement: HW
+# slowdown, SW thermal, HW thermal, HW power brake. Idle, application-clock settings and sync boost are
+# not. Nor is the SW power cap (0x4): a power-limited part lowers its clock under a full-chip load as
+# designed, and the probes measure that clock themselves (rates per clock, TFLOP/s at the clock run).
+THROTTLE_REASONS = 0x8 | 0x20 | 0x40 | 0x80
+SW_POWER_CAP = 0x4
+
+
+def gpu_conditions(conditions: dict[str, Any], reference_mhz: float | None = None) -> str | None:
+    """Why a measurement's conditions make it unfit to judge, or None when they were clean.
+
+    The SM clock readings are held to the reference clock the measuring process recorded with them
+    (``sm_mhz_reference``: the run's highest settled reading), else to ``reference_mhz``. A clock
+    below it while NVML names only the SW power cap is the part's own power management under load,
+    measured as such, not a disturbance."""
+    reasons = []
+    reference = conditions.get(REFERENCE_KEY) or reference_mhz
+    for when in ("before", "after"):
+        nvml = conditions.get(f"nvml_{when}") or {}
+        bits = nvml.get("clock_event_reasons")
+        if isinstance(bits, int) and bits & THROTTLE_REASONS:
+            reasons.append(f"throttled {when} (NVML clock-event reasons {bits:#x})")
+        processes = nvml.get("compute_processes")
+        if isinstance(processes, int) and processes >= 1:
+            reasons.append(f"shared {when} ({processes} other compute process(es) on the GPU)")
+        mhz = conditions.get(f"sm_mhz_{when}")
+        power_capped = isinstance(bits, int) and bits & SW_POWER_CAP and not bits & THROTTLE_REASONS
+        if reference and isinstance(mhz, float | int) and mhz < (1 - CLOCK_DROP) * reference and not power_capped:
+            reasons.append(f"throttled {when} (SM clock {mhz:.0f} MHz, run started at {reference:.0f})")
+    return "; ".join(reasons) or None

@@ -22,7 +22,8 @@ Every launcher call the child makes is reported as it is made (:mod:`gpuprobe.ru
 :data:`~gpuprobe.runner.flight.FLIGHT_CALLS` are kept and written into the outcome of a probe that crashed,
 timed out or failed its self-check.
 
-A probe measured while the GPU throttled or had other tenants (see :func:`gpu_conditions`) is
+A probe measured while the GPU throttled or had other tenants (see
+:func:`~gpuprobe.measure.conditions.gpu_conditions`) is
 measured again after a cool-down; if it stays so, its facts are marked rather than judged.
 """
 
@@ -49,17 +50,11 @@ from gpuprobe.core.results import Fact, ProbeOutcome
 from gpuprobe.core.tool_output import ENCODING, ERRORS
 from gpuprobe.families.base import Measured
 from gpuprobe.measure.child import MARKER
-from gpuprobe.measure.conditions import CLOCK_DROP, REFERENCE_KEY
+from gpuprobe.measure.conditions import gpu_conditions
 from gpuprobe.runner.flight import FLIGHT_CALLS
 
-# NVML clock-event reasons that mean the clock was held down by something outside the measurement: HW
-# slowdown, SW thermal, HW thermal, HW power brake. Idle, application-clock settings and sync boost are
-# not. Nor is the SW power cap (0x4): a power-limited part lowers its clock under a full-chip load as
-# designed, and the probes measure that clock themselves (rates per clock, TFLOP/s at the clock run).
 IMPORT_ROOT = Path(__file__).resolve().parents[2]
 """The folder gpuprobe is imported from (a checkout, or site-packages), put first on a child's path."""
-THROTTLE_REASONS = 0x8 | 0x20 | 0x40 | 0x80
-SW_POWER_CAP = 0x4
 FLIGHT_STATUSES = ("crashed", "timeout", "failed")  # outcomes that keep the flight record
 CLOCK_POLL_S = 0.25  # while a child is quiet, its limits are held to the clock at least this often
 READERS_END_S = 10.0  # the pipe readers of a killed child end at once, unless something outside its group holds a pipe
@@ -383,30 +378,6 @@ def _cut(
     outcome = ProbeOutcome("timeout", f"{victim} {limit}; {child.evidence(policy)}")
     yield _with_flight(Measured(victim, outcome), child)
     remaining.remove(victim)
-
-
-def gpu_conditions(conditions: dict[str, Any], reference_mhz: float | None = None) -> str | None:
-    """Why a measurement's conditions make it unfit to judge, or None when they were clean.
-
-    The SM clock readings are held to the reference clock the measuring process recorded with them
-    (``sm_mhz_reference``: the run's highest settled reading), else to ``reference_mhz``. A clock
-    below it while NVML names only the SW power cap is the part's own power management under load,
-    measured as such, not a disturbance."""
-    reasons = []
-    reference = conditions.get(REFERENCE_KEY) or reference_mhz
-    for when in ("before", "after"):
-        nvml = conditions.get(f"nvml_{when}") or {}
-        bits = nvml.get("clock_event_reasons")
-        if isinstance(bits, int) and bits & THROTTLE_REASONS:
-            reasons.append(f"throttled {when} (NVML clock-event reasons {bits:#x})")
-        processes = nvml.get("compute_processes")
-        if isinstance(processes, int) and processes >= 1:
-            reasons.append(f"shared {when} ({processes} other compute process(es) on the GPU)")
-        mhz = conditions.get(f"sm_mhz_{when}")
-        power_capped = isinstance(bits, int) and bits & SW_POWER_CAP and not bits & THROTTLE_REASONS
-        if reference and isinstance(mhz, float | int) and mhz < (1 - CLOCK_DROP) * reference and not power_capped:
-            reasons.append(f"throttled {when} (SM clock {mhz:.0f} MHz, run started at {reference:.0f})")
-    return "; ".join(reasons) or None
 
 
 def _mark(measured: Measured, reason: str, attempts: int) -> Measured:

@@ -17,16 +17,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import arch_for_device, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import STAGES, Device, Results, fact_matches, load
-from gpuprobe.families.base import Plan
-from gpuprobe.families.catalog import FAMILIES, OPT_IN
+from gpuprobe.families.base import Family, Plan
+from gpuprobe.families.catalog import BY_NAME, OPT_IN
 from gpuprobe.judge.expectations import DEVICE_RECORD_FIELDS, ModelExpectations
+from gpuprobe.kernels.registry import all_probes
 
 # The cost model. Guesses until a real run records planned against actual seconds per family.
 # A measuring process: Python, NumPy and gpuprobe imported (0.65 s on the 2-core build machine), CuPy (0.2 s),
@@ -68,27 +67,27 @@ class Stage:
         if self.name not in STAGES:
             raise GpuprobeError(f"unknown stage {self.name!r} (use one of: {', '.join(STAGES)})")
 
-    def probes(self, family: ModuleType) -> list[str]:
+    def probes(self, family: Family) -> list[str]:
         if self.name != "smoke":
-            return list(family.PROBES)
-        first = [name for name in family.PROBES if name in self.first]
-        return first + [name for name in family.SMOKE.probes if name not in first]
+            return list(family.probes)
+        first = [name for name in family.probes if name in self.first]
+        return first + [name for name in family.smoke.probes if name not in first]
 
-    def publishes(self, family: ModuleType, probe: str) -> bool:
+    def publishes(self, family: Family, probe: str) -> bool:
         """Whether ``probe``'s facts go into the results: every probe's in a full run; in a smoke run only the
         cheapest probes', whose smoke settings were chosen so their facts mean what the full run's do. A probe
         measured first for want of proof ran at settings made for others: its self-check is what it shows."""
-        return self.name != "smoke" or probe in family.SMOKE.probes
+        return self.name != "smoke" or probe in family.smoke.probes
 
-    def family_order(self, families: Mapping[str, ModuleType]) -> list[str]:
+    def family_order(self, families: Mapping[str, Family]) -> list[str]:
         """The families in measuring order: in a smoke stage, those with a ``first`` probe before the rest."""
-        return sorted(families, key=lambda name: not self.first.intersection(families[name].PROBES))
+        return sorted(families, key=lambda name: not self.first.intersection(families[name].probes))
 
-    def settings(self, family: ModuleType, given: Any = None) -> Any:
+    def settings(self, family: Family, given: Any = None) -> Any:
         """The family's settings: those given, else its smoke settings (smoke) or its defaults."""
         if given is not None:
             return given
-        return family.SMOKE.settings if self.name == "smoke" else family.Settings()
+        return family.smoke.settings if self.name == "smoke" else family.settings()
 
 
 FULL, SMOKE = Stage("full"), Stage("smoke")
@@ -132,20 +131,20 @@ class FamilyPlan:
     error: str = ""
 
 
-def too_few_gpus(family: ModuleType, device: Device) -> bool:
-    """Whether the run's process sees fewer GPUs than a multi-GPU family needs (its ``MIN_GPUS``): its probes
+def too_few_gpus(family: Family, device: Device) -> bool:
+    """Whether the run's process sees fewer GPUs than a multi-GPU family needs (its ``min_gpus``): its probes
     are then ``not_run`` ("1 GPU visible"), as its own measuring process would find, and the run starts
     none for it (a run pinned to one GPU, as fleet-run's are, saves a process per such family)."""
-    return device.visible_gpus is not None and device.visible_gpus < getattr(family, "MIN_GPUS", 1)
+    return device.visible_gpus is not None and device.visible_gpus < family.min_gpus
 
 
-def probes_on(family: ModuleType, arch: str) -> set[str]:
+def probes_on(family: Family, arch: str) -> set[str]:
     """The probes of ``family`` that target ``arch``: the others are never measured on it."""
     target = parse_arch(arch)
-    return {probe.name for probe in all_probes() if probe.name in family.PROBES and probe.supports(target)}
+    return {probe.name for probe in all_probes() if probe.name in family.probes and probe.supports(target)}
 
 
-def runs_on(family: ModuleType, arch: str) -> bool:
+def runs_on(family: Family, arch: str) -> bool:
     """Whether any of ``family``'s probes targets ``arch``: a family with none is given no measuring process."""
     return bool(probes_on(family, arch))
 
@@ -155,7 +154,7 @@ def left_out_line(families: Sequence[str], arch: str) -> str:
     return f"{', '.join(families)}: no probe of {'it' if len(families) == 1 else 'theirs'} runs on {arch}, left out"
 
 
-def family_plan(name: str, family: ModuleType, stage: Stage, settings: Any, device: Device) -> FamilyPlan:
+def family_plan(name: str, family: Family, stage: Stage, settings: Any, device: Device) -> FamilyPlan:
     """The family's plan at ``stage`` with ``settings`` on ``device``: every probe's work (at the smoke stage,
     at the smoke settings: a bound) and the condition snapshots of the probes the stage measures on the
     device's arch alone. A family the device has too few GPUs for, or whose probes none runs on its arch,
@@ -191,8 +190,8 @@ class RunPlan:
         return BUILD_S + self.measuring_s + (REPORT_S if self.stage.name == "full" else 0.0)
 
 
-def measured_families() -> dict[str, ModuleType]:
-    return {name: module for name, module in FAMILIES.items() if name not in OPT_IN}
+def measured_families() -> dict[str, Family]:
+    return {name: family for name, family in BY_NAME.items() if name not in OPT_IN}
 
 
 def run_plan(

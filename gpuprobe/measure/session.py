@@ -1,9 +1,12 @@
-"""One measured run of the suite: build for the local arch, check, measure, judge, write.
+"""One measured run of the suite: build for the local arch and check, plan, measure, judge, write.
 
-The order is the design's data flow. The cubin built and contract-checked here is the cubin the
-measuring child processes load (each checks its SHA-256 before loading it, and the results record
-it). Results are saved atomically after every probe, so an interrupted run keeps all it measured
-(the file says ``partial`` until the run completes, and stays so when the run's deadline cut it).
+:func:`run_suite` is those five steps, in the design's data flow: :func:`build_and_check`, :func:`select`
+(the families, their settings, plans and probes), :func:`measure_families` (each fact judged as its probe
+ends), :func:`judge_run` (the invariants over them all), :func:`write_pages`. The cubin built and
+contract-checked here is the cubin the measuring child processes load (each checks its SHA-256 before
+loading it, and the results record it). Results are saved atomically after every probe, so an
+interrupted run keeps all it measured (the file says ``partial`` until the run completes, and stays so
+when the run's deadline cut it).
 
 Two stages: "full", every probe; and "smoke", a first contact with new hardware: each family's
 cheapest probes once with minimal settings, each under a short limit, written up per family in
@@ -22,22 +25,22 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from gpuprobe.build.check import CheckResult, check_probe
-from gpuprobe.build.cubin import BuiltModule, build_for
-from gpuprobe.build.registry import all_probes
-from gpuprobe.build.toolchain import toolkit_description
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.files import make_dirs, write_atomic
-from gpuprobe.core.results import Device, ProbeOutcome, Results, code_record, host_record, save
+from gpuprobe.core.results import DeclaredProbe, Device, ProbeOutcome, Results, code_record, host_record, save
 from gpuprobe.families import catalog
-from gpuprobe.families.catalog import FAMILIES, OPT_IN
+from gpuprobe.families.base import Family, Measured
+from gpuprobe.families.catalog import BY_NAME, OPT_IN
 from gpuprobe.judge.expectations import ModelExpectations, match_model
 from gpuprobe.judge.verdicts import device_facts, judge_fact, judge_invariants, judge_measured
+from gpuprobe.kernels.check import CheckResult, check_probe
+from gpuprobe.kernels.cubin import BuiltModule, build_for
+from gpuprobe.kernels.registry import CLOCK_PROBE, Probe, all_probes
+from gpuprobe.kernels.toolchain import toolkit_description
 from gpuprobe.measure.child import file_sha256
-from gpuprobe.measure.conditions import CLOCK_PROBE, REFERENCE_KEY
+from gpuprobe.measure.conditions import REFERENCE_KEY
 from gpuprobe.measure.isolation import (
     ChildPolicy,
     FailureStreak,
@@ -58,10 +61,11 @@ from gpuprobe.measure.plan import (
     too_few_gpus,
 )
 from gpuprobe.measure.progress import PREFIX, ProgressSink, QuietSink, RunProgress
-from gpuprobe.output.factsheet import write_report
+from gpuprobe.output.factsheet import gpu_slug, write_report
 from gpuprobe.output.first_contact import render_first_contact
-from gpuprobe.output.report import gpu_slug
-from gpuprobe.runner.gpu import LauncherSpec, device_record, nvml_snapshot, software_versions
+from gpuprobe.runner.device import software_versions
+from gpuprobe.runner.launcher import LauncherSpec
+from gpuprobe.runner.nvml import device_record, nvml_snapshot
 from gpuprobe.runner.peers import ONE_GPU
 
 RESULTS_NAME = "results.json"
@@ -195,56 +199,264 @@ class RunInterrupted(KeyboardInterrupt):
         self.paths = tuple(paths)
 
 
-def measure_family(
-    results: Results,
-    path: Path,
-    family: str,
-    spec: dict[str, Any],
-    order: list[str],
-    policy: ChildPolicy,
-    run_state: dict[str, Any],
-    model: ModelExpectations | None,
-    progress: RunProgress,
-    publishes: Callable[[str], bool],
-) -> None:
-    """One family's probes measured into ``results`` (saved after each), its seconds recorded, and the
-    run's reference clock carried on in ``run_state``; ``progress`` is told of each probe as it ends. A probe
-    ``publishes`` refuses keeps its outcome and gives no facts (the smoke stage's probes measured first)."""
-    record = results.families[family]
-    record["ended"] = "interrupted"  # until it ends: what a run stopped from outside leaves
-    state = {**spec["state"], **run_state}
-    started = time.monotonic()
-    for measured in run_family(spec, order, policy, state=state):
-        results.probes[measured.probe] = measured.outcome
-        progress.probe_ended(family, measured.probe, measured.outcome)
-        if not publishes(measured.probe) and measured.facts:
-            measured.outcome.detail = f"{SELF_CHECK_ONLY} {measured.outcome.detail}".strip()
-            measured.facts = []
-        results.facts.extend(judge_measured(f, model, results.stage) for f in measured.facts)
-        clock = next((f for f in measured.facts if f.id == "device.sm_clock"), None)
-        if clock is not None:
-            results.clocks["sm_mhz_measured"] = clock.value
-            results.clocks["samples"] = clock.samples
-        record["actual_s"] = round(time.monotonic() - started, 3)
-        save(results, path)
-    cut = any(cut_by_deadline(results.probes[name]) for name in order)
-    record.update(actual_s=round(time.monotonic() - started, 3), ended="deadline" if cut else "measured")
-    if REFERENCE_KEY in state:
-        run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
-
-
 def may_measure(family: str, inject_fault: bool) -> bool:
     """Whether a run may measure ``family``: any but the opt-in ones, and the self-test with ``inject_fault``."""
     return family not in OPT_IN or (family == "selftest" and inject_fault)
 
 
-def chosen_families(families: Collection[str] | None, inject_fault: bool) -> dict[str, ModuleType]:
+def chosen_families(families: Collection[str] | None, inject_fault: bool) -> dict[str, Family]:
     """The catalog's families a run measures: those named (None: every one) that it may (:func:`may_measure`)."""
     return {
         family: measurement
-        for family, measurement in FAMILIES.items()
+        for family, measurement in BY_NAME.items()
         if may_measure(family, inject_fault) and (families is None or family in families)
     }
+
+
+def declared_probes(probes: Sequence[Probe]) -> dict[str, DeclaredProbe]:
+    """Every probe as a run records it (the results' ``declared_probes``): its family, archs and facts."""
+    return {p.name: DeclaredProbe(p.family, tuple(arch.name for arch in p.archs), p.facts) for p in probes}
+
+
+# ---------------------------------------------------------------- build and check
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a run measures with: the device (its memory type from its model's datasheet), the GPU model its facts
+    are held to (None: discovery mode), the cubin built for its arch, each probe's SASS contract check (the
+    probes that target the arch), and every probe declared."""
+
+    device: Device
+    model: ModelExpectations | None
+    module: BuiltModule
+    checks: dict[str, CheckResult]
+    declared: dict[str, DeclaredProbe]
+
+    def passed(self, probe: str) -> bool:
+        """Whether ``probe`` targets the arch and its contract held: only such a probe is measured."""
+        check = self.checks.get(probe)
+        return check is not None and check.status == "ok"
+
+    @property
+    def clock_fact(self) -> str | None:
+        """The fact the clock probe declares (the SM clock), which the results' ``clocks`` repeat."""
+        clock = self.declared.get(CLOCK_PROBE)
+        return clock.facts[0] if clock is not None and clock.facts else None
+
+    @property
+    def datasheet(self) -> dict[str, float]:
+        """The model's datasheet figures (empty when the GPU model is not known)."""
+        return {key: entry.value for key, entry in self.model.datasheet.items()} if self.model else {}
+
+
+def build_and_check(device: Device, forced_model: str | None, inject_fault: bool) -> Build:
+    """The cubin for ``device``'s arch, built from every probe the run may measure, and each probe that targets
+    the arch checked against its contract; ``device`` matched to its GPU model (``forced_model``: that one)."""
+    model = match_model(device.name, forced_model)
+    if model is not None and model.memory:
+        device = dataclasses.replace(device, memory_type=model.memory)
+    arch = parse_arch(device.arch)
+    declared = all_probes()
+    probes = [p for p in declared if may_measure(p.family, inject_fault)]
+    module = build_for(probes, arch)
+    checks = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
+    return Build(device, model, module, checks, declared_probes(declared))
+
+
+# ---------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The families a run measures, in measuring order, each with its settings, its plan and the probes it
+    measures (those of the stage that passed their check)."""
+
+    families: dict[str, Family]
+    settings: dict[str, Any]
+    plans: dict[str, FamilyPlan]
+    probes: dict[str, list[str]]
+
+
+def select(
+    build: Build,
+    stage: Stage,
+    settings: Mapping[str, Any] | None,
+    families: Collection[str] | None,
+    inject_fault: bool,
+    say: ProgressSink,
+) -> Selection:
+    """The families a run measures (:func:`chosen_families`), in the stage's order, with the settings given (the
+    stage's otherwise), each planned; ``say`` is told which none of whose probes runs on the arch."""
+    chosen = chosen_families(families, inject_fault)
+    selected = {family: chosen[family] for family in stage.family_order(chosen)}
+    settings_of = {family: stage.settings(m, (settings or {}).get(family)) for family, m in selected.items()}
+    arch, device = build.module.arch.name, build.device
+    left_out = [family for family, m in selected.items() if not runs_on(m, arch)]
+    if left_out:
+        say.line(PREFIX + left_out_line(left_out, arch))
+    return Selection(
+        families=selected,
+        settings=settings_of,
+        plans={family: family_plan(family, m, stage, settings_of[family], device) for family, m in selected.items()},
+        probes={family: [name for name in stage.probes(m) if build.passed(name)] for family, m in selected.items()},
+    )
+
+
+# ---------------------------------------------------------------- measure
+
+
+@dataclass
+class Recording:
+    """A run's results as it measures: each fact judged as its probe ends, the SM clock the clock probe measured
+    kept in the ``clocks`` too, the file saved after every probe and once more when the run ends."""
+
+    results: Results
+    path: Path
+    model: ModelExpectations | None
+    clock_fact: str | None
+
+    def save(self) -> None:
+        save(self.results, self.path)
+
+    def finish(self, launcher: LauncherSpec) -> None:
+        """The run's end: the GPU as NVML saw it after, whether the run is partial (a family not measured to
+        its end), saved."""
+        results = self.results
+        results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index, results.device.uuid, {os.getpid()})
+        results.partial = any(record.get("ended") != "measured" for record in results.families.values())
+        self.save()
+
+    def probe_ended(self, measured: Measured, publishes: bool) -> None:
+        """One probe's outcome, and its facts judged; a probe that does not publish (the smoke stage's probes
+        measured first) keeps its outcome and gives no facts."""
+        results = self.results
+        results.probes[measured.probe] = measured.outcome
+        if not publishes and measured.facts:
+            measured.outcome.detail = f"{SELF_CHECK_ONLY} {measured.outcome.detail}".strip()
+            measured.facts = []
+        results.facts.extend(judge_measured(f, self.model, results.stage) for f in measured.facts)
+        clock = next((f for f in measured.facts if f.id == self.clock_fact), None)
+        if clock is not None:
+            results.clocks["sm_mhz_measured"] = clock.value
+            results.clocks["samples"] = clock.samples
+
+
+def record_family(
+    recording: Recording,
+    family: str,
+    spec: dict[str, Any],
+    order: list[str],
+    policy: ChildPolicy,
+    run_state: dict[str, Any],
+    progress: RunProgress,
+    publishes: Callable[[str], bool],
+) -> None:
+    """One family's probes (``order``) measured in child processes into the recording, its seconds recorded, and
+    the run's reference clock carried on in ``run_state``; ``progress`` is told of each probe as it ends, and a
+    probe ``publishes`` refuses gives no facts."""
+    record = recording.results.families[family]
+    record["ended"] = "interrupted"  # until it ends: what a run stopped from outside leaves
+    state = {**spec["state"], **run_state}
+    started = time.monotonic()
+    for measured in run_family(spec, order, policy, state=state):
+        progress.probe_ended(family, measured.probe, measured.outcome)
+        recording.probe_ended(measured, publishes(measured.probe))
+        record["actual_s"] = round(time.monotonic() - started, 3)
+        recording.save()
+    cut = any(cut_by_deadline(recording.results.probes[name]) for name in order)
+    record.update(actual_s=round(time.monotonic() - started, 3), ended="deadline" if cut else "measured")
+    if REFERENCE_KEY in state:
+        run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
+
+
+def measure_families(
+    recording: Recording,
+    build: Build,
+    selection: Selection,
+    launcher: LauncherSpec,
+    stage: Stage,
+    policy: ChildPolicy,
+    say: ProgressSink,
+) -> bool:
+    """Each selected family measured in turn (:func:`record_family`), until the run's deadline, or until family
+    after family died the same way; ``say`` is told where the run stands. True when Ctrl-C stopped it: what it
+    never measured is recorded ``interrupted``."""
+    results, families = recording.results, selection.families
+    tracker = RunProgress(
+        say, [(family, len(selection.probes[family]), selection.plans[family].seconds) for family in families],
+        report_s=REPORT_S if stage.name == "full" else 0.0, deadline=policy.deadline, clock=policy.clock,
+    )  # fmt: skip
+    run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
+    dying = _SameDeath()
+    try:
+        for family, measured in families.items():
+            order = selection.probes[family]
+            if policy.seconds_left() <= 0 or dying.reason:
+                not_started(results, family, order, dying.reason)
+                recording.save()
+                tracker.family_skipped(family, dying.reason or "the run's deadline came first")
+                continue
+            if not order:  # none of its probes runs on this arch, or passed its check: no process for it
+                results.families[family].update(actual_s=0.0, ended="measured")
+                recording.save()
+                continue
+            if too_few_gpus(measured, build.device):  # what its own process would say, without starting one
+                results.probes.update({name: ProbeOutcome("not_run", ONE_GPU) for name in order})
+                results.families[family].update(actual_s=0.0, ended="measured")
+                recording.save()
+                tracker.family_skipped(family, ONE_GPU)
+                continue
+            spec = child_spec(build.module, build.device, launcher, family, selection.settings[family],
+                              build.datasheet, build.passed(CLOCK_PROBE))  # fmt: skip
+            tracker.family_started(family)
+            record_family(recording, family, spec, order, policy, run_state, tracker,
+                          functools.partial(stage.publishes, measured))  # fmt: skip
+            tracker.family_ended(family)
+            dying.family_ended([results.probes[name] for name in order])
+    except KeyboardInterrupt:
+        interrupted(results, selection.probes, selection.plans)
+        return True
+    finally:
+        tracker.close()
+    return False
+
+
+# ---------------------------------------------------------------- the run
+
+
+def start_results(build: Build, launcher: LauncherSpec, stage: Stage, selection: Selection) -> Results:
+    """A run's results before it measures: the device and its own facts judged, the GPU as NVML saw it, the cubin,
+    the machine, every probe declared, each probe whose check failed, and each family with the probes it will
+    measure."""
+    device, index = build.device, launcher.device_index
+    before = nvml_snapshot(index, device.uuid, {os.getpid()})
+    results = Results(device=device, clocks={"nvml_before": before}, stage=stage.name, build=build_record(build.module),
+                      environment=environment_record(index, device.uuid), declared_probes=build.declared)  # fmt: skip
+    results.clocks["model"] = build.model.key if build.model else "unknown (discovery mode)"
+    results.facts.extend(judge_fact(f, build.model, stage.name) for f in device_facts(device))
+    for name, check in build.checks.items():
+        if check.status != "ok":
+            results.probes[name] = ProbeOutcome(check.status, check.detail)
+    for family in selection.families:  # every family's probes recorded before any is measured
+        results.families[family] = family_record(selection.plans[family], selection.probes[family])
+    return results
+
+
+def judge_run(results: Results) -> None:
+    """What the run says once measured: the SM clock over the latency chases, and every invariant (the facts it
+    fails marked); each fact was judged as its probe ended."""
+    results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
+    judge_invariants(results, catalog.invariant_checks())
+
+
+def write_pages(results: Results, out_dir: Path, stage: Stage) -> list[Path]:
+    """The fact sheet (a smoke run: the first-contact page) written beside the results; the paths written."""
+    if stage.name == "smoke":
+        page = out_dir / FIRST_CONTACT_NAME
+        write_atomic(page, render_first_contact(results, catalog.probes_by_family(smoke=True)))
+        return [page]
+    return write_report(results, out_dir, sections=catalog.sections())
 
 
 def run_suite(
@@ -278,92 +490,27 @@ def run_suite(
     Stopped by Ctrl-C, it records what it never measured (``interrupted``), saves the partial results,
     writes their fact sheet (or first-contact page), and raises :class:`RunInterrupted` naming them.
     """
+    say = progress or QuietSink()
     with folder_lock(make_dirs(out_dir)):  # one run writes a folder at a time
         policy = stage_policy(stage, policy or ChildPolicy())
         if deadline_s is not None:
             policy = dataclasses.replace(policy, deadline=policy.clock() + deadline_s)
-        model = match_model(device.name, forced_model)
-        if model is not None and model.memory:
-            device = dataclasses.replace(device, memory_type=model.memory)
-        arch = parse_arch(device.arch)
-        datasheet = {key: entry.value for key, entry in model.datasheet.items()} if model else {}
-        probes = [p for p in all_probes() if may_measure(p.family, inject_fault)]
-        module = build_for(probes, arch)
-        checks: dict[str, CheckResult] = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
-        chosen = chosen_families(families, inject_fault)
-        selected = {family: chosen[family] for family in stage.family_order(chosen)}
-        settings_of = {family: stage.settings(m, (settings or {}).get(family)) for family, m in selected.items()}
-        plans = {family: family_plan(family, m, stage, settings_of[family], device) for family, m in selected.items()}
-        orders = {
-            family: [name for name in stage.probes(measurement) if checks.get(name) and checks[name].status == "ok"]
-            for family, measurement in selected.items()
-        }
-        left_out = [family for family in selected if not runs_on(selected[family], arch.name)]
-        if left_out:
-            (progress or QuietSink()).line(PREFIX + left_out_line(left_out, arch.name))
-        tracker = RunProgress(
-            progress or QuietSink(), [(family, len(orders[family]), plans[family].seconds) for family in selected],
-            report_s=REPORT_S if stage.name == "full" else 0.0, deadline=policy.deadline, clock=policy.clock,
-        )  # fmt: skip
-        index = device.gpu_index if device.gpu_index is not None else launcher.device_index
-        path = out_dir / RESULTS_NAME
-        stopped_by_user = False
-        with gpu_lock(device.uuid or f"{device.hostname or 'local'}-gpu{index}", lock_wait_s):
-            own = {os.getpid()}
-            before = nvml_snapshot(launcher.device_index, device.uuid, own)
-            results = Results(device=device, clocks={"nvml_before": before}, stage=stage.name,
-                              build=build_record(module),
-                              environment=environment_record(launcher.device_index, device.uuid))  # fmt: skip
-            results.clocks["model"] = model.key if model else "unknown (discovery mode)"
-            results.facts.extend(judge_fact(f, model, stage.name) for f in device_facts(device))
-            for name, check in checks.items():
-                if check.status != "ok":
-                    results.probes[name] = ProbeOutcome(check.status, check.detail)
-            clock_usable = checks.get(CLOCK_PROBE) is not None and checks[CLOCK_PROBE].status == "ok"
-            run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
-            dying = _SameDeath()
-            for family in selected:  # every family's probes recorded before any is measured
-                results.families[family] = family_record(plans[family], orders[family])
-            save(results, path)
-            try:
-                for family in selected:
-                    order = orders[family]
-                    if policy.seconds_left() <= 0 or dying.reason:
-                        not_started(results, family, order, dying.reason)
-                        save(results, path)
-                        tracker.family_skipped(family, dying.reason or "the run's deadline came first")
-                        continue
-                    if not order:  # none of its probes runs on this arch, or passed its check: no process for it
-                        results.families[family].update(actual_s=0.0, ended="measured")
-                        save(results, path)
-                        continue
-                    if too_few_gpus(selected[family], device):  # what its own process would say, without starting one
-                        results.probes.update({name: ProbeOutcome("not_run", ONE_GPU) for name in order})
-                        results.families[family].update(actual_s=0.0, ended="measured")
-                        save(results, path)
-                        tracker.family_skipped(family, ONE_GPU)
-                        continue
-                    spec = child_spec(module, device, launcher, family, settings_of[family], datasheet, clock_usable)
-                    tracker.family_started(family)
-                    measure_family(results, path, family, spec, order, policy, run_state, model, tracker,
-                                   functools.partial(stage.publishes, selected[family]))  # fmt: skip
-                    tracker.family_ended(family)
-                    dying.family_ended([results.probes[name] for name in order])
-            except KeyboardInterrupt:
-                stopped_by_user = True
-                interrupted(results, orders, plans)
-            finally:
-                tracker.close()
-            results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
-            judge_invariants(results, catalog.invariant_checks())
-            results.clocks["nvml_after"] = nvml_snapshot(launcher.device_index, device.uuid, own)
-            results.partial = any(r.get("ended") != "measured" for r in results.families.values())
-            save(results, path)
-        if stage.name == "smoke":
-            written = [out_dir / FIRST_CONTACT_NAME]
-            write_atomic(written[0], render_first_contact(results, catalog.probes_by_family(smoke=True)))
-        else:
-            written = write_report(results, out_dir, sections=catalog.sections())
+        build = build_and_check(device, forced_model, inject_fault)
+        selection = select(build, stage, settings, families, inject_fault, say)
+        with gpu_lock(lock_name(build.device, launcher), lock_wait_s):
+            results = start_results(build, launcher, stage, selection)
+            recording = Recording(results, out_dir / RESULTS_NAME, build.model, build.clock_fact)
+            recording.save()
+            stopped_by_user = measure_families(recording, build, selection, launcher, stage, policy, say)
+            judge_run(results)
+            recording.finish(launcher)
+        written = write_pages(results, out_dir, stage)
         if stopped_by_user:
-            raise RunInterrupted([path, *(p for p in written if p.suffix in (".md", ".html"))])
+            raise RunInterrupted([recording.path, *(p for p in written if p.suffix in (".md", ".html"))])
         return results
+
+
+def lock_name(device: Device, launcher: LauncherSpec) -> str:
+    """What a run locks its GPU by: its UUID, else the host and the GPU's index."""
+    index = device.gpu_index if device.gpu_index is not None else launcher.device_index
+    return device.uuid or f"{device.hostname or 'local'}-gpu{index}"

@@ -1,11 +1,12 @@
 """Writing the fact sheet: Markdown with its plots as PNG files beside it, or one self-contained HTML page.
 
-The content comes from :mod:`gpuprobe.output.report` (and its HTML markup from
-:mod:`gpuprobe.output.html_report`); this module only draws the plots and writes the files, atomically.
+The content comes from :mod:`gpuprobe.output.sheet`, marked up by :mod:`gpuprobe.output.report` (Markdown) or
+:mod:`gpuprobe.output.html_report` (HTML); this module only draws the plots and writes the files, atomically.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,15 +17,23 @@ from gpuprobe.core.results import Results
 from gpuprobe.core.text import shown_lines
 from gpuprobe.output.html_report import render_html
 from gpuprobe.output.plots import DEFAULT_DPI, new_figure, png_bytes
-from gpuprobe.output.report import (
-    FACTSHEET_HTML_NAME,
-    FACTSHEET_NAME,
-    FORMATS,
-    all_plots,
-    render_markdown,
-    sheet_layout,
-)
+from gpuprobe.output.report import render_markdown
 from gpuprobe.output.sections import Plot, Section
+from gpuprobe.output.sheet import all_plots, sheet_layout
+
+FACTSHEET_NAME = "factsheet.md"
+FACTSHEET_HTML_NAME = "factsheet.html"
+FORMATS = ("md", "html")
+
+
+def gpu_slug(device_name: str) -> str:
+    """File-name slug of a GPU name: "NVIDIA A100-SXM4-80GB" -> "nvidia-a100-sxm4-80gb" (``reports/<slug>/``).
+
+    Lower case; every run of characters outside [a-z0-9] becomes one "-"; no leading or trailing
+    "-". A name with nothing usable gives "unknown-gpu".
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+    return slug or "unknown-gpu"
 
 
 def stamped(png: bytes) -> bytes:

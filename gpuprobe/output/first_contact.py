@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuprobe.build.registry import all_probes
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, ProbeOutcome, Results
+from gpuprobe.core.tables import md_table
 from gpuprobe.core.text import md_code, md_fence, md_text, shown
-from gpuprobe.output.report import identity_lines, md_text_table, sheet_title, simulated_banner
+from gpuprobe.output.report import simulated_banner
+from gpuprobe.output.sheet import identity_rows, sheet_title
 
 # Outcome of a probe, worst first: a family shows the worst of its probes.
 OUTCOMES = {
@@ -44,8 +45,8 @@ def _probe_outcome(results: Results, name: str) -> ProbeOutcome:
         return outcome
     if any(name in record.get("probe_names", ()) for record in results.families.values()):
         return ProbeOutcome("not_run", "never ran: the run ended before it")
-    probe = next((p for p in all_probes() if p.name == name), None)
-    targets = " ".join(a.name for a in probe.archs) if probe else "?"
+    probe = results.declared_probes.get(name)  # a file from before probes were declared in it: targets unknown
+    targets = " ".join(probe.archs) if probe else "?"
     return ProbeOutcome("unsupported", f"{results.device.arch} lacks what it needs (targets: {targets})")
 
 
@@ -97,7 +98,7 @@ def _record_lines(title: str, record: Any) -> list[str]:
     if not isinstance(record, dict) or not record:
         return [f"**{title}:** not available", ""]
     rows = [(str(key), str(value)) for key, value in record.items()]
-    return [f"**{title}**", "", *md_text_table(("", ""), rows), ""]
+    return [f"**{title}**", "", *md_table(("", ""), rows), ""]
 
 
 def environment_lines(results: Results) -> list[str]:
@@ -156,9 +157,9 @@ def render_first_contact(results: Results, probes_by_family: Mapping[str, Sequen
         "",
         verdict_line(rows),
         "",
-        *md_text_table(("Family", "Probes", "Outcome", "Seconds (planned / actual)", "What happened"), rows),
+        *md_table(("Family", "Probes", "Outcome", "Seconds (planned / actual)", "What happened"), rows),
         "",
-        *identity_lines(results),
+        *md_table(("Device", "Value"), identity_rows(results)),
         "",
         *environment_lines(results),
         *problem_lines(results),

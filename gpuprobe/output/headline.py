@@ -6,7 +6,8 @@ peak at the measured clock, cuBLAS).
 Every number is a fact of the run (or plain arithmetic on facts and the device's own figures, stated as
 such: a per-SM rate times the SM count and the measured clock). A headline fact the run lacks says why:
 its probe failed, never ran, or found no such level; a fact this GPU's arch cannot have (wgmma off
-sm_90a) is left out.
+sm_90a) is left out. Which probe declares a fact, and the archs it targets, is what the run recorded
+(``declared_probes``); a file without that record says only "not measured".
 """
 
 from __future__ import annotations
@@ -16,14 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from gpuprobe.build.registry import Probe, all_probes
-from gpuprobe.core.arch import parse_arch
-from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, Results, provenance
 from gpuprobe.judge.verdicts import is_impossible
 from gpuprobe.output.plots import measured_sm_mhz
 from gpuprobe.output.quantities import fmt_expected, fmt_measured, fmt_quantity
+from gpuprobe.output.references import References
 
 # The key plots, shown under the headline in this order (a family's ``Plot.key``).
 HEADLINE_PLOTS = ("latency_vs_footprint", "dram_occupancy", "wgmma_latency_vs_n", "l2_partition_map")
@@ -152,7 +151,8 @@ HEADLINE_HEADER = ("Fact", "Measured", "Compared with", "Expected", "Verdict")
 
 @dataclass(frozen=True)
 class HeadlineRow:
-    """One headline line as plain text; ``verdict`` is the fact's verdict key, "" when it was not measured."""
+    """One headline line as plain text; ``verdict`` is the fact's verdict key, "" when it was not measured;
+    ``reference`` the number of its expectation's source (None: no source)."""
 
     label: str
     fact_id: str
@@ -161,52 +161,37 @@ class HeadlineRow:
     expected: str
     verdict: str
     fact: Fact | None
+    reference: int | None = None
 
 
-def declaring_probes() -> dict[str, Probe]:
-    """Fact id -> the probe that declares it; empty when the declarations cannot be read here."""
-    try:
-        probes = all_probes()
-    except GpuprobeError:
-        return {}
-    return {fact_id: probe for probe in probes for fact_id in probe.facts}
-
-
-def _supported(probe: Probe, arch: str) -> bool:
-    try:
-        return probe.supports(parse_arch(arch))
-    except GpuprobeError:
-        return True  # an arch this gpuprobe does not know: say what happened rather than hide the row
-
-
-def why_missing(results: Results, fact_id: str, probes: dict[str, Probe]) -> str | None:
+def why_missing(results: Results, fact_id: str) -> str | None:
     """Why the run has no such fact (plain text); None when this GPU's arch cannot have it, or the gpuprobe that
     made the run (an older one, which recorded no version) did not measure it yet."""
-    probe = probes.get(fact_id)
-    if probe is None:
+    name = next((name for name, p in results.declared_probes.items() if fact_id in p.facts), None)
+    if name is None:
         return "not measured"
-    if not _supported(probe, results.device.arch):
+    if not results.declared_probes[name].targets(results.device.arch):
         return None
-    outcome = results.probes.get(probe.name)
+    outcome = results.probes.get(name)
     if outcome is None:
-        return f"not measured: {probe.name} never ran"
+        return f"not measured: {name} never ran"
     if outcome.status == "ok" and not provenance(results).version:
         return None  # an older gpuprobe's run, before this fact was measured: nothing to say of this GPU
     if outcome.status == "ok":
         return "none found (its probe ran and verified itself)"
-    return f"not measured: {probe.name} {outcome.status}"
+    return f"not measured: {name} {outcome.status}"
 
 
-def headline_rows(results: Results) -> list[HeadlineRow]:
-    """The headline table's rows, in ``HEADLINES`` order; facts this GPU cannot have are left out."""
+def headline_rows(results: Results, refs: References | None = None) -> list[HeadlineRow]:
+    """The headline table's rows, in ``HEADLINES`` order, each fact's source numbered in ``refs``; facts this GPU
+    cannot have are left out."""
+    refs = References() if refs is None else refs
     mhz = measured_sm_mhz(results)
-    probes: dict[str, Probe] | None = None
     rows = []
     for line in HEADLINES:
         fact = results.fact(line.fact_id)
         if fact is None:
-            probes = declaring_probes() if probes is None else probes
-            missing = why_missing(results, line.fact_id, probes)
+            missing = why_missing(results, line.fact_id)
             if missing is not None:
                 rows.append(HeadlineRow(line.label, line.fact_id, missing, "", "", "", None))
             continue
@@ -215,7 +200,7 @@ def headline_rows(results: Results) -> list[HeadlineRow]:
         measured = fmt_measured(fact, mhz, with_ci=False)
         rows.append(
             HeadlineRow(line.label, line.fact_id, measured, compared, fmt_expected(fact.expectation, fact.unit),
-                        fact.verdict, fact)
+                        fact.verdict, fact, refs.number(fact))
         )  # fmt: skip
     return rows
 
@@ -245,11 +230,17 @@ TENSOR_HEADER = ("Type", "mma.sync (best shape)", "wgmma dense", "Datasheet at c
 
 @dataclass(frozen=True)
 class TensorRow:
-    """One type's rates as plain text, and the facts they came from (for their verdicts)."""
+    """One type's rates as plain text, and the facts they came from."""
 
     label: str
     cells: tuple[str, str, str, str, str]
     facts: tuple[Fact, ...]
+
+    @property
+    def verdict(self) -> str:
+        """The worst verdict among its facts ("report" when none is judged)."""
+        verdicts = [f.verdict for f in self.facts]
+        return next((v for v in JUDGED if v in verdicts), "report")
 
 
 def _best(results: Results, pattern: str) -> Fact | None:

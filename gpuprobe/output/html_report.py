@@ -1,8 +1,7 @@
-"""The fact sheet as one self-contained HTML page: the Markdown sheet's content, marked up for a browser.
+"""The fact sheet as one self-contained HTML page: :class:`~gpuprobe.output.sheet.Sheet` marked up for a browser.
 
-Same results, same content as ``gpuprobe.output.report.render_markdown``: the text of every row comes
-from the plain-text builders in ``gpuprobe.output.report`` and ``gpuprobe.output.headline`` and is only
-escaped and marked up here. The first screen (device, verdict, probes, the headline table) fits a
+What the sheet says is :mod:`gpuprobe.output.sheet`'s, as the Markdown writer's (:mod:`gpuprobe.output.report`)
+is: every text is only escaped and marked up here. The first screen (device, verdict, probes, the headline table) fits a
 1400x900 window; the key plots follow two by two; each family's section is collapsible (``<details>``,
 open when it holds a failure), its rows anchored (``#fact-latency.l2``) so the verdict line links to
 the facts it names, and every ``[n]`` links to its reference at the end.
@@ -18,15 +17,29 @@ from __future__ import annotations
 import base64
 import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-from gpuprobe.core.results import Fact, Results
-from gpuprobe.output import headline, probe_status, report, witness
-from gpuprobe.output.plots import measured_sm_mhz
-from gpuprobe.output.references import References
-from gpuprobe.output.run_conditions import condition_rows
+from gpuprobe.core.results import Results
+from gpuprobe.core.tables import html_table
+from gpuprobe.output.headline import HEADLINE_HEADER, TENSOR_HEADER
+from gpuprobe.output.quantities import NONE, verdict_marker
 from gpuprobe.output.sections import Section
-from gpuprobe.output.tables import html_table
+from gpuprobe.output.sheet import (
+    CONDITIONS_HEADER,
+    DEVICE_HEADER,
+    FACT_HEADER,
+    INVARIANT_HEADER,
+    LEGEND,
+    PROBE_HEADER,
+    PROBE_STATUS_NOTE,
+    SIMULATED_TEXT,
+    KeyPlot,
+    Sheet,
+    SheetSection,
+    fact_sheet,
+    plot_alt,
+)
+from gpuprobe.output.witness import BLURB, HEADER, TITLE, WitnessSection
 
 CONTENT_SECURITY_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -147,7 +160,7 @@ def fact_anchor(fact_id: str) -> str:
 
 def verdict_badge(verdict: str) -> str:
     """A colored badge for a verdict key, labelled like the Markdown marker (without the bold)."""
-    label = report.verdict_marker(verdict).strip("*")
+    label = verdict_marker(verdict).strip("*")
     title = "reported, not judged" if verdict == "report" else verdict.replace("_", " ")
     css = re.sub(r"[^a-z_]", "", verdict.lower()) or "unknown"
     return f'<span class="badge v-{css}" title="{esc(title)}">{esc(label)}</span>'
@@ -169,66 +182,56 @@ def banner_html(text: str, kind: str = "") -> list[str]:
     return [f'<div class="{classes}" role="alert"><strong>{esc(bold)}.</strong> {esc(rest)}</div>']
 
 
-def verdict_html(results: Results) -> list[str]:
+def verdict_html(sheet: Sheet) -> list[str]:
     """The verdict line (badges, the named facts linked to their rows) and the probe line."""
-    counts = headline.verdict_counts(results.facts)
-    badges = " ".join(f'<span class="badge v-{esc(v)}">{n} {esc(v.replace("_", " "))}</span>' for v, n in counts)
-    reported = sum(1 for f in results.facts if f.verdict == "report")
-    line = f"<strong>Verdict:</strong> {badges or 'nothing judged'} {reported} reported, not judged "
-    line += f"({len(results.facts)} facts)."
-    _, named = report.verdict_text(results.facts)
-    for verdict, ids, more in named:
+    verdict = sheet.verdict
+    badges = " ".join(f'<span class="badge v-{esc(v)}">{n} {esc(v.replace("_", " "))}</span>'
+                      for v, n in verdict.counts)  # fmt: skip
+    line = f"<strong>Verdict:</strong> {badges or 'nothing judged'} {verdict.reported} reported, not judged "
+    line += f"({verdict.facts} facts)."
+    for named, ids, more in verdict.named:
         links = [f'<a href="#{esc(fact_anchor(i))}"><code>{esc(i)}</code></a>' for i in ids]
         links += [f"{more} more"] if more else []
-        line += f" <strong>{esc(report.verdict_marker(verdict).strip('*'))}:</strong> {', '.join(links)}."
-    probes = f'<strong>Probes:</strong> {esc(probe_status.summary(results))} <a href="#probe-status">Status</a>'
+        line += f" <strong>{esc(verdict_marker(named).strip('*'))}:</strong> {', '.join(links)}."
+    probes = f'<strong>Probes:</strong> {esc(sheet.probes_line)} <a href="#probe-status">Status</a>'
     return [f'<p class="summary">{line}</p>', f"<p>{probes}</p>"]
 
 
-def headline_html(results: Results, refs: References) -> list[str]:
+def headline_html(sheet: Sheet) -> list[str]:
     """The headline table, each fact linked to its row below, and the tensor cores per type."""
     rows = []
-    for row in headline.headline_rows(results):
-        number = refs.number(row.fact) if row.fact is not None else None
+    for row in sheet.headline:
         label = f'<span title="{esc(row.fact_id)}">{esc(row.label)}</span>'
         if row.fact is not None:  # linked to its row below
             label = f'<a href="#{esc(fact_anchor(row.fact_id))}" title="{esc(row.fact_id)}">{esc(row.label)}</a>'
-        verdict = verdict_badge(row.verdict) if row.fact is not None else esc(report.NONE)
-        rows.append([label, esc(row.measured), esc(row.compared or report.NONE),
-                     esc(row.expected or report.NONE) + ref_link(number), verdict])  # fmt: skip
-    lines = ['<h2 id="headline" class="first">Headline</h2>']
-    lines += html_table(headline.HEADLINE_HEADER, rows, "headline")
-    tensor = headline.tensor_rows(results)
-    if tensor:
-        body = [[esc(r.label), *(esc(c or report.NONE) for c in r.cells), _worst_badge(r.facts)] for r in tensor]
-        lines += ["<h3>Tensor cores per type</h3>", *html_table((*headline.TENSOR_HEADER, "Verdicts"), body, "tensor")]
+        verdict = verdict_badge(row.verdict) if row.fact is not None else esc(NONE)
+        rows.append([label, esc(row.measured), esc(row.compared or NONE),
+                     esc(row.expected or NONE) + ref_link(row.reference), verdict])  # fmt: skip
+    lines = ['<h2 id="headline" class="first">Headline</h2>', *html_table(HEADLINE_HEADER, rows, "headline")]
+    if sheet.tensor:
+        body = [[esc(r.label), *(esc(c or NONE) for c in r.cells), verdict_badge(r.verdict)] for r in sheet.tensor]
+        lines += ["<h3>Tensor cores per type</h3>", *html_table((*TENSOR_HEADER, "Verdicts"), body, "tensor")]
     return lines
 
 
-def _worst_badge(facts: Iterable[Fact]) -> str:
-    verdicts = [f.verdict for f in facts]
-    return verdict_badge(next((v for v in headline.JUDGED if v in verdicts), "report"))
-
-
-def key_plots_html(key_plots: list[tuple[str, str, str]]) -> list[str]:
+def key_plots_html(key_plots: list[KeyPlot]) -> list[str]:
     """The key plots, two by two."""
     if not key_plots:
         return []
-    figures = [line for _, uri, alt in key_plots for line in figure_html(uri, alt)]
+    figures = [line for plot in key_plots for line in figure_html(plot.src, plot.alt)]
     return ['<h2 id="key-plots">Key plots</h2>', '<div class="plots">', *figures, "</div>"]
 
 
-def conditions_html(results: Results) -> list[str]:
+def conditions_html(sheet: Sheet) -> list[str]:
     """The run's conditions."""
-    rows = [[esc(label), esc(text)] for label, text in condition_rows(results)]
-    table = html_table(("Condition", "Over the run"), rows, "conditions")
-    return ['<h2 id="run-conditions">Run conditions</h2>', *table]
+    rows = [[esc(label), esc(text)] for label, text in sheet.conditions]
+    return ['<h2 id="run-conditions">Run conditions</h2>', *html_table(CONDITIONS_HEADER, rows, "conditions")]
 
 
 # ---------------------------------------------------------------- the details
 
 
-def fact_table_html(results: Results, facts: list[Fact], refs: References) -> list[str]:
+def fact_table_html(part: SheetSection) -> list[str]:
     """Fact id, median [CI], detects, expected [n], verdict; each row anchored (a sweep's at each member)."""
     rows = [
         [
@@ -238,34 +241,32 @@ def fact_table_html(results: Results, facts: list[Fact], refs: References) -> li
             esc(r.expected) + ref_link(r.reference),
             verdict_badge(r.verdict),
         ]
-        for r in report.fact_rows(facts, measured_sm_mhz(results), refs)
+        for r in part.rows
     ]
-    return html_table(report.FACT_HEADER, rows, "facts")
+    return html_table(FACT_HEADER, rows, "facts")
 
 
-def invariant_html(facts: list[Fact]) -> list[str]:
+def invariant_html(part: SheetSection) -> list[str]:
     """The invariants that do not hold, with what each compared; then the names of those that do."""
     rows = [
         [f'<span id="{esc(fact_anchor(r.fact_id))}"></span><code>{esc(r.fact_id)}</code>', esc(r.result),
-         verdict_badge(r.verdict), f'<span class="detail">{esc(r.detail or report.NONE)}</span>']
-        for r in report.invariant_rows(facts)
+         verdict_badge(r.verdict), f'<span class="detail">{esc(r.detail or NONE)}</span>']
+        for r in part.invariants
     ]  # fmt: skip
-    lines = html_table(report.INVARIANT_HEADER, rows, "invariants") if rows else []
-    held = report.held_invariants(facts)
-    if held:
-        count = sum(1 for f in facts if report.holds(f))
-        items = [f"<li><code>{esc(g or 'other')}</code>: {esc(', '.join(m))}</li>" for g, m in held]
-        lines += [f"<p><strong>Hold ({count}):</strong></p>", '<ul class="notes">', *items, "</ul>"]
+    lines = html_table(INVARIANT_HEADER, rows, "invariants") if rows else []
+    if part.held:
+        items = [f"<li><code>{esc(g or 'other')}</code>: {esc(', '.join(m))}</li>" for g, m in part.held]
+        lines += [f"<p><strong>Hold ({part.held_count}):</strong></p>", '<ul class="notes">', *items, "</ul>"]
     return lines
 
 
-def notes_html(facts: list[Fact]) -> list[str]:
+def notes_html(part: SheetSection) -> list[str]:
     """What a row does not say, one bullet per fact."""
     items = []
-    for fact_id, extra, note in report.fact_notes(facts):
-        parts = [f'<span class="detail">{esc(extra)}</span>'] if extra else []
-        parts += [f'<span class="note">{cite_html(note)}</span>'] if note else []
-        items.append(f"<li><code>{esc(fact_id)}</code>: {' — '.join(parts)}</li>")
+    for note in part.notes:
+        parts = [f'<span class="detail">{esc(note.said)}</span>'] if note.said else []
+        parts += [f'<span class="note">{cite_html(note.note)}</span>'] if note.note else []
+        items.append(f"<li><code>{esc(note.fact_id)}</code>: {' — '.join(parts)}</li>")
     return ['<ul class="notes">', *items, "</ul>"] if items else []
 
 
@@ -274,51 +275,60 @@ def figure_html(src: str, alt: str) -> list[str]:
     return [f'<figure><img src="{esc(src)}" alt="{esc(alt)}"><figcaption>{esc(alt)}</figcaption></figure>']
 
 
-def section_html(results: Results, plan: report.SectionPlan, refs: References, above: Sequence[str]) -> list[str]:
-    """One family's collapsible section: title and counts, blurb, table, notes and plot."""
-    family = plan.family
-    opened = " open" if any(f.verdict in OPEN_WHEN for f in plan.facts) else ""
-    counts = report.section_counts(plan.facts) if plan.facts else "no facts"
-    lines = [f'<details id="{slug(family.title)}"{opened}>',
-             f'<summary>{esc(family.title)}<span class="counts">{esc(counts)}</span></summary>']  # fmt: skip
-    if family.blurb:
-        lines.append(f'<p class="blurb">{esc(family.blurb)}</p>')
-    if plan.facts and family.invariants:
-        lines += invariant_html(plan.facts)
-    elif plan.facts:
-        lines += fact_table_html(results, plan.facts, refs) + notes_html(plan.facts)
+def section_html(part: SheetSection) -> list[str]:
+    """One section, collapsible: title and counts, blurb, table, notes and plot (open when it holds a failure)."""
+    section = part.section
+    opened = " open" if any(f.verdict in OPEN_WHEN for f in part.facts) else ""
+    lines = [f'<details id="{slug(section.title)}"{opened}>',
+             f'<summary>{esc(section.title)}<span class="counts">{esc(part.counts)}</span></summary>']  # fmt: skip
+    if section.blurb:
+        lines.append(f'<p class="blurb">{esc(section.blurb)}</p>')
+    if part.facts and section.invariants:
+        lines += invariant_html(part)
+    elif part.facts:
+        lines += fact_table_html(part) + notes_html(part)
     else:
-        lines.append(f"<p>{esc(report.empty_section_text(results, plan.probes))}</p>")
-    if plan.plot and family.plot_key in above:
-        lines.append(
-            f'<p class="note">Plot: <a href="#key-plots">{esc(report.plot_alt(family))}</a>, under Key plots.</p>'
-        )
-    elif plan.plot:
-        lines += figure_html(plan.plot, f"{family.title}: {report.plot_alt(family)}")
+        statuses = ", ".join(f"{probe} {status}" for probe, status in part.probes)
+        lines.append(f"<p>{esc(f'No facts measured ({statuses}); see Probe status.')}</p>")
+    if part.plot_above:
+        lines.append(f'<p class="note">Plot: <a href="#key-plots">{esc(plot_alt(section))}</a>, under Key plots.</p>')
+    elif part.plot:
+        lines += figure_html(part.plot, f"{section.title}: {plot_alt(section)}")
     return [*lines, "</details>"]
 
 
-def identity_html(results: Results) -> list[str]:
+def software_html(sheet: Sheet) -> list[str]:
     """What the device line leaves out, in a collapsible section."""
-    rows = [[esc(label), esc(value.strip() or report.NONE)] for label, value in report.software_rows(results)]
+    rows = [[esc(label), esc(value.strip() or NONE)] for label, value in sheet.software]
     return ['<details id="device-and-software">', "<summary>Device and software</summary>",
-            *html_table(("Device", "Value"), rows, "software"), "</details>"]  # fmt: skip
+            *html_table(DEVICE_HEADER, rows, "software"), "</details>"]  # fmt: skip
 
 
-def other_plots_html(plot_uris: dict[str, str], layout: Sequence[Section]) -> list[str]:
-    """Plots no family claims, so a plot handed in is never silently dropped."""
-    extra = report.extra_plot_keys(plot_uris, layout)
-    if not extra:
+def witness_html(part: WitnessSection | None) -> list[str]:
+    """The hardware witness's section, collapsible like the families' (open when a comparison is noted)."""
+    if part is None:
         return []
-    figures = [line for key in extra for line in figure_html(plot_uris[key], key)]
+    body = [[f"<code>{esc(r.probe)}</code>", esc(r.what), esc(r.claimed), esc(r.counted), esc(r.ratio),
+             verdict_badge(r.verdict)] for r in part.rows]  # fmt: skip
+    notes = [f"<li><code>{esc(i)}</code>: {esc(said)}</li>" for i, said in part.notes]
+    lines = [f'<details id="hardware-witness"{" open" if notes else ""}>', f"<summary>{esc(TITLE)}</summary>",
+             f'<p class="blurb">{code_spans(BLURB + part.counted_with)}</p>']  # fmt: skip
+    lines += html_table(HEADER, body, "facts") + (['<ul class="notes">', *notes, "</ul>"] if notes else [])
+    return [*lines, "</details>"]
+
+
+def other_plots_html(sheet: Sheet) -> list[str]:
+    """Plots no section claims, so a plot handed in is never silently dropped."""
+    if not sheet.other_plots:
+        return []
+    figures = [line for key, src in sheet.other_plots for line in figure_html(src, key)]
     return ['<details id="other-plots" open>', "<summary>Other plots</summary>", *figures, "</details>"]
 
 
-def probe_status_html(results: Results) -> list[str]:
+def probe_status_html(sheet: Sheet) -> list[str]:
     """The probe line, then every probe that did not end "ok" or never ran."""
-    lines = ['<h2 id="probe-status">Probe status</h2>', f"<p>{esc(probe_status.summary(results))}</p>"]
-    problems = probe_status.problems(results)
-    if not problems:
+    lines = ['<h2 id="probe-status">Probe status</h2>', f"<p>{esc(sheet.probes_line)}</p>"]
+    if not sheet.problems:
         return lines
     rows = [
         [
@@ -326,17 +336,16 @@ def probe_status_html(results: Results) -> list[str]:
             esc(p.status),
             f'<span class="detail">{esc(p.detail)}</span>',
         ]
-        for p in problems
+        for p in sheet.problems
     ]
-    note = f'<p class="note">{esc(report.PROBE_STATUS_NOTE)}</p>'
-    return [*lines, note, *html_table(report.PROBE_HEADER, rows, "probes")]
+    return [*lines, f'<p class="note">{esc(PROBE_STATUS_NOTE)}</p>', *html_table(PROBE_HEADER, rows, "probes")]
 
 
-def references_html(refs: References) -> list[str]:
+def references_html(sheet: Sheet) -> list[str]:
     """The numbered sources, each once, linkable as #ref-n."""
-    if not len(refs):
+    if not sheet.references:
         return []
-    items = [f'<li id="ref-{n}">{cite_html(text)}</li>' for n, text in refs.entries()]
+    items = [f'<li id="ref-{n}">{cite_html(text)}</li>' for n, text in sheet.references]
     return ['<h2 id="references">References</h2>', '<ol class="references">', *items, "</ol>"]
 
 
@@ -345,39 +354,21 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def render_html(results: Results, plots: dict[str, bytes] | None = None, *, sections: Sequence[Section]) -> str:
-    """The fact sheet as one self-contained HTML page, with the families' ``sections`` (in catalog order).
-
-    ``plots`` maps a family's ``plot_key`` (e.g. ``"latency_vs_footprint"``) to PNG bytes, which
-    are embedded; a family whose key is absent gets no image.
-    """
-    plot_uris = {key: data_uri(png) for key, png in (plots or {}).items()}
-    refs = References()
-    title = report.sheet_title("fact sheet", results)
-    body = [f"<h1>{esc(title)}</h1>"]
-    if results.device.simulated:
-        body += banner_html(report.SIMULATED_TEXT, "simulated")
-    if results.stage == "smoke":
-        body += banner_html(report.SMOKE_TEXT)
-    if results.partial:
-        body += banner_html(report.PARTIAL_TEXT)
-    body += [f'<p class="device">{esc(headline.device_line(results))}</p>', *verdict_html(results)]
-    body += headline_html(results, refs)
-    layout = report.sheet_layout(sections)
-    shown = report.key_plots(plot_uris, layout)
-    body += key_plots_html(shown) + conditions_html(results)
-    body += [
-        '<h2 id="details">Details</h2>',
-        f'<p class="legend">{code_spans(report.LEGEND)}</p>',
-        *identity_html(results),
-    ]
-    above = [key for key, _, _ in shown]
-    for plan in report.plan_sections(witness.without_witness(results), plot_uris, layout):
-        body += section_html(results, plan, refs, above)
-    body += witness.html_lines(results, verdict_badge)
-    body += other_plots_html(plot_uris, layout) + probe_status_html(results) + references_html(refs)
-    if results.device.simulated:
-        body += banner_html(report.SIMULATED_TEXT, "simulated")
+def html_page(sheet: Sheet) -> str:
+    """The sheet as one self-contained HTML page."""
+    body = [f"<h1>{esc(sheet.title)}</h1>"]
+    if sheet.simulated:
+        body += banner_html(SIMULATED_TEXT, "simulated")
+    for text in sheet.warnings:
+        body += banner_html(text)
+    body += [f'<p class="device">{esc(sheet.device_line)}</p>', *verdict_html(sheet), *headline_html(sheet)]
+    body += key_plots_html(sheet.key_plots) + conditions_html(sheet)
+    body += ['<h2 id="details">Details</h2>', f'<p class="legend">{code_spans(LEGEND)}</p>', *software_html(sheet)]
+    for part in sheet.sections:
+        body += section_html(part)
+    body += witness_html(sheet.witness) + other_plots_html(sheet) + probe_status_html(sheet) + references_html(sheet)
+    if sheet.simulated:
+        body += banner_html(SIMULATED_TEXT, "simulated")
     body.append("<footer>Rendered by gpuprobe from this run's results file; every number above comes from it.</footer>")
     head = [
         "<!DOCTYPE html>",
@@ -386,8 +377,19 @@ def render_html(results: Results, plots: dict[str, bytes] | None = None, *, sect
         '<meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{esc(CONTENT_SECURITY_POLICY)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{esc(title)}</title>",
+        f"<title>{esc(sheet.title)}</title>",
         f"<style>{CSS}</style>",
         "</head>",
     ]
     return "\n".join([*head, "<body>", "<main>", *body, "</main>", "</body>", "</html>"]) + "\n"
+
+
+def render_html(results: Results, plots: dict[str, bytes] | None = None, *, sections: Sequence[Section]) -> str:
+    """The fact sheet of ``results`` as one self-contained HTML page, with the families' ``sections`` (in catalog
+    order).
+
+    ``plots`` maps a family's ``plot_key`` (e.g. ``"latency_vs_footprint"``) to PNG bytes, which
+    are embedded; a family whose key is absent gets no image.
+    """
+    uris = {key: data_uri(png) for key, png in (plots or {}).items()}
+    return html_page(fact_sheet(results, uris, sections=sections))

@@ -9,9 +9,8 @@ from typing import Any
 from gpuprobe.core.detection import Detection, percent_text
 from gpuprobe.core.numbers import fmt_bytes, fmt_num, fmt_nums
 from gpuprobe.core.results import Fact
+from gpuprobe.core.tables import NONE
 from gpuprobe.judge.physics import is_difference
-
-NONE = "—"
 
 VERDICT_MARKERS: dict[str, str] = {
     "pass": "PASS",

@@ -1,8 +1,8 @@
 """The fact sheet's sections and plots, as data each measurement family declares.
 
 A family module may define ``SECTIONS`` (a tuple of :class:`Section`, in sheet order) and
-``INVARIANTS`` (see :mod:`gpuprobe.judge.invariants`); :mod:`gpuprobe.output.report` places its sections
-after the memory-latency section, in the catalog's order. A section with a :class:`Plot` gets
+``INVARIANTS`` (see :mod:`gpuprobe.judge.invariants`); :mod:`gpuprobe.output.sheet` places its sections
+in the catalog's order, before the general ones. A section with a :class:`Plot` gets
 that plot drawn from the results (PNG) and shown under its table.
 """
 

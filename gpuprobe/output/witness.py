@@ -11,17 +11,12 @@ only (:func:`without_witness` keeps them out of the families' sections).
 from __future__ import annotations
 
 import dataclasses
-import html
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuprobe.core.numbers import fmt_bytes
 from gpuprobe.core.results import WITNESS_PREFIX, Fact, Results
-from gpuprobe.core.text import md_code, md_text
 from gpuprobe.judge.verdicts import WITNESS_CONFLICTS, WITNESS_JUDGED
-from gpuprobe.output.quantities import NONE, verdict_marker
-from gpuprobe.output.tables import html_table, markdown_table
+from gpuprobe.output.quantities import NONE
 
 # A witness fact's id: ``witness.<probe>.<key>`` (the comparison) or ``witness.<probe>.<key>.<part>`` (one of its
 # FIGURES); the keys are what gpuprobe.measure.witness compares (LABELS, in sheet order) and LAUNCHES_KEY, how
@@ -46,7 +41,6 @@ BLURB = (
 )
 HEADER = ("Probe", "What", "The probe claims", "ncu counted", "Counted / claimed", "Verdict")
 NOTED = ("warn", "fail", "not_run")
-CODE = re.compile(r"`([^`]+)`")  # a code span of the blurb, for HTML
 
 
 @dataclass(frozen=True)
@@ -137,31 +131,17 @@ def _counted_with(results: Results) -> str:
     return f" Counted with {version}." if isinstance(version, str) and version else ""
 
 
-def markdown_lines(results: Results) -> list[str]:
-    """The section in Markdown, every string of the results file (the ncu version too) as literal text
-    (:func:`~gpuprobe.core.text.md_text`); empty when the run has no witness facts."""
-    rows = witness_rows(results)
-    if not rows:
-        return []
-    body = [(md_code(r.probe), *map(md_text, (r.what, r.claimed, r.counted, r.ratio)), verdict_marker(r.verdict))
-            for r in rows]  # fmt: skip
-    notes = [f"- {md_code(fact_id)}: {md_text(said)}" for fact_id, said in witness_notes(results)]
-    lines = [f"### {TITLE}", "", BLURB + md_text(_counted_with(results)), "", *markdown_table(HEADER, body), ""]
-    return lines + ([*notes, ""] if notes else [])
+@dataclass(frozen=True)
+class WitnessSection:
+    """The section as the sheet shows it: its rows, (fact id, what the witness said) of each comparison that did
+    not agree or could not be made, and which Nsight Compute counted ("" where the run did not record it)."""
+
+    rows: list[WitnessRow]
+    notes: list[tuple[str, str]]
+    counted_with: str
 
 
-def html_lines(results: Results, verdict_badge: Callable[[str], str]) -> list[str]:
-    """The section as HTML (a collapsible section like the families', each verdict as ``verdict_badge`` shows
-    it); empty when the run has no witness facts."""
-    esc = html.escape
+def witness_section(results: Results) -> WitnessSection | None:
+    """The section of ``results``; None when the run has no witness facts."""
     rows = witness_rows(results)
-    if not rows:
-        return []
-    body = [[f"<code>{esc(r.probe)}</code>", esc(r.what), esc(r.claimed), esc(r.counted), esc(r.ratio),
-             verdict_badge(r.verdict)] for r in rows]  # fmt: skip
-    notes = [f"<li><code>{esc(i)}</code>: {esc(said)}</li>" for i, said in witness_notes(results)]
-    opened = " open" if notes else ""
-    blurb = '<p class="blurb">' + CODE.sub(r"<code>\1</code>", esc(BLURB + _counted_with(results))) + "</p>"
-    lines = [f'<details id="hardware-witness"{opened}>', f"<summary>{esc(TITLE)}</summary>", blurb]
-    lines += html_table(HEADER, body, "facts") + (['<ul class="notes">', *notes, "</ul>"] if notes else [])
-    return [*lines, "</details>"]
+    return WitnessSection(rows, witness_notes(results), _counted_with(results)) if rows else None

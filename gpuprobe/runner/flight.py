@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from gpuprobe.runner.launcher import CAPABILITIES, Launcher
+
 FLIGHT_CALLS = 200  # launcher calls kept per measuring process (and written with a failed probe)
 UNRECORDED = frozenset({"address", "device", "nvml", "count"})  # pure lookups: no GPU work to diagnose
 # Calls whose result is itself a runner object (a GPU's launcher, NCCL's communicator): recorded in turn.
@@ -52,15 +54,15 @@ def _short(value: Any) -> Any:
 
 @functools.cache
 def _signature(method: str) -> inspect.Signature | None:
-    """The :class:`~gpuprobe.runner.gpu.Launcher` protocol's signature of ``method`` (None if it has none)."""
-    from gpuprobe.runner.gpu import Launcher
-
-    function = getattr(Launcher, method, None)
-    return inspect.signature(function) if callable(function) else None
+    """``method``'s signature in the :class:`~gpuprobe.runner.launcher.Launcher` protocol or the capability
+    that declares it (None if none does)."""
+    found = (getattr(protocol, method, None) for protocol in (Launcher, *CAPABILITIES))
+    function = next((f for f in found if callable(f)), None)
+    return inspect.signature(function) if function is not None else None
 
 
 def _bound_arguments(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    """The call's arguments by their names in the Launcher protocol, or None where it names none."""
+    """The call's arguments by their names in the launcher's protocols, or None where they name none."""
     signature = _signature(method)
     try:
         bound = dict(signature.bind(None, *args, **kwargs).arguments) if signature else None
@@ -72,8 +74,8 @@ def _bound_arguments(method: str, args: tuple[Any, ...], kwargs: dict[str, Any])
 
 
 def describe_call(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """What a launcher call was asked to do, JSON-able, each argument under its name in the Launcher
-    protocol (kernel, grid, block, args, shared_bytes, count, ...): kernel arguments as their type and
+    """What a launcher call was asked to do, JSON-able, each argument under its name in the launcher's
+    protocols (kernel, grid, block, args, shared_bytes, count, ...): kernel arguments as their type and
     width (scalars with their value), buffers as their size."""
     record: dict[str, Any] = {"call": method}
     bound = _bound_arguments(method.rsplit(".", 1)[-1], args, kwargs)

@@ -2,7 +2,7 @@
 (ncclCommInitAll), every collective issued as one group of per-GPU calls.
 
 The NCCL library is optional (``pip install 'gpuprobe[nccl]'`` brings ``nvidia-nccl-cu13``, which CuPy
-loads): without it, :class:`~gpuprobe.runner.gpu.LaunchPathUnavailable` says so and the collectives
+loads): without it, :class:`~gpuprobe.runner.launcher.LaunchPathUnavailable` says so and the collectives
 family records its probes ``not_run`` with the reason. NCCL writes what it decides (its version, the
 transports between GPUs, the network across nodes, and with the TUNING subsystem the algorithm and
 protocol of each call) to its debug log: the communicator asks for it in a file of its own
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from gpuprobe.runner.gpu import LaunchPathUnavailable
+from gpuprobe.runner.launcher import LaunchPathUnavailable
 
 if TYPE_CHECKING:  # CuPy is the measuring side's dependency (the "gpu" extra): imported where it is used
     import cupy

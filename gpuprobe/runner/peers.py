@@ -1,5 +1,5 @@
 """The GPUs one process sees, for the multi-GPU families (p2p, collectives): how they are joined, copies
-between them, and a :class:`~gpuprobe.runner.gpu.Launcher` on each.
+between them, and a :class:`~gpuprobe.runner.launcher.Launcher` on each.
 
 A measuring process opens one launcher, on the run's device. The multi-GPU families need every GPU the
 process sees (CUDA numbers them 0 .. count-1 after ``CUDA_VISIBLE_DEVICES``), so they open a
@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from gpuprobe.runner.cupy_launcher import CupyLauncher
+from gpuprobe.runner.device import cuda_uuid
 from gpuprobe.runner.flight import RecordingLauncher
-from gpuprobe.runner.gpu import CupyLauncher, Launcher, _nvml_session, _text, cuda_uuid, nvml_uuid
+from gpuprobe.runner.launcher import Launcher
+from gpuprobe.runner.nvml import as_text, nvml_session, nvml_uuid
 
 if TYPE_CHECKING:  # CuPy is the measuring side's dependency (the "gpu" extra): imported where it is used
     import cupy
@@ -146,9 +149,9 @@ class CupyPeerGroup:
         import cupy
 
         self._cp = cupy
-        self._cubin = home._cubin
+        self._cubin, self._signatures = home.cubin, home.signatures
         self._count = int(self._cp.cuda.runtime.getDeviceCount())
-        self._launchers: dict[int, CupyLauncher] = {home._device_index: home}
+        self._launchers: dict[int, CupyLauncher] = {home.device_index: home}
         self._streams: dict[int, list[cupy.cuda.Stream]] = {}
         self._communicator: Any = None
 
@@ -159,7 +162,7 @@ class CupyPeerGroup:
         """GPU ``device``'s launcher, opened on first use (the previous current device restored after)."""
         if device not in self._launchers:
             with self._cp.cuda.Device(device):
-                self._launchers[device] = CupyLauncher(Path(self._cubin), device)
+                self._launchers[device] = CupyLauncher(Path(self._cubin), device, self._signatures)
         return self._launchers[device]
 
     def on(self, device: int) -> Launcher:
@@ -275,7 +278,7 @@ def _handle(nv: Any, index: int, uuid: str) -> Any:
 def _nvml_link(src: int, dst: int, uuids: Sequence[str]) -> tuple[str, str, str]:
     """(link, PCIe path, why unknown) from GPU ``src`` to GPU ``dst`` (CUDA's numbers and UUIDs), from NVML."""
     try:
-        nv = _nvml_session()
+        nv = nvml_session()
     except Exception as exc:  # no NVML here
         return "unknown", "", f"NVML cannot say ({type(exc).__name__}: {exc})"
     return _nvml_pair(nv, (src, uuids[src]), (dst, uuids[dst]))
@@ -301,7 +304,7 @@ def _pcie_path(nv: Any, a: Any, b: Any) -> str:
 def _ports(index: int, uuid: str) -> GpuPorts:
     """One GPU's PCI bus id and NVLinks (each link NVML answers for, and those active)."""
     try:
-        nv = _nvml_session()
+        nv = nvml_session()
     except Exception:
         return GpuPorts(index, uuid, "", None, None)
     return _nvml_ports(nv, index, uuid)
@@ -310,7 +313,7 @@ def _ports(index: int, uuid: str) -> GpuPorts:
 def _nvml_ports(nv: Any, index: int, uuid: str) -> GpuPorts:
     try:
         handle = _handle(nv, index, uuid)
-        bus_id = _text(nv.nvmlDeviceGetPciInfo(handle).busId)
+        bus_id = as_text(nv.nvmlDeviceGetPciInfo(handle).busId)
     except Exception:
         return GpuPorts(index, uuid, "", None, None)
     states = [_link_state(nv, handle, link) for link in range(nv.NVML_NVLINK_MAX_LINKS)]

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Results
-from gpuprobe.families.catalog import FAMILIES
+from gpuprobe.families.catalog import BY_NAME
 from gpuprobe.measure.isolation import ChildPolicy
 from gpuprobe.measure.progress import ProgressSink
 from gpuprobe.measure.session import run_suite
-from gpuprobe.runner.gpu import LauncherSpec
-from gpuprobe.simulated.gpu import FakeGpu, fast_settings, suite_options
+from gpuprobe.runner.launcher import LauncherSpec
+from gpuprobe.simulated.gpu import SimulatedGpu, fast_settings, suite_options
 
 DEMO_DIR = Path("gpuprobe-demo")  # never reports/: that folder holds real runs alone
 DEMO_NAME = "Simulated GPU"
@@ -30,16 +30,16 @@ def demo_families(names: str | None) -> list[str] | None:
     if names is None:
         return None
     chosen = [n.strip() for n in names.split(",") if n.strip()]
-    unknown = [n for n in chosen if n not in FAMILIES]
+    unknown = [n for n in chosen if n not in BY_NAME]
     if unknown or not chosen:
         raise GpuprobeError(f"--families: {', '.join(unknown) or '(none)'} not a family; families: "
-                            f"{', '.join(FAMILIES)}")  # fmt: skip
+                            f"{', '.join(BY_NAME)}")  # fmt: skip
     return chosen
 
 
 def run_demo(out_dir: Path, families: Collection[str] | None = None, progress: ProgressSink | None = None) -> Results:
     """Run the suite (or ``families``) on the simulated GPU into ``out_dir``; its results, marked simulated."""
     options = suite_options(name=DEMO_NAME)
-    launcher = LauncherSpec("gpuprobe.simulated.gpu:open_fake", 0, options)
-    return run_suite(FakeGpu(**options).device(), launcher, Path(out_dir), settings=fast_settings(),
+    launcher = LauncherSpec("gpuprobe.simulated.gpu:open_simulated", 0, options)
+    return run_suite(SimulatedGpu(**options).device(), launcher, Path(out_dir), settings=fast_settings(),
                      policy=DEMO_POLICY, families=families, progress=progress)  # fmt: skip

@@ -1,13 +1,9 @@
-"""The simulated GPU (``gpuprobe demo`` and the tests): the memory-latency kernels' semantics in NumPy.
+"""The simulated GPU (``gpuprobe demo`` and the tests): a part whose kernels are NumPy models of their PTX.
 
-Arguments are bound to the kernels' PTX parameter names (a launch that passes them in another
-order or number fails here as it would misbehave on a GPU). The chase follows the pointer chains
-really written into the simulated memory, so a wrong chain or a wrong prediction is caught exactly
-as on a GPU, and times each chase with a cache model. L2 residency is modelled just enough to
-catch a sweep that measures L2 where it means DRAM: lines written or visited since the last
-flush (a write through a buffer of twice the L2) are still in L2. Nothing it produces is a measurement.
+Every launch's arguments are checked against the kernel's PTX signature, as CupyLauncher checks them,
+and bound to its parameter names. Nothing it produces is a measurement.
 
-Other families simulate their kernels in ``gpuprobe/simulated/kernels/<family>.py``: each such module has a
+Every family simulates its kernels in ``gpuprobe/families/<family>/simulated.py``: each such module has a
 ``KERNELS`` dict from kernel name to ``simulate(gpu, launch, **parameters) -> float | None`` (the
 parameters by PTX name; the return value is the kernel's simulated GPU time in ms, for
 ``time_launches``). The simulated GPU dispatches a launch to the module that knows its kernel.
@@ -17,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import os
-import pkgutil
 import sys
 import time
 import weakref
@@ -32,26 +28,22 @@ from uuid import NAMESPACE_URL, uuid5
 
 import numpy as np
 
-from gpuprobe.build.cubin import BuiltModule, build_for, module_of
-from gpuprobe.build.registry import all_probes
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.results import Device
 from gpuprobe.families.base import Request
-from gpuprobe.families.memory_latency import UNROLL, Settings
+from gpuprobe.kernels.cubin import BuiltModule, build_for, module_of
+from gpuprobe.kernels.registry import all_probes
 from gpuprobe.measure.conditions import ConditionRecorder
-from gpuprobe.runner.gpu import (
-    TENSOR_MAP_DTYPE,
-    CooperativeGridTooLarge,
-    TileMap,
-    hold_cycles,
-)
-from gpuprobe.simulated.cache_model import curve
+from gpuprobe.runner.checked import check_launch, signature
+from gpuprobe.runner.launcher import CooperativeGridTooLarge, Dims, LaunchPathUnavailable, Signatures, hold_cycles, xyz
+from gpuprobe.runner.tensor_map import TENSOR_MAP_DTYPE, TileMap
+from gpuprobe.simulated.simulation import Simulation
 
 KIB, MIB = 2**10, 2**20
 TENSOR_MAP_TAG = 0x7E45_0121  # the first word of a simulated tensor map
 
 # Run-to-run noise: each simulated quantity (a kernel's timing, a copy path, a launch path) is off by a
-# factor drawn once per FakeGpu from its seed, the same for every sample of the run, as a real run's
+# factor drawn once per SimulatedGpu from its seed, the same for every sample of the run, as a real run's
 # samples share the pages it got and the clocks it settled on. A count of SM cycles moves only with where
 # pages and chains land (L2 slice distances, TLB reach): about 0.3 % (CLOCKED_RUN_SD). A device time (a
 # bandwidth kernel's ms, the SM clock, a GEMM) also moves with the memory and SM clocks a run settles
@@ -63,25 +55,12 @@ CLOCKED_RUN_SD = 0.003
 DEVICE_RUN_SD = 0.005
 HOST_RUN_SD = 0.01
 
-# Short sweeps for the simulated part (512 KiB L2): cold footprints never revisit a line.
-FAST = Settings(
-    min_repeats=3,
-    max_repeats=4,
-    short_iterations=4,
-    long_iterations=20,
-    l1_rewarm_bytes=64 * KIB,
-    clock_settle_cycles=1000,
-    clock_spin_cycles=100_000,
-    overhead_repeats=5,
-)
-
-
 _MODULES: dict[str, BuiltModule] = {}
 
 
 def _module(arch: str = "sm_90a") -> BuiltModule:
     """The module of a simulated part of ``arch`` (by default sm_90a), once per process: the one a measuring
-    process was handed (``open_fake``), else gpuprobe's build of every probe (a cached compile)."""
+    process was handed (``open_simulated``), else gpuprobe's build of every probe (a cached compile)."""
     if arch not in _MODULES:
         _MODULES[arch] = build_for(all_probes(), parse_arch(arch))
     return _MODULES[arch]
@@ -106,11 +85,8 @@ def collective_width(kernel: str, arch: str = "sm_90a") -> int:
     return max((w for opcode, w in _COLLECTIVE_WIDTH.items() if opcode in bases), default=1)
 
 
-Dims = int | tuple[int, ...]
-
-
 @dataclass(frozen=True)
-class FakeLaunch:
+class SimulatedLaunch:
     """How a simulated kernel was launched: grid and block as (x, y, z), dynamic shared bytes."""
 
     grid: tuple[int, int, int]
@@ -127,22 +103,20 @@ class FakeLaunch:
         return self.block[0] * self.block[1] * self.block[2]
 
 
-def dims(value: Dims) -> tuple[int, int, int]:
-    values = (value,) if isinstance(value, int) else tuple(value)
-    return (*values, *(1,) * (3 - len(values)))  # type: ignore[return-value]
+@cache
+def simulations() -> dict[str, Simulation]:
+    """Each family's simulation (``SIMULATION`` of ``gpuprobe/families/<family>/simulated.py``), by family name."""
+    from gpuprobe.families.catalog import FAMILIES
 
-
-def _fake_modules() -> list[Any]:
-    from gpuprobe.simulated import kernels
-
-    names = [info.name for info in pkgutil.iter_modules(kernels.__path__)]
-    return [importlib.import_module(f"{kernels.__name__}.{name}") for name in names]
+    paths = {family.name: f"gpuprobe.families.{family.name}.simulated" for family in FAMILIES}
+    return {name: importlib.import_module(path).SIMULATION for name, path in paths.items()
+            if importlib.util.find_spec(path)}  # fmt: skip
 
 
 def smoke_part(family: str) -> dict[str, Any]:
-    """FakeGpu options for a family's smoke check: its ``gpuprobe/simulated/kernels`` module's ``SMOKE_PART`` (a family
-    whose probes need an arch the default part lacks names one that has it), else none."""
-    return next((getattr(m, "SMOKE_PART", {}) for m in _fake_modules() if m.__name__.endswith(f".{family}")), {})
+    """SimulatedGpu options for a family's smoke check: the part its simulation names, else the default."""
+    simulation = simulations().get(family)
+    return dict(simulation.smoke_part) if simulation else {}
 
 
 SUITE_SMS = 8  # the simulated part a whole-suite run measures: few SMs for its small L2, as real parts have
@@ -151,31 +125,29 @@ SUITE_SMS = 8  # the simulated part a whole-suite run measures: few SMs for its 
 def suite_options(**options: Any) -> dict[str, Any]:
     """The simulated part of a whole-suite run: ``SUITE_SMS`` SMs, and a cuBLAS as fast per SM as the
     default part's (so the simulated wgmma, which scales with the SMs, compares as it would)."""
-    gemm = {dtype: tflops * SUITE_SMS / 132 for dtype, tflops in FakeGpu().gemm_tflops.items()}
+    gemm = {dtype: tflops * SUITE_SMS / 132 for dtype, tflops in SimulatedGpu().gemm_tflops.items()}
     return {"sm_count": SUITE_SMS, "gemm_tflops": gemm, **options}
 
 
 def fast_settings() -> dict[str, Any]:
-    """Settings for a quick whole-suite run on the simulated GPU: the memory family's ``FAST``, and each
-    family's ``FAST_SETTINGS`` from its ``gpuprobe/simulated/kernels`` module (the module's name is the family's)."""
-    fast = {module.__name__.rsplit(".", 1)[1]: module.FAST_SETTINGS for module in _fake_modules()
-            if hasattr(module, "FAST_SETTINGS")}  # fmt: skip
-    return {"memory": FAST, **fast}
+    """Settings for a quick whole-suite run on the simulated GPU: each family's ``FAST_SETTINGS`` from its
+    simulation."""
+    return {name: sim.fast_settings for name, sim in simulations().items() if sim.fast_settings is not None}
 
 
 @cache
 def simulated_kernels() -> dict[str, Callable[..., float | None]]:
-    """Every ``KERNELS`` entry of the modules in :mod:`gpuprobe.simulated.kernels`; one simulated twice is an error."""
+    """Every ``KERNELS`` entry of the modules in the families' simulations; one simulated twice is an error."""
     kernels: dict[str, Callable[..., float | None]] = {}
-    for module in _fake_modules():
-        for name, simulate in getattr(module, "KERNELS", {}).items():
+    for simulation in simulations().values():
+        for name, simulate in simulation.kernels.items():
             assert name not in kernels, f"kernel {name} is simulated twice"
             kernels[name] = simulate
     return kernels
 
 
 @dataclass
-class FakeBuffer:
+class SimulatedBuffer:
     """Simulated device memory. Like a CuPy array it has no truth value, and like one it is freed when
     the last reference goes: a kernel given only its raw address afterwards reads freed memory, which
     the simulated GPU refuses (a real one reads whatever was allocated there since)."""
@@ -188,7 +160,7 @@ class FakeBuffer:
 
 
 @dataclass
-class FakeGpu:
+class SimulatedGpu:
     """A small split-L2 part by default, so whole-range sweeps stay fast on a CPU."""
 
     hierarchy_l1: list = field(
@@ -208,7 +180,7 @@ class FakeGpu:
     nvml_readings: int = 0  # NVML snapshots taken so far (the simulated temperature and power climb with them)
     launches: list[str] = field(default_factory=list)
     # by base address, the live buffers (kernels get raw pointers): a buffer no one holds is freed
-    buffers: weakref.WeakValueDictionary[int, FakeBuffer] = field(default_factory=weakref.WeakValueDictionary)
+    buffers: weakref.WeakValueDictionary[int, SimulatedBuffer] = field(default_factory=weakref.WeakValueDictionary)
     allocated: list[int] = field(default_factory=list)  # every allocation's size, in order, freed or not
     pinned: set[int] = field(default_factory=set)  # base addresses of the buffers in (pinned) host memory
     in_l2: set[int] = field(default_factory=set)  # line addresses written or read since the last flush
@@ -218,6 +190,7 @@ class FakeGpu:
     sm_count: int = 132
     cc: str = "9.0"
     arch: str = "sm_90a"
+    signatures: Signatures | None = None  # the cubin's kernels' PTX parameters (None: ptx_parameters(arch))
     blocks_per_sm: int = 8  # what the occupancy API answers, whatever the kernel
     copy_gbps: float = 3000.0  # CuPy's device-to-device copy (bytes read + written per second, GB/s)
     host_gbps: dict[str, float] = field(default_factory=lambda: {"pinned": 50.0, "pageable": 20.0})
@@ -239,8 +212,8 @@ class FakeGpu:
     gap_ns: float = 1800.0
     seed: int = 7  # the run: its within-run noise and its run-to-run factors are drawn from it
     family_options: dict[str, Any] = field(default_factory=dict)  # attributes the simulated kernels read
-    peer_node: dict[str, Any] = field(default_factory=dict)  # the node it is GPU 0 of (peers.FakeNode)
-    node: Any = None  # its FakePeerGroup, once opened
+    peer_node: dict[str, Any] = field(default_factory=dict)  # the node it is GPU 0 of (peers.SimulatedNode)
+    node: Any = None  # its SimulatedPeerGroup, once opened
     node_index: int = 0  # its number in that node
     tensor_maps: list[tuple[int, TileMap]] = field(default_factory=list)  # (buffer base, map) per tensor_map
     _next_base: int = 0x7F0000000000
@@ -253,6 +226,10 @@ class FakeGpu:
         for name, value in self.family_options.items():  # e.g. bw_dram_gbps: what a simulated part is like
             setattr(self, name, value)
 
+    def _signatures(self) -> Signatures:
+        """The PTX parameters every launch is checked against (as CupyLauncher checks) and bound by name to."""
+        return self.signatures if self.signatures is not None else ptx_parameters(self.arch)
+
     def run_factor(self, quantity: str, sd: float) -> float:
         """This run's factor for ``quantity`` (see CLOCKED_RUN_SD): drawn once, from the seed and the name;
         1 on a noiseless part (``noise=0``: no noise within a run, none between runs)."""
@@ -264,28 +241,28 @@ class FakeGpu:
         return self._run_factors[quantity]
 
     # ---- the Launcher protocol -------------------------------------------------------------
-    def alloc(self, nbytes: int) -> FakeBuffer:
-        buffer = FakeBuffer(self._next_base, np.zeros(nbytes, dtype=np.uint8))
+    def alloc(self, nbytes: int) -> SimulatedBuffer:
+        buffer = SimulatedBuffer(self._next_base, np.zeros(nbytes, dtype=np.uint8))
         self._next_base += (nbytes + 0xFFFF) & ~0xFFFF
         self.buffers[buffer.base] = buffer
         self.allocated.append(nbytes)
         return buffer
 
-    def alloc_pinned(self, nbytes: int) -> FakeBuffer:
+    def alloc_pinned(self, nbytes: int) -> SimulatedBuffer:
         buffer = self.alloc(nbytes)
         self.pinned.add(buffer.base)
         return buffer
 
-    def address(self, buffer: FakeBuffer) -> int:
+    def address(self, buffer: SimulatedBuffer) -> int:
         return buffer.base
 
-    def upload(self, array: np.ndarray) -> FakeBuffer:
+    def upload(self, array: np.ndarray) -> SimulatedBuffer:
         raw = np.ascontiguousarray(array).view(np.uint8).copy()
         buffer = self.alloc(len(raw))
         buffer.data[:] = raw
         return buffer
 
-    def fill(self, buffer: FakeBuffer, value: int) -> None:
+    def fill(self, buffer: SimulatedBuffer, value: int) -> None:
         buffer.data[:] = value
         if len(buffer.data) >= 2 * self.l2_bytes:
             self.in_l2.clear()
@@ -293,7 +270,7 @@ class FakeGpu:
     def prefer_l1(self, kernel: str) -> None:
         self.carveouts[kernel] = "max L1"
 
-    def write_chain(self, buffer: FakeBuffer, successor: np.ndarray, stride: int) -> None:
+    def write_chain(self, buffer: SimulatedBuffer, successor: np.ndarray, stride: int) -> None:
         nodes = np.arange(len(successor), dtype=np.uint64)
         words = buffer.data.view(np.uint64)
         words[nodes * np.uint64(stride // 8)] = np.uint64(buffer.base) + successor.astype(np.uint64) * np.uint64(stride)
@@ -301,10 +278,10 @@ class FakeGpu:
         self.chain_warmed = False
         self.chain_bytes = len(successor) * stride
 
-    def read(self, buffer: FakeBuffer, dtype: str, count: int) -> np.ndarray:
+    def read(self, buffer: SimulatedBuffer, dtype: str, count: int) -> np.ndarray:
         return buffer.data.view(np.dtype(dtype))[:count].copy()
 
-    def tensor_map(self, buffer: FakeBuffer, tiles: TileMap) -> np.void:
+    def tensor_map(self, buffer: SimulatedBuffer, tiles: TileMap) -> np.void:
         """A simulated tensor map: its 128 bytes name an entry of this GPU's table (a real map's bytes are
         the driver's own encoding, which no simulation reads). The entry holds the buffer, as the map's
         address does not keep a real one alive: a kernel given a map of freed memory fails as on a GPU."""
@@ -313,7 +290,7 @@ class FakeGpu:
         value["opaque"][:2] = [TENSOR_MAP_TAG, len(self.tensor_maps) - 1]
         return value[()]
 
-    def mapped(self, tensor_map: np.void) -> tuple[FakeBuffer, TileMap]:
+    def mapped(self, tensor_map: np.void) -> tuple[SimulatedBuffer, TileMap]:
         """The buffer and the description a simulated tensor map names."""
         tag, index = (int(word) for word in tensor_map["opaque"][:2])
         if tag != TENSOR_MAP_TAG or not 0 <= index < len(self.tensor_maps):
@@ -321,10 +298,10 @@ class FakeGpu:
         base, tiles = self.tensor_maps[index]
         return self.buffer_at(base)[0], tiles
 
-    def buffer_at(self, address: int | FakeBuffer) -> tuple[FakeBuffer, int]:
+    def buffer_at(self, address: int | SimulatedBuffer) -> tuple[SimulatedBuffer, int]:
         """The buffer holding a raw device address (or a buffer, passed as a kernel gets its address), and
         the offset into it."""
-        if isinstance(address, FakeBuffer):
+        if isinstance(address, SimulatedBuffer):
             return address, 0
         address = int(address)
         for buffer in self.buffers.values():
@@ -339,10 +316,10 @@ class FakeGpu:
         return sum(self._launch(kernel, grid, block, args, shared_bytes, cooperative) for _ in range(count))
 
     def max_active_blocks(self, kernel: str, block: int, shared_bytes: int = 0) -> int:
-        ptx_parameters(self.arch)[kernel]  # an unknown kernel fails here as it would in CUDA
+        signature(kernel, self._signatures())  # an unknown kernel fails here as it would in CUDA
         return self.blocks_per_sm
 
-    def time_device_copy(self, dst: FakeBuffer, src: FakeBuffer, nbytes: int, count: int = 1) -> float:
+    def time_device_copy(self, dst: SimulatedBuffer, src: SimulatedBuffer, nbytes: int, count: int = 1) -> float:
         dst.data[:nbytes] = src.data[:nbytes]
         return count * 2 * nbytes / (self.copy_gbps * 1e9) * 1e3 * self._jitter("device_copy", DEVICE_RUN_SD)
 
@@ -355,10 +332,10 @@ class FakeGpu:
 
     def time_gemm(self, n: int, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None) -> float:
         """cuBLAS at ``gemm_tflops``; the clock stamps around the batch, which runs at cuBLAS's own clock, as
-        :func:`gpuprobe.simulated.kernels.wgmma.bracket_gemm` runs them."""
+        :func:`gpuprobe.families.wgmma.simulated.bracket_gemm` runs them."""
         ms = count * 2 * n**3 / (self.gemm_tflops[dtype] * 1e12) * 1e3 * self._jitter(f"gemm.{dtype}", DEVICE_RUN_SD)
         if stamp is not None:
-            from gpuprobe.simulated.kernels.wgmma import bracket_gemm
+            from gpuprobe.families.wgmma.simulated import bracket_gemm
 
             bracket_gemm(self, stamp, ms)
         return ms
@@ -407,9 +384,9 @@ class FakeGpu:
         """Every GPU of its simulated node (:mod:`gpuprobe.simulated.peers`): itself alone unless ``peer_node``
         says more."""
         if self.node is None:
-            from gpuprobe.simulated.peers import FakeNode, FakePeerGroup
+            from gpuprobe.simulated.peers import SimulatedNode, SimulatedPeerGroup
 
-            FakePeerGroup(self, FakeNode(**{"count": 1, **self.peer_node}))
+            SimulatedPeerGroup(self, SimulatedNode(**{"count": 1, **self.peer_node}))
         return self.node
 
     def launch(
@@ -421,8 +398,6 @@ class FakeGpu:
     def enqueue_seconds(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], count: int, via: str = "cupy", wait: bool = True
     ) -> float:
-        from gpuprobe.runner.gpu import LaunchPathUnavailable
-
         if via not in self.enqueue_us:
             raise LaunchPathUnavailable(f"{via} is not installed")
         self.gap_ns = self.stream_spacing_ns
@@ -452,10 +427,9 @@ class FakeGpu:
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
     ) -> float:
         """Run the kernel's simulation; its simulated GPU time in ms."""
-        parameters = ptx_parameters(self.arch)[kernel]
-        if len(args) != len(parameters):
-            raise TypeError(f"{kernel} takes {len(parameters)} arguments, got {len(args)}")
-        launch = FakeLaunch(dims(grid), dims(block), shared_bytes, cooperative)
+        signatures = self._signatures()
+        check_launch(kernel, args, signatures)
+        launch = SimulatedLaunch(xyz(grid), xyz(block), shared_bytes, cooperative)
         width = collective_width(kernel, self.arch)
         if launch.threads % width:
             raise RuntimeError(f"{kernel}: a block of {launch.threads} threads runs its {width}-thread MMA part-empty")
@@ -465,80 +439,22 @@ class FakeGpu:
             )
         self.launches.append(kernel)
         self._kernel = kernel
-        bound = {name: arg for (_, name), arg in zip(parameters, args, strict=True)}
-        simulate = simulated_kernels().get(kernel)
-        if simulate is None:
-            getattr(self, f"_{kernel}")(**bound)
-            return self.kernel_ms
-        ms = simulate(self, launch, **bound)
+        bound = {name: arg for (_, name), arg in zip(signatures[kernel], args, strict=True)}
+        ms = simulated_kernels()[kernel](self, launch, **bound)
         return self.kernel_ms if ms is None else float(ms)
 
-    # ---- kernels, with the PTX parameter names ---------------------------------------------
+    # ---- noise, for the families' simulated kernels ---------------------------------------
     def _jitter(self, quantity: str = "", run_sd: float = CLOCKED_RUN_SD) -> float:
         """This run's factor for ``quantity`` (default: the kernel being simulated) times a sample's noise."""
         return self.run_factor(quantity or self._kernel, run_sd) * float(1.0 + self.noise * self._rng.standard_normal())
 
-    def _write(self, out: FakeBuffer, cycles: float, ns: float, end: int | None = None) -> None:
-        words = out.data.view(np.uint64)
-        words[0], words[1] = round(cycles), round(ns)
-        if end is not None:
-            words[2] = end
-            out.data.view(np.uint32)[6] = self.sm_id  # a 32-bit store: the word's upper half stays as it was
 
-    def _gp_sm_clock(self, spin: np.uint64, out: FakeBuffer) -> None:
-        cycles = int(spin) + 40
-        self._write(out, cycles, cycles / (self.mhz * self._jitter("sm_clock", DEVICE_RUN_SD)) * 1000.0)
-
-    def _gp_clock_overhead(self, out: FakeBuffer) -> None:
-        out.data.view(np.uint64)[0] = round(self.clock_read)
-
-    def _gp_loop_overhead(self, iters: np.uint32, out: FakeBuffer) -> None:
-        out.data.view(np.uint64)[:2] = [round(self.clock_read + int(iters) * self.loop), 0]
-
-    def _timed(self, latency: float, iters: int) -> float:
-        return self.clock_read + self.edge + iters * UNROLL * latency * self._jitter()
-
-    def _gp_chase_shared(self, successors, nodes, stride, start, warm, iters, out: FakeBuffer) -> None:
-        succ = successors.data.view(np.uint32)[: int(nodes)] // int(stride)
-        node = int(start)
-        for _ in range(int(warm) + int(iters) * UNROLL):
-            node = int(succ[node])
-        cycles = self._timed(self.shared_latency, int(iters))
-        self._write(out, cycles, cycles / self.mhz * 1000.0, node * int(stride) + int(self.corrupt_chase))
-
-    def _chase_global(self, hierarchy: list, start, warm, iters, out: FakeBuffer) -> None:
-        buffer, _ = self.buffer_at(int(start))
-        words = buffer.data.view(np.uint64)
-        pointer, timed = int(start), []
-        for step in range(int(warm) + int(iters) * UNROLL):
-            if step >= int(warm):
-                timed.append(pointer)
-            pointer = int(words[(pointer - buffer.base) // 8])
-        footprint = self.chain_bytes
-        latency = float(curve(hierarchy, [footprint], transition="sharp")[0])
-        self.chain_warmed |= int(warm) > 0
-        if not self.chain_warmed and footprint > self.l2_bytes and self.in_l2.intersection(timed):
-            latency = float(curve(hierarchy, [self.l2_bytes / 2], transition="sharp")[0])  # lines left in L2
-        self.in_l2.update(timed)
-        cycles = self._timed(latency, int(iters))
-        self._write(out, cycles, cycles / self.mhz * 1000.0, pointer + 128 * int(self.corrupt_chase))
-
-    def _gp_fault_illegal_address(self, out: FakeBuffer) -> None:
-        raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")
-
-    def _gp_chase_global_ca(self, start, warm, iters, out: FakeBuffer) -> None:
-        self._chase_global(self.hierarchy_l1, start, warm, iters, out)
-
-    def _gp_chase_global_cg(self, start, warm, iters, out: FakeBuffer) -> None:
-        self._chase_global(self.hierarchy_l2, start, warm, iters, out)
-
-
-def fake_gpu(**kwargs: Any) -> FakeGpu:
-    return FakeGpu(**kwargs)
+def simulated_gpu(**kwargs: Any) -> SimulatedGpu:
+    return SimulatedGpu(**kwargs)
 
 
 @dataclass
-class FaultyGpu(FakeGpu):
+class FaultyGpu(SimulatedGpu):
     """The simulated GPU, misbehaving on purpose, as a measuring child process would meet it.
 
     ``faults`` maps a kernel name to what happens when it is launched: "abort" (the process dies
@@ -591,15 +507,17 @@ class FaultyGpu(FakeGpu):
         return marker.read_text() == str(os.getpid())
 
 
-def open_fake(cubin: Path, device_index: int, garbage: bool = False, **options: Any) -> FakeGpu:
-    """The launcher factory a measuring child calls (see gpuprobe.runner.gpu.LauncherSpec)."""
+def open_simulated(
+    cubin: Path, device_index: int, signatures: Signatures, garbage: bool = False, **options: Any
+) -> SimulatedGpu:
+    """The launcher factory a measuring child calls (see gpuprobe.runner.launcher.LauncherSpec)."""
     assert Path(cubin).is_file(), "the session must hand over the cubin it built and checked"
     if garbage:
         print("warning: libfoo.so: something something\n\x00\x01 not json {", flush=True)
         for stream in (sys.stdout, sys.stderr):  # and bytes that are not UTF-8, as a driver may print
             stream.buffer.write(b"driver: \xff\xfe not UTF-8\n")
             stream.buffer.flush()
-    gpu = FaultyGpu(**options)
+    gpu = FaultyGpu(signatures=signatures, **options)
     if gpu.arch not in _MODULES:  # the cubin the session built and checked is the module to simulate
         handed = module_of(Path(cubin), parse_arch(gpu.arch))
         if handed is not None:
@@ -609,7 +527,7 @@ def open_fake(cubin: Path, device_index: int, garbage: bool = False, **options: 
 
 def measure_family(
     family: Any,
-    gpu: FakeGpu,
+    gpu: SimulatedGpu,
     runnable: set[str] | frozenset[str],
     settings: Any = None,
     state: dict | None = None,

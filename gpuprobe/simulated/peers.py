@@ -5,7 +5,7 @@ The GPUs share one address space (each allocates in its own 64 GiB range, so an 
 owns it), as unified addressing gives a real node: a kernel on one GPU given a peer's address reads the
 peer's memory, and faults, as on a GPU, where peer access was never enabled. Copies and collectives move
 the real bytes, so a wrong layout or a wrong prediction fails here as it would on a GPU; their time
-comes from the link matrix. ``FakeNode`` says what the node is like, and what to break.
+comes from the link matrix. ``SimulatedNode`` says what the node is like, and what to break.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.p2p.pairs import Pair
-from gpuprobe.runner.gpu import LaunchPathUnavailable
+from gpuprobe.runner.launcher import LaunchPathUnavailable
 from gpuprobe.runner.nccl import COLLECTIVES
 from gpuprobe.runner.peers import GpuPorts, PeerCopy, PeerLink
 
@@ -32,7 +32,7 @@ def owner_of(address: int) -> int:
 
 
 @dataclass
-class FakeNode:
+class SimulatedNode:
     """What a simulated node is like: ``count`` GPUs, every pair joined by ``link`` at ``link_gbps`` one way
     (``joined`` overrides a pair's link and path, ``slow`` scales a pair's rate: a degraded link),
     pairs without peer access, the SMs' share of a link's rate, a load's round trip, NVLinks per GPU, NCCL."""
@@ -70,20 +70,20 @@ class FakeNode:
         return self.joined[pair][:2] if pair in self.joined else (self.link, "SYS (across CPU sockets)")
 
 
-class FakePeerGroup:
+class SimulatedPeerGroup:
     """The :class:`~gpuprobe.runner.peers.PeerGroup` of a simulated node; GPU 0 is the launcher it was opened from."""
 
-    def __init__(self, home: Any, node: FakeNode) -> None:
+    def __init__(self, home: Any, node: SimulatedNode) -> None:
         self.node, self.gpus = node, [home]
         home.node, home.node_index = self, 0
         for index in range(1, node.count):  # GPUs of home's kind, sharing its address space
             gpu = type(home)(seed=home.seed + index, noise=home.noise, mhz=home.mhz, name=home.name,
-                             buffers=home.buffers)  # fmt: skip
+                             buffers=home.buffers, signatures=home.signatures)  # fmt: skip
             gpu._next_base = ADDRESS_BASE + index * ADDRESS_SPAN
             gpu.node, gpu.node_index = self, index
             self.gpus.append(gpu)
         self.enabled: set[Pair] = set()
-        self._communicator: FakeCommunicator | None = None
+        self._communicator: SimulatedCommunicator | None = None
 
     def count(self) -> int:
         return self.node.count
@@ -127,20 +127,20 @@ class FakePeerGroup:
     def sample(self, buffer: Any, dtype: str, indices: np.ndarray) -> np.ndarray:
         return buffer.data.view(np.dtype(dtype))[np.asarray(indices)].copy()
 
-    def communicator(self) -> FakeCommunicator:
+    def communicator(self) -> SimulatedCommunicator:
         if not self.node.nccl:
             raise LaunchPathUnavailable("the NCCL library is not installed (pip install 'gpuprobe[nccl]')")
         if self._communicator is None:
-            self._communicator = FakeCommunicator(self)
+            self._communicator = SimulatedCommunicator(self)
         return self._communicator
 
 
-class FakeCommunicator:
+class SimulatedCommunicator:
     """NCCL's collectives done in NumPy over the node's buffers (sum, float32, root 0), timed by a model:
     a fixed latency plus the bytes over the bus bandwidth, as nccl-tests' busbw defines it; its log says
     what NCCL 2.27's INFO log would."""
 
-    def __init__(self, group: FakePeerGroup) -> None:
+    def __init__(self, group: SimulatedPeerGroup) -> None:
         self.group = group
         self.lines = ["node:1:1 [0] NCCL INFO NCCL version 2.27.7+cuda13.0"]
         self.lines += [f"node:1:2 [{r}] NCCL INFO Channel 00/0 : {r}[{r}] -> {(r + 1) % group.count()}"

@@ -39,7 +39,8 @@ __device__ __forceinline__ unsigned gp_laneid()
     return id;
 }
 
-// Steps per iteration of every timed loop, as in the hand-written kernels (gpuprobe.families.differencing.UNROLL).
+// Steps per iteration of every timed loop, as in the hand-written kernels; each probe declares it
+// (unroll in ptx/coop/*.toml), and its SASS contract holds it.
 #define GP_UNROLL 32
 
 // The timed chain: `iters` (at least 1) iterations of STEPS steps by the lanes of `members`. The

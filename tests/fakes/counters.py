@@ -1,7 +1,7 @@
 """What the fake ncu counts: each kernel launch of the simulated GPU, as Nsight Compute's counters would.
 
 Installed in a process the fake ncu wraps (``inject/sitecustomize.py``), it logs every launch of the simulated
-GPU (:class:`gpuprobe.simulated.gpu.FakeGpu`) with the NVTX push/pop ranges open around it and its counters,
+GPU (:class:`gpuprobe.simulated.gpu.SimulatedGpu`) with the NVTX push/pop ranges open around it and its counters,
 one JSON line each, into ``$FAKE_NCU_LOG_DIR/<pid>.jsonl``. The counters come from the launch itself (its
 kernel, grid and arguments), not from any probe's claim:
 
@@ -12,7 +12,7 @@ kernel, grid and arguments), not from any probe's claim:
   DRAM when its footprint outgrows the L2 (else DRAM serves a read's first pass, and writes stay in L2);
 * a global->shared copy (``gp_ac_copy_*``) reads its source through the L2 every pass, from DRAM when the source
   outgrows half the L2; its shared-memory wavefronts and bank conflicts are those of its PTX's addresses (the
-  simulated kernel's own model: :func:`gpuprobe.simulated.kernels.async_copy.wavefronts`), loads and stores
+  simulated kernel's own model: :func:`gpuprobe.families.async_copy.simulated.wavefronts`), loads and stores
   counted apart, cp.async's writes in neither (ncu counts them as LDGSTS);
 * anything else moves nothing the witness asks about.
 """
@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.async_copy import STREAM_CHUNK_BYTES, WARP
+from gpuprobe.families.async_copy.simulated import probe_ptx, shared_accesses, wavefronts
+from gpuprobe.families.bandwidth.simulated import DEFAULTS
+from gpuprobe.runner.launcher import xyz
 from gpuprobe.simulated import gpu as simulated
-from gpuprobe.simulated.kernels.async_copy import probe_ptx, shared_accesses, wavefronts
-from gpuprobe.simulated.kernels.bandwidth import DEFAULTS
 
 SECTOR = 32
 WAVEFRONT_BYTES = 128
@@ -126,14 +127,14 @@ def count(gpu: Any, kernel: str, launch: Any, p: dict[str, Any]) -> dict[str, fl
 
 def install(log_dir: Path) -> None:
     """Log every launch of the simulated GPU in this process, with its ranges and counters (see the module)."""
-    launched = simulated.FakeGpu._launch
+    launched = simulated.SimulatedGpu._launch
     log = log_dir / f"{os.getpid()}.jsonl"
 
     def counted_launch(self: Any, kernel: str, grid: Any, block: Any, args: list[Any], *rest: Any) -> float:
         ms = launched(self, kernel, grid, block, args, *rest)
-        launch = simulated.FakeLaunch(simulated.dims(grid), simulated.dims(block))
+        launch = simulated.SimulatedLaunch(xyz(grid), xyz(block))
         names = [name for _, name in simulated.ptx_parameters(self.arch)[kernel]]
-        values = [arg.base if isinstance(arg, simulated.FakeBuffer) else arg for arg in args]
+        values = [arg.base if isinstance(arg, simulated.SimulatedBuffer) else arg for arg in args]
         bound = dict(zip(names, values, strict=True))
         record = {"t": time.time_ns(), "pid": os.getpid(), "tid": threading.get_native_id(), "kernel": kernel,
                   "grid": list(launch.grid), "block": list(launch.block), "ranges": list(_ranges),
@@ -150,5 +151,5 @@ def install(log_dir: Path) -> None:
         finally:
             _ranges.pop()
 
-    simulated.FakeGpu._launch = counted_launch
-    simulated.FakeGpu.nvtx_range = nvtx_range
+    simulated.SimulatedGpu._launch = counted_launch
+    simulated.SimulatedGpu.nvtx_range = nvtx_range

@@ -14,14 +14,17 @@ import json
 import os
 
 if os.environ.get("GPUPROBE_REHEARSAL") == "1":
-    import gpuprobe.runner.gpu
-    from gpuprobe.simulated.gpu import FaultyGpu, open_fake, suite_options
+    import gpuprobe.runner.cupy_launcher
+    import gpuprobe.runner.device
+    from gpuprobe.simulated.gpu import FaultyGpu, open_simulated, suite_options
 
     OPTIONS = suite_options(**{
         "name": "Rehearsal GPU", "faults": {"gp_launch_stamp": "hang"},
         **json.loads(os.environ.get("GPUPROBE_REHEARSAL_OPTIONS", "{}")),
     })  # fmt: skip
 
-    gpuprobe.runner.gpu.gpu_unavailable_reason = lambda: None
-    gpuprobe.runner.gpu.device_identity = lambda device_index=0: FaultyGpu(**OPTIONS).device()
-    gpuprobe.runner.gpu.CupyLauncher = lambda cubin, device_index=0: open_fake(cubin, device_index, **OPTIONS)
+    gpuprobe.runner.device.gpu_unavailable_reason = lambda: None
+    gpuprobe.runner.device.device_identity = lambda device_index=0: FaultyGpu(**OPTIONS).device()
+    gpuprobe.runner.cupy_launcher.CupyLauncher = lambda cubin, device_index, signatures: open_simulated(
+        cubin, device_index, signatures, **OPTIONS
+    )

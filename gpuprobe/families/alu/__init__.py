@@ -28,37 +28,38 @@ point; the host iterates the exact function in float64 and allows the approximat
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.issue_sweep import (
     SMOKE_SETTINGS,
+    Launch,
     Records,
     Settings,
     Sweeper,
     SweepPoint,
+    body_of,
+    chain_records,
     check_results,
     launchable_warps,
-    output_words,
     plateau,
     sweep_plan,
     sweep_series,
     twin_kernel,
 )
-from gpuprobe.families.measuring import Kernels, fact
+from gpuprobe.families.measuring import fact
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.invariants import Check
 from gpuprobe.output.sections import Section
-from gpuprobe.runner.gpu import Launcher
 
 CHAINS = 8  # chain registers per thread, whatever the ILP (ptx/alu/alu.ptx)
-STEPS_PER_ITERATION = 32  # chain steps per loop iteration (twice that in the twin), whatever the ILP
 ILPS = (1, 2, 4, 8)
 MUFU_TOLERANCE = 1e-4  # on the sum of 8 chains at their fixed point: each within ~3 x 2^-21
 
@@ -216,13 +217,14 @@ MUFU_CONVERGED_STEPS = 200  # |f'| <= 0.64 at every fixed point: after 200 steps
 
 
 def predicted_mufu(op: Op, iterations: int, ilp: int, passes: int = 1) -> float:
-    """The sum of the 8 chains: one untimed step each, then 32 / ILP per pass of the loop body and
+    """The sum of the 8 chains: one untimed step each, then the loop body's 32 / ILP per pass and
     iteration on chains < ILP (a chain past :data:`MUFU_CONVERGED_STEPS` steps sits at the fixed
     point, to float64 precision)."""
     assert op.mufu is not None
     total = 0.0
+    body = body_of(kernel_name(op, ilp))
     for c, x in enumerate(initial_values(op)):
-        steps = 1 + (iterations * passes * STEPS_PER_ITERATION // ilp if c < ilp else 0)
+        steps = 1 + (iterations * passes * body // ilp if c < ilp else 0)
         for _ in range(min(steps, MUFU_CONVERGED_STEPS)):
             x = op.mufu(x)
         total += x
@@ -256,46 +258,38 @@ SMOKE = Smoke(probes=("alu.ffma.ilp1",), settings=SMOKE_SETTINGS)
 # ---- launching --------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Context:
-    launcher: Launcher
-    parameters: dict[str, list[tuple[str, str]]]
-    device: Device
-    settings: Settings
-    state: dict[str, Any]
-    out: Any = None
-    uploaded: dict[str, Any] = field(default_factory=dict)  # each op's operand buffer
+def op_launch(request: Request, op: Op) -> Launch:
+    """Checked launches of ``op``'s ILP kernels (``passes`` 1) and their twins (:data:`TWIN_PASSES`), its
+    operands uploaded once."""
+    uploaded = request.launcher.upload(operands(op))
 
-    def launch(self, op: Op, passes: int, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
-        """One checked run of the op's ILP kernel (``passes`` 1) or its twin (:data:`TWIN_PASSES`)."""
+    def launch(passes: int, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
         kernel = twin_kernel(kernel_name(op, ilp), passes)
-        if op.name not in self.uploaded:
-            self.uploaded[op.name] = self.launcher.upload(operands(op))
-        args = [np.uint32(iterations), self.uploaded[op.name], self.out]
-        count = output_words(blocks * threads, 1)
-        words = Kernels(self.launcher, self.parameters).run(kernel, args, self.out, count, grid=blocks, block=threads)
-        records = Records.from_output(words, blocks * threads, 1, kernel)
+        records = chain_records(request, kernel, uploaded, iterations, blocks, threads, 1)
         check_launch(op, records, iterations, ilp, passes, kernel)
         return records
 
+    return launch
 
-def run_probe(ctx: _Context, op: Op, ilp: int) -> Measured:
+
+def measure_probe(request: Request, launch: Launch, op: Op, ilp: int) -> Measured:
     """Latency (ILP 1), the ILP's sweep, and at ILP 8 the plateau of the whole sweep: each against the twin."""
+    settings: Settings = request.settings
     name = probe_name(op, ilp)
     facts = []
     notes = []
     kernel = kernel_name(op, ilp)
-    sweeper = Sweeper(functools.partial(ctx.launch, op), ctx.settings, ctx.device.sm_count, STEPS_PER_ITERATION, kernel)
+    sweeper = Sweeper(launch, settings, request.device.sm_count, kernel)
     if ilp == 1:
         samples = sweeper.latency(threads=1)
         mhz = sweeper.mhz()
         if op.fma_steps:
             notes.append(f"a step is MUFU and {op.fma_steps} FMULs (range reduction): its latency is theirs together")
         latency = fact(f"alu.{op.name}.latency", samples, "cycle", name, mhz)
-        ctx.state[latency.id] = latency.value
+        request.state[latency.id] = latency.value
         facts.append(latency)
-    sweeps = ctx.state.setdefault("alu_sweeps", {}).setdefault(op.name, [])
-    for warps in launchable_warps(ctx.launcher, kernel, ctx.settings):
+    sweeps = request.state.setdefault("alu_sweeps", {}).setdefault(op.name, [])
+    for warps in launchable_warps(request.launcher, kernel, settings):
         point = sweeper.point(ilp, warps, op.lane_ops)
         sweeps.append([point.ilp, point.warps, point.rates])
     points = [SweepPoint(i, w, r) for i, w, r in sweeps]
@@ -310,13 +304,21 @@ def run_probe(ctx: _Context, op: Op, ilp: int) -> Measured:
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run); see the module docstring."""
-    launcher, parameters, device = request.launcher, request.parameters, request.device
-    runnable, settings, state = request.runnable, request.settings, request.state
-    ctx = _Context(launcher, parameters, device, settings or Settings(), state)
-    ctx.out = launcher.alloc(output_words(device.sm_count * 32 * 32, 1) * 8)
+    """The family's runnable probes in order, each as (name, step); see the module docstring."""
+    request = dataclasses.replace(request, settings=request.settings or Settings())
+    launches = functools.cache(functools.partial(op_launch, request))  # an op's operands uploaded once
+    steps = {probe_name(op, ilp): lambda op=op, ilp=ilp: measure_probe(request, launches(op), op, ilp)
+             for op in OPS for ilp in ILPS}  # fmt: skip
+    return probe_steps(PROBES, steps, request.runnable)
 
-    for op in OPS:
-        for ilp in ILPS:
-            if probe_name(op, ilp) in runnable:
-                yield probe_name(op, ilp), lambda op=op, ilp=ilp: run_probe(ctx, op, ilp)
+
+FAMILY = Family(
+    name="alu",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

@@ -41,17 +41,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.chase import OUT_WORDS, Chase, latencies_plan, memory_chase, node_of
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.chase import OUT_WORDS, Chase, latencies_plan, memory_chase, node_of, random_cycle
 from gpuprobe.families.differencing import Lengths, event_gbps
-from gpuprobe.families.measuring import POISON_BYTE, Kernels, Stopping, fact, require_counts, unwritten
+from gpuprobe.families.measuring import fact, require_counts
 from gpuprobe.families.planning import (
     L2_STEP_CYCLES,
     NO_WORK,
@@ -67,12 +67,14 @@ from gpuprobe.families.planning import (
     resident_blocks,
     sum_host_s,
 )
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
 from gpuprobe.judge.invariants import Check
+from gpuprobe.kernels.registry import unroll_of
 from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
-from gpuprobe.runner.gpu import Launcher
+from gpuprobe.runner.checked import POISON_BYTE, unwritten
 
 PROBES = [
     "async_copy.cp_async.latency.ca",
@@ -111,15 +113,12 @@ class Settings:
     bulk_threads: int = 128
     dsm_stream_threads: int = 512
     dsm_iterations: tuple[int, int] = (64, 320)
-    min_repeats: int = 3
-    max_repeats: int = 7
-    target_noise: float = 0.01
-    budget_s: float = 0.3  # the most time sampling one measurement
+    sampling: Stopping = Stopping(3, 7, 0.01, 0.3)  # each measurement's samples
     seed: int = 20240902
 
     def __post_init__(self) -> None:
         counts = ("chase_nodes", "short_iterations", "dsm_nodes", "stream_threads", "bulk_threads",
-                  "dsm_stream_threads", "min_repeats")  # fmt: skip
+                  "dsm_stream_threads")  # fmt: skip
         require_counts(self, counts)
         pairs = {"short/long_iterations": (self.short_iterations, self.long_iterations),
                  "bulk_iterations": tuple(self.bulk_iterations), "dram_passes": tuple(self.dram_passes),
@@ -132,13 +131,10 @@ class Settings:
                 raise ValueError(f"Settings.bulk_points: ({size}, {stages}) needs a multiple of 16 bytes, 1..8 stages")
         if any(size % 16 or size < 16 for size in self.bulk_sizes):
             raise ValueError("Settings.bulk_sizes: bulk copies move multiples of 16 bytes")
-        if self.max_repeats < self.min_repeats or self.dsm_stride % 8 or self.chase_stride % 16:
-            raise ValueError("Settings: max_repeats >= min_repeats, strides of whole 8- (dsm) and 16-byte words")
+        if self.dsm_stride % 8 or self.chase_stride % 16:
+            raise ValueError("Settings: strides of whole 8- (dsm) and 16-byte words")
         if self.stream_threads % WARP:
             raise ValueError(f"Settings.stream_threads: whole warps ({WARP} threads), the slots are laid out per warp")
-
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.budget_s)
 
 
 def neighbour_sums(sums: np.ndarray) -> np.ndarray:
@@ -180,80 +176,73 @@ def bulk_shape(nbytes: int, size: int, stages: int, grid: int) -> tuple[int, int
 
 
 @dataclass
-class _Context:
-    launcher: Launcher
-    parameters: dict[str, list[tuple[str, str]]]
-    device: Device
-    settings: Settings
-    out: Any = None
-    out_words: int = 0
-    source_buffer: Any = None  # the pattern, as large as the largest stream asked for so far
-    source_chunks: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))  # its chunks' sums
-    scratch: Any = None  # twice the L2, written through to flush it
+class L2Flush:
+    """Flushing the L2: a write through a scratch buffer of twice its size (allocated at the first flush)
+    evicts what it held."""
 
-    @property
-    def kernels(self) -> Kernels:
-        return Kernels(self.launcher, self.parameters)
+    scratch: Any = None
 
-    def output(self, words: int) -> Any:
-        """The output buffer, at least ``words`` 64-bit words (grown when needed)."""
-        if self.out_words < words:
-            self.out, self.out_words = self.launcher.alloc(words * 8), words
-        return self.out
-
-    def source(self, nbytes: int) -> tuple[Any, np.ndarray]:
-        """A device buffer starting with ``nbytes`` of the pattern, and the sums of those bytes' 16-byte
-        chunks. One source serves every stream (a smaller pattern is a larger one's first words): it is
-        made again only for a stream larger than any before."""
-        if len(self.source_chunks) * 16 < nbytes:
-            words = pattern(nbytes // 4)
-            self.source_buffer, self.source_chunks = self.launcher.upload(words), chunk_sums(words)
-        return self.source_buffer, self.source_chunks[: nbytes // 16]
-
-    def l2_flush(self) -> Callable[[], None]:
-        """Flushing the L2: a write through a scratch buffer of twice its size evicts what it held."""
+    def __call__(self, request: Request) -> None:
         if self.scratch is None:
-            self.scratch = self.launcher.alloc(2 * self.device.l2_bytes)
-        return lambda: self.launcher.fill(self.scratch, 0)
+            self.scratch = request.launcher.alloc(2 * request.device.l2_bytes)
+        request.launcher.fill(self.scratch, 0)
 
-    def grid(self, kernel: str, threads: int, shared: int) -> int:
-        """Blocks filling every SM with as many blocks of ``kernel`` as fit."""
-        per_sm = self.launcher.max_active_blocks(kernel, threads, shared)
-        if per_sm < 1:
-            raise ProbeFailure(
-                f"{kernel}: no block of {threads} threads with {shared} bytes of shared memory fits an SM"
-            )
-        return self.device.sm_count * per_sm
+
+@dataclass
+class Sources:
+    """What the family's streams share across probes: the pattern they copy (one source serves every stream,
+    a smaller pattern being a larger one's first words) with its 16-byte chunks' sums, and the L2's flush."""
+
+    buffer: Any = None
+    chunks: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    flush: L2Flush = field(default_factory=L2Flush)
+
+    def source(self, request: Request, nbytes: int) -> tuple[Any, np.ndarray]:
+        """A device buffer starting with ``nbytes`` of the pattern, and the sums of those bytes' 16-byte
+        chunks: made again only for a stream larger than any before."""
+        if len(self.chunks) * 16 < nbytes:
+            words = pattern(nbytes // 4)
+            self.buffer, self.chunks = request.launcher.upload(words), chunk_sums(words)
+        return self.buffer, self.chunks[: nbytes // 16]
+
+
+def full_grid(request: Request, kernel: str, threads: int, shared: int) -> int:
+    """Blocks filling every SM with as many blocks of ``kernel`` as fit."""
+    per_sm = request.launcher.max_active_blocks(kernel, threads, shared)
+    if per_sm < 1:
+        raise ProbeFailure(f"{kernel}: no block of {threads} threads with {shared} bytes of shared memory fits an SM")
+    return request.device.sm_count * per_sm
 
 
 # ---- chases ----------------------------------------------------------------------------------
 
 
-def _global_chase(ctx: _Context, kernel: str, stride: int, unroll: int, extra: list[object], shared: int) -> Chase:
+def _global_chase(request: Request, kernel: str, stride: int, extra: list[object], shared: int) -> Chase:
     """A chase through a fresh random cycle in global memory, one node every ``stride`` bytes."""
-    s = ctx.settings
+    s = request.settings
     chain = random_cycle(s.chase_nodes, s.seed + stride)
-    buffer = ctx.launcher.alloc(s.chase_nodes * stride)
-    ctx.launcher.write_chain(buffer, chain.successor, stride)
-    return memory_chase(ctx.kernels, kernel, buffer, chain, stride, unroll, ctx.output(OUT_WORDS), extra, shared)
+    buffer = request.launcher.alloc(s.chase_nodes * stride)
+    request.launcher.write_chain(buffer, chain.successor, stride)
+    out = request.outputs.get(OUT_WORDS)
+    return memory_chase(request.kernels, kernel, buffer, chain, stride, unroll_of(kernel), out, extra, shared)
 
 
-def measure_cp_async_latency(ctx: _Context, probe: str) -> Measured:
+def measure_cp_async_latency(request: Request, sources: Sources, probe: str) -> Measured:
     cache = probe.rsplit(".", 1)[1]
-    s = ctx.settings
-    chase = _global_chase(ctx, f"gp_ac_cp_async_chase_{cache}", s.chase_stride, 16, [], 0)
-    samples = chase.latencies(s.short_iterations, s.long_iterations, s.stopping())
+    s = request.settings
+    chase = _global_chase(request, f"gp_ac_cp_async_chase_{cache}", s.chase_stride, [], 0)
+    samples = chase.latencies(s.short_iterations, s.long_iterations, s.sampling)
     result = fact(f"async.cp_async.{cache}.latency", samples, "cycle", probe, chase.mhz)
     return Measured(probe, ProbeOutcome("ok", _clock_note(chase.mhz)), [result])
 
 
-def measure_bulk_latency(ctx: _Context, probe: str) -> Measured:
-    s = ctx.settings
+def measure_bulk_latency(request: Request, sources: Sources, probe: str) -> Measured:
+    s = request.settings
     facts: list[Fact] = []
     mhz: list[float] = []
     for size in sorted(s.bulk_sizes):
-        chase = _global_chase(ctx, "gp_ac_bulk_chase", size, 1, [np.uint32(size)], size)
-        samples = chase.latencies(*s.bulk_iterations, s.stopping())
+        chase = _global_chase(request, "gp_ac_bulk_chase", size, [np.uint32(size)], size)
+        samples = chase.latencies(*s.bulk_iterations, s.sampling)
         mhz += chase.clock_mhz
         facts.append(fact(f"async.bulk.latency.{size}", samples, "cycle", probe, chase.mhz))
     series = {
@@ -263,27 +252,30 @@ def measure_bulk_latency(ctx: _Context, probe: str) -> Measured:
     return Measured(probe, ProbeOutcome("ok", _clock_note(clock), series), facts)
 
 
-def _dsm_chase(ctx: _Context, target: int) -> Chase:
+def _dsm_chase(request: Request, target: int) -> Chase:
     """A chase through a fresh random cycle in the shared memory of cluster rank ``target``."""
-    s, kernel = ctx.settings, "gp_ac_dsm_chase"
+    s, kernel = request.settings, "gp_ac_dsm_chase"
     chain = random_cycle(s.dsm_nodes, s.seed + target)
-    successors = ctx.launcher.upload((chain.successor * s.dsm_stride).astype(np.uint32))
-    out, shared = ctx.output(OUT_WORDS), s.dsm_nodes * s.dsm_stride
+    successors = request.launcher.upload((chain.successor * s.dsm_stride).astype(np.uint32))
+    out, shared = request.outputs.get(OUT_WORDS), s.dsm_nodes * s.dsm_stride
 
     def launch(start: int, warm: int, iterations: int) -> np.ndarray:
         fixed = [successors, np.uint32(s.dsm_nodes), np.uint32(s.dsm_stride), np.uint32(start), np.uint32(target)]
         args = [*fixed, np.uint32(warm), np.uint32(iterations), out]
-        return ctx.kernels.run(kernel, args, out, OUT_WORDS, grid=2, block=s.dsm_threads, shared=shared)
+        return request.kernels.run(kernel, args, out, OUT_WORDS, grid=2, block=s.dsm_threads, shared=shared)
 
-    return Chase(chain, launch, lambda end: node_of(end, s.dsm_stride, s.dsm_nodes, kernel), 32, kernel)
+    def end_node(end: int) -> int:
+        return node_of(end, s.dsm_stride, s.dsm_nodes, kernel)
+
+    return Chase(chain, launch, end_node, unroll_of(kernel), kernel)
 
 
-def measure_dsm_latency(ctx: _Context, probe: str) -> Measured:
-    s = ctx.settings
+def measure_dsm_latency(request: Request, sources: Sources, probe: str) -> Measured:
+    s = request.settings
     facts = []
     for target, where in ((1, "peer"), (0, "own")):
-        chase = _dsm_chase(ctx, target)
-        samples = chase.latencies(s.short_iterations, s.long_iterations, s.stopping())
+        chase = _dsm_chase(request, target)
+        samples = chase.latencies(s.short_iterations, s.long_iterations, s.sampling)
         facts.append(fact(f"dsmem.latency.{where}", samples, "cycle", probe, chase.mhz))
     return Measured(probe, ProbeOutcome("ok", f"peer {facts[0].value:.1f}, own {facts[1].value:.1f} cycles"), facts)
 
@@ -322,28 +314,28 @@ def _each_step_adds(kernel: str, once: np.ndarray) -> Callable[[np.ndarray, int]
     return lambda values, steps: check_sums(kernel, values, once * np.uint64(steps), "thread")
 
 
-def _stream_launch(ctx: _Context, stream: _Stream, steps: int) -> float:
+def _stream_launch(request: Request, stream: _Stream, steps: int) -> float:
     """One checked launch of ``stream`` for ``steps``: its output poisoned, the flush, the launch timed with
     events, every result read back and verified. Its event time, ms."""
-    ctx.launcher.fill(stream.out, POISON_BYTE)
+    request.launcher.fill(stream.out, POISON_BYTE)
     stream.flush()
-    ms = ctx.kernels.time(stream.kernel, stream.args(steps), grid=stream.grid, block=stream.block,
+    ms = request.kernels.time(stream.kernel, stream.args(steps), grid=stream.grid, block=stream.block,
                           shared=stream.shared)  # fmt: skip
     if stream.claim is not None:
         stream.launched.append(stream.claim(steps))
-    values = ctx.launcher.read(stream.out, "uint64", stream.words)
+    values = request.launcher.read(stream.out, "uint64", stream.words)
     if unwritten(values):
         raise ProbeFailure(f"{stream.kernel} did not write all of its {stream.words} results")
     stream.verify(values, steps)
     return ms
 
 
-def _stream_rates(ctx: _Context, stream: _Stream, lengths: tuple[int, int]) -> list[float]:
+def _stream_rates(request: Request, stream: _Stream, lengths: tuple[int, int]) -> list[float]:
     """Samples of ``stream``'s rate, GB/s: a step's bytes over its time, the difference of a long and a short
     launch (:class:`Difference` on CUDA events: a first launch untimed, a difference under 100 event ticks
     widened), so launch costs cancel."""
-    launch = functools.partial(_stream_launch, ctx, stream)
-    return event_gbps(launch, Lengths(*lengths, 1), stream.step_bytes, stream.kernel, ctx.settings.stopping())[0]
+    launch = functools.partial(_stream_launch, request, stream)
+    return event_gbps(launch, Lengths(*lengths, 1), stream.step_bytes, stream.kernel, request.settings.sampling)[0]
 
 
 def copy_claim(level: str, nbytes: int, grid: int, threads: int) -> Callable[[int], dict[str, float]]:
@@ -361,17 +353,20 @@ def copy_claim(level: str, nbytes: int, grid: int, threads: int) -> Callable[[in
     return claim
 
 
-def _copy_level(ctx: _Context, kernel: str, level: str) -> tuple[list[float], float, list[dict[str, float]]]:
+def _copy_level(
+    request: Request, sources: Sources, kernel: str, level: str
+) -> tuple[list[float], float, list[dict[str, float]]]:
     """Samples of the global->shared stream's rate from DRAM or from L2, the source's size, and what each of
     its launches (the untimed first included) says it moved (:func:`copy_claim`)."""
-    threads = ctx.settings.stream_threads
+    threads = request.settings.stream_threads
     shared = threads * STREAM_CHUNK_BYTES
-    grid, iterations, passes = copy_shape(ctx.settings, ctx.device, ctx.grid(kernel, threads, shared), level)
+    full = full_grid(request, kernel, threads, shared)
+    grid, iterations, passes = copy_shape(request.settings, request.device, full, level)
     total = grid * threads
     nbytes = iterations * total * STREAM_CHUNK_BYTES
-    source, chunks = ctx.source(nbytes)
-    out = ctx.output(total)
-    flush = ctx.l2_flush() if level == "dram" else (lambda: None)
+    source, chunks = sources.source(request, nbytes)
+    out = request.outputs.get(total)
+    flush = functools.partial(sources.flush, request) if level == "dram" else (lambda: None)
     verify = _each_step_adds(kernel, neighbour_sums(stream_sums(chunks, total)))
 
     def args(passes: int) -> list[object]:
@@ -379,14 +374,14 @@ def _copy_level(ctx: _Context, kernel: str, level: str) -> tuple[list[float], fl
 
     claim = copy_claim(level, nbytes, grid, threads)
     stream = _Stream(kernel, args, out, total, grid, threads, shared, nbytes, verify, flush, claim)
-    return _stream_rates(ctx, stream, passes), float(nbytes), stream.launched
+    return _stream_rates(request, stream, passes), float(nbytes), stream.launched
 
 
-def measure_copy_bandwidth(ctx: _Context, probe: str) -> Measured:
+def measure_copy_bandwidth(request: Request, sources: Sources, probe: str) -> Measured:
     name = probe.split(".")[1]  # cp_async or plain_copy
     kernel = "gp_ac_copy_cp_async" if name == "cp_async" else "gp_ac_copy_plain"
-    dram, dram_bytes, dram_launches = _copy_level(ctx, kernel, "dram")
-    l2, l2_bytes, l2_launches = _copy_level(ctx, kernel, "l2")
+    dram, dram_bytes, dram_launches = _copy_level(request, sources, kernel, "dram")
+    l2, l2_bytes, l2_launches = _copy_level(request, sources, kernel, "l2")
     facts = [
         fact(f"async.{name}.bandwidth", dram, "GB/s", probe),
         fact(f"async.{name}.l2_bandwidth", l2, "GB/s", probe),
@@ -397,14 +392,14 @@ def measure_copy_bandwidth(ctx: _Context, probe: str) -> Measured:
     return Measured(probe, ProbeOutcome("ok", note, series), facts)
 
 
-def _bulk_point(ctx: _Context, size: int, stages: int, nbytes: int) -> list[float]:
+def _bulk_point(request: Request, sources: Sources, size: int, stages: int, nbytes: int) -> list[float]:
     """Samples of the bulk stream's rate with copies of ``size`` bytes, ``stages`` in flight per block,
     from a source of about ``nbytes``; every launch's per-block sums checked."""
-    kernel, threads = "gp_ac_bulk_stream", ctx.settings.bulk_threads
-    grid = ctx.grid(kernel, threads, size * stages)
+    kernel, threads = "gp_ac_bulk_stream", request.settings.bulk_threads
+    grid = full_grid(request, kernel, threads, size * stages)
     chunks, per_block = bulk_shape(nbytes, size, stages, grid)
-    source, sums16 = ctx.source(chunks * size)
-    out = ctx.output(grid * threads)
+    source, sums16 = sources.source(request, chunks * size)
+    out = request.outputs.get(grid * threads)
     copy_sums = sums16.reshape(chunks, -1).sum(axis=1, dtype=np.uint64)  # each bulk copy's words
 
     def args(steps: int) -> list[object]:
@@ -414,9 +409,9 @@ def _bulk_point(ctx: _Context, size: int, stages: int, nbytes: int) -> list[floa
         block_sums = values.reshape(grid, threads).sum(axis=1, dtype=np.uint64)
         check_sums(kernel, block_sums, bulk_block_sums(copy_sums, grid, steps), "block")
 
-    flush = ctx.l2_flush()  # the source is several L2 sizes: what a run reads comes from DRAM
+    flush = functools.partial(sources.flush, request)  # the source is several L2 sizes: read from DRAM
     stream = _Stream(kernel, args, out, grid * threads, grid, threads, size * stages, grid * size, verify, flush)
-    return _stream_rates(ctx, stream, (per_block, 2 * per_block))
+    return _stream_rates(request, stream, (per_block, 2 * per_block))
 
 
 def fitting_bulk_points(settings: Settings, device: Device) -> list[tuple[int, int]]:
@@ -425,14 +420,14 @@ def fitting_bulk_points(settings: Settings, device: Device) -> list[tuple[int, i
     return [(size, stages) for size, stages in settings.bulk_points if size * stages + BULK_STATIC_SHARED <= room]
 
 
-def measure_bulk_bandwidth(ctx: _Context, probe: str) -> Measured:
-    s = ctx.settings
-    nbytes = dram_source_bytes(s, ctx.device)
-    room = ctx.device.shared_per_block_optin_bytes or BULK_STAGING_KNOWN_TO_FIT
-    fitting = fitting_bulk_points(s, ctx.device)
+def measure_bulk_bandwidth(request: Request, sources: Sources, probe: str) -> Measured:
+    s, device = request.settings, request.device
+    nbytes = dram_source_bytes(s, device)
+    room = device.shared_per_block_optin_bytes or BULK_STAGING_KNOWN_TO_FIT
+    fitting = fitting_bulk_points(s, device)
     if not fitting:
         raise ProbeFailure(f"no bulk point's buffers fit the {room} bytes of shared memory a block may use")
-    points = [(size, stages, _bulk_point(ctx, size, stages, nbytes)) for size, stages in fitting]
+    points = [(size, stages, _bulk_point(request, sources, size, stages, nbytes)) for size, stages in fitting]
     medians = [float(np.median(samples)) for _, _, samples in points]
     top = int(np.argmax(medians))
     series = {
@@ -448,13 +443,14 @@ def measure_bulk_bandwidth(ctx: _Context, probe: str) -> Measured:
     return Measured(probe, ProbeOutcome("ok", note, {"sweep": series}), [result])
 
 
-def measure_dsm_bandwidth(ctx: _Context, probe: str) -> Measured:
-    s, kernel, threads = ctx.settings, "gp_ac_dsm_stream", ctx.settings.dsm_stream_threads
+def measure_dsm_bandwidth(request: Request, sources: Sources, probe: str) -> Measured:
+    s, kernel = request.settings, "gp_ac_dsm_stream"
+    threads = s.dsm_stream_threads
     shared = threads * STREAM_CHUNK_BYTES
-    grid = ctx.grid(kernel, threads, shared) // 2 * 2  # whole clusters of two
+    grid = full_grid(request, kernel, threads, shared) // 2 * 2  # whole clusters of two
     if grid < 2:
         raise ProbeFailure(f"{kernel}: not even one cluster of two blocks fits")
-    out = ctx.output(grid * threads)
+    out = request.outputs.get(grid * threads)
     facts = []
     for peer, where in ((1, "peer"), (0, "own")):
         per_rank = [dsm_thread_sums(threads, rank ^ peer) for rank in (0, 1)]
@@ -464,11 +460,11 @@ def measure_dsm_bandwidth(ctx: _Context, probe: str) -> Measured:
             return [np.uint32(peer), np.uint32(iterations), out]
 
         stream = _Stream(kernel, args, out, grid * threads, grid, threads, shared, grid * shared, verify)
-        facts.append(fact(f"dsmem.bandwidth.{where}", _stream_rates(ctx, stream, s.dsm_iterations), "GB/s", probe))
+        facts.append(fact(f"dsmem.bandwidth.{where}", _stream_rates(request, stream, s.dsm_iterations), "GB/s", probe))
     return Measured(probe, ProbeOutcome("ok", f"{grid // 2} clusters of two, {threads} threads per block"), facts)
 
 
-STEPS: dict[str, Callable[[_Context, str], Measured]] = {
+STEPS: dict[str, Callable[[Request, Sources, str], Measured]] = {
     "async_copy.cp_async.latency.ca": measure_cp_async_latency,
     "async_copy.cp_async.latency.cg": measure_cp_async_latency,
     "async_copy.cp_async.bandwidth": measure_copy_bandwidth,
@@ -498,7 +494,7 @@ def _checked_launches(lengths: tuple[int, int], repeats: int, step_s: float, out
 
 def _streams(settings: Settings, device: Device) -> tuple[Plan, list[int]]:
     """The bandwidth probes at their most repeats, and the source bytes each asks for, in measuring order."""
-    s, r, l2 = settings, settings.max_repeats, device.l2_bytes
+    s, r, l2 = settings, settings.sampling.max_repeats, device.l2_bytes
     flush = Plan(0, 1, dram_s(2 * l2, device))  # a write through twice the L2
     shared = s.stream_threads * STREAM_CHUNK_BYTES
     full = device.sm_count * resident_blocks(device, s.stream_threads, shared)
@@ -531,14 +527,17 @@ def plan(settings: Settings, device: Device) -> Plan:
     """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): the chases step by step,
     the streams by the bytes they move and their L2 flushes, the one source generated, summed and uploaded
     (again only for a stream larger than any before). Probes the arch lacks are counted too (an upper bound)."""
-    s, r = settings, settings.max_repeats
+    s, r = settings, settings.sampling.max_repeats
     l2_step = cycles_s(L2_STEP_CYCLES, device)
-    cp_async = latencies_plan(s.chase_nodes, 16, s.short_iterations, s.long_iterations, r, l2_step)
+    cp_async_steps = unroll_of("gp_ac_cp_async_chase_ca")
+    cp_async = latencies_plan(s.chase_nodes, cp_async_steps, s.short_iterations, s.long_iterations, r, l2_step)
     bulk_step = cycles_s(BULK_STEP_CYCLES, device)
-    bulk = [latencies_plan(s.chase_nodes, 1, *s.bulk_iterations, r, bulk_step) for _ in s.bulk_sizes]
-    dsm = latencies_plan(s.dsm_nodes, 32, s.short_iterations, s.long_iterations, r, l2_step)
+    bulk_steps = unroll_of("gp_ac_bulk_chase")
+    bulk = [latencies_plan(s.chase_nodes, bulk_steps, *s.bulk_iterations, r, bulk_step) for _ in s.bulk_sizes]
+    dsm_steps = unroll_of("gp_ac_dsm_chase")
+    dsm = latencies_plan(s.dsm_nodes, dsm_steps, s.short_iterations, s.long_iterations, r, l2_step)
     streams, asked = _streams(s, device)
-    made = sum(n for k, n in enumerate(asked) if n > max(asked[:k], default=0))  # as _Context.source makes them
+    made = sum(n for k, n in enumerate(asked) if n > max(asked[:k], default=0))  # as Sources.source makes them
     sources = Plan(0, 0, link_s(made, pinned=False), generate_host_s(made) + sum_host_s(made))
     chases = [probe(cp_async), probe(cp_async), probe(*bulk), probe(dsm, dsm)]
     return sum(chases, streams + sources)
@@ -559,8 +558,7 @@ SMOKE = Smoke(
         l2_passes=(1, 2),
         bulk_points=((1024, 1),),
         dsm_iterations=(1, 2),
-        min_repeats=1,
-        max_repeats=1,
+        sampling=ONE_SAMPLE,
     ),
 )
 
@@ -664,9 +662,20 @@ SECTIONS = (
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run); a probe whose own check fails raises
+    """The family's runnable probes in order, each as (name, step); a probe whose own check fails raises
     ProbeFailure. Probes the arch lacks are not runnable (their toml's archs)."""
-    launcher, parameters = request.launcher, request.parameters
-    device, runnable, settings = request.device, request.runnable, request.settings
-    ctx = _Context(launcher, parameters, device, settings or Settings())
-    yield from runs(PROBES, {name: lambda name=name: STEPS[name](ctx, name) for name in PROBES}, runnable)
+    request, sources = replace(request, settings=request.settings or Settings()), Sources()
+    steps = {name: lambda name=name: STEPS[name](request, sources, name) for name in PROBES}
+    return probe_steps(PROBES, steps, request.runnable)
+
+
+FAMILY = Family(
+    name="async_copy",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

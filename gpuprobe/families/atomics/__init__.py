@@ -23,31 +23,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import EVENTS, Difference, Lengths
-from gpuprobe.families.measuring import (
-    POISON_BYTE,
-    Kernels,
-    Stopping,
-    fact,
-    require_counts,
-    require_long_after_short,
-    unwritten,
-)
+from gpuprobe.families.measuring import fact, require_counts, require_long_after_short
 from gpuprobe.families.planning import HOST_CHECK_THREAD_S, combined, cycles_s, kernel_runs, probe
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.invariants import Check
+from gpuprobe.kernels.registry import unroll_of
 from gpuprobe.output.sections import Section
-from gpuprobe.runner.gpu import Launcher
+from gpuprobe.runner.checked import POISON_BYTE, unwritten
+from gpuprobe.runner.launcher import Launcher
 
-CHAIN_UNROLL = 32  # adds per iteration of the latency loop: fixed by the PTX
-STREAM_UNROLL = 8  # adds per iteration of the throughput loops: fixed by the PTX
 WORD = 2**32  # the counters are 32-bit: every value is mod 2**32
 WARP = 32
 
@@ -83,21 +77,18 @@ class Settings:
     short_iterations: int = 8  # latency: a sample is a long minus a short chain,
     long_iterations: int = 72  # (72 - 8) x 32 = 2048 adds
     first_increment: int = 1  # the first add's increment; each later one adds what the previous returned
-    min_repeats: int = 3
-    max_repeats: int = 9
-    target_noise: float = 0.01
-    point_budget_s: float = 0.5
+    sampling: Stopping = Stopping(3, 9, 0.01, 0.5)  # latency samples per shape
     block: int = 256  # throughput: threads per block,
     blocks_per_sm: int = 4  # at most this many blocks per SM (fewer if the occupancy API says so)
     increment: int = 3  # what each throughput add adds
     stream_short_iterations: int = 1
     stream_target_ms: float = 3.0  # the long throughput launch is sized to take about this long
     stream_max_iterations: int = 4096
-    stream_repeats: int = 5
+    stream_sampling: Stopping = Stopping(3, 5, 0.01, 0.5)  # throughput samples per mode
 
     def __post_init__(self) -> None:
-        counts = ("short_iterations", "first_increment", "min_repeats", "block", "blocks_per_sm", "increment",
-                  "stream_short_iterations", "stream_repeats")  # fmt: skip
+        counts = ("short_iterations", "first_increment", "block", "blocks_per_sm", "increment",
+                  "stream_short_iterations")  # fmt: skip
         require_counts(self, counts)
         require_long_after_short(self)
         if self.block % WARP or self.block > 1024:
@@ -107,9 +98,9 @@ class Settings:
                 "Settings: stream_max_iterations must be at least 2 x stream_short_iterations + 1, target > 0"
             )
 
-    def stopping(self, max_repeats: int | None = None) -> Stopping:
-        most = max_repeats or self.max_repeats
-        return Stopping(min(self.min_repeats, most), most, self.target_noise, self.point_budget_s)
+
+def _settings(request: Request) -> Settings:
+    return request.settings or Settings()
 
 
 # ---- what the host predicts ------------------------------------------------------------------
@@ -204,23 +195,14 @@ def check_returned_sums(kind: str, offsets: np.ndarray, adds_per_thread: int, in
 
 
 @dataclass
-class _Context:
-    launcher: Launcher
-    kernels: Kernels
-    device: Device
-    settings: Settings
-    out: Any = None  # the latency kernels' output
-    counters: Any = None  # the global latency chains' counters, one word per lane
-
-
-@dataclass
-class _ChainRun:
+class _LatencyChain:
     """One latency shape on one memory space: launches a chain and checks what it returned."""
 
-    ctx: _Context
+    request: Request
     kernel: str
     lanes: int
     lane_stride: int
+    counters: Any = None  # a global chain's counters, one word per lane (None in shared memory)
     sms: list[int] = field(default_factory=list)
 
     @property
@@ -228,50 +210,52 @@ class _ChainRun:
         return self.kernel.endswith("shared")
 
     def launch(self, iterations: int) -> int:
-        s, ctx = self.ctx.settings, self.ctx
+        s, request = _settings(self.request), self.request
         args: list[object] = [np.uint32(self.lane_stride), np.uint32(s.first_increment), np.uint32(iterations)]
         if not self.shared:
-            ctx.launcher.fill(ctx.counters, 0)
-            args.insert(0, ctx.counters)
+            request.launcher.fill(self.counters, 0)
+            args.insert(0, self.counters)
         per_lane = 3 if self.shared else 2
         words = 2 + per_lane * self.lanes
-        values = [int(v) for v in ctx.kernels.run(self.kernel, [*args, ctx.out], ctx.out, words, block=self.lanes)]
+        out = request.outputs.get(2 + 3 * WARP)
+        values = [int(v) for v in request.kernels.run(self.kernel, [*args, out], out, words, block=self.lanes)]
         lanes = np.array(values[2:]).reshape(self.lanes, per_lane)
         if self.shared:
             final = [int(v) for v in lanes[:, 2]]
         else:
-            raw = ctx.launcher.read(ctx.counters, "uint32", WARP)
+            raw = request.launcher.read(self.counters, "uint32", WARP)
             final = [int(raw[lane * self.lane_stride // 4]) for lane in range(self.lanes)]
-        self.check(iterations * CHAIN_UNROLL, [int(v) for v in lanes[:, 0]], [int(v) for v in lanes[:, 1]], final)
+        steps = iterations * unroll_of(self.kernel)
+        self.check(steps, [int(v) for v in lanes[:, 0]], [int(v) for v in lanes[:, 1]], final)
         self.sms.append(values[1] & 0xFFFFFFFF)
         return values[0]
 
     def check(self, steps: int, last: list[int], before: list[int], final: list[int]) -> None:
-        s = self.ctx.settings
         if self.lanes > 1 and self.lane_stride == 0:
             if len(set(final)) != 1:
                 raise ProbeFailure(f"{self.kernel}: the lanes of one counter saw different final values {set(final)}")
             return check_serialized(self.kernel, last, before, final[0])
-        return check_chain(self.kernel, s.first_increment, steps, last, before, final)
+        return check_chain(self.kernel, _settings(self.request).first_increment, steps, last, before, final)
 
     def latencies(self) -> list[float]:
         """Samples of one add's latency: the long chain minus the short one, over the adds between."""
-        s = self.ctx.settings
-        lengths = Lengths(s.short_iterations, s.long_iterations, CHAIN_UNROLL)
-        return Difference(lambda iterations: float(self.launch(iterations)), lengths, self.kernel).samples(s.stopping())
+        s = _settings(self.request)
+        lengths = Lengths(s.short_iterations, s.long_iterations, unroll_of(self.kernel))
+        return Difference(lambda iterations: float(self.launch(iterations)), lengths, self.kernel).samples(s.sampling)
 
 
-def measure_latency(ctx: _Context, probe: str, kernel: str, space: str) -> Measured:
+def measure_latency(request: Request, probe: str, kernel: str, space: str) -> Measured:
     facts: list[Fact] = []
     series: dict[str, list[float]] = {"shape": [], "lanes": [], "latency_cycles": [], "sm_id": []}
+    counters = None if space == "shared" else request.launcher.alloc(4 * WARP)
     for suffix, (lanes, stride) in LANE_SHAPES.items():
-        run = _ChainRun(ctx, kernel, lanes, stride)
-        result = fact(f"atomic.{space}.latency{suffix}", run.latencies(), "cycle", probe)
+        chain = _LatencyChain(request, kernel, lanes, stride, counters)
+        result = fact(f"atomic.{space}.latency{suffix}", chain.latencies(), "cycle", probe)
         facts.append(result)
         series["shape"].append(float(list(LANE_SHAPES).index(suffix)))
         series["lanes"].append(float(lanes))
         series["latency_cycles"].append(float(result.value or 0.0))
-        series["sm_id"].append(float(run.sms[-1]))
+        series["sm_id"].append(float(chain.sms[-1]))
     note = "shapes: 0 one lane, 1 a warp on one address, 2 a warp on 32 distinct words"
     return Measured(probe, ProbeOutcome("ok", note, {"latency": series}), facts)
 
@@ -283,7 +267,7 @@ def measure_latency(ctx: _Context, probe: str, kernel: str, space: str) -> Measu
 class Stream:
     """One throughput mode: how to launch it with a number of iterations, and how to check it after."""
 
-    ctx: _Context
+    request: Request
     kernel: str
     grid: int
     args: Callable[[int], list[object]]  # iterations -> the kernel's arguments
@@ -292,20 +276,21 @@ class Stream:
 
     @property
     def threads(self) -> int:
-        return self.grid * self.ctx.settings.block
+        return self.grid * _settings(self.request).block
 
     def time(self, iterations: int) -> float:
         self.reset()
-        ms = self.ctx.kernels.time(self.kernel, self.args(iterations), grid=self.grid, block=self.ctx.settings.block)
+        block = _settings(self.request).block
+        ms = self.request.kernels.time(self.kernel, self.args(iterations), grid=self.grid, block=block)
         self.verify(iterations)
         return ms
 
     def long_iterations(self, short_ms: float) -> int:
         """Iterations for a long launch of about the target time, from a trial of 2 x short + 1 iterations."""
-        s = self.ctx.settings
+        s = _settings(self.request)
         trial = s.stream_short_iterations * 2 + 1
         trial_ms = self.time(trial)
-        per_iteration = (trial_ms - short_ms) / (trial - s.stream_short_iterations)
+        per_iteration = Lengths(s.stream_short_iterations, trial, 1).per_step(short_ms, trial_ms)
         if not per_iteration > 0:  # lost in the launch overhead: the trial's whole time bounds it from above
             per_iteration = trial_ms / trial
         wanted = round(s.stream_target_ms / per_iteration) + s.stream_short_iterations
@@ -313,30 +298,31 @@ class Stream:
 
     def rate(self) -> list[float]:
         """Samples of Gop/s: adds between a long and a short launch over the time between them."""
-        s = self.ctx.settings
+        s = _settings(self.request)
         short = self.time(s.stream_short_iterations)
         iterations = self.long_iterations(short)
-        lengths = Lengths(s.stream_short_iterations, iterations, self.threads * STREAM_UNROLL)
+        lengths = Lengths(s.stream_short_iterations, iterations, self.threads * unroll_of(self.kernel))
         # the sizing launches ran the kernel: no untimed first launch
         adds = Difference(self.time, lengths, self.kernel, EVENTS, longest=s.stream_max_iterations, warmed=True)
-        return [1e-6 / ms_per_add for ms_per_add in adds.samples(s.stopping(s.stream_repeats))]  # Gop/s
+        return [1e-6 / ms_per_add for ms_per_add in adds.samples(s.stream_sampling)]  # Gop/s
 
 
-def stream_grid(ctx: _Context, kernel: str) -> int:
+def stream_grid(request: Request, kernel: str) -> int:
     """Blocks filling every SM: the occupancy the device reports, at most ``blocks_per_sm``."""
-    per_sm = min(ctx.settings.blocks_per_sm, ctx.launcher.max_active_blocks(kernel, ctx.settings.block, 0))
+    s = _settings(request)
+    per_sm = min(s.blocks_per_sm, request.launcher.max_active_blocks(kernel, s.block, 0))
     if per_sm < 1:
-        raise ProbeFailure(f"{kernel} cannot run {ctx.settings.block} threads per block on this device")
-    return ctx.device.sm_count * per_sm
+        raise ProbeFailure(f"{kernel} cannot run {s.block} threads per block on this device")
+    return request.device.sm_count * per_sm
 
 
 def _poison(launcher: Launcher, buffer: Any) -> None:
     launcher.fill(buffer, POISON_BYTE)
 
 
-def global_stream(ctx: _Context, kernel: str, spread: Spread, returning: bool) -> Stream:
-    s, launcher = ctx.settings, ctx.launcher
-    grid = stream_grid(ctx, kernel)
+def global_stream(request: Request, kernel: str, spread: Spread, returning: bool) -> Stream:
+    s, launcher = _settings(request), request.launcher
+    grid = stream_grid(request, kernel)
     threads = grid * s.block
     offsets = spread.offsets(threads)
     words = int(offsets.max()) // 4 + 1
@@ -355,7 +341,7 @@ def global_stream(ctx: _Context, kernel: str, spread: Spread, returning: bool) -
             _poison(launcher, sums)
 
     def verify(iterations: int) -> None:
-        adds = iterations * STREAM_UNROLL
+        adds = iterations * unroll_of(kernel)
         check_counters(kernel, offsets, adds, s.increment, launcher.read(counters, "uint32", words))
         if sums is not None:
             returned = launcher.read(sums, "uint32", threads)
@@ -363,19 +349,19 @@ def global_stream(ctx: _Context, kernel: str, spread: Spread, returning: bool) -
                 raise ProbeFailure(f"{kernel} did not write every thread's sum")
             check_returned_sums(kernel, offsets, adds, s.increment, returned)
 
-    return Stream(ctx, kernel, grid, args, reset, verify)
+    return Stream(request, kernel, grid, args, reset, verify)
 
 
-def shared_stream(ctx: _Context, mask: int) -> Stream:
-    s, launcher, kernel = ctx.settings, ctx.launcher, "gp_at_tput_shared"
-    grid = stream_grid(ctx, kernel)
+def shared_stream(request: Request, mask: int) -> Stream:
+    s, launcher, kernel = _settings(request), request.launcher, "gp_at_tput_shared"
+    grid = stream_grid(request, kernel)
     threads = grid * s.block
     tid = np.arange(threads, dtype=np.int64) % s.block
     offsets = ((np.arange(threads, dtype=np.int64) // s.block) * WARP + (tid & mask)) * 4  # block's 32 words
     out = launcher.alloc((grid * WARP + threads) * 4)
 
     def verify(iterations: int) -> None:
-        adds = iterations * STREAM_UNROLL
+        adds = iterations * unroll_of(kernel)
         values = launcher.read(out, "uint32", grid * WARP + threads)
         if unwritten(values):
             raise ProbeFailure(f"{kernel} did not write all of its counters and sums")
@@ -385,7 +371,7 @@ def shared_stream(ctx: _Context, mask: int) -> Stream:
     def args(iterations: int) -> list[object]:
         return [np.uint32(mask), np.uint32(s.increment), np.uint32(iterations), out]
 
-    return Stream(ctx, kernel, grid, args, lambda: _poison(launcher, out), verify)
+    return Stream(request, kernel, grid, args, lambda: _poison(launcher, out), verify)
 
 
 def _throughput(probe: str, prefix: str, streams: dict[str, Callable[[], Stream]]) -> Measured:
@@ -400,32 +386,24 @@ def _throughput(probe: str, prefix: str, streams: dict[str, Callable[[], Stream]
     return Measured(probe, ProbeOutcome("ok", note, {"throughput": series}), facts)
 
 
-STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
-    ("atomics.latency.global", lambda c: measure_latency(c, "atomics.latency.global", "gp_at_lat_global", "global")),
-    ("atomics.latency.shared", lambda c: measure_latency(c, "atomics.latency.shared", "gp_at_lat_shared", "shared")),
-    (
-        "atomics.throughput.global",
-        lambda c: _throughput(
-            "atomics.throughput.global",
-            "atomic.global.throughput",
-            {k: (lambda v=v: global_stream(c, "gp_at_tput_global", v, True)) for k, v in GLOBAL_SPREADS.items()},
-        ),
-    ),
-    (
-        "atomics.throughput.global_red",
-        lambda c: _throughput(
-            "atomics.throughput.global_red",
-            "atomic.global.red.throughput",
-            {k: (lambda v=v: global_stream(c, "gp_at_red_global", v, False)) for k, v in GLOBAL_SPREADS.items()},
-        ),
-    ),
-    (
-        "atomics.throughput.shared",
-        lambda c: _throughput(
-            "atomics.throughput.shared",
-            "atomic.shared.throughput",
-            {k: (lambda m=m: shared_stream(c, m)) for k, m in SHARED_MASKS.items()},
-        ),
+def _throughput_streams(request: Request, probe: str) -> dict[str, Callable[[], Stream]]:
+    """Each mode of a throughput probe, by its fact suffix: the stream to make for it."""
+    if probe == "atomics.throughput.shared":
+        return {mode: partial(shared_stream, request, mask) for mode, mask in SHARED_MASKS.items()}
+    kernel, returning = ("gp_at_red_global", False) if probe.endswith("_red") else ("gp_at_tput_global", True)
+    return {mode: partial(global_stream, request, kernel, spread, returning) for mode, spread in GLOBAL_SPREADS.items()}
+
+
+STEPS: list[tuple[str, Callable[[Request], Measured]]] = [
+    ("atomics.latency.global", lambda r: measure_latency(r, "atomics.latency.global", "gp_at_lat_global", "global")),
+    ("atomics.latency.shared", lambda r: measure_latency(r, "atomics.latency.shared", "gp_at_lat_shared", "shared")),
+    *(
+        (name, lambda r, name=name, prefix=prefix: _throughput(name, prefix, _throughput_streams(r, name)))
+        for name, prefix in (
+            ("atomics.throughput.global", "atomic.global.throughput"),
+            ("atomics.throughput.global_red", "atomic.global.red.throughput"),
+            ("atomics.throughput.shared", "atomic.shared.throughput"),
+        )
     ),
 ]
 
@@ -481,12 +459,16 @@ def plan(settings: Settings, device: Device) -> Plan:
     """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): latency 2 launches per
     sample per shape (the global ones zero and read back their counters too); throughput per mode one
     short launch, one trial and 2 per sample, each checked per thread on the host."""
-    s = settings
-    adds = s.max_repeats * (s.short_iterations + s.long_iterations) * CHAIN_UNROLL
-    chains = kernel_runs(2 * s.max_repeats, cycles_s(adds * LATENCY_ADD_CYCLES, device))
-    counters = Plan(0, 2 * 2 * s.max_repeats, 0.0)
-    latency = [probe(*[chains + counters] * len(LANE_SHAPES)), probe(*[chains] * len(LANE_SHAPES))]
-    launches = 2 + 2 * s.stream_repeats
+    s, r = settings, settings.sampling.max_repeats
+
+    def chains(kernel: str) -> Plan:
+        adds = r * (s.short_iterations + s.long_iterations) * unroll_of(kernel)
+        return kernel_runs(2 * r, cycles_s(adds * LATENCY_ADD_CYCLES, device))
+
+    counters = Plan(0, 2 * 2 * r, 0.0)
+    shapes = len(LANE_SHAPES)
+    latency = [probe(*[chains("gp_at_lat_global") + counters] * shapes), probe(*[chains("gp_at_lat_shared")] * shapes)]
+    launches = 2 + 2 * s.stream_sampling.max_repeats
     threads = device.sm_count * s.blocks_per_sm * s.block
     gpu_s = launches * STREAM_LAUNCH_TARGETS * s.stream_target_ms * 1e-3
     mode = Plan(0, launches * STREAM_LAUNCH_CALLS, gpu_s, launches * threads * HOST_CHECK_THREAD_S)
@@ -499,17 +481,23 @@ def plan(settings: Settings, device: Device) -> Plan:
 SMOKE = Smoke(
     probes=("atomics.latency.global",),
     settings=Settings(
-        short_iterations=1, long_iterations=2, min_repeats=1, max_repeats=1, stream_repeats=1, stream_target_ms=0.1
+        short_iterations=1, long_iterations=2, sampling=ONE_SAMPLE, stream_sampling=ONE_SAMPLE, stream_target_ms=0.1
     ),
 )
 
 
 def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); a failed self-check raises ProbeFailure."""
-    launcher, parameters = request.launcher, request.parameters
-    device, runnable, settings = request.device, request.runnable, request.settings
-    ctx = _Context(launcher, Kernels(launcher, parameters), device, settings or Settings())
-    ctx.out = launcher.alloc(8 * (2 + 3 * WARP))
-    ctx.counters = launcher.alloc(4 * WARP)
+    yield from probe_steps(PROBES, {name: partial(step, request) for name, step in STEPS}, request.runnable)
 
-    yield from runs([name for name, _ in STEPS], {name: lambda step=step: step(ctx) for name, step in STEPS}, runnable)
+
+FAMILY = Family(
+    name="atomics",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

@@ -6,7 +6,7 @@ then L2 likewise, L1 reads, shared-memory reads, writes and copies, the DRAM occ
 goodput patterns. What each probe isolates and why its kernel is shaped so: ``ptx/bandwidth/bandwidth.toml``
 and ``ptx/bandwidth/bandwidth.ptx``; launch shapes and predicted results: :mod:`gpuprobe.families.bandwidth.patterns`;
 settings, launch shapes and the time budget: :mod:`gpuprobe.families.bandwidth.shapes`; timing:
-:mod:`gpuprobe.families.bandwidth.runs`; the fact sheet and invariants:
+:mod:`gpuprobe.families.bandwidth.launches`; the fact sheet and invariants:
 :mod:`gpuprobe.families.bandwidth.report`.
 
 * DRAM: footprint ``dram_l2_multiple`` x L2; a sample is a launch of more passes over it minus a
@@ -26,7 +26,7 @@ each level moved (series ``launch``), for ``gpuprobe witness`` to hold Nsight Co
 measured for another probe (the stride sweep) is marked with its own probe's NVTX range.
 
 Every long-minus-short is a :class:`~gpuprobe.families.differencing.Difference`
-(:mod:`~gpuprobe.families.bandwidth.runs`), and every launch is checked (read sums, written values, copied
+(:mod:`~gpuprobe.families.bandwidth.launches`), and every launch is checked (read sums, written values, copied
 bytes); a wrong one fails the probe.
 """
 
@@ -34,24 +34,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.bandwidth import patterns
 from gpuprobe.families.bandwidth.granule import Granule, granule_from_rates
+from gpuprobe.families.bandwidth.launches import Launch, Timer, cycle_rates, span_cycles, timed_launch
 from gpuprobe.families.bandwidth.patterns import PATTERNS, STRIDE_SWEEP, PatternStream, SharedStream, Stream
 from gpuprobe.families.bandwidth.report import INVARIANTS, SECTIONS
-from gpuprobe.families.bandwidth.runs import (
-    Launch,
-    Runner,
-    check_sums,
-    cycle_rates,
-    span_cycles,
-    timed_launch,
-)
 from gpuprobe.families.bandwidth.shapes import (
     MIB,
     OPS,
@@ -71,7 +65,7 @@ from gpuprobe.families.bandwidth.shapes import (
     stream_kernel,
     sweep_points,
 )
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import Lengths, event_gbps
 from gpuprobe.families.measuring import fact, unmeasured
 from gpuprobe.families.planning import (
@@ -85,21 +79,20 @@ from gpuprobe.families.planning import (
     resident_blocks,
     sum_host_s,
 )
-from gpuprobe.families.stepping import runs
-from gpuprobe.runner.gpu import Launcher, probe_range
-
-__all__ = ["INVARIANTS", "PROBES", "SECTIONS", "SMOKE", "Settings", "measure", "plan"]
+from gpuprobe.families.sampling import ONE_SAMPLE
+from gpuprobe.families.stepping import probe_steps
+from gpuprobe.families.streams import check_sums
+from gpuprobe.runner.launcher import DeviceCopies, capability, probe_range
 
 
 @dataclass
-class _Context:
-    """What every probe of one measuring process shares: the device, the buffers, cached plans."""
+class _Bench:
+    """What every probe of one measuring process measures with: the timer, the source (its words uploaded
+    once) and destination buffers and what the host predicts of them, and what earlier probes found that
+    later ones reuse."""
 
-    launcher: Launcher
-    device: Device
-    settings: Settings
-    runner: Runner
-    datasheet: dict[str, float]
+    request: Request
+    timer: Timer
     words: np.ndarray  # the source buffer's contents
     src: Any
     dst: Any
@@ -107,14 +100,19 @@ class _Context:
     requests: np.ndarray | None = None  # the source's request sums, made once for every width's table
     tables: dict[int, np.ndarray] = field(default_factory=dict)
     values_stored: int = 0  # write launches so far: each stores a value of its own
-    goodput: dict[str, PatternRun] = field(default_factory=dict)  # each pattern measured once
+    goodput: dict[str, MeasuredPattern] = field(default_factory=dict)  # each pattern measured once
     granule: Granule | None = None  # from the 4-byte stride sweep, once it was measured
+
+    @cached_property
+    def settings(self) -> Settings:
+        return self.request.settings or Settings()
 
     @property
     def peak(self) -> tuple[float, str] | None:
         """The DRAM's peak GB/s and where it came from (the pin rate the CUDA API's figures give, else the
-        datasheet's), None when neither is known."""
-        return dram_peak_gbps(self.device.mem_clock_mhz, self.device.mem_bus_bits, self.datasheet)
+        datasheet's, ``state["datasheet"]``), None when neither is known."""
+        device = self.request.device
+        return dram_peak_gbps(device.mem_clock_mhz, device.mem_bus_bits, self.request.state.get("datasheet", {}))
 
     @property
     def peak_gbps(self) -> float | None:
@@ -131,7 +129,7 @@ class _Context:
     def blocks_per_sm(self, kernel: str, threads: int, shared: int = 0) -> int:
         key = (kernel, threads, shared)
         if key not in self.most_blocks:
-            self.most_blocks[key] = self.launcher.max_active_blocks(kernel, threads, shared)
+            self.most_blocks[key] = self.request.launcher.max_active_blocks(kernel, threads, shared)
             if self.most_blocks[key] < 1:
                 raise ProbeFailure(f"{kernel} cannot be resident with {threads} threads and {shared} bytes shared")
         return self.most_blocks[key]
@@ -141,20 +139,20 @@ class _Context:
 
 
 def _summing_launch(
-    ctx: _Context, kernel: str, args: list[object], blocks: int, threads: int, expected: np.ndarray, shared: int = 0
+    bench: _Bench, kernel: str, args: list[object], blocks: int, threads: int, expected: np.ndarray, shared: int = 0
 ) -> Launch:
     """A launch of a read kernel whose check is that every thread's sum is the host's ``expected``."""
     launch = Launch(kernel, args, blocks, threads, lambda first: None, shared=shared)
-    launch.check = lambda first: check_sums(kernel, ctx.runner.sums_of(launch), expected)
+    launch.check = lambda first: check_sums(kernel, bench.timer.sums_of(launch), expected)
     return launch
 
 
-def _read_launch(ctx: _Context, kernel: str, stream: Stream, src: Any, expected: np.ndarray | None = None) -> Launch:
+def _read_launch(bench: _Bench, kernel: str, stream: Stream, src: Any, expected: np.ndarray | None = None) -> Launch:
     """A read of ``src`` (the uploaded source unless given, with the sums it must give)."""
-    if expected is None and stream.footprint > 4 * len(ctx.words):
-        raise ProbeFailure(f"{kernel}: {stream.footprint} bytes to read, the source holds {4 * len(ctx.words)}")
+    if expected is None and stream.footprint > 4 * len(bench.words):
+        raise ProbeFailure(f"{kernel}: {stream.footprint} bytes to read, the source holds {4 * len(bench.words)}")
     if expected is None:
-        expected = patterns.stream_sums(ctx.table(stream.width), stream)
+        expected = patterns.stream_sums(bench.table(stream.width), stream)
     args = [
         src,
         np.uint32(stream.width),
@@ -164,18 +162,20 @@ def _read_launch(ctx: _Context, kernel: str, stream: Stream, src: Any, expected:
         None,
         None,
     ]
-    return _summing_launch(ctx, kernel, args, stream.blocks, stream.threads, expected)
+    return _summing_launch(bench, kernel, args, stream.blocks, stream.threads, expected)
 
 
-def _written_words(ctx: _Context, buffer: Any, count: int, first: bool) -> np.ndarray:
-    return np.asarray(ctx.launcher.read(buffer, "uint32", count if first else min(count, ctx.settings.check_words)))
+def _written_words(bench: _Bench, buffer: Any, count: int, first: bool) -> np.ndarray:
+    return np.asarray(
+        bench.request.launcher.read(buffer, "uint32", count if first else min(count, bench.settings.check_words))
+    )
 
 
-def _write_launch(ctx: _Context, stream: Stream) -> Launch:
+def _write_launch(bench: _Bench, stream: Stream) -> Launch:
     kernel = stream_kernel("write", stream.width)
     words = stream.footprint // patterns.WORD.itemsize
     args: list[object] = [
-        ctx.dst,
+        bench.dst,
         None,  # the value's address, set before each launch
         np.uint32(stream.width),
         np.uint64(stream.step),
@@ -186,14 +186,14 @@ def _write_launch(ctx: _Context, stream: Stream) -> Launch:
     pattern: dict[str, Any] = {}
 
     def prepare() -> None:  # a new value every launch: a launch that stored nothing is caught
-        ctx.values_stored += 1
-        pattern["value"] = patterns.source_words(4, ctx.settings.seed + ctx.values_stored)
-        pattern["buffer"] = ctx.launcher.upload(pattern["value"])
+        bench.values_stored += 1
+        pattern["value"] = patterns.source_words(4, bench.settings.seed + bench.values_stored)
+        pattern["buffer"] = bench.request.launcher.upload(pattern["value"])
         args[1] = pattern["buffer"]
 
     def check(first: bool) -> None:
         per_value = stream.width // patterns.WORD.itemsize
-        got = _written_words(ctx, ctx.dst, words, first).reshape(-1, per_value)
+        got = _written_words(bench, bench.dst, words, first).reshape(-1, per_value)
         wrong = np.unique(np.flatnonzero(got != pattern["value"][:per_value]) // per_value)  # values with a bad word
         if len(wrong):
             raise ProbeFailure(
@@ -204,12 +204,12 @@ def _write_launch(ctx: _Context, stream: Stream) -> Launch:
     return Launch(kernel, args, stream.blocks, stream.threads, check, prepare=prepare, uses_sums=False)
 
 
-def _copy_launch(ctx: _Context, stream: Stream, dst: Any) -> Launch:
+def _copy_launch(bench: _Bench, stream: Stream, dst: Any) -> Launch:
     """A copy from the source to ``dst``, which is poisoned before each launch and checked after."""
     kernel = stream_kernel("copy", stream.width)
     words = stream.footprint // patterns.WORD.itemsize
     args = [
-        ctx.src,
+        bench.src,
         dst,
         np.uint32(stream.width),
         np.uint64(stream.step),
@@ -219,8 +219,8 @@ def _copy_launch(ctx: _Context, stream: Stream, dst: Any) -> Launch:
     ]
 
     def check(first: bool) -> None:
-        got = _written_words(ctx, dst, words, first)
-        wrong = np.flatnonzero(got != ctx.words[: len(got)])
+        got = _written_words(bench, dst, words, first)
+        wrong = np.flatnonzero(got != bench.words[: len(got)])
         if len(wrong):
             raise ProbeFailure(
                 f"{kernel}: {len(wrong)} of {len(got)} copied words differ from the source "
@@ -228,50 +228,50 @@ def _copy_launch(ctx: _Context, stream: Stream, dst: Any) -> Launch:
             )
 
     def prepare() -> None:  # a launch that copied nothing would leave the poison
-        ctx.launcher.fill(dst, 0xFF)
+        bench.request.launcher.fill(dst, 0xFF)
 
     return Launch(kernel, args, stream.blocks, stream.threads, check, prepare=prepare, uses_sums=False)
 
 
-def _stream_launch(ctx: _Context, op: str, stream: Stream, dst: Any = None) -> Launch:
+def _stream_launch(bench: _Bench, op: str, stream: Stream, dst: Any = None) -> Launch:
     """The launch of ``op`` over ``stream``; a copy goes to ``dst`` (default: the shared destination)."""
     if op == "read":
-        return _read_launch(ctx, stream_kernel("read", stream.width), stream, ctx.src)
+        return _read_launch(bench, stream_kernel("read", stream.width), stream, bench.src)
     if op == "write":
-        return _write_launch(ctx, stream)
-    return _copy_launch(ctx, stream, ctx.dst if dst is None else dst)
+        return _write_launch(bench, stream)
+    return _copy_launch(bench, stream, bench.dst if dst is None else dst)
 
 
-def _passes_of(ctx: _Context, op: str, once: Stream, dst: Any = None) -> Callable[[int], float]:
+def _passes_of(bench: _Bench, op: str, once: Stream, dst: Any = None) -> Callable[[int], float]:
     """``n`` -> GPU ms of ``n`` passes of ``op`` over ``once``'s footprint, after an L2 flush."""
-    return timed_launch(ctx.runner, lambda n: _stream_launch(ctx, op, replace(once, passes=n), dst))
+    return timed_launch(bench.timer, lambda n: _stream_launch(bench, op, replace(once, passes=n), dst))
 
 
 NO_PEAK = "no memory clock, bus width or datasheet figure: no theoretical peak"
 
 
-def _peak_label(ctx: _Context) -> str:
+def _peak_label(bench: _Bench) -> str:
     """What the DRAM peak is, said as it is: the pin rate the CUDA API's figures give is not the datasheet's."""
-    if ctx.peak is None:
+    if bench.peak is None:
         return NO_PEAK
-    value, source = ctx.peak
+    value, source = bench.peak
     if source == "datasheet":
         return f"the datasheet's {value:.0f} GB/s"
-    clock, bits = ctx.device.mem_clock_mhz, ctx.device.mem_bus_bits
+    clock, bits = bench.request.device.mem_clock_mhz, bench.request.device.mem_bus_bits
     return (
         f"the pin rate {value:.0f} GB/s (2 x memory clock {clock:g} MHz x {bits}-bit bus / 8, as the CUDA API "
         "reports them; not the datasheet's figure)"
     )
 
 
-def _within_peak(ctx: _Context, figure: Fact) -> Fact:
+def _within_peak(bench: _Bench, figure: Fact) -> Fact:
     """``figure`` (GB/s through DRAM), or ProbeFailure when its CI lies wholly above the DRAM's peak: more
     bytes than the DRAM can move in the time, so the timing, not the DRAM, made the number."""
-    if ctx.peak is not None and figure.ci is not None and figure.ci[0] > ctx.peak[0]:
+    if bench.peak is not None and figure.ci is not None and figure.ci[0] > bench.peak[0]:
         low, high = figure.ci
         raise ProbeFailure(
             f"{figure.id} = {figure.value:.0f} GB/s (CI {low:.0f}-{high:.0f}, {len(figure.samples)} samples) lies "
-            f"wholly above {_peak_label(ctx)}: impossible, so the timing is wrong"
+            f"wholly above {_peak_label(bench)}: impossible, so the timing is wrong"
         )
     return figure
 
@@ -280,24 +280,24 @@ def _passes_note(lengths: Lengths, unit_bytes: int) -> str:
     return f"passes {lengths.short} against {lengths.long} ({unit_bytes / MIB:.1f} MiB moved a pass)"
 
 
-def measure_dram(ctx: _Context, op: str, width: int) -> Measured:
+def measure_dram(bench: _Bench, op: str, width: int) -> Measured:
     """DRAM ``op`` GB/s at ``width`` bytes per access: more passes minus one over several L2 sizes, flushed."""
     name = f"bandwidth.dram.{op}.v{width}"
     kernel = stream_kernel(op, width)
-    s = ctx.settings
-    sms, l2 = ctx.device.sm_count, ctx.device.l2_bytes
-    blocks = sms * dram_blocks(width, s.threads, ctx.blocks_per_sm(kernel, s.threads), sms, l2, s)
+    s = bench.settings
+    sms, l2 = bench.request.device.sm_count, bench.request.device.l2_bytes
+    blocks = sms * dram_blocks(width, s.threads, bench.blocks_per_sm(kernel, s.threads), sms, l2, s)
     once = dram_stream(width, blocks, s.threads, l2, s)
     pass_bytes = (2 if op == "copy" else 1) * once.footprint
-    lengths = extra_passes(pass_bytes, ctx.peak_gbps)
-    samples, lengths = event_gbps(_passes_of(ctx, op, once), lengths, pass_bytes, name, s.stopping())
-    facts = [_within_peak(ctx, fact(f"bandwidth.dram_{op}.v{width}", samples, "GB/s", name))]
+    lengths = extra_passes(pass_bytes, bench.peak_gbps)
+    samples, lengths = event_gbps(_passes_of(bench, op, once), lengths, pass_bytes, name, s.sampling)
+    facts = [_within_peak(bench, fact(f"bandwidth.dram_{op}.v{width}", samples, "GB/s", name))]
     note = f"{once.footprint / MIB:.0f} MiB, {blocks} blocks of {s.threads}, {_passes_note(lengths, pass_bytes)}"
     if width == 16:
-        facts += _peak_facts(ctx, op, samples, name)
-        note += f"; peak: {_peak_label(ctx)}"
+        facts += _peak_facts(bench, op, samples, name)
+        note += f"; peak: {_peak_label(bench)}"
         if op == "copy":
-            facts += _memcpy_facts(ctx, once, lengths, samples, name)
+            facts += _memcpy_facts(bench, once, lengths, samples, name)
     series = {"stream": {"footprint_bytes": [float(once.footprint)], "gbps": [facts[0].value]},
               "launch": stream_claims(op, once, lengths, ("dram", "l2"))}  # fmt: skip
     return Measured(name, ProbeOutcome("ok", note, series), facts)
@@ -315,48 +315,49 @@ def stream_claims(op: str, once: Stream, lengths: Lengths, levels: tuple[str, ..
     return {"passes": passes, "useful_bytes": useful, **moved, **shape}
 
 
-def _peak_facts(ctx: _Context, op: str, samples: list[float], name: str) -> list[Fact]:
+def _peak_facts(bench: _Bench, op: str, samples: list[float], name: str) -> list[Fact]:
     """The fraction of the DRAM's peak, and (with the read) the peak itself (the probe's note says which)."""
-    if ctx.peak is None:
+    if bench.peak is None:
         facts = [unmeasured(f"bandwidth.dram_{op}_fraction_of_peak", "fraction", name, NO_PEAK)]
         return facts + ([unmeasured("bandwidth.dram_theoretical", "GB/s", name, NO_PEAK)] if op == "read" else [])
-    value = ctx.peak[0]
+    value = bench.peak[0]
     facts = [fact(f"bandwidth.dram_{op}_fraction_of_peak", [x / value for x in samples], "fraction", name)]
     if op == "read":
         facts.append(Fact("bandwidth.dram_theoretical", value, "GB/s", (value, value), [value], {}, name))
     return facts
 
 
-def _memcpy_facts(ctx: _Context, once: Stream, lengths: Lengths, probe_samples: list[float], name: str) -> list[Fact]:
+def _memcpy_facts(bench: _Bench, once: Stream, lengths: Lengths, probe_samples: list[float], name: str) -> list[Fact]:
     """The CUDA runtime's device-to-device copy of the same footprint, whole copies back to back as the
     probe's passes (after a flush), differenced as the probe. Each extra copy adds its call's own start to
     the difference (a few us against the ~100 us an H200 copies 240 MiB in), so the figure errs low."""
 
     def copies_ms(count: int) -> float:
-        ctx.runner.flush_l2()
-        return ctx.launcher.time_device_copy(ctx.dst, ctx.src, once.footprint, count)
+        bench.timer.flush_l2()
+        copies = capability(bench.request.launcher, DeviceCopies)
+        return copies.time_device_copy(bench.dst, bench.src, once.footprint, count)
 
     what = f"{name}: cudaMemcpy of {once.footprint} bytes"
-    samples, _ = event_gbps(copies_ms, lengths, 2 * once.footprint, what, ctx.settings.stopping())
-    memcpy = _within_peak(ctx, fact("bandwidth.dram_copy_cuda_memcpy", samples, "GB/s", name))
+    samples, _ = event_gbps(copies_ms, lengths, 2 * once.footprint, what, bench.settings.sampling)
+    memcpy = _within_peak(bench, fact("bandwidth.dram_copy_cuda_memcpy", samples, "GB/s", name))
     ratios = [p / m for p in probe_samples for m in samples]  # every pair: the samples were not taken together
     return [memcpy, fact("bandwidth.dram_copy_fraction_of_memcpy", ratios, "fraction", name)]
 
 
-def measure_l2(ctx: _Context, op: str, width: int) -> Measured:
+def measure_l2(bench: _Bench, op: str, width: int) -> Measured:
     """L2 ``op`` GB/s at ``width`` bytes per access: a footprint within the L2 re-read pass after pass, flushed."""
     name = f"bandwidth.l2.{op}.v{width}"
     kernel = stream_kernel(op, width)
-    s = ctx.settings
+    s = bench.settings
     factor = 2 if op == "copy" else 1
-    footprint = int(s.l2_fraction * ctx.device.l2_bytes) // factor
-    sms = ctx.device.sm_count
-    threads, per_sm = fit_l2_blocks(width, s.threads, partial(ctx.blocks_per_sm, kernel), sms, footprint)
+    footprint = int(s.l2_fraction * bench.request.device.l2_bytes) // factor
+    sms = bench.request.device.sm_count
+    threads, per_sm = fit_l2_blocks(width, s.threads, partial(bench.blocks_per_sm, kernel), sms, footprint)
     once, lengths = l2_pair(width, sms * per_sm, threads, footprint, factor, s)
     # a copy's own destination, no larger than its footprint (the flush after its poisoning evicts it)
-    dst = ctx.launcher.alloc(once.footprint) if op == "copy" else None
+    dst = bench.request.launcher.alloc(once.footprint) if op == "copy" else None
     pass_bytes = factor * once.footprint
-    samples, lengths = event_gbps(_passes_of(ctx, op, once, dst), lengths, pass_bytes, name, s.stopping())
+    samples, lengths = event_gbps(_passes_of(bench, op, once, dst), lengths, pass_bytes, name, s.sampling)
     note = f"{once.footprint / MIB:.1f} MiB, {once.blocks} blocks of {threads}, {_passes_note(lengths, pass_bytes)}"
     series = {"launch": stream_claims(op, once, lengths, ("l2",))}
     facts = [fact(f"bandwidth.l2_{op}.v{width}", samples, "GB/s", name)]
@@ -367,57 +368,57 @@ def measure_l2(ctx: _Context, op: str, width: int) -> Measured:
 
 
 def _cached_rates(
-    ctx: _Context, launch_of: Callable[[int], Launch], width: int, per_sm: int, unit: int, name: str
+    bench: _Bench, launch_of: Callable[[int], Launch], width: int, per_sm: int, unit: int, name: str
 ) -> list[float]:
     """Bytes per clock per SM of ``launch_of(n)`` (``n`` iterations of ``width``-byte accesses, ``unit`` bytes
     an SM's ``per_sm`` blocks move per iteration), long minus short launch, from the clock records."""
-    s = ctx.settings
+    s = bench.settings
     short_iters, long_iters = cached_pair(width, per_sm, s.threads, s)
-    run = span_cycles(ctx.runner, launch_of, per_sm)
-    return cycle_rates(run, Lengths(short_iters, long_iters, 1), unit, name, s.stopping())
+    cycles_of = span_cycles(bench.timer, launch_of, per_sm)
+    return cycle_rates(cycles_of, Lengths(short_iters, long_iters, 1), unit, name, s.sampling)
 
 
-def measure_l1(ctx: _Context, width: int) -> Measured:
+def measure_l1(bench: _Bench, width: int) -> Measured:
     """L1 read bytes per clock per SM: each warp re-reads its own tile with L1-cached loads."""
     name, kernel = f"bandwidth.l1.read.v{width}", f"gp_bw_read_ca_v{width}"
-    s = ctx.settings
-    ctx.launcher.prefer_l1(kernel)
+    s = bench.settings
+    bench.request.launcher.prefer_l1(kernel)
     wanted = max(1, s.cached_tile_per_sm // (s.threads * width * patterns.ACCESSES))
-    per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads))
-    blocks = ctx.device.sm_count * per_sm
+    per_sm = min(wanted, bench.blocks_per_sm(kernel, s.threads))
+    blocks = bench.request.device.sm_count * per_sm
 
     def launch_of(iters: int) -> Launch:
-        return _read_launch(ctx, kernel, Stream(width, blocks, s.threads, iters, sweep=False), ctx.src)
+        return _read_launch(bench, kernel, Stream(width, blocks, s.threads, iters, sweep=False), bench.src)
 
-    samples = _cached_rates(ctx, launch_of, width, per_sm, per_sm * s.threads * width * patterns.ACCESSES, name)
+    samples = _cached_rates(bench, launch_of, width, per_sm, per_sm * s.threads * width * patterns.ACCESSES, name)
     tile_kib = per_sm * s.threads * width * patterns.ACCESSES // 1024
     note = f"{per_sm} blocks of {s.threads} per SM, {tile_kib} KiB tile per SM"
     return Measured(name, ProbeOutcome("ok", note), [fact(f"bandwidth.l1_read.v{width}", samples, "byte/clk/SM", name)])
 
 
-def _shared_read_launch(ctx: _Context, kernel: str, stream: SharedStream) -> Launch:
-    expected = patterns.shared_sums(ctx.words, stream)
+def _shared_read_launch(bench: _Bench, kernel: str, stream: SharedStream) -> Launch:
+    expected = patterns.shared_sums(bench.words, stream)
     args = [
-        ctx.src,
+        bench.src,
         np.uint32(stream.width),
         np.uint32(stream.iters),
         np.uint32(stream.half_bytes),
         None,
         None,
     ]
-    return _summing_launch(ctx, kernel, args, stream.blocks, stream.threads, expected, shared=stream.shared_bytes)
+    return _summing_launch(bench, kernel, args, stream.blocks, stream.threads, expected, shared=stream.shared_bytes)
 
 
-def _shared_store_launch(ctx: _Context, kernel: str, op: str, stream: SharedStream, dst: Any) -> Launch:
+def _shared_store_launch(bench: _Bench, kernel: str, op: str, stream: SharedStream, dst: Any) -> Launch:
     """A shared write or copy; afterwards every block's two halves, written back to ``dst``, must hold
     the stored value (write) or twice the source's first half (copy)."""
     half_words = stream.half_bytes // patterns.WORD.itemsize
     if op == "write":
-        value = patterns.source_words(4, ctx.settings.seed + 1)
+        value = patterns.source_words(4, bench.settings.seed + 1)
         expected = np.tile(value[: stream.width // patterns.WORD.itemsize], 2 * half_words * 4 // stream.width)
-        source = ctx.launcher.upload(value)
+        source = bench.request.launcher.upload(value)
     else:
-        expected, source = np.tile(ctx.words[:half_words], 2), ctx.src
+        expected, source = np.tile(bench.words[:half_words], 2), bench.src
     args = [
         source,
         np.uint32(stream.width),
@@ -428,7 +429,9 @@ def _shared_store_launch(ctx: _Context, kernel: str, op: str, stream: SharedStre
     ]
 
     def check(first: bool) -> None:
-        got = np.asarray(ctx.launcher.read(dst, "uint32", stream.blocks * 2 * half_words)).reshape(stream.blocks, -1)
+        got = np.asarray(bench.request.launcher.read(dst, "uint32", stream.blocks * 2 * half_words)).reshape(
+            stream.blocks, -1
+        )
         wrong = np.flatnonzero(np.any(got != expected[None, :], axis=1))
         if len(wrong):
             raise ProbeFailure(
@@ -443,30 +446,30 @@ def _shared_store_launch(ctx: _Context, kernel: str, op: str, stream: SharedStre
         stream.threads,
         check,
         shared=stream.shared_bytes,
-        prepare=lambda: ctx.launcher.fill(dst, 0xFF),
+        prepare=lambda: bench.request.launcher.fill(dst, 0xFF),
         uses_sums=False,
     )
 
 
-def measure_shared(ctx: _Context, op: str, width: int) -> Measured:
+def measure_shared(bench: _Bench, op: str, width: int) -> Measured:
     """Shared-memory ``op`` bytes per clock per SM: each block reads, writes or copies its two halves."""
     name, kernel = f"bandwidth.shared.{op}.v{width}", SHARED_KERNELS[op].format(w=width, bits=8 * width)
-    s = ctx.settings
+    s = bench.settings
     shared_bytes = SharedStream(width, 1, s.threads, 2).shared_bytes
     wanted = max(1, s.cached_tile_per_sm // (s.threads * width * patterns.ACCESSES))
-    per_sm = min(wanted, ctx.blocks_per_sm(kernel, s.threads, shared_bytes))
-    blocks = ctx.device.sm_count * per_sm
-    dst = ctx.launcher.alloc(blocks * shared_bytes) if op != "read" else None
+    per_sm = min(wanted, bench.blocks_per_sm(kernel, s.threads, shared_bytes))
+    blocks = bench.request.device.sm_count * per_sm
+    dst = bench.request.launcher.alloc(blocks * shared_bytes) if op != "read" else None
 
     def launch_of(iters: int) -> Launch:
         stream = SharedStream(width, blocks, s.threads, iters)
         if op == "read":
-            return _shared_read_launch(ctx, kernel, stream)
-        return _shared_store_launch(ctx, kernel, op, stream, dst)
+            return _shared_read_launch(bench, kernel, stream)
+        return _shared_store_launch(bench, kernel, op, stream, dst)
 
     factor = 2 if op == "copy" else 1
     unit = factor * per_sm * s.threads * width * patterns.ACCESSES
-    samples = _cached_rates(ctx, launch_of, width, per_sm, unit, name)
+    samples = _cached_rates(bench, launch_of, width, per_sm, unit, name)
     note = f"{per_sm} blocks of {s.threads} per SM, {shared_bytes // 1024} KiB shared each"
     facts = [fact(f"bandwidth.shared_{op}.v{width}", samples, "byte/clk/SM", name)]
     return Measured(name, ProbeOutcome("ok", note), facts)
@@ -475,22 +478,22 @@ def measure_shared(ctx: _Context, op: str, width: int) -> Measured:
 # ---- occupancy and goodput --------------------------------------------------------------------------
 
 
-def measure_occupancy(ctx: _Context) -> Measured:
+def measure_occupancy(bench: _Bench) -> Measured:
     """DRAM read GB/s against resident threads per SM, and where it saturates."""
     name, kernel, width = "bandwidth.dram.occupancy.v4", "gp_bw_read_cg_v4", 4
-    s, sms = ctx.settings, ctx.device.sm_count
+    s, sms = bench.settings, bench.request.device.sm_count
     columns: dict[str, list[float]] = {"threads_per_block": [], "blocks_per_sm": [], "threads_per_sm": [], "gbps": []}
     medians: list[tuple[float, int, list[float]]] = []
-    points = sweep_points(s, lambda t: ctx.blocks_per_sm(kernel, t), sms, ctx.device.l2_bytes)
+    points = sweep_points(s, lambda t: bench.blocks_per_sm(kernel, t), sms, bench.request.device.l2_bytes)
     if not points:
         raise ProbeFailure(
             f"the DRAM footprint holds too few tiles of even one {min(s.sweep_threads)}-thread block per SM"
         )
     for threads, per_sm in points:
-        once = dram_stream(width, sms * per_sm, threads, ctx.device.l2_bytes, s)
-        lengths = extra_passes(once.footprint, ctx.peak_gbps)
+        once = dram_stream(width, sms * per_sm, threads, bench.request.device.l2_bytes, s)
+        lengths = extra_passes(once.footprint, bench.peak_gbps)
         what = f"{name} at {per_sm} blocks of {threads}"
-        samples, _ = event_gbps(_passes_of(ctx, "read", once), lengths, once.footprint, what, s.stopping(sweep=True))
+        samples, _ = event_gbps(_passes_of(bench, "read", once), lengths, once.footprint, what, s.sweep_sampling)
         median = float(np.median(samples))
         medians.append((median, threads * per_sm, samples))
         for key, value in zip(columns, (threads, per_sm, threads * per_sm, median), strict=True):
@@ -507,14 +510,14 @@ def measure_occupancy(ctx: _Context) -> Measured:
             {},
             name,
         ),
-        _within_peak(ctx, fact("bandwidth.dram_read_best.v4", best[2], "GB/s", name)),
+        _within_peak(bench, fact("bandwidth.dram_read_best.v4", best[2], "GB/s", name)),
     ]
     note = f"{s.saturation:.0%} of the best {best[0]:.0f} GB/s from {saturated[1]} resident threads per SM"
     return Measured(name, ProbeOutcome("ok", note, {"occupancy": columns}), facts)
 
 
 @dataclass(frozen=True)
-class PatternRun:
+class MeasuredPattern:
     """One goodput pattern measured: its useful GB/s samples, one pass of its launch, and the passes of
     the short and the long launch."""
 
@@ -523,7 +526,7 @@ class PatternRun:
     lengths: Lengths
 
 
-def _pattern_launch(ctx: _Context, stream: PatternStream, per_iteration: np.ndarray) -> Launch:
+def _pattern_launch(bench: _Bench, stream: PatternStream, per_iteration: np.ndarray) -> Launch:
     """A pattern read whose threads must each sum what ``per_iteration`` (the sums of one pass of at least
     as many iterations, per iteration: :func:`~gpuprobe.families.bandwidth.patterns.pattern_iteration_sums`)
     says its first ``stream.iters`` iterations read, ``stream.passes`` times over."""
@@ -532,7 +535,7 @@ def _pattern_launch(ctx: _Context, stream: PatternStream, per_iteration: np.ndar
     once = per_iteration[: stream.iters].sum(axis=0, dtype=np.uint32)  # wrapping, as the kernel's sums
     expected = once * np.uint32(stream.passes)
     args = [
-        np.uint64(ctx.launcher.address(ctx.src) + p.offset),
+        np.uint64(bench.request.launcher.address(bench.src) + p.offset),
         np.uint32(p.lane_stride),
         np.uint64(p.slot),
         np.uint64(stream.step),
@@ -541,51 +544,51 @@ def _pattern_launch(ctx: _Context, stream: PatternStream, per_iteration: np.ndar
         None,
         None,
     ]
-    return _summing_launch(ctx, kernel, args, stream.blocks, stream.threads, expected)
+    return _summing_launch(bench, kernel, args, stream.blocks, stream.threads, expected)
 
 
-def _measure_pattern(ctx: _Context, pattern: patterns.Pattern) -> PatternRun:
+def _measure_pattern(bench: _Bench, pattern: patterns.Pattern) -> MeasuredPattern:
     """Useful GB/s of ``pattern``: more passes minus one pass over its footprint, each after a flush."""
-    s = ctx.settings
-    most = ctx.blocks_per_sm(f"gp_bw_pattern_v{pattern.width}", s.threads)
-    sms, l2, buffer = ctx.device.sm_count, ctx.device.l2_bytes, len(ctx.words) * 4
-    once, lengths = pattern_pair(pattern, most, sms, s.threads, l2, buffer, s, ctx.peak_gbps)
-    per_iteration = patterns.pattern_iteration_sums(ctx.words, once)
-    run = timed_launch(ctx.runner, lambda n: _pattern_launch(ctx, replace(once, passes=n), per_iteration))
+    s = bench.settings
+    most = bench.blocks_per_sm(f"gp_bw_pattern_v{pattern.width}", s.threads)
+    sms, l2, buffer = bench.request.device.sm_count, bench.request.device.l2_bytes, len(bench.words) * 4
+    once, lengths = pattern_pair(pattern, most, sms, s.threads, l2, buffer, s, bench.peak_gbps)
+    per_iteration = patterns.pattern_iteration_sums(bench.words, once)
+    ms_of = timed_launch(bench.timer, lambda n: _pattern_launch(bench, replace(once, passes=n), per_iteration))
     what = f"bandwidth.goodput.{pattern.name}"
-    with ctx.launcher.nvtx_range(probe_range(what)):  # its launches are its probe's, whichever asked first
-        useful, lengths = event_gbps(run, lengths, once.useful_bytes, what, s.stopping())
-    return PatternRun(useful, once, lengths)
+    with bench.request.launcher.nvtx_range(probe_range(what)):  # its launches are its probe's, whichever asked first
+        useful, lengths = event_gbps(ms_of, lengths, once.useful_bytes, what, s.sampling)
+    return MeasuredPattern(useful, once, lengths)
 
 
-def _pattern_run(ctx: _Context, pattern_name: str) -> PatternRun:
+def _measured_pattern(bench: _Bench, pattern_name: str) -> MeasuredPattern:
     """``pattern_name`` measured, once (the stride sweep may have measured it for the granule)."""
-    if pattern_name not in ctx.goodput:
-        ctx.goodput[pattern_name] = _measure_pattern(ctx, PATTERNS[pattern_name])
-    return ctx.goodput[pattern_name]
+    if pattern_name not in bench.goodput:
+        bench.goodput[pattern_name] = _measure_pattern(bench, PATTERNS[pattern_name])
+    return bench.goodput[pattern_name]
 
 
-def _sweep_useful(ctx: _Context) -> dict[int, list[float]]:
+def _sweep_useful(bench: _Bench) -> dict[int, list[float]]:
     """The 4-byte stride sweep's useful-rate samples by stride in words (each pattern measured once)."""
-    return {PATTERNS[p].lane_stride // 4: _pattern_run(ctx, p).useful for p in STRIDE_SWEEP}
+    return {PATTERNS[p].lane_stride // 4: _measured_pattern(bench, p).useful for p in STRIDE_SWEEP}
 
 
-def _granule(ctx: _Context) -> Granule:
+def _granule(bench: _Bench) -> Granule:
     """The DRAM access granule from the 4-byte stride sweep's median useful rates."""
-    if ctx.granule is None:
-        ctx.granule = granule_from_rates({s: float(np.median(u)) for s, u in _sweep_useful(ctx).items()})
-    return ctx.granule
+    if bench.granule is None:
+        bench.granule = granule_from_rates({s: float(np.median(u)) for s, u in _sweep_useful(bench).items()})
+    return bench.granule
 
 
-def _granule_fact(ctx: _Context, name: str) -> Fact:
+def _granule_fact(bench: _Bench, name: str) -> Fact:
     """``bandwidth.goodput.granule_bytes``: the granule from the sweep's medians, and one refit per round of
     samples as its distribution."""
-    found = _granule(ctx)
+    found = _granule(bench)
     if found.bytes is None:
         return unmeasured(GRANULE_FACT, "byte", name, found.why)
-    runs = _sweep_useful(ctx)
-    rounds = min(len(samples) for samples in runs.values())
-    refits = [granule_from_rates({s: samples[r] for s, samples in runs.items()}).bytes for r in range(rounds)]
+    useful = _sweep_useful(bench)
+    rounds = min(len(samples) for samples in useful.values())
+    refits = [granule_from_rates({s: samples[r] for s, samples in useful.items()}).bytes for r in range(rounds)]
     result = fact(GRANULE_FACT, [float(b) for b in refits if b] or [float(found.bytes)], "byte", name)
     result.value = float(found.bytes)
     return result
@@ -595,7 +598,7 @@ GRANULE_FACT = "bandwidth.goodput.granule_bytes"
 GRANULE_PROBE = "bandwidth.goodput.v4.stride1"  # reports the granule (it measures the sweep in a full run)
 
 
-def _moved_facts(ctx: _Context, measured: PatternRun, granule: Granule, name: str) -> list[Fact]:
+def _moved_facts(bench: _Bench, measured: MeasuredPattern, granule: Granule, name: str) -> list[Fact]:
     """``.moved`` and ``.efficiency``: the useful rate over the share of what DRAM moved that the threads
     used, when the memory moves whole granules (unmeasured, with the sweep's reason, without one)."""
     if granule.bytes is None:
@@ -604,22 +607,22 @@ def _moved_facts(ctx: _Context, measured: PatternRun, granule: Granule, name: st
     efficiency = measured.once.pattern.efficiency(granule.bytes)
     moved = fact(f"{name}.moved", [u / efficiency for u in measured.useful], "GB/s", name)
     share = Fact(f"{name}.efficiency", efficiency, "fraction", (efficiency,) * 2, [efficiency], {}, name)
-    return [_within_peak(ctx, moved), share]
+    return [_within_peak(bench, moved), share]
 
 
-def measure_goodput(ctx: _Context, pattern_name: str) -> Measured:
+def measure_goodput(bench: _Bench, pattern_name: str) -> Measured:
     """Useful GB/s of a goodput pattern, and the bytes DRAM moved for them by the measured granule."""
     name = f"bandwidth.goodput.{pattern_name}"
-    measured, granule = _pattern_run(ctx, pattern_name), _granule(ctx)
-    facts = [_within_peak(ctx, fact(f"{name}.useful", measured.useful, "GB/s", name))]
-    facts += _moved_facts(ctx, measured, granule, name)
+    measured, granule = _measured_pattern(bench, pattern_name), _granule(bench)
+    facts = [_within_peak(bench, fact(f"{name}.useful", measured.useful, "GB/s", name))]
+    facts += _moved_facts(bench, measured, granule, name)
     if name == GRANULE_PROBE:
-        facts.append(_granule_fact(ctx, name))
+        facts.append(_granule_fact(bench, name))
     outcome = ProbeOutcome("ok", _goodput_note(measured, granule), _goodput_series(measured, granule))
     return Measured(name, outcome, facts)
 
 
-def _goodput_note(measured: PatternRun, granule: Granule) -> str:
+def _goodput_note(measured: MeasuredPattern, granule: Granule) -> str:
     once, p = measured.once, measured.once.pattern
     moved = (
         f"moved bytes derived from the measured {granule.bytes}-byte DRAM granule, {p.units(granule.bytes)} units "
@@ -634,7 +637,7 @@ def _goodput_note(measured: PatternRun, granule: Granule) -> str:
     )
 
 
-def _goodput_series(measured: PatternRun, granule: Granule) -> dict[str, dict[str, list]]:
+def _goodput_series(measured: MeasuredPattern, granule: Granule) -> dict[str, dict[str, list]]:
     """The rates, and per launch (the short and the long) its passes, the useful bytes and the bytes the
     granule says DRAM moved (0 without one): what a hardware counter (ncu dram__bytes_read.sum) is held to."""
     passes = [measured.lengths.short, measured.lengths.long]
@@ -652,7 +655,7 @@ def _goodput_series(measured: PatternRun, granule: Granule) -> dict[str, dict[st
 
 # ---- the family -------------------------------------------------------------------------------------
 
-STEPS: list[tuple[str, Callable[[_Context], Measured]]] = [
+STEPS: list[tuple[str, Callable[[_Bench], Measured]]] = [
     *((f"bandwidth.dram.{op}.v{w}", lambda c, op=op, w=w: measure_dram(c, op, w)) for op in OPS for w in STREAM_WIDTHS),
     *((f"bandwidth.l2.{op}.v{w}", lambda c, op=op, w=w: measure_l2(c, op, w)) for op in OPS for w in STREAM_WIDTHS),
     *((f"bandwidth.l1.read.v{w}", lambda c, w=w: measure_l1(c, w)) for w in STREAM_WIDTHS),
@@ -671,7 +674,7 @@ PROBES = [name for name, _ in STEPS]
 # ---- the time plan ----------------------------------------------------------------------------------
 
 CACHED_BYTES_PER_CLOCK = 32.0  # per SM, the least the L1 or shared memory moves (about 128 measured on Hopper)
-# Launcher calls of one Runner.run: both outputs poisoned, the launch prepared (a value uploaded or a
+# Launcher calls of one Timer.run: both outputs poisoned, the launch prepared (a value uploaded or a
 # destination poisoned), the timed batch, its sums or stores read back, its block records read.
 RUN_CALLS = 6
 
@@ -725,54 +728,48 @@ SMOKE = Smoke(
         pattern_iterations=2,
         sweep_threads=(256,),
         sweep_blocks=(1,),
-        min_repeats=1,
-        max_repeats=1,
-        sweep_repeats=1,
+        sampling=ONE_SAMPLE,
+        sweep_sampling=ONE_SAMPLE,
     ),
 )
 
 
-def _context(
-    launcher: Launcher,
-    parameters: dict[str, list[tuple[str, str]]],
-    device: Device,
-    settings: Settings,
-    state: dict[str, Any],
-) -> _Context:
-    """Buffers shared by every probe: the source (uploaded once), destination, L2 flush scratch, outputs."""
-    buffer_bytes = source_bytes(device, settings)
+def _bench(request: Request) -> _Bench:
+    """Buffers shared by every probe: the source (uploaded once), destination, L2 flush scratch."""
+    launcher, settings = request.launcher, request.settings or Settings()
+    buffer_bytes = source_bytes(request.device, settings)
     words = patterns.source_words(buffer_bytes // 4, settings.seed)
-    runner = Runner(launcher, parameters)
-    ctx = _Context(
-        launcher,
-        device,
-        settings,
-        runner,
-        dict(state.get("datasheet", {})),
-        words,
-        launcher.upload(words),
-        launcher.alloc(buffer_bytes),
-    )
-    runner.flush = _flush_launch(ctx, launcher, device, settings)
-    return ctx
+    timer = Timer(request)
+    bench = _Bench(request, timer, words, launcher.upload(words), launcher.alloc(buffer_bytes))
+    timer.flush = _flush_launch(bench)
+    return bench
 
 
-def _flush_launch(ctx: _Context, launcher: Launcher, device: Device, settings: Settings) -> Launch:
+def _flush_launch(bench: _Bench) -> Launch:
     """A read of a zeroed scratch buffer of ``flush_l2_multiple`` L2 sizes (at least two): every sum must be 0."""
+    settings, device = bench.settings, bench.request.device
     footprint = int(settings.flush_l2_multiple * device.l2_bytes)
     stream = patterns.sweep_for(16, device.sm_count * 4, settings.threads, footprint)
-    scratch = launcher.alloc(stream.footprint)
-    return _read_launch(ctx, "gp_bw_read_cg_v16", stream, scratch, np.zeros(stream.total_threads, dtype=np.uint32))
+    scratch = bench.request.launcher.alloc(stream.footprint)
+    return _read_launch(bench, "gp_bw_read_cg_v16", stream, scratch, np.zeros(stream.total_threads, dtype=np.uint32))
 
 
 def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run). ``state["datasheet"]`` may hold the
     model's ``dram_gbps``, the peak used when the device reports no memory clock or bus width."""
-    launcher, parameters, device = request.launcher, request.parameters, request.device
-    runnable, settings, state = request.runnable, request.settings, request.state
-    steps = [(name, step) for name, step in STEPS if name in runnable]
-    if not steps:
-        return
-    ctx = _context(launcher, parameters, device, settings or Settings(), state)
+    if request.runnable.isdisjoint(PROBES):
+        return  # no buffers to make
+    bench = _bench(request)
+    yield from probe_steps(PROBES, {name: partial(step, bench) for name, step in STEPS}, request.runnable)
 
-    yield from runs([name for name, _ in steps], {name: lambda step=step: step(ctx) for name, step in steps}, runnable)
+
+FAMILY = Family(
+    name="bandwidth",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

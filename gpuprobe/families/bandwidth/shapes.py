@@ -20,12 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device
 from gpuprobe.families.bandwidth import patterns
 from gpuprobe.families.bandwidth.patterns import PATTERNS, PatternStream, Stream
-from gpuprobe.families.base import ProbeFailure
 from gpuprobe.families.differencing import EVENTS, MARGIN, RESOLVED_TICKS, Lengths
-from gpuprobe.families.measuring import Stopping, require_counts
+from gpuprobe.families.measuring import require_counts
+from gpuprobe.families.sampling import Stopping
 
 MIB = 1 << 20
 
@@ -53,14 +54,13 @@ class Settings:
     sweep_blocks: tuple[int, ...] = (1, 2, 4, 8, 16)  # blocks per SM tried (up to the occupancy limit, which is added)
     saturation: float = 0.9  # the occupancy sweep's saturation: this fraction of the best
     check_words: int = 1 << 20  # after a launch shape's first full check, written words checked per launch
-    min_repeats: int = 3
-    max_repeats: int = 7
-    sweep_repeats: int = 3
-    target_noise: float = 0.01
-    probe_budget_s: float = 1.0
+    sampling: Stopping = Stopping(3, 7, 0.01, 1.0)  # a probe's samples: 3 to 7, 1 s at most
+    sweep_sampling: Stopping = Stopping(3, 3, 0.01, 1.0)  # each point of the occupancy sweep: 3
     seed: int = 20240917
 
     def __post_init__(self) -> None:
+        for name in ("sweep_threads", "sweep_blocks"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))  # JSON hands lists back
         if self.threads & (self.threads - 1):
             raise ValueError(
                 f"Settings: threads must be a power of two (shared halves flip by xor), not {self.threads}"
@@ -71,8 +71,6 @@ class Settings:
             "cached_tile_per_sm",
             "cached_long_bytes_per_sm",
             "check_words",
-            "min_repeats",
-            "sweep_repeats",
         )
         require_counts(self, counts)
         if self.threads % 128 or self.threads > 1024 or any(t % 128 or t > 1024 for t in self.sweep_threads):
@@ -81,15 +79,11 @@ class Settings:
             raise ValueError("Settings: short_fraction in (0, 1), l2_fraction and saturation in (0, 1]")
         if self.pattern_iterations < 2 or self.pattern_moved_l2_multiple < 0:
             raise ValueError("Settings: pattern_iterations must be at least 2, pattern_moved_l2_multiple at least 0")
-        if self.dram_l2_multiple < 2 or self.flush_l2_multiple < 2 or self.max_repeats < self.min_repeats:
+        if self.dram_l2_multiple < 2 or self.flush_l2_multiple < 2:
             raise ValueError(
                 f"Settings: dram_l2_multiple >= 2 and flush_l2_multiple >= 2 (L2 sizes; given {self.dram_l2_multiple:g}"
-                f" and {self.flush_l2_multiple:g}), max_repeats >= min_repeats"
+                f" and {self.flush_l2_multiple:g})"
             )
-
-    def stopping(self, sweep: bool = False) -> Stopping:
-        most = self.sweep_repeats if sweep else self.max_repeats
-        return Stopping(min(self.min_repeats, most), most, self.target_noise, self.probe_budget_s)
 
 
 OPS = ("read", "write", "copy")
@@ -265,7 +259,7 @@ def planned_work(
 ) -> list[Work]:
     """Every probe's work at ``max_repeats`` samples, from the same plans ``measure`` launches;
     ``most_blocks(kernel, threads)`` stands for the occupancy API, ``peak_gbps`` is the DRAM's peak."""
-    s, sms, l2 = settings, device.sm_count, device.l2_bytes
+    s, sms, l2, repeats = settings, device.sm_count, device.l2_bytes, settings.sampling.max_repeats
     flush = int(s.flush_l2_multiple * l2)
     buffer = source_bytes(device, s)
     # the source generated and uploaded once, its request sums made once (a pass over it), and from them
@@ -279,19 +273,17 @@ def planned_work(
             per_sm = dram_blocks(width, s.threads, most_blocks(kernel, s.threads), sms, l2, s)
             stream = dram_stream(width, sms * per_sm, s.threads, l2, s)
             lengths = extra_passes(factor * stream.footprint, peak_gbps)
-            work.append(_differenced(name, "dram", factor * stream.footprint, lengths, s.max_repeats, flush))
+            work.append(_differenced(name, "dram", factor * stream.footprint, lengths, repeats, flush))
             if op == "copy" and width == 16:  # the runtime's copy of the same footprint, sampled as often
-                work.append(_differenced(name, "dram", factor * stream.footprint, lengths, s.max_repeats, flush))
+                work.append(_differenced(name, "dram", factor * stream.footprint, lengths, repeats, flush))
             # the first launch's first check reads all it wrote, every other check at most check_words
-            later = 2 * s.max_repeats * min(4 * s.check_words, stream.footprint)
+            later = 2 * repeats * min(4 * s.check_words, stream.footprint)
             work.append(Work(name, "check", stream.footprint + later if op != "read" else 0, 0))
             footprint = int(s.l2_fraction * l2) // factor
             threads, per_sm = fit_l2_blocks(width, s.threads, partial(most_blocks, kernel), sms, footprint)
             once, lengths = l2_pair(width, sms * per_sm, threads, footprint, factor, s)
             work.append(
-                _differenced(
-                    f"bandwidth.l2.{op}.v{width}", "l2", factor * once.footprint, lengths, s.max_repeats, flush
-                )
+                _differenced(f"bandwidth.l2.{op}.v{width}", "l2", factor * once.footprint, lengths, repeats, flush)
             )
     cached = [("l1.read", "gp_bw_read_ca_v{w}")] + [(f"shared.{op}", SHARED_KERNELS[op]) for op in OPS]
     for level, kernel in cached:
@@ -304,20 +296,22 @@ def planned_work(
                 Work(
                     f"bandwidth.{level}.v{width}",
                     "cached",
-                    s.max_repeats * per_iteration * (short_iters + long_iters) * (2 if level == "shared.copy" else 1),
-                    2 * s.max_repeats,
+                    repeats * per_iteration * (short_iters + long_iters) * (2 if level == "shared.copy" else 1),
+                    2 * repeats,
                 )
             )
     for threads, per_sm in sweep_points(s, lambda t: most_blocks("gp_bw_read_cg_v4", t), sms, l2):
         stream = dram_stream(4, sms * per_sm, threads, l2, s)
         lengths = extra_passes(stream.footprint, peak_gbps)
         work.append(
-            _differenced("bandwidth.dram.occupancy.v4", "dram", stream.footprint, lengths, s.sweep_repeats, flush)
+            _differenced(
+                "bandwidth.dram.occupancy.v4", "dram", stream.footprint, lengths, s.sweep_sampling.max_repeats, flush
+            )
         )
     for name, pattern in PATTERNS.items():
         most = most_blocks(f"gp_bw_pattern_v{pattern.width}", s.threads)
         once, lengths = pattern_pair(pattern, most, sms, s.threads, l2, buffer, s, peak_gbps)
         moved = once.moved_bytes(patterns.LINE_BYTES)  # the most a pass can move: whole lines
-        work.append(_differenced(f"bandwidth.goodput.{name}", "dram", moved, lengths, s.max_repeats, flush))
+        work.append(_differenced(f"bandwidth.goodput.{name}", "dram", moved, lengths, repeats, flush))
         work.append(Work(f"bandwidth.goodput.{name}", "gather", once.useful_bytes, 0))  # the pass's sums, once
     return work

@@ -16,28 +16,23 @@ samples' confidence intervals).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.differencing import (
-    SMOKE_SAMPLING,
-    UNROLL,
-    Difference,
-    DifferencedSettings,
-    samples_plan,
-)
-from gpuprobe.families.measuring import Kernels, fact
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.differencing import SMOKE_SAMPLING, Difference, DifferencedSettings, samples_plan
+from gpuprobe.families.measuring import fact
 from gpuprobe.families.planning import probe
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.ordering import non_decreasing
+from gpuprobe.kernels.registry import unroll_of
 from gpuprobe.output.sections import Section
-from gpuprobe.runner.gpu import Launcher
 
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
 PER_SM_BLOCKS = (1, 2, 4, 8)
@@ -88,7 +83,7 @@ def expected_sums(kernel: str, threads: int, iterations: int) -> np.ndarray:
     """Each warp's sum as the host predicts it (producers of the split kernel write 0)."""
     warps = threads // 32
     if kernel == "gp_bar_split":
-        rounds = iterations * UNROLL
+        rounds = iterations * unroll_of(kernel)
         return np.array([triangle(rounds) if w % 2 else 0 for w in range(warps)], dtype=np.uint64)
     return np.full(warps, triangle(iterations), dtype=np.uint64)
 
@@ -101,96 +96,71 @@ class Launch:
     sms: np.ndarray
 
 
-@dataclass
-class _Context:
-    launcher: Launcher
-    parameters: dict[str, list[tuple[str, str]]]
-    settings: Settings
-    device: Device
-    outs: dict[int, Any] = field(default_factory=dict)  # output buffers by their size in words, reused
-
-    def launch(self, kernel: str, iterations: int, blocks: int, threads: int) -> Launch:
-        """Run ``kernel`` and check every warp's sum; ProbeFailure naming the first wrong one."""
-        warps = threads // 32
-        words = 2 + warps  # per block: cycles, SM id, one sum per warp
-        out = self.outs.get(blocks * words)
-        if out is None:
-            out = self.outs[blocks * words] = self.launcher.alloc(blocks * words * 8)
-        kernels = Kernels(self.launcher, self.parameters)
-        values = kernels.run(kernel, [np.uint32(iterations), out], out, blocks * words, grid=blocks, block=threads)
-        table = values.reshape(blocks, words)
-        expected = expected_sums(kernel, threads, iterations)
-        for block, row in enumerate(table):
-            wrong = np.flatnonzero(row[2 : 2 + warps] != expected)
-            if wrong.size:
-                warp = int(wrong[0])
-                raise ProbeFailure(
-                    f"{kernel}: block {block} warp {warp} summed {int(row[2 + warp])}, the host predicts "
-                    f"{int(expected[warp])} after {iterations} iterations: a barrier let a read pass a write"
-                )
-        return Launch(table[:, 0].astype(np.float64), table[:, 1].astype(np.int64))
+def checked_launch(request: Request, kernel: str, iterations: int, blocks: int, threads: int) -> Launch:
+    """Run ``kernel`` and check every warp's sum; ProbeFailure naming the first wrong one."""
+    warps = threads // 32
+    words = 2 + warps  # per block: cycles, SM id, one sum per warp
+    out = request.outputs.get(blocks * words)
+    values = request.kernels.run(kernel, [np.uint32(iterations), out], out, blocks * words, grid=blocks, block=threads)
+    table = values.reshape(blocks, words)
+    expected = expected_sums(kernel, threads, iterations)
+    for block, row in enumerate(table):
+        wrong = np.flatnonzero(row[2 : 2 + warps] != expected)
+        if wrong.size:
+            warp = int(wrong[0])
+            raise ProbeFailure(
+                f"{kernel}: block {block} warp {warp} summed {int(row[2 + warp])}, the host predicts "
+                f"{int(expected[warp])} after {iterations} iterations: a barrier let a read pass a write"
+            )
+    return Launch(table[:, 0].astype(np.float64), table[:, 1].astype(np.int64))
 
 
-def measure_single(ctx: _Context, probe: str, kernel: str, threads: int, fact_id: str) -> Measured:
+def measure_single(
+    request: Request, settings: Settings, probe: str, kernel: str, threads: int, fact_id: str
+) -> Measured:
     def launch(iterations: int) -> float:
-        return float(ctx.launch(kernel, iterations, 1, threads).cycles[0])
+        return float(checked_launch(request, kernel, iterations, 1, threads).cycles[0])
 
-    samples = Difference(launch, ctx.settings.lengths, kernel).samples(ctx.settings.stopping())
+    samples = Difference(launch, settings.lengths(unroll_of(kernel)), kernel).samples(settings.sampling)
     return Measured(probe, ProbeOutcome("ok", f"{threads} threads"), [fact(fact_id, samples, "cycle", probe)])
 
 
-def measure_per_sm(ctx: _Context) -> Measured:
+def measure_per_sm(request: Request, settings: Settings) -> Measured:
     """Blocks of ``per_sm_threads`` at 1, 2, 4 and 8 per SM; the median block's cost at each."""
-    s = ctx.settings
-    lengths = s.lengths
+    kernel, threads = "gp_bar_block", settings.per_sm_threads
+    lengths = settings.lengths(unroll_of(kernel))
     medians: list[float] = []
     placements: list[int] = []
     samples: dict[int, list[float]] = {}
     for per_sm in PER_SM_BLOCKS:
-        blocks = per_sm * ctx.device.sm_count
+        blocks = per_sm * request.device.sm_count
 
         def launch(iterations: int, blocks: int = blocks) -> float:
-            run = ctx.launch("gp_bar_block", iterations, blocks, s.per_sm_threads)
+            run = checked_launch(request, kernel, iterations, blocks, threads)
             placements.append(int(np.bincount(run.sms).max()))
             return float(np.median(run.cycles))
 
-        samples[per_sm] = Difference(launch, lengths, f"gp_bar_block ({per_sm} per SM)").samples(s.stopping())
+        samples[per_sm] = Difference(launch, lengths, f"{kernel} ({per_sm} per SM)").samples(settings.sampling)
         medians.append(float(np.median(samples[per_sm])))
     series = {"per_sm": {"blocks_per_sm": [float(k) for k in PER_SM_BLOCKS], "cycles_per_barrier": medians}}
-    note = f"{s.per_sm_threads} threads per block; at most {max(placements)} blocks seen on one SM"
+    note = f"{threads} threads per block; at most {max(placements)} blocks seen on one SM"
     facts = [fact("sync.block.latency.per_sm_8", samples[PER_SM_BLOCKS[-1]], "cycle", "barrier.per_sm")]
     return Measured("barrier.per_sm", ProbeOutcome("ok", note, series), facts)
 
 
-def _steps(ctx: _Context) -> dict[str, Callable[[], Measured]]:
-    s = ctx.settings
-    steps: dict[str, Callable[[], Measured]] = {
-        f"barrier.block.{threads}": (
-            lambda threads=threads: measure_single(
-                ctx, f"barrier.block.{threads}", "gp_bar_block", threads, f"sync.block.latency.{threads}"
-            )
-        )
-        for threads in BLOCK_SIZES
-    }
-    steps["barrier.per_sm"] = lambda: measure_per_sm(ctx)
-    steps["barrier.named"] = lambda: measure_single(
-        ctx, "barrier.named", "gp_bar_named", s.named_threads, "sync.block.named.latency"
-    )
-    steps["barrier.split"] = lambda: measure_single(
-        ctx, "barrier.split", "gp_bar_split", s.split_threads, "sync.block.split.latency"
-    )
-    return steps
-
-
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run) (see :mod:`gpuprobe.families.stepping`).
-    ``state`` is not used."""
-    launcher, parameters = request.launcher, request.parameters
-    device, runnable, settings = request.device, request.runnable, request.settings
-    ctx = _Context(launcher, parameters, settings or Settings(), device)
-    steps = _steps(ctx)
-
-    return runs(PROBES, steps, runnable)
+    """The family's runnable probes in order, each as (name, step); ``state`` is not used."""
+    s = request.settings or Settings()
+    singles = {  # probe: (kernel, threads, fact)
+        **{f"barrier.block.{t}": ("gp_bar_block", t, f"sync.block.latency.{t}") for t in BLOCK_SIZES},
+        "barrier.named": ("gp_bar_named", s.named_threads, "sync.block.named.latency"),
+        "barrier.split": ("gp_bar_split", s.split_threads, "sync.block.split.latency"),
+    }
+    steps: dict[str, Callable[[], Measured]] = {
+        name: functools.partial(measure_single, request, s, name, *single) for name, single in singles.items()
+    }
+    steps["barrier.per_sm"] = functools.partial(measure_per_sm, request, s)
+    return probe_steps(PROBES, steps, request.runnable)
 
 
 BARRIER_CYCLES = 300.0  # one barrier with its share of the ordering check, at most (tens of cycles measured)
@@ -199,8 +169,9 @@ BARRIER_CYCLES = 300.0  # one barrier with its share of the ordering check, at m
 def plan(settings: Settings, device: Device) -> Plan:
     """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): the per-SM probe's blocks
     counted as taking turns on their SM."""
-    single = probe(samples_plan(settings, device, BARRIER_CYCLES))
-    per_sm = probe(*(samples_plan(settings, device, BARRIER_CYCLES, serial=k) for k in PER_SM_BLOCKS))
+    unroll = unroll_of("gp_bar_block")  # as gp_bar_named's and gp_bar_split's
+    single = probe(samples_plan(settings, device, BARRIER_CYCLES, unroll))
+    per_sm = probe(*(samples_plan(settings, device, BARRIER_CYCLES, unroll, serial=k) for k in PER_SM_BLOCKS))
     return sum([single] * (len(PROBES) - 1), per_sm)
 
 
@@ -216,3 +187,15 @@ def barrier_monotonic(facts: dict[str, Fact], device: Device) -> list[Check]:
 
 
 INVARIANTS = (barrier_monotonic,)
+
+
+FAMILY = Family(
+    name="barrier",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

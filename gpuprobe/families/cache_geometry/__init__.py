@@ -1,11 +1,11 @@
 """The cache-geometry family: sectors, the L1 line, load width, TLB reach and the constant cache.
 
 Every probe is a single-thread dependent chase (one warp for the divergent constant probe). A sample
-is a long minus a short timed chase continuing the same chain (:class:`gpuprobe.families.chase.Chase`,
+is a long minus a short timed chase continuing the same cycle (:class:`gpuprobe.families.chase.Chase`,
 read through :class:`gpuprobe.families.differencing.Difference`, which refuses a difference it cannot
 resolve), so whatever a timed region pays once cancels; every launch's end node is checked against the
 host's prediction, and a wrong end fails the probe. What changes from probe to probe is how the host
-lays the chain out:
+lays the cycle out:
 
 1. ``cache_geometry.sector.l1`` / ``.sector.l2`` — nodes in address order, S bytes apart, for
    strides S from 8 to 256 bytes; the knee of latency vs stride is the fill unit
@@ -30,12 +30,14 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.cache_geometry.analysis import (
     TlbReading,
     TlbSweep,
@@ -43,21 +45,11 @@ from gpuprobe.families.cache_geometry.analysis import (
     read_tlb,
     slope,
 )
-from gpuprobe.families.cache_geometry.checks import INVARIANTS as INVARIANTS
-from gpuprobe.families.cache_geometry.checks import SECTIONS as SECTIONS
-from gpuprobe.families.chain import Chain, random_cycle
-from gpuprobe.families.chase import Chase, memory_chase
-from gpuprobe.families.differencing import UNROLL, Difference, Lengths
-from gpuprobe.families.measuring import (
-    Kernels,
-    Stopping,
-    fact,
-    require_counts,
-    require_long_after_short,
-    sample_until_stable,
-    unmeasured,
-)
-from gpuprobe.families.memory_latency import capacity_fact, chase_plan, log_spaced
+from gpuprobe.families.cache_geometry.checks import INVARIANTS, SECTIONS
+from gpuprobe.families.chase import OUT_WORDS, Chase, Cycle, chase_plan, memory_chase, random_cycle
+from gpuprobe.families.differencing import Difference, Lengths
+from gpuprobe.families.measuring import fact, require_counts, require_long_after_short, unmeasured
+from gpuprobe.families.memory import capacity_fact, log_spaced
 from gpuprobe.families.planning import (
     DRAM_STEP_CYCLES,
     L2_STEP_CYCLES,
@@ -71,24 +63,24 @@ from gpuprobe.families.planning import (
     probe,
     step_cycles,
 )
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.analysis import find_levels
-from gpuprobe.runner.gpu import Launcher
+from gpuprobe.kernels.registry import unroll_of
 
 MIB = 1 << 20
 LINE = 128  # one node per line where a probe is not about the line
 CONST_ROWS, CONST_ROW_BYTES = 64, 128  # the .const cycle of ptx/cache_geometry/cache_geometry.ptx
 CONST_SELF = CONST_ROWS * CONST_ROW_BYTES  # offset of the 32 self-referencing words after it
 WARP = 32
+CHASE_WORDS = OUT_WORDS + 1  # a global chase's output: the chase's four words, then the sink its loads fold into
 
 
 @dataclass(frozen=True)
 class Settings:
     short_iterations: int = 8  # a sample: the long chase minus the short one,
     long_iterations: int = 40  # (40 - 8) x 32 = 1024 loads
-    min_repeats: int = 3
-    max_repeats: int = 7
-    target_noise: float = 0.01
-    point_budget_s: float = 0.3  # the most time one point of a sweep may take
+    sampling: Stopping = Stopping(3, 7, 0.01, 0.3)  # per point of a sweep: 3 to 7 samples, 0.3 s at most
     strides: tuple[int, ...] = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
     l1_sweep_bytes: int = 1 << 20  # the L1 stride sweep's footprint: beyond any L1, at most half the L2
     width_l1_bytes: int = 8 * 1024
@@ -117,7 +109,7 @@ class Settings:
     def __post_init__(self) -> None:
         for name in ("strides", "divergent_lanes", "tlb_strides"):
             object.__setattr__(self, name, tuple(getattr(self, name)))  # JSON hands lists back
-        counts = ("short_iterations", "min_repeats", "l1_sweep_bytes", "width_l1_bytes", "tlb_max_bytes",
+        counts = ("short_iterations", "l1_sweep_bytes", "width_l1_bytes", "tlb_max_bytes",
                   "tlb_points_per_octave", "line_points_per_octave", "tlb_unknown_memory_bytes")  # fmt: skip
         require_counts(self, counts)
         require_long_after_short(self)
@@ -142,17 +134,9 @@ class Settings:
         if self.tlb_min_nodes < 2 or not 0 < self.tlb_l2_fraction <= 1 or not 0 < self.tlb_memory_fraction <= 1:
             raise ValueError("Settings: need tlb_min_nodes >= 2 and TLB fractions in (0, 1]")
 
-    @property
-    def lengths(self) -> Lengths:
-        """The short and long chase of one sample."""
-        return Lengths(self.short_iterations, self.long_iterations, UNROLL)
-
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.point_budget_s)
-
-    def steps_per_point(self) -> int:
-        """The most chase steps one point's timed launches take (no warm-up)."""
-        return self.max_repeats * (self.short_iterations + self.long_iterations) * UNROLL
+    def lengths(self, kernel: str) -> Lengths:
+        """The short and long chase of one sample, in timed iterations of ``kernel``'s declared unroll of loads."""
+        return Lengths(self.short_iterations, self.long_iterations, unroll_of(kernel))
 
 
 # ---- planning: footprints and node counts, shared with the budget estimate --------------------
@@ -162,9 +146,10 @@ def l1_sweep_bytes(settings: Settings, l2_bytes: int) -> int:
     return min(settings.l1_sweep_bytes, l2_bytes // 2)
 
 
-def cold_nodes(settings: Settings) -> int:
-    """Nodes of a chain chased once, cold: more than every step a point can take."""
-    return settings.steps_per_point() + 1
+def cold_nodes(settings: Settings, kernel: str) -> int:
+    """Nodes of a cycle ``kernel`` chases once, cold: more than every step a point's timed launches can take."""
+    lengths = settings.lengths(kernel)
+    return settings.sampling.max_repeats * (lengths.short + lengths.long) * lengths.steps + 1
 
 
 def log_counts(low: int, high: int, per_octave: int) -> list[int]:
@@ -218,16 +203,17 @@ def line_bytes_from_capacities(dense_capacity: float, sparse_nodes: float) -> in
 def width_footprints(settings: Settings, l2_bytes: int) -> dict[str, int]:
     """Each width probe's footprint; the DRAM one holds two cold chases (one per width) at least."""
     l2 = max(2 * LINE, int(l2_bytes * settings.width_l2_fraction) // LINE * LINE)
-    dram = max(int(l2_bytes * settings.width_dram_l2_multiple) // LINE, 2 * cold_nodes(settings)) * LINE
+    both = sum(cold_nodes(settings, f"gp_cg_chase_cg_{width}") for width in ("v8", "v16"))
+    dram = max(int(l2_bytes * settings.width_dram_l2_multiple) // LINE, both) * LINE
     return {"l1": settings.width_l1_bytes, "l2": l2, "dram": dram}
 
 
-def sequential_cycle(nodes: int) -> Chain:
+def sequential_cycle(nodes: int) -> Cycle:
     """The cycle 0 -> 1 -> ... -> nodes - 1 -> 0: the chase walks the nodes in address order."""
     if nodes < 2:
         raise ValueError(f"a chase needs at least 2 nodes, got {nodes}")
     order = np.arange(nodes, dtype=np.int64)
-    return Chain(order=order, successor=np.roll(order, -1))
+    return Cycle(order=order, successor=np.roll(order, -1))
 
 
 # ---- the global chases -----------------------------------------------------------------------
@@ -236,33 +222,33 @@ Latencies = list[float]  # one point's samples: cycles per chase step
 
 
 @dataclass
-class _Family:
-    """What the probes share: the launcher and the kernels' signatures, their output words, the device."""
+class _Chases:
+    """The family's chases on the requested device, and the one buffer they share: a scratch of twice the
+    L2, made on first use, written through to flush it."""
 
-    launcher: Launcher
-    parameters: dict[str, list[tuple[str, str]]]
-    settings: Settings
-    device: Device
-    out: Any  # a global chase's four output words
-    const_out: Any  # the constant chase's: cycles, nanoseconds, one end per thread
-    scratch: Any = None  # twice the L2, made once, written through to flush it
+    request: Request
+    scratch: Any = None
 
-    @property
-    def kernels(self) -> Kernels:
-        return Kernels(self.launcher, self.parameters)
+    @cached_property
+    def settings(self) -> Settings:
+        return self.request.settings or Settings()
 
     def flush_l2(self) -> None:
-        """Write through a buffer of twice the L2, so no line the host's chain writes left stays there."""
+        """Write through a buffer of twice the L2, so no line the host's cycle writes left stays there."""
+        launcher = self.request.launcher
         if self.scratch is None:
-            self.scratch = self.launcher.alloc(2 * self.device.l2_bytes)
-        self.launcher.fill(self.scratch, 0)
+            self.scratch = launcher.alloc(2 * self.request.device.l2_bytes)
+        launcher.fill(self.scratch, 0)
 
-    def chase(self, kernel: str, buffer: Any, chain: Chain, stride: int, warm_laps: int, step: int = 0) -> Chase:
-        """A chase of ``chain`` laid out in ``buffer`` with node i at i x ``stride``, from ``step``, each launch
+    def chase(self, kernel: str, buffer: Any, cycle: Cycle, stride: int, warm_laps: int, step: int = 0) -> Chase:
+        """A chase of ``cycle`` laid out in ``buffer`` with node i at i x ``stride``, from ``step``, each launch
         first taking ``warm_laps`` untimed laps. The chase holds the buffer (its kernel gets only raw
         addresses into it, which must not outlive it)."""
-        self.launcher.write_chain(buffer, chain.successor, stride)
-        chase = memory_chase(self.kernels, kernel, buffer, chain, stride, UNROLL, self.out, warm_laps=warm_laps)
+        request = self.request
+        request.launcher.write_chain(buffer, cycle.successor, stride)
+        out = request.outputs.get(CHASE_WORDS)
+        chase = memory_chase(request.kernels, kernel, buffer, cycle, stride, unroll_of(kernel), out,
+                             warm_laps=warm_laps)  # fmt: skip
         chase.step = step
         return chase
 
@@ -275,7 +261,7 @@ class _Family:
 
     def latencies(self, chase: Chase, warm_first: bool = False) -> Latencies:
         """One point: samples of :meth:`difference` until stable."""
-        return self.difference(chase, warm_first).samples(self.settings.stopping())
+        return self.difference(chase, warm_first).samples(self.settings.sampling)
 
 
 def _median(samples: Latencies) -> float:
@@ -301,29 +287,29 @@ def _stride_series(strides: list[int], points: list[Latencies]) -> dict[str, dic
                        "latency_cycles": [_median(p) for p in points]}}  # fmt: skip
 
 
-def measure_sector_l1(fam: _Family, probe: str) -> Measured:
+def measure_sector_l1(chases: _Chases, probe: str) -> Measured:
     """Sequential stride sweep, L1-cached loads, over a footprint beyond L1 but inside L2."""
-    s = fam.settings
-    footprint = l1_sweep_bytes(s, fam.device.l2_bytes)
-    buffer = fam.launcher.alloc(footprint)
-    fam.launcher.prefer_l1("gp_cg_chase_ca_v8")
+    s = chases.settings
+    footprint = l1_sweep_bytes(s, chases.request.device.l2_bytes)
+    buffer = chases.request.launcher.alloc(footprint)
+    chases.request.launcher.prefer_l1("gp_cg_chase_ca_v8")
     points = []
     for stride in s.strides:
         nodes = footprint // stride
-        chase = fam.chase("gp_cg_chase_ca_v8", buffer, sequential_cycle(nodes), stride, warm_laps=0)
-        points.append(fam.latencies(chase, warm_first=True))  # one lap puts every line in L2; L1 cannot hold them
+        chase = chases.chase("gp_cg_chase_ca_v8", buffer, sequential_cycle(nodes), stride, warm_laps=0)
+        points.append(chases.latencies(chase, warm_first=True))  # one lap puts every line in L2; L1 cannot hold them
     result, hit, miss = _unit_facts("cache.l1.sector_bytes", list(s.strides), points, probe)
     note = f"{footprint} B footprint: {hit:.0f} cycles per L1 hit, {miss:.0f} per L1 miss"
     return Measured(probe, ProbeOutcome("ok", note, _stride_series(list(s.strides), points)), [result])
 
 
-def _capacity_sweep(fam: _Family, stride: int, counts: list[int], seed: int) -> tuple[list[int], list[Latencies]]:
+def _capacity_sweep(chases: _Chases, stride: int, counts: list[int], seed: int) -> tuple[list[int], list[Latencies]]:
     """L1-cached random chases of ``counts`` nodes ``stride`` apart, each launch warming its whole cycle."""
-    buffer = fam.launcher.alloc(counts[-1] * stride)
+    buffer = chases.request.launcher.alloc(counts[-1] * stride)
     points = []
     for index, nodes in enumerate(counts):
-        chase = fam.chase("gp_cg_chase_ca_v8", buffer, random_cycle(nodes, seed + index), stride, warm_laps=1)
-        points.append(fam.latencies(chase))  # L1 is not kept across launches: warm every one
+        chase = chases.chase("gp_cg_chase_ca_v8", buffer, random_cycle(nodes, seed + index), stride, warm_laps=1)
+        points.append(chases.latencies(chase))  # L1 is not kept across launches: warm every one
     return [n * stride for n in counts], points
 
 
@@ -338,14 +324,14 @@ def _l1_capacity(
     return capacity.value, capacity.ci
 
 
-def measure_line_l1(fam: _Family, probe: str) -> Measured:
+def measure_line_l1(chases: _Chases, probe: str) -> Measured:
     """The L1's capacity with nodes packed densely (bytes) and one per line (lines): a line is their ratio."""
-    s = fam.settings
+    s = chases.settings
     counts = line_node_counts(s)
-    fam.launcher.prefer_l1("gp_cg_chase_ca_v8")
-    dense = _capacity_sweep(fam, s.line_dense_stride, counts, s.seed)
+    chases.request.launcher.prefer_l1("gp_cg_chase_ca_v8")
+    dense = _capacity_sweep(chases, s.line_dense_stride, counts, s.seed)
     lines = [max(2, n * s.line_dense_stride // LINE) for n in counts]
-    sparse = _capacity_sweep(fam, s.line_sparse_stride, sorted(set(lines)), s.seed + len(counts))
+    sparse = _capacity_sweep(chases, s.line_sparse_stride, sorted(set(lines)), s.seed + len(counts))
     dense_bytes, (dense_low, dense_high) = _l1_capacity(*dense, probe, "dense")
     sparse_bytes, (sparse_low, sparse_high) = _l1_capacity(*sparse, probe, "sparse")
     per = s.line_sparse_stride
@@ -361,37 +347,39 @@ def measure_line_l1(fam: _Family, probe: str) -> Measured:
     return Measured(probe, ProbeOutcome("ok", note, series), [result])
 
 
-def measure_sector_l2(fam: _Family, probe: str) -> Measured:
+def measure_sector_l2(chases: _Chases, probe: str) -> Measured:
     """Sequential stride sweep, L1 bypassed, each stride chased once from DRAM after an L2 flush."""
-    s = fam.settings
-    nodes = cold_nodes(s)
-    buffer = fam.launcher.alloc(nodes * max(s.strides))
+    s = chases.settings
+    nodes = cold_nodes(s, "gp_cg_chase_cg_v8")
+    buffer = chases.request.launcher.alloc(nodes * max(s.strides))
     points = []
     for stride in s.strides:
-        chase = fam.chase("gp_cg_chase_cg_v8", buffer, sequential_cycle(nodes), stride, warm_laps=0)
-        fam.flush_l2()
-        points.append(fam.latencies(chase))
+        chase = chases.chase("gp_cg_chase_cg_v8", buffer, sequential_cycle(nodes), stride, warm_laps=0)
+        chases.flush_l2()
+        points.append(chases.latencies(chase))
     result, hit, miss = _unit_facts("cache.l2.sector_bytes", list(s.strides), points, probe)
     note = f"{hit:.0f} cycles per L2 hit, {miss:.0f} per fill from DRAM"
     return Measured(probe, ProbeOutcome("ok", note, _stride_series(list(s.strides), points)), [result])
 
 
-def measure_width(fam: _Family, probe: str, level: str) -> Measured:
+def measure_width(chases: _Chases, probe: str, level: str) -> Measured:
     """The 16-byte and the 8-byte chase of one level in turn; a sample is their difference."""
-    s = fam.settings
+    s = chases.settings
     cache = "ca" if level == "l1" else "cg"
-    footprint = width_footprints(s, fam.device.l2_bytes)[level]
+    footprint = width_footprints(s, chases.request.device.l2_bytes)[level]
     nodes = footprint // LINE
-    buffer = fam.launcher.alloc(footprint)
-    chain = random_cycle(nodes, s.seed)
+    buffer = chases.request.launcher.alloc(footprint)
+    cycle = random_cycle(nodes, s.seed)
     laps = 1 if level == "l1" else 0  # L1 is not kept across launches: an L1 chase warms every one
-    narrow = fam.chase(f"gp_cg_chase_{cache}_v8", buffer, chain, LINE, laps)
-    wide = fam.chase(f"gp_cg_chase_{cache}_v16", buffer, chain, LINE, laps, step=nodes // 2 if level == "dram" else 0)
+    narrow = chases.chase(f"gp_cg_chase_{cache}_v8", buffer, cycle, LINE, laps)
+    wide = chases.chase(
+        f"gp_cg_chase_{cache}_v16", buffer, cycle, LINE, laps, step=nodes // 2 if level == "dram" else 0
+    )
     if level == "dram":
-        fam.flush_l2()  # each kernel chases its own half of the cycle once (width_footprints)
+        chases.flush_l2()  # each kernel chases its own half of the cycle once (width_footprints)
     for kernel in (narrow.kernel, wide.kernel):
-        fam.launcher.prefer_l1(kernel)
-    narrow_diff, wide_diff = fam.difference(narrow, warm_first=level == "l2"), fam.difference(wide)
+        chases.request.launcher.prefer_l1(kernel)
+    narrow_diff, wide_diff = chases.difference(narrow, warm_first=level == "l2"), chases.difference(wide)
     p8: Latencies = []
     p16: Latencies = []
     differences: Latencies = []
@@ -401,7 +389,7 @@ def measure_width(fam: _Family, probe: str, level: str) -> Measured:
         p16.append(wide_diff.sample())
         differences.append(p16[-1] - p8[-1])
 
-    sample_until_stable(take, differences, s.stopping())
+    sample_until_stable(take, differences, s.sampling)
     v8, v16 = _median(p8), _median(p16)
     result = fact(f"latency.{level}.v16_minus_v8", differences, "cycle", probe)
     series = {"width": {"load_bytes": [8.0, 16.0], "latency_cycles": [v8, v16]}}
@@ -414,21 +402,21 @@ def measure_width(fam: _Family, probe: str, level: str) -> Measured:
 TLB_REACH_LEVELS = (1, 2)  # the TLB levels with a reach fact
 
 
-def _tlb_reference(fam: _Family) -> tuple[int, float]:
+def _tlb_reference(chases: _Chases) -> tuple[int, float]:
     """The footprint and latency of the no-miss reference: ``tlb_reference_nodes`` lines within one page."""
-    nodes = fam.settings.tlb_reference_nodes
-    buffer = fam.launcher.alloc(nodes * LINE)
-    chase = fam.chase("gp_cg_chase_cg_v8", buffer, random_cycle(nodes, fam.settings.seed), LINE, warm_laps=0)
-    return nodes * LINE, _median(fam.latencies(chase, warm_first=True))
+    nodes = chases.settings.tlb_reference_nodes
+    buffer = chases.request.launcher.alloc(nodes * LINE)
+    chase = chases.chase("gp_cg_chase_cg_v8", buffer, random_cycle(nodes, chases.settings.seed), LINE, warm_laps=0)
+    return nodes * LINE, _median(chases.latencies(chase, warm_first=True))
 
 
-def _tlb_sweep(fam: _Family, buffer: Any, stride: int, counts: list[int], seed: int) -> TlbSweep:
+def _tlb_sweep(chases: _Chases, buffer: Any, stride: int, counts: list[int], seed: int) -> TlbSweep:
     """One stride's sweep: per node count a random cycle of one line every ``stride`` bytes, warmed once
     (its lines into L2, its pages into the TLBs), then sampled until stable."""
     samples = []
     for index, nodes in enumerate(counts):
-        chase = fam.chase("gp_cg_chase_cg_v8", buffer, random_cycle(nodes, seed + index), stride, warm_laps=0)
-        samples.append(fam.latencies(chase, warm_first=True))
+        chase = chases.chase("gp_cg_chase_cg_v8", buffer, random_cycle(nodes, seed + index), stride, warm_laps=0)
+        samples.append(chases.latencies(chase, warm_first=True))
     return TlbSweep(stride, [float(n * stride) for n in counts], samples)
 
 
@@ -484,15 +472,17 @@ def _tlb_series(reading: TlbReading, reference_bytes: int) -> dict[str, dict[str
     return series
 
 
-def measure_tlb(fam: _Family, probe: str) -> Measured:
+def measure_tlb(chases: _Chases, probe: str) -> Measured:
     """Latency vs footprint with one line per page stride, for each stride of ``tlb_strides``; the steps
     are translation levels missed (:func:`~gpuprobe.families.cache_geometry.analysis.read_tlb`)."""
-    s = fam.settings
-    reference_bytes, reference = _tlb_reference(fam)
-    plan = tlb_sweeps(s, fam.device)
-    buffer = fam.launcher.alloc(max(counts[-1] * stride for stride, counts in plan))
+    s = chases.settings
+    reference_bytes, reference = _tlb_reference(chases)
+    plan = tlb_sweeps(s, chases.request.device)
+    buffer = chases.request.launcher.alloc(max(counts[-1] * stride for stride, counts in plan))
     seeds = [s.seed + 1000 * (k + 1) for k in range(len(plan))]  # each point of sweep k seeds its own cycle
-    sweeps = [_tlb_sweep(fam, buffer, stride, counts, seed) for (stride, counts), seed in zip(plan, seeds, strict=True)]
+    sweeps = [
+        _tlb_sweep(chases, buffer, stride, counts, seed) for (stride, counts), seed in zip(plan, seeds, strict=True)
+    ]
     reading = read_tlb(sweeps, reference)
     left_out = [page for page in s.tlb_strides if page + s.tlb_skew_bytes not in {stride for stride, _ in plan}]
     outcome = ProbeOutcome("ok", _tlb_note(reading, left_out), _tlb_series(reading, reference_bytes))
@@ -513,12 +503,15 @@ def constant_end(start: int, lanes: int, thread: int, steps: int) -> int:
     return (row + steps) % CONST_ROWS * CONST_ROW_BYTES
 
 
+CONSTANT_KERNEL = "gp_cg_const_chase"
+
+
 @dataclass
 class _ConstantChase:
     """Launches of gp_cg_const_chase, each from ``start`` (the .const cycle cannot be continued from the
     host) after ``warm`` untimed steps, each end checked against :func:`constant_end`."""
 
-    fam: _Family
+    chases: _Chases
     start: int
     lanes: int
     threads: int
@@ -526,10 +519,11 @@ class _ConstantChase:
 
     def launch(self, iterations: int) -> float:
         """One checked launch of ``iterations`` timed iterations: the cycles they took."""
+        request, kernel = self.chases.request, CONSTANT_KERNEL
         args = [np.uint32(self.start), np.uint32(self.lanes), np.uint32(self.warm), np.uint32(iterations)]
-        out = self.fam.const_out
-        values = self.fam.kernels.run("gp_cg_const_chase", [*args, out], out, 2 + self.threads, block=self.threads)
-        steps = self.warm + iterations * UNROLL
+        out = request.outputs.get(2 + WARP)  # cycles, nanoseconds, one end per thread
+        values = request.kernels.run(kernel, [*args, out], out, 2 + self.threads, block=self.threads)
+        steps = self.warm + iterations * unroll_of(kernel)
         ends = [int(v) for v in values[2:]]
         expected = [constant_end(self.start, self.lanes, t, steps) for t in range(self.threads)]
         if ends != expected:
@@ -541,14 +535,14 @@ class _ConstantChase:
 
     def difference(self) -> Difference:
         """One warp load's latency, long minus short (every launch restarts, so no length runs out)."""
-        return Difference(self.launch, self.fam.settings.lengths, "gp_cg_const_chase")
+        return Difference(self.launch, self.chases.settings.lengths(CONSTANT_KERNEL), CONSTANT_KERNEL)
 
 
-def measure_constant_latency(fam: _Family, probe: str) -> Measured:
-    s = fam.settings
+def measure_constant_latency(chases: _Chases, probe: str) -> Measured:
+    s = chases.settings
     facts, medians = [], []
     for fact_id, start in (("latency.constant.hit", CONST_SELF), ("latency.constant.miss", 0)):
-        samples = _ConstantChase(fam, start, 1, 1, warm=CONST_ROWS).difference().samples(s.stopping())
+        samples = _ConstantChase(chases, start, 1, 1, warm=CONST_ROWS).difference().samples(s.sampling)
         facts.append(fact(fact_id, samples, "cycle", probe))
         medians.append(facts[-1].value)
     series = {"footprint": {"footprint_bytes": [4.0, float(CONST_SELF)], "latency_cycles": medians}}
@@ -556,10 +550,10 @@ def measure_constant_latency(fam: _Family, probe: str) -> Measured:
     return Measured(probe, ProbeOutcome("ok", note, series), facts)
 
 
-def measure_constant_divergent(fam: _Family, probe: str) -> Measured:
-    s = fam.settings
+def measure_constant_divergent(chases: _Chases, probe: str) -> Measured:
+    s = chases.settings
     lanes = sorted(s.divergent_lanes)
-    differences = [_ConstantChase(fam, CONST_SELF, k, WARP, warm=4).difference() for k in lanes]
+    differences = [_ConstantChase(chases, CONST_SELF, k, WARP, warm=4).difference() for k in lanes]
     per_lanes: list[Latencies] = [[] for _ in lanes]
     slopes: Latencies = []
 
@@ -568,7 +562,7 @@ def measure_constant_divergent(fam: _Family, probe: str) -> Measured:
             samples.append(difference.sample())
         slopes.append(slope(lanes, [samples[-1] for samples in per_lanes]))
 
-    sample_until_stable(take, slopes, s.stopping())
+    sample_until_stable(take, slopes, s.sampling)
     medians = [_median(x) for x in per_lanes]
     series = {"lanes": {"distinct_addresses": [float(k) for k in lanes], "cycles_per_instruction": medians}}
     note = f"{medians[0]:.1f} cycles per warp load at 1 address, {medians[-1]:.1f} at {lanes[-1]}"
@@ -577,7 +571,7 @@ def measure_constant_divergent(fam: _Family, probe: str) -> Measured:
 
 # ---- the family ------------------------------------------------------------------------------
 
-STEPS: list[tuple[str, Callable[[_Family, str], Measured]]] = [
+STEPS: list[tuple[str, Callable[[_Chases, str], Measured]]] = [
     ("cache_geometry.sector.l1", measure_sector_l1),
     ("cache_geometry.line.l1", measure_line_l1),
     ("cache_geometry.sector.l2", measure_sector_l2),
@@ -598,39 +592,39 @@ CONSTANT_STEP_CYCLES = 300.0  # a constant-cache load missing to L2, at most
 
 
 def plan(settings: Settings, device: Device) -> Plan:
-    """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): per point its chain built
-    and written and its samples (memory's :func:`~gpuprobe.families.memory_latency.chase_plan`: a warm-up
+    """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): per point its cycle built
+    and written and its samples (:func:`~gpuprobe.families.chase.chase_plan`: a warm-up
     launch of a lap when the point warms first, each launch taking ``warm_laps`` laps), per flush a scratch
     of twice the L2 written (allocated, and zeroed, once), and the TLB sweeps' buffer (as large as the
     largest footprint, half the device memory at most), zeroed when it is allocated (70 GB on an H200: 30 ms
     at half its DRAM peak)."""
-    s, l2 = settings, device.l2_bytes
+    s, l2, r = settings, device.l2_bytes, settings.sampling.max_repeats
 
-    def point(nodes: int, warm_laps: int, warm_first: bool, step: float) -> Plan:
+    def point(kernel: str, nodes: int, warm_laps: int, warm_first: bool, step: float) -> Plan:
         write = Plan(0, 1, dram_s(nodes * LINE, device) + link_s(8 * nodes, pinned=False), chain_host_s(nodes))
-        return write + chase_plan(s, device, nodes if warm_first else 0, warm_laps * nodes, step)
+        return write + chase_plan(s.lengths(kernel), r, device, nodes if warm_first else 0, warm_laps * nodes, step)
 
+    ca, cg = "gp_cg_chase_ca_v8", "gp_cg_chase_cg_v8"
     flush = Plan(0, 1, dram_s(2 * l2, device))  # the scratch of twice the L2 written (zeroed once, below)
     swept = l1_sweep_bytes(s, l2)
-    sector_l1 = probe(*(point(swept // stride, 0, True, L2_STEP_CYCLES) for stride in s.strides))
+    sector_l1 = probe(*(point(ca, swept // stride, 0, True, L2_STEP_CYCLES) for stride in s.strides))
     dense = line_node_counts(s)
     sparse = sorted({max(2, n * s.line_dense_stride // LINE) for n in dense})
-    line_l1 = probe(*(point(n, 1, False, L2_STEP_CYCLES) for n in [*dense, *sparse]))
-    sector_l2 = probe(*(point(cold_nodes(s), 0, False, DRAM_STEP_CYCLES) + flush for _ in s.strides))
+    line_l1 = probe(*(point(ca, n, 1, False, L2_STEP_CYCLES) for n in [*dense, *sparse]))
+    sector_l2 = probe(*(point(cg, cold_nodes(s, cg), 0, False, DRAM_STEP_CYCLES) + flush for _ in s.strides))
     widths = []
     for level, footprint in width_footprints(s, l2).items():
-        nodes, step = footprint // LINE, step_cycles(footprint, device)
-        narrow = point(nodes, int(level == "l1"), level == "l2", step)
-        wide = point(nodes, int(level == "l1"), False, step)
+        nodes, step, cache = footprint // LINE, step_cycles(footprint, device), "ca" if level == "l1" else "cg"
+        narrow = point(f"gp_cg_chase_{cache}_v8", nodes, int(level == "l1"), level == "l2", step)
+        wide = point(f"gp_cg_chase_{cache}_v16", nodes, int(level == "l1"), False, step)
         widths.append(probe(narrow, wide, flush if level == "dram" else NO_WORK))
     sweeps = tlb_sweeps(s, device)
-    reference = point(s.tlb_reference_nodes, 0, True, L2_STEP_CYCLES)
+    reference = point(cg, s.tlb_reference_nodes, 0, True, L2_STEP_CYCLES)
     zeroed = Plan(0, 0, dram_s(max(counts[-1] * stride for stride, counts in sweeps), device))
-    tlb = probe(reference, zeroed, *(point(n, 0, True, TLB_STEP_CYCLES) for _, counts in sweeps for n in counts))
-    r = s.max_repeats
-    timed = s.short_iterations + s.long_iterations
-    hit_miss = [kernel_runs(2 * r, cycles_s(r * (2 * CONST_ROWS + timed * UNROLL) * CONSTANT_STEP_CYCLES, device))] * 2
-    lanes = [kernel_runs(2 * r, cycles_s(r * (8 + timed * UNROLL) * k * CONSTANT_STEP_CYCLES, device))
+    tlb = probe(reference, zeroed, *(point(cg, n, 0, True, TLB_STEP_CYCLES) for _, counts in sweeps for n in counts))
+    timed = (s.short_iterations + s.long_iterations) * unroll_of(CONSTANT_KERNEL)
+    hit_miss = [kernel_runs(2 * r, cycles_s(r * (2 * CONST_ROWS + timed) * CONSTANT_STEP_CYCLES, device))] * 2
+    lanes = [kernel_runs(2 * r, cycles_s(r * (8 + timed) * k * CONSTANT_STEP_CYCLES, device))
              for k in s.divergent_lanes]  # fmt: skip
     parts = [sector_l1, line_l1, sector_l2, *widths, tlb, probe(*hit_miss), probe(*lanes)]
     return combined(parts) + Plan(0, 0, dram_s(2 * l2, device))
@@ -643,8 +637,7 @@ SMOKE = Smoke(
     settings=Settings(
         short_iterations=1,
         long_iterations=2,
-        min_repeats=1,
-        max_repeats=1,
+        sampling=ONE_SAMPLE,
         strides=(8, 16, 32, 64),
         l1_sweep_bytes=64 * 1024,
         width_l2_fraction=0.0,
@@ -672,17 +665,24 @@ def measure(request: Request) -> Probes:
     A width probe whose 8-byte partner kernel failed its contract is "skipped" with the reason; a
     probe whose own check fails raises ProbeFailure. ``state`` is not used: the family reports cycles only.
     """
-    launcher, parameters = request.launcher, request.parameters
-    device, runnable, settings = request.device, request.runnable, request.settings
-    s = settings or Settings()
-    fam = _Family(launcher, parameters, s, device, out=launcher.alloc(64), const_out=launcher.alloc(8 * (2 + WARP)))
+    chases = _Chases(request)
 
-    def run(name: str, step: Callable[[_Family, str], Measured]) -> Measured:
+    def with_partner(name: str, step: Callable[[_Chases, str], Measured]) -> Measured:
         partner = PARTNERS.get(name)
-        if partner is not None and partner not in runnable:
+        if partner is not None and partner not in request.runnable:
             return Measured(name, ProbeOutcome("skipped", f"the 8-byte kernel's contract ({partner}) did not hold"))
-        return step(fam, name)
+        return step(chases, name)
 
-    for name, step in STEPS:
-        if name in runnable:
-            yield name, lambda name=name, step=step: run(name, step)
+    yield from probe_steps(PROBES, {name: partial(with_partner, name, step) for name, step in STEPS}, request.runnable)
+
+
+FAMILY = Family(
+    name="cache_geometry",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

@@ -1,52 +1,56 @@
-"""The cluster family (sm_90+): cluster.sync() vs cluster size, and mbarrier phases, each checked.
+"""The cluster family (sm_90+): what a thread-block cluster's barrier costs as the cluster grows, and what
+one mbarrier phase costs, every launch checked.
 
-Every kernel (ptx/cluster/cluster.ptx) runs 32 barriers (or mbarrier phases) per loop iteration between
-%clock64 reads; a sample is a long minus a short launch (:mod:`gpuprobe.families.differencing`).
+Each kernel (ptx/cluster/cluster.ptx) isolates the synchronization: its timed loop holds ``unroll`` barriers
+or phases per iteration and nothing else but a once-per-iteration check (the count is declared in
+ptx/cluster/cluster.toml, and the SASS contract holds the kernel to it), between two %clock64 reads. A sample
+is a long minus a short launch (:class:`~gpuprobe.families.differencing.Difference`), so the clock reads and
+the loop's edges cancel.
 
-* ``cluster.bar.<size>`` (fact ``sync.cluster.latency.<size>``): clusters of ``size`` one-warp
-  blocks, declared in the PTX (.reqnctapercluster), so a plain launch of a grid that is a multiple
-  of ``size`` runs clusters. Each block sums, once per iteration, the number its neighbour wrote
-  into block 0's shared memory before the barriers: 1 + 2 + ... + iterations in every block, else
-  a block passed a barrier before all had arrived. The host also checks every block's rank.
-* ``cluster.mbarrier.*`` (facts ``sync.mbarrier.*``): one warp, the arrival of each step
-  predicated on the previous phase test, so a phase not complete when tested throws the phase
-  count off; the host checks the parities the kernel tests at the end (and, for the
-  transaction-count kernel, that pending bytes held a phase open).
+* ``cluster.bar.<size>`` (``sync.cluster.latency.<size>``): clusters of ``size`` one-warp blocks (the cluster
+  barrier is all a block waits for), formed by the PTX's .reqnctapercluster from a plain launch of a
+  multiple of ``size`` blocks. Once per iteration each
+  block writes the iteration's number into its slot in block 0's shared memory and, after the barriers,
+  adds its neighbour's slot to a sum: 1 + 2 + ... + iterations in every block only if no block passed a
+  barrier early. The host checks every sum, and every block's rank in its cluster.
+* ``cluster.mbarrier.*`` (``sync.mbarrier.*``): one warp whose every arrival is predicated on the previous
+  phase's test, so the steps are one dependent chain and a phase not complete when tested shifts the phase
+  count; the host checks the parities the kernel tests at the end (and, with a transaction count, that
+  pending bytes held a phase open).
 
 Cycles only: this family does not measure the SM clock.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.barrier import triangle
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.differencing import (
-    SMOKE_SAMPLING,
-    UNROLL,
-    Difference,
-    DifferencedSettings,
-    samples_plan,
-)
-from gpuprobe.families.measuring import Kernels, fact
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.differencing import SMOKE_SAMPLING, Difference, DifferencedSettings, samples_plan
+from gpuprobe.families.measuring import fact
 from gpuprobe.families.planning import combined, probe
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.ordering import pair_not_below
+from gpuprobe.kernels.registry import unroll_of
 from gpuprobe.output.sections import Section
-from gpuprobe.runner.gpu import Launcher
 
 CLUSTER_SIZES = (2, 4, 8)
 CLUSTER_WORDS = 4  # per block: cycles, SM id, sum, rank in the cluster
 MBAR_WORDS = 4  # cycles, previous phase complete, current phase complete, complete before the bytes
-MBAR_PROLOGUE_PHASES = {"gp_mbar_arrive_wait": 0, "gp_mbar_tx": 1}  # untimed phases before the loop
+MBARRIERS = {  # probe: (kernel, fact, untimed phases before its loop)
+    "cluster.mbarrier.arrive_wait": ("gp_mbar_arrive_wait", "sync.mbarrier.arrive_wait.latency", 0),
+    "cluster.mbarrier.tx": ("gp_mbar_tx", "sync.mbarrier.tx.latency", 1),
+}
 
-PROBES = [*(f"cluster.bar.{size}" for size in CLUSTER_SIZES), "cluster.mbarrier.arrive_wait", "cluster.mbarrier.tx"]
+PROBES = [*(f"cluster.bar.{size}" for size in CLUSTER_SIZES), *MBARRIERS]
 
 
 SECTIONS = (
@@ -87,69 +91,54 @@ def check_cluster(kernel: str, table: np.ndarray, size: int, iterations: int) ->
 PHASE_TESTS = [1, 0, 0]
 
 
-@dataclass
-class _Context:
-    launcher: Launcher
-    parameters: dict[str, list[tuple[str, str]]]
-    settings: Settings
-
-    @property
-    def kernels(self) -> Kernels:
-        return Kernels(self.launcher, self.parameters)
-
-
-def measure_cluster(ctx: _Context, size: int) -> Measured:
+def measure_cluster(request: Request, settings: Settings, size: int) -> Measured:
+    """One cluster.sync() in clusters of ``size`` blocks: the median block's cycles per barrier."""
     kernel, probe = f"gp_cluster_bar_{size}", f"cluster.bar.{size}"
-    blocks = size * ctx.settings.clusters
-    out = ctx.launcher.alloc(blocks * CLUSTER_WORDS * 8)
+    blocks = size * settings.clusters
+    count = blocks * CLUSTER_WORDS
+    out = request.outputs.get(count)
     sms: set[int] = set()
 
     def launch(iterations: int) -> float:
-        count = blocks * CLUSTER_WORDS
-        values = ctx.kernels.run(kernel, [np.uint32(iterations), out], out, count, grid=blocks, block=32)
+        values = request.kernels.run(kernel, [np.uint32(iterations), out], out, count, grid=blocks, block=32)
         table = values.reshape(blocks, CLUSTER_WORDS)
         check_cluster(kernel, table, size, iterations)
         sms.update(int(sm) for sm in table[:, 1])
         return float(np.median(table[:, 0].astype(np.float64)))
 
-    samples = Difference(launch, ctx.settings.lengths, kernel).samples(ctx.settings.stopping())
-    note = f"{ctx.settings.clusters} clusters of {size} blocks over {len(sms)} SMs"
+    samples = Difference(launch, settings.lengths(unroll_of(kernel)), kernel).samples(settings.sampling)
+    note = f"{settings.clusters} clusters of {size} blocks over {len(sms)} SMs"
     return Measured(probe, ProbeOutcome("ok", note), [fact(f"sync.cluster.latency.{size}", samples, "cycle", probe)])
 
 
-def measure_mbarrier(ctx: _Context, probe: str, kernel: str, fact_id: str) -> Measured:
-    out = ctx.launcher.alloc(MBAR_WORDS * 8)
+def measure_mbarrier(request: Request, settings: Settings, probe: str) -> Measured:
+    """One mbarrier phase of one warp: cycles per phase, the parities tested after the loop checked."""
+    kernel, fact_id, prologue = MBARRIERS[probe]
+    unroll = unroll_of(kernel)
+    out = request.outputs.get(MBAR_WORDS)
 
     def launch(iterations: int) -> float:
-        values = [int(v) for v in ctx.kernels.run(kernel, [np.uint32(iterations), out], out, MBAR_WORDS, block=32)]
+        values = [int(v) for v in request.kernels.run(kernel, [np.uint32(iterations), out], out, MBAR_WORDS, block=32)]
         if values[1:] != PHASE_TESTS:
-            phases = MBAR_PROLOGUE_PHASES[kernel] + iterations * UNROLL
             raise ProbeFailure(
-                f"{kernel}: after {phases} phases the tests read (previous complete, current complete, "
-                f"complete with bytes pending) = {tuple(values[1:])}, the host predicts {tuple(PHASE_TESTS)}"
+                f"{kernel}: after {prologue + iterations * unroll} phases the tests read (previous complete, "
+                f"current complete, complete with bytes pending) = {tuple(values[1:])}, the host predicts "
+                f"{tuple(PHASE_TESTS)}"
             )
         return float(values[0])
 
-    samples = Difference(launch, ctx.settings.lengths, kernel).samples(ctx.settings.stopping())
+    samples = Difference(launch, settings.lengths(unroll), kernel).samples(settings.sampling)
     return Measured(probe, ProbeOutcome("ok"), [fact(fact_id, samples, "cycle", probe)])
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run) (see :mod:`gpuprobe.families.stepping`).
-    ``state`` is not used."""
-    launcher, parameters, runnable, settings = request.launcher, request.parameters, request.runnable, request.settings
-    ctx = _Context(launcher, parameters, settings or Settings())
+    """The family's runnable probes in order, each as (name, step); ``state`` is not used."""
+    settings = request.settings or Settings()
     steps: dict[str, Callable[[], Measured]] = {
-        f"cluster.bar.{size}": (lambda size=size: measure_cluster(ctx, size)) for size in CLUSTER_SIZES
+        f"cluster.bar.{size}": functools.partial(measure_cluster, request, settings, size) for size in CLUSTER_SIZES
     }
-    steps["cluster.mbarrier.arrive_wait"] = lambda: measure_mbarrier(
-        ctx, "cluster.mbarrier.arrive_wait", "gp_mbar_arrive_wait", "sync.mbarrier.arrive_wait.latency"
-    )
-    steps["cluster.mbarrier.tx"] = lambda: measure_mbarrier(
-        ctx, "cluster.mbarrier.tx", "gp_mbar_tx", "sync.mbarrier.tx.latency"
-    )
-
-    return runs(PROBES, steps, runnable)
+    steps.update({name: functools.partial(measure_mbarrier, request, settings, name) for name in MBARRIERS})
+    return probe_steps(PROBES, steps, request.runnable)
 
 
 CLUSTER_BARRIER_CYCLES = 2000.0  # one cluster barrier at most (a GPU-scope release and its wait)
@@ -159,9 +148,12 @@ MBARRIER_PHASE_CYCLES = 500.0  # one mbarrier phase at most
 def plan(settings: Settings, device: Device) -> Plan:
     """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`); a launch's clusters run
     side by side, each on SMs of its own."""
-    bars = [probe(samples_plan(settings, device, CLUSTER_BARRIER_CYCLES)) for _ in CLUSTER_SIZES]
-    mbarriers = [probe(samples_plan(settings, device, MBARRIER_PHASE_CYCLES)) for _ in range(2)]
-    return combined([*bars, *mbarriers])
+
+    def one(kernel: str, step_cycles: float) -> Plan:
+        return probe(samples_plan(settings, device, step_cycles, unroll_of(kernel)))
+
+    bars = [one(f"gp_cluster_bar_{size}", CLUSTER_BARRIER_CYCLES) for size in CLUSTER_SIZES]
+    return combined([*bars, *(one(kernel, MBARRIER_PHASE_CYCLES) for kernel, _, _ in MBARRIERS.values())])
 
 
 # A first contact: the smallest cluster, one of them, one sample (a cluster launch and its checked ranks and sums).
@@ -176,3 +168,15 @@ def cluster_above_block(facts: dict[str, Fact], device: Device) -> list[Check]:
 
 
 INVARIANTS = (cluster_above_block,)
+
+
+FAMILY = Family(
+    name="cluster",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

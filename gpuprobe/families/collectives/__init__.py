@@ -17,21 +17,26 @@ NCCL library each probe is ``not_run`` with that reason (the ``nccl`` extra inst
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.collectives import busbw, nccl_log
 from gpuprobe.families.collectives.busbw import ELEMENT, Layout
 from gpuprobe.families.collectives.plot import BUSBW_PLOT
-from gpuprobe.families.measuring import Stopping, check_arguments, fact, sample_until_stable
-from gpuprobe.families.planning import GEN4_LINK, probe
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.measuring import fact
+from gpuprobe.families.planning import GEN4_LINK, KERNEL_RUN_CALLS, probe
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.output.sections import Section
-from gpuprobe.runner.gpu import LaunchPathUnavailable
+from gpuprobe.runner.checked import Kernels
+from gpuprobe.runner.launcher import LaunchPathUnavailable
 from gpuprobe.runner.nccl import COLLECTIVES, Communicator
 from gpuprobe.runner.peers import ONE_GPU, PeerGroup, open_peer_group
 
@@ -55,10 +60,7 @@ class Settings:
     large_calls: int = 5  # ... and from large_from_bytes, where one call is milliseconds
     large_from_bytes: int = 64 * MIB
     warmup_calls: int = 2  # untimed, after the checked call
-    min_repeats: int = 2
-    max_repeats: int = 3
-    target_noise: float = 0.02
-    budget_s: float = 1.0  # the most time sampling one size
+    sampling: Stopping = Stopping(2, 3, 0.02, 1.0)  # per size
     full_check_bytes: int = 4 * MIB  # outputs up to this are checked element by element ...
     check_samples: int = 4096  # ... larger ones at this many spread elements and both ends of every share
     fill_blocks: int = 1024
@@ -70,8 +72,7 @@ class Settings:
         unknown = set(self.collectives) - set(COLLECTIVES)
         if unknown or not self.collectives:
             raise ValueError(f"Settings.collectives must be some of {', '.join(COLLECTIVES)}, not {sorted(unknown)}")
-        busbw.sizes(self.min_bytes, self.max_bytes, self.size_factor)  # each validates itself
-        self.stopping()
+        busbw.sizes(self.min_bytes, self.max_bytes, self.size_factor)  # validates itself, as the Stopping does
         if min(self.calls, self.large_calls, self.fill_blocks, self.fill_threads, self.check_samples) < 1:
             raise ValueError("Settings: calls, large_calls, fill_blocks, fill_threads and check_samples must be >= 1")
         if self.warmup_calls < 0 or self.planned_gpus < 2 or self.max_bytes // ELEMENT >= 2**31:
@@ -83,20 +84,17 @@ class Settings:
     def calls_at(self, size_bytes: int) -> int:
         return self.large_calls if size_bytes >= self.large_from_bytes else self.calls
 
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.budget_s)
-
 
 def plan(settings: Settings, device: Device, bus_gbps: float = GEN4_LINK.pinned_gbps) -> Plan:
     """Every collective at every size at its most repeats over the GPUs the device record says the process
     sees (else ``settings.planned_gpus`` ranks), whose links
     move ``bus_gbps`` (a PCIe Gen4 link: an NVLink node is an order of magnitude faster), the inputs
     written once and NCCL initialised once."""
-    s = settings
+    s, repeats = settings, settings.sampling.max_repeats
     n = s.planned_gpus if device.visible_gpus is None else device.visible_gpus
     if n < MIN_GPUS:  # one GPU visible: every probe is not run
         return Plan(len(s.collectives), 0, 0.0)
-    total = Plan(0, 2 * n, 0.0, NCCL_INIT_S)
+    total = Plan(0, (KERNEL_RUN_CALLS + 1) * n, 0.0, NCCL_INIT_S)  # each rank's input written and sampled
     for collective in s.collectives:
         parts = []
         for size in s.sizes():
@@ -104,10 +102,10 @@ def plan(settings: Settings, device: Device, bus_gbps: float = GEN4_LINK.pinned_
             if plan_layout is None:
                 continue
             seconds = CALL_OVERHEAD_S + size * busbw.BUS_FACTORS[collective](n) / (bus_gbps * 1e9)
-            calls = 1 + s.warmup_calls + s.max_repeats * s.calls_at(size)
+            calls = 1 + s.warmup_calls + repeats * s.calls_at(size)
             full = plan_layout.recv_elements * ELEMENT <= s.full_check_bytes
             checked = plan_layout.recv_elements if full else s.check_samples + 2 * n
-            parts.append(Plan(0, 2 * n + 2 + s.max_repeats, calls * seconds, n * n * checked * CHECK_ELEMENT_S))
+            parts.append(Plan(0, 2 * n + 2 + repeats, calls * seconds, n * n * checked * CHECK_ELEMENT_S))
         total += probe(*parts)
     return total
 
@@ -120,7 +118,7 @@ class _Ranks:
     """Every GPU as a rank: its input (the pattern, written once and checked) and its output buffer."""
 
     group: PeerGroup
-    parameters: dict[str, list[tuple[str, str]]]
+    kernels: Kernels  # the request's checked launches, on its own GPU
     settings: Settings
     communicator: Communicator | None = None
     unavailable: str = ""
@@ -151,8 +149,9 @@ class _Ranks:
             self.sends.append(launcher.alloc(elements * ELEMENT))
             self.recvs.append(launcher.alloc(elements * ELEMENT))
             args = [np.uint32(elements), np.uint32(busbw.pattern_offset(rank)), self.sends[rank]]
-            check_arguments(KERNEL, args, self.parameters[KERNEL])
-            launcher.launch(KERNEL, s.fill_blocks, s.fill_threads, args)
+            kernels = dataclasses.replace(self.kernels, launcher=launcher)  # checked, on this rank's GPU
+            kernels.run(KERNEL, args, self.sends[rank], min(elements, 1024), dtype="float32", grid=s.fill_blocks,
+                        block=s.fill_threads)  # fmt: skip
             spread = np.random.default_rng(s.seed + rank).integers(0, elements, 1024)
             indices = np.unique(np.concatenate([np.arange(min(elements, 1024)), [elements - 1], spread]))
             got = self.group.sample(self.sends[rank], "float32", indices)
@@ -197,7 +196,7 @@ def _timed(ranks: _Ranks, comm: Communicator, plan_layout: Layout) -> list[float
             raise ProbeFailure(f"{plan_layout.collective} of {plan_layout.size_bytes} B took {ms} ms per call")
         samples.append(ms / 1e3)
 
-    sample_until_stable(take, samples, s.stopping())
+    sample_until_stable(take, samples, s.sampling)
     return samples
 
 
@@ -255,16 +254,17 @@ def _nccl_series(comm: Communicator, log: nccl_log.NcclLog) -> dict:
 def measure(request: Request) -> Probes:
     """The family's runnable probes in order; with fewer than two GPUs each is ``not_run`` (ONE_GPU)."""
     settings = request.settings or Settings()
-    ranks = _Ranks(open_peer_group(request.launcher), request.parameters, settings)
+    ranks = _Ranks(open_peer_group(request.launcher), request.kernels, settings)
 
-    def run(name: str) -> Measured:
+    def measure_probe(name: str) -> Measured:
         if ranks.count < MIN_GPUS:
             return Measured(name, ProbeOutcome("not_run", ONE_GPU))
         if name.removeprefix("collectives.") not in settings.collectives:
             return Measured(name, ProbeOutcome("not_run", "not among the collectives the settings chose"))
         return measure_collective(ranks, name)
 
-    yield from runs(PROBES, {name: lambda name=name: run(name) for name in PROBES}, request.runnable)
+    steps = {name: functools.partial(measure_probe, name) for name in PROBES}
+    yield from probe_steps(PROBES, steps, request.runnable)  # the GPUs opened once the first probe is asked for
 
 
 # A first contact: all-reduce alone, from 8 B to 1 MiB by factors of 16, once each.
@@ -277,8 +277,7 @@ SMOKE = Smoke(
         calls=5,
         large_calls=2,
         warmup_calls=1,
-        min_repeats=1,
-        max_repeats=1,
+        sampling=ONE_SAMPLE,
     ),
 )
 
@@ -294,4 +293,16 @@ SECTIONS = (
         "(n-1)/n; broadcast 1; nccl-tests doc/PERFORMANCE.md). busbw at the largest size, latency at the "
         "smallest; every size's output checked against the host's prediction.",
     ),
+)
+
+
+FAMILY = Family(
+    name="collectives",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    min_gpus=MIN_GPUS,
 )

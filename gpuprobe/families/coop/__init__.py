@@ -27,31 +27,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuprobe.build.registry import find_probe
-from gpuprobe.build.sass import Listing
-from gpuprobe.core.arch import Arch, parse_arch
+from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.chase import latencies_plan
 from gpuprobe.families.coop import chains, lowering, samplers
 from gpuprobe.families.coop.pairs import Twin, twin_of, twin_refusal
 from gpuprobe.families.coop.plot import PAIRS_PLOT
-from gpuprobe.families.differencing import SMOKE_SAMPLING, UNROLL, DifferencedSettings, samples_plan
+from gpuprobe.families.differencing import SMOKE_SAMPLING, DifferencedSettings, samples_plan
 from gpuprobe.families.grid_sync import Settings as GridSettings
-from gpuprobe.families.grid_sync import barrier_difference, plan_grids
-from gpuprobe.families.measuring import Kernels, fact, sample_until_stable
+from gpuprobe.families.grid_sync import barrier_difference, grid_sizes
+from gpuprobe.families.measuring import fact
 from gpuprobe.families.planning import cycles_s, probe
-from gpuprobe.families.stepping import runs
-from gpuprobe.families.warp import TILES, plan_chain
+from gpuprobe.families.sampling import sample_until_stable
+from gpuprobe.families.stepping import probe_steps
+from gpuprobe.families.warp import TILES, chain_for
 from gpuprobe.judge.analysis import median_ci
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.ordering import not_below
+from gpuprobe.kernels.registry import find_probe, unroll_of
+from gpuprobe.kernels.sass import Listing
 from gpuprobe.output.sections import Section
 
 BLOCK_SIZES = (32, 256, 1024)  # a warp, the barrier family's middle size, the largest block
+ATOMIC_SCOPES = ("device", "block", "shared")  # cuda::atomic_ref on a global word at two scopes, on a shared one
 CLUSTER_SIZES = (2, 4, 8)  # as the cluster family's
-COPY_STEPS = 4  # chase steps per timed iteration of the C++ copy kernels (ptx/coop/async.cu's GP_COPY_STEPS)
-TWIN_COPY_STEPS = 16  # ... of the hand-written cp.async chase
 BARRIER_COPY_BYTES = 256  # what gp_coop_barrier_memcpy_chase copies per step (ptx/coop/async.cu)
 
 PROBES = [
@@ -73,9 +73,7 @@ PROBES = [
     "coop.memcpy_async.cg",
     "coop.memcpy_async.barrier",
     "coop.pipeline",
-    "coop.atomic_ref.device",
-    "coop.atomic_ref.block",
-    "coop.atomic_ref.shared",
+    *(f"coop.atomic_ref.{scope}" for scope in ATOMIC_SCOPES),
 ]
 
 SECTIONS = (
@@ -102,7 +100,7 @@ class Settings(DifferencedSettings):
     grid_checks: int = 2  # check rounds before every timed phase
     chase_nodes: int = 64  # the copy chases' cycle (warmed: every copy an L2 hit, as the cp.async twin's)
     chase_stride: int = 128
-    copy_iterations: tuple[int, int] = (16, 80)  # short and long, 4 steps each (the cp.async twin: a quarter, 16 each)
+    copy_iterations: tuple[int, int] = (16, 80)  # short and long (the cp.async twin, 4 times the steps each: a quarter)
     bulk_iterations: tuple[int, int] = (32, 320)  # the bulk twin's, one step each
     dsm_nodes: int = 256
     dsm_stride: int = 32
@@ -112,8 +110,8 @@ class Settings(DifferencedSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("copy_iterations", "bulk_iterations"):
-            short, long = getattr(self, name)
+        chases = {"copy_iterations": self.copy_iterations, "bulk_iterations": self.bulk_iterations}
+        for name, (short, long) in chases.items():
             if not 1 <= short < long:
                 raise ValueError(f"Settings.{name}: need 1 <= short < long, got {short}, {long}")
         if self.clusters < 1 or self.grid_block % 32 or self.grid_checks < 1 or self.chase_nodes < 2:
@@ -124,26 +122,7 @@ class Settings(DifferencedSettings):
     def grid(self) -> GridSettings:
         """The grid barriers' settings, in grid_sync's terms (its kernel runs as the twin)."""
         return GridSettings(block=self.grid_block, short_syncs=self.grid_short_syncs, long_syncs=self.grid_long_syncs,
-                            checks=self.grid_checks, min_repeats=self.min_repeats, max_repeats=self.max_repeats,
-                            target_noise=self.target_noise, point_budget_s=self.probe_budget_s)  # fmt: skip
-
-
-@dataclass
-class _Context:
-    kernels: Kernels
-    device: Device
-    arch: Arch
-    settings: Settings
-    listing: Listing | None  # the loaded cubin's, for what each kernel compiled to
-    rng: np.random.Generator
-
-    def twin(self, name: str) -> tuple[Twin | None, str]:
-        """The probe's twin if it can be measured here, else None and why not."""
-        twin = twin_of(name, self.arch)
-        if twin is None:
-            return None, f"{self.arch} has nothing hand-written to stand beside it"
-        refusal = twin_refusal(twin, self.listing, self.arch)
-        return (None, refusal) if refusal else (twin, "")
+                            checks=self.grid_checks, sampling=self.sampling)  # fmt: skip
 
 
 @dataclass
@@ -155,6 +134,30 @@ class Side:
     steps: float
 
 
+@dataclass
+class Pairing:
+    """What measuring the pairs shares beyond the request: the arch, the loaded cubin's SASS (what each
+    kernel compiled to, and whether a twin's contract holds in it), and the seeded draws of the chains."""
+
+    arch: Arch
+    listing: Listing | None
+    rng: np.random.Generator
+
+    def twin(self, name: str) -> tuple[Twin | None, str]:
+        """The probe's twin if it can be measured here, else None and why not."""
+        twin = twin_of(name, self.arch)
+        if twin is None:
+            return None, f"{self.arch} has nothing hand-written to stand beside it"
+        refusal = twin_refusal(twin, self.listing, self.arch)
+        return (None, refusal) if refusal else (twin, "")
+
+    def sass(self, side: Side) -> dict[str, float]:
+        """What ``side``'s kernel compiled to, per step (nothing where the listing is unknown)."""
+        if self.listing is None or side.kernel not in self.listing.kernels:
+            return {}
+        return lowering.per_step(self.listing.kernel(side.kernel), side.steps)
+
+
 def ratio_fact(fact_id: str, ratios: list[float], name: str) -> Fact:
     """C++ over twin: the median of the sample-by-sample ratios and its CI. Derived from the two cost
     facts' paired samples, which the results keep, so it carries none of its own: a comparison of two
@@ -163,13 +166,7 @@ def ratio_fact(fact_id: str, ratios: list[float], name: str) -> Fact:
     return Fact(fact_id, value, "ratio", (low, high), [], {}, name)
 
 
-def _sass(ctx: _Context, side: Side) -> dict[str, float]:
-    if ctx.listing is None or side.kernel not in ctx.listing.kernels:
-        return {}
-    return lowering.per_step(ctx.listing.kernel(side.kernel), side.steps)
-
-
-def measure_pair(ctx: _Context, name: str, cpp: Side, ptx: Side | None, why: str,
+def measure_pair(settings: Settings, pairing: Pairing, name: str, cpp: Side, ptx: Side | None, why: str,
                  facts: tuple[str, ...], mhz: Callable[[], float | None] = lambda: None) -> Measured:  # fmt: skip
     """A sample of the C++ side, then one of its twin, until their ratio is known: three facts (the C++
     cost, the twin's, the ratio), or the C++ cost alone without a twin; the note and series say what
@@ -182,16 +179,16 @@ def measure_pair(ctx: _Context, name: str, cpp: Side, ptx: Side | None, why: str
             twin_cost.append(ptx.sample())
             ratio.append(cost[-1] / twin_cost[-1])
 
-    sample_until_stable(take, ratio if ptx else cost, ctx.settings.stopping())
+    sample_until_stable(take, ratio if ptx else cost, settings.sampling)
     clock = mhz()
     found = [fact(facts[0], cost, "cycle", name, clock)]
     if ptx is not None:
         found += [fact(facts[1], twin_cost, "cycle", name, clock), ratio_fact(facts[2], ratio, name)]
-    sass_cpp = _sass(ctx, cpp)
-    note = f"{ctx.arch} SASS per step: C++ {cpp.kernel}: {lowering.summary(sass_cpp)}"
+    sass_cpp = pairing.sass(cpp)
+    note = f"{pairing.arch} SASS per step: C++ {cpp.kernel}: {lowering.summary(sass_cpp)}"
     series = {"sass_cpp": {op: [n] for op, n in sass_cpp.items()}}
     if ptx is not None:
-        sass_ptx = _sass(ctx, ptx)
+        sass_ptx = pairing.sass(ptx)
         note += f"; PTX {ptx.kernel}: {lowering.summary(sass_ptx)}"
         series["sass_ptx"] = {op: [n] for op, n in sass_ptx.items()}
     else:
@@ -225,60 +222,73 @@ _CPP_CHAINS: dict[str, Callable[[np.random.Generator], chains.LaneChain]] = {
 }
 
 
-def measure_chain_pair(ctx: _Context, name: str) -> Measured:
-    """A chain of 32 steps per iteration (8 for formed groups and sub-warp tiles, whose steps are long)
-    beside its twin of 32: each side's iteration counts scaled to the same number of steps."""
-    s = ctx.settings
-    chain = _CPP_CHAINS[name](ctx.rng)
-    scale = UNROLL // chain.unroll
-    cpp_sample = samplers.lane_chain(ctx.kernels, chain, s.short_iterations * scale, s.long_iterations * scale)
+def chain_steps(name: str) -> int:
+    """Steps per iteration both sides of chain pair ``name`` run: its twin's declared unroll (the most over the
+    archs); a C++ kernel of fewer steps per iteration runs as many times more iterations."""
+    return max(unroll_of(twin.kernel) for arch in SUPPORTED_ARCHS if (twin := twin_of(name, arch)))
+
+
+def measure_chain_pair(request: Request, settings: Settings, pairing: Pairing, name: str) -> Measured:
+    """A chain of the C++ kernel's steps per iteration beside its twin of more (32 against 8 for formed groups
+    and sub-warp tiles, whose steps are long): the C++ side's iteration counts scaled to the twin's steps."""
+    s = settings
+    chain = _CPP_CHAINS[name](pairing.rng)
+    scale = chain_steps(name) // chain.unroll
+    cpp_sample = samplers.lane_chain(request, chain, s.short_iterations * scale, s.long_iterations * scale)
     cpp = Side(chain.kernel, cpp_sample, chain.unroll)
-    twin, why = ctx.twin(name)
+    twin, why = pairing.twin(name)
     ptx = None
     if twin is not None:
-        plan = plan_chain(twin.probe, ctx.rng)
-        twin_sample = samplers.lane_chain(ctx.kernels, plan, s.short_iterations, s.long_iterations)
-        ptx = Side(plan.kernel, twin_sample, UNROLL * plan.per_fact)
-    return measure_pair(ctx, name, cpp, ptx, why, _declared(name))
+        replayed = chain_for(twin.probe, pairing.rng)
+        twin_sample = samplers.lane_chain(request, replayed, s.short_iterations, s.long_iterations)
+        ptx = Side(replayed.kernel, twin_sample, replayed.unroll * replayed.per_fact)
+    return measure_pair(s, pairing, name, cpp, ptx, why, _declared(name))
 
 
 # ---- block, grid, cluster --------------------------------------------------------------------------
 
 
-def measure_block_pair(ctx: _Context, name: str) -> Measured:
-    threads, lengths, kernel = int(name.rsplit(".", 1)[1]), ctx.settings.lengths, "gp_coop_block_sync"
-    cpp = Side(kernel, samplers.block_barrier(ctx.kernels, kernel, threads, lengths), UNROLL)
-    twin, why = ctx.twin(name)
-    ptx = None
-    if twin is not None:
-        ptx = Side(twin.kernel, samplers.block_barrier(ctx.kernels, twin.kernel, threads, lengths), UNROLL)
-    measured = measure_pair(ctx, name, cpp, ptx, why, _declared(name))
+def measure_alike(settings: Settings, pairing: Pairing, name: str, kernel: str,
+                  sample: Callable[[str], samplers.Sample]) -> Measured:  # fmt: skip
+    """A pair whose C++ kernel has its twin's interface and check, so one sampler serves both sides:
+    ``sample(kernel)``, each side's steps per iteration as its kernel declares them."""
+    twin, why = pairing.twin(name)
+    cpp = Side(kernel, sample(kernel), unroll_of(kernel))
+    ptx = Side(twin.kernel, sample(twin.kernel), unroll_of(twin.kernel)) if twin is not None else None
+    return measure_pair(settings, pairing, name, cpp, ptx, why, _declared(name))
+
+
+def measure_block_pair(request: Request, settings: Settings, pairing: Pairing, name: str) -> Measured:
+    threads = int(name.rsplit(".", 1)[1])
+
+    def sample(kernel: str) -> samplers.Sample:
+        return samplers.block_barrier(request, kernel, threads, settings)
+
+    measured = measure_alike(settings, pairing, name, "gp_coop_block_sync", sample)
     measured.outcome.detail = f"{threads} threads; {measured.outcome.detail}"
     return measured
 
 
-def measure_cluster_pair(ctx: _Context, name: str) -> Measured:
-    size, s = int(name.rsplit(".", 1)[1]), ctx.settings
-    kernel = f"gp_coop_cluster_sync_{size}"
-    cpp = Side(kernel, samplers.cluster_barrier(ctx.kernels, kernel, size, s.clusters, s.lengths), UNROLL)
-    twin, why = ctx.twin(name)
-    ptx = None
-    if twin is not None:
-        ptx = Side(twin.kernel, samplers.cluster_barrier(ctx.kernels, twin.kernel, size, s.clusters, s.lengths), UNROLL)
-    return measure_pair(ctx, name, cpp, ptx, why, _declared(name))
+def measure_cluster_pair(request: Request, settings: Settings, pairing: Pairing, name: str) -> Measured:
+    size = int(name.rsplit(".", 1)[1])
+
+    def sample(kernel: str) -> samplers.Sample:
+        return samplers.cluster_barrier(request, kernel, size, settings.clusters, settings)
+
+    return measure_alike(settings, pairing, name, f"gp_coop_cluster_sync_{size}", sample)
 
 
-def measure_grid_pair(ctx: _Context, name: str) -> Measured:
+def measure_grid_pair(request: Request, settings: Settings, pairing: Pairing, name: str) -> Measured:
     """One grid barrier at one block per SM and at the most blocks both kernels can keep co-resident."""
-    s, sms = ctx.settings, ctx.device.sm_count
+    s, sms = settings, request.device.sm_count
     grid_settings = s.grid()
-    per_sm = ctx.kernels.launcher.max_active_blocks("gp_coop_grid_sync", s.grid_block, 0)
-    twin, why = ctx.twin(name)
-    opened = samplers.twin_grid(ctx.kernels, ctx.device, grid_settings) if twin is not None else None
+    per_sm = request.launcher.max_active_blocks("gp_coop_grid_sync", s.grid_block, 0)
+    twin, why = pairing.twin(name)
+    opened = samplers.twin_grid(request, grid_settings) if twin is not None else None
     if opened is not None:
         per_sm = min(per_sm, opened.per_sm)
-    full = plan_grids(sms, per_sm)[-1]
-    cg = samplers.CgGrid.open(ctx.kernels, s.grid_block, s.grid_checks, full)
+    full = grid_sizes(sms, per_sm)[-1]
+    cg = samplers.CgGrid.open(request, s.grid_block, s.grid_checks, full)
     clocks: list[float] = []
     facts = _declared(name)
     found: list[Fact] = []
@@ -289,7 +299,7 @@ def measure_grid_pair(ctx: _Context, name: str) -> Measured:
             ptx = Side(
                 twin.kernel, barrier_difference(opened.timed, blocks, grid_settings, clocks, twin.kernel).sample, 1
             )
-        pair = measure_pair(ctx, name, cpp, ptx, why, ids, lambda: float(np.median(clocks)) if clocks else None)
+        pair = measure_pair(s, pairing, name, cpp, ptx, why, ids, lambda: float(np.median(clocks)) if clocks else None)
         found += pair.facts
     note = f"{sms} and {full} blocks of {s.grid_block} threads ({per_sm} per SM co-resident); {pair.outcome.detail}"
     return Measured(name, ProbeOutcome("ok", note, pair.outcome.series), found)
@@ -298,21 +308,22 @@ def measure_grid_pair(ctx: _Context, name: str) -> Measured:
 # ---- chases: distributed shared memory, asynchronous copies -----------------------------------------
 
 
-def measure_dsm_pair(ctx: _Context, name: str) -> Measured:
+def measure_dsm_pair(request: Request, settings: Settings, pairing: Pairing, name: str) -> Measured:
     """The chase of the peer block's shared memory, then of the own block's, each beside the twin's."""
-    s = ctx.settings
+    s = settings
     shape = samplers.DsmShape(s.dsm_nodes, s.dsm_stride, s.dsm_threads)
-    twin, why = ctx.twin(name)
+    twin, why = pairing.twin(name)
     facts = _declared(name)
     found: list[Fact] = []
     for index, target in enumerate((1, 0)):  # the peer block's memory, then the own block's
-        chases = [samplers.dsm_chase(ctx.kernels, "gp_coop_dsm_chase", target, shape, s.seed + target)]
+        chases = [samplers.dsm_chase(request, "gp_coop_dsm_chase", target, shape, s.seed + target)]
         if twin is not None:
-            chases.append(samplers.dsm_chase(ctx.kernels, twin.kernel, target, shape, s.seed + target))
+            chases.append(samplers.dsm_chase(request, twin.kernel, target, shape, s.seed + target))
         sides = [
-            Side(c.kernel, samplers.chase_sample(c, s.short_iterations, s.long_iterations), UNROLL) for c in chases
+            Side(c.kernel, samplers.chase_sample(c, s.short_iterations, s.long_iterations), c.unroll) for c in chases
         ]
-        pair = measure_pair(ctx, name, sides[0], sides[1] if twin else None, why, facts[3 * index : 3 * index + 3])
+        ids = facts[3 * index : 3 * index + 3]
+        pair = measure_pair(s, pairing, name, sides[0], sides[1] if twin else None, why, ids)
         found += pair.facts
     return Measured(name, ProbeOutcome("ok", f"peer, then own block; {pair.outcome.detail}", pair.outcome.series),
                     found)  # fmt: skip
@@ -325,45 +336,40 @@ _COPY_KERNELS = {
 }
 
 
-def measure_copy_pair(ctx: _Context, name: str) -> Measured:
+def measure_copy_pair(request: Request, settings: Settings, pairing: Pairing, name: str) -> Measured:
     """A chase whose every step is one copy round trip, beside the cp.async or bulk-copy chase."""
-    s = ctx.settings
+    s = settings
     stride = BARRIER_COPY_BYTES if name == "coop.memcpy_async.barrier" else s.chase_stride
     kernel = _COPY_KERNELS[name]
-    chase = samplers.global_chase(ctx.kernels, kernel, s.chase_nodes, stride, COPY_STEPS, s.seed, [], 0)
-    cpp = Side(kernel, samplers.chase_sample(chase, *s.copy_iterations), COPY_STEPS)
-    twin, why = ctx.twin(name)
+    chase = samplers.global_chase(request, kernel, s.chase_nodes, stride, s.seed, [], 0)
+    cpp = Side(kernel, samplers.chase_sample(chase, *s.copy_iterations), chase.unroll)
+    twin, why = pairing.twin(name)
     ptx = None
     if twin is not None and twin.kernel == "gp_ac_bulk_chase":  # one bulk copy of the whole node per step
         extra = [np.uint32(stride)]
-        bulk = samplers.global_chase(ctx.kernels, twin.kernel, s.chase_nodes, stride, 1, s.seed + 1, extra, stride)
-        ptx = Side(twin.kernel, samplers.chase_sample(bulk, *s.bulk_iterations), 1)
+        bulk = samplers.global_chase(request, twin.kernel, s.chase_nodes, stride, s.seed + 1, extra, stride)
+        ptx = Side(twin.kernel, samplers.chase_sample(bulk, *s.bulk_iterations), bulk.unroll)
     elif twin is not None:
-        copy = samplers.global_chase(ctx.kernels, twin.kernel, s.chase_nodes, s.chase_stride, TWIN_COPY_STEPS,
-                                     s.seed + 1, [], 0)  # fmt: skip
-        # the twin's iterations hold 16 steps: as many steps as the C++ chase's (at least one iteration more long)
-        short, long = (n * COPY_STEPS // TWIN_COPY_STEPS or 1 for n in s.copy_iterations)
-        ptx = Side(twin.kernel, samplers.chase_sample(copy, short, max(long, short + 1)), TWIN_COPY_STEPS)
-    return measure_pair(ctx, name, cpp, ptx, why, _declared(name))
+        copy = samplers.global_chase(request, twin.kernel, s.chase_nodes, s.chase_stride, s.seed + 1, [], 0)
+        # the twin's iterations hold more steps: as many steps as the C++ chase's (at least one iteration more long)
+        short, long = (n * chase.unroll // copy.unroll or 1 for n in s.copy_iterations)
+        ptx = Side(twin.kernel, samplers.chase_sample(copy, short, max(long, short + 1)), copy.unroll)
+    return measure_pair(s, pairing, name, cpp, ptx, why, _declared(name))
 
 
 # ---- atomics ------------------------------------------------------------------------------------
 
 
-def measure_atomic_pair(ctx: _Context, name: str) -> Measured:
-    s, scope = ctx.settings, name.rsplit(".", 1)[1]
-    shared = scope == "shared"
-    kernel = f"gp_coop_atomic_ref_{scope}_lat"
-    cpp = Side(kernel, samplers.atomic_chain(ctx.kernels, kernel, shared, s.first_increment, s.lengths), UNROLL)
-    twin, why = ctx.twin(name)
-    ptx = None
-    if twin is not None:
-        ptx = Side(twin.kernel, samplers.atomic_chain(ctx.kernels, twin.kernel, shared, s.first_increment, s.lengths),
-                   UNROLL)  # fmt: skip
-    return measure_pair(ctx, name, cpp, ptx, why, _declared(name))
+def measure_atomic_pair(request: Request, settings: Settings, pairing: Pairing, name: str) -> Measured:
+    scope = name.rsplit(".", 1)[1]
+
+    def sample(kernel: str) -> samplers.Sample:
+        return samplers.atomic_chain(request, kernel, scope == "shared", settings.first_increment, settings)
+
+    return measure_alike(settings, pairing, name, f"gp_coop_atomic_ref_{scope}_lat", sample)
 
 
-def _step(name: str) -> Callable[[_Context, str], Measured]:
+def _step(name: str) -> Callable[[Request, Settings, Pairing, str], Measured]:
     if name in _CPP_CHAINS:
         return measure_chain_pair
     if name.startswith("coop.block.sync."):
@@ -386,15 +392,14 @@ def kernels_read(arch: Arch) -> set[str]:
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run); ``state`` is not used. What each
+    """The family's runnable probes in order, each as (name, step); ``state`` is not used. What each
     kernel compiled to is read from ``request.cubin``, the cubin the launcher loaded."""
     settings = request.settings or Settings()
     arch = parse_arch(request.device.arch)
     listing = lowering.listing_of(request.cubin, kernels_read(arch))
-    ctx = _Context(Kernels(request.launcher, request.parameters), request.device, arch, settings, listing,
-                   np.random.default_rng(settings.seed))  # fmt: skip
-    steps = {name: (lambda name=name: _step(name)(ctx, name)) for name in PROBES}
-    return runs(PROBES, steps, request.runnable)
+    pairing = Pairing(arch, listing, np.random.default_rng(settings.seed))
+    steps = {name: functools.partial(_step(name), request, settings, pairing, name) for name in PROBES}
+    return probe_steps(PROBES, steps, request.runnable)
 
 
 # ---- the time plan ---------------------------------------------------------------------------------
@@ -411,21 +416,28 @@ LISTING_S = 0.5  # the loaded cubin's listing read once, its kernels' and twins'
 def plan(settings: Settings, device: Device) -> Plan:
     """Every pair at its most repeats, both sides: each chain and barrier a long and a short launch per
     sample, the chases also their cycles built, the grid barrier at two sizes; and the listing read once."""
-    s = settings
-    side = samples_plan(s, device, CHAIN_STEP_CYCLES)
-    chains_plan = [probe(side, side) for _ in _CPP_CHAINS]
-    barrier_side = samples_plan(s, device, BARRIER_STEP_CYCLES)
-    barriers = [probe(barrier_side, barrier_side) for _ in (*BLOCK_SIZES, *CLUSTER_SIZES)]
-    atomic_side = samples_plan(s, device, ATOMIC_STEP_CYCLES)
-    atomics = [probe(atomic_side, atomic_side) for _ in range(3)]
+    s, repeats = settings, settings.sampling.max_repeats
+
+    def pair(step_cycles: float, steps: int) -> Plan:  # both sides, ``steps`` per iteration each
+        side = samples_plan(s, device, step_cycles, steps)
+        return probe(side, side)
+
+    chains_plan = [pair(CHAIN_STEP_CYCLES, chain_steps(name)) for name in _CPP_CHAINS]
+    barriers = [pair(BARRIER_STEP_CYCLES, unroll_of("gp_coop_block_sync")) for _ in BLOCK_SIZES]
+    barriers += [pair(BARRIER_STEP_CYCLES, unroll_of(f"gp_coop_cluster_sync_{size}")) for size in CLUSTER_SIZES]
+    atomics = [pair(ATOMIC_STEP_CYCLES, unroll_of(f"gp_coop_atomic_ref_{scope}_lat")) for scope in ATOMIC_SCOPES]
     step_s = cycles_s(COPY_STEP_CYCLES, device)
-    copy_side = latencies_plan(s.chase_nodes, COPY_STEPS, *s.copy_iterations, s.max_repeats, step_s)
-    bulk_side = latencies_plan(s.chase_nodes, 1, *s.bulk_iterations, s.max_repeats, step_s)
-    dsm_side = latencies_plan(s.dsm_nodes, UNROLL, s.short_iterations, s.long_iterations, s.max_repeats, step_s)
+
+    def chase(nodes: int, kernel: str, iterations: tuple[int, int]) -> Plan:
+        return latencies_plan(nodes, unroll_of(kernel), *iterations, repeats, step_s)
+
+    copy_side = chase(s.chase_nodes, "gp_coop_cg_memcpy_chase", s.copy_iterations)  # as each C++ copy chase's
+    bulk_side = chase(s.chase_nodes, "gp_ac_bulk_chase", s.bulk_iterations)
+    dsm_side = chase(s.dsm_nodes, "gp_coop_dsm_chase", (s.short_iterations, s.long_iterations))
     chases = [probe(copy_side, copy_side), probe(copy_side, bulk_side), probe(copy_side, copy_side),
               probe(dsm_side, dsm_side, dsm_side, dsm_side)]  # fmt: skip
     barriers_per_launch = s.grid_checks + s.grid_long_syncs
-    grid_runs = 2 * 2 * 2 * s.max_repeats  # sizes x sides x launches x samples
+    grid_runs = 2 * 2 * 2 * repeats  # sizes x sides x launches x samples
     grid = probe(Plan(0, grid_runs * GRID_TIMED_CALLS, grid_runs * barriers_per_launch * GRID_BARRIER_S))
     return sum([*chains_plan, *barriers, *atomics, *chases], grid + Plan(0, 0, 0.0, LISTING_S))
 
@@ -488,3 +500,16 @@ def abstraction_not_below_instruction(facts: dict[str, Fact], device: Device) ->
 
 
 INVARIANTS = (abstraction_not_below_instruction,)
+
+
+FAMILY = Family(
+    name="coop",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+    optional_facts=OPTIONAL_FACTS,
+)

@@ -14,8 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gpuprobe.families.differencing import UNROLL
-from gpuprobe.families.warp import FULL, LANES, LaneChain, plan_chain
+from gpuprobe.families.warp import FULL, LANES, LaneChain, chain_for
 
 _LANE = np.arange(LANES)
 MASK = np.uint64(FULL)
@@ -74,18 +73,13 @@ def binary_step(values: np.ndarray) -> np.ndarray:
     return group_sums(values, values & np.uint64(1))
 
 
-SUBWARP_STEPS = 8  # reductions per loop iteration over a tile narrower than the warp (tiles.cu's GP_SUBWARP_STEPS)
-
-
 def reduce_chain(kernel: str, tile: int, combine: str, rng: np.random.Generator) -> LaneChain:
-    """cg::reduce over tiles of ``tile`` lanes fed back 32 times per iteration (8 below a whole warp);
-    the check word is the untimed first reduction of lane 0's tile."""
+    """cg::reduce over tiles of ``tile`` lanes fed back as often per iteration as the kernel declares (32, or 8
+    below a whole warp); the check word is the untimed first reduction of lane 0's tile."""
     start = rng.integers(0, 2**32, LANES, dtype=np.uint64)
     after = _steps(lambda v: tile_reduce(v, tile, combine), start)
     first = int(tile_reduce(start, tile, combine)[0])
-    unroll = SUBWARP_STEPS if tile < LANES else UNROLL
-    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], after, check_word=lambda: first,
-                     unroll=unroll)  # fmt: skip
+    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], after, check_word=lambda: first)
 
 
 def fadd_chain(kernel: str, rng: np.random.Generator) -> LaneChain:
@@ -103,13 +97,10 @@ def scan_chain(kernel: str, rng: np.random.Generator) -> LaneChain:
     return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], _steps(inclusive_scan, start))
 
 
-GROUP_STEPS = 8  # steps per loop iteration of the formed-group kernels (ptx/coop/groups.cu's GP_GROUP_STEPS)
-
-
 def group_chain(kernel: str, step: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator) -> LaneChain:
     """A group formed from each step's values (labeled or binary), its sum fed back."""
     start = rng.integers(0, 2**32, LANES, dtype=np.uint64)
-    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], _steps(step, start), unroll=GROUP_STEPS)
+    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], _steps(step, start))
 
 
 ACTIVE = 16  # lanes that take the coalesced kernel's branch (the twin's block of 16 threads)
@@ -126,13 +117,12 @@ def coalesced_chain(kernel: str, rng: np.random.Generator) -> LaneChain:
         moved[:ACTIVE] = values[source[:ACTIVE]]
         return moved
 
-    return LaneChain(kernel, source.astype(np.uint64), start, [np.uint32(ACTIVE)], _steps(step, start),
-                     unroll=GROUP_STEPS)  # fmt: skip
+    return LaneChain(kernel, source.astype(np.uint64), start, [np.uint32(ACTIVE)], _steps(step, start))
 
 
 def like_twin(kernel: str, twin_probe: str, rng: np.random.Generator) -> LaneChain:
     """The chain of a warp-family probe (its operands, starting values and replay) run by the C++
     ``kernel``, which takes no clamp operand: tile.shfl and shfl_down clamp at lane 31, as the twin's
     idx and down chains do."""
-    twin = plan_chain(twin_probe, rng)
+    twin = chain_for(twin_probe, rng)
     return LaneChain(kernel, twin.operands, twin.start, [], twin.predict, twin.per_fact, twin.check_word)

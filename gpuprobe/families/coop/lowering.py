@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Collection
 from pathlib import Path
 
-from gpuprobe.build.contracts import MEMORY_OPCODES, KernelRegions
-from gpuprobe.build.sass import Kernel, Listing, read_cubin
+from gpuprobe.kernels.contracts import MEMORY_OPCODES, KernelRegions
+from gpuprobe.kernels.sass import Kernel, Listing, read_cubin
 
 MAX_SHOWN = 6  # opcodes named in a summary, the most frequent first
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuprobe.build.contracts import check
-from gpuprobe.build.registry import find_probe
-from gpuprobe.build.sass import Listing
 from gpuprobe.core.arch import Arch
+from gpuprobe.kernels.contracts import check
+from gpuprobe.kernels.registry import find_probe
+from gpuprobe.kernels.sass import Listing
 
 REDUX_ARCH = 80  # redux.sync (REDUX): sm_80 and newer
 CP_ASYNC_ARCH = 80  # cp.async (LDGSTS)

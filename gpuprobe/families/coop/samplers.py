@@ -15,38 +15,38 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.families.atomics import CHAIN_UNROLL, check_chain
+from gpuprobe.core.errors import ProbeFailure
+from gpuprobe.families.atomics import check_chain
 from gpuprobe.families.barrier import expected_sums
-from gpuprobe.families.base import ProbeFailure
-from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of
+from gpuprobe.families.base import Request
+from gpuprobe.families.chase import OUT_WORDS, Chase, memory_chase, node_of, random_cycle
 from gpuprobe.families.cluster import CLUSTER_WORDS, check_cluster
-from gpuprobe.families.differencing import UNROLL, Difference, Lengths
+from gpuprobe.families.differencing import Difference, DifferencedSettings, Lengths
 from gpuprobe.families.grid_sync import GridBarrier
 from gpuprobe.families.grid_sync import Settings as GridSettings
-from gpuprobe.families.measuring import Kernels
 from gpuprobe.families.warp import LaneChain, chain_launch
+from gpuprobe.kernels.registry import unroll_of
 
 Sample = Callable[[], float]  # one verified sample of one step's cost, in cycles
 
 
-def lane_chain(kernels: Kernels, chain: LaneChain, short: int, long: int) -> Sample:
+def lane_chain(request: Request, chain: LaneChain, short: int, long: int) -> Sample:
     """A warp-family chain (C++ or PTX), ``short`` and ``long`` iterations of its ``unroll`` steps: cycles
     per fact unit (one collective, or one whole reduction where the twin's step is one butterfly stage)."""
-    launch = chain_launch(kernels, chain)
+    launch = chain_launch(request, chain)
     lengths = Lengths(short, long, chain.unroll)
     difference = Difference(launch, lengths, chain.kernel)
     return lambda: difference.sample() / chain.per_fact
 
 
-def block_barrier(kernels: Kernels, kernel: str, threads: int, lengths: Lengths) -> Sample:
-    """One block of ``threads`` running 32 block barriers per iteration (gp_bar_block's layout and check:
-    every warp's sum of its neighbour's slot is 1 + ... + iterations)."""
+def block_barrier(request: Request, kernel: str, threads: int, settings: DifferencedSettings) -> Sample:
+    """One block of ``threads`` running the kernel's block barriers per iteration (gp_bar_block's layout and
+    check: every warp's sum of its neighbour's slot is 1 + ... + iterations)."""
     warps = threads // 32
-    out = kernels.launcher.alloc((2 + warps) * 8)
+    out = request.outputs.get(2 + warps)
 
     def launch(iterations: int) -> float:
-        values = kernels.run(kernel, [np.uint32(iterations), out], out, 2 + warps, block=threads)
+        values = request.kernels.run(kernel, [np.uint32(iterations), out], out, 2 + warps, block=threads)
         expected = expected_sums("gp_bar_block", threads, iterations)
         wrong = np.flatnonzero(values[2:] != expected)
         if wrong.size:
@@ -57,22 +57,23 @@ def block_barrier(kernels: Kernels, kernel: str, threads: int, lengths: Lengths)
             )
         return float(values[0])
 
-    return Difference(launch, lengths, kernel).sample
+    return Difference(launch, settings.lengths(unroll_of(kernel)), kernel).sample
 
 
-def cluster_barrier(kernels: Kernels, kernel: str, size: int, clusters: int, lengths: Lengths) -> Sample:
-    """Clusters of ``size`` one-warp blocks, 32 cluster barriers per iteration (gp_cluster_bar's layout
-    and check); the median block's cycles."""
+def cluster_barrier(request: Request, kernel: str, size: int, clusters: int, settings: DifferencedSettings) -> Sample:
+    """Clusters of ``size`` one-warp blocks, the kernel's cluster barriers per iteration (gp_cluster_bar's
+    layout and check); the median block's cycles."""
     blocks = size * clusters
-    out = kernels.launcher.alloc(blocks * CLUSTER_WORDS * 8)
+    count = blocks * CLUSTER_WORDS
+    out = request.outputs.get(count)
 
     def launch(iterations: int) -> float:
-        values = kernels.run(kernel, [np.uint32(iterations), out], out, blocks * CLUSTER_WORDS, grid=blocks, block=32)
+        values = request.kernels.run(kernel, [np.uint32(iterations), out], out, count, grid=blocks, block=32)
         table = values.reshape(blocks, CLUSTER_WORDS)
         check_cluster(kernel, table, size, iterations)
         return float(np.median(table[:, 0].astype(np.float64)))
 
-    return Difference(launch, lengths, kernel).sample
+    return Difference(launch, settings.lengths(unroll_of(kernel)), kernel).sample
 
 
 def chase_sample(chase: Chase, short: int, long: int) -> Sample:
@@ -81,15 +82,16 @@ def chase_sample(chase: Chase, short: int, long: int) -> Sample:
 
 
 def global_chase(
-    kernels: Kernels, kernel: str, nodes: int, stride: int, unroll: int, seed: int, extra: list[object], shared: int
+    request: Request, kernel: str, nodes: int, stride: int, seed: int, extra: list[object], shared: int
 ) -> Chase:
     """A chase of a fresh random cycle of ``nodes`` nodes every ``stride`` bytes in global memory, by a
-    kernel taking (start address, *extra, warm, iters, out) (gpuprobe.families.chase)."""
-    chain = random_cycle(nodes, seed)
-    buffer = kernels.launcher.alloc(nodes * stride)
-    kernels.launcher.write_chain(buffer, chain.successor, stride)
-    out = kernels.launcher.alloc(OUT_WORDS * 8)
-    return memory_chase(kernels, kernel, buffer, chain, stride, unroll, out, extra, shared)
+    kernel taking (start address, *extra, warm, iters, out) (gpuprobe.families.chase), its steps per
+    iteration as the kernel declares them."""
+    cycle = random_cycle(nodes, seed)
+    buffer = request.launcher.alloc(nodes * stride)
+    request.launcher.write_chain(buffer, cycle.successor, stride)
+    out = request.outputs.get(OUT_WORDS)
+    return memory_chase(request.kernels, kernel, buffer, cycle, stride, unroll_of(kernel), out, extra, shared)
 
 
 @dataclass(frozen=True)
@@ -101,40 +103,44 @@ class DsmShape:
     threads: int
 
 
-def dsm_chase(kernels: Kernels, kernel: str, target: int, shape: DsmShape, seed: int) -> Chase:
+def dsm_chase(request: Request, kernel: str, target: int, shape: DsmShape, seed: int) -> Chase:
     """A chase of a random cycle in the shared memory of cluster rank ``target`` (gp_ac_dsm_chase's
     interface): rank 0's thread 0 chases, the end a byte offset in the target block."""
-    chain = random_cycle(shape.nodes, seed)
-    successors = kernels.launcher.upload((chain.successor * shape.stride).astype(np.uint32))
-    out = kernels.launcher.alloc(OUT_WORDS * 8)
+    cycle = random_cycle(shape.nodes, seed)
+    successors = request.launcher.upload((cycle.successor * shape.stride).astype(np.uint32))
+    out = request.outputs.get(OUT_WORDS)
     shared = shape.nodes * shape.stride
 
     def launch(start: int, warm: int, iterations: int) -> np.ndarray:
         fixed = [successors, np.uint32(shape.nodes), np.uint32(shape.stride), np.uint32(start), np.uint32(target)]
         args = [*fixed, np.uint32(warm), np.uint32(iterations), out]
-        return kernels.run(kernel, args, out, OUT_WORDS, grid=2, block=shape.threads, shared=shared)
+        return request.kernels.run(kernel, args, out, OUT_WORDS, grid=2, block=shape.threads, shared=shared)
 
-    return Chase(chain, launch, lambda end: node_of(end, shape.stride, shape.nodes, kernel), UNROLL, kernel)
+    def end_node(end: int) -> int:
+        return node_of(end, shape.stride, shape.nodes, kernel)
+
+    return Chase(cycle, launch, end_node, unroll_of(kernel), kernel)
 
 
-def atomic_chain(kernels: Kernels, kernel: str, shared: bool, first: int, lengths: Lengths) -> Sample:
-    """One lane's self-feeding chain of returning adds (gp_at_lat_global / _shared's interface): the
-    returned values and the counter's final value held to the sequence the host predicts; cycles per add."""
-    out = kernels.launcher.alloc(8 * 8)
-    counters = None if shared else kernels.launcher.alloc(128)
+def atomic_chain(request: Request, kernel: str, shared: bool, first: int, settings: DifferencedSettings) -> Sample:
+    """One lane's self-feeding chain of returning adds (gp_at_lat_global / _shared's interface), the kernel's adds
+    per iteration: the returned values and the counter's final value held to the sequence the host predicts;
+    cycles per add."""
+    lengths = settings.lengths(unroll_of(kernel))
+    out = request.outputs.get(8)
+    counters = None if shared else request.launcher.alloc(128)
 
     def launch(iterations: int) -> float:
         fixed: list[object] = [np.uint32(0), np.uint32(first), np.uint32(iterations)]
         args = [*fixed, out] if shared else [counters, *fixed, out]
         if counters is not None:
-            kernels.launcher.fill(counters, 0)
-        values = [int(v) for v in kernels.run(kernel, args, out, 5 if shared else 4, block=1)]
-        final = values[4] if shared else int(kernels.launcher.read(counters, "uint32", 1)[0])
-        check_chain(kernel, first, iterations * CHAIN_UNROLL, [values[2]], [values[3]], [final])
+            request.launcher.fill(counters, 0)
+        values = [int(v) for v in request.kernels.run(kernel, args, out, 5 if shared else 4, block=1)]
+        final = values[4] if shared else int(request.launcher.read(counters, "uint32", 1)[0])
+        check_chain(kernel, first, iterations * lengths.steps, [values[2]], [values[3]], [final])
         return float(values[0])
 
-    adds = Lengths(lengths.short, lengths.long, CHAIN_UNROLL)
-    return Difference(launch, adds, kernel).sample
+    return Difference(launch, lengths, kernel).sample
 
 
 @dataclass
@@ -142,7 +148,7 @@ class CgGrid:
     """Cooperative launches of gp_coop_grid_sync (cg::this_grid().sync()): its slots, error count and
     output, and the check of every launch."""
 
-    kernels: Kernels
+    request: Request
     block: int
     checks: int
     slots: Any
@@ -151,18 +157,18 @@ class CgGrid:
     kernel: str = "gp_coop_grid_sync"
 
     @classmethod
-    def open(cls, kernels: Kernels, block: int, checks: int, max_blocks: int) -> CgGrid:
-        alloc = kernels.launcher.alloc
-        return cls(kernels, block, checks, alloc(8 * max_blocks), alloc(8), alloc(8 * (2 + max_blocks)))
+    def open(cls, request: Request, block: int, checks: int, max_blocks: int) -> CgGrid:
+        alloc = request.launcher.alloc
+        return cls(request, block, checks, alloc(8 * max_blocks), alloc(8), request.outputs.get(2 + max_blocks))
 
     def timed(self, blocks: int, syncs: int) -> tuple[int, int]:
         """One checked launch of ``blocks`` blocks: block 0's (cycles, ns) of ``syncs`` barriers."""
-        launcher = self.kernels.launcher
+        launcher = self.request.launcher
         launcher.fill(self.slots, 0)
         launcher.fill(self.errors, 0)
         args = [self.slots, self.errors, np.uint32(self.checks), np.uint32(syncs), self.out]
-        values = self.kernels.run(self.kernel, args, self.out, 2 + blocks, grid=blocks, block=self.block,
-                                  cooperative=True)  # fmt: skip
+        values = self.request.kernels.run(self.kernel, args, self.out, 2 + blocks, grid=blocks, block=self.block,
+                                          cooperative=True)  # fmt: skip
         errors = int(launcher.read(self.errors, "uint32", 1)[0])
         if errors:
             raise ProbeFailure(f"{self.kernel}: {errors} tag(s) read after grid.sync() were not the round's")
@@ -178,6 +184,6 @@ class CgGrid:
         return int(values[0]), int(values[1])
 
 
-def twin_grid(kernels: Kernels, device: Any, settings: GridSettings) -> GridBarrier:
+def twin_grid(request: Request, settings: GridSettings) -> GridBarrier:
     """The hand-written grid barrier's launches (gpuprobe.families.grid_sync), for the same grid sizes."""
-    return GridBarrier.open(kernels.launcher, kernels.parameters, device, settings)
+    return GridBarrier.open(request, settings)

@@ -29,27 +29,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import EVENTS, Difference, Lengths
-from gpuprobe.families.measuring import (
-    Kernels,
-    Stopping,
-    clock_mhz,
-    clock_window_ns,
-    fact,
-    require_counts,
-    sample_until_stable,
-)
+from gpuprobe.families.measuring import clock_mhz, clock_window_ns, fact
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, MAX_THREADS_PER_SM, held_batch_s
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.invariants import Check
 from gpuprobe.output.sections import Section
-from gpuprobe.runner.gpu import Launcher
+from gpuprobe.runner.checked import Kernels
 
 PROBES = ["grid_sync.latency", "grid_sync.persistent"]
 GRID_KERNEL, STEP_KERNEL = "gp_gs_grid", "gp_gs_step"
@@ -65,23 +60,16 @@ class Settings:
     checks: int = 4  # check-phase rounds in every launch
     short_steps: int = 1  # a persistent / back-to-back sample: long minus short, in steps
     long_steps: int = 201
-    min_repeats: int = 3
-    max_repeats: int = 7
-    target_noise: float = 0.02
-    point_budget_s: float = 0.5
+    sampling: Stopping = Stopping(3, 7, 0.02, 0.5)  # per grid size, and for the persistent probe
 
     def __post_init__(self) -> None:
-        require_counts(self, ("block", "short_syncs", "checks", "short_steps", "min_repeats"))
+        if min(self.block, self.short_syncs, self.checks, self.short_steps) < 1:
+            raise ValueError(f"Settings: block, short_syncs, checks and short_steps must be at least 1, not {self}")
         if self.long_syncs <= self.short_syncs or self.long_steps <= self.short_steps:
             raise ValueError("Settings: long_syncs and long_steps must exceed short_syncs and short_steps")
-        if self.max_repeats < self.min_repeats:
-            raise ValueError("Settings: max_repeats must be at least min_repeats")
-
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.point_budget_s)
 
 
-def plan_grids(sm_count: int, per_sm: int) -> list[int]:
+def grid_sizes(sm_count: int, per_sm: int) -> list[int]:
     """Grid sizes for the latency curve: 1 block, a quarter and half of the SMs, then 1, 2, 4 ... blocks
     per SM up to the co-resident maximum ``per_sm`` x ``sm_count``, which is always the last."""
     if sm_count < 1 or per_sm < 1:
@@ -123,13 +111,13 @@ class GridBarrier:
     out: Any
 
     @classmethod
-    def open(cls, launcher: Launcher, parameters: dict, device: Device, settings: Settings) -> GridBarrier:
-        per_sm = launcher.max_active_blocks(GRID_KERNEL, settings.block, 0)
-        top = per_sm * device.sm_count
-        alloc = launcher.alloc
-        return cls(Kernels(launcher, parameters), device, settings, top, per_sm,
-                   alloc(8), alloc(8 * max(top, 1)), alloc(4 * max(top, 1) * settings.block),
-                   alloc(8 * (2 + max(top, 1))))  # fmt: skip
+    def open(cls, request: Request, settings: Settings) -> GridBarrier:
+        per_sm = request.launcher.max_active_blocks(GRID_KERNEL, settings.block, 0)
+        top = per_sm * request.device.sm_count
+        words = max(top, 1)
+        alloc = request.launcher.alloc
+        return cls(request.kernels, request.device, settings, top, per_sm, alloc(8), alloc(8 * words),
+                   alloc(4 * words * settings.block), request.outputs.get(2 + words))  # fmt: skip
 
     def check_fits(self, blocks: int) -> None:
         if not 1 <= blocks <= self.max_blocks:
@@ -193,14 +181,14 @@ def latency_curve(grid: GridBarrier, sizes: list[int]) -> Curve:
     for blocks in sizes:
         clocks: list[float] = []
         difference = barrier_difference(grid.timed, blocks, grid.settings, clocks, f"{GRID_KERNEL} ({blocks} blocks)")
-        curve.cycles.append(difference.samples(grid.settings.stopping()))
+        curve.cycles.append(difference.samples(grid.settings.sampling))
         curve.mhz.append(clocks)
     return curve
 
 
 def measure_latency(grid: GridBarrier) -> Measured:
     probe = PROBES[0]
-    sizes = plan_grids(grid.device.sm_count, grid.per_sm)
+    sizes = grid_sizes(grid.device.sm_count, grid.per_sm)
     curve = latency_curve(grid, sizes)
     clocks = [m for ms in curve.mhz for m in ms]
     mhz = float(np.median(clocks)) if clocks else None
@@ -259,7 +247,7 @@ def measure_persistent(grid: GridBarrier, runnable: set[str]) -> Measured:
         fused.append(fused_steps.sample() * 1e3)
         separate.append(separate_steps.sample() * 1e3)
 
-    sample_until_stable(take, fused, s.stopping())
+    sample_until_stable(take, fused, s.sampling)
     facts: list[Fact] = [
         fact("sync.grid.persistent_step", fused, "us", probe),
         fact("launch.back_to_back_step", separate, "us", probe),
@@ -280,14 +268,14 @@ def plan(settings: Settings, device: Device) -> Plan:
     """What both probes cost at most on ``device``: every grid size the occupancy API could allow
     (:data:`MAX_THREADS_PER_SM` / block), every sample at its most repeats, each barrier at
     :data:`BARRIER_S`; the results read back are a few words per block (no host time to speak of)."""
-    s = settings
-    sizes = plan_grids(device.sm_count, max(1, min(32, MAX_THREADS_PER_SM // s.block)))  # 32 blocks per SM at most
-    samples = len(sizes) * s.max_repeats
+    s, repeats = settings, settings.sampling.max_repeats
+    sizes = grid_sizes(device.sm_count, max(1, min(32, MAX_THREADS_PER_SM // s.block)))  # 32 blocks per SM at most
+    samples = len(sizes) * repeats
     barriers = 2 * s.checks + s.short_syncs + s.long_syncs  # a sample's two launches
     latency = Plan(1, samples * 2 * TIMED_CALLS, samples * barriers * BARRIER_S)
     steps = (s.short_steps, s.long_steps)
     persistent_s = sum(held_batch_s(1, n * BARRIER_S, device) + held_batch_s(n, STEP_LAUNCH_S, device) for n in steps)
-    persistent = Plan(1, s.max_repeats * 2 * (PERSISTENT_CALLS + STEP_CALLS), s.max_repeats * persistent_s)
+    persistent = Plan(1, repeats * 2 * (PERSISTENT_CALLS + STEP_CALLS), repeats * persistent_s)
     return latency + persistent
 
 
@@ -296,7 +284,7 @@ def plan(settings: Settings, device: Device) -> Plan:
 # the ordering checks and the step counts all run; the windows are too short to read the SM clock.
 SMOKE = Smoke(
     probes=tuple(PROBES),
-    settings=Settings(short_syncs=1, long_syncs=2, checks=1, short_steps=1, long_steps=2, min_repeats=1, max_repeats=1),
+    settings=Settings(short_syncs=1, long_syncs=2, checks=1, short_steps=1, long_steps=2, sampling=ONE_SAMPLE),
 )
 
 
@@ -330,20 +318,23 @@ SECTIONS = (
 
 
 def measure(request: Request) -> Probes:
-    """The runnable probes in order, as (name, run); a failed self-check raises ProbeFailure."""
-    launcher, parameters = request.launcher, request.parameters
-    device, runnable, settings = request.device, request.runnable, request.settings
-    settings = settings or Settings()
-    opened: list[GridBarrier] = []
-
-    def grid() -> GridBarrier:
-        if not opened:
-            opened.append(GridBarrier.open(launcher, parameters, device, settings))
-        return opened[0]
-
+    """The runnable probes in order, as (name, step); a failed self-check raises ProbeFailure."""
+    settings = request.settings or Settings()
+    grid = cache(lambda: GridBarrier.open(request, settings))  # opened by the first probe measured
     steps: dict[str, Callable[[], Measured]] = {
         PROBES[0]: lambda: measure_latency(grid()),
-        PROBES[1]: lambda: measure_persistent(grid(), runnable),
+        PROBES[1]: lambda: measure_persistent(grid(), request.runnable),
     }
+    return probe_steps(PROBES, steps, request.runnable)
 
-    yield from runs(PROBES, steps, runnable)
+
+FAMILY = Family(
+    name="grid_sync",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

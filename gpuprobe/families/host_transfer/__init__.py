@@ -16,23 +16,24 @@ The copy engine's buffers belong to the runtime, so its copies cannot be checked
 makes no sense (a large copy no slower than a small one, a rate no link reaches) fails the probe.
 
 ``host_transfer.sm_latency`` times one SM load's round trip to pinned host memory: a one-thread
-chase through a random cycle written there (``gpuprobe.families.chase``), every load fetched again.
+chase through a random cycle written there (:mod:`gpuprobe.families.chase`), every load fetched again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.chase import OUT_WORDS, memory_chase
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.chase import OUT_WORDS, memory_chase, random_cycle
 from gpuprobe.families.differencing import EVENTS, Lengths, resolved_step
-from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable
+from gpuprobe.families.measuring import fact
 from gpuprobe.families.planning import (
     GEN4_LINK,
     NO_WORK,
@@ -44,18 +45,18 @@ from gpuprobe.families.planning import (
     probe,
     sum_host_s,
 )
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
+from gpuprobe.kernels.registry import unroll_of
 from gpuprobe.output.sections import Section
-from gpuprobe.runner.gpu import Launcher
+from gpuprobe.runner.launcher import HostCopies, capability
 
 PROBES = ["host_transfer.h2d", "host_transfer.d2h", "host_transfer.bidirectional", "host_transfer.sm_latency"]
 KERNEL = "gp_ht_sm_copy"
 CHASE_KERNEL = "gp_ht_sm_chase"
-CHASE_UNROLL = 16  # fixed by the PTX (//@repeat 16)
 LINK_STEP_S = 5e-6  # the most one load from host memory is expected to take, for the time plan
-CHUNK = 16  # bytes per load and store
-CHUNKS_PER_ITERATION = 4  # fixed by the PTX: four chunks in flight per thread
+CHUNK = 16  # bytes per load and store (a thread moves its kernel's declared unroll of them per iteration)
 MIB = 1 << 20
 
 
@@ -85,10 +86,7 @@ class Settings:
     latency_copies: int = 40  # back-to-back copies per latency sample
     blocks: int = 1024  # the SM copy's grid: 1024 x 256 threads, four chunks each, per iteration
     threads: int = 256
-    min_repeats: int = 3
-    max_repeats: int = 5
-    target_noise: float = 0.02
-    budget_s: float = 0.6  # the most time sampling one measurement
+    sampling: Stopping = Stopping(3, 5, 0.02, 0.6)  # each measurement: 3 to 5 samples, 0.6 s at most
     max_gbps: float = 2000.0  # no host link moves more: a faster reading is a broken timing
     chase_nodes: int = 256  # the SM-load latency chase: 256 nodes in pinned host memory,
     chase_stride: int = 256
@@ -96,11 +94,11 @@ class Settings:
     seed: int = 20240903
 
     def __post_init__(self) -> None:
+        for name in ("latency_sizes", "chase_iterations"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))  # JSON hands lists back
         check_copy_settings(self)
         if not self.latency_sizes or min(self.latency_sizes) < 1 or self.latency_copies < 1:
             raise ValueError("Settings: latency_sizes must be positive sizes and latency_copies at least 1")
-        if self.min_repeats < 1 or self.max_repeats < self.min_repeats:
-            raise ValueError("Settings: need 1 <= min_repeats <= max_repeats")
 
     @property
     def threads_total(self) -> int:
@@ -109,10 +107,7 @@ class Settings:
     @property
     def iteration_bytes(self) -> int:
         """Bytes the SM copy moves per loop iteration of the whole grid."""
-        return self.threads_total * CHUNKS_PER_ITERATION * CHUNK
-
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.budget_s)
+        return self.threads_total * unroll_of(KERNEL) * CHUNK
 
 
 def rate_gbps(small_bytes: int, small_ms: float, large_bytes: int, large_ms: float, limit: float, what: str) -> float:
@@ -129,7 +124,7 @@ SMALL_COPY_S = 50e-6  # one small pinned copy back to back with others, call inc
 
 
 def _checked_copy(nbytes: int, ways: int, link: Link, device_destination: bool) -> Plan:
-    """``_Context.sm_copy``: the destination zeroed, the SM copy (its threads' sums checked), the
+    """``_Copies.sm_copy``: the destination zeroed, the SM copy (its threads' sums checked), the
     destination read back and every word compared."""
     read_back = link.seconds(nbytes, pinned=False) if device_destination else 0.0
     return kernel_runs(1, link.seconds(ways * nbytes) + read_back, compare_host_s(nbytes)) + Plan(0, 2, 0.0)
@@ -140,7 +135,7 @@ def plan(settings: Settings, device: Device, link: Link = GEN4_LINK) -> Plan:
     checks one SM copy, then samples the copy engine from pinned and pageable memory and the SMs, each a
     small and a large copy; h2d and d2h also time small pinned copies; the buffers are made once."""
     s = settings
-    pair, r = s.small_bytes + s.large_bytes, s.max_repeats
+    pair, r = s.small_bytes + s.large_bytes, s.sampling.max_repeats
     made = generate_host_s(s.large_bytes) + sum_host_s(s.large_bytes)  # the pattern, and its threads' sums
     buffers = Plan(0, 0, link.seconds(s.large_bytes, pinned=False), made)
     buffers += _checked_copy(s.large_bytes, 1, link, device_destination=False)  # the pinned source
@@ -151,19 +146,24 @@ def plan(settings: Settings, device: Device, link: Link = GEN4_LINK) -> Plan:
         engine = Plan(0, 4 * r, r * (link.seconds(ways * pair) + link.seconds(ways * pair, pinned=False)))
         sms = Plan(0, 2 * r, r * link.seconds(ways * pair))  # a small and a large copy, event-timed
         directions.append(probe(copied, engine, sms, latency if timed_latency else NO_WORK))
-    steps = r * (2 * s.chase_nodes + CHASE_UNROLL * sum(s.chase_iterations))
+    steps = r * (2 * s.chase_nodes + unroll_of(CHASE_KERNEL) * sum(s.chase_iterations))
     chase = probe(Plan(0, 1, 0.0, chain_host_s(s.chase_nodes)), kernel_runs(2 * r, steps * LINK_STEP_S))
     return sum(directions, buffers + chase)
 
 
 @dataclass
-class _Context:
-    launcher: Launcher
-    parameters: dict[str, list[tuple[str, str]]]
-    settings: Settings
+class _Copies:
+    """The SM copy's ``large_bytes`` buffers, made once, the source pattern they hold, and each thread's
+    expected sum by the bytes a copy moves."""
+
+    request: Request
     buffers: dict[str, Any] = field(default_factory=dict)
     source: np.ndarray | None = None
     sums: dict[int, np.ndarray] = field(default_factory=dict)  # bytes copied -> each thread's expected sum
+
+    @cached_property
+    def settings(self) -> Settings:
+        return self.request.settings or Settings()
 
     def words(self) -> np.ndarray:
         if self.source is None:
@@ -173,35 +173,32 @@ class _Context:
     def buffer(self, name: str) -> Any:
         """A ``large_bytes`` buffer, made once: "device" (holding the source pattern), "scratch"
         (device), "pinned" (host, holding the source pattern), "pinned_out" (host)."""
+        launcher = self.request.launcher
         if name not in self.buffers:
             nbytes = self.settings.large_bytes
             if name == "device":
-                self.buffers[name] = self.launcher.upload(self.words())
+                self.buffers[name] = launcher.upload(self.words())
             elif name == "scratch":
-                self.buffers[name] = self.launcher.alloc(nbytes)
+                self.buffers[name] = launcher.alloc(nbytes)
             elif name == "pinned":
-                pinned = self.launcher.alloc_pinned(nbytes)
+                pinned = capability(launcher, HostCopies).alloc_pinned(nbytes)
                 self.sm_copy(self.buffer("device"), pinned, nbytes)  # kept only once the copy checked out
                 self.buffers[name] = pinned
             else:
-                self.buffers[name] = self.launcher.alloc_pinned(nbytes)
+                self.buffers[name] = capability(launcher, HostCopies).alloc_pinned(nbytes)
         return self.buffers[name]
 
     def sm_copy(self, src: Any, dst: Any, nbytes: int) -> None:
         """Copy ``nbytes`` with the SMs and check it: each thread's sum, then every copied word."""
-        s = self.settings
-        if "out" not in self.buffers:
-            self.buffers["out"] = self.launcher.alloc(s.threads_total * 8)
-        out = self.buffers["out"]
-        self.launcher.fill(dst, 0)  # so a copy that wrote nothing cannot pass on an earlier one's bytes
+        s, launcher = self.settings, self.request.launcher
+        out = self.request.outputs.get(s.threads_total)
+        launcher.fill(dst, 0)  # so a copy that wrote nothing cannot pass on an earlier one's bytes
         args = [src, dst, np.uint32(nbytes // s.iteration_bytes), out]
-        sums = Kernels(self.launcher, self.parameters).run(
-            KERNEL, args, out, s.threads_total, grid=s.blocks, block=s.threads
-        )
+        sums = self.request.kernels.run(KERNEL, args, out, s.threads_total, grid=s.blocks, block=s.threads)
         if nbytes not in self.sums:
             self.sums[nbytes] = stream_sums(chunk_sums(self.words()[: nbytes // 4]), s.threads_total)
         check_sums(KERNEL, sums, self.sums[nbytes], "thread")
-        copied = self.launcher.read(dst, "uint32", nbytes // 4)
+        copied = launcher.read(dst, "uint32", nbytes // 4)
         bad = np.flatnonzero(copied != self.words()[: nbytes // 4])
         if bad.size:
             word = int(bad[0])
@@ -213,12 +210,11 @@ class _Context:
     def sm_rate(self, src: Any, dst: Any, ways: int) -> float:
         """One sample of the SM copy's rate: the large copy minus the small one, event-timed; ``ways``
         is 2 when both ends are host memory (every byte crosses the link each way)."""
-        s = self.settings
-        kernels = Kernels(self.launcher, self.parameters)
+        s, out = self.settings, self.request.outputs.get(self.settings.threads_total)
 
         def ms(nbytes: int) -> float:
-            args = [src, dst, np.uint32(nbytes // s.iteration_bytes), self.buffers["out"]]
-            return kernels.time(KERNEL, args, grid=s.blocks, block=s.threads)
+            args = [src, dst, np.uint32(nbytes // s.iteration_bytes), out]
+            return self.request.kernels.time(KERNEL, args, grid=s.blocks, block=s.threads)
 
         small = ms(s.small_bytes)
         return rate_gbps(ways * s.small_bytes, small, ways * s.large_bytes, ms(s.large_bytes), s.max_gbps, KERNEL)
@@ -226,13 +222,13 @@ class _Context:
 
 def _sampled(take: Callable[[], float], settings: Settings) -> list[float]:
     samples: list[float] = []
-    sample_until_stable(lambda: samples.append(take()), samples, settings.stopping())
+    sample_until_stable(lambda: samples.append(take()), samples, settings.sampling)
     return samples
 
 
-def _engine_rate(ctx: _Context, direction: str, pinned: bool) -> float:
+def _engine_rate(copies: _Copies, direction: str, pinned: bool) -> float:
     """One sample of the copy engine's rate ``direction`` ("h2d", "d2h" or "both": bytes each way)."""
-    s, launcher = ctx.settings, ctx.launcher
+    s, launcher = copies.settings, capability(copies.request.launcher, HostCopies)
     ways = 2 if direction == "both" else 1
     small = launcher.time_host_copy(s.small_bytes, direction, pinned)
     large = launcher.time_host_copy(s.large_bytes, direction, pinned)
@@ -240,14 +236,14 @@ def _engine_rate(ctx: _Context, direction: str, pinned: bool) -> float:
     return rate_gbps(ways * s.small_bytes, small, ways * s.large_bytes, large, s.max_gbps, what)
 
 
-def _latencies(ctx: _Context, direction: str, probe: str) -> tuple[Fact, dict[str, list[float]]]:
+def _latencies(copies: _Copies, direction: str, probe: str) -> tuple[Fact, dict[str, list[float]]]:
     """Per-copy time of small pinned copies vs size; the fact is the smallest size's."""
-    s = ctx.settings
+    s = copies.settings
     per_size: list[list[float]] = []
     for size in sorted(s.latency_sizes):
 
         def take(size: int = size) -> float:
-            ms = ctx.launcher.time_host_copy(size, direction, True, s.latency_copies)
+            ms = capability(copies.request.launcher, HostCopies).time_host_copy(size, direction, True, s.latency_copies)
             if not ms > 0:
                 raise ProbeFailure(f"{s.latency_copies} copies of {size} bytes {direction} took {ms} ms")
             return ms * 1e3 / s.latency_copies
@@ -270,34 +266,34 @@ _DIRECTIONS = {  # probe -> (copy-engine direction, fact prefix, SM fact, SM sou
 }
 
 
-def measure_direction(ctx: _Context, probe: str) -> Measured:
+def measure_direction(copies: _Copies, probe: str) -> Measured:
     direction, prefix, sm_fact, (src_name, dst_name) = _DIRECTIONS[probe]
-    s = ctx.settings
-    src, dst = ctx.buffer(src_name), ctx.buffer(dst_name)
-    ctx.sm_copy(src, dst, s.large_bytes)
+    s = copies.settings
+    src, dst = copies.buffer(src_name), copies.buffer(dst_name)
+    copies.sm_copy(src, dst, s.large_bytes)
+    pinned, pageable = (partial(_engine_rate, copies, direction, kind) for kind in (True, False))
     facts = [
-        fact(f"{prefix}.pinned.bandwidth", _sampled(lambda: _engine_rate(ctx, direction, True), s), "GB/s", probe),
-        fact(f"{prefix}.pageable.bandwidth", _sampled(lambda: _engine_rate(ctx, direction, False), s), "GB/s", probe),
-        fact(sm_fact, _sampled(lambda: ctx.sm_rate(src, dst, 2 if direction == "both" else 1), s), "GB/s", probe),
+        fact(f"{prefix}.pinned.bandwidth", _sampled(pinned, s), "GB/s", probe),
+        fact(f"{prefix}.pageable.bandwidth", _sampled(pageable, s), "GB/s", probe),
+        fact(sm_fact, _sampled(lambda: copies.sm_rate(src, dst, 2 if direction == "both" else 1), s), "GB/s", probe),
     ]
     series: dict[str, dict[str, list]] = {}
     if direction != "both":
-        latency, series["latency"] = _latencies(ctx, direction, probe)
+        latency, series["latency"] = _latencies(copies, direction, probe)
         facts.append(latency)
     note = ", ".join(f"{f.id.removeprefix('host.')} {f.value:.1f} {f.unit}" for f in facts)
     return Measured(probe, ProbeOutcome("ok", note, series), facts)
 
 
-def measure_sm_latency(ctx: _Context, probe: str) -> Measured:
+def measure_sm_latency(request: Request, probe: str) -> Measured:
     """One SM load's round trip to pinned host memory, from a chase through it."""
-    s, launcher = ctx.settings, ctx.launcher
-    chain = random_cycle(s.chase_nodes, s.seed)
-    buffer = launcher.alloc_pinned(s.chase_nodes * s.chase_stride)
-    launcher.write_chain(buffer, chain.successor, s.chase_stride)
-    out = launcher.alloc(OUT_WORDS * 8)
-    kernels = Kernels(launcher, ctx.parameters)
-    chase = memory_chase(kernels, CHASE_KERNEL, buffer, chain, s.chase_stride, CHASE_UNROLL, out)
-    samples = chase.latencies(*s.chase_iterations, s.stopping())
+    s, launcher = request.settings or Settings(), request.launcher
+    cycle = random_cycle(s.chase_nodes, s.seed)
+    buffer = capability(launcher, HostCopies).alloc_pinned(s.chase_nodes * s.chase_stride)
+    launcher.write_chain(buffer, cycle.successor, s.chase_stride)
+    out = request.outputs.get(OUT_WORDS)
+    chase = memory_chase(request.kernels, CHASE_KERNEL, buffer, cycle, s.chase_stride, unroll_of(CHASE_KERNEL), out)
+    samples = chase.latencies(*s.chase_iterations, s.sampling)
     result = fact("host.sm_read.latency", samples, "cycle", probe, chase.mhz)
     ns = result.converted.get("ns")
     note = f"{result.value:.0f} cycles" + (f", {ns:.0f} ns" if ns else "") + " per load from pinned host memory"
@@ -314,8 +310,7 @@ SMOKE = Smoke(
         latency_sizes=(4,),
         latency_copies=10,
         blocks=64,  # 1 MiB per iteration of the SM copy's grid
-        min_repeats=1,
-        max_repeats=1,
+        sampling=ONE_SAMPLE,
         chase_iterations=(1, 2),
     ),
 )
@@ -335,10 +330,18 @@ SECTIONS = (
 def measure(request: Request) -> Probes:
     """The family's runnable probes in order, each as (name, run); a probe whose own check fails raises
     ProbeFailure."""
-    launcher, parameters, runnable, settings = request.launcher, request.parameters, request.runnable, request.settings
-    ctx = _Context(launcher, parameters, settings or Settings())
+    copies = _Copies(request)
+    steps = {name: partial(measure_direction, copies, name) for name in _DIRECTIONS}
+    steps["host_transfer.sm_latency"] = partial(measure_sm_latency, request, "host_transfer.sm_latency")
+    yield from probe_steps(PROBES, steps, request.runnable)
 
-    def run(name: str) -> Measured:
-        return measure_sm_latency(ctx, name) if name == "host_transfer.sm_latency" else measure_direction(ctx, name)
 
-    yield from runs(PROBES, {name: lambda name=name: run(name) for name in PROBES}, runnable)
+FAMILY = Family(
+    name="host_transfer",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+)

@@ -3,7 +3,7 @@
 One probe, ``l2_partition.map``. Each round:
 
 1. flush the L2 (a write through a scratch buffer of twice its size), then write the probe lines
-   whole (a memset, then the chain's pointers): each then sits in its home L2 slice, and no SM has
+   whole (a memset, then the cycles' pointers): each then sits in its home L2 slice, and no SM has
    read it (split-L2 parts keep a copy of a far
    line near the SM that read it, which would hide the far latency from every later read);
 2. launch one block per SM (more than half an SM's shared memory each, cooperative, so every SM
@@ -12,7 +12,7 @@ One probe, ``l2_partition.map``. Each round:
    lines read for the first time.
 
 Groups rotate across blocks from round to round, so each line is read by ``rounds`` SMs and each SM
-reads ``rounds`` x 15 lines. Every launch is checked: each chain ends on the line the host
+reads ``rounds`` x 15 lines. Every launch is checked: each chase ends on the line the host
 predicts, every block ran on an SM of its own (by %smid: the PTX ISA does not promise SM ids 0 to
 SM count - 1, and parts with disabled SMs number them with gaps, so ids are only compared, never used
 as indices), and the loads waited for each other (every interval exceeds the issue-only first one).
@@ -34,26 +34,29 @@ map costs at most, from the settings alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.measuring import Kernels, fact
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.chase import random_cycle
+from gpuprobe.families.measuring import fact
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, dram_s
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.analysis import median_ci
 from gpuprobe.judge.invariants import Check, measured
 from gpuprobe.judge.ordering import pair_not_below
+from gpuprobe.kernels.registry import unroll_of
 from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
-from gpuprobe.runner.gpu import Launcher
 
 PROBE = "l2_partition.map"
 KERNEL = "gp_l2p_touch"
-LOADS = 16  # loads per chain, each followed by a clock read: fixed by the PTX
+LOADS = unroll_of(KERNEL)  # loads per chase, each followed by a clock read: the kernel's declared unroll (16)
 TIMED = LOADS - 1  # intervals that time a load (the last load's latency is not timed)
-GROUP_LINES = LOADS + 1  # each group's cycle: the lines read, and the one the chain ends on
+GROUP_LINES = LOADS + 1  # each group's cycle: the lines read, and the one the chase ends on
 RECORD_WORDS = LOADS + 3  # per block: 17 clock readings, end address, SM id
 BLOCK = 32  # one warp; thread 0 chases
 
@@ -82,7 +85,7 @@ class Settings:
             raise ValueError("Settings: permutations >= 1, bootstrap >= 1")
 
 
-# ---- the plan: lines, groups, chains ---------------------------------------------------------------
+# ---- the layout: lines, groups, cycles -------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -114,15 +117,15 @@ class Layout:
         return int(self.order[group, LOADS])
 
 
-def plan_layout(groups: int, settings: Settings) -> Layout:
+def cycle_layout(groups: int, settings: Settings) -> Layout:
     """One random cycle per group, each starting at the group's first line (where the kernel starts)."""
     order = np.empty((groups, GROUP_LINES), dtype=np.int64)
     successor = np.empty(groups * GROUP_LINES, dtype=np.int64)
     for group in range(groups):
-        chain = random_cycle(GROUP_LINES, settings.seed + group)
+        cycle = random_cycle(GROUP_LINES, settings.seed + group)
         first = group * GROUP_LINES
-        order[group] = first + chain.order
-        successor[first : first + GROUP_LINES] = first + chain.successor
+        order[group] = first + cycle.order
+        successor[first : first + GROUP_LINES] = first + cycle.successor
     return Layout(groups, settings.line_bytes, order, successor)
 
 
@@ -202,7 +205,7 @@ class Readings:
 
 
 def check_launch(records: np.ndarray, layout: Layout, base: int, round_: int, sm_count: int) -> None:
-    """The launch's records (blocks x RECORD_WORDS): chains ended where predicted, every SM ran one
+    """The launch's records (blocks x RECORD_WORDS): chases ended where predicted, every SM ran one
     block (``sm_count`` blocks on as many distinct SM ids, whatever the ids), and the loads waited for
     each other."""
     blocks = len(records)
@@ -610,13 +613,14 @@ def heatmap_series(readings: Readings, result: PartitionMap, bins: int) -> dict[
 # ---- measuring -----------------------------------------------------------------------------------
 
 
-def measure_map(launcher: Launcher, kernels: Kernels, device: Device, settings: Settings) -> Measured:
+def measure_map(request: Request) -> Measured:
+    launcher, device, settings = request.launcher, request.device, request.settings or Settings()
     groups = device.sm_count
-    layout = plan_layout(groups, settings)
+    layout = cycle_layout(groups, settings)
     shared = block_shared_bytes(device)
     buffer = launcher.alloc(layout.nbytes)
     scratch = launcher.alloc(int(settings.flush_l2_multiple * device.l2_bytes))
-    out = launcher.alloc(8 * RECORD_WORDS * groups)
+    out = request.outputs.get(RECORD_WORDS * groups)
     base = launcher.address(buffer)
     readings = Readings([], [], [])
     for round_ in range(settings.rounds):
@@ -624,7 +628,7 @@ def measure_map(launcher: Launcher, kernels: Kernels, device: Device, settings: 
         launcher.fill(buffer, 0)  # whole lines written (no partial sector to fill from DRAM), the zero word
         launcher.write_chain(buffer, layout.successor, layout.line_bytes)  # the pointers, in their home slices
         args = [buffer, np.uint32(groups), np.uint32(layout.group_bytes), np.uint32(round_), out]
-        raw = kernels.run(KERNEL, args, out, RECORD_WORDS * groups, grid=groups, block=BLOCK, shared=shared,
+        raw = request.kernels.run(KERNEL, args, out, RECORD_WORDS * groups, grid=groups, block=BLOCK, shared=shared,
                           cooperative=True)  # fmt: skip
         records = np.asarray(raw, dtype=np.uint64).reshape(groups, RECORD_WORDS).astype(np.int64)
         check_launch(records, layout, base, round_, device.sm_count)
@@ -649,7 +653,7 @@ def measure_map(launcher: Launcher, kernels: Kernels, device: Device, settings: 
 PROBES = [PROBE]
 
 
-ROUND_CALLS = 3 + KERNEL_RUN_CALLS  # the flush and the layout's fills, the chain written, the checked run
+ROUND_CALLS = 3 + KERNEL_RUN_CALLS  # the flush and the layout's fills, the cycles written, the checked run
 TOUCH_S = 100e-6  # one launch on the GPU: 16 dependent loads from DRAM or L2 per block, at most
 HOST_S_PER_READING = 3e-5  # one first-touch reading collected, clustered and mapped on the host
 
@@ -666,21 +670,13 @@ def plan(settings: Settings, device: Device) -> Plan:
 
 
 # First contact: the map from two rounds (each line read from two SMs): the cooperative one-block-per-SM
-# launch, the flush, the chain ends, the distinct SMs and the loads' ordering all checked.
+# launch, the flush, the chase ends, the distinct SMs and the loads' ordering all checked.
 SMOKE = Smoke(probes=(PROBE,), settings=Settings(rounds=2))
 
 
 def measure(request: Request) -> Probes:
     """The map, as (name, run) when runnable; a failed self-check raises ProbeFailure."""
-    launcher, parameters = request.launcher, request.parameters
-    device, runnable, settings = request.device, request.runnable, request.settings
-    chosen = settings or Settings()
-
-    def run() -> Measured:
-        return measure_map(launcher, Kernels(launcher, parameters), device, chosen)
-
-    if PROBE in runnable:
-        yield PROBE, run
+    yield from probe_steps(PROBES, {PROBE: partial(measure_map, request)}, request.runnable)
 
 
 # ---- the fact sheet ------------------------------------------------------------------------------
@@ -766,4 +762,17 @@ SECTIONS = (
             "higher. latency.l2.sm_spread is how far apart the SMs' near latencies lie (latency.l2 is one SM's)."
         ),
     ),
+)
+
+
+FAMILY = Family(
+    name="l2_partition",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+    optional_facts=OPTIONAL_FACTS,
 )

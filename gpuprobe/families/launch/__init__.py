@@ -22,7 +22,7 @@ Queued launches wait behind a holding launch that spins ``hold_ns`` (``hold_us_p
 launch), so the GPU runs them back to back only once the host has enqueued them all. A busy host can
 outlast the hold once (an interrupt, a page fault): that sample is not kept, the hold is doubled for the
 rest of the probe and the sample taken again, at most :data:`HOLD_DOUBLINGS` times before the probe fails.
-A launch path this machine cannot use (:class:`~gpuprobe.runner.gpu.LaunchPathUnavailable`, or an optional
+A launch path this machine cannot use (:class:`~gpuprobe.runner.launcher.LaunchPathUnavailable`, or an optional
 binding that cannot launch) is left out, its fact not run with the reason.
 
 :func:`plan` counts what measuring every probe costs at most, from the settings alone.
@@ -31,28 +31,23 @@ binding that cannot launch) is left out, its fact not run with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import EVENTS, HOST_CLOCK, Difference, Lengths
-from gpuprobe.families.measuring import (
-    POISON_BYTE,
-    Kernels,
-    Stopping,
-    check_arguments,
-    fact,
-    sample_until_stable,
-    unmeasured,
-    unwritten,
-)
+from gpuprobe.families.measuring import fact, unmeasured
 from gpuprobe.families.planning import held_batch_s
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.invariants import Check
 from gpuprobe.output.sections import Section
-from gpuprobe.runner.gpu import Launcher, LaunchPathUnavailable
+from gpuprobe.runner.checked import POISON_BYTE, Kernels, unwritten
+from gpuprobe.runner.launcher import Launcher, LaunchPaths, LaunchPathUnavailable, capability
 
 PROBES = ["launch.stream", "launch.graph", "launch.event"]
 STAMP = "gp_launch_stamp"
@@ -69,10 +64,7 @@ class Settings:
     graph_nodes: tuple[int, ...] = (1, 10, 100, 1000)
     graph_replays: int = 32  # replays of each graph per sample: below the launch queue's depth (200 never filled it)
     events: int = 200
-    min_repeats: int = 3
-    max_repeats: int = 7
-    target_noise: float = 0.03
-    point_budget_s: float = 0.5
+    sampling: Stopping = Stopping(3, 7, 0.03, 0.5)  # per launch path, graph sizes and event calls
 
     def __post_init__(self) -> None:
         if self.launches < 2 or self.events < 1 or not 1 <= self.graph_replays <= MAX_GRAPH_REPLAYS:
@@ -82,11 +74,8 @@ class Settings:
         nodes = list(self.graph_nodes)
         if len(nodes) < 2 or sorted(set(nodes)) != nodes or nodes[0] < 1:
             raise ValueError(f"Settings.graph_nodes must be increasing sizes >= 1, at least two: {self.graph_nodes}")
-        if self.hold_us_per_launch <= 0 or not 1 <= self.min_repeats <= self.max_repeats:
-            raise ValueError("Settings: hold_us_per_launch > 0 and 1 <= min_repeats <= max_repeats")
-
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.point_budget_s)
+        if self.hold_us_per_launch <= 0:
+            raise ValueError(f"Settings.hold_us_per_launch must be above 0, not {self.hold_us_per_launch}")
 
     @property
     def hold_ns(self) -> int:
@@ -103,7 +92,6 @@ class Settings:
 class _Stamps:
     """The stamp kernel's buffers and checked runs."""
 
-    launcher: Launcher
     kernels: Kernels
     settings: Settings
     counter: Any = None
@@ -111,11 +99,15 @@ class _Stamps:
     hold_ns: int = 0  # the holding launch's spin: the settings' until an enqueue outlasts it
     doublings: int = 0
 
+    @property
+    def launcher(self) -> LaunchPaths:
+        """The launcher, asked for the launch paths this family times (enqueue, graph replay, event costs)."""
+        return capability(self.kernels.launcher, LaunchPaths)
+
     def __post_init__(self) -> None:
         self.counter = self.launcher.alloc(8)
         self.slots = self.launcher.alloc(8 * (self.settings.capacity + 1))
         self.hold_ns = self.settings.hold_ns
-        check_arguments(STAMP, self.args(), self.kernels.signature(STAMP))
 
     def args(self, hold_ns: int = 0) -> list[object]:
         return [self.counter, np.uint32(self.settings.capacity + 1), np.uint64(hold_ns), self.slots]
@@ -189,7 +181,7 @@ def stream_samples(stamps: _Stamps, via: str) -> tuple[list[float], list[float]]
         return seconds
 
     lengths = Lengths(1, s.launches, 1)
-    host = Difference(enqueue, lengths, f"{STAMP} through {via}", HOST_CLOCK, longest=s.capacity).samples(s.stopping())
+    host = Difference(enqueue, lengths, f"{STAMP} through {via}", HOST_CLOCK, longest=s.capacity).samples(s.sampling)
     return [seconds * 1e6 for seconds in host], spacing
 
 
@@ -218,7 +210,7 @@ def measure_stream(stamps: _Stamps) -> Measured:
         return ms
 
     launches = Difference(end_to_end, Lengths(1, s.launches, 1), STAMP, EVENTS, longest=s.capacity)
-    found.additional = [ms * 1e3 for ms in launches.samples(s.stopping())]
+    found.additional = [ms * 1e3 for ms in launches.samples(s.sampling)]
     facts = [fact(f"launch.stream.host_latency.{VIAS[via]}", v, "us", probe) for via, v in found.host.items()]
     facts += [unmeasured(f"launch.stream.host_latency.{VIAS[via]}", "us", probe, why)
               for via, why in found.unavailable.items()]  # fmt: skip
@@ -276,12 +268,13 @@ def measure_graph(stamps: _Stamps) -> Measured:
 
     def take() -> None:
         per_node_gpu.append(per_node.sample() * 1e3)  # ms per node and replay -> us
-        low, high = points[per_node.lengths.short], points[per_node.lengths.long]
-        per_node_host.append((high.host[-1] - low.host[-1]) / (per_node.lengths.long - per_node.lengths.short) * 1e6)
+        short, long = per_node.lengths.short, per_node.lengths.long
+        per_replay = Lengths(short, long, 1)  # the host's seconds are per replay already
+        per_node_host.append(per_replay.per_step(points[short].host[-1], points[long].host[-1]) * 1e6)
         for nodes in s.graph_nodes[1:-1]:  # the curve's middle sizes
             replayed(nodes)
 
-    sample_until_stable(take, per_node_gpu, s.stopping())
+    sample_until_stable(take, per_node_gpu, s.sampling)
     small, large = points[per_node.lengths.short], points[per_node.lengths.long]
     facts = [
         fact("launch.graph.per_node.gpu", per_node_gpu, "us", probe),
@@ -314,7 +307,7 @@ def measure_event(stamps: _Stamps) -> Measured:
                 raise ProbeFailure(f"event {what} took {seconds * 1e6:.3f} us per call: not a plausible call cost")
             samples.append(seconds * 1e6)
 
-    sample_until_stable(take, found["record"], s.stopping())
+    sample_until_stable(take, found["record"], s.sampling)
     facts = [fact(f"launch.event.{what}", samples, "us", probe) for what, samples in found.items()]
     return Measured(probe, ProbeOutcome("ok"), facts)
 
@@ -361,16 +354,15 @@ def plan(settings: Settings, device: Device) -> Plan:
     runs retaken behind the growing one; each stamp launch on the GPU at :data:`STAMP_S` (a graph's node at
     :data:`GRAPH_NODE_S`); the runner's hold before each timed batch or replay; graphs built once per
     sample; the event calls on the host."""
-    s = settings
-    queued_runs = len(VIAS) * (1 + 2 * s.max_repeats) + HOLD_DOUBLINGS
+    s, repeats = settings, settings.sampling.max_repeats
+    queued_runs = len(VIAS) * (1 + 2 * repeats) + HOLD_DOUBLINGS
     queued_s = queued_runs * (s.hold_ns * 2**HOLD_DOUBLINGS / 1e9 + (s.launches + 1) * STAMP_S)
-    end_to_end_s = s.max_repeats * (held_batch_s(1, STAMP_S, device) + held_batch_s(s.launches, STAMP_S, device))
-    stream = Plan(1, queued_runs * QUEUED_CALLS + s.max_repeats * 2 * TIMED_CALLS, queued_s + end_to_end_s)
+    end_to_end_s = repeats * (held_batch_s(1, STAMP_S, device) + held_batch_s(s.launches, STAMP_S, device))
+    stream = Plan(1, queued_runs * QUEUED_CALLS + repeats * 2 * TIMED_CALLS, queued_s + end_to_end_s)
     graph_s = sum(held_batch_s(s.graph_replays, n * GRAPH_NODE_S, device) for n in s.graph_nodes)
     builds_s = sum(GRAPH_BUILD_S + n * ENQUEUE_S for n in s.graph_nodes)  # the replays' enqueueing: in the hold
-    graph = Plan(1, s.max_repeats * len(s.graph_nodes) * TIMED_CALLS, s.max_repeats * graph_s,
-                 s.max_repeats * builds_s)  # fmt: skip
-    event = Plan(1, s.max_repeats, 0.0, s.max_repeats * 3 * s.events * EVENT_CALL_S)
+    graph = Plan(1, repeats * len(s.graph_nodes) * TIMED_CALLS, repeats * graph_s, repeats * builds_s)
+    event = Plan(1, repeats, 0.0, repeats * 3 * s.events * EVENT_CALL_S)
     return stream + graph + event
 
 
@@ -379,20 +371,26 @@ def plan(settings: Settings, device: Device) -> Plan:
 # launches behind a hold with room for a slow host: each difference long enough for its timer to resolve
 # (at 1 to 2 us a launch or node, 100 ticks of the CUDA events).
 SMOKE_SETTINGS = Settings(launches=64, hold_us_per_launch=100.0, graph_nodes=(1, 64), graph_replays=2, events=1,
-                          min_repeats=1, max_repeats=1)  # fmt: skip
+                          sampling=ONE_SAMPLE)  # fmt: skip
 SMOKE = Smoke(probes=("launch.stream", "launch.graph"), settings=SMOKE_SETTINGS)
 
 
 def measure(request: Request) -> Probes:
-    """The runnable probes in order, as (name, run); a failed self-check raises ProbeFailure."""
-    launcher, parameters, runnable, settings = request.launcher, request.parameters, request.runnable, request.settings
-    settings = settings or Settings()
-    opened: list[_Stamps] = []
-    steps = {PROBES[0]: measure_stream, PROBES[1]: measure_graph, PROBES[2]: measure_event}
+    """The runnable probes in order, as (name, step); a failed self-check raises ProbeFailure."""
+    settings = request.settings or Settings()
+    stamps = cache(lambda: _Stamps(request.kernels, settings))  # made by the first probe measured
+    measures = {PROBES[0]: measure_stream, PROBES[1]: measure_graph, PROBES[2]: measure_event}
+    steps = {name: lambda measure=measure: measure(stamps()) for name, measure in measures.items()}
+    return probe_steps(PROBES, steps, request.runnable)
 
-    def run(name: str) -> Measured:
-        if not opened:
-            opened.append(_Stamps(launcher, Kernels(launcher, parameters), settings))
-        return steps[name](opened[0])
 
-    yield from runs(PROBES, {name: lambda name=name: run(name) for name in PROBES}, runnable)
+FAMILY = Family(
+    name="launch",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

@@ -39,39 +39,33 @@ reference, bit for bit: the operands are small integers, exact in every type.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from gpuprobe.build.registry import find_probe
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.issue_sweep import (
     SMOKE_SETTINGS,
+    Launch,
     Records,
     Settings,
     Sweeper,
     SweepPoint,
+    chain_records,
     check_results,
     launchable_warps,
-    output_words,
+    launches_plan,
     plateau,
-    run_plan,
     sweep_plan,
     sweep_series,
     twin_kernel,
 )
-from gpuprobe.families.measuring import Kernels, fact, unmeasured
-from gpuprobe.families.mma.fragments import (
-    LANES,
-    MMA_PER_ITERATION,
-    VARIANTS,
-    Variant,
-)
+from gpuprobe.families.measuring import fact, unmeasured
+from gpuprobe.families.mma.fragments import LANES, VARIANTS, Variant
 from gpuprobe.families.mma.numerics import (
     NUMERIC_VARIANTS,
     Experiment,
@@ -82,11 +76,10 @@ from gpuprobe.families.mma.numerics import (
 )
 from gpuprobe.families.mma.sparse import SPARSE_VARIANTS, SparseVariant
 from gpuprobe.families.sparsity import not_below_beyond_noise
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.invariants import Check
+from gpuprobe.kernels.registry import find_probe
 from gpuprobe.output.sections import Section
-from gpuprobe.runner.gpu import Launcher
-
-__all__ = ["INVARIANTS", "PROBES", "SECTIONS", "SMOKE", "Settings", "measure", "plan"]
 
 ILPS = (1, 2, 4, 8)
 SPARSE_ILPS = (1, 8)  # the sparse chains' latency and their issue rate at full ILP
@@ -164,47 +157,37 @@ def check_launch(v: Variant, records: Records, expected: np.ndarray, kernel: str
     check_results(records.result, lambda _: good, kernel, " ".join(f"{int(w):#x}" for w in want[first_bad]))
 
 
-@dataclass
-class _Context:
-    launcher: Launcher
-    parameters: dict[str, list[tuple[str, str]]]
-    device: Device
-    settings: Settings
-    state: dict[str, Any]
-    out: Any = None
-    uploaded: dict[Variant, tuple[Any, np.ndarray]] = field(default_factory=dict)  # fragments, prediction
+def variant_launch(request: Request, v: Variant) -> Launch:
+    """Checked launches of the variant's ILP kernels (``passes`` 1) and their twins (:data:`TWIN_PASSES`), its
+    fragments uploaded once."""
+    fragments, expected = v.fragments_and_prediction(SEED)
+    uploaded = request.launcher.upload(fragments.ravel())
 
-    def launch(self, v: Variant, passes: int, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
-        """One checked run of the variant's ILP kernel (``passes`` 1) or its twin (:data:`TWIN_PASSES`)."""
-        if v not in self.uploaded:
-            fragments, predicted = v.fragments_and_prediction(SEED)
-            self.uploaded[v] = (self.launcher.upload(fragments.ravel()), predicted)
-        buffer, expected = self.uploaded[v]
+    def launch(passes: int, ilp: int, iterations: int, blocks: int, threads: int) -> Records:
         kernel = twin_kernel(v.kernel(ilp), passes)
-        count = output_words(blocks * threads, RESULT_WORDS)
-        args = [np.uint32(iterations), buffer, self.out]
-        words = Kernels(self.launcher, self.parameters).run(kernel, args, self.out, count, grid=blocks, block=threads)
-        records = Records.from_output(words, blocks * threads, RESULT_WORDS, kernel)
+        records = chain_records(request, kernel, uploaded, iterations, blocks, threads, RESULT_WORDS)
         check_launch(v, records, expected, kernel)
         return records
+
+    return launch
 
 
 def _flag(fact_id: str, value: float, probe: str) -> Fact:
     return Fact(fact_id, value, "bool", (value, value), [value], {}, probe)
 
 
-def run_probe(ctx: _Context, v: Variant, ilp: int) -> Measured:
+def measure_chain(request: Request, launch: Launch, v: Variant, ilp: int) -> Measured:
     """Latency (ILP 1), the ILP's sweep, and at ILP 8 the plateau, its SM clock and TFLOP/s."""
+    settings: Settings = request.settings
     name = v.probe(ilp)
     facts: list[Fact] = []
     notes: list[str] = []
-    sweeper = Sweeper(functools.partial(ctx.launch, v), ctx.settings, ctx.device.sm_count, MMA_PER_ITERATION,
-                      v.kernel(ilp))  # fmt: skip
+    sweeper = Sweeper(launch, settings, request.device.sm_count, v.kernel(ilp))
     if ilp == 1:
         samples = sweeper.latency(threads=LANES)
         facts.append(fact(f"{v.fact_stem}.latency", samples, "cycle", name, sweeper.mhz()))
-    sweeps = ctx.state.setdefault("mma_sweeps", {}).setdefault(v.fact_stem, {"points": [], "mhz": []})
-    for warps in launchable_warps(ctx.launcher, v.kernel(ilp), ctx.settings):
+    sweeps = request.state.setdefault("mma_sweeps", {}).setdefault(v.fact_stem, {"points": [], "mhz": []})
+    for warps in launchable_warps(request.launcher, v.kernel(ilp), settings):
         point = sweeper.point(ilp, warps, v.fmas / LANES)
         sweeps["points"].append([point.ilp, point.warps, point.rates])
     sweeps["mhz"].extend(sweeper.clocks)
@@ -214,12 +197,12 @@ def run_probe(ctx: _Context, v: Variant, ilp: int) -> Measured:
     if ilp == ILPS[-1]:
         top, rates = plateau(points)
         facts.append(fact(f"{v.fact_stem}.throughput", rates, "op/clk/SM", name))
-        clock_facts, note = at_clock(v, rates, sweeps["mhz"], ctx.device.sm_count, name)
+        clock_facts, note = at_clock(v, rates, sweeps["mhz"], request.device.sm_count, name)
         facts += clock_facts
         notes.append(note)
         notes.append(f"plateau from the sweep's best point, ILP {top.ilp} with {top.warps} warps per SM")
         if isinstance(v, SparseVariant):
-            facts.append(over_dense(ctx, v, rates, name))
+            facts.append(over_dense(request, v, rates, name))
     series = {"sweep": sweep_series(row)}
     return Measured(name, ProbeOutcome("ok", "; ".join(notes), series), facts)
 
@@ -241,10 +224,10 @@ def at_clock(v: Variant, rates: list[float], clocks: list[float], sm_count: int,
     return facts, f"TFLOP/s at {mhz:.0f} MHz, the SM clock of the sweep's twin runs"
 
 
-def over_dense(ctx: _Context, v: SparseVariant, rates: list[float], name: str) -> Fact:
+def over_dense(request: Request, v: SparseVariant, rates: list[float], name: str) -> Fact:
     """A sparse variant's plateau over its dense twin's, measured in the same run (the twin's sweep in the
     run's state); not measured, with the reason, where the twin was not."""
-    twin = ctx.state.get("mma_sweeps", {}).get(v.dense_twin.fact_stem)
+    twin = request.state.get("mma_sweeps", {}).get(v.dense_twin.fact_stem)
     fact_id = f"{v.fact_stem}.over_dense"
     if not twin or not twin["points"]:
         why = f"the dense {v.dense_twin.name} {v.dense_twin.shape} was not measured in this run"
@@ -253,24 +236,24 @@ def over_dense(ctx: _Context, v: SparseVariant, rates: list[float], name: str) -
     return fact(fact_id, [r / dense for r in rates], "ratio", name)
 
 
-def run_emulated(ctx: _Context, name: str, v: Variant) -> Measured:
-    """One checked run of the emulated kernel: the emulation must still compute C + A B."""
-    ctx.launch(v, 1, 1, ctx.settings.short_iterations, 1, LANES)
+def measure_emulated(request: Request, launch: Launch, name: str, v: Variant) -> Measured:
+    """One checked launch of the emulated kernel: the emulation must still compute C + A B."""
+    launch(1, 1, request.settings.short_iterations, 1, LANES)
     note = "ptxas emulates this type here (the SASS contract shows no native instruction); result verified"
     return Measured(name, ProbeOutcome("ok", note), [_flag(EMULATED[v.name], 1.0, name)])
 
 
-def run_numerics(ctx: _Context, name: str, v: Variant) -> Measured:
+def measure_numerics(request: Request, name: str, v: Variant) -> Measured:
     """The variant's arithmetic experiments, one untimed mma each; facts report what it keeps."""
     kernel = f"gp_mma_numerics_{v.name}_{v.shape}"
-    kernels = Kernels(ctx.launcher, ctx.parameters)
 
-    def run(experiment: Experiment) -> np.ndarray:
-        buffer = ctx.launcher.upload(fragments(v, experiment).ravel())
-        words = kernels.run(kernel, [buffer, ctx.out], ctx.out, LANES * 2, block=LANES)  # mma.sync: a whole warp
+    def d_of(experiment: Experiment) -> np.ndarray:
+        buffer = request.launcher.upload(fragments(v, experiment).ravel())
+        out = request.outputs.get(LANES * 2)
+        words = request.kernels.run(kernel, [buffer, out], out, LANES * 2, block=LANES)  # mma.sync: a whole warp
         return d_matrix(v, np.ascontiguousarray(words).view(np.uint32).reshape(LANES, 4))
 
-    readings = read_numerics(v, run, kernel)
+    readings = read_numerics(v, d_of, kernel)
     facts = [Fact(r.fact_id, r.value, r.unit, (r.value, r.value), [r.value], {}, name) for r in readings]
     bounds = [r.fact_id for r in readings if r.at_least]
     note = f"every tested term kept, so at least: {', '.join(bounds)}" if bounds else ""
@@ -288,14 +271,14 @@ def targeted(variants: tuple[Variant, ...], device: Device) -> list[Variant]:
 
 def plan(settings: Settings, device: Device) -> Plan:
     """What measuring every probe costs at most on ``device``: the chains of every variant native on its
-    arch (:func:`~gpuprobe.families.issue_sweep.sweep_plan`); an emulated type's run and each numerics
-    experiment (an upload and a run) cost at most a latency run each; the sparse variants' sweeps at their
+    arch (:func:`~gpuprobe.families.issue_sweep.sweep_plan`); an emulated type's launch and each numerics
+    experiment (an upload and a launch) cost at most a latency launch each; the sparse variants' sweeps at their
     two ILPs."""
     s = settings
     sweeps = sweep_plan(s, device, len(targeted(VARIANTS, device)), len(ILPS), RESULT_WORDS)
     sweeps += sweep_plan(s, device, len(targeted(SPARSE_VARIANTS, device)), len(SPARSE_ILPS), RESULT_WORDS)
     experiments = sum(experiment_count(v) for v in NUMERICS_PROBES.values())
-    single = run_plan(len(EMULATED_PROBES) + experiments, s.latency_target_cycles, LANES, RESULT_WORDS, device)
+    single = launches_plan(len(EMULATED_PROBES) + experiments, s.latency_target_cycles, LANES, RESULT_WORDS, device)
     return sweeps + single + Plan(len(EMULATED_PROBES) + len(NUMERICS_PROBES), experiments, 0.0)
 
 
@@ -306,25 +289,24 @@ SMOKE = Smoke(probes=("mma.f16.m16n8k8.ilp1", "mma.numerics.f16"), settings=SMOK
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run); see the module docstring."""
-    launcher, parameters, device = request.launcher, request.parameters, request.device
-    runnable, settings, state = request.runnable, request.settings, request.state
-    ctx = _Context(launcher, parameters, device, settings or Settings(), state)
-    ctx.out = launcher.alloc(output_words(device.sm_count * 32 * LANES, RESULT_WORDS) * 8)
-
-    yield from _chains(ctx, runnable, VARIANTS, ILPS)
-    for name, v in EMULATED_PROBES.items():
-        if name in runnable:
-            yield name, lambda name=name, v=v: run_emulated(ctx, name, v)
-    for name, v in NUMERICS_PROBES.items():
-        if name in runnable:
-            yield name, lambda name=name, v=v: run_numerics(ctx, name, v)
-    yield from _chains(ctx, runnable, SPARSE_VARIANTS, SPARSE_ILPS)
+    """The family's runnable probes in order, each as (name, step); see the module docstring."""
+    request = dataclasses.replace(request, settings=request.settings or Settings())
+    launches = functools.cache(functools.partial(variant_launch, request))  # a variant's fragments uploaded once
+    chains = [(v, ilp) for v in VARIANTS for ilp in ILPS] + [(v, ilp) for v in SPARSE_VARIANTS for ilp in SPARSE_ILPS]
+    steps = {v.probe(ilp): lambda v=v, ilp=ilp: measure_chain(request, launches(v), v, ilp) for v, ilp in chains}
+    steps |= {name: lambda name=name, v=v: measure_emulated(request, launches(v), name, v)
+              for name, v in EMULATED_PROBES.items()}  # fmt: skip
+    steps |= {name: lambda name=name, v=v: measure_numerics(request, name, v) for name, v in NUMERICS_PROBES.items()}
+    return probe_steps(PROBES, steps, request.runnable)
 
 
-def _chains(ctx: _Context, runnable: set[str], variants: tuple[Variant, ...], ilps: tuple[int, ...]) -> Probes:
-    """The runnable chain probes of ``variants``."""
-    for v in variants:
-        for ilp in ilps:
-            if v.probe(ilp) in runnable:
-                yield v.probe(ilp), lambda v=v, ilp=ilp: run_probe(ctx, v, ilp)
+FAMILY = Family(
+    name="mma",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

@@ -27,7 +27,6 @@ import numpy as np
 LANES = 32
 LANE_WORDS = 16  # 32-bit words per lane in the fragments buffer: A 0-3, -A 4-7, B 8-9, C 12-15
 CHAINS = 8  # accumulator chains per thread: the kernel writes the sum of their D
-MMA_PER_ITERATION = 16  # two rounds (A, then -A) of 8 slots
 
 _BITS = {"f16": 16, "bf16": 16, "tf32": 32, "int8": 8, "int4": 4, "e4m3": 8, "e5m2": 8}
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuprobe.families.base import ProbeFailure
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.families.mma.fragments import (
     LANE_WORDS,
     LANES,

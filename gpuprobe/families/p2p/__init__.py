@@ -23,6 +23,8 @@ visible (a process pinned to its GPU, as ``fleet-run`` and the Slurm recipe pin 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,25 +32,26 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, Probes, Request, Smoke
-from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.chase import OUT_WORDS, latencies_plan, memory_chase
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.chase import OUT_WORDS, latencies_plan, memory_chase, random_cycle
 from gpuprobe.families.host_transfer import check_copy_settings, rate_gbps
-from gpuprobe.families.measuring import Kernels, Stopping, fact, sample_until_stable, unmeasured
+from gpuprobe.families.measuring import fact, unmeasured
 from gpuprobe.families.p2p import pairs
 from gpuprobe.families.p2p.pairs import Pair
 from gpuprobe.families.p2p.plot import MATRICES_PLOT
 from gpuprobe.families.planning import GEN4_LINK, compare_host_s, generate_host_s, kernel_runs, probe, sum_host_s
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.families.streams import check_sums, chunk_sums, pattern, stream_sums
+from gpuprobe.kernels.registry import unroll_of
 from gpuprobe.output.sections import Section
+from gpuprobe.runner.checked import Kernels
 from gpuprobe.runner.peers import ONE_GPU, PeerCopy, PeerGroup, PeerLink, open_peer_group
 
 PROBES = ["p2p.access", "p2p.ce", "p2p.ce_bidirectional", "p2p.sm_read", "p2p.sm_write", "p2p.latency"]
 MIN_GPUS = 2  # a link needs two ends: with fewer visible every probe is not run (ONE_GPU)
 COPY_KERNEL = "gp_p2p_copy"
 CHASE_KERNEL = "gp_p2p_chase"
-CHASE_UNROLL = 16  # fixed by ptx/common/sm_chase.ptxinc (//@repeat 16)
 CHUNK, CHUNKS_PER_ITERATION = 16, 4  # fixed by ptx/common/sm_copy.ptxinc
 PEER_STEP_S = 5e-6  # the most one load from a peer's memory is expected to take, for the time plan
 MIB = 1 << 20
@@ -60,10 +63,7 @@ class Settings:
     large_bytes: int = 128 * MIB
     blocks: int = 1024  # the SM copy's grid: 1024 x 256 threads, four 16-byte chunks each per iteration
     threads: int = 256
-    min_repeats: int = 3
-    max_repeats: int = 5
-    target_noise: float = 0.02
-    budget_s: float = 0.3  # the most time sampling one pair's bandwidth
+    sampling: Stopping = Stopping(3, 5, 0.02, 0.3)  # per pair: its bandwidth, or its latency
     max_gbps: float = 2000.0  # no GPU link moves more one way (NVLink 5: 900 GB/s): a faster reading is broken
     chase_nodes: int = 256  # the latency chase: 256 nodes, 256 bytes apart, in the peer's memory
     chase_stride: int = 256
@@ -73,7 +73,6 @@ class Settings:
 
     def __post_init__(self) -> None:
         check_copy_settings(self)
-        self.stopping()
         if self.planned_gpus < 2:
             raise ValueError(f"Settings.planned_gpus must be at least 2, got {self.planned_gpus}")
 
@@ -81,9 +80,6 @@ class Settings:
     def iteration_bytes(self) -> int:
         """Bytes the SM copy moves per loop iteration of the whole grid."""
         return self.blocks * self.threads * CHUNKS_PER_ITERATION * CHUNK
-
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.budget_s)
 
 
 # ---- the time plan ----------------------------------------------------------------------------
@@ -94,7 +90,7 @@ def plan(settings: Settings, device: Device, link_gbps: float = GEN4_LINK.pinned
     ``settings.planned_gpus``), every pair joined at ``link_gbps``
     (a PCIe Gen4 link's pinned rate: an NVLink node is an order of magnitude faster). Each GPU holds a
     source, a destination and a scratch buffer; each checked copy is read back on its destination."""
-    s, r = settings, settings.max_repeats
+    s, r = settings, settings.sampling.max_repeats
     gpus = s.planned_gpus if device.visible_gpus is None else device.visible_gpus
     if gpus < MIN_GPUS:  # one GPU visible: every probe is not run
         return Plan(len(PROBES), 0, 0.0)
@@ -110,7 +106,7 @@ def plan(settings: Settings, device: Device, link_gbps: float = GEN4_LINK.pinned
     ce = probe(*[timed_pair + checked] * ordered)
     both = probe(*[timed_pair + checked + checked] * (ordered // 2))
     sm = probe(*[timed_pair + checked + checked] * ordered)
-    chase = latencies_plan(s.chase_nodes, CHASE_UNROLL, *s.chase_iterations, r, PEER_STEP_S)
+    chase = latencies_plan(s.chase_nodes, unroll_of(CHASE_KERNEL), *s.chase_iterations, r, PEER_STEP_S)
     latency = probe(*[chase] * ordered)
     return access + ce + both + sm + sm + latency
 
@@ -123,7 +119,7 @@ class _Node:
     """The GPUs of the process and what the probes share: each GPU's buffers, the pattern and its sums."""
 
     group: PeerGroup
-    parameters: dict[str, list[tuple[str, str]]]
+    kernels: Kernels  # the request's checked launches, on its own GPU
     settings: Settings
     links: dict[Pair, PeerLink] = field(default_factory=dict)
     buffers: dict[tuple[str, int], Any] = field(default_factory=dict)
@@ -172,6 +168,10 @@ class _Node:
                 self.buffers[key] = launcher.alloc(s.large_bytes)
         return self.buffers[key]
 
+    def kernels_on(self, device: int) -> Kernels:
+        """The request's checked launches, through GPU ``device``'s launcher."""
+        return dataclasses.replace(self.kernels, launcher=self.group.on(device))
+
     def peer_access(self, device: int, peer: int) -> None:
         if (device, peer) not in self.enabled:
             self.group.enable_peer_access(device, peer)
@@ -183,7 +183,7 @@ class _Node:
         launcher, s = self.group.on(device), self.settings
         args = [np.uint64(launcher.address(src)), np.uint64(launcher.address(dst)),
                 np.uint32(nbytes // s.iteration_bytes), self.buffer("out", device)]  # fmt: skip
-        return Kernels(launcher, self.parameters), args
+        return self.kernels_on(device), args
 
     def checked_copy(self, device: int, src: Any, dst: Any, nbytes: int, what: str) -> None:
         """The copy kernel on ``device`` moving ``nbytes`` of the pattern from ``src``: every thread's sum
@@ -200,7 +200,7 @@ class _Node:
 
 def _samples(take: Callable[[], float], settings: Settings) -> list[float]:
     samples: list[float] = []
-    sample_until_stable(lambda: samples.append(take()), samples, settings.stopping())
+    sample_until_stable(lambda: samples.append(take()), samples, settings.sampling)
     return samples
 
 
@@ -277,7 +277,7 @@ def _bidirectional_pair(node: _Node, pair: Pair) -> tuple[list[float], list[floa
         backward.append(_rate(node, small[1], large[1], f"copy engine GPU {b} -> GPU {a} (both ways)"))
         forward.append(_rate(node, small[0], large[0], f"copy engine GPU {a} -> GPU {b} (both ways)"))
 
-    sample_until_stable(take, forward, node.settings.stopping())
+    sample_until_stable(take, forward, node.settings.sampling)
     return forward, backward
 
 
@@ -364,7 +364,7 @@ def measure_bandwidth(node: _Node, probe_name: str) -> Measured:
 def measure_latency(node: _Node, probe_name: str) -> Measured:
     """One load's round trip from each GPU to each peer's memory, by a chase written there."""
     s = node.settings
-    chain = random_cycle(s.chase_nodes, s.seed)
+    cycle = random_cycle(s.chase_nodes, s.seed)
     facts = []
     for reader, owner in pairs.ordered_pairs(node.count):
         if not node.can_address(reader, owner):
@@ -374,14 +374,13 @@ def measure_latency(node: _Node, probe_name: str) -> Measured:
         node.peer_access(reader, owner)
         if ("chain", owner) not in node.buffers:
             buffer = node.group.on(owner).alloc(s.chase_nodes * s.chase_stride)
-            node.group.on(owner).write_chain(buffer, chain.successor, s.chase_stride)
+            node.group.on(owner).write_chain(buffer, cycle.successor, s.chase_stride)
             node.buffers[("chain", owner)] = buffer
-        launcher = node.group.on(reader)
-        out = launcher.alloc(OUT_WORDS * 8)
-        kernels = Kernels(launcher, node.parameters)
-        chase = memory_chase(kernels, CHASE_KERNEL, node.buffers[("chain", owner)], chain, s.chase_stride,
-                             CHASE_UNROLL, out)  # fmt: skip
-        samples = chase.latencies(*s.chase_iterations, s.stopping())
+        kernels = node.kernels_on(reader)
+        out = kernels.launcher.alloc(OUT_WORDS * 8)
+        chase = memory_chase(kernels, CHASE_KERNEL, node.buffers[("chain", owner)], cycle, s.chase_stride,
+                             unroll_of(CHASE_KERNEL), out)  # fmt: skip
+        samples = chase.latencies(*s.chase_iterations, s.sampling)
         facts.append(fact(pairs.latency_id((reader, owner)), samples, "cycle", probe_name, chase.mhz))
     measured = [f.value for f in facts if f.value is not None]
     note = f"{len(measured)} pairs, {min(measured):.0f} to {max(measured):.0f} cycles per load" if measured else ""
@@ -402,16 +401,17 @@ _MEASURES: dict[str, Callable[[_Node, str], Measured]] = {
 def measure(request: Request) -> Probes:
     """The family's runnable probes in order; with fewer than two GPUs each is ``not_run`` (ONE_GPU)."""
     settings = request.settings or Settings()
-    node = _Node(open_peer_group(request.launcher), request.parameters, settings)
+    node = _Node(open_peer_group(request.launcher), request.kernels, settings)
 
-    def run(name: str) -> Measured:
+    def measure_probe(name: str) -> Measured:
         if node.count < MIN_GPUS:
             return Measured(name, ProbeOutcome("not_run", ONE_GPU))
         if not node.links:  # the topology, needed by every probe, read once however the probes were selected
             node.links = {(link.src, link.dst): link for link in node.group.links()}
         return _MEASURES[name](node, name)
 
-    yield from runs(PROBES, {name: lambda name=name: run(name) for name in PROBES}, request.runnable)
+    steps = {name: functools.partial(measure_probe, name) for name in PROBES}
+    yield from probe_steps(PROBES, steps, request.runnable)  # the GPUs opened once the first probe is asked for
 
 
 # A first contact: the topology with its checked pulls, and the copy engine one way over every pair,
@@ -419,7 +419,7 @@ def measure(request: Request) -> Probes:
 SMOKE = Smoke(
     probes=("p2p.access", "p2p.ce"),
     settings=Settings(
-        small_bytes=8 * MIB, large_bytes=32 * MIB, blocks=64, min_repeats=1, max_repeats=1, chase_iterations=(1, 2)
+        small_bytes=8 * MIB, large_bytes=32 * MIB, blocks=64, sampling=ONE_SAMPLE, chase_iterations=(1, 2)
     ),
 )
 
@@ -434,4 +434,16 @@ SECTIONS = (
         "difference of a 32 MiB and a 128 MiB copy), one load's round trip to a peer's memory, and each "
         "pair's copy-engine rate over the median of the pairs joined the same way (NVLink, PCIe).",
     ),
+)
+
+
+FAMILY = Family(
+    name="p2p",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    min_gpus=MIN_GPUS,
 )

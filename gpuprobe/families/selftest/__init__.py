@@ -11,12 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.planning import MIN_KERNEL_S
-from gpuprobe.runner.gpu import Launcher
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.planning import kernel_runs, probe
+from gpuprobe.families.stepping import probe_steps
 
 PROBES = ["selftest.fault_isolation"]
+KERNEL = "gp_fault_illegal_address"
 
 
 @dataclass(frozen=True)
@@ -25,24 +27,32 @@ class Settings:
 
 
 def plan(settings: Settings, device: Device) -> Plan:
-    """One launch that faults and the read that reports it (a crash ends the measuring process; the
-    next family starts its own, as it would anyway)."""
-    return Plan(1, 2, MIN_KERNEL_S)
+    """One checked launch that faults (a crash ends the measuring process; the next family starts its
+    own, as it would anyway)."""
+    return probe(kernel_runs(1, 0.0))
 
 
 SMOKE = Smoke(probes=(PROBES[0],), settings=Settings())  # the fault is already as small as a probe gets
 
 
-def _fault(launcher: Launcher) -> Measured:
-    out = launcher.alloc(8)
-    launcher.launch("gp_fault_illegal_address", 1, 1, [out])
-    value = launcher.read(out, "uint64", 1)
+def fault(request: Request) -> Measured:
+    """The null-pointer load, launched as every probe launches: ProbeFailure if it did not fault."""
+    out = request.outputs.get(1)
+    value = request.kernels.run(KERNEL, [out], out, 1)
     raise ProbeFailure(f"the null-pointer load did not fault (it read {int(np.asarray(value)[0]):#x})")
 
 
 def measure(request: Request) -> Probes:
-    """The fault, as (name, run): ``run`` raises the launch's error for the isolation to record, or
+    """The fault, as (name, step): ``step`` raises the launch's error for the isolation to record, or
     ProbeFailure when the load did not fault."""
-    launcher, runnable = request.launcher, request.runnable
-    if PROBES[0] in runnable:
-        yield PROBES[0], lambda: _fault(launcher)
+    return probe_steps(PROBES, {PROBES[0]: lambda: fault(request)}, request.runnable)
+
+
+FAMILY = Family(
+    name="selftest",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+)

@@ -26,39 +26,31 @@ address it returned.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import Difference, Lengths
-from gpuprobe.families.measuring import (
-    TIMER_TICK_NS,
-    Kernels,
-    OutputBuffers,
-    Stopping,
-    clock_mhz,
-    clock_window_ns,
-    fact,
-    require_counts,
-    require_long_after_short,
-)
+from gpuprobe.families.measuring import TIMER_TICK_NS, clock_mhz, clock_window_ns, fact, require_counts
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, cycles_s, readback_host_s
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.families.tcgen05.layout import BLOCK_ROWS, MMAS, Mma, descriptor_bits, instruction_descriptor
 from gpuprobe.families.wgmma import TIMER_ALLOWANCE, Launched, peak_tflops
 from gpuprobe.families.wgmma.layout import core_matrix_bytes
 from gpuprobe.families.wgmma.operands import Operands, draw_values, encode, mismatch
 from gpuprobe.judge.invariants import Check
+from gpuprobe.kernels.registry import unroll_of
 from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot, Section
-from gpuprobe.runner.gpu import Launcher
 
 THREADS = 128
 RECORD_WORDS = 4  # u64 per block: cycles, ns, start, end
-TMEM_STEPS = 16  # store-load round trips per iteration of the tensor-memory chain
+TMEM_CHAIN, ALLOC_CHAIN = "gp_tc_tmem_chain", "gp_tc_alloc_chain"
 ALLOC_COLUMNS, TMEM_COLUMNS = 128, 512
 A_AND_B = 4096 + 256 * 32  # dynamic shared memory: A's 128 rows, then B (at most 256 rows) 4096 bytes on
 # The B200's dense tensor rate per SM per clock: NVIDIA's 2250 bf16 / 4500 fp8 TFLOP/s (HGX B200, dense)
@@ -73,10 +65,7 @@ PROBES = [*MMA_BY_PROBE, *TMEM_PROBES]
 class Settings:
     short_iterations: int = 64
     long_iterations: int = 8192
-    min_repeats: int = 3
-    max_repeats: int = 7
-    target_noise: float = 0.01
-    latency_budget_s: float = 0.5
+    sampling: Stopping = Stopping(3, 7, 0.01, 0.5)  # a latency probe's samples
     calibration_iterations: int = 8
     throughput_ms: float = 4.0
     throughput_repeats: int = 3
@@ -84,11 +73,13 @@ class Settings:
     seed: int = 20250918
 
     def __post_init__(self) -> None:
-        require_counts(self, ("short_iterations", "min_repeats", "calibration_iterations", "throughput_repeats"))
-        require_long_after_short(self)
+        require_counts(self, ("short_iterations", "calibration_iterations", "throughput_repeats"))
+        if self.long_iterations <= self.short_iterations:
+            raise ValueError("Settings: long_iterations must exceed short_iterations (their difference is timed)")
 
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.latency_budget_s)
+    def lengths(self, steps: int) -> Lengths:
+        """A latency sample's two loops, of ``steps`` dependent operations an iteration."""
+        return Lengths(self.short_iterations, self.long_iterations, steps)
 
 
 def make_operands(mma: Mma, kind: str, seed: int) -> Operands:
@@ -114,83 +105,74 @@ def check_d(kernel: str, mma: Mma, operands: Operands, d_rows: np.ndarray, block
             raise ProbeFailure(f"{kernel}: block group {index}: {problem}")
 
 
-@dataclass
-class _Context:
-    launcher: Launcher
-    kernels: Kernels
-    device: Device
-    settings: Settings
-    outputs: OutputBuffers = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.outputs = OutputBuffers(self.launcher)
-
-    def upload(self, mma: Mma, kind: str) -> tuple[Operands, list[Any]]:
-        operands = make_operands(mma, kind, self.settings.seed)
-        a = self.launcher.upload(core_matrix_bytes(operands.a_bits.view(np.uint8).reshape(mma.m, -1)))
-        b = self.launcher.upload(core_matrix_bytes(operands.b_bits.view(np.uint8).reshape(mma.n, -1)))
-        idesc = instruction_descriptor(mma.type_name, mma.m, mma.n)
-        return operands, [a, b, np.uint64(descriptor_bits()), np.uint32(idesc)]
-
-    def launch(self, mma: Mma, operands: Operands, given: list[Any], iterations: int, blocks: int) -> Launched:
-        """One checked launch of ``blocks`` blocks: its records, after every block's D was held to NumPy."""
-        d_words = blocks * BLOCK_ROWS * mma.n // 2
-        words = blocks * RECORD_WORDS + d_words
-        out = self.outputs.get(words)
-        args = [*given, np.uint32(iterations), out]
-        got = self.kernels.run(mma.kernel, args, out, words, grid=blocks, block=THREADS, shared=A_AND_B)
-        records = got[: blocks * RECORD_WORDS].reshape(blocks, RECORD_WORDS)
-        d = np.ascontiguousarray(got[blocks * RECORD_WORDS :]).view(np.float32).reshape(blocks * BLOCK_ROWS, mma.n)
-        check_d(mma.kernel, mma, operands, d, blocks, times(mma, iterations))
-        cycles, ns, start, end = (records[:, i] for i in range(RECORD_WORDS))
-        if np.any(cycles == 0) or np.any(end < start) or np.any(ns != end - start):
-            raise ProbeFailure(f"{mma.kernel}: impossible timing (cycles {cycles.min()}, ns {ns.min()})")
-        origin = start.min()
-        return Launched(*(x.astype(np.float64) for x in (cycles, ns, start - origin, end - origin)))
-
-    def grid(self, mma: Mma) -> int:
-        """Blocks for a throughput run: one per SM (whole pairs for a block pair), as many as fit at once."""
-        fit = self.launcher.max_active_blocks(mma.kernel, THREADS, A_AND_B)
-        if fit < 1:
-            raise ProbeFailure(f"{mma.kernel}: no block of {THREADS} threads fits on an SM")
-        return self.device.sm_count // mma.group * mma.group
+def upload(request: Request, mma: Mma, kind: str) -> tuple[Operands, list[Any]]:
+    """Operands of ``kind`` for ``mma``, and the arguments that hand them over (all but iters, out)."""
+    operands = make_operands(mma, kind, request.settings.seed)
+    a = request.launcher.upload(core_matrix_bytes(operands.a_bits.view(np.uint8).reshape(mma.m, -1)))
+    b = request.launcher.upload(core_matrix_bytes(operands.b_bits.view(np.uint8).reshape(mma.n, -1)))
+    idesc = instruction_descriptor(mma.type_name, mma.m, mma.n)
+    return operands, [a, b, np.uint64(descriptor_bits()), np.uint32(idesc)]
 
 
-def measure_latency(ctx: _Context, name: str) -> Measured:
-    mma, s = MMA_BY_PROBE[name], ctx.settings
-    operands, given = ctx.upload(mma, "ternary")
+def launch(request: Request, mma: Mma, operands: Operands, given: list[Any], iterations: int, blocks: int) -> Launched:
+    """One checked launch of ``blocks`` blocks: its records, after every block's D was held to NumPy."""
+    d_words = blocks * BLOCK_ROWS * mma.n // 2
+    words = blocks * RECORD_WORDS + d_words
+    out = request.outputs.get(words)
+    args = [*given, np.uint32(iterations), out]
+    got = request.kernels.run(mma.kernel, args, out, words, grid=blocks, block=THREADS, shared=A_AND_B)
+    records = got[: blocks * RECORD_WORDS].reshape(blocks, RECORD_WORDS)
+    d = np.ascontiguousarray(got[blocks * RECORD_WORDS :]).view(np.float32).reshape(blocks * BLOCK_ROWS, mma.n)
+    check_d(mma.kernel, mma, operands, d, blocks, times(mma, iterations))
+    cycles, ns, start, end = (records[:, i] for i in range(RECORD_WORDS))
+    if np.any(cycles == 0) or np.any(end < start) or np.any(ns != end - start):
+        raise ProbeFailure(f"{mma.kernel}: impossible timing (cycles {cycles.min()}, ns {ns.min()})")
+    origin = start.min()
+    return Launched(*(x.astype(np.float64) for x in (cycles, ns, start - origin, end - origin)))
+
+
+def grid(request: Request, mma: Mma) -> int:
+    """Blocks for a throughput launch: one per SM (whole pairs for a block pair), as many as fit at once."""
+    fit = request.launcher.max_active_blocks(mma.kernel, THREADS, A_AND_B)
+    if fit < 1:
+        raise ProbeFailure(f"{mma.kernel}: no block of {THREADS} threads fits on an SM")
+    return request.device.sm_count // mma.group * mma.group
+
+
+def measure_latency(request: Request, name: str) -> Measured:
+    mma, s = MMA_BY_PROBE[name], request.settings
+    operands, given = upload(request, mma, "ternary")
     clocks: list[float] = []
 
     def cycles(iterations: int) -> float:
-        run = ctx.launch(mma, operands, given, iterations, mma.group)
-        mhz = clock_mhz(float(run.cycles[0]), float(run.ns[0]), s.min_clock_window_ns)
+        launched = launch(request, mma, operands, given, iterations, mma.group)
+        mhz = clock_mhz(float(launched.cycles[0]), float(launched.ns[0]), s.min_clock_window_ns)
         if mhz is not None:
             clocks.append(mhz)
-        return float(run.cycles[0])
+        return float(launched.cycles[0])
 
-    lengths = Lengths(s.short_iterations, s.long_iterations, 1)
-    samples = Difference(cycles, lengths, mma.kernel).samples(s.stopping())
+    samples = Difference(cycles, s.lengths(mma.batch), mma.kernel).samples(s.sampling)
     mhz = float(np.median(clocks)) if clocks else None
     result = fact(f"{mma.fact_stem}.latency", samples, "cycle", name, mhz)
     note = f"{result.value:.1f} cycles per dependent MMA, its commit and wait" + (f" at {mhz:.0f} MHz" if mhz else "")
     return Measured(name, ProbeOutcome("ok", note, {"latency": {"cycles": samples, "mhz": clocks}}), [result])
 
 
-def measure_throughput(ctx: _Context, name: str) -> Measured:
-    mma, s = MMA_BY_PROBE[name], ctx.settings
-    operands, given = ctx.upload(mma, "random")
-    blocks = ctx.grid(mma)
+def measure_throughput(request: Request, name: str) -> Measured:
+    mma, s = MMA_BY_PROBE[name], request.settings
+    operands, given = upload(request, mma, "random")
+    blocks = grid(request, mma)
     flop_per_iteration = mma.flop() * mma.batch * blocks // mma.group
-    first = ctx.launch(mma, operands, given, s.calibration_iterations, blocks)
+    first = launch(request, mma, operands, given, s.calibration_iterations, blocks)
     scale = s.throughput_ms * 1e6 / max(first.span_ns, TIMER_TICK_NS)
     iterations = int(min(max(1, round(s.calibration_iterations * scale)), 2**31 - 1))
     tflops, clocks = [], []
     for _ in range(s.throughput_repeats):
-        run = ctx.launch(mma, operands, given, iterations, blocks)
-        mhz = clock_mhz(float(np.median(run.cycles)), float(np.median(run.ns)), s.min_clock_window_ns)
+        timed = launch(request, mma, operands, given, iterations, blocks)
+        mhz = clock_mhz(float(np.median(timed.cycles)), float(np.median(timed.ns)), s.min_clock_window_ns)
         if mhz is None:
             raise ProbeFailure(f"{mma.kernel}: a timed run was too short to read the SM clock")
-        tflops.append(flop_per_iteration * iterations / run.span_ns / 1e3)
+        tflops.append(flop_per_iteration * iterations / timed.span_ns / 1e3)
         clocks.append(mhz)
     facts = [fact(f"{mma.fact_stem}.tflops", tflops, "TFLOP/s", name),
              fact(f"{mma.fact_stem}.sm_clock", clocks, "MHz", name)]  # fmt: skip
@@ -198,44 +180,43 @@ def measure_throughput(ctx: _Context, name: str) -> Measured:
     return Measured(name, ProbeOutcome("ok", note, {"random": {"tflops": tflops, "mhz": clocks}}), facts)
 
 
-def _chain_samples(ctx: _Context, kernel: str, words: Callable[[int], int], check: Callable[[np.ndarray, int], None],
-                   steps: int) -> tuple[list[float], list[float]]:  # fmt: skip
+def _chain_samples(request: Request, kernel: str, words: Callable[[int], int],
+                   check: Callable[[np.ndarray, int], None]) -> tuple[list[float], list[float]]:  # fmt: skip
     """Cycles per step of a one-warp chain kernel taking (iters, out) and writing [cycles, ns], then ``words(iters)``
-    - 2 words that ``check`` reads: the long run minus the short one."""
-    s = ctx.settings
+    - 2 words that ``check`` reads: the long launch minus the short one, over the steps its declaration unrolls."""
+    s = request.settings
     clocks: list[float] = []
 
-    def run(iterations: int) -> float:
-        out = ctx.outputs.get(words(iterations))
-        got = ctx.kernels.run(kernel, [np.uint32(iterations), out], out, words(iterations), block=32)
+    def cycles(iterations: int) -> float:
+        out = request.outputs.get(words(iterations))
+        got = request.kernels.run(kernel, [np.uint32(iterations), out], out, words(iterations), block=32)
         check(got, iterations)
         mhz = clock_mhz(float(got[0]), float(got[1]), s.min_clock_window_ns)
         if mhz is not None:
             clocks.append(mhz)
         return float(got[0])
 
-    lengths = Lengths(s.short_iterations, s.long_iterations, steps)
-    return Difference(run, lengths, kernel).samples(s.stopping()), clocks
+    return Difference(cycles, s.lengths(unroll_of(kernel)), kernel).samples(s.sampling), clocks
 
 
-def measure_tmem(ctx: _Context, name: str) -> Measured:
-    kernel = "gp_tc_tmem_chain"
+def measure_tmem(request: Request, name: str) -> Measured:
+    kernel = TMEM_CHAIN
 
     def check(got: np.ndarray, iterations: int) -> None:
         values = np.ascontiguousarray(got[2:]).view(np.uint32)[:32]
-        expected = np.arange(32, dtype=np.uint32) + np.uint32(TMEM_STEPS * (iterations + 1))
+        expected = np.arange(32, dtype=np.uint32) + np.uint32(unroll_of(kernel) * (iterations + 1))
         if not np.array_equal(values, expected):
             lane = int(np.argmax(values != expected))
             raise ProbeFailure(f"{kernel}: lane {lane} ended at {int(values[lane])}, expected {int(expected[lane])}")
 
-    samples, clocks = _chain_samples(ctx, kernel, lambda n: 2 + 16, check, TMEM_STEPS)
+    samples, clocks = _chain_samples(request, kernel, lambda n: 2 + 16, check)
     mhz = float(np.median(clocks)) if clocks else None
     result = fact("tensor.tcgen05.tmem.st_ld.latency", samples, "cycle", name, mhz)
     return Measured(name, ProbeOutcome("ok", "a tcgen05.st, its wait, a tcgen05.ld and its wait per step"), [result])
 
 
-def measure_alloc(ctx: _Context, name: str) -> Measured:
-    kernel = "gp_tc_alloc_chain"
+def measure_alloc(request: Request, name: str) -> Measured:
+    kernel = ALLOC_CHAIN
 
     def check(got: np.ndarray, iterations: int) -> None:
         addresses = np.ascontiguousarray(got[2:]).view(np.uint32)[:iterations]
@@ -245,13 +226,13 @@ def measure_alloc(ctx: _Context, name: str) -> Measured:
             raise ProbeFailure(f"{kernel}: allocation {int(wrong[0])} returned {int(addresses[wrong[0]]):#x}, "
                                f"not lane 0 of an aligned column of the {TMEM_COLUMNS}")  # fmt: skip
 
-    samples, clocks = _chain_samples(ctx, kernel, lambda n: 2 + n // 2, check, 1)
+    samples, clocks = _chain_samples(request, kernel, lambda n: 2 + n // 2, check)
     mhz = float(np.median(clocks)) if clocks else None
     result = fact("tensor.tcgen05.tmem.alloc_dealloc.latency", samples, "cycle", name, mhz)
     return Measured(name, ProbeOutcome("ok", f"tcgen05.alloc of {ALLOC_COLUMNS} columns and its dealloc"), [result])
 
 
-STEPS: dict[str, Callable[[_Context, str], Measured]] = {
+STEPS: dict[str, Callable[[Request, str], Measured]] = {
     **{m.probe: measure_latency if m.purpose == "lat" else measure_throughput for m in MMAS},
     "tcgen05.tmem.ld_st.latency": measure_tmem,
     "tcgen05.tmem.alloc.latency": measure_alloc,
@@ -269,25 +250,25 @@ def plan(settings: Settings, device: Device) -> Plan:
     sample's two runs at :data:`LATENCY_CYCLES_PER_MMA`, each timed throughput run (and the calibration) at
     most twice ``throughput_ms``, every launch's records and D read back and checked."""
     s, total = settings, Plan(len(PROBES), 0, 0.0)
+    repeats = s.sampling.max_repeats
     iterations = s.short_iterations + s.long_iterations
     for mma in MMAS:
         if mma.purpose == "lat":
             words = mma.group * (RECORD_WORDS + BLOCK_ROWS * mma.n // 2)
-            runs_ = 2 * s.max_repeats
-            gpu_s = s.max_repeats * cycles_s(iterations * LATENCY_CYCLES_PER_MMA, device)
-            total += Plan(0, runs_ * KERNEL_RUN_CALLS, gpu_s, runs_ * readback_host_s(words * 8))
+            launches = 2 * repeats
+            gpu_s = repeats * cycles_s(iterations * LATENCY_CYCLES_PER_MMA, device)
         else:
             words = device.sm_count * (RECORD_WORDS + BLOCK_ROWS * mma.n // 2)
-            runs_ = 1 + s.throughput_repeats
-            gpu_s = runs_ * 2 * s.throughput_ms / 1e3
-            total += Plan(0, runs_ * KERNEL_RUN_CALLS, gpu_s, runs_ * readback_host_s(words * 8))
-    chains = 2 * 2 * s.max_repeats
-    steps = iterations * (TMEM_STEPS + 1)
-    return total + Plan(0, chains * KERNEL_RUN_CALLS, s.max_repeats * cycles_s(steps * CHAIN_CYCLES_PER_STEP, device))
+            launches = 1 + s.throughput_repeats
+            gpu_s = launches * 2 * s.throughput_ms / 1e3
+        total += Plan(0, launches * KERNEL_RUN_CALLS, gpu_s, launches * readback_host_s(words * 8))
+    chains = 2 * 2 * repeats
+    steps = iterations * (unroll_of(TMEM_CHAIN) + unroll_of(ALLOC_CHAIN))
+    return total + Plan(0, chains * KERNEL_RUN_CALLS, repeats * cycles_s(steps * CHAIN_CYCLES_PER_STEP, device))
 
 
 # First contact: the cheapest latency chain (bf16 m128n64) and the tensor-memory round trip, once each.
-SMOKE_SETTINGS = Settings(short_iterations=1, long_iterations=2, min_repeats=1, max_repeats=1, throughput_ms=0.2,
+SMOKE_SETTINGS = Settings(short_iterations=1, long_iterations=2, sampling=ONE_SAMPLE, throughput_ms=0.2,
                           throughput_repeats=1)  # fmt: skip
 SMOKE = Smoke(probes=("tcgen05.latency.bf16.m128n64", "tcgen05.tmem.ld_st.latency"), settings=SMOKE_SETTINGS)
 
@@ -379,6 +360,18 @@ SECTIONS = (
 
 def measure(request: Request) -> Probes:
     """The family's runnable probes in order (throughput first, then latency, then tensor memory)."""
-    settings = request.settings or Settings()
-    ctx = _Context(request.launcher, Kernels(request.launcher, request.parameters), request.device, settings)
-    yield from runs(PROBES, {name: lambda name=name: STEPS[name](ctx, name) for name in PROBES}, request.runnable)
+    request = replace(request, settings=request.settings or Settings())
+    steps = {name: lambda name=name: STEPS[name](request, name) for name in PROBES}
+    return probe_steps(PROBES, steps, request.runnable)
+
+
+FAMILY = Family(
+    name="tcgen05",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

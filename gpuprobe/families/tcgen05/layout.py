@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuprobe.families.wgmma.layout import TYPES, WgmmaType, layout_bits
+from gpuprobe.kernels.registry import unroll_of
 
 SM100_DESCRIPTOR_VERSION = 1 << 46
 BLOCK_ROWS = 128  # the rows of A and D one block holds
@@ -73,7 +74,8 @@ class Mma:
 
     @property
     def batch(self) -> int:
-        return 1 if self.purpose == "lat" else 8
+        """MMAs per iteration of the kernel's loop, each committed together: the unroll its probe declares."""
+        return unroll_of(self.kernel)
 
     @property
     def kernel(self) -> str:

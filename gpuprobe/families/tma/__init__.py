@@ -28,25 +28,18 @@ and the tiles past a run's are untouched. A wrong result fails the probe and giv
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.async_copy import within_source
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.chain import random_cycle
-from gpuprobe.families.chase import OUT_WORDS, Chase
+from gpuprobe.families.async_copy import L2Flush, within_source
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.chase import OUT_WORDS, Chase, random_cycle
 from gpuprobe.families.differencing import Lengths, event_gbps
-from gpuprobe.families.measuring import (
-    Kernels,
-    OutputBuffers,
-    Stopping,
-    fact,
-    require_counts,
-    unmeasured,
-)
+from gpuprobe.families.measuring import fact, require_counts, unmeasured
 from gpuprobe.families.planning import (
     DRAM_STEP_CYCLES,
     L2_STEP_CYCLES,
@@ -59,7 +52,8 @@ from gpuprobe.families.planning import (
     resident_blocks,
     sum_host_s,
 )
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.families.tma.plot import bandwidth_png, multicast_png
 from gpuprobe.families.tma.tiles import (
     ROW_BYTES,
@@ -72,8 +66,10 @@ from gpuprobe.families.tma.tiles import (
     tiles,
 )
 from gpuprobe.judge.invariants import Check
+from gpuprobe.kernels.registry import unroll_of
 from gpuprobe.output.sections import Plot, Section
-from gpuprobe.runner.gpu import Launcher
+from gpuprobe.runner.launcher import TensorMaps, capability
+from gpuprobe.runner.tensor_map import TileMap
 
 MIB = 1 << 20
 ALIGN = 1024  # dynamic shared memory beyond the tiles, so they can start on a 1024-byte boundary
@@ -104,25 +100,19 @@ class Settings:
     dram_passes: tuple[float, float] = (0.5, 2.0)  # short and long runs over the DRAM tensor
     l2_fraction: float = 0.5  # the L2 streams' tensor, of the L2
     l2_passes: tuple[float, float] = (4.0, 32.0)  # short and long runs over the L2 tensor
-    min_repeats: int = 3
-    max_repeats: int = 7
-    target_noise: float = 0.01
-    budget_s: float = 0.3  # the most time sampling one configuration
+    sampling: Stopping = Stopping(3, 7, 0.01, 0.3)  # each configuration's samples
     seed: int = 20250917
 
     def __post_init__(self) -> None:
-        require_counts(self, ("l2_tiles", "dram_tiles", "stages", "threads", "min_repeats"))
+        require_counts(self, ("l2_tiles", "dram_tiles", "stages", "threads"))
         pairs = {"chase_steps": self.chase_steps, "dram_passes": self.dram_passes, "l2_passes": self.l2_passes}
         for name, (short, long) in pairs.items():
             if not 0 < short < long:
                 raise ValueError(f"Settings.{name}: need 0 < short < long, got {short}, {long}")
         if self.chase_steps[1] > self.dram_tiles:
             raise ValueError("Settings: a DRAM chase must not meet a tile twice (chase_steps[1] <= dram_tiles)")
-        if self.stages > 8 or self.max_repeats < self.min_repeats or self.dram_tiles > 1 << 16:
-            raise ValueError("Settings: stages <= 8, max_repeats >= min_repeats, dram_tiles <= 65536")
-
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.budget_s)
+        if self.stages > 8 or self.dram_tiles > 1 << 16:
+            raise ValueError("Settings: stages <= 8, dram_tiles <= 65536")
 
 
 def fact_id(direction: str, level: str, tile: Tile, promotion: bool, quantity: str) -> str:
@@ -156,48 +146,43 @@ class Mapped:
 
 
 @dataclass
-class _Context:
-    launcher: Launcher
-    kernels: Kernels
-    device: Device
-    settings: Settings
-    state: dict[str, Any]
-    outputs: OutputBuffers = field(init=False)
-    streams: dict[str, Mapped] = field(default_factory=dict)  # the load streams' tensors, by level
-    sums: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)  # their tiles' sums
-    scratch: Any = None
+class Streams:
+    """What the family's streams share across probes: their tensors by level (made once), those tensors'
+    smallest tiles' sums, and the L2's flush."""
 
-    def __post_init__(self) -> None:
-        self.outputs = OutputBuffers(self.launcher)
+    tensors: dict[str, Mapped] = field(default_factory=dict)
+    sums: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
+    flush: L2Flush = field(default_factory=L2Flush)
 
-    def flush(self) -> None:
-        """Write through a scratch buffer of twice the L2: what it held is evicted."""
-        if self.scratch is None:
-            self.scratch = self.launcher.alloc(2 * self.device.l2_bytes)
-        self.launcher.fill(self.scratch, 0)
+    def tensor(self, request: Request, level: str) -> Mapped:
+        if level not in self.tensors:
+            values = tensor_values(tensor_rows(request.settings, request.device, level), request.settings.seed)
+            self.tensors[level] = Mapped(request.launcher.upload(values.ravel()), values)
+        return self.tensors[level]
 
-    def stream_tensor(self, level: str) -> Mapped:
-        if level not in self.streams:
-            values = tensor_values(tensor_rows(self.settings, self.device, level), self.settings.seed)
-            self.streams[level] = Mapped(self.launcher.upload(values.ravel()), values)
-        return self.streams[level]
-
-    def tile_sums(self, level: str, rows: int) -> np.ndarray:
+    def tile_sums(self, request: Request, level: str, rows: int) -> np.ndarray:
         """What a block adds up of each tile of ``rows`` rows of the streams' tensor at ``level``: the
         tensor's smallest tiles summed once, larger ones made of them."""
         key = (level, min(TILE_ROWS))
         if key not in self.sums:
-            self.sums[key] = tile_word_sums(self.stream_tensor(level).values, key[1])
+            self.sums[key] = tile_word_sums(self.tensor(request, level).values, key[1])
         smallest = self.sums[key]
         return smallest.reshape(-1, rows // key[1]).sum(axis=1, dtype=np.uint64)
 
-    def grid(self, kernel: str, shared: int, multiple: int = 1) -> int:
-        """Blocks filling every SM with as many blocks of ``kernel`` as fit, whole clusters of ``multiple``."""
-        per_sm = self.launcher.max_active_blocks(kernel, self.settings.threads, shared)
-        blocks = self.device.sm_count * per_sm // multiple * multiple
-        if blocks < multiple or per_sm < 1:
-            raise ProbeFailure(f"{kernel}: no block of {self.settings.threads} threads with {shared} bytes fits")
-        return blocks
+
+def full_grid(request: Request, kernel: str, shared: int, multiple: int = 1) -> int:
+    """Blocks filling every SM with as many blocks of ``kernel`` as fit, whole clusters of ``multiple``."""
+    threads = request.settings.threads
+    per_sm = request.launcher.max_active_blocks(kernel, threads, shared)
+    blocks = request.device.sm_count * per_sm // multiple * multiple
+    if blocks < multiple or per_sm < 1:
+        raise ProbeFailure(f"{kernel}: no block of {threads} threads with {shared} bytes fits")
+    return blocks
+
+
+def tensor_map(request: Request, buffer: Any, tiles: TileMap) -> np.void:
+    """The tensor map of ``buffer`` that ``tiles`` describes (the launcher's TMA capability)."""
+    return capability(request.launcher, TensorMaps).tensor_map(buffer, tiles)
 
 
 # ---- latency -----------------------------------------------------------------------------------
@@ -214,24 +199,24 @@ def check_tile(kernel: str, got: np.ndarray, expected: np.ndarray, which: str) -
         )
 
 
-def tile_chase(ctx: _Context, tile: Tile, level: str, promotion: bool) -> Chase:
+def tile_chase(request: Request, streams: Streams, tile: Tile, level: str, promotion: bool) -> Chase:
     """A chase through a fresh cycle of tiles at ``level``; every launch's last tile checked."""
-    s = ctx.settings
+    s = request.settings
     nodes = s.l2_tiles if level == "l2" else s.dram_tiles
     chain = random_cycle(nodes, s.seed + nodes + tile.rows)
     values = chase_tensor(chain, tile.rows, s.seed)
-    mapped = Mapped(ctx.launcher.upload(values.ravel()), values)
-    tmap = ctx.launcher.tensor_map(mapped.buffer, tile.tensor_map(len(values), promotion))
+    mapped = Mapped(request.launcher.upload(values.ravel()), values)
+    tmap = tensor_map(request, mapped.buffer, tile.tensor_map(len(values), promotion))
     kernel, words = f"gp_tma_chase_x{tile.boxes}", OUT_WORDS + tile.bytes // 8
     position = np.empty(nodes, dtype=np.int64)  # each tile's step in the cycle
     position[chain.order] = np.arange(nodes)
 
     def launch(start: int, warm: int, iterations: int) -> np.ndarray:
         if level == "dram":
-            ctx.flush()
-        out = ctx.outputs.get(words)
+            streams.flush(request)
+        out = request.outputs.get(words)
         args = [tmap, np.uint32(tile.rows), np.uint32(start), np.uint32(warm), np.uint32(iterations), out]
-        got = ctx.kernels.run(kernel, args, out, words, block=32, shared=tile.bytes + ALIGN)
+        got = request.kernels.run(kernel, args, out, words, block=32, shared=tile.bytes + ALIGN)
         loaded = chain.order[(position[start] + warm + iterations - 1) % nodes]  # the last tile the host predicts
         last = tiles(mapped.values, tile.rows)[loaded]
         check_tile(kernel, tile.from_shared(got[OUT_WORDS:]), last, f"the last {tile.name} ({tile.swizzle})")
@@ -242,17 +227,17 @@ def tile_chase(ctx: _Context, tile: Tile, level: str, promotion: bool) -> Chase:
             raise ProbeFailure(f"{kernel}: chase ended on tile {end}, not one of the {nodes}")
         return end
 
-    return Chase(chain, launch, end_tile, 1, kernel, warm_laps=1 if level == "l2" else 0)
+    return Chase(chain, launch, end_tile, unroll_of(kernel), kernel, warm_laps=1 if level == "l2" else 0)
 
 
-def measure_latency(ctx: _Context, name: str) -> Measured:
-    swizzle, s = name.rsplit(".", 1)[1], ctx.settings
+def measure_latency(request: Request, streams: Streams, name: str) -> Measured:
+    swizzle, s = name.rsplit(".", 1)[1], request.settings
     facts, clocks = [], []
     for rows in TILE_ROWS:
         tile = Tile(rows, swizzle)
         for level, promotion in LOAD_CONFIGS:
-            chase = tile_chase(ctx, tile, level, promotion)
-            samples = chase.latencies(*s.chase_steps, s.stopping())
+            chase = tile_chase(request, streams, tile, level, promotion)
+            samples = chase.latencies(*s.chase_steps, s.sampling)
             clocks += chase.clock_mhz
             facts.append(fact(fact_id("load", level, tile, promotion, "latency"), samples, "cycle", name, chase.mhz))
     note = f"SM clock {float(np.median(clocks)):.0f} MHz over the long chases" if clocks else ""
@@ -262,18 +247,18 @@ def measure_latency(ctx: _Context, name: str) -> Measured:
 # ---- streams -----------------------------------------------------------------------------------
 
 
-def timed_rate(ctx: _Context, kernel: str, args: Callable[[int], list[object]], steps: tuple[int, int],
-               step_bytes: int, grid: int, shared: int, level: str) -> list[float]:  # fmt: skip
+def timed_rate(request: Request, streams: Streams, kernel: str, args: Callable[[int], list[object]],
+               steps: tuple[int, int], step_bytes: int, grid: int, shared: int, level: str) -> list[float]:  # fmt: skip
     """Samples of a stream's rate: a short and a long run of ``steps`` steps of ``step_bytes`` each (CUDA
     events, :class:`~gpuprobe.families.differencing.Difference`), the DRAM's L2 flushed before each run."""
 
     def ms(count: int) -> float:
         if level == "dram":
-            ctx.flush()
-        return ctx.kernels.time(kernel, args(count), grid=grid, block=ctx.settings.threads, shared=shared)
+            streams.flush(request)
+        return request.kernels.time(kernel, args(count), grid=grid, block=request.settings.threads, shared=shared)
 
     # every stream's checked run came first: the kernel is warm
-    return event_gbps(ms, Lengths(*steps, 1), step_bytes, kernel, ctx.settings.stopping(), warmed=True)[0]
+    return event_gbps(ms, Lengths(*steps, 1), step_bytes, kernel, request.settings.sampling, warmed=True)[0]
 
 
 def check_block_sums(kernel: str, got: np.ndarray, expected: np.ndarray) -> None:
@@ -291,77 +276,77 @@ def received_sums(tile_sums: np.ndarray, owners: np.ndarray, groups: int, steps:
     return tile_sums[index].sum(axis=1, dtype=np.uint64)
 
 
-def load_stream_rate(ctx: _Context, tile: Tile, level: str, promotion: bool) -> list[float]:
-    s, mapped = ctx.settings, ctx.stream_tensor(level)
+def load_stream_rate(request: Request, streams: Streams, tile: Tile, level: str, promotion: bool) -> list[float]:
+    s, mapped = request.settings, streams.tensor(request, level)
     count = len(mapped.values) // tile.rows
-    tmap = ctx.launcher.tensor_map(mapped.buffer, tile.tensor_map(len(mapped.values), promotion))
+    tmap = tensor_map(request, mapped.buffer, tile.tensor_map(len(mapped.values), promotion))
     kernel, shared = f"gp_tma_stream_x{tile.boxes}", s.stages * tile.bytes + ALIGN
-    grid = ctx.grid(kernel, shared)
+    grid = full_grid(request, kernel, shared)
     short, long = stream_steps(s, level, count, grid)
     words = grid * s.threads + tile.bytes // 8
-    out = ctx.outputs.get(words)
+    out = request.outputs.get(words)
 
     def args(steps: int) -> list[object]:
         return [tmap, np.uint32(tile.rows), np.uint32(s.stages), np.uint32(count), np.uint32(steps), out]
 
-    got = ctx.kernels.run(kernel, args(short), out, words, grid=grid, block=s.threads, shared=shared)
+    got = request.kernels.run(kernel, args(short), out, words, grid=grid, block=s.threads, shared=shared)
     block_sums = got[: grid * s.threads].reshape(grid, s.threads).sum(axis=1, dtype=np.uint64)
-    sums = ctx.tile_sums(level, tile.rows)
+    sums = streams.tile_sums(request, level, tile.rows)
     check_block_sums(kernel, block_sums, received_sums(sums, np.arange(grid), grid, short))
     last = ((short - 1) * grid) % count
     expected = tiles(mapped.values, tile.rows)[last]
     which = f"block 0's last {tile.name} ({tile.swizzle})"
     check_tile(kernel, tile.from_shared(got[grid * s.threads :]), expected, which)
-    return timed_rate(ctx, kernel, args, (short, long), grid * tile.bytes, grid, shared, level)
+    return timed_rate(request, streams, kernel, args, (short, long), grid * tile.bytes, grid, shared, level)
 
 
-def measure_bandwidth(ctx: _Context, name: str) -> Measured:
+def measure_bandwidth(request: Request, streams: Streams, name: str) -> Measured:
     swizzle = name.rsplit(".", 1)[1]
     facts, series = [], {"config": [], "gbps": []}
     for rows in TILE_ROWS:
         tile = Tile(rows, swizzle)
         for level, promotion in LOAD_CONFIGS:
             result = fact(fact_id("load", level, tile, promotion, "bandwidth"),
-                          load_stream_rate(ctx, tile, level, promotion), "GB/s", name)  # fmt: skip
+                          load_stream_rate(request, streams, tile, level, promotion), "GB/s", name)  # fmt: skip
             facts.append(result)
             series["config"].append(result.id)
             series["gbps"].append(result.value)
-    note = f"{ctx.settings.stages} stages of {ctx.settings.threads}-thread blocks, every SM"
+    note = f"{request.settings.stages} stages of {request.settings.threads}-thread blocks, every SM"
     return Measured(name, ProbeOutcome("ok", note, {"bandwidth": series}), facts)
 
 
-def store_rate(ctx: _Context, tile: Tile, level: str) -> list[float]:
-    s = ctx.settings
-    rows = tensor_rows(s, ctx.device, level)
-    tensor = ctx.launcher.alloc(rows * ROW_BYTES)
+def store_rate(request: Request, streams: Streams, tile: Tile, level: str) -> list[float]:
+    s = request.settings
+    rows = tensor_rows(s, request.device, level)
+    tensor = request.launcher.alloc(rows * ROW_BYTES)
     count = rows // tile.rows
-    tmap = ctx.launcher.tensor_map(tensor, tile.tensor_map(rows))
+    tmap = tensor_map(request, tensor, tile.tensor_map(rows))
     kernel, shared = f"gp_tma_store_x{tile.boxes}", tile.bytes + ALIGN
-    grid = ctx.grid(kernel, shared)
+    grid = full_grid(request, kernel, shared)
     short, long = stream_steps(s, level, count, grid)
-    out = ctx.outputs.get(grid)
+    out = request.outputs.get(grid)
 
     def args(steps: int) -> list[object]:
         return [tmap, np.uint32(tile.rows), np.uint32(count), np.uint32(steps), out]
 
-    issued = ctx.kernels.run(kernel, args(1), out, grid, grid=grid, block=s.threads, shared=shared)
+    issued = request.kernels.run(kernel, args(1), out, grid, grid=grid, block=s.threads, shared=shared)
     if np.any(issued != 1):
         raise ProbeFailure(f"{kernel}: a block issued {int(issued.max())} stores, not 1")
     written = min(count, grid + 1)
-    back = ctx.launcher.read(tensor, "uint16", written * tile.rows * 64).reshape(written, tile.rows, 64)
+    back = request.launcher.read(tensor, "uint16", written * tile.rows * 64).reshape(written, tile.rows, 64)
     stored = tile.stored()
     for index in range(min(count, grid)):
         check_tile(kernel, back[index], stored, f"stored {tile.name} ({tile.swizzle}) tile {index}: the")
     if count > grid and np.any(back[grid]):
         raise ProbeFailure(f"{kernel}: tile {grid}, past the {grid} one store per block wrote, was written")
-    return timed_rate(ctx, kernel, args, (short, long), grid * tile.bytes, grid, shared, level)
+    return timed_rate(request, streams, kernel, args, (short, long), grid * tile.bytes, grid, shared, level)
 
 
-def measure_store(ctx: _Context, name: str) -> Measured:
+def measure_store(request: Request, streams: Streams, name: str) -> Measured:
     swizzle = name.rsplit(".", 1)[1]
     facts = [
         fact(fact_id("store", level, Tile(rows, swizzle), True, "bandwidth"),
-             store_rate(ctx, Tile(rows, swizzle), level), "GB/s", name)
+             store_rate(request, streams, Tile(rows, swizzle), level), "GB/s", name)
         for rows in TILE_ROWS for level in LEVELS
     ]  # fmt: skip
     return Measured(name, ProbeOutcome("ok", "every block stores one shared tile, one bulk group per tile"), facts)
@@ -370,33 +355,33 @@ def measure_store(ctx: _Context, name: str) -> Measured:
 # ---- multicast ---------------------------------------------------------------------------------
 
 
-def cast_rate(ctx: _Context, kind: str, size: int, level: str) -> list[float]:
+def cast_rate(request: Request, streams: Streams, kind: str, size: int, level: str) -> list[float]:
     """Samples of the bytes the blocks of clusters of ``size`` received per second, ``kind`` "unicast"
     (each block loads every tile) or "multicast" (each block a slice, to every block of its cluster)."""
-    s, tile, mapped = ctx.settings, MULTICAST_TILE, ctx.stream_tensor(level)
+    s, tile, mapped = request.settings, MULTICAST_TILE, streams.tensor(request, level)
     count = len(mapped.values) // tile.rows
     box_rows = tile.rows // size if kind == "multicast" else tile.rows
-    tmap = ctx.launcher.tensor_map(mapped.buffer, tile.tensor_map(len(mapped.values), box_rows=box_rows))
+    tmap = tensor_map(request, mapped.buffer, tile.tensor_map(len(mapped.values), box_rows=box_rows))
     kernel, shared = f"gp_tma_{kind}_c{size}", s.stages * tile.bytes + ALIGN
-    grid = ctx.grid(kernel, shared, size)
+    grid = full_grid(request, kernel, shared, size)
     clusters = grid // size
     short, long = stream_steps(s, level, count, clusters)
-    out = ctx.outputs.get(grid * s.threads)
+    out = request.outputs.get(grid * s.threads)
 
     def args(steps: int) -> list[object]:
         return [tmap, np.uint32(tile.rows), np.uint32(s.stages), np.uint32(count), np.uint32(steps), out]
 
-    got = ctx.kernels.run(kernel, args(short), out, grid * s.threads, grid=grid, block=s.threads, shared=shared)
+    got = request.kernels.run(kernel, args(short), out, grid * s.threads, grid=grid, block=s.threads, shared=shared)
     block_sums = got.reshape(grid, s.threads).sum(axis=1, dtype=np.uint64)
-    sums = ctx.tile_sums(level, tile.rows)
+    sums = streams.tile_sums(request, level, tile.rows)
     check_block_sums(kernel, block_sums, received_sums(sums, np.arange(grid) // size, clusters, short))
-    return timed_rate(ctx, kernel, args, (short, long), grid * tile.bytes, grid, shared, level)
+    return timed_rate(request, streams, kernel, args, (short, long), grid * tile.bytes, grid, shared, level)
 
 
-def measure_cast(ctx: _Context, name: str) -> Measured:
+def measure_cast(request: Request, streams: Streams, name: str) -> Measured:
     kind, size = name.split(".")[1], int(name.rsplit(".c", 1)[1])
-    rates = {level: cast_rate(ctx, kind, size, level) for level in LEVELS}
-    baseline = ctx.state.setdefault("tma_unicast", {})
+    rates = {level: cast_rate(request, streams, kind, size, level) for level in LEVELS}
+    baseline = request.state.setdefault("tma_unicast", {})
     facts = [fact(f"tma.{kind}.c{size}.{level}.bandwidth", rates[level], "GB/s", name) for level in LEVELS]
     if kind == "unicast":
         baseline.update({f"c{size}.{level}": rates[level] for level in LEVELS})
@@ -411,7 +396,7 @@ def measure_cast(ctx: _Context, name: str) -> Measured:
     return Measured(name, ProbeOutcome("ok", note, {"received_gbps": {k: v for k, v in rates.items()}}), facts)
 
 
-STEPS: dict[str, Callable[[_Context, str], Measured]] = {
+STEPS: dict[str, Callable[[Request, Streams, str], Measured]] = {
     **{f"tma.latency.{sw}": measure_latency for sw in SWIZZLE_BYTES},
     **{f"tma.bandwidth.{sw}": measure_bandwidth for sw in SWIZZLE_BYTES},
     **{f"tma.store.{sw}": measure_store for sw in SWIZZLE_BYTES},
@@ -427,7 +412,7 @@ TMA_STEP_CYCLES = {"l2": 2 * L2_STEP_CYCLES, "dram": 2 * DRAM_STEP_CYCLES}  # on
 def _chases(s: Settings, device: Device) -> Plan:
     """One swizzle's chases: per shape and configuration a tensor made and uploaded, and every sample's
     two launches (the L2's warm lap, the steps at the level's tile round trip, the DRAM's flush)."""
-    r, total = s.max_repeats, Plan(0, 0, 0.0)
+    r, total = s.sampling.max_repeats, Plan(0, 0, 0.0)
     for rows in TILE_ROWS:
         for level, _ in LOAD_CONFIGS:
             nodes = s.l2_tiles if level == "l2" else s.dram_tiles
@@ -442,7 +427,7 @@ def _chases(s: Settings, device: Device) -> Plan:
 def _streams(s: Settings, device: Device, tile_bytes: int, per_block_bytes: int, levels: tuple[str, ...]) -> Plan:
     """A stream of ``tile_bytes`` tiles at each of ``levels``: a checked run and every sample's short and
     long run, the bytes at the DRAM's planning rate (an L2 run no faster), the DRAM's flushes."""
-    r, total = s.max_repeats, Plan(0, 0, 0.0)
+    r, total = s.sampling.max_repeats, Plan(0, 0, 0.0)
     grid = device.sm_count * resident_blocks(device, s.threads, per_block_bytes)
     for level in levels:
         count = tensor_rows(s, device, level) * ROW_BYTES // tile_bytes
@@ -475,7 +460,7 @@ def plan(settings: Settings, device: Device) -> Plan:
 
 # A first contact: the 128-byte swizzle's chases (both shapes, L2 and DRAM), each launch's end tile and last
 # tile checked, one short sample each.
-SMOKE_SETTINGS = Settings(l2_tiles=8, dram_tiles=16, chase_steps=(1, 2), min_repeats=1, max_repeats=1,
+SMOKE_SETTINGS = Settings(l2_tiles=8, dram_tiles=16, chase_steps=(1, 2), sampling=ONE_SAMPLE,
                           dram_l2_multiple=0.0, dram_min_bytes=1 << 20, l2_fraction=0.01)  # fmt: skip
 SMOKE = Smoke(probes=("tma.latency.sw128",), settings=SMOKE_SETTINGS)
 
@@ -568,9 +553,20 @@ SECTIONS = (
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run); a probe whose own check fails raises
+    """The family's runnable probes in order, each as (name, step); a probe whose own check fails raises
     ProbeFailure. Probes the arch lacks are not runnable (their toml's archs)."""
-    settings = request.settings or Settings()
-    kernels = Kernels(request.launcher, request.parameters)
-    ctx = _Context(request.launcher, kernels, request.device, settings, request.state)
-    yield from runs(PROBES, {name: lambda name=name: STEPS[name](ctx, name) for name in PROBES}, request.runnable)
+    request, streams = replace(request, settings=request.settings or Settings()), Streams()
+    steps = {name: lambda name=name: STEPS[name](request, streams, name) for name in PROBES}
+    return probe_steps(PROBES, steps, request.runnable)
+
+
+FAMILY = Family(
+    name="tma",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

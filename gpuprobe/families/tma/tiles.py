@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuprobe.families.chain import Chain
+from gpuprobe.families.chase import Cycle
 from gpuprobe.families.streams import chunk_sums
-from gpuprobe.runner.gpu import TileMap
+from gpuprobe.runner.tensor_map import TileMap
 
 ELEMENT_BYTES = 2  # bf16
 TILE_COLS = 64
@@ -131,7 +131,7 @@ def tensor_values(total_rows: int, seed: int) -> np.ndarray:
     return values.astype(np.uint16).reshape(total_rows, TILE_COLS)
 
 
-def chase_tensor(chain: Chain, rows: int, seed: int) -> np.ndarray:
+def chase_tensor(chain: Cycle, rows: int, seed: int) -> np.ndarray:
     """A tensor of one tile per node of ``chain`` whose tile t holds, at element (0, 0), the index of the
     tile after it (a 16-bit index: at most 65536 tiles)."""
     if chain.nodes > 1 << 16:

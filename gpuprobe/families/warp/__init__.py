@@ -19,29 +19,24 @@ converts, for whoever needs ns).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
-from gpuprobe.families.differencing import (
-    SMOKE_SAMPLING,
-    UNROLL,
-    Difference,
-    DifferencedSettings,
-    Lengths,
-    samples_plan,
-)
-from gpuprobe.families.measuring import Kernels, fact
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.differencing import SMOKE_SAMPLING, Difference, DifferencedSettings, Lengths, samples_plan
+from gpuprobe.families.measuring import fact
 from gpuprobe.families.planning import HOST_CHECK_THREAD_S, cycles_s, kernel_runs, link_s, probe
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.ordering import non_decreasing, pair_not_below
+from gpuprobe.kernels.registry import find_probe, unroll_of
 from gpuprobe.output.sections import Section
-from gpuprobe.runner.gpu import Launcher
 
 LANES = 32
 FULL = 0xFFFFFFFF
@@ -63,7 +58,8 @@ PROBES = [
     "warp.divergence",
     "warp.shfl.bfly.throughput",
 ]
-DIVERGE_STEPS = 16  # dependent IMADs on each path of the divergence kernel's if/else: fixed by its PTX
+DIVERGE_KERNEL = "gp_warp_diverge_lat"  # its declared unroll: the dependent IMADs on each path of its if/else
+TPUT_KERNEL = "gp_warp_shfl_bfly_tput"
 
 
 SECTIONS = (
@@ -88,7 +84,7 @@ class Settings(DifferencedSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        Lengths(self.throughput_short, self.throughput_long, UNROLL)
+        Lengths(self.throughput_short, self.throughput_long, 1)
         if self.throughput_threads % LANES or not 0 < self.throughput_threads <= 1024:
             raise ValueError(f"Settings.throughput_threads: whole warps up to 1024, not {self.throughput_threads}")
 
@@ -154,7 +150,11 @@ class LaneChain:
     per_fact: float = 1.0  # steps per fact unit (a tile reduction is log2(tile) steps)
     check_word: Callable[[], int] | None = None  # the extra word the kernel writes, predicted
     threads: int = LANES  # the block: the lanes that exist, each writing its final value
-    unroll: int = UNROLL  # collectives per loop iteration (32 in every hand-written kernel)
+
+    @property
+    def unroll(self) -> int:
+        """Collectives per loop iteration, as the kernel's declaration gives them."""
+        return unroll_of(self.kernel)
 
 
 def _power(step: Callable[[np.ndarray], np.ndarray], start: np.ndarray, count: int) -> np.ndarray:
@@ -164,7 +164,7 @@ def _power(step: Callable[[np.ndarray], np.ndarray], start: np.ndarray, count: i
     return value
 
 
-def plan_chain(probe: str, rng: np.random.Generator) -> LaneChain:
+def chain_for(probe: str, rng: np.random.Generator) -> LaneChain:
     """The operands, starting values and prediction of one latency probe."""
     words = rng.integers(0, 2**32, LANES, dtype=np.uint64)
     none = np.zeros(LANES, dtype=np.uint64)
@@ -233,19 +233,6 @@ _FACTS = {
 }
 
 
-@dataclass
-class _Context:
-    launcher: Launcher
-    parameters: dict[str, list[tuple[str, str]]]
-    settings: Settings
-    device: Device
-    rng: np.random.Generator
-
-    @property
-    def kernels(self) -> Kernels:
-        return Kernels(self.launcher, self.parameters)
-
-
 def check_lanes(kernel: str, got: np.ndarray, expected: np.ndarray, steps: int) -> None:
     """Every lane's final value is the host's; else a ProbeFailure naming the first wrong lane."""
     wrong = np.flatnonzero(got.astype(np.uint64) != expected.astype(np.uint64))
@@ -257,19 +244,19 @@ def check_lanes(kernel: str, got: np.ndarray, expected: np.ndarray, steps: int) 
         )
 
 
-def chain_launch(kernels: Kernels, chain: LaneChain) -> Callable[[int], float]:
+def chain_launch(request: Request, chain: LaneChain) -> Callable[[int], float]:
     """``launch(iterations)``: one launch of ``chain``'s kernel, every lane's end (and the check word)
     held to the host's replay; the cycles of its timed loop."""
-    launcher = kernels.launcher
-    lanes = launcher.upload(np.concatenate([chain.operands, chain.start]).astype(np.uint32))
-    out = launcher.alloc(OUT_WORDS * 8)
+    lanes = request.launcher.upload(np.concatenate([chain.operands, chain.start]).astype(np.uint32))
+    out = request.outputs.get(OUT_WORDS)
     words = OUT_WORDS if chain.check_word else 1 + chain.threads
+    unroll = chain.unroll
     predicted: dict[int, np.ndarray] = {}  # the host's replay of each chain length, once
 
     def launch(iterations: int) -> float:
         args = [lanes, *chain.scalars, np.uint32(iterations), out]
-        values = kernels.run(chain.kernel, args, out, words, block=chain.threads)
-        steps = iterations * chain.unroll
+        values = request.kernels.run(chain.kernel, args, out, words, block=chain.threads)
+        steps = iterations * unroll
         if steps not in predicted:
             predicted[steps] = chain.predict(steps)
         check_lanes(chain.kernel, values[1 : 1 + chain.threads], predicted[steps], steps)
@@ -281,43 +268,43 @@ def chain_launch(kernels: Kernels, chain: LaneChain) -> Callable[[int], float]:
     return launch
 
 
-def measure_chain(ctx: _Context, probe: str) -> Measured:
-    chain = plan_chain(probe, ctx.rng)
-    launch = chain_launch(ctx.kernels, chain)
-    samples = Difference(launch, ctx.settings.lengths, chain.kernel).samples(ctx.settings.stopping())
+def measure_chain(request: Request, settings: Settings, rng: np.random.Generator, probe: str) -> Measured:
+    chain = chain_for(probe, rng)
+    launch = chain_launch(request, chain)
+    samples = Difference(launch, settings.lengths(chain.unroll), chain.kernel).samples(settings.sampling)
     scaled = [s / chain.per_fact for s in samples]
     return Measured(probe, ProbeOutcome("ok"), [fact(_FACTS[probe], scaled, "cycle", probe)])
 
 
 # ---- divergence ------------------------------------------------------------------------------------
-def diverge_values(multipliers: np.ndarray, starts: np.ndarray, split: int, iterations: int) -> np.ndarray:
-    """Each lane's x after ``iterations`` x 16 steps of x = x * m + (1 below ``split``, else 2), mod 2^32."""
+def diverge_values(multipliers: np.ndarray, starts: np.ndarray, split: int, steps: int) -> np.ndarray:
+    """Each lane's x after ``steps`` steps of x = x * m + (1 below ``split``, else 2), mod 2^32."""
     x, m = starts.astype(np.uint64), multipliers.astype(np.uint64)
     add = np.where(np.arange(LANES) < split, 1, 2).astype(np.uint64)
-    for _ in range(iterations * DIVERGE_STEPS):
+    for _ in range(steps):
         x = (x * m + add) & np.uint64(FULL)  # both factors below 2^32: the product fits 64 bits
     return x
 
 
-def measure_divergence(ctx: _Context) -> Measured:
+def measure_divergence(request: Request, settings: Settings, rng: np.random.Generator) -> Measured:
     """Cycles per iteration with the warp on one path (split 32) and split in two (16): the paths of a
     divergent branch run one after the other, and the difference is what the divergence costs."""
-    probe, kernel, s = "warp.divergence", "gp_warp_diverge_lat", ctx.settings
-    multipliers = ctx.rng.integers(0, 2**32, LANES, dtype=np.uint64) | np.uint64(1)  # odd: no lane collapses
-    starts = ctx.rng.integers(0, 2**32, LANES, dtype=np.uint64)
-    lanes = ctx.launcher.upload(np.concatenate([multipliers, starts]).astype(np.uint32))
-    out = ctx.launcher.alloc(OUT_WORDS * 8)
-    per_iteration = Lengths(s.short_iterations, s.long_iterations, 1)
+    probe, kernel, path_steps = "warp.divergence", DIVERGE_KERNEL, unroll_of(DIVERGE_KERNEL)
+    multipliers = rng.integers(0, 2**32, LANES, dtype=np.uint64) | np.uint64(1)  # odd: no lane collapses
+    starts = rng.integers(0, 2**32, LANES, dtype=np.uint64)
+    lanes = request.launcher.upload(np.concatenate([multipliers, starts]).astype(np.uint32))
+    out = request.outputs.get(OUT_WORDS)
+    per_iteration = settings.lengths(1)
 
     def cycles_per_iteration(split: int) -> list[float]:
         def launch(iterations: int) -> float:
             args = [lanes, np.uint32(split), np.uint32(iterations), out]
-            values = ctx.kernels.run(kernel, args, out, 1 + LANES, block=LANES)
-            expected = diverge_values(multipliers, starts, split, iterations)
-            check_lanes(kernel, values[1 : 1 + LANES], expected, iterations * DIVERGE_STEPS)
+            values = request.kernels.run(kernel, args, out, 1 + LANES, block=LANES)
+            steps = iterations * path_steps
+            check_lanes(kernel, values[1 : 1 + LANES], diverge_values(multipliers, starts, split, steps), steps)
             return float(values[0])
 
-        return Difference(launch, per_iteration, f"{kernel} (split {split})").samples(s.stopping())
+        return Difference(launch, per_iteration, f"{kernel} (split {split})").samples(settings.sampling)
 
     uniform, divergent = cycles_per_iteration(LANES), cycles_per_iteration(LANES // 2)
     facts = [
@@ -325,7 +312,7 @@ def measure_divergence(ctx: _Context) -> Measured:
         fact("warp.divergence.divergent", divergent, "cycle", probe),
         fact("warp.divergence.cost", [d - u for d in divergent for u in uniform], "cycle", probe),
     ]
-    note = (f"cycles per iteration of an if/else of two {DIVERGE_STEPS}-IMAD paths: {facts[0].value:.0f} with "
+    note = (f"cycles per iteration of an if/else of two {path_steps}-IMAD paths: {facts[0].value:.0f} with "
             f"the warp on one path, {facts[1].value:.0f} split over both")  # fmt: skip
     return Measured(probe, ProbeOutcome("ok", note), facts)
 
@@ -350,18 +337,16 @@ def sm_spans(timing: np.ndarray) -> dict[int, tuple[float, int]]:
     return spans
 
 
-def measure_throughput(ctx: _Context) -> Measured:
-    s = ctx.settings
-    blocks, threads = ctx.device.sm_count, s.throughput_threads
+def measure_throughput(request: Request, settings: Settings) -> Measured:
+    s = settings
+    blocks, threads = request.device.sm_count, s.throughput_threads
     warps = blocks * threads // LANES
-    out = ctx.launcher.alloc((3 * warps + blocks * threads) * 8)
+    count = 3 * warps + blocks * threads
+    out = request.outputs.get(count)
     spans: dict[int, tuple[float, int]] = {}  # the last long launch's, per SM, for the series
 
     def launch(iterations: int) -> dict[int, tuple[float, int]]:
-        count = 3 * warps + blocks * threads
-        values = ctx.kernels.run(
-            "gp_warp_shfl_bfly_tput", [np.uint32(iterations), out], out, count, grid=blocks, block=threads
-        )
+        values = request.kernels.run(TPUT_KERNEL, [np.uint32(iterations), out], out, count, grid=blocks, block=threads)
         expected = throughput_values(blocks, threads, iterations)
         wrong = np.flatnonzero(values[3 * warps :] != expected)
         if wrong.size:
@@ -381,8 +366,8 @@ def measure_throughput(ctx: _Context) -> Measured:
         spans.update(launch(iterations))
         return sum(span for span, _ in spans.values())
 
-    lengths = Lengths(s.throughput_short, s.throughput_long, UNROLL * LANES * warps)
-    per_op = Difference(summed_spans, lengths, "gp_warp_shfl_bfly_tput").samples(s.stopping())
+    lengths = Lengths(s.throughput_short, s.throughput_long, unroll_of(TPUT_KERNEL) * LANES * warps)
+    per_op = Difference(summed_spans, lengths, TPUT_KERNEL).samples(s.sampling)
     samples = [1.0 / cycles for cycles in per_op]  # lane operations per clock per SM
     series = {"per_sm": {"sm": [float(k) for k in spans], "span_cycles": [span for span, _ in spans.values()]}}
     facts = [fact("warp.shfl.bfly.throughput", samples, "op/clk/SM", "warp.shfl.bfly.throughput")]
@@ -398,18 +383,22 @@ REPLAY_STEP_S = 20e-6  # the host's replay of one collective of 32 lanes (NumPy,
 def plan(settings: Settings, device: Device) -> Plan:
     """Every probe at its most repeats (see :mod:`gpuprobe.families.planning`): each latency chain
     replayed once per length on the host; the throughput kernel at one warp shuffle per clock per SM."""
-    s = settings
-    replay = (s.short_iterations + s.long_iterations) * UNROLL * REPLAY_STEP_S
-    chains = [probe(samples_plan(s, device, COLLECTIVE_CYCLES), Plan(0, 0, 0.0, replay)) for _ in _FACTS]
-    per_iteration = Lengths(s.short_iterations, s.long_iterations, 2 * DIVERGE_STEPS)  # both paths, in turn
-    divergence = probe(*(samples_plan(s, device, DIVERGED_STEP_CYCLES, per_iteration) for _ in range(2)))
+    s, repeats = settings, settings.sampling.max_repeats
+
+    def chain(name: str) -> Plan:
+        unroll = unroll_of(find_probe(name).kernel)
+        replay = (s.short_iterations + s.long_iterations) * unroll * REPLAY_STEP_S
+        return probe(samples_plan(s, device, COLLECTIVE_CYCLES, unroll), Plan(0, 0, 0.0, replay))
+
+    both_paths = 2 * unroll_of(DIVERGE_KERNEL)  # per iteration, one path after the other
+    divergence = probe(*(samples_plan(s, device, DIVERGED_STEP_CYCLES, both_paths) for _ in range(2)))
     warps = s.throughput_threads // LANES
-    shuffles = s.max_repeats * (s.throughput_short + s.throughput_long) * UNROLL * TPUT_CHAINS * warps
-    launches, threads = 2 * s.max_repeats, s.throughput_threads * device.sm_count
+    shuffles = repeats * (s.throughput_short + s.throughput_long) * unroll_of(TPUT_KERNEL) * TPUT_CHAINS * warps
+    launches, threads = 2 * repeats, s.throughput_threads * device.sm_count
     read_back = launches * (3 * warps * device.sm_count + threads) * 8
     gpu_s = cycles_s(shuffles, device) + link_s(read_back, pinned=False)
     throughput = probe(kernel_runs(launches, gpu_s, launches * threads * HOST_CHECK_THREAD_S))
-    return sum([*chains, divergence], throughput)
+    return sum([*(chain(name) for name in _FACTS), divergence], throughput)
 
 
 # A first contact: one shuffle chain (every lane's end replayed on the host), one sample.
@@ -417,17 +406,16 @@ SMOKE = Smoke(probes=("warp.shfl.idx",), settings=Settings(**SMOKE_SAMPLING))
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run) (see :mod:`gpuprobe.families.stepping`).
-    ``state`` is not used: every probe is self-contained."""
-    launcher, parameters = request.launcher, request.parameters
-    device, runnable, settings = request.device, request.runnable, request.settings
-    settings = settings or Settings()
-    ctx = _Context(launcher, parameters, settings, device, np.random.default_rng(settings.seed))
-
-    steps = {name: (lambda name=name: measure_chain(ctx, name)) for name in _FACTS}
-    steps["warp.divergence"] = lambda: measure_divergence(ctx)
-    steps["warp.shfl.bfly.throughput"] = lambda: measure_throughput(ctx)
-    return runs(PROBES, steps, runnable)
+    """The family's runnable probes in order, each as (name, step); ``state`` is not used: every probe is
+    self-contained."""
+    settings = request.settings or Settings()
+    rng = np.random.default_rng(settings.seed)
+    steps: dict[str, Callable[[], Measured]] = {
+        name: functools.partial(measure_chain, request, settings, rng, name) for name in _FACTS
+    }
+    steps["warp.divergence"] = functools.partial(measure_divergence, request, settings, rng)
+    steps["warp.shfl.bfly.throughput"] = functools.partial(measure_throughput, request, settings)
+    return probe_steps(PROBES, steps, request.runnable)
 
 
 def tile_reduce_grows(facts: dict[str, Fact], device: Device) -> list[Check]:
@@ -442,3 +430,15 @@ def divergence_costs(facts: dict[str, Fact], device: Device) -> list[Check]:
 
 
 INVARIANTS = (tile_reduce_grows, divergence_costs)
+
+
+FAMILY = Family(
+    name="warp",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

@@ -36,32 +36,20 @@ accumulator to the width it measured); a wrong D fails the probe and gives no fa
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.base import Measured, Plan, ProbeFailure, Probes, Request, Smoke
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import Difference, Lengths
-from gpuprobe.families.measuring import (
-    POISON_BYTE,
-    TIMER_TICK_NS,
-    Kernels,
-    OutputBuffers,
-    Stopping,
-    check_arguments,
-    clock_mhz,
-    clock_window_ns,
-    fact,
-    require_counts,
-    require_long_after_short,
-    unmeasured,
-    unwritten,
-)
+from gpuprobe.families.measuring import TIMER_TICK_NS, clock_mhz, clock_window_ns, fact, require_counts, unmeasured
 from gpuprobe.families.planning import KERNEL_RUN_CALLS, MAX_THREADS_PER_SM, cycles_s, held_batch_s, readback_host_s
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
 from gpuprobe.families.sparsity import not_below_beyond_noise
-from gpuprobe.families.stepping import runs
+from gpuprobe.families.stepping import probe_steps
 from gpuprobe.families.wgmma.layout import (
     LEADING_BYTES,
     WARPGROUP,
@@ -91,7 +79,8 @@ from gpuprobe.families.wgmma.ptx import (
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.physics import bounds
 from gpuprobe.output.sections import Plot, Section
-from gpuprobe.runner.gpu import GEMM_DRAWN_ROWS, Launcher, LaunchPathUnavailable
+from gpuprobe.runner.checked import POISON_BYTE, unwritten
+from gpuprobe.runner.launcher import GEMM_DRAWN_ROWS, Gemm, LaunchPathUnavailable, capability
 
 RECORD_WORDS = 8  # uint32 words per warpgroup record: cycles, ns, start, end (u64 each)
 DENSE_RATES = "wgmma_dense_tflops"  # state: each dense throughput probe's TFLOP/s, by shape, for the sparse ones
@@ -169,10 +158,7 @@ PROBES = [probe_name(_THROUGHPUT[0]), CUBLAS_PROBE, *(probe_name(k) for k in [*_
 class Settings:
     short_iterations: int = 64  # a latency sample: the long loop minus the short one
     long_iterations: int = 32768  # x >= 8 cycles (a wgmma, its commit and wait) at <= 2 GHz: >= 130 us
-    min_repeats: int = 3
-    max_repeats: int = 7
-    target_noise: float = 0.01
-    latency_budget_s: float = 0.5  # per latency probe
+    sampling: Stopping = Stopping(3, 7, 0.01, 0.5)  # a latency probe's samples
     warpgroups_per_block: int = 3
     # Throughput blocks per SM: at most this many of those that fit (occupancy API); 0: all that fit. On
     # sm_90a a second block of three warpgroups never fits (154-158 registers x 384 threads).
@@ -187,10 +173,11 @@ class Settings:
     seed: int = 20250901
 
     def __post_init__(self) -> None:
-        counts = ("short_iterations", "min_repeats", "calibration_iterations", "throughput_repeats", "gemm_n",
-                  "gemm_count", "gemm_repeats")  # fmt: skip
+        counts = ("short_iterations", "calibration_iterations", "throughput_repeats", "gemm_n", "gemm_count",
+                  "gemm_repeats")  # fmt: skip
         require_counts(self, counts)
-        require_long_after_short(self)
+        if self.long_iterations <= self.short_iterations:
+            raise ValueError("Settings: long_iterations must exceed short_iterations (their difference is timed)")
         if self.blocks_per_sm < 0:
             raise ValueError(f"Settings.blocks_per_sm must be 0 (as many as fit) or more, got {self.blocks_per_sm}")
         if not 1 <= self.warpgroups_per_block <= 3:
@@ -204,13 +191,10 @@ class Settings:
             raise ValueError(f"Settings.gemm_n must be at least {GEMM_MIN_N} (a smaller GEMM measures its call "
                              f"and its last wave, not cuBLAS's throughput), got {self.gemm_n}")  # fmt: skip
 
-    def stopping(self) -> Stopping:
-        return Stopping(self.min_repeats, self.max_repeats, self.target_noise, self.latency_budget_s)
-
-    @property
-    def lengths(self) -> Lengths:
-        """A latency sample's two loops: one dependent wgmma (with its commit and wait) per iteration."""
-        return Lengths(self.short_iterations, self.long_iterations, 1)
+    def lengths(self, steps: int) -> Lengths:
+        """A latency sample's two loops, of ``steps`` dependent wgmmas (each with its commit and wait) an
+        iteration."""
+        return Lengths(self.short_iterations, self.long_iterations, steps)
 
 
 # --------------------------------------------------------------------------- one launch
@@ -268,80 +252,68 @@ def check_result(fragments: np.ndarray, kernel: Kernel, operands: Operands, time
     return checked.accumulator_bits
 
 
-@dataclass
-class _Context:
-    launcher: Launcher
-    device: Device
-    settings: Settings
-    kernels: Kernels
-    datasheet: dict[str, float]
-    state: dict[str, Any] = field(default_factory=dict)  # the run's state (request.state): the dense rates
-    outputs: OutputBuffers = field(init=False)
+def upload_operands(request: Request, kernel: Kernel, kind: str) -> tuple[Operands, list[Any]]:
+    """Operands of ``kind`` for ``kernel``, and the arguments that hand them over (all but iters, out):
+    A (its kept elements, for a sparse kernel) and B in core-matrix order, their layout bits, and a
+    sparse kernel's metadata registers."""
+    launcher, seed = request.launcher, request.settings.seed
+    made = (make_sparse_operands if kernel.sparse else make_operands)(kernel.wgmma, kernel.n, kind, seed)
+    if kernel.source == "ss":
+        a = launcher.upload(core_matrix_bytes(made.a_bits.view(np.uint8).reshape(M, -1)))
+    else:
+        a = launcher.upload(a_fragments(made.a_bits, kernel.wgmma).reshape(-1))
+    b_rows = made.b_bits.view(np.uint8).reshape(kernel.n, -1)
+    b = launcher.upload(core_matrix_bytes(b_rows, kernel.b_row_bytes))
+    args = [a, b, np.uint64(layout_bits())]
+    if isinstance(made, SparseOperands):
+        b_layout = layout_bits(stride_bytes=kernel.b_row_bytes // 16 * LEADING_BYTES)
+        args += [np.uint64(b_layout), launcher.upload(made.metadata())]
+    return made, args
 
-    def __post_init__(self) -> None:
-        self.outputs = OutputBuffers(self.launcher)
 
-    def upload_operands(self, kernel: Kernel, kind: str) -> tuple[Operands, list[Any]]:
-        """Operands of ``kind`` for ``kernel``, and the arguments that hand them over (all but iters, out):
-        A (its kept elements, for a sparse kernel) and B in core-matrix order, their layout bits, and a
-        sparse kernel's metadata registers."""
-        seed = self.settings.seed
-        made = (make_sparse_operands if kernel.sparse else make_operands)(kernel.wgmma, kernel.n, kind, seed)
-        if kernel.source == "ss":
-            a = self.launcher.upload(core_matrix_bytes(made.a_bits.view(np.uint8).reshape(M, -1)))
-        else:
-            a = self.launcher.upload(a_fragments(made.a_bits, kernel.wgmma).reshape(-1))
-        b_rows = made.b_bits.view(np.uint8).reshape(kernel.n, -1)
-        b = self.launcher.upload(core_matrix_bytes(b_rows, kernel.b_row_bytes))
-        args = [a, b, np.uint64(layout_bits())]
-        if isinstance(made, SparseOperands):
-            b_layout = layout_bits(stride_bytes=kernel.b_row_bytes // 16 * LEADING_BYTES)
-            args += [np.uint64(b_layout), self.launcher.upload(made.metadata())]
-        return made, args
-
-    def launch(
-        self, kernel: Kernel, operands: Operands, given: list[Any], iterations: int, blocks: int, threads: int
-    ) -> Launched:
-        """One checked launch: its records, after D was held to the NumPy reference."""
-        warpgroups = blocks * threads // WARPGROUP
-        words = warpgroups * (RECORD_WORDS + WARPGROUP * kernel.registers)
-        out = self.outputs.get(-(-words // 2))  # 64-bit words holding ``words`` 32-bit ones
-        args = [*given, np.uint32(iterations), out]
-        values = self.kernels.run(kernel.name, args, out, words, dtype="uint32", grid=blocks, block=threads,
-                                  shared=shared_bytes(kernel))  # fmt: skip
-        records, fragments = split_output(values, warpgroups, kernel.registers)
-        bits = check_result(fragments, kernel, operands, times=iterations if kernel.purpose == "lat" else kernel.batch)
-        # %globaltimer readings are ns since the Unix epoch, past float64's exact integers: compared as
-        # integers, and kept as floats only after the launch's first start is taken off
-        cycles, ns, start, end = (records[:, i] for i in range(4))
-        if np.any(cycles == 0) or np.any(end < start):
-            raise ProbeFailure(f"{kernel.name}: impossible timing (cycles {cycles.min()}, ns {ns.min()})")
-        if np.any(ns != end - start):
-            raise ProbeFailure(f"{kernel.name}: a warpgroup's timer window is not its end reading minus its start")
-        origin = start.min()
-        return Launched(*(a.astype(np.float64) for a in (cycles, ns, start - origin, end - origin)), bits)
+def launch(
+    request: Request, kernel: Kernel, operands: Operands, given: list[Any], iterations: int, blocks: int, threads: int
+) -> Launched:
+    """One checked launch: its records, after D was held to the NumPy reference."""
+    warpgroups = blocks * threads // WARPGROUP
+    words = warpgroups * (RECORD_WORDS + WARPGROUP * kernel.registers)
+    out = request.outputs.get(-(-words // 2))  # 64-bit words holding ``words`` 32-bit ones
+    args = [*given, np.uint32(iterations), out]
+    values = request.kernels.run(kernel.name, args, out, words, dtype="uint32", grid=blocks, block=threads,
+                                 shared=shared_bytes(kernel))  # fmt: skip
+    records, fragments = split_output(values, warpgroups, kernel.registers)
+    bits = check_result(fragments, kernel, operands, times=iterations if kernel.purpose == "lat" else kernel.batch)
+    # %globaltimer readings are ns since the Unix epoch, past float64's exact integers: compared as
+    # integers, and kept as floats only after the launch's first start is taken off
+    cycles, ns, start, end = (records[:, i] for i in range(4))
+    if np.any(cycles == 0) or np.any(end < start):
+        raise ProbeFailure(f"{kernel.name}: impossible timing (cycles {cycles.min()}, ns {ns.min()})")
+    if np.any(ns != end - start):
+        raise ProbeFailure(f"{kernel.name}: a warpgroup's timer window is not its end reading minus its start")
+    origin = start.min()
+    return Launched(*(a.astype(np.float64) for a in (cycles, ns, start - origin, end - origin)), bits)
 
 
 # --------------------------------------------------------------------------- latency
 
 
-def measure_latency(ctx: _Context, name: str) -> Measured:
+def measure_latency(request: Request, name: str) -> Measured:
     """One dependent wgmma's cycles, long minus short (:class:`Difference`), at the clock of the long loops;
     a narrow accumulator's chain also gives the width its checks measured."""
     kernel = KERNELS[name]
-    s = ctx.settings
-    operands, given = ctx.upload_operands(kernel, "ternary")
+    s: Settings = request.settings
+    operands, given = upload_operands(request, kernel, "ternary")
     clocks: list[float] = []
     widths: list[float] = []
 
-    def launch(iterations: int) -> float:
-        run = ctx.launch(kernel, operands, given, iterations, 1, LATENCY_THREADS)
-        mhz = run.mhz(s.min_clock_window_ns)
+    def cycles(iterations: int) -> float:
+        launched = launch(request, kernel, operands, given, iterations, 1, LATENCY_THREADS)
+        mhz = launched.mhz(s.min_clock_window_ns)
         clocks.extend([] if mhz is None else [mhz])
-        widths.extend([] if run.accumulator_bits is None else [float(run.accumulator_bits)])
-        return float(run.cycles[0])
+        widths.extend([] if launched.accumulator_bits is None else [float(launched.accumulator_bits)])
+        return float(launched.cycles[0])
 
-    samples = Difference(launch, s.lengths, f"{kernel.name}: one dependent wgmma").samples(s.stopping())
+    samples = Difference(cycles, s.lengths(kernel.batch), f"{kernel.name}: one dependent wgmma").samples(s.sampling)
     mhz = float(np.median(clocks)) if clocks else None
     facts = [fact(f"{shape_id(kernel)}.latency", samples, "cycle", name, mhz)]
     note = f"{facts[0].value:.1f} cycles per dependent wgmma" + (f" at {mhz:.0f} MHz" if mhz else "")
@@ -384,32 +356,33 @@ class Rate:
         return [t / peak_tflops(flop_per_clock_per_sm, sm_count, m) for t, m in zip(self.tflops, self.mhz, strict=True)]
 
 
-def _grid(ctx: _Context, kernel: Kernel) -> tuple[int, int]:
-    threads = ctx.settings.warpgroups_per_block * WARPGROUP
-    fit = ctx.launcher.max_active_blocks(kernel.name, threads, shared_bytes(kernel))
+def _grid(request: Request, kernel: Kernel) -> tuple[int, int]:
+    s: Settings = request.settings
+    threads = s.warpgroups_per_block * WARPGROUP
+    fit = request.launcher.max_active_blocks(kernel.name, threads, shared_bytes(kernel))
     if fit < 1:
         raise ProbeFailure(f"{kernel.name}: no block of {threads} threads fits on an SM")
-    per_sm = min(fit, ctx.settings.blocks_per_sm) if ctx.settings.blocks_per_sm else fit
-    return ctx.device.sm_count * per_sm, threads
+    per_sm = min(fit, s.blocks_per_sm) if s.blocks_per_sm else fit
+    return request.device.sm_count * per_sm, threads
 
 
-def measure_rate(ctx: _Context, kernel: Kernel, kind: str) -> Rate:
+def measure_rate(request: Request, kernel: Kernel, kind: str) -> Rate:
     """Calibrate the trip count to ``throughput_ms``, then time ``throughput_repeats`` launches."""
-    s = ctx.settings
-    operands, given = ctx.upload_operands(kernel, kind)
-    blocks, threads = _grid(ctx, kernel)
+    s: Settings = request.settings
+    operands, given = upload_operands(request, kernel, kind)
+    blocks, threads = _grid(request, kernel)
     flop_per_iteration = kernel.flop() * kernel.batch * blocks * threads // WARPGROUP
-    first = ctx.launch(kernel, operands, given, s.calibration_iterations, blocks, threads)
+    first = launch(request, kernel, operands, given, s.calibration_iterations, blocks, threads)
     scale = s.throughput_ms * 1e6 / max(first.span_ns, TIMER_TICK_NS)  # a span under a tick may read 0
     iterations = int(min(max(1, round(s.calibration_iterations * scale)), 2**31 - 1))
     rate = Rate([], [])
     for _ in range(s.throughput_repeats):
-        run = ctx.launch(kernel, operands, given, iterations, blocks, threads)
-        mhz = run.mhz(s.min_clock_window_ns)
+        timed = launch(request, kernel, operands, given, iterations, blocks, threads)
+        mhz = timed.mhz(s.min_clock_window_ns)
         if mhz is None:  # the calibration was off by more than half
-            raise ProbeFailure(f"{kernel.name}: a timed run lasted {float(np.median(run.ns)) / 1e3:.0f} us, "
+            raise ProbeFailure(f"{kernel.name}: a timed run lasted {float(np.median(timed.ns)) / 1e3:.0f} us, "
                                f"too short to read the SM clock ({s.min_clock_window_ns / 1e3:.0f} us)")  # fmt: skip
-        rate.tflops.append(flop_per_iteration * iterations / run.span_ns / 1e3)
+        rate.tflops.append(flop_per_iteration * iterations / timed.span_ns / 1e3)
         rate.mhz.append(mhz)
     return rate
 
@@ -420,10 +393,11 @@ def peak_at_clock(datasheet: dict[str, float], mhz: float) -> float | None:
     return peak * mhz / clock if peak and clock else None
 
 
-def _datasheet_facts(ctx: _Context, name: str, rate: Rate) -> list[Fact]:
+def _datasheet_facts(request: Request, name: str, rate: Rate) -> list[Fact]:
     """The bf16 rate against the datasheet's dense peak scaled to the clock it ran at (H100 SXM and H200:
     989.4 TFLOP/s at 1830 MHz, i.e. 132 SMs x 4096 flop per clock: the same as its fraction_of_peak)."""
-    peaks = [peak_at_clock(ctx.datasheet, mhz) for mhz in rate.mhz]
+    datasheet = {k: float(v) for k, v in request.state.get("datasheet", {}).items()}
+    peaks = [peak_at_clock(datasheet, mhz) for mhz in rate.mhz]
     if not all(peaks):
         why = "no datasheet bf16 peak and its clock for this GPU model (discovery mode)"
         return [unmeasured("tensor.wgmma.bf16.datasheet_peak_at_clock", "TFLOP/s", name, why),
@@ -433,13 +407,14 @@ def _datasheet_facts(ctx: _Context, name: str, rate: Rate) -> list[Fact]:
             fact("tensor.wgmma.bf16.fraction_of_peak", fractions, "fraction", name)]  # fmt: skip
 
 
-def measure_throughput(ctx: _Context, name: str) -> Measured:
+def measure_throughput(request: Request, name: str) -> Measured:
     """Random and zero operands' TFLOP/s, each at its clock and over the peak at that clock; a sparse
     wgmma's rate over its dense twin's; the bf16 reference's rate per clock kept for cuBLAS's probe."""
     kernel = KERNELS[name]
     base = shape_id(kernel)
-    rates = {kind: measure_rate(ctx, kernel, kind) for kind in ("zero", "random")}
-    per_clock = {kind: rate.per_clock(peak_flop_per_clock(kernel), ctx.device.sm_count) for kind, rate in rates.items()}
+    rates = {kind: measure_rate(request, kernel, kind) for kind in ("zero", "random")}
+    sm_count = request.device.sm_count
+    per_clock = {kind: rate.per_clock(peak_flop_per_clock(kernel), sm_count) for kind, rate in rates.items()}
     facts = [
         fact(f"{base}.tflops", rates["random"].tflops, "TFLOP/s", name),
         fact(f"{base}.zero_operands.tflops", rates["zero"].tflops, "TFLOP/s", name),
@@ -451,7 +426,7 @@ def measure_throughput(ctx: _Context, name: str) -> Measured:
     random, zero, random_mhz, zero_mhz, random_peak, zero_peak = (f.value for f in facts)
     note = (f"{random:.1f} TFLOP/s random at {random_mhz:.0f} MHz ({random_peak:.3f} of the peak per clock), "
             f"{zero:.1f} zero operands at {zero_mhz:.0f} MHz ({zero_peak:.3f})")  # fmt: skip
-    dense_rates = ctx.state.setdefault(DENSE_RATES, {})
+    dense_rates = request.state.setdefault(DENSE_RATES, {})
     if kernel.sparse:
         twin = shape_id(dense_twin(kernel))
         if dense_rates.get(twin):
@@ -464,8 +439,8 @@ def measure_throughput(ctx: _Context, name: str) -> Measured:
     else:
         dense_rates[base] = rates["random"].tflops
     if is_cublas_reference(kernel):
-        ctx.state[BF16_PER_CLOCK] = per_clock["random"]
-        facts += _datasheet_facts(ctx, name, rates["random"])
+        request.state[BF16_PER_CLOCK] = per_clock["random"]
+        facts += _datasheet_facts(request, name, rates["random"])
     series = {kind: {"tflops": r.tflops, "mhz": r.mhz} for kind, r in rates.items()}
     return Measured(name, ProbeOutcome("ok", note, series), facts)
 
@@ -474,7 +449,7 @@ def measure_throughput(ctx: _Context, name: str) -> Measured:
 
 
 @dataclass(frozen=True)
-class Gemm:
+class GemmTiming:
     """One timed batch of cuBLAS GEMMs: its TFLOP/s and the SM clock it ran at."""
 
     tflops: float
@@ -505,42 +480,43 @@ def bracket_mhz(stamps: np.ndarray, batch_ms: float, window_ns: float) -> float:
     return float(np.median(clocks))
 
 
-def time_gemms(ctx: _Context) -> Gemm:
+def time_gemms(request: Request) -> GemmTiming:
     """``gemm_count`` cuBLAS GEMMs timed by CUDA events, between clock stamps on the same stream (the
-    stamp kernel's arguments checked against the cubin, its output poisoned and read back)."""
-    s = ctx.settings
-    blocks = STAMPS_PER_SM * ctx.device.sm_count
+    stamp kernel's output poisoned and read back; the launcher checks its arguments as every launch's);
+    LaunchPathUnavailable where the launcher has no cuBLAS."""
+    s: Settings = request.settings
+    gemm = capability(request.launcher, Gemm)
+    blocks = STAMPS_PER_SM * request.device.sm_count
     words = 2 * blocks * STAMP_WORDS
-    out = ctx.outputs.get(words)
-    check_arguments(CLOCK_STAMP_KERNEL, [np.uint32(0), out], ctx.kernels.signature(CLOCK_STAMP_KERNEL))
-    ctx.launcher.fill(out, POISON_BYTE)
-    ms = ctx.launcher.time_gemm(s.gemm_n, GEMM_DTYPE, s.gemm_count, stamp=(CLOCK_STAMP_KERNEL, blocks, out))
-    stamps = ctx.launcher.read(out, "uint64", words)
+    out = request.outputs.get(words)
+    gemm.fill(out, POISON_BYTE)
+    ms = gemm.time_gemm(s.gemm_n, GEMM_DTYPE, s.gemm_count, stamp=(CLOCK_STAMP_KERNEL, blocks, out))
+    stamps = gemm.read(out, "uint64", words)
     if unwritten(stamps):
         raise ProbeFailure(f"{CLOCK_STAMP_KERNEL} did not write all of its {words} words")
     if ms / s.gemm_count < GEMM_MIN_MS:
         raise ProbeFailure(f"a {s.gemm_n}^3 GEMM took {ms / s.gemm_count * 1e3:.0f} us, under {GEMM_MIN_MS} ms: its "
                            "call and last wave, not cuBLAS's throughput")  # fmt: skip
     mhz = bracket_mhz(stamps.reshape(2, blocks, STAMP_WORDS), ms, s.min_clock_window_ns)
-    return Gemm(2.0 * s.gemm_n**3 * s.gemm_count / (ms * 1e9), mhz)
+    return GemmTiming(2.0 * s.gemm_n**3 * s.gemm_count / (ms * 1e9), mhz)
 
 
-def measure_cublas(ctx: _Context, name: str) -> Measured:
+def measure_cublas(request: Request, name: str) -> Measured:
     """cuBLAS's bf16 GEMM: TFLOP/s, the clock it ran at, its fraction of the peak per clock, and the bf16
     wgmma's rate per clock over it; not run (with the reason) where cuBLAS cannot be loaded."""
     try:
-        gemms = [time_gemms(ctx) for _ in range(ctx.settings.gemm_repeats)]
+        gemms = [time_gemms(request) for _ in range(request.settings.gemm_repeats)]
     except LaunchPathUnavailable as exc:
         why = str(exc)
         return Measured(name, ProbeOutcome("not_run", why), [unmeasured(i, u, name, why) for i, u in CUBLAS_FACTS])
     rate = Rate([g.tflops for g in gemms], [g.mhz for g in gemms])
-    fractions = rate.per_clock(HOPPER_FLOP_PER_CLK_PER_SM[GEMM_DTYPE], ctx.device.sm_count)
+    fractions = rate.per_clock(HOPPER_FLOP_PER_CLK_PER_SM[GEMM_DTYPE], request.device.sm_count)
     facts = [fact("tensor.cublas.bf16.tflops", rate.tflops, "TFLOP/s", name),
              fact("tensor.cublas.bf16.sm_clock", rate.mhz, "MHz", name),
              fact("tensor.cublas.bf16.fraction_of_peak", fractions, "fraction", name)]  # fmt: skip
     note = (f"{facts[0].value:.1f} TFLOP/s at {facts[1].value:.0f} MHz ({facts[2].value:.3f} of the peak per clock), "
-            f"{ctx.settings.gemm_count} x {ctx.settings.gemm_n}^3 a timing")  # fmt: skip
-    wgmma = ctx.state.get(BF16_PER_CLOCK)
+            f"{request.settings.gemm_count} x {request.settings.gemm_n}^3 a timing")  # fmt: skip
+    wgmma = request.state.get(BF16_PER_CLOCK)
     if wgmma:
         reference = float(np.median(fractions))
         facts.append(fact("tensor.wgmma.bf16.fraction_of_cublas", [w / reference for w in wgmma], "fraction", name))
@@ -570,9 +546,9 @@ def latency_floor(kernel: Kernel) -> float:
     return kernel.flop() / peak_flop_per_clock(kernel)
 
 
-def _checked_runs(runs: int, words: int) -> Plan:
-    """``runs`` checked launches writing ``words`` uint32 each: the calls, and the read-back and check."""
-    return Plan(0, runs * KERNEL_RUN_CALLS, 0.0, runs * readback_host_s(words * 4))
+def _checked_launches(launches: int, words: int) -> Plan:
+    """``launches`` checked launches writing ``words`` uint32 each: the calls, and the read-back and check."""
+    return Plan(0, launches * KERNEL_RUN_CALLS, 0.0, launches * readback_host_s(words * 4))
 
 
 def plan(settings: Settings, device: Device) -> Plan:
@@ -586,19 +562,20 @@ def plan(settings: Settings, device: Device) -> Plan:
     total = Plan(len(PROBES), 0, 0.0)
     for kernel in _LATENCY:
         cycles = (s.short_iterations + s.long_iterations) * (2 * latency_floor(kernel) + LATENCY_EXTRA_CYCLES)
-        runs = _checked_runs(2 * s.max_repeats, RECORD_WORDS + WARPGROUP * kernel.registers)
-        total += runs + Plan(0, 2, s.max_repeats * cycles_s(cycles, device))
+        repeats = s.sampling.max_repeats
+        checked = _checked_launches(2 * repeats, RECORD_WORDS + WARPGROUP * kernel.registers)
+        total += checked + Plan(0, 2, repeats * cycles_s(cycles, device))
     threads = s.warpgroups_per_block * WARPGROUP
     blocks = device.sm_count * (s.blocks_per_sm or max(1, MAX_THREADS_PER_SM // threads))
     for kernel in _THROUGHPUT:
-        runs = 2 * (1 + s.throughput_repeats)  # per operand kind: the calibration, then the timed runs
+        launches = 2 * (1 + s.throughput_repeats)  # per operand kind: the calibration, then the timed launches
         words = blocks * threads // WARPGROUP * (RECORD_WORDS + WARPGROUP * kernel.registers)
-        total += _checked_runs(runs, words) + Plan(0, 2 * 2, runs * 2 * s.throughput_ms / 1e3)
+        total += _checked_launches(launches, words) + Plan(0, 2 * 2, launches * 2 * s.throughput_ms / 1e3)
     gemms = 2 * s.gemm_count * 2.0 * s.gemm_n**3 / (GEMM_TFLOPS * 1e12)
     gemm = held_batch_s(s.gemm_count + 2, 0.0, device) + gemms  # the GEMMs and their two clock stamps
     drawn = min(s.gemm_n, GEMM_DRAWN_ROWS) * GEMM_HOST_S_PER_VALUE + s.gemm_n * GEMM_COPY_S_PER_VALUE
     operands_s = 2 * s.gemm_n * drawn
-    stamps = _checked_runs(s.gemm_repeats, 2 * STAMPS_PER_SM * device.sm_count * 2 * STAMP_WORDS)
+    stamps = _checked_launches(s.gemm_repeats, 2 * STAMPS_PER_SM * device.sm_count * 2 * STAMP_WORDS)
     return total + stamps + Plan(0, 3 * s.gemm_repeats, s.gemm_repeats * gemm, s.gemm_repeats * operands_s)
 
 
@@ -608,26 +585,25 @@ def plan(settings: Settings, device: Device) -> Plan:
 # block (one warpgroup an SM issues ~3 % under the peak per clock: an H200 smoke run read 0.964 where the
 # full run read 0.993), timed runs of a millisecond, and cuBLAS's 8192^3 GEMM twice in one timing (2.7 ms
 # at 800 TFLOP/s, not a 1024^3 GEMM's call overhead); one sample of each.
-SMOKE_SETTINGS = Settings(short_iterations=1, long_iterations=64, min_repeats=1, max_repeats=1, throughput_ms=1.0,
+SMOKE_SETTINGS = Settings(short_iterations=1, long_iterations=64, sampling=ONE_SAMPLE, throughput_ms=1.0,
                           throughput_repeats=1, gemm_count=2, gemm_repeats=1)  # fmt: skip
 SMOKE = Smoke(probes=(PROBES[0], CUBLAS_PROBE, "wgmma.latency.bf16.ss.n8"), settings=SMOKE_SETTINGS)
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run). A wrong D or an impossible timing
+    """The family's runnable probes in order, each as (name, step). A wrong D or an impossible timing
     raises ProbeFailure; anything else (a CUDA error) propagates for the caller to isolate."""
-    launcher, parameters, device = request.launcher, request.parameters, request.device
-    runnable, settings, state = request.runnable, request.settings, request.state
-    datasheet = {k: float(v) for k, v in state.get("datasheet", {}).items()}
-    ctx = _Context(launcher, device, settings or Settings(), Kernels(launcher, parameters), datasheet, state=state)
+    request = dataclasses.replace(request, settings=request.settings or Settings())
+    steps = {name: lambda name=name: measure_probe(request, name) for name in PROBES}
+    return probe_steps(PROBES, steps, request.runnable)
 
-    def run(name: str) -> Measured:
-        if name == CUBLAS_PROBE:
-            return measure_cublas(ctx, name)
-        step = measure_latency if KERNELS[name].purpose == "lat" else measure_throughput
-        return step(ctx, name)
 
-    yield from runs(PROBES, {name: lambda name=name: run(name) for name in PROBES}, runnable)
+def measure_probe(request: Request, name: str) -> Measured:
+    """One probe: cuBLAS's GEMM, or a wgmma kernel's latency or throughput."""
+    if name == CUBLAS_PROBE:
+        return measure_cublas(request, name)
+    step = measure_latency if KERNELS[name].purpose == "lat" else measure_throughput
+    return step(request, name)
 
 
 # --------------------------------------------------------------------------- invariants and the sheet
@@ -781,4 +757,16 @@ SECTIONS = (
             "built on the host and every D checked against NumPy applying the pattern."
         ),
     ),
+)
+
+
+FAMILY = Family(
+    name="wgmma",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
 )

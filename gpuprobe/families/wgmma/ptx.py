@@ -25,10 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuprobe.families.wgmma.layout import N_VALUES, TYPES, WgmmaType
+from gpuprobe.kernels.registry import unroll_of
 
 LATENCY_THREADS = 128  # one warpgroup
 THROUGHPUT_MAX_THREADS = 384  # up to three warpgroups a block
-BATCH = 16  # wgmmas issued back to back between waits, in the throughput kernels
 A_BYTES = 2048  # 64 rows x 32 bytes: B follows A in shared memory
 THROUGHPUT_N = 256
 SMALLER_THROUGHPUT_N = (64, 128)  # bf16 from shared memory only: how the rate falls with N
@@ -68,7 +68,8 @@ class Kernel:
 
     @property
     def batch(self) -> int:
-        return 1 if self.purpose == "lat" else BATCH
+        """wgmmas issued back to back between waits (1 in a latency loop): the unroll its probe declares."""
+        return unroll_of(self.name)
 
     @property
     def registers(self) -> int:

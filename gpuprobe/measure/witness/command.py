@@ -112,7 +112,7 @@ def require_same_gpu(results: Results, witness_run: Results) -> None:
 
 def probe_kernels() -> dict[str, str]:
     """Each probe's kernel, as its ``.toml`` declares it."""
-    from gpuprobe.build.registry import all_probes
+    from gpuprobe.kernels.registry import all_probes
 
     return {p.name: p.kernel for p in all_probes()}
 

@@ -1,28 +1,9 @@
 """What ncu counted, held to what each probe says its launches moved: the witness facts.
 
-**Whose launch is it.** The measuring process marks each probe's measurement with the NVTX range
-``gpuprobe:<probe>`` (:func:`gpuprobe.runner.gpu.probe_range`); a family marks work it does for another probe
-with that probe's range (bandwidth's stride sweep measures every stride's pattern under the first goodput
-probe, each in its own stride's range). A counted launch belongs to the probe of its innermost ``gpuprobe:``
-range; among those, the probe's launches are the ones of its kernel (its ``.toml``'s), of a grid and block
-the probe claims where it says.
-
-**What a probe claims.** Its outcome's series ``launch``: one entry per launch, in launch order, of
-``passes``, ``useful_bytes`` and what it says a level moved (:data:`QUANTITIES`; bandwidth's goodput record
-calls the bytes DRAM moved ``moved_bytes``), 0 claiming nothing; optionally ``blocks`` and ``threads``. The
-claimed launches are the last of the probe's counted ones (a first, untimed launch, or a pair widened before
-it, may come before them).
-
-**What is compared.** For each quantity a probe claims: what its last two launches claiming it counted apart
-(the long launch minus the short one: the bytes the probe's figure divides by its time) over what they claim
-apart, ``witness.<probe>.<quantity>`` (fraction), beside both figures (``.counted``, ``.claimed``, bytes). The
-claim is the full run's (RESULTS.json's series ``launch``: its bytes a pass, times the passes between the
-witnessed launches), so that the figure on the sheet is what is held to the counter; the witness run's own
-claim stands in only where the full run recorded none, and a witness run that claims otherwise says so.
-Every quantity is counted for every probe, over its last two launches where it claims none. Where the probe's
-kernel touches shared memory, ``witness.<probe>.shared_bank_conflicts``: the bank conflicts of its shared loads
-and stores per shared wavefront (claimed: none), beside the count. ``witness.<probe>.launches`` says how the
-launches were paired, or why they could not be.
+A counted launch belongs to the probe of its innermost ``gpuprobe:<probe>`` NVTX range. For each quantity
+a probe claims (its series ``launch``, :data:`QUANTITIES`), its last two launches' counts apart over their
+claims apart is ``witness.<probe>.<quantity>``. docs/witness.md says whose launch is whose, what a probe
+claims and what is compared.
 """
 
 from __future__ import annotations
@@ -42,7 +23,7 @@ from gpuprobe.measure.witness.counters import (
     Counted,
 )
 from gpuprobe.output.witness import CONFLICTS_KEY, LABELS, LAUNCHES_KEY, fact_id
-from gpuprobe.runner.gpu import NVTX_PREFIX, probe_range
+from gpuprobe.runner.launcher import NVTX_PREFIX, probe_range
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,7 @@
 """Nsight Compute's raw CSV page, read strictly: one counted kernel launch per row, with its NVTX stack.
 
-The format relied on (the CLI manual's "Output Pages" and its ``--csv``, ``--page raw``, ``--print-units base``
-and ``--nvtx`` options; and exports of ncu 2022-2025 as public parsers and issue threads quote them):
-
-* lines ncu writes about itself begin ``==PROF==``, ``==WARNING==``, ``==ERROR==``: not CSV;
-* a table begins with a header row whose cells are ``"ID","Process ID","Process Name","Host Name"``, then with
-  ``--nvtx`` ``"thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"`` (and the
-  start/stop ranges' ``"Id:Domain:Start/Stop_Range:..."``), then ``"Kernel Name","Context","Stream","Block Size",
-  "Grid Size","Device","CC"``, then one column per metric: those asked for among others ncu adds;
-* the row after the header holds each column's unit (empty for the identity columns);
-* every cell is quoted, a quote inside one doubled (RFC 4180, as Python's :mod:`csv` reads it);
-* a grid or block is ``"(x, y, z)"``; a number may carry thousands separators (``"2,816"``); ``"n/a"`` is a
-  metric ncu could not collect for that launch;
-* the push/pop cell is the thread id, then each range pushed on that thread, outermost first, each quoted:
-  ``183740  "<default domain>:gpuprobe:bandwidth.dram.write.v16:none:none:none:none:none:none"``: the domain,
-  the range's message, then the payload and color fields (PL_Type, PL_Value, CLR_Type, Color, Msg_Type, Msg).
-
-Anything else is a :class:`MalformedCsv`: a one-line error naming the row, never a guess.
+The format relied on is in docs/witness.md ("Reading the raw CSV page"). Anything else is a
+:class:`MalformedCsv`: a one-line error naming the row, never a guess.
 """
 
 from __future__ import annotations

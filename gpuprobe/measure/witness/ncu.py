@@ -1,28 +1,8 @@
 """Nsight Compute's command-line profiler (``ncu``): found, checked, and run around the witness measurement.
 
-What this relies on, from the Nsight Compute CLI manual (docs.nvidia.com/nsight-compute/NsightComputeCli,
-sections "Multi-Process Support", "NVTX Filtering", "Output Pages", "Metrics and Units" and the option
-tables), and from ncu's own output as public issue threads quote it:
-
-* ``--target-processes all`` profiles the wrapped process and every process it starts (the witness run's
-  measuring children); ``--nvtx`` records each kernel's NVTX push/pop stack, printed in the CSV.
-* ``--csv --page raw --print-units base``: one CSV row per profiled kernel, one column per metric, a second
-  row with each column's unit, values in base units (byte, sector, nsecond); parsed by
-  :mod:`gpuprobe.measure.witness.counters`. ``--log-file`` sends the tool's output there, apart from the program's.
-* ``--kernel-name regex:^(k1|k2)$`` profiles the witnessed probes' kernels alone (not the flushes, the clock
-  spins or CuPy's fills: each profiled launch costs ncu's replay, the others run as usual); ``--clock-control none``
-  leaves the clocks as the run found them; ``--cache-control none`` keeps ncu from flushing the caches
-  before each kernel (an L2 probe's footprint stays warm). A kernel replayed for several metric passes starts
-  each pass after ncu restored its memory, not as the probe's flush left the L2: what such leftovers add to a
-  short launch they add to its long one, and the witness compares the long launch's count less the short's.
-* A user without access to the counters gets, from ncu, ``==ERROR== ERR_NVGPUCTRPERM - The user does not have
-  permission to access NVIDIA GPU Performance Counters on the target device 0. ...`` (quoted in
-  HazyResearch/ThunderKittens#73, deepseek-ai/DeepGEMM#46, NVIDIA/TensorRT-LLM#183): the stage is skipped.
-* ``ncu --version`` prints "NVIDIA (R) Nsight Compute Command Line Profiler" and its version: a program
-  that says otherwise is not ncu.
-
-Every run of a tool is bounded in time; a tool that overruns is killed with its process group (the measuring
-processes it started run in sessions of their own and end when their parent is gone, within a second).
+The options relied on (the measuring children profiled, NVTX stacks, the raw CSV page in base units, only
+the witnessed kernels, clocks and caches left as the run set them) and the output that says counters are
+off-limits are in docs/witness.md ("Running ncu"). Every run of the tool is bounded in time.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 ``python -m gpuprobe.measure.witness --probes A,B -o DIR`` is the process ncu wraps: the suite's one runner
 (:func:`gpuprobe.measure.session.run_suite`: the build checked, the GPU locked, each family in its measuring
 processes through the one launcher) with the families' normal settings (the full run's shapes, not the smoke
-stage's) at one sample each (``min_repeats = max_repeats = 1``: one short and one long launch a figure), and
+stage's) at one sample each (each ``Stopping`` of its settings ``ONE_SAMPLE``: one short and one long launch a
+figure, one point of a sweep), and
 no second try of a probe measured under bad conditions. It writes its own results into DIR, never the full
 run's: their series say what each counted launch claims to move.
 """
@@ -16,12 +17,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Results
-from gpuprobe.families.catalog import FAMILIES
+from gpuprobe.families.base import Family
+from gpuprobe.families.catalog import BY_NAME, FAMILIES
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
 from gpuprobe.measure.plan import Stage
 
 # The probes witnessed, per family, and why (the issue-24 audit of the H200 results): the DRAM and L2
@@ -38,7 +40,6 @@ WITNESSED: dict[str, tuple[str, ...]] = {
     ),
     "async_copy": ("async_copy.cp_async.bandwidth", "async_copy.plain_copy.bandwidth"),
 }
-ONE_SAMPLE = {"min_repeats": 1, "max_repeats": 1, "sweep_repeats": 1}  # the sampling settings a family may have
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Witnessed(Stage):
 
     chosen: frozenset[str] = frozenset()
 
-    def probes(self, family: ModuleType) -> list[str]:
+    def probes(self, family: Family) -> list[str]:
         return [name for name in super().probes(family) if name in self.chosen]
 
 
@@ -60,16 +61,16 @@ def chosen_probes(families: Sequence[str] | None) -> list[str]:
     return [probe for name in names for probe in WITNESSED[name]]
 
 
-def one_sample(family: ModuleType) -> Any:
-    """The family's normal settings, sampled once (:data:`ONE_SAMPLE`, those of its fields it has)."""
-    defaults = family.Settings()
-    fields = {f.name for f in dataclasses.fields(defaults)}
-    return dataclasses.replace(defaults, **{k: v for k, v in ONE_SAMPLE.items() if k in fields})
+def one_sample(family: Family) -> Any:
+    """The family's normal settings, sampled once: each of its ``Stopping`` values (a sweep's too) ``ONE_SAMPLE``."""
+    defaults = family.settings()
+    once = {f.name: ONE_SAMPLE for f in dataclasses.fields(defaults) if isinstance(getattr(defaults, f.name), Stopping)}
+    return dataclasses.replace(defaults, **once)
 
 
 def family_of(probe: str) -> str:
     """The catalog name of the family that measures ``probe``."""
-    return next(name for name, module in FAMILIES.items() if probe in module.PROBES)
+    return next(family.name for family in FAMILIES if probe in family.probes)
 
 
 def measuring_command(probes: Sequence[str], out_dir: Path, device_index: int) -> list[str]:
@@ -82,10 +83,11 @@ def measure(probes: Sequence[str], out_dir: Path, device_index: int = 0) -> Resu
     """``probes`` measured once at the full run's shapes on CUDA device ``device_index``, into ``out_dir``."""
     from gpuprobe.measure.isolation import ChildPolicy
     from gpuprobe.measure.session import run_suite
-    from gpuprobe.runner.gpu import LauncherSpec, device_identity, require_gpu
+    from gpuprobe.runner.device import device_identity, require_gpu
+    from gpuprobe.runner.launcher import LauncherSpec
 
     families = {family_of(p) for p in probes}
-    settings = {name: one_sample(FAMILIES[name]) for name in families}
+    settings = {name: one_sample(BY_NAME[name]) for name in families}
     policy = dataclasses.replace(ChildPolicy(), attempts=1)
     require_gpu()
     return run_suite(device_identity(device_index), LauncherSpec(device_index=device_index), out_dir,
@@ -102,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         probes = [p for p in args.probes.split(",") if p]
-        known = {p for module in FAMILIES.values() for p in module.PROBES}
+        known = {p for family in FAMILIES for p in family.probes}
         if not probes or set(probes) - known:
             raise GpuprobeError(f"unknown probe(s): {', '.join(sorted(set(probes) - known)) or '(none given)'}")
         measure(probes, Path(args.output), args.device)

@@ -1,0 +1,414 @@
+"""The launcher over CuPy: ``cupy.RawModule(path=...)`` loads exactly the cubin gpuprobe compiled and checked,
+and every launch of it is checked against its kernels' PTX signatures first. Nothing else in gpuprobe
+launches through CuPy."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gpuprobe.core.results import Device
+from gpuprobe.kernels.registry import CLOCK_KERNEL
+from gpuprobe.runner.checked import check_launch
+from gpuprobe.runner.device import cuda_uuid, device_identity
+from gpuprobe.runner.driver import driver_call
+from gpuprobe.runner.launch_paths import DriverLaunch, pycuda_launch
+from gpuprobe.runner.launcher import (
+    GEMM_DRAWN_ROWS,
+    CooperativeGridTooLarge,
+    Dims,
+    LaunchPathUnavailable,
+    Signatures,
+    hold_cycles,
+    xyz,
+)
+from gpuprobe.runner.nvml import nvml_snapshot
+from gpuprobe.runner.tensor_map import TileMap, encode_tensor_map
+
+if TYPE_CHECKING:  # CuPy is the measuring side's dependency (the "gpu" extra): imported where it is used
+    import cupy
+
+DYNAMIC_SHARED_DEFAULT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
+
+# cuBLAS GEMM inputs: (cudaDataType of A, B and C, cublasComputeType, NumPy dtype holding the values)
+_GEMM_TYPES: dict[str, tuple[int, int, str]] = {
+    "f16": (2, 68, "float16"),  # CUDA_R_16F, CUBLAS_COMPUTE_32F
+    "bf16": (14, 68, "uint16"),  # CUDA_R_16BF (NumPy has no bfloat16: the bits are uploaded as uint16)
+    "tf32": (0, 77, "float32"),  # CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32
+    "f32": (0, 68, "float32"),
+}
+
+
+class CupyLauncher:
+    """The :class:`~gpuprobe.runner.launcher.Launcher`, with every capability, over CuPy for one device and one
+    cubin, whose kernels' PTX parameters are ``signatures``."""
+
+    def __init__(self, cubin: Path, device_index: int, signatures: Signatures) -> None:
+        import cupy
+
+        self._cp = cupy
+        self.device_index = device_index
+        self.signatures = signatures
+        cupy.cuda.Device(device_index).use()
+        self._uuid = cuda_uuid(device_index)
+        self._sm_count = int(cupy.cuda.runtime.getDeviceProperties(device_index)["multiProcessorCount"])
+        self.cubin = str(cubin)
+        self._modules: dict[bool, cupy.RawModule] = {False: cupy.RawModule(path=self.cubin)}
+        self._kernels: dict[tuple[str, bool], cupy.RawKernel] = {}
+        # (bytes, pinned, way) -> (host buffer, device buffer, their addresses): kept for reuse
+        self._host_buffers: dict[tuple[int, bool, str], tuple[Any, cupy.ndarray, int, int]] = {}
+        self._pinned: dict[int, np.ndarray] = {}  # device address of a pinned buffer -> its host view
+        self._hold_out: Any = None
+        self._co_resident: dict[tuple[str, int, int], int] = {}  # (kernel, threads, shared) -> blocks per SM
+
+    def alloc(self, nbytes: int) -> cupy.ndarray:
+        return self._cp.zeros(nbytes, dtype=self._cp.uint8)
+
+    def alloc_pinned(self, nbytes: int) -> cupy.ndarray:
+        cp = self._cp
+        pinned = cp.cuda.alloc_pinned_memory(nbytes)  # under unified addressing, its host address is a device address
+        memory = cp.cuda.UnownedMemory(pinned.ptr, nbytes, pinned, self.device_index)  # keeps ``pinned`` alive
+        buffer = cp.ndarray(nbytes, dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(memory, 0))
+        self._pinned[pinned.ptr] = np.ndarray(nbytes, dtype=np.uint8, buffer=pinned)  # filled and read by the host
+        return buffer
+
+    def address(self, buffer: cupy.ndarray) -> int:
+        return int(buffer.data.ptr)
+
+    def upload(self, array: np.ndarray) -> cupy.ndarray:
+        return self._cp.asarray(array)
+
+    def fill(self, buffer: cupy.ndarray, value: int) -> None:
+        host = self._pinned.get(self.address(buffer))
+        self._cp.cuda.Device().synchronize()
+        if host is not None:  # pinned host memory: the host writes it (no device memset on a host pointer)
+            host[:] = value
+            return
+        buffer.fill(value)
+        self._cp.cuda.Device().synchronize()
+
+    def prefer_l1(self, kernel: str) -> None:
+        for cooperative in (False, True):
+            self._function(kernel, cooperative).preferred_shared_memory_carveout = 0  # CU_SHAREDMEM_CARVEOUT_MAX_L1
+
+    def write_chain(self, buffer: cupy.ndarray, successor: np.ndarray, stride: int) -> None:
+        cp = self._cp
+        words = buffer.view(cp.uint64)
+        nodes = cp.arange(len(successor), dtype=cp.uint64)
+        targets = cp.asarray(successor, dtype=cp.uint64)
+        words[nodes * (stride // 8)] = cp.uint64(self.address(buffer)) + targets * cp.uint64(stride)
+        cp.cuda.Device().synchronize()
+
+    def _function(self, kernel: str, cooperative: bool = False) -> cupy.RawKernel:
+        """The kernel from the cubin; a cooperative one from a second load of the same cubin."""
+        if (kernel, cooperative) not in self._kernels:
+            if cooperative not in self._modules:
+                self._modules[cooperative] = self._cp.RawModule(path=self.cubin, enable_cooperative_groups=True)
+            self._kernels[kernel, cooperative] = self._modules[cooperative].get_function(kernel)
+        return self._kernels[kernel, cooperative]
+
+    def _with_shared(self, kernel: str, cooperative: bool, shared_bytes: int) -> cupy.RawKernel:
+        """The kernel, opted in to ``shared_bytes`` of dynamic shared memory where that is above the default."""
+        function = self._function(kernel, cooperative)
+        if shared_bytes > DYNAMIC_SHARED_DEFAULT and function.max_dynamic_shared_size_bytes < shared_bytes:
+            function.max_dynamic_shared_size_bytes = shared_bytes
+        return function
+
+    def _enqueue(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
+    ) -> None:
+        """One launch enqueued, its arguments already checked (:func:`check_launch`)."""
+        function = self._with_shared(kernel, cooperative, shared_bytes)
+        if cooperative:
+            self._refuse_if_not_co_resident(kernel, function, grid, block, shared_bytes)
+        function(xyz(grid), xyz(block), tuple(args), shared_mem=shared_bytes)
+
+    def _refuse_if_not_co_resident(
+        self, kernel: str, function: cupy.RawKernel, grid: Dims, block: Dims, shared: int
+    ) -> None:
+        """Refuse a cooperative grid larger than the blocks that fit at once. CuPy checks the same bound
+        (occupancy x SMs) but *shrinks* a 1-D grid that exceeds it, with a warning: a probe would then
+        run, and be judged, on fewer blocks than it asked for."""
+        blocks, threads = math.prod(xyz(grid)), math.prod(xyz(block))
+        key = (kernel, threads, shared)
+        if key not in self._co_resident:
+            occupancy = self._cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor
+            self._co_resident[key] = int(occupancy(function.kernel.ptr, threads, shared))
+        per_sm = self._co_resident[key]
+        if blocks > per_sm * self._sm_count:
+            raise CooperativeGridTooLarge(
+                f"{kernel}: a cooperative grid of {blocks} blocks of {threads} threads cannot be co-resident: "
+                f"at most {per_sm * self._sm_count} ({per_sm} per SM x {self._sm_count} SMs); refused, never shrunk"
+            )
+
+    def launch(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, cooperative: bool = False
+    ) -> None:
+        check_launch(kernel, args, self.signatures)
+        self._enqueue(kernel, grid, block, args, shared_bytes, cooperative)
+        self._cp.cuda.Device().synchronize()
+
+    def read(self, buffer: cupy.ndarray, dtype: str, count: int) -> np.ndarray:
+        host = self._pinned.get(self.address(buffer))
+        if host is not None:  # pinned host memory: read where it is, once the GPU is done with it
+            self._cp.cuda.Device().synchronize()
+            return host.view(np.dtype(dtype))[:count].copy()
+        return self._cp.asnumpy(buffer.view(self._cp.dtype(dtype))[:count])
+
+    def tensor_map(self, buffer: cupy.ndarray, tiles: TileMap) -> np.void:
+        return encode_tensor_map(self.address(buffer), tiles)
+
+    def _hold(self, launches: int, stream: cupy.cuda.Stream | None = None) -> None:
+        """Keep the GPU busy (the clock kernel's %clock64 spin) while the host enqueues ``launches`` launches
+        to be timed, so the events around them time the GPU's work, not the host's enqueueing of it."""
+        if self._hold_out is None:
+            self._hold_out = self._cp.zeros(16, dtype=self._cp.uint8)
+        cycles = np.uint64(hold_cycles(launches))
+        with stream if stream is not None else contextlib.nullcontext():
+            self._function(CLOCK_KERNEL)((1,), (1,), (cycles, self._hold_out))
+
+    def _elapsed_ms(self, enqueue: Callable[[], None], launches: int) -> float:
+        """GPU milliseconds between events recorded before and after ``enqueue`` (``launches`` launches or
+        calls) on the current stream, the GPU held by a spin while the host enqueues them."""
+        start, stop = self._cp.cuda.Event(), self._cp.cuda.Event()
+        self._hold(launches)
+        start.record()
+        enqueue()
+        stop.record()
+        stop.synchronize()
+        return float(self._cp.cuda.get_elapsed_time(start, stop))
+
+    def time_launches(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, count: int = 1,
+        cooperative: bool = False,
+    ) -> float:  # fmt: skip
+        check_launch(kernel, args, self.signatures)  # once, outside the timing
+
+        def enqueue() -> None:
+            for _ in range(count):
+                self._enqueue(kernel, grid, block, args, shared_bytes, cooperative)
+
+        return self._elapsed_ms(enqueue, count)
+
+    def max_active_blocks(self, kernel: str, block: int, shared_bytes: int = 0) -> int:
+        function = self._with_shared(kernel, False, shared_bytes)
+        cluster = _required_cluster(function.kernel.ptr)
+        if cluster is None:
+            occupancy = self._cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor
+            return int(occupancy(function.kernel.ptr, block, shared_bytes))
+        stream = self._cp.cuda.get_current_stream().ptr
+        clusters = _max_active_clusters(function.kernel.ptr, cluster, block, shared_bytes, stream)
+        return clusters * math.prod(cluster) // self._sm_count
+
+    def time_device_copy(self, dst: cupy.ndarray, src: cupy.ndarray, nbytes: int, count: int = 1) -> float:
+        runtime = self._cp.cuda.runtime
+        stream = self._cp.cuda.get_current_stream().ptr
+
+        def enqueue() -> None:
+            for _ in range(count):
+                runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, runtime.memcpyDeviceToDevice, stream)
+
+        return self._elapsed_ms(enqueue, count)
+
+    def _host_pair(self, nbytes: int, pinned: bool, way: str) -> tuple[int, int]:
+        """Host and device addresses of ``nbytes`` buffers for copies ``way`` ("h2d"/"d2h"), kept for reuse:
+        the host one pinned (page-locked) or ordinary pageable memory."""
+        key = (nbytes, pinned, way)
+        if key not in self._host_buffers:
+            host = self._cp.cuda.alloc_pinned_memory(nbytes) if pinned else np.ones(nbytes, dtype=np.uint8)
+            device = self._cp.zeros(nbytes, dtype=self._cp.uint8)
+            self._host_buffers[key] = (host, device, host.ptr if pinned else host.ctypes.data, device.data.ptr)
+        _, _, host_address, device_address = self._host_buffers[key]
+        return host_address, device_address
+
+    def time_host_copy(self, nbytes: int, direction: str, pinned: bool, count: int = 1) -> float:
+        if direction not in ("h2d", "d2h", "both"):
+            raise ValueError(f"direction must be h2d, d2h or both, not {direction!r}")
+        cp, runtime = self._cp, self._cp.cuda.runtime
+        ways = ("h2d", "d2h") if direction == "both" else (direction,)
+        streams = [cp.cuda.Stream(non_blocking=True) for _ in ways]
+        copies = []
+        for way, stream in zip(ways, streams, strict=True):
+            host, device = self._host_pair(nbytes, pinned, way)
+            if way == "h2d":
+                copies.append((device, host, runtime.memcpyHostToDevice, stream.ptr))
+            else:
+                copies.append((host, device, runtime.memcpyDeviceToHost, stream.ptr))
+        cp.cuda.Device().synchronize()
+        started = time.perf_counter()
+        for _ in range(count):
+            for dst, src, kind, stream_ptr in copies:
+                runtime.memcpyAsync(dst, src, nbytes, kind, stream_ptr)
+            for stream in streams:
+                stream.synchronize()
+        return (time.perf_counter() - started) * 1e3
+
+    def time_gemm(self, n: int, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None) -> float:
+        cp = self._cp
+        try:
+            from cupy.cuda import cublas
+        except ImportError as exc:  # CuPy finds libcublas at first use: a machine may lack it
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise LaunchPathUnavailable(f"cuBLAS cannot be loaded here ({reason})") from None
+
+        data_type, compute_type, holder = _GEMM_TYPES[dtype]
+        # random rows (at most GEMM_DRAWN_ROWS an operand, drawn on the host: the draw, not the GEMMs, took a
+        # timing's time), repeated down to n: every tile the tensor cores take is random, as the power draw needs
+        rows = min(n, GEMM_DRAWN_ROWS)
+        values = np.random.default_rng(1).standard_normal((2, rows, n), dtype=np.float32)
+        drawn = (values.view(np.uint32) >> 16).astype(np.uint16) if dtype == "bf16" else values.astype(holder)
+        host = np.tile(drawn, (1, -(-n // rows), 1))[:, :n]
+        a, b = cp.asarray(host[0]), cp.asarray(host[1])
+        c = cp.zeros((n, n), dtype=holder)
+        alpha, beta = np.ones(1, dtype=np.float32), np.zeros(1, dtype=np.float32)
+        handle = cp.cuda.device.get_cublas_handle()
+
+        def enqueue() -> None:
+            for _ in range(count):
+                cublas.gemmEx(handle, 0, 0, n, n, n, alpha.ctypes.data, a.data.ptr, data_type, n, b.data.ptr,
+                              data_type, n, beta.ctypes.data, c.data.ptr, data_type, n, compute_type, -1)  # fmt: skip
+
+        enqueue()  # the first call picks the algorithm and loads its kernels: not timed
+        if stamp is None:
+            return self._elapsed_ms(enqueue, count)
+        kernel, blocks, out = stamp
+        check_launch(kernel, [np.uint32(0), out], self.signatures)
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        self._hold(count + 2)
+        self._enqueue(kernel, blocks, 1, [np.uint32(0), out], 0, False)
+        start.record()
+        enqueue()
+        stop.record()
+        self._enqueue(kernel, blocks, 1, [np.uint32(1), out], 0, False)
+        cp.cuda.Device().synchronize()
+        return float(cp.cuda.get_elapsed_time(start, stop))
+
+    def device(self) -> Device:
+        return device_identity(self.device_index)
+
+    def nvml(self) -> dict[str, Any] | None:
+        return nvml_snapshot(self.device_index, self._uuid, {os.getpid(), os.getppid()}, holds_context=True)
+
+    def nvtx_range(self, name: str) -> contextlib.AbstractContextManager[None]:
+        if not self._cp.cuda.nvtx.available:  # a CuPy built without NVTX: nothing for a profiler to see
+            return contextlib.nullcontext()
+        return self._nvtx_pushed(name)
+
+    @contextlib.contextmanager
+    def _nvtx_pushed(self, name: str) -> Iterator[None]:
+        """``name`` pushed as an NVTX range (no color: ``nvtxRangePushA``) for the body, popped however it ends."""
+        self._cp.cuda.nvtx.RangePush(name)
+        try:
+            yield
+        finally:
+            self._cp.cuda.nvtx.RangePop()
+
+    # ---- launch costs (the launch and grid_sync families) ------------------------------------
+    def _enqueuer(self, kernel: str, grid: Dims, block: Dims, args: list[Any], via: str) -> Callable[[], None]:
+        """One launch of ``kernel`` through ``via``, its arguments checked and everything but the launch call
+        prepared beforehand."""
+        check_launch(kernel, args, self.signatures)
+        if via == "cupy":
+            function, grid3, block3, values = self._function(kernel), xyz(grid), xyz(block), tuple(args)
+            return lambda: function(grid3, block3, values)
+        if via == "cuda-bindings":
+            return DriverLaunch(self, self._cp.cuda.get_current_stream().ptr, kernel, grid, block, args).launch
+        if via == "pycuda":
+            return pycuda_launch(self, kernel, grid, block, args)
+        raise ValueError(f"via must be cupy, cuda-bindings or pycuda, not {via!r}")
+
+    def enqueue_seconds(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], count: int, via: str = "cupy", wait: bool = True
+    ) -> float:
+        launch = self._enqueuer(kernel, grid, block, args, via)
+        started = time.perf_counter()
+        for _ in range(count):
+            launch()
+        elapsed = time.perf_counter() - started
+        if wait:
+            self._cp.cuda.Device().synchronize()
+        return elapsed
+
+    def graph_replay(
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], nodes: int, replays: int
+    ) -> tuple[float, float]:
+        cp = self._cp
+        launch = self._enqueuer(kernel, grid, block, args, "cupy")
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            stream.begin_capture()
+            for _ in range(nodes):
+                launch()
+            graph = stream.end_capture()
+        graph.upload(stream)  # so the first replay pays no upload
+        stream.synchronize()
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        self._hold(replays, stream)
+        start.record(stream)
+        started = time.perf_counter()
+        for _ in range(replays):
+            graph.launch(stream)
+        host = time.perf_counter() - started
+        stop.record(stream)
+        stop.synchronize()
+        return host, float(cp.cuda.get_elapsed_time(start, stop)) / 1e3
+
+    def event_costs(self, count: int) -> dict[str, float]:
+        cp = self._cp
+        stream = cp.cuda.get_current_stream()
+        events = [cp.cuda.Event() for _ in range(count)]
+        cp.cuda.Device().synchronize()
+        started = time.perf_counter()
+        for event in events:
+            event.record(stream)
+        recorded = time.perf_counter()
+        events[-1].synchronize()
+        waited = time.perf_counter()
+        for event in events:
+            event.synchronize()
+        done = time.perf_counter()
+        return {"record": (recorded - started) / count, "synchronize": (done - waited) / count}
+
+
+def _required_cluster(function_ptr: int) -> tuple[int, int, int] | None:
+    """The cluster shape (blocks in x, y, z) a kernel requires (PTX ``.reqnctapercluster``, CUDA
+    ``__cluster_dims__``); None when it requires none, or the driver cannot say (a part without clusters,
+    or cuda-bindings unusable here: the per-SM occupancy is then all there is to go by)."""
+    try:
+        from cuda.bindings import driver
+
+        function, attribute = driver.CUfunction(function_ptr), driver.CUfunction_attribute
+        shape = [
+            driver_call(driver.cuFuncGetAttribute, which, function)
+            for which in (
+                attribute.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
+                attribute.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
+                attribute.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH,
+            )
+        ]
+    except Exception:
+        return None
+    return (shape[0], shape[1], shape[2]) if min(shape) > 0 else None  # all 0: no required cluster
+
+
+def _max_active_clusters(
+    function_ptr: int, cluster: tuple[int, int, int], block: int, shared_bytes: int, stream_ptr: int
+) -> int:
+    """Clusters of a kernel with a required cluster shape that can be co-resident on the whole GPU
+    (cuOccupancyMaxActiveClusters: the per-SM occupancy API is documented for kernels without clusters,
+    and clusters are further bound by how the SMs group into GPCs)."""
+    from cuda.bindings import driver
+
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = cluster  # one cluster; its shape is the kernel's own
+    config.blockDimX, config.blockDimY, config.blockDimZ = block, 1, 1
+    config.sharedMemBytes = shared_bytes
+    config.hStream = driver.CUstream(stream_ptr)
+    return int(driver_call(driver.cuOccupancyMaxActiveClusters, driver.CUfunction(function_ptr), config))

@@ -1,1 +1,0 @@
-"""Simulations of each family's kernels for the simulated GPU (see gpuprobe/simulated/gpu.py)."""
