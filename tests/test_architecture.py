@@ -185,7 +185,7 @@ def test_a_measuring_process_loads_no_matplotlib_and_no_simulation(module: str) 
 
 
 #: What every family folder holds (docs/architecture.md, "A new family: copy this folder"); besides these, a
-#: family may keep helper modules named for what they hold, a ``plot.py``, and ``expectations/<model>.toml``.
+#: family may keep helper modules named for what they hold, a ``plot.py``, and ``expectations.toml`` (every model's).
 FAMILY_FILES = ("__init__.py", "simulated.py")
 
 
@@ -199,10 +199,8 @@ def test_every_family_folder_has_the_same_shape(family) -> None:
     missing = [name for name in FAMILY_FILES if not (folder / name).is_file()]
     assert not missing, f"gpuprobe/families/{family.name}/ lacks {missing}"
     assert importlib.import_module(f"gpuprobe.families.{family.name}").FAMILY is family
-    expectations = folder / "expectations"
-    models = {path.stem for path in (PACKAGE / "expectations").glob("*.toml")}
-    strays = [p.name for p in expectations.glob("*") if p.stem not in models] if expectations.exists() else []
-    assert not strays, f"gpuprobe/families/{family.name}/expectations/ holds files for no model: {strays}"
+    strays = [p.name for p in folder.iterdir() if p.suffix not in (".py", ".toml") and p.name != "__pycache__"]
+    assert not strays and not (folder / "expectations").exists(), f"gpuprobe/families/{family.name}/ holds {strays}"
     assert any((PTX_DIR / family.name).glob("*.toml")), f"ptx/{family.name}/ declares no probes"
     for tests in (REPO / "probes" / f"test_{family.name}.py", REPO / "tests" / f"test_{family.name}.py"):
         assert tests.is_file(), f"{tests.relative_to(REPO)} is missing"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -720,7 +721,7 @@ def test_command_json(capsys, models):
 def test_command_names_the_family_files_and_datasheet(capsys):
     assert run_command(["h100_sxm"]) == 0
     out = capsys.readouterr().out
-    assert "and each family's h100_sxm.toml in: " in out and "wgmma" in out
+    assert "and h100_sxm's entries in the expectations.toml of: " in out and "wgmma" in out
     row = next(line for line in out.splitlines() if line.startswith("dram_gbps "))
     assert row.split()[:3] == ["dram_gbps", "3350", "GB/s"] and row.split()[3] in _listed(out, "sources")
 
@@ -731,9 +732,13 @@ DATASHEET = '[datasheet."dram_gbps"]\nvalue = 3350.0\nunit = "GB/s"\nsource = "a
 
 
 def _family_file(directory: Path, family: str, key: str, text: str) -> Path:
-    path = directory / family / "expectations" / f"{key}.toml"
+    """A family's expectations file holding ``text``'s tables for model ``key`` (``[facts."x"]`` written as
+    ``[facts."x".<key>]``)."""
+    path = directory / family / "expectations.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    text = re.sub(r'^\[(facts|datasheet)\."([^"]+)"\]', rf'[\1."\2".{key}]', text, flags=re.M)
+    with path.open("a", encoding="utf-8") as file:
+        file.write(text)
     return path
 
 

@@ -353,7 +353,7 @@ def test_a_path_no_file_can_have_is_one_line(capsys: pytest.CaptureFixture[str],
 
 # ---------------------------------------------------------------- expectation files ---------------
 
-TOML_TARGETS = ("h200.toml", "bandwidth/expectations/h200.toml")  # a model file, and a family's file for it
+TOML_TARGETS = ("h200.toml", "bandwidth/expectations.toml")  # a model file, and a family's file
 
 
 def certainly_bad_toml(kind: str, data: bytes) -> bool:
@@ -375,7 +375,7 @@ def test_the_commands_that_read_expectations_on_a_damaged_file(
     seed: int,
 ) -> None:  # fmt: skip
     shipped = shutil.copytree(EXPECTATIONS, tmp_path / "expectations")
-    for path in family_files(FAMILIES_DIRECTORY):  # and every family's files, as <family>/expectations/ beside them
+    for path in family_files(FAMILIES_DIRECTORY):  # and every family's file, as <family>/expectations.toml beside them
         (shipped / path.relative_to(FAMILIES_DIRECTORY)).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, shipped / path.relative_to(FAMILIES_DIRECTORY))
     original = (shipped / target).read_bytes()

@@ -312,9 +312,9 @@ class CountingGpu(SimulatedGpu):
         self.calls += 1
         return super().read(buffer, dtype, count)
 
-    def write_chain(self, buffer: SimulatedBuffer, successor: np.ndarray, stride: int) -> None:
+    def write_cycle(self, buffer: SimulatedBuffer, successor: np.ndarray, stride: int) -> None:
         self.calls += 1
-        super().write_chain(buffer, successor, stride)
+        super().write_cycle(buffer, successor, stride)
 
     def upload(self, array: np.ndarray) -> SimulatedBuffer:
         self.calls += 1

@@ -343,3 +343,20 @@ def test_jobs_side_by_side_are_said_as_they_finish_and_a_failure_is_raised_here(
     with pytest.raises(ZeroDivisionError):
         workers.map_in_processes(operator.truediv, [(1, 0), (1, 1)], done.append)
     assert set(done) <= {1}
+
+
+def test_a_sigterm_while_the_tool_starts_waits_until_its_group_can_be_killed(tmp_path: Path) -> None:
+    """A SIGTERM that lands while ``Popen`` is still returning (the tool already running, its process not yet
+    known) is held, then acted on first thing: the tool's group is killed before the process ends of it."""
+    from gpuprobe.kernels import tool_limits
+
+    script, pid_file = wrapper_script(tmp_path)
+    tool_limits._SIGTERM.spawning, tool_limits._SIGTERM.arrived = True, False
+    tool_limits._raise_terminated(signal.SIGTERM, None)  # held: no exception while spawning
+    assert tool_limits._SIGTERM.arrived
+    proc = subprocess.Popen([str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    signal_once_the_child_runs(pid_file, lambda: None).join()
+    with proc, pytest.raises(tool_limits._Terminated):
+        tool_limits._output(proc, str(script), "k.ptx", Limit(3600, "an hour"))
+    assert not tool_limits._SIGTERM.spawning and settled_gone(int(pid_file.read_text()))

@@ -7,14 +7,13 @@ import json
 import textwrap
 from typing import Any
 
-from gpuprobe.core.numbers import fmt_bytes
+from gpuprobe.core.numbers import fmt_bound, fmt_bytes
 from gpuprobe.judge import expectations  # its folders, read when used: a test points them at a copy
 from gpuprobe.judge.expectations import (
     SEVERITIES,
     Expectation,
     ModelExpectations,
-    _num,
-    family_files,
+    families_expecting,
     load_all,
     resolve_model,
 )
@@ -100,16 +99,14 @@ def model_lines(model: ModelExpectations) -> list[str]:
     if model.exclude:
         lines.append("never names containing " + ", ".join(f'"{p}"' for p in model.exclude))
     lines.append(f"file: {expectations.DEFAULT_DIRECTORY / (model.key + '.toml')}")
-    held = family_files(expectations.FAMILIES_DIRECTORY)
-    families = sorted(path.parent.parent.name for path in held if path.stem == model.key)
+    families = families_expecting(model.key)
     if families:
-        text = f"and each family's {model.key}.toml in: " + ", ".join(families)
+        text = f"and {model.key}'s entries in the expectations.toml of: " + ", ".join(families)
         lines.append(textwrap.fill(text, WRAP, subsequent_indent="    "))
     sources, notes = Numbered("S"), Numbered("N")
     if model.datasheet:
-        rows = [
-            (d.key, _num(d.value), d.unit, sources.ref(d.source), notes.ref(d.note)) for d in model.datasheet.values()
-        ]
+        rows = [(d.key, fmt_bound(d.value), d.unit, sources.ref(d.source), notes.ref(d.note))
+                for d in model.datasheet.values()]  # fmt: skip
         headers = ("datasheet figure", "value", "unit", "source", "note")
         lines += ["", *text_table(headers, rows)]
     rows = [

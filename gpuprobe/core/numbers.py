@@ -33,6 +33,13 @@ def fmt_num(x: float) -> str:
     return fmt_nums([x])[0]
 
 
+def fmt_bound(x: float) -> str:
+    """A bound or a summary statistic without float noise: integers as integers, others to six significant digits."""
+    if float(x).is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.6g}"
+
+
 def fmt_bytes(n: float) -> str:
     """Bytes in binary units: 1536 -> "1.5 KiB", 50 * 2**20 -> "50 MiB", 512 -> "512 B"."""
     for name, size in _BYTE_UNITS:

@@ -134,7 +134,7 @@ def memory_chase(
     shared: int = 0,
     warm_laps: int = 1,
 ) -> Chase:
-    """A chase through ``cycle``, written (``Launcher.write_chain``) one node every ``stride`` bytes of
+    """A chase through ``cycle``, written (``Launcher.write_cycle``) one node every ``stride`` bytes of
     ``buffer``, by a kernel taking (start address, *extra, warm, iters, out). The chase holds the
     buffer: the kernel gets only raw addresses into it, which must not outlive it."""
 

@@ -133,7 +133,7 @@ def held_batch_s(launches: int, launch_s: float, device: Device) -> float:
 
 
 def chain_host_s(nodes: int) -> float:
-    """Host seconds to build a random cycle of ``nodes`` and hand it to ``Launcher.write_chain``."""
+    """Host seconds to build a random cycle of ``nodes`` and hand it to ``Launcher.write_cycle``."""
     return nodes * HOST_CHAIN_NODE_S
 
 

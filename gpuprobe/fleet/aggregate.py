@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from gpuprobe.core.detection import percent_text
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import os_reason
+from gpuprobe.core.numbers import fmt_bound
 from gpuprobe.core.results import WITNESS_PREFIX, Provenance, Results, provenance
 from gpuprobe.core.tables import md_table, text_table
 from gpuprobe.core.text import md_code, md_text, shown
@@ -544,11 +545,7 @@ def aggregate_paths(
 
 
 def _num(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return f"{value:.6g}"
+    return "-" if value is None else fmt_bound(value)
 
 
 def _identity_cells(gpu: GpuIdentity) -> list[str]:

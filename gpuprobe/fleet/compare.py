@@ -246,7 +246,7 @@ def compare(
     new_facts = _facts_by_id(new, new_name)
     ids = sorted(i for i in base_facts.keys() | new_facts.keys() if not i.startswith(WITNESS_PREFIX))
     pairs = [(i, base_facts.get(i), new_facts.get(i)) for i in ids]
-    context = _Context(threshold_pct, alpha, base_name, new_name, host_relation(before, now))
+    context = _Terms(threshold_pct, alpha, base_name, new_name, host_relation(before, now))
     return Comparison(
         rows=[_row(fact_id, b, n, context) for fact_id, b, n in pairs],
         warnings=run_warnings(base, new, base_name, new_name),
@@ -263,7 +263,9 @@ def compare(
 
 
 @dataclass(frozen=True)
-class _Context:
+class _Terms:
+    """What a comparison is held to, and what it calls its two runs."""
+
     threshold_pct: float
     fact_alpha: float
     base_name: str
@@ -308,7 +310,7 @@ def _by_intervals(base: Fact, new: Fact) -> bool:
     return quantity_kind(base.id, base.unit) == "fitted" and base.ci is not None and new.ci is not None
 
 
-def _row(fact_id: str, base: Fact | None, new: Fact | None, context: _Context) -> Row:
+def _row(fact_id: str, base: Fact | None, new: Fact | None, context: _Terms) -> Row:
     if base is None or new is None:
         where = context.base_name if new is None else context.new_name
         return Row(fact_id, base, new, Label.UNKNOWN, None, f"only in {where}")
@@ -327,7 +329,7 @@ def _row(fact_id: str, base: Fact | None, new: Fact | None, context: _Context) -
     return _interval_row(fact_id, base, new, context)
 
 
-def _exact_row(fact_id: str, base: Fact, new: Fact, context: _Context) -> Row:
+def _exact_row(fact_id: str, base: Fact, new: Fact, context: _Terms) -> Row:
     """An exact result by value: equal is SAME, any difference a change (never noise, never UNKNOWN)."""
     assert base.value is not None and new.value is not None
     change, pct = _change(base.value, new.value)
@@ -395,7 +397,7 @@ def _pair_detection(
     return smallest, f"{text}, not {TARGET_PCT:g} %: {why}"
 
 
-def _samples_row(fact_id: str, base: Fact, new: Fact, context: _Context) -> Row:
+def _samples_row(fact_id: str, base: Fact, new: Fact, context: _Terms) -> Row:
     base_samples, new_samples = _finite_samples(base), _finite_samples(new)
     before, now = Spread.of(base_samples), Spread.of(new_samples)
     counts = f"{base.unit} (n={before.n}/{now.n})"
@@ -442,7 +444,7 @@ def _change(before: float, now: float) -> tuple[float, float | None]:
 
 
 def _changed_row(
-    fact_id: str, base: Fact, new: Fact, delta: tuple[float, float | None, float], evidence: str, context: _Context
+    fact_id: str, base: Fact, new: Fact, delta: tuple[float, float | None, float], evidence: str, context: _Terms
 ) -> Row:
     """A change beyond the noise: SAME under the threshold, else by the fact's direction.
 
@@ -492,7 +494,7 @@ def _interval(fact: Fact) -> tuple[float, float] | None:
     return None
 
 
-def _interval_row(fact_id: str, base: Fact, new: Fact, context: _Context) -> Row:
+def _interval_row(fact_id: str, base: Fact, new: Fact, context: _Terms) -> Row:
     assert base.value is not None and new.value is not None
     change, pct = _change(base.value, new.value)
     if change == 0:

@@ -11,8 +11,6 @@ Users' documentation: docs/fleet.md.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +21,7 @@ from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import make_dirs
+from gpuprobe.core.processes import kill_session
 from gpuprobe.fleet.aggregate import RESULTS_NAME
 
 
@@ -131,19 +130,6 @@ def spawn_process(run: GpuRun, env: dict[str, str]) -> subprocess.Popen:
         )
 
 
-def _stop(process: Any) -> None:
-    """Kill a run and everything it started (its own session), then reap it."""
-    pid = getattr(process, "pid", 0)
-    try:
-        if isinstance(pid, int) and pid > 1:
-            os.killpg(pid, signal.SIGKILL)  # start_new_session: its group id is its pid
-        else:
-            process.kill()
-    except ProcessLookupError:
-        pass  # already gone
-    process.wait()
-
-
 def _poll(
     runs: Sequence[GpuRun],
     processes: Sequence[Any],
@@ -159,7 +145,7 @@ def _poll(
         if code is not None:
             ended[i] = RunOutcome(run, code, elapsed)
         elif timeout_s is not None and elapsed > timeout_s:
-            _stop(process)
+            kill_session(process)
             ended[i] = RunOutcome(run, None, elapsed)
 
 
@@ -189,7 +175,7 @@ def supervise(
     finally:
         for i, process in enumerate(processes):
             if i not in ended and process.poll() is None:
-                _stop(process)
+                kill_session(process)
 
 
 def existing_results(runs: Sequence[GpuRun]) -> list[Path]:

@@ -1,9 +1,9 @@
 """What each GPU model is expected to measure: data files, their strict loader, and the judge.
 
 Expectations are data, not code: a model file per GPU model (``gpuprobe/expectations/<model>.toml``:
-``[model]``, ``[device]``, the device facts) and each family's facts for that model
-(``gpuprobe/families/<family>/expectations/<model>.toml``), merged on load. docs/expectations.md gives the
-TOML format and the rules a file is held to.
+``[model]``, ``[device]``, the device facts) and one file per family holding every model's expectations of
+its facts (``gpuprobe/families/<family>/expectations.toml``), merged on load. docs/expectations.md gives
+the TOML format and the rules a file is held to.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_toml
+from gpuprobe.core.numbers import fmt_bound
 from gpuprobe.core.results import Fact, fact_matches
 
 SEVERITIES = ("assert", "warn", "report")
@@ -36,7 +37,7 @@ KNOWN_UNITS: dict[str, str] = {
 }
 
 DEFAULT_DIRECTORY = Path(__file__).resolve().parents[1] / "expectations"  # the models: [model], [device], device facts
-FAMILIES_DIRECTORY = Path(__file__).resolve().parents[1] / "families"  # <family>/expectations/<model>.toml
+FAMILIES_DIRECTORY = Path(__file__).resolve().parents[1] / "families"  # <family>/expectations.toml
 
 _MODEL_FIELDS = frozenset({"name", "match", "exclude", "cc", "memory"})
 _FACT_FIELDS = frozenset({"min", "max", "value", "tolerance", "unit", "severity", "source", "note"})
@@ -74,12 +75,12 @@ class Expectation:
         """The bounds in words, e.g. ``200–320 cycle``, ``≥ 16384 byte`` or ``no range``."""
         if self.low is not None and self.high is not None:
             if self.low == self.high:
-                return f"{_num(self.low)} {self.unit}"
-            return f"{_num(self.low)}–{_num(self.high)} {self.unit}"
+                return f"{fmt_bound(self.low)} {self.unit}"
+            return f"{fmt_bound(self.low)}–{fmt_bound(self.high)} {self.unit}"
         if self.low is not None:
-            return f"≥ {_num(self.low)} {self.unit}"
+            return f"≥ {fmt_bound(self.low)} {self.unit}"
         if self.high is not None:
-            return f"≤ {_num(self.high)} {self.unit}"
+            return f"≤ {fmt_bound(self.high)} {self.unit}"
         return "no range"
 
     def describe(self) -> str:
@@ -112,13 +113,6 @@ class ModelExpectations:
             return None
         hits = [pattern for pattern in self.match if _occurs(pattern, device_name)]
         return max(hits, key=len) if hits else None
-
-
-def _num(value: float) -> str:
-    """Format a bound without float noise: integers as integers, others to six significant digits."""
-    if float(value).is_integer():
-        return str(int(value))
-    return f"{value:.6g}"
 
 
 def _occurs(pattern: str, name: str) -> bool:
@@ -177,23 +171,30 @@ class DatasheetValue:
 
 
 def _parse_datasheet(path: Path, data: dict[str, Any]) -> dict[str, DatasheetValue]:
-    """The ``[datasheet."<key>"]`` tables of a file, validated."""
-    table = data.get("datasheet", {})
-    if not isinstance(table, dict):
-        raise _bad(path, "datasheet", "must be a table of datasheet entries")
-    values: dict[str, DatasheetValue] = {}
-    for name, entry in table.items():
-        key = f'datasheet."{name}"'
-        if not _KEY_RE.match(name):
-            raise _bad(path, key, "datasheet key must be lower case letters, digits and underscores")
-        entry = _check_fields(path, key, entry, _DATASHEET_FIELDS)
-        if not _is_number(entry.get("value")) or float(entry["value"]) <= 0:
-            raise _bad(path, f"{key}.value", "must be a positive finite number")
-        unit = _text(path, f"{key}.unit", entry.get("unit"))
-        source = _text(path, f"{key}.source", entry.get("source"))
-        note = _text(path, f"{key}.note", entry.get("note"), required=False)
-        values[name] = DatasheetValue(name, float(entry["value"]), unit, source, note)
-    return values
+    """The ``[datasheet."<key>"]`` tables of a model file, validated."""
+    table = _table(path, "datasheet", data.get("datasheet", {}))
+    return {name: _datasheet_entry(path, name, entry) for name, entry in table.items()}
+
+
+def _datasheet_entry(path: Path, name: str, entry: Any, model: str = "") -> DatasheetValue:
+    """One datasheet figure (``[datasheet."<key>"]``, in a family file ``[datasheet."<key>".<model>]``), validated."""
+    key = f'datasheet."{name}"' + (f".{model}" if model else "")
+    if not _KEY_RE.match(name):
+        raise _bad(path, key, "datasheet key must be lower case letters, digits and underscores")
+    entry = _check_fields(path, key, entry, _DATASHEET_FIELDS)
+    if not _is_number(entry.get("value")) or float(entry["value"]) <= 0:
+        raise _bad(path, f"{key}.value", "must be a positive finite number")
+    unit = _text(path, f"{key}.unit", entry.get("unit"))
+    source = _text(path, f"{key}.source", entry.get("source"))
+    note = _text(path, f"{key}.note", entry.get("note"), required=False)
+    return DatasheetValue(name, float(entry["value"]), unit, source, note)
+
+
+def _table(path: Path, key: str, value: Any) -> dict[str, Any]:
+    """``value``, which must be a TOML table (of tables)."""
+    if not isinstance(value, dict):
+        raise _bad(path, key, "must be a table of tables")
+    return value
 
 
 def _check_fields(path: Path, key: str, table: Any, allowed: frozenset[str]) -> dict[str, Any]:
@@ -227,7 +228,7 @@ def _bounds(path: Path, key: str, table: dict[str, Any]) -> tuple[float | None, 
     low = float(table["min"]) if "min" in table else None
     high = float(table["max"]) if "max" in table else None
     if low is not None and high is not None and low > high:
-        raise _bad(path, key, f"min {_num(low)} > max {_num(high)}")
+        raise _bad(path, key, f"min {fmt_bound(low)} > max {fmt_bound(high)}")
     return low, high
 
 
@@ -249,9 +250,9 @@ def is_declared(fact_id: str) -> bool:
     return fact_id in declared or any(fact_matches(d, fact_id) for d in declared if d.endswith(".*"))
 
 
-def _parse_fact(path: Path, fact_id: str, table: Any) -> Expectation:
-    """One ``[facts."<id>"]`` table, validated."""
-    key = f'facts."{fact_id}"'
+def _parse_fact(path: Path, fact_id: str, table: Any, model: str = "") -> Expectation:
+    """One ``[facts."<id>"]`` table (in a family file ``[facts."<id>".<model>]``), validated."""
+    key = f'facts."{fact_id}"' + (f".{model}" if model else "")
     if not _FACT_ID_RE.match(fact_id):
         raise _bad(path, key, 'fact id must be dotted lower case and quoted, e.g. [facts."latency.l2"]')
     if not is_declared(fact_id):
@@ -321,35 +322,45 @@ def load_model_file(path: Path) -> ModelExpectations:
     return _parse_model(path, key, read_toml(path))
 
 
-def _family_file(path: Path) -> tuple[dict[str, Expectation], dict[str, DatasheetValue]]:
-    """The facts and datasheet entries of one family's file for one model (``<family>/<model key>.toml``)."""
+def _family_file(path: Path) -> dict[str, tuple[dict[str, Expectation], dict[str, DatasheetValue]]]:
+    """The facts and datasheet figures of one family's file (``[facts."<id>".<model>]``,
+    ``[datasheet."<key>".<model>]``), by model key."""
     data = read_toml(path)
     _check_fields(path, "(top level)", data, _FAMILY_FILE_FIELDS)
-    facts_table = data.get("facts", {})
-    if not isinstance(facts_table, dict):
-        raise _bad(path, "facts", "must be a table of fact tables")
-    facts = {fact_id: _parse_fact(path, fact_id, table) for fact_id, table in facts_table.items()}
-    return facts, _parse_datasheet(path, data)
+    by_model: dict[str, tuple[dict[str, Expectation], dict[str, DatasheetValue]]] = {}
+    for fact_id, per_model in _table(path, "facts", data.get("facts", {})).items():
+        for model, table in _table(path, f'facts."{fact_id}"', per_model).items():
+            by_model.setdefault(model, ({}, {}))[0][fact_id] = _parse_fact(path, fact_id, table, model)
+    for name, per_model in _table(path, "datasheet", data.get("datasheet", {})).items():
+        for model, entry in _table(path, f'datasheet."{name}"', per_model).items():
+            by_model.setdefault(model, ({}, {}))[1][name] = _datasheet_entry(path, name, entry, model)
+    return by_model
 
 
 def family_files(families: Path) -> list[Path]:
-    """Every family's expectation files: ``<family>/expectations/<model key>.toml`` under ``families``."""
-    return sorted(families.glob("*/expectations/*.toml"))
+    """Every family's expectations file: ``<family>/expectations.toml`` under ``families``."""
+    return sorted(families.glob("*/expectations.toml"))
+
+
+def families_expecting(key: str, families: Path | None = None) -> list[str]:
+    """The families whose expectations file holds entries for model ``key``."""
+    held = family_files(FAMILIES_DIRECTORY if families is None else families)
+    return [path.parent.name for path in held if key in _family_file(path)]
 
 
 def _merge_family_files(directory: Path, families: Path, models: dict[str, ModelExpectations]) -> None:
-    """Add each family's facts and datasheet entries (``<family>/expectations/<model key>.toml``) to its model;
-    an entry given twice is an error."""
+    """Add each family's facts and datasheet figures (``<family>/expectations.toml``) to their models; a
+    model without a file of its own, or an entry given twice, is an error."""
     for path in family_files(families):
-        model = models.get(path.stem)
-        if model is None:
-            raise _bad(path, "(file name)", f"no model {path.stem!r} ({directory / (path.stem + '.toml')} is missing)")
-        facts, datasheet = _family_file(path)
-        for target, entries in ((model.facts, facts), (model.datasheet, datasheet)):
-            for key, entry in entries.items():
-                if key in target:
-                    raise _bad(path, key, f"{model.key} has it already (given twice)")
-                target[key] = entry  # type: ignore[index]
+        for key, (facts, datasheet) in _family_file(path).items():
+            model = models.get(key)
+            if model is None:
+                raise _bad(path, key, f"no model {key!r} ({directory / (key + '.toml')} is missing)")
+            for target, entries in ((model.facts, facts), (model.datasheet, datasheet)):
+                for name, entry in entries.items():
+                    if name in target:
+                        raise _bad(path, f"{name}.{key}", f"{key} has it already (given twice)")
+                    target[name] = entry  # type: ignore[index]
 
 
 def _check_overlaps(directory: Path, models: dict[str, ModelExpectations]) -> None:
@@ -365,8 +376,8 @@ def _check_overlaps(directory: Path, models: dict[str, ModelExpectations]) -> No
 
 def load_all(directory: Path | None = None) -> dict[str, ModelExpectations]:
     """Load every ``*.toml`` in ``directory`` (default: the shipped models), keyed by model key, with the
-    facts of the family files (``<family>/expectations/<model key>.toml``, under the shipped families or,
-    for another ``directory``, under it) merged in."""
+    facts of the family files (``<family>/expectations.toml``, under the shipped families or, for another
+    ``directory``, under it) merged in."""
     families = FAMILIES_DIRECTORY if directory is None else Path(directory)
     directory = DEFAULT_DIRECTORY if directory is None else Path(directory)
     if not directory.is_dir():
@@ -414,11 +425,11 @@ def _measured_text(fact: Fact) -> str:
     """What was measured, e.g. ``latency.l2 = 263.1 cycle (CI 260.2–266.0; 134.2 ns)``."""
     parts = []
     if fact.ci is not None:
-        parts.append(f"CI {_num(fact.ci[0])}–{_num(fact.ci[1])}")
+        parts.append(f"CI {fmt_bound(fact.ci[0])}–{fmt_bound(fact.ci[1])}")
     else:
         parts.append("no CI")
-    parts.extend(f"{_num(value)} {unit}" for unit, value in sorted(fact.converted.items()))
-    return f"{fact.id} = {_num(fact.value)} {fact.unit} ({'; '.join(parts)})"
+    parts.extend(f"{fmt_bound(value)} {unit}" for unit, value in sorted(fact.converted.items()))
+    return f"{fact.id} = {fmt_bound(fact.value)} {fact.unit} ({'; '.join(parts)})"
 
 
 def _straddles(ci: tuple[float, float] | None, expectation: Expectation) -> bool:

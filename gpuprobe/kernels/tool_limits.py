@@ -29,9 +29,9 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 from gpuprobe.core.errors import GpuprobeError, require_seconds
+from gpuprobe.core.processes import kill_session
 from gpuprobe.core.tool_output import ENCODING, ERRORS
 
 TOOL_TIMEOUT_VARIABLE = "GPUPROBE_TOOL_TIMEOUT"
@@ -162,10 +162,12 @@ def run_tool(args: list[str], what: str, limit: Limit) -> subprocess.CompletedPr
         raise ToolTimedOut(_timed_out[args[0]], args[0])
     limit = _bounded(limit, what, args[0])
     with _killed_group_first_on_sigterm():
+        _SIGTERM.spawning, _SIGTERM.arrived = True, False  # a SIGTERM now waits until the tool's group is known
         try:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     encoding=ENCODING, errors=ERRORS, start_new_session=True)  # fmt: skip
         except OSError as exc:
+            _SIGTERM.spawning = False
             raise GpuprobeError(f"{what}: cannot run {args[0]} ({exc.strerror or exc})") from None
         with proc:
             stdout, stderr = _output(proc, args[0], what, limit)
@@ -176,19 +178,34 @@ def _output(proc: subprocess.Popen[str], tool: str, what: str, limit: Limit) -> 
     """What ``tool`` (running as ``proc``) printed by the time it ended; its group killed if it does not end
     within ``limit`` (a :class:`ToolTimedOut`, remembered) or if anything stops the wait."""
     try:
+        _SIGTERM.spawning = False
+        if _SIGTERM.arrived:  # it came while the tool was being started
+            raise _Terminated
         return proc.communicate(timeout=limit.seconds)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_session(proc)
         error = ToolTimedOut(f"{what}: {Path(tool).name} did not finish within {limit.stated}; stopped", tool)
         remember(error)
         raise error from None
     except BaseException:  # Ctrl-C, SIGTERM, anything: no tool outlives gpuprobe's wait for it
-        _kill_group(proc)
+        kill_session(proc)
         raise
 
 
 class _Terminated(BaseException):
     """SIGTERM arrived while a tool ran."""
+
+
+@dataclass
+class _SigtermState:
+    """Whether a tool is being started (its process not known yet, so a SIGTERM is held until it is: the
+    group it would leave behind is killed first), and whether one arrived meanwhile."""
+
+    spawning: bool = False
+    arrived: bool = False
+
+
+_SIGTERM = _SigtermState()
 
 
 @contextlib.contextmanager
@@ -211,12 +228,8 @@ def _killed_group_first_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _raise_terminated(signum: int, frame: object) -> NoReturn:
+def _raise_terminated(signum: int, frame: object) -> None:
+    if _SIGTERM.spawning:
+        _SIGTERM.arrived = True
+        return
     raise _Terminated
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    """Kill the tool's process group (it leads it: its session's id is its own), and reap the tool."""
-    with contextlib.suppress(ProcessLookupError):  # every process of it ended already
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()

@@ -27,6 +27,7 @@ import numpy as np
 from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import ProbeOutcome
 from gpuprobe.families.base import Measured
+from gpuprobe.families.measuring import clock_mhz
 from gpuprobe.families.sampling import stamp_stops, stops_recorded
 from gpuprobe.kernels.registry import CLOCK_KERNEL
 from gpuprobe.runner.checked import Kernels
@@ -56,7 +57,7 @@ class ConditionRecorder:
             self._out = self.launcher.alloc(16)
         kernels = Kernels(self.launcher, self.parameters)
         spun, ns = (int(v) for v in kernels.run(CLOCK_KERNEL, [np.uint64(cycles), self._out], self._out, 2))
-        return spun / ns * 1000.0 if ns else None
+        return clock_mhz(spun, ns, window_ns=1.0)  # any window the timer moved in: the spin is long
 
     def sm_mhz(self, settle: bool = False) -> float | None:
         """The SM clock over a short spin of the device's own timers; None where it cannot be read.

@@ -30,12 +30,10 @@ measured again after a cool-down; if it stays so, its facts are marked rather th
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import os
 import queue
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -46,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuprobe.core.errors import require_seconds
+from gpuprobe.core.processes import kill_session
 from gpuprobe.core.results import Fact, ProbeOutcome
 from gpuprobe.core.tool_output import ENCODING, ERRORS
 from gpuprobe.families.base import Measured
@@ -194,13 +193,6 @@ class _Child:
         if self.stray:
             parts.append(f"{len(self.stray)} stray stdout line(s), first: {self.stray[0]!r}")
         return "; ".join(parts)
-
-
-def kill_session(process: subprocess.Popen) -> None:
-    """Kill ``process`` and everything it started (its own session: its group id is its pid), then reap it."""
-    with contextlib.suppress(ProcessLookupError):  # it ended just now
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
 
 
 def _child_environment() -> dict[str, str]:

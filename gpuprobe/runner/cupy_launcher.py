@@ -98,7 +98,7 @@ class CupyLauncher:
         for cooperative in (False, True):
             self._function(kernel, cooperative).preferred_shared_memory_carveout = 0  # CU_SHAREDMEM_CARVEOUT_MAX_L1
 
-    def write_chain(self, buffer: cupy.ndarray, successor: np.ndarray, stride: int) -> None:
+    def write_cycle(self, buffer: cupy.ndarray, successor: np.ndarray, stride: int) -> None:
         cp = self._cp
         words = buffer.view(cp.uint64)
         nodes = cp.arange(len(successor), dtype=cp.uint64)

@@ -82,7 +82,7 @@ class Launcher(Protocol):
     def prefer_l1(self, kernel: str) -> None:
         """Ask for the largest L1 (smallest shared-memory carve-out) when ``kernel`` runs."""
 
-    def write_chain(self, buffer: Any, successor: np.ndarray, stride: int) -> None:
+    def write_cycle(self, buffer: Any, successor: np.ndarray, stride: int) -> None:
         """Store, at byte ``i * stride`` of ``buffer``, the 64-bit address of node ``successor[i]``."""
 
     def launch(

@@ -184,8 +184,8 @@ class SimulatedGpu:
     allocated: list[int] = field(default_factory=list)  # every allocation's size, in order, freed or not
     pinned: set[int] = field(default_factory=set)  # base addresses of the buffers in (pinned) host memory
     in_l2: set[int] = field(default_factory=set)  # line addresses written or read since the last flush
-    chain_warmed: bool = False  # a warm-up lap ran on the chain now in memory (its steady state is the model's)
-    chain_bytes: int = 0  # the footprint of the chain last written
+    cycle_warmed: bool = False  # a warm-up lap ran on the pointer cycle now in memory (its steady state is the model's)
+    cycle_bytes: int = 0  # the footprint of the pointer cycle last written
     carveouts: dict[str, str] = field(default_factory=dict)
     sm_count: int = 132
     cc: str = "9.0"
@@ -270,13 +270,13 @@ class SimulatedGpu:
     def prefer_l1(self, kernel: str) -> None:
         self.carveouts[kernel] = "max L1"
 
-    def write_chain(self, buffer: SimulatedBuffer, successor: np.ndarray, stride: int) -> None:
+    def write_cycle(self, buffer: SimulatedBuffer, successor: np.ndarray, stride: int) -> None:
         nodes = np.arange(len(successor), dtype=np.uint64)
         words = buffer.data.view(np.uint64)
         words[nodes * np.uint64(stride // 8)] = np.uint64(buffer.base) + successor.astype(np.uint64) * np.uint64(stride)
         self.in_l2.update((buffer.base + nodes * np.uint64(stride)).tolist())
-        self.chain_warmed = False
-        self.chain_bytes = len(successor) * stride
+        self.cycle_warmed = False
+        self.cycle_bytes = len(successor) * stride
 
     def read(self, buffer: SimulatedBuffer, dtype: str, count: int) -> np.ndarray:
         return buffer.data.view(np.dtype(dtype))[:count].copy()

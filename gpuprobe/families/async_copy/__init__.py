@@ -222,7 +222,7 @@ def _global_chase(request: Request, kernel: str, stride: int, extra: list[object
     s = request.settings
     chain = random_cycle(s.chase_nodes, s.seed + stride)
     buffer = request.launcher.alloc(s.chase_nodes * stride)
-    request.launcher.write_chain(buffer, chain.successor, stride)
+    request.launcher.write_cycle(buffer, chain.successor, stride)
     out = request.outputs.get(OUT_WORDS)
     return memory_chase(request.kernels, kernel, buffer, chain, stride, unroll_of(kernel), out, extra, shared)
 

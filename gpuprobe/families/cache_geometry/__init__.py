@@ -245,7 +245,7 @@ class _Chases:
         first taking ``warm_laps`` untimed laps. The chase holds the buffer (its kernel gets only raw
         addresses into it, which must not outlive it)."""
         request = self.request
-        request.launcher.write_chain(buffer, cycle.successor, stride)
+        request.launcher.write_cycle(buffer, cycle.successor, stride)
         out = request.outputs.get(CHASE_WORDS)
         chase = memory_chase(request.kernels, kernel, buffer, cycle, stride, unroll_of(kernel), out,
                              warm_laps=warm_laps)  # fmt: skip

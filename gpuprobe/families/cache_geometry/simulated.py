@@ -84,7 +84,7 @@ def _cycle_pages(gpu: SimulatedGpu, buffer: SimulatedBuffer, start: int, page: i
     """The distinct pages of the cycle through ``start``: walked once per cycle, remembered for the next
     launch of the same one (the same buffer, footprint and page, holding ``start`` and its successor)."""
     words = buffer.data.view(np.uint64)
-    key = (buffer.base, gpu.chain_bytes, page, int(words[(start - buffer.base) // 8]))
+    key = (buffer.base, gpu.cycle_bytes, page, int(words[(start - buffer.base) // 8]))
     known = getattr(gpu, "cache_geometry_cycle", None)
     if known is not None and known[0] == key and start in known[1]:
         return known[2]

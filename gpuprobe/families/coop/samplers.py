@@ -89,7 +89,7 @@ def global_chase(
     iteration as the kernel declares them."""
     cycle = random_cycle(nodes, seed)
     buffer = request.launcher.alloc(nodes * stride)
-    request.launcher.write_chain(buffer, cycle.successor, stride)
+    request.launcher.write_cycle(buffer, cycle.successor, stride)
     out = request.outputs.get(OUT_WORDS)
     return memory_chase(request.kernels, kernel, buffer, cycle, stride, unroll_of(kernel), out, extra, shared)
 

@@ -290,7 +290,7 @@ def measure_sm_latency(request: Request, probe: str) -> Measured:
     s, launcher = request.settings or Settings(), request.launcher
     cycle = random_cycle(s.chase_nodes, s.seed)
     buffer = capability(launcher, HostCopies).alloc_pinned(s.chase_nodes * s.chase_stride)
-    launcher.write_chain(buffer, cycle.successor, s.chase_stride)
+    launcher.write_cycle(buffer, cycle.successor, s.chase_stride)
     out = request.outputs.get(OUT_WORDS)
     chase = memory_chase(request.kernels, CHASE_KERNEL, buffer, cycle, s.chase_stride, unroll_of(CHASE_KERNEL), out)
     samples = chase.latencies(*s.chase_iterations, s.sampling)

@@ -626,7 +626,7 @@ def measure_map(request: Request) -> Measured:
     for round_ in range(settings.rounds):
         launcher.fill(scratch, 0)  # flush: no line of the layout is left in L2, near or far
         launcher.fill(buffer, 0)  # whole lines written (no partial sector to fill from DRAM), the zero word
-        launcher.write_chain(buffer, layout.successor, layout.line_bytes)  # the pointers, in their home slices
+        launcher.write_cycle(buffer, layout.successor, layout.line_bytes)  # the pointers, in their home slices
         args = [buffer, np.uint32(groups), np.uint32(layout.group_bytes), np.uint32(round_), out]
         raw = request.kernels.run(KERNEL, args, out, RECORD_WORDS * groups, grid=groups, block=BLOCK, shared=shared,
                           cooperative=True)  # fmt: skip

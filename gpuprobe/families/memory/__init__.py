@@ -276,7 +276,7 @@ class _Sweep:
         request, s = self.request, _settings(self.request)
         nodes, unroll = footprint // s.line_bytes, unroll_of(self.kernel)
         cycle = random_cycle(nodes, seed)
-        request.launcher.write_chain(self.buffer, cycle.successor, s.line_bytes)
+        request.launcher.write_cycle(self.buffer, cycle.successor, s.line_bytes)
         cold = first_warm_steps(nodes, footprint, request.device.l2_bytes, s) == 0
         out = request.outputs.get(OUT_WORDS)
         chase = memory_chase(request.kernels, self.kernel, self.buffer, cycle, s.line_bytes, unroll, out,

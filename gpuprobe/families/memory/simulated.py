@@ -76,10 +76,10 @@ def _chase_global(gpu: SimulatedGpu, kernel: str, hierarchy: list, start, warm, 
         if step >= int(warm):
             timed.append(pointer)
         pointer = int(words[(pointer - buffer.base) // 8])
-    footprint = gpu.chain_bytes
+    footprint = gpu.cycle_bytes
     latency = float(curve(hierarchy, [footprint], transition="sharp")[0])
-    gpu.chain_warmed |= int(warm) > 0
-    if not gpu.chain_warmed and footprint > gpu.l2_bytes and gpu.in_l2.intersection(timed):
+    gpu.cycle_warmed |= int(warm) > 0
+    if not gpu.cycle_warmed and footprint > gpu.l2_bytes and gpu.in_l2.intersection(timed):
         latency = float(curve(hierarchy, [gpu.l2_bytes / 2], transition="sharp")[0])  # lines left in L2
     gpu.in_l2.update(timed)
     cycles = _timed(gpu, kernel, latency, int(iters))

@@ -374,7 +374,7 @@ def measure_latency(node: _Node, probe_name: str) -> Measured:
         node.peer_access(reader, owner)
         if ("chain", owner) not in node.buffers:
             buffer = node.group.on(owner).alloc(s.chase_nodes * s.chase_stride)
-            node.group.on(owner).write_chain(buffer, cycle.successor, s.chase_stride)
+            node.group.on(owner).write_cycle(buffer, cycle.successor, s.chase_stride)
             node.buffers[("chain", owner)] = buffer
         kernels = node.kernels_on(reader)
         out = kernels.launcher.alloc(OUT_WORDS * 8)

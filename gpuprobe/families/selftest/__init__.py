@@ -1,4 +1,5 @@
-"""The self-test family: a probe that faults on purpose, run only when asked (``--inject-fault``).
+"""The self-test family: a probe that faults on purpose, run only when asked
+(``gpuprobe run --inject-fault``, ``pytest --gpuprobe-inject-fault``).
 
 On a real GPU it shows the isolation works: the faulting launch poisons its child's CUDA context,
 the run records ``selftest.fault_isolation`` as crashed with the driver's error, and the families

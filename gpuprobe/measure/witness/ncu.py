@@ -17,8 +17,8 @@ from pathlib import Path
 
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_text
+from gpuprobe.core.processes import kill_session
 from gpuprobe.core.tool_output import ENCODING, ERRORS
-from gpuprobe.measure.isolation import kill_session
 from gpuprobe.measure.witness.counters import METRICS
 
 NCU = "ncu"
