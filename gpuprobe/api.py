@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gpuprobe.core.results import Device, Results
 from gpuprobe.families import catalog
+from gpuprobe.kernels.registry import with_declarations
 from gpuprobe.measure.isolation import ChildPolicy
 from gpuprobe.measure.plan import FULL, SMOKE
 from gpuprobe.measure.session import default_out_dir, run_suite
@@ -46,4 +47,4 @@ def measure_gpu(
 def write_factsheet(results: Results, out_dir: Path | str, fmt: str = "md") -> list[Path]:
     """Write the fact sheet of ``results`` into ``out_dir`` (``"md"``: Markdown with its plots beside
     it; ``"html"``: one self-contained page); return the paths written."""
-    return write_report(results, Path(out_dir), fmt, sections=catalog.sections())
+    return write_report(with_declarations(results), Path(out_dir), fmt, sections=catalog.sections())

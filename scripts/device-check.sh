@@ -49,7 +49,7 @@ elapsed() { echo $(( $(date +%s) - started )); }
 slug=$(python3 -c '
 import sys
 from gpuprobe.runner.device import device_identity, gpu_unavailable_reason
-from gpuprobe.output.report import gpu_slug
+from gpuprobe.output.factsheet import gpu_slug
 reason = gpu_unavailable_reason()
 sys.exit(f"device-check: {reason}") if reason else print(gpu_slug(device_identity(0).name))') || exit 2
 dir="$out/$slug"

@@ -33,8 +33,11 @@ for command in "list" "expectations h200" "expectations b200" "check --json"; do
     fi
     echo "wheel-check: 'gpuprobe $command' answers the same from the wheel ($(wc -l < "$work/installed.out") lines)"
 done
-# the pytest plugin, found by its entry point alone (no conftest.py out here): its options are pytest's
-if ! "$work/venv/bin/python" -m pytest --help | grep -q -- '--gpuprobe-device'; then
+# the pytest plugin, found by its entry point alone (no conftest.py out here): its options are pytest's.
+# The help is written to a file first: piped into `grep -q`, pytest would die of SIGPIPE when grep stops
+# reading at its first match, and pipefail would call that a missing plugin.
+"$work/venv/bin/python" -m pytest --help > "$work/pytest-help.out"
+if ! grep -q -- '--gpuprobe-device' "$work/pytest-help.out"; then
     echo "wheel-check: pytest does not load the installed wheel's plugin (no --gpuprobe-device in pytest --help)" >&2
     exit 1
 fi

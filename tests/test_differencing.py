@@ -18,7 +18,7 @@ from gpuprobe.families.differencing import (
     resolved_step,
     samples_plan,
 )
-from gpuprobe.families.planning import KERNEL_RUN_CALLS
+from gpuprobe.families.planning import CHECKED_LAUNCH_CALLS
 from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
 from tests.helpers.devices import H200
 
@@ -117,7 +117,7 @@ def test_differenced_settings_give_each_kernel_its_lengths_and_plan_the_most_rep
     settings = DifferencedSettings(short_iterations=2, long_iterations=6, sampling=Stopping(1, 4))
     assert settings.lengths(16) == Lengths(2, 6, 16)
     plan = samples_plan(settings, H200, 10.0, 16, serial=2)
-    assert plan.launches == 2 * 4 * KERNEL_RUN_CALLS
+    assert plan.launches == 2 * 4 * CHECKED_LAUNCH_CALLS
     assert plan.gpu_s > samples_plan(settings, H200, 10.0, 8).gpu_s
     assert DifferencedSettings(**SMOKE_SAMPLING).sampling == ONE_SAMPLE
     with pytest.raises(ValueError, match="Lengths"):

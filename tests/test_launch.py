@@ -247,9 +247,8 @@ def test_the_host_cost_per_node_is_not_the_gpu_drained_through_a_full_queue() ->
 def host_per_replay_of_a_flooded_queue(gpu) -> float:
     """Host us per replay of a 1-node graph replayed 2000 times (the old settings) on ``gpu``."""
     from gpuprobe.runner.checked import Kernels
-    from gpuprobe.simulated.gpu import ptx_parameters
 
-    stamps = launch._Stamps(Kernels(gpu, ptx_parameters(gpu.arch)), Settings())
+    stamps = launch._Stamps(Kernels(gpu), Settings())
     host, _ = gpu.graph_replay(launch.STAMP, 1, 1, stamps.args(), 1, 2000)
     return host / 2000 * 1e6
 

@@ -7,10 +7,11 @@ import pytest
 
 from gpuprobe.core.detection import detection
 from gpuprobe.core.errors import ProbeFailure
+from gpuprobe.core.results import Fact
 from gpuprobe.families.measuring import fact
-from gpuprobe.families.sampling import Stopping, sample_until_stable
+from gpuprobe.families.sampling import Stopping, sample_until_stable, stamp_stops, stop_text, stops_recorded
 from gpuprobe.runner.checked import Kernels, check_arguments, unwritten
-from gpuprobe.simulated.gpu import SimulatedGpu, ptx_parameters
+from gpuprobe.simulated.gpu import SimulatedGpu
 
 SIGNATURE = [("u64", "buffer"), ("u32", "n"), ("s32", "k"), ("f32", "x"), ("b64", "bits")]
 
@@ -56,21 +57,21 @@ def test_a_value_with_some_bytes_set_is_written() -> None:
 
 def test_kernels_run_poisons_and_reads_back() -> None:
     gpu = SimulatedGpu(mhz=1000.0, noise=0.0)
-    kernels = Kernels(gpu, ptx_parameters())
+    kernels = Kernels(gpu)
     out = gpu.alloc(64)
-    cycles, ns = kernels.run("gp_sm_clock", [np.uint64(1000), out], out, 2)
+    cycles, ns = kernels.results("gp_sm_clock", [np.uint64(1000), out], out, 2)
     assert cycles == 1040 and ns == 1040
     assert gpu.launches == ["gp_sm_clock"]
     with pytest.raises(ProbeFailure, match="did not write all of its 3 results"):
-        kernels.run("gp_sm_clock", [np.uint64(1000), out], out, 3)  # the third word is never written
+        kernels.results("gp_sm_clock", [np.uint64(1000), out], out, 3)  # the third word is never written
 
 
 def test_kernels_check_arguments_before_launching() -> None:
     gpu = SimulatedGpu()
-    kernels = Kernels(gpu, ptx_parameters())
+    kernels = Kernels(gpu)
     out = gpu.alloc(64)
     with pytest.raises(ProbeFailure, match=r"parameter spin is \.u64, given uint32"):
-        kernels.run("gp_sm_clock", [np.uint32(1000), out], out, 2)
+        kernels.results("gp_sm_clock", [np.uint32(1000), out], out, 2)
     with pytest.raises(ProbeFailure, match="not in the checked cubin"):
         kernels.time("gp_no_such_kernel", [], grid=1, block=1)
     assert gpu.launches == []
@@ -78,7 +79,7 @@ def test_kernels_check_arguments_before_launching() -> None:
 
 def test_kernels_time_counts_every_launch() -> None:
     gpu = SimulatedGpu(kernel_ms=0.5)
-    kernels = Kernels(gpu, ptx_parameters())
+    kernels = Kernels(gpu)
     out = gpu.alloc(64)
     assert kernels.time("gp_clock_overhead", [out], grid=4, block=32, count=3) == pytest.approx(1.5)
     assert gpu.launches == ["gp_clock_overhead"] * 3
@@ -99,6 +100,39 @@ def test_sampling_stops_early_only_once_the_median_is_tight() -> None:
     values = iter([1.0, 9.0, 3.0, 7.0] * 5)
     sample_until_stable(lambda: noisy.append(next(values)), noisy, Stopping(3, 10, 0.01, 60.0))
     assert len(noisy) == 10
+
+
+def test_sampling_says_why_it_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stable once the median is tight, at its most repeats otherwise, or when its budget ran out: a fake
+    clock that moves one second a reading makes the budget run out after the first sample."""
+    quiet: list[float] = []
+    assert sample_until_stable(lambda: quiet.append(10.0), quiet, Stopping(3, 10, 0.01, 60.0)) == "stable"
+    noisy: list[float] = []
+    values = iter([1.0, 9.0, 3.0, 7.0] * 5)
+    assert sample_until_stable(lambda: noisy.append(next(values)), noisy, Stopping(3, 10, 0.01, 60.0)) == "max_repeats"
+    ticks = iter(range(100))
+    monkeypatch.setattr("gpuprobe.families.sampling.time.monotonic", lambda: float(next(ticks)))
+    slow: list[float] = []
+    values = iter([1.0, 9.0, 3.0, 7.0] * 5)
+    assert sample_until_stable(lambda: slow.append(next(values)), slow, Stopping(3, 10, 0.01, 1.5)) == "budget"
+    assert len(slow) == 3  # at least min_repeats, however long they took
+
+
+def test_each_sampled_fact_is_told_why_its_probe_stopped_sampling() -> None:
+    """Every reason inside a probe counts (a nested record, a pattern a later probe reuses, counts for the
+    probe too); a fact with no samples says nothing, and a reason a family gave is kept."""
+    one: list[float] = []
+    two: list[float] = []
+    with stops_recorded() as probe:
+        with stops_recorded() as part:
+            sample_until_stable(lambda: one.append(1.0), one, Stopping(1, 1))
+        sample_until_stable(lambda: two.append(float(len(two) % 2)), two, Stopping(2, 2))
+    assert part == ["max_repeats"] and probe == ["max_repeats", "max_repeats"]
+    facts = [Fact("a", 1.0, "x", samples=[1.0]), Fact("b", None, "x"),
+             Fact("c", 1.0, "x", samples=[1.0], stopped="budget")]  # fmt: skip
+    stamp_stops(facts, ["stable", "max_repeats", "stable"])
+    assert [f.stopped for f in facts] == ["max_repeats+stable", "", "budget"]
+    assert stop_text([]) == "" and stop_text(["budget"]) == "budget"
 
 
 def test_fact_gives_median_ci_and_ns_for_cycles() -> None:

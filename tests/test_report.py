@@ -19,8 +19,7 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load, sav
 from gpuprobe.core.text import md_text
 from gpuprobe.families.catalog import sections
 from gpuprobe.families.memory import LATENCY_PLOT
-from gpuprobe.kernels.registry import all_probes
-from gpuprobe.measure.session import declared_probes
+from gpuprobe.kernels.registry import declared_probes
 from gpuprobe.output import factsheet, html_report, plots, report, sheet
 from gpuprobe.output.quantities import fmt_quantity
 
@@ -145,7 +144,7 @@ def fake_facts() -> list[Fact]:
     ]
 
 
-DECLARED = declared_probes(all_probes())  # what a run of this gpuprobe records of its probes
+DECLARED = declared_probes()  # what a run of this gpuprobe records of its probes
 
 
 def simulated_results(partial: bool = False, with_curves: bool = True) -> Results:

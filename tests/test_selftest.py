@@ -11,7 +11,7 @@ import pytest
 from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.families import selftest
 from gpuprobe.families.base import Request
-from gpuprobe.families.planning import KERNEL_RUN_CALLS
+from gpuprobe.families.planning import CHECKED_LAUNCH_CALLS
 from gpuprobe.simulated.gpu import measure_family, ptx_parameters, simulated_gpu
 from tests.helpers.devices import H200
 
@@ -57,4 +57,4 @@ def test_not_asked_for_it_measures_nothing_and_its_plan_is_one_checked_launch() 
     request = Request(LoadThatDoesNotFault(), ptx_parameters(), H200, set())  # type: ignore[arg-type]
     assert list(selftest.FAMILY.measure(request)) == []
     plan = selftest.plan(selftest.Settings(), H200)
-    assert plan.probes == 1 and plan.launches == KERNEL_RUN_CALLS
+    assert plan.probes == 1 and plan.launches == CHECKED_LAUNCH_CALLS

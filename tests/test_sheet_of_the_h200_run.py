@@ -3,8 +3,8 @@ failing their self-checks; its results.json as it came, from reports/nvidia-h200
 in tests/data so later runs in reports/ do not move these tests) is rendered to the letter; every run
 in reports/ is held to the sheet's size and shape. Rendered without drawing the plots (their file names
 only), so the test stays fast. The first run was made before a run recorded its probes
-(``declared_probes``): it is given the ones a run of this gpuprobe records, but where it is rendered as it
-came, and says less."""
+(``declared_probes``): it is read as every reader of it reads it, with this gpuprobe's declarations
+(``with_declarations``)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import pytest
 
 from gpuprobe.core.results import Results, load
 from gpuprobe.families.catalog import sections
-from gpuprobe.kernels.registry import all_probes
-from gpuprobe.measure.session import declared_probes
+from gpuprobe.kernels.registry import with_declarations
 from gpuprobe.output import html_report, report
 from gpuprobe.output.run_conditions import condition_rows
 
@@ -29,9 +28,7 @@ MOST_BYTES = 60 * 1024
 
 @pytest.fixture(scope="module")
 def run() -> Results:
-    results = load(RUN)
-    results.declared_probes = declared_probes(all_probes())
-    return results
+    return with_declarations(load(RUN))
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +73,13 @@ def test_its_first_screen_says_what_an_engineer_asks_first(sheet: str) -> None:
     assert "L2 near capacity" not in top  # measured only by later gpuprobes: the run says nothing of it
 
 
-def test_as_it_came_without_its_probes_declared_a_missing_headline_fact_is_only_not_measured() -> None:
+def test_a_file_from_before_runs_declared_their_probes_is_read_with_these_declarations(run: Results) -> None:
+    """Its own record, where a file has one, is kept; one without is given this gpuprobe's, and the sheet
+    renders from the file as ``gpuprobe report`` reads it; unread, it says less."""
+    assert not load(RUN).declared_probes and run.declared_probes
+    assert with_declarations(run) is run
     top = report.render_markdown(load(RUN), PLOTS, sections=sections()).split("## Key plots", 1)[0]
     assert "| DRAM read bandwidth | not measured | — | — | — |" in top
-    assert "| L2 near capacity (where near becomes far) | not measured | — | — | — |" in top
 
 
 def test_its_run_conditions_come_from_the_nvml_readings_the_run_wrote(run: Results, sheet: str) -> None:

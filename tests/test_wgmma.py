@@ -64,7 +64,7 @@ from gpuprobe.runner.launcher import LaunchPathUnavailable
 from gpuprobe.simulated.gpu import measure_family, ptx_parameters, simulated_gpu
 from tests.helpers.devices import H100_SXM
 
-FAST = Settings(sampling=Stopping(3, 3, 0.01, 5.0), throughput_repeats=2, gemm_repeats=2)
+FAST = Settings(sampling=Stopping(3, 3, 0.01, 5.0), throughput_sampling=Stopping(2, 2), gemm_sampling=Stopping(2, 2))
 # The simulated GPU: 4 SMs, one block of 3 warpgroups each; cuBLAS at 22 TFLOP/s, about 80 % of its peak
 # per clock at the clock the simulated GEMMs run at (0.9 x 1755 MHz), as on an H100.
 CUBLAS_TFLOPS = 22.0
@@ -567,7 +567,8 @@ def test_the_smoke_stage_publishes_its_ids_with_their_full_run_meaning() -> None
     full, smoke = Settings(), SMOKE.settings
     for name in ("warpgroups_per_block", "blocks_per_sm", "gemm_n"):
         assert getattr(smoke, name) == getattr(full, name), name
-    assert smoke.gemm_count * smoke.gemm_repeats < full.gemm_count * full.gemm_repeats and CUBLAS_PROBE in SMOKE.probes
+    assert smoke.gemm_count * smoke.gemm_sampling.max_repeats < full.gemm_count * full.gemm_sampling.max_repeats
+    assert CUBLAS_PROBE in SMOKE.probes
     smoke_facts = _facts(_run(simulated_gpu(**SMALL), runnable=SMOKE.probes, settings=smoke))
     full_facts = _facts(_run(simulated_gpu(**SMALL), runnable=SMOKE.probes, settings=FAST))
     published = [f for f in smoke_facts.values() if f.value is not None]
@@ -586,7 +587,7 @@ def test_the_family_fits_its_time_budget_on_an_h100() -> None:
     per-probe costs come on top, in gpuprobe.measure.plan)."""
     work = plan(Settings(), H100_SXM)
     assert work.gpu_s + work.host_s < 15.0
-    greedy = plan(dataclasses.replace(Settings(), throughput_ms=40.0, throughput_repeats=9), H100_SXM)
+    greedy = plan(dataclasses.replace(Settings(), throughput_ms=40.0, throughput_sampling=Stopping(9, 9)), H100_SXM)
     assert greedy.gpu_s + greedy.host_s > 15.0  # the bound can fail
 
 

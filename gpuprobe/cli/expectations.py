@@ -65,7 +65,7 @@ def models_table(models: dict[str, ModelExpectations]) -> str:
             patterns += " (not: " + ", ".join(f'"{p}"' for p in model.exclude) + ")"
         rows.append((key, model.name, model.cc, str(len(model.facts)), *(str(counts[s]) for s in SEVERITIES), patterns))
     headers = ("key", "model", "cc", "facts", *SEVERITIES, "matches device names containing")
-    return "\n".join(text_table(headers, rows, right={"facts", *SEVERITIES}))
+    return "\n".join(text_table(headers, rows))
 
 
 class Numbered:

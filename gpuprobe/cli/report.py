@@ -14,10 +14,12 @@ FACTSHEET_FORMATS = ("md", "html")  # = output.factsheet.FORMATS; here so buildi
 def cmd_report(args: argparse.Namespace) -> int:
     from gpuprobe.families.catalog import sections
     from gpuprobe.fleet.reading import read_judged
+    from gpuprobe.kernels.registry import with_declarations
     from gpuprobe.output.factsheet import write_report
 
     path = Path(args.results)
     results, _ = read_judged(path)  # a changed verdict says so in its fact's detail
+    results = with_declarations(results)
     out_dir = Path(args.output) if args.output else default_sheet_dir(path)
     for written in write_report(results, out_dir, args.format, sections=sections()):
         print(f"wrote {written}")

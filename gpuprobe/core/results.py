@@ -36,7 +36,7 @@ DISTURBED_VERDICTS = ("throttled", "shared")
 # A hardware counter's witness of what one probe of one run claims (``gpuprobe witness``): a statement about
 # that run's probe, not a property of the GPU, so neither compared between runs nor across a fleet.
 WITNESS_PREFIX = "witness."
-# "invalid": the file holds a judgement of a fact but no value for it (see the module docstring).
+# "invalid": the file holds a judgement of a fact but no value for it (see docs/results.md).
 INVALID = "invalid"
 VERDICTS = ("pass", "fail", "warn", "report", "unstable", "not_run", *DISTURBED_VERDICTS, INVALID)
 JUDGEMENTS = ("pass", "fail", "warn", "unstable")  # what needs a value to mean anything
@@ -121,7 +121,7 @@ class Fact:
     expectation: dict[str, Any] | None = None
     verdict: str = "report"
     detail: str = ""
-    detection: Detection | None = None  # what the samples can detect; set when read (see the module docstring)
+    detection: Detection | None = None  # what the samples can detect; set when read (see docs/results.md)
     stopped: str = ""  # why its sampling stopped: stable, max_repeats or budget ("+" joins several); "" unsampled
 
     @classmethod
@@ -472,7 +472,7 @@ def _validate_clocks(clocks: dict[str, Any]) -> None:
 
 
 def validate(results: Results) -> Results:
-    """The one check every reader of a results file relies on (see the module docstring); returns
+    """The one check every reader of a results file relies on (docs/results.md, "Reading"); returns
     ``results`` with judgements that have no value marked ``invalid``, or raises :class:`InvalidResults`."""
     if not results.facts:
         raise InvalidResults("it holds no facts: nothing was measured")

@@ -50,7 +50,7 @@ class Request:
     @cached_property
     def kernels(self) -> Kernels:
         """Checked launches of the cubin's kernels (see :mod:`gpuprobe.runner.checked`)."""
-        return Kernels(self.launcher, self.parameters)
+        return Kernels(self.launcher)
 
     @cached_property
     def outputs(self) -> OutputBuffers:
@@ -103,7 +103,7 @@ class Family:
             probes=PROBES,                   # its probe names, in measuring order
             settings=Settings,               # a frozen dataclass, JSON-able (it crosses into the measuring process)
             plan=plan,                       # plan(settings, device) -> Plan: what measuring costs, without a GPU
-            measure=measure,                 # measure(request) -> Probes: (probe name, run) pairs in order
+            measure=measure,                 # measure(request) -> Probes: (probe name, step) pairs in order
             smoke=SMOKE,                     # its cheapest probes at minimal settings, for a first contact
             sections=SECTIONS,               # where its facts appear on the fact sheet
             invariants=(cluster_above_block,),  # checks across its facts (and other families')

@@ -23,7 +23,7 @@ from gpuprobe.core.results import Device
 from gpuprobe.families.base import Plan
 from gpuprobe.families.differencing import Difference, Lengths
 from gpuprobe.families.measuring import clock_mhz, clock_window_ns
-from gpuprobe.families.planning import chain_host_s, cycles_s, kernel_runs
+from gpuprobe.families.planning import cycle_host_s, cycles_s, kernel_runs
 from gpuprobe.families.sampling import Stopping
 from gpuprobe.runner.checked import Kernels
 
@@ -90,7 +90,7 @@ class Chase:
     clock_mhz: list[float] = field(default_factory=list)
     sms: list[int] = field(default_factory=list)
 
-    def run(self, iterations: int) -> float:
+    def reading(self, iterations: int) -> float:
         """One launch, its end checked; the cycles of its timed part."""
         warm = self.warm_laps * self.cycle.nodes
         cycles, ns, end, sm = (int(v) for v in self.launch(self.cycle.node_after(self.step), warm, iterations))
@@ -110,7 +110,7 @@ class Chase:
     def difference(self, short: int, long: int, longest: int | None = None) -> Difference:
         """Short and long launches of ``short`` and ``long`` iterations, each continuing the cycle; the long one
         at most ``longest`` iterations (None: no bound)."""
-        return Difference(self.run, Lengths(short, long, self.unroll), self.kernel, longest=longest)
+        return Difference(self.reading, Lengths(short, long, self.unroll), self.kernel, longest=longest)
 
     def latencies(self, short: int, long: int, stopping: Stopping) -> list[float]:
         """Samples of one step's latency (cycles), each a short and a long launch."""
@@ -141,7 +141,7 @@ def memory_chase(
     def launch(start: int, warm: int, iterations: int) -> np.ndarray:
         first = np.uint64(kernels.launcher.address(buffer) + start * stride)
         args = [first, *extra, np.uint32(warm), np.uint32(iterations), out]
-        return kernels.run(kernel, args, out, OUT_WORDS, shared=shared)
+        return kernels.results(kernel, args, out, OUT_WORDS, shared=shared)
 
     def end_node(end: int) -> int:
         return node_of(end - kernels.launcher.address(buffer), stride, cycle.nodes, kernel)
@@ -164,4 +164,4 @@ def latencies_plan(nodes: int, unroll: int, short: int, long: int, repeats: int,
     :meth:`Chase.latencies` at ``repeats`` samples, every launch warming one lap and every step taking
     ``step_s`` seconds at most."""
     steps = repeats * (2 * nodes + (short + long) * unroll)
-    return Plan(0, 1, 0.0, chain_host_s(nodes)) + kernel_runs(2 * repeats, steps * step_s)
+    return Plan(0, 1, 0.0, cycle_host_s(nodes)) + kernel_runs(2 * repeats, steps * step_s)

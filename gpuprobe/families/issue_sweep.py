@@ -20,7 +20,7 @@ from gpuprobe.core.results import Device
 from gpuprobe.families.base import Plan, Request
 from gpuprobe.families.differencing import Difference, Lengths
 from gpuprobe.families.measuring import clock_mhz, clock_window_ns
-from gpuprobe.families.planning import KERNEL_RUN_CALLS, cycles_s, readback_host_s
+from gpuprobe.families.planning import CHECKED_LAUNCH_CALLS, cycles_s, readback_host_s
 from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
 from gpuprobe.kernels.registry import unroll_of
 from gpuprobe.runner.launcher import Launcher
@@ -208,7 +208,7 @@ def chain_records(
     count = output_words(blocks * threads, result_words)
     out = request.outputs.get(count)
     args = [np.uint32(iterations), operands, out]
-    words = request.kernels.run(kernel, args, out, count, grid=blocks, block=threads)
+    words = request.kernels.results(kernel, args, out, count, grid=blocks, block=threads)
     return Records.from_output(words, blocks * threads, result_words, kernel)
 
 
@@ -284,7 +284,7 @@ def launches_plan(launches: int, target_cycles: float, threads: int, result_word
     of it), and its output read back and checked. No probe: the caller counts those."""
     output = output_words(threads, result_words) * 8
     gpu_s = launches * cycles_s(3 * target_cycles, device)
-    return Plan(0, launches * KERNEL_RUN_CALLS, gpu_s, launches * readback_host_s(output))
+    return Plan(0, launches * CHECKED_LAUNCH_CALLS, gpu_s, launches * readback_host_s(output))
 
 
 def pair_launch_cycles(target_cycles: float) -> float:

@@ -19,7 +19,7 @@ from gpuprobe.core.results import Device
 from gpuprobe.families.base import Plan
 from gpuprobe.runner.launcher import hold_cycles
 
-KERNEL_RUN_CALLS = 3  # a checked Kernels.run: the poison fill, the launch, the read-back
+CHECKED_LAUNCH_CALLS = 3  # a checked Kernels.results: the poison fill, the launch, the read-back
 MIN_KERNEL_S = 5e-6  # the GPU time of the emptiest launch: its start and its drain
 UNKNOWN_SM_MHZ = 1000.0  # the SM clock of a device that reports none
 MAX_THREADS_PER_SM = 2048  # the most resident threads any supported arch allows (sm_80, sm_90, sm_100)
@@ -27,7 +27,7 @@ MAX_BLOCKS_PER_SM = 32
 
 # Cycles per dependent load, at least what any supported part was measured to take at that level
 # (far L2 475-556 on Hopper, DRAM 540-700 on A100 and Hopper, as tests/test_find_levels_recorded.py
-# and gpuprobe/expectations cite), with room for a TLB miss beyond the L2.
+# and gpuprobe/families/memory/expectations.toml cite), with room for a TLB miss beyond the L2.
 SHARED_STEP_CYCLES = 60.0
 L2_STEP_CYCLES = 700.0
 DRAM_STEP_CYCLES = 1200.0
@@ -43,7 +43,7 @@ UNKNOWN_DRAM_GBPS = 300.0  # a device that reports neither memory clock nor bus 
 HOST_GENERATE_BYTES_PER_S = 1.0e9
 HOST_SUM_BYTES_PER_S = 0.3e9
 HOST_COMPARE_BYTES_PER_S = 0.8e9
-HOST_CHAIN_NODE_S = 150e-9
+HOST_CYCLE_NODE_S = 150e-9
 READBACK_BYTES_PER_S = 10e9  # results read back, device to host (a Gen4 link's pinned rate is 20-25 GB/s)
 HOST_CHECK_THREAD_S = 200e-9  # one thread's result predicted and checked (atomics, warp: 50-100 ns measured)
 
@@ -132,9 +132,9 @@ def held_batch_s(launches: int, launch_s: float, device: Device) -> float:
     return cycles_s(hold_cycles(launches), device) + launches * launch_s
 
 
-def chain_host_s(nodes: int) -> float:
+def cycle_host_s(nodes: int) -> float:
     """Host seconds to build a random cycle of ``nodes`` and hand it to ``Launcher.write_cycle``."""
-    return nodes * HOST_CHAIN_NODE_S
+    return nodes * HOST_CYCLE_NODE_S
 
 
 NO_WORK = Plan(0, 0, 0.0)
@@ -148,7 +148,7 @@ def combined(plans: Iterable[Plan]) -> Plan:
 def kernel_runs(runs: int, gpu_s: float, host_s: float = 0.0) -> Plan:
     """``runs`` checked launches (each a fill, a launch and a read) doing ``gpu_s`` of work in all;
     no probe of their own (a probe's plan adds itself: ``probe(...)``)."""
-    return Plan(0, runs * KERNEL_RUN_CALLS, gpu_s + runs * MIN_KERNEL_S, host_s)
+    return Plan(0, runs * CHECKED_LAUNCH_CALLS, gpu_s + runs * MIN_KERNEL_S, host_s)
 
 
 def probe(*parts: Plan) -> Plan:

@@ -92,19 +92,27 @@ def _enough(samples: list[float], stop: Stopping) -> bool:
 
 @contextmanager
 def stops_recorded() -> Iterator[list[StopReason]]:
-    """The reasons every sampling inside the block stopped, in order (one probe's run)."""
+    """The reasons every sampling inside the block stopped, in order (one probe's run, or a part of it whose
+    samples a later probe reuses); they count for an enclosing block too."""
     global _STOPS
-    outer, _STOPS = _STOPS, []
+    outer, inner = _STOPS, []
+    _STOPS = inner
     try:
-        yield _STOPS
+        yield inner
     finally:
         _STOPS = outer
+        if outer is not None:
+            outer.extend(inner)
+
+
+def stop_text(stops: Sequence[str]) -> str:
+    """Why samplings stopped, as a fact records it: the one reason, or every distinct one joined by "+"."""
+    return "+".join(sorted(set(stops)))
 
 
 def stamp_stops(facts: Sequence[Fact], stops: Sequence[StopReason]) -> None:
-    """Write beside each sampled fact why its sampling stopped: the one reason of the probe's samplings,
-    or, where they differ, every distinct reason joined by ``+`` (a fact fitted over several samplings)."""
-    reasons = sorted(set(stops))
+    """Write beside each sampled fact that does not say already (a family reusing samples an earlier probe
+    took gives their reason) why the probe's sampling stopped (:func:`stop_text`)."""
     for fact in facts:
-        if fact.samples and reasons:
-            fact.stopped = "+".join(reasons)
+        if fact.samples and stops and not fact.stopped:
+            fact.stopped = stop_text(stops)

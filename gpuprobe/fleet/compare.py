@@ -220,7 +220,7 @@ def compare(
     base_name: str = "BASE",
     new_name: str = "NEW",
 ) -> Comparison:
-    """Label every fact of ``new`` against ``base`` (see the module docstring for the rules).
+    """Label every fact of ``new`` against ``base`` (the rules: docs/comparing.md).
 
     Args:
         base: the earlier run (the baseline).

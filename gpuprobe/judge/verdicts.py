@@ -109,6 +109,16 @@ def judge_fact(fact: Fact, model: ModelExpectations | None, stage: str = "full")
     return fact
 
 
+def mark_disturbed(facts: Iterable[Fact], reason: str, attempts: int) -> str:
+    """Mark facts measured under conditions that forbid judging them (another process on the GPU, a throttled
+    clock, after ``attempts`` tries) as such, never judged; the verdict given."""
+    verdict = "shared" if reason.startswith("shared") and "throttled" not in reason else "throttled"
+    for fact in facts:
+        fact.verdict = verdict
+        fact.detail = f"{fact.id}: measured {verdict} after {attempts} attempt(s), not judged: {reason}"
+    return verdict
+
+
 def too_noisy(fact: Fact) -> bool:
     """A judged fact whose confidence interval is wider than ``MAX_NOISE`` of its value."""
     if fact.ci is None or not fact.value or fact.verdict not in ("pass", "fail", "warn"):

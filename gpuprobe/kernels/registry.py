@@ -23,14 +23,15 @@ import functools
 import itertools
 import operator
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_toml
+from gpuprobe.core.results import DeclaredProbe, Results
 from gpuprobe.kernels.contracts import Rule
 from gpuprobe.kernels.source_tree import PTX_DIR, SOURCE_SUFFIXES, shown_path
 
@@ -262,6 +263,19 @@ def all_probes(directory: Path = PTX_DIR) -> tuple[Probe, ...]:
     if duplicates:
         raise GpuprobeError(f"duplicate probe name(s): {', '.join(duplicates)}")
     return tuple(probes)
+
+
+def declared_probes(probes: Sequence[Probe] | None = None) -> dict[str, DeclaredProbe]:
+    """Every probe (default: all of this checkout's) as a run records it (the results' ``declared_probes``):
+    its family, archs and facts."""
+    chosen = all_probes() if probes is None else probes
+    return {p.name: DeclaredProbe(p.family, tuple(arch.name for arch in p.archs), p.facts) for p in chosen}
+
+
+def with_declarations(results: Results) -> Results:
+    """``results`` as the fact sheet reads them: a file from before runs recorded their probes'
+    declarations (``declared_probes``) gets this gpuprobe's, as every sheet of that time was written."""
+    return results if results.declared_probes else replace(results, declared_probes=declared_probes())
 
 
 def unroll_of(kernel: str) -> int:

@@ -55,8 +55,8 @@ class ConditionRecorder:
     def _spin(self, cycles: int) -> float | None:
         if self._out is None:
             self._out = self.launcher.alloc(16)
-        kernels = Kernels(self.launcher, self.parameters)
-        spun, ns = (int(v) for v in kernels.run(CLOCK_KERNEL, [np.uint64(cycles), self._out], self._out, 2))
+        kernels = Kernels(self.launcher)
+        spun, ns = (int(v) for v in kernels.results(CLOCK_KERNEL, [np.uint64(cycles), self._out], self._out, 2))
         return clock_mhz(spun, ns, window_ns=1.0)  # any window the timer moved in: the spin is long
 
     def sm_mhz(self, settle: bool = False) -> float | None:

@@ -48,6 +48,7 @@ from gpuprobe.core.processes import kill_session
 from gpuprobe.core.results import Fact, ProbeOutcome
 from gpuprobe.core.tool_output import ENCODING, ERRORS
 from gpuprobe.families.base import Measured
+from gpuprobe.judge.verdicts import mark_disturbed
 from gpuprobe.measure.child import MARKER
 from gpuprobe.measure.conditions import gpu_conditions
 from gpuprobe.runner.flight import FLIGHT_CALLS
@@ -373,10 +374,7 @@ def _cut(
 
 
 def _mark(measured: Measured, reason: str, attempts: int) -> Measured:
-    verdict = "shared" if reason.startswith("shared") and "throttled" not in reason else "throttled"
-    for fact in measured.facts:
-        fact.verdict = verdict
-        fact.detail = f"{fact.id}: measured {verdict} after {attempts} attempt(s), not judged: {reason}"
+    verdict = mark_disturbed(measured.facts, reason, attempts)
     measured.outcome.detail = f"{verdict} after {attempts} attempt(s): {reason}"
     measured.outcome.conditions["attempts"] = attempts
     return measured

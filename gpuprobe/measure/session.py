@@ -37,7 +37,7 @@ from gpuprobe.judge.expectations import ModelExpectations, match_model
 from gpuprobe.judge.verdicts import device_facts, judge_fact, judge_invariants, judge_measured
 from gpuprobe.kernels.check import CheckResult, check_probe
 from gpuprobe.kernels.cubin import BuiltModule, build_for
-from gpuprobe.kernels.registry import CLOCK_PROBE, Probe, all_probes
+from gpuprobe.kernels.registry import CLOCK_PROBE, all_probes, declared_probes
 from gpuprobe.kernels.toolchain import toolkit_description
 from gpuprobe.measure.child import file_sha256
 from gpuprobe.measure.conditions import REFERENCE_KEY
@@ -211,11 +211,6 @@ def chosen_families(families: Collection[str] | None, inject_fault: bool) -> dic
         for family, measurement in BY_NAME.items()
         if may_measure(family, inject_fault) and (families is None or family in families)
     }
-
-
-def declared_probes(probes: Sequence[Probe]) -> dict[str, DeclaredProbe]:
-    """Every probe as a run records it (the results' ``declared_probes``): its family, archs and facts."""
-    return {p.name: DeclaredProbe(p.family, tuple(arch.name for arch in p.archs), p.facts) for p in probes}
 
 
 # ---------------------------------------------------------------- build and check

@@ -7,7 +7,8 @@ Every number is a fact of the run (or plain arithmetic on facts and the device's
 such: a per-SM rate times the SM count and the measured clock). A headline fact the run lacks says why:
 its probe failed, never ran, or found no such level; a fact this GPU's arch cannot have (wgmma off
 sm_90a) is left out. Which probe declares a fact, and the archs it targets, is what the run recorded
-(``declared_probes``); a file without that record says only "not measured".
+(``declared_probes``; a file from before runs recorded it is read with this gpuprobe's declarations,
+``kernels.registry.with_declarations``).
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ import re
 from collections.abc import Sequence
 
 from gpuprobe.core.results import Results
-from gpuprobe.core.tables import html_table
+from gpuprobe.core.tables import NONE, html_table
 from gpuprobe.output.headline import HEADLINE_HEADER, TENSOR_HEADER
-from gpuprobe.output.quantities import NONE, verdict_marker
+from gpuprobe.output.quantities import verdict_marker
 from gpuprobe.output.sections import Section
 from gpuprobe.output.sheet import (
     CONDITIONS_HEADER,

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuprobe.core.results import Results
-from gpuprobe.core.tables import md_markup_table, md_table
+from gpuprobe.core.tables import NONE, md_markup_table, md_table
 from gpuprobe.core.text import md_code, md_text, shown
 from gpuprobe.output.headline import HEADLINE_HEADER, TENSOR_HEADER
-from gpuprobe.output.quantities import NONE, verdict_marker
+from gpuprobe.output.quantities import verdict_marker
 from gpuprobe.output.references import marker
 from gpuprobe.output.sections import Section
 from gpuprobe.output.sheet import (

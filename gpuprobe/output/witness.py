@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from gpuprobe.core.numbers import fmt_bytes
 from gpuprobe.core.results import WITNESS_PREFIX, Fact, Results
+from gpuprobe.core.tables import NONE
 from gpuprobe.judge.verdicts import WITNESS_CONFLICTS, WITNESS_JUDGED
-from gpuprobe.output.quantities import NONE
 
 # A witness fact's id: ``witness.<probe>.<key>`` (the comparison) or ``witness.<probe>.<key>.<part>`` (one of its
 # FIGURES); the keys are what gpuprobe.measure.witness compares (LABELS, in sheet order) and LAUNCHES_KEY, how

@@ -65,15 +65,12 @@ def unwritten(values: np.ndarray) -> bool:
 
 @dataclass
 class Kernels:
-    """Launches of one cubin's kernels, whose PTX signatures are ``parameters``, their outputs checked."""
+    """Launches of the kernels of the cubin ``launcher`` loaded (it checks every launch's arguments against
+    their PTX signatures), their outputs checked."""
 
     launcher: Launcher
-    parameters: Signatures
 
-    def signature(self, kernel: str) -> list[tuple[str, str]]:
-        return signature(kernel, self.parameters)
-
-    def run(
+    def results(
         self,
         kernel: str,
         args: Sequence[object],

@@ -310,7 +310,7 @@ class CupyLauncher:
         finally:
             self._cp.cuda.nvtx.RangePop()
 
-    # ---- launch costs (the launch and grid_sync families) ------------------------------------
+    # ---- launch costs (LaunchPaths: the launch family) ----------------------------------------
     def _enqueuer(self, kernel: str, grid: Dims, block: Dims, args: list[Any], via: str) -> Callable[[], None]:
         """One launch of ``kernel`` through ``via``, its arguments checked and everything but the launch call
         prepared beforehand."""

@@ -35,7 +35,7 @@ class Communicator(Protocol):
     def version(self) -> str:
         """NCCL's version, e.g. "2.27.7"."""
 
-    def run(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int) -> None:
+    def call(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int) -> None:
         """One ``collective`` (one of :data:`COLLECTIVES`: sum, float32, root 0) over every rank, waited for."""
 
     def time(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int, calls: int) -> float:
@@ -116,7 +116,7 @@ class CupyCommunicator:
                 comm.send(send + 4 * count * peer, count, f32, peer, stream)
                 comm.recv(recv + 4 * count * peer, count, f32, peer, stream)
 
-    def run(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int) -> None:
+    def call(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int) -> None:
         self._issue(collective, sends, recvs, count)
         for rank in range(len(self._streams)):
             self._streams[rank].synchronize()

@@ -3,17 +3,17 @@
 Every launch's arguments are checked against the kernel's PTX signature, as CupyLauncher checks them,
 and bound to its parameter names. Nothing it produces is a measurement.
 
-Every family simulates its kernels in ``gpuprobe/families/<family>/simulated.py``: each such module has a
-``KERNELS`` dict from kernel name to ``simulate(gpu, launch, **parameters) -> float | None`` (the
-parameters by PTX name; the return value is the kernel's simulated GPU time in ms, for
-``time_launches``). The simulated GPU dispatches a launch to the module that knows its kernel.
+Every family simulates its kernels in ``gpuprobe/families/<family>/simulated.py``: each such module's
+``SIMULATION`` (:class:`~gpuprobe.simulated.simulation.Simulation`) maps kernel name to ``simulate(gpu,
+launch, **parameters) -> float | None`` (the parameters by PTX name; the return value is the kernel's
+simulated GPU time in ms, for ``time_launches``). The simulated GPU dispatches a launch to the family that
+knows its kernel.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import os
 import sys
 import time
@@ -45,7 +45,7 @@ TENSOR_MAP_TAG = 0x7E45_0121  # the first word of a simulated tensor map
 # Run-to-run noise: each simulated quantity (a kernel's timing, a copy path, a launch path) is off by a
 # factor drawn once per SimulatedGpu from its seed, the same for every sample of the run, as a real run's
 # samples share the pages it got and the clocks it settled on. A count of SM cycles moves only with where
-# pages and chains land (L2 slice distances, TLB reach): about 0.3 % (CLOCKED_RUN_SD). A device time (a
+# pages and cycles land (L2 slice distances, TLB reach): about 0.3 % (CLOCKED_RUN_SD). A device time (a
 # bandwidth kernel's ms, the SM clock, a GEMM) also moves with the memory and SM clocks a run settles
 # on: about 0.5 % on a fixed-clock datacentre part. What the host takes part in (an enqueue, a PCIe copy,
 # an event) moves with the CPU's frequency and the link's state: about 1 %. The comparison allows
@@ -108,15 +108,12 @@ def simulations() -> dict[str, Simulation]:
     """Each family's simulation (``SIMULATION`` of ``gpuprobe/families/<family>/simulated.py``), by family name."""
     from gpuprobe.families.catalog import FAMILIES
 
-    paths = {family.name: f"gpuprobe.families.{family.name}.simulated" for family in FAMILIES}
-    return {name: importlib.import_module(path).SIMULATION for name, path in paths.items()
-            if importlib.util.find_spec(path)}  # fmt: skip
+    return {f.name: importlib.import_module(f"gpuprobe.families.{f.name}.simulated").SIMULATION for f in FAMILIES}
 
 
 def smoke_part(family: str) -> dict[str, Any]:
-    """SimulatedGpu options for a family's smoke check: the part its simulation names, else the default."""
-    simulation = simulations().get(family)
-    return dict(simulation.smoke_part) if simulation else {}
+    """SimulatedGpu options for a family's smoke check: the part its simulation names (none: the default)."""
+    return dict(simulations()[family].smoke_part)
 
 
 SUITE_SMS = 8  # the simulated part a whole-suite run measures: few SMs for its small L2, as real parts have
@@ -137,7 +134,7 @@ def fast_settings() -> dict[str, Any]:
 
 @cache
 def simulated_kernels() -> dict[str, Callable[..., float | None]]:
-    """Every ``KERNELS`` entry of the modules in the families' simulations; one simulated twice is an error."""
+    """Every kernel of the families' simulations, by name; one simulated twice is an error."""
     kernels: dict[str, Callable[..., float | None]] = {}
     for simulation in simulations().values():
         for name, simulate in simulation.kernels.items():
@@ -394,7 +391,7 @@ class SimulatedGpu:
     ) -> None:
         self._launch(kernel, grid, block, args, shared_bytes, cooperative)
 
-    # ---- launch costs (the launch and grid_sync families) ------------------------------------
+    # ---- launch costs (LaunchPaths: the launch family) ----------------------------------------
     def enqueue_seconds(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], count: int, via: str = "cupy", wait: bool = True
     ) -> float:
@@ -533,11 +530,12 @@ def measure_family(
     state: dict | None = None,
     device: Device | None = None,
 ) -> dict[str, Any]:
-    """Each runnable probe of ``family`` (its module) measured as the measuring child measures it:
-    between clock and NVML snapshots, a failed self-check giving the outcome "failed". ``device``
-    (default: what the simulated GPU reports) is the device the family is told it measures."""
+    """Each runnable probe of ``family`` (its :class:`~gpuprobe.families.base.Family` or its package: only its
+    ``measure`` is used) measured as the measuring child measures it: between clock and NVML snapshots, a
+    failed self-check giving the outcome "failed". ``device`` (default: what the simulated GPU reports) is the
+    device the family is told it measures."""
     recorder = ConditionRecorder(gpu, ptx_parameters(gpu.arch), clock_usable=True)
     request = Request(gpu, ptx_parameters(gpu.arch), device or gpu.device(), set(runnable), settings,
                       {} if state is None else state, _module(gpu.arch).cubin)  # fmt: skip
     probes = family.measure(request)
-    return {name: recorder.measure(name, run) for name, run in probes}
+    return {name: recorder.measure(name, step) for name, step in probes}

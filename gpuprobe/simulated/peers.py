@@ -153,7 +153,7 @@ class SimulatedCommunicator:
         buffer, offset = self.group.gpus[0].buffer_at(address)
         return buffer.data[offset : offset + 4 * elements].view(np.float32)
 
-    def run(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int) -> None:
+    def call(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int) -> None:
         n = self.group.count()
         if collective == "all_reduce":
             total = np.sum([self._view(s, count) for s in sends], axis=0, dtype=np.float32)
@@ -187,7 +187,7 @@ class SimulatedCommunicator:
 
     def time(self, collective: str, sends: Sequence[int], recvs: Sequence[int], count: int, calls: int) -> float:
         assert collective in COLLECTIVES
-        self.run(collective, sends, recvs, count)
+        self.call(collective, sends, recvs, count)
         n, node = self.group.count(), self.group.node
         size = 4 * count * (n if collective in ("all_gather", "reduce_scatter", "all_to_all") else 1)
         factor = BUSBW_FACTOR.get(collective, lambda ranks: (ranks - 1) / ranks)(n)

@@ -6,7 +6,7 @@ Latencies come from serial chases, each step's address the data the previous ste
 * ``async.bulk.latency`` — a bulk copy of a whole node (256 B .. 32 KiB) completing an mbarrier;
 * ``async.dsmem.latency`` — loads through the cluster window, from the peer block or the own one.
 
-A sample is a short and a long timed chase continuing the same chain, and the latency per step is
+A sample is a short and a long timed chase continuing the same cycle, and the latency per step is
 their difference over the steps between, so every once-per-region cost cancels; every launch checks
 that the chase ended on the node the host predicts. The long chases also read the global timer, so
 their cycles over nanoseconds give the SM clock the cycles are converted at.
@@ -220,11 +220,11 @@ def full_grid(request: Request, kernel: str, threads: int, shared: int) -> int:
 def _global_chase(request: Request, kernel: str, stride: int, extra: list[object], shared: int) -> Chase:
     """A chase through a fresh random cycle in global memory, one node every ``stride`` bytes."""
     s = request.settings
-    chain = random_cycle(s.chase_nodes, s.seed + stride)
+    cycle = random_cycle(s.chase_nodes, s.seed + stride)
     buffer = request.launcher.alloc(s.chase_nodes * stride)
-    request.launcher.write_cycle(buffer, chain.successor, stride)
+    request.launcher.write_cycle(buffer, cycle.successor, stride)
     out = request.outputs.get(OUT_WORDS)
-    return memory_chase(request.kernels, kernel, buffer, chain, stride, unroll_of(kernel), out, extra, shared)
+    return memory_chase(request.kernels, kernel, buffer, cycle, stride, unroll_of(kernel), out, extra, shared)
 
 
 def measure_cp_async_latency(request: Request, sources: Sources, probe: str) -> Measured:
@@ -255,19 +255,19 @@ def measure_bulk_latency(request: Request, sources: Sources, probe: str) -> Meas
 def _dsm_chase(request: Request, target: int) -> Chase:
     """A chase through a fresh random cycle in the shared memory of cluster rank ``target``."""
     s, kernel = request.settings, "gp_ac_dsm_chase"
-    chain = random_cycle(s.dsm_nodes, s.seed + target)
-    successors = request.launcher.upload((chain.successor * s.dsm_stride).astype(np.uint32))
+    cycle = random_cycle(s.dsm_nodes, s.seed + target)
+    successors = request.launcher.upload((cycle.successor * s.dsm_stride).astype(np.uint32))
     out, shared = request.outputs.get(OUT_WORDS), s.dsm_nodes * s.dsm_stride
 
     def launch(start: int, warm: int, iterations: int) -> np.ndarray:
         fixed = [successors, np.uint32(s.dsm_nodes), np.uint32(s.dsm_stride), np.uint32(start), np.uint32(target)]
         args = [*fixed, np.uint32(warm), np.uint32(iterations), out]
-        return request.kernels.run(kernel, args, out, OUT_WORDS, grid=2, block=s.dsm_threads, shared=shared)
+        return request.kernels.results(kernel, args, out, OUT_WORDS, grid=2, block=s.dsm_threads, shared=shared)
 
     def end_node(end: int) -> int:
         return node_of(end, s.dsm_stride, s.dsm_nodes, kernel)
 
-    return Chase(chain, launch, end_node, unroll_of(kernel), kernel)
+    return Chase(cycle, launch, end_node, unroll_of(kernel), kernel)
 
 
 def measure_dsm_latency(request: Request, sources: Sources, probe: str) -> Measured:

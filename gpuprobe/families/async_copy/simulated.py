@@ -1,4 +1,4 @@
-"""The simulated async-copy kernels: chases that walk the chain they are given, and streams that
+"""The simulated async-copy kernels: chases that walk the cycle they are given, and streams that
 report the sums a correct kernel reports, each taking the time a simple model gives.
 
 The global->shared streams (gp_ac_copy_cp_async, gp_ac_copy_plain) run at the slower of two bounds:
@@ -28,7 +28,7 @@ from gpuprobe.families.async_copy import STREAM_CHUNK_BYTES, WARP, Settings
 from gpuprobe.families.bandwidth.simulated import memory_read_gbps
 from gpuprobe.families.streams import PATTERN_MULTIPLIER
 from gpuprobe.kernels.ptxsource import expand
-from gpuprobe.kernels.registry import all_probes
+from gpuprobe.kernels.registry import all_probes, unroll_of
 from gpuprobe.simulated.kernel_sums import chunk_totals, thread_totals
 from gpuprobe.simulated.simulation import Simulation
 
@@ -90,8 +90,8 @@ def _walk_global(gpu, start: int, steps: int, stride: int) -> int:
 
 def _cp_async_chase(cache: str):
     def simulate(gpu, launch, start, warm, iters, out) -> None:
-        steps = int(warm) + int(iters) * 16
-        _finish_chase(gpu, out, model(gpu).cp_async[cache], int(iters) * 16, _walk_global(gpu, start, steps, 128))
+        timed = int(iters) * unroll_of(f"gp_ac_cp_async_chase_{cache}")
+        _finish_chase(gpu, out, model(gpu).cp_async[cache], timed, _walk_global(gpu, start, int(warm) + timed, 128))
 
     return simulate
 
@@ -107,10 +107,11 @@ def dsm_chase(gpu, launch, successors, nodes, stride, start, target, warm, iters
     assert launch.grid[0] % 2 == 0, "clusters of two"
     succ = successors.data.view(np.uint32)[: int(nodes)] // int(stride)
     node = int(start)
-    for _ in range(int(warm) + int(iters) * 32):
+    timed = int(iters) * unroll_of("gp_ac_dsm_chase")
+    for _ in range(int(warm) + timed):
         node = int(succ[node])
     end = node * int(stride) + (int(stride) if model(gpu).corrupt == "chase" else 0)
-    _finish_chase(gpu, out, model(gpu).dsm[int(target)], int(iters) * 32, end)
+    _finish_chase(gpu, out, model(gpu).dsm[int(target)], timed, end)
 
 
 def _corrupt(gpu, sums: np.ndarray) -> np.ndarray:

@@ -218,7 +218,7 @@ class _LatencyChain:
         per_lane = 3 if self.shared else 2
         words = 2 + per_lane * self.lanes
         out = request.outputs.get(2 + 3 * WARP)
-        values = [int(v) for v in request.kernels.run(self.kernel, [*args, out], out, words, block=self.lanes)]
+        values = [int(v) for v in request.kernels.results(self.kernel, [*args, out], out, words, block=self.lanes)]
         lanes = np.array(values[2:]).reshape(self.lanes, per_lane)
         if self.shared:
             final = [int(v) for v in lanes[:, 2]]
@@ -487,7 +487,7 @@ SMOKE = Smoke(
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run); a failed self-check raises ProbeFailure."""
+    """The family's runnable probes in order, each as (name, step); a failed self-check raises ProbeFailure."""
     yield from probe_steps(PROBES, {name: partial(step, request) for name, step in STEPS}, request.runnable)
 
 

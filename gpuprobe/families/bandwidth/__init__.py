@@ -79,7 +79,7 @@ from gpuprobe.families.planning import (
     resident_blocks,
     sum_host_s,
 )
-from gpuprobe.families.sampling import ONE_SAMPLE
+from gpuprobe.families.sampling import ONE_SAMPLE, stop_text, stops_recorded
 from gpuprobe.families.stepping import probe_steps
 from gpuprobe.families.streams import check_sums
 from gpuprobe.runner.launcher import DeviceCopies, capability, probe_range
@@ -518,12 +518,13 @@ def measure_occupancy(bench: _Bench) -> Measured:
 
 @dataclass(frozen=True)
 class MeasuredPattern:
-    """One goodput pattern measured: its useful GB/s samples, one pass of its launch, and the passes of
-    the short and the long launch."""
+    """One goodput pattern measured: its useful GB/s samples, one pass of its launch, the passes of the
+    short and the long launch, and why its sampling stopped (the probes that reuse it say so)."""
 
     useful: list[float]
     once: PatternStream
     lengths: Lengths
+    stopped: str
 
 
 def _pattern_launch(bench: _Bench, stream: PatternStream, per_iteration: np.ndarray) -> Launch:
@@ -556,9 +557,9 @@ def _measure_pattern(bench: _Bench, pattern: patterns.Pattern) -> MeasuredPatter
     per_iteration = patterns.pattern_iteration_sums(bench.words, once)
     ms_of = timed_launch(bench.timer, lambda n: _pattern_launch(bench, replace(once, passes=n), per_iteration))
     what = f"bandwidth.goodput.{pattern.name}"
-    with bench.request.launcher.nvtx_range(probe_range(what)):  # its launches are its probe's, whichever asked first
+    with bench.request.launcher.nvtx_range(probe_range(what)), stops_recorded() as stops:  # its probe's launches
         useful, lengths = event_gbps(ms_of, lengths, once.useful_bytes, what, s.sampling)
-    return MeasuredPattern(useful, once, lengths)
+    return MeasuredPattern(useful, once, lengths, stop_text(stops))
 
 
 def _measured_pattern(bench: _Bench, pattern_name: str) -> MeasuredPattern:
@@ -591,6 +592,7 @@ def _granule_fact(bench: _Bench, name: str) -> Fact:
     refits = [granule_from_rates({s: samples[r] for s, samples in useful.items()}).bytes for r in range(rounds)]
     result = fact(GRANULE_FACT, [float(b) for b in refits if b] or [float(found.bytes)], "byte", name)
     result.value = float(found.bytes)
+    result.stopped = stop_text([r for p in STRIDE_SWEEP for r in _measured_pattern(bench, p).stopped.split("+") if r])
     return result
 
 
@@ -606,6 +608,7 @@ def _moved_facts(bench: _Bench, measured: MeasuredPattern, granule: Granule, nam
         return [unmeasured(f"{name}.moved", "GB/s", name, why), unmeasured(f"{name}.efficiency", "fraction", name, why)]
     efficiency = measured.once.pattern.efficiency(granule.bytes)
     moved = fact(f"{name}.moved", [u / efficiency for u in measured.useful], "GB/s", name)
+    moved.stopped = measured.stopped
     share = Fact(f"{name}.efficiency", efficiency, "fraction", (efficiency,) * 2, [efficiency], {}, name)
     return [_within_peak(bench, moved), share]
 
@@ -614,7 +617,9 @@ def measure_goodput(bench: _Bench, pattern_name: str) -> Measured:
     """Useful GB/s of a goodput pattern, and the bytes DRAM moved for them by the measured granule."""
     name = f"bandwidth.goodput.{pattern_name}"
     measured, granule = _measured_pattern(bench, pattern_name), _granule(bench)
-    facts = [_within_peak(bench, fact(f"{name}.useful", measured.useful, "GB/s", name))]
+    useful = fact(f"{name}.useful", measured.useful, "GB/s", name)
+    useful.stopped = measured.stopped
+    facts = [_within_peak(bench, useful)]
     facts += _moved_facts(bench, measured, granule, name)
     if name == GRANULE_PROBE:
         facts.append(_granule_fact(bench, name))
@@ -674,7 +679,7 @@ PROBES = [name for name, _ in STEPS]
 # ---- the time plan ----------------------------------------------------------------------------------
 
 CACHED_BYTES_PER_CLOCK = 32.0  # per SM, the least the L1 or shared memory moves (about 128 measured on Hopper)
-# Launcher calls of one Timer.run: both outputs poisoned, the launch prepared (a value uploaded or a
+# Launcher calls of one Timer.time: both outputs poisoned, the launch prepared (a value uploaded or a
 # destination poisoned), the timed batch, its sums or stores read back, its block records read.
 RUN_CALLS = 6
 

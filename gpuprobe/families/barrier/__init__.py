@@ -101,7 +101,8 @@ def checked_launch(request: Request, kernel: str, iterations: int, blocks: int, 
     warps = threads // 32
     words = 2 + warps  # per block: cycles, SM id, one sum per warp
     out = request.outputs.get(blocks * words)
-    values = request.kernels.run(kernel, [np.uint32(iterations), out], out, blocks * words, grid=blocks, block=threads)
+    args = [np.uint32(iterations), out]
+    values = request.kernels.results(kernel, args, out, blocks * words, grid=blocks, block=threads)
     table = values.reshape(blocks, words)
     expected = expected_sums(kernel, threads, iterations)
     for block, row in enumerate(table):

@@ -54,8 +54,8 @@ from gpuprobe.families.planning import (
     DRAM_STEP_CYCLES,
     L2_STEP_CYCLES,
     NO_WORK,
-    chain_host_s,
     combined,
+    cycle_host_s,
     cycles_s,
     dram_s,
     kernel_runs,
@@ -256,7 +256,7 @@ class _Chases:
         """One step's latency, long minus short, for ``chase``; ``warm_first``: one untimed lap first, in a
         launch of its own (checked like any other), so a chase that warms no launch finds its lines in L2."""
         if warm_first:
-            dataclasses.replace(chase, warm_laps=1).run(self.settings.short_iterations)
+            dataclasses.replace(chase, warm_laps=1).reading(self.settings.short_iterations)
         return chase.difference(self.settings.short_iterations, self.settings.long_iterations)
 
     def latencies(self, chase: Chase, warm_first: bool = False) -> Latencies:
@@ -522,7 +522,7 @@ class _ConstantChase:
         request, kernel = self.chases.request, CONSTANT_KERNEL
         args = [np.uint32(self.start), np.uint32(self.lanes), np.uint32(self.warm), np.uint32(iterations)]
         out = request.outputs.get(2 + WARP)  # cycles, nanoseconds, one end per thread
-        values = request.kernels.run(kernel, [*args, out], out, 2 + self.threads, block=self.threads)
+        values = request.kernels.results(kernel, [*args, out], out, 2 + self.threads, block=self.threads)
         steps = self.warm + iterations * unroll_of(kernel)
         ends = [int(v) for v in values[2:]]
         expected = [constant_end(self.start, self.lanes, t, steps) for t in range(self.threads)]
@@ -601,7 +601,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     s, l2, r = settings, device.l2_bytes, settings.sampling.max_repeats
 
     def point(kernel: str, nodes: int, warm_laps: int, warm_first: bool, step: float) -> Plan:
-        write = Plan(0, 1, dram_s(nodes * LINE, device) + link_s(8 * nodes, pinned=False), chain_host_s(nodes))
+        write = Plan(0, 1, dram_s(nodes * LINE, device) + link_s(8 * nodes, pinned=False), cycle_host_s(nodes))
         return write + chase_plan(s.lengths(kernel), r, device, nodes if warm_first else 0, warm_laps * nodes, step)
 
     ca, cg = "gp_cg_chase_ca_v8", "gp_cg_chase_cg_v8"
@@ -660,7 +660,7 @@ PARTNERS = {
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run); see the module docstring.
+    """The family's runnable probes in order, each as (name, step); see the module docstring.
 
     A width probe whose 8-byte partner kernel failed its contract is "skipped" with the reason; a
     probe whose own check fails raises ProbeFailure. ``state`` is not used: the family reports cycles only.

@@ -100,7 +100,7 @@ def measure_cluster(request: Request, settings: Settings, size: int) -> Measured
     sms: set[int] = set()
 
     def launch(iterations: int) -> float:
-        values = request.kernels.run(kernel, [np.uint32(iterations), out], out, count, grid=blocks, block=32)
+        values = request.kernels.results(kernel, [np.uint32(iterations), out], out, count, grid=blocks, block=32)
         table = values.reshape(blocks, CLUSTER_WORDS)
         check_cluster(kernel, table, size, iterations)
         sms.update(int(sm) for sm in table[:, 1])
@@ -118,7 +118,8 @@ def measure_mbarrier(request: Request, settings: Settings, probe: str) -> Measur
     out = request.outputs.get(MBAR_WORDS)
 
     def launch(iterations: int) -> float:
-        values = [int(v) for v in request.kernels.run(kernel, [np.uint32(iterations), out], out, MBAR_WORDS, block=32)]
+        args = [np.uint32(iterations), out]
+        values = [int(v) for v in request.kernels.results(kernel, args, out, MBAR_WORDS, block=32)]
         if values[1:] != PHASE_TESTS:
             raise ProbeFailure(
                 f"{kernel}: after {prologue + iterations * unroll} phases the tests read (previous complete, "

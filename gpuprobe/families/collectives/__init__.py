@@ -17,7 +17,6 @@ NCCL library each probe is ``not_run`` with that reason (the ``nccl`` extra inst
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +30,7 @@ from gpuprobe.families.collectives import busbw, nccl_log
 from gpuprobe.families.collectives.busbw import ELEMENT, Layout
 from gpuprobe.families.collectives.plot import BUSBW_PLOT
 from gpuprobe.families.measuring import fact
-from gpuprobe.families.planning import GEN4_LINK, KERNEL_RUN_CALLS, probe
+from gpuprobe.families.planning import CHECKED_LAUNCH_CALLS, GEN4_LINK, probe
 from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
 from gpuprobe.families.stepping import probe_steps
 from gpuprobe.output.sections import Section
@@ -94,17 +93,17 @@ def plan(settings: Settings, device: Device, bus_gbps: float = GEN4_LINK.pinned_
     n = s.planned_gpus if device.visible_gpus is None else device.visible_gpus
     if n < MIN_GPUS:  # one GPU visible: every probe is not run
         return Plan(len(s.collectives), 0, 0.0)
-    total = Plan(0, (KERNEL_RUN_CALLS + 1) * n, 0.0, NCCL_INIT_S)  # each rank's input written and sampled
+    total = Plan(0, (CHECKED_LAUNCH_CALLS + 1) * n, 0.0, NCCL_INIT_S)  # each rank's input written and sampled
     for collective in s.collectives:
         parts = []
         for size in s.sizes():
-            plan_layout = busbw.layout(collective, size, n)
-            if plan_layout is None:
+            layout = busbw.layout(collective, size, n)
+            if layout is None:
                 continue
             seconds = CALL_OVERHEAD_S + size * busbw.BUS_FACTORS[collective](n) / (bus_gbps * 1e9)
             calls = 1 + s.warmup_calls + repeats * s.calls_at(size)
-            full = plan_layout.recv_elements * ELEMENT <= s.full_check_bytes
-            checked = plan_layout.recv_elements if full else s.check_samples + 2 * n
+            full = layout.recv_elements * ELEMENT <= s.full_check_bytes
+            checked = layout.recv_elements if full else s.check_samples + 2 * n
             parts.append(Plan(0, 2 * n + 2 + repeats, calls * seconds, n * n * checked * CHECK_ELEMENT_S))
         total += probe(*parts)
     return total
@@ -149,8 +148,8 @@ class _Ranks:
             self.sends.append(launcher.alloc(elements * ELEMENT))
             self.recvs.append(launcher.alloc(elements * ELEMENT))
             args = [np.uint32(elements), np.uint32(busbw.pattern_offset(rank)), self.sends[rank]]
-            kernels = dataclasses.replace(self.kernels, launcher=launcher)  # checked, on this rank's GPU
-            kernels.run(KERNEL, args, self.sends[rank], min(elements, 1024), dtype="float32", grid=s.fill_blocks,
+            kernels = Kernels(launcher)  # checked, on this rank's GPU
+            kernels.results(KERNEL, args, self.sends[rank], min(elements, 1024), dtype="float32", grid=s.fill_blocks,
                         block=s.fill_threads)  # fmt: skip
             spread = np.random.default_rng(s.seed + rank).integers(0, elements, 1024)
             indices = np.unique(np.concatenate([np.arange(min(elements, 1024)), [elements - 1], spread]))
@@ -166,34 +165,34 @@ class _Ranks:
                 [self.group.on(r).address(b) for r, b in enumerate(self.recvs)])  # fmt: skip
 
 
-def _checked_call(ranks: _Ranks, comm: Communicator, plan_layout: Layout) -> None:
+def _checked_call(ranks: _Ranks, comm: Communicator, layout: Layout) -> None:
     """One collective into poisoned outputs, every rank's output held to the host's prediction."""
     s = ranks.settings
     for rank, recv in enumerate(ranks.recvs):
         ranks.group.on(rank).fill(recv, POISON)
     sends, recvs = ranks.addresses()
-    comm.run(plan_layout.collective, sends, recvs, plan_layout.count)
+    comm.call(layout.collective, sends, recvs, layout.count)
     for rank, recv in enumerate(ranks.recvs):
-        indices = busbw.check_indices(plan_layout, s.full_check_bytes, s.check_samples, s.seed + rank)
-        problem = busbw.mismatch(plan_layout, rank, indices, ranks.group.sample(recv, "float32", indices))
+        indices = busbw.check_indices(layout, s.full_check_bytes, s.check_samples, s.seed + rank)
+        problem = busbw.mismatch(layout, rank, indices, ranks.group.sample(recv, "float32", indices))
         if problem:
             raise ProbeFailure(problem)
 
 
-def _timed(ranks: _Ranks, comm: Communicator, plan_layout: Layout) -> list[float]:
+def _timed(ranks: _Ranks, comm: Communicator, layout: Layout) -> list[float]:
     """Samples of one call's seconds at this layout."""
     s = ranks.settings
     sends, recvs = ranks.addresses()
-    args = (plan_layout.collective, sends, recvs, plan_layout.count)
+    args = (layout.collective, sends, recvs, layout.count)
     if s.warmup_calls:
         comm.time(*args, s.warmup_calls)
-    calls = s.calls_at(plan_layout.size_bytes)
+    calls = s.calls_at(layout.size_bytes)
     samples: list[float] = []
 
     def take() -> None:
         ms = comm.time(*args, calls)
         if not ms > 0:
-            raise ProbeFailure(f"{plan_layout.collective} of {plan_layout.size_bytes} B took {ms} ms per call")
+            raise ProbeFailure(f"{layout.collective} of {layout.size_bytes} B took {ms} ms per call")
         samples.append(ms / 1e3)
 
     sample_until_stable(take, samples, s.sampling)
@@ -208,11 +207,11 @@ def measure_collective(ranks: _Ranks, probe_name: str) -> Measured:
     n = ranks.count
     rows: list[tuple[Layout, list[float]]] = []
     for size in ranks.settings.sizes():
-        plan_layout = busbw.layout(collective, size, n)
-        if plan_layout is None or (rows and plan_layout.size_bytes == rows[-1][0].size_bytes):
+        layout = busbw.layout(collective, size, n)
+        if layout is None or (rows and layout.size_bytes == rows[-1][0].size_bytes):
             continue  # too small to give every rank a share, or the same size once rounded to shares
-        _checked_call(ranks, comm, plan_layout)
-        rows.append((plan_layout, _timed(ranks, comm, plan_layout)))
+        _checked_call(ranks, comm, layout)
+        rows.append((layout, _timed(ranks, comm, layout)))
     if not rows:
         why = f"no size up to {ranks.settings.max_bytes} B gives each of {n} ranks a share"
         return Measured(probe_name, ProbeOutcome("not_run", why))
@@ -232,7 +231,7 @@ def measure_collective(ranks: _Ranks, probe_name: str) -> Measured:
 
 def _size_series(collective: str, rows: list[tuple[Layout, list[float]]], log: nccl_log.NcclLog, n: int) -> dict:
     seconds = [float(np.median(times)) for _, times in rows]
-    choices = [log.choice(collective, plan_layout.count * ELEMENT) for plan_layout, _ in rows]
+    choices = [log.choice(collective, layout.count * ELEMENT) for layout, _ in rows]
     return {
         "size_bytes": [float(p.size_bytes) for p, _ in rows],
         "count": [float(p.count) for p, _ in rows],

@@ -46,7 +46,7 @@ def block_barrier(request: Request, kernel: str, threads: int, settings: Differe
     out = request.outputs.get(2 + warps)
 
     def launch(iterations: int) -> float:
-        values = request.kernels.run(kernel, [np.uint32(iterations), out], out, 2 + warps, block=threads)
+        values = request.kernels.results(kernel, [np.uint32(iterations), out], out, 2 + warps, block=threads)
         expected = expected_sums("gp_bar_block", threads, iterations)
         wrong = np.flatnonzero(values[2:] != expected)
         if wrong.size:
@@ -68,7 +68,7 @@ def cluster_barrier(request: Request, kernel: str, size: int, clusters: int, set
     out = request.outputs.get(count)
 
     def launch(iterations: int) -> float:
-        values = request.kernels.run(kernel, [np.uint32(iterations), out], out, count, grid=blocks, block=32)
+        values = request.kernels.results(kernel, [np.uint32(iterations), out], out, count, grid=blocks, block=32)
         table = values.reshape(blocks, CLUSTER_WORDS)
         check_cluster(kernel, table, size, iterations)
         return float(np.median(table[:, 0].astype(np.float64)))
@@ -114,7 +114,7 @@ def dsm_chase(request: Request, kernel: str, target: int, shape: DsmShape, seed:
     def launch(start: int, warm: int, iterations: int) -> np.ndarray:
         fixed = [successors, np.uint32(shape.nodes), np.uint32(shape.stride), np.uint32(start), np.uint32(target)]
         args = [*fixed, np.uint32(warm), np.uint32(iterations), out]
-        return request.kernels.run(kernel, args, out, OUT_WORDS, grid=2, block=shape.threads, shared=shared)
+        return request.kernels.results(kernel, args, out, OUT_WORDS, grid=2, block=shape.threads, shared=shared)
 
     def end_node(end: int) -> int:
         return node_of(end, shape.stride, shape.nodes, kernel)
@@ -135,7 +135,7 @@ def atomic_chain(request: Request, kernel: str, shared: bool, first: int, settin
         args = [*fixed, out] if shared else [counters, *fixed, out]
         if counters is not None:
             request.launcher.fill(counters, 0)
-        values = [int(v) for v in request.kernels.run(kernel, args, out, 5 if shared else 4, block=1)]
+        values = [int(v) for v in request.kernels.results(kernel, args, out, 5 if shared else 4, block=1)]
         final = values[4] if shared else int(request.launcher.read(counters, "uint32", 1)[0])
         check_chain(kernel, first, iterations * lengths.steps, [values[2]], [values[3]], [final])
         return float(values[0])
@@ -167,7 +167,7 @@ class CgGrid:
         launcher.fill(self.slots, 0)
         launcher.fill(self.errors, 0)
         args = [self.slots, self.errors, np.uint32(self.checks), np.uint32(syncs), self.out]
-        values = self.request.kernels.run(self.kernel, args, self.out, 2 + blocks, grid=blocks, block=self.block,
+        values = self.request.kernels.results(self.kernel, args, self.out, 2 + blocks, grid=blocks, block=self.block,
                                           cooperative=True)  # fmt: skip
         errors = int(launcher.read(self.errors, "uint32", 1)[0])
         if errors:

@@ -1,7 +1,7 @@
 """Simulated coop-family kernels (ptx/coop/*.cu): each C++ abstraction's result computed lane by lane
 from what cooperative groups and libcu++ document (written apart from the host's replay in
 gpuprobe.families.coop.chains, so one checks the other), with a cost per step a little above its
-twin's in the other fakes, as the real lowering is (the twin's instructions and more).
+twin's in the other families' simulations, as the real lowering is (the twin's instructions and more).
 
 NVRTC names a kernel's parameters ``<kernel>_param_<i>``: :func:`_positional` hands them over in order.
 ``gpu.coop_corrupt = KERNEL`` makes that kernel's result wrong (a lane, a tag, a sum, a node off by
@@ -36,7 +36,7 @@ WORD = 0xFFFFFFFF
 FAST_SETTINGS = Settings(short_iterations=2, long_iterations=6, sampling=Stopping(3, 6, 0.01, 0.5), grid_long_syncs=41,
                          copy_iterations=(2, 6), bulk_iterations=(4, 20), dsm_nodes=64)  # fmt: skip
 
-# Cycles per step of each C++ kernel: its twin's in the other fakes, plus what the abstraction adds.
+# Cycles per step of each C++ kernel: its twin's in the other simulations, plus what the abstraction adds.
 CYCLES = {
     "gp_coop_tile_shfl_lat": warp.CYCLES["idx"],
     "gp_coop_tile_shfl_down_lat": warp.CYCLES["down"],
@@ -53,7 +53,7 @@ CYCLES = {
     "gp_coop_labeled_reduce_lat": warp.CYCLES["match"] + 38.0,
     "gp_coop_binary_reduce_lat": warp.CYCLES["any"] + 36.0,
 }
-TWINS = {  # the kernel whose fake cost the C++ one's cheaper fault is a third of
+TWINS = {  # the kernel whose simulated cost the C++ one's cheaper fault is a third of
     "gp_coop_tile_shfl_lat": warp.CYCLES["idx"],
     "gp_coop_reduce_add_32_lat": warp.CYCLES["redux"],
     "gp_coop_block_sync": barrier.block_cost(8),
@@ -282,7 +282,7 @@ def copy_chase(kernel: str) -> Callable[..., None]:
 
 
 def atomic_ref(kernel: str, space: str) -> Callable[..., float]:
-    """cuda::atomic_ref chains: the adds done on the simulated memory as the twin's fake does them, at
+    """cuda::atomic_ref chains: the adds done on the simulated memory as the twin's simulation does them, at
     a latency of its own (a generic ATOM; a narrower scope)."""
     twin = atomics.lat_shared if space == "shared" else atomics.lat_global
 

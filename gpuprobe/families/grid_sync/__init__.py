@@ -39,7 +39,7 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import EVENTS, Difference, Lengths
 from gpuprobe.families.measuring import clock_mhz, clock_window_ns, fact
-from gpuprobe.families.planning import KERNEL_RUN_CALLS, MAX_THREADS_PER_SM, held_batch_s
+from gpuprobe.families.planning import CHECKED_LAUNCH_CALLS, MAX_THREADS_PER_SM, held_batch_s
 from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
 from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.invariants import Check
@@ -158,7 +158,7 @@ class GridBarrier:
         self.check_fits(blocks)
         self.fresh()
         s = self.settings
-        values = self.kernels.run(GRID_KERNEL, self.args(s.checks, syncs, 0), self.out, 2 + blocks,
+        values = self.kernels.results(GRID_KERNEL, self.args(s.checks, syncs, 0), self.out, 2 + blocks,
                                   grid=blocks, block=s.block, cooperative=True)  # fmt: skip
         self.verify(blocks, s.checks + syncs, values[2:])
         cycles, ns = int(values[0]), int(values[1])
@@ -259,7 +259,7 @@ def measure_persistent(grid: GridBarrier, runnable: set[str]) -> Measured:
 
 BARRIER_S = 5e-6  # one grid barrier, at most (0.4 to 1.5 us expected at one block per SM)
 STEP_LAUNCH_S = 10e-6  # one back-to-back launch of the step kernel on the GPU, at most
-TIMED_CALLS = 2 + KERNEL_RUN_CALLS + 1  # one timed(): the two fresh fills, the checked run, the arrive word read
+TIMED_CALLS = 2 + CHECKED_LAUNCH_CALLS + 1  # one timed(): the two fresh fills, the checked run, the arrive word read
 PERSISTENT_CALLS = 5  # one persistent sample launch: two fresh fills, the data fill, the timed batch, the read
 STEP_CALLS = 3  # one back-to-back sample: the data fill, the timed batch, the read
 

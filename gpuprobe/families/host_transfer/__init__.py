@@ -2,13 +2,13 @@
 
 The probes ``host_transfer.h2d``, ``.d2h`` and ``.bidirectional`` each measure one direction two ways:
 
-* the copy engine (``Launcher.time_host_copy``: cudaMemcpy on its own buffers, host wall clock),
+* the copy engine (``HostCopies.time_host_copy``: cudaMemcpy on its own buffers, host wall clock),
   from pinned and from pageable host memory: bandwidth as the extra bytes over the extra time
   between a small and a large copy (``small_bytes``, ``large_bytes``), so the fixed cost of a call
   cancels; and, one way at a time, the latency of small pinned copies (``latency_sizes``, many
   back to back, the time per copy);
 * the SMs (``gp_ht_sm_copy``): a full grid copies 16-byte chunks between device memory and pinned
-  host memory it addresses directly (``Launcher.alloc_pinned``), timed with events at the same two
+  host memory it addresses directly (``HostCopies.alloc_pinned``), timed with events at the same two
   sizes and differenced alike. The copy is checked twice: every thread's sum of the words it moved
   against the host's, and the destination, read back, against the source.
 
@@ -38,8 +38,8 @@ from gpuprobe.families.planning import (
     GEN4_LINK,
     NO_WORK,
     Link,
-    chain_host_s,
     compare_host_s,
+    cycle_host_s,
     generate_host_s,
     kernel_runs,
     probe,
@@ -147,7 +147,7 @@ def plan(settings: Settings, device: Device, link: Link = GEN4_LINK) -> Plan:
         sms = Plan(0, 2 * r, r * link.seconds(ways * pair))  # a small and a large copy, event-timed
         directions.append(probe(copied, engine, sms, latency if timed_latency else NO_WORK))
     steps = r * (2 * s.chase_nodes + unroll_of(CHASE_KERNEL) * sum(s.chase_iterations))
-    chase = probe(Plan(0, 1, 0.0, chain_host_s(s.chase_nodes)), kernel_runs(2 * r, steps * LINK_STEP_S))
+    chase = probe(Plan(0, 1, 0.0, cycle_host_s(s.chase_nodes)), kernel_runs(2 * r, steps * LINK_STEP_S))
     return sum(directions, buffers + chase)
 
 
@@ -194,7 +194,7 @@ class _Copies:
         out = self.request.outputs.get(s.threads_total)
         launcher.fill(dst, 0)  # so a copy that wrote nothing cannot pass on an earlier one's bytes
         args = [src, dst, np.uint32(nbytes // s.iteration_bytes), out]
-        sums = self.request.kernels.run(KERNEL, args, out, s.threads_total, grid=s.blocks, block=s.threads)
+        sums = self.request.kernels.results(KERNEL, args, out, s.threads_total, grid=s.blocks, block=s.threads)
         if nbytes not in self.sums:
             self.sums[nbytes] = stream_sums(chunk_sums(self.words()[: nbytes // 4]), s.threads_total)
         check_sums(KERNEL, sums, self.sums[nbytes], "thread")
@@ -328,7 +328,7 @@ SECTIONS = (
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run); a probe whose own check fails raises
+    """The family's runnable probes in order, each as (name, step); a probe whose own check fails raises
     ProbeFailure."""
     copies = _Copies(request)
     steps = {name: partial(measure_direction, copies, name) for name in _DIRECTIONS}

@@ -43,7 +43,7 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.chase import random_cycle
 from gpuprobe.families.measuring import fact
-from gpuprobe.families.planning import KERNEL_RUN_CALLS, dram_s
+from gpuprobe.families.planning import CHECKED_LAUNCH_CALLS, dram_s
 from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.analysis import median_ci
 from gpuprobe.judge.invariants import Check, measured
@@ -628,7 +628,7 @@ def measure_map(request: Request) -> Measured:
         launcher.fill(buffer, 0)  # whole lines written (no partial sector to fill from DRAM), the zero word
         launcher.write_cycle(buffer, layout.successor, layout.line_bytes)  # the pointers, in their home slices
         args = [buffer, np.uint32(groups), np.uint32(layout.group_bytes), np.uint32(round_), out]
-        raw = request.kernels.run(KERNEL, args, out, RECORD_WORDS * groups, grid=groups, block=BLOCK, shared=shared,
+        raw = request.kernels.results(KERNEL, args, out, RECORD_WORDS * groups, grid=groups, block=BLOCK, shared=shared,
                           cooperative=True)  # fmt: skip
         records = np.asarray(raw, dtype=np.uint64).reshape(groups, RECORD_WORDS).astype(np.int64)
         check_launch(records, layout, base, round_, device.sm_count)
@@ -653,7 +653,7 @@ def measure_map(request: Request) -> Measured:
 PROBES = [PROBE]
 
 
-ROUND_CALLS = 3 + KERNEL_RUN_CALLS  # the flush and the layout's fills, the cycles written, the checked run
+ROUND_CALLS = 3 + CHECKED_LAUNCH_CALLS  # the flush and the layout's fills, the cycles written, the checked run
 TOUCH_S = 100e-6  # one launch on the GPU: 16 dependent loads from DRAM or L2 per block, at most
 HOST_S_PER_READING = 3e-5  # one first-touch reading collected, clustered and mapped on the host
 
@@ -675,7 +675,7 @@ SMOKE = Smoke(probes=(PROBE,), settings=Settings(rounds=2))
 
 
 def measure(request: Request) -> Probes:
-    """The map, as (name, run) when runnable; a failed self-check raises ProbeFailure."""
+    """The map, as (name, step) when runnable; a failed self-check raises ProbeFailure."""
     yield from probe_steps(PROBES, {PROBE: partial(measure_map, request)}, request.runnable)
 
 

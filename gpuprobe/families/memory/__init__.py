@@ -1,4 +1,5 @@
-"""The memory-latency family: plan the chase, launch it, verify it, and turn curves into facts.
+"""The memory family (the hierarchy's latencies and capacities): plan the chase, launch it, verify it, and
+turn curves into facts.
 
 Order of measurement:
 
@@ -58,8 +59,8 @@ from gpuprobe.families.measuring import clock_mhz, fact, require_counts, require
 from gpuprobe.families.planning import (
     NO_WORK,
     SHARED_STEP_CYCLES,
-    chain_host_s,
     combined,
+    cycle_host_s,
     cycles_s,
     dram_s,
     kernel_runs,
@@ -153,7 +154,7 @@ def _launch(
 ) -> list[int]:
     """Launch ``kernel`` with an output buffer appended, and read its first ``words`` results back."""
     out = request.outputs.get(OUT_WORDS)
-    values = request.kernels.run(kernel, [*args, out], out, words, block=block, shared=shared)
+    values = request.kernels.results(kernel, [*args, out], out, words, block=block, shared=shared)
     return [int(v) for v in values]
 
 
@@ -285,7 +286,7 @@ class _Sweep:
             check_no_revisit(nodes, footprint, s.lengths(self.kernel))
             return sample_point(chase, s, self.flush, longest=nodes // unroll - s.short_iterations)
         if footprint > s.l1_rewarm_bytes:  # the L2 keeps what one lap brought in
-            chase.run(s.short_iterations)  # the warm-up lap; its reading is discarded
+            chase.reading(s.short_iterations)  # the warm-up lap; its reading is discarded
             chase.warm_laps = 0
         return sample_point(chase, s, lambda: None)
 
@@ -455,7 +456,7 @@ def sweep_plan(settings: Settings, device: Device, kernel: str, dense: bool) -> 
         write = dram_s(footprint, device) + link_s(8 * nodes, pinned=False)  # the successors uploaded, scattered
         flush = Plan(0, repeats, repeats * dram_s(2 * l2, device)) if warm == 0 else NO_WORK
         chase = chase_plan(s.lengths(kernel), repeats, device, warm - lap, lap, step_cycles(footprint, device))
-        total += Plan(0, 1, write, chain_host_s(nodes)) + flush + chase
+        total += Plan(0, 1, write, cycle_host_s(nodes)) + flush + chase
     return total
 
 
@@ -469,7 +470,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     nodes = s.shared_footprint // s.shared_stride
     shared_chase = chase_plan(s.lengths("gp_chase_shared"), s.sampling.max_repeats, device, 0, nodes,
                               SHARED_STEP_CYCLES)  # fmt: skip
-    shared = probe(Plan(0, 1, 0.0, chain_host_s(nodes)), shared_chase)
+    shared = probe(Plan(0, 1, 0.0, cycle_host_s(nodes)), shared_chase)
     sweeps = [probe(sweep_plan(s, device, kernel, dense)) for kernel, dense in
               (("gp_chase_global_ca", False), ("gp_chase_global_cg", True))]  # fmt: skip
     return clock + clock_read + loop + shared + combined(sweeps)
@@ -493,7 +494,7 @@ SMOKE = Smoke(
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, run): calling ``run`` measures it.
+    """The family's runnable probes in order, each as (name, step): calling ``step`` measures it.
 
     A probe whose own check fails gives status "failed"; any other exception (a CUDA error) propagates,
     for the caller to isolate. ``request.state["mhz"]`` carries the SM clock ``memory.clock`` measured to

@@ -250,7 +250,7 @@ def measure_numerics(request: Request, name: str, v: Variant) -> Measured:
     def d_of(experiment: Experiment) -> np.ndarray:
         buffer = request.launcher.upload(fragments(v, experiment).ravel())
         out = request.outputs.get(LANES * 2)
-        words = request.kernels.run(kernel, [buffer, out], out, LANES * 2, block=LANES)  # mma.sync: a whole warp
+        words = request.kernels.results(kernel, [buffer, out], out, LANES * 2, block=LANES)  # mma.sync: a whole warp
         return d_matrix(v, np.ascontiguousarray(words).view(np.uint32).reshape(LANES, 4))
 
     readings = read_numerics(v, d_of, kernel)

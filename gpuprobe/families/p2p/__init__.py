@@ -23,7 +23,6 @@ visible (a process pinned to its GPU, as ``fleet-run`` and the Slurm recipe pin 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,7 +51,7 @@ PROBES = ["p2p.access", "p2p.ce", "p2p.ce_bidirectional", "p2p.sm_read", "p2p.sm
 MIN_GPUS = 2  # a link needs two ends: with fewer visible every probe is not run (ONE_GPU)
 COPY_KERNEL = "gp_p2p_copy"
 CHASE_KERNEL = "gp_p2p_chase"
-CHUNK, CHUNKS_PER_ITERATION = 16, 4  # fixed by ptx/common/sm_copy.ptxinc
+CHUNK = 16  # bytes per load and store (a thread moves its kernel's declared unroll of them per iteration)
 PEER_STEP_S = 5e-6  # the most one load from a peer's memory is expected to take, for the time plan
 MIB = 1 << 20
 
@@ -79,7 +78,7 @@ class Settings:
     @property
     def iteration_bytes(self) -> int:
         """Bytes the SM copy moves per loop iteration of the whole grid."""
-        return self.blocks * self.threads * CHUNKS_PER_ITERATION * CHUNK
+        return self.blocks * self.threads * unroll_of(COPY_KERNEL) * CHUNK
 
 
 # ---- the time plan ----------------------------------------------------------------------------
@@ -170,7 +169,7 @@ class _Node:
 
     def kernels_on(self, device: int) -> Kernels:
         """The request's checked launches, through GPU ``device``'s launcher."""
-        return dataclasses.replace(self.kernels, launcher=self.group.on(device))
+        return Kernels(self.group.on(device))
 
     def peer_access(self, device: int, peer: int) -> None:
         if (device, peer) not in self.enabled:
@@ -190,7 +189,7 @@ class _Node:
         of the words it loaded held to the host's (ProbeFailure naming ``what`` otherwise)."""
         s = self.settings
         kernels, args = self.copy_kernel(device, src, dst, nbytes)
-        got = kernels.run(COPY_KERNEL, args, args[-1], s.blocks * s.threads, grid=s.blocks, block=s.threads)
+        got = kernels.results(COPY_KERNEL, args, args[-1], s.blocks * s.threads, grid=s.blocks, block=s.threads)
         check_sums(f"{COPY_KERNEL} ({what})", got, self.expected_sums(nbytes), "thread")
 
     def holds_pattern(self, device: int, buffer: Any, what: str) -> None:
@@ -372,13 +371,13 @@ def measure_latency(node: _Node, probe_name: str) -> Measured:
             facts.append(unmeasured(pairs.latency_id((reader, owner)), "cycle", probe_name, why))
             continue
         node.peer_access(reader, owner)
-        if ("chain", owner) not in node.buffers:
+        if ("cycle", owner) not in node.buffers:
             buffer = node.group.on(owner).alloc(s.chase_nodes * s.chase_stride)
             node.group.on(owner).write_cycle(buffer, cycle.successor, s.chase_stride)
-            node.buffers[("chain", owner)] = buffer
+            node.buffers[("cycle", owner)] = buffer
         kernels = node.kernels_on(reader)
         out = kernels.launcher.alloc(OUT_WORDS * 8)
-        chase = memory_chase(kernels, CHASE_KERNEL, node.buffers[("chain", owner)], cycle, s.chase_stride,
+        chase = memory_chase(kernels, CHASE_KERNEL, node.buffers[("cycle", owner)], cycle, s.chase_stride,
                              unroll_of(CHASE_KERNEL), out)  # fmt: skip
         samples = chase.latencies(*s.chase_iterations, s.sampling)
         facts.append(fact(pairs.latency_id((reader, owner)), samples, "cycle", probe_name, chase.mhz))

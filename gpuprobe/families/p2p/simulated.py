@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuprobe.families.p2p import Settings
+from gpuprobe.families.p2p import CHASE_KERNEL, CHUNK, COPY_KERNEL, Settings
 from gpuprobe.families.sampling import Stopping
+from gpuprobe.kernels.registry import unroll_of
 from gpuprobe.simulated.kernel_sums import thread_totals
 from gpuprobe.simulated.peers import owner_of
 from gpuprobe.simulated.simulation import Simulation
@@ -26,7 +27,7 @@ def _device(gpu) -> int:
 def sm_copy(gpu, launch, src, dst, iters, out) -> float:
     device, node = _device(gpu), gpu.node
     threads = launch.blocks * launch.threads
-    nbytes = int(iters) * threads * 64
+    nbytes = int(iters) * threads * unroll_of(COPY_KERNEL) * CHUNK
     source, src_offset = gpu.buffer_at(src)
     target, dst_offset = gpu.buffer_at(dst)
     reader, writer = owner_of(source.base), owner_of(target.base)
@@ -51,11 +52,11 @@ def chase(gpu, launch, start, warm, iters, out) -> None:
     buffer, _ = gpu.buffer_at(int(start))
     owner = owner_of(buffer.base)
     node.require_access(device, buffer.base)
-    words, pointer = buffer.data.view(np.uint64), int(start)
-    for _ in range(int(warm) + int(iters) * 16):
+    words, pointer, timed = buffer.data.view(np.uint64), int(start), int(iters) * unroll_of(CHASE_KERNEL)
+    for _ in range(int(warm) + timed):
         pointer = int(words[(pointer - buffer.base) // 8])
     link = node.node.kind((owner, device))[0]
-    cycles = 40.0 + int(iters) * 16 * node.node.load_cycles[link] * gpu._jitter()
+    cycles = 40.0 + timed * node.node.load_cycles[link] * gpu._jitter()
     result = out.data.view(np.uint64)
     result[0], result[1] = round(cycles), round(cycles / gpu.mhz * 1000.0)
     result[2] = pointer

@@ -39,7 +39,7 @@ SMOKE = Smoke(probes=(PROBES[0],), settings=Settings())  # the fault is already 
 def fault(request: Request) -> Measured:
     """The null-pointer load, launched as every probe launches: ProbeFailure if it did not fault."""
     out = request.outputs.get(1)
-    value = request.kernels.run(KERNEL, [out], out, 1)
+    value = request.kernels.results(KERNEL, [out], out, 1)
     raise ProbeFailure(f"the null-pointer load did not fault (it read {int(np.asarray(value)[0]):#x})")
 
 

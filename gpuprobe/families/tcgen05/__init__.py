@@ -36,8 +36,8 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import Difference, Lengths
 from gpuprobe.families.measuring import TIMER_TICK_NS, clock_mhz, clock_window_ns, fact, require_counts
-from gpuprobe.families.planning import KERNEL_RUN_CALLS, cycles_s, readback_host_s
-from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
+from gpuprobe.families.planning import CHECKED_LAUNCH_CALLS, cycles_s, readback_host_s
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
 from gpuprobe.families.stepping import probe_steps
 from gpuprobe.families.tcgen05.layout import BLOCK_ROWS, MMAS, Mma, descriptor_bits, instruction_descriptor
 from gpuprobe.families.wgmma import TIMER_ALLOWANCE, Launched, peak_tflops
@@ -68,12 +68,12 @@ class Settings:
     sampling: Stopping = Stopping(3, 7, 0.01, 0.5)  # a latency probe's samples
     calibration_iterations: int = 8
     throughput_ms: float = 4.0
-    throughput_repeats: int = 3
+    throughput_sampling: Stopping = Stopping(3, 3)  # timed launches: three
     min_clock_window_ns: float = clock_window_ns(0.01)
     seed: int = 20250918
 
     def __post_init__(self) -> None:
-        require_counts(self, ("short_iterations", "calibration_iterations", "throughput_repeats"))
+        require_counts(self, ("short_iterations", "calibration_iterations"))
         if self.long_iterations <= self.short_iterations:
             raise ValueError("Settings: long_iterations must exceed short_iterations (their difference is timed)")
 
@@ -120,7 +120,7 @@ def launch(request: Request, mma: Mma, operands: Operands, given: list[Any], ite
     words = blocks * RECORD_WORDS + d_words
     out = request.outputs.get(words)
     args = [*given, np.uint32(iterations), out]
-    got = request.kernels.run(mma.kernel, args, out, words, grid=blocks, block=THREADS, shared=A_AND_B)
+    got = request.kernels.results(mma.kernel, args, out, words, grid=blocks, block=THREADS, shared=A_AND_B)
     records = got[: blocks * RECORD_WORDS].reshape(blocks, RECORD_WORDS)
     d = np.ascontiguousarray(got[blocks * RECORD_WORDS :]).view(np.float32).reshape(blocks * BLOCK_ROWS, mma.n)
     check_d(mma.kernel, mma, operands, d, blocks, times(mma, iterations))
@@ -166,14 +166,18 @@ def measure_throughput(request: Request, name: str) -> Measured:
     first = launch(request, mma, operands, given, s.calibration_iterations, blocks)
     scale = s.throughput_ms * 1e6 / max(first.span_ns, TIMER_TICK_NS)
     iterations = int(min(max(1, round(s.calibration_iterations * scale)), 2**31 - 1))
-    tflops, clocks = [], []
-    for _ in range(s.throughput_repeats):
+    tflops: list[float] = []
+    clocks: list[float] = []
+
+    def take() -> None:
         timed = launch(request, mma, operands, given, iterations, blocks)
         mhz = clock_mhz(float(np.median(timed.cycles)), float(np.median(timed.ns)), s.min_clock_window_ns)
         if mhz is None:
             raise ProbeFailure(f"{mma.kernel}: a timed run was too short to read the SM clock")
         tflops.append(flop_per_iteration * iterations / timed.span_ns / 1e3)
         clocks.append(mhz)
+
+    sample_until_stable(take, tflops, s.throughput_sampling)
     facts = [fact(f"{mma.fact_stem}.tflops", tflops, "TFLOP/s", name),
              fact(f"{mma.fact_stem}.sm_clock", clocks, "MHz", name)]  # fmt: skip
     note = f"{facts[0].value:.1f} TFLOP/s, {blocks} blocks" + (" (pairs)" if mma.group == 2 else "")
@@ -189,7 +193,7 @@ def _chain_samples(request: Request, kernel: str, words: Callable[[int], int],
 
     def cycles(iterations: int) -> float:
         out = request.outputs.get(words(iterations))
-        got = request.kernels.run(kernel, [np.uint32(iterations), out], out, words(iterations), block=32)
+        got = request.kernels.results(kernel, [np.uint32(iterations), out], out, words(iterations), block=32)
         check(got, iterations)
         mhz = clock_mhz(float(got[0]), float(got[1]), s.min_clock_window_ns)
         if mhz is not None:
@@ -259,17 +263,17 @@ def plan(settings: Settings, device: Device) -> Plan:
             gpu_s = repeats * cycles_s(iterations * LATENCY_CYCLES_PER_MMA, device)
         else:
             words = device.sm_count * (RECORD_WORDS + BLOCK_ROWS * mma.n // 2)
-            launches = 1 + s.throughput_repeats
+            launches = 1 + s.throughput_sampling.max_repeats
             gpu_s = launches * 2 * s.throughput_ms / 1e3
-        total += Plan(0, launches * KERNEL_RUN_CALLS, gpu_s, launches * readback_host_s(words * 8))
+        total += Plan(0, launches * CHECKED_LAUNCH_CALLS, gpu_s, launches * readback_host_s(words * 8))
     chains = 2 * 2 * repeats
     steps = iterations * (unroll_of(TMEM_CHAIN) + unroll_of(ALLOC_CHAIN))
-    return total + Plan(0, chains * KERNEL_RUN_CALLS, repeats * cycles_s(steps * CHAIN_CYCLES_PER_STEP, device))
+    return total + Plan(0, chains * CHECKED_LAUNCH_CALLS, repeats * cycles_s(steps * CHAIN_CYCLES_PER_STEP, device))
 
 
 # First contact: the cheapest latency chain (bf16 m128n64) and the tensor-memory round trip, once each.
 SMOKE_SETTINGS = Settings(short_iterations=1, long_iterations=2, sampling=ONE_SAMPLE, throughput_ms=0.2,
-                          throughput_repeats=1)  # fmt: skip
+                          throughput_sampling=ONE_SAMPLE)  # fmt: skip
 SMOKE = Smoke(probes=("tcgen05.latency.bf16.m128n64", "tcgen05.tmem.ld_st.latency"), settings=SMOKE_SETTINGS)
 
 

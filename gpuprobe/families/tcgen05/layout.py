@@ -25,7 +25,6 @@ from gpuprobe.kernels.registry import unroll_of
 SM100_DESCRIPTOR_VERSION = 1 << 46
 BLOCK_ROWS = 128  # the rows of A and D one block holds
 A_TYPE_CODES = {"bf16": 1, "e4m3": 0}  # kind::f16 BF16, kind::f8f6f4 E4M3
-KINDS = {"bf16": "f16", "e4m3": "f8f6f4"}
 D_F32 = 1
 
 

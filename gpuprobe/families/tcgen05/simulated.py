@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuprobe.families.sampling import Stopping
 from gpuprobe.families.tcgen05 import ALLOC_CHAIN, BLACKWELL_FLOP_PER_CLK_PER_SM, TMEM_CHAIN, Settings
 from gpuprobe.families.tcgen05.layout import A_TYPE_CODES, MMAS, Mma, decode_instruction
 from gpuprobe.families.wgmma.operands import decode
@@ -21,7 +22,8 @@ from gpuprobe.simulated.simulation import Simulation
 from gpuprobe.simulated.timer import at_launch
 
 SMOKE_PART = {"arch": "sm_100a", "cc": "10.0", "name": "NVIDIA B200"}  # the smoke check's part: tcgen05 is sm_100a's
-FAST_SETTINGS = Settings(long_iterations=2048, sampling=Settings().sampling.at_most(3), throughput_repeats=2)
+FAST_SETTINGS = Settings(long_iterations=2048, sampling=Settings().sampling.at_most(3),
+                         throughput_sampling=Stopping(2, 2))  # fmt: skip
 COMMIT_AND_WAIT = 70.0  # cycles a latency step pays beyond the MMA's work at the SM's rate
 EFFICIENCY = 0.94  # of the datasheet rate, for a throughput run
 TMEM_STEP = 38.0  # a tensor-memory store, wait, load and wait

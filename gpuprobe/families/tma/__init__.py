@@ -1,6 +1,6 @@
 """The TMA family (sm_90+): 2-D tiles moved through tensor maps by cp.async.bulk.tensor.
 
-The host encodes a tensor map for each tensor and tile (``Launcher.tensor_map``: cuTensorMapEncodeTiled
+The host encodes a tensor map for each tensor and tile (``TensorMaps.tensor_map``: cuTensorMapEncodeTiled
 in the launch runner) and passes it by value, as the PTX ISA requires. Tiles are 64 x 64 and 128 x 64
 bf16 (8 and 16 KiB), under the 128-byte, 64-byte or no shared-memory swizzle (the 64-byte swizzle
 moves a tile as two 32-column boxes, :mod:`gpuprobe.families.tma.tiles`), with the L2 promotion at
@@ -203,21 +203,21 @@ def tile_chase(request: Request, streams: Streams, tile: Tile, level: str, promo
     """A chase through a fresh cycle of tiles at ``level``; every launch's last tile checked."""
     s = request.settings
     nodes = s.l2_tiles if level == "l2" else s.dram_tiles
-    chain = random_cycle(nodes, s.seed + nodes + tile.rows)
-    values = chase_tensor(chain, tile.rows, s.seed)
+    cycle = random_cycle(nodes, s.seed + nodes + tile.rows)
+    values = chase_tensor(cycle, tile.rows, s.seed)
     mapped = Mapped(request.launcher.upload(values.ravel()), values)
     tmap = tensor_map(request, mapped.buffer, tile.tensor_map(len(values), promotion))
     kernel, words = f"gp_tma_chase_x{tile.boxes}", OUT_WORDS + tile.bytes // 8
     position = np.empty(nodes, dtype=np.int64)  # each tile's step in the cycle
-    position[chain.order] = np.arange(nodes)
+    position[cycle.order] = np.arange(nodes)
 
     def launch(start: int, warm: int, iterations: int) -> np.ndarray:
         if level == "dram":
             streams.flush(request)
         out = request.outputs.get(words)
         args = [tmap, np.uint32(tile.rows), np.uint32(start), np.uint32(warm), np.uint32(iterations), out]
-        got = request.kernels.run(kernel, args, out, words, block=32, shared=tile.bytes + ALIGN)
-        loaded = chain.order[(position[start] + warm + iterations - 1) % nodes]  # the last tile the host predicts
+        got = request.kernels.results(kernel, args, out, words, block=32, shared=tile.bytes + ALIGN)
+        loaded = cycle.order[(position[start] + warm + iterations - 1) % nodes]  # the last tile the host predicts
         last = tiles(mapped.values, tile.rows)[loaded]
         check_tile(kernel, tile.from_shared(got[OUT_WORDS:]), last, f"the last {tile.name} ({tile.swizzle})")
         return got[:OUT_WORDS]
@@ -227,7 +227,7 @@ def tile_chase(request: Request, streams: Streams, tile: Tile, level: str, promo
             raise ProbeFailure(f"{kernel}: chase ended on tile {end}, not one of the {nodes}")
         return end
 
-    return Chase(chain, launch, end_tile, unroll_of(kernel), kernel, warm_laps=1 if level == "l2" else 0)
+    return Chase(cycle, launch, end_tile, unroll_of(kernel), kernel, warm_laps=1 if level == "l2" else 0)
 
 
 def measure_latency(request: Request, streams: Streams, name: str) -> Measured:
@@ -289,7 +289,7 @@ def load_stream_rate(request: Request, streams: Streams, tile: Tile, level: str,
     def args(steps: int) -> list[object]:
         return [tmap, np.uint32(tile.rows), np.uint32(s.stages), np.uint32(count), np.uint32(steps), out]
 
-    got = request.kernels.run(kernel, args(short), out, words, grid=grid, block=s.threads, shared=shared)
+    got = request.kernels.results(kernel, args(short), out, words, grid=grid, block=s.threads, shared=shared)
     block_sums = got[: grid * s.threads].reshape(grid, s.threads).sum(axis=1, dtype=np.uint64)
     sums = streams.tile_sums(request, level, tile.rows)
     check_block_sums(kernel, block_sums, received_sums(sums, np.arange(grid), grid, short))
@@ -329,7 +329,7 @@ def store_rate(request: Request, streams: Streams, tile: Tile, level: str) -> li
     def args(steps: int) -> list[object]:
         return [tmap, np.uint32(tile.rows), np.uint32(count), np.uint32(steps), out]
 
-    issued = request.kernels.run(kernel, args(1), out, grid, grid=grid, block=s.threads, shared=shared)
+    issued = request.kernels.results(kernel, args(1), out, grid, grid=grid, block=s.threads, shared=shared)
     if np.any(issued != 1):
         raise ProbeFailure(f"{kernel}: a block issued {int(issued.max())} stores, not 1")
     written = min(count, grid + 1)
@@ -371,7 +371,7 @@ def cast_rate(request: Request, streams: Streams, kind: str, size: int, level: s
     def args(steps: int) -> list[object]:
         return [tmap, np.uint32(tile.rows), np.uint32(s.stages), np.uint32(count), np.uint32(steps), out]
 
-    got = request.kernels.run(kernel, args(short), out, grid * s.threads, grid=grid, block=s.threads, shared=shared)
+    got = request.kernels.results(kernel, args(short), out, grid * s.threads, grid=grid, block=s.threads, shared=shared)
     block_sums = got.reshape(grid, s.threads).sum(axis=1, dtype=np.uint64)
     sums = streams.tile_sums(request, level, tile.rows)
     check_block_sums(kernel, block_sums, received_sums(sums, np.arange(grid) // size, clusters, short))

@@ -131,13 +131,13 @@ def tensor_values(total_rows: int, seed: int) -> np.ndarray:
     return values.astype(np.uint16).reshape(total_rows, TILE_COLS)
 
 
-def chase_tensor(chain: Cycle, rows: int, seed: int) -> np.ndarray:
-    """A tensor of one tile per node of ``chain`` whose tile t holds, at element (0, 0), the index of the
+def chase_tensor(cycle: Cycle, rows: int, seed: int) -> np.ndarray:
+    """A tensor of one tile per node of ``cycle`` whose tile t holds, at element (0, 0), the index of the
     tile after it (a 16-bit index: at most 65536 tiles)."""
-    if chain.nodes > 1 << 16:
-        raise ValueError(f"a chase of {chain.nodes} tiles cannot name its tiles in 16 bits")
-    tensor = tensor_values(chain.nodes * rows, seed)
-    tiles(tensor, rows)[:, 0, 0] = chain.successor.astype(np.uint16)
+    if cycle.nodes > 1 << 16:
+        raise ValueError(f"a chase of {cycle.nodes} tiles cannot name its tiles in 16 bits")
+    tensor = tensor_values(cycle.nodes * rows, seed)
+    tiles(tensor, rows)[:, 0, 0] = cycle.successor.astype(np.uint16)
     return tensor
 
 

@@ -255,7 +255,7 @@ def chain_launch(request: Request, chain: LaneChain) -> Callable[[int], float]:
 
     def launch(iterations: int) -> float:
         args = [lanes, *chain.scalars, np.uint32(iterations), out]
-        values = request.kernels.run(chain.kernel, args, out, words, block=chain.threads)
+        values = request.kernels.results(chain.kernel, args, out, words, block=chain.threads)
         steps = iterations * unroll
         if steps not in predicted:
             predicted[steps] = chain.predict(steps)
@@ -299,7 +299,7 @@ def measure_divergence(request: Request, settings: Settings, rng: np.random.Gene
     def cycles_per_iteration(split: int) -> list[float]:
         def launch(iterations: int) -> float:
             args = [lanes, np.uint32(split), np.uint32(iterations), out]
-            values = request.kernels.run(kernel, args, out, 1 + LANES, block=LANES)
+            values = request.kernels.results(kernel, args, out, 1 + LANES, block=LANES)
             steps = iterations * path_steps
             check_lanes(kernel, values[1 : 1 + LANES], diverge_values(multipliers, starts, split, steps), steps)
             return float(values[0])
@@ -346,7 +346,8 @@ def measure_throughput(request: Request, settings: Settings) -> Measured:
     spans: dict[int, tuple[float, int]] = {}  # the last long launch's, per SM, for the series
 
     def launch(iterations: int) -> dict[int, tuple[float, int]]:
-        values = request.kernels.run(TPUT_KERNEL, [np.uint32(iterations), out], out, count, grid=blocks, block=threads)
+        args = [np.uint32(iterations), out]
+        values = request.kernels.results(TPUT_KERNEL, args, out, count, grid=blocks, block=threads)
         expected = throughput_values(blocks, threads, iterations)
         wrong = np.flatnonzero(values[3 * warps :] != expected)
         if wrong.size:

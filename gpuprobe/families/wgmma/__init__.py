@@ -46,8 +46,8 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import Difference, Lengths
 from gpuprobe.families.measuring import TIMER_TICK_NS, clock_mhz, clock_window_ns, fact, require_counts, unmeasured
-from gpuprobe.families.planning import KERNEL_RUN_CALLS, MAX_THREADS_PER_SM, cycles_s, held_batch_s, readback_host_s
-from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
+from gpuprobe.families.planning import CHECKED_LAUNCH_CALLS, MAX_THREADS_PER_SM, cycles_s, held_batch_s, readback_host_s
+from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
 from gpuprobe.families.sparsity import not_below_beyond_noise
 from gpuprobe.families.stepping import probe_steps
 from gpuprobe.families.wgmma.layout import (
@@ -165,17 +165,15 @@ class Settings:
     blocks_per_sm: int = 1
     calibration_iterations: int = 8  # a first throughput launch, to size the timed ones
     throughput_ms: float = 4.0  # each timed throughput launch lasts about this long
-    throughput_repeats: int = 3  # timed launches per operand kind
+    throughput_sampling: Stopping = Stopping(3, 3)  # timed launches per operand kind: three
     gemm_n: int = 8192
     gemm_count: int = 10  # GEMMs per cuBLAS timing
-    gemm_repeats: int = 3
+    gemm_sampling: Stopping = Stopping(3, 3)  # cuBLAS timings: three
     min_clock_window_ns: float = clock_window_ns(0.01)  # 100 us: a run this long reads the SM clock to 1 %
     seed: int = 20250901
 
     def __post_init__(self) -> None:
-        counts = ("short_iterations", "calibration_iterations", "throughput_repeats", "gemm_n", "gemm_count",
-                  "gemm_repeats")  # fmt: skip
-        require_counts(self, counts)
+        require_counts(self, ("short_iterations", "calibration_iterations", "gemm_n", "gemm_count"))
         if self.long_iterations <= self.short_iterations:
             raise ValueError("Settings: long_iterations must exceed short_iterations (their difference is timed)")
         if self.blocks_per_sm < 0:
@@ -279,7 +277,7 @@ def launch(
     words = warpgroups * (RECORD_WORDS + WARPGROUP * kernel.registers)
     out = request.outputs.get(-(-words // 2))  # 64-bit words holding ``words`` 32-bit ones
     args = [*given, np.uint32(iterations), out]
-    values = request.kernels.run(kernel.name, args, out, words, dtype="uint32", grid=blocks, block=threads,
+    values = request.kernels.results(kernel.name, args, out, words, dtype="uint32", grid=blocks, block=threads,
                                  shared=shared_bytes(kernel))  # fmt: skip
     records, fragments = split_output(values, warpgroups, kernel.registers)
     bits = check_result(fragments, kernel, operands, times=iterations if kernel.purpose == "lat" else kernel.batch)
@@ -367,7 +365,7 @@ def _grid(request: Request, kernel: Kernel) -> tuple[int, int]:
 
 
 def measure_rate(request: Request, kernel: Kernel, kind: str) -> Rate:
-    """Calibrate the trip count to ``throughput_ms``, then time ``throughput_repeats`` launches."""
+    """Calibrate the trip count to ``throughput_ms``, then time launches as ``throughput_sampling`` says."""
     s: Settings = request.settings
     operands, given = upload_operands(request, kernel, kind)
     blocks, threads = _grid(request, kernel)
@@ -376,7 +374,8 @@ def measure_rate(request: Request, kernel: Kernel, kind: str) -> Rate:
     scale = s.throughput_ms * 1e6 / max(first.span_ns, TIMER_TICK_NS)  # a span under a tick may read 0
     iterations = int(min(max(1, round(s.calibration_iterations * scale)), 2**31 - 1))
     rate = Rate([], [])
-    for _ in range(s.throughput_repeats):
+
+    def take() -> None:
         timed = launch(request, kernel, operands, given, iterations, blocks, threads)
         mhz = timed.mhz(s.min_clock_window_ns)
         if mhz is None:  # the calibration was off by more than half
@@ -384,6 +383,8 @@ def measure_rate(request: Request, kernel: Kernel, kind: str) -> Rate:
                                f"too short to read the SM clock ({s.min_clock_window_ns / 1e3:.0f} us)")  # fmt: skip
         rate.tflops.append(flop_per_iteration * iterations / timed.span_ns / 1e3)
         rate.mhz.append(mhz)
+
+    sample_until_stable(take, rate.tflops, s.throughput_sampling)
     return rate
 
 
@@ -504,12 +505,18 @@ def time_gemms(request: Request) -> GemmTiming:
 def measure_cublas(request: Request, name: str) -> Measured:
     """cuBLAS's bf16 GEMM: TFLOP/s, the clock it ran at, its fraction of the peak per clock, and the bf16
     wgmma's rate per clock over it; not run (with the reason) where cuBLAS cannot be loaded."""
+    rate = Rate([], [])
+
+    def take() -> None:
+        gemm = time_gemms(request)
+        rate.tflops.append(gemm.tflops)
+        rate.mhz.append(gemm.mhz)
+
     try:
-        gemms = [time_gemms(request) for _ in range(request.settings.gemm_repeats)]
+        sample_until_stable(take, rate.tflops, request.settings.gemm_sampling)
     except LaunchPathUnavailable as exc:
         why = str(exc)
         return Measured(name, ProbeOutcome("not_run", why), [unmeasured(i, u, name, why) for i, u in CUBLAS_FACTS])
-    rate = Rate([g.tflops for g in gemms], [g.mhz for g in gemms])
     fractions = rate.per_clock(HOPPER_FLOP_PER_CLK_PER_SM[GEMM_DTYPE], request.device.sm_count)
     facts = [fact("tensor.cublas.bf16.tflops", rate.tflops, "TFLOP/s", name),
              fact("tensor.cublas.bf16.sm_clock", rate.mhz, "MHz", name),
@@ -548,7 +555,7 @@ def latency_floor(kernel: Kernel) -> float:
 
 def _checked_launches(launches: int, words: int) -> Plan:
     """``launches`` checked launches writing ``words`` uint32 each: the calls, and the read-back and check."""
-    return Plan(0, launches * KERNEL_RUN_CALLS, 0.0, launches * readback_host_s(words * 4))
+    return Plan(0, launches * CHECKED_LAUNCH_CALLS, 0.0, launches * readback_host_s(words * 4))
 
 
 def plan(settings: Settings, device: Device) -> Plan:
@@ -568,15 +575,16 @@ def plan(settings: Settings, device: Device) -> Plan:
     threads = s.warpgroups_per_block * WARPGROUP
     blocks = device.sm_count * (s.blocks_per_sm or max(1, MAX_THREADS_PER_SM // threads))
     for kernel in _THROUGHPUT:
-        launches = 2 * (1 + s.throughput_repeats)  # per operand kind: the calibration, then the timed launches
+        launches = 2 * (1 + s.throughput_sampling.max_repeats)  # per operand kind: the calibration, then the timed
         words = blocks * threads // WARPGROUP * (RECORD_WORDS + WARPGROUP * kernel.registers)
         total += _checked_launches(launches, words) + Plan(0, 2 * 2, launches * 2 * s.throughput_ms / 1e3)
     gemms = 2 * s.gemm_count * 2.0 * s.gemm_n**3 / (GEMM_TFLOPS * 1e12)
     gemm = held_batch_s(s.gemm_count + 2, 0.0, device) + gemms  # the GEMMs and their two clock stamps
     drawn = min(s.gemm_n, GEMM_DRAWN_ROWS) * GEMM_HOST_S_PER_VALUE + s.gemm_n * GEMM_COPY_S_PER_VALUE
     operands_s = 2 * s.gemm_n * drawn
-    stamps = _checked_launches(s.gemm_repeats, 2 * STAMPS_PER_SM * device.sm_count * 2 * STAMP_WORDS)
-    return total + stamps + Plan(0, 3 * s.gemm_repeats, s.gemm_repeats * gemm, s.gemm_repeats * operands_s)
+    timings = s.gemm_sampling.max_repeats
+    stamps = _checked_launches(timings, 2 * STAMPS_PER_SM * device.sm_count * 2 * STAMP_WORDS)
+    return total + stamps + Plan(0, 3 * timings, timings * gemm, timings * operands_s)
 
 
 # First contact: the bf16 m64n256k16 throughput from shared memory (every SM, the calibration, zero and
@@ -586,7 +594,7 @@ def plan(settings: Settings, device: Device) -> Plan:
 # full run read 0.993), timed runs of a millisecond, and cuBLAS's 8192^3 GEMM twice in one timing (2.7 ms
 # at 800 TFLOP/s, not a 1024^3 GEMM's call overhead); one sample of each.
 SMOKE_SETTINGS = Settings(short_iterations=1, long_iterations=64, sampling=ONE_SAMPLE, throughput_ms=1.0,
-                          throughput_repeats=1, gemm_count=2, gemm_repeats=1)  # fmt: skip
+                          throughput_sampling=ONE_SAMPLE, gemm_count=2, gemm_sampling=ONE_SAMPLE)  # fmt: skip
 SMOKE = Smoke(probes=(PROBES[0], CUBLAS_PROBE, "wgmma.latency.bf16.ss.n8"), settings=SMOKE_SETTINGS)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuprobe.families.sampling import Stopping
 from gpuprobe.families.wgmma import Settings
 from gpuprobe.families.wgmma.layout import (
     K_BYTES,
@@ -41,7 +42,7 @@ from gpuprobe.simulated.timer import at_launch, continuous
 # Settings for a whole-suite run on the simulated GPU (132 SMs, 8 blocks an SM by its occupancy
 # answer): one warpgroup a block and one block an SM keep each throughput launch's D at 8.7 MB.
 FAST_SETTINGS = Settings(sampling=Settings().sampling.at_most(3), warpgroups_per_block=1, blocks_per_sm=1,
-                         throughput_repeats=2, gemm_repeats=2)  # fmt: skip
+                         throughput_sampling=Stopping(2, 2), gemm_sampling=Stopping(2, 2))  # fmt: skip
 LATENCY_BASE = 14.0  # cycles a dependent wgmma costs on top of its N/2-cycle floor
 THROUGHPUT_EFFICIENCY = {"zero": 0.98, "random": 0.96}  # fraction of the per-SM dense rate per clock
 RANDOM_CLOCK_DROP = 0.93  # random operands draw more power: the clock falls this much
