@@ -23,8 +23,8 @@ PACKAGE = Path(gpuprobe.__file__).resolve().parent
 REPO = PACKAGE.parent
 
 #: What each stage may import, besides itself. The arrows point one way: from the CPU-only stages at
-#: the bottom (core, build, judge, output) through the runner and the families to the run (measure);
-#: judge holds expectations to the facts the probes declare (build's registry); fleet reads stored results
+#: the bottom (core, kernels, judge, output) through the runner and the families to the run (measure);
+#: judge holds expectations to the facts the probes declare (the kernels' registry); fleet reads stored results
 #: files and judges them again as a run does, so sits above the families, whose invariants it needs. The
 #: top-level modules (cli, the pytest plugin, the public API) may import anything.
 ALLOWED: dict[str, frozenset[str]] = {
