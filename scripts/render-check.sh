@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The HTML fact sheet in a real browser: headless Chromium at 1400x900 must render the sheet of the real
 # H200 run (reports/nvidia-h200/) and of a whole simulated run, show every key plot decoded and readable,
-# and show the whole headline table above the fold (scripts/render_check.py says what it checks). The
-# screenshots are left in OUT (default: a temporary folder, removed after) to look at.
+# and show the Answers block and the start of the headline table above the fold (scripts/render_check.py
+# says what it checks). The screenshots are left in OUT (default: a temporary folder, removed after).
 # Run by .ci/run after the other scripts; installs the Debian package chromium with apt-get when it is
 # missing and fails when it cannot. About a minute and a half on two cores.
 set -euo pipefail

@@ -14,8 +14,8 @@ from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Fact, ProbeOutcome, Results
 from gpuprobe.families import bandwidth as bw
+from gpuprobe.families.bandwidth import goodput, shapes
 from gpuprobe.families.bandwidth import patterns as plan
-from gpuprobe.families.bandwidth import shapes
 from gpuprobe.families.bandwidth.granule import granule_from_rates
 from gpuprobe.families.bandwidth.report import INVARIANTS, occupancy_png
 from gpuprobe.families.bandwidth.simulated import FAST_SETTINGS
@@ -424,17 +424,29 @@ def test_the_family_fits_its_budget_on_an_h100() -> None:
     """Every probe's work at its most repeats (``bandwidth.plan`` over ``planned_work``): the bytes through
     each level at the planning rates, every launcher call, the host's source, sums and checks."""
     peak = dram_peak_gbps(H100_SXM.mem_clock_mhz, H100_SXM.mem_bus_bits, {})[0]
-    work = shapes.planned_work(H100_SXM, bw.Settings(), lambda kernel, threads: 2048 // threads, peak)
-    assert {w.probe for w in work} == set(bw.PROBES), "every probe is planned"
+
+    def most(kernel: str, threads: int) -> int:
+        return 2048 // threads
+
+    work = shapes.planned_work(H100_SXM, bw.Settings(), most, peak)
+    work += goodput.planned_work(H100_SXM, bw.Settings(), most, shapes.source_bytes(H100_SXM, bw.Settings()), peak)
+    swept = {goodput.probe_name(lo, p) for lo in ("l2_read", "dram_write", "l2_write") for p in goodput.SWEEP[1:]}
+    planned_here = {w.probe for w in work}
+    assert planned_here <= set(bw.PROBES)
+    assert {p for p in set(bw.PROBES) - swept - planned_here if p.startswith("bandwidth.goodput.")} == set()
+    assert {f"bandwidth.{level}.{op}.v{w}" for level in ("dram", "l2") for op in shapes.OPS for w in (4, 8, 16)} <= (
+        planned_here
+    )
     dram_read = next(w for w in work if w.probe == "bandwidth.dram.read.v16" and w.level == "dram")
     resolved = 7 * shapes.resolved_bytes(peak)  # each of 7 samples' extra passes, at least
     assert dram_read.bytes >= 7 * 3 * 4 * 50 * MIB + resolved, "one pass and more over several L2 sizes, 7 times"
     planned = bw.plan(bw.Settings(), H100_SXM)
     assert planned.probes == len(bw.PROBES)
     seconds = family_seconds(planned, child_start=False)
-    assert seconds < 12.0, f"planned {seconds:.1f} s"
+    # 12 s before the goodput walks (28 probes, 3 sweeps, up to 7 samples each, as the family's other streams)
+    assert seconds < 21.0, f"planned {seconds:.1f} s"
     greedy = bw.plan(dataclasses.replace(bw.Settings(), dram_l2_multiple=12.0), H100_SXM)
-    assert family_seconds(greedy, child_start=False) > 12.0  # the host's source and sums count: it can fail
+    assert family_seconds(greedy, child_start=False) > 21.0  # the host's source and sums count: it can fail
 
 
 # ---- SASS contracts ---------------------------------------------------------------------------------

@@ -485,6 +485,8 @@ def test_the_invariants_compare_far_with_near_the_map_with_the_chase_and_the_cou
     assert {name: check.ok for name, check in checks.items()} == {
         "l2_partition.far_above_near": True,
         "l2_partition.near_share_matches_count": True,
+        "l2_partition.near_latency_spread_ordered": True,
+        "l2_partition.far_latency_spread_ordered": True,
     }  # no chase measured
     assert checks["l2_partition.far_above_near"].facts == ("l2.near_latency", "l2.far_latency")
     near = facts["l2.near_latency"]
@@ -498,7 +500,12 @@ def test_the_invariants_compare_far_with_near_the_map_with_the_chase_and_the_cou
     one = dataclasses.replace(facts["l2.partition_count"], value=1.0)  # one partition, yet SMs near half the lines
     assert not _checks({**facts, "l2.partition_count": one}, device)["l2_partition.near_share_matches_count"].ok
     unsplit = _facts(_run(simulated.configure(simulated_gpu(sm_count=16), split=False)))
-    assert set(_checks(unsplit, device)) == {"l2_partition.near_share_matches_count"}
+    assert set(_checks(unsplit, device)) == {
+        "l2_partition.near_share_matches_count",
+        "l2_partition.near_latency_spread_ordered",
+    }
+    fast_max = dataclasses.replace(facts["l2.far_latency.max"], value=facts["l2.far_latency"].value - 1.0)
+    assert not _checks({**facts, "l2.far_latency.max": fast_max}, device)["l2_partition.far_latency_spread_ordered"].ok
 
 
 def test_the_sms_spread_of_near_latency_is_measured() -> None:
@@ -510,6 +517,27 @@ def test_the_sms_spread_of_near_latency_is_measured() -> None:
     assert spread.value == pytest.approx(simulated.NEAR * (max(distances) - min(distances)), rel=0.15)
     assert spread.ci[0] <= spread.value <= spread.ci[1] and spread.unit == "cycle"
     assert spread.value > 0.1 * simulated.NEAR
+
+
+def test_the_fastest_and_slowest_sms_near_and_far_latencies_are_facts_and_every_sms_partition_a_series() -> None:
+    """The extremes are the SMs the model places nearest and farthest; each names its SM; the per-SM series
+    holds every SM's partition (its side) and near and far medians, the extremes among them."""
+    gpu = simulated.configure(simulated_gpu(sm_count=24), split=True)
+    measured = _run(gpu)
+    facts = _facts(measured)
+    ids = simulated.sm_ids(24)
+    nearest, farthest = min(ids, key=simulated.sm_distance), max(ids, key=simulated.sm_distance)
+    for level, base in (("l2.near_latency", simulated.NEAR), ("l2.far_latency", simulated.FAR)):
+        low, middle, high = facts[f"{level}.min"], facts[level], facts[f"{level}.max"]
+        assert low.value <= middle.value <= high.value and low.unit == high.unit == "cycle"
+        assert low.detail == f"SM {nearest}" and high.detail == f"SM {farthest}"
+        assert low.value == pytest.approx(base * simulated.sm_distance(nearest), rel=0.05)
+        assert high.value == pytest.approx(base * simulated.sm_distance(farthest), rel=0.05)
+    per_sm = measured.outcome.series["per_sm"]
+    assert per_sm["sm_id"] == [float(s) for s in ids]
+    assert {side: per_sm["partition"].count(side) for side in (0.0, 1.0)} == {0.0: 12, 1.0: 12}
+    assert min(per_sm["near_cycles"]) == facts["l2.near_latency.min"].value
+    assert max(per_sm["far_cycles"]) == facts["l2.far_latency.max"].value
 
 
 def test_a_probe_whose_contract_failed_is_not_launched() -> None:

@@ -4,27 +4,36 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from gpuprobe.core.arch import parse_arch
 from gpuprobe.families.base import Request
 from gpuprobe.families.chase import random_cycle
 from gpuprobe.families.memory import (
+    WARP_KERNEL,
+    WARP_LANES,
     ProbeFailure,
     Settings,
     check_no_revisit,
     first_warm_steps,
+    lane_successors,
     level_names,
     measure,
     plan,
+    simulated,
     sweep_footprints,
+    warp_footprint,
 )
 from gpuprobe.families.memory.simulated import FAST_SETTINGS
 from gpuprobe.families.sampling import Stopping, sample_until_stable
 from gpuprobe.judge.analysis import Level
-from gpuprobe.kernels.registry import unroll_of
+from gpuprobe.kernels.check import check_probe
+from gpuprobe.kernels.cubin import build_ptx
+from gpuprobe.kernels.registry import PTX_DIR, find_probe, unroll_of
 from gpuprobe.measure.conditions import ConditionRecorder
 from gpuprobe.runner.checked import check_arguments
 from gpuprobe.simulated.gpu import (
@@ -44,6 +53,8 @@ ALL_PROBES = {
     "memory.latency.shared",
     "memory.latency.global_ca",
     "memory.latency.global_cg",
+    "memory.latency.warp_v16.l2",
+    "memory.latency.warp_v16.dram",
 }
 
 
@@ -188,8 +199,10 @@ def test_simulated_hierarchy_is_recovered() -> None:
     measured = _run(gpu)
     assert {name: m.outcome.status for name, m in measured.items()} == dict.fromkeys(ALL_PROBES, "ok")
     facts = {f.id: f for m in measured.values() for f in m.facts}
+    wide, warp = simulated.V16_EXTRA, simulated.V16_EXTRA + simulated.WARP_EXTRA
     expected = {"latency.shared": 29.0, "latency.l1": 33.0, "latency.l2": 260.0, "latency.l2_far": 480.0,
-                "latency.dram": 700.0, "overhead.clock_read": 6.0, "overhead.loop": 4.0}  # fmt: skip
+                "latency.dram": 700.0, "overhead.clock_read": 6.0, "overhead.loop": 4.0,
+                "latency.l2.warp_v16": 260.0 + warp, "latency.dram.warp_v16": 700.0 + warp}  # fmt: skip
     for fact_id, value in expected.items():
         assert facts[fact_id].value == pytest.approx(value, rel=0.06), fact_id
         low, high = facts[fact_id].ci
@@ -200,6 +213,60 @@ def test_simulated_hierarchy_is_recovered() -> None:
     assert facts["device.sm_clock"].value == pytest.approx(gpu.mhz, rel=0.02)
     l2 = facts["latency.l2"]
     assert l2.converted["ns"] == pytest.approx(l2.value / facts["device.sm_clock"].value * 1000.0)
+    for level, latency in (("l2", 260.0), ("dram", 700.0)):  # the warp's extra sectors over one lane's 16 bytes
+        difference = facts[f"latency.{level}.warp_v16_minus_v16"]  # within the samples' noise (~1 % a sample)
+        assert difference.value == pytest.approx(warp - wide, abs=0.03 * latency)
+        assert difference.ci[0] - 0.01 * latency <= warp - wide <= difference.ci[1] + 0.01 * latency
+        assert "ns" in difference.converted and "ns" in facts[f"latency.{level}.warp_v16"].converted
+        width = measured[f"memory.latency.warp_v16.{level}"].outcome.series["width"]
+        assert width["lanes"] == [1.0, 32.0] and width["load_bytes"] == [16.0, 512.0]
+
+
+def test_a_warp_load_faster_than_the_one_thread_chase_is_refused() -> None:
+    from gpuprobe.families.memory import INVARIANTS
+
+    facts = {f.id: f for m in _run(simulated_gpu()).values() for f in m.facts}
+    checks = {c.name: c for invariant in INVARIANTS for c in invariant(facts, None)}
+    assert {name: c.ok for name, c in checks.items()} == {
+        "memory.l2_warp_v16_not_below_chase": True,
+        "memory.dram_warp_v16_not_below_chase": True,
+    }
+    fast = dataclasses.replace(facts["latency.l2.warp_v16"], value=200.0, ci=(199.0, 201.0))
+    planted = {**facts, "latency.l2.warp_v16": fast}
+    assert not next(c for i in INVARIANTS for c in i(planted, None) if c.name.startswith("memory.l2")).ok
+
+
+def test_the_warp_chase_writes_every_lane_its_own_cycle_of_slots_and_launches_a_warp_and_a_lane() -> None:
+    """Lane l of block b points to lane l of block successor[b]: each lane's next address is its own data."""
+    cycle = random_cycle(5, 1)
+    slots = lane_successors(cycle)
+    for block, lane in itertools.product(range(5), range(WARP_LANES)):
+        assert slots[block * WARP_LANES + lane] == cycle.successor[block] * WARP_LANES + lane
+    gpu, threads = simulated_gpu(), set()
+
+    def counted(gpu, launch, start, warm, iters, out) -> None:
+        threads.add(launch.threads)
+        simulated.chase_warp_v16(gpu, launch, start, warm, iters, out)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(simulated_kernels(), WARP_KERNEL, counted)
+        _run(gpu, runnable={"memory.clock", "memory.latency.warp_v16.l2"})
+    assert threads == {1, WARP_LANES}
+    assert warp_footprint("l2", gpu.l2_bytes, FAST_SETTINGS) <= gpu.l2_bytes / 2  # near-resident on a split L2
+    assert warp_footprint("dram", gpu.l2_bytes, FAST_SETTINGS) > gpu.l2_bytes
+
+
+def test_a_lane_that_ends_off_its_own_slot_fails_the_warp_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = simulated_gpu()
+    real = simulated.chase_warp_v16
+
+    def one_lane_astray(gpu, launch, start, warm, iters, out) -> None:
+        real(gpu, launch, start, warm, iters, out)
+        out.data.view(np.uint64)[4 + 2 * (launch.threads - 1)] += 512 * (launch.threads > 1)
+
+    monkeypatch.setitem(simulated_kernels(), WARP_KERNEL, one_lane_astray)
+    measured = _run(gpu, runnable={"memory.clock", "memory.latency.warp_v16.l2"})["memory.latency.warp_v16.l2"]
+    assert measured.outcome.status == "failed" and "lane 31 ended 1008 bytes" in measured.outcome.detail
 
 
 def test_series_for_the_plot_are_recorded() -> None:
@@ -213,9 +280,11 @@ def test_series_for_the_plot_are_recorded() -> None:
 
 def test_a_chase_that_ends_on_the_wrong_node_fails_its_probe_and_gives_no_number() -> None:
     measured = _run(simulated_gpu(corrupt_chase=True))
-    for name in ("memory.latency.shared", "memory.latency.global_ca", "memory.latency.global_cg"):
+    for name in ("memory.latency.shared", "memory.latency.global_ca", "memory.latency.global_cg",
+                 "memory.latency.warp_v16.l2", "memory.latency.warp_v16.dram"):  # fmt: skip
         assert measured[name].outcome.status == "failed"
-        assert "host predicted" in measured[name].outcome.detail or "not on a node" in measured[name].outcome.detail
+        detail = measured[name].outcome.detail
+        assert "host predicted" in detail or "not on a node" in detail or "slot" in detail
         assert measured[name].facts == []
     assert measured["memory.clock"].outcome.status == "ok"
 
@@ -338,3 +407,15 @@ def test_the_plan_bounds_the_launcher_calls_a_run_makes() -> None:
 def test_settings_that_would_hang_or_mean_nothing_are_refused(change: dict) -> None:
     with pytest.raises(ValueError, match="Settings"):
         dataclasses.replace(Settings(), **change)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_a_warp_chase_whose_second_halves_go_unused_is_caught(tmp_path: Path, arch: str) -> None:
+    """Without the sink ptxas narrows each 16-byte load to 8 bytes: the contract's LDG.E.128 count fails."""
+    text = (PTX_DIR / "memory" / "memory.ptx").read_text()
+    wide = "ld.global.cg.v2.u64 {%rd1, %rd9}, [%rd1]; xor.b64 %rd10, %rd10, %rd9;"
+    assert wide in text
+    path = tmp_path / "narrowed.ptx"
+    path.write_text(text.replace(wide, "ld.global.cg.v2.u64 {%rd1, %rd9}, [%rd1];"))
+    result = check_probe(find_probe("memory.latency.warp_v16.l2"), build_ptx([path], parse_arch(arch)))
+    assert result.status == "violated" and "count LDG" in result.detail

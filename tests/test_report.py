@@ -19,9 +19,12 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results, load, sav
 from gpuprobe.core.text import md_text
 from gpuprobe.families.catalog import sections
 from gpuprobe.families.memory import LATENCY_PLOT
+from gpuprobe.judge.expectations import load_all
 from gpuprobe.kernels.registry import declared_probes
 from gpuprobe.output import factsheet, html_report, plots, report, sheet
+from gpuprobe.output.headline import headline_rows
 from gpuprobe.output.quantities import fmt_quantity
+from gpuprobe.output.references import References
 
 SECTIONS = sections()
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -243,14 +246,42 @@ def test_the_sheet_opens_with_the_device_the_verdict_and_the_headline(markdown: 
 
 def test_the_headline_table_gives_each_fact_its_expectation_and_verdict(markdown: str) -> None:
     headline = part(markdown, "## Headline")
-    assert "| Shared memory latency | 29.8 cyc (16.98 ns) | — | 25 – 35 cyc (assert) [1] | PASS |" in headline
-    near = "| L2 hit latency, near (one SM's chase) | 262.4 cyc (149.5 ns) | — | 200 – 250 cyc (assert) [1] |"
-    assert f"{near} **FAIL** |" in headline
-    assert "| L1 capacity (latency knee) | 192 KiB | — | 128 KiB – 256 KiB (assert) [1] | PASS |" in headline
+    shared = "| Shared memory latency | 29.8 cyc (16.98 ns) | — | 29.88 cyc H100, mt4g chase (nearest of 2) [2] |"
+    assert f"{shared} 25 – 35 cyc (assert) [1] | PASS |" in headline
+    near = (
+        "| L2 hit latency, near (one SM's chase) | 262.4 cyc (149.5 ns) | — | 272.3 cyc H100 SXM, Luo et al.'s l2_lat"
+    )
+    assert f"{near} (nearest of 2) [4] | 200 – 250 cyc (assert) [1] | **FAIL** |" in headline
+    assert "| L1 capacity (latency knee) | 192 KiB | — | — | 128 KiB – 256 KiB (assert) [1] | PASS |" in headline
     # A headline fact the run lacks says why: here its probe never ran (this run measured memory alone).
-    assert "| DRAM read bandwidth | not measured: bandwidth.dram.read.v16 never ran | — | — | — |" in headline
+    missing = "| DRAM read bandwidth | not measured: bandwidth.dram.read.v16 never ran | — | datasheet 3350 GB/s [6] |"
+    assert f"{missing} — | — |" in headline
     assert "| FFMA latency | not measured: alu.ffma.ilp1 never ran |" in headline
     assert "wgmma" not in headline  # an sm_90 part has no wgmma: the row is left out, not "not measured"
+
+
+def test_each_headline_row_shows_the_published_measurement_nearest_its_value_and_the_datasheet() -> None:
+    """The model's published measurements of the fact (the nearest the run's value, with part, method and source)
+    and its datasheet figure; a GPU without expectations (discovery mode) has none to show."""
+    results = simulated_results()
+    results.facts = [f for f in results.facts if f.id != "latency.l2"]
+    results.facts.append(Fact("latency.l2", 292.0, "cycle", probe="memory.latency.global_ca", verdict="report"))
+    rows = {row.fact_id: row for row in headline_rows(results)}
+    (nearest,) = rows["latency.l2"].published
+    assert nearest.text == "290–295 cyc H100 SXM, random chase (nearest of 2)"  # 272.3 is further from 292
+    assert rows["bandwidth.dram_read.v16"].published[-1].text == "datasheet 3350 GB/s"
+    model = load_all()["h100_sxm"]
+    assert {p.source for p in model.published_for("latency.l2")} <= {text for _, text in _cited(results)}
+    results.clocks["model"] = "unknown (discovery mode)"
+    results.device.name = "NVIDIA Nonesuch 9000"
+    assert all(not row.published for row in headline_rows(results))
+
+
+def _cited(results: Results) -> list[tuple[int, str]]:
+    """The sources the headline table cites, numbered."""
+    refs = References()
+    headline_rows(results, refs)
+    return refs.entries()
 
 
 def test_whole_gpu_rates_are_stated_with_their_basis() -> None:

@@ -40,7 +40,8 @@ DEFAULT_DIRECTORY = Path(__file__).resolve().parents[1] / "expectations"  # the 
 FAMILIES_DIRECTORY = Path(__file__).resolve().parents[1] / "families"  # <family>/expectations.toml
 
 _MODEL_FIELDS = frozenset({"name", "match", "exclude", "cc", "memory"})
-_FACT_FIELDS = frozenset({"min", "max", "value", "tolerance", "unit", "severity", "source", "note"})
+_FACT_FIELDS = frozenset({"min", "max", "value", "tolerance", "unit", "severity", "source", "note", "published"})
+_PUBLISHED_FIELDS = frozenset({"min", "max", "value", "unit", "part", "method", "source"})
 _TOP_FIELDS = frozenset({"model", "facts", "datasheet", "device"})
 # [device]: what the part reports, field -> the Device field it fills (all but ``source`` required)
 DEVICE_RECORD_FIELDS: dict[str, str] = {
@@ -101,11 +102,16 @@ class ModelExpectations:
     memory: str = ""  # the memory type, from the datasheet (CUDA does not report it)
     datasheet: dict[str, DatasheetValue] = field(default_factory=dict)  # peaks the probes are held against
     device: dict[str, float] = field(default_factory=dict)  # [device]: what the part reports (empty if not given)
+    published: dict[str, tuple[Published, ...]] = field(default_factory=dict)  # fact id -> measurements, cited
 
     def expectation_for(self, fact_id: str) -> Expectation | None:
         """What ``fact_id`` is held to: its own expectation, else the one of its prefix and ``.*``
         (:func:`~gpuprobe.core.results.fact_matches`)."""
         return self.facts.get(fact_id) or self.facts.get(f"{fact_id.rsplit('.', 1)[0]}.*")
+
+    def published_for(self, fact_id: str) -> tuple[Published, ...]:
+        """The published measurements of ``fact_id`` on this model (those of its ``.*`` pattern otherwise)."""
+        return self.published.get(fact_id) or self.published.get(f"{fact_id.rsplit('.', 1)[0]}.*", ())
 
     def matching_pattern(self, device_name: str) -> str | None:
         """The longest of this model's patterns that matches ``device_name``, or None."""
@@ -168,6 +174,56 @@ class DatasheetValue:
     unit: str
     source: str
     note: str = ""
+
+
+@dataclass(frozen=True)
+class Published:
+    """One published measurement of a fact on a model (``published = [{...}]`` under its expectation): a value
+    or a spread (``low`` to ``high``), on which part, by which method, and where it is published."""
+
+    low: float
+    high: float
+    unit: str
+    part: str
+    method: str
+    source: str
+
+    def value_text(self) -> str:
+        """ "29" or "279–282", without the unit."""
+        return fmt_bound(self.low) if self.low == self.high else f"{fmt_bound(self.low)}–{fmt_bound(self.high)}"
+
+    def distance(self, value: float) -> float:
+        """How far ``value`` lies from this measurement, relative to it (0 inside its spread)."""
+        gap = max(self.low - value, value - self.high, 0.0)
+        return gap / max(abs(self.low), abs(self.high), 1e-300)
+
+
+def _parse_published(path: Path, key: str, value: Any, unit: str) -> tuple[Published, ...]:
+    """An expectation's ``published`` list, validated: each entry a value (``value``, or ``min`` and ``max``) in
+    the expectation's ``unit``, with its ``part``, ``method`` and ``source``."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value:
+        raise _bad(path, f"{key}.published", "must be a non-empty list of tables {value, unit, part, method, source}")
+    entries = []
+    for index, entry in enumerate(value):
+        where = f"{key}.published[{index}]"
+        entry = _check_fields(path, where, entry, _PUBLISHED_FIELDS)
+        if "value" in entry and ("min" in entry or "max" in entry):
+            raise _bad(path, where, "give either value or min and max, not both")
+        names = ("value",) if "value" in entry or not ("min" in entry or "max" in entry) else ("min", "max")
+        for name in names:
+            if not _is_number(entry.get(name)):
+                raise _bad(path, f"{where}.{name}", "must be a finite number")
+        low, high = (float(entry["value"]),) * 2 if "value" in entry else (float(entry["min"]), float(entry["max"]))
+        if low > high:
+            raise _bad(path, where, f"min {fmt_bound(low)} > max {fmt_bound(high)}")
+        shown = _text(path, f"{where}.unit", entry.get("unit"))
+        if shown != unit:
+            raise _bad(path, f"{where}.unit", f"unit mismatch: the expectation is in {unit!r}, not {shown!r}")
+        texts = [_text(path, f"{where}.{name}", entry.get(name)) for name in ("part", "method", "source")]
+        entries.append(Published(low, high, unit, *texts))
+    return tuple(entries)
 
 
 def _parse_datasheet(path: Path, data: dict[str, Any]) -> dict[str, DatasheetValue]:
@@ -250,8 +306,9 @@ def is_declared(fact_id: str) -> bool:
     return fact_id in declared or any(fact_matches(d, fact_id) for d in declared if d.endswith(".*"))
 
 
-def _parse_fact(path: Path, fact_id: str, table: Any, model: str = "") -> Expectation:
-    """One ``[facts."<id>"]`` table (in a family file ``[facts."<id>".<model>]``), validated."""
+def _parse_fact(path: Path, fact_id: str, table: Any, model: str = "") -> tuple[Expectation, tuple[Published, ...]]:
+    """One ``[facts."<id>"]`` table (in a family file ``[facts."<id>".<model>]``), validated: the expectation, and
+    the published measurements it lists."""
     key = f'facts."{fact_id}"' + (f".{model}" if model else "")
     if not _FACT_ID_RE.match(fact_id):
         raise _bad(path, key, 'fact id must be dotted lower case and quoted, e.g. [facts."latency.l2"]')
@@ -274,7 +331,9 @@ def _parse_fact(path: Path, fact_id: str, table: Any, model: str = "") -> Expect
         raise _bad(path, key, f"severity {severity!r} needs a range (min/max or value/tolerance)")
     if severity != "report" and unit == "fraction" and (low is None or high is None):
         raise _bad(path, key, "a ratio is judged on both sides: give min and max")
-    return Expectation(fact_id, low, high, unit, severity, source, note)
+    return Expectation(fact_id, low, high, unit, severity, source, note), _parse_published(
+        path, key, table.get("published"), unit
+    )
 
 
 def _parse_model(path: Path, key: str, data: dict[str, Any]) -> ModelExpectations:
@@ -293,9 +352,12 @@ def _parse_model(path: Path, key: str, data: dict[str, Any]) -> ModelExpectation
     facts_table = data.get("facts", {})
     if not isinstance(facts_table, dict):
         raise _bad(path, "facts", "must be a table of fact tables")
-    facts = {fact_id: _parse_fact(path, fact_id, table) for fact_id, table in facts_table.items()}
+    parsed = {fact_id: _parse_fact(path, fact_id, table) for fact_id, table in facts_table.items()}
+    facts = {fact_id: expectation for fact_id, (expectation, _) in parsed.items()}
+    published = {fact_id: found for fact_id, (_, found) in parsed.items() if found}
     datasheet = _parse_datasheet(path, data)
-    return ModelExpectations(key, name, match, cc, facts, exclude, memory, datasheet, _parse_device(path, data))
+    device = _parse_device(path, data)
+    return ModelExpectations(key, name, match, cc, facts, exclude, memory, datasheet, device, published)
 
 
 def _parse_device(path: Path, data: dict[str, Any]) -> dict[str, float]:
@@ -322,18 +384,30 @@ def load_model_file(path: Path) -> ModelExpectations:
     return _parse_model(path, key, read_toml(path))
 
 
-def _family_file(path: Path) -> dict[str, tuple[dict[str, Expectation], dict[str, DatasheetValue]]]:
-    """The facts and datasheet figures of one family's file (``[facts."<id>".<model>]``,
+@dataclass(frozen=True)
+class FamilyEntries:
+    """What one family's file holds for one model: expectations, datasheet figures, published measurements."""
+
+    facts: dict[str, Expectation] = field(default_factory=dict)
+    datasheet: dict[str, DatasheetValue] = field(default_factory=dict)
+    published: dict[str, tuple[Published, ...]] = field(default_factory=dict)
+
+
+def _family_file(path: Path) -> dict[str, FamilyEntries]:
+    """The facts, datasheet figures and published measurements of one family's file (``[facts."<id>".<model>]``,
     ``[datasheet."<key>".<model>]``), by model key."""
     data = read_toml(path)
     _check_fields(path, "(top level)", data, _FAMILY_FILE_FIELDS)
-    by_model: dict[str, tuple[dict[str, Expectation], dict[str, DatasheetValue]]] = {}
+    by_model: dict[str, FamilyEntries] = {}
     for fact_id, per_model in _table(path, "facts", data.get("facts", {})).items():
         for model, table in _table(path, f'facts."{fact_id}"', per_model).items():
-            by_model.setdefault(model, ({}, {}))[0][fact_id] = _parse_fact(path, fact_id, table, model)
+            entries = by_model.setdefault(model, FamilyEntries())
+            entries.facts[fact_id], published = _parse_fact(path, fact_id, table, model)
+            if published:
+                entries.published[fact_id] = published
     for name, per_model in _table(path, "datasheet", data.get("datasheet", {})).items():
         for model, entry in _table(path, f'datasheet."{name}"', per_model).items():
-            by_model.setdefault(model, ({}, {}))[1][name] = _datasheet_entry(path, name, entry, model)
+            by_model.setdefault(model, FamilyEntries()).datasheet[name] = _datasheet_entry(path, name, entry, model)
     return by_model
 
 
@@ -352,11 +426,12 @@ def _merge_family_files(directory: Path, families: Path, models: dict[str, Model
     """Add each family's facts and datasheet figures (``<family>/expectations.toml``) to their models; a
     model without a file of its own, or an entry given twice, is an error."""
     for path in family_files(families):
-        for key, (facts, datasheet) in _family_file(path).items():
+        for key, held in _family_file(path).items():
             model = models.get(key)
             if model is None:
                 raise _bad(path, key, f"no model {key!r} ({directory / (key + '.toml')} is missing)")
-            for target, entries in ((model.facts, facts), (model.datasheet, datasheet)):
+            for target, entries in ((model.facts, held.facts), (model.datasheet, held.datasheet),
+                                    (model.published, held.published)):  # fmt: skip
                 for name, entry in entries.items():
                     if name in target:
                         raise _bad(path, f"{name}.{key}", f"{key} has it already (given twice)")

@@ -20,13 +20,15 @@ from datetime import datetime, timedelta
 
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, Results, provenance
-from gpuprobe.judge.verdicts import is_impossible
+from gpuprobe.judge.expectations import ModelExpectations, Published
+from gpuprobe.judge.verdicts import is_impossible, model_of
 from gpuprobe.output.plots import measured_sm_mhz
-from gpuprobe.output.quantities import fmt_expected, fmt_measured, fmt_quantity
+from gpuprobe.output.quantities import fmt_expected, fmt_measured, fmt_quantity, unit_suffix
 from gpuprobe.output.references import References
 
-# The key plots, shown under the headline in this order (a family's ``Plot.key``).
-HEADLINE_PLOTS = ("latency_vs_footprint", "dram_occupancy", "wgmma_latency_vs_n", "l2_partition_map")
+# The key plots, shown under the headline in this order (a family's ``Plot.key``); the sheet shows those the run has.
+HEADLINE_PLOTS = ("latency_vs_footprint", "dram_occupancy", "wgmma_latency_vs_n", "l2_partition_map", "goodput",
+                  "loaded_latency")  # fmt: skip
 
 Compare = Callable[[Results], str]
 
@@ -85,12 +87,13 @@ def joined(*parts: Compare) -> Compare:
 
 @dataclass(frozen=True)
 class Headline:
-    """One line of the headline table: what an engineer asks, the fact that answers it, and what to set
-    it against."""
+    """One line of the headline table: what an engineer asks, the fact that answers it, what of the run to set
+    it against, and the datasheet figure (a model's ``[datasheet."<key>"]``) it is held to, if any."""
 
     label: str
     fact_id: str
     compare: Compare | None = None
+    datasheet: str = ""
 
 
 HEADLINES: tuple[Headline, ...] = (
@@ -114,6 +117,7 @@ HEADLINES: tuple[Headline, ...] = (
         "DRAM read bandwidth",
         "bandwidth.dram_read.v16",
         percent("bandwidth.dram_read_fraction_of_peak", "the theoretical peak", "bandwidth.dram_theoretical"),
+        "dram_gbps",
     ),
     Headline(
         "DRAM copy bandwidth (read + write)",
@@ -122,6 +126,7 @@ HEADLINES: tuple[Headline, ...] = (
             percent("bandwidth.dram_copy_fraction_of_peak", "the theoretical peak"),
             percent("bandwidth.dram_copy_fraction_of_memcpy", "cudaMemcpy", "bandwidth.dram_copy_cuda_memcpy"),
         ),
+        "dram_gbps",
     ),
     Headline("L2 read bandwidth", "bandwidth.l2_read.v16"),
     Headline("L1 read bandwidth", "bandwidth.l1_read.v16", whole_gpu("bandwidth.l1_read.v16", unit="TB/s", scale=1e12)),
@@ -147,13 +152,22 @@ HEADLINES: tuple[Headline, ...] = (
     Headline("Device → host, pinned", "host.d2h.pinned.bandwidth"),
 )
 
-HEADLINE_HEADER = ("Fact", "Measured", "Compared with", "Expected", "Verdict")
+HEADLINE_HEADER = ("Fact", "Measured", "Compared with", "Published", "Expected", "Verdict")
+
+
+@dataclass(frozen=True)
+class Cited:
+    """A figure from outside the run as a cell shows it: its text and its source's number (None: no source)."""
+
+    text: str
+    reference: int | None
 
 
 @dataclass(frozen=True)
 class HeadlineRow:
     """One headline line as plain text; ``verdict`` is the fact's verdict key, "" when it was not measured;
-    ``reference`` the number of its expectation's source (None: no source)."""
+    ``reference`` the number of its expectation's source (None: no source); ``published`` the nearest published
+    measurement and the datasheet figure, each with its source's number."""
 
     label: str
     fact_id: str
@@ -163,6 +177,38 @@ class HeadlineRow:
     verdict: str
     fact: Fact | None
     reference: int | None = None
+    published: tuple[Cited, ...] = ()
+
+
+def published_value(found: Published) -> str:
+    """ "29 cyc", "279–282 cyc", "233 KiB": a published value or spread in its unit."""
+    if found.unit != "byte":
+        return found.value_text() + unit_suffix(found.unit)
+    low, high = fmt_quantity(found.low, "byte"), fmt_quantity(found.high, "byte")
+    return low if low == high else f"{low}–{high}"
+
+
+def nearest_published(found: tuple[Published, ...], value: float | None) -> Published:
+    """The published measurement nearest ``value`` (the first listed when there is no value)."""
+    return found[0] if value is None else min(found, key=lambda p: p.distance(value))
+
+
+def published_cells(model: ModelExpectations | None, line: Headline, fact: Fact | None,
+                    refs: References) -> tuple[Cited, ...]:  # fmt: skip
+    """What a headline row shows of the world outside the run: the published measurement of its fact nearest
+    the run's value ("279–282 cyc GH200, random chase (nearest of 3) [18]"), and its datasheet figure."""
+    if model is None:
+        return ()
+    cells = []
+    found = model.published_for(line.fact_id)
+    if found:
+        near = nearest_published(found, fact.value if fact is not None else None)
+        more = f" (nearest of {len(found)})" if len(found) > 1 else ""
+        cells.append(Cited(f"{published_value(near)} {near.part}, {near.method}{more}", refs.cite(near.source)))
+    sheet = model.datasheet.get(line.datasheet) if line.datasheet else None
+    if sheet is not None:
+        cells.append(Cited(f"datasheet {fmt_num(sheet.value)} {sheet.unit}", refs.cite(sheet.source)))
+    return tuple(cells)
 
 
 def why_missing(results: Results, fact_id: str) -> str | None:
@@ -188,20 +234,23 @@ def headline_rows(results: Results, refs: References | None = None) -> list[Head
     cannot have are left out."""
     refs = References() if refs is None else refs
     mhz = measured_sm_mhz(results)
+    model = model_of(results)
     rows = []
     for line in HEADLINES:
         fact = results.fact(line.fact_id)
         if fact is None:
             missing = why_missing(results, line.fact_id)
             if missing is not None:
-                rows.append(HeadlineRow(line.label, line.fact_id, missing, "", "", "", None))
+                published = published_cells(model, line, None, refs)
+                rows.append(HeadlineRow(line.label, line.fact_id, missing, "", "", "", None, None, published))
             continue
         # an impossible value (a negative bandwidth) is set against nothing: its share of a peak would be a lie too
         compared = line.compare(results) if line.compare and fact.value is not None and not is_impossible(fact) else ""
         measured = fmt_measured(fact, mhz, with_ci=False)
+        reference = refs.number(fact)
         rows.append(
             HeadlineRow(line.label, line.fact_id, measured, compared, fmt_expected(fact.expectation, fact.unit),
-                        fact.verdict, fact, refs.number(fact))
+                        fact.verdict, fact, reference, published_cells(model, line, fact, refs))
         )  # fmt: skip
     return rows
 

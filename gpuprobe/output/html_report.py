@@ -1,10 +1,10 @@
 """The fact sheet as one self-contained HTML page: :class:`~gpuprobe.output.sheet.Sheet` marked up for a browser.
 
 What the sheet says is :mod:`gpuprobe.output.sheet`'s, as the Markdown writer's (:mod:`gpuprobe.output.report`)
-is: every text is only escaped and marked up here. The first screen (device, verdict, probes, the headline table) fits a
-1400x900 window; the key plots follow two by two; each family's section is collapsible (``<details>``,
-open when it holds a failure), its rows anchored (``#fact-latency.l2``) so the verdict line links to
-the facts it names, and every ``[n]`` links to its reference at the end.
+is: every text is only escaped and marked up here. The first screen (device, verdict, probes, the Answers block and
+the start of the headline table) fits a 1400x900 window; the key plots follow two by two; each family's section is
+collapsible (``<details>``, open when it holds a failure), its rows anchored (``#fact-latency.l2``) so the verdict
+line links to the facts it names, and every ``[n]`` links to its reference at the end.
 
 The page needs nothing but itself: CSS inline, plots embedded as ``data:`` URIs, no script, no font or
 image fetched from anywhere (a Content-Security-Policy says so to the browser too). The only outside
@@ -62,6 +62,7 @@ main { max-width: 1340px; margin: 0 auto; padding: 12px 24px 40px; }
 h1 { font-size: 1.45em; margin: 0 0 6px; }
 h2 { font-size: 1.2em; margin: 22px 0 6px; padding-bottom: 3px; border-bottom: 1px solid var(--line); }
 h2.first { margin-top: 10px; }
+.answers { max-width: 1100px; } .answers p { margin: 2px 0 6px; }
 h3 { font-size: 1.05em; margin: 14px 0 6px; }
 p { margin: 4px 0; }
 .device { color: var(--muted); }
@@ -75,6 +76,7 @@ thead th { background: var(--zebra); font-weight: 600; }
 tbody tr:nth-child(even) { background: #fbfcfd; }
 td code { overflow-wrap: anywhere; }
 table.headline td:nth-child(2), table.facts td:nth-child(2) { font-variant-numeric: tabular-nums; }
+table.headline td:nth-child(2), table.headline td:nth-child(5) { white-space: nowrap; }
 table.headline td:last-child, table.facts td:last-child, table.tensor td:last-child { text-align: center;
   white-space: nowrap; width: 6.5em; }
 table.facts { table-layout: fixed; }
@@ -197,6 +199,12 @@ def verdict_html(sheet: Sheet) -> list[str]:
     return [f'<p class="summary">{line}</p>', f"<p>{probes}</p>"]
 
 
+def answers_html(sheet: Sheet) -> list[str]:
+    """The two questions, each answered in a few sentences of the run's own facts."""
+    items = [f'<p class="answer"><strong>{esc(a.question)}</strong> {esc(a.text())}</p>' for a in sheet.answers]
+    return ['<h2 id="answers" class="first">Answers</h2>', '<div class="answers">', *items, "</div>"]
+
+
 def headline_html(sheet: Sheet) -> list[str]:
     """The headline table, each fact linked to its row below, and the tensor cores per type."""
     rows = []
@@ -205,9 +213,10 @@ def headline_html(sheet: Sheet) -> list[str]:
         if row.fact is not None:  # linked to its row below
             label = f'<a href="#{esc(fact_anchor(row.fact_id))}" title="{esc(row.fact_id)}">{esc(row.label)}</a>'
         verdict = verdict_badge(row.verdict) if row.fact is not None else esc(NONE)
-        rows.append([label, esc(row.measured), esc(row.compared or NONE),
+        published = "; ".join(esc(c.text) + ref_link(c.reference) for c in row.published)
+        rows.append([label, esc(row.measured), esc(row.compared or NONE), published or esc(NONE),
                      esc(row.expected or NONE) + ref_link(row.reference), verdict])  # fmt: skip
-    lines = ['<h2 id="headline" class="first">Headline</h2>', *html_table(HEADLINE_HEADER, rows, "headline")]
+    lines = ['<h2 id="headline">Headline</h2>', *html_table(HEADLINE_HEADER, rows, "headline")]
     if sheet.tensor:
         body = [[esc(r.label), *(esc(c or NONE) for c in r.cells), verdict_badge(r.verdict)] for r in sheet.tensor]
         lines += ["<h3>Tensor cores per type</h3>", *html_table((*TENSOR_HEADER, "Verdicts"), body, "tensor")]
@@ -361,7 +370,8 @@ def html_page(sheet: Sheet) -> str:
         body += banner_html(SIMULATED_TEXT, "simulated")
     for text in sheet.warnings:
         body += banner_html(text)
-    body += [f'<p class="device">{esc(sheet.device_line)}</p>', *verdict_html(sheet), *headline_html(sheet)]
+    body += [f'<p class="device">{esc(sheet.device_line)}</p>', *verdict_html(sheet), *answers_html(sheet)]
+    body += headline_html(sheet)
     body += key_plots_html(sheet.key_plots) + conditions_html(sheet)
     body += ['<h2 id="details">Details</h2>', f'<p class="legend">{code_spans(LEGEND)}</p>', *software_html(sheet)]
     for part in sheet.sections:

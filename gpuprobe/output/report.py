@@ -60,12 +60,21 @@ def verdict_lines(sheet: Sheet) -> list[str]:
     return [line + "  ", f"**Probes:** {md_text(sheet.probes_line)}"]
 
 
+def answers_lines(sheet: Sheet) -> list[str]:
+    """The two questions, each in bold and answered in a few sentences of the run's own facts."""
+    lines = ["## Answers", ""]
+    for answer in sheet.answers:
+        lines += [f"**{md_text(answer.question)}** {md_text(answer.text())}", ""]
+    return lines
+
+
 def headline_lines(sheet: Sheet) -> list[str]:
     """The headline facts, each with what it is set against, its expectation [n] and verdict; then the
     tensor-core rates per type, where the run has any."""
     rows = [
-        (md_text(r.label), md_text(r.measured), md_text(r.compared), _with_reference(r.expected, r.reference),
-         verdict_marker(r.verdict) if r.fact is not None else NONE)
+        (md_text(r.label), md_text(r.measured), md_text(r.compared),
+         "; ".join(_with_reference(c.text, c.reference) for c in r.published),
+         _with_reference(r.expected, r.reference), verdict_marker(r.verdict) if r.fact is not None else NONE)
         for r in sheet.headline
     ]  # fmt: skip
     lines = ["## Headline", "", *md_markup_table(HEADLINE_HEADER, rows), ""]
@@ -135,7 +144,7 @@ def markdown(sheet: Sheet) -> str:
         lines += [*simulated_banner(), ""]
     for text in sheet.warnings:
         lines += [*banner(text), ""]
-    lines += [md_text(sheet.device_line), "", *verdict_lines(sheet), "", *headline_lines(sheet)]
+    lines += [md_text(sheet.device_line), "", *verdict_lines(sheet), "", *answers_lines(sheet), *headline_lines(sheet)]
     if sheet.key_plots:
         lines += ["## Key plots", "", *(f"![{p.alt}]({p.src})" for p in sheet.key_plots), ""]
     lines += ["## Run conditions", "", *md_table(CONDITIONS_HEADER, sheet.conditions), ""]

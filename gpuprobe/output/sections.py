@@ -28,8 +28,8 @@ class Plot:
 class Section:
     """One section of the sheet: which facts it holds and which plot goes with it.
 
-    A fact goes to the first section whose id prefix matches, else to the first whose probe
-    prefix matches the probe that measured it, else to "Other facts"."""
+    A fact goes to the section whose id prefix matches longest (the first such on a tie), else to the
+    first whose probe prefix matches the probe that measured it, else to "Other facts"."""
 
     title: str
     fact_prefixes: tuple[str, ...]

@@ -1,8 +1,9 @@
 """The fact sheet as a model: everything one run's sheet says, as plain text, built once for both writers.
 
 :func:`fact_sheet` builds a :class:`Sheet` from a results file's content: the title and the banners, the device in
-a line, the verdict naming the facts that failed, the probes in a line, the headline and tensor-core tables
-(:mod:`gpuprobe.output.headline`), the key plots, the run's conditions (:mod:`gpuprobe.output.run_conditions`),
+a line, the verdict naming the facts that failed, the probes in a line, the Answers block (the two questions
+the suite exists for, answered from the run's facts: :mod:`gpuprobe.output.answers`), the headline and tensor-core
+tables (:mod:`gpuprobe.output.headline`), the key plots, the run's conditions (:mod:`gpuprobe.output.run_conditions`),
 the device and software, one section per probe family (the ``SECTIONS`` each family declares, then
 ``GENERAL_SECTIONS``: every fact in one row, what a row does not say in a note under its table), the hardware
 witness (:mod:`gpuprobe.output.witness`), the probes that did not end ok or never ran
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from gpuprobe.core.numbers import fmt_bytes, fmt_num
 from gpuprobe.core.results import Fact, Results, provenance
 from gpuprobe.judge.verdicts import remarks
-from gpuprobe.output import headline, probe_status, witness
+from gpuprobe.output import answers, headline, probe_status, witness
+from gpuprobe.output.answers import Answer
 from gpuprobe.output.headline import HeadlineRow, TensorRow
 from gpuprobe.output.plots import measured_sm_mhz
 from gpuprobe.output.probe_status import Problem
@@ -374,10 +376,12 @@ def sheet_layout(family_sections: Sequence[Section]) -> tuple[Section, ...]:
 
 
 def section_of(fact: Fact, layout: Sequence[Section]) -> Section:
-    """The section a fact belongs to: by id prefix first, then by the probe that measured it."""
-    for section in layout:
-        if fact.id.startswith(section.fact_prefixes):
-            return section
+    """The section a fact belongs to: by its longest matching id prefix first (``latency.l2.loaded.`` before
+    ``latency.``; the earlier section on a tie), then by the probe that measured it."""
+    matches = [(len(p), -i, section) for i, section in enumerate(layout) for p in section.fact_prefixes
+               if fact.id.startswith(p)]  # fmt: skip
+    if matches:
+        return max(matches, key=lambda m: m[:2])[2]
     for section in layout:
         if section.probe_prefixes and fact.probe.startswith(section.probe_prefixes):
             return section
@@ -504,6 +508,7 @@ class Sheet:
     device_line: str
     verdict: VerdictLine
     probes_line: str
+    answers: list[Answer]
     headline: list[HeadlineRow]
     tensor: list[TensorRow]
     key_plots: list[KeyPlot]
@@ -536,6 +541,7 @@ def fact_sheet(results: Results, plots: Mapping[str, str], *, sections: Sequence
         device_line=headline.device_line(results),
         verdict=verdict_line(results.facts),
         probes_line=probe_status.summary(results),
+        answers=answers.answers(results),
         headline=rows,
         tensor=headline.tensor_rows(results),
         key_plots=keyed,

@@ -19,7 +19,14 @@ settings, launch shapes and the time budget: :mod:`gpuprobe.families.bandwidth.s
   copies): a per-warp tile re-read or rewritten; bytes per clock per SM from the kernels' clock records.
 * Goodput: useful GB/s of strided and misaligned reads from DRAM; "moved" is derived from the DRAM access
   granule the 4-byte stride sweep measures (:mod:`~gpuprobe.families.bandwidth.granule`), so the sweep is
-  measured once, by the first goodput probe that needs the granule, and every later one reuses it.
+  measured once, by the first goodput probe that needs the granule, and every later one reuses it. The ML
+  access patterns (2-, 4- and 16-byte unit stride, a matrix column, misaligned rows, row gathers of 64 B to
+  4 KiB, a transposed tile) at DRAM and L2, reads and writes: :mod:`~gpuprobe.families.bandwidth.goodput`.
+  Ids: ``bandwidth.goodput.<pattern>.{useful,moved,efficiency}`` for DRAM reads (GB/s, GB/s, fraction),
+  ``bandwidth.goodput.<level_op>.<pattern>.{useful,moved,efficiency}`` for ``level_op`` in ``l2_read``,
+  ``dram_write``, ``l2_write``, and ``bandwidth.goodput.<level_op>.granule_bytes``; the matrix of patterns per
+  level/op is :data:`~gpuprobe.families.bandwidth.goodput.MATRIX`, and each probe's ``goodput`` series says
+  where its moved bytes came from (``moved_from``).
 
 The DRAM and L2 streams and the goodput patterns record per launch (the short and the long) the bytes it says
 each level moved (series ``launch``), for ``gpuprobe witness`` to hold Nsight Compute's counters to; a pattern
@@ -41,7 +48,7 @@ import numpy as np
 
 from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families.bandwidth import patterns
+from gpuprobe.families.bandwidth import goodput, occupancy, patterns
 from gpuprobe.families.bandwidth.granule import Granule, granule_from_rates
 from gpuprobe.families.bandwidth.launches import Launch, Timer, cycle_rates, span_cycles, timed_launch
 from gpuprobe.families.bandwidth.patterns import PATTERNS, STRIDE_SWEEP, PatternStream, SharedStream, Stream
@@ -63,7 +70,6 @@ from gpuprobe.families.bandwidth.shapes import (
     planned_work,
     source_bytes,
     stream_kernel,
-    sweep_points,
 )
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import Lengths, event_gbps
@@ -102,6 +108,7 @@ class _Bench:
     values_stored: int = 0  # write launches so far: each stores a value of its own
     goodput: dict[str, MeasuredPattern] = field(default_factory=dict)  # each pattern measured once
     granule: Granule | None = None  # from the 4-byte stride sweep, once it was measured
+    l2_rates: dict[str, float] = field(default_factory=dict)  # the 16-byte L2 read and write GB/s, once measured
 
     @cached_property
     def settings(self) -> Settings:
@@ -117,6 +124,13 @@ class _Bench:
     @property
     def peak_gbps(self) -> float | None:
         return self.peak[0] if self.peak else None
+
+    @cached_property
+    def walk_bench(self) -> goodput.Bench:
+        """What the goodput walks measure with (:mod:`~gpuprobe.families.bandwidth.goodput`)."""
+        return goodput.Bench(self.request, self.timer, self.words, self.src, self.settings, self.blocks_per_sm,
+                             partial(_granule, self), partial(_within_peak, self), self.peak_gbps, self.l2_rates,
+                             goodput.Walks())  # fmt: skip
 
     def table(self, width: int) -> np.ndarray:
         """The source's per-group sums for ``width``-byte reads, computed once."""
@@ -361,6 +375,8 @@ def measure_l2(bench: _Bench, op: str, width: int) -> Measured:
     note = f"{once.footprint / MIB:.1f} MiB, {once.blocks} blocks of {threads}, {_passes_note(lengths, pass_bytes)}"
     series = {"launch": stream_claims(op, once, lengths, ("l2",))}
     facts = [fact(f"bandwidth.l2_{op}.v{width}", samples, "GB/s", name)]
+    if width == 16:
+        bench.l2_rates[op] = facts[0].value  # the goodput walks' L2 ceiling
     return Measured(name, ProbeOutcome("ok", note, series), facts)
 
 
@@ -478,42 +494,13 @@ def measure_shared(bench: _Bench, op: str, width: int) -> Measured:
 # ---- occupancy and goodput --------------------------------------------------------------------------
 
 
-def measure_occupancy(bench: _Bench) -> Measured:
-    """DRAM read GB/s against resident threads per SM, and where it saturates."""
-    name, kernel, width = "bandwidth.dram.occupancy.v4", "gp_bw_read_cg_v4", 4
-    s, sms = bench.settings, bench.request.device.sm_count
-    columns: dict[str, list[float]] = {"threads_per_block": [], "blocks_per_sm": [], "threads_per_sm": [], "gbps": []}
-    medians: list[tuple[float, int, list[float]]] = []
-    points = sweep_points(s, lambda t: bench.blocks_per_sm(kernel, t), sms, bench.request.device.l2_bytes)
-    if not points:
-        raise ProbeFailure(
-            f"the DRAM footprint holds too few tiles of even one {min(s.sweep_threads)}-thread block per SM"
-        )
-    for threads, per_sm in points:
-        once = dram_stream(width, sms * per_sm, threads, bench.request.device.l2_bytes, s)
-        lengths = extra_passes(once.footprint, bench.peak_gbps)
-        what = f"{name} at {per_sm} blocks of {threads}"
-        samples, _ = event_gbps(_passes_of(bench, "read", once), lengths, once.footprint, what, s.sweep_sampling)
-        median = float(np.median(samples))
-        medians.append((median, threads * per_sm, samples))
-        for key, value in zip(columns, (threads, per_sm, threads * per_sm, median), strict=True):
-            columns[key].append(float(value))
-    best = max(medians, key=lambda m: m[0])
-    saturated = min((m for m in medians if m[0] >= s.saturation * best[0]), key=lambda m: m[1])
-    facts = [
-        Fact(
-            "bandwidth.dram_read_saturation.v4",
-            float(saturated[1]),
-            "count",
-            (float(saturated[1]),) * 2,
-            [float(saturated[1])],
-            {},
-            name,
-        ),
-        _within_peak(bench, fact("bandwidth.dram_read_best.v4", best[2], "GB/s", name)),
-    ]
-    note = f"{s.saturation:.0%} of the best {best[0]:.0f} GB/s from {saturated[1]} resident threads per SM"
-    return Measured(name, ProbeOutcome("ok", note, {"occupancy": columns}), facts)
+def _sweeper(bench: _Bench) -> occupancy.Sweeper:
+    """What the occupancy sweeps (:mod:`~gpuprobe.families.bandwidth.occupancy`) measure with."""
+    most = partial(bench.blocks_per_sm, occupancy.KERNEL)
+    passes_of = partial(_passes_of, bench, "read")
+    return occupancy.Sweeper(
+        bench.request, bench.settings, most, passes_of, partial(_within_peak, bench), bench.peak_gbps
+    )
 
 
 @dataclass(frozen=True)
@@ -669,8 +656,9 @@ STEPS: list[tuple[str, Callable[[_Bench], Measured]]] = [
         for op in OPS
         for w in STREAM_WIDTHS
     ),
-    ("bandwidth.dram.occupancy.v4", measure_occupancy),
+    *((occupancy.PROBES[lv], lambda c, lv=lv: occupancy.measure(_sweeper(c), lv)) for lv in occupancy.LEVELS),
     *((f"bandwidth.goodput.{p}", lambda c, p=p: measure_goodput(c, p)) for p in PATTERNS),
+    *((name, lambda c, lo=lo, p=p: goodput.measure(c.walk_bench, lo, p)) for name, lo, p in goodput.steps()),
 ]
 
 PROBES = [name for name, _ in STEPS]
@@ -710,7 +698,13 @@ def plan(settings: Settings, device: Device) -> Plan:
     clock and bus give; see :mod:`gpuprobe.families.planning`), plus the source, destination and flush
     buffers zeroed."""
     peak = dram_peak_gbps(device.mem_clock_mhz, device.mem_bus_bits, {})
-    work = planned_work(device, settings, lambda kernel, threads: resident_blocks(device, threads), peak and peak[0])
+
+    def most(kernel: str, threads: int) -> int:
+        return resident_blocks(device, threads)
+
+    work = planned_work(device, settings, most, peak and peak[0])
+    work += goodput.planned_work(device, settings, most, source_bytes(device, settings), peak and peak[0])
+    work += occupancy.planned_work(device, settings, most, peak and peak[0])
     flush = int(settings.flush_l2_multiple * device.l2_bytes)
     total = Plan(0, 0, dram_s(2 * source_bytes(device, settings) + flush, device))
     for name in PROBES:
@@ -731,6 +725,7 @@ SMOKE = Smoke(
         cached_long_bytes_per_sm=1 << 20,
         pattern_moved_l2_multiple=0.0,
         pattern_iterations=2,
+        goodput_walks=False,  # the smoke probe is no walk: its plan bounds none of them
         sweep_threads=(256,),
         sweep_blocks=(1,),
         sampling=ONE_SAMPLE,
@@ -775,6 +770,6 @@ FAMILY = Family(
     plan=plan,
     measure=measure,
     smoke=SMOKE,
-    sections=SECTIONS,
-    invariants=INVARIANTS,
+    sections=(*SECTIONS, occupancy.SECTION),
+    invariants=(*INVARIANTS, *occupancy.INVARIANTS),
 )

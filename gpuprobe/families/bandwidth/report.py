@@ -3,6 +3,8 @@
 Invariants (held on any GPU, known model or not; each skipped when its facts were not measured; a failed
 one marks the facts it names, so no PASS sits beside an impossible number):
 
+* physics: no goodput moved figure through the L2 lies wholly above ``L2_MARGIN`` x the L2 stream of its direction
+  (:func:`~gpuprobe.families.bandwidth.goodput.l2_moved_checks`);
 * physics: no figure through DRAM (reads, writes and copies at every width, the occupancy sweep's best,
   the CUDA runtime's copy, goodput's useful and moved bytes) has a CI wholly above the DRAM's peak
   (``bandwidth.dram_theoretical``): the DRAM cannot move more, so a timing error made it;
@@ -19,6 +21,7 @@ one marks the facts it names, so no PASS sits beside an impossible number):
 from __future__ import annotations
 
 from gpuprobe.core.results import Device, Fact, Results
+from gpuprobe.families.bandwidth.goodput import goodput_png, l2_moved_checks
 from gpuprobe.families.bandwidth.shapes import OPS, STREAM_WIDTHS
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.ordering import pair_not_below
@@ -39,7 +42,13 @@ def _measured(facts: dict[str, Fact], fact_id: str) -> Fact | None:
 def _dram_figures(facts: dict[str, Fact]) -> list[str]:
     """The ids of every GB/s figure that moved through DRAM, whichever were measured."""
     streams = [f"bandwidth.dram_{op}.v{width}" for op in OPS for width in STREAM_WIDTHS]
-    goodput = sorted(i for i in facts if i.startswith("bandwidth.goodput.") and i.endswith((".useful", ".moved")))
+    goodput = sorted(
+        i
+        for i in facts
+        if i.startswith("bandwidth.goodput.")
+        and not i.startswith("bandwidth.goodput.l2_")
+        and i.endswith((".useful", ".moved"))
+    )  # the L2's goodput has its own ceiling (l2_moved_checks)
     return [*streams, "bandwidth.dram_read_best.v4", "bandwidth.dram_copy_cuda_memcpy", *goodput]
 
 
@@ -113,7 +122,7 @@ def cached_checks(facts: dict[str, Fact], device: Device) -> list[Check]:
     return checks
 
 
-INVARIANTS = (peak_checks, memcpy_check, order_checks, cached_checks)
+INVARIANTS = (peak_checks, memcpy_check, order_checks, cached_checks, l2_moved_checks)
 
 
 def occupancy_png(results: Results, dpi: int = DEFAULT_DPI) -> bytes | None:
@@ -181,8 +190,14 @@ SECTIONS = (
     Section(
         "Goodput",
         ("bandwidth.goodput.",),
-        blurb="Useful bytes per second of strided and misaligned reads from DRAM, next to the bytes DRAM moved: "
-        "derived (a model, not a counter) from the DRAM access granule the 4-byte stride sweep measures, "
-        "the stride from which the useful rate stops halving (bandwidth.goodput.granule_bytes).",
+        plot=Plot(
+            "goodput", "goodput.png", "useful vs moved GB/s per pattern, DRAM and L2, reads and writes", goodput_png
+        ),
+        blurb="Useful bytes per second of the access patterns ML kernels make (unit stride at 2, 4 and 16 bytes, "
+        "a matrix column, misaligned rows, row gathers of 64 B to 4 KiB, a transposed tile, partial-sector "
+        "writes), at DRAM (bandwidth.goodput.<pattern>: reads; dram_write.) and L2 (l2_read., l2_write.), next "
+        "to the bytes the level moved: derived (a model, not a counter: each probe's moved_from says so) from "
+        "the granule that level's 4-byte stride sweep measures, the stride from which the useful rate stops "
+        "halving (bandwidth.goodput.granule_bytes for DRAM reads, bandwidth.goodput.<level_op>.granule_bytes).",
     ),
 )

@@ -53,6 +53,8 @@ class Settings:
     sweep_threads: tuple[int, ...] = (128, 256, 512, 1024)
     sweep_blocks: tuple[int, ...] = (1, 2, 4, 8, 16)  # blocks per SM tried (up to the occupancy limit, which is added)
     saturation: float = 0.9  # the occupancy sweep's saturation: this fraction of the best
+    goodput_walks: bool = True  # measure the goodput walks (gpuprobe.families.bandwidth.goodput): not in a first
+    # contact, whose one probe is no walk (its plan, a bound over every probe, then counts none)
     check_words: int = 1 << 20  # after a launch shape's first full check, written words checked per launch
     sampling: Stopping = Stopping(3, 7, 0.01, 1.0)  # a probe's samples: 3 to 7, 1 s at most
     sweep_sampling: Stopping = Stopping(3, 3, 0.01, 1.0)  # each point of the occupancy sweep: 3

@@ -19,7 +19,9 @@ faster than L2 write); two launches that end with the same footprint streamed le
 
 Options, set as attributes on the SimulatedGpu: ``bw_dram_gbps``, ``bw_l2_gbps``, ``bw_l2_write_gbps`` (L2
 stores; default ``bw_l2_gbps``), ``bw_cached_bpc``, ``bw_inflight_bytes`` (bytes in flight per SM that
-saturate DRAM), ``bw_dram_granule`` (bytes), ``bw_corrupt`` (a kernel name whose first result is
+saturate DRAM), ``bw_l2_inflight_bytes`` (bytes in flight per SM that saturate the L2's reads: fewer than
+DRAM's, as its latency is shorter), ``bw_dram_granule`` (bytes), ``bw_l2_sector`` and ``bw_dram_write_granule``
+(bytes: the goodput walks' L2 unit and DRAM write unit), ``bw_corrupt`` (a kernel name whose first result is
 corrupted: a sum, a stored or copied word).
 """
 
@@ -56,7 +58,10 @@ DEFAULTS = {
     "bw_l2_gbps": 9000.0,
     "bw_cached_bpc": 120.0,
     "bw_inflight_bytes": 32768.0,
+    "bw_l2_inflight_bytes": 12288.0,  # under every L2 stream's 32 KiB per SM: only the occupancy sweep sees it
     "bw_dram_granule": 64,  # as the H200 of issue 24 measured (cache.l2.sector_bytes, and the goodput sweep)
+    "bw_l2_sector": 32,  # what the L2 moves per request and sector touched, read or written
+    "bw_dram_write_granule": 32,  # what DRAM writes back per dirty sector (the L2 keeps byte masks per sector)
 }
 LAUNCH_MS = 0.004
 START_CLOCK = 10_000
@@ -120,12 +125,12 @@ def _cached_cycles(gpu: Any, launch: Any, bytes_per_block: int) -> np.ndarray:
     return BLOCK_CYCLES + per_sm * bytes_per_block / per_clock
 
 
-def _dram_share(gpu: Any, launch: Any, moved_per_access: float) -> float:
-    """The share of the DRAM's rate a launch reaches with the bytes it keeps in flight per SM: each thread's
-    four accesses, each making DRAM move ``moved_per_access`` bytes (its width, or its share of the units a
-    strided warp request touches)."""
+def _share(gpu: Any, launch: Any, moved_per_access: float, saturating: str) -> float:
+    """The share of the DRAM's rate (``saturating="bw_inflight_bytes"``) or the L2 reads' (``"bw_l2_inflight_bytes"``)
+    a launch reaches with the bytes it keeps in flight per SM: each thread's four accesses, each making the level
+    move ``moved_per_access`` bytes (its width, or its share of the units a strided warp request touches)."""
     resident = min(launch.blocks / gpu.sm_count, gpu.blocks_per_sm) * launch.threads
-    return min(1.0, resident * ACCESSES * moved_per_access / _option(gpu, "bw_inflight_bytes"))
+    return min(1.0, resident * ACCESSES * moved_per_access / _option(gpu, saturating))
 
 
 def _dirty_after(gpu: Any, stored: float) -> float:
@@ -155,8 +160,9 @@ def _level_ms(gpu: Any, launch: Any, touched: tuple[int, int, int], per_pass: tu
         dram, l2_passes = passes * loaded + dirty + stored * passes - left, 0
         gpu.bw_dirty_bytes = left
     l2_write = _option(gpu, "bw_l2_write_gbps") or _option(gpu, "bw_l2_gbps")
-    l2_s = (l2_passes * loaded / _option(gpu, "bw_l2_gbps") + (passes * stored / l2_write if fits else 0.0)) / 1e9
-    dram_s = dram / (_option(gpu, "bw_dram_gbps") * _dram_share(gpu, launch, moved_per_access) * 1e9)
+    l2_read = _option(gpu, "bw_l2_gbps") * _share(gpu, launch, moved_per_access, "bw_l2_inflight_bytes")
+    l2_s = (l2_passes * loaded / l2_read + (passes * stored / l2_write if fits else 0.0)) / 1e9
+    dram_s = dram / (_option(gpu, "bw_dram_gbps") * _share(gpu, launch, moved_per_access, "bw_inflight_bytes") * 1e9)
     factors = _run_factor(gpu, "l2", DEVICE_RUN_SD), _run_factor(gpu, "dram", DEVICE_RUN_SD)
     return LAUNCH_MS + (l2_s * factors[0] + dram_s * factors[1]) * 1e3
 
@@ -329,6 +335,104 @@ def _pattern(kernel: str, width: int):
     return simulate
 
 
+def _shifted(values: np.ndarray, shift: int) -> np.ndarray:
+    """``values >> shift`` as a 32-bit PTX shr: a shift of 32 or more clears."""
+    return values >> shift if shift < 32 else np.zeros_like(values)
+
+
+def _elements(launch: Any, jump: int, iters: int) -> np.ndarray:
+    """Element numbers [iteration, access, thread]: j = 128 w + 32 k + l + i jump for thread 32 w + l."""
+    t = np.arange(launch.blocks * launch.threads, dtype=np.int64)
+    k = np.arange(ACCESSES, dtype=np.int64)[None, :, None]
+    i = np.arange(iters, dtype=np.int64)[:, None, None]
+    return (t // 32 * 128 + t % 32)[None, None, :] + 32 * k + i * jump
+
+
+def _walk_offsets(j: np.ndarray, shape: tuple[int, ...], width: int, index: np.ndarray | None) -> np.ndarray:
+    """Byte offsets of elements ``j`` of a walk or gather kernel (ptx/bandwidth/bandwidth.ptx): row u = j >> row_shift;
+    a walk's shape is (row_shift, element_mask, row_mask, column_shift, column_mask, tile_shift, tile_mask, pitch,
+    column_step, tile_step), a gather's (row_shift, element_mask, pitch) with the row from ``index``."""
+    row_shift, element_mask = shape[0], shape[1]
+    u, e = _shifted(j, row_shift), j & element_mask
+    if index is not None:
+        pitch = shape[2]
+        return index[u].astype(np.int64) * pitch + e * 16
+    row_mask, column_shift, column_mask, tile_shift, tile_mask, pitch, column_step, tile_step = shape[2:]
+    c, tile = _shifted(u, column_shift) & column_mask, _shifted(u, tile_shift) & tile_mask
+    return (u & row_mask) * pitch + c * column_step + tile * tile_step + e * width
+
+
+def _distinct_per_row(units: np.ndarray) -> int:
+    """The sum over rows of ``units`` (2-D) of the distinct values in each row."""
+    ordered = np.sort(units, axis=1)
+    return int(units.shape[0] + np.count_nonzero(np.diff(ordered, axis=1), axis=1).sum())
+
+
+def _walk_moved(gpu: Any, offsets: np.ndarray, width: int, store: bool, fits: bool, rows: np.ndarray | None) -> float:
+    """Bytes one pass makes the level move: at L2 (``fits``) the sectors each warp request touches, else the
+    distinct DRAM granules of the pass (reads) or the dirty sectors written back (stores); a gather's row indices
+    (``rows``: the index each access loaded), each index unit once, too."""
+    if fits:
+        unit = int(_option(gpu, "bw_l2_sector"))
+        requests = offsets.reshape(-1, 32)  # [iteration, access, warp, lane]: a request's lanes are adjacent
+        moved = _distinct_per_row(np.concatenate([requests // unit, (requests + width - 1) // unit], axis=1)) * unit
+        if rows is not None:  # through L1 (ld.global.nc): each index sector once
+            moved += len(np.unique(rows.reshape(-1) * 4 // unit)) * unit
+        return float(moved)
+    unit = int(_option(gpu, "bw_dram_write_granule" if store else "bw_dram_granule"))
+    touched = np.unique(np.concatenate([offsets.reshape(-1) // unit, (offsets.reshape(-1) + width - 1) // unit]))
+    moved = len(touched) * unit
+    if rows is not None:
+        moved += len(np.unique(rows.reshape(-1) * 4 // unit)) * unit
+    return float(moved)
+
+
+WALK_SHAPE = ("row_shift", "element_mask", "row_mask", "column_shift", "column_mask", "tile_shift", "tile_mask",
+              "pitch", "column_step", "tile_step")  # fmt: skip
+
+
+def _walk(kernel: str, width: int, gather: bool, store: bool):
+    """A walk or gather read (sums every loaded word, 2-byte loads widened) or store (the value buffer's bytes)."""
+
+    def simulate(gpu: Any, launch: Any, **params: Any) -> float:
+        names = ("row_shift", "element_mask", "pitch") if gather else WALK_SHAPE
+        shape = tuple(int(params[n]) for n in names)
+        jump, iters, passes = (int(params[n]) for n in ("jump", "iters", "passes"))
+        base_arg = params["dst" if store else "src"]
+        buffer, start = _region(gpu, base_arg)
+        j = _elements(launch, jump, iters)
+        index, rows = None, None
+        if gather:
+            holder, at = _region(gpu, params["index"])
+            index, rows = holder.data[at:].view(np.uint32), _shifted(j, shape[0])
+        offsets = _walk_offsets(j, shape, width, index)
+        if store:
+            holder, at = _region(gpu, params["value"])
+            lanes = (start + offsets.reshape(-1))[:, None] + np.arange(width)[None, :]
+            buffer.data[lanes] = holder.data[at : at + width][None, :]
+            if _corrupt(gpu, kernel):
+                buffer.data[start + int(offsets.min())] ^= 1  # the lowest stored byte: the first the host checks
+        else:
+            data = buffer.data[start:]
+            if width == 2:
+                values = data.view(np.uint16)[offsets // 2].astype(np.uint64)
+            else:
+                words = data.view(np.uint32)
+                values = sum(words[offsets // 4 + q].astype(np.uint64) for q in range(width // 4))
+            once = values.reshape(-1, offsets.shape[-1]).sum(axis=0)
+            result = ((once * np.uint64(passes)) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+            if _corrupt(gpu, kernel):
+                result[0] ^= 1
+            params["sums"].data[: 4 * len(result)] = result.view(np.uint8)
+        _write_records(gpu, launch, params["out"], np.full(launch.blocks, BLOCK_CYCLES))
+        span = (buffer.base, start, start + int(offsets.max()) + width)
+        moved = _walk_moved(gpu, offsets, width, store, span[2] - span[1] <= gpu.l2_bytes, rows)
+        per_pass = (0.0, moved) if store else (moved, 0.0)
+        return _level_ms(gpu, launch, span, per_pass, passes, moved / offsets.size)
+
+    return simulate
+
+
 KERNELS = {
     **{f"gp_bw_read_{c}_v{w}": _read(f"gp_bw_read_{c}_v{w}", w) for c in ("ca", "cg") for w in (4, 8, 16)},
     **{f"gp_bw_write_b{8 * w}": _write(f"gp_bw_write_b{8 * w}", w) for w in (4, 8, 16)},
@@ -337,6 +441,10 @@ KERNELS = {
     **{f"gp_bw_shared_write_b{8 * w}": _shared_write(f"gp_bw_shared_write_b{8 * w}", w) for w in (4, 8, 16)},
     **{f"gp_bw_shared_copy_b{8 * w}": _shared_copy(f"gp_bw_shared_copy_b{8 * w}", w) for w in (4, 8, 16)},
     **{f"gp_bw_pattern_v{w}": _pattern(f"gp_bw_pattern_v{w}", w) for w in (4, 16)},
+    **{f"gp_bw_walk_v{w}": _walk(f"gp_bw_walk_v{w}", w, gather=False, store=False) for w in (2, 4, 16)},
+    **{f"gp_bw_walk_store_b{8 * w}": _walk(f"gp_bw_walk_store_b{8 * w}", w, gather=False, store=True) for w in (4, 16)},
+    "gp_bw_gather_v16": _walk("gp_bw_gather_v16", 16, gather=True, store=False),
+    "gp_bw_scatter_b128": _walk("gp_bw_scatter_b128", 16, gather=True, store=True),
 }
 
 SIMULATION = Simulation(kernels=KERNELS, fast_settings=FAST_SETTINGS)

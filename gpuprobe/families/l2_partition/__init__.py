@@ -33,7 +33,7 @@ map costs at most, from the settings alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -540,13 +540,23 @@ def sm_spread(near_by_sm: dict[int, np.ndarray]) -> Fact:
     return _derived("latency.l2.sm_spread", top - bottom, "cycle", ci)
 
 
+def extreme_sms(fact_id: str, by_sm: dict[int, np.ndarray]) -> list[Fact]:
+    """``<fact_id>.min`` and ``.max``: the fastest and the slowest SM's median latency, each with that SM's
+    readings as samples (its median's interval) and its SM id in the detail."""
+    medians = {sm: float(np.median(cycles)) for sm, cycles in by_sm.items()}
+    ends = (("min", min(medians, key=medians.__getitem__)), ("max", max(medians, key=medians.__getitem__)))
+    return [replace(fact(f"{fact_id}.{end}", by_sm[sm], "cycle", PROBE), detail=f"SM {sm}") for end, sm in ends]
+
+
 def map_facts(readings: Readings, result: PartitionMap, sm_count: int) -> list[Fact]:
-    """Near and far latency (medians over SMs of each SM's median), the spread of the SMs' near
-    latencies, partition count with the interaction and chance it was tested with, shares."""
+    """Near and far latency (medians over SMs of each SM's median, and the fastest and slowest SM's), the
+    spread of the SMs' near latencies, partition count with the interaction and chance it was tested with,
+    shares."""
     near_hits, far_hits = result.hits()
     near_by_sm = per_sm_latency(readings, near_hits)
     facts = [
         fact("l2.near_latency", _medians(near_by_sm), "cycle", PROBE),
+        *extreme_sms("l2.near_latency", near_by_sm),
         sm_spread(near_by_sm),
         _single("l2.partition_count", float(result.partitions), "count"),
         _derived("l2.partition_interaction", result.interaction, "fraction", result.interaction_ci),
@@ -556,7 +566,11 @@ def map_facts(readings: Readings, result: PartitionMap, sm_count: int) -> list[F
     fractions = [float(np.mean(result.near[sm == s])) for s in result.sms]
     facts.append(fact("l2.near_line_fraction", fractions, "fraction", PROBE))
     if result.partitions == 2:
-        facts.insert(1, fact("l2.far_latency", _medians(per_sm_latency(readings, far_hits)), "cycle", PROBE))
+        far_by_sm = per_sm_latency(readings, far_hits)
+        facts[1:1] = [
+            fact("l2.far_latency", _medians(far_by_sm), "cycle", PROBE),
+            *extreme_sms("l2.far_latency", far_by_sm),
+        ]
         minor = min(int(np.sum(result.side == 0)), int(np.sum(result.side == 1)))
         facts.append(_single("l2.partition_sm_fraction", minor / sm_count, "fraction"))
     facts.append(_single("l2.partition_consistency", result.consistency, "fraction"))
@@ -575,10 +589,12 @@ def map_summary(readings: Readings, result: PartitionMap) -> str:
 
 
 def per_sm_series(readings: Readings, result: PartitionMap) -> dict[str, list[float | None]]:
-    """Each SM's median near latency, and far latency where it read far lines (None where it did not)."""
+    """Each SM's partition (its side: 0 or 1, all 0 on an unsplit L2), median near latency, and far latency
+    where it read far lines (None where it did not)."""
     near, far = (per_sm_latency(readings, hits) for hits in result.hits())
     return {
         "sm_id": [float(s) for s in result.sms],
+        "partition": [float(x) for x in result.side],
         "near_cycles": [float(np.median(near[s])) if s in near else None for s in map(int, result.sms)],
         "far_cycles": [float(np.median(far[s])) if s in far else None for s in map(int, result.sms)],
     }
@@ -739,9 +755,33 @@ def invariant_near_share_matches_count(facts: dict[str, Fact], device: Device) -
     return [Check("l2_partition.near_share_matches_count", ok, detail, (count.id, share.id))]
 
 
-INVARIANTS = (invariant_far_above_near, invariant_near_matches_chase, invariant_near_share_matches_count)
+def invariant_spread_ordered(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """The fastest SM's median is no higher, and the slowest's no lower, than the median over SMs, for the
+    near and the far half alike (each is one SM's median out of those the median is taken over)."""
+    checks = []
+    for level in ("l2.near_latency", "l2.far_latency"):
+        found = measured(facts, f"{level}.min", level, f"{level}.max")
+        if found is None:
+            continue
+        low, middle, high = found
+        detail = f"{low.value:.0f} ({low.detail}) <= {middle.value:.0f} <= {high.value:.0f} ({high.detail}) cycles"
+        ok = low.value <= middle.value <= high.value
+        checks.append(
+            Check(f"l2_partition.{level.split('.')[1]}_spread_ordered", ok, detail, (low.id, middle.id, high.id))
+        )
+    return checks
+
+
+INVARIANTS = (
+    invariant_far_above_near,
+    invariant_near_matches_chase,
+    invariant_near_share_matches_count,
+    invariant_spread_ordered,
+)
 OPTIONAL_FACTS = {  # measured only where the L2 is split (absent elsewhere, unless the model expects a split)
     "l2.far_latency": "the map found one L2 partition (no far half)",
+    "l2.far_latency.min": "the map found one L2 partition (no far half)",
+    "l2.far_latency.max": "the map found one L2 partition (no far half)",
     "l2.partition_sm_fraction": "the map found one L2 partition (no SM sides)",
 }
 
@@ -759,7 +799,9 @@ SECTIONS = (
             "(l2.partition_chance, the largest; p < 0.05), else 1. l2.near_latency and l2.far_latency are "
             "medians over SMs of one line's first read from the near or the far half; latency.l2_far (Memory "
             "latency) is the footprint sweep's plateau beyond the near half's reach, a different quantity and "
-            "higher. latency.l2.sm_spread is how far apart the SMs' near latencies lie (latency.l2 is one SM's)."
+            "higher. latency.l2.sm_spread is how far apart the SMs' near latencies lie (latency.l2 is one SM's); "
+            "l2.near_latency.min / .max and l2.far_latency.min / .max are the fastest and the slowest SM's medians "
+            "(the SM in the detail; every SM's, with its partition, in the series per_sm)."
         ),
     ),
 )

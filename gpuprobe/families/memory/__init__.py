@@ -11,7 +11,9 @@ Order of measurement:
 4. ``memory.latency.global_ca`` / ``global_cg`` — latency vs footprint, L1-cached and L1-bypassing,
    from 4 KiB to several times the L2 the device reports, four footprints per octave (the L1-bypassing
    sweep eight from a quarter of the L2 to twice it, where a split L2's far plateau lies);
-   ``find_levels`` reads the levels.
+   ``find_levels`` reads the levels;
+5. ``memory.latency.warp_v16.l2`` / ``.dram`` — a whole warp's dependent 16-byte-per-lane load (512 B,
+   4 lines; :func:`measure_warp`) near-L2 resident and from DRAM, beside one lane of the same kernel.
 
 Each latency sample is a pair of launches, a short and a long timed chase continuing the same cycle
 (:class:`gpuprobe.families.chase.Chase`), read through :class:`gpuprobe.families.differencing.Difference`:
@@ -53,7 +55,7 @@ import numpy as np
 from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
-from gpuprobe.families.chase import OUT_WORDS, Chase, chase_plan, memory_chase, node_of, random_cycle
+from gpuprobe.families.chase import OUT_WORDS, Chase, Cycle, chase_plan, memory_chase, node_of, random_cycle
 from gpuprobe.families.differencing import Lengths
 from gpuprobe.families.measuring import clock_mhz, fact, require_counts, require_long_after_short
 from gpuprobe.families.planning import (
@@ -71,6 +73,8 @@ from gpuprobe.families.planning import (
 from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
 from gpuprobe.families.stepping import probe_steps
 from gpuprobe.judge.analysis import Level, find_levels, median_ci
+from gpuprobe.judge.invariants import Check
+from gpuprobe.judge.ordering import pair_not_below
 from gpuprobe.kernels.registry import CLOCK_KERNEL, find_probe, unroll_of
 from gpuprobe.output.plots import latency_png
 from gpuprobe.output.sections import Plot, Section
@@ -101,6 +105,8 @@ class Settings:
     clock_sampling: Stopping = Stopping(3, 5, 0.01, 3.0)  # the SM clock: at most 5 samples (fewer once stable)
     overhead_sampling: Stopping = Stopping(3, 15, 0.01, 3.0)  # each overhead: at most 15 samples
     loop_iterations: int = 1024
+    warp_l2_fraction: float = 0.125  # the warp-wide chase's L2 footprint: near-resident, like width.l2's
+    warp_dram_l2_multiple: float = 2.0  # its DRAM footprint, flushed before every sample: beyond what the L2 holds
     seed: int = 20240901
 
     def __post_init__(self) -> None:
@@ -403,6 +409,103 @@ def measure_global(request: Request, name: str, cached_in_l1: bool) -> Measured:
     return Measured(probe.name, ProbeOutcome("ok", note, series), facts)
 
 
+# ---- the warp-wide vector chase ------------------------------------------------------------------
+
+WARP_KERNEL = "gp_chase_warp_v16"
+WARP_LANES = 32
+SLOT_BYTES = 16  # each lane's load: ld.global.cg.v2.u64
+VECTOR_BYTES = WARP_LANES * SLOT_BYTES  # one warp step: 512 contiguous bytes, 4 lines of 128
+
+
+def lane_successors(cycle: Cycle) -> np.ndarray:
+    """The cycle of blocks as a cycle of 16-byte slots (slot b x 32 + l is lane l's in block b), each
+    pointing to its lane's slot of the next block: ``Launcher.write_cycle`` at SLOT_BYTES writes it."""
+    return (cycle.successor[:, None] * WARP_LANES + np.arange(WARP_LANES)).ravel()
+
+
+def warp_chase(request: Request, buffer: Any, cycle: Cycle, lanes: int, warm_laps: int, step: int = 0) -> Chase:
+    """A chase of ``cycle`` (one node per VECTOR_BYTES block of ``buffer``) by ``lanes`` lanes of one warp
+    (32: the warp-wide vector; 1: the one-thread 16-byte reference), every lane's end checked: lane l
+    must end on its own slot of the block lane 0 ends on (which :class:`Chase` holds to the host's)."""
+    kernels, words = request.kernels, OUT_WORDS + 2 * lanes
+    base, out = kernels.launcher.address(buffer), request.outputs.get(words)
+
+    def launch(start: int, warm: int, iterations: int) -> np.ndarray:
+        args = [np.uint64(base + start * VECTOR_BYTES), np.uint32(warm), np.uint32(iterations), out]
+        values = np.asarray(kernels.results(WARP_KERNEL, args, out, words, block=lanes), dtype=np.uint64)
+        offsets = values[OUT_WORDS::2].astype(np.int64) - int(values[2])
+        if np.any(offsets != np.arange(lanes) * SLOT_BYTES):
+            lane = int(np.argmax(offsets != np.arange(lanes) * SLOT_BYTES))
+            raise ProbeFailure(
+                f"{WARP_KERNEL}: lane {lane} ended {int(offsets[lane])} bytes from lane 0's end, not on its own "
+                f"slot {lane * SLOT_BYTES} bytes on"
+            )
+        return values[:OUT_WORDS]
+
+    def end_node(end: int) -> int:
+        return node_of(end - base, VECTOR_BYTES, cycle.nodes, WARP_KERNEL)
+
+    return Chase(cycle, launch, end_node, unroll_of(WARP_KERNEL), WARP_KERNEL, warm_laps, step)
+
+
+def warp_footprint(level: str, l2_bytes: int, settings: Settings) -> int:
+    """The warp chase's footprint, whole blocks: ``warp_l2_fraction`` of the L2 (near-resident), or
+    ``warp_dram_l2_multiple`` L2 sizes and at least two samples' worth of steps (one per chase's half)."""
+    s = settings
+    if level == "l2":
+        return max(2, int(l2_bytes * s.warp_l2_fraction) // VECTOR_BYTES) * VECTOR_BYTES
+    lengths = s.lengths(WARP_KERNEL)
+    sample_steps = (lengths.short + lengths.long) * lengths.steps
+    return max(int(l2_bytes * s.warp_dram_l2_multiple) // VECTOR_BYTES, 2 * sample_steps) * VECTOR_BYTES
+
+
+def measure_warp(request: Request, level: str) -> Measured:
+    """The warp-wide 16-byte-per-lane chase and the one-lane chase of the same kernel in turn, over one
+    cycle: near-L2 resident (warmed once) or from DRAM (each on its own half, the L2 flushed before every
+    sample); a sample is the warp's latency and its difference from the lane's."""
+    s, device, probe_name = _settings(request), request.device, f"memory.latency.warp_v16.{level}"
+    footprint = warp_footprint(level, device.l2_bytes, s)
+    cycle = random_cycle(footprint // VECTOR_BYTES, s.seed)
+    buffer, launcher = request.launcher.alloc(footprint), request.launcher
+    launcher.write_cycle(buffer, lane_successors(cycle), SLOT_BYTES)
+    cold = level == "dram"
+    warp = warp_chase(request, buffer, cycle, WARP_LANES, warm_laps=0)
+    lane = warp_chase(request, buffer, cycle, 1, warm_laps=0, step=cycle.nodes // 2 if cold else 0)
+    scratch = launcher.alloc(2 * device.l2_bytes) if cold else None
+    longest = cycle.nodes // 2 // warp.unroll - s.short_iterations if cold else None
+    if cold:
+        check_no_revisit(cycle.nodes // 2, footprint // 2, s.lengths(WARP_KERNEL))
+    else:
+        warp.warm_laps = 1
+        warp.reading(s.short_iterations)  # the warm-up lap (all 32 lanes: every block's 4 lines); discarded
+        warp.warm_laps = 0
+    wide, narrow = (c.difference(s.short_iterations, s.long_iterations, longest) for c in (warp, lane))
+    warp_cycles: list[float] = []
+    lane_cycles: list[float] = []
+    differences: list[float] = []
+
+    def take() -> None:
+        for chase_difference, samples in ((wide, warp_cycles), (narrow, lane_cycles)):
+            if scratch is not None:
+                launcher.fill(scratch, 0)  # no step of the sample finds its lines in the L2
+            samples.append(chase_difference.sample())
+        differences.append(warp_cycles[-1] - lane_cycles[-1])
+
+    sample_until_stable(take, differences, s.sampling)
+    mhz = request.state.get("mhz")
+    facts = [
+        fact(f"latency.{level}.warp_v16", warp_cycles, "cycle", probe_name, mhz),
+        fact(f"latency.{level}.warp_v16_minus_v16", differences, "cycle", probe_name, mhz),
+    ]
+    one, whole = float(np.median(lane_cycles)), facts[0].value
+    series = {"width": {"lanes": [1.0, float(WARP_LANES)], "load_bytes": [float(SLOT_BYTES), float(VECTOR_BYTES)],
+                        "latency_cycles": [one, whole]}}  # fmt: skip
+    sms = ", ".join(map(str, sorted(set(warp.sms))))
+    note = (f"{footprint} B footprint: one lane's 16-byte load {one:.1f} cycles, the warp's 512-byte vector "
+            f"(32 lanes x 16 B, 4 lines) {whole:.1f} cycles; SM {sms}")  # fmt: skip
+    return Measured(probe_name, ProbeOutcome("ok", note, series), facts)
+
+
 STEPS: list[tuple[str, Callable[[Request], Measured]]] = [
     ("memory.clock", measure_clock),
     ("memory.overhead.clock_read", measure_clock_read),
@@ -410,10 +513,23 @@ STEPS: list[tuple[str, Callable[[Request], Measured]]] = [
     ("memory.latency.shared", measure_shared),
     ("memory.latency.global_ca", partial(measure_global, name="memory.latency.global_ca", cached_in_l1=True)),
     ("memory.latency.global_cg", partial(measure_global, name="memory.latency.global_cg", cached_in_l1=False)),
+    ("memory.latency.warp_v16.l2", partial(measure_warp, level="l2")),
+    ("memory.latency.warp_v16.dram", partial(measure_warp, level="dram")),
 ]
 
 
 PROBES = [name for name, _ in STEPS]
+
+
+def invariant_warp_not_below_lane(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """A warp's 512-byte vector load is no faster than one thread's 8-byte load of the same level (the
+    footprint plateau), within the CIs: the warp waits for that load's sector and 15 more."""
+    return [check for level in ("l2", "dram")
+            for check in pair_not_below(facts, f"memory.{level}_warp_v16_not_below_chase", f"latency.{level}",
+                                        f"latency.{level}.warp_v16")]  # fmt: skip
+
+
+INVARIANTS = (invariant_warp_not_below_lane,)
 
 OPTIONAL_FACTS = {  # absent where the part shows no far-L2 plateau
     "capacity.l2_near": "this part shows no far-L2 plateau (no split L2)",
@@ -433,7 +549,10 @@ SECTIONS = (
         "much the near-L2 hit varies across SMs. latency.l2_far is the plateau beyond what the near L2 half "
         "holds (capacity.l2_near), not a far-homed line's first touch (l2.far_latency, lower). latency.shared "
         "chases a direct ld.shared.u32 %r, [%r] with no index arithmetic: 23 cycles on an H100-class SM, "
-        "where index chases (Luo et al., reproduced in Johnsonms/NVIDIA-Hopper-Benchmark) read 29 and mt4g 29.9.",
+        "where index chases (Luo et al., reproduced in Johnsonms/NVIDIA-Hopper-Benchmark) read 29 and mt4g 29.9. "
+        "latency.l2.warp_v16 and latency.dram.warp_v16 are a whole warp's dependent vector load (32 lanes x 16 B "
+        "= 512 B, 4 lines, each lane's next address from its own data): what loading a vector costs a kernel; "
+        "the _minus_v16 facts are that less one lane's 16-byte load by the same kernel.",
     ),
 )
 
@@ -460,6 +579,24 @@ def sweep_plan(settings: Settings, device: Device, kernel: str, dense: bool) -> 
     return total
 
 
+def warp_plan(settings: Settings, device: Device, level: str) -> Plan:
+    """One warp-wide chase probe (:func:`measure_warp`) at its most samples: its slots built and written, the
+    warm-up lap (L2) or the flush before each chase's sample (DRAM), and both chases' samples."""
+    s, l2, repeats = settings, device.l2_bytes, settings.sampling.max_repeats
+    footprint = warp_footprint(level, l2, s)
+    nodes, step = footprint // VECTOR_BYTES, step_cycles(footprint, device)
+    slots = nodes * WARP_LANES
+    # the random cycle is the blocks'; its slots are a NumPy broadcast of it, written on the GPU from their upload
+    write = Plan(0, 1, dram_s(footprint, device) + link_s(8 * slots, pinned=False), cycle_host_s(nodes))
+    lengths = s.lengths(WARP_KERNEL)
+    if level == "dram":
+        # the scratch zeroed, then a flush before each chase's sample
+        flushes = Plan(0, 2 * repeats, dram_s(2 * l2, device) * (1 + 2 * repeats))
+        return probe(write, flushes, combined(chase_plan(lengths, repeats, device, 0, 0, step) for _ in range(2)))
+    warmed = chase_plan(lengths, repeats, device, nodes, 0, step)  # the warp's warm-up lap, then its samples
+    return probe(write, warmed, chase_plan(lengths, repeats, device, 0, 0, step))
+
+
 def plan(settings: Settings, device: Device) -> Plan:
     """Every probe of the family at its most repeats on ``device`` (see :mod:`gpuprobe.families.planning`)."""
     s = settings
@@ -473,7 +610,8 @@ def plan(settings: Settings, device: Device) -> Plan:
     shared = probe(Plan(0, 1, 0.0, cycle_host_s(nodes)), shared_chase)
     sweeps = [probe(sweep_plan(s, device, kernel, dense)) for kernel, dense in
               (("gp_chase_global_ca", False), ("gp_chase_global_cg", True))]  # fmt: skip
-    return clock + clock_read + loop + shared + combined(sweeps)
+    warps = [warp_plan(s, device, level) for level in ("l2", "dram")]
+    return clock + clock_read + loop + shared + combined(sweeps) + combined(warps)
 
 
 # A first contact: the clock (its kernel is the one every probe's conditions read the clock with) and
@@ -511,5 +649,6 @@ FAMILY = Family(
     measure=measure,
     smoke=SMOKE,
     sections=SECTIONS,
+    invariants=INVARIANTS,
     optional_facts=OPTIONAL_FACTS,
 )

@@ -69,6 +69,13 @@ def chase_shared(gpu: SimulatedGpu, launch: SimulatedLaunch, successors, nodes, 
 
 
 def _chase_global(gpu: SimulatedGpu, kernel: str, hierarchy: list, start, warm, iters, out: SimulatedBuffer) -> None:
+    pointer, latency = _walk(gpu, kernel, hierarchy, start, warm, iters)
+    cycles = _timed(gpu, kernel, latency, int(iters))
+    _write(gpu, out, cycles, cycles / gpu.mhz * 1000.0, pointer + 128 * int(gpu.corrupt_chase))
+
+
+def _walk(gpu: SimulatedGpu, kernel: str, hierarchy: list, start, warm, iters) -> tuple[int, float]:
+    """Follow the chase's pointers from ``start``: where it ends, and the cache model's latency of a step."""
     buffer, _ = gpu.buffer_at(int(start))
     words = buffer.data.view(np.uint64)
     pointer, timed = int(start), []
@@ -82,8 +89,7 @@ def _chase_global(gpu: SimulatedGpu, kernel: str, hierarchy: list, start, warm, 
     if not gpu.cycle_warmed and footprint > gpu.l2_bytes and gpu.in_l2.intersection(timed):
         latency = float(curve(hierarchy, [gpu.l2_bytes / 2], transition="sharp")[0])  # lines left in L2
     gpu.in_l2.update(timed)
-    cycles = _timed(gpu, kernel, latency, int(iters))
-    _write(gpu, out, cycles, cycles / gpu.mhz * 1000.0, pointer + 128 * int(gpu.corrupt_chase))
+    return pointer, latency
 
 
 def chase_global_ca(gpu: SimulatedGpu, launch: SimulatedLaunch, start, warm, iters, out: SimulatedBuffer) -> None:
@@ -94,6 +100,26 @@ def chase_global_cg(gpu: SimulatedGpu, launch: SimulatedLaunch, start, warm, ite
     _chase_global(gpu, "gp_chase_global_cg", gpu.hierarchy_l2, start, warm, iters, out)
 
 
+V16_EXTRA = 2.0  # a 16-byte load over an 8-byte one (the H200's latency.l2.v16_minus_v8: 2.0 cycles)
+# A warp's 512 bytes over one lane's 16: 16 sectors to return instead of one. A model, not a measurement.
+WARP_EXTRA = 8.0
+SLOT_BYTES = 16
+
+
+def chase_warp_v16(gpu: SimulatedGpu, launch: SimulatedLaunch, start, warm, iters, out: SimulatedBuffer) -> None:
+    """Every lane chases its own slot: lane 0's pointers are followed, and lane l ends SLOT_BYTES x l past
+    it (as the host wrote the slots); ``gpu.corrupt_chase`` moves the last lane's end off its slot."""
+    kernel, lanes = "gp_chase_warp_v16", launch.threads
+    lane0 = int(start)
+    pointer, latency = _walk(gpu, kernel, gpu.hierarchy_l2, lane0, warm, iters)
+    cycles = _timed(gpu, kernel, latency + V16_EXTRA + (WARP_EXTRA if lanes > 1 else 0.0), int(iters))
+    _write(gpu, out, cycles, cycles / gpu.mhz * 1000.0, pointer)
+    ends = pointer + SLOT_BYTES * np.arange(lanes)
+    ends[-1] += SLOT_BYTES * int(gpu.corrupt_chase)
+    words = out.data.view(np.uint64)
+    words[4 : 4 + 2 * lanes : 2], words[5 : 5 + 2 * lanes : 2] = ends.astype(np.uint64), 0
+
+
 KERNELS = {
     CLOCK_KERNEL: sm_clock,
     "gp_clock_overhead": clock_overhead,
@@ -101,6 +127,7 @@ KERNELS = {
     "gp_chase_shared": chase_shared,
     "gp_chase_global_ca": chase_global_ca,
     "gp_chase_global_cg": chase_global_cg,
+    "gp_chase_warp_v16": chase_warp_v16,
 }
 
 SIMULATION = Simulation(kernels=KERNELS, fast_settings=FAST_SETTINGS)
