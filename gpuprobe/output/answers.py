@@ -23,7 +23,7 @@ from gpuprobe.core.numbers import fmt_num
 from gpuprobe.core.results import Fact, Results
 from gpuprobe.judge.verdicts import is_impossible
 from gpuprobe.output.plots import measured_sm_mhz
-from gpuprobe.output.quantities import fmt_quantity, ns_of
+from gpuprobe.output.quantities import fmt_measured, fmt_quantity
 
 GOODPUT_QUESTION = "Is all that throughput actually goodput?"
 L2_QUESTION = "Does loading that vector from the L2 really take that long?"
@@ -58,9 +58,9 @@ def quotable(results: Results, fact_id: str) -> Fact | None:
 
 
 def latency_text(fact: Fact, mhz: float | None) -> str:
-    """ "280.8 cyc (141.8 ns)": the value in its unit, ns beside cycles where known."""
-    ns = ns_of(fact, mhz)
-    return fmt_quantity(fact.value or 0.0, fact.unit) + (f" ({fmt_num(ns)} ns)" if ns is not None else "")
+    """ "280.8 cyc (141.8 ns)": the value in its unit, ns beside cycles where known, as the headline writes it
+    (without its CI)."""
+    return fmt_measured(fact, mhz, with_ci=False)
 
 
 def percent(fraction: float) -> str:
