@@ -83,10 +83,17 @@ def test_the_kernel_shape_words_select_the_same_offsets() -> None:
     ],
 )
 def test_moved_bytes_follow_the_granule(name: str, granule: int, per_request: bool, efficiency: float) -> None:
-    walk = g.WALKS[name]
-    elements = 1 << 15
-    moved = walk.moved_bytes(elements, granule, per_request)
-    assert walk.useful_bytes(elements) / moved == pytest.approx(efficiency)
+    sweep = g.WalkStream(g.WALKS[name], 8, 256, 4)  # 64 warps x 128 elements x 4 iterations: 2**15 elements
+    assert sweep.elements == 1 << 15
+    assert sweep.useful_bytes / sweep.moved_bytes(granule, per_request) == pytest.approx(efficiency)
+
+
+def test_an_l2_gathers_row_indices_count_once_a_pass_however_often_its_rows_are_read_again() -> None:
+    """The indices load through L1, so a re-read finds them there: as the simulated GPU (and its fake ncu) count."""
+    once, again = (g.WalkStream(g.WALKS["gather.64"], 8, 256, n, repeat=True) for n in (1, 4))
+    index = once.walk.index_bytes(once.elements, 32)
+    assert index == once.elements // 4 * 4  # 4 elements a row, 4 bytes an index
+    assert again.moved_bytes(32, True) - index == 4 * (once.moved_bytes(32, True) - index)
 
 
 def test_the_matrix_covers_unit_stride_strided_gather_and_a_partial_sector_write_at_every_level() -> None:

@@ -14,7 +14,6 @@ from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.detection import TARGET_PCT, Spread, detects_pct, run_to_run_pct
 from gpuprobe.core.results import Fact, Results, load
 from gpuprobe.families import catalog
-from gpuprobe.families.bandwidth.simulated import DEFAULTS as BANDWIDTH_DEFAULTS
 from gpuprobe.families.sampling import Stopping
 from gpuprobe.fleet.compare import NO_DIRECTION, Label, baseline_failure, compare, direction
 from gpuprobe.judge.expectations import load_all
@@ -28,7 +27,7 @@ from gpuprobe.output import report
 from gpuprobe.runner.launcher import LauncherSpec
 from gpuprobe.runner.peers import ONE_GPU
 from gpuprobe.simulated.demo import run_demo
-from gpuprobe.simulated.gpu import SimulatedGpu, fast_settings, suite_options
+from gpuprobe.simulated.gpu import SUITE_MEMORY, SimulatedGpu, fast_settings, suite_options
 from tests.helpers.processes import clock_jumping_while_hung
 
 SIMULATED = "Simulated GPU"
@@ -366,7 +365,8 @@ def changed_hardware() -> dict[str, Any]:
         "hierarchy_l1": slower_l2(part.hierarchy_l1),
         "hierarchy_l2": slower_l2(part.hierarchy_l2),
         "family_options": {
-            "bw_dram_gbps": BANDWIDTH_DEFAULTS["bw_dram_gbps"] * 0.95,
+            **SUITE_MEMORY,
+            "bw_dram_gbps": SUITE_MEMORY["bw_dram_gbps"] * 0.95,
             "mma_peak": {"f16.m16n8k16": 0.95},
         },
         "enqueue_us": {via: us * 1.10 if via == "cupy" else us for via, us in part.enqueue_us.items()},

@@ -119,11 +119,23 @@ def smoke_part(family: str) -> dict[str, Any]:
 SUITE_SMS = 8  # the simulated part a whole-suite run measures: few SMs for its small L2, as real parts have
 
 
+# What the suite's part's memory delivers: the default part's (132 SMs) per SM, so that a stream, the loaded-latency
+# background and Little's law (bytes in flight = rate x latency) agree on one 8-SM memory system; bytes in flight
+# per SM that saturate it about 1.5 x what its rate and the simulated latencies need.
+SUITE_MEMORY = {"bw_dram_gbps": 3000.0 * SUITE_SMS / 132, "bw_l2_gbps": 9000.0 * SUITE_SMS / 132,
+                "bw_inflight_bytes": 16384.0, "bw_l2_inflight_bytes": 12288.0}  # fmt: skip
+
+
 def suite_options(**options: Any) -> dict[str, Any]:
-    """The simulated part of a whole-suite run: ``SUITE_SMS`` SMs, and a cuBLAS as fast per SM as the
-    default part's (so the simulated wgmma, which scales with the SMs, compares as it would)."""
-    gemm = {dtype: tflops * SUITE_SMS / 132 for dtype, tflops in SimulatedGpu().gemm_tflops.items()}
-    return {"sm_count": SUITE_SMS, "gemm_tflops": gemm, **options}
+    """The simulated part of a whole-suite run: ``SUITE_SMS`` SMs; a cuBLAS, a memory system and cudaMemcpy as
+    fast per SM as the default part's (so the simulated wgmma, which scales with the SMs, compares as it would,
+    and a memory rate per SM is one that SM's L1 could take in). ``family_options`` given add to or replace
+    :data:`SUITE_MEMORY`."""
+    default = SimulatedGpu()
+    gemm = {dtype: tflops * SUITE_SMS / 132 for dtype, tflops in default.gemm_tflops.items()}
+    family = {**SUITE_MEMORY, **options.pop("family_options", {})}
+    return {"sm_count": SUITE_SMS, "gemm_tflops": gemm, "copy_gbps": default.copy_gbps * SUITE_SMS / 132, **options,
+            "family_options": family}  # fmt: skip
 
 
 def fast_settings() -> dict[str, Any]:

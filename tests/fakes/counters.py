@@ -10,6 +10,10 @@ kernel, grid and arguments), not from any probe's claim:
   serve every 32-byte sector it touches;
 * a stream read, write or copy (``gp_bw_{read,write,copy}_*``) moves its bytes through the L2, and to or from
   DRAM when its footprint outgrows the L2 (else DRAM serves a read's first pass, and writes stay in L2);
+* a goodput walk or gather (``gp_bw_walk_v*``, ``gp_bw_gather_v16``, and their stores ``gp_bw_walk_store_b*``,
+  ``gp_bw_scatter_b128``) makes the L2 serve every 32-byte sector each warp request touches, and a gather's row
+  indices once a pass (L1 keeps them); a footprint beyond the L2 makes DRAM read every ``G``-byte unit a pass
+  touches (``G`` as above) or write back every 32-byte sector it dirtied, each pass;
 * a global->shared copy (``gp_ac_copy_*``) reads its source through the L2 every pass, from DRAM when the source
   outgrows half the L2; its shared-memory wavefronts and bank conflicts are those of its PTX's addresses (the
   simulated kernel's own model: :func:`gpuprobe.families.async_copy.simulated.wavefronts`), loads and stores
@@ -34,7 +38,7 @@ import numpy as np
 
 from gpuprobe.families.async_copy import STREAM_CHUNK_BYTES, WARP
 from gpuprobe.families.async_copy.simulated import probe_ptx, shared_accesses, wavefronts
-from gpuprobe.families.bandwidth.simulated import DEFAULTS
+from gpuprobe.families.bandwidth.simulated import DEFAULTS, walk_accesses
 from gpuprobe.runner.launcher import xyz
 from gpuprobe.simulated import gpu as simulated
 
@@ -74,6 +78,32 @@ def pattern(gpu: Any, launch: Any, p: dict[str, Any], width: int) -> dict[str, f
     counted = zero()
     counted["dram__bytes_read.sum"] = float(requests * units(offset, stride, width, g) * g)
     counted["lts__t_sectors_srcunit_tex_op_read.sum"] = float(requests * units(offset, stride, width, SECTOR))
+    return counted
+
+
+def touched(offsets: np.ndarray, width: int, unit: int, owners: np.ndarray | None = None) -> int:
+    """The ``unit``-byte units accesses of ``width`` bytes at ``offsets`` touch, each owner's counted apart (a warp
+    request, a row; None: each unit once)."""
+    flat = offsets.reshape(-1).astype(np.int64)
+    owner = np.zeros_like(flat) if owners is None else owners.reshape(-1).astype(np.int64) << 32  # units < 2**32
+    keys = np.sort(np.concatenate([owner + flat // unit, owner + (flat + width - 1) // unit]))
+    return int(1 + np.count_nonzero(np.diff(keys))) if keys.size else 0
+
+
+def walk(gpu: Any, launch: Any, p: dict[str, Any], width: int, gather: bool, store: bool) -> dict[str, float]:
+    offsets, rows = walk_accesses(gpu, launch, p, width, gather)
+    passes, way = int(p["passes"]), "write" if store else "read"
+    requests = np.arange(offsets.size) // WARP  # offsets are [iteration, access, thread]: a request's lanes adjacent
+    counted = zero()
+    counted[f"lts__t_sectors_srcunit_tex_op_{way}.sum"] = float(passes * touched(offsets, width, SECTOR, requests))
+    if gather:  # the row indices, each sector once a pass
+        counted["lts__t_sectors_srcunit_tex_op_read.sum"] += passes * touched(rows * 4, 4, SECTOR)
+    if int(offsets.max()) + width > gpu.l2_bytes:  # beyond the L2: DRAM moves each unit every pass
+        unit = SECTOR if store else granule(gpu)
+        # a gather's rows lie at random, far apart in time: none finds its neighbour's unit still in the L2
+        counted[f"dram__bytes_{way}.sum"] = float(passes * touched(offsets, width, unit, rows) * unit)
+        if gather:
+            counted["dram__bytes_read.sum"] += passes * touched(rows * 4, 4, granule(gpu)) * granule(gpu)
     return counted
 
 
@@ -120,6 +150,10 @@ def count(gpu: Any, kernel: str, launch: Any, p: dict[str, Any]) -> dict[str, fl
     if match := re.fullmatch(r"gp_bw_(write|copy)_b(\d+)", kernel):
         ways = ("write",) if match.group(1) == "write" else ("read", "write")
         return stream(gpu, launch, p, int(match.group(2)) // 8, ways)
+    if match := re.fullmatch(r"gp_bw_walk_v(\d+)|gp_bw_walk_store_b(\d+)", kernel):
+        return walk(gpu, launch, p, int(match.group(1) or int(match.group(2)) // 8), False, match.group(2) is not None)
+    if kernel in ("gp_bw_gather_v16", "gp_bw_scatter_b128"):
+        return walk(gpu, launch, p, 16, True, kernel == "gp_bw_scatter_b128")
     if kernel.startswith("gp_ac_copy_"):
         return global_to_shared(gpu, launch, p, kernel)
     return zero()

@@ -32,10 +32,11 @@ family. A first contact (``goodput_walks`` off) measures and plans none.
 probe's ``goodput`` series says so; the ``launch`` series holds the bytes per launch for ``gpuprobe witness``):
 at L2, the granules each warp request touches (the L2 serves every request, L1 bypassed); at DRAM, the
 distinct granules a pass touches (what neighbouring requests share the L2 serves once). A gather adds its
-row indices' bytes. Guards: useful <= moved, efficiency in (0, 1], a DRAM figure wholly above the DRAM's peak
-or an L2 one above :data:`L2_MARGIN` x the L2 stream's measured rate fails the probe; every read's per-thread
-sums are checked, and each write's first ``FIRST_CHECKS`` x ``check_words`` words (then ``check_words``): every
-stored word and every word it must leave alone.
+row indices' bytes once a pass (they load through L1, where an L2 pass's re-reads find them). Guards: useful <=
+moved, efficiency in (0, 1], a DRAM figure wholly above the DRAM's peak or an L2 one above :data:`L2_MARGIN` x
+the L2 stream's measured rate fails the probe; every read's per-thread sums are checked, and each write's first
+``FIRST_CHECKS`` x ``check_words`` words (then ``check_words``): every stored word and every word it must leave
+alone.
 """
 
 from __future__ import annotations
@@ -157,10 +158,10 @@ class Walk:
         return -(-(elements // self.elements) * 4 // granule) * granule if self.gather else 0
 
     def moved_bytes(self, elements: int, granule: int, per_request: bool) -> int:
-        """Bytes a pass of ``elements`` (whole periods) makes the level move in ``granule``-byte units, a gather's
-        indices included."""
+        """Bytes a pass of ``elements`` (whole periods) makes the level move in ``granule``-byte units for the
+        elements alone (a gather's indices: :meth:`index_bytes`)."""
         n, units = self._units(granule, per_request)
-        return elements // n * units * granule + self.index_bytes(elements, granule)
+        return elements // n * units * granule
 
     def useful_bytes(self, elements: int) -> int:
         return elements * self.width
@@ -273,8 +274,12 @@ class WalkStream:
         return self.walk.useful_bytes(self.accesses)
 
     def moved_bytes(self, granule: int, per_request: bool) -> int:
-        """Bytes one pass makes the level move (:meth:`Walk.moved_bytes`), each repeat of the footprint counted."""
-        return self.walk.moved_bytes(self.elements, granule, per_request) * (self.iters // self.distinct_iters)
+        """Bytes one pass makes the level move: its elements' (:meth:`Walk.moved_bytes`), each repeat of the
+        footprint counted, and a gather's row indices once (a repeat finds them in L1)."""
+        repeats = self.iters // self.distinct_iters
+        return self.walk.moved_bytes(self.elements, granule, per_request) * repeats + self.walk.index_bytes(
+            self.elements, granule
+        )
 
 
 def fit_stream(walk: Walk, sms: int, threads: int, most_per_sm: int, room: int, least_iters: int) -> WalkStream:

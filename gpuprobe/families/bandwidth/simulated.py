@@ -391,21 +391,24 @@ WALK_SHAPE = ("row_shift", "element_mask", "row_mask", "column_shift", "column_m
               "pitch", "column_step", "tile_step")  # fmt: skip
 
 
+def walk_accesses(gpu: Any, launch: Any, params: dict[str, Any], width: int, gather: bool) -> tuple[np.ndarray, Any]:
+    """One pass of a walk or gather launch (its PTX parameters ``params``): the byte offsets of its accesses
+    [iteration, access, thread] from the buffer's start, and (a gather) the row each access loaded the index of."""
+    shape = tuple(int(params[n]) for n in (("row_shift", "element_mask", "pitch") if gather else WALK_SHAPE))
+    j = _elements(launch, int(params["jump"]), int(params["iters"]))
+    if not gather:
+        return _walk_offsets(j, shape, width, None), None
+    holder, at = _region(gpu, params["index"])
+    return _walk_offsets(j, shape, width, holder.data[at:].view(np.uint32)), _shifted(j, shape[0])
+
+
 def _walk(kernel: str, width: int, gather: bool, store: bool):
     """A walk or gather read (sums every loaded word, 2-byte loads widened) or store (the value buffer's bytes)."""
 
     def simulate(gpu: Any, launch: Any, **params: Any) -> float:
-        names = ("row_shift", "element_mask", "pitch") if gather else WALK_SHAPE
-        shape = tuple(int(params[n]) for n in names)
-        jump, iters, passes = (int(params[n]) for n in ("jump", "iters", "passes"))
-        base_arg = params["dst" if store else "src"]
-        buffer, start = _region(gpu, base_arg)
-        j = _elements(launch, jump, iters)
-        index, rows = None, None
-        if gather:
-            holder, at = _region(gpu, params["index"])
-            index, rows = holder.data[at:].view(np.uint32), _shifted(j, shape[0])
-        offsets = _walk_offsets(j, shape, width, index)
+        passes = int(params["passes"])
+        buffer, start = _region(gpu, params["dst" if store else "src"])
+        offsets, rows = walk_accesses(gpu, launch, params, width, gather)
         if store:
             holder, at = _region(gpu, params["value"])
             lanes = (start + offsets.reshape(-1))[:, None] + np.arange(width)[None, :]

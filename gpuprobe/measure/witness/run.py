@@ -26,10 +26,12 @@ from gpuprobe.families.catalog import BY_NAME, FAMILIES
 from gpuprobe.families.sampling import ONE_SAMPLE, Stopping
 from gpuprobe.measure.plan import Stage
 
-# The probes witnessed, per family, and why (the issue-24 audit of the H200 results): the DRAM and L2
-# writes (is a DRAM write faster than an L2 write because the bytes never reached DRAM in the time?), the
-# goodput patterns around the DRAM granule (are the "moved" bytes what DRAM moved?), and the global->shared
-# copies (do they move what they say, and are their shared-memory slots free of bank conflicts?).
+# The probes witnessed, per family, and why (the issue-24 audit of the H200 results): the DRAM and L2 writes (is a
+# DRAM write faster than an L2 write because the bytes never reached DRAM in the time?), the goodput patterns around
+# the DRAM granule (are the "moved" bytes what DRAM moved?), one goodput walk of each other level and direction
+# (issue 27: a DRAM gather of 64-byte rows and their indices, an L2 column read, a DRAM and an L2 partial-sector
+# write: do the granules the suite measured account for what each level moved?), and the global->shared copies
+# (do they move what they say, and are their shared-memory slots free of bank conflicts?).
 WITNESSED: dict[str, tuple[str, ...]] = {
     "bandwidth": (
         "bandwidth.dram.write.v16",
@@ -37,6 +39,10 @@ WITNESSED: dict[str, tuple[str, ...]] = {
         "bandwidth.goodput.v4.stride8",
         "bandwidth.goodput.v4.stride16",
         "bandwidth.goodput.v4.stride32",
+        "bandwidth.goodput.gather.64",
+        "bandwidth.goodput.l2_read.column.fp32",
+        "bandwidth.goodput.dram_write.v4.stride8",
+        "bandwidth.goodput.l2_write.v4.stride8",
     ),
     "async_copy": ("async_copy.cp_async.bandwidth", "async_copy.plain_copy.bandwidth"),
 }
