@@ -15,7 +15,7 @@ from gpuprobe.measure.conditions import SETTLE_TRIES, ConditionRecorder
 from gpuprobe.runner.launcher import CooperativeGridTooLarge
 from gpuprobe.simulated.gpu import FaultyGpu, ptx_parameters
 
-KEYS = {"sm_mhz_before", "sm_mhz_after", "nvml_before", "nvml_after", "sm_mhz_reference"}
+KEYS = {"sm_mhz_before", "sm_mhz_after", "nvml_before", "nvml_after", "sm_mhz_reference", "trajectory"}
 
 
 def _ok() -> Measured:
@@ -31,6 +31,7 @@ def test_a_probe_is_measured_between_two_snapshots() -> None:
     assert {k: conditions["nvml_after"][k] for k in ("clock_event_reasons", "compute_processes")} == {
         "clock_event_reasons": 0, "compute_processes": 0}  # fmt: skip
     assert gpu.launches == [CLOCK_KERNEL] * 3  # no clock known yet: one spin to wake the GPU, then the readings
+    assert conditions["trajectory"]["seconds"] == 0.0  # the probe launched nothing: its spins lie outside it
 
 
 def test_a_failed_self_check_is_failed_and_keeps_what_it_ran_under() -> None:

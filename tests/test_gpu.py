@@ -54,6 +54,7 @@ NVML_ANSWERS: dict[str, Any] = {
     "nvmlDeviceGetCurrPcieLinkWidth": 16,
     "nvmlDeviceGetMaxPcieLinkWidth": 16,
     "nvmlSystemGetNVMLVersion": "13.580.95.05",
+    "nvmlDeviceGetTotalEnergyConsumption": 1_234_567,
 }
 
 
@@ -100,6 +101,25 @@ def nvml(monkeypatch: pytest.MonkeyPatch) -> Callable[..., types.ModuleType]:
 
     monkeypatch.setattr(atexit, "register", lambda *args: None)  # no stand-in shutdowns at exit
     return install
+
+
+def test_the_sampler_reads_the_cheap_queries_under_a_trajectorys_names_and_the_energy_counter(nvml) -> None:
+    nv = nvml(refuse={"nvmlDeviceGetTemperature"})
+    sample = gpu_nvml.nvml_sample(0)
+    assert {k: sample[k] for k in ("sm_mhz", "mem_mhz", "power_w", "reasons")} == {
+        "sm_mhz": 1980, "mem_mhz": 2619, "power_w": 123.0, "reasons": 1}  # fmt: skip
+    assert sample["temperature_c"].startswith("unavailable (")  # refused: recorded, the rest still read
+    assert gpu_nvml.nvml_energy_mj(0) == 1_234_567.0
+    handles = len(gpu_nvml._NVML_STATE["handles"])
+    gpu_nvml.nvml_sample(0)
+    assert len(gpu_nvml._NVML_STATE["handles"]) == handles == 1 and nv.inits == 1  # found once per process
+
+
+def test_no_energy_counter_or_no_nvml_is_none_never_an_exception(nvml, monkeypatch) -> None:
+    nvml(refuse={"nvmlDeviceGetTotalEnergyConsumption"})
+    assert gpu_nvml.nvml_energy_mj(0) is None
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    assert gpu_nvml.nvml_sample(0) is None and gpu_nvml.nvml_energy_mj(0) is None
 
 
 def test_nvml_readings_survive_a_refused_query(nvml) -> None:

@@ -25,6 +25,7 @@ from gpuprobe.output import factsheet, html_report, plots, report, sheet
 from gpuprobe.output.headline import headline_rows
 from gpuprobe.output.quantities import fmt_quantity
 from gpuprobe.output.references import References
+from gpuprobe.runner.trajectory import Reading, Trajectory
 
 SECTIONS = sections()
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -310,12 +311,16 @@ def test_the_tensor_cores_per_type_table() -> None:
         ("tensor.wgmma.s8.m64n256k32.ss.tflops", 1300.0, "report"),
         ("tensor.mma_sync.fp8.emulated", 1.0, "report"),
     ]
-    results.facts += [Fact(i, v, "fraction" if "fraction" in i else "TFLOP/s", verdict=d) for i, v, d in tensor]
+    wgmma = "wgmma.throughput.bf16.ss"
+    results.facts += [Fact(i, v, "fraction" if "fraction" in i else "TFLOP/s", verdict=d,
+                           probe=wgmma if ".wgmma.bf16.m64" in i else "") for i, v, d in tensor]  # fmt: skip
+    sampled = Trajectory([Reading(0.0, 1800.0, 3201.0, 520.0), Reading(0.004, 1610.0, 3201.0, 690.0)]).record()
+    results.probes[wgmma] = ProbeOutcome("ok", conditions={"trajectory": sampled})
     table = part(report.render_markdown(results, {}, sections=SECTIONS), "## Headline").splitlines()
-    assert "| bf16 | 640 TFLOP/s (m16n8k16) | 650 TFLOP/s (m64n256k16) | 989.4 TFLOP/s; wgmma at 66 % | " \
-           "700 TFLOP/s | 0.93 × | WARN |" in table  # fmt: skip
-    assert "| int8 | — | 1300 TOP/s (m64n256k32) | — | — | — | — |" in table  # integer rates are TOP/s
-    assert "| fp8 e4m3 | emulated | — | — | — | — | — |" in table
+    assert "| bf16 | 640 TFLOP/s (m16n8k16) | 650 TFLOP/s (m64n256k16) | SM 1610 – 1800 MHz, ≤ 690 W | " \
+           "989.4 TFLOP/s; wgmma at 66 % | 700 TFLOP/s | 0.93 × | WARN |" in table  # fmt: skip
+    assert "| int8 | — | 1300 TOP/s (m64n256k32) | — | — | — | — | — |" in table  # integer rates; no trajectory
+    assert "| fp8 e4m3 | emulated | — | — | — | — | — | — |" in table
     assert not [line for line in table if line.startswith("| tf32")]  # no tf32 rate: no row
 
 

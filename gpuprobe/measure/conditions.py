@@ -1,4 +1,5 @@
-"""What the GPU was like around each probe: the SM clock and NVML's readings, just before and after.
+"""What the GPU was like around each probe: the SM clock and NVML's readings, just before and after, and NVML
+sampled every few milliseconds while it measured (its trajectory, :mod:`gpuprobe.runner.trajectory`).
 
 The measuring child wraps every probe of every family in :class:`ConditionRecorder`, so a probe
 measured while the GPU throttled or had other tenants is caught (:func:`gpu_conditions`, which the parent
@@ -13,7 +14,7 @@ highest settled reading so far, carried from probe to probe and process to proce
 state as :data:`REFERENCE_KEY`), the GPU is kept busy with a longer spin and read again, a bounded
 number of times. A GPU that stays slow after that is throttling, and the reading says so; a GPU that
 was only idle is measured at its working clock. The reading after a probe is taken at once (it shows
-what the probe ran at).
+what the probe ran at). A throttle reason NVML named while the probe measured marks it as throttled too.
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ SETTLE_CYCLES = 40_000_000  # a spin to wake an idle GPU: ~20 ms at 2 GHz, ~115 
 SETTLE_TRIES = 4  # settling spins at most, before a reading that stays slow is taken as it is
 CLOCK_DROP = 0.05  # a reading this far below the reference is not settled (and, after settling, throttled)
 REFERENCE_KEY = "sm_mhz_reference"  # in the family state: the highest settled SM clock of the run so far
+TRAJECTORY_KEY = "trajectory"  # the clocks and power sampled while the probe measured (gpuprobe.runner.trajectory)
 
 
 @dataclass
 class ConditionRecorder:
-    """Measures a probe with the clock and NVML read before and after it (the clock only if usable).
+    """Measures a probe with the clock and NVML read before and after it (the clock only if usable), and NVML
+    sampled all through it (:meth:`~gpuprobe.runner.launcher.Launcher.sampling`: its trajectory).
 
     ``state`` is the family's state: the run's reference clock is read from it and raised in it."""
 
@@ -90,8 +93,10 @@ class ConditionRecorder:
         try:
             conditions.update(self.snapshot("before"))
             conditions[REFERENCE_KEY] = self.state.get(REFERENCE_KEY)
-            with self.launcher.nvtx_range(probe_range(name)), stops_recorded() as stops:
+            sampling, ranged = self.launcher.sampling(), self.launcher.nvtx_range(probe_range(name))
+            with sampling as trajectory, ranged, stops_recorded() as stops:
                 measured = run()
+            conditions[TRAJECTORY_KEY] = trajectory.record()
             stamp_stops(measured.facts, stops)
             conditions.update(self.snapshot("after"))
         except (ProbeFailure, CooperativeGridTooLarge) as exc:  # nothing ran wrong on the GPU: the process is sound
@@ -117,6 +122,9 @@ def gpu_conditions(conditions: dict[str, Any], reference_mhz: float | None = Non
     measured as such, not a disturbance."""
     reasons = []
     reference = conditions.get(REFERENCE_KEY) or reference_mhz
+    sampled = (conditions.get(TRAJECTORY_KEY) or {}).get("reasons")
+    if isinstance(sampled, int) and sampled & THROTTLE_REASONS:
+        reasons.append(f"throttled while measuring (NVML clock-event reasons {sampled & THROTTLE_REASONS:#x})")
     for when in ("before", "after"):
         nvml = conditions.get(f"nvml_{when}") or {}
         bits = nvml.get("clock_event_reasons")

@@ -25,6 +25,7 @@ from gpuprobe.judge.verdicts import is_impossible, model_of
 from gpuprobe.output.plots import measured_sm_mhz
 from gpuprobe.output.quantities import fmt_expected, fmt_measured, fmt_quantity, unit_suffix
 from gpuprobe.output.references import References
+from gpuprobe.output.run_conditions import ran_at
 
 # The key plots, shown under the headline in this order (a family's ``Plot.key``); the sheet shows those the run has.
 HEADLINE_PLOTS = ("latency_vs_footprint", "dram_occupancy", "wgmma_latency_vs_n", "l2_partition_map", "goodput",
@@ -275,7 +276,8 @@ TENSOR_TYPES: tuple[TensorType, ...] = (
     TensorType("fp8 e4m3", "fp8", "e4m3", "TFLOP/s"),
     TensorType("int8", "int8", "s8", "TOP/s"),
 )
-TENSOR_HEADER = ("Type", "mma.sync (best shape)", "wgmma dense", "Datasheet at clock", "cuBLAS", "wgmma vs cuBLAS")
+TENSOR_HEADER = ("Type", "mma.sync (best shape)", "wgmma dense", "wgmma ran at (NVML)", "Datasheet at clock", "cuBLAS",
+                 "wgmma vs cuBLAS")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -283,7 +285,7 @@ class TensorRow:
     """One type's rates as plain text, and the facts they came from."""
 
     label: str
-    cells: tuple[str, str, str, str, str]
+    cells: tuple[str, str, str, str, str, str]
     facts: tuple[Fact, ...]
 
     @property
@@ -312,9 +314,9 @@ def _rate(fact: Fact | None, unit: str) -> str:
 
 
 def tensor_rows(results: Results) -> list[TensorRow]:
-    """Per data type: the best mma.sync rate, wgmma's dense rate (random operands), the datasheet peak at the
-    measured clock with wgmma's share of it, cuBLAS, and wgmma against cuBLAS; types the run has no rate
-    for are left out."""
+    """Per data type: the best mma.sync rate, wgmma's dense rate (random operands) and the clock and power its
+    probe ran at (NVML sampled while it measured), the datasheet peak at the measured clock with wgmma's share of
+    it, cuBLAS, and wgmma against cuBLAS; types the run has no rate for are left out."""
     rows = []
     for kind in TENSOR_TYPES:
         mma = _best(results, rf"tensor\.mma_sync\.{kind.mma}\.m\d+n\d+k\d+\.tflops")
@@ -329,7 +331,8 @@ def tensor_rows(results: Results) -> list[TensorRow]:
         if peak_text and share is not None and share.value is not None:
             peak_text += f"; wgmma at {share.value * 100:.0f} %"
         versus_text = "" if versus is None or versus.value is None else f"{versus.value:.2f} ×"
-        cells = (mma_text, _rate(wgmma, kind.unit), peak_text, _rate(cublas, kind.unit), versus_text)
+        ran = ran_at(results, [wgmma.probe], energy=False) if wgmma is not None else ""
+        cells = (mma_text, _rate(wgmma, kind.unit), ran, peak_text, _rate(cublas, kind.unit), versus_text)
         if any(cells):
             used = tuple(f for f in (mma, emulated, wgmma, peak, share, cublas, versus) if f is not None)
             rows.append(TensorRow(kind.label, cells, used))

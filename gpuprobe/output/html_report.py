@@ -32,6 +32,7 @@ from gpuprobe.output.sheet import (
     LEGEND,
     PROBE_HEADER,
     PROBE_STATUS_NOTE,
+    RAN_AT,
     SIMULATED_TEXT,
     KeyPlot,
     Sheet,
@@ -292,6 +293,8 @@ def section_html(part: SheetSection) -> list[str]:
              f'<summary>{esc(section.title)}<span class="counts">{esc(part.counts)}</span></summary>']  # fmt: skip
     if section.blurb:
         lines.append(f'<p class="blurb">{esc(section.blurb)}</p>')
+    if part.ran_at:
+        lines.append(f'<p class="blurb">{esc(RAN_AT + part.ran_at)}.</p>')
     if part.facts and section.invariants:
         lines += invariant_html(part)
     elif part.facts:

@@ -26,6 +26,7 @@ from gpuprobe.output.sheet import (
     LEGEND,
     PROBE_HEADER,
     PROBE_STATUS_NOTE,
+    RAN_AT,
     SIMULATED_TEXT,
     Sheet,
     SheetSection,
@@ -105,6 +106,8 @@ def section_lines(part: SheetSection) -> list[str]:
     """One section's heading, blurb, facts and plot (a plot under Key plots already pointed to)."""
     section = part.section
     lines = [f"### {section.title}", ""] + ([section.blurb, ""] if section.blurb else [])
+    if part.ran_at:
+        lines += [f"{RAN_AT}{md_text(part.ran_at)}.", ""]
     if part.facts:
         lines += facts_lines(part)
     else:

@@ -5,11 +5,12 @@ Four records feed it, all as the run wrote them: NVML read by the run before its
 last family (``clocks["nvml_before"]`` / ``clocks["nvml_after"]``), NVML and the device's own SM clock
 read by the measuring process just before and after every probe (each probe's ``conditions``), the NVML
 device record taken once (``environment["device_record"]``: limits, ECC, MIG, persistence, PCIe), and the
-SM clock each tensor-core probe read inside its own timed kernels (its ``*.sm_clock`` facts). NVML is read
-around the probes, never while one measures, and the rows say so: a 4 ms wgmma burst at 1610 MHz shows only
-in its own clock fact, not in NVML's readings (the first H200 run: NVML 1890-1980 MHz and at most 163 W
-around the probes, 1610-1800 MHz inside the tensor-core kernels). A reading NVML refused is stored as its
-error text and is left out here; a run without NVML says so.
+SM clock each tensor-core probe read inside its own timed kernels (its ``*.sm_clock`` facts), and each probe's
+trajectory (NVML sampled every few ms while it measured, and the energy counter: ``conditions["trajectory"]``,
+:mod:`gpuprobe.runner.trajectory`). The rows "while measuring" come from the trajectories: the readings around
+the probes alone miss a burst (the first H200 run: NVML 1890-1980 MHz and at most 163 W around the probes,
+1610-1800 MHz inside the tensor-core kernels). A reading NVML refused is stored as its error text and is left
+out here; a run without NVML says so.
 """
 
 from __future__ import annotations
@@ -81,17 +82,22 @@ def reason_names(bits: int) -> list[str]:
     return names
 
 
+def _reason_counts(bits: list[int], of: str) -> str:
+    """ "SW power cap in 3 of 40 readings, ..." for each reason set in any of ``bits``; "" when none is."""
+    counts: dict[str, int] = {}
+    for value in bits:
+        for name in reason_names(value):
+            counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{name} in {n} of {len(bits)} {of}" for name, n in counts.items())
+
+
 def _reasons_text(readings: list[dict[str, Any]], clocks: dict[str, Any]) -> str:
     """Which clock-event reasons the probes' readings showed, each with how many readings; then the run's
     own readings at its start and end."""
     parts = []
     bits = [int(v) for v in _values(readings, "clock_event_reasons")]
     if bits:
-        counts: dict[str, int] = {}
-        for value in bits:
-            for name in reason_names(value):
-                counts[name] = counts.get(name, 0) + 1
-        seen = ", ".join(f"{name} in {n} of {len(bits)} readings" for name, n in counts.items())
+        seen = _reason_counts(bits, "readings")
         parts.append(f"around the probes: {seen}" if seen else f"none in {len(bits)} readings around the probes")
     for key, when in (("nvml_before", "at the run's start"), ("nvml_after", "at its end")):
         record = clocks.get(key)
@@ -170,6 +176,75 @@ def _kernel_clock_text(results: Results) -> str | None:
     return f"{span} over {len(clocks)} tensor-core configurations (%clock64 over %globaltimer); slowest: {slowest}"
 
 
+def trajectories(results: Results) -> dict[str, dict[str, Any]]:
+    """Each probe's trajectory record (the clocks and power sampled while it measured), by probe."""
+    found = {name: outcome.conditions.get("trajectory") for name, outcome in results.probes.items()}
+    return {name: record for name, record in found.items() if isinstance(record, dict) and record.get("readings")}
+
+
+def _sampled(records: dict[str, dict[str, Any]], key: str, stat: str) -> dict[str, float]:
+    """``record[key][stat]`` of each probe's trajectory that has it, by probe."""
+    found = {name: (record.get(key) or {}).get(stat) for name, record in records.items()}
+    return {name: float(v) for name, v in found.items() if _number(v) is not None}
+
+
+def _measuring_clock_text(records: dict[str, dict[str, Any]]) -> str | None:
+    """The SM clock NVML read while the probes measured: its span, and the probe that ran slowest."""
+    lows, highs = _sampled(records, "sm_mhz", "min"), _sampled(records, "sm_mhz", "max")
+    if not lows:
+        return None
+    slowest = min(lows, key=lambda name: lows[name])
+    return (f"{_span([*lows.values(), *highs.values()], 'MHz')} over {len(lows)} probes "
+            f"({sum(r['readings'] for r in records.values())} readings); slowest: {slowest}")  # fmt: skip
+
+
+def _measuring_power_text(records: dict[str, dict[str, Any]], record: dict[str, Any]) -> str | None:
+    """The power NVML read while the probes measured (the largest reading), and what the energy counter moved."""
+    peaks = _sampled(records, "power_w", "max")
+    energy = {name: float(r["energy_j"]) for name, r in records.items() if _number(r.get("energy_j")) is not None}
+    if not peaks and not energy:
+        return None
+    parts = []
+    if peaks:
+        hottest = max(peaks, key=lambda name: peaks[name])
+        parts.append(f"up to {fmt_num(peaks[hottest])} W ({hottest})")
+    limit = _number(record.get("power_enforced_limit_w")) or _number(record.get("power_limit_w"))
+    if limit is not None:
+        parts.append(f"limit {fmt_num(limit)} W")
+    if energy:
+        seconds = sum(float(records[name]["seconds"]) for name in energy)
+        parts.append(f"energy counter: {fmt_num(sum(energy.values()))} J in {duration(seconds)} of measuring")
+    return "; ".join(parts)
+
+
+def _measuring_reasons_text(records: dict[str, dict[str, Any]]) -> str | None:
+    """Which clock-event reasons NVML named while the probes measured, each with how many probes saw it."""
+    bits = [int(r["reasons"]) for r in records.values() if isinstance(r.get("reasons"), int)]
+    if not bits:
+        return None
+    return _reason_counts(bits, "probes") or f"none in {len(bits)} probes"
+
+
+def ran_at(results: Results, probes: Iterable[str], energy: bool = True) -> str:
+    """ "SM 1551 – 1755 MHz, ≤ 780 W, 12.3 J in 510 ms": what ``probes`` ran at, by NVML sampled while
+    they measured (their trajectories), the energy only with ``energy``; "" when none of them has one."""
+    records = {name: record for name, record in trajectories(results).items() if name in set(probes)}
+    lows, highs = _sampled(records, "sm_mhz", "min"), _sampled(records, "sm_mhz", "max")
+    peaks = _sampled(records, "power_w", "max")
+    spent = [float(r["energy_j"]) for r in records.values() if _number(r.get("energy_j")) is not None]
+    parts = [f"SM {_span([*lows.values(), *highs.values()], 'MHz')}"] if lows else []
+    parts += [f"≤ {fmt_num(max(peaks.values()))} W"] if peaks else []
+    if spent and energy:
+        seconds = sum(float(r["seconds"]) for r in records.values() if _number(r.get("energy_j")) is not None)
+        parts.append(f"{fmt_num(sum(spent))} J in {duration(seconds)}")
+    return ", ".join(parts)
+
+
+def duration(seconds: float) -> str:
+    """ "1.556 ms" under a second, else "12.3 s"."""
+    return f"{fmt_num(seconds * 1e3)} ms" if seconds < 1 else f"{fmt_num(seconds)} s"
+
+
 def _pcie_text(record: dict[str, Any]) -> str | None:
     gen, width = _number(record.get("pcie_generation")), _number(record.get("pcie_width"))
     if gen is None or width is None:
@@ -195,6 +270,12 @@ def _rows(results: Results) -> Iterator[tuple[str, str | None]]:
     record = results.environment.get("device_record")
     record = record if isinstance(record, dict) else {}
     readings = probe_readings(results)
+    sampled = trajectories(results)
+    yield "SM clock while measuring (NVML, every 5 ms)", _measuring_clock_text(sampled)
+    yield "Power while measuring (NVML)", _measuring_power_text(sampled, record)
+    yield "Clock-event reasons while measuring", _measuring_reasons_text(sampled)
+    hottest = [float(r["temperature_c"]) for r in sampled.values() if _number(r.get("temperature_c")) is not None]
+    yield "GPU temperature while measuring", _span(hottest, "°C")
     yield "GPU temperature (NVML, around the probes)", _span(_values(nvml_readings(results), "temperature_c"), "°C")
     yield "Power draw (NVML, around the probes)", _power_text(nvml_readings(results), record)
     yield "SM clock around the probes", _sm_clock_text(results, readings or nvml_readings(results), record)

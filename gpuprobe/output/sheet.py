@@ -41,7 +41,7 @@ from gpuprobe.output.quantities import (
     unit_suffix,
 )
 from gpuprobe.output.references import References, source_of
-from gpuprobe.output.run_conditions import condition_rows
+from gpuprobe.output.run_conditions import condition_rows, ran_at
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.output.series import Series, fold
 from gpuprobe.output.witness import WitnessSection
@@ -99,6 +99,7 @@ INVARIANT_HEADER = ("Invariant", "Result", "Verdict", "Detail")
 PROBE_HEADER = ("Probes", "Status", "Detail")
 DEVICE_HEADER = ("Device", "Value")
 CONDITIONS_HEADER = ("Condition", "Over the run")
+RAN_AT = "Ran at (NVML while measuring): "  # before a section's ran_at
 
 
 def sheet_title(kind: str, results: Results) -> str:
@@ -424,6 +425,7 @@ class SheetSection:
     probes: list[tuple[str, str]]
     plot: str | None
     plot_above: bool
+    ran_at: str = ""  # what its facts' probes ran at, NVML sampled while they measured (run_conditions.ran_at)
 
     @property
     def counts(self) -> str:
@@ -462,6 +464,7 @@ def sheet_section(
         probes=[(p, results.probes[p].status) for p in probes],
         plot=plot,
         plot_above=plot is not None and section.plot_key in set(above),
+        ran_at=ran_at(results, {f.probe for f in facts} | set(probes)),
     )
 
 

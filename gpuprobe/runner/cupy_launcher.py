@@ -9,6 +9,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +30,9 @@ from gpuprobe.runner.launcher import (
     hold_cycles,
     xyz,
 )
-from gpuprobe.runner.nvml import nvml_snapshot
+from gpuprobe.runner.nvml import nvml_energy_mj, nvml_sample, nvml_snapshot
 from gpuprobe.runner.tensor_map import TileMap, encode_tensor_map
+from gpuprobe.runner.trajectory import NvmlSampler, Trajectory
 
 if TYPE_CHECKING:  # CuPy is the measuring side's dependency (the "gpu" extra): imported where it is used
     import cupy
@@ -295,6 +297,10 @@ class CupyLauncher:
 
     def nvml(self) -> dict[str, Any] | None:
         return nvml_snapshot(self.device_index, self._uuid, {os.getpid(), os.getppid()}, holds_context=True)
+
+    def sampling(self) -> contextlib.AbstractContextManager[Trajectory]:
+        index, uuid = self.device_index, self._uuid
+        return NvmlSampler(partial(nvml_sample, index, uuid), partial(nvml_energy_mj, index, uuid)).sampling()
 
     def nvtx_range(self, name: str) -> contextlib.AbstractContextManager[None]:
         if not self._cp.cuda.nvtx.available:  # a CuPy built without NVTX: nothing for a profiler to see

@@ -18,6 +18,7 @@ import numpy as np
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Device
 from gpuprobe.runner.tensor_map import TileMap
+from gpuprobe.runner.trajectory import Trajectory
 
 Dims = int | tuple[int, ...]  # a grid or block: x, or (x, y, z)
 Signatures = dict[str, list[tuple[str, str]]]  # kernel -> its PTX parameters, (type, name) each
@@ -116,6 +117,11 @@ class Launcher(Protocol):
     def nvtx_range(self, name: str) -> contextlib.AbstractContextManager[None]:
         """A context in which the launches lie inside the NVTX push/pop range ``name`` (:func:`probe_range`),
         for a profiler wrapping this process to see; a cheap no-op when no tool listens."""
+
+    def sampling(self) -> contextlib.AbstractContextManager[Trajectory]:
+        """A context over which the clocks, power, temperature and clock-event reasons are sampled every few ms
+        and the energy counter read at both ends (:mod:`gpuprobe.runner.trajectory`); its Trajectory stays
+        empty where NVML is absent."""
 
 
 class HostCopies(Launcher, Protocol):

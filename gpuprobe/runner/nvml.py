@@ -186,6 +186,46 @@ def nvml_snapshot(
     return _read_device(device_index, uuid, readers)
 
 
+# What the sampler reads every few milliseconds while a probe measures (gpuprobe.runner.trajectory): the cheap
+# queries alone, under the names a trajectory's readings take.
+_SAMPLED: dict[str, Callable[[Any, Any], Any]] = {
+    "sm_mhz": _NVML_READINGS["sm_clock_mhz"],
+    "mem_mhz": _NVML_READINGS["mem_clock_mhz"],
+    "power_w": _NVML_READINGS["power_w"],
+    "temperature_c": _NVML_READINGS["temperature_c"],
+    "reasons": _NVML_READINGS["clock_event_reasons"],
+}
+
+
+def _cached_handle(device_index: int, uuid: str) -> tuple[Any, Any]:
+    """pynvml and the NVML handle of the device, found once per process (finding it by UUID lists every device)."""
+    nv = nvml_session()
+    handles = _NVML_STATE.setdefault("handles", {})
+    if (device_index, uuid) not in handles:
+        handles[(device_index, uuid)] = _nvml_handle(nv, device_index, uuid)
+    return nv, handles[(device_index, uuid)]
+
+
+def nvml_sample(device_index: int, uuid: str = "") -> dict[str, Any] | None:
+    """The SM and memory clocks, power, temperature and clock-event reasons, for the sampler; None without NVML
+    or the device, a refused query recorded as its error."""
+    try:
+        nv, handle = _cached_handle(device_index, uuid)
+    except Exception:  # no NVML, or no such device: the trajectory has no readings
+        return None
+    return {name: recorded(read, nv, handle) for name, read in _SAMPLED.items()}
+
+
+def nvml_energy_mj(device_index: int, uuid: str = "") -> float | None:
+    """The device's total-energy counter (mJ since the driver loaded, Volta and later); None where it cannot be
+    read."""
+    try:
+        nv, handle = _cached_handle(device_index, uuid)
+        return float(nv.nvmlDeviceGetTotalEnergyConsumption(handle))
+    except Exception:  # a part without the counter, or no NVML
+        return None
+
+
 def device_record(device_index: int, uuid: str = "") -> dict[str, Any] | None:
     """The device as ``nvidia-smi -q`` would describe it, for the results: name, UUID, serial and PCI bus id,
     VBIOS, driver and NVML's CUDA driver version; current, maximum, application and default

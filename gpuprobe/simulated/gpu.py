@@ -19,7 +19,7 @@ import sys
 import time
 import weakref
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -37,6 +37,8 @@ from gpuprobe.measure.conditions import ConditionRecorder
 from gpuprobe.runner.checked import check_launch, signature
 from gpuprobe.runner.launcher import CooperativeGridTooLarge, Dims, LaunchPathUnavailable, Signatures, hold_cycles, xyz
 from gpuprobe.runner.tensor_map import TENSOR_MAP_DTYPE, TileMap
+from gpuprobe.runner.trajectory import Trajectory
+from gpuprobe.simulated import power
 from gpuprobe.simulated.simulation import Simulation
 
 KIB, MIB = 2**10, 2**20
@@ -229,6 +231,8 @@ class SimulatedGpu:
     _rng: np.random.Generator = field(init=False)
     _run_factors: dict[str, float] = field(default_factory=dict, init=False)
     _kernel: str = field(default="", init=False)  # the kernel being simulated: whose run factor _jitter draws
+    energy_mj: float = 1.0e9  # the energy counter: mJ since the simulated driver loaded
+    _work: list[tuple[str, float]] | None = field(default=None, init=False)  # (kernel, ms) while sampling
 
     def __post_init__(self) -> None:
         self._rng = np.random.default_rng(self.seed)
@@ -347,6 +351,8 @@ class SimulatedGpu:
             from gpuprobe.families.wgmma.simulated import bracket_gemm
 
             bracket_gemm(self, stamp, ms)
+        if self._work is not None:
+            self._work.append(("cublas", ms))
         return ms
 
     def device(self) -> Device:
@@ -384,6 +390,19 @@ class SimulatedGpu:
             "driver": "unavailable (NVMLError_NotSupported: Not Supported)",
             "compute_processes": 0,
         }
+
+    @contextlib.contextmanager
+    def sampling(self) -> Iterator[Trajectory]:
+        """The clock and power over the work done inside, from the simulated timeline and the power model
+        (:mod:`gpuprobe.simulated.power`); the energy counter moves by what that work spent."""
+        outer, self._work = self._work, []
+        trajectory = Trajectory()
+        try:
+            yield trajectory
+        finally:
+            work, self._work = self._work, outer
+            made, self.energy_mj = power.trajectory(work, self.mhz, self.energy_mj)
+            trajectory.readings[:], trajectory.energy_mj = made.readings, made.energy_mj
 
     def nvtx_range(self, name: str) -> contextlib.AbstractContextManager[None]:
         """No profiler listens to a simulated GPU: the range marks nothing (tests/fakes/ncu stands one in)."""
@@ -450,7 +469,10 @@ class SimulatedGpu:
         self._kernel = kernel
         bound = {name: arg for (_, name), arg in zip(signatures[kernel], args, strict=True)}
         ms = simulated_kernels()[kernel](self, launch, **bound)
-        return self.kernel_ms if ms is None else float(ms)
+        ms = self.kernel_ms if ms is None else float(ms)
+        if self._work is not None:
+            self._work.append((kernel, ms))
+        return ms
 
     # ---- noise, for the families' simulated kernels ---------------------------------------
     def _jitter(self, quantity: str = "", run_sd: float = CLOCKED_RUN_SD) -> float:
