@@ -95,25 +95,41 @@ def test_the_kept_series_is_short_and_keeps_the_slowest_clock_and_the_largest_po
 # ---- the simulated GPU's power model -----------------------------------------------------------------------
 
 
-def test_sustained_tensor_work_is_pulled_to_the_power_limit_memory_work_is_not() -> None:
-    heavy, _ = power.trajectory([("gp_wg_bf16", 50.0)], 1755.0, 0.0)
+def _worked(work: list[tuple[str, float]], mhz: float = 1755.0) -> tuple[Trajectory, power.PowerState]:
+    """The trajectory of ``work`` ((kind, ms) back to back) on a fresh simulated part."""
+    state = power.PowerState()
+    with state.sampling(mhz) as trajectory:
+        for what, ms in work:
+            state.advance(what, ms)
+    return trajectory, state
+
+
+def test_sustained_tensor_work_is_pulled_to_the_power_limit_memory_and_zero_operands_are_not() -> None:
+    heavy, state = _worked([("tensor", 25.0), ("tensor", 25.0)])
     before = [r for r in heavy.readings if r.t_s < power.RAMP_S]
     after = [r for r in heavy.readings if r.t_s > power.RAMP_S]
     assert {r.power_w for r in before} == {power.DRAW_W["tensor"]} and {r.sm_mhz for r in before} == {1755.0}
     assert {r.power_w for r in after} == {power.POWER_LIMIT_W} and {r.reasons for r in after} == {power.SW_POWER_CAP}
-    assert max(r.sm_mhz for r in after) < 1755.0
-    light, _ = power.trajectory([("gp_bw_read_cg_v16", 50.0)], 1755.0, 0.0)
-    assert {(r.sm_mhz, r.power_w, r.reasons) for r in light.readings} == {(1755.0, power.DRAW_W["memory"], 0)}
+    assert max(r.sm_mhz for r in after) < 1755.0 and round(state.clock("tensor", 1755.0), 1) == after[-1].sm_mhz
+    assert state.clock("memory", 1755.0) == 1755.0  # another kind of work starts a stretch of its own
+    for what in ("memory", "tensor_zero"):
+        light, _ = _worked([(what, 50.0)])
+        assert {(r.sm_mhz, r.power_w, r.reasons) for r in light.readings} == {(1755.0, power.DRAW_W[what], 0)}
 
 
-def test_the_energy_counter_moves_by_the_integral_of_the_power_and_runs_of_one_kind_merge() -> None:
-    work = [("gp_wg_a", 5.0), ("gp_wg_b", 15.0), ("gp_chase_x", 10.0)]  # 20 ms of tensor work: past the ramp
-    trajectory, after = power.trajectory(work, 1755.0, 1e6)
+def test_the_energy_counter_moves_by_the_integral_of_the_power_and_contexts_nest() -> None:
+    state = power.PowerState(energy_mj=1e6)
+    with state.sampling(1755.0) as whole:
+        state.advance("tensor", 5.0)
+        with state.sampling(1755.0) as inner:
+            state.advance("tensor", 15.0)  # 20 ms of tensor work: past the ramp
+        state.advance("other", 10.0)
     tensor = power.DRAW_W["tensor"] * power.RAMP_S + power.POWER_LIMIT_W * (0.020 - power.RAMP_S)
-    assert trajectory.energy_j == pytest.approx(tensor + power.DRAW_W["other"] * 0.010)
-    assert after == pytest.approx(1e6 + 1e3 * trajectory.energy_j)
-    assert trajectory.readings[-1].t_s == pytest.approx(0.030)
-    steps = np.diff([r.t_s for r in trajectory.readings])
+    assert whole.energy_j == pytest.approx(tensor + power.DRAW_W["other"] * 0.010)
+    assert inner.energy_j == pytest.approx(tensor - power.DRAW_W["tensor"] * 0.005)
+    assert state.energy_mj == pytest.approx(1e6 + 1e3 * whole.energy_j)
+    assert whole.readings[-1].t_s == pytest.approx(0.030) and inner.readings[-1].t_s == pytest.approx(0.015)
+    steps = np.diff([r.t_s for r in whole.readings])
     assert steps.max() <= 0.005 + 1e-12 and steps.min() > 0
 
 
@@ -135,10 +151,11 @@ def test_every_probe_carries_the_trajectory_of_its_own_work_and_the_counter_move
             gpu.time_gemm(4096, "bf16", 20)
         return Measured("toy.probe", ProbeOutcome("ok"))
 
-    start = gpu.energy_mj
+    start = gpu.power_state.energy_mj
     measured = ConditionRecorder(gpu, ptx_parameters(), clock_usable=True).measure("toy.probe", probe)
     record = measured.outcome.conditions[TRAJECTORY_KEY]
-    assert record["readings"] >= 2 and record["energy_j"] == pytest.approx((gpu.energy_mj - start) / 1e3)
+    spent = (gpu.power_state.energy_mj - start) / 1e3  # the snapshots' clock spins spent a little more
+    assert record["readings"] >= 2 and 0 < record["energy_j"] < spent
     gemm_s = 3 * 20 * 2 * 4096**3 / (gpu.gemm_tflops["bf16"] * 1e12)
     assert record["seconds"] == pytest.approx(gemm_s, abs=1e-6)  # the snapshots' clock spins lie outside it
 

@@ -24,6 +24,7 @@ from gpuprobe.families import (
     memory,
     mma,
     p2p,
+    power,
     selftest,
     tcgen05,
     tma,
@@ -35,8 +36,9 @@ from gpuprobe.judge.invariants import InvariantCheck
 from gpuprobe.output.sections import Section
 
 # In measuring order (and fact-sheet order): the memory hierarchy, then compute and tensor cores, then
-# warps, synchronisation, the CUDA C++ abstractions over them (coop) and launch, then what joins the GPUs
-# (measured only where a process sees more than one). The self-test goes first when it runs
+# warps, synchronisation, the CUDA C++ abstractions over them (coop) and launch, then seconds of sustained work
+# (power: last of one GPU's, so its heat reaches no other family), then what joins the GPUs (measured only where a
+# process sees more than one). The self-test goes first when it runs
 # (--inject-fault), so that every family after it shows the run went on.
 FAMILIES: tuple[Family, ...] = (
     selftest.FAMILY,
@@ -59,6 +61,7 @@ FAMILIES: tuple[Family, ...] = (
     grid_sync.FAMILY,
     coop.FAMILY,
     launch.FAMILY,
+    power.FAMILY,
     p2p.FAMILY,
     collectives.FAMILY,
 )

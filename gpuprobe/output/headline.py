@@ -29,7 +29,7 @@ from gpuprobe.output.run_conditions import ran_at
 
 # The key plots, shown under the headline in this order (a family's ``Plot.key``); the sheet shows those the run has.
 HEADLINE_PLOTS = ("latency_vs_footprint", "dram_occupancy", "wgmma_latency_vs_n", "l2_partition_map", "goodput",
-                  "loaded_latency")  # fmt: skip
+                  "loaded_latency", "sustained")  # fmt: skip
 
 Compare = Callable[[Results], str]
 

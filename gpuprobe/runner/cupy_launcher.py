@@ -298,6 +298,10 @@ class CupyLauncher:
     def nvml(self) -> dict[str, Any] | None:
         return nvml_snapshot(self.device_index, self._uuid, {os.getpid(), os.getppid()}, holds_context=True)
 
+    def idle(self, seconds: float) -> None:
+        self._cp.cuda.Device().synchronize()
+        time.sleep(seconds)
+
     def sampling(self) -> contextlib.AbstractContextManager[Trajectory]:
         index, uuid = self.device_index, self._uuid
         return NvmlSampler(partial(nvml_sample, index, uuid), partial(nvml_energy_mj, index, uuid)).sampling()

@@ -118,6 +118,10 @@ class Launcher(Protocol):
         """A context in which the launches lie inside the NVTX push/pop range ``name`` (:func:`probe_range`),
         for a profiler wrapping this process to see; a cheap no-op when no tool listens."""
 
+    def idle(self, seconds: float) -> None:
+        """Leave the GPU idle for ``seconds``: nothing launched, this process waiting (the power family's idle
+        window)."""
+
     def sampling(self) -> contextlib.AbstractContextManager[Trajectory]:
         """A context over which the clocks, power, temperature and clock-event reasons are sampled every few ms
         and the energy counter read at both ends (:mod:`gpuprobe.runner.trajectory`); its Trajectory stays

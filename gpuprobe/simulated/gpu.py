@@ -19,7 +19,7 @@ import sys
 import time
 import weakref
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -231,13 +231,14 @@ class SimulatedGpu:
     _rng: np.random.Generator = field(init=False)
     _run_factors: dict[str, float] = field(default_factory=dict, init=False)
     _kernel: str = field(default="", init=False)  # the kernel being simulated: whose run factor _jitter draws
-    energy_mj: float = 1.0e9  # the energy counter: mJ since the simulated driver loaded
-    _work: list[tuple[str, float]] | None = field(default=None, init=False)  # (kernel, ms) while sampling
+    power_state: power.PowerState = field(default_factory=power.PowerState)  # its power, clock and energy counter
+    power_kind: str = field(default="", init=False)  # what a kernel's simulation says its launch draws like
 
     def __post_init__(self) -> None:
         self._rng = np.random.default_rng(self.seed)
         for name, value in self.family_options.items():  # e.g. bw_dram_gbps: what a simulated part is like
             setattr(self, name, value)
+        self.power_state.scale = self.sm_count / 132  # the power model's figures are a 132-SM part's
 
     def _signatures(self) -> Signatures:
         """The PTX parameters every launch is checked against (as CupyLauncher checks) and bound by name to."""
@@ -351,8 +352,7 @@ class SimulatedGpu:
             from gpuprobe.families.wgmma.simulated import bracket_gemm
 
             bracket_gemm(self, stamp, ms)
-        if self._work is not None:
-            self._work.append(("cublas", ms))
+        self.power_state.advance("tensor", ms)
         return ms
 
     def device(self) -> Device:
@@ -391,18 +391,13 @@ class SimulatedGpu:
             "compute_processes": 0,
         }
 
-    @contextlib.contextmanager
-    def sampling(self) -> Iterator[Trajectory]:
-        """The clock and power over the work done inside, from the simulated timeline and the power model
-        (:mod:`gpuprobe.simulated.power`); the energy counter moves by what that work spent."""
-        outer, self._work = self._work, []
-        trajectory = Trajectory()
-        try:
-            yield trajectory
-        finally:
-            work, self._work = self._work, outer
-            made, self.energy_mj = power.trajectory(work, self.mhz, self.energy_mj)
-            trajectory.readings[:], trajectory.energy_mj = made.readings, made.energy_mj
+    def idle(self, seconds: float) -> None:
+        """Idle time passes at once: the power model spends the idle power over it."""
+        self.power_state.advance("idle", seconds * 1e3)
+
+    def sampling(self) -> contextlib.AbstractContextManager[Trajectory]:
+        """The clock and power over the work done inside, from the power model (:mod:`gpuprobe.simulated.power`)."""
+        return self.power_state.sampling(self.mhz)
 
     def nvtx_range(self, name: str) -> contextlib.AbstractContextManager[None]:
         """No profiler listens to a simulated GPU: the range marks nothing (tests/fakes/ncu stands one in)."""
@@ -470,8 +465,8 @@ class SimulatedGpu:
         bound = {name: arg for (_, name), arg in zip(signatures[kernel], args, strict=True)}
         ms = simulated_kernels()[kernel](self, launch, **bound)
         ms = self.kernel_ms if ms is None else float(ms)
-        if self._work is not None:
-            self._work.append((kernel, ms))
+        self.power_state.advance(self.power_kind or power.kind(kernel), ms)
+        self.power_kind = ""
         return ms
 
     # ---- noise, for the families' simulated kernels ---------------------------------------

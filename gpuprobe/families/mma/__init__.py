@@ -2,7 +2,7 @@
 and the emulations ptxas substitutes where it has not.
 
 Per variant (:data:`gpuprobe.families.mma.fragments.VARIANTS`), the probes
-``mma.<type>.<shape>.ilp1`` .. ``ilp8`` run the chain kernel of ptx/mma/mma_chain.ptxinc against its
+``mma.<type>.<shape>.ilp1`` .. ``ilp8`` run the chain kernel of ptx/common/mma_chain.ptxinc against its
 twin, whose loop body is the kernel's 16 mma.sync twice over under the same loop control: the twin's
 run less the kernel's, same iterations, is the mma.sync alone, the loop's IADD, ISETP and BRA
 cancelled (:mod:`gpuprobe.families.issue_sweep`; timed alone, an f16 m16n8k8 chain read 16.875

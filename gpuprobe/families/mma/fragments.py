@@ -1,6 +1,6 @@
 """mma.sync operands on the host: the PTX ISA's fragment layouts, element encodings, the reference.
 
-Each variant is one ``mma.sync.aligned.<shape>.row.col.<d>.<a>.<b>.<c>`` of ptx/mma/mma_chain.ptxinc.
+Each variant is one ``mma.sync.aligned.<shape>.row.col.<d>.<a>.<b>.<c>`` of ptx/common/mma_chain.ptxinc.
 Lane ``l`` of the warp holds, with ``g = l // 4`` and ``t = l % 4`` (PTX ISA, "Matrix fragments for
 mma.m16n8k*" and "mma.m8n8k*"), for ``e`` elements per 32-bit register (2 for f16/bf16, 1 for
 tf32, 4 for 8-bit types, 8 for int4):
@@ -189,14 +189,15 @@ def encodable(kind: str, value: float) -> bool:
     return decode(kind, encode(kind, value)) == value
 
 
-def _register(v: Variant, values: list[int]) -> int:
+def _register(v: Variant, values: list[float]) -> int:
     bits = _BITS[v.input_type]
     return sum(encode(v.input_type, x) << (bits * j) for j, x in enumerate(values))
 
 
 @dataclass(frozen=True)
 class Operands:
-    """A (m x k), B (k x n), C (m x n) as integers, and their fragments in the kernel's buffer layout."""
+    """A (m x k), B (k x n), C (m x n) (integers, or binary fractions every sum of which is exact), and their
+    fragments in the kernel's buffer layout."""
 
     a: np.ndarray
     b: np.ndarray
@@ -204,25 +205,31 @@ class Operands:
     fragments: np.ndarray  # uint32, LANES x LANE_WORDS
 
     def reference(self) -> np.ndarray:
-        """D = C + A B, exactly (int64)."""
+        """D = C + A B, exactly (int64, or float64 for exact fractions)."""
         return self.c + self.a @ self.b
 
 
 def make_operands(v: Variant, seed: int) -> Operands:
+    """Small integers in A, B and C: exact in every type, whatever the iteration count."""
     rng = np.random.default_rng(seed)
     a = rng.integers(-2, 3, size=(v.m, v.k))
     b = rng.integers(-2, 3, size=(v.k, v.n))
     c = rng.integers(-4, 5, size=(v.m, v.n))
+    return operands_of(v, a, b, c)
+
+
+def operands_of(v: Variant, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Operands:
+    """A, B and C (each element exact in its type) with their fragments in the kernel's buffer layout."""
     words = np.zeros((LANES, LANE_WORDS), dtype=np.uint32)
     e = v.per_register
     for lane in range(LANES):
         for r in range(v.a_registers):
             row_col = [a_position(v, lane, r, j) for j in range(e)]
-            words[lane, r] = _register(v, [int(a[i, j]) for i, j in row_col])
-            words[lane, 4 + r] = _register(v, [-int(a[i, j]) for i, j in row_col])
+            words[lane, r] = _register(v, [a[i, j] for i, j in row_col])
+            words[lane, 4 + r] = _register(v, [-a[i, j] for i, j in row_col])
         for r in range(v.b_registers):
-            words[lane, 8 + r] = _register(v, [int(b[i, j]) for i, j in (b_position(v, lane, r, j) for j in range(e))])
-        words[lane, 12 : 12 + v.d_words] = accumulator_words(v, [int(c[p]) for p in c_positions(v, lane)])
+            words[lane, 8 + r] = _register(v, [b[i, j] for i, j in (b_position(v, lane, r, j) for j in range(e))])
+        words[lane, 12 : 12 + v.d_words] = accumulator_words(v, [c[p] for p in c_positions(v, lane)])
     return Operands(a, b, c, words)
 
 
@@ -230,7 +237,7 @@ def c_positions(v: Variant, lane: int) -> list[tuple[int, int]]:
     return [c_position(v, lane, i) for i in range(v.m * v.n // LANES)]
 
 
-def accumulator_words(v: Variant, values: list[int]) -> list[int]:
+def accumulator_words(v: Variant, values: list[float]) -> list[int]:
     """One lane's C or D elements as its 32-bit accumulator registers."""
     if v.accumulator == "f16":
         return [encode("f16", values[i]) | (encode("f16", values[i + 1]) << 16) for i in range(0, len(values), 2)]
@@ -242,5 +249,5 @@ def predicted_words(v: Variant, operands: Operands) -> np.ndarray:
     d = operands.reference() * CHAINS
     words = np.zeros((LANES, 4), dtype=np.uint32)
     for lane in range(LANES):
-        words[lane, : v.d_words] = accumulator_words(v, [int(d[p]) for p in c_positions(v, lane)])
+        words[lane, : v.d_words] = accumulator_words(v, [d[p] for p in c_positions(v, lane)])
     return words

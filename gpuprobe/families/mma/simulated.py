@@ -153,7 +153,7 @@ def lane_results(v: Variant, fragments: np.ndarray, swapped: bool = False) -> np
     d = (c + a @ b) * CHAINS
     out = np.zeros((LANES, 4), dtype=np.uint32)
     for lane in range(LANES):
-        out[lane, : v.d_words] = accumulator_words(v, [int(d[p]) for p in c_positions(v, lane)])
+        out[lane, : v.d_words] = accumulator_words(v, [d[p] for p in c_positions(v, lane)])
     return out
 
 

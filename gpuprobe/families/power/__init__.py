@@ -1,0 +1,443 @@
+"""The power family: burst against sustained, and what an operation costs in energy.
+
+A probe of any other family is a burst of milliseconds; a training step runs for seconds, long enough for the
+power controller to act. On the first H200 run every wgmma configuration issued at 99-100 % of its per-clock
+peak and all of its variation was the clock (1610-1800 MHz, random operands drawing more power than zeros;
+``../shared/review/h200_results_audit.md``, defect 4); Triton's and FlashInfer's maintainers found back-to-back
+timing pulls a B200 from 1965 to about 1580 MHz. So each run here keeps one kind of work going on every SM at
+full occupancy for ``sustained_s`` seconds of launches of about ``launch_ms`` each, every launch timed by
+events and reading the SM clock it ran at (%clock64 over %globaltimer in every warp), while NVML samples power
+and clocks (:mod:`gpuprobe.runner.trajectory`) and the energy counter brackets the steady part (the last
+``steady_share`` of the run):
+
+* ``power.mma.bf16.random`` / ``.zero`` (ptx/power/power.ptx's copy of the mma chain kernel): bf16 m16n8k16
+  mma.sync with f32 accumulate, 8 chains a thread, on random operands (signs and all 7 mantissa bits drawn;
+  exponents fixed so that every product and sum is exact in f32, and the result is checked bit for bit) or
+  on zeros: the bits that toggle are the power the datapath draws;
+* ``power.dram_read`` / ``power.l2_read``: a 16-byte ld.global.cg stream over 4 L2 sizes (DRAM) or half the
+  L2 (L2), every thread's word sums checked;
+* ``power.idle``: the energy counter over ``idle_s`` with nothing running, for the runs' energy above idle.
+
+Facts of a run ``power.<run>``: ``burst`` (the rate of its first ``burst_launches`` launches, of about
+``burst_ms`` each, after ``rest_s`` of rest) and ``sustained`` (the steady part's), TFLOP/s or GB/s;
+``sustained_fraction``; ``settle_ms`` (GPU time until every later launch's clock stays within
+``settle_tolerance`` of the steady clock); ``sustained_mhz``; ``watts`` (the counter's energy over the steady
+part's wall time); ``pj_per_op`` (that energy over the FLOP or bytes the steady launches did: pJ/FLOP, pJ/byte;
+the host's gaps between launches are in it, as a training loop's are) and ``pj_per_op_above_idle`` (idle power
+over the same time taken off). Without an energy counter those three are ``not_run`` with the reason; the
+rates and clocks stand. Invariants: sustained not above burst; zero operands
+draw no more than random ones and are not slower.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuprobe.core.errors import ProbeFailure
+from gpuprobe.core.results import Device, Fact, ProbeOutcome
+from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
+from gpuprobe.families.issue_sweep import Records, output_words
+from gpuprobe.families.measuring import fact, unmeasured
+from gpuprobe.families.mma.fragments import Variant, operands_of, predicted_words
+from gpuprobe.families.power.plot import SUSTAINED_PLOT
+from gpuprobe.families.stepping import probe_steps
+from gpuprobe.judge.invariants import Check
+from gpuprobe.judge.ordering import pair_not_below
+from gpuprobe.output.sections import Section
+from gpuprobe.runner.checked import POISON_BYTE
+from gpuprobe.runner.trajectory import Trajectory
+
+VARIANT = Variant("bf16", "m16n8k16")
+MMA_KERNEL = "gp_pw_bf16_m16n8k16_ilp8"
+STREAM_KERNEL = "gp_pw_stream"
+RESULT_WORDS = 2  # 64-bit words a thread writes: four 32-bit sums
+MMA_FLOP_PER_WARP_ITERATION = 16 * 2 * 16 * 8 * 16  # 16 mma.sync of m16n8k16, 2 m n k FLOP each
+STREAM_BYTES_PER_THREAD_ITERATION = 4 * 16  # four 16-byte vectors
+FRACTION = 2.0**-14  # the random operands' grid: a bf16 of 8 significant bits at exponent 0, squared
+FIRST_ITERATIONS = 256  # an mma launch's iterations before it is sized to ``launch_ms``
+NO_COUNTER = "no energy counter where it ran (NVML absent, or the part has none)"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One sustained run: its probe, kernel, rate unit, what one operation is, and its operands or level."""
+
+    probe: str
+    kernel: str
+    unit: str
+    per: str
+    operands: str = ""
+    level: str = ""
+
+
+RUNS = {
+    run.probe: run
+    for run in (
+        Run("power.mma.bf16.random", MMA_KERNEL, "TFLOP/s", "FLOP", operands="random"),
+        Run("power.mma.bf16.zero", MMA_KERNEL, "TFLOP/s", "FLOP", operands="zero"),
+        Run("power.dram_read", STREAM_KERNEL, "GB/s", "byte", level="dram"),
+        Run("power.l2_read", STREAM_KERNEL, "GB/s", "byte", level="l2"),
+    )
+}
+IDLE = "power.idle"
+PROBES = [IDLE, *RUNS]
+IDLE_KEY = "power_idle_watts"  # in the family state: what the runs' energy above idle takes off
+
+
+@dataclass(frozen=True)
+class Settings:
+    idle_s: float = 1.0  # the idle window: long beside the energy counter's update period
+    sustained_s: float = 2.0  # GPU seconds of launches per run
+    launch_ms: float = 20.0  # about this long each launch
+    burst_launches: int = 3  # the run's first launches, shorter ones, before the power controller acts: the burst
+    burst_ms: float = 2.0  # about this long each burst launch
+    steady_share: float = 0.5  # the run's last share: the sustained rate, clock and energy
+    settle_tolerance: float = 0.02  # a launch's clock within this of the steady clock is settled
+    rest_s: float = 0.25  # idle between sizing the launches and the run: its burst starts from a rested part
+    threads: int = 256
+    dram_l2_multiple: float = 4.0  # the DRAM stream's buffer, in L2 sizes
+    l2_fraction: float = 0.5  # the L2 stream's buffer, of the L2
+    seed: int = 11
+
+    def __post_init__(self) -> None:
+        positive = ("idle_s", "sustained_s", "launch_ms", "burst_ms", "dram_l2_multiple", "l2_fraction", "rest_s")
+        if any(not getattr(self, name) > 0 for name in positive) or self.burst_launches < 1 or self.threads % 32:
+            raise ValueError(f"power Settings: {', '.join(positive)} above 0, burst_launches 1 or more, whole warps")
+        if not 0 < self.steady_share < 1 or not 0 < self.settle_tolerance < 1:
+            raise ValueError("power Settings: steady_share and settle_tolerance between 0 and 1")
+
+
+SECTIONS = (
+    Section(
+        "Power, clock and energy",
+        ("power.",),
+        ("power.",),
+        plot=SUSTAINED_PLOT,
+        blurb="Seconds of one kind of work on every SM: the rate of the first launches (burst) and of the last "
+        "half (sustained), the SM clock each launch ran at, NVML's power and the energy counter: energy per "
+        "FLOP and per byte, with and without the idle power.",
+    ),
+)
+
+
+# ---- the work ------------------------------------------------------------------------------------------------
+
+
+def random_operands(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A and B of +-(1 + m/128) (m random in 0..127: every mantissa bit and the sign drawn, the exponent fixed),
+    C random multiples of :data:`FRACTION` within +-32: every product, sum and chain step exact in f32."""
+    rng = np.random.default_rng(seed)
+
+    def signed_mantissas(shape: tuple[int, int]) -> np.ndarray:
+        return rng.choice([-1.0, 1.0], size=shape) * (1 + rng.integers(0, 128, size=shape) / 128)
+
+    a, b = signed_mantissas((VARIANT.m, VARIANT.k)), signed_mantissas((VARIANT.k, VARIANT.n))
+    c = rng.integers(-(2**19), 2**19, size=(VARIANT.m, VARIANT.n)) * FRACTION
+    return a, b, c
+
+
+@dataclass
+class Load:
+    """One kind of work at full occupancy: its launch shape, arguments for a number of iterations, the operations
+    one iteration of the whole grid does, and each thread's four words after ``iterations``."""
+
+    kernel: str
+    blocks: int
+    threads: int
+    args: Callable[[int], list[Any]]
+    ops_per_iteration: float
+    expected: Callable[[int], np.ndarray]
+    unit_ops: float  # operations per second in one unit of the rate: 1e12 (TFLOP/s) or 1e9 (GB/s)
+    out: Any = None
+    step: int = 1  # iterations come in multiples of this
+
+    @property
+    def total_threads(self) -> int:
+        return self.blocks * self.threads
+
+
+def mma_load(request: Request, settings: Settings, operands: str) -> Load:
+    if operands == "random":
+        made = operands_of(VARIANT, *random_operands(settings.seed))
+    else:
+        zero = np.zeros
+        made = operands_of(VARIANT, zero((VARIANT.m, VARIANT.k)), zero((VARIANT.k, VARIANT.n)),
+                           zero((VARIANT.m, VARIANT.n)))  # fmt: skip
+    uploaded = request.launcher.upload(made.fragments.ravel())
+    per_lane = predicted_words(VARIANT, made)  # every chain back at C + A B after each iteration, 8 chains summed
+    blocks = full_grid(request, MMA_KERNEL, settings.threads)
+    expected = np.tile(per_lane, (blocks * settings.threads // 32, 1))
+    warps = blocks * settings.threads // 32
+    return Load(MMA_KERNEL, blocks, settings.threads, lambda n: [np.uint32(n), uploaded, None],
+                warps * MMA_FLOP_PER_WARP_ITERATION, lambda n: expected, 1e12)  # fmt: skip
+
+
+def stream_load(request: Request, settings: Settings, level: str) -> Load:
+    device = request.device
+    wanted = settings.dram_l2_multiple * device.l2_bytes if level == "dram" else settings.l2_fraction * device.l2_bytes
+    per_block = 4 * settings.threads * 16  # a block's share of one iteration of the grid
+    blocks = max(1, min(full_grid(request, STREAM_KERNEL, settings.threads), int(wanted) // per_block))
+    threads = blocks * settings.threads
+    quantum = blocks * per_block  # the buffer holds whole iterations of the grid (an L2 too small for a full
+    span = max(1, int(wanted) // quantum) * quantum  # grid's gets fewer blocks)
+    words = np.random.default_rng(settings.seed).integers(0, 2**32, size=span // 4, dtype=np.uint32)
+    src = request.launcher.upload(words)
+    per_pass = words.reshape(-1, threads, 4).sum(axis=0, dtype=np.uint64)  # thread t: vectors t, t + T, ...
+    pass_iterations = span // quantum
+
+    def expected(iterations: int) -> np.ndarray:
+        passes = np.uint64(iterations // pass_iterations)
+        return (per_pass * passes & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+    return Load(STREAM_KERNEL, blocks, settings.threads, lambda n: [src, np.uint64(span), np.uint32(n), None],
+                threads * STREAM_BYTES_PER_THREAD_ITERATION, expected, 1e9, step=pass_iterations)  # fmt: skip
+
+
+def full_grid(request: Request, kernel: str, threads: int) -> int:
+    """Blocks of ``threads`` that fill every SM at once (the occupancy API)."""
+    return max(1, request.launcher.max_active_blocks(kernel, threads)) * request.device.sm_count
+
+
+@dataclass(frozen=True)
+class Launched:
+    """One launch of a run: when it started (GPU ms since the run began), its event ms, operations, rate (over its
+    warps' timed span) and SM clock."""
+
+    at_ms: float
+    ms: float
+    ops: float
+    rate: float
+    mhz: float | None
+
+
+def launch(request: Request, load: Load, iterations: int) -> Launched:
+    """One checked, event-timed launch: every thread's words compared with the host's, the clock read; its rate
+    over its warps' own %globaltimer span (the event time is the run's time axis)."""
+    count = output_words(load.total_threads, RESULT_WORDS)
+    if load.out is None:
+        load.out = request.outputs.get(count)
+    args = [load.out if a is None else a for a in load.args(iterations)]
+    request.launcher.fill(load.out, POISON_BYTE)  # a launch that writes nothing cannot pass on the last one's words
+    ms = request.kernels.time(load.kernel, args, grid=load.blocks, block=load.threads)
+    records = Records.from_output(request.launcher.read(load.out, "uint64", count), load.total_threads, RESULT_WORDS,
+                                  load.kernel)  # fmt: skip
+    got = np.ascontiguousarray(records.result).view(np.uint32).reshape(-1, 4)
+    want = load.expected(iterations)
+    wrong = np.flatnonzero(np.any(got != want, axis=1))
+    if len(wrong):
+        t = int(wrong[0])
+        raise ProbeFailure(f"{load.kernel}: thread {t} of {len(got)} wrote {[hex(int(w)) for w in got[t]]}, the "
+                           f"host predicts {[hex(int(w)) for w in want[t]]} ({len(wrong)} threads differ)")  # fmt: skip
+    ops = load.ops_per_iteration * iterations
+    span_ms = float(records.end_ns.max() - records.start_ns.min()) * 1e-6  # the loops themselves, first to last:
+    timed = span_ms if span_ms > 0 else ms  # a short burst launch's fixed cost stays out of its rate
+    return Launched(0.0, ms, ops, ops / (timed * 1e-3) / load.unit_ops, records.mhz())
+
+
+SIZING_LAUNCHES = 2  # a launch's fixed cost dominates the first, short one: scale, then scale again
+
+
+def sized(request: Request, settings: Settings, load: Load) -> int:
+    """Iterations for a launch of about ``launch_ms`` (whole multiples of the load's step)."""
+    iterations = load.step * max(1, FIRST_ITERATIONS // load.step) if load.kernel == MMA_KERNEL else load.step
+    for _ in range(SIZING_LAUNCHES):
+        ms = launch(request, load, iterations).ms
+        iterations = load.step * max(1, round(iterations / load.step * settings.launch_ms / max(ms, 1e-3)))
+    return iterations
+
+
+@dataclass
+class Sustained:
+    """A run's launches, the index of the first steady one, and NVML's trajectories over all and the steady part."""
+
+    launches: list[Launched] = field(default_factory=list)
+    first_steady: int = 0
+    whole: Trajectory = field(default_factory=Trajectory)
+    steady: Trajectory = field(default_factory=Trajectory)
+
+    def steady_launches(self) -> list[Launched]:
+        return self.launches[self.first_steady :]
+
+
+def sustain(request: Request, settings: Settings, load: Load, iterations: int) -> Sustained:
+    """Launches back to back for ``sustained_s`` GPU seconds, the first ``burst_launches`` of about ``burst_ms``
+    each, the last ``steady_share`` inside a sampling of its own (its energy is the steady part's)."""
+    run = Sustained()
+    total_ms, steady_from = settings.sustained_s * 1e3, (1 - settings.steady_share) * settings.sustained_s * 1e3
+    burst = load.step * max(1, round(iterations / load.step * settings.burst_ms / settings.launch_ms))
+    elapsed = 0.0
+
+    def once() -> None:
+        nonlocal elapsed
+        done = launch(request, load, burst if len(run.launches) < settings.burst_launches else iterations)
+        run.launches.append(Launched(elapsed, done.ms, done.ops, done.rate, done.mhz))
+        elapsed += done.ms
+
+    with request.launcher.sampling() as whole:
+        while elapsed < steady_from or len(run.launches) <= settings.burst_launches:
+            once()
+        run.first_steady = len(run.launches)
+        with request.launcher.sampling() as steady:
+            while elapsed < total_ms or len(run.launches) == run.first_steady:
+                once()
+    run.whole, run.steady = whole, steady
+    return run
+
+
+# ---- facts ---------------------------------------------------------------------------------------------------
+
+
+def settle_ms(run: Sustained, tolerance: float) -> float | None:
+    """GPU ms from the run's start to the first launch after which every launch's clock stays within
+    ``tolerance`` of the steady clock (the median of the steady launches'); None where no clock was read."""
+    clocks = [x.mhz for x in run.steady_launches() if x.mhz]
+    if not clocks:
+        return None
+    final = float(np.median(clocks))
+    settled = len(run.launches)
+    for index in range(len(run.launches) - 1, -1, -1):
+        mhz = run.launches[index].mhz
+        if mhz is None or abs(mhz - final) > tolerance * final:
+            break
+        settled = index
+    return run.launches[settled].at_ms if settled < len(run.launches) else None
+
+
+def energy_facts(stem: str, spec: Run, run: Sustained, ops: float, idle_w: float | None) -> list[Fact]:
+    """Watts over the steady part, and its energy per operation, with and without the idle power."""
+    energy, seconds = run.steady.energy_j, run.steady.seconds
+    per = f"pJ/{spec.per}"
+    if energy is None or seconds <= 0:
+        why = NO_COUNTER if energy is None else "the steady part took no time NVML saw"
+        return [unmeasured(f"{stem}.{name}", unit, spec.probe, why)
+                for name, unit in (("watts", "W"), ("pj_per_op", per), ("pj_per_op_above_idle", per))]  # fmt: skip
+    facts = [single(f"{stem}.watts", energy / seconds, "W", spec.probe),
+             single(f"{stem}.pj_per_op", energy / ops * 1e12, per, spec.probe)]  # fmt: skip
+    if idle_w is None:
+        facts.append(unmeasured(f"{stem}.pj_per_op_above_idle", per, spec.probe, "no idle power measured (power.idle)"))
+    else:
+        facts.append(single(f"{stem}.pj_per_op_above_idle", (energy - idle_w * seconds) / ops * 1e12, per, spec.probe))
+    return facts
+
+
+def single(fact_id: str, value: float, unit: str, probe: str) -> Fact:
+    """A fact of one figure (a ratio, or one window's energy): no samples to spread."""
+    return Fact(fact_id, value, unit, (value, value), [value], {}, probe)
+
+
+def run_facts(spec: Run, run: Sustained, settings: Settings, idle_w: float | None) -> list[Fact]:
+    stem = spec.probe
+    rates = [x.rate for x in run.launches]
+    burst = fact(f"{stem}.burst", rates[: settings.burst_launches], spec.unit, spec.probe)
+    sustained = fact(f"{stem}.sustained", [x.rate for x in run.steady_launches()], spec.unit, spec.probe)
+    facts = [burst, sustained, single(f"{stem}.sustained_fraction", sustained.value / burst.value, "fraction",
+                                      spec.probe)]  # fmt: skip
+    settled = settle_ms(run, settings.settle_tolerance)
+    clocks = [x.mhz for x in run.steady_launches() if x.mhz]
+    if settled is None or not clocks:
+        why = "no SM clock read inside the launches (their timers did not move far enough)"
+        facts += [unmeasured(f"{stem}.settle_ms", "ms", spec.probe, why),
+                  unmeasured(f"{stem}.sustained_mhz", "MHz", spec.probe, why)]  # fmt: skip
+    else:
+        facts += [single(f"{stem}.settle_ms", settled, "ms", spec.probe),
+                  fact(f"{stem}.sustained_mhz", clocks, "MHz", spec.probe)]  # fmt: skip
+    ops = sum(x.ops for x in run.steady_launches())
+    return facts + energy_facts(stem, spec, run, ops, idle_w)
+
+
+SERIES_POINTS = 96  # NVML's readings over a run kept for its plot
+
+
+def run_series(run: Sustained) -> dict[str, dict[str, list]]:
+    """``launches``: each launch's start (GPU ms), rate and clock; ``steady``: the operations, wall seconds and
+    joules the energy facts divide; ``nvml``: the run's readings (at most :data:`SERIES_POINTS`)."""
+    launches = {
+        "at_ms": [round(x.at_ms, 3) for x in run.launches],
+        "rate": [x.rate for x in run.launches],
+        "mhz": [x.mhz for x in run.launches],
+        "steady": [k >= run.first_steady for k in range(len(run.launches))],
+    }
+    steady = {"ops": [sum(x.ops for x in run.steady_launches())], "seconds": [run.steady.seconds],
+              "energy_j": [run.steady.energy_j]}  # fmt: skip
+    nvml = {"nvml": run.whole.series(SERIES_POINTS)} if run.whole.readings else {}
+    return {"launches": launches, "steady": steady, **nvml}
+
+
+def measure_run(request: Request, settings: Settings, spec: Run) -> Measured:
+    """One sustained run (see the module)."""
+    load = mma_load(request, settings, spec.operands) if spec.operands else stream_load(request, settings, spec.level)
+    iterations = sized(request, settings, load)
+    request.launcher.idle(settings.rest_s)  # the sizing launches may have started the power controller's response
+    run = sustain(request, settings, load, iterations)
+    facts = run_facts(spec, run, settings, request.state.get(IDLE_KEY))
+    note = (f"{len(run.launches)} launches of {iterations} iterations, {load.blocks} blocks of {load.threads}; "
+            f"steady from launch {run.first_steady + 1}; NVML readings {len(run.whole.readings)}")  # fmt: skip
+    return Measured(spec.probe, ProbeOutcome("ok", note, run_series(run)), facts)
+
+
+def measure_idle(request: Request, settings: Settings) -> Measured:
+    """The energy counter over ``idle_s`` with nothing running."""
+    with request.launcher.sampling() as window:
+        request.launcher.idle(settings.idle_s)
+    energy, seconds = window.energy_j, window.seconds
+    if energy is None or seconds <= 0:
+        return Measured(IDLE, ProbeOutcome("ok", NO_COUNTER), [unmeasured("power.idle.watts", "W", IDLE, NO_COUNTER)])
+    watts = energy / seconds
+    request.state[IDLE_KEY] = watts
+    note = f"{energy:.3f} J over {seconds:.3f} s with nothing running ({len(window.readings)} NVML readings)"
+    return Measured(IDLE, ProbeOutcome("ok", note), [single("power.idle.watts", watts, "W", IDLE)])
+
+
+def measure(request: Request) -> Probes:
+    settings = request.settings or Settings()
+    steps: dict[str, Callable[[], Measured]] = {IDLE: functools.partial(measure_idle, request, settings)}
+    steps.update({name: functools.partial(measure_run, request, settings, spec) for name, spec in RUNS.items()})
+    return probe_steps(PROBES, steps, request.runnable)
+
+
+def plan(settings: Settings, device: Device) -> Plan:
+    """The idle window and every run's GPU seconds (plus its sizing launches), each launch a fill, a timed launch
+    and a read-back; the host's check of each launch's words."""
+    per_run = SIZING_LAUNCHES + int(settings.sustained_s * 1e3 / settings.launch_ms) + settings.burst_launches
+    launches = len(RUNS) * per_run
+    sizing_s = SIZING_LAUNCHES * settings.launch_ms / 1e3
+    gpu_s = settings.idle_s + len(RUNS) * (settings.rest_s + settings.sustained_s + sizing_s)
+    return Plan(probes=len(PROBES), launches=3 * launches, gpu_s=gpu_s, host_s=0.002 * launches)
+
+
+# A first contact: a short L2 stream (its launch path and checked sums), of a tenth of a second.
+SMOKE = Smoke(probes=("power.l2_read",), settings=Settings(idle_s=0.05, sustained_s=0.1, launch_ms=10.0, rest_s=0.01))
+
+
+def sustained_not_above_burst(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """No run is faster sustained than in its first launches."""
+    return [check for probe in RUNS for check in pair_not_below(
+        facts, f"power_sustained_within_burst.{probe.removeprefix('power.').replace('.', '_')}",
+        f"{probe}.sustained", f"{probe}.burst")]  # fmt: skip
+
+
+def zero_operands_cost_no_more(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """Zero operands draw no more power than random ones, and run no slower."""
+    random, zero = "power.mma.bf16.random", "power.mma.bf16.zero"
+    draws = pair_not_below(facts, "power_zero_operands.draw_no_more", f"{zero}.watts", f"{random}.watts")
+    return draws + pair_not_below(facts, "power_zero_operands.not_slower", f"{random}.sustained", f"{zero}.sustained")
+
+
+INVARIANTS = (sustained_not_above_burst, zero_operands_cost_no_more)
+
+
+FAMILY = Family(
+    name="power",
+    probes=tuple(PROBES),
+    settings=Settings,
+    plan=plan,
+    measure=measure,
+    smoke=SMOKE,
+    sections=SECTIONS,
+    invariants=INVARIANTS,
+)

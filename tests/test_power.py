@@ -1,0 +1,174 @@
+"""The power family's host side on the simulated GPU and its power model: burst against sustained, the clock
+settling, energy per operation with and without idle power, every launch's check, a part without an energy
+counter, the invariants, the plot, the contracts and the time plan."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from gpuprobe.core.results import Fact, ProbeOutcome, Results
+from gpuprobe.families import power
+from gpuprobe.families.mma.fragments import CHAINS, operands_of, predicted_words
+from gpuprobe.families.power import simulated
+from gpuprobe.families.power.plot import sustained_png
+from gpuprobe.judge.invariants import check_invariants
+from gpuprobe.kernels.registry import all_probes
+from gpuprobe.measure.plan import family_seconds
+from gpuprobe.runner.trajectory import Trajectory
+from gpuprobe.simulated import power as power_model
+from gpuprobe.simulated.gpu import SimulatedGpu, measure_family, suite_options
+from tests.helpers.devices import H200
+
+FAST = simulated.FAST_SETTINGS
+
+
+def _run(gpu: SimulatedGpu | None = None, runnable=None, settings=FAST):
+    gpu = gpu or SimulatedGpu(**suite_options(noise=0.0))
+    return measure_family(power, gpu, set(runnable or power.PROBES), settings)
+
+
+def _facts(measured) -> dict[str, Fact]:
+    return {f.id: f for m in measured.values() for f in m.facts}
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return _run()
+
+
+def test_the_probes_are_the_declared_family_in_order() -> None:
+    assert set(power.PROBES) == {p.name for p in all_probes() if p.family == "power"}
+    assert power.PROBES[0] == power.IDLE  # the idle power first: every run's energy above idle takes it off
+
+
+def test_a_power_limited_run_slows_as_its_clock_falls_and_the_others_hold(measured) -> None:
+    assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(power.PROBES, "ok")
+    facts = _facts(measured)
+    random, zero = "power.mma.bf16.random", "power.mma.bf16.zero"
+    limited = (power_model.POWER_LIMIT_W - power_model.IDLE_W) / (power_model.DRAW_W["tensor"] - power_model.IDLE_W)
+    assert facts[f"{random}.sustained_fraction"].value == pytest.approx(limited, rel=0.01)
+    assert facts[f"{random}.sustained_mhz"].value == pytest.approx(SimulatedGpu().mhz * limited, rel=0.01)
+    assert 0 < facts[f"{random}.settle_ms"].value < 3 * power_model.RAMP_S * 1e3  # the controller acted early
+    for run in (zero, "power.dram_read", "power.l2_read"):  # below the limit: the clock never moves
+        assert facts[f"{run}.sustained_fraction"].value == pytest.approx(1.0, abs=0.01), run
+        assert facts[f"{run}.settle_ms"].value == 0.0, run
+    assert facts["power.l2_read.sustained"].value > 2 * facts["power.dram_read.sustained"].value
+
+
+def test_energy_per_operation_is_the_counters_joules_over_the_work_and_idle_is_taken_off(measured) -> None:
+    facts = _facts(measured)
+    scale = SimulatedGpu(**suite_options()).sm_count / 132
+    assert facts["power.idle.watts"].value == pytest.approx(power_model.IDLE_W * scale)
+    assert facts["power.mma.bf16.random.watts"].value == pytest.approx(power_model.POWER_LIMIT_W * scale, rel=1e-6)
+    assert facts["power.mma.bf16.zero.watts"].value == pytest.approx(power_model.DRAW_W["tensor_zero"] * scale)
+    for run, unit in (("power.mma.bf16.random", "pJ/FLOP"), ("power.dram_read", "pJ/byte")):
+        steady = measured[run].outcome.series["steady"]
+        (ops,), (seconds,), (joules,) = steady["ops"], steady["seconds"], steady["energy_j"]
+        assert facts[f"{run}.watts"].value == pytest.approx(joules / seconds)
+        assert facts[f"{run}.pj_per_op"].unit == unit
+        assert facts[f"{run}.pj_per_op"].value == pytest.approx(joules / ops * 1e12)
+        above = (joules - facts["power.idle.watts"].value * seconds) / ops * 1e12
+        assert facts[f"{run}.pj_per_op_above_idle"].value == pytest.approx(above)
+        rate = facts[f"{run}.sustained"].value * (1e12 if unit == "pJ/FLOP" else 1e9)  # the median launch's
+        assert facts[f"{run}.pj_per_op"].value == pytest.approx(joules / seconds / rate * 1e12, rel=0.15)
+
+
+def test_the_invariants_hold_and_a_sustained_rate_above_its_burst_breaks_one(measured) -> None:
+    facts = _facts(measured)
+    checks = {c.name: c for c in check_invariants(facts, H200, power.INVARIANTS)}
+    assert checks and all(c.ok for c in checks.values()), [c.detail for c in checks.values() if not c.ok]
+    assert {"power_zero_operands.draw_no_more", "power_zero_operands.not_slower"} <= set(checks)
+    faster = dict(facts)
+    burst = facts["power.dram_read.burst"]
+    twice = 2 * burst.value
+    faster["power.dram_read.sustained"] = dataclasses.replace(burst, id="power.dram_read.sustained", value=twice,
+                                                              ci=(twice, twice))  # fmt: skip
+    broken = {c.name: c for c in check_invariants(faster, H200, power.INVARIANTS)}
+    assert not broken["power_sustained_within_burst.dram_read"].ok
+
+
+def test_random_operands_toggle_every_mantissa_bit_yet_every_chain_step_is_exact() -> None:
+    a, b, c = power.random_operands(power.Settings().seed)
+    assert set(np.unique(np.abs(a))) <= {1 + m / 128 for m in range(128)} and len(np.unique(np.abs(a))) > 64
+    assert np.all(c / power.FRACTION == np.round(c / power.FRACTION)) and np.abs(c).max() < 32
+    made = operands_of(power.VARIANT, a, b, c)
+    reference = (c + a @ b).astype(np.float32).astype(np.float64)
+    assert np.array_equal(reference, c + a @ b)  # exact in f32: every sum the tensor core makes is too
+    words = predicted_words(power.VARIANT, made)
+    assert words.view(np.float32)[0, 0] == np.float32(CHAINS * (c + a @ b)[0, 0])  # lane 0's D[0][0], 8 chains
+
+
+@pytest.mark.parametrize("kernel", [power.MMA_KERNEL, power.STREAM_KERNEL])
+def test_a_wrong_word_in_any_launch_fails_the_run_naming_the_thread(kernel: str) -> None:
+    gpu = SimulatedGpu(**suite_options(noise=0.0))
+    gpu.power_corrupt = kernel
+    probe = "power.mma.bf16.random" if kernel == power.MMA_KERNEL else "power.l2_read"
+    outcome = _run(gpu, {probe})[probe].outcome
+    assert outcome.status == "failed" and f"{kernel}: thread" in outcome.detail and "host predicts" in outcome.detail
+
+
+class NoCounter(SimulatedGpu):
+    """A part whose NVML has no energy counter: its trajectories carry readings and no energy."""
+
+    def sampling(self):
+        @contextlib.contextmanager
+        def without() -> Iterator[Trajectory]:
+            with super(NoCounter, self).sampling() as inner:
+                yield inner
+            inner.energy_mj = None
+
+        return without()
+
+
+def test_without_an_energy_counter_the_energy_facts_say_why_and_the_rates_stand() -> None:
+    facts = _facts(_run(NoCounter(**suite_options(noise=0.0)), {power.IDLE, "power.dram_read"}))
+    for fact_id in ("power.idle.watts", "power.dram_read.watts", "power.dram_read.pj_per_op"):
+        assert facts[fact_id].value is None and facts[fact_id].detail == power.NO_COUNTER, fact_id
+    assert facts["power.dram_read.sustained"].value > 0 and facts["power.dram_read.sustained_mhz"].value > 0
+
+
+def test_without_idle_power_the_energy_above_idle_says_so() -> None:
+    facts = _facts(_run(runnable={"power.l2_read"}))
+    assert facts["power.l2_read.pj_per_op"].value > 0
+    assert facts["power.l2_read.pj_per_op_above_idle"].detail == "no idle power measured (power.idle)"
+
+
+def test_the_clock_settles_at_the_first_launch_after_which_every_clock_stays_near_the_steady_one() -> None:
+    def run(clocks: list[float | None]) -> power.Sustained:
+        launches = [power.Launched(10.0 * k, 10.0, 1.0, 1.0, mhz) for k, mhz in enumerate(clocks)]
+        return power.Sustained(launches, first_steady=len(clocks) // 2)
+
+    assert power.settle_ms(run([1980, 1900, 1700, 1610, 1600, 1605, 1600, 1602]), 0.02) == 30.0
+    assert power.settle_ms(run([1600, 1980, 1600, 1600]), 0.02) == 20.0  # a late excursion counts
+    assert power.settle_ms(run([1755.0] * 6), 0.02) == 0.0
+    assert power.settle_ms(run([None] * 4), 0.02) is None
+
+
+def test_the_series_and_the_plot_show_clock_and_power_over_each_run(measured) -> None:
+    series = measured["power.mma.bf16.random"].outcome.series
+    launches = series["launches"]
+    assert launches["at_ms"] == sorted(launches["at_ms"]) and launches["steady"][-1] and not launches["steady"][0]
+    assert min(series["nvml"]["sm_mhz"]) < max(series["nvml"]["sm_mhz"])  # NVML saw the clock fall too
+    probes = {name: m.outcome for name, m in measured.items()}
+    results = Results(device=H200, probes=probes)
+    assert sustained_png(results, 60).startswith(b"\x89PNG")
+    assert sustained_png(Results(device=H200, probes={"power.idle": ProbeOutcome("ok")}), 60) is None
+
+
+def test_settings_refuse_what_cannot_be_run() -> None:
+    for bad in ({"sustained_s": 0.0}, {"steady_share": 1.0}, {"threads": 100}, {"burst_launches": 0}):
+        with pytest.raises(ValueError, match="power Settings"):
+            power.Settings(**bad)
+
+
+def test_the_plan_counts_the_seconds_of_sustained_work_and_the_smoke_stage_a_tenth_of_one() -> None:
+    settings = power.Settings()
+    plan = power.plan(settings, H200)
+    assert plan.gpu_s >= settings.idle_s + len(power.RUNS) * settings.sustained_s
+    assert family_seconds(power.plan(power.SMOKE.settings, H200)) < family_seconds(plan) / 3
+    assert power.SMOKE.probes == ("power.l2_read",)
