@@ -240,6 +240,7 @@ def launch(request: Request, load: Load, iterations: int) -> Launched:
 
 
 SIZING_LAUNCHES = 2  # a launch's fixed cost dominates the first, short one: scale, then scale again
+CHECK_S = 0.005  # a launch's words read back and compared: ~5 MB and a million words on an H200's full grid
 
 
 def sized(request: Request, settings: Settings, load: Load) -> int:
@@ -407,7 +408,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     launches = len(RUNS) * per_run
     sizing_s = SIZING_LAUNCHES * settings.launch_ms / 1e3
     gpu_s = settings.idle_s + len(RUNS) * (settings.rest_s + settings.sustained_s + sizing_s)
-    return Plan(probes=len(PROBES), launches=3 * launches, gpu_s=gpu_s, host_s=0.002 * launches)
+    return Plan(probes=len(PROBES), launches=3 * launches, gpu_s=gpu_s, host_s=CHECK_S * launches)
 
 
 # A first contact: a short L2 stream (its launch path and checked sums), of a tenth of a second.
