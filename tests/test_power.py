@@ -13,6 +13,7 @@ import pytest
 
 from gpuprobe.core.results import Fact, ProbeOutcome, Results
 from gpuprobe.families import power
+from gpuprobe.families.base import Request
 from gpuprobe.families.mma.fragments import CHAINS, operands_of, predicted_words
 from gpuprobe.families.power import simulated
 from gpuprobe.families.power.plot import sustained_png
@@ -21,7 +22,7 @@ from gpuprobe.kernels.registry import all_probes
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.runner.trajectory import Trajectory
 from gpuprobe.simulated import power as power_model
-from gpuprobe.simulated.gpu import SimulatedGpu, measure_family, suite_options
+from gpuprobe.simulated.gpu import SimulatedGpu, measure_family, ptx_parameters, suite_options
 from tests.helpers.devices import H200
 
 FAST = simulated.FAST_SETTINGS
@@ -110,6 +111,15 @@ def test_a_wrong_word_in_any_launch_fails_the_run_naming_the_thread(kernel: str)
     probe = "power.mma.bf16.random" if kernel == power.MMA_KERNEL else "power.l2_read"
     outcome = _run(gpu, {probe})[probe].outcome
     assert outcome.status == "failed" and f"{kernel}: thread" in outcome.detail and "host predicts" in outcome.detail
+
+
+def test_a_stream_launch_may_end_inside_a_pass_and_its_sums_still_match() -> None:
+    gpu = SimulatedGpu(**suite_options(noise=0.0))
+    request = Request(gpu, ptx_parameters(gpu.arch), gpu.device(), set(power.PROBES), FAST)
+    load = power.stream_load(request, FAST, "dram")
+    assert len(np.unique([power.launch(request, load, n).ops for n in (1, 3, 7)])) == 3  # checked: no ProbeFailure
+    span = int(load.args(1)[1])
+    assert span > gpu.l2_bytes and span % (load.total_threads * 64) == 0 and span // (load.total_threads * 64) > 1
 
 
 class NoCounter(SimulatedGpu):

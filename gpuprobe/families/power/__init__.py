@@ -59,7 +59,7 @@ RESULT_WORDS = 2  # 64-bit words a thread writes: four 32-bit sums
 MMA_FLOP_PER_WARP_ITERATION = 16 * 2 * 16 * 8 * 16  # 16 mma.sync of m16n8k16, 2 m n k FLOP each
 STREAM_BYTES_PER_THREAD_ITERATION = 4 * 16  # four 16-byte vectors
 FRACTION = 2.0**-14  # the random operands' grid: a bf16 of 8 significant bits at exponent 0, squared
-FIRST_ITERATIONS = 256  # an mma launch's iterations before it is sized to ``launch_ms``
+FIRST_ITERATIONS = 256  # an mma launch's iterations before it is sized to ``launch_ms`` (a stream's: one)
 NO_COUNTER = "no energy counter where it ran (NVML absent, or the part has none)"
 
 
@@ -153,8 +153,8 @@ class Load:
     ops_per_iteration: float
     expected: Callable[[int], np.ndarray]
     unit_ops: float  # operations per second in one unit of the rate: 1e12 (TFLOP/s) or 1e9 (GB/s)
+    first_iterations: int  # the first sizing launch's
     out: Any = None
-    step: int = 1  # iterations come in multiples of this
 
     @property
     def total_threads(self) -> int:
@@ -174,7 +174,7 @@ def mma_load(request: Request, settings: Settings, operands: str) -> Load:
     expected = np.tile(per_lane, (blocks * settings.threads // 32, 1))
     warps = blocks * settings.threads // 32
     return Load(MMA_KERNEL, blocks, settings.threads, lambda n: [np.uint32(n), uploaded, None],
-                warps * MMA_FLOP_PER_WARP_ITERATION, lambda n: expected, 1e12)  # fmt: skip
+                warps * MMA_FLOP_PER_WARP_ITERATION, lambda n: expected, 1e12, FIRST_ITERATIONS)  # fmt: skip
 
 
 def stream_load(request: Request, settings: Settings, level: str) -> Load:
@@ -187,15 +187,17 @@ def stream_load(request: Request, settings: Settings, level: str) -> Load:
     span = max(1, int(wanted) // quantum) * quantum  # grid's gets fewer blocks)
     words = np.random.default_rng(settings.seed).integers(0, 2**32, size=span // 4, dtype=np.uint32)
     src = request.launcher.upload(words)
-    per_pass = words.reshape(-1, threads, 4).sum(axis=0, dtype=np.uint64)  # thread t: vectors t, t + T, ...
-    pass_iterations = span // quantum
+    rounds = words.reshape(-1, threads, 4)  # round r: vectors r T .. r T + T - 1, thread t's the (r T + t)-th
+    per_pass = rounds.sum(axis=0, dtype=np.uint64)
 
     def expected(iterations: int) -> np.ndarray:
-        passes = np.uint64(iterations // pass_iterations)
-        return (per_pass * passes & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        """Thread t's sums after 4 x ``iterations`` loads: vectors t, t + T, ..., wrapping at the span."""
+        passes, part = divmod(4 * iterations, len(rounds))
+        sums = per_pass * np.uint64(passes) + rounds[:part].sum(axis=0, dtype=np.uint64)
+        return (sums & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
     return Load(STREAM_KERNEL, blocks, settings.threads, lambda n: [src, np.uint64(span), np.uint32(n), None],
-                threads * STREAM_BYTES_PER_THREAD_ITERATION, expected, 1e9, step=pass_iterations)  # fmt: skip
+                threads * STREAM_BYTES_PER_THREAD_ITERATION, expected, 1e9, 1)  # fmt: skip
 
 
 def full_grid(request: Request, kernel: str, threads: int) -> int:
@@ -244,11 +246,11 @@ CHECK_S = 0.005  # a launch's words read back and compared: ~5 MB and a million 
 
 
 def sized(request: Request, settings: Settings, load: Load) -> int:
-    """Iterations for a launch of about ``launch_ms`` (whole multiples of the load's step)."""
-    iterations = load.step * max(1, FIRST_ITERATIONS // load.step) if load.kernel == MMA_KERNEL else load.step
+    """Iterations for a launch of about ``launch_ms``."""
+    iterations = load.first_iterations
     for _ in range(SIZING_LAUNCHES):
         ms = launch(request, load, iterations).ms
-        iterations = load.step * max(1, round(iterations / load.step * settings.launch_ms / max(ms, 1e-3)))
+        iterations = max(1, round(iterations * settings.launch_ms / max(ms, 1e-3)))
     return iterations
 
 
@@ -270,7 +272,7 @@ def sustain(request: Request, settings: Settings, load: Load, iterations: int) -
     each, the last ``steady_share`` inside a sampling of its own (its energy is the steady part's)."""
     run = Sustained()
     total_ms, steady_from = settings.sustained_s * 1e3, (1 - settings.steady_share) * settings.sustained_s * 1e3
-    burst = load.step * max(1, round(iterations / load.step * settings.burst_ms / settings.launch_ms))
+    burst = max(1, round(iterations * settings.burst_ms / settings.launch_ms))
     elapsed = 0.0
 
     def once() -> None:
