@@ -201,8 +201,8 @@ def _measuring_clock_text(records: dict[str, dict[str, Any]]) -> str | None:
 def _measuring_power_text(records: dict[str, dict[str, Any]], record: dict[str, Any]) -> str | None:
     """The power NVML read while the probes measured (the largest reading), and what the energy counter moved."""
     peaks = _sampled(records, "power_w", "max")
-    energy = {name: float(r["energy_j"]) for name, r in records.items() if _number(r.get("energy_j")) is not None}
-    if not peaks and not energy:
+    energy = _spent(records)
+    if not peaks and energy is None:
         return None
     parts = []
     if peaks:
@@ -211,10 +211,17 @@ def _measuring_power_text(records: dict[str, dict[str, Any]], record: dict[str, 
     limit = _number(record.get("power_enforced_limit_w")) or _number(record.get("power_limit_w"))
     if limit is not None:
         parts.append(f"limit {fmt_num(limit)} W")
-    if energy:
-        seconds = sum(float(records[name]["seconds"]) for name in energy)
-        parts.append(f"energy counter: {fmt_num(sum(energy.values()))} J in {duration(seconds)} of measuring")
+    if energy is not None:
+        parts.append(f"energy counter: {fmt_num(energy[0])} J in {duration(energy[1])} of measuring")
     return "; ".join(parts)
+
+
+def _spent(records: dict[str, dict[str, Any]]) -> tuple[float, float] | None:
+    """The joules the energy counter moved over the trajectories that have it, and their seconds; None when none has."""
+    counted = [r for r in records.values() if _number(r.get("energy_j")) is not None]
+    if not counted:
+        return None
+    return sum(float(r["energy_j"]) for r in counted), sum(float(r["seconds"]) for r in counted)
 
 
 def _measuring_reasons_text(records: dict[str, dict[str, Any]]) -> str | None:
@@ -231,12 +238,11 @@ def ran_at(results: Results, probes: Iterable[str], energy: bool = True) -> str:
     records = {name: record for name, record in trajectories(results).items() if name in set(probes)}
     lows, highs = _sampled(records, "sm_mhz", "min"), _sampled(records, "sm_mhz", "max")
     peaks = _sampled(records, "power_w", "max")
-    spent = [float(r["energy_j"]) for r in records.values() if _number(r.get("energy_j")) is not None]
+    spent = _spent(records) if energy else None
     parts = [f"SM {_span([*lows.values(), *highs.values()], 'MHz')}"] if lows else []
     parts += [f"≤ {fmt_num(max(peaks.values()))} W"] if peaks else []
-    if spent and energy:
-        seconds = sum(float(r["seconds"]) for r in records.values() if _number(r.get("energy_j")) is not None)
-        parts.append(f"{fmt_num(sum(spent))} J in {duration(seconds)}")
+    if spent is not None:
+        parts.append(f"{fmt_num(spent[0])} J in {duration(spent[1])}")
     return ", ".join(parts)
 
 

@@ -84,6 +84,12 @@ class Trajectory:
             return None
         return (self.energy_mj[1] - self.energy_mj[0]) / 1000.0
 
+    @property
+    def watts(self) -> float | None:
+        """The mean power the energy counter gives over the readings' span; None without it or without a span."""
+        energy = self.energy_j
+        return energy / self.seconds if energy is not None and self.seconds > 0 else None
+
     def series(self, points: int = MAX_POINTS) -> dict[str, list[float | None]]:
         """At most ``points`` points: each the first time, the slowest clocks and the largest power and
         temperature of its share of the readings."""
@@ -114,7 +120,7 @@ class Trajectory:
             "temperature_c": max(temperatures, default=None),
             "reasons": int(np.bitwise_or.reduce(bits)) if bits else None,
             "energy_j": None if energy is None else round(energy, 6),
-            "energy_w": round(energy / self.seconds, 2) if energy is not None and self.seconds > 0 else None,
+            "energy_w": None if self.watts is None else round(self.watts, 2),
             "series": self.series(),
         }
 

@@ -313,13 +313,13 @@ def settle_ms(run: Sustained, tolerance: float) -> float | None:
 
 def energy_facts(stem: str, spec: Run, run: Sustained, ops: float, idle_w: float | None) -> list[Fact]:
     """Watts over the steady part, and its energy per operation, with and without the idle power."""
-    energy, seconds = run.steady.energy_j, run.steady.seconds
+    energy, seconds, watts = run.steady.energy_j, run.steady.seconds, run.steady.watts
     per = f"pJ/{spec.per}"
-    if energy is None or seconds <= 0:
+    if energy is None or watts is None:
         why = NO_COUNTER if energy is None else "the steady part took no time NVML saw"
         return [unmeasured(f"{stem}.{name}", unit, spec.probe, why)
                 for name, unit in (("watts", "W"), ("pj_per_op", per), ("pj_per_op_above_idle", per))]  # fmt: skip
-    facts = [single(f"{stem}.watts", energy / seconds, "W", spec.probe),
+    facts = [single(f"{stem}.watts", watts, "W", spec.probe),
              single(f"{stem}.pj_per_op", energy / ops * 1e12, per, spec.probe)]  # fmt: skip
     if idle_w is None:
         facts.append(unmeasured(f"{stem}.pj_per_op_above_idle", per, spec.probe, "no idle power measured (power.idle)"))
@@ -387,12 +387,12 @@ def measure_idle(request: Request, settings: Settings) -> Measured:
     """The energy counter over ``idle_s`` with nothing running."""
     with request.launcher.sampling() as window:
         request.launcher.idle(settings.idle_s)
-    energy, seconds = window.energy_j, window.seconds
-    if energy is None or seconds <= 0:
+    watts = window.watts
+    if watts is None:
         return Measured(IDLE, ProbeOutcome("ok", NO_COUNTER), [unmeasured("power.idle.watts", "W", IDLE, NO_COUNTER)])
-    watts = energy / seconds
     request.state[IDLE_KEY] = watts
-    note = f"{energy:.3f} J over {seconds:.3f} s with nothing running ({len(window.readings)} NVML readings)"
+    readings = len(window.readings)
+    note = f"{window.energy_j:.3f} J over {window.seconds:.3f} s with nothing running ({readings} NVML readings)"
     return Measured(IDLE, ProbeOutcome("ok", note), [single("power.idle.watts", watts, "W", IDLE)])
 
 
