@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Fact, ProbeOutcome, Results
 from gpuprobe.families import power
 from gpuprobe.families.base import Request
@@ -20,7 +21,7 @@ from gpuprobe.families.power.plot import sustained_png
 from gpuprobe.judge.invariants import check_invariants
 from gpuprobe.kernels.registry import all_probes
 from gpuprobe.measure.plan import family_seconds
-from gpuprobe.runner.trajectory import Trajectory
+from gpuprobe.runner.trajectory import Reading, Trajectory
 from gpuprobe.simulated import power as power_model
 from gpuprobe.simulated.gpu import SimulatedGpu, measure_family, ptx_parameters, suite_options
 from tests.helpers.devices import H200
@@ -91,6 +92,25 @@ def test_the_invariants_hold_and_a_sustained_rate_above_its_burst_breaks_one(mea
                                                               ci=(twice, twice))  # fmt: skip
     broken = {c.name: c for c in check_invariants(faster, H200, power.INVARIANTS)}
     assert not broken["power_sustained_within_burst.dram_read"].ok
+
+
+def test_a_dram_stream_above_the_dram_peak_breaks_physics(measured) -> None:
+    facts = _facts(measured)
+    rate = facts["power.dram_read.burst"].value
+    within = {"bandwidth.dram_theoretical": Fact("bandwidth.dram_theoretical", 1.5 * rate, "GB/s"), **facts}
+    checks = {c.name: c for c in check_invariants(within, H200, power.INVARIANTS)}
+    assert checks["power_dram_within_peak.burst"].ok and checks["power_dram_within_peak.burst"].physics
+    planted = {**within, "bandwidth.dram_theoretical": Fact("bandwidth.dram_theoretical", 0.5 * rate, "GB/s")}
+    checks = {c.name: c for c in check_invariants(planted, H200, power.INVARIANTS)}
+    assert not checks["power_dram_within_peak.burst"].ok and not checks["power_dram_within_peak.sustained"].ok
+
+
+def test_a_run_drawing_less_than_idle_fails_the_probe(measured) -> None:
+    run = power.Sustained(steady=Trajectory([Reading(0.0), Reading(1.0)], (0.0, 50e3)))  # 50 W over 1 s
+    spec = power.RUNS["power.dram_read"]
+    assert power.energy_facts(spec.probe, spec, run, 1e12, idle_w=40.0)[-1].value > 0
+    with pytest.raises(ProbeFailure, match=r"below the 60\.0 W measured idle"):
+        power.energy_facts(spec.probe, spec, run, 1e12, idle_w=60.0)
 
 
 def test_random_operands_toggle_every_mantissa_bit_yet_every_chain_step_is_exact() -> None:

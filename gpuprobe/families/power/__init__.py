@@ -25,7 +25,8 @@ Facts of a run ``power.<run>``: ``burst`` (the rate of its first ``burst_launche
 part's wall time); ``pj_per_op`` (that energy over the FLOP or bytes the steady launches did: pJ/FLOP, pJ/byte;
 the host's gaps between launches are in it, as a training loop's are) and ``pj_per_op_above_idle`` (idle power
 over the same time taken off). Without an energy counter those three are ``not_run`` with the reason; the
-rates and clocks stand. Invariants: sustained not above burst; zero operands
+rates and clocks stand. A run drawing less than the idle power fails (physics). Invariants: the DRAM stream within
+the DRAM's theoretical peak (physics); sustained not above burst; zero operands
 draw no more than random ones and are not slower.
 """
 
@@ -323,8 +324,11 @@ def energy_facts(stem: str, spec: Run, run: Sustained, ops: float, idle_w: float
              single(f"{stem}.pj_per_op", energy / ops * 1e12, per, spec.probe)]  # fmt: skip
     if idle_w is None:
         facts.append(unmeasured(f"{stem}.pj_per_op_above_idle", per, spec.probe, "no idle power measured (power.idle)"))
-    else:
-        facts.append(single(f"{stem}.pj_per_op_above_idle", (energy - idle_w * seconds) / ops * 1e12, per, spec.probe))
+        return facts
+    if watts < idle_w:  # physics: work on every SM cannot draw less than the idle part
+        raise ProbeFailure(f"{stem}: {watts:.1f} W while working, below the {idle_w:.1f} W measured idle: the energy "
+                           "counter or its windows are wrong")  # fmt: skip
+    facts.append(single(f"{stem}.pj_per_op_above_idle", (energy - idle_w * seconds) / ops * 1e12, per, spec.probe))
     return facts
 
 
@@ -431,7 +435,22 @@ def zero_operands_cost_no_more(facts: dict[str, Fact], device: Device) -> list[C
     return draws + pair_not_below(facts, "power_zero_operands.not_slower", f"{random}.sustained", f"{zero}.sustained")
 
 
-INVARIANTS = (sustained_not_above_burst, zero_operands_cost_no_more)
+def streams_within_the_dram_peak(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """Physics: the DRAM stream's burst and sustained rates are within the DRAM's theoretical peak."""
+    peak = facts.get("bandwidth.dram_theoretical")
+    if peak is None or peak.value is None:
+        return []
+    checks = []
+    for what in ("burst", "sustained"):
+        rate = facts.get(f"power.dram_read.{what}")
+        if rate is not None and rate.value is not None:
+            low = rate.ci[0] if rate.ci else rate.value
+            detail = f"{rate.id} = {rate.value:.0f} GB/s (CI from {low:.0f}) against the peak {peak.value:.0f} GB/s"
+            checks.append(Check(f"power_dram_within_peak.{what}", low <= peak.value, detail, (rate.id,), physics=True))
+    return checks
+
+
+INVARIANTS = (sustained_not_above_burst, zero_operands_cost_no_more, streams_within_the_dram_peak)
 
 
 FAMILY = Family(
