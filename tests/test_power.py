@@ -18,8 +18,12 @@ from gpuprobe.families.base import Request
 from gpuprobe.families.mma.fragments import CHAINS, operands_of, predicted_words
 from gpuprobe.families.power import simulated
 from gpuprobe.families.power.plot import sustained_png
+from gpuprobe.families.power.wgmma import WGMMA, module_text
+from gpuprobe.families.wgmma.simulated import ONE_WARPGROUP_SHORTFALL, THROUGHPUT_EFFICIENCY
 from gpuprobe.judge.invariants import check_invariants
+from gpuprobe.judge.physics import physics_checks
 from gpuprobe.kernels.registry import all_probes
+from gpuprobe.kernels.source_tree import PTX_DIR
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.runner.trajectory import Reading, Trajectory
 from gpuprobe.simulated import power as power_model
@@ -53,10 +57,11 @@ def test_a_power_limited_run_slows_as_its_clock_falls_and_the_others_hold(measur
     facts = _facts(measured)
     random, zero = "power.mma.bf16.random", "power.mma.bf16.zero"
     limited = (power_model.POWER_LIMIT_W - power_model.IDLE_W) / (power_model.DRAW_W["tensor"] - power_model.IDLE_W)
-    assert facts[f"{random}.sustained_fraction"].value == pytest.approx(limited, rel=0.01)
     assert facts[f"{random}.sustained_mhz"].value == pytest.approx(SimulatedGpu().mhz * limited, rel=0.01)
-    assert 0 < facts[f"{random}.settle_ms"].value < 3 * power_model.RAMP_S * 1e3  # the controller acted early
-    for run in (zero, "power.dram_read", "power.l2_read"):  # below the limit: the clock never moves
+    for run in (random, "power.wgmma.bf16.random"):
+        assert facts[f"{run}.sustained_fraction"].value == pytest.approx(limited, rel=0.01), run
+        assert 0 < facts[f"{run}.settle_ms"].value < 3 * power_model.RAMP_S * 1e3, run  # the controller acted early
+    for run in (zero, "power.wgmma.bf16.zero", "power.ffma", "power.dram_read", "power.l2_read", "power.shared_read"):
         assert facts[f"{run}.sustained_fraction"].value == pytest.approx(1.0, abs=0.01), run
         assert facts[f"{run}.settle_ms"].value == 0.0, run
     assert facts["power.l2_read.sustained"].value > 2 * facts["power.dram_read.sustained"].value
@@ -80,18 +85,66 @@ def test_energy_per_operation_is_the_counters_joules_over_the_work_and_idle_is_t
         assert facts[f"{run}.pj_per_op"].value == pytest.approx(joules / seconds / rate * 1e12, rel=0.15)
 
 
-def test_the_invariants_hold_and_a_sustained_rate_above_its_burst_breaks_one(measured) -> None:
+def test_the_invariants_hold_and_a_sustained_rate_above_its_burst_breaks_physics(measured) -> None:
     facts = _facts(measured)
     checks = {c.name: c for c in check_invariants(facts, H200, power.INVARIANTS)}
     assert checks and all(c.ok for c in checks.values()), [c.detail for c in checks.values() if not c.ok]
-    assert {"power_zero_operands.draw_no_more", "power_zero_operands.not_slower"} <= set(checks)
+    for unit in ("mma", "wgmma"):
+        assert {f"power_zero_operands.{unit}.draw_no_more", f"power_zero_operands.{unit}.not_slower"} <= set(checks)
+    assert all(c.ok for c in physics_checks(facts))
     faster = dict(facts)
     burst = facts["power.dram_read.burst"]
     twice = 2 * burst.value
     faster["power.dram_read.sustained"] = dataclasses.replace(burst, id="power.dram_read.sustained", value=twice,
                                                               ci=(twice, twice))  # fmt: skip
-    broken = {c.name: c for c in check_invariants(faster, H200, power.INVARIANTS)}
-    assert not broken["power_sustained_within_burst.dram_read"].ok
+    broken = {c.name: c for c in physics_checks(faster)}
+    assert not broken["physics.sustained_within_burst.power.dram_read.sustained"].ok
+
+
+def test_every_arithmetic_run_is_judged_per_clock_and_the_others_are_held_to_their_probes(measured) -> None:
+    facts = _facts(measured)
+    sm_count = SimulatedGpu(**suite_options()).sm_count
+    for run in ("power.wgmma.bf16.random", "power.ffma"):
+        per_clock = facts[f"{run}.flop_per_clock"]
+        rate = facts[f"{run}.sustained"].value * 1e12 / (facts[f"{run}.sustained_mhz"].value * 1e6 * sm_count)
+        assert per_clock.unit == "FLOP/clk/SM" and per_clock.value == pytest.approx(rate, rel=0.01)
+        peak = power.RUNS[run].flop_per_clock_per_sm
+        assert facts[f"{run}.fraction_of_peak"].value == pytest.approx(per_clock.value / peak)
+    wgmma = facts["power.wgmma.bf16.random.fraction_of_peak"].value  # one warpgroup an SM in the fast settings
+    assert wgmma == pytest.approx(THROUGHPUT_EFFICIENCY["random"] * ONE_WARPGROUP_SHORTFALL, rel=0.01)
+    assert facts["power.ffma.fraction_of_peak"].value == pytest.approx(1.0, rel=0.01)
+    assert "power.mma.bf16.random.fraction_of_peak" not in facts  # no per-clock peak of its own: held to its probe
+    references = {
+        "tensor.mma_sync.bf16.m16n8k16.throughput": facts["power.mma.bf16.zero.flop_per_clock"].value / 2,
+        "alu.ffma.throughput": facts["power.ffma.flop_per_clock"].value / 2,
+        "bandwidth.dram_read.v16": facts["power.dram_read.burst"].value,
+        "bandwidth.l2_read.v16": facts["power.l2_read.burst"].value,
+    }
+    planted = {**facts, **{i: Fact(i, v, "") for i, v in references.items()}}
+    checks = {c.name: c for c in power.within_the_issue_and_bandwidth_probes(planted, H200)}
+    assert len(checks) == 5 and all(c.ok for c in checks.values()), [c.detail for c in checks.values()]
+    low = {**planted, **{i: Fact(i, 0.8 * v, "") for i, v in references.items()}}
+    checks = {c.name: c for c in power.within_the_issue_and_bandwidth_probes(low, H200)}
+    assert not any(c.ok for c in checks.values())
+    assert set(checks) == {"power_within_issue_rate.mma.bf16.random", "power_within_issue_rate.mma.bf16.zero",
+                           "power_within_issue_rate.ffma", "power_within_bandwidth.dram_read",
+                           "power_within_bandwidth.l2_read"}  # fmt: skip
+
+
+def test_the_wgmma_kernel_is_the_wgmma_familys_generator_output_under_its_own_name() -> None:
+    assert (PTX_DIR / "power" / "power_wgmma.ptx").read_text() == module_text(), (
+        "regenerate: python -m gpuprobe.families.power > ptx/power/power_wgmma.ptx"
+    )
+    assert WGMMA.name == "gp_pw_wg_tput_ss_bf16_n256" and "gp_pw_wg_smem" in module_text()
+
+
+def test_ffma_operands_carry_random_bits_and_every_chain_step_is_exact() -> None:
+    operands = power.ffma_operands(power.Settings().seed).astype(np.float64)
+    a, b, x = operands.reshape(3, power.FFMA_CHAINS)
+    assert len(np.unique(np.abs(a))) > 4 and set(np.abs(a)) <= {1 + m / 128 for m in range(128)}
+    step = (x + a * b).astype(np.float32).astype(np.float64)
+    assert np.array_equal(step, x + a * b) and np.array_equal(step - a * b, x)  # both FMAs exact in f32
+    assert np.array_equal((x[:4] + x[4:]).astype(np.float32), x[:4] + x[4:])
 
 
 def test_a_dram_stream_above_the_dram_peak_breaks_physics(measured) -> None:
@@ -124,22 +177,43 @@ def test_random_operands_toggle_every_mantissa_bit_yet_every_chain_step_is_exact
     assert words.view(np.float32)[0, 0] == np.float32(CHAINS * (c + a @ b)[0, 0])  # lane 0's D[0][0], 8 chains
 
 
-@pytest.mark.parametrize("kernel", [power.MMA_KERNEL, power.STREAM_KERNEL])
+CORRUPTED = {power.MMA_KERNEL: "power.mma.bf16.random", power.STREAM_KERNEL: "power.l2_read",
+             power.FFMA_KERNEL: "power.ffma", power.SHARED_KERNEL: "power.shared_read"}  # fmt: skip
+
+
+@pytest.mark.parametrize("kernel", list(CORRUPTED))
 def test_a_wrong_word_in_any_launch_fails_the_run_naming_the_thread(kernel: str) -> None:
     gpu = SimulatedGpu(**suite_options(noise=0.0))
     gpu.power_corrupt = kernel
-    probe = "power.mma.bf16.random" if kernel == power.MMA_KERNEL else "power.l2_read"
+    probe = CORRUPTED[kernel]
     outcome = _run(gpu, {probe})[probe].outcome
     assert outcome.status == "failed" and f"{kernel}: thread" in outcome.detail and "host predicts" in outcome.detail
+
+
+def test_a_wrong_wgmma_d_fails_the_run_and_d_is_read_back_in_launches_1_2_4_8() -> None:
+    gpu = SimulatedGpu(**suite_options(noise=0.0))
+    gpu.wgmma_corrupt = True
+    outcome = _run(gpu, {"power.wgmma.bf16.random"})["power.wgmma.bf16.random"].outcome
+    assert outcome.status == "failed" and "D differs" in outcome.detail
+    gpu = SimulatedGpu(**suite_options(noise=0.0))
+    request = Request(gpu, ptx_parameters(gpu.arch), gpu.device(), set(power.PROBES), FAST)
+    load = power.wgmma_load(request, FAST, "random")
+    reads = []
+    read = gpu.read
+    gpu.read = lambda buffer, dtype, count: reads.append(count) or read(buffer, dtype, count)
+    for _ in range(9):
+        power.launch(load, 4)
+    full = max(reads)
+    assert [k + 1 for k, count in enumerate(reads) if count == full] == [1, 2, 4, 8] and min(reads) < full / 100
 
 
 def test_a_stream_launch_may_end_inside_a_pass_and_its_sums_still_match() -> None:
     gpu = SimulatedGpu(**suite_options(noise=0.0))
     request = Request(gpu, ptx_parameters(gpu.arch), gpu.device(), set(power.PROBES), FAST)
     load = power.stream_load(request, FAST, "dram")
-    assert len(np.unique([power.launch(request, load, n).ops for n in (1, 3, 7)])) == 3  # checked: no ProbeFailure
-    span = int(load.args(1)[1])
-    assert span > gpu.l2_bytes and span % (load.total_threads * 64) == 0 and span // (load.total_threads * 64) > 1
+    assert len(np.unique([power.launch(load, n).ops for n in (1, 3, 7)])) == 3  # checked: no ProbeFailure
+    iterations_a_pass = FAST.dram_l2_multiple * gpu.l2_bytes // load.ops_per_iteration  # the span: whole iterations
+    assert iterations_a_pass > 1 and all(n % iterations_a_pass for n in (1, 3, 7))  # each launch ends inside a pass
 
 
 class NoCounter(SimulatedGpu):

@@ -15,8 +15,8 @@ confidence interval does: noise alone never fails a run.
   read) is not.
 * ``physics.sustained_within_burst``: a rate sustained over seconds (``*.sustained*``) does not beat the
   same rate in a short burst (``*.burst*``): the clock only falls as the part heats. Not physics in the
-  smoke sense (a smoke run measures neither), so held in full runs only. No probe measures a sustained rate
-  yet (issue 28 adds them): the rule waits for their ids.
+  smoke sense (a smoke run measures neither), so held in full runs only. The power family's runs
+  (``power.<run>.sustained`` against ``power.<run>.burst``) are the rates it holds.
 
 A family's own physics (its unit's per-clock peak, its level's pin rate, one level never beating the one
 it is fed by) is among its ``INVARIANTS``, marked ``physics=True`` where it holds at any settings.

@@ -29,8 +29,8 @@ RAMP_S = 0.01  # how long a draw above the limit lasts before the controller act
 DRAW_W = {"tensor": 780.0, "tensor_zero": 560.0, "memory": 420.0, "other": 220.0, "idle": IDLE_W}
 MEM_MHZ = 2619.0
 SW_POWER_CAP = 0x4
-TENSOR_PREFIXES = ("gp_wg", "gp_mma", "gp_tc", "gp_pw_mma", "cublas")
-MEMORY_PREFIXES = ("gp_bw_", "gp_ac_", "gp_tma", "gp_loaded", "gp_l2p", "gp_pw_stream")
+TENSOR_PREFIXES = ("gp_wg", "gp_mma", "gp_tc", "gp_pw_wg", "cublas")
+MEMORY_PREFIXES = ("gp_bw_", "gp_ac_", "gp_tma", "gp_loaded", "gp_l2p", "gp_pw_stream", "gp_pw_shared")
 DEGREES_PER_J = 1 / 50.0  # the simulated die warms by a degree per 50 J spent, up to 40 above its 40 °C
 
 

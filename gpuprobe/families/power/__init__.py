@@ -5,29 +5,37 @@ power controller to act. On the first H200 run every wgmma configuration issued 
 peak and all of its variation was the clock (1610-1800 MHz, random operands drawing more power than zeros;
 ``../shared/review/h200_results_audit.md``, defect 4); Triton's and FlashInfer's maintainers found back-to-back
 timing pulls a B200 from 1965 to about 1580 MHz. So each run here keeps one kind of work going on every SM at
-full occupancy for ``sustained_s`` seconds of launches of about ``launch_ms`` each, every launch timed by
-events and reading the SM clock it ran at (%clock64 over %globaltimer in every warp), while NVML samples power
-and clocks (:mod:`gpuprobe.runner.trajectory`) and the energy counter brackets the steady part (the last
-``steady_share`` of the run):
+full occupancy for ``sustained_s`` seconds of launches of about ``launch_ms`` each, every launch checked,
+timed over its warps' own %globaltimer span and reading the SM clock it ran at (%clock64 over %globaltimer),
+while NVML samples power and clocks (:mod:`gpuprobe.runner.trajectory`) and the energy counter brackets the
+steady part (the last ``steady_share`` of the run):
 
+* ``power.wgmma.bf16.random`` / ``.zero`` (sm_90a; ptx/power/power_wgmma.ptx, the wgmma family's throughput
+  kernel under a name of its own): bf16 m64n256k16 at its peak, three warpgroups an SM, D held to NumPy in
+  launches 1, 2, 4, 8, ... (:func:`wgmma_load`);
 * ``power.mma.bf16.random`` / ``.zero`` (ptx/power/power.ptx's copy of the mma chain kernel): bf16 m16n8k16
   mma.sync with f32 accumulate, 8 chains a thread, on random operands (signs and all 7 mantissa bits drawn;
   exponents fixed so that every product and sum is exact in f32, and the result is checked bit for bit) or
   on zeros: the bits that toggle are the power the datapath draws;
+* ``power.ffma``: FP32 FMA chains with random operands, each back at its start after every iteration, exactly;
 * ``power.dram_read`` / ``power.l2_read``: a 16-byte ld.global.cg stream over 4 L2 sizes (DRAM) or half the
-  L2 (L2), every thread's word sums checked;
+  L2 (L2), and ``power.shared_read``: 16-byte shared-memory reads of a block's 16 KB; every thread's word sums
+  checked;
 * ``power.idle``: the energy counter over ``idle_s`` with nothing running, for the runs' energy above idle.
 
 Facts of a run ``power.<run>``: ``burst`` (the rate of its first ``burst_launches`` launches, of about
 ``burst_ms`` each, after ``rest_s`` of rest) and ``sustained`` (the steady part's), TFLOP/s or GB/s;
 ``sustained_fraction``; ``settle_ms`` (GPU time until every later launch's clock stays within
-``settle_tolerance`` of the steady clock); ``sustained_mhz``; ``watts`` (the counter's energy over the steady
-part's wall time); ``pj_per_op`` (that energy over the FLOP or bytes the steady launches did: pJ/FLOP, pJ/byte;
-the host's gaps between launches are in it, as a training loop's are) and ``pj_per_op_above_idle`` (idle power
-over the same time taken off). Without an energy counter those three are ``not_run`` with the reason; the
-rates and clocks stand. A run drawing less than the idle power fails (physics). Invariants: the DRAM stream within
-the DRAM's theoretical peak (physics); sustained not above burst; zero operands
-draw no more than random ones and are not slower.
+``settle_tolerance`` of the steady clock); ``sustained_mhz``; for arithmetic, ``flop_per_clock`` (per SM, each
+steady launch at its own clock) and, where the unit has a peak per clock (wgmma's 4096 bf16 FLOP, FFMA's 128
+lanes), ``fraction_of_peak``: judged per clock, whatever the power state; ``watts`` (the counter's energy over the
+steady part's wall time); ``pj_per_op`` (that energy over the FLOP or bytes the steady launches did: pJ/FLOP,
+pJ/byte; the host's gaps between launches are in it, as a training loop's are) and ``pj_per_op_above_idle``
+(idle power over the same time taken off). Without an energy counter those three are ``not_run`` with the
+reason; the rates and clocks stand. A run drawing less than the idle power fails (physics), as does a sustained
+rate above its burst (:mod:`gpuprobe.judge.physics`). Invariants: the DRAM stream within the DRAM's theoretical
+peak (physics); zero operands draw no more than random ones and are not slower; mma.sync and FFMA per clock
+within their issue-rate probes', the DRAM and L2 bursts within the bandwidth family's streams of the same loads.
 """
 
 from __future__ import annotations
@@ -43,51 +51,45 @@ from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.issue_sweep import Records, output_words
-from gpuprobe.families.measuring import fact, unmeasured
+from gpuprobe.families.measuring import TIMER_TICK_NS, clock_window_ns, fact, unmeasured
 from gpuprobe.families.mma.fragments import Variant, operands_of, predicted_words
 from gpuprobe.families.power.plot import SUSTAINED_PLOT
+from gpuprobe.families.power.wgmma import WGMMA
 from gpuprobe.families.stepping import probe_steps
+from gpuprobe.families.wgmma import (
+    HOPPER_FLOP_PER_CLK_PER_SM,
+    RECORD_WORDS,
+    check_result,
+    shared_bytes,
+    split_output,
+    timed,
+    upload_operands,
+)
+from gpuprobe.families.wgmma.layout import WARPGROUP
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.ordering import pair_not_below
+from gpuprobe.judge.physics import RESOLUTION
 from gpuprobe.output.sections import Section
-from gpuprobe.runner.checked import POISON_BYTE
+from gpuprobe.runner.checked import POISON_BYTE, unwritten
 from gpuprobe.runner.trajectory import Trajectory
 
 VARIANT = Variant("bf16", "m16n8k16")
 MMA_KERNEL = "gp_pw_bf16_m16n8k16_ilp8"
 STREAM_KERNEL = "gp_pw_stream"
+FFMA_KERNEL = "gp_pw_ffma"
+SHARED_KERNEL = "gp_pw_shared"
 RESULT_WORDS = 2  # 64-bit words a thread writes: four 32-bit sums
 MMA_FLOP_PER_WARP_ITERATION = 16 * 2 * 16 * 8 * 16  # 16 mma.sync of m16n8k16, 2 m n k FLOP each
-STREAM_BYTES_PER_THREAD_ITERATION = 4 * 16  # four 16-byte vectors
+FFMA_PER_THREAD_ITERATION = 64  # 8 rounds of 8 chains
+FFMA_CHAINS = 8
+ISSUE_LANES = 128  # FP32 lanes an SM issues a clock at most (4 schedulers x 32): its FFMA peak, GA100's twice
+BYTES_PER_THREAD_ITERATION = 4 * 16  # four 16-byte vectors, global or shared
+SHARED_THREADS = 256  # gp_pw_shared's block (.reqntid): it copies 4 x 256 16-byte vectors, its 16 KB
+SHARED_BYTES = 4 * SHARED_THREADS * 16
 FRACTION = 2.0**-14  # the random operands' grid: a bf16 of 8 significant bits at exponent 0, squared
-FIRST_ITERATIONS = 256  # an mma launch's iterations before it is sized to ``launch_ms`` (a stream's: one)
+FIRST_ITERATIONS = 256  # an mma or FFMA launch's iterations before it is sized to ``launch_ms`` (others: fewer)
+WGMMA_FIRST_ITERATIONS = 8
 NO_COUNTER = "no energy counter where it ran (NVML absent, or the part has none)"
-
-
-@dataclass(frozen=True)
-class Run:
-    """One sustained run: its probe, kernel, rate unit, what one operation is, and its operands or level."""
-
-    probe: str
-    kernel: str
-    unit: str
-    per: str
-    operands: str = ""
-    level: str = ""
-
-
-RUNS = {
-    run.probe: run
-    for run in (
-        Run("power.mma.bf16.random", MMA_KERNEL, "TFLOP/s", "FLOP", operands="random"),
-        Run("power.mma.bf16.zero", MMA_KERNEL, "TFLOP/s", "FLOP", operands="zero"),
-        Run("power.dram_read", STREAM_KERNEL, "GB/s", "byte", level="dram"),
-        Run("power.l2_read", STREAM_KERNEL, "GB/s", "byte", level="l2"),
-    )
-}
-IDLE = "power.idle"
-PROBES = [IDLE, *RUNS]
-IDLE_KEY = "power_idle_watts"  # in the family state: what the runs' energy above idle takes off
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,10 @@ class Settings:
     settle_tolerance: float = 0.02  # a launch's clock within this of the steady clock is settled
     rest_s: float = 0.25  # idle between sizing the launches and the run: its burst starts from a rested part
     threads: int = 256
+    wgmma_warpgroups: int = 3  # a wgmma block's: three fill an sm_90a SM's registers, one block an SM
     dram_l2_multiple: float = 4.0  # the DRAM stream's buffer, in L2 sizes
     l2_fraction: float = 0.5  # the L2 stream's buffer, of the L2
+    min_clock_window_ns: float = clock_window_ns(0.01)  # a launch this long reads the SM clock to 1 %
     seed: int = 11
 
     def __post_init__(self) -> None:
@@ -111,6 +115,8 @@ class Settings:
             raise ValueError(f"power Settings: {', '.join(positive)} above 0, burst_launches 1 or more, whole warps")
         if not 0 < self.steady_share < 1 or not 0 < self.settle_tolerance < 1:
             raise ValueError("power Settings: steady_share and settle_tolerance between 0 and 1")
+        if not 1 <= self.wgmma_warpgroups <= 3:
+            raise ValueError(f"power Settings: wgmma_warpgroups 1 to 3, got {self.wgmma_warpgroups}")
 
 
 SECTIONS = (
@@ -129,6 +135,59 @@ SECTIONS = (
 # ---- the work ------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Timed:
+    """One checked launch of a run: its event ms, its warps' own timed span (ms) and the SM clock it ran at."""
+
+    ms: float
+    span_ms: float
+    mhz: float | None
+
+
+@dataclass
+class Load:
+    """One kind of work at full occupancy: a checked launch of a number of iterations, what one iteration of the
+    whole grid does, and its shape."""
+
+    launch: Callable[[int], Timed]
+    ops_per_iteration: float
+    unit_ops: float  # operations per second in one unit of the rate: 1e12 (TFLOP/s) or 1e9 (GB/s)
+    first_iterations: int  # the first sizing launch's
+    shape: str  # "132 blocks of 256"
+
+
+def chain_launch(request: Request, kernel: str, blocks: int, threads: int, args: Callable[[int], list[Any]],
+                 expected: Callable[[int], np.ndarray]) -> Callable[[int], Timed]:  # fmt: skip
+    """Launches of a kernel that writes four 32-bit words a thread and a timing record a warp
+    (ptx/common/chain_records.ptxinc): every launch's words compared with the host's ``expected``, its clock read,
+    its span over its warps' own %globaltimer (a short launch's fixed cost stays out of its rate)."""
+    count = output_words(blocks * threads, RESULT_WORDS)
+    out = request.outputs.get(count)
+
+    def run(iterations: int) -> Timed:
+        request.launcher.fill(out, POISON_BYTE)  # a launch that writes nothing cannot pass on the last one's words
+        ms = request.kernels.time(kernel, [out if a is None else a for a in args(iterations)], grid=blocks,
+                                  block=threads)  # fmt: skip
+        records = Records.from_output(request.launcher.read(out, "uint64", count), blocks * threads, RESULT_WORDS,
+                                      kernel)  # fmt: skip
+        got = np.ascontiguousarray(records.result).view(np.uint32).reshape(-1, 4)
+        want = expected(iterations)
+        wrong = np.flatnonzero(np.any(got != want, axis=1))
+        if len(wrong):
+            t = int(wrong[0])
+            raise ProbeFailure(f"{kernel}: thread {t} of {len(got)} wrote {[hex(int(w)) for w in got[t]]}, the host "
+                               f"predicts {[hex(int(w)) for w in want[t]]} ({len(wrong)} threads differ)")  # fmt: skip
+        span_ms = float(records.end_ns.max() - records.start_ns.min()) * 1e-6
+        return Timed(ms, span_ms if span_ms > 0 else ms, records.mhz())
+
+    return run
+
+
+def full_grid(request: Request, kernel: str, threads: int, shared: int = 0) -> int:
+    """Blocks of ``threads`` that fill every SM at once (the occupancy API)."""
+    return max(1, request.launcher.max_active_blocks(kernel, threads, shared)) * request.device.sm_count
+
+
 def random_operands(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A and B of +-(1 + m/128) (m random in 0..127: every mantissa bit and the sign drawn, the exponent fixed),
     C random multiples of :data:`FRACTION` within +-32: every product, sum and chain step exact in f32."""
@@ -142,27 +201,8 @@ def random_operands(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return a, b, c
 
 
-@dataclass
-class Load:
-    """One kind of work at full occupancy: its launch shape, arguments for a number of iterations, the operations
-    one iteration of the whole grid does, and each thread's four words after ``iterations``."""
-
-    kernel: str
-    blocks: int
-    threads: int
-    args: Callable[[int], list[Any]]
-    ops_per_iteration: float
-    expected: Callable[[int], np.ndarray]
-    unit_ops: float  # operations per second in one unit of the rate: 1e12 (TFLOP/s) or 1e9 (GB/s)
-    first_iterations: int  # the first sizing launch's
-    out: Any = None
-
-    @property
-    def total_threads(self) -> int:
-        return self.blocks * self.threads
-
-
 def mma_load(request: Request, settings: Settings, operands: str) -> Load:
+    """mma.sync bf16 chains (ptx/power/power.ptx) on ``operands``: every lane's words as the mma family predicts."""
     if operands == "random":
         made = operands_of(VARIANT, *random_operands(settings.seed))
     else:
@@ -173,15 +213,40 @@ def mma_load(request: Request, settings: Settings, operands: str) -> Load:
     per_lane = predicted_words(VARIANT, made)  # every chain back at C + A B after each iteration, 8 chains summed
     blocks = full_grid(request, MMA_KERNEL, settings.threads)
     expected = np.tile(per_lane, (blocks * settings.threads // 32, 1))
-    warps = blocks * settings.threads // 32
-    return Load(MMA_KERNEL, blocks, settings.threads, lambda n: [np.uint32(n), uploaded, None],
-                warps * MMA_FLOP_PER_WARP_ITERATION, lambda n: expected, 1e12, FIRST_ITERATIONS)  # fmt: skip
+    run = chain_launch(request, MMA_KERNEL, blocks, settings.threads, lambda n: [np.uint32(n), uploaded, None],
+                       lambda n: expected)  # fmt: skip
+    flop = blocks * settings.threads // 32 * MMA_FLOP_PER_WARP_ITERATION
+    return Load(run, flop, 1e12, FIRST_ITERATIONS, f"{blocks} blocks of {settings.threads}")
+
+
+def ffma_operands(seed: int) -> np.ndarray:
+    """a and b of +-(1 + m/128) and starts x, random multiples of :data:`FRACTION` within +-32, 8 of each (f32):
+    x + a b, its return to x, and any two chains' sum are exact in f32."""
+    rng = np.random.default_rng(seed)
+    a, b = (rng.choice([-1.0, 1.0], FFMA_CHAINS) * (1 + rng.integers(0, 128, FFMA_CHAINS) / 128) for _ in "ab")
+    x = rng.integers(-(2**19), 2**19, FFMA_CHAINS) * FRACTION
+    return np.concatenate([a, b, x]).astype(np.float32)
+
+
+def ffma_load(request: Request, settings: Settings) -> Load:
+    """FP32 FMA chains, every one back at its start after each iteration: every thread writes x_q + x_(q+4)."""
+    operands = ffma_operands(settings.seed)
+    x = operands[2 * FFMA_CHAINS :]
+    words = (x[:4] + x[4:]).view(np.uint32)
+    uploaded = request.launcher.upload(operands)
+    blocks = full_grid(request, FFMA_KERNEL, settings.threads)
+    expected = np.tile(words, (blocks * settings.threads, 1))
+    run = chain_launch(request, FFMA_KERNEL, blocks, settings.threads, lambda n: [uploaded, np.uint32(n), None],
+                       lambda n: expected)  # fmt: skip
+    flop = blocks * settings.threads * FFMA_PER_THREAD_ITERATION * 2
+    return Load(run, flop, 1e12, FIRST_ITERATIONS, f"{blocks} blocks of {settings.threads}")
 
 
 def stream_load(request: Request, settings: Settings, level: str) -> Load:
+    """A 16-byte ld.global.cg stream over 4 L2 sizes (DRAM) or half the L2: each thread's word sums."""
     device = request.device
     wanted = settings.dram_l2_multiple * device.l2_bytes if level == "dram" else settings.l2_fraction * device.l2_bytes
-    per_block = 4 * settings.threads * 16  # a block's share of one iteration of the grid
+    per_block = BYTES_PER_THREAD_ITERATION * settings.threads  # a block's share of one iteration of the grid
     blocks = max(1, min(full_grid(request, STREAM_KERNEL, settings.threads), int(wanted) // per_block))
     threads = blocks * settings.threads
     quantum = blocks * per_block  # the buffer holds whole iterations of the grid (an L2 too small for a full
@@ -197,13 +262,97 @@ def stream_load(request: Request, settings: Settings, level: str) -> Load:
         sums = per_pass * np.uint64(passes) + rounds[:part].sum(axis=0, dtype=np.uint64)
         return (sums & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
-    return Load(STREAM_KERNEL, blocks, settings.threads, lambda n: [src, np.uint64(span), np.uint32(n), None],
-                threads * STREAM_BYTES_PER_THREAD_ITERATION, expected, 1e9, 1)  # fmt: skip
+    run = chain_launch(request, STREAM_KERNEL, blocks, settings.threads,
+                       lambda n: [src, np.uint64(span), np.uint32(n), None], expected)  # fmt: skip
+    return Load(run, threads * BYTES_PER_THREAD_ITERATION, 1e9, 1, f"{blocks} blocks of {settings.threads}")
 
 
-def full_grid(request: Request, kernel: str, threads: int) -> int:
-    """Blocks of ``threads`` that fill every SM at once (the occupancy API)."""
-    return max(1, request.launcher.max_active_blocks(kernel, threads)) * request.device.sm_count
+def shared_load(request: Request, settings: Settings) -> Load:
+    """Every block's 16 KB of random words in shared memory, each thread reading a neighbour warp's four vectors
+    an iteration: its sums are the iterations times theirs."""
+    words = np.random.default_rng(settings.seed).integers(0, 2**32, size=SHARED_BYTES // 4, dtype=np.uint32)
+    src = request.launcher.upload(words)
+    vectors = words.reshape(-1, 4).astype(np.uint64)
+    lanes = np.arange(SHARED_THREADS) ^ 32
+    per_iteration = sum(vectors[lanes + SHARED_THREADS * k] for k in range(4))
+    blocks = full_grid(request, SHARED_KERNEL, SHARED_THREADS)
+
+    def expected(iterations: int) -> np.ndarray:
+        sums = (per_iteration * np.uint64(iterations)) & np.uint64(0xFFFFFFFF)
+        return np.tile(sums.astype(np.uint32), (blocks, 1))
+
+    run = chain_launch(request, SHARED_KERNEL, blocks, SHARED_THREADS, lambda n: [src, np.uint32(n), None],
+                       expected)  # fmt: skip
+    bytes_per_iteration = blocks * SHARED_THREADS * BYTES_PER_THREAD_ITERATION
+    return Load(run, bytes_per_iteration, 1e9, FIRST_ITERATIONS, f"{blocks} blocks of {SHARED_THREADS}")
+
+
+def wgmma_load(request: Request, settings: Settings, operands: str) -> Load:
+    """bf16 wgmma m64n256k16 at its peak (ptx/power/power_wgmma.ptx, the wgmma family's throughput kernel): every
+    launch's warpgroup records checked; D read back and held to NumPy (16 x A @ B) in launches 1, 2, 4, 8, ...
+    (the sizing and burst launches among them): reading all of D (26 MB on an H200) after every launch would idle
+    the tensor cores between launches."""
+    made, given = upload_operands(request, WGMMA, operands)
+    threads = settings.wgmma_warpgroups * WARPGROUP
+    if request.launcher.max_active_blocks(WGMMA.name, threads, shared_bytes(WGMMA)) < 1:
+        raise ProbeFailure(f"{WGMMA.name}: no block of {threads} threads fits on an SM")
+    blocks = request.device.sm_count  # one block an SM: three warpgroups fill its registers, a second never fits
+    warpgroups = blocks * threads // WARPGROUP
+    records_only = warpgroups * RECORD_WORDS
+    words = warpgroups * (RECORD_WORDS + WARPGROUP * WGMMA.registers)
+    out = request.outputs.get(-(-words // 2))
+    launches = 0
+
+    def run(iterations: int) -> Timed:
+        nonlocal launches
+        launches += 1
+        full = launches & (launches - 1) == 0
+        request.launcher.fill(out, POISON_BYTE)
+        ms = request.kernels.time(WGMMA.name, [*given, np.uint32(iterations), out], grid=blocks, block=threads,
+                                  shared=shared_bytes(WGMMA))  # fmt: skip
+        values = request.launcher.read(out, "uint32", words if full else records_only)
+        if unwritten(values):
+            raise ProbeFailure(f"{WGMMA.name} did not write all of its {len(values)} words")
+        records, fragments = split_output(values, warpgroups, WGMMA.registers if full else 0)
+        if full:
+            check_result(fragments, WGMMA, made, WGMMA.batch)
+        launched = timed(WGMMA, records)
+        return Timed(ms, max(launched.span_ns, TIMER_TICK_NS) * 1e-6, launched.mhz(settings.min_clock_window_ns))
+
+    flop = WGMMA.flop() * WGMMA.batch * warpgroups
+    return Load(run, flop, 1e12, WGMMA_FIRST_ITERATIONS, f"{blocks} blocks of {threads}")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One sustained run: its probe, rate unit, what one operation is, the work, and (for arithmetic) the unit's
+    peak FLOP per clock per SM its sustained rate is held to (``fraction_of_peak``)."""
+
+    probe: str
+    unit: str
+    per: str
+    load: Callable[[Request, Settings], Load]
+    flop_per_clock_per_sm: float | None = None
+
+
+RUNS = {
+    run.probe: run
+    for run in (
+        Run("power.wgmma.bf16.random", "TFLOP/s", "FLOP", functools.partial(wgmma_load, operands="random"),
+            HOPPER_FLOP_PER_CLK_PER_SM["bf16"]),
+        Run("power.wgmma.bf16.zero", "TFLOP/s", "FLOP", functools.partial(wgmma_load, operands="zero"),
+            HOPPER_FLOP_PER_CLK_PER_SM["bf16"]),
+        Run("power.mma.bf16.random", "TFLOP/s", "FLOP", functools.partial(mma_load, operands="random")),
+        Run("power.mma.bf16.zero", "TFLOP/s", "FLOP", functools.partial(mma_load, operands="zero")),
+        Run("power.ffma", "TFLOP/s", "FLOP", ffma_load, 2 * ISSUE_LANES),
+        Run("power.dram_read", "GB/s", "byte", functools.partial(stream_load, level="dram")),
+        Run("power.l2_read", "GB/s", "byte", functools.partial(stream_load, level="l2")),
+        Run("power.shared_read", "GB/s", "byte", shared_load),
+    )
+}  # fmt: skip
+IDLE = "power.idle"
+PROBES = [IDLE, *RUNS]
+IDLE_KEY = "power_idle_watts"  # in the family state: what the runs' energy above idle takes off
 
 
 @dataclass(frozen=True)
@@ -218,40 +367,23 @@ class Launched:
     mhz: float | None
 
 
-def launch(request: Request, load: Load, iterations: int) -> Launched:
-    """One checked, event-timed launch: every thread's words compared with the host's, the clock read; its rate
-    over its warps' own %globaltimer span (the event time is the run's time axis)."""
-    count = output_words(load.total_threads, RESULT_WORDS)
-    if load.out is None:
-        load.out = request.outputs.get(count)
-    args = [load.out if a is None else a for a in load.args(iterations)]
-    request.launcher.fill(load.out, POISON_BYTE)  # a launch that writes nothing cannot pass on the last one's words
-    ms = request.kernels.time(load.kernel, args, grid=load.blocks, block=load.threads)
-    records = Records.from_output(request.launcher.read(load.out, "uint64", count), load.total_threads, RESULT_WORDS,
-                                  load.kernel)  # fmt: skip
-    got = np.ascontiguousarray(records.result).view(np.uint32).reshape(-1, 4)
-    want = load.expected(iterations)
-    wrong = np.flatnonzero(np.any(got != want, axis=1))
-    if len(wrong):
-        t = int(wrong[0])
-        raise ProbeFailure(f"{load.kernel}: thread {t} of {len(got)} wrote {[hex(int(w)) for w in got[t]]}, the "
-                           f"host predicts {[hex(int(w)) for w in want[t]]} ({len(wrong)} threads differ)")  # fmt: skip
+def launch(load: Load, iterations: int, at_ms: float = 0.0) -> Launched:
+    """One checked launch of ``load``, ``at_ms`` into its run: its rate over its warps' own timed span."""
+    done = load.launch(iterations)
     ops = load.ops_per_iteration * iterations
-    span_ms = float(records.end_ns.max() - records.start_ns.min()) * 1e-6  # the loops themselves, first to last:
-    timed = span_ms if span_ms > 0 else ms  # a short burst launch's fixed cost stays out of its rate
-    return Launched(0.0, ms, ops, ops / (timed * 1e-3) / load.unit_ops, records.mhz())
+    return Launched(at_ms, done.ms, ops, ops / (done.span_ms * 1e-3) / load.unit_ops, done.mhz)
 
 
 SIZING_LAUNCHES = 2  # a launch's fixed cost dominates the first, short one: scale, then scale again
 CHECK_S = 0.005  # a launch's words read back and compared: ~5 MB and a million words on an H200's full grid
 
 
-def sized(request: Request, settings: Settings, load: Load) -> int:
+def sized(settings: Settings, load: Load) -> int:
     """Iterations for a launch of about ``launch_ms``."""
     iterations = load.first_iterations
     for _ in range(SIZING_LAUNCHES):
-        ms = launch(request, load, iterations).ms
-        iterations = max(1, round(iterations * settings.launch_ms / max(ms, 1e-3)))
+        ms = launch(load, iterations).ms
+        iterations = int(min(max(1, round(iterations * settings.launch_ms / max(ms, 1e-3))), 2**31 - 1))
     return iterations
 
 
@@ -278,8 +410,8 @@ def sustain(request: Request, settings: Settings, load: Load, iterations: int) -
 
     def once() -> None:
         nonlocal elapsed
-        done = launch(request, load, burst if len(run.launches) < settings.burst_launches else iterations)
-        run.launches.append(Launched(elapsed, done.ms, done.ops, done.rate, done.mhz))
+        done = launch(load, burst if len(run.launches) < settings.burst_launches else iterations, elapsed)
+        run.launches.append(done)
         elapsed += done.ms
 
     with request.launcher.sampling() as whole:
@@ -337,7 +469,7 @@ def single(fact_id: str, value: float, unit: str, probe: str) -> Fact:
     return Fact(fact_id, value, unit, (value, value), [value], {}, probe)
 
 
-def run_facts(spec: Run, run: Sustained, settings: Settings, idle_w: float | None) -> list[Fact]:
+def run_facts(spec: Run, run: Sustained, settings: Settings, idle_w: float | None, sm_count: int) -> list[Fact]:
     stem = spec.probe
     rates = [x.rate for x in run.launches]
     burst = fact(f"{stem}.burst", rates[: settings.burst_launches], spec.unit, spec.probe)
@@ -353,8 +485,27 @@ def run_facts(spec: Run, run: Sustained, settings: Settings, idle_w: float | Non
     else:
         facts += [single(f"{stem}.settle_ms", settled, "ms", spec.probe),
                   fact(f"{stem}.sustained_mhz", clocks, "MHz", spec.probe)]  # fmt: skip
+    if spec.per == "FLOP":
+        facts += per_clock_facts(spec, run, sm_count)
     ops = sum(x.ops for x in run.steady_launches())
     return facts + energy_facts(stem, spec, run, ops, idle_w)
+
+
+def per_clock_facts(spec: Run, run: Sustained, sm_count: int) -> list[Fact]:
+    """An arithmetic run's steady FLOP per clock per SM (each launch's rate at the clock it ran at), and that over
+    the unit's peak per clock, where it has one (``fraction_of_peak``: judged per clock, whatever the power state)."""
+    steady = [x for x in run.steady_launches() if x.mhz]
+    names = [("flop_per_clock", "FLOP/clk/SM")] + ([("fraction_of_peak", "fraction")] if spec.flop_per_clock_per_sm
+                                                   else [])  # fmt: skip
+    if not steady:
+        why = "no SM clock read inside the steady launches"
+        return [unmeasured(f"{spec.probe}.{name}", unit, spec.probe, why) for name, unit in names]
+    per_clock = [x.rate * 1e12 / (x.mhz * 1e6 * sm_count) for x in steady]
+    facts = [fact(f"{spec.probe}.flop_per_clock", per_clock, "FLOP/clk/SM", spec.probe)]
+    if spec.flop_per_clock_per_sm:
+        peak = spec.flop_per_clock_per_sm
+        facts.append(fact(f"{spec.probe}.fraction_of_peak", [r / peak for r in per_clock], "fraction", spec.probe))
+    return facts
 
 
 SERIES_POINTS = 96  # NVML's readings over a run kept for its plot
@@ -377,13 +528,13 @@ def run_series(run: Sustained) -> dict[str, dict[str, list]]:
 
 def measure_run(request: Request, settings: Settings, spec: Run) -> Measured:
     """One sustained run (see the module)."""
-    load = mma_load(request, settings, spec.operands) if spec.operands else stream_load(request, settings, spec.level)
-    iterations = sized(request, settings, load)
+    load = spec.load(request, settings)
+    iterations = sized(settings, load)
     request.launcher.idle(settings.rest_s)  # the sizing launches may have started the power controller's response
     run = sustain(request, settings, load, iterations)
-    facts = run_facts(spec, run, settings, request.state.get(IDLE_KEY))
-    note = (f"{len(run.launches)} launches of {iterations} iterations, {load.blocks} blocks of {load.threads}; "
-            f"steady from launch {run.first_steady + 1}; NVML readings {len(run.whole.readings)}")  # fmt: skip
+    facts = run_facts(spec, run, settings, request.state.get(IDLE_KEY), request.device.sm_count)
+    note = (f"{len(run.launches)} launches of {iterations} iterations, {load.shape}; steady from launch "
+            f"{run.first_steady + 1}; NVML readings {len(run.whole.readings)}")  # fmt: skip
     return Measured(spec.probe, ProbeOutcome("ok", note, run_series(run)), facts)
 
 
@@ -421,36 +572,80 @@ def plan(settings: Settings, device: Device) -> Plan:
 SMOKE = Smoke(probes=("power.l2_read",), settings=Settings(idle_s=0.05, sustained_s=0.1, launch_ms=10.0, rest_s=0.01))
 
 
-def sustained_not_above_burst(facts: dict[str, Fact], device: Device) -> list[Check]:
-    """No run is faster sustained than in its first launches."""
-    return [check for probe in RUNS for check in pair_not_below(
-        facts, f"power_sustained_within_burst.{probe.removeprefix('power.').replace('.', '_')}",
-        f"{probe}.sustained", f"{probe}.burst")]  # fmt: skip
-
-
 def zero_operands_cost_no_more(facts: dict[str, Fact], device: Device) -> list[Check]:
-    """Zero operands draw no more power than random ones, and run no slower."""
-    random, zero = "power.mma.bf16.random", "power.mma.bf16.zero"
-    draws = pair_not_below(facts, "power_zero_operands.draw_no_more", f"{zero}.watts", f"{random}.watts")
-    return draws + pair_not_below(facts, "power_zero_operands.not_slower", f"{random}.sustained", f"{zero}.sustained")
+    """Zero operands draw no more power than random ones, and run no slower, on mma.sync and on wgmma."""
+    checks = []
+    for unit in ("mma", "wgmma"):
+        random, zero, name = f"power.{unit}.bf16.random", f"power.{unit}.bf16.zero", f"power_zero_operands.{unit}"
+        checks += pair_not_below(facts, f"{name}.draw_no_more", f"{zero}.watts", f"{random}.watts")
+        checks += pair_not_below(facts, f"{name}.not_slower", f"{random}.sustained", f"{zero}.sustained")
+    return checks
+
+
+def _low(fact: Fact) -> float:
+    return fact.ci[0] if fact.ci else fact.value
+
+
+def _high(fact: Fact) -> float:
+    return fact.ci[1] if fact.ci else fact.value
+
+
+def _measured(facts: dict[str, Fact], fact_id: str) -> Fact | None:
+    found = facts.get(fact_id)
+    return found if found is not None and found.value is not None else None
 
 
 def streams_within_the_dram_peak(facts: dict[str, Fact], device: Device) -> list[Check]:
     """Physics: the DRAM stream's burst and sustained rates are within the DRAM's theoretical peak."""
-    peak = facts.get("bandwidth.dram_theoretical")
-    if peak is None or peak.value is None:
-        return []
+    peak = _measured(facts, "bandwidth.dram_theoretical")
     checks = []
     for what in ("burst", "sustained"):
-        rate = facts.get(f"power.dram_read.{what}")
-        if rate is not None and rate.value is not None:
-            low = rate.ci[0] if rate.ci else rate.value
-            detail = f"{rate.id} = {rate.value:.0f} GB/s (CI from {low:.0f}) against the peak {peak.value:.0f} GB/s"
-            checks.append(Check(f"power_dram_within_peak.{what}", low <= peak.value, detail, (rate.id,), physics=True))
+        rate = _measured(facts, f"power.dram_read.{what}")
+        if peak is not None and rate is not None:
+            detail = f"{rate.id} = {rate.value:.0f} GB/s (CI from {_low(rate):.0f}) against the peak {peak.value:.0f}"
+            checks.append(Check(f"power_dram_within_peak.{what}", _low(rate) <= peak.value, detail, (rate.id,),
+                                physics=True))  # fmt: skip
     return checks
 
 
-INVARIANTS = (sustained_not_above_burst, zero_operands_cost_no_more, streams_within_the_dram_peak)
+# (run's FLOP per clock per SM, the issue-rate probe of the same instruction in op/clk/SM, FLOP an op)
+PER_CLOCK_REFERENCES = (
+    ("power.mma.bf16.random.flop_per_clock", "tensor.mma_sync.bf16.m16n8k16.throughput", 2),
+    ("power.mma.bf16.zero.flop_per_clock", "tensor.mma_sync.bf16.m16n8k16.throughput", 2),
+    ("power.ffma.flop_per_clock", "alu.ffma.throughput", 2),
+)
+STREAM_REFERENCES = (
+    ("power.dram_read.burst", "bandwidth.dram_read.v16"),
+    ("power.l2_read.burst", "bandwidth.l2_read.v16"),
+)
+STREAM_TOLERANCE = 0.05  # two streams of the same 16-byte loads at full occupancy, minutes apart
+
+
+def within_the_issue_and_bandwidth_probes(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """Consistency with the run's other facts: a sustained run's FLOP per clock per SM is within what the issue
+    rate probe of the same instruction measured (its best over an ILP x warps sweep) and the timers' resolution;
+    a burst stream within the bandwidth family's stream of the same loads and :data:`STREAM_TOLERANCE`."""
+    checks = []
+    for run_id, reference_id, flop in PER_CLOCK_REFERENCES:
+        run, reference = _measured(facts, run_id), _measured(facts, reference_id)
+        if run is not None and reference is not None:
+            bound = flop * _high(reference) * (1 + RESOLUTION)
+            detail = (f"{run_id} = {run.value:.1f} (CI from {_low(run):.1f}) FLOP/clk/SM against {flop} x "
+                      f"{reference_id} = {flop * reference.value:.1f} (+{RESOLUTION:.0%}: {bound:.1f})")  # fmt: skip
+            name = f"power_within_issue_rate.{run_id.removeprefix('power.').removesuffix('.flop_per_clock')}"
+            checks.append(Check(name, _low(run) <= bound, detail, (run_id, reference_id)))
+    for run_id, reference_id in STREAM_REFERENCES:
+        run, reference = _measured(facts, run_id), _measured(facts, reference_id)
+        if run is not None and reference is not None:
+            bound = _high(reference) * (1 + STREAM_TOLERANCE)
+            detail = (f"{run_id} = {run.value:.0f} GB/s (CI from {_low(run):.0f}) against {reference_id} = "
+                      f"{reference.value:.0f} GB/s (+{STREAM_TOLERANCE:.0%}: at most {bound:.0f})")  # fmt: skip
+            name = f"power_within_bandwidth.{run_id.removeprefix('power.').removesuffix('.burst')}"
+            checks.append(Check(name, _low(run) <= bound, detail, (run_id, reference_id)))
+    return checks
+
+
+INVARIANTS = (zero_operands_cost_no_more, streams_within_the_dram_peak, within_the_issue_and_bandwidth_probes)
 
 
 FAMILY = Family(

@@ -281,15 +281,20 @@ def launch(
                                  shared=shared_bytes(kernel))  # fmt: skip
     records, fragments = split_output(values, warpgroups, kernel.registers)
     bits = check_result(fragments, kernel, operands, times=iterations if kernel.purpose == "lat" else kernel.batch)
-    # %globaltimer readings are ns since the Unix epoch, past float64's exact integers: compared as
-    # integers, and kept as floats only after the launch's first start is taken off
+    return timed(kernel, records, bits)
+
+
+def timed(kernel: Kernel, records: np.ndarray, accumulator_bits: int | None = None) -> Launched:
+    """A launch's warpgroup records (cycles, ns, start, end), checked possible. %globaltimer readings are ns since
+    the Unix epoch, past float64's exact integers: compared as integers, and kept as floats only after the
+    launch's first start is taken off."""
     cycles, ns, start, end = (records[:, i] for i in range(4))
     if np.any(cycles == 0) or np.any(end < start):
         raise ProbeFailure(f"{kernel.name}: impossible timing (cycles {cycles.min()}, ns {ns.min()})")
     if np.any(ns != end - start):
         raise ProbeFailure(f"{kernel.name}: a warpgroup's timer window is not its end reading minus its start")
     origin = start.min()
-    return Launched(*(a.astype(np.float64) for a in (cycles, ns, start - origin, end - origin)), bits)
+    return Launched(*(a.astype(np.float64) for a in (cycles, ns, start - origin, end - origin)), accumulator_bits)
 
 
 # --------------------------------------------------------------------------- latency

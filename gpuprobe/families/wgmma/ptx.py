@@ -47,10 +47,11 @@ class Kernel:
     wgmma: WgmmaType
     n: int
     sparse: bool = False  # wgmma.mma_async.sp: A 2:4 sparse, K twice the dense one's
+    prefix: str = "gp_wg"  # its name's and its shared memory's: another family's copy has its own
 
     @property
     def name(self) -> str:
-        return kernel_name(self.purpose, self.source, self.wgmma.name, self.n, self.sparse)
+        return kernel_name(self.purpose, self.source, self.wgmma.name, self.n, self.sparse, self.prefix)
 
     @property
     def k(self) -> int:
@@ -76,8 +77,8 @@ class Kernel:
         return self.n // 2
 
 
-def kernel_name(purpose: str, source: str, type_name: str, n: int, sparse: bool = False) -> str:
-    return f"gp_wg{'sp' if sparse else ''}_{purpose}_{source}_{type_name}_n{n}"
+def kernel_name(purpose: str, source: str, type_name: str, n: int, sparse: bool = False, prefix: str = "gp_wg") -> str:
+    return f"{prefix}{'sp' if sparse else ''}_{purpose}_{source}_{type_name}_n{n}"
 
 
 def kernels() -> list[Kernel]:
@@ -179,7 +180,7 @@ def kernel_text(kernel: Kernel) -> str:
         "\tcvta.to.global.u64 %rd4, %rd4;",
         "\tmov.u32 %r2, %tid.x;",
         "\tmov.u32 %r3, %ntid.x;",
-        "\tmov.u32 %r4, gp_wg_smem;",
+        f"\tmov.u32 %r4, {shared_symbol(kernel.prefix)};",
         "\tand.b32 %r5, %r2, 127;",
         *_copy("COPY_B", kernel.n * kernel.b_row_bytes // 16, "%rd2", A_BYTES),
     ]
@@ -253,6 +254,11 @@ def kernel_text(kernel: Kernel) -> str:
         lines.append(f"\tst.global.v4.{store} [%rd21+{4 * j}], {{{regs}}};")
     lines += ["\tret;", "}", ""]
     return "\n".join(lines)
+
+
+def shared_symbol(prefix: str) -> str:
+    """The dynamic shared memory a module's kernels of ``prefix`` address (declared once in its header)."""
+    return f"{prefix}_smem"
 
 
 HEADER = """\
