@@ -438,6 +438,13 @@ BROKEN = [
         "fraction_of_cublas",
         "judged on both sides",
     ),
+    (
+        "an absolute rate asserted",
+        MODEL + '[facts."tensor.cublas.bf16.tflops"]\nmin = 550.0\nunit = "TFLOP/s"\nseverity = "assert"\n'
+        'source = "x"\n',
+        "tensor.cublas.bf16.tflops",
+        "judges the clock it ran at: warn at most",
+    ),
     ("unquoted fact id", MODEL + f"[facts.latency.l2]\nmin = 1.0\n{GOOD_FACT}", "latency", "quoted"),
     ("missing model table", f'[facts."latency.l2"]\nmin = 1.0\n{GOOD_FACT}', "model", "missing [model]"),
     ("missing match", '[model]\nname = "x"\ncc = "9.0"\n', "model.match", "non-empty list"),

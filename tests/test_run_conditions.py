@@ -4,9 +4,10 @@ from the records a session writes (``clocks["nvml_before"]`` / ``["nvml_after"]`
 from __future__ import annotations
 
 from gpuprobe.core.results import Device, Fact, ProbeOutcome, Results
-from gpuprobe.measure.conditions import ConditionRecorder
+from gpuprobe.measure.conditions import TRAJECTORY_KEY, ConditionRecorder
 from gpuprobe.output import run_conditions
 from gpuprobe.output.run_conditions import NOT_RECORDED, condition_rows, reason_names
+from gpuprobe.runner.trajectory import Reading, Trajectory
 from gpuprobe.simulated.gpu import FaultyGpu, ptx_parameters
 
 DEVICE = Device(name="Simulated GPU", cc="9.0", arch="sm_90a", sm_count=132, l2_bytes=50 * 2**20)
@@ -20,9 +21,7 @@ def measured_on(gpu: FaultyGpu, probes: int) -> dict[str, ProbeOutcome]:
     """``probes`` probes measured between the simulated GPU's clock and NVML snapshots, as a measuring
     process measures them."""
     recorder = ConditionRecorder(gpu, ptx_parameters(), clock_usable=True)
-    return {
-        f"toy.p{i}": recorder.measure(f"toy.p{i}", lambda i=i: _ok(f"toy.p{i}")).outcome for i in range(probes)
-    }
+    return {f"toy.p{i}": recorder.measure(f"toy.p{i}", lambda i=i: _ok(f"toy.p{i}")).outcome for i in range(probes)}
 
 
 def _ok(name: str):
@@ -71,6 +70,45 @@ def test_the_runs_own_readings_and_the_device_record() -> None:
     assert (rows["MIG"], rows["Persistence mode"], rows["Performance state"]) == ("disabled", "enabled", "P0")
     assert rows["PCIe link"] == "gen 4 x16 (the link can do gen 5 x16)"
     assert "max 1980 MHz, application clock 1980 MHz" in rows["SM clock around the probes"]
+
+
+def _sampled(bits: int) -> ProbeOutcome:
+    """A probe whose trajectory (NVML sampled while it measured) named the clock-event reasons ``bits``."""
+    readings = [Reading(0.0, 1500.0, 3201.0, 300.0, 50.0, 0), Reading(0.5, 1500.0, 3201.0, 420.0, 55.0, bits)]
+    return ProbeOutcome("ok", conditions={TRAJECTORY_KEY: Trajectory(readings).record()})
+
+
+def test_clocks_held_by_a_setting_and_the_power_limit_as_the_run_found_them() -> None:
+    """Application clocks set away from their defaults, and NVML naming the reason such a setting (or a clock
+    locked with nvidia-smi -lgc) gives while one of two probes measured; a limit lowered from the default."""
+    record = {**RECORD, "sm_clock_application_mhz": 1500, "sm_clock_default_application_mhz": 1980,
+              "mem_clock_application_mhz": 3201, "mem_clock_default_application_mhz": 3201,
+              "power_default_limit_w": 700.0}  # fmt: skip
+    probes = {"toy.held": _sampled(0x2 | 0x4), "toy.free": _sampled(0)}
+    rows = dict(condition_rows(results_of(probes, environment={"device_record": record})))
+    assert rows["Clocks locked"] == (
+        "yes: application clocks set: SM 1500 MHz (default 1980 MHz), memory 3201 MHz (default 3201 MHz); "
+        "'application clocks setting' named in 1 of 2 probes; "
+        f"a clock locked by nvidia-smi -lgc: {NOT_RECORDED} (NVML has no query for it)"
+    )
+    assert rows["Power limit"] == "650 W, below the default 700 W; management limit 700 W"
+    assert rows["Persistence mode"] == "enabled"
+
+
+def test_clocks_at_their_defaults_show_no_sign_of_a_setting_and_without_readings_it_is_not_known() -> None:
+    record = {**RECORD, "sm_clock_default_application_mhz": 1980, "power_enforced_limit_w": 700.0,
+              "power_default_limit_w": 700.0}  # fmt: skip
+    rows = dict(condition_rows(results_of({"toy.p": _sampled(0x4)}, environment={"device_record": record})))
+    assert rows["Clocks locked"].startswith(
+        "no sign of it: application clocks at their defaults (SM 1980 MHz); 'application clocks setting' named in "
+        "0 of 1 probes; "
+    )
+    assert rows["Power limit"] == "700 W, the default"
+    bare = dict(condition_rows(results_of({})))
+    assert bare["Clocks locked"].startswith(
+        f"not known: application clocks {NOT_RECORDED}; the reason 'application clocks setting': {NOT_RECORDED}; "
+    )
+    assert bare["Power limit"] == bare["Persistence mode"] == NOT_RECORDED
 
 
 def test_a_run_without_nvml_says_so() -> None:

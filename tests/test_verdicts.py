@@ -17,12 +17,14 @@ from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.physics import physics_checks
 from gpuprobe.judge.verdicts import (
     IMPOSSIBLE,
+    RAN_AT,
     SMOKE_DETAIL,
     VerdictChange,
     current_models,
     is_impossible,
     judge_again,
     judge_measured,
+    judge_together,
     mark_impossible,
     model_of,
     remarks,
@@ -62,6 +64,45 @@ def test_a_fact_s_remarks_are_what_its_detail_adds_to_its_value_and_range_as_the
     again = Results(H200, [Fact("latency.l2", 280.0, "cycle", (279.0, 281.0), [279.0, 280.0, 281.0], verdict="fail")])
     judge_again(again, h100, [])
     assert remarks(again.facts[0]) == "(stored verdict: fail; judged again by this gpuprobe)"
+
+
+RATE = "tensor.wgmma.bf16.m64n256k16.ss"  # an absolute rate held to 800–1092 TFLOP/s on an H200, a warn
+
+
+def test_an_absolute_rate_outside_its_range_warns_naming_the_clock_it_ran_at_once_however_often_judged() -> None:
+    """An H200 wgmma at 1500 MHz, 720 TFLOP/s: under the 800 floor by its clock, not its tensor cores."""
+    rate = Fact(f"{RATE}.tflops", 720.0, "TFLOP/s", (719.0, 721.0), [719.0, 720.0, 721.0], verdict="warn")
+    clock = Fact(f"{RATE}.sm_clock", 1500.2, "MHz", (1499.0, 1501.0), [1499.0, 1500.2, 1501.0])
+    results = Results(H200, [rate, clock])
+    for _ in range(2):
+        assert judge_again(results, load_all()["h200"], []) == []
+    ran_at = f"; ran at 1500 MHz ({RATE}.sm_clock)"
+    assert rate.verdict == "warn" and "OUTSIDE expected 800–1092 TFLOP/s (warn; " in rate.detail
+    assert rate.detail.endswith(ran_at) and rate.detail.count(RAN_AT) == 1
+    assert remarks(rate) == ran_at.removeprefix("; ")
+    judge_together(results, [])  # the run's own end, after a reader judged it: still once
+    assert rate.detail.count(RAN_AT) == 1 and RAN_AT not in clock.detail
+
+
+def test_an_absolute_rate_without_its_clock_says_the_clock_was_not_measured() -> None:
+    gemm = Fact("tensor.cublas.bf16.tflops", 801.8, "TFLOP/s", (800.0, 803.0), [800.0, 801.8, 803.0], verdict="pass")
+    straddling = Fact(f"{RATE}.tflops", 801.0, "TFLOP/s", (790.0, 810.0), [790.0, 801.0, 810.0], verdict="unstable")
+    results = Results(H200, [gemm, straddling])
+    judge_again(results, load_all()["h200"], [])
+    assert gemm.verdict == "pass"
+    assert gemm.detail.endswith("; ran at a clock not measured (no tensor.cublas.bf16.sm_clock)")
+    assert remarks(straddling) == (
+        f"its CI straddles an expected bound: too noisy to judge; ran at a clock not measured (no {RATE}.sm_clock)"
+    )
+
+
+def test_only_a_rate_held_to_a_range_states_its_clock() -> None:
+    """Discovery mode, a smoke run, and a rate throttled while measuring: nothing judged of the clock."""
+    for model, stage, verdict in ((None, "full", "report"), (load_all()["h200"], "smoke", "report"),
+                                  (load_all()["h200"], "full", "throttled")):  # fmt: skip
+        rate = Fact(f"{RATE}.tflops", 720.0, "TFLOP/s", (719.0, 721.0), [719.0, 720.0, 721.0], verdict=verdict)
+        judge_again(Results(H200, [rate], stage=stage), model, [])
+        assert RAN_AT not in rate.detail, (model, stage, verdict)
 
 
 def test_a_negative_quantity_breaks_physics_unless_its_ci_reaches_zero_or_it_is_a_difference() -> None:

@@ -22,6 +22,10 @@ from gpuprobe.core.numbers import fmt_bound
 from gpuprobe.core.results import Fact, fact_matches
 
 SEVERITIES = ("assert", "warn", "report")
+# A tensor-core or ALU rate: a per-clock peak times the SM clock it ran at. A range of one judges that clock as much
+# as the part, so it is a warn at most, and its verdict states the clock (gpuprobe.judge.verdicts.state_clocks);
+# what is judged of the part is its per-clock figure (op/clk/SM, fraction_of_peak).
+ABSOLUTE_RATE_UNITS = frozenset({"TFLOP/s", "TOP/s", "GFLOP/s"})
 
 #: Units of the fact ids this module knows; a file may expect other facts (any a probe declares), with any unit.
 KNOWN_UNITS: dict[str, str] = {
@@ -331,6 +335,8 @@ def _parse_fact(path: Path, fact_id: str, table: Any, model: str = "") -> tuple[
         raise _bad(path, key, f"severity {severity!r} needs a range (min/max or value/tolerance)")
     if severity != "report" and unit == "fraction" and (low is None or high is None):
         raise _bad(path, key, "a ratio is judged on both sides: give min and max")
+    if severity == "assert" and unit in ABSOLUTE_RATE_UNITS:
+        raise _bad(path, key, f"an absolute rate ({unit}) judges the clock it ran at: warn at most, judged per clock")
     return Expectation(fact_id, low, high, unit, severity, source, note), _parse_published(
         path, key, table.get("published"), unit
     )

@@ -15,6 +15,8 @@ verdicts stored beside them. A verdict that changed says so in its detail.
   PASS of its facts into ``unstable``: the samples cannot say which of them is right.
 * Facts measured while the GPU throttled or had other tenants keep that verdict: their conditions, not
   their value, decide it, and only the run saw those.
+* A tensor-core or ALU rate held to an absolute range (TFLOP/s: a warn at most) says the SM clock it ran at
+  after its judgement (:func:`state_clocks`): that range judges the clock as much as the part.
 
 Every reader of a results file reads it through :func:`gpuprobe.fleet.reading.read_judged`: validated, then
 judged again, so no reader repeats a stored verdict, range or interval it has not checked. A stored verdict
@@ -28,9 +30,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gpuprobe.core.numbers import fmt_num
 from gpuprobe.core.results import DISTURBED_VERDICTS, INVALID, WITNESS_PREFIX, Device, Fact, Results
 from gpuprobe.judge import expectations
 from gpuprobe.judge.expectations import (
+    ABSOLUTE_RATE_UNITS,
     STRADDLES,
     UNIT_MISMATCH,
     Expectation,
@@ -53,6 +57,7 @@ IMPOSSIBLE = "IMPOSSIBLE"  # how a fact marked by a failed invariant begins its 
 DOUBTFUL = "INCONSISTENT WITHIN THE NOISE"  # how a fact a doubtful invariant names begins its detail
 TOO_NOISY = "; UNSTABLE: "  # where a fact too noisy to judge says so, after the judge's detail
 STORED = " (stored verdict: "  # where a fact judged again says what its file held
+RAN_AT = "; ran at "  # where a rate held to an absolute range says the SM clock it ran at, after its judgement
 
 
 # A hardware counter's witness of a probe's own claim (``witness.<probe>.<quantity>``, gpuprobe.measure.witness): what
@@ -181,6 +186,40 @@ def judge_invariants(results: Results, family_checks: Iterable[InvariantCheck]) 
     results.facts += [invariant_fact(c) for c in checks]
 
 
+def judges_clock(fact: Fact) -> bool:
+    """A judged rate in an absolute unit (``ABSOLUTE_RATE_UNITS``) held to a range: its verdict judges the SM
+    clock it ran at as much as the part."""
+    held = fact.expectation or {}
+    bounded = held.get("low") is not None or held.get("high") is not None
+    return fact.value is not None and fact.unit in ABSOLUTE_RATE_UNITS and fact.verdict not in KEPT and bounded
+
+
+def clock_text(fact: Fact, by_id: dict[str, Fact]) -> str:
+    """Where a rate ran: ``; ran at 1751 MHz (<stem>.sm_clock)``, its sibling clock fact, which its probe
+    measured in the same kernels; ``; ran at a clock not measured (no <stem>.sm_clock)`` without one."""
+    clock_id = f"{fact.id.rsplit('.', 1)[0]}.sm_clock"
+    clock = by_id.get(clock_id)
+    if clock is None or clock.value is None:
+        return f"{RAN_AT}a clock not measured (no {clock_id})"
+    return f"{RAN_AT}{fmt_num(clock.value)} {clock.unit} ({clock_id})"
+
+
+def state_clocks(facts: list[Fact]) -> None:
+    """Each rate held to an absolute range (:func:`judges_clock`) says, after its judgement, the SM clock it ran
+    at; once, however often its facts are judged together."""
+    by_id = {f.id: f for f in facts}
+    for fact in facts:
+        if judges_clock(fact) and (said := clock_text(fact, by_id)) not in fact.detail:
+            fact.detail += said
+
+
+def judge_together(results: Results, family_checks: Iterable[InvariantCheck]) -> None:
+    """What is judged of a run's facts together, once each was judged alone: the clock each absolute rate ran at
+    (:func:`state_clocks`), then the invariants and physics over them all (:func:`judge_invariants`)."""
+    state_clocks(results.facts)
+    judge_invariants(results, family_checks)
+
+
 @dataclass(frozen=True)
 class VerdictChange:
     """A fact whose verdict stored in its file differs from what this gpuprobe judges of its value."""
@@ -203,7 +242,7 @@ def judge_again(
     for fact in results.facts:
         if fact.value is not None and not fact.id.startswith("invariant.") and fact.verdict not in KEPT:
             judge_measured(fact, model, results.stage)
-    judge_invariants(results, family_checks)
+    judge_together(results, family_checks)
     changes = []
     for fact in results.facts:
         before = stored.get(fact.id, fact.verdict)  # a fact the file did not hold (a new invariant) changed nothing
@@ -216,20 +255,19 @@ def judge_again(
 def remarks(fact: Fact) -> str:
     """What a fact's detail says beyond its value, CI and expected range (what a sheet's row shows), as the judge
     wrote it: the judge's opening (the fact's id and value, the range it was held to) left out, the rest kept
-    (too noisy, judged again); a detail the judge did not open (not measured, marked impossible or disturbed, a
-    smoke run's) whole, without the fact's id."""
+    (too noisy, the clock a rate ran at, judged again); a detail the judge did not open (not measured, marked
+    impossible or disturbed, a smoke run's) whole, without the fact's id."""
     detail = fact.detail.strip()
     if not detail.startswith(f"{fact.id} = "):
         return detail.removeprefix(f"{fact.id}: ")
-    end = min((at for at in (detail.find(TOO_NOISY), detail.find(STORED)) if at >= 0), default=len(detail))
+    end = min((at for at in (detail.find(m) for m in (TOO_NOISY, RAN_AT, STORED)) if at >= 0), default=len(detail))
     opening, added = detail[:end], detail[end:].lstrip("; ").strip()
-    if added:
-        return added
+    said = ""
     if opening.endswith(STRADDLES):
-        return "its CI straddles an expected bound: too noisy to judge"
-    if UNIT_MISMATCH in opening:
-        return f"unit mismatch: measured in {fact.unit}, expected in {(fact.expectation or {}).get('unit')}"
-    return ""
+        said = "its CI straddles an expected bound: too noisy to judge"
+    elif UNIT_MISMATCH in opening:
+        said = f"unit mismatch: measured in {fact.unit}, expected in {(fact.expectation or {}).get('unit')}"
+    return "; ".join(part for part in (said, added) if part)
 
 
 def is_impossible(fact: Fact) -> bool:

@@ -2,11 +2,11 @@
 
 :func:`run_suite` is those five steps, in the design's data flow: :func:`build_and_check`, :func:`select`
 (the families, their settings, plans and probes), :func:`measure_families` (each fact judged as its probe
-ends), :func:`judge_run` (the invariants over them all), :func:`write_pages`. The cubin built and
-contract-checked here is the cubin the measuring child processes load (each checks its SHA-256 before
-loading it, and the results record it). Results are saved atomically after every probe, so an
-interrupted run keeps all it measured (the file says ``partial`` until the run completes, and stays so
-when the run's deadline cut it).
+ends), :func:`judge_run` (the clock each absolute rate ran at, the invariants over them all),
+:func:`write_pages`. The cubin built and contract-checked here is the cubin the measuring child processes
+load (each checks its SHA-256 before loading it, and the results record it). Results are saved atomically
+after every probe, so an interrupted run keeps all it measured (the file says ``partial`` until the run
+completes, and stays so when the run's deadline cut it).
 
 Two stages: "full", every probe; and "smoke", a first contact with new hardware: each family's
 cheapest probes once with minimal settings, each under a short limit, written up per family in
@@ -34,7 +34,7 @@ from gpuprobe.families import catalog
 from gpuprobe.families.base import Family, Measured
 from gpuprobe.families.catalog import BY_NAME, OPT_IN
 from gpuprobe.judge.expectations import ModelExpectations, match_model
-from gpuprobe.judge.verdicts import device_facts, judge_fact, judge_invariants, judge_measured
+from gpuprobe.judge.verdicts import device_facts, judge_fact, judge_measured, judge_together
 from gpuprobe.kernels.check import CheckResult, check_probe
 from gpuprobe.kernels.cubin import BuiltModule, build_for
 from gpuprobe.kernels.registry import CLOCK_PROBE, all_probes, declared_probes
@@ -439,10 +439,10 @@ def start_results(build: Build, launcher: LauncherSpec, stage: Stage, selection:
 
 
 def judge_run(results: Results) -> None:
-    """What the run says once measured: the SM clock over the latency chases, and every invariant (the facts it
-    fails marked); each fact was judged as its probe ended."""
+    """What the run says once measured: the SM clock over the latency chases, the clock each absolute rate ran at,
+    and every invariant (the facts it fails marked); each fact was judged as its probe ended."""
     results.clocks["sm_mhz_during_chases"] = clock_during_chases(results)
-    judge_invariants(results, catalog.invariant_checks())
+    judge_together(results, catalog.invariant_checks())
 
 
 def write_pages(results: Results, out_dir: Path, stage: Stage) -> list[Path]:

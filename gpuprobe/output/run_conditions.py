@@ -10,7 +10,8 @@ trajectory (NVML sampled every few ms while it measured, and the energy counter:
 :mod:`gpuprobe.runner.trajectory`). The rows "while measuring" come from the trajectories: the readings around
 the probes alone miss a burst (the first H200 run: NVML 1890-1980 MHz and at most 163 W around the probes,
 1610-1800 MHz inside the tensor-core kernels). A reading NVML refused is stored as its error text and is left
-out here; a run without NVML says so.
+out here; a run without NVML says so. The part's settings (application clocks, the power limit, persistence) are
+shown as the run found them: gpuprobe never changes them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
     (0x100, "display clock setting"),
 )
 NOT_RECORDED = "not recorded"
+# The reason NVML names while an application-clock or a locked-clock (nvidia-smi -lgc) setting holds the clock.
+APPLICATION_CLOCKS = 0x2
 
 
 def _number(value: Any) -> float | None:
@@ -251,6 +254,73 @@ def duration(seconds: float) -> str:
     return f"{fmt_num(seconds * 1e3)} ms" if seconds < 1 else f"{fmt_num(seconds)} s"
 
 
+def _power_limit_text(record: dict[str, Any]) -> str | None:
+    """The power limit NVML enforced, against the board's default: "700 W, the default" or "500 W, below the
+    default 700 W"; the management limit where it differs from the enforced one."""
+    enforced = _number(record.get("power_enforced_limit_w"))
+    managed, default = _number(record.get("power_limit_w")), _number(record.get("power_default_limit_w"))
+    limit = enforced if enforced is not None else managed
+    if limit is None:
+        return None
+    if default is None:
+        text = f"{fmt_num(limit)} W, default {NOT_RECORDED}"
+    elif limit == default:
+        text = f"{fmt_num(limit)} W, the default"
+    else:
+        text = f"{fmt_num(limit)} W, {'below' if limit < default else 'above'} the default {fmt_num(default)} W"
+    if enforced is not None and managed is not None and managed != enforced:
+        text += f"; management limit {fmt_num(managed)} W"
+    return text
+
+
+def _application_clocks(record: dict[str, Any]) -> tuple[bool | None, str]:
+    """Whether the application clocks were set away from their defaults (None: not known), and what they were:
+    "at their defaults (SM 1980 MHz, memory 3201 MHz)", "set: SM 1500 MHz (default 1980 MHz), ..."."""
+    read = [(name, app, _number(record.get(f"{key}_default_application_mhz")))
+            for name, key in (("SM", "sm_clock"), ("memory", "mem_clock"))
+            if (app := _number(record.get(f"{key}_application_mhz"))) is not None]  # fmt: skip
+    if not read:
+        return None, f"application clocks {NOT_RECORDED}"
+    if all(app == default for _, app, default in read):
+        return False, f"application clocks at their defaults ({', '.join(f'{n} {fmt_num(a)} MHz' for n, a, _ in read)})"
+    shown = ", ".join(
+        f"{name} {fmt_num(app)} MHz (default {NOT_RECORDED if default is None else f'{fmt_num(default)} MHz'})"
+        for name, app, default in read
+    )
+    moved = any(default is not None and app != default for _, app, default in read)
+    return (True, f"application clocks set: {shown}") if moved else (None, f"application clocks {shown}")
+
+
+def _held_by_a_setting(records: dict[str, dict[str, Any]], readings: list[dict[str, Any]]) -> tuple[bool | None, str]:
+    """Whether NVML named "application clocks setting" (:data:`APPLICATION_CLOCKS`) while the probes measured
+    (their trajectories), else in its readings around them (None: no reading), and in how many."""
+    bits, where = [int(r["reasons"]) for r in records.values() if isinstance(r.get("reasons"), int)], "probes"
+    if not bits:
+        bits, where = [int(v) for v in _values(readings, "clock_event_reasons")], "readings around the probes"
+    name = dict(CLOCK_EVENT_REASONS)[APPLICATION_CLOCKS]
+    if not bits:
+        return None, f"the reason '{name}': {NOT_RECORDED}"
+    seen = sum(1 for value in bits if value & APPLICATION_CLOCKS)
+    return seen > 0, f"'{name}' named in {seen} of {len(bits)} {where}"
+
+
+def _clocks_locked_text(
+    records: dict[str, dict[str, Any]], readings: list[dict[str, Any]], record: dict[str, Any]
+) -> str:
+    """Whether a setting held the clocks, as the run found them: "yes" when the application clocks were set away
+    from their defaults or NVML named the reason such a setting gives, "no sign of it" when neither, else "not
+    known"; then each reading. NVML has no query for a clock locked by ``nvidia-smi -lgc``: only the reason."""
+    set_apart, clocks = _application_clocks(record)
+    held, reason = _held_by_a_setting(records, readings)
+    if set_apart or held:
+        answer = "yes"
+    elif held is False and set_apart is not None:
+        answer = "no sign of it"
+    else:
+        answer = "not known"
+    return f"{answer}: {clocks}; {reason}; a clock locked by nvidia-smi -lgc: {NOT_RECORDED} (NVML has no query for it)"
+
+
 def _pcie_text(record: dict[str, Any]) -> str | None:
     gen, width = _number(record.get("pcie_generation")), _number(record.get("pcie_width"))
     if gen is None or width is None:
@@ -295,6 +365,8 @@ def _rows(results: Results) -> Iterator[tuple[str, str | None]]:
     yield "MIG", _mode(record, "mig_mode", ON_OFF)
     persistence = _number(record.get("persistence_mode"))
     yield "Persistence mode", None if persistence is None else ON_OFF.get(int(persistence), str(persistence))
+    yield "Power limit", _power_limit_text(record)
+    yield "Clocks locked", _clocks_locked_text(sampled, readings, record)
     pstate = _number(record.get("performance_state"))
     yield "Performance state", None if pstate is None else f"P{int(pstate)}"
     yield "PCIe link", _pcie_text(record)
