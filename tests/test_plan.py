@@ -42,7 +42,8 @@ def test_the_smoke_stage_fits_its_budget_on_an_h200() -> None:
 
 
 def test_the_full_suite_fits_the_device_check_deadline_after_the_smoke_stage_on_an_h200() -> None:
-    """The device check gives the full suite what its deadline leaves after the smoke stage (what DEVICE_CHECK_DEADLINE_S leaves after SMOKE_STAGE_S)."""
+    """The device check gives the full suite what its deadline leaves after the smoke stage
+    (DEVICE_CHECK_DEADLINE_S less SMOKE_STAGE_S)."""
     plan = run_plan(H200)
     assert plan.total_s <= ROOM * (DEVICE_CHECK_DEADLINE_S - SMOKE_STAGE_S), render_plan(plan)
 

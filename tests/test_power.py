@@ -19,12 +19,13 @@ from gpuprobe.families.mma.fragments import CHAINS, operands_of, predicted_words
 from gpuprobe.families.power import simulated
 from gpuprobe.families.power.plot import sustained_png
 from gpuprobe.families.power.wgmma import WGMMA, module_text
-from gpuprobe.families.wgmma.simulated import ONE_WARPGROUP_SHORTFALL, THROUGHPUT_EFFICIENCY
+from gpuprobe.families.wgmma.simulated import CUBLAS_CLOCK_DROP, ONE_WARPGROUP_SHORTFALL, THROUGHPUT_EFFICIENCY
 from gpuprobe.judge.invariants import check_invariants
 from gpuprobe.judge.physics import physics_checks
 from gpuprobe.kernels.registry import all_probes
 from gpuprobe.kernels.source_tree import PTX_DIR
 from gpuprobe.measure.plan import family_seconds
+from gpuprobe.runner.launcher import LaunchPathUnavailable
 from gpuprobe.runner.trajectory import Reading, Trajectory
 from gpuprobe.simulated import power as power_model
 from gpuprobe.simulated.gpu import SimulatedGpu, measure_family, ptx_parameters, suite_options
@@ -276,3 +277,30 @@ def test_the_plan_counts_the_seconds_of_sustained_work_and_the_smoke_stage_a_ten
     assert plan.gpu_s >= settings.idle_s + len(power.RUNS) * settings.sustained_s
     assert family_seconds(power.plan(power.SMOKE.settings, H200)) < family_seconds(plan) / 3
     assert power.SMOKE.probes == ("power.l2_read",)
+
+
+def test_cublas_runs_at_the_clock_its_stamps_witness_and_costs_energy_per_flop(measured) -> None:
+    facts = _facts(measured)
+    stem = "power.cublas.bf16"
+    sm_count = SimulatedGpu(**suite_options()).sm_count
+    assert facts[f"{stem}.sustained_mhz"].value == pytest.approx(SimulatedGpu().mhz * CUBLAS_CLOCK_DROP, rel=0.01)
+    per_clock = facts[f"{stem}.sustained"].value * 1e12 / (facts[f"{stem}.sustained_mhz"].value * 1e6 * sm_count)
+    assert facts[f"{stem}.flop_per_clock"].value == pytest.approx(per_clock, rel=0.01)
+    assert 0 < facts[f"{stem}.fraction_of_peak"].value <= 1
+    assert facts[f"{stem}.pj_per_op"].unit == "pJ/FLOP" and facts[f"{stem}.pj_per_op"].value > 0
+
+
+def test_without_cublas_its_run_is_not_run_with_the_reason_and_every_fact_says_why() -> None:
+    gpu = SimulatedGpu(**suite_options(noise=0.0))
+
+    def no_cublas(n: int, dtype: str, count: int = 1, stamp=None) -> float:
+        raise LaunchPathUnavailable("cuBLAS cannot be loaded here (Failure finding libcublasLt.so.13)")
+
+    gpu.time_gemm = no_cublas
+    measured = _run(gpu, {"power.cublas.bf16", "power.l2_read"})
+    statuses = {name: m.outcome.status for name, m in measured.items()}
+    assert statuses == {"power.cublas.bf16": "not_run", "power.l2_read": "ok"}
+    facts = measured["power.cublas.bf16"].facts
+    declared = next(p for p in all_probes() if p.name == "power.cublas.bf16").facts
+    assert sorted(f.id for f in facts) == sorted(declared)
+    assert all(f.value is None and "libcublasLt" in f.detail for f in facts)

@@ -461,8 +461,9 @@ def test_the_stamps_read_the_clock_of_the_same_sm_before_and_after_and_must_encl
 
 
 def test_the_launcher_stamps_the_gemms_on_the_same_stream_outside_the_events(monkeypatch, tmp_path: Path) -> None:
-    """CupyLauncher.time_gemm against the stand-in CuPy of tests/test_cupy_launcher.py: the hold, the first
-    stamp, the events around the GEMMs alone, the second stamp; one thread a block, the slot first."""
+    """CupyLauncher.time_gemm against the stand-in CuPy of tests/test_cupy_launcher.py: one untimed GEMM the first
+    time (the algorithm picked), the hold, the first stamp, the events around the GEMMs alone, the second stamp;
+    one thread a block, the slot first; a second call reuses the operands and times its GEMMs alone."""
     from gpuprobe.runner.cupy_launcher import CupyLauncher
     from tests.test_cuda_api import DriverDouble, driver_double
     from tests.test_cupy_launcher import StubCupy
@@ -475,11 +476,15 @@ def test_the_launcher_stamps_the_gemms_on_the_same_stream_outside_the_events(mon
         launcher = CupyLauncher(tmp_path / "probes.cubin", 0, ptx_parameters())
         out = launcher.alloc(64)
         assert launcher.time_gemm(64, "bf16", count=2, stamp=(CLOCK_STAMP_KERNEL, 3, out)) == 2.5
+        uploads = []
+        monkeypatch.setattr(stub, "asarray", lambda array, dtype=None: uploads.append(array))
+        launcher.time_gemm(64, "bf16", count=2, stamp=(CLOCK_STAMP_KERNEL, 3, out))
     kinds = [c[1] if c[0] == "launch" else c[0] for c in stub.calls if c[0] in ("launch", "event.record", "gemmEx")]
-    assert kinds[2:] == [CLOCK_KERNEL, CLOCK_STAMP_KERNEL, "event.record", "gemmEx", "gemmEx", "event.record",
-                         CLOCK_STAMP_KERNEL]  # fmt: skip
+    timed = [CLOCK_KERNEL, CLOCK_STAMP_KERNEL, "event.record", "gemmEx", "gemmEx", "event.record", CLOCK_STAMP_KERNEL]
+    assert kinds == ["gemmEx", *timed, *timed]
+    assert uploads == []  # the second call drew and uploaded nothing: the first call's operands were kept
     stamps = [c for c in stub.calls if c[0] == "launch" and c[1] == CLOCK_STAMP_KERNEL]
-    assert [(c[2], c[3], c[4][0]) for c in stamps] == [((3, 1, 1), (1, 1, 1), 0), ((3, 1, 1), (1, 1, 1), 1)]
+    assert [(c[2], c[3], c[4][0]) for c in stamps] == [((3, 1, 1), (1, 1, 1), 0), ((3, 1, 1), (1, 1, 1), 1)] * 2
 
 
 def test_without_a_datasheet_the_peak_fraction_is_not_measured_with_the_reason() -> None:

@@ -160,7 +160,8 @@ class Gemm(Launcher, Protocol):
 
     def time_gemm(self, n: int, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None) -> float:
         """GPU milliseconds of ``count`` n x n x n cuBLAS GEMMs (``dtype`` "f16", "bf16", "tf32" or "f32"
-        inputs, float32 accumulation, random operands), between two CUDA events.
+        inputs, float32 accumulation, random operands, drawn once per n and dtype and kept on the device, the
+        algorithm picked by an untimed first GEMM), between two CUDA events.
 
         ``stamp`` = (kernel, blocks, out): a kernel of the cubin taking ``(.u32 slot, .u64 out)``, launched
         with ``blocks`` blocks of one thread on the same stream right before the timed GEMMs (slot 0) and

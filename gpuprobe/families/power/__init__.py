@@ -13,6 +13,8 @@ steady part (the last ``steady_share`` of the run):
 * ``power.wgmma.bf16.random`` / ``.zero`` (sm_90a; ptx/power/power_wgmma.ptx, the wgmma family's throughput
   kernel under a name of its own): bf16 m64n256k16 at its peak, three warpgroups an SM, D held to NumPy in
   launches 1, 2, 4, 8, ... (:func:`wgmma_load`);
+* ``power.cublas.bf16`` (sm_90a): cuBLAS's bf16 8192^3 GEMM in batches, each between the wgmma family's clock
+  stamps (:func:`cublas_load`): what a library GEMM costs beside the wgmma stream it is made of;
 * ``power.mma.bf16.random`` / ``.zero`` (ptx/power/power.ptx's copy of the mma chain kernel): bf16 m16n8k16
   mma.sync with f32 accumulate, 8 chains a thread, on random operands (signs and all 7 mantissa bits drawn;
   exponents fixed so that every product and sum is exact in f32, and the result is checked bit for bit) or
@@ -23,19 +25,19 @@ steady part (the last ``steady_share`` of the run):
   checked;
 * ``power.idle``: the energy counter over ``idle_s`` with nothing running, for the runs' energy above idle.
 
-Facts of a run ``power.<run>``: ``burst`` (the rate of its first ``burst_launches`` launches, of about
-``burst_ms`` each, after ``rest_s`` of rest) and ``sustained`` (the steady part's), TFLOP/s or GB/s;
-``sustained_fraction``; ``settle_ms`` (GPU time until every later launch's clock stays within
-``settle_tolerance`` of the steady clock); ``sustained_mhz``; for arithmetic, ``flop_per_clock`` (per SM, each
-steady launch at its own clock) and, where the unit has a peak per clock (wgmma's 4096 bf16 FLOP, FFMA's 128
-lanes), ``fraction_of_peak``: judged per clock, whatever the power state; ``watts`` (the counter's energy over the
-steady part's wall time); ``pj_per_op`` (that energy over the FLOP or bytes the steady launches did: pJ/FLOP,
-pJ/byte; the host's gaps between launches are in it, as a training loop's are) and ``pj_per_op_above_idle``
-(idle power over the same time taken off). Without an energy counter those three are ``not_run`` with the
-reason; the rates and clocks stand. A run drawing less than the idle power fails (physics), as does a sustained
-rate above its burst (:mod:`gpuprobe.judge.physics`). Invariants: the DRAM stream within the DRAM's theoretical
-peak (physics); zero operands draw no more than random ones and are not slower; mma.sync and FFMA per clock
-within their issue-rate probes', the DRAM and L2 bursts within the bandwidth family's streams of the same loads.
+Facts of a run ``power.<run>``: ``burst`` (the rate of its first ``burst_launches`` launches, of about ``burst_ms``
+each, after ``rest_s`` of rest) and ``sustained`` (the steady part's), TFLOP/s or GB/s; ``sustained_fraction``;
+``settle_ms`` (GPU time until every later launch's clock stays within ``settle_tolerance`` of the steady clock);
+``sustained_mhz``; for arithmetic, ``flop_per_clock`` (per SM, each steady launch at its own clock) and, where the
+unit has a peak per clock (wgmma's and cuBLAS's 4096 bf16 FLOP, FFMA's 128 lanes), ``fraction_of_peak``: judged per
+clock, whatever the power state; ``watts`` (the counter's energy over the steady part's wall time); ``pj_per_op``
+(that energy over the FLOP or bytes the steady launches did: pJ/FLOP, pJ/byte; the host's gaps between launches are
+in it, as a training loop's are) and ``pj_per_op_above_idle`` (idle power over the same time taken off). Without an
+energy counter those three are ``not_run`` with the reason; the rates and clocks stand. A run drawing less than the
+idle power fails (physics), as does a sustained rate above its burst (:mod:`gpuprobe.judge.physics`). Invariants:
+the DRAM stream within the DRAM's theoretical peak (physics); zero operands draw no more than random ones and are
+not slower; mma.sync and FFMA per clock within their issue-rate probes', the DRAM and L2 bursts within the bandwidth
+family's streams of the same loads.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from gpuprobe.families.issue_sweep import Records, output_words
 from gpuprobe.families.measuring import TIMER_TICK_NS, clock_window_ns, fact, unmeasured
 from gpuprobe.families.mma.fragments import Variant, operands_of, predicted_words
 from gpuprobe.families.power.plot import SUSTAINED_PLOT
-from gpuprobe.families.power.wgmma import WGMMA
+from gpuprobe.families.power.wgmma import CLOCK_STAMP, WGMMA
 from gpuprobe.families.stepping import probe_steps
 from gpuprobe.families.wgmma import (
     HOPPER_FLOP_PER_CLK_PER_SM,
@@ -62,6 +64,7 @@ from gpuprobe.families.wgmma import (
     check_result,
     shared_bytes,
     split_output,
+    time_gemms,
     timed,
     upload_operands,
 )
@@ -71,6 +74,7 @@ from gpuprobe.judge.ordering import pair_not_below
 from gpuprobe.judge.physics import RESOLUTION
 from gpuprobe.output.sections import Section
 from gpuprobe.runner.checked import POISON_BYTE, unwritten
+from gpuprobe.runner.launcher import LaunchPathUnavailable
 from gpuprobe.runner.trajectory import Trajectory
 
 VARIANT = Variant("bf16", "m16n8k16")
@@ -106,6 +110,7 @@ class Settings:
     wgmma_warpgroups: int = 3  # a wgmma block's: three fill an sm_90a SM's registers, one block an SM
     dram_l2_multiple: float = 4.0  # the DRAM stream's buffer, in L2 sizes
     l2_fraction: float = 0.5  # the L2 stream's buffer, of the L2
+    gemm_n: int = 8192  # cuBLAS's GEMMs: n^3, as the wgmma family's
     min_clock_window_ns: float = clock_window_ns(0.01)  # a launch this long reads the SM clock to 1 %
     seed: int = 11
 
@@ -323,6 +328,18 @@ def wgmma_load(request: Request, settings: Settings, operands: str) -> Load:
     return Load(run, flop, 1e12, WGMMA_FIRST_ITERATIONS, f"{blocks} blocks of {threads}")
 
 
+def cublas_load(request: Request, settings: Settings) -> Load:
+    """cuBLAS's bf16 n^3 GEMMs (the wgmma family's :func:`~gpuprobe.families.wgmma.time_gemms`), an iteration a
+    GEMM, each batch between clock stamps (:data:`~gpuprobe.families.power.wgmma.CLOCK_STAMP`): its event time is
+    its span, the stamps' cycles over their ns its clock. cuBLAS's result is not checked (the library's)."""
+
+    def run(iterations: int) -> Timed:
+        timing = time_gemms(request, settings.gemm_n, iterations, settings.min_clock_window_ns, CLOCK_STAMP)
+        return Timed(timing.ms, timing.ms, timing.mhz)
+
+    return Load(run, 2.0 * settings.gemm_n**3, 1e12, 1, f"{settings.gemm_n}^3 bf16 GEMMs (cuBLAS)")
+
+
 @dataclass(frozen=True)
 class Run:
     """One sustained run: its probe, rate unit, what one operation is, the work, and (for arithmetic) the unit's
@@ -342,6 +359,7 @@ RUNS = {
             HOPPER_FLOP_PER_CLK_PER_SM["bf16"]),
         Run("power.wgmma.bf16.zero", "TFLOP/s", "FLOP", functools.partial(wgmma_load, operands="zero"),
             HOPPER_FLOP_PER_CLK_PER_SM["bf16"]),
+        Run("power.cublas.bf16", "TFLOP/s", "FLOP", cublas_load, HOPPER_FLOP_PER_CLK_PER_SM["bf16"]),
         Run("power.mma.bf16.random", "TFLOP/s", "FLOP", functools.partial(mma_load, operands="random")),
         Run("power.mma.bf16.zero", "TFLOP/s", "FLOP", functools.partial(mma_load, operands="zero")),
         Run("power.ffma", "TFLOP/s", "FLOP", ffma_load, 2 * ISSUE_LANES),
@@ -526,10 +544,24 @@ def run_series(run: Sustained) -> dict[str, dict[str, list]]:
     return {"launches": launches, "steady": steady, **nvml}
 
 
+def fact_units(spec: Run) -> list[tuple[str, str]]:
+    """A run's facts (names after ``power.<run>.``) and their units."""
+    per = f"pJ/{spec.per}"
+    arithmetic = [("flop_per_clock", "FLOP/clk/SM")] if spec.per == "FLOP" else []
+    arithmetic += [("fraction_of_peak", "fraction")] if spec.flop_per_clock_per_sm else []
+    rates = [("burst", spec.unit), ("sustained", spec.unit), ("sustained_fraction", "fraction"), ("settle_ms", "ms"),
+             ("sustained_mhz", "MHz")]  # fmt: skip
+    return [*rates, *arithmetic, ("watts", "W"), ("pj_per_op", per), ("pj_per_op_above_idle", per)]
+
+
 def measure_run(request: Request, settings: Settings, spec: Run) -> Measured:
-    """One sustained run (see the module)."""
-    load = spec.load(request, settings)
-    iterations = sized(settings, load)
+    """One sustained run (see the module); not run, with the reason, where its launch path is missing (cuBLAS)."""
+    try:
+        load = spec.load(request, settings)
+        iterations = sized(settings, load)
+    except LaunchPathUnavailable as exc:
+        facts = [unmeasured(f"{spec.probe}.{name}", unit, spec.probe, str(exc)) for name, unit in fact_units(spec)]
+        return Measured(spec.probe, ProbeOutcome("not_run", str(exc)), facts)
     request.launcher.idle(settings.rest_s)  # the sizing launches may have started the power controller's response
     run = sustain(request, settings, load, iterations)
     facts = run_facts(spec, run, settings, request.state.get(IDLE_KEY), request.device.sm_count)

@@ -7,8 +7,8 @@ from gpuprobe.core.results import Results
 from gpuprobe.output.plots import COLORS, new_figure, png_bytes
 from gpuprobe.output.sections import Plot
 
-RUN_PROBES = ("power.wgmma.bf16.random", "power.wgmma.bf16.zero", "power.mma.bf16.random", "power.mma.bf16.zero",
-              "power.ffma", "power.dram_read", "power.l2_read", "power.shared_read")  # fmt: skip
+RUN_PROBES = ("power.wgmma.bf16.random", "power.wgmma.bf16.zero", "power.cublas.bf16", "power.mma.bf16.random",
+              "power.mma.bf16.zero", "power.ffma", "power.dram_read", "power.l2_read", "power.shared_read")  # fmt: skip
 
 
 def sustained_png(results: Results, dpi: int) -> bytes | None:
@@ -17,7 +17,7 @@ def sustained_png(results: Results, dpi: int) -> bytes | None:
     runs = [(p, series) for p, series in runs if series.get("launches", {}).get("at_ms")]
     if not runs:
         return None
-    fig = new_figure((9.0, 2.0 * len(runs)), dpi)
+    fig = new_figure((9.0, 1.8 * len(runs)), dpi)
     for number, (probe, series) in enumerate(runs):
         ax = fig.add_subplot(len(runs), 1, number + 1)
         launches = series["launches"]

@@ -11,7 +11,9 @@ slows as the power limit pulls the clock down, and zeros or a stream do not. Not
   :data:`FFMA_PER_CLOCK` lanes a clock;
 * ``gp_pw_shared``: each thread's sums, the iterations times those of a neighbour warp's four vectors of the block's
   16 KB; an SM's iteration its warps' bytes over :data:`SHARED_BYTES_PER_CLOCK`;
-* ``gp_pw_wg_tput_ss_bf16_n256``: the wgmma family's simulated throughput kernel, at the power model's clock.
+* ``gp_pw_wg_tput_ss_bf16_n256``: the wgmma family's simulated throughput kernel, at the power model's clock;
+* ``gp_pw_clock_stamp``: the wgmma family's simulated clock stamp around the simulated GPU's cuBLAS, whose rate
+  and clock the power model leaves alone (its batches draw as tensor work: the power and energy follow).
 
 ``gpu.power_corrupt`` (a kernel name) flips a bit of the last thread's first word in every launch of it.
 """
@@ -37,7 +39,8 @@ from gpuprobe.families.power import (
     VARIANT,
     Settings,
 )
-from gpuprobe.families.power.wgmma import WGMMA
+from gpuprobe.families.power.wgmma import CLOCK_STAMP, WGMMA
+from gpuprobe.families.wgmma.simulated import clock_stamp
 from gpuprobe.families.wgmma.simulated import simulate as simulate_wgmma
 from gpuprobe.simulated import power
 from gpuprobe.simulated.chain_output import warps_on_sm, write
@@ -133,7 +136,6 @@ def wgmma(gpu, launch, a, **params) -> float:
         return simulate_wgmma(gpu, launch, WGMMA, a=a, **params)
 
 
-SIMULATION = Simulation(
-    kernels={MMA_KERNEL: mma, STREAM_KERNEL: stream, FFMA_KERNEL: ffma, SHARED_KERNEL: shared, WGMMA.name: wgmma},
-    fast_settings=FAST_SETTINGS,
-)
+KERNELS = {MMA_KERNEL: mma, STREAM_KERNEL: stream, FFMA_KERNEL: ffma, SHARED_KERNEL: shared, WGMMA.name: wgmma,
+           CLOCK_STAMP: clock_stamp}  # fmt: skip
+SIMULATION = Simulation(kernels=KERNELS, fast_settings=FAST_SETTINGS)

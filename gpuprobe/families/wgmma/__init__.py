@@ -456,55 +456,55 @@ def measure_throughput(request: Request, name: str) -> Measured:
 
 @dataclass(frozen=True)
 class GemmTiming:
-    """One timed batch of cuBLAS GEMMs: its TFLOP/s and the SM clock it ran at."""
+    """One timed batch of cuBLAS GEMMs: its event ms, TFLOP/s and the SM clock it ran at."""
 
+    ms: float
     tflops: float
     mhz: float
 
 
-def bracket_mhz(stamps: np.ndarray, batch_ms: float, window_ns: float) -> float:
+def bracket_mhz(stamps: np.ndarray, batch_ms: float, window_ns: float, kernel: str = CLOCK_STAMP_KERNEL) -> float:
     """The SM clock over a batch of work between two clock stamps (``stamps``: 2 x blocks x STAMP_WORDS of
     %clock64, %globaltimer, %smid, slot; slot 0 right before the batch, slot 1 right after): per SM that ran
     a stamp of each, its cycles from its last stamp before to its first after over the ns between them
     (%clock64 counts per SM, never comparable across SMs); the median over those SMs. ProbeFailure where no
     SM ran both, a record is another slot's, or an SM's stamps do not enclose the batch's ``batch_ms``."""
     if np.any(stamps[0, :, 3] != 0) or np.any(stamps[1, :, 3] != 1):
-        raise ProbeFailure(f"{CLOCK_STAMP_KERNEL}: a stamp wrote into another slot's records")
+        raise ProbeFailure(f"{kernel}: a stamp wrote into another slot's records")
     before = {int(sm): (int(c), int(t)) for c, t, sm, _ in sorted(stamps[0].tolist(), key=lambda r: r[1])}
     after = {int(sm): (int(c), int(t)) for c, t, sm, _ in sorted(stamps[1].tolist(), key=lambda r: -r[1])}
     shared = sorted(set(before) & set(after))
     if not shared:
-        raise ProbeFailure(f"{CLOCK_STAMP_KERNEL}: no SM ran a stamp both before and after the GEMMs")
+        raise ProbeFailure(f"{kernel}: no SM ran a stamp both before and after the GEMMs")
     clocks = []
     for sm in shared:
         cycles, ns = after[sm][0] - before[sm][0], after[sm][1] - before[sm][1]
         mhz = clock_mhz(cycles, ns, window_ns) if cycles > 0 else None
         if ns < batch_ms * 1e6 - TIMER_TICK_NS or mhz is None:
-            raise ProbeFailure(f"{CLOCK_STAMP_KERNEL}: SM {sm}'s stamps span {cycles} cycles in {ns} ns, which "
+            raise ProbeFailure(f"{kernel}: SM {sm}'s stamps span {cycles} cycles in {ns} ns, which "
                                f"do not enclose the {batch_ms:.3f} ms the GEMMs took")  # fmt: skip
         clocks.append(mhz)
     return float(np.median(clocks))
 
 
-def time_gemms(request: Request) -> GemmTiming:
-    """``gemm_count`` cuBLAS GEMMs timed by CUDA events, between clock stamps on the same stream (the
-    stamp kernel's output poisoned and read back; the launcher checks its arguments as every launch's);
-    LaunchPathUnavailable where the launcher has no cuBLAS."""
-    s: Settings = request.settings
+def time_gemms(request: Request, n: int, count: int, window_ns: float, stamp: str = CLOCK_STAMP_KERNEL) -> GemmTiming:
+    """``count`` cuBLAS n^3 GEMMs timed by CUDA events, between clock stamps (``stamp``, a copy of
+    :data:`CLOCK_STAMP_KERNEL`) on the same stream (the stamp kernel's output poisoned and read back; the launcher
+    checks its arguments as every launch's); LaunchPathUnavailable where the launcher has no cuBLAS."""
     gemm = capability(request.launcher, Gemm)
     blocks = STAMPS_PER_SM * request.device.sm_count
     words = 2 * blocks * STAMP_WORDS
     out = request.outputs.get(words)
     gemm.fill(out, POISON_BYTE)
-    ms = gemm.time_gemm(s.gemm_n, GEMM_DTYPE, s.gemm_count, stamp=(CLOCK_STAMP_KERNEL, blocks, out))
+    ms = gemm.time_gemm(n, GEMM_DTYPE, count, stamp=(stamp, blocks, out))
     stamps = gemm.read(out, "uint64", words)
     if unwritten(stamps):
-        raise ProbeFailure(f"{CLOCK_STAMP_KERNEL} did not write all of its {words} words")
-    if ms / s.gemm_count < GEMM_MIN_MS:
-        raise ProbeFailure(f"a {s.gemm_n}^3 GEMM took {ms / s.gemm_count * 1e3:.0f} us, under {GEMM_MIN_MS} ms: its "
+        raise ProbeFailure(f"{stamp} did not write all of its {words} words")
+    if ms / count < GEMM_MIN_MS:
+        raise ProbeFailure(f"a {n}^3 GEMM took {ms / count * 1e3:.0f} us, under {GEMM_MIN_MS} ms: its "
                            "call and last wave, not cuBLAS's throughput")  # fmt: skip
-    mhz = bracket_mhz(stamps.reshape(2, blocks, STAMP_WORDS), ms, s.min_clock_window_ns)
-    return GemmTiming(2.0 * s.gemm_n**3 * s.gemm_count / (ms * 1e9), mhz)
+    mhz = bracket_mhz(stamps.reshape(2, blocks, STAMP_WORDS), ms, window_ns, stamp)
+    return GemmTiming(ms, 2.0 * n**3 * count / (ms * 1e9), mhz)
 
 
 def measure_cublas(request: Request, name: str) -> Measured:
@@ -513,7 +513,8 @@ def measure_cublas(request: Request, name: str) -> Measured:
     rate = Rate([], [])
 
     def take() -> None:
-        gemm = time_gemms(request)
+        s: Settings = request.settings
+        gemm = time_gemms(request, s.gemm_n, s.gemm_count, s.min_clock_window_ns)
         rate.tflops.append(gemm.tflops)
         rate.mhz.append(gemm.mhz)
 

@@ -278,14 +278,15 @@ CLOCK_STAMP_KERNEL = "gp_wg_clock_stamp"
 STAMP_WORDS = 4  # u64 per block of a stamp: %clock64, %globaltimer, %smid, slot
 
 
-def clock_stamp_text() -> str:
-    """``gp_wg_clock_stamp(slot, out)``: each block's first thread stores its SM's %clock64 and the
-    %globaltimer, read back to back, with its %smid and ``slot`` at ``out + 32 x (slot x blocks + block)``.
-    Launched right before a batch of work (slot 0) and right after it (slot 1) on the same stream, an SM's
-    cycles between its two stamps over the ns between them is the clock the SM ran the batch at."""
+def clock_stamp_text(name: str = CLOCK_STAMP_KERNEL) -> str:
+    """``gp_wg_clock_stamp(slot, out)`` (or ``name``, another family's copy): each block's first thread stores
+    its SM's %clock64 and the %globaltimer, read back to back, with its %smid and ``slot`` at
+    ``out + 32 x (slot x blocks + block)``. Launched right before a batch of work (slot 0) and right after it
+    (slot 1) on the same stream, an SM's cycles between its two stamps over the ns between them is the clock the
+    SM ran the batch at."""
     return "\n".join([
         "// The SM clock around work written elsewhere (cuBLAS's GEMMs): %clock64, %globaltimer, %smid, slot a block.",
-        f".visible .entry {CLOCK_STAMP_KERNEL}(.param .u32 slot, .param .u64 out)",
+        f".visible .entry {name}(.param .u32 slot, .param .u64 out)",
         ".maxntid 32, 1, 1",
         "{",
         "\t.reg .pred %p<2>;",
