@@ -309,6 +309,8 @@ def test_the_tensor_cores_per_type_table() -> None:
         ("tensor.cublas.bf16.tflops", 700.0, "pass"),
         ("tensor.wgmma.bf16.fraction_of_cublas", 0.93, "pass"),
         ("tensor.wgmma.s8.m64n256k32.ss.tflops", 1300.0, "report"),
+        ("tensor.wgmma.tf32.m64n256k8.ss.tflops", 400.0, "warn"),
+        ("tensor.wgmma.tf32.m64n256k8.ss.fraction_of_peak", 0.8, "pass"),
         ("tensor.mma_sync.fp8.emulated", 1.0, "report"),
     ]
     wgmma = "wgmma.throughput.bf16.ss"
@@ -321,7 +323,9 @@ def test_the_tensor_cores_per_type_table() -> None:
            "989.4 TFLOP/s; wgmma at 66 % | 700 TFLOP/s | 0.93 × | WARN |" in table  # fmt: skip
     assert "| int8 | — | 1300 TOP/s (m64n256k32) | — | — | — | — | — |" in table  # integer rates; no trajectory
     assert "| fp8 e4m3 | emulated | — | — | — | — | — | — |" in table
-    assert not [line for line in table if line.startswith("| tf32")]  # no tf32 rate: no row
+    # tf32 has no datasheet fact of its own: its peak at the clock is its rate over its fraction of the peak per clock
+    assert "| tf32 | — | 400 TFLOP/s (m64n256k8) | — | 500 TFLOP/s; wgmma at 80 % | — | — | WARN |" in table
+    assert not [line for line in table if line.startswith("| f16")]  # no f16 rate: no row
 
 
 # ---------------------------------------------------------------- the details: every fact once

@@ -313,17 +313,31 @@ def _rate(fact: Fact | None, unit: str) -> str:
     return f"{fmt_num(fact.value)} {unit}" + (f" ({shape})" if shape else "")
 
 
+def _peak_at_clock(results: Results, kind: TensorType, wgmma: Fact | None) -> tuple[Fact | None, Fact | None]:
+    """The datasheet's dense peak at the clock wgmma ran at, and wgmma's share of it: bf16's own facts (the
+    model's datasheet figure scaled to the clock), else the peak per clock at that clock, which is the datasheet's
+    per SM per clock (docs/datasheets.md): the rate over its ``fraction_of_peak``."""
+    peak = results.fact(f"tensor.wgmma.{kind.wgmma}.datasheet_peak_at_clock")
+    share = results.fact(f"tensor.wgmma.{kind.wgmma}.fraction_of_peak")
+    if (peak is not None and peak.value is not None) or wgmma is None or wgmma.value is None:
+        return peak, share
+    share = results.fact(f"{wgmma.id.removesuffix('.tflops')}.fraction_of_peak")
+    if share is None or not share.value:
+        return None, None
+    at_clock = Fact(f"tensor.wgmma.{kind.wgmma}.peak_at_clock", wgmma.value / share.value, wgmma.unit)
+    return at_clock, share
+
+
 def tensor_rows(results: Results) -> list[TensorRow]:
     """Per data type: the best mma.sync rate, wgmma's dense rate (random operands) and the clock and power its
     probe ran at (NVML sampled while it measured), the datasheet peak at the measured clock with wgmma's share of
-    it, cuBLAS, and wgmma against cuBLAS; types the run has no rate for are left out."""
+    it (:func:`_peak_at_clock`), cuBLAS, and wgmma against cuBLAS; types the run has no rate for are left out."""
     rows = []
     for kind in TENSOR_TYPES:
         mma = _best(results, rf"tensor\.mma_sync\.{kind.mma}\.m\d+n\d+k\d+\.tflops")
         emulated = results.fact(f"tensor.mma_sync.{kind.mma}.emulated")
         wgmma = _best(results, rf"tensor\.wgmma\.{kind.wgmma}\.m64n256k\d+\.ss\.tflops")
-        peak = results.fact(f"tensor.wgmma.{kind.wgmma}.datasheet_peak_at_clock")
-        share = results.fact(f"tensor.wgmma.{kind.wgmma}.fraction_of_peak")
+        peak, share = _peak_at_clock(results, kind, wgmma)
         cublas = results.fact(f"tensor.cublas.{kind.wgmma}.tflops") or results.fact(f"tensor.cublas.{kind.mma}.tflops")
         versus = results.fact(f"tensor.wgmma.{kind.wgmma}.fraction_of_cublas")
         mma_text = _rate(mma, kind.unit) or ("emulated" if emulated is not None and emulated.value else "")

@@ -9,6 +9,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,15 @@ _GEMM_TYPES: dict[str, tuple[int, int, str]] = {
 }
 
 
+@dataclass(frozen=True)
+class GemmOperands:
+    """A cuBLAS GEMM's A, B (random rows) and C on the device, kept for every later GEMM of their size and type."""
+
+    a: cupy.ndarray
+    b: cupy.ndarray
+    c: cupy.ndarray
+
+
 class CupyLauncher:
     """The :class:`~gpuprobe.runner.launcher.Launcher`, with every capability, over CuPy for one device and one
     cubin, whose kernels' PTX parameters are ``signatures``."""
@@ -69,7 +79,7 @@ class CupyLauncher:
         self._pinned: dict[int, np.ndarray] = {}  # device address of a pinned buffer -> its host view
         self._hold_out: Any = None
         self._co_resident: dict[tuple[str, int, int], int] = {}  # (kernel, threads, shared) -> blocks per SM
-        self._gemm_operands: dict[tuple[int, str], tuple[Any, Any, Any]] = {}  # (n, dtype) -> A, B, C on the device
+        self._gemm_operands: dict[tuple[int, str], GemmOperands] = {}  # (n, dtype) -> its operands
 
     def alloc(self, nbytes: int) -> cupy.ndarray:
         return self._cp.zeros(nbytes, dtype=self._cp.uint8)
@@ -261,25 +271,17 @@ class CupyLauncher:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise LaunchPathUnavailable(f"cuBLAS cannot be loaded here ({reason})") from None
 
-        data_type, compute_type, holder = _GEMM_TYPES[dtype]
+        data_type, compute_type, _ = _GEMM_TYPES[dtype]
         alpha, beta = np.ones(1, dtype=np.float32), np.zeros(1, dtype=np.float32)
         handle = cp.cuda.device.get_cublas_handle()
         first = (n, dtype) not in self._gemm_operands
-        if first:
-            # random rows (at most GEMM_DRAWN_ROWS an operand, drawn on the host: the draw, not the GEMMs, took a
-            # timing's time), repeated down to n: every tile the tensor cores take is random, as the power draw
-            # needs; drawn and uploaded once for every later call (a sustained run calls back to back)
-            rows = min(n, GEMM_DRAWN_ROWS)
-            values = np.random.default_rng(1).standard_normal((2, rows, n), dtype=np.float32)
-            drawn = (values.view(np.uint32) >> 16).astype(np.uint16) if dtype == "bf16" else values.astype(holder)
-            host = np.tile(drawn, (1, -(-n // rows), 1))[:, :n]
-            self._gemm_operands[n, dtype] = (cp.asarray(host[0]), cp.asarray(host[1]), cp.zeros((n, n), dtype=holder))
-        a, b, c = self._gemm_operands[n, dtype]
+        operands = self._operands(n, dtype)
 
         def enqueue(gemms: int = count) -> None:
             for _ in range(gemms):
-                cublas.gemmEx(handle, 0, 0, n, n, n, alpha.ctypes.data, a.data.ptr, data_type, n, b.data.ptr,
-                              data_type, n, beta.ctypes.data, c.data.ptr, data_type, n, compute_type, -1)  # fmt: skip
+                cublas.gemmEx(handle, 0, 0, n, n, n, alpha.ctypes.data, operands.a.data.ptr, data_type, n,
+                              operands.b.data.ptr, data_type, n, beta.ctypes.data, operands.c.data.ptr, data_type, n,
+                              compute_type, -1)  # fmt: skip
 
         if first:
             enqueue(1)  # the first call picks the algorithm and loads its kernels: not timed
@@ -296,6 +298,21 @@ class CupyLauncher:
         self._enqueue(kernel, blocks, 1, [np.uint32(1), out], 0, False)
         cp.cuda.Device().synchronize()
         return float(cp.cuda.get_elapsed_time(start, stop))
+
+    def _operands(self, n: int, dtype: str) -> GemmOperands:
+        """The GEMM's operands: random rows (at most GEMM_DRAWN_ROWS an operand, drawn on the host: the draw, not
+        the GEMMs, took a timing's time), repeated down to n, so every tile the tensor cores take is random, as the
+        power draw needs; drawn and uploaded at the first call of their size and type, kept for every later one (a
+        sustained run calls back to back)."""
+        if (n, dtype) not in self._gemm_operands:
+            cp, holder = self._cp, _GEMM_TYPES[dtype][2]
+            rows = min(n, GEMM_DRAWN_ROWS)
+            values = np.random.default_rng(1).standard_normal((2, rows, n), dtype=np.float32)
+            drawn = (values.view(np.uint32) >> 16).astype(np.uint16) if dtype == "bf16" else values.astype(holder)
+            host = np.tile(drawn, (1, -(-n // rows), 1))[:, :n]
+            self._gemm_operands[n, dtype] = GemmOperands(cp.asarray(host[0]), cp.asarray(host[1]),
+                                                         cp.zeros((n, n), dtype=holder))  # fmt: skip
+        return self._gemm_operands[n, dtype]
 
     def device(self) -> Device:
         return device_identity(self.device_index)
