@@ -134,6 +134,9 @@ def test_a_sustained_rate_above_its_burst_is_caught_and_names_both() -> None:
     assert failed == {f"physics.sustained_within_burst.{sustained.id}": (sustained.id, burst.id)}
     equal = dataclasses.replace(sustained, value=938.0, ci=(933.0, 943.0))
     assert not _failed(physics_checks({burst.id: burst, equal.id: equal}))
+    # a burst's short launches pay their fixed costs in a shorter span: 1.5 % over its CI is within the allowance
+    shorter = dataclasses.replace(sustained, value=957.0, ci=(955.0, 959.0))
+    assert not _failed(physics_checks({burst.id: burst, shorter.id: shorter}))
 
 
 def test_a_failed_check_marks_its_facts_and_keeps_what_conditions_decided() -> None:

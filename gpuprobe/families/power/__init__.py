@@ -5,14 +5,15 @@ power controller to act. On the first H200 run every wgmma configuration issued 
 peak and all of its variation was the clock (1610-1800 MHz, random operands drawing more power than zeros;
 ``../shared/review/h200_results_audit.md``, defect 4); Triton's and FlashInfer's maintainers found back-to-back
 timing pulls a B200 from 1965 to about 1580 MHz. So each run here keeps one kind of work going on every SM at
-full occupancy for ``sustained_s`` seconds of launches of about ``launch_ms`` each, every launch checked,
-timed over its warps' own %globaltimer span and reading the SM clock it ran at (%clock64 over %globaltimer),
+full occupancy for ``sustained_s`` seconds of launches of about ``launch_ms`` each, every launch timed over its
+warps' own %globaltimer span and reading the SM clock it ran at (%clock64 over %globaltimer), its results checked
+in the sizing and burst launches and one more after the run (:func:`sustain`),
 while NVML samples power and clocks (:mod:`gpuprobe.runner.trajectory`) and the energy counter brackets the
 steady part (the last ``steady_share`` of the run):
 
 * ``power.wgmma.bf16.random`` / ``.zero`` (sm_90a; ptx/power/power_wgmma.ptx, the wgmma family's throughput
-  kernel under a name of its own): bf16 m64n256k16 at its peak, three warpgroups an SM, D held to NumPy in
-  launches 1, 2, 4, 8, ... (:func:`wgmma_load`);
+  kernel under a name of its own): bf16 m64n256k16 at its peak, three warpgroups an SM, D held to NumPy
+  (:func:`wgmma_load`);
 * ``power.cublas.bf16`` (sm_90a): cuBLAS's bf16 8192^3 GEMM in batches, each between the wgmma family's clock
   stamps (:func:`cublas_load`): what a library GEMM costs beside the wgmma stream it is made of;
 * ``power.mma.bf16.random`` / ``.zero`` (ptx/power/power.ptx's copy of the mma chain kernel): bf16 m16n8k16
@@ -27,17 +28,18 @@ steady part (the last ``steady_share`` of the run):
 
 Facts of a run ``power.<run>``: ``burst`` (the rate of its first ``burst_launches`` launches, of about ``burst_ms``
 each, after ``rest_s`` of rest) and ``sustained`` (the steady part's), TFLOP/s or GB/s; ``sustained_fraction``;
-``settle_ms`` (GPU time until every later launch's clock stays within ``settle_tolerance`` of the steady clock);
-``sustained_mhz``; for arithmetic, ``flop_per_clock`` (per SM, each steady launch at its own clock) and, where the
-unit has a peak per clock (wgmma's and cuBLAS's 4096 bf16 FLOP, FFMA's 128 lanes), ``fraction_of_peak``: judged per
-clock, whatever the power state; ``watts`` (the counter's energy over the steady part's wall time); ``pj_per_op``
-(that energy over the FLOP or bytes the steady launches did: pJ/FLOP, pJ/byte; the host's gaps between launches are
-in it, as a training loop's are) and ``pj_per_op_above_idle`` (idle power over the same time taken off). Without an
-energy counter those three are ``not_run`` with the reason; the rates and clocks stand. A run drawing less than the
-idle power fails (physics), as does a sustained rate above its burst (:mod:`gpuprobe.judge.physics`). Invariants:
-the DRAM stream within the DRAM's theoretical peak (physics); zero operands draw no more than random ones and are
-not slower; mma.sync and FFMA per clock within their issue-rate probes', the DRAM and L2 bursts within the bandwidth
-family's streams of the same loads.
+``sustained_mhz``; ``settle_ms`` (GPU time until every later launch's clock stays within ``settle_tolerance`` of the
+steady clock); ``busy_share`` (the steady launches' GPU time over the steady part's wall time: what the host's gaps
+leave); for arithmetic, ``flop_per_clock`` (per SM, each steady launch at its own clock) and, where the unit has a
+peak per clock (wgmma's and cuBLAS's 4096 bf16 FLOP, FFMA's FP32 lanes), ``fraction_of_peak``: judged per clock,
+whatever the power state; ``watts`` (the counter's energy over the steady part's wall time); ``pj_per_op`` (that
+energy over the FLOP or bytes the steady launches did: pJ/FLOP, pJ/byte) and ``pj_per_op_above_idle`` (idle power
+over the same time taken off). Without an energy counter those three are ``not_run`` with the reason; the rates and
+clocks stand. A run drawing less than the idle power fails (physics), as does a sustained rate above its burst
+beyond the burst's allowance (:mod:`gpuprobe.judge.physics`). Invariants: the DRAM stream within the DRAM's
+theoretical peak (physics); zero operands draw no more than random ones (within NVML's resolution) and are not
+slower; every run busy at least ``BUSY_MIN`` of its steady window; mma.sync and FFMA per clock within their
+issue-rate probes', the DRAM and L2 bursts within the bandwidth family's streams of the same loads.
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ RESULT_WORDS = 2  # 64-bit words a thread writes: four 32-bit sums
 MMA_FLOP_PER_WARP_ITERATION = 16 * 2 * 16 * 8 * 16  # 16 mma.sync of m16n8k16, 2 m n k FLOP each
 FFMA_PER_THREAD_ITERATION = 64  # 8 rounds of 8 chains
 FFMA_CHAINS = 8
-ISSUE_LANES = 128  # FP32 lanes an SM issues a clock at most (4 schedulers x 32): its FFMA peak, GA100's twice
+FP32_LANES = 128  # an SM's FP32 lanes (4 schedulers x 32), GA100's (sm_80) excepted:
+GA100_FP32_LANES = 64
 BYTES_PER_THREAD_ITERATION = 4 * 16  # four 16-byte vectors, global or shared
 SHARED_THREADS = 256  # gp_pw_shared's block (.reqntid): it copies 4 x 256 16-byte vectors, its 16 KB
 SHARED_BYTES = 4 * SHARED_THREADS * 16
@@ -151,10 +154,11 @@ class Timed:
 
 @dataclass
 class Load:
-    """One kind of work at full occupancy: a checked launch of a number of iterations, what one iteration of the
-    whole grid does, and its shape."""
+    """One kind of work at full occupancy: a launch of a number of iterations (its timing record always checked, its
+    results too where asked: every launch outside the steady window), what one iteration of the whole grid does,
+    and its shape."""
 
-    launch: Callable[[int], Timed]
+    launch: Callable[[int, bool], Timed]  # (iterations, check): a launch; checked in full where asked
     ops_per_iteration: float
     unit_ops: float  # operations per second in one unit of the rate: 1e12 (TFLOP/s) or 1e9 (GB/s)
     first_iterations: int  # the first sizing launch's
@@ -164,19 +168,21 @@ class Load:
 def chain_launch(request: Request, kernel: str, blocks: int, threads: int, args: Callable[[int], list[Any]],
                  expected: Callable[[int], np.ndarray]) -> Callable[[int], Timed]:  # fmt: skip
     """Launches of a kernel that writes four 32-bit words a thread and a timing record a warp
-    (ptx/common/chain_records.ptxinc): every launch's words compared with the host's ``expected``, its clock read,
-    its span over its warps' own %globaltimer (a short launch's fixed cost stays out of its rate)."""
+    (ptx/common/chain_records.ptxinc): a checked launch's words compared with the host's ``expected`` (kept per
+    iteration count: a DRAM stream's sums cost a pass over its buffer), every launch's clock read and its span over
+    its warps' own %globaltimer (a short launch's fixed cost stays out of its rate)."""
     count = output_words(blocks * threads, RESULT_WORDS)
     out = request.outputs.get(count)
+    predicted = functools.cache(expected)
 
-    def run(iterations: int) -> Timed:
+    def run(iterations: int, check: bool) -> Timed:
         request.launcher.fill(out, POISON_BYTE)  # a launch that writes nothing cannot pass on the last one's words
         ms = request.kernels.time(kernel, [out if a is None else a for a in args(iterations)], grid=blocks,
                                   block=threads)  # fmt: skip
         records = Records.from_output(request.launcher.read(out, "uint64", count), blocks * threads, RESULT_WORDS,
                                       kernel)  # fmt: skip
         got = np.ascontiguousarray(records.result).view(np.uint32).reshape(-1, 4)
-        want = expected(iterations)
+        want = predicted(iterations) if check else got
         wrong = np.flatnonzero(np.any(got != want, axis=1))
         if len(wrong):
             t = int(wrong[0])
@@ -294,9 +300,8 @@ def shared_load(request: Request, settings: Settings) -> Load:
 
 def wgmma_load(request: Request, settings: Settings, operands: str) -> Load:
     """bf16 wgmma m64n256k16 at its peak (ptx/power/power_wgmma.ptx, the wgmma family's throughput kernel): every
-    launch's warpgroup records checked; D read back and held to NumPy (16 x A @ B) in launches 1, 2, 4, 8, ...
-    (the sizing and burst launches among them): reading all of D (26 MB on an H200) after every launch would idle
-    the tensor cores between launches."""
+    launch's warpgroup records checked; a checked launch's D read back and held to NumPy (16 x A @ B): reading all
+    of D (26 MB on an H200) after a steady launch would idle the tensor cores in the energy window."""
     made, given = upload_operands(request, WGMMA, operands)
     threads = settings.wgmma_warpgroups * WARPGROUP
     if request.launcher.max_active_blocks(WGMMA.name, threads, shared_bytes(WGMMA)) < 1:
@@ -306,12 +311,8 @@ def wgmma_load(request: Request, settings: Settings, operands: str) -> Load:
     records_only = warpgroups * RECORD_WORDS
     words = warpgroups * (RECORD_WORDS + WARPGROUP * WGMMA.registers)
     out = request.outputs.get(-(-words // 2))
-    launches = 0
 
-    def run(iterations: int) -> Timed:
-        nonlocal launches
-        launches += 1
-        full = launches & (launches - 1) == 0
+    def run(iterations: int, full: bool) -> Timed:
         request.launcher.fill(out, POISON_BYTE)
         ms = request.kernels.time(WGMMA.name, [*given, np.uint32(iterations), out], grid=blocks, block=threads,
                                   shared=shared_bytes(WGMMA))  # fmt: skip
@@ -333,7 +334,7 @@ def cublas_load(request: Request, settings: Settings) -> Load:
     GEMM, each batch between clock stamps (:data:`~gpuprobe.families.power.wgmma.CLOCK_STAMP`): its event time is
     its span, the stamps' cycles over their ns its clock. cuBLAS's result is not checked (the library's)."""
 
-    def run(iterations: int) -> Timed:
+    def run(iterations: int, check: bool) -> Timed:  # cuBLAS's C is the library's: nothing of ours to check
         timing = time_gemms(request, settings.gemm_n, iterations, settings.min_clock_window_ns, CLOCK_STAMP)
         return Timed(timing.ms, timing.ms, timing.mhz)
 
@@ -349,20 +350,31 @@ class Run:
     unit: str
     per: str
     load: Callable[[Request, Settings], Load]
-    flop_per_clock_per_sm: float | None = None
+    flop_per_clock_per_sm: Callable[[Device], float] | None = None
+
+
+def bf16_dense_peak(device: Device) -> float:
+    """The dense bf16 tensor FLOP per clock per SM (sm_90a: wgmma's, the datasheet's per SM per clock)."""
+    return HOPPER_FLOP_PER_CLK_PER_SM["bf16"]
+
+
+def ffma_peak(device: Device) -> float:
+    """FP32 FMA FLOP per clock per SM: 2 a lane, 64 lanes on GA100 (sm_80), 128 on every later SM (the CUDA
+    Programming Guide's arithmetic throughput table)."""
+    return 2.0 * (GA100_FP32_LANES if device.cc == "8.0" else FP32_LANES)
 
 
 RUNS = {
     run.probe: run
     for run in (
         Run("power.wgmma.bf16.random", "TFLOP/s", "FLOP", functools.partial(wgmma_load, operands="random"),
-            HOPPER_FLOP_PER_CLK_PER_SM["bf16"]),
+            bf16_dense_peak),
         Run("power.wgmma.bf16.zero", "TFLOP/s", "FLOP", functools.partial(wgmma_load, operands="zero"),
-            HOPPER_FLOP_PER_CLK_PER_SM["bf16"]),
-        Run("power.cublas.bf16", "TFLOP/s", "FLOP", cublas_load, HOPPER_FLOP_PER_CLK_PER_SM["bf16"]),
+            bf16_dense_peak),
+        Run("power.cublas.bf16", "TFLOP/s", "FLOP", cublas_load, bf16_dense_peak),
         Run("power.mma.bf16.random", "TFLOP/s", "FLOP", functools.partial(mma_load, operands="random")),
         Run("power.mma.bf16.zero", "TFLOP/s", "FLOP", functools.partial(mma_load, operands="zero")),
-        Run("power.ffma", "TFLOP/s", "FLOP", ffma_load, 2 * ISSUE_LANES),
+        Run("power.ffma", "TFLOP/s", "FLOP", ffma_load, ffma_peak),
         Run("power.dram_read", "GB/s", "byte", functools.partial(stream_load, level="dram")),
         Run("power.l2_read", "GB/s", "byte", functools.partial(stream_load, level="l2")),
         Run("power.shared_read", "GB/s", "byte", shared_load),
@@ -385,15 +397,17 @@ class Launched:
     mhz: float | None
 
 
-def launch(load: Load, iterations: int, at_ms: float = 0.0) -> Launched:
-    """One checked launch of ``load``, ``at_ms`` into its run: its rate over its warps' own timed span."""
-    done = load.launch(iterations)
+def launch(load: Load, iterations: int, at_ms: float = 0.0, check: bool = True) -> Launched:
+    """One launch of ``load``, ``at_ms`` into its run, checked in full unless ``check`` is off: its rate over its
+    warps' own timed span."""
+    done = load.launch(iterations, check)
     ops = load.ops_per_iteration * iterations
     return Launched(at_ms, done.ms, ops, ops / (done.span_ms * 1e-3) / load.unit_ops, done.mhz)
 
 
 SIZING_LAUNCHES = 2  # a launch's fixed cost dominates the first, short one: scale, then scale again
-CHECK_S = 0.005  # a launch's words read back and compared: ~5 MB and a million words on an H200's full grid
+CHECK_S = 0.015  # a checked launch's words read back and compared: ~5 MB and a million words on an H200's grid
+RECORDS_S = 0.002  # an unchecked launch's read-back: its records parsed (with the words, read, not compared)
 
 
 def sized(settings: Settings, load: Load) -> int:
@@ -420,7 +434,9 @@ class Sustained:
 
 def sustain(request: Request, settings: Settings, load: Load, iterations: int) -> Sustained:
     """Launches back to back for ``sustained_s`` GPU seconds, the first ``burst_launches`` of about ``burst_ms``
-    each, the last ``steady_share`` inside a sampling of its own (its energy is the steady part's)."""
+    each, the last ``steady_share`` inside a sampling of its own (its energy is the steady part's). The burst
+    launches are checked in full, and one more launch after the run: the others only read their timing records,
+    so that no check's read-back idles the GPU between them."""
     run = Sustained()
     total_ms, steady_from = settings.sustained_s * 1e3, (1 - settings.steady_share) * settings.sustained_s * 1e3
     burst = max(1, round(iterations * settings.burst_ms / settings.launch_ms))
@@ -428,7 +444,8 @@ def sustain(request: Request, settings: Settings, load: Load, iterations: int) -
 
     def once() -> None:
         nonlocal elapsed
-        done = launch(load, burst if len(run.launches) < settings.burst_launches else iterations, elapsed)
+        bursting = len(run.launches) < settings.burst_launches
+        done = launch(load, burst if bursting else iterations, elapsed, check=bursting)
         run.launches.append(done)
         elapsed += done.ms
 
@@ -439,6 +456,7 @@ def sustain(request: Request, settings: Settings, load: Load, iterations: int) -
         with request.launcher.sampling() as steady:
             while elapsed < total_ms or len(run.launches) == run.first_steady:
                 once()
+    launch(load, iterations)  # the steady launches' work, checked once they are over
     run.whole, run.steady = whole, steady
     return run
 
@@ -487,29 +505,34 @@ def single(fact_id: str, value: float, unit: str, probe: str) -> Fact:
     return Fact(fact_id, value, unit, (value, value), [value], {}, probe)
 
 
-def run_facts(spec: Run, run: Sustained, settings: Settings, idle_w: float | None, sm_count: int) -> list[Fact]:
+def run_facts(spec: Run, run: Sustained, settings: Settings, idle_w: float | None, device: Device) -> list[Fact]:
     stem = spec.probe
     rates = [x.rate for x in run.launches]
     burst = fact(f"{stem}.burst", rates[: settings.burst_launches], spec.unit, spec.probe)
     sustained = fact(f"{stem}.sustained", [x.rate for x in run.steady_launches()], spec.unit, spec.probe)
     facts = [burst, sustained, single(f"{stem}.sustained_fraction", sustained.value / burst.value, "fraction",
                                       spec.probe)]  # fmt: skip
-    settled = settle_ms(run, settings.settle_tolerance)
     clocks = [x.mhz for x in run.steady_launches() if x.mhz]
-    if settled is None or not clocks:
+    settled = settle_ms(run, settings.settle_tolerance)
+    if not clocks:
         why = "no SM clock read inside the launches (their timers did not move far enough)"
         facts += [unmeasured(f"{stem}.settle_ms", "ms", spec.probe, why),
                   unmeasured(f"{stem}.sustained_mhz", "MHz", spec.probe, why)]  # fmt: skip
     else:
-        facts += [single(f"{stem}.settle_ms", settled, "ms", spec.probe),
-                  fact(f"{stem}.sustained_mhz", clocks, "MHz", spec.probe)]  # fmt: skip
+        facts.append(fact(f"{stem}.sustained_mhz", clocks, "MHz", spec.probe))
+        facts.append(single(f"{stem}.settle_ms", settled, "ms", spec.probe) if settled is not None else unmeasured(
+            f"{stem}.settle_ms", "ms", spec.probe, f"the last launch's clock is {settings.settle_tolerance:.0%} or "
+            "more from the steady clock: the clock never settled"))  # fmt: skip
+    busy = sum(x.ms for x in run.steady_launches()) / (run.steady.seconds * 1e3) if run.steady.seconds else None
+    facts.append(single(f"{stem}.busy_share", busy, "fraction", spec.probe) if busy is not None else unmeasured(
+        f"{stem}.busy_share", "fraction", spec.probe, "the steady part took no time NVML saw"))  # fmt: skip
     if spec.per == "FLOP":
-        facts += per_clock_facts(spec, run, sm_count)
+        facts += per_clock_facts(spec, run, device)
     ops = sum(x.ops for x in run.steady_launches())
     return facts + energy_facts(stem, spec, run, ops, idle_w)
 
 
-def per_clock_facts(spec: Run, run: Sustained, sm_count: int) -> list[Fact]:
+def per_clock_facts(spec: Run, run: Sustained, device: Device) -> list[Fact]:
     """An arithmetic run's steady FLOP per clock per SM (each launch's rate at the clock it ran at), and that over
     the unit's peak per clock, where it has one (``fraction_of_peak``: judged per clock, whatever the power state)."""
     steady = [x for x in run.steady_launches() if x.mhz]
@@ -518,10 +541,10 @@ def per_clock_facts(spec: Run, run: Sustained, sm_count: int) -> list[Fact]:
     if not steady:
         why = "no SM clock read inside the steady launches"
         return [unmeasured(f"{spec.probe}.{name}", unit, spec.probe, why) for name, unit in names]
-    per_clock = [x.rate * 1e12 / (x.mhz * 1e6 * sm_count) for x in steady]
+    per_clock = [x.rate * 1e12 / (x.mhz * 1e6 * device.sm_count) for x in steady]
     facts = [fact(f"{spec.probe}.flop_per_clock", per_clock, "FLOP/clk/SM", spec.probe)]
     if spec.flop_per_clock_per_sm:
-        peak = spec.flop_per_clock_per_sm
+        peak = spec.flop_per_clock_per_sm(device)
         facts.append(fact(f"{spec.probe}.fraction_of_peak", [r / peak for r in per_clock], "fraction", spec.probe))
     return facts
 
@@ -549,8 +572,8 @@ def fact_units(spec: Run) -> list[tuple[str, str]]:
     per = f"pJ/{spec.per}"
     arithmetic = [("flop_per_clock", "FLOP/clk/SM")] if spec.per == "FLOP" else []
     arithmetic += [("fraction_of_peak", "fraction")] if spec.flop_per_clock_per_sm else []
-    rates = [("burst", spec.unit), ("sustained", spec.unit), ("sustained_fraction", "fraction"), ("settle_ms", "ms"),
-             ("sustained_mhz", "MHz")]  # fmt: skip
+    rates = [("burst", spec.unit), ("sustained", spec.unit), ("sustained_fraction", "fraction"),
+             ("sustained_mhz", "MHz"), ("settle_ms", "ms"), ("busy_share", "fraction")]  # fmt: skip
     return [*rates, *arithmetic, ("watts", "W"), ("pj_per_op", per), ("pj_per_op_above_idle", per)]
 
 
@@ -564,7 +587,7 @@ def measure_run(request: Request, settings: Settings, spec: Run) -> Measured:
         return Measured(spec.probe, ProbeOutcome("not_run", str(exc)), facts)
     request.launcher.idle(settings.rest_s)  # the sizing launches may have started the power controller's response
     run = sustain(request, settings, load, iterations)
-    facts = run_facts(spec, run, settings, request.state.get(IDLE_KEY), request.device.sm_count)
+    facts = run_facts(spec, run, settings, request.state.get(IDLE_KEY), request.device)
     note = (f"{len(run.launches)} launches of {iterations} iterations, {load.shape}; steady from launch "
             f"{run.first_steady + 1}; NVML readings {len(run.whole.readings)}")  # fmt: skip
     return Measured(spec.probe, ProbeOutcome("ok", note, run_series(run)), facts)
@@ -591,26 +614,53 @@ def measure(request: Request) -> Probes:
 
 
 def plan(settings: Settings, device: Device) -> Plan:
-    """The idle window and every run's GPU seconds (plus its sizing launches), each launch a fill, a timed launch
-    and a read-back; the host's check of each launch's words."""
-    per_run = SIZING_LAUNCHES + int(settings.sustained_s * 1e3 / settings.launch_ms) + settings.burst_launches
-    launches = len(RUNS) * per_run
-    sizing_s = SIZING_LAUNCHES * settings.launch_ms / 1e3
+    """The idle window and every run's GPU seconds (plus its sizing launches and its last, checked one), each launch
+    a fill, a timed launch and a read-back; the host's check of the checked launches' words, the others' records."""
+    checked = SIZING_LAUNCHES + settings.burst_launches + 1
+    steady = int(settings.sustained_s * 1e3 / settings.launch_ms)
+    launches = len(RUNS) * (checked + steady)
+    sizing_s = (SIZING_LAUNCHES + 1) * settings.launch_ms / 1e3
     gpu_s = settings.idle_s + len(RUNS) * (settings.rest_s + settings.sustained_s + sizing_s)
-    return Plan(probes=len(PROBES), launches=3 * launches, gpu_s=gpu_s, host_s=CHECK_S * launches)
+    host_s = len(RUNS) * (CHECK_S * checked + RECORDS_S * steady)
+    return Plan(probes=len(PROBES), launches=3 * launches, gpu_s=gpu_s, host_s=host_s)
 
 
 # A first contact: a short L2 stream (its launch path and checked sums), of a tenth of a second.
 SMOKE = Smoke(probes=("power.l2_read",), settings=Settings(idle_s=0.05, sustained_s=0.1, launch_ms=10.0, rest_s=0.01))
 
 
+NVML_POWER_ALLOWANCE = 0.02  # what NVML's power readings resolve: two runs at one power limit differ by noise
+
+
 def zero_operands_cost_no_more(facts: dict[str, Fact], device: Device) -> list[Check]:
-    """Zero operands draw no more power than random ones, and run no slower, on mma.sync and on wgmma."""
+    """Zero operands draw no more power than random ones (within :data:`NVML_POWER_ALLOWANCE`: at the power limit
+    both draw it), and run no slower, on mma.sync and on wgmma."""
     checks = []
     for unit in ("mma", "wgmma"):
         random, zero, name = f"power.{unit}.bf16.random", f"power.{unit}.bf16.zero", f"power_zero_operands.{unit}"
-        checks += pair_not_below(facts, f"{name}.draw_no_more", f"{zero}.watts", f"{random}.watts")
+        drawn, most = _measured(facts, f"{zero}.watts"), _measured(facts, f"{random}.watts")
+        if drawn is not None and most is not None:
+            bound = most.value * (1 + NVML_POWER_ALLOWANCE)
+            detail = (f"{drawn.id} = {drawn.value:.1f} W against {most.id} = {most.value:.1f} W "
+                      f"(+{NVML_POWER_ALLOWANCE:.0%}: {bound:.1f})")  # fmt: skip
+            checks.append(Check(f"{name}.draw_no_more", drawn.value <= bound, detail, (drawn.id, most.id)))
         checks += pair_not_below(facts, f"{name}.not_slower", f"{random}.sustained", f"{zero}.sustained")
+    return checks
+
+
+BUSY_MIN = 0.8  # a steady window the GPU spent less of at work measures the host's gaps as much as the work
+
+
+def runs_keep_the_gpu_busy(facts: dict[str, Fact], device: Device) -> list[Check]:
+    """Each run's launches fill at least :data:`BUSY_MIN` of its steady window's wall time: its watts and energy per
+    operation are the work's, not a duty-cycled load's."""
+    checks = []
+    for probe in RUNS:
+        busy = _measured(facts, f"{probe}.busy_share")
+        if busy is not None:
+            detail = f"{busy.id} = {busy.value:.3f} of the steady window's wall time at work (at least {BUSY_MIN})"
+            checks.append(Check(f"power_busy.{probe.removeprefix('power.')}", busy.value >= BUSY_MIN, detail,
+                                (busy.id,)))  # fmt: skip
     return checks
 
 
@@ -677,7 +727,8 @@ def within_the_issue_and_bandwidth_probes(facts: dict[str, Fact], device: Device
     return checks
 
 
-INVARIANTS = (zero_operands_cost_no_more, streams_within_the_dram_peak, within_the_issue_and_bandwidth_probes)
+INVARIANTS = (zero_operands_cost_no_more, runs_keep_the_gpu_busy, streams_within_the_dram_peak,
+              within_the_issue_and_bandwidth_probes)  # fmt: skip
 
 
 FAMILY = Family(

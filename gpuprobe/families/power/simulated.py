@@ -7,8 +7,8 @@ slows as the power limit pulls the clock down, and zeros or a stream do not. Not
   draw as ``tensor_zero``;
 * ``gp_pw_stream``: thread t's four word sums over vectors t, t + T, t + 2T, ... (wrapping at the span), its
   bytes at the bandwidth family's DRAM or L2 rate (:func:`~gpuprobe.families.bandwidth.simulated.memory_read_gbps`);
-* ``gp_pw_ffma``: every chain back at its start, x_q + x_(q+4) a thread; an SM's iteration its warps' FFMAs over
-  :data:`FFMA_PER_CLOCK` lanes a clock;
+* ``gp_pw_ffma``: every chain back at its start, x_q + x_(q+4) a thread; an SM's iteration its warps' FFMAs and
+  loop control, one warp instruction a scheduler a clock (64 of 67 issue slots FFMAs);
 * ``gp_pw_shared``: each thread's sums, the iterations times those of a neighbour warp's four vectors of the block's
   16 KB; an SM's iteration its warps' bytes over :data:`SHARED_BYTES_PER_CLOCK`;
 * ``gp_pw_wg_tput_ss_bf16_n256``: the wgmma family's simulated throughput kernel, at the power model's clock;
@@ -43,12 +43,11 @@ from gpuprobe.families.power.wgmma import CLOCK_STAMP, WGMMA
 from gpuprobe.families.wgmma.simulated import clock_stamp
 from gpuprobe.families.wgmma.simulated import simulate as simulate_wgmma
 from gpuprobe.simulated import power
-from gpuprobe.simulated.chain_output import warps_on_sm, write
+from gpuprobe.simulated.chain_output import CONTROL_SLOTS, SCHEDULERS, warps_on_sm, write
 from gpuprobe.simulated.simulation import Simulation
 
 FAST_SETTINGS = Settings(idle_s=0.2, sustained_s=0.4, launch_ms=10.0, rest_s=0.05, wgmma_warpgroups=1)
 MMA_PER_ITERATION = 16
-FFMA_PER_CLOCK = 128  # FP32 lanes an SM a clock
 SHARED_BYTES_PER_CLOCK = 128  # an SM's shared memory: 32 banks of 4 bytes
 
 
@@ -111,7 +110,7 @@ def ffma(gpu, launch, operands, iters, out) -> float:
     threads = launch.blocks * launch.threads
     results = corrupted(gpu, FFMA_KERNEL, np.tile((x[:4] + x[4:]).view(np.uint32), (threads, 1)))
     sms = full_grid_sms(gpu, launch)
-    per_iteration = warps_on_sm(launch, sms) * 32 * FFMA_PER_THREAD_ITERATION / FFMA_PER_CLOCK
+    per_iteration = warps_on_sm(launch, sms) * (FFMA_PER_THREAD_ITERATION + CONTROL_SLOTS) / SCHEDULERS  # issue-bound
     with clocked(gpu, power.kind(FFMA_KERNEL)):
         return write(gpu, launch, sms, out, per_iteration.astype(float), int(iters), results)
 
