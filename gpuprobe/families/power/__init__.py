@@ -73,7 +73,7 @@ from gpuprobe.families.wgmma import (
 from gpuprobe.families.wgmma.layout import WARPGROUP
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.ordering import pair_not_below
-from gpuprobe.judge.physics import RESOLUTION
+from gpuprobe.judge.physics import RESOLUTION, bounds
 from gpuprobe.output.sections import Section
 from gpuprobe.runner.checked import POISON_BYTE, unwritten
 from gpuprobe.runner.launcher import LaunchPathUnavailable
@@ -664,14 +664,6 @@ def runs_keep_the_gpu_busy(facts: dict[str, Fact], device: Device) -> list[Check
     return checks
 
 
-def _low(fact: Fact) -> float:
-    return fact.ci[0] if fact.ci else fact.value
-
-
-def _high(fact: Fact) -> float:
-    return fact.ci[1] if fact.ci else fact.value
-
-
 def _measured(facts: dict[str, Fact], fact_id: str) -> Fact | None:
     found = facts.get(fact_id)
     return found if found is not None and found.value is not None else None
@@ -684,8 +676,9 @@ def streams_within_the_dram_peak(facts: dict[str, Fact], device: Device) -> list
     for what in ("burst", "sustained"):
         rate = _measured(facts, f"power.dram_read.{what}")
         if peak is not None and rate is not None:
-            detail = f"{rate.id} = {rate.value:.0f} GB/s (CI from {_low(rate):.0f}) against the peak {peak.value:.0f}"
-            checks.append(Check(f"power_dram_within_peak.{what}", _low(rate) <= peak.value, detail, (rate.id,),
+            low = bounds(rate)[0]
+            detail = f"{rate.id} = {rate.value:.0f} GB/s (CI from {low:.0f}) against the peak {peak.value:.0f}"
+            checks.append(Check(f"power_dram_within_peak.{what}", low <= peak.value, detail, (rate.id,),
                                 physics=True))  # fmt: skip
     return checks
 
@@ -711,19 +704,19 @@ def within_the_issue_and_bandwidth_probes(facts: dict[str, Fact], device: Device
     for run_id, reference_id, flop in PER_CLOCK_REFERENCES:
         run, reference = _measured(facts, run_id), _measured(facts, reference_id)
         if run is not None and reference is not None:
-            bound = flop * _high(reference) * (1 + RESOLUTION)
-            detail = (f"{run_id} = {run.value:.1f} (CI from {_low(run):.1f}) FLOP/clk/SM against {flop} x "
+            bound = flop * bounds(reference)[1] * (1 + RESOLUTION)
+            detail = (f"{run_id} = {run.value:.1f} (CI from {bounds(run)[0]:.1f}) FLOP/clk/SM against {flop} x "
                       f"{reference_id} = {flop * reference.value:.1f} (+{RESOLUTION:.0%}: {bound:.1f})")  # fmt: skip
             name = f"power_within_issue_rate.{run_id.removeprefix('power.').removesuffix('.flop_per_clock')}"
-            checks.append(Check(name, _low(run) <= bound, detail, (run_id, reference_id)))
+            checks.append(Check(name, bounds(run)[0] <= bound, detail, (run_id, reference_id)))
     for run_id, reference_id in STREAM_REFERENCES:
         run, reference = _measured(facts, run_id), _measured(facts, reference_id)
         if run is not None and reference is not None:
-            bound = _high(reference) * (1 + STREAM_TOLERANCE)
-            detail = (f"{run_id} = {run.value:.0f} GB/s (CI from {_low(run):.0f}) against {reference_id} = "
+            bound = bounds(reference)[1] * (1 + STREAM_TOLERANCE)
+            detail = (f"{run_id} = {run.value:.0f} GB/s (CI from {bounds(run)[0]:.0f}) against {reference_id} = "
                       f"{reference.value:.0f} GB/s (+{STREAM_TOLERANCE:.0%}: at most {bound:.0f})")  # fmt: skip
             name = f"power_within_bandwidth.{run_id.removeprefix('power.').removesuffix('.burst')}"
-            checks.append(Check(name, _low(run) <= bound, detail, (run_id, reference_id)))
+            checks.append(Check(name, bounds(run)[0] <= bound, detail, (run_id, reference_id)))
     return checks
 
 
