@@ -765,3 +765,35 @@ def test_a_cache_that_cannot_be_written_is_one_line(
     assert message.startswith(f"cannot write the cache in {cache} (") and message.endswith(
         "a folder gpuprobe may write"
     )
+
+
+def test_each_command_group_adds_the_commands_the_table_names() -> None:
+    """``gpuprobe.cli.GROUPS`` (which group a command's arguments import) is what each group's ``add_commands`` adds,
+    in --help's order."""
+    import argparse
+    import importlib
+
+    from gpuprobe.cli import GROUPS
+
+    for group, commands in GROUPS.items():
+        subparsers = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"gpuprobe.cli.{group}").add_commands(subparsers)
+        assert tuple(subparsers.choices) == commands, group
+
+
+def test_a_command_imports_its_own_group_alone_and_a_typo_still_lists_every_command() -> None:
+    """``gpuprobe check`` builds no other group's parser (nor imports what they need: every family, NumPy); a
+    mistyped command is told every choice, and --help lists every command with its help."""
+    code = (
+        "import sys; from gpuprobe.cli import build_parser; build_parser(['check', '--arch', 'sm_90a'])\n"
+        "heavy = [m for m in ('gpuprobe.cli.fleet', 'gpuprobe.cli.run', 'gpuprobe.families.catalog', 'numpy')"
+        " if m in sys.modules]\n"
+        "print(heavy)"
+    )
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert imported.strip() == "[]"
+    typo = subprocess.run([sys.executable, "-m", "gpuprobe", "chekc"], capture_output=True, text=True)
+    assert typo.returncode == 2 and "invalid choice: 'chekc'" in typo.stderr
+    assert all(name in typo.stderr for name in ("'check'", "'fleet'", "'fleet-links'", "'expectations'"))
+    helped = subprocess.run([sys.executable, "-m", "gpuprobe", "--help"], capture_output=True, text=True, check=True)
+    assert "compare many GPUs' results" in helped.stdout and "every probe, its family, archs and facts" in helped.stdout

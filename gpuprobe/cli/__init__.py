@@ -10,11 +10,11 @@ measurement is exit status 1; a traceback is a bug.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 
-from gpuprobe.cli import compare, expectations, fleet, probes, report, run
 from gpuprobe.cli.common import EXIT_USAGE
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import os_reason
@@ -22,21 +22,48 @@ from gpuprobe.core.text import inert_terminal
 
 EXIT_INTERRUPTED = 130  # as a shell reports Ctrl-C
 EXIT_PIPE_CLOSED = 128 + 13  # as a process killed by SIGPIPE reports it
-GROUPS = (probes, run, report, compare, fleet, expectations)  # in the order --help lists their commands
+#: Each module of commands (``gpuprobe.cli.<group>``) and the commands it adds, in the order --help lists them.
+#: A command imports its own group alone: ``gpuprobe check`` pays for none of what ``fleet`` or ``run`` import
+#: (every family's analysis, NumPy), which is most of a warm check's time. A test holds this table to what each
+#: group's ``add_commands`` adds.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "probes": ("list", "check", "sass"),
+    "run": ("run", "demo"),
+    "report": ("report", "witness", "index"),
+    "compare": ("compare",),
+    "fleet": ("fleet", "fleet-run", "fleet-links"),
+    "expectations": ("expectations",),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. Given the arguments, only the group of the command they name is imported and
+    built in full; the other commands are there by name, so a mistyped one is still told every choice. With no
+    arguments (or none naming a command: ``--help``), every group."""
     parser = argparse.ArgumentParser(prog="gpuprobe", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action=PrintVersion)
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for group in GROUPS:
-        group.add_commands(subparsers)
+    named = _command_named(argv)
+    for group, commands in GROUPS.items():
+        if named is None or named in commands:
+            importlib.import_module(f"gpuprobe.cli.{group}").add_commands(subparsers)
+        else:
+            for command in commands:
+                subparsers.add_parser(command)
     return parser
+
+
+def _command_named(argv: Sequence[str] | None) -> str | None:
+    """The command ``argv`` names (its first argument that is not an option: ``--version`` is the only global
+    one, and it takes no value); None where there are no arguments or the first is no command."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None) if argv is not None else None
+    return first if any(first in commands for commands in GROUPS.values()) else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     inert_terminal()  # what files and tools hold reaches the terminal as text, never as escape sequences
-    args = build_parser().parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else argv
+    args = build_parser(arguments).parse_args(arguments)
     try:
         return args.func(args)
     except GpuprobeError as exc:

@@ -15,6 +15,7 @@ from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_text
 
 if TYPE_CHECKING:
+    from gpuprobe.kernels.check import CheckResult
     from gpuprobe.kernels.registry import Probe
     from gpuprobe.kernels.sass import Listing
 
@@ -97,20 +98,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     bad = [r for r in results if r.status in ("violated", "error")]
     if args.json:
         print_json({"results": [r.to_json() for r in results]})
-    else:
-        for r in sorted(results, key=lambda r: r.status == "unsupported"):  # what was checked, then what was not
-            if r.status == "ok":
-                print(f"ok          {r.arch:8} {r.probe}  ({r.resources.get('registers')} registers)")
-            elif r.status == "unsupported":
-                print(f"unsupported {r.arch:8} {r.probe}  {r.detail}")
-            else:
-                print(
-                    f"{r.status.upper():11} {r.arch:8} {r.probe}\n"
-                    + "\n".join(f"    {line}" for line in r.detail.splitlines())
-                )
+    else:  # what was checked, then what was not; written at once (thousands of lines)
+        lines = [_check_line(r) for r in sorted(results, key=lambda r: r.status == "unsupported")]
         counts = {s: sum(r.status == s for r in results) for s in STATUSES}
-        print(", ".join(f"{n} {s}" for s, n in counts.items()))
+        print("\n".join([*lines, ", ".join(f"{n} {s}" for s, n in counts.items())]))
     return EXIT_FAILED if bad else 0
+
+
+def _check_line(r: CheckResult) -> str:
+    """One probe's outcome on one arch, as ``gpuprobe check`` prints it (a violation's details indented below)."""
+    if r.status == "ok":
+        return f"ok          {r.arch:8} {r.probe}  ({r.resources.get('registers')} registers)"
+    if r.status == "unsupported":
+        return f"unsupported {r.arch:8} {r.probe}  {r.detail}"
+    return f"{r.status.upper():11} {r.arch:8} {r.probe}\n" + "\n".join(f"    {line}" for line in r.detail.splitlines())
 
 
 def _default_arch_for_ptx(path: Path) -> Arch:

@@ -7,6 +7,7 @@ record per arch. The archs that miss are built side by side, one process per CPU
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,10 +167,10 @@ def _recorded(key: str | None, probes: list[Probe], arch: Arch) -> list[CheckRes
     return results
 
 
-def _key(probes: list[Probe], arch: Arch) -> str | None:
+def _key(probes: list[Probe], arch: Arch, inputs: outcomes.Inputs) -> str | None:
     """The outcome's cache key; None when the toolchain cannot say (then the build reports why)."""
     try:
-        return outcomes.outcome_key(probes, arch)
+        return outcomes.outcome_key(probes, arch, inputs)
     except STOPS_THE_CHECK:
         raise
     except GpuprobeError:
@@ -185,7 +186,8 @@ def _checked(
     An outcome with an error (a build that failed, a kernel missing) is not recorded: an error may
     come from the machine, and a broken tree is rebuilt until it is fixed."""
     with tool_limits.within(deadline):
-        keys = {arch: _key(probes, arch) for arch, probes in targeted.items()}
+        inputs = functools.cache(outcomes.inputs_of)  # each source read once for every arch's key
+        keys = {arch: _key(probes, arch, inputs) for arch, probes in targeted.items()}
     done: dict[Arch, list[CheckResult]] = {}
     for arch, probes in targeted.items():
         recorded = _recorded(keys[arch], probes, arch)

@@ -26,7 +26,7 @@ import contextlib
 import functools
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +64,17 @@ def _file_part(path: Path, data: bytes | None) -> bytes:
     return str(path).encode() + (b"\0+" + data if data is not None else b"\0-")
 
 
-def outcome_key(probes: Sequence[Probe], arch: Arch) -> str:
-    """The key of the outcome of checking ``probes`` (all of them targeting ``arch``) on ``arch``.
+Inputs = Callable[[Path], dict[Path, bytes | None]]
+
+
+def inputs_of(source: Path) -> dict[Path, bytes | None]:
+    """Every file a probe source's build reads (itself, and what it includes), and their bytes."""
+    return source_inputs(source) if source.suffix == CUDA_SUFFIX else expansion_inputs(source)
+
+
+def outcome_key(probes: Sequence[Probe], arch: Arch, inputs: Inputs = inputs_of) -> str:
+    """The key of the outcome of checking ``probes`` (all of them targeting ``arch``) on ``arch``; ``inputs``
+    reads a source's files (a check keying every arch passes one that reads each source once).
 
     Raises GpuprobeError when a tool cannot be found or run: then there is nothing to key by."""
     parts: list[str | bytes] = [RECORD_FORMAT, arch.name, code_version()]
@@ -74,9 +83,8 @@ def outcome_key(probes: Sequence[Probe], arch: Arch) -> str:
     if any(source.suffix == CUDA_SUFFIX for source in sources):
         parts.append(nvrtc.identity())
     for source in sources:
-        inputs = source_inputs(source) if source.suffix == CUDA_SUFFIX else expansion_inputs(source)
-        parts += [_file_part(path, data) for path, data in sorted(inputs.items())]
-    parts += [repr((p.name, p.kernel, str(p.source), p.contract, p.twin)) for p in probes]
+        parts += [_file_part(path, data) for path, data in sorted(inputs(source).items())]
+    parts += [p.declaration for p in probes]
     return content_key(*parts)
 
 

@@ -26,14 +26,16 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuprobe.core.arch import SUPPORTED_ARCHS, Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_toml
-from gpuprobe.core.results import DeclaredProbe, Results
 from gpuprobe.kernels.contracts import Rule
 from gpuprobe.kernels.source_tree import PTX_DIR, SOURCE_SUFFIXES, shown_path
+
+if TYPE_CHECKING:  # imported where a run's record is made: ``gpuprobe check`` needs none of it (nor NumPy)
+    from gpuprobe.core.results import DeclaredProbe, Results
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,12 @@ class Probe:
     @property
     def source_label(self) -> str:
         return shown_path(self.source)
+
+    @functools.cached_property
+    def declaration(self) -> str:
+        """What of the declaration decides a static check's outcome (name, kernel, source, contract and twin), as
+        text: part of the outcome's cache key (:mod:`gpuprobe.kernels.outcomes`), worked out once per probe."""
+        return repr((self.name, self.kernel, str(self.source), self.contract, self.twin))
 
 
 _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -161,8 +169,26 @@ def _rules(entries: list[dict[str, Any]], variables: dict[str, str], where: str)
         for bound in ("count", "min", "max", "reads", "loops"):  # may be "{VAR}" or an expression of vars
             if isinstance(entry.get(bound), str):
                 entry[bound] = _integer(_fill(entry[bound], variables, f"{where}: contract[{index}]"), where, bound)
-        rules.append(Rule.from_dict(entry, f"{where}: contract[{index}]"))
+        rules.append(_rule(entry, f"{where}: contract[{index}]"))
     return rules
+
+
+_RULES_MADE: dict[tuple[tuple[str, type, Any], ...], Rule] = {}
+
+
+def _rule(entry: dict[str, Any], where: str) -> Rule:
+    """``Rule.from_dict`` of a filled-in rule table, made once per distinct table: a family's rules are filled in
+    for each of its probes, mostly alike (thousands of tables, hundreds of them distinct). Keyed by each value's
+    type too (``count = true`` is refused, never taken for ``count = 1``); a table holding a list or a table is
+    left to from_dict to refuse."""
+    try:
+        key = tuple((name, type(value), value) for name, value in sorted(entry.items()))
+        made = _RULES_MADE.get(key)
+    except TypeError:  # an unhashable value: no rule's
+        return Rule.from_dict(entry, where)
+    if made is None:
+        made = _RULES_MADE[key] = Rule.from_dict(entry, where)
+    return made
 
 
 def load_family(toml_path: Path) -> list[Probe]:
@@ -268,6 +294,8 @@ def all_probes(directory: Path = PTX_DIR) -> tuple[Probe, ...]:
 def declared_probes(probes: Sequence[Probe] | None = None) -> dict[str, DeclaredProbe]:
     """Every probe (default: all of this checkout's) as a run records it (the results' ``declared_probes``):
     its family, archs and facts."""
+    from gpuprobe.core.results import DeclaredProbe
+
     chosen = all_probes() if probes is None else probes
     return {p.name: DeclaredProbe(p.family, tuple(arch.name for arch in p.archs), p.facts) for p in chosen}
 
