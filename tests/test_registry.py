@@ -410,3 +410,11 @@ def test_unroll_of_names_the_declared_count_and_refuses_a_kernel_without_one() -
     undeclared = next(p for p in all_probes() if p.unroll is None)
     with pytest.raises(GpuprobeError, match=f"kernel {undeclared.kernel}: its declarations give unroll"):
         unroll_of(undeclared.kernel)
+
+
+def test_a_rule_made_once_is_never_taken_for_a_table_that_only_looks_equal(tmp_path: Path) -> None:
+    """Rules are made once per distinct table (a family's rules repeat for each probe): ``count = true`` equals
+    ``count = 1`` to Python, yet after a family with ``count = 1`` loaded, one with ``count = true`` is refused."""
+    assert load_family(write_family(tmp_path / "one", GOOD_FAMILY.replace("count = 4", "count = 1")))
+    message = load_error(write_family(tmp_path / "true", GOOD_FAMILY.replace("count = 4", "count = true")))
+    assert "'count' must be an integer" in message
