@@ -50,6 +50,20 @@ def test_unwritten_finds_a_poisoned_value_of_any_width(dtype: str) -> None:
     assert unwritten(values)
 
 
+@pytest.mark.parametrize("dtype", ["uint64", "uint32", "uint16", "float32", "int8", "complex128"])
+def test_unwritten_agrees_with_a_test_of_every_byte(dtype: str) -> None:
+    """Each value compared whole (1 to 8 bytes) says what a test of each value's bytes says: random words with
+    some bytes set, one fully poisoned or none, in a strided view and as rows of a 2-D array too."""
+    rng = np.random.default_rng(7)
+    for poisoned in (False, True):
+        raw = rng.choice(np.array([0, 0xFF, 0x7F], dtype=np.uint8), size=64 * np.dtype(dtype).itemsize)
+        values = raw.view(dtype).copy()
+        values.view(np.uint8)[: values.itemsize] = 0xFF if poisoned else 0
+        for view in (values, values[::2] if poisoned else values[1::2], values.reshape(8, -1)):
+            rows = np.ascontiguousarray(view).view(np.uint8).reshape(len(view), -1)
+            assert unwritten(view) == bool(np.any(np.all(rows == 0xFF, axis=1))), (dtype, view.shape)
+
+
 def test_a_value_with_some_bytes_set_is_written() -> None:
     values = np.array([0x00FF_FFFF_FFFF_FFFF], dtype=np.uint64)
     assert not unwritten(values)
