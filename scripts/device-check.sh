@@ -6,8 +6,8 @@
 # so even a failed or cut-off run returns what is needed to fix it.
 #
 #   scripts/device-check.sh [OUT]     default OUT: $OUT if set, else /tmp/gpuprobe-out
-#   SMOKE_S=S (default 120): the smoke stage's budget
-#   DEADLINE=S (default 415): the full suite stops measuring S seconds after this script started
+#   SMOKE_S=S (default 60): the smoke stage's budget
+#   DEADLINE=S (default 355): the full suite stops measuring S seconds after this script started
 #   WITNESS_S=S (default 90): the witness stage's budget
 #   REPEAT_DEADLINE=S (default 560): the second run stops measuring S seconds after this script started
 #   END=S (default 590): every stage is held to end by then (the device tool's command runs 600 s at most)

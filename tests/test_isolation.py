@@ -24,7 +24,7 @@ import pytest
 from gpuprobe.families.base import Measured
 from gpuprobe.families.memory.simulated import FAST_SETTINGS
 from gpuprobe.measure.conditions import gpu_conditions
-from gpuprobe.measure.isolation import ChildPolicy, _Child, _follow, run_family
+from gpuprobe.measure.isolation import ChildPolicy, MeasuringProcess, _Child, _follow, run_family
 from gpuprobe.measure.session import child_spec
 from gpuprobe.runner.launcher import LauncherSpec
 from gpuprobe.simulated.gpu import SimulatedGpu, ptx_parameters
@@ -33,7 +33,7 @@ from tests.helpers.processes import clock_jumping_while_hung
 FEW = ["memory.clock", "memory.overhead.clock_read", "memory.latency.shared"]
 
 
-def spec(**options) -> dict:
+def spec(family: str = "memory", settings: object = FAST_SETTINGS, **options) -> dict:
     from gpuprobe.core.arch import parse_arch
     from gpuprobe.kernels.cubin import build_for
     from gpuprobe.kernels.registry import all_probes
@@ -41,7 +41,7 @@ def spec(**options) -> dict:
     module = build_for(all_probes(), parse_arch("sm_90a"))
     assert module.parameters == ptx_parameters()
     launcher = LauncherSpec("gpuprobe.simulated.gpu:open_simulated", 0, options)
-    return child_spec(module, SimulatedGpu().device(), launcher, "memory", FAST_SETTINGS, clock_usable=True)
+    return child_spec(module, SimulatedGpu().device(), launcher, family, settings, clock_usable=True)
 
 
 QUICK = ChildPolicy(cooldown_s=0.0)  # its probe limit (120 s) only ends a broken test
@@ -290,3 +290,71 @@ def test_the_state_a_family_reports_is_handed_back_to_the_caller() -> None:
 )  # fmt: skip
 def test_gpu_conditions_against_the_run_reference_and_the_power_cap(conditions: dict, expected: str | None) -> None:
     assert gpu_conditions(conditions) == expected
+
+
+# ---- one measuring process serves family after family -------------------------------------------------
+
+FIRST = ["memory.clock", "memory.latency.shared"]  # a first family, ending in the shared-memory chase
+WARP = ["warp.shfl.idx", "warp.shfl.up"]  # a second family, measured after it
+
+
+def two_families(policy: ChildPolicy = QUICK, **options) -> tuple[dict[str, Measured], MeasuringProcess]:
+    """Two memory probes (with ``options``: its faults) then two warp probes, handed to one measuring process, as a
+    run hands its families; every outcome, and the process (how many it started)."""
+    measured: dict[str, Measured] = {}
+    with MeasuringProcess(policy) as process:
+        for family_spec, order in ((spec(**options), FIRST), (spec("warp", None, **options), WARP)):
+            measured.update((m.probe, m) for m in run_family(family_spec, order, policy, process=process))
+    return measured, process
+
+
+def test_one_process_serves_family_after_family() -> None:
+    measured, process = two_families()
+    assert {m.outcome.status for m in measured.values()} == {"ok"} and len(measured) == len(FIRST) + len(WARP)
+    assert process.started == 1
+
+
+def test_a_process_per_family_when_asked() -> None:
+    measured, process = two_families(dataclasses.replace(QUICK, process_per_family=True))
+    assert {m.outcome.status for m in measured.values()} == {"ok"}
+    assert process.started == 2
+
+
+def test_a_crash_in_a_familys_last_probe_costs_the_next_family_only_a_fresh_process() -> None:
+    measured, process = two_families(faults={"gp_chase_shared": "abort"})  # memory.latency.shared: FIRST's last
+    crashed = measured["memory.latency.shared"].outcome
+    assert crashed.status == "crashed" and "killed by signal 6" in crashed.detail
+    assert any(call.get("kernel") == "gp_chase_shared" for call in crashed.flight)
+    assert all(measured[name].outcome.status == "ok" for name in WARP)
+    assert all(measured[name].outcome.flight == [] for name in WARP)
+    assert process.started == 2
+
+
+def test_a_timeout_in_a_familys_last_probe_costs_the_next_family_only_a_fresh_process(tmp_path: Path) -> None:
+    hang_file = tmp_path / "hanging"
+    policy = dataclasses.replace(QUICK, clock=clock_jumping_while_hung(hang_file))
+    measured, process = two_families(policy, faults={"gp_chase_shared": "hang"}, hang_file=str(hang_file))
+    assert measured["memory.latency.shared"].outcome.status == "timeout"
+    assert all(measured[name].outcome.status == "ok" for name in WARP)
+    assert process.started == 2
+
+
+def test_a_context_left_unsound_ends_its_process_and_the_next_family_starts_a_fresh_one() -> None:
+    """The last probe's kernel breaks the context without raising (every allocation after it fails): its probe
+    is measured, the family's end finds the context unsound, and the warp probes run in a fresh process."""
+    measured, process = two_families(faults={"gp_chase_shared": "poison"})
+    assert {measured[name].outcome.status for name in FIRST} == {"ok"}
+    assert process.unsound is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in process.unsound
+    assert all(measured[name].outcome.status == "ok" for name in WARP)
+    assert process.started == 2
+
+
+def test_a_deadline_that_passes_between_families_starts_no_process_for_the_next() -> None:
+    now = [0.0]
+    policy = dataclasses.replace(QUICK, deadline=100.0, clock=lambda: now[0])
+    with MeasuringProcess(policy) as process:
+        first = [m.outcome.status for m in run_family(spec(), ["memory.clock"], policy, process=process)]
+        now[0] = 101.0  # the deadline passes while the process waits for the next family
+        second = list(run_family(spec("warp", None), WARP, policy, process=process))
+    assert first == ["ok"] and process.started == 1
+    assert all(m.outcome.detail.startswith("deadline: the run's time ran out") for m in second)

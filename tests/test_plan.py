@@ -15,11 +15,14 @@ from gpuprobe.families.base import Plan
 from gpuprobe.judge.expectations import load_all
 from gpuprobe.measure.plan import (
     BUILD_S,
+    CHILD_START_S,
     DEVICE_CHECK_DEADLINE_S,
+    FAMILY_WORK_FACTOR,
     FULL,
     REPORT_S,
     SMOKE,
     SMOKE_STAGE_S,
+    WORK_FACTOR,
     calibration,
     family_plan,
     family_seconds,
@@ -28,12 +31,15 @@ from gpuprobe.measure.plan import (
     probes_on,
     render_plan,
     run_plan,
+    work_factor,
 )
 from gpuprobe.simulated.gpu import SimulatedGpu, suite_options
 from tests.helpers.devices import A100_SXM, H100_SXM, H200
 
 H200_RUN = Path(__file__).resolve().parents[1] / "reports" / "nvidia-h200" / "results.json"  # a real run
+H200_SMOKE = H200_RUN.with_name("smoke-results.json")  # its smoke stage
 ROOM = 0.85  # a plan may use at most this share of its budget: the rest is for what no plan foresees
+ONE_GPU_MEASURING_S = 80.0  # an H200 seeing one GPU: every family but the multi-GPU ones (issue 29 asks 60)
 
 
 def test_the_smoke_stage_fits_its_budget_on_an_h200() -> None:
@@ -46,6 +52,51 @@ def test_the_full_suite_fits_the_device_check_deadline_after_the_smoke_stage_on_
     (DEVICE_CHECK_DEADLINE_S less SMOKE_STAGE_S)."""
     plan = run_plan(H200)
     assert plan.total_s <= ROOM * (DEVICE_CHECK_DEADLINE_S - SMOKE_STAGE_S), render_plan(plan)
+
+
+def test_an_h200_measures_the_families_one_gpu_runs_in_about_a_minute() -> None:
+    """A full run seeing one GPU, as the device check's H200 did: one measuring process for every family, each
+    family's work as the H200's run took it, the power family's windows as they are."""
+    plan = run_plan(model_device(load_all()["h200"], visible_gpus=1))
+    assert plan.short_of_gpus == ("p2p", "collectives") and plan.processes == 1
+    assert plan.measuring_s <= ONE_GPU_MEASURING_S, render_plan(plan)
+
+
+def test_a_run_starts_one_measuring_process_or_one_per_family_when_asked() -> None:
+    shared, each = run_plan(H200), run_plan(H200, process_per_family=True)
+    work = sum(row.seconds or 0.0 for row in shared.families)
+    assert shared.processes == 1 and shared.measuring_s == pytest.approx(CHILD_START_S + work)
+    assert each.processes == len(shared.families)  # every family of the node measures something
+    assert each.measuring_s == pytest.approx(len(shared.families) * CHILD_START_S + work)
+    assert "process starts        1" in render_plan(shared) and "(one for every family)" in render_plan(each)
+
+
+def test_a_family_plans_its_work_as_a_real_run_took_it_and_its_waits_as_they_are() -> None:
+    for name, family in measured_families().items():
+        row = family_plan(name, family, FULL, family.settings(), H200)
+        assert row.plan is not None and row.seconds is not None
+        waits, work = row.plan.wait_s, family_seconds(row.plan, child_start=False) - row.plan.wait_s
+        assert row.seconds == pytest.approx(waits + work_factor(name) * work), name
+    power = measured_families()["power"].plan(measured_families()["power"].settings(), H200)
+    assert power.wait_s > 20.0  # its nine sustained runs, their rests and the idle window
+
+
+def test_the_cost_model_is_the_one_the_h200_runs_recorded() -> None:
+    """The process start and the work factors are what reports/nvidia-h200/ gives, by the rule plan.py states: a
+    refit is due when those files change (their plans counted 3.0 s of process start per family)."""
+    import statistics
+
+    smoke, full = load(H200_SMOKE).families, load(H200_RUN).families
+    start = statistics.median(r["actual_s"] - (r["planned_s"] - 3.0) for r in smoke.values())
+    assert abs(start - CHILD_START_S) <= 0.1, start
+    ratio = {name: (r["actual_s"] - CHILD_START_S) / (r["planned_s"] - 3.0) for name, r in full.items()}
+    own = ("memory", "bandwidth", "cache_geometry", "l2_partition", "host_transfer", "async_copy", "grid_sync",
+           "launch")  # fmt: skip
+    assert {name: round(ratio[name], 2) for name in own} == {name: FAMILY_WORK_FACTOR[name] for name in own}
+    taken = sum(full[name]["actual_s"] - CHILD_START_S for name in own)
+    assert round(taken / sum(full[name]["planned_s"] - 3.0 for name in own), 2) == WORK_FACTOR
+    assert FAMILY_WORK_FACTOR["atomics"] == round(ratio["atomics"], 2) < WORK_FACTOR
+    assert set(FAMILY_WORK_FACTOR) == {*own, "atomics"}
 
 
 @pytest.mark.parametrize(
@@ -138,10 +189,14 @@ def test_a_model_device_record_describes_the_part_to_plan_for(key: str, expected
 def test_the_plan_command_needs_no_gpu_with_a_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--plan", "--model", "h200", "--deadline", str(DEVICE_CHECK_DEADLINE_S)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("time plan (full stage) for NVIDIA H200 SXM: 132 SMs, L2 60 MiB")
-    assert all(f"\n{row.family} " in out for row in run_plan(H200).families)
+    assert out.startswith("time plan (full stage) for NVIDIA H200 SXM: 132 SMs, L2 60 MiB, 1 GPU visible")
+    assert all(f"\n{row.family} " in out for row in run_plan(H200).families if row.family not in ("p2p", "collectives"))
     assert "\ntcgen05: no probe of it runs on sm_90a, left out\n" in out
+    assert "\np2p, collectives: need 2 GPUs, 1 visible: not measured\n" in out
     assert f"fits a {DEVICE_CHECK_DEADLINE_S:.0f} s deadline" in out
+    assert main(["run", "--plan", "--model", "h200", "--gpus", "8"]) == 0
+    out = capsys.readouterr().out
+    assert ", 8 GPUs visible" in out and "\np2p " in out and "need 2 GPUs" not in out
     assert main(["run", "--plan", "--smoke", "--model", "h200"]) == 0
     assert capsys.readouterr().out.startswith("time plan (smoke stage)")
 
@@ -156,6 +211,8 @@ def test_the_plan_command_needs_no_gpu_with_a_model(capsys: pytest.CaptureFixtur
         (["run", "--plan", "--model", "h200", "--calibrate", "/no/such/results.json"], "no such file"),
         (["run", "--smoke", "--cooldown", "-2"], "--cooldown must be at least 0 seconds"),
         (["run", "--smoke", "--probe-time-limit", "0"], "--probe-time-limit must be a positive number"),
+        (["run", "--plan", "--model", "h200", "--gpus", "0"], "--gpus must be at least 1"),
+        (["run", "--plan", "--gpus", "2"], "--gpus: give it with --plan --model KEY"),
     ],
 )
 def test_the_plan_command_errors_are_one_line(argv: list[str], message: str, capsys) -> None:

@@ -345,6 +345,7 @@ def test_the_run_measures_the_families_of_the_selected_tests_or_all_of_them() ->
 OPTION_DEFAULTS = {
     "gpuprobe_model": None, "gpuprobe_device": 0, "gpuprobe_out": None, "baseline": None, "baseline_threshold": None,
     "gpuprobe_deadline": None, "gpuprobe_probe_time_limit": None, "gpuprobe_cooldown": None,
+    "gpuprobe_process_per_family": False,
 }  # fmt: skip
 
 

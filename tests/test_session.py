@@ -457,3 +457,34 @@ def test_a_regression_of_five_percent_is_caught_in_most_facts_of_the_simulated_g
     print("caught: " + ", ".join(f"{shift:g} % worse: {share:.0%}" for shift, share in caught.items()))
     assert caught[2.0] <= caught[5.0] <= caught[10.0]
     assert caught[5.0] >= DETECTING_SHARE - 0.2 and caught[10.0] >= DETECTING_SHARE
+
+
+def test_results_are_written_as_probes_end_at_most_once_a_second(tmp_path: Path) -> None:
+    """A probe's end writes the results at once when the last write is a second old, else within that second (the
+    run ticks while it waits on its measuring process): a full run's hundreds of probes pay a few writes a second,
+    not one each, and a run killed outright loses at most its last second's probes."""
+    from gpuprobe.core.results import ProbeOutcome
+
+    now = [0.0]
+    results = Results(device())
+    path = tmp_path / "results.json"
+    recording = session.Recording(results, path, None, None, clock=lambda: now[0])
+
+    def written() -> set[str]:
+        return set(json.loads(path.read_text())["probes"])
+
+    results.probes["a"] = ProbeOutcome("ok")
+    recording.save_soon()
+    assert written() == {"a"}  # the first probe's end: at once
+    now[0] = 0.6
+    results.probes["b"] = ProbeOutcome("ok")
+    recording.save_soon()
+    recording.tick()
+    assert written() == {"a"}  # within the second of the last write: not yet
+    now[0] = 1.0
+    recording.tick()
+    assert written() == {"a", "b"}
+    path.unlink()
+    now[0] = 5.0
+    recording.tick()  # nothing unwritten: no write
+    assert not path.exists()

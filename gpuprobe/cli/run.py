@@ -33,19 +33,24 @@ def add_run_options(addoption: Callable[..., Any], prefix: str = "") -> None:
               help="seconds to wait before re-measuring a throttled probe (default 3)")  # fmt: skip
     addoption(f"--{prefix}inject-fault", action="store_true",
               help="also run a probe that faults on purpose, to show the run survives (self-test)")  # fmt: skip
+    addoption(f"--{prefix}process-per-family", action="store_true",
+              help="measure each family in a fresh process, isolated from the others (a process start each, "
+              "about 2 s; default: one process serves family after family, a fresh one only after a crash or "
+              "timeout)")  # fmt: skip
 
 
 def check_run_options(option: Callable[[str], Any], prefix: str = "") -> ChildPolicy:
     """Refuse a device index or a limit in seconds that means nothing, in one line naming the option as given
-    (a GpuprobeError); return the measuring processes' policy with ``--probe-time-limit`` and ``--cooldown``.
-    ``option`` reads an option of :func:`add_run_options` by its name without the prefix (``"cooldown"``)."""
+    (a GpuprobeError); return the measuring processes' policy with ``--probe-time-limit``, ``--cooldown`` and
+    ``--process-per-family``. ``option`` reads an option of :func:`add_run_options` by its name without the prefix
+    (``"cooldown"``)."""
     from gpuprobe.measure.isolation import user_policy
 
     require_index(option("device"), f"--{prefix}device")
     require_seconds(option("deadline"), f"--{prefix}deadline")
     require_seconds(option("probe_time_limit"), f"--{prefix}probe-time-limit")
     require_seconds(option("cooldown"), f"--{prefix}cooldown", zero_ok=True)
-    return user_policy(option("probe_time_limit"), option("cooldown"))
+    return user_policy(option("probe_time_limit"), option("cooldown"), bool(option("process_per_family")))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -55,8 +60,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from gpuprobe.measure.plan import FULL, SMOKE, calibration, model_device, render_plan, run_plan
     from gpuprobe.runner.device import device_identity, gpu_unavailable_reason
 
+    require_count(args.gpus, "--gpus")
     if args.model:
-        device = model_device(resolve_model(args.model, load_all()))
+        device = model_device(resolve_model(args.model, load_all()), 1 if args.gpus is None else args.gpus)
     else:
         reason = gpu_unavailable_reason()
         if reason:
@@ -66,7 +72,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if factor is None:
         print(f"gpuprobe: warning: {args.calibrate} records no family measured to the end: the plan is not calibrated",
               file=sys.stderr)  # fmt: skip
-    plan = run_plan(device, SMOKE if args.smoke else FULL, calibration=factor or 1.0)
+    plan = run_plan(device, SMOKE if args.smoke else FULL, calibration=factor or 1.0,
+                    process_per_family=args.process_per_family)  # fmt: skip
     print(render_plan(plan, args.deadline), end="")
     return 0
 
@@ -88,6 +95,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     require_seconds(args.lock_wait, "--lock-wait", zero_ok=True)
     if args.unproven_first is not None and not (args.smoke and Path(args.unproven_first).is_dir()):
         raise GpuprobeError(f"--unproven-first {args.unproven_first}: needs --smoke and a folder of real runs' results")
+    if args.gpus is not None and not (args.plan and args.model):
+        raise GpuprobeError("--gpus: give it with --plan --model KEY (a run counts the GPUs it sees)")
     if args.plan:
         return cmd_plan(args)
     if args.model is not None:
@@ -188,6 +197,12 @@ def add_commands(subparsers: Any) -> None:
         "--calibrate",
         metavar="RESULTS.json",
         help="with --plan: correct the plan by the actual/planned seconds of an earlier run",
+    )
+    p.add_argument(
+        "--gpus",
+        type=int,
+        metavar="N",
+        help="with --plan --model: the GPUs the run would see (default 1; the multi-GPU families need 2 or more)",
     )
     p.set_defaults(func=cmd_run)
 

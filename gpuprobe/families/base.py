@@ -68,21 +68,24 @@ class Plan:
     The run's time plan (:mod:`gpuprobe.measure.plan`) turns it into seconds with one cost model for every
     family: each probe pays two condition snapshots, each launcher call a host round trip, and the
     GPU and host work on top. Count what the settings allow at most (every sample at its most
-    repeats), so the plan is an upper bound a real run can be held to.
+    repeats), so the plan is an upper bound a real run can be held to; seconds a probe waits out by its
+    settings (a sustained load's window, an idle one) are ``wait_s``: what they take, never less.
     """
 
     probes: int  # probes measured: each is wrapped in two condition snapshots
     launches: int  # launcher calls that wait for the GPU (a launch, fill, read, timed batch, copy)
     gpu_s: float  # GPU seconds of the work itself: kernels, copies, GEMMs (no host overhead)
     host_s: float = 0.0  # other host seconds: results read back and checked, references computed, chains built
+    wait_s: float = 0.0  # wall-clock windows the settings fix (a run sustained for seconds, an idle window)
 
     def __post_init__(self) -> None:
-        if self.probes < 0 or self.launches < 0 or not self.gpu_s >= 0 or not self.host_s >= 0:
+        seconds = (self.gpu_s, self.host_s, self.wait_s)
+        if self.probes < 0 or self.launches < 0 or not all(s >= 0 for s in seconds):
             raise ValueError(f"Plan: counts and seconds must be at least 0, not {self}")
 
     def __add__(self, other: Plan) -> Plan:
-        return Plan(self.probes + other.probes, self.launches + other.launches,
-                    self.gpu_s + other.gpu_s, self.host_s + other.host_s)  # fmt: skip
+        return Plan(self.probes + other.probes, self.launches + other.launches, self.gpu_s + other.gpu_s,
+                    self.host_s + other.host_s, self.wait_s + other.wait_s)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,23 @@
-"""Running a family's measurements in child processes, so a faulting or hanging probe costs only itself.
+"""Running families' measurements in a child process, so a faulting or hanging probe costs only itself.
 
-:func:`run_family` starts :mod:`gpuprobe.measure.child` with a spec, reads its event lines as they come,
-and turns them into :class:`~gpuprobe.families.base.Measured` outcomes:
+A :class:`MeasuringProcess` is the run's measuring process: :mod:`gpuprobe.measure.child`, started on first use
+and handed family after family (a spec each), so Python, CuPy, the CUDA context and the cubin's module are paid
+for once a run, not once a family. It is replaced only when it ended: a crash, a timeout, a poisoned context
+(the child ends itself when a family leaves its context unsound), the run's deadline. Then the next probe, of
+the same family or the next, is measured in a fresh one, which is all a crash in one family's last probe costs
+the next family. ``ChildPolicy.process_per_family`` asks for a fresh process for every family instead, for
+isolation between families at the cost of a process start each.
+
+:func:`run_family` hands its family to that process, reads its event lines as they come, and turns them into
+:class:`~gpuprobe.families.base.Measured` outcomes:
 
 * a probe whose child dies (a CUDA fault poisons the context, a segfault, an abort) is "crashed",
   with the exit status, the child's last stderr lines and any stray output; a fresh child
   measures the probes that were still to come;
 * a probe that runs past ``probe_time_limit_s`` is "timeout": the child's whole process group is
   killed, and a fresh child goes on;
-* a circuit breaker stops the respawning: when two fresh children in a row die on their first probe
-  the same way, or a family has used up ``max_children`` processes, the rest of the family is
+* a circuit breaker stops the respawning: when two children in a row die on their first probe of the
+  family the same way, or a family has used up ``max_children`` processes, the rest of the family is
   "crashed" with the reason (a broken driver or library would otherwise cost a respawn per probe);
 * at the run's ``deadline`` the child is stopped and every probe not yet measured is "not_run"
   with the reason "deadline";
@@ -24,12 +32,13 @@ timed out or failed its self-check.
 
 A probe measured while the GPU throttled or had other tenants (see
 :func:`~gpuprobe.measure.conditions.gpu_conditions`) is
-measured again after a cool-down; if it stays so, its facts are marked rather than judged.
+measured again after a cool-down, in a fresh process; if it stays so, its facts are marked rather than judged.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import queue
@@ -69,26 +78,30 @@ class ChildPolicy:
     probe_time_limit_s: float = 120.0
     attempts: int = 2  # measurements of a probe that ran throttled or shared, before its facts are marked
     cooldown_s: float = 3.0
-    max_children: int = 8  # measuring processes one family may start (each crash or timeout starts one)
+    max_children: int = 8  # measuring processes one family may use (each crash or timeout starts one)
     deadline: float | None = None
     stderr_tail: int = 1500
     exit_wait_s: float = 20.0  # how long a child that reported a crash may take to exit
     python: str = sys.executable
     clock: Callable[[], float] = time.monotonic
+    process_per_family: bool = False  # a fresh measuring process for every family (isolation between families)
 
     def seconds_left(self) -> float:
         return float("inf") if self.deadline is None else self.deadline - self.clock()
 
 
-def user_policy(probe_time_limit_s: float | None = None, cooldown_s: float | None = None) -> ChildPolicy:
-    """The default policy with the ``--probe-time-limit`` and ``--cooldown`` a user gave (None: the
-    default), each checked."""
+def user_policy(
+    probe_time_limit_s: float | None = None, cooldown_s: float | None = None, process_per_family: bool = False
+) -> ChildPolicy:
+    """The default policy with the ``--probe-time-limit``, ``--cooldown`` and ``--process-per-family`` a user
+    gave (None: the default), each checked."""
     require_seconds(probe_time_limit_s, "--probe-time-limit")
     require_seconds(cooldown_s, "--cooldown", zero_ok=True)
     defaults = ChildPolicy()
     return ChildPolicy(
         probe_time_limit_s=defaults.probe_time_limit_s if probe_time_limit_s is None else probe_time_limit_s,
         cooldown_s=defaults.cooldown_s if cooldown_s is None else cooldown_s,
+        process_per_family=process_per_family,
     )
 
 
@@ -114,6 +127,9 @@ class _Child:
     stray: list[str] = field(default_factory=list)
     readers: list[threading.Thread] = field(default_factory=list)
     flight: collections.deque[dict[str, Any]] = field(default_factory=lambda: collections.deque(maxlen=FLIGHT_CALLS))
+    idle: bool = False  # it said it measured the family it was handed ("done"), and waits for the next
+    writer: threading.Thread | None = None  # the thread writing it its last spec
+    unsound: str | None = None  # why it ended itself after its family: the context failed its check
 
     @classmethod
     def start(cls, spec: dict[str, Any], policy: ChildPolicy) -> _Child:
@@ -132,10 +148,32 @@ class _Child:
             thread = threading.Thread(target=reader, daemon=True)
             thread.start()
             child.readers.append(thread)
-        assert process.stdin is not None
-        process.stdin.write(json.dumps(spec))
-        process.stdin.close()
+        child.send(spec)
         return child
+
+    def send(self, spec: dict[str, Any]) -> None:
+        """Hand the child a family to measure: its spec, a line on its stdin, written by a thread of its own so a
+        child that no longer reads holds no one up (the probe's limit ends it, and the write with it)."""
+        self.idle = False
+        line = json.dumps(spec) + "\n"
+
+        def write() -> None:
+            with contextlib.suppress(OSError, ValueError):  # it died, or was killed: its probes tell the rest
+                assert self.process.stdin is not None  # started with a pipe to it
+                self.process.stdin.write(line)
+                self.process.stdin.flush()
+
+        self.writer = threading.Thread(target=write, daemon=True)
+        self.writer.start()
+
+    def close(self, policy: ChildPolicy) -> None:
+        """End an idle child as a finished one ends: its input closed, it exits by itself (a profiler wrapping it
+        keeps what it collected); killed if it has not within ``exit_wait_s``, with anything it started."""
+        self._close_input()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=policy.exit_wait_s)
+        self.kill()
+        self.end_reading()
 
     def _read_stdout(self) -> None:
         assert self.process.stdout is not None
@@ -172,7 +210,17 @@ class _Child:
         return [dict(call) for call in self.flight]
 
     def kill(self) -> None:
+        """End it and everything it started; its stdin closed once no spec is being written to it."""
         kill_session(self.process)
+        if self.writer is not None:
+            self.writer.join(timeout=READERS_END_S)  # a write to a dead child fails at once
+        self._close_input()
+
+    def _close_input(self) -> None:
+        """Its stdin closed (what is still buffered for a dead child is dropped)."""
+        with contextlib.suppress(OSError, ValueError):
+            if self.process.stdin is not None:
+                self.process.stdin.close()
 
     def end_reading(self) -> None:
         """Wait for the pipe readers of the ended child to read what it printed to its end (never forever)."""
@@ -264,10 +312,72 @@ class _Breaker:
             self.reason = f"{self.children} measuring processes of this family ended early (the limit)"
 
 
+class MeasuringProcess:
+    """The run's measuring process, shared by its families: started when a family first needs it, handed each
+    family in turn while it lives and waits for one, and replaced by a fresh one when it ended or had to be
+    ended (a crash, a timeout, a poisoned context, an interrupt). ``started``: how many were started;
+    ``unsound``: why one ended itself after its family (its context failed the check), for the caller to record.
+
+    Use it as a context manager (or call :meth:`close`): a process still alive at the end is ended."""
+
+    def __init__(self, policy: ChildPolicy) -> None:
+        self.policy = policy
+        self.started = 0
+        self.unsound: str | None = None  # why the last process ended itself after a family, until taken
+        self._child: _Child | None = None
+
+    def serve(self, spec: dict[str, Any]) -> _Child:
+        """The process to measure ``spec``'s family, handed it: the one waiting, else a fresh one."""
+        if self._child is not None and self._child.idle:
+            self._child.send(spec)
+            return self._child
+        self.discard()
+        self._child = _Child.start(spec, self.policy)
+        self.started += 1
+        return self._child
+
+    def release(self, child: _Child) -> None:
+        """``child`` measured what it was handed, or stopped (it died, a limit passed, the caller stopped): one
+        that says it is waiting is kept, any other ended, with all it started (no child is left measuring)."""
+        if not child.idle:
+            child.kill()
+            self.unsound = child.unsound or self.unsound
+            if child is self._child:
+                self._child = None
+
+    def discard(self) -> None:
+        """End the process now (killed, with all it started), whatever it was doing."""
+        if self._child is not None:
+            self._child.kill()
+            self._child = None
+
+    def close(self) -> None:
+        """End the process: one waiting for a family exits by itself (:meth:`_Child.close`), any other is killed."""
+        child, self._child = self._child, None
+        if child is not None and child.idle:
+            child.close(self.policy)
+        elif child is not None:
+            child.kill()
+
+    def __enter__(self) -> MeasuringProcess:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            self.close()
+        else:  # an interrupt, or a bug: no graceful wait
+            self.discard()
+
+
 def _run_children(
-    spec: dict[str, Any], order: list[str], policy: ChildPolicy, state: dict[str, Any]
+    spec: dict[str, Any],
+    order: list[str],
+    policy: ChildPolicy,
+    state: dict[str, Any],
+    process: MeasuringProcess,
+    waiting: Callable[[], None] = lambda: None,
 ) -> Iterator[Measured]:
-    """Measure ``order`` (probe names), respawning after each crash or timeout, until all ended.
+    """Measure ``order`` (probe names) in ``process``, respawning after each crash or timeout, until all ended.
 
     ``state`` (what later probes need from earlier ones, e.g. the measured clock) is handed to every
     child and updated from what they report, so a respawned or retrying child starts from it.
@@ -282,21 +392,27 @@ def _run_children(
             for name in remaining:
                 yield Measured(name, ProbeOutcome("crashed", f"not measured: {breaker.reason}"))
             return
-        child = _Child.start({**spec, "runnable": remaining, "state": state}, policy)
+        child = process.serve({**spec, "runnable": remaining, "state": state})
         breaker.started()
         ended: list[Measured] = []
         try:
-            for measured in _follow(child, remaining, state, policy):
+            for measured in _follow(child, remaining, state, policy, waiting):
                 ended.append(measured)
                 yield measured
         finally:
-            child.kill()  # whatever happened (an interrupt, a crash in here), leave no child measuring
+            process.release(child)  # whatever happened (an interrupt, a crash in here), leave no child measuring
         breaker.ended(ended[0] if ended else None, len(ended) == 1)
 
 
-def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: ChildPolicy) -> Iterator[Measured]:
-    """One child's events until it ends or a limit (the probe's, the run's deadline) passes; ``remaining``
-    and ``state`` are updated in place.
+def _follow(
+    child: _Child,
+    remaining: list[str],
+    state: dict[str, Any],
+    policy: ChildPolicy,
+    waiting: Callable[[], None] = lambda: None,
+) -> Iterator[Measured]:
+    """One child's events until it says it measured its family (``done``: it waits for the next), it ends, or a
+    limit (the probe's, the run's deadline) passes; ``remaining`` and ``state`` are updated in place.
 
     When a limit passes the child is killed, and what it said before it died is still followed (on a busy
     machine its pipe may yet hold a measurement that finished as the limit struck, or the start of the
@@ -309,6 +425,7 @@ def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: 
         return min(probe_deadline - policy.clock(), policy.seconds_left())
 
     while True:
+        waiting()
         try:
             kind, event = child.events.get(block=not stopped, timeout=min(max(0.0, time_left()), CLOCK_POLL_S))
         except queue.Empty:
@@ -348,6 +465,13 @@ def _follow(child: _Child, remaining: list[str], state: dict[str, Any], policy: 
             in_flight, measured_since_stopped = None, stopped
         elif event["event"] == "state":
             state.update(event["state"])
+        elif event["event"] == "unsound":
+            child.unsound = event["detail"]
+        elif event["event"] == "done" and not stopped:
+            if not remaining:
+                child.idle = True
+                return
+            child.close(policy)  # it skipped a probe it was handed: the probe is blamed as when it exited
 
 
 def _cut(
@@ -386,8 +510,14 @@ def run_family(
     policy: ChildPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
     state: dict[str, Any] | None = None,
+    process: MeasuringProcess | None = None,
+    waiting: Callable[[], None] = lambda: None,
 ) -> Iterator[Measured]:
-    """Every probe of ``order`` measured in child processes, each yielded as soon as it is final.
+    """Every probe of ``order`` measured in ``process`` (the run's measuring process, respawned after a crash or
+    timeout; None: one of the family's own, ended with it), each yielded as soon as it is final. With
+    ``process_per_family`` the process is ended with the family, so the next starts a fresh one. ``waiting`` is
+    called at every event and at least every :data:`CLOCK_POLL_S` while the process measures (the caller's
+    moment to write what it has).
 
     A probe measured under bad conditions is measured again (after ``cooldown_s``) up to
     ``attempts`` times, while the deadline allows; if it never gets clean conditions its facts are
@@ -395,12 +525,31 @@ def run_family(
     what the children report, so a caller can carry it on (the run's reference clock, for one).
     """
     policy = policy or ChildPolicy()
+    own = process is None
+    process = process or MeasuringProcess(policy)
+    try:
+        yield from _measure_with_retries(spec, order, policy, sleep, state, process, waiting)
+    finally:
+        if own or policy.process_per_family:
+            process.close()
+
+
+def _measure_with_retries(
+    spec: dict[str, Any],
+    order: list[str],
+    policy: ChildPolicy,
+    sleep: Callable[[float], None],
+    state: dict[str, Any] | None,
+    process: MeasuringProcess,
+    waiting: Callable[[], None],
+) -> Iterator[Measured]:
+    """:func:`run_family`'s measurements, and again those measured under bad conditions, as it says."""
     pending, attempt = list(order), 1
     state = dict(spec.get("state", {})) if state is None else state
     disturbed: dict[str, Measured] = {}  # a probe's last disturbed measurement, kept should its retry be cut
     while pending:
         retry: list[str] = []
-        for measured in _run_children(spec, pending, policy, state):
+        for measured in _run_children(spec, pending, policy, state, process, waiting):
             tries = attempt
             if cut_by_deadline(measured.outcome) and measured.probe in disturbed:
                 measured, tries = disturbed[measured.probe], attempt - 1  # the deadline cut the retry: the try stands
@@ -415,4 +564,5 @@ def run_family(
             yield measured
         pending, attempt = retry, attempt + 1
         if pending:
+            process.close()  # the retry starts afresh, as the first measurement did: nothing of that process in it
             sleep(policy.cooldown_s)

@@ -1,13 +1,16 @@
 """The run's time plan: what each family expects to cost on a device, in seconds, before any GPU time is spent.
 
 Every family counts its own work (:class:`~gpuprobe.families.base.Plan`: probes, launcher calls, GPU
-and host seconds) from its settings and the device's properties; one cost model here turns the
-counts into seconds, so the families are comparable and a real run can correct the model once:
-each run records, per family, the seconds planned and the seconds taken (``families`` in the
-results), and :func:`calibration` reads them back as the factor to plan the next run with.
+and host seconds, windows waited out) from its settings and the device's properties; one cost model here
+turns the counts into seconds, so the families are comparable: a bound on each family's work, scaled by
+what a real run took of it (:func:`work_factor`, fitted to the H200's runs under ``reports/``), and one
+measuring process's start for the run (the process serves every family; ``process_per_family``: one each).
+Each run records, per family, the seconds planned and the seconds taken (``families`` in the results), and
+:func:`calibration` reads them back as the factor to plan the next run with.
 
-``gpuprobe run --plan`` prints the plan for the local GPU, or, with ``--model KEY``, for a model
-whose expectations file says what the part reports (its ``[device]`` table), with no GPU at all.
+``gpuprobe run --plan`` prints the plan for the local GPU (the GPUs its run sees), or, with ``--model KEY``,
+for a model whose expectations file says what the part reports (its ``[device]`` table), with no GPU at all,
+for a run that sees ``--gpus N`` GPUs (default 1: the multi-GPU families then measure nothing).
 """
 
 from __future__ import annotations
@@ -27,10 +30,33 @@ from gpuprobe.families.catalog import BY_NAME, OPT_IN
 from gpuprobe.judge.expectations import DEVICE_RECORD_FIELDS, ModelExpectations
 from gpuprobe.kernels.registry import all_probes
 
-# The cost model. Guesses until a real run records planned against actual seconds per family.
-# A measuring process: Python, NumPy and gpuprobe imported (0.65 s on the 2-core build machine), CuPy (0.2 s),
-# the CUDA context made and the cubin loaded (a second or so on a driver without persistence mode).
-CHILD_START_S = 3.0
+# The cost model, fitted to the H200's runs in reports/nvidia-h200/ (measured at commit 14614e6, whose plans
+# counted CHILD_START_S = 3.0 for every family and each family's work as family_seconds still counts it):
+#
+# * A measuring process's start: Python, NumPy, CuPy and gpuprobe imported, the CUDA context made, the cubin loaded,
+#   its first probe's clock settled. smoke-results.json's 15 families each took 1.65-3.23 s (actual_s) for work
+#   planned at 0.05-2.2 s (planned_s - 3.0); actual less planned work has a median of 2.06 s. A run pays it once
+#   (one process serves every family), and again after each crash or timeout.
+CHILD_START_S = 2.0
+# * The work: results.json's families took actual_s - CHILD_START_S for planned_s - 3.0 of planned work. The plans
+#   count every sampling at its most repeats, at pessimistic speeds (gpuprobe.families.planning); that run stopped
+#   most samplings at their least (3 samples for 100 of 100 wgmma facts). A family's ratio is its own where its
+#   seconds were its own work: replaying that commit's parent, which encoded the whole results again after every
+#   probe (indented, 0.4-0.7 s for the last of them on the build machine; compact since 61c4c5c, and written at most
+#   once a second now), its writes for the family's probes took under 60 % of the family's seconds (memory 0.05 s,
+#   bandwidth 0.9, cache_geometry 0.3, l2_partition 0.4, host_transfer 1.5, async_copy 2.6, grid_sync 1.0, launch
+#   1.7). WORK_FACTOR is those eight pooled: 24.5 s taken for 42.7 s planned. The families whose seconds the writes
+#   explain (alu 9.7 s of writes for 9.7 s taken, mma 11.6 for 11.2, warp 8.1 for 5.9, barrier 4.4 for 4.6, cluster
+#   2.7 for 2.9, atomics 2.1 for 2.6) left their work unmeasured: at most their ratio (atomics, 0.17), else the pooled
+#   factor. wgmma took 39.3 s for 16.7 s planned, most of it in work since removed (the unwritten-word check of 2.2 GB
+#   of D registers, 13 s at the build machine's 5.7 ns a byte; its cuBLAS operands drawn whole for every timing):
+#   the pooled factor. Windows a plan waits out (Plan.wait_s: the power family's sustained runs, rests and idle
+#   window) take what they are, unscaled.
+WORK_FACTOR = 0.58
+FAMILY_WORK_FACTOR = {
+    "memory": 0.45, "bandwidth": 0.57, "cache_geometry": 0.45, "l2_partition": 0.18, "host_transfer": 1.09,
+    "async_copy": 1.21, "grid_sync": 0.91, "launch": 0.23, "atomics": 0.17,
+}  # fmt: skip
 CALL_S = 250e-6  # one launcher call that waits for the GPU: enqueue, synchronize, a fill or a read-back
 SNAPSHOT_S = 0.02  # the clock spin (settled) and the NVML readings around a probe, before or after it
 BUILD_S = 15.0  # the local arch's module assembled, disassembled and every contract checked, cold
@@ -39,17 +65,23 @@ REPORT_S = 20.0  # the fact sheet and its plots written at the end
 # The device check (scripts/device-check.sh) inside one 10-minute job on the GPU machine, each stage's end counted
 # from the script's start: the smoke stage, the full suite, the counters' witness, then the suite again on the
 # same board for as long as is left (its compare with the first says what run-to-run noise is worth).
-SMOKE_STAGE_S = 120.0  # the smoke stage's whole budget, which comes first (20 families at ~3 s of process start each)
-DEVICE_CHECK_DEADLINE_S = 415.0  # the full suite stops measuring this long after the script starts
+SMOKE_STAGE_S = 60.0  # the smoke stage's whole budget, which comes first (its plan: ~30 s, build and check included)
+DEVICE_CHECK_DEADLINE_S = 355.0  # the full suite stops measuring this long after the script starts
 WITNESS_STAGE_S = 90.0  # ncu's count of the bytes the goodput, bandwidth and copy probes moved, at most
 REPEAT_DEADLINE_S = 560.0  # the second run stops measuring this long after the script starts
 DEVICE_CHECK_END_S = 590.0  # every stage is held to end by then, within the device tool's 600 s command
 
 
 def family_seconds(plan: Plan, child_start: bool = True) -> float:
-    """Wall seconds a family's ``plan`` is expected to take, with (by default) its measuring process's start."""
+    """Wall seconds a family's ``plan`` counts, uncalibrated, with (by default) a measuring process's start: the
+    bound the families' own tests hold their plans to."""
     overhead = plan.launches * CALL_S + 2 * plan.probes * SNAPSHOT_S
-    return (CHILD_START_S if child_start else 0.0) + plan.gpu_s + plan.host_s + overhead
+    return (CHILD_START_S if child_start else 0.0) + plan.gpu_s + plan.host_s + plan.wait_s + overhead
+
+
+def work_factor(family: str) -> float:
+    """What a real run took of ``family``'s planned work (:data:`FAMILY_WORK_FACTOR`, else :data:`WORK_FACTOR`)."""
+    return FAMILY_WORK_FACTOR.get(family, WORK_FACTOR)
 
 
 @dataclass(frozen=True)
@@ -157,8 +189,10 @@ def left_out_line(families: Sequence[str], arch: str) -> str:
 def family_plan(name: str, family: Family, stage: Stage, settings: Any, device: Device) -> FamilyPlan:
     """The family's plan at ``stage`` with ``settings`` on ``device``: every probe's work (at the smoke stage,
     at the smoke settings: a bound) and the condition snapshots of the probes the stage measures on the
-    device's arch alone. A family the device has too few GPUs for, or whose probes none runs on its arch,
-    costs nothing: no process is started for it."""
+    device's arch alone, in seconds: its work scaled by :func:`work_factor`, its waits as they are (its process's
+    start is the run's
+    :class:`RunPlan`). A family the device has too few GPUs for, or whose probes none runs on its arch,
+    costs nothing: nothing is measured of it."""
     measured = len(set(stage.probes(family)) & probes_on(family, device.arch))
     if not measured or too_few_gpus(family, device):
         return FamilyPlan(name, Plan(measured, 0, 0.0), 0.0)
@@ -167,23 +201,33 @@ def family_plan(name: str, family: Family, stage: Stage, settings: Any, device: 
     except Exception as exc:  # e.g. a launch shape this device cannot hold: the probe will say so itself
         return FamilyPlan(name, None, None, f"{type(exc).__name__}: {exc}")
     plan = dataclasses.replace(plan, probes=measured)
-    return FamilyPlan(name, plan, family_seconds(plan))
+    return FamilyPlan(name, plan, plan.wait_s + work_factor(name) * (family_seconds(plan, False) - plan.wait_s))
 
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A run's plan: each measured family's, and the fixed costs around them."""
+    """A run's plan: each measured family's, the measuring process's start, and the fixed costs around them."""
 
     device: Device
     stage: Stage
     families: tuple[FamilyPlan, ...]
     calibration: float = 1.0  # actual over planned seconds of an earlier run, applied to every family
     left_out: tuple[str, ...] = ()  # families none of whose probes runs on the device's arch
+    short_of_gpus: tuple[str, ...] = ()  # families needing more GPUs than the device's run sees: not measured
+    process_per_family: bool = False  # a fresh measuring process for every family (ChildPolicy's option)
+
+    @property
+    def processes(self) -> int:
+        """Measuring processes the run starts: one for all its families, or one per family that measures anything
+        (a family without a plan measures)."""
+        measuring = sum(f.seconds is None or f.seconds > 0 for f in self.families)
+        return measuring if self.process_per_family else min(1, measuring)
 
     @property
     def measuring_s(self) -> float:
-        """The families' seconds, calibrated; a family without a plan counts its process start only."""
-        return sum(CHILD_START_S if f.seconds is None else f.seconds for f in self.families) * self.calibration
+        """The processes' starts and the families' seconds, calibrated; a family without a plan counts none."""
+        work = sum(f.seconds or 0.0 for f in self.families)
+        return (self.processes * CHILD_START_S + work) * self.calibration
 
     @property
     def total_s(self) -> float:
@@ -195,17 +239,24 @@ def measured_families() -> dict[str, Family]:
 
 
 def run_plan(
-    device: Device, stage: Stage = FULL, settings: Mapping[str, Any] | None = None, calibration: float = 1.0
+    device: Device,
+    stage: Stage = FULL,
+    settings: Mapping[str, Any] | None = None,
+    calibration: float = 1.0,
+    process_per_family: bool = False,
 ) -> RunPlan:
     """Every measured family's plan on ``device`` at ``stage``, with its settings (or the stage's); the
-    families none of whose probes runs on the device's arch are left out, by name."""
+    families none of whose probes runs on the device's arch are left out, by name, and those needing more GPUs
+    than the device's run sees (``visible_gpus``; None: as many as any family needs) are named as such."""
     families = measured_families()
     runnable = {name: family for name, family in families.items() if runs_on(family, device.arch)}
     rows = tuple(
         family_plan(name, family, stage, stage.settings(family, (settings or {}).get(name)), device)
         for name, family in runnable.items()
     )
-    return RunPlan(device, stage, rows, calibration, tuple(name for name in families if name not in runnable))
+    left_out = tuple(name for name in families if name not in runnable)
+    short = tuple(name for name, family in runnable.items() if too_few_gpus(family, device))
+    return RunPlan(device, stage, rows, calibration, left_out, short, process_per_family)
 
 
 CALIBRATION_LIMITS = (0.1, 10.0)  # actual over planned seconds outside these: a broken record, not the model's error
@@ -243,8 +294,9 @@ def calibration(results: Results, source: str = "the results") -> float | None:
     return actual / planned
 
 
-def model_device(model: ModelExpectations) -> Device:
-    """The device a model's ``[device]`` table describes, to plan a run without the GPU."""
+def model_device(model: ModelExpectations, visible_gpus: int | None = None) -> Device:
+    """The device a model's ``[device]`` table describes, to plan a run without the GPU, its run seeing
+    ``visible_gpus`` GPUs (None: as many as any family needs; a model does not say how many a machine holds)."""
     if not model.device:
         raise GpuprobeError(
             f"model {model.key!r} has no [device] table (what the part reports): plan on the GPU itself, "
@@ -253,27 +305,45 @@ def model_device(model: ModelExpectations) -> Device:
     major, minor = (int(x) for x in model.cc.split("."))
     values = {target: model.device[name] for name, target in DEVICE_RECORD_FIELDS.items()}
     integers = {k: int(v) for k, v in values.items() if k not in ("sm_clock_nominal_mhz", "mem_clock_mhz")}
-    device = Device(name=model.name, cc=model.cc, arch=arch_for_device(major, minor).name, sm_count=0, l2_bytes=0)
+    device = Device(name=model.name, cc=model.cc, arch=arch_for_device(major, minor).name, sm_count=0, l2_bytes=0,
+                    visible_gpus=visible_gpus)  # fmt: skip
     return dataclasses.replace(device, **{**values, **integers})
 
 
+def gpus_line(device: Device, families: Sequence[str]) -> str:
+    """What a plan says of the ``families`` the device's run sees too few GPUs for."""
+    most = max(BY_NAME[name].min_gpus for name in families)
+    seen = f"{device.visible_gpus} visible" if device.visible_gpus is not None else "fewer visible"
+    return f"{', '.join(families)}: need {most} GPUs, {seen}: not measured"
+
+
 def render_plan(plan: RunPlan, deadline_s: float | None = None) -> str:
-    """The plan as a table, one family per line, with the totals (and how they sit against ``deadline_s``)."""
+    """The plan as a table, one family per line (its seconds: its work, calibrated), the measuring processes'
+    starts, and the totals (and how they sit against ``deadline_s``)."""
     d = plan.device
+    gpus = "" if d.visible_gpus is None else f", {d.visible_gpus} GPU{'s' * (d.visible_gpus != 1)} visible"
     lines = [
-        f"time plan ({plan.stage.name} stage) for {d.name}: {d.sm_count} SMs, L2 {d.l2_bytes / 2**20:g} MiB"
+        f"time plan ({plan.stage.name} stage) for {d.name}: {d.sm_count} SMs, L2 {d.l2_bytes / 2**20:g} MiB{gpus}"
         + (f", calibrated x{plan.calibration:.2f} from an earlier run" if plan.calibration != 1.0 else ""),
         f"{'family':16} {'probes':>6} {'launches':>9} {'GPU s':>8} {'host s':>8} {'total s':>8}",
     ]
     for row in plan.families:
         p = row.plan
+        if row.family in plan.short_of_gpus:
+            continue
         if p is None or row.seconds is None:
             lines.append(f"{row.family:16} no plan: {row.error}")
             continue
         seconds = row.seconds * plan.calibration
-        lines.append(f"{row.family:16} {p.probes:6d} {p.launches:9d} {p.gpu_s:8.1f} {p.host_s:8.1f} {seconds:8.1f}")
+        gpu = p.gpu_s + p.wait_s
+        lines.append(f"{row.family:16} {p.probes:6d} {p.launches:9d} {gpu:8.1f} {p.host_s:8.1f} {seconds:8.1f}")
     if plan.left_out:
         lines.append(left_out_line(plan.left_out, d.arch))
+    if plan.short_of_gpus:
+        lines.append(gpus_line(d, plan.short_of_gpus))
+    each = "one for every family" if plan.process_per_family else "one serving every family"
+    starts = plan.processes * CHILD_START_S * plan.calibration
+    lines.append(f"{'process starts':16} {plan.processes:6d} {'':9} {'':8} {'':8} {starts:8.1f}  ({each})")
     lines.append(f"{'measuring':16} {'':6} {'':9} {'':8} {'':8} {plan.measuring_s:8.1f}")
     lines.append(f"build + check {BUILD_S:.0f} s, report {REPORT_S if plan.stage.name == 'full' else 0:.0f} s: "
                  f"{plan.total_s:.0f} s in all")  # fmt: skip

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import statistics
 import time
@@ -44,6 +45,7 @@ from gpuprobe.measure.conditions import REFERENCE_KEY
 from gpuprobe.measure.isolation import (
     ChildPolicy,
     FailureStreak,
+    MeasuringProcess,
     cut_by_deadline,
     deadline_outcome,
     death_signature,
@@ -301,18 +303,40 @@ def select(
 # ---------------------------------------------------------------- measure
 
 
+SAVE_EVERY_S = 1.0  # while probes end faster than this, the results are written at most this often
+
+
 @dataclass
 class Recording:
     """A run's results as it measures: each fact judged as its probe ends, the SM clock the clock probe measured
-    kept in the ``clocks`` too, the file saved after every probe and once more when the run ends."""
+    kept in the ``clocks`` too, the file saved as probes end and once more when the run ends.
+
+    A probe's end writes the file at once when the last write is :data:`SAVE_EVERY_S` old, else within that time
+    (:meth:`tick`, called while the run waits on its measuring process): each write encodes the whole results,
+    a fifth of a second for a full run's on the build machine, which a write after each of several hundred
+    probes made the run's largest cost. A run killed outright loses at most its last second's probes."""
 
     results: Results
     path: Path
     model: ModelExpectations | None
     clock_fact: str | None
+    clock: Callable[[], float] = time.monotonic
+    _saved_at: float = field(default=-math.inf, init=False)
+    _unsaved: bool = field(default=False, init=False)
 
     def save(self) -> None:
         save(self.results, self.path)
+        self._saved_at, self._unsaved = self.clock(), False
+
+    def save_soon(self) -> None:
+        """The results changed: written now if the last write is :data:`SAVE_EVERY_S` old, else by :meth:`tick`."""
+        self._unsaved = True
+        self.tick()
+
+    def tick(self) -> None:
+        """Write what is not written yet, if the last write is :data:`SAVE_EVERY_S` old."""
+        if self._unsaved and self.clock() - self._saved_at >= SAVE_EVERY_S:
+            self.save()
 
     def finish(self, launcher: LauncherSpec) -> None:
         """The run's end: the GPU as NVML saw it after, whether the run is partial (a family not measured to
@@ -342,27 +366,31 @@ def record_family(
     family: str,
     spec: dict[str, Any],
     order: list[str],
-    policy: ChildPolicy,
+    process: MeasuringProcess,
     run_state: dict[str, Any],
     progress: RunProgress,
     publishes: Callable[[str], bool],
 ) -> None:
-    """One family's probes (``order``) measured in child processes into the recording, its seconds recorded, and
-    the run's reference clock carried on in ``run_state``; ``progress`` is told of each probe as it ends, and a
-    probe ``publishes`` refuses gives no facts."""
+    """One family's probes (``order``) measured in the run's measuring ``process`` into the recording, its seconds
+    recorded (and why its process ended itself after it, if it did), and the run's reference clock carried on in
+    ``run_state``; ``progress`` is told of each probe as it ends, and a probe ``publishes`` refuses gives no facts."""
     record = recording.results.families[family]
     record["ended"] = "interrupted"  # until it ends: what a run stopped from outside leaves
     state = {**spec["state"], **run_state}
     started = time.monotonic()
-    for measured in run_family(spec, order, policy, state=state):
+    for measured in run_family(spec, order, process.policy, state=state, process=process, waiting=recording.tick):
         progress.probe_ended(family, measured.probe, measured.outcome)
         recording.probe_ended(measured, publishes(measured.probe))
         record["actual_s"] = round(time.monotonic() - started, 3)
-        recording.save()
+        recording.save_soon()
     cut = any(cut_by_deadline(recording.results.probes[name]) for name in order)
     record.update(actual_s=round(time.monotonic() - started, 3), ended="deadline" if cut else "measured")
+    if process.unsound:
+        record["process_ended"] = f"its context failed the check after its last probe ({process.unsound})"
+        process.unsound = None
     if REFERENCE_KEY in state:
         run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
+    recording.save()
 
 
 def measure_families(
@@ -385,30 +413,31 @@ def measure_families(
     run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
     dying = _SameDeath()
     try:
-        for family, measured in families.items():
-            order = selection.probes[family]
-            if policy.seconds_left() <= 0 or dying.reason:
-                not_started(results, family, order, dying.reason)
-                recording.save()
-                tracker.family_skipped(family, dying.reason or "the run's deadline came first")
-                continue
-            if not order:  # none of its probes runs on this arch, or passed its check: no process for it
-                results.families[family].update(actual_s=0.0, ended="measured")
-                recording.save()
-                continue
-            if too_few_gpus(measured, build.device):  # what its own process would say, without starting one
-                results.probes.update({name: ProbeOutcome("not_run", ONE_GPU) for name in order})
-                results.families[family].update(actual_s=0.0, ended="measured")
-                recording.save()
-                tracker.family_skipped(family, ONE_GPU)
-                continue
-            spec = child_spec(build.module, build.device, launcher, family, selection.settings[family],
-                              build.datasheet, build.passed(CLOCK_PROBE))  # fmt: skip
-            tracker.family_started(family)
-            record_family(recording, family, spec, order, policy, run_state, tracker,
-                          functools.partial(stage.publishes, measured))  # fmt: skip
-            tracker.family_ended(family)
-            dying.family_ended([results.probes[name] for name in order])
+        with MeasuringProcess(policy) as process:  # one process serves family after family while it lives
+            for family, measured in families.items():
+                order = selection.probes[family]
+                if policy.seconds_left() <= 0 or dying.reason:
+                    not_started(results, family, order, dying.reason)
+                    recording.save()
+                    tracker.family_skipped(family, dying.reason or "the run's deadline came first")
+                    continue
+                if not order:  # none of its probes runs on this arch, or passed its check: nothing to measure
+                    results.families[family].update(actual_s=0.0, ended="measured")
+                    recording.save()
+                    continue
+                if too_few_gpus(measured, build.device):  # what the measuring process would say, without asking it
+                    results.probes.update({name: ProbeOutcome("not_run", ONE_GPU) for name in order})
+                    results.families[family].update(actual_s=0.0, ended="measured")
+                    recording.save()
+                    tracker.family_skipped(family, ONE_GPU)
+                    continue
+                spec = child_spec(build.module, build.device, launcher, family, selection.settings[family],
+                                  build.datasheet, build.passed(CLOCK_PROBE))  # fmt: skip
+                tracker.family_started(family)
+                record_family(recording, family, spec, order, process, run_state, tracker,
+                              functools.partial(stage.publishes, measured))  # fmt: skip
+                tracker.family_ended(family)
+                dying.family_ended([results.probes[name] for name in order])
     except KeyboardInterrupt:
         interrupted(results, selection.probes, selection.plans)
         return True

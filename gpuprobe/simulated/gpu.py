@@ -240,6 +240,12 @@ class SimulatedGpu:
             setattr(self, name, value)
         self.power_state.scale = self.sm_count / 132  # the power model's figures are a 132-SM part's
 
+    def begin_family(self, family: str) -> None:
+        """A measuring process starts measuring ``family`` (:mod:`gpuprobe.measure.child`): the noise draws start
+        from the seed again, as in a process of the family's own, so a family's simulated figures do not depend on
+        which families the process measured before it (its power, clock and caches carry on, as a real GPU's do)."""
+        self._rng = np.random.default_rng(self.seed)
+
     def _signatures(self) -> Signatures:
         """The PTX parameters every launch is checked against (as CupyLauncher checks) and bound by name to."""
         return self.signatures if self.signatures is not None else ptx_parameters(self.arch)
@@ -485,9 +491,11 @@ class FaultyGpu(SimulatedGpu):
 
     ``faults`` maps a kernel name to what happens when it is launched: "abort" (the process dies
     on a signal, as after a fatal driver error), "raise" (a CUDA error surfaces as an exception),
-    "hang" (the kernel never returns). ``garbage`` prints junk on stdout at start, and bytes that are not
-    UTF-8 on stdout and stderr. ``throttle`` / ``shared`` make NVML report a thermal slowdown / a second
-    process: "always", or "once" (only the first process to look, told apart by ``flag_file``).
+    "hang" (the kernel never returns), "poison" (the kernel runs, and leaves the context broken without
+    saying so: every allocation after it fails, as in a context a sticky error poisoned). ``garbage`` prints
+    junk on stdout at start, and bytes that are not UTF-8 on stdout and stderr. ``throttle`` / ``shared`` make
+    NVML report a thermal slowdown / a second process: "always", or "once" (only the first process to look, told
+    apart by ``flag_file``).
     ``hang_file``: where a kernel that starts to hang writes its process id, so a test knows that moment.
     """
 
@@ -498,6 +506,12 @@ class FaultyGpu(SimulatedGpu):
     throttle_from_reading: int = 1  # NVML reports the throttle from this reading on (1: all of them)
     hang_file: str = ""
     readings: int = 0
+    poisoned: bool = False
+
+    def alloc(self, nbytes: int) -> SimulatedBuffer:
+        if self.poisoned:
+            raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (sticky)")
+        return super().alloc(nbytes)
 
     def _launch(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
@@ -511,6 +525,7 @@ class FaultyGpu(SimulatedGpu):
             if self.hang_file:
                 Path(self.hang_file).write_text(str(os.getpid()))
             time.sleep(3600)
+        self.poisoned = self.poisoned or fault == "poison"
         return super()._launch(kernel, grid, block, args, shared_bytes, cooperative)
 
     def nvml(self) -> dict[str, Any] | None:

@@ -614,15 +614,16 @@ def measure(request: Request) -> Probes:
 
 
 def plan(settings: Settings, device: Device) -> Plan:
-    """The idle window and every run's GPU seconds (plus its sizing launches and its last, checked one), each launch
-    a fill, a timed launch and a read-back; the host's check of the checked launches' words, the others' records."""
+    """The idle window and every run's rest and sustained seconds (waited out: ``wait_s``), its sizing launches and
+    its last, checked one, each launch a fill, a timed launch and a read-back; the host's check of the checked
+    launches' words, the others' records."""
     checked = SIZING_LAUNCHES + settings.burst_launches + 1
     steady = int(settings.sustained_s * 1e3 / settings.launch_ms)
     launches = len(RUNS) * (checked + steady)
     sizing_s = (SIZING_LAUNCHES + 1) * settings.launch_ms / 1e3
-    gpu_s = settings.idle_s + len(RUNS) * (settings.rest_s + settings.sustained_s + sizing_s)
+    wait_s = settings.idle_s + len(RUNS) * (settings.rest_s + settings.sustained_s)
     host_s = len(RUNS) * (CHECK_S * checked + RECORDS_S * steady)
-    return Plan(probes=len(PROBES), launches=3 * launches, gpu_s=gpu_s, host_s=host_s)
+    return Plan(probes=len(PROBES), launches=3 * launches, gpu_s=len(RUNS) * sizing_s, host_s=host_s, wait_s=wait_s)
 
 
 # A first contact: a short L2 stream (its launch path and checked sums), of a tenth of a second.
