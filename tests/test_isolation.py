@@ -344,8 +344,20 @@ def test_a_context_left_unsound_ends_its_process_and_the_next_family_starts_a_fr
     is measured, the family's end finds the context unsound, and the warp probes run in a fresh process."""
     measured, process = two_families(faults={"gp_chase_shared": "poison"})
     assert {measured[name].outcome.status for name in FIRST} == {"ok"}
-    assert process.unsound is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in process.unsound
+    [note] = process.notes
+    assert note.startswith("its measuring process ended after its last probe") and "CUDA_ERROR_ILLEGAL_ADDRESS" in note
     assert all(measured[name].outcome.status == "ok" for name in WARP)
+    assert process.started == 2
+
+
+def test_a_process_that_dies_between_families_costs_the_next_only_a_fresh_process(tmp_path: Path) -> None:
+    """It measured its family, said so, and died before the next family's first probe: nothing of that family is
+    blamed, a fresh process measures it, and the death is noted for the run to record."""
+    measured, process = two_families(abort_between="once", flag_file=str(tmp_path / "first"))
+    assert {m.outcome.status for m in measured.values()} == {"ok"}
+    [note] = process.notes
+    assert note.startswith("the measuring process that waited for it ended before its first probe (child killed "
+                           "by signal 6") and note.endswith("a fresh one measured it")  # fmt: skip
     assert process.started == 2
 
 

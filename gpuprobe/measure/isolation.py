@@ -130,6 +130,8 @@ class _Child:
     idle: bool = False  # it said it measured the family it was handed ("done"), and waits for the next
     writer: threading.Thread | None = None  # the thread writing it its last spec
     unsound: str | None = None  # why it ended itself after its family: the context failed its check
+    reused: bool = False  # it was handed a family after measuring another
+    ended_between: str | None = None  # how it ended (or hung) between families, before its next family's first probe
 
     @classmethod
     def start(cls, spec: dict[str, Any], policy: ChildPolicy) -> _Child:
@@ -316,19 +318,21 @@ class MeasuringProcess:
     """The run's measuring process, shared by its families: started when a family first needs it, handed each
     family in turn while it lives and waits for one, and replaced by a fresh one when it ended or had to be
     ended (a crash, a timeout, a poisoned context, an interrupt). ``started``: how many were started;
-    ``unsound``: why one ended itself after its family (its context failed the check), for the caller to record.
+    ``notes``: what became of a process outside any probe (its context failed the check after a family; it ended
+    or hung waiting for the next, which a fresh one then measured, its probes unblamed), for the caller to record.
 
     Use it as a context manager (or call :meth:`close`): a process still alive at the end is ended."""
 
     def __init__(self, policy: ChildPolicy) -> None:
         self.policy = policy
         self.started = 0
-        self.unsound: str | None = None  # why the last process ended itself after a family, until taken
+        self.notes: list[str] = []  # until the caller takes them
         self._child: _Child | None = None
 
     def serve(self, spec: dict[str, Any]) -> _Child:
         """The process to measure ``spec``'s family, handed it: the one waiting, else a fresh one."""
         if self._child is not None and self._child.idle:
+            self._child.reused = True
             self._child.send(spec)
             return self._child
         self.discard()
@@ -341,7 +345,12 @@ class MeasuringProcess:
         that says it is waiting is kept, any other ended, with all it started (no child is left measuring)."""
         if not child.idle:
             child.kill()
-            self.unsound = child.unsound or self.unsound
+            if child.unsound:
+                self.notes.append(f"its measuring process ended after its last probe: the context failed the check "
+                                  f"({child.unsound})")  # fmt: skip
+            if child.ended_between:
+                self.notes.append(f"the measuring process that waited for it ended before its first probe "
+                                  f"({child.ended_between}); a fresh one measured it")  # fmt: skip
             if child is self._child:
                 self._child = None
 
@@ -439,6 +448,9 @@ def _follow(
                 stopped = True
                 continue
         if kind == "eof":
+            if child.reused and not started_any and not reported_crash and policy.seconds_left() > 0:
+                child.ended_between = child.evidence(policy)  # not this family's doing: a fresh process measures it
+                return
             if stopped:
                 yield from _cut(child, in_flight, remaining, policy, finished=measured_since_stopped)
             elif remaining and not reported_crash:  # it died (or ended early) without saying why

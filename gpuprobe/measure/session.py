@@ -385,9 +385,9 @@ def record_family(
         recording.save_soon()
     cut = any(cut_by_deadline(recording.results.probes[name]) for name in order)
     record.update(actual_s=round(time.monotonic() - started, 3), ended="deadline" if cut else "measured")
-    if process.unsound:
-        record["process_ended"] = f"its context failed the check after its last probe ({process.unsound})"
-        process.unsound = None
+    if process.notes:
+        record["process_ended"] = "; ".join(process.notes)
+        process.notes.clear()
     if REFERENCE_KEY in state:
         run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
     recording.save()

@@ -497,6 +497,8 @@ class FaultyGpu(SimulatedGpu):
     NVML report a thermal slowdown / a second process: "always", or "once" (only the first process to look, told
     apart by ``flag_file``).
     ``hang_file``: where a kernel that starts to hang writes its process id, so a test knows that moment.
+    ``abort_between`` "once": the first process dies (on a signal) as it is handed its second family, between
+    two families, before that family's first probe.
     """
 
     faults: dict[str, str] = field(default_factory=dict)
@@ -507,6 +509,14 @@ class FaultyGpu(SimulatedGpu):
     hang_file: str = ""
     readings: int = 0
     poisoned: bool = False
+    abort_between: str = ""
+    families: int = 0  # families this process began
+
+    def begin_family(self, family: str) -> None:
+        self.families += 1
+        if self.abort_between == "once" and self.families > 1 and self._first_process():
+            os.abort()
+        super().begin_family(family)
 
     def alloc(self, nbytes: int) -> SimulatedBuffer:
         if self.poisoned:
