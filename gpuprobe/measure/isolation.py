@@ -3,10 +3,11 @@
 A :class:`MeasuringProcess` is the run's measuring process: :mod:`gpuprobe.measure.child`, started on first use
 and handed family after family (a spec each), so Python, CuPy, the CUDA context and the cubin's module are paid
 for once a run, not once a family. It is replaced only when it ended: a crash, a timeout, a poisoned context
-(the child ends itself when a family leaves its context unsound), the run's deadline. Then the next probe, of
-the same family or the next, is measured in a fresh one, which is all a crash in one family's last probe costs
-the next family. ``ChildPolicy.process_per_family`` asks for a fresh process for every family instead, for
-isolation between families at the cost of a process start each.
+(the child ends itself when a family leaves its context unsound), the run's deadline, a retry after a cool-down.
+Then the next probe, of the same family or the next, is measured in a fresh one, which is all a crash in one
+family's last probe costs the next family (and a process that dies waiting between families blames no probe).
+``ChildPolicy.process_per_family`` asks for a fresh process for every family instead, for isolation between
+families at the cost of a process start each.
 
 :func:`run_family` hands its family to that process, reads its event lines as they come, and turns them into
 :class:`~gpuprobe.families.base.Measured` outcomes:
@@ -299,7 +300,7 @@ class _Breaker:
 
     policy: ChildPolicy
     children: int = 0
-    first_deaths: FailureStreak = field(default_factory=FailureStreak)  # fresh children dying on their first probe
+    first_deaths: FailureStreak = field(default_factory=FailureStreak)  # children dying on the family's first probe
     reason: str | None = None  # set once the rest of the family is not to be tried
 
     def started(self) -> None:

@@ -5,7 +5,7 @@
 ends), :func:`judge_run` (the clock each absolute rate ran at, the invariants over them all),
 :func:`write_pages`. The cubin built and contract-checked here is the cubin the measuring child processes
 load (each checks its SHA-256 before loading it, and the results record it). Results are saved atomically
-after every probe, so an interrupted run keeps all it measured (the file says ``partial`` until the run
+as probes end (:class:`Recording`), so an interrupted run keeps all it measured (the file says ``partial`` until the run
 completes, and stays so when the run's deadline cut it).
 
 Two stages: "full", every probe; and "smoke", a first contact with new hardware: each family's
@@ -499,9 +499,9 @@ def run_suite(
 ) -> Results:
     """Measure every runnable probe on ``device``; write results and fact sheet to ``out_dir``.
 
-    The GPU is locked for the run; each family measures in child processes (a faulting or hanging
-    probe is recorded, and the rest go on); results are saved after every probe. ``settings`` maps a
-    family name to its ``Settings`` (each family's defaults otherwise). ``inject_fault`` adds the
+    The GPU is locked for the run; the families measure in a child process that serves one after another (a
+    faulting or hanging probe is recorded, and the rest go on in a fresh one); results are saved as probes end.
+    ``settings`` maps a family name to its ``Settings`` (each family's defaults otherwise). ``inject_fault`` adds the
     self-test that faults on purpose, to show the run survives it. ``stage`` "smoke" measures each
     family's cheapest probes once and writes the first-contact report instead of the fact sheet.
     ``deadline_s``: seconds from now after which no more is measured; what is left is recorded

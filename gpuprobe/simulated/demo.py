@@ -1,8 +1,8 @@
 """``gpuprobe demo``: the whole suite on the simulated GPU, so a machine with no GPU shows in a minute
 what a real run writes (the results file, the fact sheet and its plots), every page stamped SIMULATED.
 
-It goes through the same session as a real run (the build, every SASS contract, one measuring process
-per family, the judgement and the sheet); only the launcher is the simulated GPU's, with each family's
+It goes through the same session as a real run (the build, every SASS contract, the measuring process serving
+family after family, the judgement and the sheet); only the launcher is the simulated GPU's, with each family's
 quick settings. The part is a made-up one of 8 SMs and a 512 KiB L2, in discovery mode (no GPU model's
 expectations: facts reported, the cross-generation invariants asserted)."""
 
