@@ -26,6 +26,7 @@ from typing import Any
 from gpuprobe.core.detection import Detection, detection, run_to_run_pct
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_text, write_atomic
+from gpuprobe.core.results_index import write_index
 
 SCHEMA = "gpuprobe.core.results"
 SCHEMA_VERSION = 2
@@ -125,8 +126,10 @@ class Fact:
     stopped: str = ""  # why its sampling stopped: stable, max_repeats or budget ("+" joins several); "" unsampled
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Fact:
-        """A fact as a results file (or a measuring process) spells it; a field of the wrong type is a ValueError."""
+    def from_dict(cls, data: dict[str, Any], detect: bool = True) -> Fact:
+        """A fact as a results file (or a measuring process) spells it; a field of the wrong type is a ValueError.
+        ``detect``: compute what its samples can detect (the sheet and ``compare`` show it; a fleet, which never
+        does, reads a thousand files without it: it is the dearest part of reading a fact)."""
         fact_id = data["id"]
         if not isinstance(fact_id, str) or not fact_id:
             raise ValueError(f"a fact's id is {_shown(fact_id)}, not a name")
@@ -154,7 +157,7 @@ class Fact:
             verdict=verdict,
             detail=str(data.get("detail", "")),
             stopped=_stop_reasons(fact_id, data.get("stopped", "")),
-            detection=detection(samples, run_to_run=run_to_run_pct(str(data["id"]), str(data["unit"]))),
+            detection=detection(samples, run_to_run=run_to_run_pct(fact_id, str(data["unit"]))) if detect else None,
         )
 
 
@@ -335,7 +338,8 @@ class Results:
         }
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "results") -> Results:
+    def from_dict(cls, data: Any, source: str = "results", detect: bool = True) -> Results:
+        """A results record as read (validated: :func:`validate`); ``detect`` as :meth:`Fact.from_dict`'s."""
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise GpuprobeError(f"{source}: not a gpuprobe results file")
         version = data.get("schema_version")
@@ -354,7 +358,7 @@ class Results:
         try:
             return validate(cls(
                 device=Device.from_dict(data["device"]),
-                facts=[Fact.from_dict(f) for f in data.get("facts", [])],
+                facts=[Fact.from_dict(f, detect) for f in data.get("facts", [])],
                 probes={str(n): ProbeOutcome.from_dict(str(n), p) for n, p in data.get("probes", {}).items()},
                 clocks=dict(data.get("clocks", {})),
                 partial=bool(data.get("partial", False)),
@@ -700,7 +704,13 @@ def results_text(record: dict[str, Any]) -> str:
 
 
 def save(results: Results, path: Path) -> None:
-    write_atomic(path, results_text(strict_json(results.to_dict())))
+    """``results`` written to ``path`` atomically, then its facts index beside it
+    (:mod:`gpuprobe.core.results_index`, bound to the bytes just written): every run, demo and pytest run writes
+    through here."""
+    record = strict_json(results.to_dict())
+    data = results_text(record).encode("utf-8", "replace")
+    write_atomic(path, data)
+    write_index(path, record, data)
 
 
 class DuplicateKey(ValueError):
@@ -719,7 +729,8 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     raise DuplicateKey(f"key {key!r} appears twice in one object{owner}")
 
 
-def load(path: Path) -> Results:
+def load(path: Path, detect: bool = True) -> Results:
+    """The results file ``path``, read and validated (``detect`` as :meth:`Fact.from_dict`'s)."""
     text = read_text(path)
     try:
         data = json.loads(text, object_pairs_hook=_unique_keys)
@@ -729,4 +740,4 @@ def load(path: Path) -> Results:
         raise GpuprobeError(f"{path}: corrupt results file (not JSON: {exc.msg} at line {exc.lineno})") from None
     except RecursionError:
         raise GpuprobeError(f"{path}: corrupt results file (nested deeper than JSON can be read)") from None
-    return Results.from_dict(data, source=str(path))
+    return Results.from_dict(data, source=str(path), detect=detect)

@@ -13,9 +13,9 @@ import json
 import math
 import os
 import re
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,11 +25,12 @@ from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import os_reason
 from gpuprobe.core.numbers import fmt_bound
 from gpuprobe.core.results import WITNESS_PREFIX, Provenance, Results, provenance
+from gpuprobe.core.results_index import is_index
 from gpuprobe.core.tables import md_table, text_table
 from gpuprobe.core.text import md_code, md_text, shown
 from gpuprobe.fleet.compare import allowance_text, md_warnings
 from gpuprobe.fleet.provenance import fleet_lines, hosts_text
-from gpuprobe.fleet.reading import changes_text, read_judged
+from gpuprobe.fleet.reading import changes_text, read_for_fleet
 from gpuprobe.fleet.spread import (
     EXACT,
     EXACT_FLOOR,
@@ -42,6 +43,7 @@ from gpuprobe.fleet.spread import (
     noise_quantile,
     robust_z,
 )
+from gpuprobe.kernels.workers import map_in_processes, usable_cpus
 
 if TYPE_CHECKING:
     import numpy as np  # imported where used: `gpuprobe --help` stays quick
@@ -145,7 +147,9 @@ def summarize(source: str, results: Results, verdict_changes: str = "") -> FileS
     """Reduce one results file to its identity and finite fact values with their intervals' half-widths
     (the file's ids are unique: :func:`gpuprobe.core.results.validate` refuses one given twice)."""
     measured = [f for f in results.facts if f.value is not None and math.isfinite(f.value)]
-    facts = tuple((f.id, f.unit, f.value, _half_width(f.ci)) for f in measured if not f.id.startswith(WITNESS_PREFIX))
+    # ids and units interned: one string each across a fleet's files, pickled once by a reading process, not 2,000 times
+    facts = tuple((sys.intern(f.id), sys.intern(f.unit), f.value, _half_width(f.ci))
+                  for f in measured if not f.id.startswith(WITNESS_PREFIX))  # fmt: skip
     origin = provenance(results)
     gpu = identify(source, results, origin)
     return FileSummary(gpu, facts, dataclasses.replace(origin, hostname=gpu.hostname), verdict_changes)
@@ -157,9 +161,10 @@ def _reason(source: str, error: GpuprobeError) -> str:
 
 
 def read_summary(path: str) -> FileSummary | Skipped:
-    """One file, read as every reader reads it (validated, judged again: :func:`read_judged`), then reduced."""
+    """One file, read as a fleet reads it (from its facts index where it has one; validated, judged again:
+    :func:`read_for_fleet`), then reduced."""
     try:
-        results, changes = read_judged(Path(path))
+        results, changes = read_for_fleet(Path(path))
         return summarize(path, results, changes_text(changes))
     except GpuprobeError as exc:
         return Skipped(path, _reason(path, exc))
@@ -170,14 +175,15 @@ def _read_chunk(paths: Sequence[str]) -> list[FileSummary | Skipped]:
 
 
 def _json_files(folder: Path, skipped: list[Skipped]) -> list[Path]:
-    """Every ``*.json`` file below ``folder``, sorted; a subfolder that cannot be listed (a node's results
-    folder with the wrong permissions) is added to ``skipped`` with why, not passed over in silence."""
+    """Every ``*.json`` file below ``folder`` but the facts indexes beside results files, sorted; a subfolder that
+    cannot be listed (a node's results folder with the wrong permissions) is added to ``skipped`` with why, not
+    passed over in silence."""
 
     def unlisted(error: OSError) -> None:
         skipped.append(Skipped(str(error.filename), f"cannot list this folder ({os_reason(error)})"))
 
     found = [Path(root) / name for root, _, names in os.walk(folder, onerror=unlisted) for name in names]
-    return sorted(path for path in found if path.suffix == ".json")  # a FIFO or device too: read, it says why not
+    return sorted(path for path in found if path.suffix == ".json" and not is_index(path))  # a FIFO too: it says why
 
 
 def discover(paths: Iterable[str | Path]) -> tuple[list[str], list[Skipped]]:
@@ -203,15 +209,16 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str], list[Skipped]]:
 
 
 def load_summaries(files: Sequence[str], jobs: int | None = None) -> tuple[list[FileSummary], list[Skipped]]:
-    """Read every file, in a process pool when there are many; summaries and skips keep file order."""
-    jobs = jobs if jobs is not None else (os.cpu_count() or 1)
+    """Read every file, in ``jobs`` processes (default: the CPUs this process may use) when there are many;
+    summaries and skips keep file order. Each process reads every ``jobs``-th file (:func:`map_in_processes`, one
+    chunk each: a process started costs ~1 s of imports and expectations), so that a run of files without an index
+    falls to all of them alike."""
+    jobs = jobs if jobs is not None else usable_cpus()
     if jobs <= 1 or len(files) < PARALLEL_FROM:
         outcomes = _read_chunk(files)
     else:
-        size = max(1, math.ceil(len(files) / (jobs * 4)))
-        chunks = [files[i : i + size] for i in range(0, len(files), size)]
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            outcomes = [o for chunk in pool.map(_read_chunk, chunks) for o in chunk]
+        chunks = map_in_processes(_read_chunk, [(files[i::jobs],) for i in range(jobs)])
+        outcomes = [chunks[k % jobs][k // jobs] for k in range(len(files))]
     summaries = [o for o in outcomes if isinstance(o, FileSummary)]
     skipped = [o for o in outcomes if isinstance(o, Skipped)]
     return summaries, skipped
@@ -419,11 +426,40 @@ def _fact_stats(key: tuple[str, str], group: _Group, rule: Rule) -> tuple[FactSt
     return fact, stats, values
 
 
-def _score(gpu: GpuIdentity, deviations: list[Deviation], threshold: float) -> GpuScore:
-    deviations.sort(key=lambda d: (-abs(d.z), d.fact_id))
-    beyond = sum(abs(d.z) > threshold for d in deviations)
-    kept = deviations[: max(beyond, FACTS_PER_GPU)]
-    return GpuScore(gpu, kept, abs(kept[0].z) if kept else 0.0)
+@dataclass(frozen=True)
+class _Scored:
+    """One judged (fact, unit) of one model: which GPUs have it, their values, and their z against the median."""
+
+    key: tuple[str, str]
+    owners: list[int]
+    values: np.ndarray
+    stats: RobustZ
+
+
+def _worst(scored: Sequence[_Scored], gpus: int, threshold: float) -> list[list[Deviation]]:
+    """Each GPU's deviations worth naming, worst first (by |z|, then fact id and unit): all beyond the threshold, or
+    its :data:`FACTS_PER_GPU` worst. Picked over arrays, a Deviation made only for what is kept: a fleet holds
+    a million values (2,000 GPUs of 590 facts), each a Python object otherwise."""
+    import numpy as np
+
+    if not scored:
+        return [[] for _ in range(gpus)]
+    # each GPU is one model's: ``which`` (the position in ``scored``, sorted by key within a model) breaks ties
+    which = np.concatenate([np.full(len(s.owners), i) for i, s in enumerate(scored)])
+    owners = np.concatenate([np.asarray(s.owners, dtype=np.intp) for s in scored])
+    z = np.concatenate([s.stats.z for s in scored])
+    order = np.lexsort((which, -np.abs(z), owners))
+    in_order = owners[order]
+    rank = np.arange(len(order)) - np.searchsorted(in_order, in_order)  # the place within its GPU's deviations
+    beyond = np.bincount(owners[np.abs(z) > threshold], minlength=gpus)
+    kept = order[rank < np.maximum(beyond, FACTS_PER_GPU)[in_order]]
+    values, zs, owned, facts = (np.concatenate([s.values for s in scored]).tolist(), z.tolist(), owners.tolist(),
+                                which.tolist())  # fmt: skip
+    worst: list[list[Deviation]] = [[] for _ in range(gpus)]
+    for i in kept.tolist():
+        fact = scored[facts[i]]
+        worst[owned[i]].append(Deviation(*fact.key, values[i], fact.stats.median, zs[i]))
+    return worst
 
 
 def _some(names: Sequence[str]) -> str:
@@ -489,7 +525,7 @@ def aggregate_summaries(
         raise GpuprobeError(f"fleet: the outlier threshold must be a positive z-score, not {threshold}")
     if not (min_deviation_pct >= 0 and math.isfinite(min_deviation_pct)):
         raise GpuprobeError(f"fleet: the smallest deviation must be a percentage >= 0, not {min_deviation_pct}")
-    per_gpu: list[list[Deviation]] = [[] for _ in summaries]
+    scored: list[_Scored] = []
     models: list[ModelGroup] = []
     notes: list[str] = []
     collected = _collect(summaries)
@@ -502,13 +538,13 @@ def aggregate_summaries(
             fact, stats, values = _fact_stats(key, groups[key], rule)
             facts.append(fact)
             if fact.judged:
-                for owner, value, z in zip(groups[key].owners, values.tolist(), stats.z.tolist(), strict=True):
-                    per_gpu[owner].append(Deviation(key[0], key[1], value, stats.median, z))
+                scored.append(_Scored(key, groups[key].owners, values, stats))
         gpus = sum(s.gpu.model == model for s in summaries)
         models.append(ModelGroup(model, gpus, facts))
         notes.extend(_model_notes(model, facts, gpus, min_deviation_pct))
     models.sort(key=lambda m: (-m.gpus, m.model))
-    ranking = [_score(s.gpu, per_gpu[i], threshold) for i, s in enumerate(summaries)]
+    worst = _worst(scored, len(summaries), threshold)
+    ranking = [GpuScore(s.gpu, kept, abs(kept[0].z) if kept else 0.0) for s, kept in zip(summaries, worst, strict=True)]
     ranking.sort(key=lambda s: (-s.max_abs_z, s.gpu.file))
     notes += _fleet_notes(summaries)
     origins = [(s.gpu.file, s.origin) for s in summaries]

@@ -6,14 +6,21 @@ it), then every fact is judged again by this gpuprobe (:func:`gpuprobe.judge.ver
 value, the model's expectations and every family's invariants: a reader never repeats a stored verdict, and
 one that differs is named (:func:`changes_text`). It sits in ``fleet``, above ``families``, whose invariants
 it needs.
+
+A fleet reads thousands of files (:func:`read_for_fleet`): each from its facts index where that holds the file as it
+is now (:mod:`gpuprobe.core.results_index`), validated and judged again all the same.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import read_regular
 from gpuprobe.core.results import Results, load
+from gpuprobe.core.results_index import bound_record, index_path
 from gpuprobe.families.catalog import invariant_checks
 from gpuprobe.judge.verdicts import VerdictChange, judge_again, model_of
 
@@ -26,9 +33,34 @@ def judge_stored(results: Results) -> list[VerdictChange]:
 
 
 def read_judged(path: Path) -> tuple[Results, list[VerdictChange]]:
-    """The one way every reader (``report``, ``compare``, ``fleet``, ``index``, ``--baseline``) reads a results
-    file: validated (:func:`gpuprobe.core.results.load`), then judged again (:func:`judge_stored`)."""
+    """The one way every reader (``report``, ``compare``, ``index``, ``--baseline``; ``fleet`` through
+    :func:`read_for_fleet`) reads a results file: validated (:func:`gpuprobe.core.results.load`), then judged again
+    (:func:`judge_stored`)."""
     results = load(path)
+    return results, judge_stored(results)
+
+
+INDEX_LIMIT = 64 * 1024 * 1024  # bytes: an index larger than this is passed over (a full run's is ~300 KB)
+
+
+def read_indexed(path: Path) -> Results | None:
+    """The results file ``path`` as its facts index holds it (:func:`~gpuprobe.core.results_index.bound_record`),
+    validated as the file would be, without what the samples detect (a fleet never shows it); None where the index
+    is missing, damaged, of another version, or not of the file's bytes as they are now, or its record is refused:
+    the file itself says then what it holds, or why it cannot be read."""
+    try:
+        index = json.loads(read_regular(index_path(path), INDEX_LIMIT))  # save writes it from a dict: keys are unique
+        record = bound_record(index, path)
+        return None if record is None else Results.from_dict(record, str(path), detect=False)
+    except (GpuprobeError, ValueError, RecursionError):  # not JSON, not UTF-8, refused
+        return None
+
+
+def read_for_fleet(path: Path) -> tuple[Results, list[VerdictChange]]:
+    """A results file as ``fleet`` reads it: from its index (:func:`read_indexed`), else in full (:func:`load`),
+    without what the samples detect; judged again either way (:func:`judge_stored`). A fleet's report is the same
+    whichever way a file was read."""
+    results = read_indexed(path) or load(path, detect=False)
     return results, judge_stored(results)
 
 
