@@ -25,9 +25,8 @@ REPO = PACKAGE.parent
 #: What each stage may import, besides itself. The arrows point one way: from the CPU-only stages at
 #: the bottom (core, kernels, judge, output) through the runner and the families to the run (measure);
 #: judge holds expectations to the facts the probes declare (the kernels' registry); fleet reads stored results
-#: files and judges them again as a run does, so sits above the families, whose invariants it needs, and reads a
-#: fleet's files in the kernels' worker processes. The top-level modules (cli, the pytest plugin, the public API)
-#: may import anything.
+#: files and judges them again as a run does, so sits above the families, whose invariants it needs. The
+#: top-level modules (cli, the pytest plugin, the public API) may import anything.
 ALLOWED: dict[str, frozenset[str]] = {
     "core": frozenset(),
     "kernels": frozenset({"core"}),
@@ -36,7 +35,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "runner": frozenset({"core", "kernels"}),
     "families": frozenset({"core", "kernels", "judge", "output", "runner"}),
     "measure": frozenset({"core", "kernels", "judge", "output", "runner", "families"}),
-    "fleet": frozenset({"core", "kernels", "judge", "output", "families"}),
+    "fleet": frozenset({"core", "judge", "output", "families"}),
     # the simulated GPU (gpuprobe demo, the tests) stands in for the runner, and runs the session
     "simulated": frozenset({"core", "kernels", "judge", "output", "runner", "families", "measure"}),
 }

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.core import cache
+from gpuprobe.core import cache, workers
 from gpuprobe.core.arch import Arch, parse_arch
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.kernels import check, outcomes, outputs, registry, sass, toolchain, workers
+from gpuprobe.kernels import check, outcomes, outputs, registry, sass, toolchain
 from gpuprobe.kernels.check import CheckResult, check_all
 from gpuprobe.kernels.contracts import Rule, Violation
 from gpuprobe.kernels.outputs import cubin_problem, listing_problem, ptx_problem

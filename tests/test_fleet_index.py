@@ -178,7 +178,7 @@ def test_an_expectation_recorded_is_its_fields_but_the_fact_id() -> None:
 
 def test_files_read_side_by_side_keep_their_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each process reads every jobs-th file; the summaries come back in the files' order (the processes
-    themselves are the kernels' map_in_processes, here run in place)."""
+    themselves are gpuprobe.core.workers' map_in_processes, here run in place)."""
     paths = []
     for k in range(7):
         save(dataclasses.replace(small_results(), device=dataclasses.replace(DEVICE, uuid=f"GPU-{k}")),

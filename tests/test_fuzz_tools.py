@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuprobe.kernels import registry, toolchain, workers
+from gpuprobe.core import workers
+from gpuprobe.kernels import registry, toolchain
 from gpuprobe.kernels.toolchain import TOOLKIT_VARIABLE, locate_tool
 from tests.test_check_cache import probes, tree  # noqa: F401 (a fixture)
 from tests.test_cli import run, write

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from gpuprobe.kernels import tool_limits, toolchain, workers
+from gpuprobe.core import workers
+from gpuprobe.kernels import tool_limits, toolchain
 from gpuprobe.kernels.check import check_all
 from gpuprobe.kernels.tool_limits import Deadline, Limit, ToolTimedOut, run_tool, within
 from gpuprobe.kernels.toolchain import TOOLKIT_VARIABLE, locate_tool

@@ -28,6 +28,7 @@ from gpuprobe.core.results import WITNESS_PREFIX, Provenance, Results, provenanc
 from gpuprobe.core.results_index import is_index
 from gpuprobe.core.tables import md_table, text_table
 from gpuprobe.core.text import md_code, md_text, shown
+from gpuprobe.core.workers import map_in_processes, usable_cpus
 from gpuprobe.fleet.compare import allowance_text, md_warnings
 from gpuprobe.fleet.provenance import fleet_lines, hosts_text
 from gpuprobe.fleet.reading import changes_text, read_for_fleet
@@ -43,7 +44,6 @@ from gpuprobe.fleet.spread import (
     noise_quantile,
     robust_z,
 )
-from gpuprobe.kernels.workers import map_in_processes, usable_cpus
 
 if TYPE_CHECKING:
     import numpy as np  # imported where used: `gpuprobe --help` stays quick

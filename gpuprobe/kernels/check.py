@@ -16,12 +16,12 @@ from typing import Any
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.cache import CacheUnwritable, entry_lock, usable_cache_dir
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.workers import map_in_processes
 from gpuprobe.kernels import outcomes, tool_limits
 from gpuprobe.kernels.contracts import Rule, Violation, check
 from gpuprobe.kernels.cubin import BuiltModule, build_for
 from gpuprobe.kernels.includes import IncludeRefused
 from gpuprobe.kernels.registry import Probe
-from gpuprobe.kernels.workers import map_in_processes
 
 STATUSES = ("ok", "violated", "unsupported", "error")
 
