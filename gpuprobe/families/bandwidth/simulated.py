@@ -27,6 +27,7 @@ corrupted: a sum, a stored or copied word).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -340,9 +341,9 @@ def _shifted(values: np.ndarray, shift: int) -> np.ndarray:
     return values >> shift if shift < 32 else np.zeros_like(values)
 
 
-def _elements(launch: Any, jump: int, iters: int) -> np.ndarray:
+def _elements(threads: int, jump: int, iters: int) -> np.ndarray:
     """Element numbers [iteration, access, thread]: j = 128 w + 32 k + l + i jump for thread 32 w + l."""
-    t = np.arange(launch.blocks * launch.threads, dtype=np.int64)
+    t = np.arange(threads, dtype=np.int64)
     k = np.arange(ACCESSES, dtype=np.int64)[None, :, None]
     i = np.arange(iters, dtype=np.int64)[:, None, None]
     return (t // 32 * 128 + t % 32)[None, None, :] + 32 * k + i * jump
@@ -380,22 +381,38 @@ def _distinct(*units: np.ndarray) -> int:
     return int(np.count_nonzero(marks))
 
 
-def _walk_moved(gpu: Any, offsets: np.ndarray, width: int, store: bool, fits: bool, rows: np.ndarray | None) -> float:
-    """Bytes one pass makes the level move: at L2 (``fits``) the sectors each warp request touches, else the
-    distinct DRAM granules of the pass (reads) or the dirty sectors written back (stores); a gather's row indices
-    (``rows``: the index each access loaded), each index unit once, too."""
-    if fits:
-        unit = int(_option(gpu, "bw_l2_sector"))
+def _walk_moved(
+    offsets: np.ndarray, width: int, units: tuple[int, int], l2_bytes: int, rows: np.ndarray | None
+) -> float:
+    """Bytes one pass makes the level move: at L2 (a footprint within ``l2_bytes``) the sectors each warp request
+    touches, else the distinct DRAM granules of the pass (reads) or the dirty sectors written back (stores); a
+    gather's row indices (``rows``: the index each access loaded), each index unit once, too. ``units``: the L2's
+    sector and what DRAM moves (:func:`_units`)."""
+    if int(offsets.max()) + width <= l2_bytes:
+        unit = units[0]
         requests = offsets.reshape(-1, 32)  # [iteration, access, warp, lane]: a request's lanes are adjacent
         moved = _distinct_per_row(np.concatenate([requests // unit, (requests + width - 1) // unit], axis=1)) * unit
         if rows is not None:  # through L1 (ld.global.nc): each index sector once
             moved += _distinct(rows * 4 // unit) * unit
         return float(moved)
-    unit = int(_option(gpu, "bw_dram_write_granule" if store else "bw_dram_granule"))
+    unit = units[1]
     moved = _distinct(offsets // unit, (offsets + width - 1) // unit) * unit
     if rows is not None:
         moved += _distinct(rows * 4 // unit) * unit
     return float(moved)
+
+
+def _store_at(data: np.ndarray, start: int, offsets: np.ndarray, value: np.ndarray) -> None:
+    """The bytes ``value`` stored at each of ``start + offsets`` in ``data``: as one element of their width each where
+    every offset is a multiple of it (a walk's), else byte by byte (an index array of a byte per stored byte is
+    most of a store walk's time)."""
+    width = len(value)
+    if start % width == 0 and not (offsets % width).any():
+        element = np.dtype((np.void, width))
+        end = start + (int(offsets.max()) // width + 1) * width
+        data[start:end].view(element)[offsets // width] = value.view(element)
+    else:
+        data[(start + offsets)[:, None] + np.arange(width)[None, :]] = value[None, :]
 
 
 WALK_SHAPE = ("row_shift", "element_mask", "row_mask", "column_shift", "column_mask", "tile_shift", "tile_mask",
@@ -406,11 +423,41 @@ def walk_accesses(gpu: Any, launch: Any, params: dict[str, Any], width: int, gat
     """One pass of a walk or gather launch (its PTX parameters ``params``): the byte offsets of its accesses
     [iteration, access, thread] from the buffer's start, and (a gather) the row each access loaded the index of."""
     shape = tuple(int(params[n]) for n in (("row_shift", "element_mask", "pitch") if gather else WALK_SHAPE))
-    j = _elements(launch, int(params["jump"]), int(params["iters"]))
+    j = _elements(launch.blocks * launch.threads, int(params["jump"]), int(params["iters"]))
     if not gather:
         return _walk_offsets(j, shape, width, None), None
     holder, at = _region(gpu, params["index"])
     return _walk_offsets(j, shape, width, holder.data[at:].view(np.uint32)), _shifted(j, shape[0])
+
+
+def _units(gpu: Any, store: bool) -> tuple[int, int]:
+    """The L2's sector and what DRAM moves a pass in: whole granules read, dirty sectors written back."""
+    return int(_option(gpu, "bw_l2_sector")), int(_option(gpu, "bw_dram_write_granule" if store else "bw_dram_granule"))
+
+
+@functools.lru_cache(maxsize=2)
+def _walk_pass(
+    threads: int, shape: tuple[int, ...], jump: int, iters: int, width: int, units: tuple[int, int], l2_bytes: int
+) -> tuple[np.ndarray, float]:
+    """One pass of a walk (not a gather, whose offsets follow its index buffer): its offsets, read-only, and the bytes
+    it moves. Kept for the launch after it: a probe's samples launch one walk in a row, and a pass is millions of
+    offsets to work out and count."""
+    offsets = _walk_offsets(_elements(threads, jump, iters), shape, width, None)
+    offsets.setflags(write=False)
+    return offsets, _walk_moved(offsets, width, units, l2_bytes, None)
+
+
+def _walk_geometry(
+    gpu: Any, launch: Any, params: dict[str, Any], width: int, gather: bool, store: bool
+) -> tuple[np.ndarray, float]:
+    """A walk's or gather's pass: its offsets (:func:`walk_accesses`) and the bytes it moves (:func:`_walk_moved`)."""
+    units = _units(gpu, store)
+    if gather:
+        offsets, rows = walk_accesses(gpu, launch, params, width, gather)
+        return offsets, _walk_moved(offsets, width, units, gpu.l2_bytes, rows)
+    shape = tuple(int(params[n]) for n in WALK_SHAPE)
+    threads, jump, iters = launch.blocks * launch.threads, int(params["jump"]), int(params["iters"])
+    return _walk_pass(threads, shape, jump, iters, width, units, gpu.l2_bytes)
 
 
 def _walk(kernel: str, width: int, gather: bool, store: bool):
@@ -419,11 +466,10 @@ def _walk(kernel: str, width: int, gather: bool, store: bool):
     def simulate(gpu: Any, launch: Any, **params: Any) -> float:
         passes = int(params["passes"])
         buffer, start = _region(gpu, params["dst" if store else "src"])
-        offsets, rows = walk_accesses(gpu, launch, params, width, gather)
+        offsets, moved = _walk_geometry(gpu, launch, params, width, gather, store)
         if store:
             holder, at = _region(gpu, params["value"])
-            lanes = (start + offsets.reshape(-1))[:, None] + np.arange(width)[None, :]
-            buffer.data[lanes] = holder.data[at : at + width][None, :]
+            _store_at(buffer.data, start, offsets.reshape(-1), holder.data[at : at + width])
             if _corrupt(gpu, kernel):
                 buffer.data[start + int(offsets.min())] ^= 1  # the lowest stored byte: the first the host checks
         else:
@@ -440,7 +486,6 @@ def _walk(kernel: str, width: int, gather: bool, store: bool):
             params["sums"].data[: 4 * len(result)] = result.view(np.uint8)
         _write_records(gpu, launch, params["out"], np.full(launch.blocks, BLOCK_CYCLES))
         span = (buffer.base, start, start + int(offsets.max()) + width)
-        moved = _walk_moved(gpu, offsets, width, store, span[2] - span[1] <= gpu.l2_bytes, rows)
         per_pass = (0.0, moved) if store else (moved, 0.0)
         return _level_ms(gpu, launch, span, per_pass, passes, moved / offsets.size)
 
