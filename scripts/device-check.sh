@@ -122,6 +122,7 @@ fi
 kept=$(cd "$work/repeat" && ls results.json factsheet.md compare.txt run.log witness-ncu.csv 2>/dev/null)
 [ -n "$kept" ] && (cd "$work/repeat" && tar -cf "$dir/repeat.tar" -- $kept)
 rm -rf "$work"
+rm -f -- "$dir"/*.index.json  # the fleet's facts index, derived from results.json beside it: not part of the record
 echo "device-check: done after $(elapsed) s; files: $(cd "$dir" && ls | tr '\n' ' ')"
 return "$status"
 }
