@@ -288,7 +288,8 @@ BASELINE_CASES = {
 def _simulated_pytest(
     tmp_path: Path, case: BaselineCase, options: dict, *args: str
 ) -> subprocess.CompletedProcess[str]:
-    """``pytest`` of the case's probe files, measuring on the simulated part with these options."""
+    """``pytest`` of the case's probe files' measured tests (``-m gpu``: their static checks are another test's),
+    measuring on the simulated part with these options."""
     env = {
         **os.environ,
         "GPUPROBE_REHEARSAL": "1",
@@ -298,7 +299,7 @@ def _simulated_pytest(
         "PYTHONPATH": os.pathsep.join([str(REHEARSAL), str(REPO)]),
     }
     return subprocess.run(
-        [sys.executable, "-m", "pytest", *case.files, "-p", "no:cacheprovider", "-q", "-rf", *args],
+        [sys.executable, "-m", "pytest", *case.files, "-m", "gpu", "-p", "no:cacheprovider", "-q", "-rf", *args],
         cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
 
