@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-_LOW32 = np.uint64(0xFFFFFFFF)
-
 
 def chunk_totals(words: np.ndarray) -> np.ndarray:
     """Per 16-byte chunk of ``words`` (uint32): (w0 + w1 mod 2**32) + (w2 + w3 mod 2**32), in 64 bits."""
-    w = words.reshape(-1, 4).astype(np.uint64)
-    return ((w[:, 0] + w[:, 1]) & _LOW32) + ((w[:, 2] + w[:, 3]) & _LOW32)
+    w = words.reshape(-1, 4).astype(np.uint32, copy=False)  # the pair sums wrap at 2**32 as add.u32 does
+    return (w[:, 0] + w[:, 1]).astype(np.uint64) + (w[:, 2] + w[:, 3]).astype(np.uint64)
 
 
 def thread_totals(words: np.ndarray, threads: int) -> np.ndarray:
