@@ -218,10 +218,12 @@ def test_the_steady_launches_read_their_records_alone_and_the_run_checks_one_lau
     gpu = SimulatedGpu(**suite_options(noise=0.0))
     request = Request(gpu, ptx_parameters(gpu.arch), gpu.device(), set(power.PROBES), FAST)
     load = power.stream_load(request, FAST, "l2")
+    iterations = power.sized(FAST, load)  # launches of about launch_ms, as the family's run makes them
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(power, "launch", spied)
-        run = power.sustain(request, FAST, load, 8)
+        run = power.sustain(request, FAST, load, iterations)
     bursts = FAST.burst_launches
+    assert len(run.launches) > bursts + 1  # steady launches, between the burst and the check after the run
     assert checks == [True] * bursts + [False] * (len(run.launches) - bursts) + [True]
 
 
