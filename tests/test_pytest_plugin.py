@@ -289,11 +289,13 @@ def _simulated_pytest(
     tmp_path: Path, case: BaselineCase, options: dict, *args: str
 ) -> subprocess.CompletedProcess[str]:
     """``pytest`` of the case's probe files' measured tests (``-m gpu``: their static checks are another test's),
-    measuring on the simulated part with these options."""
+    measuring on the simulated part with these options, at each family's quick settings (``gpuprobe demo``'s: the
+    point here is ``--baseline``, not the default settings)."""
     env = {
         **os.environ,
         "GPUPROBE_REHEARSAL": "1",
         "GPUPROBE_REHEARSAL_OPTIONS": json.dumps({"faults": {}, **options}),
+        "GPUPROBE_REHEARSAL_SETTINGS": "fast",
         "GPUPROBE_LOCK_DIR": str(tmp_path / "locks"),
         "COLUMNS": "10000",  # the short summary in full: each failure with its message
         "PYTHONPATH": os.pathsep.join([str(REHEARSAL), str(REPO)]),

@@ -5,7 +5,10 @@ module at start-up in the script's processes and in every measuring child they s
 path's three entry points (is a GPU there, what is it, the launcher factory) then answer with the
 simulated GPU of ``gpuprobe/simulated/gpu.py`` (8 SMs, a 512 KiB split L2), and everything else (the stages,
 the deadline, the files, the reports) runs as it would on a real GPU. ``GPUPROBE_REHEARSAL_OPTIONS``
-(JSON) replaces simulated-GPU options (another seed, changed hardware, no faults). Test support only.
+(JSON) replaces simulated-GPU options (another seed, changed hardware, no faults).
+``GPUPROBE_REHEARSAL_SETTINGS=fast`` makes this process's runs measure with each family's quick settings on
+the simulated GPU (``fast_settings``, what ``gpuprobe demo`` measures with), for a test whose point is not
+the default settings. Test support only.
 """
 
 from __future__ import annotations
@@ -28,3 +31,17 @@ if os.environ.get("GPUPROBE_REHEARSAL") == "1":
     gpuprobe.runner.cupy_launcher.CupyLauncher = lambda cubin, device_index, signatures: open_simulated(
         cubin, device_index, signatures, **OPTIONS
     )
+
+    if os.environ.pop("GPUPROBE_REHEARSAL_SETTINGS", None) == "fast":  # popped: not for the processes it starts
+        import functools
+
+        import gpuprobe.measure.session
+        from gpuprobe.simulated.gpu import fast_settings
+
+        suite = gpuprobe.measure.session.run_suite
+
+        @functools.wraps(suite)
+        def quick(*args, **kwargs):
+            return suite(*args, **{"settings": fast_settings(), **kwargs})
+
+        gpuprobe.measure.session.run_suite = quick
