@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,6 @@ def private_gpu_locks() -> Iterator[None]:
         pytest.fail(f"measuring processes left behind by the tests: {measuring_children(lock_dir)}", pytrace=False)
 
 
-
 def keep_bytecode_outside_the_checkout() -> None:
     """The tests start hundreds of Python processes (measuring children, CLI and pytest runs), each importing
     gpuprobe. Where the environment says to write no bytecode (PYTHONDONTWRITEBYTECODE), each compiles every
@@ -38,23 +38,43 @@ def keep_bytecode_outside_the_checkout() -> None:
         os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "gpuprobe-tests-bytecode")
 
 
+#: Test modules that run whole simulated suites or wait on measuring processes, longest first. They are
+#: collected before the rest, so that under ``-n`` the first worker starts on them and the others on the many short
+#: tests, then take over the long ones' remaining tests (see :func:`pytest_configure`).
+LONGEST_FIRST = ("test_session.py", "test_pytest_plugin.py", "test_isolation.py", "test_readme.py",
+                 "test_check_cache.py", "test_verdicts.py", "test_bandwidth.py", "test_witness.py", "test_detection.py",
+                 "test_fleet.py", "test_fuzz_cli.py", "test_mma.py", "test_wgmma.py", "test_registry.py",
+                 "test_compare.py", "test_demo.py", "test_p2p.py", "test_cli.py", "test_interrupted_run.py",
+                 "test_multi_gpu_run.py")  # fmt: skip
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Under ``-n`` a test module goes to one worker whole (``--dist loadscope``) unless ``--dist`` was
-    given: its module fixtures (whole simulated runs, half a minute each) are then made once, not once
-    per worker the module's tests were dealt to. And the processes the tests start keep their bytecode."""
+    """Under ``-n`` the tests are dealt by ``--dist worksteal`` unless ``--dist`` was given: each worker takes a run of
+    consecutive tests in the collected order, and one that is done takes half of what another has left. A module's
+    tests then mostly run in one worker, its module fixtures (whole simulated runs) made once, yet the long modules
+    are shared out as the workers free up, not left to whichever worker a module was dealt to. And the processes
+    the tests start keep their bytecode."""
     keep_bytecode_outside_the_checkout()
     given = any(arg == "--dist" or arg.startswith(("--dist=", "-d")) for arg in config.invocation_params.args)
     if getattr(config.option, "dist", "no") == "load" and not given:
-        config.option.dist = "loadscope"
+        config.option.dist = "worksteal"
 
 
-#: Test modules that run whole simulated suites or wait on measuring processes, longest first. They are
-#: collected before the rest, so that under ``-n`` the workers start on them and the many short ones fill
-#: in around them: the suite then ends about when its work, halved, is done, not a long module later.
-LONGEST_FIRST = ("test_session.py", "test_pytest_plugin.py", "test_isolation.py", "test_wgmma.py",
-                 "test_detection.py", "test_readme.py", "test_check_cache.py", "test_fuzz_cli.py")  # fmt: skip
+def shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a fixture of wider than function scope that its own module defines."""
+    module = item.nodeid.split("::", 1)[0]
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    return any(d.scope != "function" and d.baseid.split("::", 1)[0] == module for defs in definitions for d in defs)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """:data:`LONGEST_FIRST`, and in each module the tests sharing its module fixtures first: a worker that is done
+    takes the last tests of another's run, so that what it takes of a module is its tests of a run of their own,
+    not those whose shared fixture the other worker has made already (and this one would make again)."""
     rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))
+    collected: dict[Path, int] = {}
+    for item in items:
+        collected.setdefault(item.path, len(collected))
+    module = {path: (rank.get(path.name, len(rank)), place) for path, place in collected.items()}
+    items.sort(key=lambda item: (module[item.path], not shares_a_module_fixture(item)))
