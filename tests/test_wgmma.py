@@ -79,6 +79,13 @@ def _run(gpu, runnable=None, settings=FAST, datasheet=DATASHEET):
     return measure_family(wgmma, gpu, names, settings, state)
 
 
+@pytest.fixture(scope="module")
+def every_probe() -> dict:
+    """Every probe of the family measured on the small simulated part, once for the tests that only read it (a run
+    of the same part and settings gives the same measurements)."""
+    return _run(simulated_gpu(**SMALL))
+
+
 def _facts(measured) -> dict[str, Fact]:
     return {f.id: f for m in measured.values() for f in m.facts}
 
@@ -244,8 +251,8 @@ def test_the_committed_ptx_is_what_the_generator_writes() -> None:
     )
 
 
-def test_every_declared_probe_has_its_kernel_and_facts_as_measured() -> None:
-    measured = _run(simulated_gpu(**SMALL))
+def test_every_declared_probe_has_its_kernel_and_facts_as_measured(every_probe: dict) -> None:
+    measured = every_probe
     assert list(measured) == PROBES
     for name in PROBES:
         probe = find_probe(name)
@@ -361,9 +368,8 @@ def test_latency_runs_too_short_to_read_the_clock_give_cycles_only() -> None:
     assert facts["tensor.wgmma.bf16.m64n256k16.ss.latency"].converted["ns"] == pytest.approx(142 / 1755 * 1e3, rel=0.03)
 
 
-def test_the_simulated_wgmmas_are_recovered() -> None:
-    gpu = simulated_gpu(**SMALL)
-    measured = _run(gpu)
+def test_the_simulated_wgmmas_are_recovered(every_probe: dict) -> None:
+    gpu, measured = simulated_gpu(**SMALL), every_probe  # the part measured: its clock
     assert {name: m.outcome.status for name, m in measured.items()} == dict.fromkeys(PROBES, "ok")
     facts = _facts(measured)
     assert facts["tensor.wgmma.bf16.m64n256k16.ss.latency"].value == pytest.approx(128 + 14, rel=0.03)
@@ -721,8 +727,8 @@ def _results(measured) -> Results:
     return Results(gpu_device, [f for m in measured.values() for f in m.facts], outcomes, partial=False)
 
 
-def test_the_section_shows_wgmma_against_cublas_and_the_peak_at_the_measured_clock() -> None:
-    results = _results(_run(simulated_gpu(**SMALL)))
+def test_the_section_shows_wgmma_against_cublas_and_the_peak_at_the_measured_clock(every_probe: dict) -> None:
+    results = _results(every_probe)
     sheet, sparse = family.SECTIONS
     facts = [f for f in results.facts if f.id.startswith(sheet.fact_prefixes)]
     text = "\n".join(section_lines(sheet_section(results, sheet, facts, {sheet.plot.key: sheet.plot.file_name})))
@@ -747,8 +753,8 @@ def test_the_section_shows_wgmma_against_cublas_and_the_peak_at_the_measured_clo
         assert sparse.plot.png(mma_only, 50).startswith(b"\x89PNG")
 
 
-def test_the_simulated_run_keeps_every_invariant() -> None:
-    results = _results(_run(simulated_gpu(**SMALL)))
+def test_the_simulated_run_keeps_every_invariant(every_probe: dict) -> None:
+    results = _results(every_probe)
     facts = {f.id: f for f in results.facts}
     device = dataclasses.replace(results.device, sm_count=4)
     checks = [c for check in family.INVARIANTS for c in check(facts, device)]
