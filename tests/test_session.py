@@ -226,7 +226,7 @@ def test_the_model_datasheet_reaches_the_measuring_children(monkeypatch: pytest.
         return real(spec, order, policy, **kwargs)
 
     monkeypatch.setattr(session, "run_family", spy)
-    measure_only(monkeypatch, "memory", "bandwidth")  # two families' children; bandwidth reads the datasheet
+    measure_only(monkeypatch, "memory", "loaded_latency")  # two families; loaded_latency reads the datasheet's DRAM
     run(tmp_path, forced_model="h100_sxm")
     expected = {key: entry.value for key, entry in session.match_model("", "h100_sxm").datasheet.items()}
     assert specs and all(spec["state"] == {"datasheet": expected} for spec in specs)
