@@ -16,7 +16,7 @@ from gpuprobe.core.files import make_dirs, write_atomic
 from gpuprobe.core.results import Results
 from gpuprobe.core.text import shown_lines
 from gpuprobe.output.html_report import render_html
-from gpuprobe.output.plots import DEFAULT_DPI, new_figure, png_bytes
+from gpuprobe.output.plots import DEFAULT_DPI, stamped_as
 from gpuprobe.output.report import render_markdown
 from gpuprobe.output.sections import Plot, Section
 from gpuprobe.output.sheet import all_plots, sheet_layout
@@ -36,28 +36,12 @@ def gpu_slug(device_name: str) -> str:
     return slug or "unknown-gpu"
 
 
-def stamped(png: bytes) -> bytes:
-    """``png`` with SIMULATED written across it, so a plot of a simulated run shows what it is wherever it
-    is copied to (the same pixels and size underneath)."""
-    import io
-
-    from matplotlib.image import imread
-
-    image = imread(io.BytesIO(png), format="png")
-    height, width = image.shape[:2]
-    fig = new_figure((width / 100, height / 100), 100)
-    fig.figimage(image, 0, 0)
-    fig.text(0.5, 0.5, "SIMULATED", ha="center", va="center", rotation=25, fontsize=min(width, height) / 6,
-             color="#cf222e", alpha=0.25, weight="bold")  # fmt: skip
-    return png_bytes(fig)
-
-
 def _drawn(plot: Plot, results: Results, dpi: int | None) -> bytes | None:
     """One plot's PNG for this run (None where it has nothing to draw), stamped if the run is simulated. A plot
     there is not the memory to draw is left out with a warning line on stderr: the sheet is written without it."""
     try:
-        data = plot.png(results, DEFAULT_DPI if dpi is None else dpi)
-        return stamped(data) if data is not None and results.device.simulated else data
+        with stamped_as("SIMULATED" if results.device.simulated else None):
+            return plot.png(results, DEFAULT_DPI if dpi is None else dpi)
     except MemoryError:
         print(f"gpuprobe: warning: {plot.file_name} left out of the fact sheet: not the memory to draw it",
               file=sys.stderr)  # fmt: skip

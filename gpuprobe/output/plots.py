@@ -4,14 +4,17 @@ Figures are built with ``matplotlib.figure.Figure`` and the Agg canvas directly:
 global backend switch, no display. PNGs carry no timestamp or software tag, so the same results
 render to the same bytes on the same matplotlib. Every figure of the package, the families' too, comes
 from ``new_figure`` and leaves as ``png_bytes``: matplotlib is imported there, when a plot is drawn,
-so the measuring processes (which import every family and draw nothing) never load it.
+so the measuring processes (which import every family and draw nothing) never load it. Within ``stamped_as``
+every figure leaves with a stamp (SIMULATED) written across it, drawn in the one rendering of the figure.
 """
 
 from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -38,6 +41,10 @@ DEVICE_L2_COLOR = "#555555"
 DEFAULT_DPI = 150
 
 _BYTE_SUFFIXES = ("", "K", "M", "G", "T")
+
+# The text ``png_bytes`` writes across every figure (None: none), set by ``stamped_as``.
+_STAMP: ContextVar[str | None] = ContextVar("gpuprobe_plot_stamp", default=None)
+STAMP_ZORDER = 1e6  # above every other artist of a figure, its own legends and texts included
 
 
 class LabelSpot(NamedTuple):
@@ -359,8 +366,30 @@ def new_figure(figsize: tuple[float, float], dpi: float) -> Figure:
     return fig
 
 
+@contextmanager
+def stamped_as(text: str | None) -> Iterator[None]:
+    """Within: every figure ``png_bytes`` writes has ``text`` written across it (None: nothing), so a plot of a
+    simulated run shows what it is wherever it is copied to."""
+    token = _STAMP.set(text)
+    try:
+        yield
+    finally:
+        _STAMP.reset(token)
+
+
+def _draw_stamp(fig: Figure, text: str) -> None:
+    """``text`` across the middle of the figure, over everything: a sixth of its shorter side high (in
+    points at 100 dpi), tilted, red and faint, so the plot underneath still reads."""
+    width, height = fig.canvas.get_width_height()
+    fig.text(0.5, 0.5, text, ha="center", va="center", rotation=25, fontsize=min(width, height) / 6 * 100 / fig.dpi,
+             color="#cf222e", alpha=0.25, weight="bold", zorder=STAMP_ZORDER)  # fmt: skip
+
+
 def png_bytes(fig: Figure) -> bytes:
-    """The figure as PNG bytes, with no software tag (same results, same bytes)."""
+    """The figure as PNG bytes, with no software tag (same results, same bytes), stamped within ``stamped_as``."""
+    stamp = _STAMP.get()
+    if stamp is not None:
+        _draw_stamp(fig, stamp)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi="figure", metadata={"Software": None})
     return buffer.getvalue()
