@@ -387,6 +387,10 @@ def _draw_stamp(fig: Figure, text: str) -> None:
 
 def png_bytes(fig: Figure) -> bytes:
     """The figure as PNG bytes, with no software tag (same results, same bytes), stamped within ``stamped_as``."""
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+        fig.set_layout_engine(None)  # tight_layout() leaves one, for which savefig lays out (draws) the figure twice
     stamp = _STAMP.get()
     if stamp is not None:
         _draw_stamp(fig, stamp)
