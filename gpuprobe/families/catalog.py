@@ -2,83 +2,93 @@
 
 What the families declare (:class:`~gpuprobe.families.base.Family`: fact-sheet sections, invariants,
 probes) is collected here and handed to the stages that use it; nothing below the families imports it.
+
+A family's package is imported when it is first asked for (:func:`family`), and every one of them when
+``FAMILIES`` or ``BY_NAME`` is first read: a measuring process, which measures the families it is handed
+one at a time, imports those alone (every family's import was most of its start).
 """
 
 from __future__ import annotations
 
-from gpuprobe.families import (
-    alu,
-    async_copy,
-    atomics,
-    bandwidth,
-    barrier,
-    cache_geometry,
-    cluster,
-    collectives,
-    coop,
-    grid_sync,
-    host_transfer,
-    l2_partition,
-    launch,
-    loaded_latency,
-    memory,
-    mma,
-    p2p,
-    power,
-    selftest,
-    tcgen05,
-    tma,
-    warp,
-    wgmma,
-)
-from gpuprobe.families.base import Family
-from gpuprobe.judge.invariants import InvariantCheck
-from gpuprobe.output.sections import Section
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuprobe.families.base import Family
+    from gpuprobe.judge.invariants import InvariantCheck
+    from gpuprobe.output.sections import Section
 
 # In measuring order (and fact-sheet order): the memory hierarchy, then compute and tensor cores, then
 # warps, synchronisation, the CUDA C++ abstractions over them (coop) and launch, then seconds of sustained work
 # (power: last of one GPU's, so its heat reaches no other family), then what joins the GPUs (measured only where a
 # process sees more than one). The self-test goes first when it runs
 # (--inject-fault), so that every family after it shows the run went on.
-FAMILIES: tuple[Family, ...] = (
-    selftest.FAMILY,
-    memory.FAMILY,
-    bandwidth.FAMILY,
-    loaded_latency.FAMILY,
-    cache_geometry.FAMILY,
-    l2_partition.FAMILY,
-    atomics.FAMILY,
-    host_transfer.FAMILY,
-    async_copy.FAMILY,
-    tma.FAMILY,
-    alu.FAMILY,
-    mma.FAMILY,
-    wgmma.FAMILY,
-    tcgen05.FAMILY,
-    warp.FAMILY,
-    barrier.FAMILY,
-    cluster.FAMILY,
-    grid_sync.FAMILY,
-    coop.FAMILY,
-    launch.FAMILY,
-    power.FAMILY,
-    p2p.FAMILY,
-    collectives.FAMILY,
+NAMES: tuple[str, ...] = (
+    "selftest",
+    "memory",
+    "bandwidth",
+    "loaded_latency",
+    "cache_geometry",
+    "l2_partition",
+    "atomics",
+    "host_transfer",
+    "async_copy",
+    "tma",
+    "alu",
+    "mma",
+    "wgmma",
+    "tcgen05",
+    "warp",
+    "barrier",
+    "cluster",
+    "grid_sync",
+    "coop",
+    "launch",
+    "power",
+    "p2p",
+    "collectives",
 )
-BY_NAME: dict[str, Family] = {family.name: family for family in FAMILIES}
 OPT_IN = frozenset({"selftest"})  # measured only when asked
+
+FAMILIES: tuple[Family, ...]  # every family, in measuring order (made on first use: :func:`__getattr__`)
+BY_NAME: dict[str, Family]  # the same, by name
+
+
+def family(name: str) -> Family:
+    """The family ``name`` (its package, ``gpuprobe.families.<name>``, imported if it was not); KeyError for a
+    name the catalog does not list."""
+    if name not in NAMES:
+        raise KeyError(name)
+    return importlib.import_module(f"{__package__}.{name}").FAMILY
+
+
+def every_family() -> tuple[Family, ...]:
+    """Every family, in measuring order (each package imported if it was not)."""
+    return tuple(family(name) for name in NAMES)
+
+
+def __getattr__(attribute: str) -> object:
+    """``FAMILIES`` and ``BY_NAME``, every family imported on the first read of either (then kept)."""
+    if attribute == "FAMILIES":
+        value: object = every_family()
+    elif attribute == "BY_NAME":
+        value = {measured.name: measured for measured in every_family()}
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+    globals()[attribute] = value
+    return value
 
 
 def sections() -> tuple[Section, ...]:
     """Every family's fact-sheet sections, in catalog order."""
-    return tuple(section for family in FAMILIES for section in family.sections)
+    return tuple(section for measured in every_family() for section in measured.sections)
 
 
 def invariant_checks() -> tuple[InvariantCheck, ...]:
     """Every family's invariants, in catalog order."""
-    return tuple(check for family in FAMILIES for check in family.invariants)
+    return tuple(check for measured in every_family() for check in measured.invariants)
 
 
 def probes_by_family(smoke: bool) -> dict[str, tuple[str, ...]]:
     """Each family's probes: all of them, or (``smoke``) the cheapest few its smoke stage measures."""
-    return {family.name: family.smoke.probes if smoke else family.probes for family in FAMILIES}
+    return {measured.name: measured.smoke.probes if smoke else measured.probes for measured in every_family()}

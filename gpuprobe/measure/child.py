@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpuprobe.core.results import Device, strict_json
+from gpuprobe.families import catalog
 from gpuprobe.families.base import Request
-from gpuprobe.families.catalog import BY_NAME
 from gpuprobe.measure.conditions import ConditionRecorder
 from gpuprobe.runner.flight import RecordingLauncher
 from gpuprobe.runner.launcher import Launcher
@@ -109,8 +109,9 @@ def context_problem(launcher: Launcher) -> str | None:
 
 
 def measure_probes(spec: dict[str, Any], out: TextIO, opened: Opened) -> None:
-    """The spec's runnable probes of its family measured with ``opened``, each event written to ``out``."""
-    family = BY_NAME[spec["family"]]
+    """The spec's runnable probes of its family measured with ``opened``, each event written to ``out`` (the family's
+    package imported now, if an earlier spec's did not: a process imports the families it measures alone)."""
+    family = catalog.family(spec["family"])
     launcher = opened.recording
     parameters = {k: [tuple(p) for p in v] for k, v in spec["parameters"].items()}
     settings = family.settings_from(spec["settings"]) if spec.get("settings") else None

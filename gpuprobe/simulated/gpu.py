@@ -106,11 +106,16 @@ class SimulatedLaunch:
 
 
 @cache
-def simulations() -> dict[str, Simulation]:
-    """Each family's simulation (``SIMULATION`` of ``gpuprobe/families/<family>/simulated.py``), by family name."""
-    from gpuprobe.families.catalog import FAMILIES
+def simulation(family: str) -> Simulation:
+    """``family``'s simulation (``SIMULATION`` of ``gpuprobe/families/<family>/simulated.py``)."""
+    return importlib.import_module(f"gpuprobe.families.{family}.simulated").SIMULATION
 
-    return {f.name: importlib.import_module(f"gpuprobe.families.{f.name}.simulated").SIMULATION for f in FAMILIES}
+
+def simulations() -> dict[str, Simulation]:
+    """Each family's simulation, by family name, in catalog order."""
+    from gpuprobe.families.catalog import NAMES
+
+    return {family: simulation(family) for family in NAMES}
 
 
 def smoke_part(family: str) -> dict[str, Any]:
@@ -146,15 +151,41 @@ def fast_settings() -> dict[str, Any]:
     return {name: sim.fast_settings for name, sim in simulations().items() if sim.fast_settings is not None}
 
 
-@cache
+_KERNELS: dict[str, Callable[..., float | None]] = {}  # the kernels of the simulations loaded so far, by name
+_LOADED: set[str] = set()  # the families whose simulations' kernels are in _KERNELS
+
+
+def _load_kernels(family: str) -> None:
+    """``family``'s simulated kernels added to :data:`_KERNELS` (once); one simulated twice is an error."""
+    if family in _LOADED:
+        return
+    for name, simulate in simulation(family).kernels.items():
+        assert name not in _KERNELS, f"kernel {name} is simulated twice"
+        _KERNELS[name] = simulate
+    _LOADED.add(family)
+
+
 def simulated_kernels() -> dict[str, Callable[..., float | None]]:
-    """Every kernel of the families' simulations, by name; one simulated twice is an error."""
-    kernels: dict[str, Callable[..., float | None]] = {}
-    for simulation in simulations().values():
-        for name, simulate in simulation.kernels.items():
-            assert name not in kernels, f"kernel {name} is simulated twice"
-            kernels[name] = simulate
-    return kernels
+    """Every kernel of the families' simulations, by name (one dict, kept: a test may replace one of them)."""
+    for family in simulations():
+        _load_kernels(family)
+    return _KERNELS
+
+
+@cache
+def _declaring_family() -> dict[str, str]:
+    """Each declared kernel (a probe's, and its twin's) and the family that declares it, whose simulation has it."""
+    return {kernel: p.family for p in all_probes() for kernel in (p.kernel, p.twin and p.twin.kernel) if kernel}
+
+
+def simulated_kernel(kernel: str) -> Callable[..., float | None]:
+    """``kernel``'s simulation: the simulation of the family that declares it loaded first (a measuring process
+    loads the simulations of the families it measures, not every one), every simulation where that lacks it."""
+    if kernel not in _KERNELS and kernel in _declaring_family():
+        _load_kernels(_declaring_family()[kernel])
+    if kernel not in _KERNELS:
+        simulated_kernels()
+    return _KERNELS[kernel]
 
 
 @dataclass
@@ -469,7 +500,7 @@ class SimulatedGpu:
         self.launches.append(kernel)
         self._kernel = kernel
         bound = {name: arg for (_, name), arg in zip(signatures[kernel], args, strict=True)}
-        ms = simulated_kernels()[kernel](self, launch, **bound)
+        ms = simulated_kernel(kernel)(self, launch, **bound)
         ms = self.kernel_ms if ms is None else float(ms)
         self.power_state.advance(self.power_kind or power.kind(kernel), ms)
         self.power_kind = ""
