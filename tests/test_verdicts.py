@@ -209,14 +209,18 @@ _DEMO: list[Results] = []
 
 
 def demo_results() -> Results:
-    """One simulated run of the launch and bandwidth families, made once per test process."""
+    """One simulated run of the probes of the planted facts (launch.graph's per-node cost, the DRAM read's fraction
+    of its peak), made once per test process."""
     if not _DEMO:
         import tempfile
 
+        from gpuprobe.measure import session
         from gpuprobe.simulated.demo import run_demo
+        from tests.helpers.families import families_cut_to
 
-        with tempfile.TemporaryDirectory() as out:
-            _DEMO.append(run_demo(Path(out), ["launch", "bandwidth"]))
+        with tempfile.TemporaryDirectory() as out, pytest.MonkeyPatch.context() as monkeypatch:
+            monkeypatch.setattr(session, "BY_NAME", families_cut_to(("launch.graph", "bandwidth.dram.read.v16")))
+            _DEMO.append(run_demo(Path(out)))
     return Results.from_dict(_DEMO[0].to_dict())  # a copy to plant values in
 
 
