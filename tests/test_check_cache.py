@@ -123,6 +123,29 @@ def test_editing_a_probe_file_rebuilds_only_the_archs_it_feeds(
     assert one.status == "violated"  # the edit reached the build: STG.E.STRONG.SYS is not STG.E.64
 
 
+def test_a_runs_module_is_read_back_with_its_checks_and_an_edit_rebuilds_it(tree: Path, monkeypatch) -> None:
+    """What a run measures with (:func:`check.checked_module`): built and checked once, then read back from its
+    record with the same checks, nothing built or checked again; an edited source builds it again."""
+    builds: list[str] = []
+    build = check.build_for
+    monkeypatch.setattr(check, "build_for", lambda targeted, arch: builds.append(arch.name) or build(targeted, arch))
+    targeted = probes(tree)
+    cold = check.checked_module(targeted, SM80)
+    checked = outcome([check.check_probe(p, cold) for p in targeted])
+    assert [r["status"] for r in checked] == ["ok", "ok"]
+    checking = check.check_kernel
+    monkeypatch.setattr(check, "check_kernel", lambda *args: pytest.fail(f"checked again: {args[:2]}"))
+    warm = check.checked_module(targeted, SM80)
+    assert builds == ["sm_80"] and (warm.cubin, warm.parameters, warm.sources) == (cold.cubin, cold.parameters,
+                                                                                   cold.sources)  # fmt: skip
+    assert outcome([check.check_probe(p, warm) for p in targeted]) == checked
+    monkeypatch.setattr(check, "check_kernel", checking)
+    (tree / "store.ptxinc").write_text("\tst.global.wt.u64 [%rd1], %rd1;\n")
+    edited = check.checked_module(targeted, SM80)
+    assert builds == ["sm_80", "sm_80"] and edited.cubin != cold.cubin
+    assert [check.check_probe(p, edited).status for p in targeted] == ["violated", "ok"]
+
+
 def test_editing_a_contract_rechecks_without_recompiling(tree: Path, built: list[str]) -> None:
     check_all(probes(tree), [SM80, SM90])
     compiled = cache_files(tree, ".cubin") | cache_files(tree, ".sass")

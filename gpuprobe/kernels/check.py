@@ -19,7 +19,7 @@ from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.workers import map_in_processes
 from gpuprobe.kernels import outcomes, tool_limits
 from gpuprobe.kernels.contracts import Rule, Violation, check
-from gpuprobe.kernels.cubin import BuiltModule, build_for
+from gpuprobe.kernels.cubin import BuiltModule, build_for, module_of, probe_sources
 from gpuprobe.kernels.includes import IncludeRefused
 from gpuprobe.kernels.registry import Probe
 
@@ -77,7 +77,12 @@ def _is_violation(data: Any) -> bool:
 
 
 def check_probe(probe: Probe, module: BuiltModule) -> CheckResult:
-    """``probe``'s kernel held to its contract, and its twin (if it has one) to the twin's: ok only if both hold."""
+    """``probe``'s kernel held to its contract, and its twin (if it has one) to the twin's: ok only if both hold.
+    A module read back from the check cache (:func:`checked_module`) answers with the outcome it records for the
+    probe's declaration, the check of this very cubin."""
+    recorded = module.recorded.get(probe.declaration)
+    if recorded is not None:
+        return dataclasses.replace(recorded)
     result = check_kernel(probe.name, probe.kernel, probe.contract, module)
     if probe.twin is None or result.status != "ok":
         return result
@@ -156,8 +161,11 @@ def _checked_and_recorded(probes: list[Probe], arch: Arch, key: str | None) -> l
 def _recorded(key: str | None, probes: list[Probe], arch: Arch) -> list[CheckResult] | None:
     """The cached outcome of checking ``probes`` on ``arch``, if a record of it is there and sound."""
     stored = outcomes.load(key) if key else None
-    if stored is None:
-        return None
+    return _results_of(stored, probes, arch) if stored is not None else None
+
+
+def _results_of(stored: list[Any], probes: list[Probe], arch: Arch) -> list[CheckResult] | None:
+    """A record's results, if they are sound check results of ``probes`` on ``arch``, in order."""
     try:
         results = [CheckResult.from_json(data) for data in stored]
     except ValueError:
@@ -165,6 +173,43 @@ def _recorded(key: str | None, probes: list[Probe], arch: Arch) -> list[CheckRes
     if [(r.probe, r.arch) for r in results] != [(p.name, arch.name) for p in probes]:
         return None
     return results
+
+
+def checked_module(probes: list[Probe], arch: Arch) -> BuiltModule:
+    """The module a run measures with: that of ``probes`` (all targeting ``arch``), each one's check recorded in it
+    (``check_probe`` answers from it); a build error raised. Where the check cache records this outcome (its key
+    covers every input: a changed source is rebuilt) and the module's entries are beside its cubin, the module is
+    read back, nothing combined, disassembled or checked again; else it is built and checked, and the outcome
+    recorded as ``gpuprobe check`` records one."""
+    key = _key(probes, arch, outcomes.inputs_of) if probes else None
+    if key is None:
+        return _with_checks(build_for(probes, arch), probes)
+    with entry_lock(key, outcomes.SUFFIX):
+        recorded = _recorded_module(key, probes, arch)
+        if recorded is not None:
+            return recorded
+        module = _with_checks(build_for(probes, arch), probes)
+        results = list(module.recorded.values())
+        if all(r.status != "error" for r in results):
+            outcomes.store(key, [r.to_json() for r in results], module.cubin)
+        return module
+
+
+def _with_checks(module: BuiltModule, probes: list[Probe], results: list[CheckResult] | None = None) -> BuiltModule:
+    """``module`` with the check of each of ``probes`` recorded in it: ``results`` (in order), else checked now."""
+    checked = [check_probe(p, module) for p in probes] if results is None else results
+    return dataclasses.replace(module, recorded={p.declaration: r for p, r in zip(probes, checked, strict=True)})
+
+
+def _recorded_module(key: str, probes: list[Probe], arch: Arch) -> BuiltModule | None:
+    """The module and checks recorded under ``key``, if the record is sound and the module's entries are there."""
+    judged = outcomes.load_judged(key)
+    if judged is None:
+        return None
+    stored, cubin = judged
+    results = _results_of(stored, probes, arch)
+    module = module_of(cubin, arch, tuple(probe_sources(probes, arch))) if results is not None else None
+    return _with_checks(module, probes, results) if module is not None else None
 
 
 def _key(probes: list[Probe], arch: Arch, inputs: outcomes.Inputs) -> str | None:

@@ -10,9 +10,12 @@ module does not assemble, each source is assembled alone so the error names the 
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpuprobe.core.arch import Arch
 from gpuprobe.core.cache import cached_file, read_entry
@@ -30,12 +33,22 @@ from gpuprobe.kernels.toolchain import LOG_SUFFIX, assemble_ptx
 class BuiltModule:
     arch: Arch
     cubin: Path
-    listing: Listing
+    read_listing: Callable[[], Listing] = field(repr=False, compare=False)  # its SASS listing: see ``listing``
     sources: tuple[Path, ...]
     parameters: dict[str, list[tuple[str, str]]]  # kernel -> [(PTX type, name)], to check launches against
+    # each probe's check of this cubin, by the probe's declaration, as the check cache recorded it (a check's
+    # outcome, :class:`gpuprobe.kernels.check.CheckResult`): ``check_probe`` answers from it
+    recorded: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @functools.cached_property
+    def listing(self) -> Listing:
+        """The cubin's SASS listing, read when first asked for (a module read back for a run whose checks are
+        recorded needs none, and a measuring process may need none)."""
+        return self.read_listing()
 
 
-def _sources(probes: list[Probe] | tuple[Probe, ...], arch: Arch) -> list[Path]:
+def probe_sources(probes: list[Probe] | tuple[Probe, ...], arch: Arch) -> list[Path]:
+    """The sources of ``probes`` that target ``arch``, in the order a module of them is built from."""
     return sorted({p.source for p in probes if p.supports(arch)})
 
 
@@ -55,11 +68,10 @@ def build_ptx(sources: list[Path], arch: Arch) -> BuiltModule:
             for source in sources:  # find the source that broke, for a precise message
                 build_ptx([source], arch)
         raise
-    listing = read_cubin(compiled.cubin)
-    apply_compile_log(listing, compiled.log)
+    listing = _listing_of(compiled.cubin, compiled.log)
     parameters = entry_parameters(module.text)
     record_parameters(compiled.cubin, parameters)
-    return BuiltModule(arch, compiled.cubin, listing, tuple(sources), parameters)
+    return BuiltModule(arch, compiled.cubin, lambda: listing, tuple(sources), parameters)
 
 
 PARAMETERS_SUFFIX = ".parameters.json"
@@ -72,21 +84,26 @@ def record_parameters(cubin: Path, parameters: dict[str, list[tuple[str, str]]])
     cached_file(cubin.stem, PARAMETERS_SUFFIX, json.dumps(parameters).encode)
 
 
-def module_of(cubin: Path, arch: Arch) -> BuiltModule | None:
-    """The module ``build_ptx`` built for ``arch`` as ``cubin``, read back from the cubin and the entries
-    beside it, building nothing (its ``sources`` unknown: empty); None where those entries are missing or
-    damaged (:mod:`gpuprobe.core.cache` verifies each)."""
+def module_of(cubin: Path, arch: Arch, sources: tuple[Path, ...] = ()) -> BuiltModule | None:
+    """The module ``build_ptx`` built for ``arch`` from ``sources`` (default: unknown, empty) as ``cubin``, read
+    back from the cubin and the entries beside it, building nothing, its listing read when first asked for; None
+    where those entries are missing or damaged (:mod:`gpuprobe.core.cache` verifies each)."""
     recorded, log = read_entry(cubin.stem, PARAMETERS_SUFFIX), read_entry(cubin.stem, LOG_SUFFIX)
     if recorded is None or log is None:
         return None
-    listing = read_cubin(cubin)
-    apply_compile_log(listing, decoded(log))
     parameters = {kernel: [(kind, name) for kind, name in pairs] for kernel, pairs in json.loads(recorded).items()}
-    return BuiltModule(arch, cubin, listing, (), parameters)
+    return BuiltModule(arch, cubin, functools.partial(_listing_of, cubin, decoded(log)), sources, parameters)
+
+
+def _listing_of(cubin: Path, log: str) -> Listing:
+    """``cubin``'s listing, with its compile ``log``'s figures and notes."""
+    listing = read_cubin(cubin)
+    apply_compile_log(listing, log)
+    return listing
 
 
 def build_for(probes: list[Probe] | tuple[Probe, ...], arch: Arch) -> BuiltModule:
-    sources = _sources(probes, arch)
-    if not sources:
+    targeted = probe_sources(probes, arch)
+    if not targeted:
         raise GpuprobeError(f"no probe targets {arch}")
-    return build_ptx(sources, arch)
+    return build_ptx(targeted, arch)

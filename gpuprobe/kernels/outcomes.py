@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuprobe.core.arch import Arch
-from gpuprobe.core.cache import content_key, read_entry, write_entry
+from gpuprobe.core.cache import content_key, entry_path, read_entry, write_entry
 from gpuprobe.kernels import nvrtc
 from gpuprobe.kernels.cubin import CUDA_SUFFIX
 from gpuprobe.kernels.cudasource import source_inputs
@@ -91,6 +91,12 @@ def outcome_key(probes: Sequence[Probe], arch: Arch, inputs: Inputs = inputs_of)
 def load(key: str) -> list[Any] | None:
     """The results stored under ``key``, as written; None when there is no readable record of this key, or the
     cubin it judged is not in the cache as it was judged."""
+    judged = load_judged(key)
+    return judged[0] if judged is not None else None
+
+
+def load_judged(key: str) -> tuple[list[Any], Path] | None:
+    """The results stored under ``key``, as written, and the cached cubin they judged; None as :func:`load` says."""
     raw = read_entry(key, SUFFIX)
     if raw is None:
         return None
@@ -101,7 +107,9 @@ def load(key: str) -> list[Any] | None:
     if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT or record.get("key") != key:
         return None
     results = record.get("results")
-    return results if isinstance(results, list) and _judged_cubin_intact(record) else None
+    if not isinstance(results, list) or not _judged_cubin_intact(record):
+        return None
+    return results, entry_path(record["cubin"], CUBIN_SUFFIX)
 
 
 def _judged_cubin_intact(record: dict[str, Any]) -> bool:

@@ -36,8 +36,8 @@ from gpuprobe.families.base import Family, Measured
 from gpuprobe.families.catalog import BY_NAME, OPT_IN
 from gpuprobe.judge.expectations import ModelExpectations, match_model
 from gpuprobe.judge.verdicts import device_facts, judge_fact, judge_measured, judge_together
-from gpuprobe.kernels.check import CheckResult, check_probe
-from gpuprobe.kernels.cubin import BuiltModule, build_for
+from gpuprobe.kernels.check import CheckResult, check_probe, checked_module
+from gpuprobe.kernels.cubin import BuiltModule
 from gpuprobe.kernels.registry import CLOCK_PROBE, all_probes, declared_probes
 from gpuprobe.kernels.toolchain import toolkit_description
 from gpuprobe.measure.child import file_sha256
@@ -249,15 +249,17 @@ class Build:
 
 def build_and_check(device: Device, forced_model: str | None, inject_fault: bool) -> Build:
     """The cubin for ``device``'s arch, built from every probe the run may measure, and each probe that targets
-    the arch checked against its contract; ``device`` matched to its GPU model (``forced_model``: that one)."""
+    the arch checked against its contract (both read back from the check cache where it records them:
+    :func:`~gpuprobe.kernels.check.checked_module`); ``device`` matched to its GPU model (``forced_model``: that
+    one)."""
     model = match_model(device.name, forced_model)
     if model is not None and model.memory:
         device = dataclasses.replace(device, memory_type=model.memory)
     arch = parse_arch(device.arch)
     declared = all_probes()
-    probes = [p for p in declared if may_measure(p.family, inject_fault)]
-    module = build_for(probes, arch)
-    checks = {p.name: check_probe(p, module) for p in probes if p.supports(arch)}
+    probes = [p for p in declared if may_measure(p.family, inject_fault) and p.supports(arch)]
+    module = checked_module(probes, arch)
+    checks = {p.name: check_probe(p, module) for p in probes}
     return Build(device, model, module, checks, declared_probes(declared))
 
 
