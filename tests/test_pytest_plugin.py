@@ -264,23 +264,28 @@ REHEARSAL = REPO / "tests" / "rehearsal"
 
 @dataclass(frozen=True)
 class BaselineCase:
-    """Probe files measured on the simulated part, and the tests its changed hardware must fail."""
+    """Tests of facts that the simulated part's changed hardware makes worse, their families and the probes that
+    measure those facts."""
 
-    files: tuple[str, ...]
-    families: frozenset[str]  # what those files measure
-    changed_tests: tuple[str, ...]
+    changed_tests: tuple[str, ...]  # probe file::test
+    families: frozenset[str]  # what those tests measure
+    probes: tuple[str, ...]  # the probes of those facts: the run measures these alone
 
 
 BASELINE_CASES = {
-    "l2": BaselineCase(("probes/test_memory.py",), frozenset({"memory"}), ("test_fact[latency.l2]",)),  # +5 %
+    "l2": BaselineCase(
+        ("probes/test_memory.py::test_fact[latency.l2]",),  # +5 %
+        frozenset({"memory"}),
+        ("memory.clock", "memory.latency.global_cg"),  # with the SM clock the latencies are converted by
+    ),
     "dram-mma-launch": BaselineCase(
-        ("probes/test_bandwidth.py", "probes/test_mma.py", "probes/test_launch.py"),
-        frozenset({"bandwidth", "mma", "launch"}),
         (
-            "test_fact[bandwidth.dram_read.v16]",  # DRAM bandwidth -5 %
-            "test_fact[tensor.mma_sync.f16.m16n8k16.throughput]",  # one tensor-core rate -5 %
-            "test_fact[launch.stream.host_latency.cupy]",  # launch overhead +10 %
+            "probes/test_bandwidth.py::test_fact[bandwidth.dram_read.v16]",  # DRAM bandwidth -5 %
+            "probes/test_mma.py::test_fact[tensor.mma_sync.f16.m16n8k16.throughput]",  # one tensor-core rate -5 %
+            "probes/test_launch.py::test_fact[launch.stream.host_latency.cupy]",  # launch overhead +10 %
         ),
+        frozenset({"bandwidth", "mma", "launch"}),
+        ("bandwidth.dram.read.v16", "mma.f16.m16n8k16.ilp8", "launch.stream"),
     ),
 }
 
@@ -288,27 +293,28 @@ BASELINE_CASES = {
 def _simulated_pytest(
     tmp_path: Path, case: BaselineCase, options: dict, *args: str
 ) -> subprocess.CompletedProcess[str]:
-    """``pytest`` of the case's probe files' measured tests (``-m gpu``: their static checks are another test's),
-    measuring on the simulated part with these options, at each family's quick settings (``gpuprobe demo``'s: the
-    point here is ``--baseline``, not the default settings)."""
+    """``pytest`` of the case's tests, measuring on the simulated part with these options their facts' probes alone
+    (``GPUPROBE_REHEARSAL_PROBES``: the tests read no other fact), at each family's quick settings (``gpuprobe
+    demo``'s: the point here is ``--baseline``, not the default settings)."""
     env = {
         **os.environ,
         "GPUPROBE_REHEARSAL": "1",
         "GPUPROBE_REHEARSAL_OPTIONS": json.dumps({"faults": {}, **options}),
         "GPUPROBE_REHEARSAL_SETTINGS": "fast",
+        "GPUPROBE_REHEARSAL_PROBES": ",".join(case.probes),
         "GPUPROBE_LOCK_DIR": str(tmp_path / "locks"),
         "COLUMNS": "10000",  # the short summary in full: each failure with its message
         "PYTHONPATH": os.pathsep.join([str(REHEARSAL), str(REPO)]),
     }
     return subprocess.run(
-        [sys.executable, "-m", "pytest", *case.files, "-m", "gpu", "-p", "no:cacheprovider", "-q", "-rf", *args],
+        [sys.executable, "-m", "pytest", *case.changed_tests, "-p", "no:cacheprovider", "-q", "-rf", *args],
         cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
 
 
 @pytest.mark.parametrize("case", BASELINE_CASES.values(), ids=BASELINE_CASES.keys())
 def test_baseline_fails_the_test_of_each_fact_changed_hardware_made_worse(tmp_path: Path, case: BaselineCase) -> None:
-    """The selected files' families alone are measured; a run of the part with a longer L2 latency, a lower
+    """The selected tests' families alone are measured; a run of the part with a longer L2 latency, a lower
     DRAM bandwidth, a lower mma rate and a longer launch against one of the unchanged part fails those facts'
     tests."""
     from tests.test_session import changed_hardware
@@ -322,7 +328,7 @@ def test_baseline_fails_the_test_of_each_fact_changed_hardware_made_worse(tmp_pa
     assert changed.returncode == 1, changed.stdout[-3000:]
     failed = [line for line in changed.stdout.splitlines() if line.startswith("FAILED") and "WORSE" in line]
     for test in case.changed_tests:
-        fact_id = test.removeprefix("test_fact[").removesuffix("]")
+        fact_id = test.split("::test_fact[", 1)[1].removesuffix("]")
         assert any(test in line and f"{fact_id} is WORSE against the baseline" in line for line in failed), failed
 
 

@@ -8,7 +8,9 @@ the deadline, the files, the reports) runs as it would on a real GPU. ``GPUPROBE
 (JSON) replaces simulated-GPU options (another seed, changed hardware, no faults).
 ``GPUPROBE_REHEARSAL_SETTINGS=fast`` makes this process's runs measure with each family's quick settings on
 the simulated GPU (``fast_settings``, what ``gpuprobe demo`` measures with), for a test whose point is not
-the default settings. Test support only.
+the default settings. ``GPUPROBE_REHEARSAL_PROBES`` (comma-separated probe names) makes this process's runs
+measure those probes alone (their families cut to them: ``tests/helpers/families.py``), for a test about their
+facts alone. Test support only.
 """
 
 from __future__ import annotations
@@ -45,3 +47,10 @@ if os.environ.get("GPUPROBE_REHEARSAL") == "1":
             return suite(*args, **{"settings": fast_settings(), **kwargs})
 
         gpuprobe.measure.session.run_suite = quick
+
+    probes = os.environ.pop("GPUPROBE_REHEARSAL_PROBES", None)  # popped: not for the processes it starts
+    if probes:
+        import gpuprobe.measure.session
+        from tests.helpers.families import families_cut_to
+
+        gpuprobe.measure.session.BY_NAME = families_cut_to(probes.split(","))
