@@ -145,7 +145,8 @@ def test_an_unknown_gpu_is_measured_in_discovery_mode(clean_run) -> None:
 
 
 def test_a_known_gpu_is_judged_against_its_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    measure_only(monkeypatch, "memory")  # the L2 latency judged; the device facts and datasheet need no family
+    # the L2 latency judged (with the SM clock); the device facts and datasheet need no probe
+    measure_only_probes(monkeypatch, "memory.clock", "memory.latency.global_cg")
     results = run(tmp_path, name="NVIDIA H100 80GB HBM3")  # an H100 SXM's name, with a tiny simulated L2
     verdicts = {f.id: f.verdict for f in results.facts}
     assert verdicts["latency.l2"] == "pass"
@@ -156,7 +157,7 @@ def test_a_known_gpu_is_judged_against_its_model(tmp_path: Path, monkeypatch: py
 
 
 def test_a_forced_model_replaces_detection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    measure_only(monkeypatch, "memory")
+    measure_only_probes(monkeypatch, "memory.clock")  # the model and the device facts need no other probe
     results = run(tmp_path, forced_model="a100")
     assert results.clocks["model"] == "a100"
     assert results.fact("device.sm_count").verdict == "fail"  # 132 SMs is not an A100
@@ -209,7 +210,8 @@ def test_an_interrupted_run_keeps_what_it_measured(tmp_path: Path, monkeypatch) 
 
 
 def test_an_injected_fault_is_recorded_and_the_run_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    measure_only(monkeypatch, "selftest", "memory")  # the faulting self-test first, then a family that goes on
+    # the faulting self-test first, then a family that goes on (its probes of the SM clock and the DRAM latency)
+    measure_only_probes(monkeypatch, "selftest.fault_isolation", "memory.clock", "memory.latency.global_cg")
     results = run(tmp_path, inject_fault=True)
     fault = results.probes["selftest.fault_isolation"]
     assert fault.status == "crashed" and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault.detail
@@ -233,7 +235,8 @@ def test_the_model_datasheet_reaches_the_measuring_children(monkeypatch: pytest.
         return real(spec, order, policy, **kwargs)
 
     monkeypatch.setattr(session, "run_family", spy)
-    measure_only(monkeypatch, "memory", "loaded_latency")  # two families; loaded_latency reads the datasheet's DRAM
+    # two families (memory's first probe); loaded_latency reads the datasheet's DRAM
+    measure_only_probes(monkeypatch, "memory.clock", *catalog.BY_NAME["loaded_latency"].probes)
     run(tmp_path, forced_model="h100_sxm")
     expected = {key: entry.value for key, entry in session.match_model("", "h100_sxm").datasheet.items()}
     assert specs and all(spec["state"] == {"datasheet": expected} for spec in specs)
