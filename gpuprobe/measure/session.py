@@ -35,7 +35,7 @@ from gpuprobe.families import catalog
 from gpuprobe.families.base import Family, Measured
 from gpuprobe.families.catalog import BY_NAME, OPT_IN
 from gpuprobe.judge.expectations import ModelExpectations, match_model
-from gpuprobe.judge.verdicts import device_facts, judge_fact, judge_measured, judge_together
+from gpuprobe.judge.verdicts import current_models, device_facts, judge_fact, judge_measured, judge_together
 from gpuprobe.kernels.check import CheckResult, check_probe, checked_module
 from gpuprobe.kernels.cubin import BuiltModule
 from gpuprobe.kernels.registry import CLOCK_PROBE, all_probes, declared_probes
@@ -252,7 +252,7 @@ def build_and_check(device: Device, forced_model: str | None, inject_fault: bool
     the arch checked against its contract (both read back from the check cache where it records them:
     :func:`~gpuprobe.kernels.check.checked_module`); ``device`` matched to its GPU model (``forced_model``: that
     one)."""
-    model = match_model(device.name, forced_model)
+    model = match_model(device.name, forced_model, current_models())
     if model is not None and model.memory:
         device = dataclasses.replace(device, memory_type=model.memory)
     arch = parse_arch(device.arch)
