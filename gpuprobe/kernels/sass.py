@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import pickle
 import re
 from collections.abc import Collection
@@ -358,3 +359,19 @@ def read_cubin(path: Path, only: Collection[str] | None = None) -> Listing:
     with contextlib.suppress(OSError):  # an unwritable cache costs the next reader a parse, nothing more
         write_entry(key, ".pickle", pickle.dumps(listing, protocol=pickle.HIGHEST_PROTOCOL))
     return listing
+
+
+def kernel_opcodes(path: Path) -> dict[str, frozenset[str]]:
+    """Each kernel of ``path``'s cubin and the opcodes its code holds (their bases, e.g. ``HMMA``), for a reader
+    that needs no more: kept in the cache by the listing's text and the parser's code, a small fraction of
+    reading the whole parsed listing back (:func:`read_cubin`)."""
+    key = content_key("opcodes", _parser_identity(), disassemble(path))
+    cached = read_entry(key, ".opcodes.json")
+    if cached is not None:
+        with contextlib.suppress(ValueError):  # a verified entry that does not decode is made again
+            return {kernel: frozenset(bases) for kernel, bases in json.loads(cached).items()}
+    listing = read_cubin(path)
+    opcodes = {name: sorted({i.base for i in kernel.instructions}) for name, kernel in listing.kernels.items()}
+    with contextlib.suppress(OSError):  # an unwritable cache costs the next reader the listing, nothing more
+        write_entry(key, ".opcodes.json", json.dumps(opcodes).encode())
+    return {kernel: frozenset(bases) for kernel, bases in opcodes.items()}

@@ -33,6 +33,7 @@ from gpuprobe.core.results import Device
 from gpuprobe.families.base import Request
 from gpuprobe.kernels.cubin import BuiltModule, build_for, module_of
 from gpuprobe.kernels.registry import all_probes
+from gpuprobe.kernels.sass import kernel_opcodes
 from gpuprobe.measure.conditions import ConditionRecorder
 from gpuprobe.runner.checked import check_launch, signature
 from gpuprobe.runner.launcher import CooperativeGridTooLarge, Dims, LaunchPathUnavailable, Signatures, hold_cycles, xyz
@@ -82,9 +83,14 @@ _COLLECTIVE_WIDTH = {"HMMA": 32, "IMMA": 32, "DMMA": 32, "QMMA": 32, "HGMMA": 12
 def collective_width(kernel: str, arch: str = "sm_90a") -> int:
     """The threads a launch of ``kernel`` must come in multiples of: 128 with a warpgroup MMA in its SASS,
     32 with a warp MMA, else 1."""
-    listing = _module(arch).listing
-    bases = {i.base for i in listing.kernel(kernel).instructions} if kernel in listing.kernels else set()
+    bases = _opcodes(arch).get(kernel, frozenset())
     return max((w for opcode, w in _COLLECTIVE_WIDTH.items() if opcode in bases), default=1)
+
+
+@cache
+def _opcodes(arch: str) -> dict[str, frozenset[str]]:
+    """The opcodes of each kernel of the module of ``arch`` (its SASS, without reading back its whole listing)."""
+    return kernel_opcodes(_module(arch).cubin)
 
 
 @dataclass(frozen=True)
