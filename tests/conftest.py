@@ -38,6 +38,8 @@ def keep_bytecode_outside_the_checkout() -> None:
         os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "gpuprobe-tests-bytecode")
 
 
+TESTS = Path(__file__).resolve().parent
+
 #: Test modules that run whole simulated suites or wait on measuring processes, longest first. They are
 #: collected before the rest, so that under ``-n`` the first worker starts on them and the others on the many short
 #: tests, then take over the long ones' remaining tests (see :func:`pytest_configure`).
@@ -72,9 +74,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """:data:`LONGEST_FIRST`, and in each module the tests sharing its module fixtures first: a worker that is done
     takes the last tests of another's run, so that what it takes of a module is its tests of a run of their own,
     not those whose shared fixture the other worker has made already (and this one would make again)."""
-    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    rank = {TESTS / name: place for place, name in enumerate(LONGEST_FIRST)}  # not probes/'s files of those names
     collected: dict[Path, int] = {}
     for item in items:
         collected.setdefault(item.path, len(collected))
-    module = {path: (rank.get(path.name, len(rank)), place) for path, place in collected.items()}
+    module = {path: (rank.get(path, len(rank)), place) for path, place in collected.items()}
     items.sort(key=lambda item: (module[item.path], not shares_a_module_fixture(item)))
