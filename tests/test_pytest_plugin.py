@@ -20,9 +20,10 @@ from tests.helpers.processes import PYTEST_ARMED
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
+def _pytest(target: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``pytest TARGET ARGS`` (of the probe files: ``probes``, or one of them), as a user runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "probes", "-p", "no:cacheprovider", "-rs", "-q", *args],
+        [sys.executable, "-m", "pytest", target, "-p", "no:cacheprovider", "-rs", "-q", *args],
         cwd=REPO, capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
 
@@ -35,7 +36,7 @@ def no_gpu_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Com
     if gpu_unavailable_reason() is None:
         pytest.skip("a GPU is present: this checks the behaviour without one")
     out = tmp_path_factory.mktemp("no-gpu") / "out"
-    return _pytest("--gpuprobe-out", str(out)), out
+    return _pytest("probes", "--gpuprobe-out", str(out)), out
 
 
 def test_without_a_gpu_static_checks_pass_and_measurements_skip_with_the_reason(no_gpu_run) -> None:
@@ -82,7 +83,7 @@ def test_require_gpu_turns_the_skip_into_a_failure() -> None:
 
     if gpu_unavailable_reason() is None:
         pytest.skip("a GPU is present: this checks the behaviour without one")
-    run = _pytest("--require-gpu", "-k", "test_fact and latency")
+    run = _pytest("probes/test_memory.py", "--require-gpu", "-k", "test_fact and latency")  # one file collected
     assert run.returncode == 1
     assert "--require-gpu: no GPU" in run.stdout
 
@@ -208,7 +209,7 @@ def test_with_one_gpu_visible_the_links_skip_and_nothing_else_does() -> None:
 def test_a_bad_baseline_is_a_usage_error_before_anything_is_measured(tmp_path) -> None:
     bad = tmp_path / "base.json"
     bad.write_text("{not json")
-    run = _pytest("--baseline", str(bad))
+    run = _pytest("probes", "--baseline", str(bad))
     assert run.returncode == 4  # pytest's usage error
     assert "--baseline:" in run.stderr and "corrupt results file" in run.stderr
 
