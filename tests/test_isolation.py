@@ -11,6 +11,7 @@ test, and a child's pipe reader that lags is played by one that reads only once 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import queue
 import subprocess
@@ -21,8 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from gpuprobe.core.arch import parse_arch
 from gpuprobe.families.base import Measured
 from gpuprobe.families.memory.simulated import FAST_SETTINGS
+from gpuprobe.kernels.cubin import BuiltModule, build_for
+from gpuprobe.kernels.registry import all_probes
 from gpuprobe.measure.conditions import gpu_conditions
 from gpuprobe.measure.isolation import ChildPolicy, MeasuringProcess, _Child, _follow, run_family
 from gpuprobe.measure.session import child_spec
@@ -33,12 +37,15 @@ from tests.helpers.processes import clock_jumping_while_hung
 FEW = ["memory.clock", "memory.overhead.clock_read", "memory.latency.shared"]
 
 
-def spec(family: str = "memory", settings: object = FAST_SETTINGS, **options) -> dict:
-    from gpuprobe.core.arch import parse_arch
-    from gpuprobe.kernels.cubin import build_for
-    from gpuprobe.kernels.registry import all_probes
+@functools.cache
+def every_probe_module() -> BuiltModule:
+    """The module of every probe for sm_90a, built once for all of this file's specs (combining every probe's
+    PTX and reading its listing back is most of a second, and no test here changes a probe)."""
+    return build_for(all_probes(), parse_arch("sm_90a"))
 
-    module = build_for(all_probes(), parse_arch("sm_90a"))
+
+def spec(family: str = "memory", settings: object = FAST_SETTINGS, **options) -> dict:
+    module = every_probe_module()
     assert module.parameters == ptx_parameters()
     launcher = LauncherSpec("gpuprobe.simulated.gpu:open_simulated", 0, options)
     return child_spec(module, SimulatedGpu().device(), launcher, family, settings, clock_usable=True)
