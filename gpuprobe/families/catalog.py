@@ -11,6 +11,7 @@ one at a time, imports those alone (every family's import was most of its start)
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -62,21 +63,21 @@ def family(name: str) -> Family:
     return importlib.import_module(f"{__package__}.{name}").FAMILY
 
 
-def every_family() -> tuple[Family, ...]:
-    """Every family, in measuring order (each package imported if it was not)."""
-    return tuple(family(name) for name in NAMES)
-
-
 def __getattr__(attribute: str) -> object:
     """``FAMILIES`` and ``BY_NAME``, every family imported on the first read of either (then kept)."""
     if attribute == "FAMILIES":
-        value: object = every_family()
+        value: object = tuple(family(name) for name in NAMES)
     elif attribute == "BY_NAME":
-        value = {measured.name: measured for measured in every_family()}
+        value = {name: family(name) for name in NAMES}
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
     globals()[attribute] = value
     return value
+
+
+def every_family() -> tuple[Family, ...]:
+    """``FAMILIES`` as it stands (made on first use, as its first read from outside makes it)."""
+    return sys.modules[__name__].FAMILIES
 
 
 def sections() -> tuple[Section, ...]:
