@@ -427,7 +427,13 @@ def why_not(noise_pct: float, alpha: float = FACT_ALPHA, run_to_run: float = 0.0
 
 def detection(samples: Sequence[float], alpha: float = FACT_ALPHA, run_to_run: float = 0.0) -> Detection | None:
     """What a fact with these samples can detect, ``run_to_run`` percent allowed each run for the
-    variation between runs (:func:`run_to_run_pct`); ``None`` for a fact without samples."""
+    variation between runs (:func:`run_to_run_pct`); ``None`` for a fact without samples. Remembered for the
+    samples given: a run writes each fact with its detection once a second, its samples unchanged."""
+    return _detection(tuple(samples), alpha, run_to_run)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _detection(samples: tuple[float, ...], alpha: float, run_to_run: float) -> Detection | None:
     spread = Spread.of(samples)
     if spread.n == 0:
         return None

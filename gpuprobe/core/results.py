@@ -27,6 +27,7 @@ from gpuprobe.core.detection import Detection, detection, run_to_run_pct
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.files import read_text, write_atomic
 from gpuprobe.core.results_index import write_index
+from gpuprobe.core.strict import strict_dumps
 
 SCHEMA = "gpuprobe.core.results"
 SCHEMA_VERSION = 2
@@ -669,17 +670,6 @@ def _stage(value: Any) -> str:
     return str(value)
 
 
-def strict_json(value: Any) -> Any:
-    """NaN and infinities have no JSON spelling: store them as null rather than lose the file."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: strict_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [strict_json(v) for v in value]
-    return value
-
-
 ENTRY_PER_LINE = ("families", "probes", "facts", "declared_probes")  # the keys whose every entry is a line
 
 
@@ -689,7 +679,7 @@ def results_text(record: dict[str, Any]) -> str:
     hundreds of times); a diff of two files then shows whole facts."""
 
     def compact(value: Any) -> str:
-        return json.dumps(value, allow_nan=False)
+        return strict_dumps(value)
 
     lines = []
     for key, value in record.items():
@@ -707,7 +697,7 @@ def save(results: Results, path: Path) -> None:
     """``results`` written to ``path`` atomically, then its facts index beside it
     (:mod:`gpuprobe.core.results_index`, bound to the bytes just written): every run, demo and pytest run writes
     through here."""
-    record = strict_json(results.to_dict())
+    record = results.to_dict()
     data = results_text(record).encode("utf-8", "replace")
     write_atomic(path, data)
     write_index(path, record, data)

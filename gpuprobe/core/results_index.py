@@ -18,13 +18,13 @@ read more bumps :data:`INDEX_SCHEMA_VERSION`, which sets every older index aside
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
 from gpuprobe.core.files import write_atomic
+from gpuprobe.core.strict import strict_dumps
 
 INDEX_SCHEMA = "gpuprobe.core.results_index"
 INDEX_SCHEMA_VERSION = 1
@@ -59,7 +59,7 @@ def index_text(record: dict[str, Any], data: bytes) -> str:
     """The index of the results file whose bytes are ``data``, written from ``record``: compact JSON."""
     index = {"schema": INDEX_SCHEMA, "schema_version": INDEX_SCHEMA_VERSION, "results": _binding(data),
              "record": projection(record)}  # fmt: skip
-    return json.dumps(index, allow_nan=False, separators=(",", ":"))
+    return strict_dumps(index, separators=(",", ":"))
 
 
 def write_index(results: Path, record: dict[str, Any], data: bytes) -> None:

@@ -310,10 +310,29 @@ def unroll_of(kernel: str) -> int:
     """The operations per loop iteration that ``kernel``'s declaration gives (``unroll``, the count its PTX
     repeats the loop body: ``//@repeat N``); the host divides its timed differences by it. A probe that runs
     the kernel without timing its loop (mma's emulated types, checked once) need not state it."""
-    counts = {p.unroll for p in all_probes() if kernel in (p.kernel, p.twin and p.twin.kernel) and p.unroll}
+    counts = _unrolls(all_probes()).get(kernel, set())
     if len(counts) != 1:
         raise GpuprobeError(f"kernel {kernel}: its declarations give unroll {sorted(counts)}, not one count")
-    return counts.pop()
+    return next(iter(counts))
+
+
+_UNROLLS: dict[int, tuple[Sequence[Probe], dict[str, set[int]]]] = {}  # the last probes' table, by their identity
+
+
+def _unrolls(probes: Sequence[Probe]) -> dict[str, set[int]]:
+    """The unroll counts each kernel's declarations among ``probes`` give, made once for the probes
+    :func:`all_probes` returns (the families ask for a kernel's unroll thousands of times a run)."""
+    known = _UNROLLS.get(id(probes))
+    if known is not None and known[0] is probes:
+        return known[1]
+    table: dict[str, set[int]] = {}
+    for p in probes:
+        for kernel in (p.kernel, p.twin and p.twin.kernel):
+            if kernel and p.unroll:
+                table.setdefault(kernel, set()).add(p.unroll)
+    _UNROLLS.clear()
+    _UNROLLS[id(probes)] = (probes, table)
+    return table
 
 
 def find_probe(name: str) -> Probe:

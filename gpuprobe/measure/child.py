@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpuprobe.core.results import Device, strict_json
+from gpuprobe.core.results import Device
+from gpuprobe.core.strict import strict_dumps
 from gpuprobe.families import catalog
 from gpuprobe.families.base import Request
 from gpuprobe.measure.conditions import ConditionRecorder
@@ -53,7 +54,7 @@ def file_sha256(path: Path) -> str:
 
 
 def emit(stream: TextIO, event: str, **fields: Any) -> None:
-    stream.write(MARKER + json.dumps({"event": event, **fields}, allow_nan=False) + "\n")
+    stream.write(MARKER + strict_dumps({"event": event, **fields}) + "\n")
     stream.flush()
 
 
@@ -91,7 +92,7 @@ def open_launcher(spec: dict[str, Any], out: TextIO) -> Opened | int:
     opened = factory(cubin, int(spec.get("device_index", 0)), parameters, **spec.get("launcher_options", {}))
     recording = RecordingLauncher(
         opened,
-        on_call=lambda record: emit(out, "call", record=strict_json(record)),
+        on_call=lambda record: emit(out, "call", record=record),
         on_return=lambda n, ms, error: emit(out, "ret", n=n, ms=ms, error=error),
     )
     return Opened(launcher_key(spec), opened, recording)
@@ -135,8 +136,8 @@ def measure_probes(spec: dict[str, Any], out: TextIO, opened: Opened) -> None:
             os._exit(EXIT_CRASHED)  # no interpreter teardown: freeing a poisoned CUDA context can hang
         outcome = dataclasses.asdict(measured.outcome)
         facts = [dataclasses.asdict(f) for f in measured.facts]
-        emit(out, "measured", probe=name, outcome=strict_json(outcome), facts=strict_json(facts))
-        emit(out, "state", state=strict_json(state))
+        emit(out, "measured", probe=name, outcome=outcome, facts=facts)
+        emit(out, "state", state=state)
     problem = context_problem(opened.launcher)
     if problem is not None:  # the next family must not inherit it: a fresh process will measure it
         emit(out, "unsound", detail=problem)

@@ -370,7 +370,7 @@ class SimulatedGpu:
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, count: int = 1,
         cooperative: bool = False,
     ) -> float:  # fmt: skip
-        return sum(self._launch(kernel, grid, block, args, shared_bytes, cooperative) for _ in range(count))
+        return self._launch(kernel, grid, block, args, shared_bytes, cooperative, count)
 
     def max_active_blocks(self, kernel: str, block: int, shared_bytes: int = 0) -> int:
         signature(kernel, self._signatures())  # an unknown kernel fails here as it would in CUDA
@@ -467,15 +467,14 @@ class SimulatedGpu:
         if via not in self.enqueue_us:
             raise LaunchPathUnavailable(f"{via} is not installed")
         self.gap_ns = self.stream_spacing_ns
-        for _ in range(count):
-            self._launch(kernel, grid, block, args, 0, False)
+        self._launch(kernel, grid, block, args, 0, False, count)
         return count * self.enqueue_us[via] * 1e-6 * self._jitter(f"enqueue.{via}", HOST_RUN_SD)
 
     def graph_replay(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], nodes: int, replays: int
     ) -> tuple[float, float]:
         self.gap_ns = self.graph_node_ns
-        gpu_ms = sum(self._launch(kernel, grid, block, args, 0, False) for _ in range(nodes * replays))
+        gpu_ms = self._launch(kernel, grid, block, args, 0, False, nodes * replays)
         self.gap_ns = self.stream_spacing_ns
         host = replays * self.graph_replay_us * 1e-6 * self._jitter("graph_replay", HOST_RUN_SD)
         # past the launch queue's depth the host waits for the GPU, held by the runner's spin while it enqueues
@@ -490,9 +489,11 @@ class SimulatedGpu:
         return {what: us * 1e-6 * self._jitter(f"event.{what}", HOST_RUN_SD) for what, us in self.event_us.items()}
 
     def _launch(
-        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
-    ) -> float:
-        """Run the kernel's simulation; its simulated GPU time in ms."""
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool,
+        count: int = 1,
+    ) -> float:  # fmt: skip
+        """Run the kernel's simulation ``count`` times back to back (the launch checked once, each run simulated
+        and its power counted); their simulated GPU time in ms."""
         signatures = self._signatures()
         check_launch(kernel, args, signatures)
         launch = SimulatedLaunch(xyz(grid), xyz(block), shared_bytes, cooperative)
@@ -503,14 +504,17 @@ class SimulatedGpu:
             raise CooperativeGridTooLarge(
                 f"{kernel}: a cooperative grid of {launch.blocks} blocks cannot be co-resident"
             )
-        self.launches.append(kernel)
-        self._kernel = kernel
         bound = {name: arg for (_, name), arg in zip(signatures[kernel], args, strict=True)}
-        ms = simulated_kernel(kernel)(self, launch, **bound)
-        ms = self.kernel_ms if ms is None else float(ms)
-        self.power_state.advance(self.power_kind or power.kind(kernel), ms)
-        self.power_kind = ""
-        return ms
+        simulate, total = simulated_kernel(kernel), 0.0
+        for _ in range(count):
+            self.launches.append(kernel)
+            self._kernel = kernel
+            ms = simulate(self, launch, **bound)
+            ms = self.kernel_ms if ms is None else float(ms)
+            self.power_state.advance(self.power_kind or power.kind(kernel), ms)
+            self.power_kind = ""
+            total += ms
+        return total
 
     # ---- noise, for the families' simulated kernels ---------------------------------------
     def _jitter(self, quantity: str = "", run_sd: float = CLOCKED_RUN_SD) -> float:
@@ -561,8 +565,9 @@ class FaultyGpu(SimulatedGpu):
         return super().alloc(nbytes)
 
     def _launch(
-        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool
-    ) -> float:
+        self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int, cooperative: bool,
+        count: int = 1,
+    ) -> float:  # fmt: skip
         fault = self.faults.get(kernel)
         if fault == "abort":
             os.abort()
@@ -573,7 +578,7 @@ class FaultyGpu(SimulatedGpu):
                 Path(self.hang_file).write_text(str(os.getpid()))
             time.sleep(3600)
         self.poisoned = self.poisoned or fault == "poison"
-        return super()._launch(kernel, grid, block, args, shared_bytes, cooperative)
+        return super()._launch(kernel, grid, block, args, shared_bytes, cooperative, count)
 
     def nvml(self) -> dict[str, Any] | None:
         self.readings += 1
