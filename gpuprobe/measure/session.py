@@ -248,8 +248,10 @@ class Build:
 
 
 def build_and_check(device: Device, forced_model: str | None, inject_fault: bool) -> Build:
-    """The cubin for ``device``'s arch, built from every probe the run may measure, and each probe that targets
-    the arch checked against its contract (both read back from the check cache where it records them:
+    """The cubin for ``device``'s arch, built from every probe that targets it (the very module ``gpuprobe check``
+    builds for the arch, so a run after a check, or after another run of any families, builds nothing: an opt-in
+    family's kernels in it are never launched unless asked), and each probe the run may measure checked against
+    its contract (both read back from the check cache where it records them:
     :func:`~gpuprobe.kernels.check.checked_module`); ``device`` matched to its GPU model (``forced_model``: that
     one)."""
     model = match_model(device.name, forced_model, current_models())
@@ -257,9 +259,9 @@ def build_and_check(device: Device, forced_model: str | None, inject_fault: bool
         device = dataclasses.replace(device, memory_type=model.memory)
     arch = parse_arch(device.arch)
     declared = all_probes()
-    probes = [p for p in declared if may_measure(p.family, inject_fault) and p.supports(arch)]
-    module = checked_module(probes, arch)
-    checks = {p.name: check_probe(p, module) for p in probes}
+    targeted = [p for p in declared if p.supports(arch)]
+    module = checked_module(targeted, arch)
+    checks = {p.name: check_probe(p, module) for p in targeted if may_measure(p.family, inject_fault)}
     return Build(device, model, module, checks, declared_probes(declared))
 
 
