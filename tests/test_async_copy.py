@@ -36,10 +36,10 @@ from gpuprobe.families.base import Request
 from gpuprobe.families.differencing import step_gbps
 from gpuprobe.families.streams import chunk_sums, pattern, stream_sums
 from gpuprobe.judge.verdicts import mark_impossible
-from gpuprobe.kernels.check import check_all
 from gpuprobe.kernels.registry import all_probes
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import KIB, measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.checked import contract_results
 from tests.helpers.devices import H200
 from tests.test_host_transfer import mutant_violations
 
@@ -400,7 +400,7 @@ def test_the_static_check_reports_the_features_an_arch_lacks_as_unsupported() ->
     sm80 = {"async_copy.cp_async.latency.ca", "async_copy.cp_async.latency.cg", "async_copy.cp_async.bandwidth",
             "async_copy.plain_copy.bandwidth"}  # fmt: skip
     for arch, supported in (("sm_75", set()), ("sm_89", sm80), ("sm_90", {p.name for p in probes})):
-        results = {r.probe: r for r in check_all(probes, [parse_arch(arch)])}
+        results = {r.probe: r for r in contract_results(probes, [parse_arch(arch)])}
         unsupported = {name for name, r in results.items() if r.status == "unsupported"}
         assert unsupported == {p.name for p in probes} - supported, arch
         assert all(r.status == "ok" for name, r in results.items() if name in supported), arch

@@ -22,12 +22,12 @@ from gpuprobe.families.bandwidth.simulated import FAST_SETTINGS
 from gpuprobe.families.base import Request
 from gpuprobe.families.planning import dram_peak_gbps
 from gpuprobe.judge.invariants import Check
-from gpuprobe.kernels.check import check_all
 from gpuprobe.kernels.contracts import check
 from gpuprobe.kernels.cubin import build_ptx
 from gpuprobe.kernels.registry import PTX_DIR, find_probe
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import MIB, measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.checked import contract_results
 from tests.helpers.devices import H100_SXM
 
 DATASHEET = {"datasheet": {"dram_gbps": 3350.0}}
@@ -455,7 +455,7 @@ def test_the_family_fits_its_budget_on_an_h100() -> None:
 def test_every_probe_targets_every_supported_arch_and_its_contract_holds() -> None:
     probes = [find_probe(name) for name in bw.PROBES]
     assert all(set(p.archs) == set(SUPPORTED_ARCHS) for p in probes)
-    results = check_all(probes, SUPPORTED_ARCHS)
+    results = contract_results(probes, SUPPORTED_ARCHS)
     broken = [f"{r.probe} on {r.arch}: {r.detail}" for r in results if r.status != "ok"]
     assert not broken, "\n".join(broken)
 

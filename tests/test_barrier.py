@@ -13,11 +13,12 @@ from gpuprobe.core.results import Fact
 from gpuprobe.families import barrier
 from gpuprobe.families.barrier import simulated
 from gpuprobe.families.sampling import Stopping
-from gpuprobe.kernels.check import check_all, check_probe
+from gpuprobe.kernels.check import check_probe
 from gpuprobe.kernels.cubin import build_ptx
 from gpuprobe.kernels.registry import PTX_DIR, all_probes, find_probe, unroll_of
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from tests.helpers.checked import contract_results
 from tests.helpers.devices import H200
 
 FAST = barrier.Settings(short_iterations=2, long_iterations=6, sampling=Stopping(3, 3, 0.01, 0.5))
@@ -100,7 +101,7 @@ def test_settings_that_mean_nothing_are_refused(change: dict) -> None:
 
 
 def test_every_probe_holds_its_contract_on_every_arch() -> None:
-    results = check_all([p for p in all_probes() if p.family == "barrier"], SUPPORTED_ARCHS)
+    results = contract_results([p for p in all_probes() if p.family == "barrier"], SUPPORTED_ARCHS)
     assert results and all(r.status == "ok" for r in results), [(r.probe, r.arch, r.detail) for r in results]
 
 

@@ -15,11 +15,12 @@ from gpuprobe.core.results import Fact
 from gpuprobe.families import cluster
 from gpuprobe.families.cluster import simulated
 from gpuprobe.families.sampling import Stopping
-from gpuprobe.kernels.check import check_all, check_probe
+from gpuprobe.kernels.check import check_probe
 from gpuprobe.kernels.cubin import build_ptx
 from gpuprobe.kernels.registry import PTX_DIR, all_probes, find_probe, unroll_of
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from tests.helpers.checked import contract_results
 from tests.helpers.devices import H200
 
 FAST = cluster.Settings(short_iterations=2, long_iterations=6, clusters=4, sampling=Stopping(3, 3, 0.01, 0.5))
@@ -80,7 +81,7 @@ def test_settings_that_mean_nothing_are_refused(change: dict) -> None:
 
 
 def test_contracts_hold_from_sm_90_and_older_archs_are_explicitly_unsupported() -> None:
-    results = check_all([p for p in all_probes() if p.family == "cluster"], SUPPORTED_ARCHS)
+    results = contract_results([p for p in all_probes() if p.family == "cluster"], SUPPORTED_ARCHS)
     for r in results:
         if parse_arch(r.arch).number >= 90:
             assert r.status == "ok", (r.probe, r.arch, r.detail)

@@ -15,7 +15,6 @@ from gpuprobe.families.base import Request
 from gpuprobe.families.grid_sync import PROBES, Settings, barrier_difference, grid_sizes
 from gpuprobe.families.grid_sync.simulated import WORK_NS, sync_cycles
 from gpuprobe.families.sampling import Stopping
-from gpuprobe.kernels.check import check_all
 from gpuprobe.kernels.contracts import check
 from gpuprobe.kernels.cubin import build_ptx
 from gpuprobe.kernels.registry import PTX_DIR, find_probe
@@ -23,6 +22,7 @@ from gpuprobe.measure.plan import family_seconds
 from gpuprobe.pytest_plugin import family_probes
 from gpuprobe.runner.launcher import CooperativeGridTooLarge
 from gpuprobe.simulated.gpu import measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.checked import contract_results
 from tests.helpers.devices import H100_SXM
 
 FAST = Settings(long_syncs=161, long_steps=21, sampling=Stopping(3, 3, 0.02, 0.5))  # phases of >= 100 us: clock to 1 %
@@ -180,7 +180,7 @@ def test_settings_that_mean_nothing_are_refused(change: dict) -> None:
 
 def test_each_probe_compiles_and_its_contract_holds_on_every_supported_arch() -> None:
     probes = family_probes("grid_sync")
-    results = {(r.probe, r.arch): r for r in check_all(probes, SUPPORTED_ARCHS)}
+    results = {(r.probe, r.arch): r for r in contract_results(probes, SUPPORTED_ARCHS)}
     for probe in probes:
         for arch in SUPPORTED_ARCHS:
             result = results[probe.name, arch.name]

@@ -17,7 +17,6 @@ from gpuprobe.families.launch import PROBES, Settings, checked_stamps
 from gpuprobe.families.launch.simulated import REALISTIC_ENQUEUE_US, busy_host
 from gpuprobe.families.sampling import Stopping
 from gpuprobe.judge.expectations import judge
-from gpuprobe.kernels.check import check_all
 from gpuprobe.kernels.contracts import check
 from gpuprobe.kernels.cubin import build_ptx
 from gpuprobe.kernels.registry import PTX_DIR, find_probe
@@ -26,6 +25,7 @@ from gpuprobe.pytest_plugin import family_probes
 from gpuprobe.runner.launch_paths import _argument_block
 from gpuprobe.runner.launcher import LaunchPathUnavailable
 from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from tests.helpers.checked import contract_results
 from tests.helpers.devices import H100_SXM
 
 FAST = Settings(launches=20, graph_nodes=(1, 10, 100), graph_replays=16, events=20,
@@ -287,7 +287,7 @@ def test_the_cuda_bindings_argument_block_points_at_each_value() -> None:
 def test_each_probe_compiles_and_its_contract_holds_on_every_supported_arch() -> None:
     probes = family_probes("launch")
     assert {p.name for p in probes} == set(PROBES)
-    for result in check_all(probes, SUPPORTED_ARCHS):
+    for result in contract_results(probes, SUPPORTED_ARCHS):
         assert result.status == "ok", f"{result.probe} on {result.arch}: {result.detail} {result.violations}"
 
 

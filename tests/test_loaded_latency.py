@@ -15,11 +15,12 @@ from gpuprobe.core.results import Fact, ProbeOutcome, Results
 from gpuprobe.families import loaded_latency as ll
 from gpuprobe.families.loaded_latency import report, simulated
 from gpuprobe.families.loaded_latency.plot import loaded_png
-from gpuprobe.kernels.check import check_all, check_probe
+from gpuprobe.kernels.check import check_probe
 from gpuprobe.kernels.cubin import build_ptx
 from gpuprobe.kernels.registry import PTX_DIR, all_probes, find_probe, unroll_of
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from tests.helpers.checked import contract_results
 from tests.helpers.devices import H200
 
 FAST = simulated.FAST_SETTINGS
@@ -221,7 +222,7 @@ def test_the_plot_draws_one_line_per_level() -> None:
 
 
 def test_the_contracts_hold_on_every_arch() -> None:
-    results = check_all([p for p in all_probes() if p.family == "loaded_latency"], SUPPORTED_ARCHS)
+    results = contract_results([p for p in all_probes() if p.family == "loaded_latency"], SUPPORTED_ARCHS)
     assert results and all(r.status == "ok" for r in results), [(r.probe, r.arch, r.detail) for r in results]
 
 

@@ -15,10 +15,10 @@ from gpuprobe.families.tcgen05 import INVARIANTS, PROBES, SECTIONS, plan
 from gpuprobe.families.tcgen05.layout import MMAS, decode_instruction, descriptor_bits, instruction_descriptor
 from gpuprobe.families.tcgen05.simulated import FAST_SETTINGS
 from gpuprobe.families.wgmma.layout import decode_descriptor
-from gpuprobe.kernels.check import check_all
 from gpuprobe.kernels.registry import all_probes
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from tests.helpers.checked import contract_results
 from tests.test_host_transfer import mutant_violations
 
 B200 = {"arch": "sm_100a", "cc": "10.0", "name": "NVIDIA B200", "sm_count": 4}
@@ -54,9 +54,9 @@ def test_tcgen05_is_sm_100a_alone_and_unsupported_on_an_h200() -> None:
     probes = [p for p in all_probes() if p.family == "tcgen05"]
     assert {p.name for p in probes} == set(PROBES)
     others = [a for a in SUPPORTED_ARCHS if a.name != "sm_100a"]
-    results = check_all(probes[:3], others)
+    results = contract_results(probes[:3], others)
     assert {r.status for r in results} == {"unsupported"} and all("does not target" in r.detail for r in results)
-    assert {r.status for r in check_all(probes, [parse_arch("sm_100a")])} == {"ok"}
+    assert {r.status for r in contract_results(probes, [parse_arch("sm_100a")])} == {"ok"}
 
 
 def test_a_latency_loop_waiting_with_try_wait_breaks_the_clock_bracket(tmp_path: Path) -> None:

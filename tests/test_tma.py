@@ -19,12 +19,12 @@ from gpuprobe.families.chase import random_cycle
 from gpuprobe.families.tma import PROBES, SECTIONS, Settings, fact_id, plan, stream_steps, tensor_rows
 from gpuprobe.families.tma.simulated import FAST_SETTINGS, model
 from gpuprobe.families.tma.tiles import Tile, chase_tensor, swizzled_offsets, tensor_values, tile_word_sums, tiles
-from gpuprobe.kernels.check import check_all
 from gpuprobe.kernels.registry import all_probes
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.runner.checked import check_arguments
 from gpuprobe.runner.tensor_map import TileMap
 from gpuprobe.simulated.gpu import KIB, measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.checked import contract_results
 from tests.helpers.devices import H200
 from tests.test_host_transfer import mutant_violations
 
@@ -161,7 +161,7 @@ def test_tma_is_sm_90_and_later_and_multicast_sm_90a_and_sm_100a() -> None:
     cast = {p.name for p in probes if ".unicast." in p.name or ".multicast." in p.name}
     for arch, supported in (("sm_89", set()), ("sm_90", {p.name for p in probes} - cast), ("sm_120", None),
                             ("sm_90a", {p.name for p in probes})):  # fmt: skip
-        results = {r.probe: r for r in check_all(probes, [parse_arch(arch)])}
+        results = {r.probe: r for r in contract_results(probes, [parse_arch(arch)])}
         expected = supported if supported is not None else {p.name for p in probes} - cast
         assert {n for n, r in results.items() if r.status == "ok"} == expected, arch
         assert all("does not target" in r.detail for n, r in results.items() if n not in expected)

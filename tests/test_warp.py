@@ -15,11 +15,12 @@ from gpuprobe.families import warp
 from gpuprobe.families.differencing import Lengths
 from gpuprobe.families.sampling import Stopping
 from gpuprobe.families.warp import simulated
-from gpuprobe.kernels.check import check_all, check_probe
+from gpuprobe.kernels.check import check_probe
 from gpuprobe.kernels.cubin import build_ptx
 from gpuprobe.kernels.registry import PTX_DIR, all_probes, find_probe
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from tests.helpers.checked import contract_results
 from tests.helpers.devices import H200
 
 FAST = warp.Settings(short_iterations=2, long_iterations=6, sampling=Stopping(3, 3, 0.01, 0.5), throughput_short=2,
@@ -161,7 +162,7 @@ def test_probes_whose_contract_failed_are_not_launched() -> None:
 
 def test_every_probe_holds_its_contract_on_every_arch_and_redux_skips_turing() -> None:
     probes = [p for p in all_probes() if p.family == "warp"]
-    results = check_all(probes, SUPPORTED_ARCHS)
+    results = contract_results(probes, SUPPORTED_ARCHS)
     assert all(r.status == "ok" for r in results if not (r.probe == "warp.redux.add" and r.arch == "sm_75")), [
         (r.probe, r.arch, r.detail) for r in results if r.status != "ok"
     ]

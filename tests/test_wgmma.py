@@ -53,7 +53,7 @@ from gpuprobe.families.wgmma.operands import (
 )
 from gpuprobe.families.wgmma.ptx import CLOCK_STAMP_KERNEL, STAMP_WORDS, Kernel, kernel_text, module_text
 from gpuprobe.families.wgmma.simulated import FAST_SETTINGS, fp8_chain
-from gpuprobe.kernels.check import check_all, check_probe
+from gpuprobe.kernels.check import check_probe
 from gpuprobe.kernels.cubin import build_ptx
 from gpuprobe.kernels.registry import CLOCK_KERNEL, PTX_DIR, find_probe
 from gpuprobe.kernels.sass import Listing, apply_compile_log
@@ -62,6 +62,7 @@ from gpuprobe.output.report import section_lines
 from gpuprobe.output.sheet import fact_rows, sheet_section
 from gpuprobe.runner.launcher import LaunchPathUnavailable
 from gpuprobe.simulated.gpu import measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.checked import contract_results
 from tests.helpers.devices import H100_SXM
 
 FAST = Settings(sampling=Stopping(3, 3, 0.01, 5.0), throughput_sampling=Stopping(2, 2), gemm_sampling=Stopping(2, 2))
@@ -263,13 +264,13 @@ def test_every_declared_probe_has_its_kernel_and_facts_as_measured(every_probe: 
 def test_the_family_is_sm_90a_only_and_says_so_elsewhere() -> None:
     probes = [find_probe(name) for name in PROBES]
     others = [arch for arch in SUPPORTED_ARCHS if arch.name != "sm_90a"]
-    results = check_all(probes[:2], others)
+    results = contract_results(probes[:2], others)
     assert {r.status for r in results} == {"unsupported"}
     assert all("wgmma does not target" in r.detail for r in results)
 
 
 def test_every_probe_compiles_and_keeps_its_contract_on_sm_90a() -> None:
-    results = check_all([find_probe(name) for name in PROBES], [parse_arch("sm_90a")])
+    results = contract_results([find_probe(name) for name in PROBES], [parse_arch("sm_90a")])
     assert {r.probe: r.status for r in results} == dict.fromkeys(PROBES, "ok")
 
 
