@@ -31,6 +31,7 @@ from gpuprobe.kernels.cubin import build_for
 from gpuprobe.kernels.registry import all_probes, find_probe
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import measure_family, ptx_parameters, simulated_gpu, simulated_kernels
+from tests.helpers.checked import measured_module
 from tests.helpers.devices import H100_SXM
 from tests.helpers.issue_sweep_smoke import smoke_rates_of_the_full_run_s_shape
 
@@ -290,7 +291,7 @@ def test_bf16_needs_sm_80_and_sm_75_builds_without_it() -> None:
     sm75 = parse_arch("sm_75")
     assert not find_probe("alu.hfma2_bf16.ilp1").supports(sm75)
     assert find_probe("alu.hfma2.ilp1").supports(sm75)
-    assert "gp_alu_hfma2_bf16_ilp1" not in build_for(all_probes(), sm75).parameters
+    assert "gp_alu_hfma2_bf16_ilp1" not in measured_module(sm75).parameters
 
 
 @pytest.mark.parametrize(
@@ -308,7 +309,7 @@ def test_a_contract_catches_a_kernel_that_is_not_what_it_claims(probe: str, twin
     kernel it must not pass for."""
     declared = find_probe(probe)
     own, contract = (declared.twin.kernel, declared.twin.contract) if twin else (declared.kernel, declared.contract)
-    listing = build_for(all_probes(), parse_arch("sm_90")).listing
+    listing = measured_module(parse_arch("sm_90")).listing
     assert check(listing.kernel(own), list(contract)) == []
     violations = check(listing.kernel(kernel), list(contract))
     assert any(v.rule.startswith(broken) for v in violations), [str(v) for v in violations]

@@ -22,6 +22,7 @@ from gpuprobe.kernels.contracts import Rule, Violation, check, check_rule, clock
 from gpuprobe.kernels.cubin import BuiltModule, build_ptx
 from gpuprobe.kernels.registry import PTX_DIR, Probe, all_probes, find_probe, load_family
 from gpuprobe.kernels.sass import Kernel, apply_compile_log, parse_listing
+from tests.helpers.checked import measured_module
 
 NEGATIVE_DIR = Path(__file__).resolve().parent / "negative"
 SM80 = parse_arch("sm_80")
@@ -493,8 +494,8 @@ def built(source: Path, arch: Arch) -> BuiltModule:
 
 
 def real_kernel(name: str, arch: Arch = SM80) -> Kernel:
-    """A kernel of the real memory-latency family, compiled for ``arch``."""
-    return built(PTX_DIR / "memory" / "memory.ptx", arch).listing.kernel(name)
+    """A kernel of the real memory-latency family, compiled for ``arch`` (in the module a run measures with)."""
+    return measured_module(arch).listing.kernel(name)
 
 
 def negative_kernel(name: str, arch: Arch = SM80) -> Kernel:
@@ -643,7 +644,7 @@ def test_negative_control_details_show_the_broken_code() -> None:
 def test_the_real_l2_chase_passes_the_same_contract() -> None:
     """The other half of the control: the same rules accept the correct kernel."""
     for arch in ("sm_80", "sm_90a"):
-        module = built(PTX_DIR / "memory" / "memory.ptx", parse_arch(arch))
+        module = measured_module(parse_arch(arch))
         assert check_probe(find_probe("memory.latency.global_cg"), module).status == "ok"
 
 

@@ -34,10 +34,10 @@ from gpuprobe.families.mma.numerics import (
 from gpuprobe.families.mma.simulated import FAST_SETTINGS, SPARSE_TIMING, TIMING, element, lane_results, numeric_d
 from gpuprobe.families.mma.sparse import SPARSE_VARIANTS, SparseVariant
 from gpuprobe.kernels.contracts import check
-from gpuprobe.kernels.cubin import build_for
 from gpuprobe.kernels.registry import all_probes, find_probe
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.simulated.gpu import measure_family, ptx_parameters, simulated_gpu
+from tests.helpers.checked import measured_module
 from tests.helpers.devices import H100_SXM
 from tests.helpers.issue_sweep_smoke import smoke_rates_of_the_full_run_s_shape
 
@@ -200,17 +200,17 @@ def test_a_type_is_measured_where_native_and_flagged_where_emulated(probe, emula
     below = [a for a in SUPPORTED_ARCHS if a.name not in native + emulated]
     assert all(not find_probe(probe).supports(a) for a in below)
     native_rules = list(find_probe(probe).contract)
-    kernel = build_for(all_probes(), parse_arch(emulated[0])).listing.kernel(find_probe(emulation).kernel)
+    kernel = measured_module(parse_arch(emulated[0])).listing.kernel(find_probe(emulation).kernel)
     assert any(v.rule.startswith("count") for v in check(kernel, native_rules))  # the native contract rejects it
 
 
 def test_fp8_mma_sync_is_absent_below_sm_89() -> None:
     for arch in ("sm_75", "sm_80", "sm_86"):
-        assert "gp_mma_e4m3_m16n8k32_ilp1" not in build_for(all_probes(), parse_arch(arch)).parameters
+        assert "gp_mma_e4m3_m16n8k32_ilp1" not in measured_module(parse_arch(arch)).parameters
 
 
 def test_a_contract_catches_a_kernel_of_another_type() -> None:
-    listing = build_for(all_probes(), parse_arch("sm_80")).listing
+    listing = measured_module(parse_arch("sm_80")).listing
     bf16 = find_probe("mma.bf16.m16n8k16.ilp1")
     assert check(listing.kernel(bf16.kernel), list(bf16.contract)) == []
     violations = check(listing.kernel("gp_mma_f16_m16n8k16_ilp1"), list(bf16.contract))
@@ -226,7 +226,7 @@ def test_a_twin_contract_pins_twice_its_kernel_s_mma(probe: str, twin: bool, ker
     """The probe's contract at one pass for its kernel, at two for its twin: each refuses the other's kernel."""
     declared = find_probe(probe)
     own, rules = (declared.twin.kernel, declared.twin.contract) if twin else (declared.kernel, declared.contract)
-    listing = build_for(all_probes(), parse_arch("sm_90a")).listing
+    listing = measured_module(parse_arch("sm_90a")).listing
     assert check(listing.kernel(own), list(rules)) == []
     assert any(v.rule.startswith("count") and v.rule.endswith(broken) for v in check(listing.kernel(kernel), rules))
 
@@ -393,13 +393,13 @@ def test_metadata_read_the_other_way_round_fails_the_sparse_chain() -> None:
 
 def test_fp8_sparse_mma_is_native_on_sm_89_and_sm_120_only() -> None:
     assert tuple(a.name for a in find_probe("mma.sp.e4m3.m16n8k64.ilp1").archs) == ("sm_89", "sm_120")
-    listing = build_for(all_probes(), parse_arch("sm_89")).listing
+    listing = measured_module(parse_arch("sm_89")).listing
     probe = find_probe("mma.sp.e4m3.m16n8k64.ilp8")
     assert check(listing.kernel(probe.kernel), list(probe.contract)) == []
 
 
 def test_a_sparse_contract_catches_the_dense_instruction() -> None:
-    listing = build_for(all_probes(), parse_arch("sm_80")).listing
+    listing = measured_module(parse_arch("sm_80")).listing
     sparse = find_probe("mma.sp.f16.m16n8k16.ilp1")
     assert check(listing.kernel(sparse.kernel), list(sparse.contract)) == []
     violations = check(listing.kernel("gp_mma_f16_m16n8k16_ilp1"), list(sparse.contract))

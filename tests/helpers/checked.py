@@ -5,6 +5,7 @@ own, so a probe's kernel is the same in either; a test of a modified source buil
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 
 from gpuprobe.core.arch import Arch
@@ -22,6 +23,8 @@ def contract_results(probes: Sequence[Probe], archs: Iterable[Arch]) -> list[Che
     return [every[p.name, arch.name] for arch in archs for p in sorted(probes, key=lambda p: p.supports(arch))]
 
 
+@functools.cache
 def measured_module(arch: Arch) -> BuiltModule:
-    """The module of every registered probe that targets ``arch``, its checks recorded in it."""
+    """The module of every registered probe that targets ``arch``, its checks recorded in it: one per arch and
+    process, its listing read once."""
     return checked_module([p for p in all_probes() if p.supports(arch)], arch)
