@@ -27,6 +27,7 @@ from gpuprobe.kernels.registry import PTX_DIR, Probe, all_probes, find_probe, lo
 from gpuprobe.kernels.sass import read_cubin
 from gpuprobe.kernels.toolchain import TOOLKIT_VARIABLE, assemble_ptx, compile_cuda
 from gpuprobe.measure import session
+from tests.helpers.checked import measured_module
 from tests.test_cli import refusal, run, write
 
 SM80, SM90A = parse_arch("sm_80"), parse_arch("sm_90a")
@@ -326,7 +327,7 @@ def test_a_ptxas_too_old_for_nvrtcs_ptx_is_an_error_at_nvrtcs_ptx(tmp_path: Path
 def test_a_listing_may_parse_the_code_of_some_kernels_only() -> None:
     """What the coop family reads in its measuring process: its kernels' and their twins' code, all the
     kernels still listed with their resources."""
-    module = build_for(all_probes(), SM90A)
+    module = measured_module(SM90A)
     wanted = {"gp_coop_reduce_add_32_lat", "gp_warp_redux_add_lat"}
     partial = read_cubin(module.cubin, wanted)
     assert set(partial.kernels) == set(module.listing.kernels)
@@ -342,7 +343,7 @@ def test_sass_of_a_cu_file_shows_what_the_build_compiled(capsys: pytest.CaptureF
     code = main(["sass", str(PTX_DIR / "coop" / "tiles.cu"), "--arch", "sm_80", "--kernel", kernel, "--json"])
     assert code == 0
     shown = json.loads(capsys.readouterr().out)["kernels"][0]["instructions"]
-    built = build_for(all_probes(), SM80).listing.kernel(kernel).to_json()["instructions"]
+    built = measured_module(SM80).listing.kernel(kernel).to_json()["instructions"]
     assert [i["opcode"] for i in shown] == [i["opcode"] for i in built]
 
 
@@ -369,7 +370,7 @@ def test_a_rule_holds_on_the_archs_it_names() -> None:
 
 
 def test_clock_bracket_may_bound_the_loops_between_the_clock_reads() -> None:
-    kernel = build_for(all_probes(), SM90A).listing.kernel(find_probe("coop.memcpy_async.barrier").kernel)
+    kernel = measured_module(SM90A).listing.kernel(find_probe("coop.memcpy_async.barrier").kernel)
     bounded = Rule.from_dict({"rule": "clock_bracket", "reads": 2, "min": 1, "max": 48}, "t")
     exact = Rule.from_dict({"rule": "clock_bracket", "reads": 2, "loops": 1}, "t")
     assert check(kernel, [bounded]) == [] and check(kernel, [exact]) != []
