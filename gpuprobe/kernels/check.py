@@ -21,7 +21,7 @@ from gpuprobe.kernels import outcomes, tool_limits
 from gpuprobe.kernels.contracts import Rule, Violation, check
 from gpuprobe.kernels.cubin import BuiltModule, build_for, module_of, probe_sources
 from gpuprobe.kernels.includes import IncludeRefused
-from gpuprobe.kernels.registry import Probe
+from gpuprobe.kernels.registry import Probe, all_probes
 
 STATUSES = ("ok", "violated", "unsupported", "error")
 
@@ -193,6 +193,12 @@ def checked_module(probes: list[Probe], arch: Arch) -> BuiltModule:
         if all(r.status != "error" for r in results):
             outcomes.store(key, [r.to_json() for r in results], module.cubin)
         return module
+
+
+def arch_module(arch: Arch) -> BuiltModule:
+    """The module of every probe that targets ``arch``: the one ``gpuprobe check`` builds for the arch and a run
+    measures with (:func:`checked_module`: read back where the check cache records it)."""
+    return checked_module([p for p in all_probes() if p.supports(arch)], arch)
 
 
 def _with_checks(module: BuiltModule, probes: list[Probe], results: list[CheckResult] | None = None) -> BuiltModule:

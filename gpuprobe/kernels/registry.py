@@ -73,6 +73,11 @@ class Probe:
     def source_label(self) -> str:
         return shown_path(self.source)
 
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        """Its kernel, and its twin's where it has one."""
+        return (self.kernel,) if self.twin is None else (self.kernel, self.twin.kernel)
+
     @functools.cached_property
     def declaration(self) -> str:
         """What of the declaration decides a static check's outcome (name, kernel, source, contract and twin), as
@@ -310,28 +315,32 @@ def unroll_of(kernel: str) -> int:
     """The operations per loop iteration that ``kernel``'s declaration gives (``unroll``, the count its PTX
     repeats the loop body: ``//@repeat N``); the host divides its timed differences by it. A probe that runs
     the kernel without timing its loop (mma's emulated types, checked once) need not state it."""
-    counts = _unrolls(all_probes()).get(kernel, set())
+    counts = {p.unroll for p in declaring(kernel) if p.unroll}
     if len(counts) != 1:
         raise GpuprobeError(f"kernel {kernel}: its declarations give unroll {sorted(counts)}, not one count")
-    return next(iter(counts))
+    return counts.pop()
 
 
-_UNROLLS: dict[int, tuple[Sequence[Probe], dict[str, set[int]]]] = {}  # the last probes' table, by their identity
+def declaring(kernel: str) -> tuple[Probe, ...]:
+    """The probes that declare ``kernel``, as their own or their twin's."""
+    return _by_kernel(all_probes()).get(kernel, ())
 
 
-def _unrolls(probes: Sequence[Probe]) -> dict[str, set[int]]:
-    """The unroll counts each kernel's declarations among ``probes`` give, made once for the probes
-    :func:`all_probes` returns (the families ask for a kernel's unroll thousands of times a run)."""
-    known = _UNROLLS.get(id(probes))
+_BY_KERNEL: dict[int, tuple[Sequence[Probe], dict[str, tuple[Probe, ...]]]] = {}  # the last probes' table, by identity
+
+
+def _by_kernel(probes: Sequence[Probe]) -> dict[str, tuple[Probe, ...]]:
+    """Each kernel of ``probes`` and the probes that declare it, made once for the probes :func:`all_probes`
+    returns (a run asks for a kernel's declarations thousands of times)."""
+    known = _BY_KERNEL.get(id(probes))
     if known is not None and known[0] is probes:
         return known[1]
-    table: dict[str, set[int]] = {}
-    for p in probes:
-        for kernel in (p.kernel, p.twin and p.twin.kernel):
-            if kernel and p.unroll:
-                table.setdefault(kernel, set()).add(p.unroll)
-    _UNROLLS.clear()
-    _UNROLLS[id(probes)] = (probes, table)
+    table: dict[str, tuple[Probe, ...]] = {}
+    for probe in probes:
+        for kernel in probe.kernels:
+            table[kernel] = (*table.get(kernel, ()), probe)
+    _BY_KERNEL.clear()
+    _BY_KERNEL[id(probes)] = (probes, table)
     return table
 
 

@@ -31,8 +31,9 @@ import numpy as np
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.results import Device
 from gpuprobe.families.base import Request
-from gpuprobe.kernels.cubin import BuiltModule, build_for, module_of
-from gpuprobe.kernels.registry import all_probes
+from gpuprobe.kernels.check import arch_module
+from gpuprobe.kernels.cubin import BuiltModule, module_of
+from gpuprobe.kernels.registry import declaring
 from gpuprobe.kernels.sass import kernel_opcodes
 from gpuprobe.measure.conditions import ConditionRecorder
 from gpuprobe.runner.checked import check_launch, signature
@@ -63,9 +64,10 @@ _MODULES: dict[str, BuiltModule] = {}
 
 def _module(arch: str = "sm_90a") -> BuiltModule:
     """The module of a simulated part of ``arch`` (by default sm_90a), once per process: the one a measuring
-    process was handed (``open_simulated``), else gpuprobe's build of every probe (a cached compile)."""
+    process was handed (``open_simulated``), else the module ``gpuprobe check`` builds for the arch (read back
+    from the check cache)."""
     if arch not in _MODULES:
-        _MODULES[arch] = build_for(all_probes(), parse_arch(arch))
+        _MODULES[arch] = arch_module(parse_arch(arch))
     return _MODULES[arch]
 
 
@@ -178,17 +180,12 @@ def simulated_kernels() -> dict[str, Callable[..., float | None]]:
     return _KERNELS
 
 
-@cache
-def _declaring_family() -> dict[str, str]:
-    """Each declared kernel (a probe's, and its twin's) and the family that declares it, whose simulation has it."""
-    return {kernel: p.family for p in all_probes() for kernel in (p.kernel, p.twin and p.twin.kernel) if kernel}
-
-
 def simulated_kernel(kernel: str) -> Callable[..., float | None]:
     """``kernel``'s simulation: the simulation of the family that declares it loaded first (a measuring process
     loads the simulations of the families it measures, not every one), every simulation where that lacks it."""
-    if kernel not in _KERNELS and kernel in _declaring_family():
-        _load_kernels(_declaring_family()[kernel])
+    declared = declaring(kernel)
+    if kernel not in _KERNELS and declared:
+        _load_kernels(declared[-1].family)
     if kernel not in _KERNELS:
         simulated_kernels()
     return _KERNELS[kernel]

@@ -9,8 +9,7 @@ import functools
 from collections.abc import Iterable, Sequence
 
 from gpuprobe.core.arch import Arch
-from gpuprobe.kernels.check import CheckResult, check_all, checked_module
-from gpuprobe.kernels.cubin import BuiltModule
+from gpuprobe.kernels.check import CheckResult, arch_module, check_all
 from gpuprobe.kernels.registry import Probe, all_probes
 
 
@@ -23,8 +22,4 @@ def contract_results(probes: Sequence[Probe], archs: Iterable[Arch]) -> list[Che
     return [every[p.name, arch.name] for arch in archs for p in sorted(probes, key=lambda p: p.supports(arch))]
 
 
-@functools.cache
-def measured_module(arch: Arch) -> BuiltModule:
-    """The module of every registered probe that targets ``arch``, its checks recorded in it: one per arch and
-    process, its listing read once."""
-    return checked_module([p for p in all_probes() if p.supports(arch)], arch)
+measured_module = functools.cache(arch_module)  # one per arch and process, its listing read once
