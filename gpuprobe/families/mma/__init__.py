@@ -47,6 +47,7 @@ import numpy as np
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
+from gpuprobe.families import instruction_peak
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.issue_sweep import (
     SMOKE_SETTINGS,
@@ -197,6 +198,9 @@ def measure_chain(request: Request, launch: Launch, v: Variant, ilp: int) -> Mea
     if ilp == ILPS[-1]:
         top, rates = plateau(points)
         facts.append(fact(f"{v.fact_stem}.throughput", rates, "op/clk/SM", name))
+        if not isinstance(v, SparseVariant) and v.name in instruction_peak.MMA_SYNC_TYPES:
+            dtype = instruction_peak.MMA_SYNC_TYPES[v.name]
+            instruction_peak.record(request.state, dtype, [2 * r for r in rates], name)  # 2 flop a multiply-add
         clock_facts, note = at_clock(v, rates, sweeps["mhz"], request.device.sm_count, name)
         facts += clock_facts
         notes.append(note)

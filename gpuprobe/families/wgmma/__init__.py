@@ -43,6 +43,7 @@ import numpy as np
 
 from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
+from gpuprobe.families import instruction_peak
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import Difference, Lengths
 from gpuprobe.families.measuring import TIMER_TICK_NS, clock_mhz, clock_window_ns, fact, require_counts, unmeasured
@@ -444,6 +445,8 @@ def measure_throughput(request: Request, name: str) -> Measured:
             facts.append(unmeasured(f"{base}.over_dense", "ratio", name, why))
     else:
         dense_rates[base] = rates["random"].tflops
+        peak = peak_flop_per_clock(kernel)
+        instruction_peak.record(request.state, kernel.wgmma.name, [f * peak for f in per_clock["random"]], name)
     if is_cublas_reference(kernel):
         request.state[BF16_PER_CLOCK] = per_clock["random"]
         facts += _datasheet_facts(request, name, rates["random"])
