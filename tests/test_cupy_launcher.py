@@ -27,7 +27,7 @@ from gpuprobe.kernels.registry import CLOCK_KERNEL
 from gpuprobe.runner import cupy_launcher
 from gpuprobe.runner.cupy_launcher import DYNAMIC_SHARED_DEFAULT, CupyLauncher
 from gpuprobe.runner.driver import CudaDriverError
-from gpuprobe.runner.launcher import HOLD_CYCLES_PER_LAUNCH, CooperativeGridTooLarge, LaunchPathUnavailable
+from gpuprobe.runner.launcher import HOLD_CYCLES_PER_LAUNCH, CooperativeGridTooLarge, GemmShape, LaunchPathUnavailable
 from tests.test_cuda_api import DriverDouble, driver_double
 
 SMS = 4  # the stand-in GPU's SM count
@@ -336,12 +336,17 @@ def test_pinned_memory_is_filled_and_read_by_the_host(stub, launcher) -> None:
 
 
 def test_gemm_is_cublas_gemmex_with_the_types_asked_for(stub, launcher) -> None:
-    assert launcher.time_gemm(64, "bf16", count=2) == 2.5
+    assert launcher.time_gemm(GemmShape(16, 64, 32), "bf16", count=2) == 2.5
     gemms = [c for c in stub.calls if c[0] == "gemmEx"]
     assert len(gemms) == 3  # one untimed (the algorithm is chosen, its kernels loaded), two timed
     handle, transa, transb, m, n, k = gemms[0][1:7]
-    assert (handle, transa, transb, m, n, k) == (0xB1A5, 0, 0, 64, 64, 64)
+    # row-major C (16 x 64) = A . B^T as cuBLAS's column-major C^T = op_T(B) . A: TN, m and n swapped, ld k, k, n
+    assert (handle, transa, transb, m, n, k) == (0xB1A5, 1, 0, 64, 16, 32)
+    assert (gemms[0][10], gemms[0][13], gemms[0][17]) == (32, 32, 64)
     assert gemms[0][9] == 14 and gemms[0][-2:] == (68, -1)  # CUDA_R_16BF, CUBLAS_COMPUTE_32F, default algorithm
+    launcher.time_gemm(GemmShape(16, 64, 32), "s8")
+    int8 = [c for c in stub.calls if c[0] == "gemmEx"][-1]
+    assert (int8[9], int8[16], int8[-2]) == (3, 10, 72)  # CUDA_R_8I in, CUDA_R_32I out, CUBLAS_COMPUTE_32I
 
 
 def test_graph_replay_captures_the_nodes_and_replays_behind_a_hold(stub, launcher) -> None:

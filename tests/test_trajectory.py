@@ -15,6 +15,7 @@ from gpuprobe.core.results import Device, ProbeOutcome, Results
 from gpuprobe.families.base import Measured
 from gpuprobe.measure.conditions import TRAJECTORY_KEY, ConditionRecorder, gpu_conditions
 from gpuprobe.output.run_conditions import condition_rows
+from gpuprobe.runner.launcher import GemmShape
 from gpuprobe.runner.trajectory import MAX_POINTS, NvmlSampler, Reading, Trajectory, reading
 from gpuprobe.simulated import power
 from gpuprobe.simulated.gpu import SimulatedGpu, ptx_parameters
@@ -148,7 +149,7 @@ def test_every_probe_carries_the_trajectory_of_its_own_work_and_the_counter_move
 
     def probe() -> Measured:
         for _ in range(3):
-            gpu.time_gemm(4096, "bf16", 20)
+            gpu.time_gemm(GemmShape(4096, 4096, 4096), "bf16", 20)
         return Measured("toy.probe", ProbeOutcome("ok"))
 
     start = gpu.power_state.energy_mj
@@ -156,7 +157,7 @@ def test_every_probe_carries_the_trajectory_of_its_own_work_and_the_counter_move
     record = measured.outcome.conditions[TRAJECTORY_KEY]
     spent = (gpu.power_state.energy_mj - start) / 1e3  # the snapshots' clock spins spent a little more
     assert record["readings"] >= 2 and 0 < record["energy_j"] < spent
-    gemm_s = 3 * 20 * 2 * 4096**3 / (gpu.gemm_tflops["bf16"] * 1e12)
+    gemm_s = 3 * 20 * (2 * 4096**3 / (gpu.gemm_tflops["bf16"] * 1e12) + gpu.gemm_call_us * 1e-6)
     assert record["seconds"] == pytest.approx(gemm_s, abs=1e-6)  # the snapshots' clock spins lie outside it
 
 

@@ -17,6 +17,7 @@ from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.results import Fact, Results
 from gpuprobe.families import wgmma
 from gpuprobe.families.base import Request
+from gpuprobe.families.library_timing import STAMP_WORDS, bracket_mhz
 from gpuprobe.families.sampling import Stopping
 from gpuprobe.families.wgmma import (
     CUBLAS_PROBE,
@@ -24,7 +25,6 @@ from gpuprobe.families.wgmma import (
     PROBES,
     SMOKE,
     Settings,
-    bracket_mhz,
     cublas_invariant,
     latency_floor_invariants,
     plan,
@@ -51,7 +51,7 @@ from gpuprobe.families.wgmma.operands import (
     make_sparse_operands,
     mismatch,
 )
-from gpuprobe.families.wgmma.ptx import CLOCK_STAMP_KERNEL, STAMP_WORDS, Kernel, kernel_text, module_text
+from gpuprobe.families.wgmma.ptx import CLOCK_STAMP_KERNEL, Kernel, kernel_text, module_text
 from gpuprobe.families.wgmma.simulated import FAST_SETTINGS, fp8_chain
 from gpuprobe.kernels.check import check_probe
 from gpuprobe.kernels.cubin import build_ptx
@@ -60,7 +60,7 @@ from gpuprobe.kernels.sass import Listing, apply_compile_log
 from gpuprobe.output.references import References
 from gpuprobe.output.report import section_lines
 from gpuprobe.output.sheet import fact_rows, sheet_section
-from gpuprobe.runner.launcher import LaunchPathUnavailable
+from gpuprobe.runner.launcher import GemmShape, LaunchPathUnavailable
 from gpuprobe.simulated.gpu import measure_family, ptx_parameters, simulated_gpu
 from tests.helpers.checked import contract_results
 from tests.helpers.devices import H100_SXM
@@ -457,13 +457,13 @@ def _stamps(before: list[tuple[int, int, int]], after: list[tuple[int, int, int]
 def test_the_stamps_read_the_clock_of_the_same_sm_before_and_after_and_must_enclose_the_batch() -> None:
     # SM 3's counter started long before SM 5's: only a pair on one SM reads a clock (2e6 cycles in 1 ms)
     before, after = [(10**12, 0, 3), (5, 10, 5)], [(2 * 10**6 + 5, 1_000_010, 5), (10**12 + 2 * 10**6, 1_000_000, 3)]
-    assert bracket_mhz(_stamps(before, after), 1.0, 1e5) == pytest.approx(2000.0)
+    assert bracket_mhz(_stamps(before, after), 1.0, 1e5, CLOCK_STAMP_KERNEL) == pytest.approx(2000.0)
     with pytest.raises(family.ProbeFailure, match="no SM ran a stamp both"):
-        bracket_mhz(_stamps([(0, 0, 1)], [(10**6, 10**6, 2)]), 1.0, 1e5)
+        bracket_mhz(_stamps([(0, 0, 1)], [(10**6, 10**6, 2)]), 1.0, 1e5, CLOCK_STAMP_KERNEL)
     with pytest.raises(family.ProbeFailure, match="do not enclose"):
-        bracket_mhz(_stamps([(0, 0, 1)], [(10**6, 500_000, 1)]), 1.0, 1e5)
+        bracket_mhz(_stamps([(0, 0, 1)], [(10**6, 500_000, 1)]), 1.0, 1e5, CLOCK_STAMP_KERNEL)
     with pytest.raises(family.ProbeFailure, match="another slot"):
-        bracket_mhz(_stamps([(0, 0, 1)], [(10**6, 10**6, 1)])[::-1].copy(), 1.0, 1e5)
+        bracket_mhz(_stamps([(0, 0, 1)], [(10**6, 10**6, 1)])[::-1].copy(), 1.0, 1e5, CLOCK_STAMP_KERNEL)
     assert STAMP_WORDS == 4
 
 
@@ -482,10 +482,10 @@ def test_the_launcher_stamps_the_gemms_on_the_same_stream_outside_the_events(mon
     with driver_double(DriverDouble()):
         launcher = CupyLauncher(tmp_path / "probes.cubin", 0, ptx_parameters())
         out = launcher.alloc(64)
-        assert launcher.time_gemm(64, "bf16", count=2, stamp=(CLOCK_STAMP_KERNEL, 3, out)) == 2.5
+        assert launcher.time_gemm(GemmShape(64, 64, 64), "bf16", count=2, stamp=(CLOCK_STAMP_KERNEL, 3, out)) == 2.5
         uploads = []
         monkeypatch.setattr(stub, "asarray", lambda array, dtype=None: uploads.append(array))
-        launcher.time_gemm(64, "bf16", count=2, stamp=(CLOCK_STAMP_KERNEL, 3, out))
+        launcher.time_gemm(GemmShape(64, 64, 64), "bf16", count=2, stamp=(CLOCK_STAMP_KERNEL, 3, out))
     kinds = [c[1] if c[0] == "launch" else c[0] for c in stub.calls if c[0] in ("launch", "event.record", "gemmEx")]
     timed = [CLOCK_KERNEL, CLOCK_STAMP_KERNEL, "event.record", "gemmEx", "gemmEx", "event.record", CLOCK_STAMP_KERNEL]
     assert kinds == ["gemmEx", *timed, *timed]

@@ -24,8 +24,12 @@ from gpuprobe.runner.driver import driver_call
 from gpuprobe.runner.launch_paths import DriverLaunch, pycuda_launch
 from gpuprobe.runner.launcher import (
     GEMM_DRAWN_ROWS,
+    GEMM_TYPES,
+    GEMM_VALUE_RANGE,
     CooperativeGridTooLarge,
     Dims,
+    GemmSample,
+    GemmShape,
     LaunchPathUnavailable,
     Signatures,
     hold_cycles,
@@ -40,18 +44,47 @@ if TYPE_CHECKING:  # CuPy is the measuring side's dependency (the "gpu" extra): 
 
 DYNAMIC_SHARED_DEFAULT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 
-# cuBLAS GEMM inputs: (cudaDataType of A, B and C, cublasComputeType, NumPy dtype holding the values)
-_GEMM_TYPES: dict[str, tuple[int, int, str]] = {
-    "f16": (2, 68, "float16"),  # CUDA_R_16F, CUBLAS_COMPUTE_32F
-    "bf16": (14, 68, "uint16"),  # CUDA_R_16BF (NumPy has no bfloat16: the bits are uploaded as uint16)
-    "tf32": (0, 77, "float32"),  # CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32
-    "f32": (0, 68, "float32"),
+# GEMM types: (cudaDataType of A and B, of C, cublasComputeType, NumPy dtype holding A's and B's values, C's)
+_GEMM_TYPES: dict[str, tuple[int, int, int, str, str]] = {
+    "f16": (2, 2, 68, "float16", "float16"),  # CUDA_R_16F, CUBLAS_COMPUTE_32F
+    "bf16": (14, 14, 68, "uint16", "uint16"),  # CUDA_R_16BF (NumPy has no bfloat16: the bits travel as uint16)
+    "tf32": (0, 0, 77, "float32", "float32"),  # CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32
+    "f32": (0, 0, 68, "float32", "float32"),
+    "s8": (3, 10, 72, "int8", "int32"),  # CUDA_R_8I in, CUDA_R_32I out, CUBLAS_COMPUTE_32I (int32 alpha, beta)
+    "e4m3": (28, 14, 68, "uint8", "uint16"),  # CUDA_R_8F_E4M3 in, bf16 out, through cuBLASLt
 }
+_E4M3_BITS = {0: 0x00, 1: 0x38, 2: 0x40, 3: 0x44, 4: 0x48}  # the integers of GEMM_VALUE_RANGE as e4m3 (sign: 0x80)
+
+
+def encode_operand(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Small integers (GEMM_VALUE_RANGE) as ``dtype``'s operand bits or values."""
+    holder = _GEMM_TYPES[dtype][3]
+    if dtype == "bf16":
+        return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    if dtype == "e4m3":
+        span = range(-GEMM_VALUE_RANGE, GEMM_VALUE_RANGE + 1)
+        table = np.array([_E4M3_BITS[abs(v)] | (0x80 if v < 0 else 0) for v in span], np.uint8)
+        return table[values.astype(np.int64) + GEMM_VALUE_RANGE]
+    return values.astype(holder)
+
+
+def decode_values(data: np.ndarray, kind: str) -> np.ndarray:
+    """A GEMM's operand or result as float64: ``kind`` is the dtype of an operand, or "c:<dtype>" for its C
+    (bf16 bits widened; e4m3 bits not of GEMM_VALUE_RANGE's integers read NaN, so that they fail any check)."""
+    if kind in ("bf16", "c:bf16", "c:e4m3"):
+        return (data.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if kind == "e4m3":
+        table = np.full(256, np.nan)
+        for value, bits in _E4M3_BITS.items():
+            table[bits], table[bits | 0x80] = value, -value
+        return table[data]
+    return data.astype(np.float64)
 
 
 @dataclass(frozen=True)
 class GemmOperands:
-    """A cuBLAS GEMM's A, B (random rows) and C on the device, kept for every later GEMM of their size and type."""
+    """A GEMM's A (m x k), B (n x k; random rows) and C (m x n) on the device, kept for every later GEMM of their
+    shape and type."""
 
     a: cupy.ndarray
     b: cupy.ndarray
@@ -79,7 +112,10 @@ class CupyLauncher:
         self._pinned: dict[int, np.ndarray] = {}  # device address of a pinned buffer -> its host view
         self._hold_out: Any = None
         self._co_resident: dict[tuple[str, int, int], int] = {}  # (kernel, threads, shared) -> blocks per SM
-        self._gemm_operands: dict[tuple[int, str], GemmOperands] = {}  # (n, dtype) -> its operands
+        self._gemm_operands: dict[tuple[GemmShape, str], GemmOperands] = {}  # (shape, dtype) -> its operands
+        self._gemm_calls: dict[tuple[GemmShape, str], Callable[[], None]] = {}  # (shape, dtype) -> one GEMM's call
+        self._cublaslt: Any = None  # gpuprobe.runner.cublaslt.CublasLt, made at the first cuBLASLt GEMM
+        self._lt_workspace: Any = None
 
     def alloc(self, nbytes: int) -> cupy.ndarray:
         return self._cp.zeros(nbytes, dtype=self._cp.uint8)
@@ -263,25 +299,16 @@ class CupyLauncher:
                 stream.synchronize()
         return (time.perf_counter() - started) * 1e3
 
-    def time_gemm(self, n: int, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None) -> float:
+    def time_gemm(
+        self, shape: GemmShape, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None
+    ) -> float:
         cp = self._cp
-        try:
-            from cupy.cuda import cublas
-        except ImportError as exc:  # CuPy finds libcublas at first use: a machine may lack it
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise LaunchPathUnavailable(f"cuBLAS cannot be loaded here ({reason})") from None
-
-        data_type, compute_type, _ = _GEMM_TYPES[dtype]
-        alpha, beta = np.ones(1, dtype=np.float32), np.zeros(1, dtype=np.float32)
-        handle = cp.cuda.device.get_cublas_handle()
-        first = (n, dtype) not in self._gemm_operands
-        operands = self._operands(n, dtype)
+        first = (shape, dtype) not in self._gemm_calls
+        call = self._gemm_call(shape, dtype)
 
         def enqueue(gemms: int = count) -> None:
             for _ in range(gemms):
-                cublas.gemmEx(handle, 0, 0, n, n, n, alpha.ctypes.data, operands.a.data.ptr, data_type, n,
-                              operands.b.data.ptr, data_type, n, beta.ctypes.data, operands.c.data.ptr, data_type, n,
-                              compute_type, -1)  # fmt: skip
+                call()
 
         if first:
             enqueue(1)  # the first call picks the algorithm and loads its kernels: not timed
@@ -299,20 +326,77 @@ class CupyLauncher:
         cp.cuda.Device().synchronize()
         return float(cp.cuda.get_elapsed_time(start, stop))
 
-    def _operands(self, n: int, dtype: str) -> GemmOperands:
-        """The GEMM's operands: random rows (at most GEMM_DRAWN_ROWS an operand, drawn on the host: the draw, not
-        the GEMMs, took a timing's time), repeated down to n, so every tile the tensor cores take is random, as the
-        power draw needs; drawn and uploaded at the first call of their size and type, kept for every later one (a
-        sustained run calls back to back)."""
-        if (n, dtype) not in self._gemm_operands:
-            cp, holder = self._cp, _GEMM_TYPES[dtype][2]
-            rows = min(n, GEMM_DRAWN_ROWS)
-            values = np.random.default_rng(1).standard_normal((2, rows, n), dtype=np.float32)
-            drawn = (values.view(np.uint32) >> 16).astype(np.uint16) if dtype == "bf16" else values.astype(holder)
-            host = np.tile(drawn, (1, -(-n // rows), 1))[:, :n]
-            self._gemm_operands[n, dtype] = GemmOperands(cp.asarray(host[0]), cp.asarray(host[1]),
-                                                         cp.zeros((n, n), dtype=holder))  # fmt: skip
-        return self._gemm_operands[n, dtype]
+    def gemm_sample(self, shape: GemmShape, dtype: str, rows: np.ndarray, cols: np.ndarray) -> GemmSample:
+        if (shape, dtype) not in self._gemm_calls:
+            self.time_gemm(shape, dtype)
+        cp, operands = self._cp, self._gemm_operands[shape, dtype]
+        cp.cuda.Device().synchronize()
+        rows, cols = cp.asarray(rows), cp.asarray(cols)
+        return GemmSample(decode_values(cp.asnumpy(operands.a[rows]), dtype),
+                          decode_values(cp.asnumpy(operands.b[cols]), dtype),
+                          decode_values(cp.asnumpy(operands.c[rows][:, cols]), f"c:{dtype}"))  # fmt: skip
+
+    def _gemm_call(self, shape: GemmShape, dtype: str) -> Callable[[], None]:
+        """One GEMM of ``shape`` and ``dtype`` enqueued on the current stream, made at its first use and kept."""
+        if (shape, dtype) not in self._gemm_calls:
+            library = GEMM_TYPES[dtype].library
+            try:
+                from cupy.cuda import cublas
+            except ImportError as exc:  # CuPy finds libcublas at first use: a machine may lack it
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise LaunchPathUnavailable(f"{library} cannot be loaded here (cuBLAS: {reason})") from None
+            operands = self._operands(shape, dtype)
+            make = self._cublaslt_call if library == "cuBLASLt" else partial(self._cublas_call, cublas)
+            self._gemm_calls[shape, dtype] = make(shape, dtype, operands)
+        return self._gemm_calls[shape, dtype]
+
+    def _cublas_call(self, cublas: Any, shape: GemmShape, dtype: str, operands: GemmOperands) -> Callable[[], None]:
+        """cublasGemmEx computing the row-major C = A . B^T as cuBLAS's column-major C^T = op_T(B) . A (m and n
+        swapped, every leading dimension k or n: the TN layout int8 needs)."""
+        in_type, out_type, compute, _, _ = _GEMM_TYPES[dtype]
+        scalar = np.int32 if dtype == "s8" else np.float32
+        alpha, beta = np.ones(1, dtype=scalar), np.zeros(1, dtype=scalar)
+        handle = self._cp.cuda.device.get_cublas_handle()
+        m, n, k = shape
+
+        def call() -> None:
+            cublas.gemmEx(handle, 1, 0, n, m, k, alpha.ctypes.data, operands.b.data.ptr, in_type, k,
+                          operands.a.data.ptr, in_type, k, beta.ctypes.data, operands.c.data.ptr, out_type, n,
+                          compute, -1)  # fmt: skip
+
+        return call
+
+    def _cublaslt_call(self, shape: GemmShape, dtype: str, operands: GemmOperands) -> Callable[[], None]:
+        """cublasLtMatmul of the same layout (fp8 needs TN), on a workspace kept for every later one; not run with the
+        reason where libcublasLt is not found or has no algorithm for the type on this GPU."""
+        from gpuprobe.runner import cublaslt
+
+        if self._cublaslt is None:
+            self._cublaslt = cublaslt.CublasLt(cublaslt.load())
+            self._lt_workspace = self._cp.empty(cublaslt.WORKSPACE_BYTES, dtype=self._cp.uint8)
+        in_type, out_type, compute, _, _ = _GEMM_TYPES[dtype]
+        pointers = (operands.a.data.ptr, operands.b.data.ptr, operands.c.data.ptr)
+        stream = self._cp.cuda.get_current_stream().ptr
+        try:
+            return self._cublaslt.matmul(shape, (in_type, out_type, compute), pointers, self._lt_workspace.data.ptr,
+                                         stream)  # fmt: skip
+        except RuntimeError as exc:
+            raise LaunchPathUnavailable(f"cuBLASLt cannot run a {dtype} GEMM here ({exc})") from None
+
+    def _operands(self, shape: GemmShape, dtype: str) -> GemmOperands:
+        """The GEMM's operands: random small integers (GEMM_VALUE_RANGE: every product and sum exact), at most
+        GEMM_DRAWN_ROWS rows an operand drawn on the host (the draw, not the GEMMs, took a timing's time), repeated
+        down to its rows, so every tile the tensor cores take is random; drawn and uploaded at the first call of
+        their shape and type, kept for every later one (a sustained run calls back to back)."""
+        if (shape, dtype) not in self._gemm_operands:
+            cp, rng = self._cp, np.random.default_rng(1)
+            host = []
+            for rows in (shape.m, shape.n):
+                drawn = rng.integers(-GEMM_VALUE_RANGE, GEMM_VALUE_RANGE + 1, (min(rows, GEMM_DRAWN_ROWS), shape.k))
+                host.append(np.tile(encode_operand(drawn, dtype), (-(-rows // len(drawn)), 1))[:rows])
+            c = cp.zeros((shape.m, shape.n), dtype=_GEMM_TYPES[dtype][4])
+            self._gemm_operands[shape, dtype] = GemmOperands(cp.asarray(host[0]), cp.asarray(host[1]), c)
+        return self._gemm_operands[shape, dtype]
 
     def device(self) -> Device:
         return device_identity(self.device_index)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -46,7 +46,26 @@ def probe_range(probe: str) -> str:
 # (tens of us; 100k cycles is 50 us at 2 GHz).
 HOLD_CYCLES_PER_LAUNCH = 100_000
 HOLD_MAX_CYCLES = 1_000_000_000
-GEMM_DRAWN_ROWS = 1024  # random rows of each cuBLAS operand drawn on the host (time_gemm), repeated down to n
+GEMM_DRAWN_ROWS = 1024  # random rows of each GEMM operand drawn on the host (time_gemm), repeated down to its rows
+GEMM_VALUE_RANGE = 4  # GEMM operands are integers in [-4, 4]: exact in e4m3 and bf16, every product and sum of
+# K <= 2^16 of them exact in float32 (|sum| <= 16 x 2^16 < 2^24), the result rounded once to the output type
+
+
+class GemmType(NamedTuple):
+    """How a GEMM type runs: the library that has it and the type it writes C in (its result is rounded to)."""
+
+    library: str
+    output: str
+
+
+GEMM_TYPES: dict[str, GemmType] = {
+    "bf16": GemmType("cuBLAS", "bf16"),
+    "f16": GemmType("cuBLAS", "f16"),
+    "tf32": GemmType("cuBLAS", "f32"),
+    "f32": GemmType("cuBLAS", "f32"),
+    "s8": GemmType("cuBLAS", "s32"),
+    "e4m3": GemmType("cuBLASLt", "bf16"),  # cuBLAS's GEMM has no fp8
+}
 
 
 def hold_cycles(launches: int) -> int:
@@ -155,18 +174,67 @@ class DeviceCopies(Launcher, Protocol):
         """GPU milliseconds of ``count`` device-to-device copies of ``nbytes`` by the CUDA runtime's memcpy."""
 
 
-class Gemm(Launcher, Protocol):
-    """cuBLAS GEMMs (the wgmma family)."""
+class GemmShape(NamedTuple):
+    """A GEMM's shape: C (m x n) = A (m x k) . B (n x k)^T, every operand row-major with k contiguous (the TN
+    layout of inference's y = x W^T, the one cuBLAS's int8 and fp8 kernels require)."""
 
-    def time_gemm(self, n: int, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None) -> float:
-        """GPU milliseconds of ``count`` n x n x n cuBLAS GEMMs (``dtype`` "f16", "bf16", "tf32" or "f32"
-        inputs, float32 accumulation, random operands, drawn once per n and dtype and kept on the device, the
-        algorithm picked by an untimed first GEMM), between two CUDA events.
+    m: int
+    n: int
+    k: int
+
+    @property
+    def flop(self) -> int:
+        """A multiply-add counted as two."""
+        return 2 * self.m * self.n * self.k
+
+    def __str__(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+
+@dataclass(frozen=True)
+class GemmSample:
+    """Rows of a GEMM's C read back, with the operand rows that made them: ``c`` (len(a) x len(b)) should be
+    ``a @ b.T`` rounded to the GEMM's output type. All as float64, exactly the values on the device."""
+
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+
+
+def round_to_output(exact: np.ndarray, dtype: str) -> np.ndarray:
+    """A GEMM's exact sums (float64) rounded once, to nearest even, to ``dtype``'s output type (:data:`GEMM_TYPES`):
+    what its C holds when it accumulated exactly."""
+    out = GEMM_TYPES[dtype].output
+    if out == "bf16":
+        bits = exact.astype(np.float32).view(np.uint32)
+        rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+        return rounded.view(np.float32).astype(np.float64)
+    if out == "f16":
+        return exact.astype(np.float16).astype(np.float64)
+    return exact
+
+
+class Gemm(Launcher, Protocol):
+    """A BLAS library's GEMMs (cuBLAS, cuBLASLt: the wgmma, power and ladder families)."""
+
+    def time_gemm(
+        self, shape: GemmShape, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None
+    ) -> float:
+        """GPU milliseconds of ``count`` GEMMs of ``shape`` (:data:`GEMM_TYPES`: ``dtype`` "bf16", "f16", "tf32" or
+        "f32" through cublasGemmEx with float32 accumulation, "s8" with int32, "e4m3" through cuBLASLt's
+        cublasLtMatmul with float32 accumulation), on small random integers (exact in every type and every sum:
+        :data:`GEMM_VALUE_RANGE`) drawn once per shape and type and kept on the device, the algorithm picked by an
+        untimed first GEMM, between two CUDA events. :class:`LaunchPathUnavailable` when the library cannot be
+        loaded here, with the reason.
 
         ``stamp`` = (kernel, blocks, out): a kernel of the cubin taking ``(.u32 slot, .u64 out)``, launched
         with ``blocks`` blocks of one thread on the same stream right before the timed GEMMs (slot 0) and
         right after them (slot 1), outside the events and inside the hold, so that what it records (the
         SM clock's witnesses) brackets the GEMMs alone. The caller reads ``out`` afterwards."""
+
+    def gemm_sample(self, shape: GemmShape, dtype: str, rows: np.ndarray, cols: np.ndarray) -> GemmSample:
+        """C's ``rows`` x ``cols`` as the last GEMM of ``shape`` and ``dtype`` left it (one is run first if
+        none was), with A's ``rows`` and B's ``cols`` (rows of the n x k B) read back from the device."""
 
 
 class LaunchPaths(Launcher, Protocol):

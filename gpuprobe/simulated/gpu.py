@@ -37,7 +37,20 @@ from gpuprobe.kernels.registry import declaring
 from gpuprobe.kernels.sass import kernel_opcodes
 from gpuprobe.measure.conditions import ConditionRecorder
 from gpuprobe.runner.checked import check_launch, signature
-from gpuprobe.runner.launcher import CooperativeGridTooLarge, Dims, LaunchPathUnavailable, Signatures, hold_cycles, xyz
+from gpuprobe.runner.launcher import (
+    GEMM_DRAWN_ROWS,
+    GEMM_TYPES,
+    GEMM_VALUE_RANGE,
+    CooperativeGridTooLarge,
+    Dims,
+    GemmSample,
+    GemmShape,
+    LaunchPathUnavailable,
+    Signatures,
+    hold_cycles,
+    round_to_output,
+    xyz,
+)
 from gpuprobe.runner.tensor_map import TENSOR_MAP_DTYPE, TileMap
 from gpuprobe.runner.trajectory import Trajectory
 from gpuprobe.simulated import power
@@ -141,6 +154,16 @@ SUITE_MEMORY = {"bw_dram_gbps": 3000.0 * SUITE_SMS / 132, "bw_l2_gbps": 9000.0 *
                 "bw_inflight_bytes": 16384.0, "bw_l2_inflight_bytes": 12288.0}  # fmt: skip
 
 
+SIMULATED_GEMM_BYTES = {"bf16": (2, 2), "f16": (2, 2), "tf32": (4, 4), "f32": (4, 4), "s8": (1, 4), "e4m3": (1, 2)}
+
+
+def _simulated_rows(shape: GemmShape, dtype: str, side: str, rows: np.ndarray) -> np.ndarray:
+    """Rows of a simulated GEMM's A or B (``side``): small integers, row r the draw of row r mod GEMM_DRAWN_ROWS."""
+    seeds = (zlib.crc32(f"{shape}.{dtype}.{side}.{int(r) % GEMM_DRAWN_ROWS}".encode()) for r in rows)
+    draws = [np.random.default_rng(seed).integers(-GEMM_VALUE_RANGE, GEMM_VALUE_RANGE + 1, shape.k) for seed in seeds]
+    return np.array(draws, dtype=np.float64).reshape(len(rows), shape.k)
+
+
 def suite_options(**options: Any) -> dict[str, Any]:
     """The simulated part of a whole-suite run: ``SUITE_SMS`` SMs; a cuBLAS, a memory system and cudaMemcpy as
     fast per SM as the default part's (so the simulated wgmma, which scales with the SMs, compares as it would,
@@ -240,8 +263,12 @@ class SimulatedGpu:
     copy_gbps: float = 3000.0  # CuPy's device-to-device copy (bytes read + written per second, GB/s)
     host_gbps: dict[str, float] = field(default_factory=lambda: {"pinned": 50.0, "pageable": 20.0})
     gemm_tflops: dict[str, float] = field(
-        default_factory=lambda: {"f16": 700.0, "bf16": 700.0, "tf32": 350.0}
-    )  # 132 SMs
+        default_factory=lambda: {"f16": 700.0, "bf16": 700.0, "tf32": 350.0, "e4m3": 1300.0, "s8": 1300.0}
+    )  # 132 SMs, a large GEMM's rate; a skinny or small one is bound by its bytes (gemm_gbps) and its call
+    gemm_gbps: float = 3000.0  # the operand and result bytes a GEMM streams from and to DRAM, per second
+    gemm_call_us: float = 4.0  # a GEMM's launch and last wave, paid whatever its size
+    gemm_missing: dict[str, str] = field(default_factory=dict)  # library ("cuBLASLt") -> why it cannot be loaded
+    gemm_corrupt: bool = False  # every GEMM's C is off by one in one element (a planted wrong result)
     kernel_ms: float = 0.002  # a simulated kernel's time when its simulation gives none
     # launch costs (the launch and grid_sync families): host microseconds per enqueue by launch path (a
     # path not listed is not installed), the GPU's own spacing of back-to-back stream launches and of graph
@@ -384,16 +411,37 @@ class SimulatedGpu:
         path = f"host_copy.{direction}.{'pinned' if pinned else 'pageable'}"
         return count * (moved / (gbps * 1e9) * 1e3 + 0.005) * self._jitter(path, HOST_RUN_SD)
 
-    def time_gemm(self, n: int, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None) -> float:
-        """cuBLAS at ``gemm_tflops``; the clock stamps around the batch, which runs at cuBLAS's own clock, as
-        :func:`gpuprobe.families.wgmma.simulated.bracket_gemm` runs them."""
-        ms = count * 2 * n**3 / (self.gemm_tflops[dtype] * 1e12) * 1e3 * self._jitter(f"gemm.{dtype}", DEVICE_RUN_SD)
+    def time_gemm(
+        self, shape: GemmShape, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None
+    ) -> float:
+        """A GEMM at ``gemm_tflops`` or its bytes at ``gemm_gbps``, whichever is slower, plus ``gemm_call_us``
+        (so a skinny or small one falls under the large one's rate); the clock stamps around the batch, which runs
+        at cuBLAS's own clock, as :func:`gpuprobe.families.wgmma.simulated.bracket_gemm` runs them.
+        LaunchPathUnavailable where ``gemm_missing`` names the type's library."""
+        library = GEMM_TYPES[dtype].library
+        if library in self.gemm_missing:
+            raise LaunchPathUnavailable(f"{library} cannot be loaded here ({self.gemm_missing[library]})")
+        in_bytes, out_bytes = SIMULATED_GEMM_BYTES[dtype]
+        moved = (shape.m + shape.n) * shape.k * in_bytes + shape.m * shape.n * out_bytes
+        one_s = max(shape.flop / (self.gemm_tflops[dtype] * 1e12), moved / (self.gemm_gbps * 1e9))
+        ms = count * (one_s * 1e3 + self.gemm_call_us / 1e3) * self._jitter(f"gemm.{dtype}", DEVICE_RUN_SD)
         if stamp is not None:
             from gpuprobe.families.wgmma.simulated import bracket_gemm
 
             bracket_gemm(self, stamp, ms)
         self.power_state.advance("tensor", ms)
         return ms
+
+    def gemm_sample(self, shape: GemmShape, dtype: str, rows: np.ndarray, cols: np.ndarray) -> GemmSample:
+        """The sampled rows of A and B (small integers, each row drawn from its own seed, as the launcher keeps one
+        draw per shape and type) and C rounded once to the output type; one element off when ``gemm_corrupt``."""
+        if GEMM_TYPES[dtype].library in self.gemm_missing:
+            self.time_gemm(shape, dtype)  # raises LaunchPathUnavailable, as the launcher's first GEMM would
+        a, b = (_simulated_rows(shape, dtype, side, picked) for side, picked in (("a", rows), ("b", cols)))
+        c = round_to_output(a @ b.T, dtype)
+        if self.gemm_corrupt:
+            c[-1, -1] += 1
+        return GemmSample(a, b, c)
 
     def device(self) -> Device:
         """The part as CUDA and NVML would describe it. Its board (UUID and serial) is one per model name and

@@ -16,7 +16,7 @@ Order of measurement:
    operands both (the power effect).
 2. ``wgmma.cublas.bf16``: cuBLAS's 8192^3 bf16 GEMM in the same process, its SM clock witnessed by a
    clock-stamp kernel on the same stream right before and right after the batch
-   (:func:`bracket_mhz`); the bf16 wgmma rate over cuBLAS's, per clock.
+   (:func:`~gpuprobe.families.library_timing.bracket_mhz`); the bf16 wgmma rate over cuBLAS's, per clock.
 3. The other throughput probes (bf16 RS, f16, tf32, e4m3, s8; SS and RS; smaller N; sparse), the same way.
 4. Latency, per type, N and A source: one warpgroup, wgmma + commit + wait 0 per iteration, each
    accumulating onto the last; a sample is a long minus a short loop's cycles over the difference in
@@ -43,9 +43,10 @@ import numpy as np
 
 from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Device, Fact, ProbeOutcome
-from gpuprobe.families import instruction_peak
+from gpuprobe.families import instruction_peak, library_timing
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.differencing import Difference, Lengths
+from gpuprobe.families.library_timing import STAMP_WORDS, STAMPS_PER_SM, GemmTiming
 from gpuprobe.families.measuring import TIMER_TICK_NS, clock_mhz, clock_window_ns, fact, require_counts, unmeasured
 from gpuprobe.families.planning import CHECKED_LAUNCH_CALLS, MAX_THREADS_PER_SM, cycles_s, held_batch_s, readback_host_s
 from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
@@ -72,7 +73,6 @@ from gpuprobe.families.wgmma.ptx import (
     A_BYTES,
     CLOCK_STAMP_KERNEL,
     LATENCY_THREADS,
-    STAMP_WORDS,
     THROUGHPUT_N,
     Kernel,
     kernels,
@@ -80,8 +80,7 @@ from gpuprobe.families.wgmma.ptx import (
 from gpuprobe.judge.invariants import Check
 from gpuprobe.judge.physics import bounds
 from gpuprobe.output.sections import Plot, Section
-from gpuprobe.runner.checked import POISON_BYTE, unwritten
-from gpuprobe.runner.launcher import GEMM_DRAWN_ROWS, Gemm, LaunchPathUnavailable, capability
+from gpuprobe.runner.launcher import GEMM_DRAWN_ROWS, GemmShape, LaunchPathUnavailable
 
 RECORD_WORDS = 8  # uint32 words per warpgroup record: cycles, ns, start, end (u64 each)
 DENSE_RATES = "wgmma_dense_tflops"  # state: each dense throughput probe's TFLOP/s, by shape, for the sparse ones
@@ -107,7 +106,6 @@ CUBLAS_PROBE = "wgmma.cublas.bf16"
 # 2.1 GFLOP in ~72 us).
 GEMM_MIN_N = 4096
 GEMM_MIN_MS = 0.5
-STAMPS_PER_SM = 2  # clock-stamp blocks per SM, so that every SM likely runs one before and one after
 CUBLAS_FACTS = (("tensor.cublas.bf16.tflops", "TFLOP/s"), ("tensor.cublas.bf16.sm_clock", "MHz"),
                 ("tensor.cublas.bf16.fraction_of_peak", "fraction"),
                 ("tensor.wgmma.bf16.fraction_of_cublas", "fraction"))  # fmt: skip
@@ -457,57 +455,15 @@ def measure_throughput(request: Request, name: str) -> Measured:
 # --------------------------------------------------------------------------- cuBLAS
 
 
-@dataclass(frozen=True)
-class GemmTiming:
-    """One timed batch of cuBLAS GEMMs: its event ms, TFLOP/s and the SM clock it ran at."""
-
-    ms: float
-    tflops: float
-    mhz: float
-
-
-def bracket_mhz(stamps: np.ndarray, batch_ms: float, window_ns: float, kernel: str = CLOCK_STAMP_KERNEL) -> float:
-    """The SM clock over a batch of work between two clock stamps (``stamps``: 2 x blocks x STAMP_WORDS of
-    %clock64, %globaltimer, %smid, slot; slot 0 right before the batch, slot 1 right after): per SM that ran
-    a stamp of each, its cycles from its last stamp before to its first after over the ns between them
-    (%clock64 counts per SM, never comparable across SMs); the median over those SMs. ProbeFailure where no
-    SM ran both, a record is another slot's, or an SM's stamps do not enclose the batch's ``batch_ms``."""
-    if np.any(stamps[0, :, 3] != 0) or np.any(stamps[1, :, 3] != 1):
-        raise ProbeFailure(f"{kernel}: a stamp wrote into another slot's records")
-    before = {int(sm): (int(c), int(t)) for c, t, sm, _ in sorted(stamps[0].tolist(), key=lambda r: r[1])}
-    after = {int(sm): (int(c), int(t)) for c, t, sm, _ in sorted(stamps[1].tolist(), key=lambda r: -r[1])}
-    shared = sorted(set(before) & set(after))
-    if not shared:
-        raise ProbeFailure(f"{kernel}: no SM ran a stamp both before and after the GEMMs")
-    clocks = []
-    for sm in shared:
-        cycles, ns = after[sm][0] - before[sm][0], after[sm][1] - before[sm][1]
-        mhz = clock_mhz(cycles, ns, window_ns) if cycles > 0 else None
-        if ns < batch_ms * 1e6 - TIMER_TICK_NS or mhz is None:
-            raise ProbeFailure(f"{kernel}: SM {sm}'s stamps span {cycles} cycles in {ns} ns, which "
-                               f"do not enclose the {batch_ms:.3f} ms the GEMMs took")  # fmt: skip
-        clocks.append(mhz)
-    return float(np.median(clocks))
-
-
 def time_gemms(request: Request, n: int, count: int, window_ns: float, stamp: str = CLOCK_STAMP_KERNEL) -> GemmTiming:
-    """``count`` cuBLAS n^3 GEMMs timed by CUDA events, between clock stamps (``stamp``, a copy of
-    :data:`CLOCK_STAMP_KERNEL`) on the same stream (the stamp kernel's output poisoned and read back; the launcher
-    checks its arguments as every launch's); LaunchPathUnavailable where the launcher has no cuBLAS."""
-    gemm = capability(request.launcher, Gemm)
-    blocks = STAMPS_PER_SM * request.device.sm_count
-    words = 2 * blocks * STAMP_WORDS
-    out = request.outputs.get(words)
-    gemm.fill(out, POISON_BYTE)
-    ms = gemm.time_gemm(n, GEMM_DTYPE, count, stamp=(stamp, blocks, out))
-    stamps = gemm.read(out, "uint64", words)
-    if unwritten(stamps):
-        raise ProbeFailure(f"{stamp} did not write all of its {words} words")
-    if ms / count < GEMM_MIN_MS:
-        raise ProbeFailure(f"a {n}^3 GEMM took {ms / count * 1e3:.0f} us, under {GEMM_MIN_MS} ms: its "
+    """``count`` cuBLAS bf16 n^3 GEMMs between clock stamps (``stamp``, a copy of :data:`CLOCK_STAMP_KERNEL`:
+    :func:`gpuprobe.families.library_timing.time_gemms`), each at least :data:`GEMM_MIN_MS` (a shorter one is its
+    call and last wave, not cuBLAS's throughput); LaunchPathUnavailable where the launcher has no cuBLAS."""
+    timing = library_timing.time_gemms(request, GemmShape(n, n, n), GEMM_DTYPE, count, window_ns, stamp)
+    if timing.ms / count < GEMM_MIN_MS:
+        raise ProbeFailure(f"a {n}^3 GEMM took {timing.ms / count * 1e3:.0f} us, under {GEMM_MIN_MS} ms: its "
                            "call and last wave, not cuBLAS's throughput")  # fmt: skip
-    mhz = bracket_mhz(stamps.reshape(2, blocks, STAMP_WORDS), ms, window_ns, stamp)
-    return GemmTiming(ms, 2.0 * n**3 * count / (ms * 1e9), mhz)
+    return timing
 
 
 def measure_cublas(request: Request, name: str) -> Measured:

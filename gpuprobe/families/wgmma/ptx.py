@@ -17,13 +17,15 @@ each thread's metadata register. Each warpgroup ``g`` (of all blocks) writes ``[
 registers, thread by thread in register order.
 
 One more kernel times no wgmma: ``gp_wg_clock_stamp(slot, out)`` is the SM clock's witness around
-work the suite does not write, cuBLAS's GEMMs (:data:`CLOCK_STAMP_KERNEL`, :func:`clock_stamp_text`).
+work the suite does not write, cuBLAS's GEMMs (:data:`CLOCK_STAMP_KERNEL`,
+:func:`gpuprobe.families.library_timing.clock_stamp_text`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuprobe.families.library_timing import clock_stamp_text
 from gpuprobe.families.wgmma.layout import N_VALUES, TYPES, WgmmaType
 from gpuprobe.kernels.registry import unroll_of
 
@@ -275,47 +277,7 @@ HEADER = """\
 
 
 CLOCK_STAMP_KERNEL = "gp_wg_clock_stamp"
-STAMP_WORDS = 4  # u64 per block of a stamp: %clock64, %globaltimer, %smid, slot
-
-
-def clock_stamp_text(name: str = CLOCK_STAMP_KERNEL) -> str:
-    """``gp_wg_clock_stamp(slot, out)`` (or ``name``, another family's copy): each block's first thread stores
-    its SM's %clock64 and the %globaltimer, read back to back, with its %smid and ``slot`` at
-    ``out + 32 x (slot x blocks + block)``. Launched right before a batch of work (slot 0) and right after it
-    (slot 1) on the same stream, an SM's cycles between its two stamps over the ns between them is the clock the
-    SM ran the batch at."""
-    return "\n".join([
-        "// The SM clock around work written elsewhere (cuBLAS's GEMMs): %clock64, %globaltimer, %smid, slot a block.",
-        f".visible .entry {name}(.param .u32 slot, .param .u64 out)",
-        ".maxntid 32, 1, 1",
-        "{",
-        "\t.reg .pred %p<2>;",
-        "\t.reg .b32 %r<6>;",
-        "\t.reg .b64 %rd<8>;",
-        "\tmov.u32 %r1, %tid.x;",
-        "\tsetp.ne.u32 %p1, %r1, 0;",
-        "\t@%p1 bra DONE;",
-        "\tld.param.u32 %r2, [slot];",
-        "\tld.param.u64 %rd1, [out];",
-        "\tcvta.to.global.u64 %rd1, %rd1;",
-        "\tmov.u64 %rd2, %clock64;",
-        "\tmov.u64 %rd3, %globaltimer;",
-        "\tmov.u32 %r3, %smid;",
-        "\tmov.u32 %r4, %ctaid.x;",
-        "\tmov.u32 %r5, %nctaid.x;",
-        "\tmad.lo.u32 %r4, %r2, %r5, %r4;  // this stamp's record: slot x blocks + block",
-        f"\tmul.wide.u32 %rd4, %r4, {8 * STAMP_WORDS};",
-        "\tadd.u64 %rd5, %rd1, %rd4;",
-        "\tcvt.u64.u32 %rd6, %r3;",
-        "\tcvt.u64.u32 %rd7, %r2;",
-        "\tst.global.v2.u64 [%rd5], {%rd2, %rd3};",
-        "\tst.global.v2.u64 [%rd5+16], {%rd6, %rd7};",
-        "DONE:",
-        "\tret;",
-        "}",
-        "",
-    ])  # fmt: skip
 
 
 def module_text() -> str:
-    return HEADER + "\n" + "\n".join(kernel_text(k) for k in kernels()) + "\n" + clock_stamp_text()
+    return HEADER + "\n" + "\n".join(kernel_text(k) for k in kernels()) + "\n" + clock_stamp_text(CLOCK_STAMP_KERNEL)

@@ -35,7 +35,8 @@ from gpuprobe.families.wgmma.layout import (
     operand_offset,
 )
 from gpuprobe.families.wgmma.operands import decode
-from gpuprobe.families.wgmma.ptx import CLOCK_STAMP_KERNEL, STAMP_WORDS, Kernel, kernels
+from gpuprobe.families.library_timing import STAMP_WORDS
+from gpuprobe.families.wgmma.ptx import CLOCK_STAMP_KERNEL, Kernel, kernels
 from gpuprobe.simulated.simulation import Simulation
 from gpuprobe.simulated.timer import at_launch, continuous
 
