@@ -74,6 +74,12 @@ def _listing(source: str, arch: str, text: str | None = None) -> Listing:
     ("coop.memcpy_async.barrier", "sm_86", "sm_90a", "count UBLKCP"),
     # ... or used it on sm_86, which has none
     ("coop.memcpy_async.barrier", "sm_90a", "sm_86", "count LDGSTS"),
+    # CUB's warp reduction stopped using redux.sync on sm_80 (the shuffles of sm_75)
+    ("coop.cub.warp_reduce", "sm_75", "sm_90a", "count C?REDUX"),
+    # ptxas loaded CUB's raking segment twice on sm_90a too, as before sm_90
+    ("coop.cub.block_scan", "sm_80", "sm_90a", "count LDS"),
+    # ... or peeled the radix sort's last pass on sm_80, as on sm_90a
+    ("coop.cub.radix_sort", "sm_90a", "sm_80", "count BAR"),
 ])  # fmt: skip
 def test_a_lowering_that_changed_is_caught(probe: str, built: str, judged: str, rule: str) -> None:
     """Each arch's real SASS of a kernel held to the rules of another arch: what a compiler or CCCL
@@ -113,6 +119,12 @@ def test_an_atomic_ref_rewritten_to_the_shared_space_is_caught() -> None:
     ("coop.block.sync.256", "sm_75", "barrier.block.256", True),
     ("coop.cluster.sync.4", "sm_90", "cluster.bar.4", False),
     ("coop.atomic_ref.shared", "sm_120", "atomics.latency.shared", False),
+    ("coop.cub.warp_reduce", "sm_90a", "warp.redux.add", True),
+    ("coop.cub.warp_reduce", "sm_75", "warp.tile32.reduce", False),
+    ("coop.cub.warp_scan", "sm_80", "warp.shfl.up", True),
+    ("coop.cub.block_reduce", "sm_90a", "coop.cub.block_reduce", False),
+    ("coop.cub.block_scan", "sm_75", "coop.cub.block_scan", True),
+    ("coop.cub.radix_sort", "sm_90a", None, None),
 ])  # fmt: skip
 def test_the_twin_is_chosen_per_arch(probe: str, arch: str, twin: str | None, floor: bool | None) -> None:
     found = pairs.twin_of(probe, parse_arch(arch))
@@ -142,6 +154,19 @@ def test_a_twin_is_refused_where_its_contract_does_not_hold_or_the_listing_is_un
 # ---- the host's replays ----------------------------------------------------------------------------
 
 
+def test_a_cub_block_twin_is_the_kernel_its_probe_declares_and_held_to_that_kernel_s_rules() -> None:
+    """The hand-written block twins are the probes' own (cub.cu), held to the twin's vars: on sm_90a the twin
+    loads the eight warp totals in two loads where CUB loads seven in three."""
+    sm90a, listing = parse_arch("sm_90a"), _module().listing
+    twin = pairs.twin_of("coop.cub.block_reduce", sm90a)
+    assert twin.kernel == "gp_coop_ptx_block_reduce_lat" and pairs.twin_refusal(twin, listing, sm90a) is None
+    loads = [r for r in twin.contract(sm90a) if r.opcode and r.opcode.startswith("LDS")]
+    assert [r.count for r in loads] == [16]
+    swapped = dataclasses.replace(listing, kernels={**listing.kernels, twin.kernel: listing.kernel(
+        "gp_coop_cub_block_reduce_lat")})  # fmt: skip
+    assert "contract does not hold" in pairs.twin_refusal(twin, swapped, sm90a)
+
+
 def test_the_replays_follow_the_documented_semantics() -> None:
     values = np.arange(1, 33, dtype=np.uint64)
     assert list(chains.tile_reduce(values, 4)[:8]) == [10] * 4 + [26] * 4
@@ -152,6 +177,12 @@ def test_the_replays_follow_the_documented_semantics() -> None:
     assert labels[0] == sum(v for v in range(1, 33) if v % 4 == 1)
     floats = np.array([3.0] * 32, dtype=np.float32).view(np.uint32).astype(np.uint64)
     assert chains.float_reduce(floats).astype(np.uint32).view(np.float32)[0] == 96.0
+    assert list(chains.first_takes_total(values)[:3]) == [528, 2, 3]  # CUB's Sum: defined in the first lane
+    wrapped = chains.first_takes_total(np.full(256, 2**31, dtype=np.uint64))
+    assert wrapped[0] == 0 and wrapped[1] == 2**31  # mod 2^32
+    keys = np.array([7, 2**32 - 1, 0, 3], dtype=np.uint64)
+    assert list(chains.sort_and_map(keys)) == [1, (3 * 2654435761 + 1) % 2**32, (7 * 2654435761 + 1) % 2**32,
+                                               ((2**32 - 1) * 2654435761 + 1) % 2**32]  # fmt: skip
 
 
 def test_a_coalesced_chain_never_reads_rank_0_and_leaves_the_other_lanes_alone() -> None:
@@ -170,7 +201,9 @@ def test_every_probe_measures_its_pair_and_verifies_both(whole_run: dict) -> Non
     for name, measured in whole_run.items():
         assert measured.outcome.status == "ok", (name, measured.outcome.detail)
         assert [f.id for f in measured.facts] == list(find_probe(name).facts), name
-        for cost, twin, ratio in zip(*(measured.facts[k::3] for k in range(3)), strict=True):
+        facts = {f.id: f for f in measured.facts}
+        for cost_id, twin_id in coop.cost_and_twin(find_probe(name).facts):
+            cost, twin, ratio = facts[cost_id], facts[twin_id], facts[twin_id.replace(".ptx_latency", ".ratio", 1)]
             assert ratio.value == pytest.approx(np.median([c / t for c, t in zip(cost.samples, twin.samples,
                                                                                strict=True)]))  # fmt: skip
 
@@ -190,7 +223,7 @@ def test_the_floors_hold_on_the_simulated_run_and_catch_an_abstraction_cheaper_t
 ) -> None:
     facts = {f.id: f for m in whole_run.values() for f in m.facts}
     checks = coop.abstraction_not_below_instruction(facts, _device("sm_90a"))
-    floors = {p for p in coop.PROBES if pairs.twin_of(p, parse_arch("sm_90a")).floor}
+    floors = {p for p in coop.PROBES if (twin := pairs.twin_of(p, parse_arch("sm_90a"))) and twin.floor}
     assert len(checks) == len(floors) + 2  # the grid barrier at two sizes, the DSM chase at two targets
     assert all(ok for _, ok, *_ in checks), [d for _, ok, d, *_ in checks if not ok]
     assert "4.75 x coop.scan.add.ptx_latency" in next(c.detail for c in checks if c.name.endswith("scan.add.latency"))
@@ -211,6 +244,38 @@ def test_the_floors_hold_on_the_simulated_run_and_catch_an_abstraction_cheaper_t
     assert [ok for _, ok, *_ in broken] == [False]
 
 
+def test_cub_stands_beside_its_twins_and_cg_and_the_radix_sort_alone(whole_run: dict) -> None:
+    """CUB over cg is the ratio of the two cost facts of the run; the block scan's note and series give both
+    kernels' barriers per step; the radix sort says why it has no twin."""
+    facts = {f.id: f for m in whole_run.values() for f in m.facts}
+    for name, cg in pairs.CG_TWINS.items():
+        derived, cost, cg_cost = facts[f"{name}.cg_ratio"], facts[f"{name}.latency"], facts[find_probe(cg).facts[0]]
+        assert derived.value == pytest.approx(cost.value / cg_cost.value) and derived.samples == []
+        assert derived.ci == pytest.approx((cost.ci[0] / cg_cost.ci[1], cost.ci[1] / cg_cost.ci[0]))
+    scan = whole_run["coop.cub.block_scan"].outcome
+    assert scan.series["sass_cpp"]["BAR.SYNC.DEFER_BLOCKING"] == [2.0]
+    assert scan.series["sass_ptx"]["BAR.SYNC.DEFER_BLOCKING"] == [1.0]
+    assert "PTX gp_coop_ptx_block_scan_lat: SHFL.UP 5" in scan.detail
+    sort = whole_run["coop.cub.radix_sort"]
+    assert [f.id for f in sort.facts] == ["coop.cub.radix_sort.latency"] and "sass_ptx" not in sort.outcome.series
+    assert "no twin measured: a hand-written radix sort is a library of its own" in sort.outcome.detail
+
+
+def test_cub_over_cg_is_unmeasured_without_the_cg_probe_and_says_why() -> None:
+    name = "coop.cub.warp_scan"
+    measured = _run(SimulatedGpu(**suite_options()), {name})[name]
+    derived = measured.facts[-1]
+    assert derived.id == f"{name}.cg_ratio" and derived.value is None and "coop.scan.add" in derived.detail
+    assert derived.id in coop.OPTIONAL_FACTS
+
+
+def test_a_cub_block_scan_cheaper_than_its_hand_written_twin_is_caught() -> None:
+    name = "coop.cub.block_scan"
+    cheap = _run(SimulatedGpu(**suite_options(family_options={"coop_cheaper": "gp_coop_cub_block_scan_lat"})), {name})
+    checks = coop.abstraction_not_below_instruction({f.id: f for f in cheap[name].facts}, _device("sm_90a"))
+    assert [(c.name, c.ok) for c in checks] == [("coop_not_below_ptx.cub.block_scan.latency", False)]
+
+
 def test_ratios_without_a_floor_are_not_checked(whole_run: dict) -> None:
     facts = {f.id: f for m in whole_run.values() for f in m.facts}
     names = {c.name for c in coop.abstraction_not_below_instruction(facts, _device("sm_90a"))}
@@ -220,9 +285,12 @@ def test_ratios_without_a_floor_are_not_checked(whole_run: dict) -> None:
 @pytest.mark.parametrize("kernel", ["gp_coop_tile_shfl_lat", "gp_coop_reduce_fadd_32_lat", "gp_coop_labeled_reduce_lat",
                                     "gp_coop_block_sync", "gp_coop_grid_sync", "gp_coop_cluster_sync_4",
                                     "gp_coop_dsm_chase", "gp_coop_barrier_memcpy_chase",
-                                    "gp_coop_atomic_ref_shared_lat"])  # fmt: skip
+                                    "gp_coop_atomic_ref_shared_lat", "gp_coop_cub_warp_reduce_lat",
+                                    "gp_coop_cub_warp_scan_lat", "gp_coop_cub_block_reduce_lat",
+                                    "gp_coop_ptx_block_scan_lat", "gp_coop_cub_radix_sort_lat"])  # fmt: skip
 def test_a_wrong_result_fails_the_probe(kernel: str) -> None:
-    probe = next(p.name for p in all_probes() if p.family == "coop" and p.kernel == kernel)
+    """A value off by one in any kernel, C++ or its twin (a CUB block probe's own), fails its probe."""
+    probe = next(p.name for p in all_probes() if p.family == "coop" and kernel in p.kernels)
     measured = _run(SimulatedGpu(**suite_options(family_options={"coop_corrupt": kernel})), {probe})[probe]
     assert measured.outcome.status == "failed" and kernel in measured.outcome.detail
     assert measured.facts == []
@@ -252,7 +320,7 @@ def test_the_figure_draws_every_pair_with_its_sass(whole_run: dict) -> None:
     facts = [f for m in whole_run.values() for f in m.facts]
     results = Results(device=SimulatedGpu().device(), facts=facts, probes={n: m.outcome for n, m in whole_run.items()})
     rows = plot.pair_rows(results)
-    assert len(rows) == sum(1 for f in facts if f.unit == "ratio")
+    assert len(rows) == sum(1 for f in facts if f.unit == "ratio" and not f.id.endswith(".cg_ratio"))
     assert (rows[5][0], rows[5][3]) == ("coop.reduce.add.latency.32", "REDUX.SUM.S32 1")
     assert plot.pairs_png(results, 60)[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot.pairs_png(Results(device=SimulatedGpu().device(), probes={"x": ProbeOutcome("ok")}), 60) is None
@@ -276,8 +344,8 @@ def test_settings_refuse_what_cannot_run() -> None:
 
 def test_a_ratio_is_derived_from_the_paired_samples_and_costs_are_cycles(whole_run: dict) -> None:
     units = {f.id: f.unit for m in whole_run.values() for f in m.facts}
-    assert {u for i, u in units.items() if ".ratio" in i} == {"ratio"}
-    assert {u for i, u in units.items() if ".ratio" not in i} == {"cycle"}
+    assert {u for i, u in units.items() if "ratio" in i} == {"ratio"}
+    assert {u for i, u in units.items() if "ratio" not in i} == {"cycle"}
     ratios = [f for m in whole_run.values() for f in m.facts if f.unit == "ratio"]
     assert all(f.samples == [] and f.ci[0] <= f.value <= f.ci[1] for f in ratios)
     assert isinstance(ratios[0], Fact)

@@ -15,6 +15,14 @@ probe's outcome records what both kernels compiled to, per step, read from the c
 (:mod:`gpuprobe.families.coop.lowering`): its note says it in words, its series ``sass_cpp`` and
 ``sass_ptx`` count each opcode, and the fact sheet's figure shows them beside the costs.
 
+CUB (ptx/coop/cub.cu, CCCL's cub/ headers): WarpReduce and WarpScan stand beside the warp family's PTX
+chains as the cooperative-groups tiles do; BlockReduce and BlockScan beside small hand-written kernels of
+their own file (warp collectives, one shared-memory exchange, bar.sync), which each probe declares as its
+twin; BlockRadixSort is measured alone (``no twin measured``). CUB's warp collectives also have a
+cooperative-groups kernel of the same operation (cg::reduce, cg::inclusive_scan), measured as that probe's:
+``coop.cub.<what>.cg_ratio`` is CUB over cg, derived from the two cost facts of the run (the ratio of their
+medians, its CI the ratio of the CIs' far ends: :func:`cg_ratio`), no sample of its own.
+
 Cycles only, but for the grid barrier (whose long launches read the SM clock, as grid_sync does).
 """
 
@@ -23,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,12 +40,12 @@ from gpuprobe.core.results import Device, Fact, ProbeOutcome
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.chase import latencies_plan
 from gpuprobe.families.coop import chains, lowering, samplers
-from gpuprobe.families.coop.pairs import Twin, twin_of, twin_refusal
+from gpuprobe.families.coop.pairs import CG_TWINS, NO_TWIN, Twin, twin_of, twin_refusal
 from gpuprobe.families.coop.plot import PAIRS_PLOT
 from gpuprobe.families.differencing import SMOKE_SAMPLING, DifferencedSettings, samples_plan
 from gpuprobe.families.grid_sync import Settings as GridSettings
 from gpuprobe.families.grid_sync import barrier_difference, grid_sizes
-from gpuprobe.families.measuring import fact
+from gpuprobe.families.measuring import fact, unmeasured
 from gpuprobe.families.planning import cycles_s, probe
 from gpuprobe.families.sampling import sample_until_stable
 from gpuprobe.families.stepping import probe_steps
@@ -74,6 +82,11 @@ PROBES = [
     "coop.memcpy_async.barrier",
     "coop.pipeline",
     *(f"coop.atomic_ref.{scope}" for scope in ATOMIC_SCOPES),
+    "coop.cub.warp_reduce",  # after the cg probes its cg_ratio is derived from
+    "coop.cub.warp_scan",
+    "coop.cub.block_reduce",
+    "coop.cub.block_scan",
+    "coop.cub.radix_sort",
 ]
 
 SECTIONS = (
@@ -82,8 +95,8 @@ SECTIONS = (
         ("coop.",),
         ("coop.",),
         plot=PAIRS_PLOT,
-        blurb="Cooperative groups and libcu++ (CUDA C++ compiled by NVRTC into the same cubin), each measured beside "
-        "the hand-written PTX that does what it wraps: `.latency` is the C++ cost, `.ptx_latency` the twin's, "
+        blurb="Cooperative groups, libcu++ and CUB (CUDA C++ compiled by NVRTC into the same cubin), each measured "
+        "beside the hand-written PTX that does what it wraps: `.latency` is the C++ cost, `.ptx_latency` the twin's, "
         "`.ratio` C++ over PTX sample by sample. The figure gives both per pair with what each compiled to, per "
         "step, on this GPU's arch; where the C++ holds the twin's instructions and more, the cross-generation "
         "invariants hold it above the twin.",
@@ -142,12 +155,13 @@ class Pairing:
     arch: Arch
     listing: Listing | None
     rng: np.random.Generator
+    measured: dict[str, Fact] = field(default_factory=dict)  # the facts of the probes measured so far
 
     def twin(self, name: str) -> tuple[Twin | None, str]:
         """The probe's twin if it can be measured here, else None and why not."""
         twin = twin_of(name, self.arch)
         if twin is None:
-            return None, f"{self.arch} has nothing hand-written to stand beside it"
+            return None, NO_TWIN.get(name, f"{self.arch} has nothing hand-written to stand beside it")
         refusal = twin_refusal(twin, self.listing, self.arch)
         return (None, refusal) if refusal else (twin, "")
 
@@ -219,6 +233,8 @@ _CPP_CHAINS: dict[str, Callable[[np.random.Generator], chains.LaneChain]] = {
     "coop.coalesced.shfl": lambda rng: chains.coalesced_chain("gp_coop_coalesced_shfl_lat", rng),
     "coop.labeled.reduce": lambda rng: chains.group_chain("gp_coop_labeled_reduce_lat", chains.labeled_step, rng),
     "coop.binary.reduce": lambda rng: chains.group_chain("gp_coop_binary_reduce_lat", chains.binary_step, rng),
+    "coop.cub.warp_reduce": lambda rng: chains.first_reduce_chain("gp_coop_cub_warp_reduce_lat", rng),
+    "coop.cub.warp_scan": lambda rng: chains.scan_chain("gp_coop_cub_warp_scan_lat", rng),
 }
 
 
@@ -357,6 +373,41 @@ def measure_copy_pair(request: Request, settings: Settings, pairing: Pairing, na
     return measure_pair(s, pairing, name, cpp, ptx, why, _declared(name))
 
 
+# ---- CUB's block collectives --------------------------------------------------------------------
+
+# Each CUB block probe's step as the host replays it, and the values per thread it starts from.
+_CUB_BLOCK: dict[str, tuple[Callable[[np.ndarray], np.ndarray], int]] = {
+    "coop.cub.block_reduce": (chains.first_takes_total, 1),
+    "coop.cub.block_scan": (chains.inclusive_scan, 1),
+    "coop.cub.radix_sort": (chains.sort_and_map, 4),  # cub.cu's GP_CUB_KEYS
+}
+
+
+def measure_cub_block(request: Request, settings: Settings, pairing: Pairing, name: str) -> Measured:
+    """One block of 256 threads, a chain of the CUB collective beside its twin (the probe's own hand-written
+    kernel) from the same random values, every value of both held to the host's replay; the radix sort alone."""
+    step, per_thread = _CUB_BLOCK[name]
+    start = pairing.rng.integers(0, 2**32, samplers.BLOCK_THREADS * per_thread, dtype=np.uint64)
+    predict = chains.replay(step, start)
+
+    def sample(kernel: str) -> samplers.Sample:
+        return samplers.block_chain(request, kernel, start, predict, settings)
+
+    return measure_alike(settings, pairing, name, find_probe(name).kernel, sample)
+
+
+def cg_ratio(name: str, facts: dict[str, Fact]) -> Fact:
+    """CUB over the cooperative-groups kernel of the same operation (:data:`CG_TWINS`), derived from the two
+    cost facts this run measured: the ratio of their medians, its CI the ratio of the CIs' far ends (CUB's
+    low over cg's high, CUB's high over cg's low); unmeasured, saying why, where either is missing."""
+    fact_id, cg_probe = f"{name}.cg_ratio", CG_TWINS[name]
+    cub, cg = _measured(facts, f"{name}.latency"), _measured(facts, find_probe(cg_probe).facts[0])
+    if cub is None or cg is None:
+        return unmeasured(fact_id, "ratio", name, f"{cg_probe} or {name} was not measured in this run")
+    ci = (cub.ci[0] / cg.ci[1], cub.ci[1] / cg.ci[0]) if cub.ci and cg.ci else None
+    return Fact(fact_id, cub.value / cg.value, "ratio", ci, [], {}, name)
+
+
 # ---- atomics ------------------------------------------------------------------------------------
 
 
@@ -382,7 +433,18 @@ def _step(name: str) -> Callable[[Request, Settings, Pairing, str], Measured]:
         return measure_dsm_pair
     if name in _COPY_KERNELS:
         return measure_copy_pair
+    if name in _CUB_BLOCK:
+        return measure_cub_block
     return measure_atomic_pair
+
+
+def recorded(pairing: Pairing, name: str, step: Callable[[], Measured]) -> Measured:
+    """``step``'s measurement, its facts kept for the probes after it (CUB over cg: :func:`cg_ratio`)."""
+    measured = step()
+    if name in CG_TWINS:
+        measured.facts.append(cg_ratio(name, {**pairing.measured, **{f.id: f for f in measured.facts}}))
+    pairing.measured.update((f.id, f) for f in measured.facts)
+    return measured
 
 
 def kernels_read(arch: Arch) -> set[str]:
@@ -399,7 +461,8 @@ def measure(request: Request) -> Probes:
     listing = lowering.listing_of(request.cubin, kernels_read(arch))
     pairing = Pairing(arch, listing, np.random.default_rng(settings.seed))
     steps = {name: functools.partial(_step(name), request, settings, pairing, name) for name in PROBES}
-    return probe_steps(PROBES, steps, request.runnable)
+    kept = {name: functools.partial(recorded, pairing, name, step) for name, step in steps.items()}
+    return probe_steps(PROBES, kept, request.runnable)
 
 
 # ---- the time plan ---------------------------------------------------------------------------------
@@ -410,6 +473,8 @@ ATOMIC_STEP_CYCLES = 1500.0  # one returning add to global memory at most
 COPY_STEP_CYCLES = 3000.0  # one copy round trip through L2 at most
 GRID_BARRIER_S = 5e-6  # one grid barrier at most (as grid_sync plans it)
 GRID_TIMED_CALLS = 6  # one grid launch: two fills, the checked run (fill, launch, read), the error read
+BLOCK_STEP_CYCLES = 2000.0  # one block collective of 256 threads at most (a raking scan: two barriers, the raking)
+SORT_STEP_CYCLES = 40000.0  # one block radix sort of 1024 keys at most (8 passes of a ranking and a scatter)
 LISTING_S = 0.5  # the loaded cubin's listing read once, its kernels' and twins' code parsed (0.2 s on 2 cores)
 
 
@@ -426,6 +491,9 @@ def plan(settings: Settings, device: Device) -> Plan:
     barriers = [pair(BARRIER_STEP_CYCLES, unroll_of("gp_coop_block_sync")) for _ in BLOCK_SIZES]
     barriers += [pair(BARRIER_STEP_CYCLES, unroll_of(f"gp_coop_cluster_sync_{size}")) for size in CLUSTER_SIZES]
     atomics = [pair(ATOMIC_STEP_CYCLES, unroll_of(f"gp_coop_atomic_ref_{scope}_lat")) for scope in ATOMIC_SCOPES]
+    cub_steps = {name: unroll_of(find_probe(name).kernel) for name in _CUB_BLOCK}
+    cub_blocks = [pair(BLOCK_STEP_CYCLES, steps) for name, steps in cub_steps.items() if name not in NO_TWIN]
+    cub_blocks += [probe(samples_plan(s, device, SORT_STEP_CYCLES, cub_steps[name])) for name in NO_TWIN]
     step_s = cycles_s(COPY_STEP_CYCLES, device)
 
     def chase(nodes: int, kernel: str, iterations: tuple[int, int]) -> Plan:
@@ -439,13 +507,19 @@ def plan(settings: Settings, device: Device) -> Plan:
     barriers_per_launch = s.grid_checks + s.grid_long_syncs
     grid_runs = 2 * 2 * 2 * repeats  # sizes x sides x launches x samples
     grid = probe(Plan(0, grid_runs * GRID_TIMED_CALLS, grid_runs * barriers_per_launch * GRID_BARRIER_S))
-    return sum([*chains_plan, *barriers, *atomics, *chases], grid + Plan(0, 0, 0.0, LISTING_S))
+    return sum([*chains_plan, *barriers, *atomics, *cub_blocks, *chases], grid + Plan(0, 0, 0.0, LISTING_S))
 
 
 OPTIONAL_FACTS = {  # the twin and the ratio of a copy measured alone where the arch has no cp.async (sm_75)
-    f"{name}.{kind}": "the arch has no cp.async: nothing hand-written stands beside it"
-    for name in ("coop.memcpy_async.cg", "coop.memcpy_async.barrier", "coop.pipeline")
-    for kind in ("ptx_latency", "ratio")
+    **{
+        f"{name}.{kind}": "the arch has no cp.async: nothing hand-written stands beside it"
+        for name in ("coop.memcpy_async.cg", "coop.memcpy_async.barrier", "coop.pipeline")
+        for kind in ("ptx_latency", "ratio")
+    },
+    **{
+        f"{name}.cg_ratio": f"derived from {cg}'s cost, which a run of {name} alone does not measure"
+        for name, cg in CG_TWINS.items()
+    },
 }
 
 # A first contact: a tile shuffle and a tile reduction, each beside its twin, one sample: NVRTC's code
@@ -476,6 +550,12 @@ def _scaled(twin: Fact, scale: float) -> Fact:
     return dataclasses.replace(twin, id=f"{scale:g} x {twin.id}", value=twin.value * scale, ci=ci)
 
 
+def cost_and_twin(declared: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(C++ cost, twin's cost) fact ids of a probe's declared facts: one pair per grid size or DSM target."""
+    twins = [fact_id for fact_id in declared if ".ptx_latency" in fact_id]
+    return [(twin_id.replace(".ptx_latency", ".latency", 1), twin_id) for twin_id in twins]
+
+
 def abstraction_not_below_instruction(facts: dict[str, Fact], device: Device) -> list[Check]:
     """Where a C++ abstraction compiles to its twin's instructions and more (its contract pins that on
     this arch), it costs no less than the twin measured beside it (times the twin's ``scale``), within
@@ -490,8 +570,7 @@ def abstraction_not_below_instruction(facts: dict[str, Fact], device: Device) ->
         twin = twin_of(name, arch)
         if twin is None or not twin.floor:
             continue
-        declared = find_probe(name).facts  # (cost, twin, ratio) per grid size or DSM target
-        for cost_id, twin_id in zip(declared[0::3], declared[1::3], strict=True):
+        for cost_id, twin_id in cost_and_twin(find_probe(name).facts):
             cost, measured_twin = _measured(facts, cost_id), _measured(facts, twin_id)
             if cost is not None and measured_twin is not None:
                 bound = _scaled(measured_twin, twin.scale * (1 - FLOOR_SLACK))

@@ -20,7 +20,7 @@ _LANE = np.arange(LANES)
 MASK = np.uint64(FULL)
 
 
-def _steps(step: Callable[[np.ndarray], np.ndarray], start: np.ndarray) -> Callable[[int], np.ndarray]:
+def replay(step: Callable[[np.ndarray], np.ndarray], start: np.ndarray) -> Callable[[int], np.ndarray]:
     """The lanes' values after ``n`` steps of ``step`` from ``start``."""
 
     def after(n: int) -> np.ndarray:
@@ -77,7 +77,7 @@ def reduce_chain(kernel: str, tile: int, combine: str, rng: np.random.Generator)
     """cg::reduce over tiles of ``tile`` lanes fed back as often per iteration as the kernel declares (32, or 8
     below a whole warp); the check word is the untimed first reduction of lane 0's tile."""
     start = rng.integers(0, 2**32, LANES, dtype=np.uint64)
-    after = _steps(lambda v: tile_reduce(v, tile, combine), start)
+    after = replay(lambda v: tile_reduce(v, tile, combine), start)
     first = int(tile_reduce(start, tile, combine)[0])
     return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], after, check_word=lambda: first)
 
@@ -87,20 +87,20 @@ def fadd_chain(kernel: str, rng: np.random.Generator) -> LaneChain:
     in any order (the kernel converts them to float; the lanes come back as float bits)."""
     start = rng.integers(0, 1024, LANES).astype(np.uint64)
     as_float = start.astype(np.float32).view(np.uint32).astype(np.uint64)
-    after = _steps(float_reduce, as_float)
+    after = replay(float_reduce, as_float)
     first = int(float_reduce(as_float)[0])
     return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], after, check_word=lambda: first)
 
 
 def scan_chain(kernel: str, rng: np.random.Generator) -> LaneChain:
     start = rng.integers(0, 2**32, LANES, dtype=np.uint64)
-    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], _steps(inclusive_scan, start))
+    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], replay(inclusive_scan, start))
 
 
 def group_chain(kernel: str, step: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator) -> LaneChain:
     """A group formed from each step's values (labeled or binary), its sum fed back."""
     start = rng.integers(0, 2**32, LANES, dtype=np.uint64)
-    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], _steps(step, start))
+    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], replay(step, start))
 
 
 ACTIVE = 16  # lanes that take the coalesced kernel's branch (the twin's block of 16 threads)
@@ -117,7 +117,7 @@ def coalesced_chain(kernel: str, rng: np.random.Generator) -> LaneChain:
         moved[:ACTIVE] = values[source[:ACTIVE]]
         return moved
 
-    return LaneChain(kernel, source.astype(np.uint64), start, [np.uint32(ACTIVE)], _steps(step, start))
+    return LaneChain(kernel, source.astype(np.uint64), start, [np.uint32(ACTIVE)], replay(step, start))
 
 
 def like_twin(kernel: str, twin_probe: str, rng: np.random.Generator) -> LaneChain:
@@ -126,3 +126,32 @@ def like_twin(kernel: str, twin_probe: str, rng: np.random.Generator) -> LaneCha
     idx and down chains do."""
     twin = chain_for(twin_probe, rng)
     return LaneChain(kernel, twin.operands, twin.start, [], twin.predict, twin.per_fact, twin.check_word)
+
+
+# ---- CUB (ptx/coop/cub.cu) ----------------------------------------------------------------------
+
+
+def first_takes_total(values: np.ndarray) -> np.ndarray:
+    """cub::WarpReduce / BlockReduce Sum as the kernels use it: the total (mod 2^32) is defined in the first
+    thread alone, which takes it; every other thread keeps its value."""
+    after = values.astype(np.uint64).copy()
+    after[0] = np.sum(after, dtype=np.uint64) & MASK
+    return after
+
+
+RADIX_MULTIPLIER = np.uint64(2654435761)  # cub.cu's map of each sorted key: k * this + 1 (odd: a bijection)
+
+
+def sort_and_map(keys: np.ndarray) -> np.ndarray:
+    """cub::BlockRadixSort::Sort into a blocked arrangement (thread t's keys t * KEYS ..., so the flattened
+    keys are in ascending order), then cub.cu's map of each key, mod 2^32."""
+    return (np.sort(keys.astype(np.uint64)) * RADIX_MULTIPLIER + np.uint64(1)) & MASK
+
+
+def first_reduce_chain(kernel: str, rng: np.random.Generator) -> LaneChain:
+    """cub::WarpReduce Sum fed back through lane 0 (the only lane its total is defined in); the check word
+    is the untimed first sum."""
+    start = rng.integers(0, 2**32, LANES, dtype=np.uint64)
+    first = int(np.sum(start, dtype=np.uint64) & MASK)
+    after = replay(first_takes_total, start)
+    return LaneChain(kernel, np.zeros(LANES, dtype=np.uint64), start, [], after, check_word=lambda: first)

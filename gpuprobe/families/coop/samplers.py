@@ -60,6 +60,37 @@ def block_barrier(request: Request, kernel: str, threads: int, settings: Differe
     return Difference(launch, settings.lengths(unroll_of(kernel)), kernel).sample
 
 
+BLOCK_THREADS = 256  # the CUB block kernels' block (cub.cu's GP_CUB_THREADS)
+
+
+def block_chain(request: Request, kernel: str, start: np.ndarray, predict: Callable[[int], np.ndarray],
+                settings: DifferencedSettings) -> Sample:  # fmt: skip
+    """One block of 256 threads running the kernel's collectives per iteration (cub.cu's block interface:
+    ``start`` in, out (u64) [thread 0's cycles, every value after the last step]), every value held to
+    ``predict(steps)``, the host's replay (once per length)."""
+    values_in = request.launcher.upload(start.astype(np.uint32))
+    out = request.outputs.get(1 + start.size)
+    predicted: dict[int, np.ndarray] = {}
+    unroll = unroll_of(kernel)
+
+    def launch(iterations: int) -> float:
+        args = [values_in, np.uint32(iterations), out]
+        values = request.kernels.results(kernel, args, out, 1 + start.size, block=BLOCK_THREADS)
+        steps = iterations * unroll
+        if steps not in predicted:
+            predicted[steps] = predict(steps)
+        wrong = np.flatnonzero(values[1:].astype(np.uint64) != predicted[steps])
+        if wrong.size:
+            at = int(wrong[0])
+            raise ProbeFailure(
+                f"{kernel}: value {at} is {int(values[1 + at]):#x} after {steps} steps, the host predicts "
+                f"{int(predicted[steps][at]):#x}"
+            )
+        return float(values[0])
+
+    return Difference(launch, settings.lengths(unroll), kernel).sample
+
+
 def cluster_barrier(request: Request, kernel: str, size: int, clusters: int, settings: DifferencedSettings) -> Sample:
     """Clusters of ``size`` one-warp blocks, the kernel's cluster barriers per iteration (gp_cluster_bar's
     layout and check); the median block's cycles."""

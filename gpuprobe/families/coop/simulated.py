@@ -1,5 +1,5 @@
 """Simulated coop-family kernels (ptx/coop/*.cu): each C++ abstraction's result computed lane by lane
-from what cooperative groups and libcu++ document (written apart from the host's replay in
+from what cooperative groups, libcu++ and CUB document (written apart from the host's replay in
 gpuprobe.families.coop.chains, so one checks the other), with a cost per step a little above its
 twin's in the other families' simulations, as the real lowering is (the twin's instructions and more).
 
@@ -53,10 +53,22 @@ CYCLES = {
     "gp_coop_labeled_reduce_lat": warp.CYCLES["match"] + 38.0,
     "gp_coop_binary_reduce_lat": warp.CYCLES["any"] + 36.0,
 }
+LDS = 30.0  # one shared-memory load's latency, a store's too
+BARRIER_256 = barrier.block_cost(8)  # one bar.sync of the CUB kernels' block of 256 threads
+CYCLES.update({  # CUB and the hand-written block twins (cub.cu), per step as their contracts pin it
+    "gp_coop_cub_warp_reduce_lat": warp.CYCLES["redux"] + 2.0,  # REDUX, and lane 0's LOP3
+    "gp_coop_cub_warp_scan_lat": 5 * (warp.CYCLES["up"] + 8.0),
+    "gp_coop_cub_block_reduce_lat": warp.CYCLES["redux"] + LDS + BARRIER_256 + 3 * LDS + 8.0,
+    "gp_coop_ptx_block_reduce_lat": warp.CYCLES["redux"] + LDS + BARRIER_256 + 2 * LDS + 6.0,
+    "gp_coop_cub_block_scan_lat": 5 * (warp.CYCLES["up"] + 8.0) + 2 * BARRIER_256 + 18 * LDS,
+    "gp_coop_ptx_block_scan_lat": 5 * (warp.CYCLES["up"] + 8.0) + BARRIER_256 + 3 * LDS + 14.0,
+    "gp_coop_cub_radix_sort_lat": 8 * (7 * BARRIER_256 + 12 * LDS + 5 * warp.CYCLES["up"] + 120.0),
+})  # fmt: skip
 TWINS = {  # the kernel whose simulated cost the C++ one's cheaper fault is a third of
     "gp_coop_tile_shfl_lat": warp.CYCLES["idx"],
     "gp_coop_reduce_add_32_lat": warp.CYCLES["redux"],
     "gp_coop_block_sync": barrier.block_cost(8),
+    "gp_coop_cub_block_scan_lat": CYCLES["gp_coop_ptx_block_scan_lat"],
 }
 
 
@@ -197,6 +209,46 @@ def coalesced_shfl(gpu: Any, launch: Any, lanes: Any, active: Any, iters: Any, o
     _finish(gpu, kernel, out, int(iters), values)
 
 
+def _first_takes_total(values: list[int]) -> list[int]:
+    """CUB's Sum as cub.cu uses it: the first thread takes the total, the others keep their value."""
+    return [sum(values) & WORD, *values[1:]]
+
+
+@_positional
+def cub_warp_reduce(gpu: Any, launch: Any, lanes: Any, iters: Any, out: Any) -> None:
+    """cub::WarpReduce Sum fed back through lane 0; the check word the untimed first sum."""
+    kernel = "gp_coop_cub_warp_reduce_lat"
+    start = _words(lanes, 2 * LANES)[LANES:]
+    values = start
+    for _ in range(_steps(kernel, iters)):
+        values = _first_takes_total(values)
+    _finish(gpu, kernel, out, int(iters), values, sum(start) & WORD)
+
+
+def _sorted_and_mapped(keys: list[int]) -> list[int]:
+    """BlockRadixSort into a blocked arrangement (ascending, flattened), then cub.cu's k * 2654435761 + 1."""
+    return [(key * 2654435761 + 1) & WORD for key in sorted(keys)]
+
+
+def block_kernel(kernel: str, step: Callable[[list[int]], list[int]], per_thread: int = 1) -> Callable[..., None]:
+    """One block's chain (cub.cu's block interface): ``per_thread`` values per thread in, ``step`` the whole
+    block's collective, out (u64) [cycles, every value after the last step]."""
+
+    @_positional
+    def simulate(gpu: Any, launch: Any, values_in: Any, iters: Any, out: Any) -> None:
+        count = launch.threads * per_thread
+        values = _words(values_in, count)
+        for _ in range(_steps(kernel, iters)):
+            values = step(values)
+        if _corrupt(gpu, kernel):
+            values[3] ^= 1
+        words = out.data.view(np.uint64)
+        words[0] = round(FIXED + _steps(kernel, iters) * _cost(gpu, kernel, CYCLES[kernel]) * gpu._jitter())
+        words[1 : 1 + count] = values
+
+    return simulate
+
+
 # ---- block, grid, cluster ----------------------------------------------------------------------
 
 
@@ -321,6 +373,13 @@ KERNELS = {
     "gp_coop_atomic_ref_device_lat": atomic_ref("gp_coop_atomic_ref_device_lat", "global"),
     "gp_coop_atomic_ref_block_lat": atomic_ref("gp_coop_atomic_ref_block_lat", "global"),
     "gp_coop_atomic_ref_shared_lat": atomic_ref("gp_coop_atomic_ref_shared_lat", "shared"),
-}
+    "gp_coop_cub_warp_reduce_lat": cub_warp_reduce,
+    "gp_coop_cub_warp_scan_lat": tile_chain("gp_coop_cub_warp_scan_lat", _scan),
+    **{kernel: block_kernel(kernel, _first_takes_total)
+       for kernel in ("gp_coop_cub_block_reduce_lat", "gp_coop_ptx_block_reduce_lat")},
+    **{kernel: block_kernel(kernel, lambda v: _scan(v, [])) for kernel in ("gp_coop_cub_block_scan_lat",
+                                                                          "gp_coop_ptx_block_scan_lat")},
+    "gp_coop_cub_radix_sort_lat": block_kernel("gp_coop_cub_radix_sort_lat", _sorted_and_mapped, per_thread=4),
+}  # fmt: skip
 
 SIMULATION = Simulation(kernels=KERNELS, fast_settings=FAST_SETTINGS)
