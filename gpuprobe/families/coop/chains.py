@@ -3,9 +3,11 @@ and group kernel (ptx/coop/tiles.cu, groups.cu), in the warp family's :class:`La
 one launch-and-check path (:func:`gpuprobe.families.warp.chain_launch`) runs the C++ kernels and their
 hand-written twins alike.
 
-Every replay follows the CUDA C++ semantics of the abstraction (cooperative groups' documentation),
-not the SASS: a reduction gives every lane of its group the group's total, a scan the total of the
-lanes up to its own, a group formed from a label holds the lanes with that label.
+Every replay follows the CUDA C++ semantics of the abstraction (cooperative groups' and CUB's
+documentation), not the SASS: a reduction gives every lane of its group the group's total (CUB's, the
+first thread alone), a scan the total of the lanes up to its own, a group formed from a label holds the
+lanes with that label, a radix sort its keys in ascending order. CUB's block collectives (cub.cu) are
+replayed over the block's 256 threads by the same functions.
 """
 
 from __future__ import annotations
