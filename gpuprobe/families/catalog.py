@@ -46,6 +46,7 @@ NAMES: tuple[str, ...] = (
     "coop",
     "launch",
     "ladder",
+    "frameworks",
     "power",
     "p2p",
     "collectives",

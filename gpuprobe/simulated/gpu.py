@@ -500,6 +500,13 @@ class SimulatedGpu:
             SimulatedPeerGroup(self, SimulatedNode(**{"count": 1, **self.peer_node}))
         return self.node
 
+    def frameworks(self) -> Any:
+        """PyTorch, Triton and cuDNN as the frameworks family models them on this part
+        (:class:`gpuprobe.families.frameworks.simulated.SimulatedFrameworks`: gpuprobe.runner.frameworks.Frameworks)."""
+        from gpuprobe.families.frameworks.simulated import SimulatedFrameworks
+
+        return SimulatedFrameworks(self)
+
     def launch(
         self, kernel: str, grid: Dims, block: Dims, args: list[Any], shared_bytes: int = 0, cooperative: bool = False
     ) -> None:
