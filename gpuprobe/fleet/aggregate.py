@@ -49,8 +49,9 @@ if TYPE_CHECKING:
     import numpy as np  # imported where used: `gpuprobe --help` stays quick
 
 FLEET_SCHEMA = "gpuprobe.fleet.aggregate"
-FLEET_SCHEMA_VERSION = 3  # 2: z over a scale with noise and practical floors, facts carry noise, scale, scale_from;
-# 3: "warnings" (what the files differ in besides the GPUs), ranking entries carry serial, driver, code, stage
+FLEET_SCHEMA_VERSION = 4  # 2: z over a scale with noise and practical floors, facts carry noise, scale, scale_from;
+# 3: "warnings" (what the files differ in besides the GPUs), ranking entries carry serial, driver, code, stage;
+# 4: "library_gaps" (GPUs whose library rates are low while their instruction rates are normal)
 
 DEFAULT_THRESHOLD = 3.5  # Iglewicz and Hoaglin's cut-off for the modified z-score
 DEFAULT_MIN_DEVIATION_PCT = 3.0  # the practical threshold: above the 1-2 % real runs move, below the 5 % to catch
@@ -62,6 +63,11 @@ FORMATS = ("text", "md", "json")
 RESULTS_NAME = "results.json"
 GPU_DIR = re.compile(r"^(?P<host>.+)-gpu(?P<index>\d+)$")  # <hostname>-gpu<K>, as fleet-run and Slurm write
 PARALLEL_FROM = 400  # files; below this a process pool costs more than it saves
+# A library gap (:func:`library_gaps`): a library's rate (the ladder's cuBLAS, the frameworks' rungs) against the
+# rates of the tensor-core instructions it is made of (the wgmma and mma families' throughput probes)
+LIBRARY_RATES = ("library.",)
+INSTRUCTION_RATES = ("tensor.wgmma.", "tensor.mma_sync.")
+RATE_SUFFIXES = (".tflops", ".fraction_of_peak")
 
 # ---------------------------------------------------------------- identities and summaries ---
 
@@ -311,6 +317,33 @@ class GpuScore:
         }
 
 
+@dataclass(frozen=True)
+class LibraryGap:
+    """A GPU whose library rates are low beyond the threshold while every instruction rate of its tensor cores is
+    within it: it passes every diagnostic of its tensor cores and still runs its GEMMs (and trains) slowly."""
+
+    gpu: GpuIdentity
+    library: list[Deviation]  # its library rates below the threshold, worst first
+    instruction: Deviation  # its lowest instruction rate, within the threshold
+    instructions: int  # instruction rates of it judged
+
+    def text(self) -> str:
+        gpu = self.gpu
+        where = f" ({gpu.hostname} gpu {gpu.gpu_index})" if gpu.hostname and gpu.gpu_index is not None else ""
+        library = "; ".join(d.text() for d in self.library[:FACTS_PER_GPU])
+        more = f" and {len(self.library) - FACTS_PER_GPU} more" if len(self.library) > FACTS_PER_GPU else ""
+        return (f"{gpu.file}{where}: library rate low while its instruction rate is normal: {library}{more}; its "
+                f"{self.instructions} tensor-core instruction rates are within the fleet (lowest: "
+                f"{self.instruction.text()}): the tensor cores pass, the library path is slow (its kernels' clock "
+                "under load, memory, the library or driver build): the GPU that passes every diagnostic and still "
+                "trains slowly")  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.gpu.to_dict(), "library_facts": [d.to_dict() for d in self.library],
+                "lowest_instruction_fact": self.instruction.to_dict(),
+                "instruction_facts": self.instructions}  # fmt: skip
+
+
 @dataclass
 class ModelGroup:
     model: str
@@ -343,6 +376,7 @@ class FleetReport:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what the files differ in besides the GPUs: said first
     hosts: str = ""  # on how many hosts the files ran (gpuprobe.fleet.provenance.hosts_text)
+    library_gaps: list[LibraryGap] = field(default_factory=list)  # library slow, tensor cores normal (worst first)
 
     @property
     def threshold(self) -> float:
@@ -379,6 +413,7 @@ class FleetReport:
                 {"model": m.model, "gpus": m.gpus, "facts": [f.to_dict() for f in m.facts]} for m in self.models
             ],
             "ranking": [s.to_dict(self.threshold) for s in self.ranking],
+            "library_gaps": [g.to_dict() for g in self.library_gaps],
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "notes": self.notes,
         }
@@ -460,6 +495,31 @@ def _worst(scored: Sequence[_Scored], gpus: int, threshold: float) -> list[list[
         fact = scored[facts[i]]
         worst[owned[i]].append(Deviation(*fact.key, values[i], fact.stats.median, zs[i]))
     return worst
+
+
+def library_gaps(scored: Sequence[_Scored], summaries: Sequence[FileSummary], threshold: float) -> list[LibraryGap]:
+    """Each GPU with a library rate (:data:`LIBRARY_RATES`) below its model's median beyond the threshold while none
+    of its tensor-core instruction rates (:data:`INSTRUCTION_RATES`; at least one judged) is: worst library rate
+    first. A rate both ways (TFLOP/s and its fraction of the peak at its clock): a library slow at a normal clock
+    is low per clock, one whose clock sags under its load is low in TFLOP/s alone."""
+    low: dict[int, list[Deviation]] = defaultdict(list)
+    lowest: dict[int, Deviation] = {}
+    judged: Counter[int] = Counter()
+    for rated in (s for s in scored if s.key[0].endswith(RATE_SUFFIXES)):
+        fact_id, unit = rated.key
+        library, instruction = fact_id.startswith(LIBRARY_RATES), fact_id.startswith(INSTRUCTION_RATES)
+        if not (library or instruction):
+            continue
+        for owner, value, z in zip(rated.owners, rated.values.tolist(), rated.stats.z.tolist(), strict=True):
+            if library and z < -threshold:
+                low[owner].append(Deviation(fact_id, unit, value, rated.stats.median, z))
+            elif instruction:
+                judged[owner] += 1
+                if owner not in lowest or z < lowest[owner].z:
+                    lowest[owner] = Deviation(fact_id, unit, value, rated.stats.median, z)
+    gaps = [LibraryGap(summaries[o].gpu, sorted(low[o], key=lambda d: (d.z, d.fact_id)), lowest[o], judged[o])
+            for o in low if o in lowest and lowest[o].z >= -threshold]  # fmt: skip
+    return sorted(gaps, key=lambda g: (g.library[0].z, g.gpu.file))
 
 
 def _some(names: Sequence[str]) -> str:
@@ -548,7 +608,8 @@ def aggregate_summaries(
     ranking.sort(key=lambda s: (-s.max_abs_z, s.gpu.file))
     notes += _fleet_notes(summaries)
     origins = [(s.gpu.file, s.origin) for s in summaries]
-    return FleetReport(rule, models, ranking, list(skipped), notes, fleet_lines(origins), hosts_text(origins))
+    gaps = library_gaps(scored, summaries, threshold)
+    return FleetReport(rule, models, ranking, list(skipped), notes, fleet_lines(origins), hosts_text(origins), gaps)
 
 
 def aggregate(
@@ -662,6 +723,9 @@ def _worst_title(report: FleetReport, top: int) -> str:
     return f"worst GPUs ({listed} of {report.gpus} shown; {len(report.outliers)} beyond |z| > {report.threshold:g})"
 
 
+_GAPS_TITLE = "library slower than its tensor cores ({})"
+
+
 def _render_text(report: FleetReport, top: int) -> str:
     warnings = [f"WARNING: {line}" for line in report.warnings]
     out = [*warnings, f"gpuprobe fleet: {_summary_line(report)}", *method_lines(report.rule)]
@@ -669,6 +733,8 @@ def _render_text(report: FleetReport, top: int) -> str:
         rows = [_fact_row(f) for f in m.facts]
         out += ["", f"== {m.model}: {m.gpus} GPU(s) ==", *text_table(FACT_HEADERS, rows, NUMERIC)]
     out += ["", _worst_title(report, top), *text_table(WORST_HEADERS, _worst_rows(report, top), NUMERIC)]
+    if report.library_gaps:
+        out += ["", _GAPS_TITLE.format(len(report.library_gaps)), *(f"  {g.text()}" for g in report.library_gaps)]
     if report.skipped:
         out += ["", f"skipped files ({len(report.skipped)})", *(f"  {s.path}: {s.reason}" for s in report.skipped)]
     if report.notes:
@@ -699,6 +765,9 @@ def _render_md(report: FleetReport, top: int) -> str:
     worst = md_table(WORST_HEADERS, _worst_rows(report, top), NUMERIC)
     title = _worst_title(report, top)
     out += ["", f"## {title[0].upper()}{title[1:]}", "", *worst]
+    if report.library_gaps:
+        title = _GAPS_TITLE.format(len(report.library_gaps))
+        out += ["", f"## {title[0].upper()}{title[1:]}", "", *(f"- {md_text(g.text())}" for g in report.library_gaps)]
     if report.skipped:
         out += ["", f"## Skipped files ({len(report.skipped)})", ""]
         out += [f"- {md_code(s.path)}: {md_text(s.reason)}" for s in report.skipped]
