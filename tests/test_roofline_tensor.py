@@ -1,0 +1,206 @@
+"""The tensor-core roofline's sweeps without a GPU: the generated PTX, its SASS contracts, the host's prediction of
+every block's D, the sweeps on the simulated GPU (memory-bound to compute-bound, every D checked), a planted wrong
+D caught, and the plan on an H200."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+
+from gpuprobe.core.arch import parse_arch
+from gpuprobe.core.errors import ProbeFailure
+from gpuprobe.families.base import Request
+from gpuprobe.families.roofline import tensor_simulated
+from gpuprobe.families.roofline.sweep import Sweep, guard
+from gpuprobe.families.roofline.tensor import (
+    PERIOD,
+    TENSOR_SWEEPS,
+    Regions,
+    TensorSettings,
+    check_ring_d,
+    expected_ring_d,
+    measure_tensor_sweep,
+    off_period,
+    period_operands,
+    probe_name,
+    tensor_plan,
+    tensor_sweeps,
+)
+from gpuprobe.families.roofline.tensor_ptx import REPEATS, RING_N, SHARED_N, TENSOR_TYPES, module_text
+from gpuprobe.families.wgmma.layout import TYPES, d_fragment_index
+from gpuprobe.judge.expectations import load_all
+from gpuprobe.kernels.contracts import clock_reads
+from gpuprobe.kernels.registry import all_probes
+from gpuprobe.kernels.source_tree import PTX_DIR
+from gpuprobe.measure.plan import family_seconds, model_device
+from gpuprobe.simulated import gpu as simulated
+from gpuprobe.simulated.gpu import ptx_parameters, simulated_gpu, suite_options
+from tests.helpers.checked import contract_results, measured_module
+
+SM90A = parse_arch("sm_90a")
+# Small enough that a sweep is quick on the simulated 8-SM part: a DRAM region of 16 MiB (its L2: 512 KiB), long
+# enough at its DRAM rate to read the clock, an L2 region of three tile pairs a block, L2 launches of 0.1 ms.
+FAST = TensorSettings(dram_min_bytes=16 << 20, l2_ms=0.1, throughput_ms=0.2)
+
+
+@pytest.fixture
+def simulate_tensor_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulated GPU runs this module's kernels from tensor_simulated (the family's simulation merges them)."""
+    for name, kernel in tensor_simulated.KERNELS.items():
+        monkeypatch.setitem(simulated._KERNELS, name, kernel)
+
+
+def _request(**options) -> tuple[Request, object]:
+    gpu = simulated_gpu(**suite_options(**options))
+    return Request(gpu, ptx_parameters(), gpu.device(), set()), gpu
+
+
+def _sweeps() -> tuple[Sweep, ...]:
+    return tensor_sweeps(lambda _: TensorSettings(), lambda _: Regions())
+
+
+def _probes() -> list:
+    return [p for p in all_probes() if p.kernel.startswith("gp_rt")]
+
+
+# ---- the kernels ---------------------------------------------------------------------------------
+
+
+def test_the_committed_ptx_is_what_the_generator_writes() -> None:
+    assert (PTX_DIR / "roofline" / "tensor.ptx").read_text() == module_text(), (
+        "regenerate: python -m gpuprobe.families.roofline.tensor_ptx > ptx/roofline/tensor.ptx"
+    )
+
+
+def test_every_sweep_point_is_a_declared_probe_and_its_contract_holds_on_sm_90a() -> None:
+    probes = _probes()
+    names = {p.name for p in probes}
+    wanted = {probe for sweep in _sweeps() for probe in sweep.probes}
+    assert wanted <= names and len(wanted) == len(TENSOR_TYPES) * (2 * len(REPEATS) + len(SHARED_N))
+    results = contract_results(probes, [SM90A])
+    assert all(r.status == "ok" for r in results), [
+        (r.probe, r.detail, r.violations) for r in results if r.status != "ok"
+    ]
+
+
+@pytest.mark.parametrize("repeats", [1, 16])
+def test_a_ring_step_is_a_barrier_wait_r_wgmmas_one_wait_and_one_elected_tensor_load(repeats: int) -> None:
+    """What the contract pins, read off the listing: between the clock reads, R HGMMAs of the type, one UTMALDG and
+    one expect_tx, the wait_group 1 of the step and the wait_group 0 after the loop, no other memory access."""
+    kernel = measured_module(SM90A).listing.kernel(f"gp_rt_tma_bf16_r{repeats}")
+    reads = clock_reads(kernel)
+    timed = kernel.between(reads[0].offset + 1, reads[-1].offset - 1)
+    opcodes = [ins.opcode for ins in timed]
+    assert opcodes.count("HGMMA.64x256x16.F32.BF16") == repeats
+    assert opcodes.count("UTMALDG.2D") == 1 and opcodes.count("SYNCS.ARRIVE.TRANS64") == 1
+    assert [ins.operands[-1] for ins in timed if ins.opcode == "WARPGROUP.DEPBAR.LE"] == ["0x1", "0x0"]
+    assert not {ins.base for ins in timed} & {"LDG", "STG", "LDS", "STS", "LDL", "STL", "LDGSTS"}
+
+
+# ---- the host's prediction -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", TENSOR_TYPES)
+def test_a_period_of_three_tile_pairs_sums_to_zero_and_every_partial_sum_stays_exact(dtype: str) -> None:
+    products = period_operands(dtype, 7).products()
+    assert products.shape == (PERIOD, 64, RING_N) and np.all(products.sum(axis=0) == 0) and products[0].any()
+    partial = np.cumsum(np.repeat(products, max(REPEATS), axis=0), axis=0)  # every wgmma's running sum, R = 16
+    assert np.abs(partial).max() <= 2**11  # well inside Hopper's 14-bit fp8 accumulator, and f32's 24 bits
+    assert not np.any(products % 2)  # even: no s32 element of D reads -1, the poison of an unwritten word
+
+
+def test_a_block_s_d_is_r_times_the_products_of_the_steps_left_over_from_whole_periods() -> None:
+    products = period_operands("bf16", 7).products()
+    assert np.array_equal(expected_ring_d(products, 4, 3 * 9 + 1), 4 * products[0])
+    assert np.array_equal(expected_ring_d(products, 2, 3 * 9 + 2), -2 * products[2])
+    assert off_period(30) == 29 and off_period(31) == 31  # never a whole number of periods: D would be 0
+
+
+def test_the_check_names_a_block_whose_d_differs_and_an_element_off_the_prediction() -> None:
+    expected = expected_ring_d(period_operands("s8", 3).products(), 1, 4)
+    rows, cols = d_fragment_index(RING_N)
+    fragments = np.repeat(expected.astype(np.int32)[rows, cols][None], 3, axis=0).view(np.uint32)
+    check_ring_d("k", fragments, "s32", expected)
+    fragments[2, 0, 0] += 1
+    with pytest.raises(ProbeFailure, match="block 2's D differs"):
+        check_ring_d("k", fragments, "s32", expected)
+    with pytest.raises(ProbeFailure, match=r"D\[\d+,\d+\] = .*the host predicts"):
+        check_ring_d("k", np.repeat(fragments[2:], 3, axis=0), "s32", expected)
+
+
+# ---- on the simulated GPU ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "e4m3"])
+def test_a_sweep_runs_from_memory_bound_to_compute_bound_on_the_simulated_gpu(
+    simulate_tensor_kernels: None, dtype: str
+) -> None:
+    request, gpu = _request()
+    regions = Regions()
+    sweeps = {s.level: s for s in _sweeps() if s.type == dtype}
+    per_clock = tensor_simulated.FLOP_PER_CLK_PER_SM[dtype] * gpu.sm_count / 1e6
+    for level in ("dram", "l2", "shared"):
+        points = measure_tensor_sweep(request, dtype, level, FAST, regions)
+        assert [p.probe for p in points] == list(sweeps[level].probes)
+        assert all(a.intensity < b.intensity for a, b in itertools.pairwise(points))
+        for point in points:
+            guard(request, sweeps[level], point)  # no point above the peak at its clock or its level's limit
+        low, high = points[0], points[-1]
+        assert low.rate < 0.8 * high.rate and low.bandwidth > high.bandwidth, level  # memory-bound at the low end
+        assert high.rate > 0.85 * per_clock * high.clock, level  # compute-bound at the high end
+        assert all(m == pytest.approx(gpu.mhz, rel=0.1) for p in points for m in p.mhz)
+
+
+def test_dram_is_slower_than_l2_at_the_memory_bound_end(simulate_tensor_kernels: None) -> None:
+    request, _ = _request()
+    regions = Regions()
+    dram, l2 = (measure_tensor_sweep(request, "s8", level, FAST, regions)[0] for level in ("dram", "l2"))
+    assert dram.bandwidth < 0.6 * l2.bandwidth
+
+
+def test_a_planted_wrong_accumulator_fails_the_point(simulate_tensor_kernels: None) -> None:
+    request, gpu = _request()
+    gpu.roofline_tensor_corrupt = True
+    with pytest.raises(ProbeFailure, match="gp_rt_tma_tf32_r1: block 7's D differs"):
+        measure_tensor_sweep(request, "tf32", "dram", FAST)
+
+
+def test_a_region_described_the_wrong_way_fails_the_check(simulate_tensor_kernels: None,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Operands laid out in core-matrix order but described with the offsets swapped read other bytes: wrong D."""
+    from gpuprobe.families.roofline import tensor
+    from gpuprobe.families.wgmma.layout import layout_bits
+
+    monkeypatch.setattr(tensor, "layout_bits", lambda: layout_bits(leading_bytes=256, stride_bytes=128))
+    with pytest.raises(ProbeFailure, match="the host predicts"):
+        measure_tensor_sweep(_request()[0], "bf16", "l2", FAST)
+
+
+def test_no_sweep_runs_where_there_is_no_wgmma() -> None:
+    request, _ = _request(cc="8.0", arch="sm_80")
+    assert "sm_80" not in TENSOR_SWEEPS
+    with pytest.raises(ValueError, match="no bf16 tensor sweep"):
+        measure_tensor_sweep(request, "bf16", "dram", FAST)
+
+
+# ---- the plan ------------------------------------------------------------------------------------
+
+
+def test_every_tensor_sweep_fits_five_seconds_on_an_h200() -> None:
+    h200 = model_device(load_all()["h200"], visible_gpus=1)
+    plan = tensor_plan(TensorSettings(), h200)
+    assert plan.probes == len(TENSOR_TYPES) * (2 * len(REPEATS) + len(SHARED_N))  # a probe a point
+    assert family_seconds(plan, child_start=False) < 5.0
+    more = tensor_plan(dataclasses.replace(TensorSettings(), sampling=TensorSettings().sampling.at_most(4)), h200)
+    assert family_seconds(more, child_start=False) > family_seconds(plan, child_start=False)
+
+
+def test_the_tensor_sweeps_speak_the_framework_s_types() -> None:
+    sweeps = _sweeps()
+    assert all(isinstance(s, Sweep) for s in sweeps)
+    assert {(s.type, s.level) for s in sweeps} == set(TENSOR_SWEEPS["sm_90a"])
+    assert sweeps[0].probes[0] == probe_name("bf16", "dram", 1) == "roofline.bf16.dram.r1"
+    assert TYPES["s8"].accumulator == "s32" and sweeps[-1].unit == "TOP/s"
