@@ -159,6 +159,9 @@ class StubCupy(types.ModuleType):
     def asarray(self, array: np.ndarray, dtype: Any = None) -> StubArray:
         return StubArray(np.array(array, dtype=dtype))
 
+    def tile(self, array: StubArray, reps: tuple[int, ...]) -> StubArray:
+        return StubArray(np.tile(array.host, reps))
+
     def asnumpy(self, array: StubArray) -> np.ndarray:
         return array.host.copy()
 

@@ -16,7 +16,7 @@ from gpuprobe.kernels.registry import PTX_DIR, all_probes
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.runner import cublaslt
 from gpuprobe.runner.cupy_launcher import decode_values, encode_operand
-from gpuprobe.runner.launcher import GEMM_VALUE_RANGE, GemmShape, LaunchPathUnavailable, round_to_output
+from gpuprobe.runner.launcher import GEMM_TYPES, GEMM_VALUE_RANGE, GemmShape, LaunchPathUnavailable, round_to_output
 from gpuprobe.simulated.gpu import measure_family, simulated_gpu
 from tests.helpers.devices import H200
 
@@ -115,15 +115,32 @@ def test_a_rate_above_the_instruction_peak_at_its_clock_fails_the_probe() -> Non
 
 @pytest.mark.parametrize("dtype", TYPES)
 def test_the_operands_encode_and_decode_exactly_and_the_reference_rounds_once(dtype: str) -> None:
-    values = np.arange(-GEMM_VALUE_RANGE, GEMM_VALUE_RANGE + 1).reshape(1, -1)
+    span = GEMM_TYPES[dtype].value_range
+    values = np.arange(-span, span + 1).reshape(1, -1)
     assert decode_values(encode_operand(values, dtype), dtype).tolist() == values.tolist()
+    assert span >= GEMM_VALUE_RANGE  # the range every type keeps exact (the frameworks family's operands)
     sums = np.array([257.0, 259.0, 2049.0, -16385.0])
     rounded = {"bf16": [256, 260, 2048, -16384], "e4m3": [256, 260, 2048, -16384], "f16": [257, 259, 2048, -16384]}
     assert round_to_output(sums, dtype).tolist() == rounded.get(dtype, sums.tolist())
 
 
-def test_e4m3_bits_outside_the_drawn_integers_fail_any_check() -> None:
-    assert np.isnan(decode_values(np.array([0x7E], np.uint8), "e4m3")).all()
+@pytest.mark.parametrize("dtype", TYPES)
+def test_every_sampled_result_is_finite_and_a_square_gemms_a_is_not_its_b(dtype: str) -> None:
+    """C = A . A^T would sum squares on its diagonal, past exactness (bf16) and past f16's largest value."""
+    gpu = simulated_gpu()
+    for shape in SHAPES:
+        rows, cols = (ladder.sampled_indices(size, ladder.SAMPLED, size + shape.k) for size in (shape.m, shape.n))
+        with np.errstate(over="raise"):
+            sample = gpu.gemm_sample(shape, dtype, rows, cols)
+        assert np.isfinite(sample.c).all() and np.abs(sample.a @ sample.b.T).max() < 2**24
+        assert shape.m != shape.n or not np.array_equal(sample.a, sample.b)
+
+
+def test_e4m3_bytes_decode_as_the_format_has_them() -> None:
+    """OCP e4m3fn: 448 the largest, 2^-9 the least subnormal, 0x7F and 0xFF NaN, the sign bit alone -0."""
+    values = decode_values(np.array([0x7E, 0x01, 0x38, 0x80, 0xC4], np.uint8), "e4m3").tolist()
+    assert values == [448.0, 2.0**-9, 1.0, -0.0, -3.0]
+    assert np.isnan(decode_values(np.array([0x7F, 0xFF], np.uint8), "e4m3")).all()
 
 
 def test_a_process_without_cublaslt_is_told_why(monkeypatch) -> None:

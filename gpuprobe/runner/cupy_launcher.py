@@ -25,7 +25,6 @@ from gpuprobe.runner.launch_paths import DriverLaunch, pycuda_launch
 from gpuprobe.runner.launcher import (
     GEMM_DRAWN_ROWS,
     GEMM_TYPES,
-    GEMM_VALUE_RANGE,
     CooperativeGridTooLarge,
     Dims,
     GemmSample,
@@ -53,31 +52,37 @@ _GEMM_TYPES: dict[str, tuple[int, int, int, str, str]] = {
     "s8": (3, 10, 72, "int8", "int32"),  # CUDA_R_8I in, CUDA_R_32I out, CUBLAS_COMPUTE_32I (int32 alpha, beta)
     "e4m3": (28, 14, 68, "uint8", "uint16"),  # CUDA_R_8F_E4M3 in, bf16 out, through cuBLASLt
 }
-_E4M3_BITS = {0: 0x00, 1: 0x38, 2: 0x40, 3: 0x44, 4: 0x48}  # the integers of GEMM_VALUE_RANGE as e4m3 (sign: 0x80)
+
+
+def e4m3_values() -> np.ndarray:
+    """Every e4m3 (OCP FP8, e4m3fn) byte's value: sign, 4 exponent bits (bias 7), 3 mantissa bits; 0x7F and 0xFF are
+    NaN (no infinities)."""
+    bits = np.arange(256)
+    exponent, mantissa = (bits >> 3) & 0xF, bits & 7
+    magnitude = np.where(exponent == 0, mantissa / 8 * 2.0**-6, (1 + mantissa / 8) * 2.0 ** (exponent - 7))
+    magnitude[(exponent == 15) & (mantissa == 7)] = np.nan
+    return np.where(bits & 0x80, -magnitude, magnitude)
 
 
 def encode_operand(values: np.ndarray, dtype: str) -> np.ndarray:
-    """Small integers (GEMM_VALUE_RANGE) as ``dtype``'s operand bits or values."""
-    holder = _GEMM_TYPES[dtype][3]
+    """Integers of ``dtype``'s value range (GEMM_TYPES) as its operand bits or values, by a table of the range."""
+    span = GEMM_TYPES[dtype].value_range
+    integers = np.arange(-span, span + 1)
     if dtype == "bf16":
-        return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-    if dtype == "e4m3":
-        span = range(-GEMM_VALUE_RANGE, GEMM_VALUE_RANGE + 1)
-        table = np.array([_E4M3_BITS[abs(v)] | (0x80 if v < 0 else 0) for v in span], np.uint8)
-        return table[values.astype(np.int64) + GEMM_VALUE_RANGE]
-    return values.astype(holder)
+        table = (integers.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    elif dtype == "e4m3":
+        table = np.array([np.flatnonzero(e4m3_values() == v)[0] for v in integers], np.uint8)  # +0 for 0
+    else:
+        table = integers.astype(_GEMM_TYPES[dtype][3])
+    return table[values.astype(np.intp) + span]
 
 
 def decode_values(data: np.ndarray, kind: str) -> np.ndarray:
-    """A GEMM's operand or result as float64: ``kind`` is the dtype of an operand, or "c:<dtype>" for its C
-    (bf16 bits widened; e4m3 bits not of GEMM_VALUE_RANGE's integers read NaN, so that they fail any check)."""
+    """A GEMM's operand or result as float64: ``kind`` is the dtype of an operand, or "c:<dtype>" for its C."""
     if kind in ("bf16", "c:bf16", "c:e4m3"):
         return (data.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     if kind == "e4m3":
-        table = np.full(256, np.nan)
-        for value, bits in _E4M3_BITS.items():
-            table[bits], table[bits | 0x80] = value, -value
-        return table[data]
+        return e4m3_values()[data]
     return data.astype(np.float64)
 
 
@@ -112,7 +117,8 @@ class CupyLauncher:
         self._pinned: dict[int, np.ndarray] = {}  # device address of a pinned buffer -> its host view
         self._hold_out: Any = None
         self._co_resident: dict[tuple[str, int, int], int] = {}  # (kernel, threads, shared) -> blocks per SM
-        self._gemm_operands: dict[tuple[GemmShape, str], GemmOperands] = {}  # (shape, dtype) -> its operands
+        self._gemm_operands: dict[tuple[str, int, int, str], cupy.ndarray] = {}  # (side, rows, k, dtype) -> operand
+        self._gemm_results: dict[tuple[GemmShape, str], cupy.ndarray] = {}  # (shape, dtype) -> its C
         self._gemm_calls: dict[tuple[GemmShape, str], Callable[[], None]] = {}  # (shape, dtype) -> one GEMM's call
         self._cublaslt: Any = None  # gpuprobe.runner.cublaslt.CublasLt, made at the first cuBLASLt GEMM
         self._lt_workspace: Any = None
@@ -329,7 +335,7 @@ class CupyLauncher:
     def gemm_sample(self, shape: GemmShape, dtype: str, rows: np.ndarray, cols: np.ndarray) -> GemmSample:
         if (shape, dtype) not in self._gemm_calls:
             self.time_gemm(shape, dtype)
-        cp, operands = self._cp, self._gemm_operands[shape, dtype]
+        cp, operands = self._cp, self._operands(shape, dtype)
         cp.cuda.Device().synchronize()
         rows, cols = cp.asarray(rows), cp.asarray(cols)
         return GemmSample(decode_values(cp.asnumpy(operands.a[rows]), dtype),
@@ -384,19 +390,25 @@ class CupyLauncher:
             raise LaunchPathUnavailable(f"cuBLASLt cannot run a {dtype} GEMM here ({exc})") from None
 
     def _operands(self, shape: GemmShape, dtype: str) -> GemmOperands:
-        """The GEMM's operands: random small integers (GEMM_VALUE_RANGE: every product and sum exact), at most
-        GEMM_DRAWN_ROWS rows an operand drawn on the host (the draw, not the GEMMs, took a timing's time), repeated
-        down to its rows, so every tile the tensor cores take is random; drawn and uploaded at the first call of
-        their shape and type, kept for every later one (a sustained run calls back to back)."""
-        if (shape, dtype) not in self._gemm_operands:
-            cp, rng = self._cp, np.random.default_rng(1)
-            host = []
-            for rows in (shape.m, shape.n):
-                drawn = rng.integers(-GEMM_VALUE_RANGE, GEMM_VALUE_RANGE + 1, (min(rows, GEMM_DRAWN_ROWS), shape.k))
-                host.append(np.tile(encode_operand(drawn, dtype), (-(-rows // len(drawn)), 1))[:rows])
-            c = cp.zeros((shape.m, shape.n), dtype=_GEMM_TYPES[dtype][4])
-            self._gemm_operands[shape, dtype] = GemmOperands(cp.asarray(host[0]), cp.asarray(host[1]), c)
-        return self._gemm_operands[shape, dtype]
+        """A and B (:meth:`_operand`: kept per side, size and type, so a skinny GEMM shares its B with a square one,
+        and a square GEMM's A is not its B, whose C = A . A^T would sum squares past exactness) and a C of its own."""
+        a, b = self._operand("a", shape.m, shape.k, dtype), self._operand("b", shape.n, shape.k, dtype)
+        if (shape, dtype) not in self._gemm_results:
+            self._gemm_results[shape, dtype] = self._cp.zeros((shape.m, shape.n), dtype=_GEMM_TYPES[dtype][4])
+        return GemmOperands(a, b, self._gemm_results[shape, dtype])
+
+    def _operand(self, side: str, rows: int, k: int, dtype: str) -> cupy.ndarray:
+        """A rows x k operand (``side`` "a" or "b") of random integers of the type's value range (every product and
+        sum exact), at most GEMM_DRAWN_ROWS rows drawn on the host and uploaded (the draw, not the GEMMs, took a
+        timing's time), repeated down to ``rows`` on the device, so every tile the tensor cores take is random; made
+        at the first GEMM that needs it and kept for every later one (a sustained run calls back to back)."""
+        if (side, rows, k, dtype) not in self._gemm_operands:
+            cp, rng = self._cp, np.random.default_rng([ord(side), rows, k])
+            span = GEMM_TYPES[dtype].value_range
+            drawn = rng.integers(-span, span + 1, (min(rows, GEMM_DRAWN_ROWS), k), np.int16)
+            uploaded = cp.asarray(encode_operand(drawn, dtype))
+            self._gemm_operands[side, rows, k, dtype] = cp.tile(uploaded, (-(-rows // len(drawn)), 1))[:rows]
+        return self._gemm_operands[side, rows, k, dtype]
 
     def device(self) -> Device:
         return device_identity(self.device_index)

@@ -47,24 +47,31 @@ def probe_range(probe: str) -> str:
 HOLD_CYCLES_PER_LAUNCH = 100_000
 HOLD_MAX_CYCLES = 1_000_000_000
 GEMM_DRAWN_ROWS = 1024  # random rows of each GEMM operand drawn on the host (time_gemm), repeated down to its rows
-GEMM_VALUE_RANGE = 4  # GEMM operands are integers in [-4, 4]: exact in e4m3 and bf16, every product and sum of
-# K <= 2^16 of them exact in float32 (|sum| <= 16 x 2^16 < 2^24), the result rounded once to the output type
+GEMM_VALUE_RANGE = 4  # integers in [-4, 4]: exact in every GEMM type, every product and every sum of K <= 2^16 of
+# them exact in float32 (|sum| <= 16 x 2^16 < 2^24), the result rounded once to the output type
 
 
 class GemmType(NamedTuple):
-    """How a GEMM type runs: the library that has it and the type it writes C in (its result is rounded to)."""
+    """How a GEMM type runs: the library that has it, the type it writes C in (its result is rounded to), and the
+    widest integers its operands are drawn from (``value_range``: [-r, r]) that keep every product and sum exact."""
 
     library: str
     output: str
+    value_range: int
 
 
+# The value ranges: as many significant bits as the type holds, for the power (and so the clock) of random operands,
+# within exactness: bf16 and tf32 +-255 (8 bits; a sum of K = 8192 products has a standard deviation of 2.0e6,
+# under 2^24 by 8 of them), f16 +-16 (its C overflows past 65504: the sum's standard deviation is 8.1e3), e4m3 +-16
+# (every integer to 16 is exact in e4m3, and a 128-deep partial sum stays far under the 2^14 Hopper's fp8
+# accumulator keeps exact), s8 every value (int32 holds any sum of K <= 2^17).
 GEMM_TYPES: dict[str, GemmType] = {
-    "bf16": GemmType("cuBLAS", "bf16"),
-    "f16": GemmType("cuBLAS", "f16"),
-    "tf32": GemmType("cuBLAS", "f32"),
-    "f32": GemmType("cuBLAS", "f32"),
-    "s8": GemmType("cuBLAS", "s32"),
-    "e4m3": GemmType("cuBLASLt", "bf16"),  # cuBLAS's GEMM has no fp8
+    "bf16": GemmType("cuBLAS", "bf16", 255),
+    "f16": GemmType("cuBLAS", "f16", 16),
+    "tf32": GemmType("cuBLAS", "f32", 255),
+    "f32": GemmType("cuBLAS", "f32", 255),
+    "s8": GemmType("cuBLAS", "s32", 127),
+    "e4m3": GemmType("cuBLASLt", "bf16", 16),  # cuBLAS's GEMM has no fp8
 }
 
 
@@ -222,9 +229,9 @@ class Gemm(Launcher, Protocol):
     ) -> float:
         """GPU milliseconds of ``count`` GEMMs of ``shape`` (:data:`GEMM_TYPES`: ``dtype`` "bf16", "f16", "tf32" or
         "f32" through cublasGemmEx with float32 accumulation, "s8" with int32, "e4m3" through cuBLASLt's
-        cublasLtMatmul with float32 accumulation), on small random integers (exact in every type and every sum:
-        :data:`GEMM_VALUE_RANGE`) drawn once per shape and type and kept on the device, the algorithm picked by an
-        untimed first GEMM, between two CUDA events. :class:`LaunchPathUnavailable` when the library cannot be
+        cublasLtMatmul with float32 accumulation), on random integers of the type's value range (every product and
+        sum exact) drawn once per operand size and type and kept on the device, the algorithm picked by an untimed
+        first GEMM, between two CUDA events. :class:`LaunchPathUnavailable` when the library cannot be
         loaded here, with the reason.
 
         ``stamp`` = (kernel, blocks, out): a kernel of the cubin taking ``(.u32 slot, .u64 out)``, launched

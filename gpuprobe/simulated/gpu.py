@@ -40,7 +40,6 @@ from gpuprobe.runner.checked import check_launch, signature
 from gpuprobe.runner.launcher import (
     GEMM_DRAWN_ROWS,
     GEMM_TYPES,
-    GEMM_VALUE_RANGE,
     CooperativeGridTooLarge,
     Dims,
     GemmSample,
@@ -158,9 +157,13 @@ SIMULATED_GEMM_BYTES = {"bf16": (2, 2), "f16": (2, 2), "tf32": (4, 4), "f32": (4
 
 
 def _simulated_rows(shape: GemmShape, dtype: str, side: str, rows: np.ndarray) -> np.ndarray:
-    """Rows of a simulated GEMM's A or B (``side``): small integers, row r the draw of row r mod GEMM_DRAWN_ROWS."""
-    seeds = (zlib.crc32(f"{shape}.{dtype}.{side}.{int(r) % GEMM_DRAWN_ROWS}".encode()) for r in rows)
-    draws = [np.random.default_rng(seed).integers(-GEMM_VALUE_RANGE, GEMM_VALUE_RANGE + 1, shape.k) for seed in seeds]
+    """Rows of a simulated GEMM's A or B (``side``): integers of the type's value range, row r the draw of row r mod
+    GEMM_DRAWN_ROWS of an operand of its side, size and type (a skinny GEMM's B is a square one's, as the launcher
+    keeps them)."""
+    total = shape.m if side == "a" else shape.n
+    seeds = (zlib.crc32(f"{side}.{total}x{shape.k}.{dtype}.{int(r) % GEMM_DRAWN_ROWS}".encode()) for r in rows)
+    span = GEMM_TYPES[dtype].value_range
+    draws = [np.random.default_rng(seed).integers(-span, span + 1, shape.k) for seed in seeds]
     return np.array(draws, dtype=np.float64).reshape(len(rows), shape.k)
 
 
@@ -433,8 +436,9 @@ class SimulatedGpu:
         return ms
 
     def gemm_sample(self, shape: GemmShape, dtype: str, rows: np.ndarray, cols: np.ndarray) -> GemmSample:
-        """The sampled rows of A and B (small integers, each row drawn from its own seed, as the launcher keeps one
-        draw per shape and type) and C rounded once to the output type; one element off when ``gemm_corrupt``."""
+        """The sampled rows of A and B (integers of the type's value range, each row from its own seed, as the launcher
+        keeps one draw per operand size and type) and C rounded once to the output type; one element off when
+        ``gemm_corrupt``."""
         if GEMM_TYPES[dtype].library in self.gemm_missing:
             self.time_gemm(shape, dtype)  # raises LaunchPathUnavailable, as the launcher's first GEMM would
         a, b = (_simulated_rows(shape, dtype, side, picked) for side, picked in (("a", rows), ("b", cols)))

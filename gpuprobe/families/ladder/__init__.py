@@ -66,9 +66,7 @@ PLAN_TFLOPS = {"bf16": 600.0, "f16": 600.0, "tf32": 300.0, "e4m3": 1200.0, "s8":
 PLAN_GBPS = 2000.0
 PLAN_CALL_US = 5.0
 ELEMENT_BYTES = {"bf16": (2, 2), "f16": (2, 2), "tf32": (4, 4), "e4m3": (1, 2), "s8": (1, 4)}  # (A and B, C)
-OPERAND_HOST_S_PER_DRAWN = 10e-9  # an operand's value drawn (int8) and encoded on the host
-OPERAND_HOST_S_PER_VALUE = 3e-9  # the drawn rows repeated down to the operand's size, per value
-UPLOAD_BYTES_PER_S = 10e9  # the operand's upload
+OPERAND_HOST_S_PER_DRAWN = 15e-9  # an operand's value drawn (int16), encoded and uploaded
 SAMPLED = 8  # rows of C and columns checked per shape (the last row and column among them)
 
 
@@ -276,21 +274,25 @@ def measure(request: Request) -> Probes:
 # --------------------------------------------------------------------------- the plan
 
 
-def operand_host_s(rows: int, k: int, dtype: str) -> float:
-    """Host seconds to draw, repeat and upload one rows x k operand."""
+def operand_s(rows: int, k: int, dtype: str) -> tuple[float, float]:
+    """(host, GPU) seconds to make one rows x k operand: its drawn rows drawn, encoded and uploaded, then repeated
+    down to its rows on the device (read and written at PLAN_GBPS)."""
     drawn = min(rows, GEMM_DRAWN_ROWS) * k * OPERAND_HOST_S_PER_DRAWN
-    return drawn + rows * k * (OPERAND_HOST_S_PER_VALUE + ELEMENT_BYTES[dtype][0] / UPLOAD_BYTES_PER_S)
+    return drawn, 2 * rows * k * ELEMENT_BYTES[dtype][0] / (PLAN_GBPS * 1e9)
 
 
 def plan(settings: Settings, device: Device) -> Plan:
-    """Per type and shape: each operand drawn once per size, an untimed first GEMM, every timing at the planned
-    rates (its GEMMs behind a hold, its two clock stamps poisoned, launched and read back), and the result check."""
+    """Per type and shape: each operand made once per side and size (a skinny GEMM's B is the 8192^3 GEMM's), an
+    untimed first GEMM, every timing at the planned rates (its GEMMs behind a hold, its two clock stamps poisoned,
+    launched and read back), and the result check."""
     total = Plan(len(settings.types), 0, 0.0)
     stamp_words = 2 * STAMPS_PER_SM * device.sm_count * 2 * STAMP_WORDS
     timings = settings.sampling.max_repeats
     for dtype in settings.types:
-        operands = {(rows, shape.k) for shape in SHAPES for rows in (shape.m, shape.n)}
-        total += Plan(0, 0, 0.0, sum(operand_host_s(rows, k, dtype) for rows, k in operands))
+        operands = {(side, rows, shape.k) for shape in SHAPES for side, rows in (("a", shape.m), ("b", shape.n))}
+        for _, rows, k in operands:
+            host_s, gpu_s = operand_s(rows, k, dtype)
+            total += Plan(0, 2, gpu_s, host_s)
         for shape in SHAPES:
             count = gemm_count(shape, dtype, settings, device.sm_count)
             one = planned_ms(shape, dtype, device.sm_count) / 1e3
