@@ -45,6 +45,7 @@ NAMES: tuple[str, ...] = (
     "grid_sync",
     "coop",
     "launch",
+    "roofline",
     "ladder",
     "frameworks",
     "power",
