@@ -12,6 +12,7 @@ import pytest
 
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.errors import ProbeFailure
+from gpuprobe.families.bandwidth.simulated import memory_read_gbps as simulated_memory_gbps
 from gpuprobe.families.base import Request
 from gpuprobe.families.roofline import tensor_simulated
 from gpuprobe.families.roofline.sweep import Sweep, guard
@@ -22,6 +23,7 @@ from gpuprobe.families.roofline.tensor import (
     TensorSettings,
     check_ring_d,
     expected_ring_d,
+    measure_fill,
     measure_tensor_sweep,
     off_period,
     period_operands,
@@ -29,7 +31,7 @@ from gpuprobe.families.roofline.tensor import (
     tensor_plan,
     tensor_sweeps,
 )
-from gpuprobe.families.roofline.tensor_ptx import REPEATS, RING_N, SHARED_N, TENSOR_TYPES, module_text
+from gpuprobe.families.roofline.tensor_ptx import REPEATS, REPLICATE_KERNEL, RING_N, SHARED_N, TENSOR_TYPES, module_text
 from gpuprobe.families.wgmma.layout import TYPES, d_fragment_index
 from gpuprobe.judge.expectations import load_all
 from gpuprobe.kernels.contracts import clock_reads
@@ -179,6 +181,23 @@ def test_a_region_described_the_wrong_way_fails_the_check(simulate_tensor_kernel
         measure_tensor_sweep(_request()[0], "bf16", "l2", FAST)
 
 
+def test_the_fill_writes_the_region_from_the_period_and_a_wrong_fill_is_caught(
+    simulate_tensor_kernels: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    request, gpu = _request()
+    regions = Regions()
+    gbps = measure_fill(request, FAST, regions)
+    assert gbps == pytest.approx(simulated_memory_gbps(gpu, "dram"), rel=0.2) and regions.dtype == "bf16"
+    source = period_operands("bf16", FAST.seed).tile_bytes()
+    region = request.launcher.read(regions.buffer, "uint8", regions.tiles * len(source) // PERIOD)
+    assert np.array_equal(
+        region.reshape(-1, len(source)), np.broadcast_to(source, (len(region) // len(source), len(source)))
+    )
+    monkeypatch.setitem(simulated._KERNELS, REPLICATE_KERNEL, lambda gpu, launch, **params: None)  # writes nothing
+    with pytest.raises(ProbeFailure, match=r"gp_rt_replicate: byte \d+ of the region holds 0, the period"):
+        measure_fill(request, FAST, Regions())
+
+
 def test_no_sweep_runs_where_there_is_no_wgmma() -> None:
     request, _ = _request(cc="8.0", arch="sm_80")
     assert "sm_80" not in TENSOR_SWEEPS
@@ -192,7 +211,7 @@ def test_no_sweep_runs_where_there_is_no_wgmma() -> None:
 def test_every_tensor_sweep_fits_five_seconds_on_an_h200() -> None:
     h200 = model_device(load_all()["h200"], visible_gpus=1)
     plan = tensor_plan(TensorSettings(), h200)
-    assert plan.probes == len(TENSOR_TYPES) * (2 * len(REPEATS) + len(SHARED_N))  # a probe a point
+    assert plan.probes == len(TENSOR_TYPES) * (2 * len(REPEATS) + len(SHARED_N)) + 1  # a probe a point, the fill
     assert family_seconds(plan, child_start=False) < 5.0
     more = tensor_plan(dataclasses.replace(TensorSettings(), sampling=TensorSettings().sampling.at_most(4)), h200)
     assert family_seconds(more, child_start=False) > family_seconds(plan, child_start=False)

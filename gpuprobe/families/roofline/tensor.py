@@ -54,6 +54,7 @@ from gpuprobe.families.roofline.tensor_ptx import (
     SMEM_ALIGN,
     TENSOR_TYPES,
     RingKernel,
+    ring_name,
     shared_kernel,
 )
 from gpuprobe.families.sampling import Stopping, sample_until_stable
@@ -193,7 +194,8 @@ def off_period(steps: int) -> int:
 @dataclass
 class Regions:
     """What a type's dram and l2 sweeps share: the region on the device (filled from the type's period, the
-    largest level's size), its tensor map, and the L2's flush; made again for another type."""
+    largest level's size), its tensor map, and the L2's flush; filled again for another type. Each fill's GB/s
+    (CUDA events) is kept in ``fill_gbps``."""
 
     dtype: str = ""
     buffer: Any = None
@@ -201,24 +203,44 @@ class Regions:
     tmap: Any = None
     products: np.ndarray = field(default_factory=lambda: np.zeros(0))
     flush: L2Flush = field(default_factory=L2Flush)
+    fill_gbps: list[float] = field(default_factory=list)
 
-    def prepare(self, request: Request, settings: TensorSettings, dtype: str, blocks: int) -> None:
+    def prepare(self, request: Request, settings: TensorSettings, dtype: str) -> None:
+        """The region holds ``dtype``'s period over every block's DRAM chunk (a no-op if it already does)."""
         if self.dtype == dtype:
             return
-        period = period_operands(dtype, settings.seed)
-        source = period.tile_bytes()
-        tiles = blocks * chunk_tiles(region_bytes(settings, request.device, "dram"), blocks)
+        grid = ring_grid(request, settings, ring_name(dtype, REPEATS[0]))
+        tiles = grid * chunk_tiles(region_bytes(settings, request.device, "dram"), grid)
         launcher = request.launcher
         if self.buffer is None or self.tiles < tiles:
             self.buffer, self.tiles = launcher.alloc(tiles * PAIR_BYTES), tiles
             self.tmap = capability(launcher, TensorMaps).tensor_map(
                 self.buffer, TileMap(self.tiles * BOX_ROWS, ROW_BYTES // 2, BOX_ROWS, ROW_BYTES // 2)
             )
-        uploaded = launcher.upload(source)
-        grid = request.device.sm_count * REPLICATE_BLOCKS_PER_SM
-        args = [uploaded, np.uint64(source.nbytes), self.buffer, np.uint64(self.tiles * PAIR_BYTES)]
-        launcher.launch(REPLICATE_KERNEL, grid, REPLICATE_THREADS, args)
+        period = period_operands(dtype, settings.seed)
+        self.fill(request, period.tile_bytes())
         self.dtype, self.products = dtype, period.products()
+
+    def fill(self, request: Request, source: np.ndarray) -> None:
+        """The region tiled from ``source`` on the device (timed by CUDA events), its first period read back."""
+        nbytes = self.tiles * PAIR_BYTES
+        args = [request.launcher.upload(source), np.uint64(source.nbytes), self.buffer, np.uint64(nbytes)]
+        grid = request.device.sm_count * REPLICATE_BLOCKS_PER_SM
+        ms = request.kernels.time(REPLICATE_KERNEL, args, grid=grid, block=REPLICATE_THREADS)
+        written = request.launcher.read(self.buffer, "uint8", source.nbytes)
+        wrong = np.flatnonzero(written != source)
+        if len(wrong):
+            at = int(wrong[0])
+            raise ProbeFailure(f"{REPLICATE_KERNEL}: byte {at} of the region holds {int(written[at])}, the period "
+                               f"{int(source[at])} ({len(wrong)} of its {source.nbytes} bytes wrong)")  # fmt: skip
+        self.fill_gbps.append(nbytes / (max(ms, 1e-6) * 1e6))
+
+
+def measure_fill(request: Request, settings: TensorSettings, regions: Regions, dtype: str = TENSOR_TYPES[0]) -> float:
+    """``roofline.tensor.fill``: the region filled with ``dtype``'s period (again, if it held it), its GB/s."""
+    regions.dtype = ""
+    regions.prepare(request, settings, dtype)
+    return regions.fill_gbps[-1]
 
 
 def ring_grid(request: Request, settings: TensorSettings, kernel: str) -> int:
@@ -266,7 +288,7 @@ def ring_point(request: Request, settings: TensorSettings, regions: Regions, ker
                probe: str) -> Point:  # fmt: skip
     """One dram or l2 point: its launches' flop over their %globaltimer spans, at the clock each ran at."""
     grid = ring_grid(request, settings, kernel.name)
-    regions.prepare(request, settings, kernel.wgmma.name, grid)
+    regions.prepare(request, settings, kernel.wgmma.name)
     chunk, steps = ring_steps(request, settings, regions, kernel, level, grid)
     tflops: list[float] = []
     mhz: list[float] = []
@@ -400,16 +422,23 @@ def _shared_plan(settings: TensorSettings, device: Device, dtype: str) -> Plan:
 
 
 def tensor_plan(settings: TensorSettings, device: Device) -> Plan:
-    """Every tensor sweep of ``device``'s arch at most, one probe per point (the framework's :class:`Sweep`): the
-    ring sweeps, the shared ones, and per type its period generated, uploaded and replicated over the DRAM region."""
-    total = Plan(0, 0, 0.0)
-    for dtype, level in sweeps(device):
+    """Every tensor sweep of ``device``'s arch at most, one probe per point (the framework's :class:`Sweep`) and
+    ``roofline.tensor.fill``: the ring sweeps, the shared ones, and per type (and once more for the fill probe) its
+    period generated, uploaded and replicated over the DRAM region, the first period read back."""
+    chosen = sweeps(device)
+    total = Plan(1, 0, 0.0) + _fill_plan(settings, device) if chosen else Plan(0, 0, 0.0)
+    for dtype, level in chosen:
         sweep = (
             _shared_plan(settings, device, dtype) if level == "shared" else _ring_plan(settings, device, dtype, level)
         )
         total += Plan(len(knobs(level)), 0, 0.0) + sweep
         if level == "dram":
-            nbytes = region_bytes(settings, device, level)
-            source = PERIOD * PAIR_BYTES
-            total += Plan(0, 3, 2 * dram_s(nbytes, device) + link_s(source), generate_host_s(source))
+            total += _fill_plan(settings, device)
     return total
+
+
+def _fill_plan(settings: TensorSettings, device: Device) -> Plan:
+    """One fill of the region: the period generated and uploaded, the region written and its first period read."""
+    source = PERIOD * PAIR_BYTES
+    nbytes = region_bytes(settings, device, "dram")
+    return Plan(0, 3, dram_s(2 * nbytes, device) + link_s(source), generate_host_s(source) + readback_host_s(source))

@@ -127,13 +127,14 @@ def ring(kernel: RingKernel):
     return simulate
 
 
-def replicate(gpu, launch, src, period, dst, bytes) -> None:
+def replicate(gpu, launch, src, period, dst, bytes) -> float:
+    """The region tiled from the period; its time, the region's bytes written at the DRAM's rate."""
     source, at = gpu.buffer_at(src)
     target, to = gpu.buffer_at(dst)
     period, total = int(period), int(bytes)
     assert period % 16 == 0 and total % 16 == 0
-    pattern = source.data[at : at + period]
-    target.data[to : to + total] = np.resize(pattern, total)
+    target.data[to : to + total] = np.resize(source.data[at : at + period], total)
+    return (total / (memory_read_gbps(gpu, "dram") * 1e9) * 1e3 + LAUNCH_MS) * gpu._jitter()
 
 
 def _resident(kernel: Kernel):
