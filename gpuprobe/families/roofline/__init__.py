@@ -119,8 +119,9 @@ def plan(settings: Settings, device: Device) -> Plan:
     """Every point at its most samples (each a short and a long batch, plus one warm-up batch), every batch's sums and
     records read back and checked; the source generated, uploaded and summed once (see :mod:`.fp32`)."""
     shapes = {level: fp32.level_shape(level, _resident(device, level), device.l2_bytes, settings) for level in LEVELS}
-    batches = 1 + settings.sampling.max_repeats * 2
-    launches = 1 + settings.sampling.max_repeats * (settings.short_launches + settings.long_launches)
+    repeats = settings.sampling.max_repeats
+    batches = 1 + 2 * repeats  # a warm-up batch of short launches, then a short and a long batch a sample
+    launches = (1 + repeats) * settings.short_launches + repeats * settings.long_launches
     peak = dram_peak_gbps(device.mem_clock_mhz, device.mem_bus_bits, {})
     points = []
     for level, shape in shapes.items():

@@ -165,15 +165,11 @@ def point_series(request: Request, sweep: Sweep, point: Point) -> dict[str, dict
     }}  # fmt: skip
 
 
-def _best(points: list[Point], key: Callable[[Point], float]) -> Point:
-    return max(points, key=key)
-
-
 def sweep_facts(sweep: Sweep, points: list[Point], probe: str) -> tuple[list[Fact], str]:
     """The sweep's ceilings, ridge and clock from ``points`` (module docstring: the fit), and a note saying
     where each ceiling was read."""
     stem, unit = sweep.stem, sweep.unit
-    memory, compute = _best(points, lambda p: p.bandwidth), _best(points, lambda p: p.rate)
+    memory, compute = max(points, key=lambda p: p.bandwidth), max(points, key=lambda p: p.rate)
     memory_bound = memory.rate < BOUND_FRACTION * compute.rate
     compute_bound = compute.bandwidth < BOUND_FRACTION * memory.bandwidth
     facts = [
