@@ -28,8 +28,9 @@ in flop/B, where the two ceilings meet.
 Guards (a broken one fails the probe, :class:`~gpuprobe.core.errors.ProbeFailure`; no number sits beside an
 impossible one): no point's rate above the type's per-clock peak x SMs x the clock it witnessed, and no
 point's bytes/s above the level's limit: for DRAM the theoretical peak (2 x memory clock x bus width, else
-the datasheet's, :func:`~gpuprobe.families.planning.dram_peak_gbps`), for the L2 and shared memory the
-128 bytes per clock an SM's L1/shared array takes in at most (32 banks x 4 bytes), at the witnessed clock;
+the datasheet's, :func:`~gpuprobe.families.planning.dram_peak_gbps`), for the L2 and shared memory (and DRAM
+of a part with neither) the 128 bytes per clock an SM's L1/shared array takes in at most (32 banks x 4 bytes),
+at the witnessed clock;
 each beyond :data:`~gpuprobe.judge.physics.RESOLUTION`. The L2 and shared ceilings are held to the bandwidth
 family's own measurement of the level in the same run by an invariant (:mod:`~gpuprobe.families.roofline.report`).
 """
@@ -115,11 +116,13 @@ class Sweep:
         return "TOP/s" if self.type == "s8" else "TFLOP/s"
 
 
-def level_limit(request: Request, level: str, mhz: float) -> tuple[float, str] | None:
-    """The most GB/s ``level`` can move at SM clock ``mhz``, and what that figure is (None where unknown)."""
-    if level == "dram":
-        device = request.device
-        return dram_peak_gbps(device.mem_clock_mhz, device.mem_bus_bits, request.state.get("datasheet", {}))
+def level_limit(request: Request, level: str, mhz: float) -> tuple[float, str]:
+    """The most GB/s ``level`` can move at SM clock ``mhz``, and what that figure is: DRAM's theoretical peak where
+    known, else (and for the L2 and shared memory) what every SM takes in at most."""
+    device = request.device
+    peak = dram_peak_gbps(device.mem_clock_mhz, device.mem_bus_bits, request.state.get("datasheet", {}))
+    if level == "dram" and peak is not None:
+        return peak
     gbps = SM_INGEST_BYTES_PER_CLOCK * request.device.sm_count * mhz * 1e6 / 1e9
     return gbps, f"{SM_INGEST_BYTES_PER_CLOCK} B/clk/SM x {request.device.sm_count} SMs at {mhz:.0f} MHz"
 
@@ -137,7 +140,7 @@ def guard(request: Request, sweep: Sweep, point: Point) -> None:
                 "or the work counted is wrong"
             )
     limit = level_limit(request, sweep.level, clock)
-    if limit is not None and point.bandwidth > limit[0] * (1 + RESOLUTION):
+    if point.bandwidth > limit[0] * (1 + RESOLUTION):
         raise ProbeFailure(
             f"{point.probe}: {point.bandwidth:.0f} GB/s from {sweep.level} at {point.intensity:g} flop/B is above "
             f"what the level moves at most, {limit[0]:.0f} GB/s ({limit[1]}): impossible, so the timing is wrong"
@@ -156,12 +159,13 @@ def datasheet_peak(request: Request, sweep: Sweep, mhz: float) -> float | None:
 def point_series(request: Request, sweep: Sweep, point: Point) -> dict[str, dict[str, list[Any]]]:
     """The point as the plot reads it: type, level, intensity, rate, GB/s and clock (medians), and the datasheet's
     ceilings beside them (the DRAM peak for a DRAM sweep; the type's peak at the point's clock), 0 where unknown."""
-    dram = level_limit(request, "dram", point.clock) if sweep.level == "dram" else None
+    device = request.device
+    dram = dram_peak_gbps(device.mem_clock_mhz, device.mem_bus_bits, request.state.get("datasheet", {}))
     return {SERIES: {
         "type": [sweep.type], "level": [sweep.level], "intensity": [point.intensity], "tflops": [point.rate],
         "gbps": [point.bandwidth], "mhz": [point.clock],
         "datasheet_tflops": [datasheet_peak(request, sweep, point.clock) or 0.0],
-        "datasheet_gbps": [dram[0] if dram else 0.0],
+        "datasheet_gbps": [dram[0] if dram and sweep.level == "dram" else 0.0],
     }}  # fmt: skip
 
 
