@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import sys
 import types
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -30,6 +31,7 @@ from gpuprobe.runner.frameworks import (
     CupyFrameworks,
     Prepared,
     Work,
+    _first_call,
     open_frameworks,
 )
 from gpuprobe.runner.launcher import LaunchPathUnavailable
@@ -315,6 +317,19 @@ def test_a_framework_on_another_stream_is_refused_before_anything_is_enqueued(mo
     with pytest.raises(ProbeFailure, match=r"not CuPy's.*0x1234"):
         runner.time_framework(work, 3, (frameworks.STAMP_KERNEL, 8, object()))
     assert launcher.log == []
+
+
+def _refused() -> None:
+    warnings.warn("cuDNN attention kernel not used because: head dim 100 is not supported", stacklevel=1)
+    raise RuntimeError("No available kernel. Aborting execution.")
+
+
+def test_a_backend_that_refuses_the_inputs_is_not_run_with_pytorchs_warnings() -> None:
+    work = Work("cudnn", "bf16", (1, 1, 256, 100))
+    with pytest.raises(LaunchPathUnavailable, match=r"no cuDNN SDPA backend here \(cuDNN attention kernel not used"):
+        _first_call(work, Prepared(_refused, {}))
+    with pytest.raises(RuntimeError, match="No available kernel"):  # a matmul's error is no missing backend
+        _first_call(Work("torch", "bf16", (1024,)), Prepared(_refused, {}))
 
 
 def test_missing_pytorch_and_triton_are_named(monkeypatch) -> None:

@@ -195,7 +195,7 @@ class CupyFrameworks:
         if work not in self._prepared:
             with self._bound() as torch:
                 prepared = self._attention(torch, work) if work.attention else self._matmul(torch, work)
-                prepared.run(1)
+                _first_call(work, prepared)
                 torch.cuda.synchronize()
             self._prepared[work] = prepared
         return self._prepared[work]
@@ -237,18 +237,8 @@ class CupyFrameworks:
         dtype = getattr(torch, TORCH_DTYPES[work.dtype])
         q, k, v = (torch.randn(*work.shape, device="cuda", generator=generator).to(dtype) for _ in range(3))
         attend = torch.nn.functional.scaled_dot_product_attention
-        prepared = Prepared(lambda: attend(q, k, v, is_causal=work.causal), {"q": q, "k": k, "v": v},
-                            lambda: sdpa_kernel([backend]))  # fmt: skip
-        with warnings.catch_warnings(record=True) as said:
-            warnings.simplefilter("always")
-            try:
-                prepared.run(1)
-            except RuntimeError as exc:  # "No available kernel": the backend refused these inputs or this GPU
-                if "no available kernel" not in str(exc).lower():
-                    raise
-                why = "; ".join(first_line(Warning(w.message)) for w in said)[:WHY_CHARS] or first_line(exc)
-                raise LaunchPathUnavailable(backend_missing(work.library, why)) from None
-        return prepared
+        return Prepared(lambda: attend(q, k, v, is_causal=work.causal), {"q": q, "k": k, "v": v},
+                        lambda: sdpa_kernel([backend]))  # fmt: skip
 
     # ---- the capability -------------------------------------------------------------------
     def time_framework(self, work: Work, count: int, stamp: Stamp) -> float:
@@ -273,6 +263,20 @@ class CupyFrameworks:
             return _attention_parts(prepared, rows) if work.attention else _matmul_parts(prepared, rows, cols)
 
 
+def _first_call(work: Work, prepared: Prepared) -> None:
+    """The untimed first call. An attention backend that refuses the inputs or the GPU ("No available kernel": it
+    is the only backend allowed) is LaunchPathUnavailable, with the warnings PyTorch gave for it."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        try:
+            prepared.run(1)
+        except RuntimeError as exc:
+            if not work.attention or "no available kernel" not in str(exc).lower():
+                raise
+            why = "; ".join(first_line(Warning(w.message)) for w in said)[:WHY_CHARS] or first_line(exc)
+            raise LaunchPathUnavailable(backend_missing(work.library, why)) from None
+
+
 def _require_scaled_mm(torch: Any) -> None:
     """LaunchPathUnavailable where PyTorch cannot run an e4m3 matmul on this GPU."""
     if not hasattr(torch, "_scaled_mm"):
@@ -288,8 +292,9 @@ def _scaled_mm(torch: Any, a: Any, b: Any) -> Prepared:
     one = torch.ones((), device="cuda", dtype=torch.float32)
 
     def call() -> Any:
-        return torch._scaled_mm(a, column_major, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
-                                use_fast_accum=False)  # fmt: skip
+        result = torch._scaled_mm(a, column_major, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                  use_fast_accum=False)  # fmt: skip
+        return result[0] if isinstance(result, tuple) else result  # an older PyTorch gives (result, amax)
 
     return Prepared(call, {"a": a, "b": column_major})
 
