@@ -396,7 +396,7 @@ def measure_cub_block(request: Request, settings: Settings, pairing: Pairing, na
     measured = measure_alike(settings, pairing, name, find_probe(name).kernel, sample)
     if name == "coop.cub.radix_sort":  # its steps hold a loop: the SASS per step counts the loop's code once
         detail = measured.outcome.detail
-        measured.outcome.detail = f"1024 keys; the pass loop's code counted once (it runs once per 4 bits); {detail}"
+        measured.outcome.detail = f"{start.size} keys; the pass loop's code counted once (it runs per 4 bits); {detail}"
     return measured
 
 

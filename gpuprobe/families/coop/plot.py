@@ -14,6 +14,7 @@ from gpuprobe.output.plots import new_figure, png_bytes
 from gpuprobe.output.sections import Plot
 
 SHOWN_OPCODES = 4  # per bar label, the most frequent first
+CPP_LABEL = "C++ (cooperative groups, libcu++, CUB)"
 
 
 def _label(counts: dict[str, list[float]]) -> str:
@@ -47,7 +48,7 @@ def pairs_png(results: Results, dpi: int) -> bytes | None:
     ax = fig.add_subplot()
     for index, (_, cpp, ptx, cpp_sass, ptx_sass) in enumerate(rows):
         y, first = len(rows) - 1 - index, index == 0
-        ax.barh(y + 0.2, cpp, height=0.38, color="C0", label="C++ (cooperative groups, libcu++, CUB)" if first else None)
+        ax.barh(y + 0.2, cpp, height=0.38, color="C0", label=CPP_LABEL if first else None)
         ax.barh(y - 0.2, ptx, height=0.38, color="C1", label="hand-written PTX twin" if first else None)
         ax.text(cpp * 1.05, y + 0.2, cpp_sass, va="center", fontsize=6)
         ax.text(ptx * 1.05, y - 0.2, ptx_sass, va="center", fontsize=6)
