@@ -18,6 +18,7 @@ from gpuprobe.families.roofline import tensor_simulated
 from gpuprobe.families.roofline.sweep import Sweep, guard
 from gpuprobe.families.roofline.tensor import (
     PERIOD,
+    SYNC_FLOP_PER_CLK_PER_SM,
     TENSOR_SWEEPS,
     Regions,
     TensorSettings,
@@ -31,7 +32,16 @@ from gpuprobe.families.roofline.tensor import (
     tensor_plan,
     tensor_sweeps,
 )
-from gpuprobe.families.roofline.tensor_ptx import REPEATS, REPLICATE_KERNEL, RING_N, SHARED_N, TENSOR_TYPES, module_text
+from gpuprobe.families.roofline.tensor_ptx import (
+    REPEATS,
+    REPLICATE_KERNEL,
+    RING_N,
+    SHARED_N,
+    SYNC_TYPES,
+    TENSOR_TYPES,
+    module_text,
+    sync_module_text,
+)
 from gpuprobe.families.wgmma.layout import TYPES, d_fragment_index
 from gpuprobe.judge.expectations import load_all
 from gpuprobe.kernels.contracts import clock_reads
@@ -42,7 +52,7 @@ from gpuprobe.simulated import gpu as simulated
 from gpuprobe.simulated.gpu import ptx_parameters, simulated_gpu, suite_options
 from tests.helpers.checked import contract_results, measured_module
 
-SM90A = parse_arch("sm_90a")
+SM80, SM90A = parse_arch("sm_80"), parse_arch("sm_90a")
 # Small enough that a sweep is quick on the simulated 8-SM part: a DRAM region of 16 MiB (its L2: 512 KiB), long
 # enough at its DRAM rate to read the clock, an L2 region of three tile pairs a block, L2 launches of 0.1 ms.
 FAST = TensorSettings(dram_min_bytes=16 << 20, l2_ms=0.1, throughput_ms=0.2)
@@ -75,17 +85,20 @@ def test_the_committed_ptx_is_what_the_generator_writes() -> None:
     assert (PTX_DIR / "roofline" / "tensor.ptx").read_text() == module_text(), (
         "regenerate: python -m gpuprobe.families.roofline.tensor_ptx > ptx/roofline/tensor.ptx"
     )
+    assert (PTX_DIR / "roofline" / "tensor_sync.ptx").read_text() == sync_module_text(), (
+        "regenerate: python -m gpuprobe.families.roofline.tensor_ptx sync > ptx/roofline/tensor_sync.ptx"
+    )
 
 
-def test_every_sweep_point_is_a_declared_probe_and_its_contract_holds_on_sm_90a() -> None:
+def test_every_sweep_point_is_a_declared_probe_and_its_contract_holds_on_sm_80_and_sm_90a() -> None:
     probes = _probes()
     names = {p.name for p in probes}
     wanted = {probe for sweep in _sweeps() for probe in sweep.probes}
-    assert wanted <= names and len(wanted) == len(TENSOR_TYPES) * (2 * len(REPEATS) + len(SHARED_N))
-    results = contract_results(probes, [SM90A])
-    assert all(r.status == "ok" for r in results), [
-        (r.probe, r.detail, r.violations) for r in results if r.status != "ok"
-    ]
+    wgmma, sync = len(TENSOR_TYPES) * (2 * len(REPEATS) + len(SHARED_N)), len(SYNC_TYPES) * 2 * len(REPEATS)
+    assert wanted <= names and len(wanted) == wgmma + sync and len(names) == len(wanted) + 1  # and the fill
+    results = contract_results(probes, [SM80, SM90A])
+    assert sum(r.status == "ok" for r in results) == 2 * (sync + 1) + wgmma
+    assert all(r.status in ("ok", "unsupported") for r in results), [(r.probe, r.detail) for r in results]
 
 
 @pytest.mark.parametrize("repeats", [1, 16])
@@ -100,6 +113,15 @@ def test_a_ring_step_is_a_barrier_wait_r_wgmmas_one_wait_and_one_elected_tensor_
     assert opcodes.count("UTMALDG.2D") == 1 and opcodes.count("SYNCS.ARRIVE.TRANS64") == 1
     assert [ins.operands[-1] for ins in timed if ins.opcode == "WARPGROUP.DEPBAR.LE"] == ["0x1", "0x0"]
     assert not {ins.base for ins in timed} & {"LDG", "STG", "LDS", "STS", "LDL", "STL", "LDGSTS"}
+
+
+@pytest.mark.parametrize("repeats", [1, 4])
+def test_a_cp_async_step_is_five_copies_one_barrier_17_ldmatrix_and_r_times_32_mma_sync(repeats: int) -> None:
+    kernel = measured_module(SM80).listing.kernel(f"gp_rt_sync_bf16_r{repeats}")
+    reads = clock_reads(kernel)
+    opcodes = [ins.opcode for ins in kernel.between(reads[0].offset + 1, reads[-1].offset - 1)]
+    assert opcodes.count("HMMA.16816.F32.BF16") == 32 * repeats and opcodes.count("LDSM.16.M88.4") == 17
+    assert sum(o.startswith("LDGSTS") for o in opcodes) == 5 and sum(o.startswith("BAR.SYNC") for o in opcodes) == 1
 
 
 # ---- the host's prediction -----------------------------------------------------------------------
@@ -198,11 +220,30 @@ def test_the_fill_writes_the_region_from_the_period_and_a_wrong_fill_is_caught(
         measure_fill(request, FAST, Regions())
 
 
-def test_no_sweep_runs_where_there_is_no_wgmma() -> None:
-    request, _ = _request(cc="8.0", arch="sm_80")
-    assert "sm_80" not in TENSOR_SWEEPS
-    with pytest.raises(ValueError, match="no bf16 tensor sweep"):
+@pytest.mark.parametrize("dtype", ["bf16_sync", "s8_sync"])
+def test_an_mma_sync_sweep_runs_from_memory_bound_to_compute_bound_on_a_simulated_sm_80(
+    simulate_tensor_kernels: None, dtype: str
+) -> None:
+    request, gpu = _request(cc="8.0", arch="sm_80")
+    regions = Regions()
+    sweeps = {s.level: s for s in _sweeps() if s.type == dtype}
+    per_clock = SYNC_FLOP_PER_CLK_PER_SM[dtype.removesuffix("_sync")] * gpu.sm_count / 1e6
+    for level in ("dram", "l2"):
+        points = measure_tensor_sweep(request, dtype, level, FAST, regions)
+        assert [p.probe for p in points] == list(sweeps[level].probes)
+        for point in points:
+            guard(request, sweeps[level], point)
+        low, high = points[0], points[-1]
+        assert low.rate < 0.8 * high.rate and high.rate > 0.85 * per_clock * high.clock, level
+    with pytest.raises(ValueError, match="no bf16 tensor sweep"):  # wgmma's are sm_90a's
         measure_tensor_sweep(request, "bf16", "dram", FAST)
+
+
+def test_no_sweep_runs_on_a_part_before_sm_80() -> None:
+    request, _ = _request(cc="7.5", arch="sm_75")
+    assert "sm_75" not in TENSOR_SWEEPS
+    with pytest.raises(ValueError, match="no bf16_sync tensor sweep"):
+        measure_tensor_sweep(request, "bf16_sync", "dram", FAST)
 
 
 # ---- the plan ------------------------------------------------------------------------------------
@@ -220,6 +261,6 @@ def test_every_tensor_sweep_fits_five_seconds_on_an_h200() -> None:
 def test_the_tensor_sweeps_speak_the_framework_s_types() -> None:
     sweeps = _sweeps()
     assert all(isinstance(s, Sweep) for s in sweeps)
-    assert {(s.type, s.level) for s in sweeps} == set(TENSOR_SWEEPS["sm_90a"])
+    assert {(s.type, s.level) for s in sweeps} == {sweep for found in TENSOR_SWEEPS.values() for sweep in found}
     assert sweeps[0].probes[0] == probe_name("bf16", "dram", 1) == "roofline.bf16.dram.r1"
-    assert TYPES["s8"].accumulator == "s32" and sweeps[-1].unit == "TOP/s"
+    assert TYPES["s8"].accumulator == "s32" and {s.unit for s in sweeps if s.type == "s8"} == {"TOP/s"}

@@ -52,9 +52,11 @@ from gpuprobe.families.roofline.tensor_ptx import (
     ROW_BYTES,
     SHARED_N,
     SMEM_ALIGN,
+    SYNC_STAGES,
+    SYNC_TYPES,
     TENSOR_TYPES,
     RingKernel,
-    ring_name,
+    SyncKernel,
     shared_kernel,
 )
 from gpuprobe.families.sampling import Stopping, sample_until_stable
@@ -68,9 +70,18 @@ from gpuprobe.runner.tensor_map import TileMap
 MIB = 1 << 20
 PERIOD = 3  # tile pairs: the third's B is minus the sum of the first two's, so the three products sum to zero
 # The (type, level) sweeps each arch has: wgmma and TMA are sm_90a's alone.
+SYNC = "_sync"  # a sweep type's suffix where mma.sync, fed by cp.async, is the instruction: ``bf16_sync``
+_SYNC_SWEEPS = tuple((f"{dtype}{SYNC}", level) for dtype in SYNC_TYPES for level in ("dram", "l2"))
 TENSOR_SWEEPS: dict[str, tuple[tuple[str, str], ...]] = {
+    "sm_80": _SYNC_SWEEPS,
+    "sm_86": _SYNC_SWEEPS,
+    "sm_89": _SYNC_SWEEPS,
     "sm_90a": tuple((dtype, level) for dtype in TENSOR_TYPES for level in LEVELS),
 }
+# mma.sync's dense flop (s8: operations) per clock per SM at most before Hopper: the A100's (NVIDIA A100 whitepaper,
+# Table 1: 312 bf16, 156 tf32, 624 int8 dense TFLOP/s or TOP/s at 1410 MHz over 108 SMs); the GA10x and AD10x parts
+# (sm_86, sm_89) run half of it or less, so it bounds them too.
+SYNC_FLOP_PER_CLK_PER_SM = {"bf16": 2048, "tf32": 1024, "s8": 4096}
 REPLICATE_THREADS = 256
 REPLICATE_BLOCKS_PER_SM = 4
 
@@ -86,8 +97,9 @@ class TensorSettings:
     """What the tensor sweeps run with. The shared level's fields are the wgmma family's names for them
     (``warpgroups_per_block`` .. ``throughput_sampling``): it measures with that family's ``measure_rate``."""
 
-    stages: int = 6  # tile pairs in flight a block (at most MAX_STAGES)
-    ring_blocks_per_sm: int = 1  # ring blocks an SM, at most those that fit
+    stages: int = 6  # tile pairs in flight a TMA ring's block (at most MAX_STAGES; a cp.async ring's: SYNC_STAGES)
+    ring_blocks_per_sm: int = 1  # TMA ring blocks an SM, at most those that fit
+    sync_blocks_per_sm: int = 2  # cp.async ring blocks an SM (four warps each, their MMAs interleaved), at most those
     dram_l2_multiple: float = 8.0  # the DRAM region, in L2 sizes,
     dram_min_bytes: int = 256 * MIB  # and at least this
     l2_fraction: float = 0.5  # the L2 region, of the L2
@@ -205,21 +217,23 @@ class Regions:
     flush: L2Flush = field(default_factory=L2Flush)
     fill_gbps: list[float] = field(default_factory=list)
 
-    def prepare(self, request: Request, settings: TensorSettings, dtype: str) -> None:
-        """The region holds ``dtype``'s period over every block's DRAM chunk (a no-op if it already does)."""
-        if self.dtype == dtype:
-            return
-        grid = ring_grid(request, settings, ring_name(dtype, REPEATS[0]))
+    def prepare(self, request: Request, settings: TensorSettings, dtype: str, grid: int) -> None:
+        """The region holds ``dtype``'s period over every DRAM chunk of ``grid`` blocks (a no-op if it already does)."""
         tiles = grid * chunk_tiles(region_bytes(settings, request.device, "dram"), grid)
-        launcher = request.launcher
+        if self.dtype == dtype and self.tiles >= tiles:
+            return
         if self.buffer is None or self.tiles < tiles:
-            self.buffer, self.tiles = launcher.alloc(tiles * PAIR_BYTES), tiles
-            self.tmap = capability(launcher, TensorMaps).tensor_map(
-                self.buffer, TileMap(self.tiles * BOX_ROWS, ROW_BYTES // 2, BOX_ROWS, ROW_BYTES // 2)
-            )
+            self.buffer, self.tiles, self.tmap = request.launcher.alloc(tiles * PAIR_BYTES), tiles, None
         period = period_operands(dtype, settings.seed)
         self.fill(request, period.tile_bytes())
         self.dtype, self.products = dtype, period.products()
+
+    def tensor_map(self, request: Request) -> Any:
+        """The region's tensor map (a TMA ring's; made when first asked for): rows of 128 bytes, a pair a box."""
+        if self.tmap is None:
+            tiles = TileMap(self.tiles * BOX_ROWS, ROW_BYTES // 2, BOX_ROWS, ROW_BYTES // 2)
+            self.tmap = capability(request.launcher, TensorMaps).tensor_map(self.buffer, tiles)
+        return self.tmap
 
     def fill(self, request: Request, source: np.ndarray) -> None:
         """The region tiled from ``source`` on the device (timed by CUDA events), its first period read back."""
@@ -236,41 +250,64 @@ class Regions:
         self.fill_gbps.append(nbytes / (max(ms, 1e-6) * 1e6))
 
 
-def measure_fill(request: Request, settings: TensorSettings, regions: Regions, dtype: str = TENSOR_TYPES[0]) -> float:
-    """``roofline.tensor.fill``: the region filled with ``dtype``'s period (again, if it held it), its GB/s."""
+def measure_fill(request: Request, settings: TensorSettings, regions: Regions) -> float:
+    """``roofline.tensor.fill``: the region filled for the device's first sweep (again, if it held it), its GB/s."""
+    sweep_type = sweeps(request.device)[0][0]
+    kernel = ring_kernel(sweep_type, REPEATS[0])
     regions.dtype = ""
-    regions.prepare(request, settings, dtype)
+    regions.prepare(request, settings, kernel.wgmma.name, ring_grid(request, settings, kernel))
     return regions.fill_gbps[-1]
 
 
-def ring_grid(request: Request, settings: TensorSettings, kernel: str) -> int:
-    fit = request.launcher.max_active_blocks(kernel, RING_THREADS, ring_shared_bytes(settings))
+Ring = RingKernel | SyncKernel
+
+
+def ring_kernel(sweep_type: str, repeats: int) -> Ring:
+    """The kernel of a dram or l2 point: TMA and wgmma (``bf16``), or cp.async and mma.sync (``bf16_sync``)."""
+    if sweep_type.endswith(SYNC):
+        return SyncKernel(TYPES[sweep_type.removesuffix(SYNC)], repeats)
+    return RingKernel(TYPES[sweep_type], repeats)
+
+
+def ring_grid(request: Request, settings: TensorSettings, kernel: Ring) -> int:
+    fit = request.launcher.max_active_blocks(kernel.name, RING_THREADS, ring_shared_bytes(settings, kernel))
     if fit < 1:
-        raise ProbeFailure(f"{kernel}: no block of {RING_THREADS} threads with {settings.stages} stages fits an SM")
-    return request.device.sm_count * min(fit, settings.ring_blocks_per_sm)
+        raise ProbeFailure(f"{kernel.name}: no block of {RING_THREADS} threads and its stages fits an SM")
+    wanted = settings.sync_blocks_per_sm if isinstance(kernel, SyncKernel) else settings.ring_blocks_per_sm
+    return request.device.sm_count * min(fit, wanted)
 
 
-def ring_shared_bytes(settings: TensorSettings) -> int:
-    return settings.stages * PAIR_BYTES + SMEM_ALIGN
+def ring_shared_bytes(settings: TensorSettings, kernel: Ring) -> int:
+    stages = SYNC_STAGES if isinstance(kernel, SyncKernel) else settings.stages
+    return stages * PAIR_BYTES + SMEM_ALIGN
 
 
-def ring_launch(request: Request, settings: TensorSettings, regions: Regions, kernel: RingKernel, grid: int,
+def ring_arguments(request: Request, settings: TensorSettings, regions: Regions, kernel: Ring, chunk: int, steps: int,
+                   out: Any) -> list[Any]:  # fmt: skip
+    """A TMA ring's (tensor map, descriptor layout bits, chunk, steps, stages, out), a cp.async ring's (region,
+    chunk, steps, out): its ldmatrix reads the core-matrix order the layout bits describe."""
+    if isinstance(kernel, SyncKernel):
+        return [regions.buffer, np.uint32(chunk), np.uint32(steps), out]
+    tmap = regions.tensor_map(request)
+    return [tmap, np.uint64(layout_bits()), np.uint32(chunk), np.uint32(steps), np.uint32(settings.stages), out]
+
+
+def ring_launch(request: Request, settings: TensorSettings, regions: Regions, kernel: Ring, grid: int,
                 chunk: int, steps: int) -> Launched:  # fmt: skip
     """One checked launch of ``kernel``: ``steps`` tile pairs a block over chunks of ``chunk``; its records,
     after every block's D was held to the host's prediction."""
     words = grid * (RECORD_WORDS + RING_THREADS * kernel.registers)
     out = request.outputs.get(-(-words // 2))
-    args = [regions.tmap, np.uint64(layout_bits()), np.uint32(chunk), np.uint32(steps), np.uint32(settings.stages),
-            out]  # fmt: skip
+    args = ring_arguments(request, settings, regions, kernel, chunk, steps, out)
     values = request.kernels.results(kernel.name, args, out, words, dtype="uint32", grid=grid, block=RING_THREADS,
-                                     shared=ring_shared_bytes(settings))  # fmt: skip
+                                     shared=ring_shared_bytes(settings, kernel))  # fmt: skip
     records, fragments = split_output(values, grid, kernel.registers)
     expected = expected_ring_d(regions.products, kernel.repeats, steps)
     check_ring_d(kernel.name, fragments, kernel.wgmma.accumulator, expected)
     return timed_records(kernel, records)  # type: ignore[arg-type]  # only its name is read
 
 
-def ring_steps(request: Request, settings: TensorSettings, regions: Regions, kernel: RingKernel, level: str,
+def ring_steps(request: Request, settings: TensorSettings, regions: Regions, kernel: Ring, level: str,
                grid: int) -> tuple[int, int]:  # fmt: skip
     """A block's chunk and steps a launch at ``level``: DRAM, each tile pair of the chunk once; L2, about ``l2_ms``
     of laps over the chunk, sized by a first launch of ``l2_calibration_laps`` laps (which warms the L2)."""
@@ -284,11 +321,11 @@ def ring_steps(request: Request, settings: TensorSettings, regions: Regions, ker
     return chunk, off_period(max(settings.stages, round(settings.l2_ms * 1e6 / per_step_ns)))
 
 
-def ring_point(request: Request, settings: TensorSettings, regions: Regions, kernel: RingKernel, level: str,
+def ring_point(request: Request, settings: TensorSettings, regions: Regions, kernel: Ring, level: str,
                probe: str) -> Point:  # fmt: skip
     """One dram or l2 point: its launches' flop over their %globaltimer spans, at the clock each ran at."""
-    grid = ring_grid(request, settings, kernel.name)
-    regions.prepare(request, settings, kernel.wgmma.name)
+    grid = ring_grid(request, settings, kernel)
+    regions.prepare(request, settings, kernel.wgmma.name, grid)
     chunk, steps = ring_steps(request, settings, regions, kernel, level, grid)
     tflops: list[float] = []
     mhz: list[float] = []
@@ -337,31 +374,39 @@ def measure_tensor_point(settings_of: Callable[[Request], TensorSettings], regio
     settings = settings_of(request)
     if level == "shared":
         return shared_point(request, settings, dtype, int(knob[1:]), probe)
-    return ring_point(request, settings, regions_of(request), RingKernel(TYPES[dtype], int(knob[1:])), level, probe)
+    return ring_point(request, settings, regions_of(request), ring_kernel(dtype, int(knob[1:])), level, probe)
 
 
-def datasheet_keys(dtype: str) -> tuple[str, str]:
-    """The datasheet's dense peak of ``dtype`` and the clock it assumes (bf16's are in the wgmma family's)."""
+def datasheet_keys(sweep_type: str) -> tuple[str, str]:
+    """The datasheet's dense peak of the sweep's type and the clock it assumes (bf16's are in the wgmma family's)."""
+    dtype = sweep_type.removesuffix(SYNC)
     return f"{dtype}_dense_tflops", f"{dtype}_dense_clock_mhz"
 
 
 def tensor_sweeps(settings_of: Callable[[Request], TensorSettings],
                   regions_of: Callable[[Request], Regions]) -> tuple[Sweep, ...]:  # fmt: skip
     """The tensor sweeps as the roofline framework takes them (:class:`~gpuprobe.families.roofline.sweep.Sweep`):
-    every type and level of :data:`TENSOR_SWEEPS`, its probes lowest intensity first, the per-clock peak
-    Hopper's dense rate per SM."""
+    every type and level of :data:`TENSOR_SWEEPS` (wgmma's on sm_90a, mma.sync's ``<type>_sync`` before), its
+    probes lowest intensity first, the per-clock peak the instruction's (:func:`_flop_per_clock`). A point whose probe
+    does not target the device's arch is not runnable there, as the framework leaves such points out."""
     measure = functools.partial(measure_tensor_point, settings_of, regions_of)
     found = {sweep for arch_sweeps in TENSOR_SWEEPS.values() for sweep in arch_sweeps}
+    order = [*TENSOR_TYPES, *(f"{t}{SYNC}" for t in SYNC_TYPES)]
     return tuple(
         Sweep(dtype, level, tuple(probe_name(dtype, level, k) for k in knobs(level)), measure,
               functools.partial(_flop_per_clock, dtype), datasheet_keys(dtype))
-        for dtype, level in sorted(found, key=lambda s: (TENSOR_TYPES.index(s[0]), LEVELS.index(s[1])))
+        for dtype, level in sorted(found, key=lambda s: (order.index(s[0]), LEVELS.index(s[1])))
     )  # fmt: skip
 
 
-def _flop_per_clock(dtype: str, request: Request) -> float | None:
-    """Hopper's dense flop per clock per SM for ``dtype``: none where the device runs no tensor sweep."""
-    return float(HOPPER_FLOP_PER_CLK_PER_SM[dtype]) if sweeps(request.device) else None
+def _flop_per_clock(sweep_type: str, request: Request) -> float | None:
+    """The dense flop per clock per SM a sweep's instruction can reach at most: Hopper's for wgmma, the A100's for
+    mma.sync; none where the device runs no such sweep."""
+    if not any(chosen == sweep_type for chosen, _ in sweeps(request.device)):
+        return None
+    if sweep_type.endswith(SYNC):
+        return float(SYNC_FLOP_PER_CLK_PER_SM[sweep_type.removesuffix(SYNC)])
+    return float(HOPPER_FLOP_PER_CLK_PER_SM[sweep_type])
 
 
 def measure_tensor_sweep(request: Request, dtype: str, level: str, settings: TensorSettings | None = None,
@@ -386,12 +431,14 @@ def _ring_plan(settings: TensorSettings, device: Device, dtype: str, level: str)
     """A ring sweep at most: per R, the L2's calibration, the timed launches (each its flush from DRAM), each
     launch's records and D read back and checked, its GPU time the longer of its bytes at the DRAM's planning
     rate and its flop at half the peak at the nominal clock."""
-    blocks = device.sm_count * settings.ring_blocks_per_sm
+    sync = dtype.endswith(SYNC)
+    blocks = device.sm_count * (settings.sync_blocks_per_sm if sync else settings.ring_blocks_per_sm)
     words = blocks * (RECORD_WORDS + RING_THREADS * RING_N // 2)
-    peak = HOPPER_FLOP_PER_CLK_PER_SM[dtype] * device.sm_count * PLAN_EFFICIENCY
+    per_clock = SYNC_FLOP_PER_CLK_PER_SM[dtype.removesuffix(SYNC)] if sync else HOPPER_FLOP_PER_CLK_PER_SM[dtype]
+    peak = per_clock * device.sm_count * PLAN_EFFICIENCY
     total = Plan(0, 0, 0.0)
     for repeats in REPEATS:
-        kernel = RingKernel(TYPES[dtype], repeats)
+        kernel = ring_kernel(dtype, repeats)
         if level == "dram":
             nbytes = region_bytes(settings, device, level)
             launches = settings.sampling.max_repeats

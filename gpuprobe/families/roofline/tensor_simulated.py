@@ -7,6 +7,8 @@
   holds them). Its time: the longer of the pairs' bytes at the level's read rate (the simulated memory's, the
   L2's while the blocks' chunks fit half of it and are walked more than once) and the flop at
   :data:`RING_EFFICIENCY` of the dense rate per clock per SM, jittered; records as the wgmma kernels write them.
+* ``gp_rt_sync_<type>_r<R>``: the same walk and D from the region's memory as ldmatrix reads it, at the A100's
+  mma.sync rate per clock per SM (:data:`~gpuprobe.families.roofline.tensor.SYNC_FLOP_PER_CLK_PER_SM`).
 * ``gp_rts_tput_ss_<type>_n<N>``: the wgmma family's simulated throughput kernel, no faster than its operand
   reads at :data:`SHARED_BYTES_PER_CLOCK` (a small N is bound by them, as the framework's guard assumes).
 * ``gp_rt_replicate``: the region, tiled from the period.
@@ -22,16 +24,20 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.bandwidth.simulated import memory_read_gbps
+from gpuprobe.families.roofline.tensor import SYNC_FLOP_PER_CLK_PER_SM, Ring
 from gpuprobe.families.roofline.tensor_ptx import (
     BOX_ROWS,
     PAIR_BYTES,
     REPLICATE_KERNEL,
     RING_N,
+    SYNC_STAGES,
     RingKernel,
+    SyncKernel,
     ring_kernels,
     shared_kernels,
+    sync_kernels,
 )
-from gpuprobe.families.wgmma.layout import K_BYTES, M, d_fragment_index, operand_offset
+from gpuprobe.families.wgmma.layout import K_BYTES, M, d_fragment_index, layout_bits, operand_offset
 from gpuprobe.families.wgmma.operands import decode
 from gpuprobe.families.wgmma.ptx import A_BYTES, Kernel
 from gpuprobe.families.wgmma.simulated import FLOP_PER_CLK_PER_SM
@@ -54,7 +60,7 @@ def _pairs(gpu: Any, tmap: Any) -> np.ndarray:
     return buffer.data[: tiles.rows * 128].reshape(-1, PAIR_BYTES)
 
 
-def _operands(kernel: RingKernel, pairs: np.ndarray, layout: int) -> tuple[np.ndarray, np.ndarray]:
+def _operands(kernel: Ring, pairs: np.ndarray, layout: int) -> tuple[np.ndarray, np.ndarray]:
     """A (pairs x 64 x K) and B (pairs x 256 x K) values of each tile pair, read through the descriptor bits."""
     wgmma = kernel.wgmma
     element = np.dtype(f"u{wgmma.element_bytes}")
@@ -75,7 +81,7 @@ def _distinct(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, where.reshape(-1)
 
 
-def _ring_d(kernel: RingKernel, pairs: np.ndarray, layout: int, blocks: int, chunk: int, steps: int) -> np.ndarray:
+def _ring_d(kernel: Ring, pairs: np.ndarray, layout: int, blocks: int, chunk: int, steps: int) -> np.ndarray:
     """Each block's D (blocks x 64 x 256): R x the sum over its steps of A @ B^T of the pair it loaded. A block
     loads each pair of its chunk ``steps // chunk`` times, and the first ``steps % chunk`` once more."""
     walked = pairs[: blocks * chunk]
@@ -89,40 +95,58 @@ def _ring_d(kernel: RingKernel, pairs: np.ndarray, layout: int, blocks: int, chu
     return kernel.repeats * (loads @ products).reshape(blocks, M, RING_N)
 
 
-def _ring_ns(gpu: Any, kernel: RingKernel, blocks: int, chunk: int, steps: int) -> float:
+def _ring_ns(gpu: Any, kernel: Ring, blocks: int, chunk: int, steps: int) -> float:
     """The launch's time: the pairs' bytes at the level's rate or the flop at the tensor cores', the longer."""
     resident = blocks * chunk * PAIR_BYTES <= gpu.l2_bytes // 2 and steps > chunk
     gbps = READ_SHARE["l2" if resident else "dram"] * memory_read_gbps(gpu, "l2" if resident else "dram")
     memory_ns = blocks * steps * PAIR_BYTES / gbps
-    peak = FLOP_PER_CLK_PER_SM[kernel.wgmma.name] * min(blocks, gpu.sm_count) * RING_EFFICIENCY * gpu.mhz / 1e3
+    per_clock = (SYNC_FLOP_PER_CLK_PER_SM if isinstance(kernel, SyncKernel) else FLOP_PER_CLK_PER_SM)[kernel.wgmma.name]
+    peak = per_clock * min(blocks, gpu.sm_count) * RING_EFFICIENCY * gpu.mhz / 1e3
     compute_ns = blocks * steps * kernel.flop_per_step() / peak
     return max(memory_ns, compute_ns) * gpu._jitter()
 
 
+def _launched(gpu, launch, kernel: Ring, pairs: np.ndarray, layout: int, chunk: int, steps: int, out) -> float:
+    """A ring launch over ``pairs``: every block's D and record written, its ms returned."""
+    blocks = launch.blocks
+    assert launch.threads == 128 and steps >= 1
+    assert blocks * chunk <= len(pairs), "a block's chunk runs past the region"
+    d = _ring_d(kernel, pairs, layout, blocks, chunk, steps)
+    d = d.astype(np.float32) if kernel.wgmma.accumulator == "f32" else d.astype(np.int64).astype(np.int32)
+    rows, cols = d_fragment_index(RING_N)
+    fragments = np.ascontiguousarray(d[:, rows, cols])
+    if getattr(gpu, "roofline_tensor_corrupt", False):
+        fragments[-1, 3, 0] += 1
+    ns = _ring_ns(gpu, kernel, blocks, chunk, steps)
+    true_start = np.arange(blocks) % 7.0
+    true_end = true_start + ns
+    timer = at_launch(gpu)
+    start, end = timer.read(true_start), timer.read(true_end)
+    cycles = np.full(blocks, ns * gpu.mhz / 1000.0).round().astype(np.uint64)
+    records = np.stack([cycles, end - start, start, end], axis=1)
+    words = out.data.view(np.uint32)
+    words[: blocks * 8] = records.reshape(-1).view(np.uint32)
+    words[blocks * 8 : blocks * 8 + fragments.size] = fragments.view(np.uint32).reshape(-1)
+    return float(true_end.max() / 1e6) + LAUNCH_MS
+
+
 def ring(kernel: RingKernel):
     def simulate(gpu, launch, tmap, layout, chunk, steps, stages, out) -> float:
-        blocks, chunk, steps = launch.blocks, int(chunk), int(steps)
-        assert launch.threads == 128 and 1 <= int(stages) <= 8 and steps >= 1
-        assert launch.shared_bytes >= int(stages) * PAIR_BYTES, "the stages must fit the dynamic shared memory"
-        pairs = _pairs(gpu, tmap)
-        assert blocks * chunk <= len(pairs), "a block's chunk runs past the region"
-        d = _ring_d(kernel, pairs, int(layout), blocks, chunk, steps)
-        d = d.astype(np.float32) if kernel.wgmma.accumulator == "f32" else d.astype(np.int64).astype(np.int32)
-        rows, cols = d_fragment_index(RING_N)
-        fragments = np.ascontiguousarray(d[:, rows, cols])
-        if getattr(gpu, "roofline_tensor_corrupt", False):
-            fragments[-1, 3, 0] += 1
-        ns = _ring_ns(gpu, kernel, blocks, chunk, steps)
-        true_start = np.arange(blocks) % 7.0
-        true_end = true_start + ns
-        timer = at_launch(gpu)
-        start, end = timer.read(true_start), timer.read(true_end)
-        cycles = np.full(blocks, ns * gpu.mhz / 1000.0).round().astype(np.uint64)
-        records = np.stack([cycles, end - start, start, end], axis=1)
-        words = out.data.view(np.uint32)
-        words[: blocks * 8] = records.reshape(-1).view(np.uint32)
-        words[blocks * 8 : blocks * 8 + fragments.size] = fragments.view(np.uint32).reshape(-1)
-        return float(true_end.max() / 1e6) + LAUNCH_MS
+        assert 1 <= int(stages) <= 8 and launch.shared_bytes >= int(stages) * PAIR_BYTES, "the stages must fit"
+        return _launched(gpu, launch, kernel, _pairs(gpu, tmap), int(layout), int(chunk), int(steps), out)
+
+    return simulate
+
+
+def sync(kernel: SyncKernel):
+    """The cp.async ring: its pairs straight from the region's memory; ldmatrix reads the core-matrix order the
+    wgmma descriptors' layout bits (:func:`layout_bits`) describe."""
+
+    def simulate(gpu, launch, src, chunk, steps, out) -> float:
+        assert launch.shared_bytes >= SYNC_STAGES * PAIR_BYTES, "the stages must fit the dynamic shared memory"
+        buffer, at = gpu.buffer_at(src)
+        pairs = buffer.data[at:].reshape(-1, PAIR_BYTES)
+        return _launched(gpu, launch, kernel, pairs, layout_bits(), int(chunk), int(steps), out)
 
     return simulate
 
@@ -160,6 +184,7 @@ def _resident(kernel: Kernel):
 
 KERNELS = {
     **{k.name: ring(k) for k in ring_kernels()},
+    **{k.name: sync(k) for k in sync_kernels()},
     **{k.name: _resident(k) for k in shared_kernels()},
     REPLICATE_KERNEL: replicate,
 }
