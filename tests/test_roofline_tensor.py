@@ -53,9 +53,7 @@ from gpuprobe.simulated.gpu import ptx_parameters, simulated_gpu, suite_options
 from tests.helpers.checked import contract_results, measured_module
 
 SM80, SM90A = parse_arch("sm_80"), parse_arch("sm_90a")
-# Small enough that a sweep is quick on the simulated 8-SM part: a DRAM region of 16 MiB (its L2: 512 KiB), long
-# enough at its DRAM rate to read the clock, an L2 region of three tile pairs a block, L2 launches of 0.1 ms.
-FAST = TensorSettings(dram_min_bytes=16 << 20, l2_ms=0.1, throughput_ms=0.2)
+FAST = tensor_simulated.FAST_SETTINGS  # a 16 MiB DRAM region, 0.1 ms L2 launches: quick on the simulated part
 
 
 @pytest.fixture

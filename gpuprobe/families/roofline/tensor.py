@@ -115,8 +115,8 @@ class TensorSettings:
     seed: int = 20261208
 
     def __post_init__(self) -> None:
-        require_counts(self, ("stages", "ring_blocks_per_sm", "l2_calibration_laps", "warpgroups_per_block",
-                              "calibration_iterations"))  # fmt: skip
+        require_counts(self, ("stages", "ring_blocks_per_sm", "sync_blocks_per_sm", "l2_calibration_laps",
+                              "warpgroups_per_block", "calibration_iterations"))  # fmt: skip
         if self.stages > MAX_STAGES:
             raise ValueError(f"TensorSettings.stages must be at most {MAX_STAGES} (the kernels' barriers)")
         if not 0 < self.l2_fraction <= 1 or self.dram_l2_multiple <= 1:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.families.bandwidth.simulated import memory_read_gbps
-from gpuprobe.families.roofline.tensor import SYNC_FLOP_PER_CLK_PER_SM, Ring
+from gpuprobe.families.roofline.tensor import SYNC_FLOP_PER_CLK_PER_SM, Ring, TensorSettings
 from gpuprobe.families.roofline.tensor_ptx import (
     BOX_ROWS,
     PAIR_BYTES,
@@ -44,6 +44,9 @@ from gpuprobe.families.wgmma.simulated import FLOP_PER_CLK_PER_SM
 from gpuprobe.families.wgmma.simulated import simulate as simulate_wgmma
 from gpuprobe.simulated.timer import at_launch
 
+# The sweeps' settings on a simulated part (its L2: 512 KiB): a DRAM region of 16 MiB, long enough at the suite part's
+# DRAM rate to read the SM clock (92 us on 8 SMs), L2 launches of 0.1 ms, shared-level launches of 0.2 ms.
+FAST_SETTINGS = TensorSettings(dram_min_bytes=16 << 20, l2_ms=0.1, throughput_ms=0.2)
 RING_EFFICIENCY = 0.95  # of the dense rate per clock per SM, compute-bound
 READ_SHARE = {"l2": 0.8, "dram": 0.9}  # of the simulated memory's read rate a ring of TMA loads reaches
 LAUNCH_MS = 0.004
