@@ -33,7 +33,7 @@ from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.families.base import Request
 from gpuprobe.families.differencing import EVENTS, Difference, Lengths
 from gpuprobe.families.measuring import clock_mhz, clock_window_ns
-from gpuprobe.families.planning import dram_peak_gbps, sm_mhz
+from gpuprobe.families.planning import sm_mhz
 from gpuprobe.families.roofline.fp32_ptx import (
     ACCUMULATORS,
     FFMAS_PER_LOAD,
@@ -43,7 +43,7 @@ from gpuprobe.families.roofline.fp32_ptx import (
     RECORD_WORDS,
     THREADS,
 )
-from gpuprobe.families.roofline.sweep import LEVELS, SM_INGEST_BYTES_PER_CLOCK, Point, Sweep
+from gpuprobe.families.roofline.sweep import LEVELS, SM_INGEST_BYTES_PER_CLOCK, Point, Sweep, dram_peak
 from gpuprobe.families.sampling import sample_until_stable
 from gpuprobe.runner.checked import POISON_BYTE, OutputBuffers, unwritten
 
@@ -207,9 +207,8 @@ def measure_point(bench_of: Callable[[Request], Bench], level: str, request: Req
     bench, settings = bench_of(request), request.settings
     ffmas, shape = ffmas_of(probe), bench.shapes[level]
     kernel = kernel_name(level, ffmas)
-    device = request.device
-    peak = dram_peak_gbps(device.mem_clock_mhz, device.mem_bus_bits, request.state.get("datasheet", {}))
-    passes = passes_for(level, shape, ffmas, device, peak[0] if peak else None, settings.min_launch_ms)
+    peak = dram_peak(request)
+    passes = passes_for(level, shape, ffmas, request.device, peak[0] if peak else None, settings.min_launch_ms)
     expected = predicted(bench.thread_sums(level), passes, ffmas)
     sums = request.outputs.get(-(-shape.threads // 2))
     out = bench.records.get(RECORD_WORDS * shape.blocks)

@@ -116,11 +116,16 @@ class Sweep:
         return "TOP/s" if self.type == "s8" else "TFLOP/s"
 
 
+def dram_peak(request: Request) -> tuple[float, str] | None:
+    """The device's theoretical DRAM GB/s and where it came from (its memory clock and bus, else the datasheet)."""
+    device = request.device
+    return dram_peak_gbps(device.mem_clock_mhz, device.mem_bus_bits, request.state.get("datasheet", {}))
+
+
 def level_limit(request: Request, level: str, mhz: float) -> tuple[float, str]:
     """The most GB/s ``level`` can move at SM clock ``mhz``, and what that figure is: DRAM's theoretical peak where
     known, else (and for the L2 and shared memory) what every SM takes in at most."""
-    device = request.device
-    peak = dram_peak_gbps(device.mem_clock_mhz, device.mem_bus_bits, request.state.get("datasheet", {}))
+    peak = dram_peak(request)
     if level == "dram" and peak is not None:
         return peak
     gbps = SM_INGEST_BYTES_PER_CLOCK * request.device.sm_count * mhz * 1e6 / 1e9
@@ -159,8 +164,7 @@ def datasheet_peak(request: Request, sweep: Sweep, mhz: float) -> float | None:
 def point_series(request: Request, sweep: Sweep, point: Point) -> dict[str, dict[str, list[Any]]]:
     """The point as the plot reads it: type, level, intensity, rate, GB/s and clock (medians), and the datasheet's
     ceilings beside them (the DRAM peak for a DRAM sweep; the type's peak at the point's clock), 0 where unknown."""
-    device = request.device
-    dram = dram_peak_gbps(device.mem_clock_mhz, device.mem_bus_bits, request.state.get("datasheet", {}))
+    dram = dram_peak(request)
     return {SERIES: {
         "type": [sweep.type], "level": [sweep.level], "intensity": [point.intensity], "tflops": [point.rate],
         "gbps": [point.bandwidth], "mhz": [point.clock],
