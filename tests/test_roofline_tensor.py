@@ -237,6 +237,14 @@ def test_an_mma_sync_sweep_runs_from_memory_bound_to_compute_bound_on_a_simulate
         measure_tensor_sweep(request, "bf16", "dram", FAST)
 
 
+def test_an_l2_sweep_whose_chunks_cannot_fit_the_l2_fails_rather_than_read_dram(simulate_tensor_kernels: None) -> None:
+    request, _ = _request(l2_bytes=256 * 1024)  # 8 blocks x a period of three 10 KiB pairs: 240 KiB fits
+    measure_tensor_sweep(request, "bf16", "l2", FAST)
+    request, _ = _request(l2_bytes=128 * 1024)
+    with pytest.raises(ProbeFailure, match=r"do not fit the 131072-byte L2"):
+        measure_tensor_sweep(request, "bf16", "l2", FAST)
+
+
 def test_no_sweep_runs_on_a_part_before_sm_80() -> None:
     request, _ = _request(cc="7.5", arch="sm_75")
     assert "sm_75" not in TENSOR_SWEEPS

@@ -310,11 +310,16 @@ def ring_launch(request: Request, settings: TensorSettings, regions: Regions, ke
 def ring_steps(request: Request, settings: TensorSettings, regions: Regions, kernel: Ring, level: str,
                grid: int) -> tuple[int, int]:  # fmt: skip
     """A block's chunk and steps a launch at ``level``: DRAM, each tile pair of the chunk once; L2, about ``l2_ms``
-    of laps over the chunk, sized by a first launch of ``l2_calibration_laps`` laps (which warms the L2)."""
+    of laps over the chunk, sized by a first launch of ``l2_calibration_laps`` laps (which warms the L2), the blocks'
+    chunks within the L2 (ProbeFailure where even a period each does not fit: a small L2 with many blocks)."""
     chunk = chunk_tiles(region_bytes(settings, request.device, level), grid)
     if level == "dram":
         chunk = min(chunk, regions.tiles // grid)
         return chunk, off_period(chunk - 1)
+    walked, l2 = grid * chunk * PAIR_BYTES, request.device.l2_bytes  # a chunk is at least a period of three pairs
+    if walked > l2:
+        raise ProbeFailure(f"{kernel.name}: {grid} blocks' chunks of {chunk} tile pairs ({walked} bytes) do not fit "
+                           f"the {l2}-byte L2: no L2 level to measure")  # fmt: skip
     laps = off_period(settings.l2_calibration_laps * chunk)
     first = ring_launch(request, settings, regions, kernel, grid, chunk, laps)
     per_step_ns = max(first.span_ns, TIMER_TICK_NS) / laps
