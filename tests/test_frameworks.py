@@ -120,13 +120,14 @@ def test_settings_that_mean_nothing_are_refused(change: dict) -> None:
 
 
 def test_the_matmul_check_allows_rounding_and_catches_a_wrong_element() -> None:
-    rng = np.random.default_rng(0)
-    a, b = (rng.integers(-4, 5, shape).astype(np.float64) for shape in ((4, 4096), (4096, 4)))
+    rng, span = np.random.default_rng(0), 255  # bf16's value range
+    a, b = (rng.integers(-span, span + 1, shape).astype(np.float64) for shape in ((4, 4096), (4096, 4)))
     case = Case("library.torch_matmul.bf16", Work("torch", "bf16", (4096,)))
     exact = a @ b
+    assert frameworks.term_spread("bf16", 4096) == pytest.approx(64 * 255 * 256 / 3)
     frameworks.check_matmul(case, {"a": a, "b": b, "c": exact * (1 + 2.0**-8)})  # an ulp of bf16 off: rounding
     wrong = exact.copy()
-    wrong[2, 1] += 60.0  # a product term's spread is about 6.7 x sqrt(4096) = 430: 60 is a wrong term or worse
+    wrong[2, 1] += frameworks.term_spread("bf16", 4096) / 4  # a quarter of a sum's spread: a wrong term, or worse
     with pytest.raises(ProbeFailure, match=r"C\[2, 1\].*1 of 16 sampled elements off"):
         frameworks.check_matmul(case, {"a": a, "b": b, "c": wrong})
 

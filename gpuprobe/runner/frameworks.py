@@ -29,7 +29,7 @@ import numpy as np
 from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.runner.checked import check_launch
 from gpuprobe.runner.flight import RecordingLauncher
-from gpuprobe.runner.launcher import GEMM_VALUE_RANGE, LaunchPathUnavailable
+from gpuprobe.runner.launcher import GEMM_TYPES, LaunchPathUnavailable
 
 if TYPE_CHECKING:  # the measuring side's: imported where they are used
     from gpuprobe.runner.cupy_launcher import CupyLauncher
@@ -49,10 +49,10 @@ WHY_CHARS = 300  # of the warnings PyTorch gives for refusing every SDPA kernel:
 @dataclass(frozen=True)
 class Work:
     """One framework call, repeated in a timed batch. ``library`` "torch" or "triton": a ``dtype`` matmul C = A @ B
-    of two n x n row-major matrices of random integers in [-GEMM_VALUE_RANGE, GEMM_VALUE_RANGE] (exact in every
-    type, as the ladder's cuBLAS operands), ``shape`` = (n,); "cudnn" or "flash": scaled-dot-product attention of
-    random normal q, k and v through that backend alone, ``shape`` = (batch, heads, sequence, head dim), ``causal``
-    with the causal mask."""
+    of two n x n row-major matrices of random integers in the type's ``GEMM_TYPES`` value range (every product and
+    sum exact: the ladder's cuBLAS operands, as many random bits as the type holds), ``shape`` = (n,); "cudnn" or
+    "flash": scaled-dot-product attention of random normal q, k and v through that backend alone, ``shape`` =
+    (batch, heads, sequence, head dim), ``causal`` with the causal mask."""
 
     library: str
     dtype: str
@@ -207,7 +207,7 @@ class CupyFrameworks:
         if work.dtype == "e4m3":
             _require_scaled_mm(torch)
         matmul = self._triton_matmul() if work.library == "triton" else None
-        generator, span = torch.Generator(device="cuda").manual_seed(SEED), GEMM_VALUE_RANGE
+        generator, span = torch.Generator(device="cuda").manual_seed(SEED), GEMM_TYPES[work.dtype].value_range
         drawn = (torch.randint(-span, span + 1, (n, n), device="cuda", generator=generator) for _ in range(2))
         a, b = (values.float().to(dtype) for values in drawn)
         if work.dtype == "e4m3":

@@ -43,7 +43,7 @@ from gpuprobe.families.sampling import ONE_SAMPLE, Stopping, sample_until_stable
 from gpuprobe.families.stepping import probe_steps
 from gpuprobe.output.sections import Section
 from gpuprobe.runner.frameworks import HOLD_PER_CALL, Frameworks, Work, open_frameworks
-from gpuprobe.runner.launcher import GEMM_VALUE_RANGE, LaunchPathUnavailable
+from gpuprobe.runner.launcher import GEMM_TYPES, LaunchPathUnavailable
 
 STAMP_KERNEL = "gp_fw_clock_stamp"
 MATMUL_TYPES = ("bf16", "f16", "e4m3")
@@ -122,15 +122,21 @@ def sampled(extent: int, count: int) -> list[int]:
     return sorted({int(i) for i in np.linspace(0, extent - 1, min(count, extent))})
 
 
+def term_spread(dtype: str, depth: int) -> float:
+    """The standard deviation of a sum of ``depth`` products of integers drawn uniformly from ``dtype``'s value range
+    [-r, r] (GEMM_TYPES): sqrt(depth) x their mean square, r (r + 1) / 3."""
+    span = GEMM_TYPES[dtype].value_range
+    return float(np.sqrt(depth) * span * (span + 1) / 3)
+
+
 def check_matmul(case: Case, parts: dict[str, np.ndarray]) -> None:
     """C at the sampled rows and columns against NumPy's product of the operands read back: within 4 ulps of C's
     type at the size of the sum and its terms' spread (a reduced-precision split-K reduction allowed), far below
-    what a wrong row, column or operand gives (the terms' spread: sqrt(K) x the mean square of GEMM_VALUE_RANGE's
-    integers, about 6.7)."""
+    what a wrong row, column or operand gives (the terms' spread: sqrt(K) x the mean square of the integers the
+    type's operands are drawn from, :func:`term_spread`)."""
     a, b, c = parts["a"], parts["b"], parts["c"]
     exact = a @ b
-    spread = np.sqrt(a.shape[1]) * np.mean(np.arange(-GEMM_VALUE_RANGE, GEMM_VALUE_RANGE + 1) ** 2.0)
-    tolerance = 4 * OUTPUT_EPS[case.work.dtype] * (np.abs(exact) + spread)
+    tolerance = 4 * OUTPUT_EPS[case.work.dtype] * (np.abs(exact) + term_spread(case.work.dtype, a.shape[1]))
     wrong = np.argwhere(~(np.abs(c - exact) <= tolerance))
     if len(wrong):
         i, j = wrong[0]

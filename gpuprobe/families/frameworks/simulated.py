@@ -24,7 +24,7 @@ from gpuprobe.families.frameworks import attention_reference
 from gpuprobe.families.wgmma import HOPPER_FLOP_PER_CLK_PER_SM
 from gpuprobe.families.wgmma.simulated import bracket_gemm, clock_stamp, cublas_mhz
 from gpuprobe.runner.frameworks import TORCH_MISSING, Stamp, Work
-from gpuprobe.runner.launcher import GEMM_VALUE_RANGE, LaunchPathUnavailable, round_to_output
+from gpuprobe.runner.launcher import GEMM_TYPES, LaunchPathUnavailable, round_to_output
 from gpuprobe.simulated.simulation import Simulation
 
 # Each work's rate over the dense per-clock peak of its type at the clock it runs at (H100 SXM, published: torch.matmul
@@ -72,8 +72,8 @@ class SimulatedFrameworks:
         rng = np.random.default_rng([len(rows), *work.shape])
         corrupt = getattr(self.gpu, "frameworks_corrupt", False)
         if not work.attention:
-            n = work.shape[0]
-            a, b = (rng.integers(-GEMM_VALUE_RANGE, GEMM_VALUE_RANGE + 1, shape).astype(np.float64)
+            n, span = work.shape[0], GEMM_TYPES[work.dtype].value_range
+            a, b = (rng.integers(-span, span + 1, shape).astype(np.float64)
                     for shape in ((len(rows), n), (n, len(cols))))  # fmt: skip
             c = round_to_output(a @ b, work.dtype)
             return {"a": a, "b": b, "c": np.vstack([c[-1:], c[1:]]) if corrupt else c}
