@@ -42,7 +42,7 @@ from gpuprobe.families.roofline.tensor_ptx import (
     module_text,
     sync_module_text,
 )
-from gpuprobe.families.wgmma.layout import TYPES, d_fragment_index
+from gpuprobe.families.wgmma.layout import TYPES, core_matrix_bytes, d_fragment_index
 from gpuprobe.judge.expectations import load_all
 from gpuprobe.kernels.contracts import clock_reads
 from gpuprobe.kernels.registry import all_probes
@@ -120,6 +120,37 @@ def test_a_cp_async_step_is_five_copies_one_barrier_17_ldmatrix_and_r_times_32_m
     opcodes = [ins.opcode for ins in kernel.between(reads[0].offset + 1, reads[-1].offset - 1)]
     assert opcodes.count("HMMA.16816.F32.BF16") == 32 * repeats and opcodes.count("LDSM.16.M88.4") == 17
     assert sum(o.startswith("LDGSTS") for o in opcodes) == 5 and sum(o.startswith("BAR.SYNC") for o in opcodes) == 1
+
+
+def _ldmatrix_x4(stage: np.ndarray, row_address: np.ndarray) -> np.ndarray:
+    """ldmatrix.x4 per the PTX ISA: lanes 8q .. 8q + 7 give the 16-byte rows of matrix q, and lane l receives 4 bytes
+    of each, row l // 4, bytes 4 (l % 4) .. (32 lanes x 4 registers x 4 bytes)."""
+    lane = np.arange(32)
+    rows = row_address[8 * np.arange(4)[None, :] + lane[:, None] // 4]  # (lane, q)
+    return stage[rows[:, :, None] + 4 * (lane % 4)[:, None, None] + np.arange(4)]
+
+
+@pytest.mark.parametrize("warp", range(4))
+def test_the_cp_async_kernels_ldmatrix_addresses_give_each_warp_the_mma_sync_fragments_of_its_rows(warp: int) -> None:
+    """The lane addresses the sync kernels compute (A: core matrix 4 w + (q & 1) x 2 + q // 2, B: 512 bytes a pair of
+    n8 blocks, lane x 16), through ldmatrix, hold what mma.sync's fragments must (PTX ISA, m16n8k16 / k8 / k32: a
+    register is 4 bytes of K; a0 row g, a1 row g + 8, a2 and a3 the same rows 16 bytes further in K; b0 column g, b1
+    16 bytes further in K): the warp's 16 rows of A and every n8 block of B, for any element width."""
+    rng = np.random.default_rng(warp)
+    a, b = rng.integers(0, 256, (64, 32), dtype=np.uint8), rng.integers(0, 256, (RING_N, 32), dtype=np.uint8)
+    stage = np.concatenate([core_matrix_bytes(a), core_matrix_bytes(b)])
+    lane = np.arange(32)
+    q = lane >> 3
+    a_regs = _ldmatrix_x4(stage, (4 * warp + ((q & 1) << 1 | q >> 1)) * 128 + (lane & 7) * 16)
+    g, t = lane // 4, lane % 4
+    for reg, (row, half) in enumerate([(0, 0), (8, 0), (0, 1), (8, 1)]):
+        rows = a[16 * warp + row + g, 16 * half : 16 * half + 16].reshape(32, 4, 4)
+        assert np.array_equal(a_regs[:, reg], rows[lane, t])
+    for pair in range(RING_N // 16):
+        b_regs = _ldmatrix_x4(stage, 2048 + 512 * pair + lane * 16)
+        for reg, (block, half) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+            columns = b[8 * (2 * pair + block) + g, 16 * half : 16 * half + 16].reshape(32, 4, 4)
+            assert np.array_equal(b_regs[:, reg], columns[lane, t])
 
 
 # ---- the host's prediction -----------------------------------------------------------------------
