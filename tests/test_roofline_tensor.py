@@ -26,6 +26,7 @@ from gpuprobe.families.roofline.tensor import (
     expected_ring_d,
     measure_fill,
     measure_tensor_sweep,
+    measured_fill,
     off_period,
     period_operands,
     probe_name,
@@ -45,7 +46,7 @@ from gpuprobe.families.roofline.tensor_ptx import (
 from gpuprobe.families.wgmma.layout import TYPES, core_matrix_bytes, d_fragment_index
 from gpuprobe.judge.expectations import load_all
 from gpuprobe.kernels.contracts import clock_reads
-from gpuprobe.kernels.registry import all_probes
+from gpuprobe.kernels.registry import all_probes, find_probe
 from gpuprobe.kernels.source_tree import PTX_DIR
 from gpuprobe.measure.plan import family_seconds, model_device
 from gpuprobe.simulated import gpu as simulated
@@ -237,8 +238,10 @@ def test_the_fill_writes_the_region_from_the_period_and_a_wrong_fill_is_caught(
 ) -> None:
     request, gpu = _request()
     regions = Regions()
-    gbps = measure_fill(request, FAST, regions)
+    measured = measured_fill(lambda _: FAST, lambda _: regions, request)
+    (gbps,) = (f.value for f in measured.facts if f.id == "roofline.tensor.fill.bandwidth")
     assert gbps == pytest.approx(simulated_memory_gbps(gpu, "dram"), rel=0.2) and regions.dtype == "bf16"
+    assert {f.id for f in measured.facts} == set(find_probe(measured.probe).facts)
     source = period_operands("bf16", FAST.seed).tile_bytes()
     region = request.launcher.read(regions.buffer, "uint8", regions.tiles * len(source) // PERIOD)
     assert np.array_equal(

@@ -35,10 +35,10 @@ import numpy as np
 
 from gpuprobe.core.arch import arch_for_device
 from gpuprobe.core.errors import ProbeFailure
-from gpuprobe.core.results import Device
+from gpuprobe.core.results import Device, ProbeOutcome
 from gpuprobe.families.async_copy import L2Flush
-from gpuprobe.families.base import Plan, Request
-from gpuprobe.families.measuring import TIMER_TICK_NS, clock_window_ns, require_counts
+from gpuprobe.families.base import Measured, Plan, Request
+from gpuprobe.families.measuring import TIMER_TICK_NS, clock_window_ns, fact, require_counts
 from gpuprobe.families.planning import cycles_s, dram_s, generate_host_s, kernel_runs, link_s, readback_host_s
 from gpuprobe.families.roofline.sweep import LEVELS, Point, Sweep
 from gpuprobe.families.roofline.tensor_ptx import (
@@ -248,6 +248,17 @@ class Regions:
             raise ProbeFailure(f"{REPLICATE_KERNEL}: byte {at} of the region holds {int(written[at])}, the period "
                                f"{int(source[at])} ({len(wrong)} of its {source.nbytes} bytes wrong)")  # fmt: skip
         self.fill_gbps.append(nbytes / (max(ms, 1e-6) * 1e6))
+
+
+FILL_PROBE = "roofline.tensor.fill"
+
+
+def measured_fill(settings_of: Callable[[Request], TensorSettings], regions_of: Callable[[Request], Regions],
+                  request: Request) -> Measured:  # fmt: skip
+    """The ``roofline.tensor.fill`` probe as the family steps it: the fill's GB/s, its first period checked."""
+    gbps = measure_fill(request, settings_of(request), regions_of(request))
+    note = f"the region of tile pairs filled on the device at {gbps:.0f} GB/s"
+    return Measured(FILL_PROBE, ProbeOutcome("ok", note), [fact(f"{FILL_PROBE}.bandwidth", [gbps], "GB/s", FILL_PROBE)])
 
 
 def measure_fill(request: Request, settings: TensorSettings, regions: Regions) -> float:
