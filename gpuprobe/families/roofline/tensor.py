@@ -1,16 +1,18 @@
-"""The tensor-core roofline: wgmma fed from DRAM, L2 and shared memory, at intensities from memory-bound to
-compute-bound (sm_90a; kernels: :mod:`gpuprobe.families.roofline.tensor_ptx`).
+"""The tensor-core roofline: the tensor cores fed from DRAM, L2 and shared memory, at intensities from memory-bound
+to compute-bound. On sm_90a, wgmma fed by TMA (types bf16, e4m3, tf32, s8; levels dram, l2, shared); on sm_80,
+sm_86 and sm_89, mma.sync fed by cp.async (sweep types ``bf16_sync``, ``tf32_sync``, ``s8_sync``; dram, l2).
+Kernels: :mod:`gpuprobe.families.roofline.tensor_ptx`. Every point runs the whole GPU and holds its result to
+NumPy's:
 
-Every point runs the whole GPU and holds its result to NumPy's:
-
-* **dram** and **l2**: TMA tile pairs (10 KiB: A 64 x 32 bytes, B 256 x 32 bytes) into a ring of ``stages``
-  shared-memory stages per block, R wgmmas a stage (R = 1 .. 16: the intensity, ``2 x 64 x 256 x K x R``
-  flop per 10240 bytes). The tiles repeat a period of three tile pairs (:func:`period_operands`) whose
-  products sum to zero, so the region is filled on the device from one period (``gp_rt_replicate``), every
+* **dram** and **l2**: tile pairs (10 KiB: A 64 x 32 bytes, B 256 x 32 bytes, in core-matrix order) into a ring of
+  shared-memory stages per block (TMA: ``stages`` of them, one box each; cp.async: four, 16 bytes a thread a
+  copy), R wgmmas (or R x 32 mma.sync a warp) a stage: R = 1 .. 16 is the intensity, ``2 x 64 x 256 x K x R`` flop
+  per 10240 bytes. The tiles repeat a period of three tile pairs (:func:`period_operands`) whose products sum to
+  zero, so the region is filled on the device from one period (``gp_rt_replicate``, :func:`measure_fill`), every
   partial sum of a block's D stays small (at most 2048: exact in every accumulator, Hopper's 14-bit fp8 one
-  included),
-  and D after ``steps`` tile pairs is R x the sum of the first ``steps mod 3`` products, the same in every
-  block (:func:`expected_ring_d`). DRAM: a region of ``dram_l2_multiple`` L2 sizes (at least
+  included), and D after ``steps`` tile pairs is R x the sum of the first ``steps mod 3`` products, the same in
+  every block (:func:`expected_ring_d`); mma.sync's D fragments lie in the registers wgmma's do, so one check
+  serves both. DRAM: a region of ``dram_l2_multiple`` L2 sizes (at least
   ``dram_min_bytes``) split into one chunk a block, each tile pair loaded once a launch (``chunk - 1``
   steps), the L2 flushed before the launch. L2: chunks of a region under ``l2_fraction`` of the L2, walked
   over and over for about ``l2_ms`` (a first, calibrating launch warms the L2).
@@ -69,8 +71,9 @@ from gpuprobe.runner.tensor_map import TileMap
 
 MIB = 1 << 20
 PERIOD = 3  # tile pairs: the third's B is minus the sum of the first two's, so the three products sum to zero
-# The (type, level) sweeps each arch has: wgmma and TMA are sm_90a's alone.
 SYNC = "_sync"  # a sweep type's suffix where mma.sync, fed by cp.async, is the instruction: ``bf16_sync``
+# The (type, level) sweeps each arch has: wgmma and TMA are sm_90a's alone; mma.sync's before it. (mma.sync on
+# Hopper, and Blackwell's parts, have none: tcgen05 is sm_100a's instruction.)
 _SYNC_SWEEPS = tuple((f"{dtype}{SYNC}", level) for dtype in SYNC_TYPES for level in ("dram", "l2"))
 TENSOR_SWEEPS: dict[str, tuple[tuple[str, str], ...]] = {
     "sm_80": _SYNC_SWEEPS,
