@@ -31,7 +31,7 @@ from typing import Any
 from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.files import make_dirs, write_atomic
 from gpuprobe.core.results import DeclaredProbe, Device, ProbeOutcome, Results, code_record, host_record, save
-from gpuprobe.families import catalog
+from gpuprobe.families import catalog, instruction_peak
 from gpuprobe.families.base import Family, Measured
 from gpuprobe.families.catalog import BY_NAME, OPT_IN
 from gpuprobe.judge.expectations import ModelExpectations, match_model
@@ -365,6 +365,11 @@ class Recording:
             results.clocks["samples"] = clock.samples
 
 
+# What one family's state carries to every later family's: the run's reference clock, and the instruction peak per
+# type the wgmma and mma families measured, which the ladder and frameworks families set their libraries against.
+RUN_KEYS = (REFERENCE_KEY, instruction_peak.STATE_KEY)
+
+
 def record_family(
     recording: Recording,
     family: str,
@@ -376,8 +381,9 @@ def record_family(
     publishes: Callable[[str], bool],
 ) -> None:
     """One family's probes (``order``) measured in the run's measuring ``process`` into the recording, its seconds
-    recorded (and why its process ended itself after it, if it did), and the run's reference clock carried on in
-    ``run_state``; ``progress`` is told of each probe as it ends, and a probe ``publishes`` refuses gives no facts."""
+    recorded (and why its process ended itself after it, if it did), and what the run carries from family to family
+    (:data:`RUN_KEYS`) carried on in ``run_state``; ``progress`` is told of each probe as it ends, and a probe
+    ``publishes`` refuses gives no facts."""
     record = recording.results.families[family]
     record["ended"] = "interrupted"  # until it ends: what a run stopped from outside leaves
     state = {**spec["state"], **run_state}
@@ -392,8 +398,7 @@ def record_family(
     if process.notes:
         record["process_ended"] = "; ".join(process.notes)
         process.notes.clear()
-    if REFERENCE_KEY in state:
-        run_state[REFERENCE_KEY] = state[REFERENCE_KEY]
+    run_state.update({key: state[key] for key in RUN_KEYS if key in state})
     recording.save()
 
 
@@ -414,7 +419,7 @@ def measure_families(
         say, [(family, len(selection.probes[family]), selection.plans[family].seconds) for family in families],
         report_s=REPORT_S if stage.name == "full" else 0.0, deadline=policy.deadline, clock=policy.clock,
     )  # fmt: skip
-    run_state: dict[str, Any] = {}  # carried from family to family: the run's reference clock
+    run_state: dict[str, Any] = {}  # carried from family to family (RUN_KEYS)
     dying = _SameDeath()
     try:
         with MeasuringProcess(policy) as process:  # one process serves family after family while it lives
