@@ -172,3 +172,35 @@ def test_settings_that_mean_nothing_are_refused() -> None:
         Settings(types=("fp64",))
     with pytest.raises(ValueError, match="batch_ms"):
         Settings(batch_ms=0.0)
+
+
+class FakeCublasLt:
+    """libcublasLt's stand-in: every function returns success and is recorded; the heuristic finds one algorithm."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple]] = []
+
+    def __getattr__(self, function: str):
+        def call(*args):
+            self.calls.append((function, args))
+            if function == "cublasLtMatmulAlgoGetHeuristic":
+                args[-1]._obj.value = 1  # returnAlgoCount
+            return 0
+
+        return call
+
+
+def test_cublaslt_runs_the_row_major_tn_gemm_as_its_column_major_transpose() -> None:
+    """C (16 x 64) = A (16 x 32) . B (64 x 32)^T is cuBLASLt's C^T (64 x 16) = op_T(B) . A: B's layout 32 x 64 and
+    A's 32 x 16 (ld 32: K contiguous, the TN layout fp8 needs), C's 64 x 16 (ld 64), B passed first."""
+    library = FakeCublasLt()
+    call = cublaslt.CublasLt(library).matmul(GemmShape(16, 64, 32), (28, 14, 68), (0xA, 0xB, 0xC), 0xD, 0)
+    layouts = [tuple(a.value for a in args[1:]) for name, args in library.calls if name == "cublasLtMatrixLayoutCreate"]
+    assert layouts == [(28, 32, 64, 32), (28, 32, 16, 32), (14, 64, 16, 64)]
+    ops = [
+        (args[1].value, args[2]._obj.value) for name, args in library.calls if name == "cublasLtMatmulDescSetAttribute"
+    ]
+    assert ops == [(cublaslt.CUBLASLT_MATMUL_DESC_TRANSA, 1), (cublaslt.CUBLASLT_MATMUL_DESC_TRANSB, 0)]
+    call()
+    name, args = library.calls[-1]
+    assert name == "cublasLtMatmul" and [args[i].value for i in (3, 5, 8, 10)] == [0xB, 0xA, 0xC, 0xC]

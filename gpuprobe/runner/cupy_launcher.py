@@ -347,28 +347,29 @@ class CupyLauncher:
         if (shape, dtype) not in self._gemm_calls:
             library = GEMM_TYPES[dtype].library
             try:
-                from cupy.cuda import cublas
+                from cupy.cuda import cublas  # noqa: F401  (libcublas, which cuBLASLt's library comes with)
             except ImportError as exc:  # CuPy finds libcublas at first use: a machine may lack it
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise LaunchPathUnavailable(f"{library} cannot be loaded here (cuBLAS: {reason})") from None
-            operands = self._operands(shape, dtype)
-            make = self._cublaslt_call if library == "cuBLASLt" else partial(self._cublas_call, cublas)
-            self._gemm_calls[shape, dtype] = make(shape, dtype, operands)
+            make = self._cublaslt_call if library == "cuBLASLt" else self._cublas_call
+            self._gemm_calls[shape, dtype] = make(shape, dtype, self._operands(shape, dtype))
         return self._gemm_calls[shape, dtype]
 
-    def _cublas_call(self, cublas: Any, shape: GemmShape, dtype: str, operands: GemmOperands) -> Callable[[], None]:
+    def _cublas_call(self, shape: GemmShape, dtype: str, operands: GemmOperands) -> Callable[[], None]:
         """cublasGemmEx computing the row-major C = A . B^T as cuBLAS's column-major C^T = op_T(B) . A (m and n
         swapped, every leading dimension k or n: the TN layout int8 needs)."""
-        in_type, out_type, compute, _, _ = _GEMM_TYPES[dtype]
+        from cupy.cuda import cublas
+
+        in_type, out_type, compute_type, _, _ = _GEMM_TYPES[dtype]
         scalar = np.int32 if dtype == "s8" else np.float32
         alpha, beta = np.ones(1, dtype=scalar), np.zeros(1, dtype=scalar)
         handle = self._cp.cuda.device.get_cublas_handle()
         m, n, k = shape
+        a, b, c = operands.a, operands.b, operands.c
 
         def call() -> None:
-            cublas.gemmEx(handle, 1, 0, n, m, k, alpha.ctypes.data, operands.b.data.ptr, in_type, k,
-                          operands.a.data.ptr, in_type, k, beta.ctypes.data, operands.c.data.ptr, out_type, n,
-                          compute, -1)  # fmt: skip
+            cublas.gemmEx(handle, 1, 0, n, m, k, alpha.ctypes.data, b.data.ptr, in_type, k, a.data.ptr, in_type, k,
+                          beta.ctypes.data, c.data.ptr, out_type, n, compute_type, -1)  # fmt: skip
 
         return call
 
