@@ -6,6 +6,7 @@ contracts on every arch, and the time the plan needs."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from gpuprobe.core.arch import SUPPORTED_ARCHS, parse_arch
 from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.core.results import Fact, Results
 from gpuprobe.families import roofline
-from gpuprobe.families.roofline import fp32, fp32_ptx, report, simulated, sweep
+from gpuprobe.families.roofline import fp32, fp32_ptx, report, simulated, sweep, tensor
 from gpuprobe.families.roofline.sweep import Point, Sweep
 from gpuprobe.families.sampling import Stopping
 from gpuprobe.kernels.check import check_probe
@@ -23,20 +24,23 @@ from gpuprobe.kernels.cubin import build_ptx
 from gpuprobe.kernels.registry import PTX_DIR, all_probes, find_probe
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.output.report import render_markdown
-from gpuprobe.simulated.gpu import measure_family, simulated_gpu
+from gpuprobe.simulated.gpu import measure_family, simulated_gpu, suite_options
 from tests.helpers.checked import contract_results
 from tests.helpers.devices import H200
 
-FAST = roofline.Settings(sampling=Stopping(2, 2, 0.02, 0.5))
+FAST = roofline.Settings(sampling=Stopping(2, 2, 0.02, 0.5), tensor=simulated.FAST_TENSOR)
 SMS = 4
+FP32_PROBES = {name for name in roofline.PROBES if name.startswith("roofline.fp32.")}
+BUDGET_S = 8.0  # the family's share of the device check on an H200: the FP32 sweeps about 2 s, the tensor ones 4.5 s
+SM_90A = {p.name for p in all_probes() if p.family == "roofline" and p.supports(parse_arch("sm_90a"))}
 
 
 def _gpu(**options):
-    return simulated_gpu(sm_count=SMS, **options)
+    return simulated_gpu(**suite_options(sm_count=SMS, **options))  # the suite's memory: the tensor sweeps' DRAM
 
 
 def _run(gpu, runnable=None, state=None):
-    names = set(roofline.PROBES) if runnable is None else runnable
+    names = FP32_PROBES if runnable is None else runnable
     return measure_family(roofline, gpu, names, FAST, state)
 
 
@@ -46,14 +50,17 @@ def _facts(measured) -> dict[str, Fact]:
 
 @pytest.fixture(scope="module")
 def measured():
-    """One run of every probe on a quiet simulated part (the tests below read it, none changes it)."""
-    return _run(_gpu(noise=0.0), state={"datasheet": {"fp32_tflops": 66.9, "fp32_clock_mhz": 1980.0,
+    """One run of every probe the simulated part (an sm_90a) runs, FP32 and tensor, on a quiet part (the tests
+    below read it, none changes it)."""
+    return _run(_gpu(noise=0.0), SM_90A, state={"datasheet": {"fp32_tflops": 66.9, "fp32_clock_mhz": 1980.0,
                                                       "dram_gbps": 4800.0}})  # fmt: skip
 
 
 def test_the_probe_order_is_the_declared_family() -> None:
-    assert set(roofline.PROBES) == {p.name for p in all_probes() if p.family == "roofline" and "fp32" in p.name}
-    assert len(roofline.PROBES) == 3 * len(fp32_ptx.FFMAS_PER_LOAD)
+    assert set(roofline.PROBES) == {p.name for p in all_probes() if p.family == "roofline"}
+    assert [name for name in roofline.PROBES if name in FP32_PROBES] == roofline.PROBES[: len(FP32_PROBES)]
+    assert len(FP32_PROBES) == 3 * len(fp32_ptx.FFMAS_PER_LOAD)
+    assert roofline.PROBES[len(FP32_PROBES)] == tensor.FILL_PROBE  # the tensor sweeps' region, filled before them
 
 
 def test_the_committed_ptx_is_what_the_generator_writes() -> None:
@@ -61,7 +68,7 @@ def test_the_committed_ptx_is_what_the_generator_writes() -> None:
 
 
 def test_the_simulated_ceilings_are_recovered(measured) -> None:
-    assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(roofline.PROBES, "ok")
+    assert {n: m.outcome.status for n, m in measured.items()} == dict.fromkeys(SM_90A, "ok")
     facts = _facts(measured)
     gpu = _gpu()
     compute = simulated.DEFAULTS["roof_fp32_share"] * 256 * SMS * gpu.mhz * 1e6 / 1e12
@@ -205,7 +212,8 @@ def test_the_plot_draws_each_level_and_nothing_without_a_sweep(measured) -> None
     (section,) = report.SECTIONS
     assert section.plot.png(_results(measured), 40).startswith(b"\x89PNG")
     points = report.sweep_points(_results(measured))
-    assert set(points) == {"fp32"} and set(points["fp32"]) == set(sweep.LEVELS)
+    assert set(points) == {"fp32", *(t for t, _ in tensor.TENSOR_SWEEPS["sm_90a"])}  # the simulated part's
+    assert all(set(points[t]) == set(sweep.LEVELS) for t in points)
     assert [p["intensity"] for p in points["fp32"]["l2"]] == [fp32.intensity(f) for f in fp32_ptx.FFMAS_PER_LOAD]
     assert section.plot.png(Results(_gpu().device()), 40) is None
 
@@ -213,8 +221,9 @@ def test_the_plot_draws_each_level_and_nothing_without_a_sweep(measured) -> None
 def test_the_sheet_holds_the_roofline_section_with_every_fact(measured) -> None:
     text = render_markdown(_results(measured), {"roofline": "roofline.png"}, sections=report.SECTIONS)
     assert "### Measured roofline" in text and "](roofline.png)" in text
-    for stem in ("bandwidth", "compute", "ridge", "sm_clock"):  # one row each, a column per level
-        assert f"| `roofline.fp32.*.{stem}` | dram " in text, stem
+    rows = [re.escape(row).replace(r"\*", "[^.]+") for row in re.findall(r"^\| `(roofline\.[^`]+)` \|", text, re.M)]
+    for fact_id in _facts(measured):  # every fact on a row of its own or of its group (by type, level or point)
+        assert any(re.fullmatch(row, fact_id) for row in rows), fact_id
     for level in sweep.LEVELS:
         assert f"| `roofline.fp32.{level}.*.rate` | ffma4 " in text, level
 
@@ -226,9 +235,9 @@ def test_settings_that_mean_nothing_are_refused(change: dict) -> None:
         dataclasses.replace(roofline.Settings(), **change)
 
 
-def test_contracts_hold_on_every_supported_arch() -> None:
-    results = contract_results([p for p in all_probes() if p.name in roofline.PROBES], SUPPORTED_ARCHS)
-    assert len(results) == len(roofline.PROBES) * len(SUPPORTED_ARCHS)
+def test_the_fp32_contracts_hold_on_every_supported_arch() -> None:
+    results = contract_results([p for p in all_probes() if p.name in FP32_PROBES], SUPPORTED_ARCHS)
+    assert len(results) == len(FP32_PROBES) * len(SUPPORTED_ARCHS)
     assert all(r.status == "ok" for r in results), [(r.probe, r.arch, r.detail) for r in results if r.status != "ok"]
 
 
@@ -247,8 +256,10 @@ def test_one_ffma_less_breaks_the_contract(tmp_path: Path) -> None:
 def test_the_planned_work_fits_the_time_budget() -> None:
     """Worst case on an H200 (``roofline.plan``): every sample, every launch at the planned shares of the limits."""
     plan = roofline.plan(roofline.Settings(), H200)
-    assert plan.probes == len(roofline.PROBES)
+    assert plan.probes == len(SM_90A)  # an H200 runs the FP32 sweeps, the fill and wgmma's
     total = family_seconds(plan, child_start=False)
-    assert total < 4.0, f"the roofline family could take {total:.2f} s"
+    assert total < BUDGET_S, f"the roofline family could take {total:.2f} s"
     greedy = roofline.plan(dataclasses.replace(roofline.Settings(), min_launch_ms=20.0), H200)
-    assert family_seconds(greedy, child_start=False) > 4.0  # the bound counts the kernels: it can fail
+    assert family_seconds(greedy, child_start=False) > BUDGET_S  # the bound counts the kernels: it can fail
+    fp32_only = roofline.plan(roofline.Settings(), dataclasses.replace(H200, cc="7.5"))
+    assert fp32_only.probes == len(FP32_PROBES)  # a part with no tensor sweep plans none

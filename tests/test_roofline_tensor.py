@@ -14,7 +14,7 @@ from gpuprobe.core.arch import parse_arch
 from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.families.bandwidth.simulated import memory_read_gbps as simulated_memory_gbps
 from gpuprobe.families.base import Request
-from gpuprobe.families.roofline import tensor_simulated
+from gpuprobe.families.roofline import simulated as roofline_simulated
 from gpuprobe.families.roofline.sweep import Sweep, guard
 from gpuprobe.families.roofline.tensor import (
     PERIOD,
@@ -40,6 +40,7 @@ from gpuprobe.families.roofline.tensor_ptx import (
     SHARED_N,
     SYNC_TYPES,
     TENSOR_TYPES,
+    fill_module_text,
     module_text,
     sync_module_text,
 )
@@ -54,14 +55,7 @@ from gpuprobe.simulated.gpu import ptx_parameters, simulated_gpu, suite_options
 from tests.helpers.checked import contract_results, measured_module
 
 SM80, SM90A = parse_arch("sm_80"), parse_arch("sm_90a")
-FAST = tensor_simulated.FAST_SETTINGS  # a 16 MiB DRAM region, 0.1 ms L2 launches: quick on the simulated part
-
-
-@pytest.fixture
-def simulate_tensor_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The simulated GPU runs this module's kernels from tensor_simulated (the family's simulation merges them)."""
-    for name, kernel in tensor_simulated.KERNELS.items():
-        monkeypatch.setitem(simulated._KERNELS, name, kernel)
+FAST = roofline_simulated.FAST_TENSOR  # a 16 MiB DRAM region, 0.1 ms L2 launches: quick on the simulated part
 
 
 def _request(**options) -> tuple[Request, object]:
@@ -87,6 +81,9 @@ def test_the_committed_ptx_is_what_the_generator_writes() -> None:
     assert (PTX_DIR / "roofline" / "tensor_sync.ptx").read_text() == sync_module_text(), (
         "regenerate: python -m gpuprobe.families.roofline.tensor_ptx sync > ptx/roofline/tensor_sync.ptx"
     )
+    assert (PTX_DIR / "roofline" / "fill.ptx").read_text() == fill_module_text(), (
+        "regenerate: python -m gpuprobe.families.roofline.tensor_ptx fill > ptx/roofline/fill.ptx"
+    )
 
 
 def test_every_sweep_point_is_a_declared_probe_and_its_contract_holds_on_sm_80_and_sm_90a() -> None:
@@ -96,7 +93,7 @@ def test_every_sweep_point_is_a_declared_probe_and_its_contract_holds_on_sm_80_a
     wgmma, sync = len(TENSOR_TYPES) * (2 * len(REPEATS) + len(SHARED_N)), len(SYNC_TYPES) * 2 * len(REPEATS)
     assert wanted <= names and len(wanted) == wgmma + sync and len(names) == len(wanted) + 1  # and the fill
     results = contract_results(probes, [SM80, SM90A])
-    assert sum(r.status == "ok" for r in results) == 2 * (sync + 1) + wgmma
+    assert sum(r.status == "ok" for r in results) == (sync + 1) + (wgmma + 1)  # sm_80: mma.sync's, sm_90a: wgmma's
     assert all(r.status in ("ok", "unsupported") for r in results), [(r.probe, r.detail) for r in results]
 
 
@@ -189,13 +186,11 @@ def test_the_check_names_a_block_whose_d_differs_and_an_element_off_the_predicti
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "e4m3"])
-def test_a_sweep_runs_from_memory_bound_to_compute_bound_on_the_simulated_gpu(
-    simulate_tensor_kernels: None, dtype: str
-) -> None:
+def test_a_sweep_runs_from_memory_bound_to_compute_bound_on_the_simulated_gpu(dtype: str) -> None:
     request, gpu = _request()
     regions = Regions()
     sweeps = {s.level: s for s in _sweeps() if s.type == dtype}
-    per_clock = tensor_simulated.FLOP_PER_CLK_PER_SM[dtype] * gpu.sm_count / 1e6
+    per_clock = roofline_simulated.FLOP_PER_CLK_PER_SM[dtype] * gpu.sm_count / 1e6
     for level in ("dram", "l2", "shared"):
         points = measure_tensor_sweep(request, dtype, level, FAST, regions)
         assert [p.probe for p in points] == list(sweeps[level].probes)
@@ -208,22 +203,21 @@ def test_a_sweep_runs_from_memory_bound_to_compute_bound_on_the_simulated_gpu(
         assert all(m == pytest.approx(gpu.mhz, rel=0.1) for p in points for m in p.mhz)
 
 
-def test_dram_is_slower_than_l2_at_the_memory_bound_end(simulate_tensor_kernels: None) -> None:
+def test_dram_is_slower_than_l2_at_the_memory_bound_end() -> None:
     request, _ = _request()
     regions = Regions()
     dram, l2 = (measure_tensor_sweep(request, "s8", level, FAST, regions)[0] for level in ("dram", "l2"))
     assert dram.bandwidth < 0.6 * l2.bandwidth
 
 
-def test_a_planted_wrong_accumulator_fails_the_point(simulate_tensor_kernels: None) -> None:
+def test_a_planted_wrong_accumulator_fails_the_point() -> None:
     request, gpu = _request()
     gpu.roofline_tensor_corrupt = True
     with pytest.raises(ProbeFailure, match="gp_rt_tma_tf32_r1: block 7's D differs"):
         measure_tensor_sweep(request, "tf32", "dram", FAST)
 
 
-def test_a_region_described_the_wrong_way_fails_the_check(simulate_tensor_kernels: None,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_region_described_the_wrong_way_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """Operands laid out in core-matrix order but described with the offsets swapped read other bytes: wrong D."""
     from gpuprobe.families.roofline import tensor
     from gpuprobe.families.wgmma.layout import layout_bits
@@ -233,9 +227,7 @@ def test_a_region_described_the_wrong_way_fails_the_check(simulate_tensor_kernel
         measure_tensor_sweep(_request()[0], "bf16", "l2", FAST)
 
 
-def test_the_fill_writes_the_region_from_the_period_and_a_wrong_fill_is_caught(
-    simulate_tensor_kernels: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_fill_writes_the_region_from_the_period_and_a_wrong_fill_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     request, gpu = _request()
     regions = Regions()
     measured = measured_fill(lambda _: FAST, lambda _: regions, request)
@@ -253,9 +245,7 @@ def test_the_fill_writes_the_region_from_the_period_and_a_wrong_fill_is_caught(
 
 
 @pytest.mark.parametrize("dtype", ["bf16_sync", "s8_sync"])
-def test_an_mma_sync_sweep_runs_from_memory_bound_to_compute_bound_on_a_simulated_sm_80(
-    simulate_tensor_kernels: None, dtype: str
-) -> None:
+def test_an_mma_sync_sweep_runs_from_memory_bound_to_compute_bound_on_a_simulated_sm_80(dtype: str) -> None:
     request, gpu = _request(cc="8.0", arch="sm_80")
     regions = Regions()
     sweeps = {s.level: s for s in _sweeps() if s.type == dtype}
@@ -271,7 +261,7 @@ def test_an_mma_sync_sweep_runs_from_memory_bound_to_compute_bound_on_a_simulate
         measure_tensor_sweep(request, "bf16", "dram", FAST)
 
 
-def test_an_l2_sweep_whose_chunks_cannot_fit_the_l2_fails_rather_than_read_dram(simulate_tensor_kernels: None) -> None:
+def test_an_l2_sweep_whose_chunks_cannot_fit_the_l2_fails_rather_than_read_dram() -> None:
     request, _ = _request(l2_bytes=256 * 1024)  # 8 blocks x a period of three 10 KiB pairs: 240 KiB fits
     measure_tensor_sweep(request, "bf16", "l2", FAST)
     request, _ = _request(l2_bytes=128 * 1024)

@@ -9,7 +9,7 @@ A family is one folder, ``gpuprobe/families/<name>/``, whose ``__init__.py`` hol
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields, is_dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -128,17 +128,25 @@ class Family:
     min_gpus: int = 1
 
     def settings_from(self, data: Mapping[str, Any]) -> Any:
-        """The family's ``Settings`` from their JSON form, in which a :class:`Stopping` arrives as a dict and
-        a tuple as a list."""
-        types = {f.name: str(f.type) for f in fields(self.settings)}
-        return self.settings(**{k: _from_json(types.get(k, ""), v) for k, v in data.items()})
+        """The family's ``Settings`` from their JSON form, in which a :class:`Stopping` (or a nested settings
+        dataclass, such as the roofline family's tensor sweeps') arrives as a dict and a tuple as a list."""
+        return _dataclass_from_json(self.settings, data)
 
 
-def _from_json(declared: str, value: Any) -> Any:
-    """A settings field's value as its type declares it (``declared``: the annotation's text)."""
-    if declared == "Stopping" and isinstance(value, dict):
-        return Stopping(**value)
-    if declared.startswith("tuple") and isinstance(value, list):
+def _dataclass_from_json(kind: type, data: Mapping[str, Any]) -> Any:
+    """``kind`` (a settings dataclass) from its JSON form, each field as its type or default declares it."""
+    declared = {f.name: f for f in fields(kind)}
+    return kind(**{k: _from_json(declared[k], v) if k in declared else v for k, v in data.items()})
+
+
+def _from_json(declared: Field, value: Any) -> Any:
+    """A settings field's value as its annotation (its text) or its default (a dataclass) declares it."""
+    if isinstance(value, dict):
+        if str(declared.type) == "Stopping":
+            return Stopping(**value)
+        if is_dataclass(declared.default):
+            return _dataclass_from_json(type(declared.default), value)
+    if str(declared.type).startswith("tuple") and isinstance(value, list):
         return _tuples(value)
     return value
 

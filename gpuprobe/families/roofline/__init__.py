@@ -10,9 +10,12 @@ above the per-clock peak at its clock, no bytes/s above the level's limit) and w
 (:mod:`~gpuprobe.families.roofline.report`) read every type alike.
 
 Types: ``fp32``, the CUDA cores' FFMA (:mod:`~gpuprobe.families.roofline.fp32`, kernels
-:mod:`~gpuprobe.families.roofline.fp32_ptx`). A further type's sweeps (the tensor cores') plug in by adding
-their :class:`~.sweep.Sweep` values to :func:`all_sweeps`, their probes to their own ``ptx/roofline/*.toml``,
-and their kernels' models to ``simulated.py``'s ``KERNELS``.
+:mod:`~gpuprobe.families.roofline.fp32_ptx`), then the tensor cores' (:mod:`~gpuprobe.families.roofline.tensor`,
+kernels :mod:`~gpuprobe.families.roofline.tensor_ptx`): wgmma fed by TMA on sm_90a (``bf16``, ``e4m3``, ``tf32``,
+``s8`` from DRAM, L2 and shared memory), mma.sync fed by cp.async on sm_80, sm_86 and sm_89 (``bf16_sync``,
+``tf32_sync``, ``s8_sync`` from DRAM and L2), after ``roofline.tensor.fill`` has filled their region on the device.
+A further type plugs in by adding its :class:`~.sweep.Sweep` values to :func:`all_sweeps`, its probes to its own
+``ptx/roofline/*.toml``, and its kernels' models to ``simulated.py``'s ``KERNELS``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from gpuprobe.families.planning import (
     sm_mhz,
     sum_host_s,
 )
-from gpuprobe.families.roofline import fp32
+from gpuprobe.families.roofline import fp32, tensor
 from gpuprobe.families.roofline.fp32_ptx import FFMAS_PER_LOAD, ITERATION_BYTES, LOAD_BYTES, RECORD_WORDS, THREADS
 from gpuprobe.families.roofline.report import INVARIANTS, SECTIONS
 from gpuprobe.families.roofline.sweep import LEVELS, SM_INGEST_BYTES_PER_CLOCK, Point, Sweep, measured_point
@@ -57,6 +60,7 @@ class Settings:
     min_launch_ms: float = 0.25
     dram_l2_multiple: float = 4.0
     l2_fraction: float = 0.5
+    tensor: tensor.TensorSettings = tensor.TensorSettings()  # the tensor sweeps' own
 
     def __post_init__(self) -> None:
         if not 1 <= self.short_launches < self.long_launches:
@@ -65,27 +69,44 @@ class Settings:
             raise ValueError(f"Settings: min_launch_ms > 0, dram_l2_multiple >= 2, l2_fraction in (0, 1], not {self}")
 
 
-def all_sweeps() -> tuple[Sweep, ...]:
-    """Every sweep of the family, in measuring order, each type's kernels sharing what they set up once a process."""
+def tensor_settings(request: Request) -> tensor.TensorSettings:
+    return request.settings.tensor
+
+
+def all_sweeps(regions: tensor.Regions | None = None) -> tuple[Sweep, ...]:
+    """Every sweep of the family, in measuring order, each type's kernels sharing what they set up once a process
+    (the FP32 sweeps their source, the tensor sweeps their ``regions``)."""
     bench: dict[str, fp32.Bench] = {}
+    kept = regions if regions is not None else tensor.Regions()
 
     def fp32_bench(request: Request) -> fp32.Bench:
         if "bench" not in bench:
             bench["bench"] = fp32.make_bench(request)
         return bench["bench"]
 
-    return fp32.sweeps(fp32_bench)
+    return (*fp32.sweeps(fp32_bench), *tensor.tensor_sweeps(tensor_settings, lambda _: kept))
 
 
-PROBES = [name for sweep in all_sweeps() for name in sweep.probes]
+def _probes() -> list[str]:
+    """The FP32 sweeps' points, the tensor region's fill, then the tensor sweeps' points."""
+    names = [name for sweep in all_sweeps() for name in sweep.probes]
+    first_tensor = next(i for i, name in enumerate(names) if not name.startswith("roofline.fp32."))
+    return [*names[:first_tensor], tensor.FILL_PROBE, *names[first_tensor:]]
+
+
+PROBES = _probes()
 
 
 def measure(request: Request) -> Probes:
-    """The family's runnable probes in order, each as (name, step): each sweep's points, the last with its facts."""
+    """The family's runnable probes in order, each as (name, step): each sweep's points, the last with its facts,
+    and the tensor region's fill."""
     if request.settings is None:
         request.settings = Settings()
-    steps: dict[str, Callable[[], Measured]] = {}
-    for sweep in all_sweeps():
+    regions = tensor.Regions()
+    steps: dict[str, Callable[[], Measured]] = {
+        tensor.FILL_PROBE: functools.partial(tensor.measured_fill, tensor_settings, lambda _: regions, request)
+    }
+    for sweep in all_sweeps(regions):
         points: list[Point] = []
         steps.update({name: functools.partial(measured_point, request, sweep, name, points) for name in sweep.probes})
     return probe_steps(PROBES, steps, request.runnable)
@@ -116,8 +137,9 @@ def _resident(device: Device, level: str) -> int:
 
 
 def plan(settings: Settings, device: Device) -> Plan:
-    """Every point at its most samples (each a short and a long batch, plus one warm-up batch), every batch's sums and
-    records read back and checked; the source generated, uploaded and summed once (see :mod:`.fp32`)."""
+    """Every FP32 point at its most samples (each a short and a long batch, plus one warm-up batch), every batch's
+    sums and records read back and checked, the source generated, uploaded and summed once (see :mod:`.fp32`); and
+    the tensor sweeps' (:func:`~gpuprobe.families.roofline.tensor.tensor_plan`)."""
     shapes = {level: fp32.level_shape(level, _resident(device, level), device.l2_bytes, settings) for level in LEVELS}
     repeats = settings.sampling.max_repeats
     batches = 1 + 2 * repeats  # a warm-up batch of short launches, then a short and a long batch a sample
@@ -133,7 +155,7 @@ def plan(settings: Settings, device: Device) -> Plan:
     source = max(s.footprint for s in shapes.values())
     sums = sum(sum_host_s(s.footprint / 4) + compare_host_s(4 * s.threads) for s in shapes.values())
     setup = Plan(0, CHECKED_LAUNCH_CALLS, 0.0, generate_host_s(source) + link_s(source) + sums)
-    return combined([setup, *points])
+    return combined([setup, *points]) + tensor.tensor_plan(settings.tensor, device)
 
 
 # A first contact: the shared-memory sweep's first point, one sample of one launch against two.

@@ -113,7 +113,7 @@ class Sweep:
 
     @property
     def unit(self) -> str:
-        return "TOP/s" if self.type == "s8" else "TFLOP/s"
+        return "TOP/s" if self.type.startswith("s8") else "TFLOP/s"  # s8 and s8_sync: integer operations
 
 
 def dram_peak(request: Request) -> tuple[float, str] | None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuprobe.families.library_timing import STAMP_WORDS
 from gpuprobe.families.sampling import Stopping
 from gpuprobe.families.wgmma import Settings
 from gpuprobe.families.wgmma.layout import (
@@ -35,7 +36,6 @@ from gpuprobe.families.wgmma.layout import (
     operand_offset,
 )
 from gpuprobe.families.wgmma.operands import decode
-from gpuprobe.families.library_timing import STAMP_WORDS
 from gpuprobe.families.wgmma.ptx import CLOCK_STAMP_KERNEL, Kernel, kernels
 from gpuprobe.simulated.simulation import Simulation
 from gpuprobe.simulated.timer import at_launch, continuous
