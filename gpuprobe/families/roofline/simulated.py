@@ -241,10 +241,10 @@ def sync(kernel: SyncKernel):
     return simulate
 
 
-def replicate(gpu, launch, src, period, dst, bytes) -> float:
+def replicate(gpu, launch, src, period, bytes, out) -> float:
     """The region tiled from the period; its time, the region's bytes written at the DRAM's rate."""
     source, at = gpu.buffer_at(src)
-    target, to = gpu.buffer_at(dst)
+    target, to = gpu.buffer_at(out)
     period, total = int(period), int(bytes)
     assert period % 16 == 0 and total % 16 == 0
     target.data[to : to + total] = np.resize(source.data[at : at + period], total)

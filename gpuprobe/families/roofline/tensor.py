@@ -241,7 +241,7 @@ class Regions:
     def fill(self, request: Request, source: np.ndarray) -> None:
         """The region tiled from ``source`` on the device (timed by CUDA events), its first period read back."""
         nbytes = self.tiles * PAIR_BYTES
-        args = [request.launcher.upload(source), np.uint64(source.nbytes), self.buffer, np.uint64(nbytes)]
+        args = [request.launcher.upload(source), np.uint64(source.nbytes), np.uint64(nbytes), self.buffer]
         grid = request.device.sm_count * REPLICATE_BLOCKS_PER_SM
         ms = request.kernels.time(REPLICATE_KERNEL, args, grid=grid, block=REPLICATE_THREADS)
         written = request.launcher.read(self.buffer, "uint8", source.nbytes)

@@ -440,18 +440,18 @@ def fill_module_text() -> str:
 
 
 def replicate_text() -> str:
-    """``gp_rt_replicate(src, period, dst, bytes)``: dst's 16-byte chunk i = src's chunk i mod (period / 16),
+    """``gp_rt_replicate(src, period, bytes, out)``: out's 16-byte chunk i = src's chunk i mod (period / 16),
     over ``bytes`` (both multiples of 16), a grid-stride loop."""
     return "\n".join([
-        "// The tiles' region from one period of tile pairs: dst[i] = src[i mod period], 16 bytes at a time.",
-        f".visible .entry {REPLICATE_KERNEL}(.param .u64 src, .param .u64 period, .param .u64 dst, .param .u64 bytes)",
+        "// The tiles' region from one period of tile pairs: out[i] = src[i mod period], 16 bytes at a time.",
+        f".visible .entry {REPLICATE_KERNEL}(.param .u64 src, .param .u64 period, .param .u64 bytes, .param .u64 out)",
         "{",
         "\t.reg .pred %p<2>;",
         "\t.reg .b32 %r<12>;",
         "\t.reg .b64 %rd<16>;",
         "\tld.param.u64 %rd1, [src];",
         "\tld.param.u64 %rd2, [period];",
-        "\tld.param.u64 %rd3, [dst];",
+        "\tld.param.u64 %rd3, [out];",
         "\tld.param.u64 %rd4, [bytes];",
         "\tcvta.to.global.u64 %rd1, %rd1;",
         "\tcvta.to.global.u64 %rd3, %rd3;",
