@@ -39,7 +39,10 @@ from tests.helpers.devices import A100_SXM, H100_SXM, H200
 H200_RUN = Path(__file__).resolve().parents[1] / "reports" / "nvidia-h200" / "results.json"  # a real run
 H200_SMOKE = H200_RUN.with_name("smoke-results.json")  # its smoke stage
 ROOM = 0.85  # a plan may use at most this share of its budget: the rest is for what no plan foresees
-ONE_GPU_MEASURING_S = 80.0  # an H200 seeing one GPU: every family but the multi-GPU ones (issue 29 asks 60)
+# An H200 seeing one GPU: every family but the multi-GPU ones. Issue 29 asks 60 s and reached 76; issue 30's roofline,
+# ladder and frameworks families and CUB twins add 8.7 s of planned work (the device check's deadline still holds them,
+# test above).
+ONE_GPU_MEASURING_S = 86.0
 
 
 def test_the_smoke_stage_fits_its_budget_on_an_h200() -> None:
