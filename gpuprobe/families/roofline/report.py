@@ -103,14 +103,19 @@ def _draw_level(ax, results: Results, dtype: str, level: str, points: list[dict[
         ax.plot(grid, [sheet_gbps * x / 1e3 for x in grid], ":", color=color, label=label)
 
 
+PANELS_PER_ROW = 3
+
+
 def roofline_png(results: Results, dpi: int) -> bytes | None:
-    """Log-log rooflines, one panel per type; None when no sweep was measured."""
+    """Log-log rooflines, one panel per type, three to a row; None when no sweep was measured."""
     sweeps = sweep_points(results)
     if not sweeps:
         return None
-    fig = new_figure((7.0 * len(sweeps), 4.8), dpi)
+    columns = min(PANELS_PER_ROW, len(sweeps))
+    rows = -(-len(sweeps) // columns)
+    fig = new_figure((6.4 * columns, 4.6 * rows), dpi)
     for index, (dtype, levels) in enumerate(sorted(sweeps.items())):
-        ax = fig.add_subplot(1, len(sweeps), index + 1)
+        ax = fig.add_subplot(rows, columns, index + 1)
         for k, level in enumerate(lv for lv in LEVELS if lv in levels):
             _draw_level(ax, results, dtype, level, levels[level], COLORS[k % len(COLORS)])
         peaks = [float(p["datasheet_tflops"]) for points in levels.values() for p in points if p["datasheet_tflops"]]
@@ -120,7 +125,7 @@ def roofline_png(results: Results, dpi: int) -> bytes | None:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("arithmetic intensity (flop per byte from the level)")
-        ax.set_ylabel(f"{dtype} {'TOP/s' if dtype == 's8' else 'TFLOP/s'}")
+        ax.set_ylabel(f"{dtype} {'TOP/s' if dtype.startswith('s8') else 'TFLOP/s'}")
         ax.set_title(f"{dtype} roofline, measured (solid) and datasheet (dotted)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)

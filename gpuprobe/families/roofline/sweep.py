@@ -20,10 +20,12 @@ and its bytes/s fall as ``1 / intensity``. So the memory ceiling is the best byt
 left of the knee: right of it bytes/s only fall) and the compute ceiling the best rate of any point (reached
 at the high-intensity end: left of it the rate only falls). No curve is fitted through the knee, where the
 two limits blur; each ceiling is a measured point's own samples. A ceiling is only reported where the sweep
-reached that regime: the best-bytes point must run below :data:`BOUND_FRACTION` of the best rate (else no
-point was memory-bound: the bandwidth is unmeasured, with the reason), and the best-rate point must move
-below that fraction of the best bytes/s (else no point was compute-bound). The ridge is compute / bandwidth
-in flop/B, where the two ceilings meet.
+reached that regime: a point on the memory ceiling (within :data:`PLATEAU` of the best bytes/s) must run below
+:data:`BOUND_FRACTION` of the best rate (else no point was memory-bound: the bandwidth is unmeasured, with the
+reason), and a point on the compute ceiling (within :data:`PLATEAU` of the best rate) must move below that
+fraction of the best bytes/s (else no point was compute-bound). On a plateau the best point is the timer's
+choice: the point just past the knee often wins it by noise, and is not what decides the regime. The ridge is
+compute / bandwidth in flop/B, where the two ceilings meet.
 
 Guards (a broken one fails the probe, :class:`~gpuprobe.core.errors.ProbeFailure`; no number sits beside an
 impossible one): no point's rate above the type's per-clock peak x SMs x the clock it witnessed, and no
@@ -53,6 +55,7 @@ from gpuprobe.judge.physics import RESOLUTION
 LEVELS = ("dram", "l2", "shared")
 SM_INGEST_BYTES_PER_CLOCK = 128  # what an SM's L1/shared array takes in per clock at most: 32 banks x 4 bytes
 BOUND_FRACTION = 0.8  # a ceiling's point must run below this share of the other ceiling to be in its regime
+PLATEAU = 0.95  # a point within this share of a ceiling is on it: which of them is best is the timer's noise
 SERIES = "roofline"  # the outcome series every point's probe writes (the plot reads it)
 
 
@@ -178,17 +181,19 @@ def sweep_facts(sweep: Sweep, points: list[Point], probe: str) -> tuple[list[Fac
     where each ceiling was read."""
     stem, unit = sweep.stem, sweep.unit
     memory, compute = max(points, key=lambda p: p.bandwidth), max(points, key=lambda p: p.rate)
-    memory_bound = memory.rate < BOUND_FRACTION * compute.rate
-    compute_bound = compute.bandwidth < BOUND_FRACTION * memory.bandwidth
+    on_memory = [p for p in points if p.bandwidth >= PLATEAU * memory.bandwidth]
+    on_compute = [p for p in points if p.rate >= PLATEAU * compute.rate]
+    memory_bound = min(p.rate for p in on_memory) < BOUND_FRACTION * compute.rate
+    compute_bound = min(p.bandwidth for p in on_compute) < BOUND_FRACTION * memory.bandwidth
     facts = [
         fact(f"{stem}.bandwidth", memory.gbps, "GB/s", probe) if memory_bound else unmeasured(
             f"{stem}.bandwidth", "GB/s", probe,
-            f"no point was memory-bound: the best bytes/s ({memory.intensity:g} flop/B) ran at {memory.rate:.2f} "
-            f"{unit}, not below {BOUND_FRACTION:g} x the best rate {compute.rate:.2f}"),
+            f"no point was memory-bound: of the points within {PLATEAU:g} x the best bytes/s ({memory.intensity:g} "
+            f"flop/B), none ran below {BOUND_FRACTION:g} x the best rate {compute.rate:.2f} {unit}"),
         fact(f"{stem}.compute", compute.tflops, unit, probe) if compute_bound else unmeasured(
             f"{stem}.compute", unit, probe,
-            f"no point was compute-bound: the best rate ({compute.intensity:g} flop/B) moved {compute.bandwidth:.0f} "
-            f"GB/s, not below {BOUND_FRACTION:g} x the best {memory.bandwidth:.0f} GB/s"),
+            f"no point was compute-bound: of the points within {PLATEAU:g} x the best rate ({compute.intensity:g} "
+            f"flop/B), none moved below {BOUND_FRACTION:g} x the best {memory.bandwidth:.0f} GB/s"),
     ]  # fmt: skip
     if memory_bound and compute_bound:
         ridges = [t * 1e3 / g for t in compute.tflops for g in memory.gbps]  # every pair: taken apart
