@@ -100,7 +100,8 @@ def test_every_sweep_point_is_a_declared_probe_and_its_contract_holds_on_sm_80_a
 @pytest.mark.parametrize("repeats", [1, 16])
 def test_a_ring_step_is_a_barrier_wait_r_wgmmas_one_wait_and_one_elected_tensor_load(repeats: int) -> None:
     """What the contract pins, read off the listing: between the clock reads, R HGMMAs of the type, one UTMALDG and
-    one expect_tx, the wait_group 1 of the step and the wait_group 0 after the loop, no other memory access."""
+    one expect_tx, the wait_group 1 of the step and the wait_group 0 after the loop, one block barrier between the
+    wait_group 1 and the tensor load (a warp's wait covers its own share of the group alone), no other memory access."""
     kernel = measured_module(SM90A).listing.kernel(f"gp_rt_tma_bf16_r{repeats}")
     reads = clock_reads(kernel)
     timed = kernel.between(reads[0].offset + 1, reads[-1].offset - 1)
@@ -108,7 +109,17 @@ def test_a_ring_step_is_a_barrier_wait_r_wgmmas_one_wait_and_one_elected_tensor_
     assert opcodes.count("HGMMA.64x256x16.F32.BF16") == repeats
     assert opcodes.count("UTMALDG.2D") == 1 and opcodes.count("SYNCS.ARRIVE.TRANS64") == 1
     assert [ins.operands[-1] for ins in timed if ins.opcode == "WARPGROUP.DEPBAR.LE"] == ["0x1", "0x0"]
+    order = [o for o in opcodes if o in ("WARPGROUP.DEPBAR.LE", "BAR.SYNC.DEFER_BLOCKING", "UTMALDG.2D")]
+    assert order == ["WARPGROUP.DEPBAR.LE", "BAR.SYNC.DEFER_BLOCKING", "UTMALDG.2D", "WARPGROUP.DEPBAR.LE"]
     assert not {ins.base for ins in timed} & {"LDG", "STG", "LDS", "STS", "LDL", "STL", "LDGSTS"}
+
+
+@pytest.mark.parametrize("stages", [0, 1, 9])
+def test_a_tma_ring_takes_two_to_eight_stages(stages: int) -> None:
+    """A stage is refilled a step after it is read: one stage alone would wait for a load never issued (a hang);
+    the kernels hold MAX_STAGES barriers."""
+    with pytest.raises(ValueError, match="stages"):
+        TensorSettings(stages=stages)
 
 
 @pytest.mark.parametrize("repeats", [1, 4])

@@ -3,13 +3,15 @@
 Two kinds of kernel, per wgmma type (bf16, e4m3, tf32, s8):
 
 * ``gp_rt_tma_<type>_r<R>(tmap, layout, chunk, steps, stages, out)``: the dram and l2 levels. One warpgroup a
-  block; thread 0 keeps ``stages`` (at most :data:`MAX_STAGES`) tile pairs in flight, each a TMA load
+  block; thread 0 keeps ``stages`` (2 .. :data:`MAX_STAGES`) tile pairs in flight, each a TMA load
   (cp.async.bulk.tensor.2d, one box of :data:`BOX_ROWS` rows of 128 bytes: A, 64 x 32 bytes, then B, 256 x 32
   bytes, both already in core-matrix order in global memory) completing its stage's mbarrier. Step k waits for
   its stage, issues R m64n256 wgmmas on it (A and B from shared memory, accumulating), commits them, waits for
-  the previous step's group (wait_group 1, so the tensor cores always hold one), and thread 0 refills the stage
-  that group read. Block b walks tiles ``b x chunk + (k mod chunk)``: each tile once per launch when ``steps <=
-  chunk`` (the dram level), its chunk over and over (the l2 level). R is the intensity knob:
+  the previous step's group (wait_group 1, so the tensor cores always hold one), and, after a block barrier (each
+  warp's wait_group covers its own share of the group alone), thread 0 refills the stage that group read: a stage
+  is refilled a step after it is read, so one stage alone would wait for a load never issued. Block b walks tiles
+  ``b x chunk + (k mod chunk)``: each tile once per launch when ``steps <= chunk`` (the dram level), its chunk over
+  and over (the l2 level). R is the intensity knob:
   ``2 x 64 x 256 x K x R`` flop per tile pair of 10 KiB. The steps' span is bracketed by %globaltimer and
   %clock64; the record and D are written as the wgmma family's kernels write them.
 * ``gp_rts_tput_ss_<type>_n<N>``: the shared level, operands resident in shared memory (no loads in the loop):
@@ -217,7 +219,12 @@ def ring_text(kernel: RingKernel) -> str:
         "\twgmma.fence.sync.aligned;",
         *(_wgmma(mma, accumulate=True) for _ in range(kernel.repeats)),
         "\twgmma.commit_group.sync.aligned;",
-        "\twgmma.wait_group.sync.aligned 1;      // the previous step's wgmmas are done with its stage",
+        "\twgmma.wait_group.sync.aligned 1;      // this warp's share of the previous step's wgmmas is done",
+        # wait_group waits only for the executing warp's wgmma-groups (PTX ISA, wgmma.wait_group): each warp's
+        # tensor core reads its rows of A and all of B, so thread 0 may refill the stage only once every warp has
+        # waited (CUTLASS's PipelineTmaAsync::consumer_release has every consumer arrive on the stage's empty
+        # barrier). It also keeps a lagging warp from meeting the stage's barrier re-armed a phase ahead.
+        "\tbar.sync 0;                           // every warp's share is: the stage is free",
         "\t@!%p1 bra REFILLED;",
         "\tsetp.eq.u32 %p6, %r17, 0;",
         "\tsetp.ge.or.u32 %p6, %r9, %r2, %p6;    // no previous step, or every step's tiles issued",
