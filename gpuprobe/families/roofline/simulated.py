@@ -222,7 +222,7 @@ def _launched(gpu, launch, kernel: Ring, pairs: np.ndarray, layout: int, chunk: 
 
 def ring(kernel: RingKernel):
     def simulate(gpu, launch, tmap, layout, chunk, steps, stages, out) -> float:
-        assert 1 <= int(stages) <= 8 and launch.shared_bytes >= int(stages) * PAIR_BYTES, "the stages must fit"
+        assert 2 <= int(stages) <= 8 and launch.shared_bytes >= int(stages) * PAIR_BYTES, "the stages must fit"
         return _launched(gpu, launch, kernel, _pairs(gpu, tmap), int(layout), int(chunk), int(steps), out)
 
     return simulate

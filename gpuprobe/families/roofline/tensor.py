@@ -100,7 +100,7 @@ class TensorSettings:
     """What the tensor sweeps run with. The shared level's fields are the wgmma family's names for them
     (``warpgroups_per_block`` .. ``throughput_sampling``): it measures with that family's ``measure_rate``."""
 
-    stages: int = 6  # tile pairs in flight a TMA ring's block (at most MAX_STAGES; a cp.async ring's: SYNC_STAGES)
+    stages: int = 6  # tile pairs in flight a TMA ring's block (2 .. MAX_STAGES; a cp.async ring's: SYNC_STAGES)
     ring_blocks_per_sm: int = 1  # TMA ring blocks an SM, at most those that fit
     sync_blocks_per_sm: int = 2  # cp.async ring blocks an SM (four warps each, their MMAs interleaved), at most those
     dram_l2_multiple: float = 8.0  # the DRAM region, in L2 sizes,
@@ -120,8 +120,11 @@ class TensorSettings:
     def __post_init__(self) -> None:
         require_counts(self, ("stages", "ring_blocks_per_sm", "sync_blocks_per_sm", "l2_calibration_laps",
                               "warpgroups_per_block", "calibration_iterations"))  # fmt: skip
-        if self.stages > MAX_STAGES:
-            raise ValueError(f"TensorSettings.stages must be at most {MAX_STAGES} (the kernels' barriers)")
+        if not 2 <= self.stages <= MAX_STAGES:
+            raise ValueError(
+                f"TensorSettings.stages must be 2 .. {MAX_STAGES}: the kernels' barriers, and a stage "
+                "refilled a step after it is read (one stage would wait for a load never issued)"
+            )
         if not 0 < self.l2_fraction <= 1 or self.dram_l2_multiple <= 1:
             raise ValueError(
                 "TensorSettings: 0 < l2_fraction <= 1 and dram_l2_multiple > 1 (a DRAM region beyond the L2)"
