@@ -144,16 +144,33 @@ def test_e4m3_bytes_decode_as_the_format_has_them() -> None:
 
 
 def test_a_process_without_cublaslt_is_told_why(monkeypatch) -> None:
-    monkeypatch.setattr(cublaslt, "mapped_library", lambda stem, maps="": None)
-    with pytest.raises(LaunchPathUnavailable, match=r"cuBLASLt cannot be loaded here \(no libcublasLt in this process"):
-        cublaslt.load()
+    monkeypatch.setattr(cublaslt, "mapped_library", lambda soname, maps="": None)
+    with pytest.raises(LaunchPathUnavailable, match=r"cuBLASLt cannot be loaded here \(no libcublasLt\.so\.13 in this "
+                       r"process \(no libcublas\.so\.13 mapped\)"):  # fmt: skip
+        cublaslt.load(13)
 
 
 def test_the_mapped_library_is_read_from_the_process_maps(tmp_path) -> None:
+    """Of the major asked for: a PyTorch's libcublasLt.so.12 mapped first is not CuPy's CUDA 13 one."""
     maps = tmp_path / "maps"
-    maps.write_text("7f00-7f01 r-xp 00000000 08:01 1 /opt/nvidia/cublas/lib/libcublasLt.so.13\n")
-    assert str(cublaslt.mapped_library("libcublasLt", str(maps))) == "/opt/nvidia/cublas/lib/libcublasLt.so.13"
-    assert cublaslt.mapped_library("libcublas", str(maps)) is None
+    maps.write_text("7e00-7e01 r-xp 00000000 08:01 1 /opt/torch/lib/libcublasLt.so.12.9.1.4\n"
+                    "7f00-7f01 r-xp 00000000 08:01 1 /opt/nvidia/cublas/lib/libcublasLt.so.13\n")  # fmt: skip
+    assert str(cublaslt.mapped_library("libcublasLt.so.13", str(maps))) == "/opt/nvidia/cublas/lib/libcublasLt.so.13"
+    assert str(cublaslt.mapped_library("libcublasLt.so.12", str(maps))) == "/opt/torch/lib/libcublasLt.so.12.9.1.4"
+    assert cublaslt.mapped_library("libcublasLt.so.1", str(maps)) is None
+    assert cublaslt.mapped_library("libcublas.so.13", str(maps)) is None
+
+
+def test_cublaslt_is_looked_for_beside_libcublas_of_the_same_major(tmp_path, monkeypatch) -> None:
+    """Where libcublasLt is not mapped, the one beside libcublas.so.13 of major 13, not a .so.12 sorted first."""
+    for name in ("libcublas.so.13", "libcublasLt.so.12", "libcublasLt.so.13.1"):
+        (tmp_path / name).write_bytes(b"")
+    mapped = {"libcublas.so.13": tmp_path / "libcublas.so.13"}
+    monkeypatch.setattr(cublaslt, "mapped_library", lambda soname, maps="": mapped.get(soname))
+    opened: list[str] = []
+    monkeypatch.setattr(cublaslt.ctypes, "CDLL", lambda path: opened.append(path))
+    cublaslt.load(13)
+    assert opened == [str(tmp_path / "libcublasLt.so.13.1")]
 
 
 def test_the_planned_work_fits_the_time_budget() -> None:

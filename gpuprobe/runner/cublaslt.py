@@ -1,7 +1,15 @@
 """cuBLASLt's matmul through ctypes: CuPy binds cuBLAS, not cuBLASLt, and cuBLAS's own GEMM has no fp8. libcublas
 links libcublasLt, so once CuPy has loaded cuBLAS the process has it mapped; it is looked for there
-(``/proc/self/maps``), then beside libcublas. Only what one TN GEMM needs: a handle, a matmul descriptor (the
-compute and scale types, A transposed), three matrix layouts, the heuristic's first algorithm and its workspace.
+(``/proc/self/maps``), then beside libcublas, of the CUDA major CuPy's libcublas is (``libcublasLt.so.13`` for
+cupy-cuda13x: another major's copy, a PyTorch's or a system directory's, is never taken). Only what one TN GEMM
+needs: a handle, a matmul descriptor (the compute and scale types, A transposed), three matrix layouts, the
+heuristic's first algorithm and its workspace.
+
+The enumerators and the heuristic result's layout are cublasLt.h's and library_types.h's (as triton-lang/triton
+mirrors them in third_party/nvidia/include/cublas_types.h): cublasLtMatmulDescAttributes_t TRANSA 3, TRANSB 4;
+cublasLtMatmulPreferenceAttributes_t MAX_WORKSPACE_BYTES 1 (a uint64_t); cudaDataType CUDA_R_32F 0;
+cublasLtMatmulHeuristicResult_t = {cublasLtMatmulAlgo_t algo (uint64_t data[8]), size_t workspaceSize,
+cublasStatus_t state, float wavesCount, int reserved[4]}: 96 bytes, workspaceSize at 64.
 """
 
 from __future__ import annotations
@@ -22,26 +30,29 @@ WORKSPACE_SIZE_OFFSET = 64
 WORKSPACE_BYTES = 32 * 1024 * 1024  # the most workspace an algorithm may ask for (cuBLAS's own default on Hopper)
 
 
-def mapped_library(stem: str, maps: str = "/proc/self/maps") -> Path | None:
-    """The file of the shared library ``stem`` (``libcublasLt``) this process has mapped, None if none."""
+def mapped_library(soname: str, maps: str = "/proc/self/maps") -> Path | None:
+    """The file of the shared library ``soname`` (``libcublasLt.so.13``: that name or a longer version of it) this
+    process has mapped, None if none."""
     try:
         lines = Path(maps).read_text().splitlines()
     except OSError:
         return None
-    paths = (Path(line.split(maxsplit=5)[-1]) for line in lines if f"/{stem}.so" in line)
-    return next(iter(paths), None)
+    paths = (Path(line.split(maxsplit=5)[-1]) for line in lines if f"/{soname}" in line)
+    return next((path for path in paths if path.name == soname or path.name.startswith(f"{soname}.")), None)
 
 
-def load() -> ctypes.CDLL:
-    """libcublasLt as the process has it (mapped as libcublas's dependency), or beside the libcublas it has;
-    LaunchPathUnavailable with the reason when neither is there."""
-    path = mapped_library("libcublasLt")
+def load(major: int) -> ctypes.CDLL:
+    """libcublasLt of CUDA major ``major`` (CuPy's libcublas's) as the process has it (mapped as libcublas's
+    dependency), or beside the libcublas of that major it has; LaunchPathUnavailable with the reason when neither
+    is there."""
+    lt, cublas_name = f"libcublasLt.so.{major}", f"libcublas.so.{major}"
+    path = mapped_library(lt)
     if path is None:
-        cublas = mapped_library("libcublas")
-        beside = sorted(cublas.parent.glob("libcublasLt.so*")) if cublas else []
+        cublas = mapped_library(cublas_name)
+        beside = sorted(cublas.parent.glob(f"{lt}*")) if cublas else []
         if not beside:
-            where = f"beside {cublas}" if cublas else "in this process (no libcublas mapped)"
-            raise LaunchPathUnavailable(f"cuBLASLt cannot be loaded here (no libcublasLt {where})")
+            where = f"beside {cublas}" if cublas else f"in this process (no {cublas_name} mapped)"
+            raise LaunchPathUnavailable(f"cuBLASLt cannot be loaded here (no {lt} {where})")
         path = beside[0]
     try:
         return ctypes.CDLL(str(path))

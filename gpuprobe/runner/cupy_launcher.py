@@ -375,15 +375,17 @@ class CupyLauncher:
 
     def _cublaslt_call(self, shape: GemmShape, dtype: str, operands: GemmOperands) -> Callable[[], None]:
         """cublasLtMatmul of the same layout (fp8 needs TN), on a workspace kept for every later one; not run with the
-        reason where libcublasLt is not found or has no algorithm for the type on this GPU."""
+        reason where libcublasLt (of the CUDA major CuPy runs, its libcublas's) is not found or has no algorithm for
+        the type on this GPU."""
         from gpuprobe.runner import cublaslt
 
+        cp = self._cp
         if self._cublaslt is None:
-            self._cublaslt = cublaslt.CublasLt(cublaslt.load())
-            self._lt_workspace = self._cp.empty(cublaslt.WORKSPACE_BYTES, dtype=self._cp.uint8)
+            self._cublaslt = cublaslt.CublasLt(cublaslt.load(cp.cuda.runtime.runtimeGetVersion() // 1000))
+            self._lt_workspace = cp.empty(cublaslt.WORKSPACE_BYTES, dtype=cp.uint8)
         in_type, out_type, compute, _, _ = _GEMM_TYPES[dtype]
         pointers = (operands.a.data.ptr, operands.b.data.ptr, operands.c.data.ptr)
-        stream = self._cp.cuda.get_current_stream().ptr
+        stream = cp.cuda.get_current_stream().ptr
         try:
             return self._cublaslt.matmul(shape, (in_type, out_type, compute), pointers, self._lt_workspace.data.ptr,
                                          stream)  # fmt: skip
