@@ -211,13 +211,14 @@ def test_cublaslt_runs_the_row_major_tn_gemm_as_its_column_major_transpose() -> 
     """C (16 x 64) = A (16 x 32) . B (64 x 32)^T is cuBLASLt's C^T (64 x 16) = op_T(B) . A: B's layout 32 x 64 and
     A's 32 x 16 (ld 32: K contiguous, the TN layout fp8 needs), C's 64 x 16 (ld 64), B passed first."""
     library = FakeCublasLt()
-    call = cublaslt.CublasLt(library).matmul(GemmShape(16, 64, 32), (28, 14, 68), (0xA, 0xB, 0xC), 0xD, 0)
+    call = cublaslt.CublasLt(library).matmul(GemmShape(16, 64, 32), (28, 14, 68), (0xA, 0xB, 0xC), 0xD)
     layouts = [tuple(a.value for a in args[1:]) for name, args in library.calls if name == "cublasLtMatrixLayoutCreate"]
     assert layouts == [(28, 32, 64, 32), (28, 32, 16, 32), (14, 64, 16, 64)]
     ops = [
         (args[1].value, args[2]._obj.value) for name, args in library.calls if name == "cublasLtMatmulDescSetAttribute"
     ]
     assert ops == [(cublaslt.CUBLASLT_MATMUL_DESC_TRANSA, 1), (cublaslt.CUBLASLT_MATMUL_DESC_TRANSB, 0)]
-    call()
+    call(0x5)
     name, args = library.calls[-1]
     assert name == "cublasLtMatmul" and [args[i].value for i in (3, 5, 8, 10)] == [0xB, 0xA, 0xC, 0xC]
+    assert args[-1].value == 0x5  # the stream the call is given (the one current at each GEMM), not one kept

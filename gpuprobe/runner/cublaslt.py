@@ -80,10 +80,10 @@ class CublasLt:
         return layout
 
     def matmul(self, shape: GemmShape, types: tuple[int, int, int], pointers: tuple[int, int, int],
-               workspace: int, stream: int) -> Callable[[], None]:  # fmt: skip
+               workspace: int) -> Callable[[int], None]:  # fmt: skip
         """A call enqueuing C = A . B^T of ``shape`` (row-major A m x k, B n x k, C m x n: column-major, cuBLASLt's
-        C^T = op_T(B) . A with m and n swapped) on ``stream``: ``types`` = (input type, C's type, compute type),
-        float32 alpha 1 and beta 0, ``pointers`` = device A, B, C; the heuristic's first algorithm within
+        C^T = op_T(B) . A with m and n swapped) on the stream it is given: ``types`` = (input type, C's type, compute
+        type), float32 alpha 1 and beta 0, ``pointers`` = device A, B, C; the heuristic's first algorithm within
         :data:`WORKSPACE_BYTES` of ``workspace``. RuntimeError where cuBLASLt has no algorithm for it."""
         m, n, k = shape
         in_type, out_type, compute = types
@@ -111,7 +111,7 @@ class CublasLt:
         alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
         a, b, c = (ctypes.c_void_p(p) for p in pointers)
 
-        def call() -> None:
+        def call(stream: int) -> None:
             self._check("cublasLtMatmul", self._handle, desc, ctypes.byref(alpha), b, a_layout, a, b_layout,
                         ctypes.byref(beta), c, c_layout, c, c_layout, result, ctypes.c_void_p(workspace),
                         ctypes.c_size_t(workspace_size), ctypes.c_void_p(stream))  # fmt: skip

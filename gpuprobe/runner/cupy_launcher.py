@@ -374,9 +374,9 @@ class CupyLauncher:
         return call
 
     def _cublaslt_call(self, shape: GemmShape, dtype: str, operands: GemmOperands) -> Callable[[], None]:
-        """cublasLtMatmul of the same layout (fp8 needs TN), on a workspace kept for every later one; not run with the
-        reason where libcublasLt (of the CUDA major CuPy runs, its libcublas's) is not found or has no algorithm for
-        the type on this GPU."""
+        """cublasLtMatmul of the same layout (fp8 needs TN), on a workspace kept for every later one, enqueued on the
+        stream current at each call (as CuPy's cuBLAS calls are); not run with the reason where libcublasLt (of the
+        CUDA major CuPy runs, its libcublas's) is not found or has no algorithm for the type on this GPU."""
         from gpuprobe.runner import cublaslt
 
         cp = self._cp
@@ -385,12 +385,11 @@ class CupyLauncher:
             self._lt_workspace = cp.empty(cublaslt.WORKSPACE_BYTES, dtype=cp.uint8)
         in_type, out_type, compute, _, _ = _GEMM_TYPES[dtype]
         pointers = (operands.a.data.ptr, operands.b.data.ptr, operands.c.data.ptr)
-        stream = cp.cuda.get_current_stream().ptr
         try:
-            return self._cublaslt.matmul(shape, (in_type, out_type, compute), pointers, self._lt_workspace.data.ptr,
-                                         stream)  # fmt: skip
+            matmul = self._cublaslt.matmul(shape, (in_type, out_type, compute), pointers, self._lt_workspace.data.ptr)
         except RuntimeError as exc:
             raise LaunchPathUnavailable(f"cuBLASLt cannot run a {dtype} GEMM here ({exc})") from None
+        return lambda: matmul(cp.cuda.get_current_stream().ptr)
 
     def _operands(self, shape: GemmShape, dtype: str) -> GemmOperands:
         """A and B (:meth:`_operand`: kept per side, size and type, so a skinny GEMM shares its B with a square one,
