@@ -220,10 +220,11 @@ def ring_text(kernel: RingKernel) -> str:
         *(_wgmma(mma, accumulate=True) for _ in range(kernel.repeats)),
         "\twgmma.commit_group.sync.aligned;",
         "\twgmma.wait_group.sync.aligned 1;      // this warp's share of the previous step's wgmmas is done",
-        # wait_group waits only for the executing warp's wgmma-groups (PTX ISA, wgmma.wait_group): each warp's
-        # tensor core reads its rows of A and all of B, so thread 0 may refill the stage only once every warp has
-        # waited (CUTLASS's PipelineTmaAsync::consumer_release has every consumer arrive on the stage's empty
-        # barrier). It also keeps a lagging warp from meeting the stage's barrier re-armed a phase ahead.
+        # wait_group waits for the groups "committed by the executing threads", its .sync for the warp alone (PTX ISA
+        # 9.7.15.7.3, wgmma.wait_group): each warp's share of a wgmma reads its rows of A and all of B, so thread 0
+        # may refill the stage only once every warp has waited (CUTLASS's PipelineTmaAsync::consumer_release has
+        # every consumer arrive on the stage's empty barrier). It also keeps a lagging warp from meeting the stage's
+        # mbarrier re-armed a phase ahead, where its try_wait.parity would read the old phase as still pending.
         "\tbar.sync 0;                           // every warp's share is: the stage is free",
         "\t@!%p1 bra REFILLED;",
         "\tsetp.eq.u32 %p6, %r17, 0;",
