@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuprobe.runner import cupy_launcher, device, launch_paths, tensor_map
+from gpuprobe.runner import cublaslt, cupy_launcher, device, launch_paths, tensor_map
 
 RUNNER = Path(cupy_launcher.__file__).parent
 REPO = RUNNER.parents[1]
@@ -1024,7 +1024,11 @@ def test_the_cublas_module_cupy_loads_lazily_is_the_one_read() -> None:
 
 
 def test_gemm_data_types_are_cudas() -> None:
+    """Every GEMM type's A and B type and C type, and cuBLASLt's scale type, are CUDA 13's cudaDataType values
+    (library_types.h, as cuda-bindings' runtime module has them): s8 is CUDA_R_8I in, CUDA_R_32I out; e4m3 is
+    CUDA_R_8F_E4M3 in, CUDA_R_16BF out."""
     import cupy
+    from cuda.bindings import runtime as cuda_runtime
 
     runtime = cupy.cuda.runtime
     assert [cupy_launcher._GEMM_TYPES[t][0] for t in ("f16", "bf16", "tf32")] == [
@@ -1032,6 +1036,14 @@ def test_gemm_data_types_are_cudas() -> None:
         runtime.CUDA_R_16BF,
         runtime.CUDA_R_32F,
     ]
+    kinds = {"f16": ("16F", "16F"), "bf16": ("16BF", "16BF"), "tf32": ("32F", "32F"), "f32": ("32F", "32F"),
+             "s8": ("8I", "32I"), "e4m3": ("8F_E4M3", "16BF")}  # fmt: skip
+    names = {name for pair in kinds.values() for name in pair}
+    value = {name: int(getattr(cuda_runtime.cudaDataType, f"CUDA_R_{name}")) for name in names}
+    assert {t: types[:2] for t, types in cupy_launcher._GEMM_TYPES.items()} == {
+        t: (value[a], value[c]) for t, (a, c) in kinds.items()
+    }
+    assert value["32F"] == cublaslt.CUDA_R_32F
 
 
 # ---- cuda-bindings calls, run up to the driver --------------------------------------------------------
