@@ -49,6 +49,19 @@ HEADER = """// The CUDA-core FP32 roofline kernels.
 """
 
 
+def _loads_then_ffmas(load_instruction: str, base: str, ffmas: int) -> list[str]:
+    """An iteration's body: its LOADS 16-byte loads (``load_instruction``, e.g. ``ld.global.cg``) from ``base``,
+    STRIDE apart, all issued before the FFMAs that use them."""
+    lines = []
+    for load in range(LOADS):
+        offset = f"+{load * STRIDE}" if load else ""
+        registers = ", ".join(f"%f{4 * load + w}" for w in range(4))
+        lines.append(f"\t{load_instruction}.v4.f32 {{{registers}}}, [{base}{offset}];")
+    for load in range(LOADS):
+        lines += _ffmas(load, ffmas)
+    return lines
+
+
 def _ffmas(load: int, count: int) -> list[str]:
     """``count`` FFMAs consuming load ``load``'s four words (%f{4 load} ..), word k % 4 into accumulator k % 8."""
     return [f"\tfma.rn.f32 %a{k % ACCUMULATORS}, %f{4 * load + k % 4}, %c, %a{k % ACCUMULATORS};" for k in range(count)]
@@ -143,12 +156,7 @@ def global_kernel(ffmas: int) -> str:
         "ITER:",
         '\t.pragma "nounroll";',
     ]
-    for load in range(LOADS):
-        offset = f"+{load * STRIDE}" if load else ""
-        registers = ", ".join(f"%f{4 * load + w}" for w in range(4))
-        lines.append(f"\tld.global.cg.v4.f32 {{{registers}}}, [%rd7{offset}];")
-    for load in range(LOADS):
-        lines += _ffmas(load, ffmas)
+    lines += _loads_then_ffmas("ld.global.cg", "%rd7", ffmas)
     lines += [
         f"\tadd.u64 %rd7, %rd7, {ITERATION_BYTES};",
         "\tsub.u32 %r5, %r5, 1;",
@@ -197,12 +205,7 @@ def shared_kernel(ffmas: int) -> str:
         '\t.pragma "nounroll";',
         "\tadd.u32 %r5, %r8, %r9;",
     ]
-    for load in range(LOADS):
-        offset = f"+{load * STRIDE}" if load else ""
-        registers = ", ".join(f"%f{4 * load + w}" for w in range(4))
-        lines.append(f"\tld.shared.v4.f32 {{{registers}}}, [%r5{offset}];")
-    for load in range(LOADS):
-        lines += _ffmas(load, ffmas)
+    lines += _loads_then_ffmas("ld.shared", "%r5", ffmas)
     lines += [
         "\txor.b32 %r9, %r9, %r1;",
         "\tsub.u32 %r2, %r2, 1;",

@@ -39,7 +39,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuprobe.families.wgmma.layout import TYPES, WgmmaType
-from gpuprobe.families.wgmma.ptx import A_BYTES, Kernel, _descriptor, _wgmma, kernel_text, shared_symbol
+from gpuprobe.families.wgmma.ptx import (
+    A_BYTES,
+    Kernel,
+    accumulator_stores,
+    descriptor_lines,
+    kernel_text,
+    shared_symbol,
+    wgmma_line,
+)
 
 TENSOR_TYPES = ("bf16", "e4m3", "tf32", "s8")
 REPEATS = (1, 2, 4, 8, 16)  # wgmmas a stage: the dram and l2 levels' intensity knob
@@ -214,10 +222,10 @@ def ring_text(kernel: RingKernel) -> str:
         "\t@!%p5 bra WAIT;",
         f"\tmad.lo.u32 %r22, %r18, {PAIR_BYTES}, %r4;",
         f"\tadd.u32 %r23, %r22, {A_BYTES};",
-        *_descriptor("%rd8", "%r22"),
-        *_descriptor("%rd9", "%r23"),
+        *descriptor_lines("%rd8", "%r22"),
+        *descriptor_lines("%rd9", "%r23"),
         "\twgmma.fence.sync.aligned;",
-        *(_wgmma(mma, accumulate=True) for _ in range(kernel.repeats)),
+        *(wgmma_line(mma, accumulate=True) for _ in range(kernel.repeats)),
         "\twgmma.commit_group.sync.aligned;",
         "\twgmma.wait_group.sync.aligned 1;      // this warp's share of the previous step's wgmmas is done",
         # wait_group waits for the groups "committed by the executing threads", its .sync for the warp alone (PTX ISA
@@ -262,11 +270,7 @@ def ring_text(kernel: RingKernel) -> str:
         f"\tmul.wide.u32 %rd19, %r26, {kernel.registers * 4};",
         "\tadd.u64 %rd20, %rd18, %rd19;",
     ]
-    store = "f32" if acc == "f32" else "b32"
-    for j in range(0, kernel.registers, 4):
-        regs = ", ".join(f"%d{j + i}" for i in range(4))
-        lines.append(f"\tst.global.v4.{store} [%rd20+{4 * j}], {{{regs}}};")
-    lines += ["\tret;", "}", ""]
+    lines += accumulator_stores(kernel.registers, acc, "%rd20")
     return "\n".join(lines)
 
 
@@ -406,11 +410,7 @@ def sync_text(kernel: SyncKernel) -> str:
         f"\tmul.wide.u32 %rd19, %r28, {kernel.registers * 4};",
         "\tadd.u64 %rd20, %rd18, %rd19;",
     ]
-    store = "f32" if acc == "f32" else "b32"
-    for j in range(0, kernel.registers, 4):
-        regs = ", ".join(f"%d{j + i}" for i in range(4))
-        lines.append(f"\tst.global.v4.{store} [%rd20+{4 * j}], {{{regs}}};")
-    lines += ["\tret;", "}", ""]
+    lines += accumulator_stores(kernel.registers, acc, "%rd20")
     return "\n".join(lines)
 
 

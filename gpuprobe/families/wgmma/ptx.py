@@ -106,7 +106,7 @@ def _operand_modifiers(kernel: Kernel, accumulate: bool) -> str:
     return ", ".join(parts)
 
 
-def _wgmma(kernel: Kernel, accumulate: bool) -> str:
+def wgmma_line(kernel: Kernel, accumulate: bool) -> str:
     d = ", ".join(f"%d{i}" for i in range(kernel.registers))
     a = "%rd8" if kernel.source == "ss" else "{%a0, %a1, %a2, %a3}"
     shape = f"m64n{kernel.n}k{kernel.k}"
@@ -137,7 +137,7 @@ def _copy(label: str, chunks: int, source: str, offset: int) -> list[str]:
     ]
 
 
-def _descriptor(target: str, address: str, layout: str = "%rd3") -> list[str]:
+def descriptor_lines(target: str, address: str, layout: str = "%rd3") -> list[str]:
     """``target`` = ``layout`` bits | (shared ``address`` >> 4) & 0x3FFF."""
     return [
         f"\tcvt.u64.u32 %rd7, {address};",
@@ -206,9 +206,9 @@ def kernel_text(kernel: Kernel) -> str:
     lines += [
         "\tfence.proxy.async.shared::cta;  // the generic-proxy stores, before wgmma's async-proxy reads",
         "\tbar.sync 0;",
-        *_descriptor("%rd8", "%r4"),
+        *descriptor_lines("%rd8", "%r4"),
         f"\tadd.u32 %r12, %r4, {A_BYTES};",
-        *_descriptor("%rd9", "%r12", "%rd22" if kernel.sparse else "%rd3"),
+        *descriptor_lines("%rd9", "%r12", "%rd22" if kernel.sparse else "%rd3"),
         *(f"\tmov.{acc} %d{i}, {zero};" for i in range(kernel.registers)),
         "\tshr.u32 %r13, %r2, 7;",
         "\tshr.u32 %r14, %r3, 7;",
@@ -226,7 +226,7 @@ def kernel_text(kernel: Kernel) -> str:
     ]
     # Latency: every wgmma accumulates onto the last one's D. Throughput: the first of a batch
     # starts D afresh (scale-d = 0), so D is batch x A @ B whatever the trip count.
-    lines += [_wgmma(kernel, accumulate=kernel.purpose == "lat" or i > 0) for i in range(kernel.batch)]
+    lines += [wgmma_line(kernel, accumulate=kernel.purpose == "lat" or i > 0) for i in range(kernel.batch)]
     lines += [
         "\twgmma.commit_group.sync.aligned;",
         "\twgmma.wait_group.sync.aligned 0;",
@@ -250,12 +250,19 @@ def kernel_text(kernel: Kernel) -> str:
         f"\tmul.wide.u32 %rd20, %r19, {kernel.registers * 4};",
         "\tadd.u64 %rd21, %rd19, %rd20;",
     ]
-    store = "f32" if acc == "f32" else "b32"
-    for j in range(0, kernel.registers, 4):
-        regs = ", ".join(f"%d{j + i}" for i in range(4))
-        lines.append(f"\tst.global.v4.{store} [%rd21+{4 * j}], {{{regs}}};")
-    lines += ["\tret;", "}", ""]
+    lines += accumulator_stores(kernel.registers, acc, "%rd21")
     return "\n".join(lines)
+
+
+def accumulator_stores(registers: int, accumulator: str, address: str) -> list[str]:
+    """The kernel's end: its ``registers`` accumulator registers (%d0 ..) stored four at a time from ``address``
+    (f32, or the s32 of an integer accumulator as b32), then ``ret``."""
+    store = "f32" if accumulator == "f32" else "b32"
+    lines = []
+    for j in range(0, registers, 4):
+        regs = ", ".join(f"%d{j + i}" for i in range(4))
+        lines.append(f"\tst.global.v4.{store} [{address}+{4 * j}], {{{regs}}};")
+    return [*lines, "\tret;", "}", ""]
 
 
 def shared_symbol(prefix: str) -> str:
