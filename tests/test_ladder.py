@@ -16,7 +16,14 @@ from gpuprobe.kernels.registry import PTX_DIR, all_probes
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.runner import cublaslt
 from gpuprobe.runner.cupy_launcher import decode_values, encode_operand
-from gpuprobe.runner.launcher import GEMM_TYPES, GEMM_VALUE_RANGE, GemmShape, LaunchPathUnavailable, round_to_output
+from gpuprobe.runner.launcher import (
+    GEMM_TYPES,
+    GEMM_VALUE_RANGE,
+    GemmShape,
+    LaunchPathUnavailable,
+    output_spacing,
+    round_to_output,
+)
 from gpuprobe.simulated.gpu import measure_family, simulated_gpu
 from tests.helpers.devices import H200
 
@@ -87,6 +94,15 @@ def test_a_wrong_result_fails_the_probe() -> None:
     assert measured.outcome.status == "failed" and measured.facts == []
     assert "NumPy predicts" in measured.outcome.detail and "2048x2048x2048" in measured.outcome.detail
 
+
+
+@pytest.mark.parametrize(("dtype", "value", "spacing"), [("bf16", 3_000_000.0, 16384.0), ("f16", 3000.0, 2.0),
+                                                        ("e4m3", -256.0, 2.0), ("tf32", 3_000_000.0, 0.0),
+                                                        ("s8", 3_000_000.0, 0.0)])  # fmt: skip
+def test_a_16_bit_c_may_be_one_unit_off_in_its_last_place_and_no_more(dtype: str, value: float, spacing: float) -> None:
+    """A split-K GEMM reducing through a bf16 or f16 C rounds twice: one unit in the last place, allowed; an f32
+    or s32 C of exact integer sums is exact."""
+    assert output_spacing(np.array([value, 0.0]), dtype).tolist() == [spacing, 0.0]
 
 def test_a_library_that_cannot_be_loaded_is_not_run_with_the_reason() -> None:
     why = "no libcublasLt beside /usr/lib/libcublas.so.13"

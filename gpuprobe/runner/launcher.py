@@ -221,6 +221,21 @@ def round_to_output(exact: np.ndarray, dtype: str) -> np.ndarray:
     return exact
 
 
+SIGNIFICAND_BITS = {"bf16": 7, "f16": 10}  # the 16-bit output types' stored significand bits
+
+
+def output_spacing(values: np.ndarray, dtype: str) -> np.ndarray:
+    """The spacing of ``dtype``'s output type (:data:`GEMM_TYPES`) at each of ``values`` (its rounded C): one unit
+    in the last place of a 16-bit C, which a split-K GEMM whose partial sums pass through C's type may be off by
+    (cublasLtReductionScheme_t OUTPUT_TYPE); 0 for an f32 or s32 C, whose partial sums of exact integers stay exact."""
+    bits = SIGNIFICAND_BITS.get(GEMM_TYPES[dtype].output)
+    magnitude = np.abs(np.asarray(values, dtype=np.float64))
+    if bits is None:
+        return np.zeros_like(magnitude)
+    exponent = np.floor(np.log2(np.where(magnitude > 0, magnitude, 1.0)))
+    return np.where(magnitude > 0, 2.0 ** (exponent - bits), 0.0)
+
+
 class Gemm(Launcher, Protocol):
     """A BLAS library's GEMMs (cuBLAS, cuBLASLt: the wgmma, power and ladder families)."""
 

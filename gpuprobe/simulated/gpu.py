@@ -271,7 +271,7 @@ class SimulatedGpu:
     gemm_gbps: float = 3000.0  # the operand and result bytes a GEMM streams from and to DRAM, per second
     gemm_call_us: float = 4.0  # a GEMM's launch and last wave, paid whatever its size
     gemm_missing: dict[str, str] = field(default_factory=dict)  # library ("cuBLASLt") -> why it cannot be loaded
-    gemm_corrupt: bool = False  # every GEMM's C is off by one in one element (a planted wrong result)
+    gemm_corrupt: bool = False  # every GEMM's C is wrong in one element (a planted wrong result)
     kernel_ms: float = 0.002  # a simulated kernel's time when its simulation gives none
     # launch costs (the launch and grid_sync families): host microseconds per enqueue by launch path (a
     # path not listed is not installed), the GPU's own spacing of back-to-back stream launches and of graph
@@ -444,7 +444,7 @@ class SimulatedGpu:
         a, b = (_simulated_rows(shape, dtype, side, picked) for side, picked in (("a", rows), ("b", cols)))
         c = round_to_output(a @ b.T, dtype)
         if self.gemm_corrupt:
-            c[-1, -1] += 1
+            c[-1, -1] += abs(c[-1, -1]) + 1  # off by more than its value: no rounding explains it
         return GemmSample(a, b, c)
 
     def device(self) -> Device:
