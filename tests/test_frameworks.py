@@ -206,7 +206,7 @@ def test_a_wrong_result_fails_every_probe() -> None:
 def test_a_rate_above_the_peak_at_its_clock_fails_the_probe() -> None:
     gpu = simulated_gpu(sm_count=4, noise=0.0, family_options={"frameworks_share": {"torch.bf16": 1.1}})
     outcome = _run(gpu, runnable=["frameworks.torch_matmul.bf16"])["frameworks.torch_matmul.bf16"].outcome
-    assert outcome.status == "failed" and "above any rate the tensor cores can reach" in outcome.detail
+    assert outcome.status == "failed" and "impossible on the same tensor cores" in outcome.detail
 
 
 def test_the_simulated_gpus_frameworks_are_recorded_like_its_calls() -> None:

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.families import instruction_peak, mma, wgmma
 from gpuprobe.families.instruction_peak import STATE_KEY, at_clock, record
 from gpuprobe.families.mma import Settings as MmaSettings
@@ -68,3 +69,17 @@ def test_the_mma_family_records_a_dense_type_as_two_flop_a_multiply_add() -> Non
     plateau = {f.id: f for m in measured.values() for f in m.facts}["tensor.mma_sync.int8.m16n8k32.throughput"]
     held = state[STATE_KEY]["s8"]
     assert held["flop_per_clock_per_sm"] == pytest.approx([2 * v for v in plateau.samples])
+
+
+def test_a_librarys_share_is_its_rate_over_the_peak_at_each_timings_clock_and_above_it_is_impossible() -> None:
+    state: dict = {}
+    record(state, "bf16", [4000.0], "wgmma.throughput.bf16.ss")
+    peak_at = [4000.0 * 132 * mhz * 1e6 / 1e12 for mhz in (1755.0, 1980.0)]
+    found = instruction_peak.shares(state, "bf16", 132, [0.8 * peak_at[0], 0.7 * peak_at[1]], [1755.0, 1980.0], "x")
+    assert found == pytest.approx([0.8, 0.7])
+    assert instruction_peak.share_fact("f", found, "p", "bf16").value == pytest.approx(0.75)
+    with pytest.raises(ProbeFailure, match=r"cuBLAS 8192: .* 1\.100 x the bf16 instruction peak .* impossible"):
+        instruction_peak.shares(state, "bf16", 132, [1.1 * peak_at[0]], [1755.0], "cuBLAS 8192")
+    assert instruction_peak.shares(state, "e4m3", 132, [1.0], [1755.0], "x") is None
+    missing = instruction_peak.share_fact("f", None, "p", "e4m3")
+    assert missing.value is None and missing.detail == instruction_peak.missing_reason("e4m3")

@@ -14,11 +14,15 @@ Types carry the wgmma family's names: ``bf16``, ``f16``, ``tf32``, ``e4m3``, ``s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from gpuprobe.core.errors import ProbeFailure
+from gpuprobe.core.results import Fact
+from gpuprobe.families.measuring import fact, unmeasured
 
 STATE_KEY = "instruction_peak"  # state: {type: {"flop_per_clock_per_sm": [...], "source": probe name}}
 TYPES = ("bf16", "f16", "tf32", "e4m3", "s8")
@@ -63,3 +67,32 @@ def missing_reason(dtype: str) -> str:
     """Why a fraction of ``dtype``'s instruction peak is not measured when :func:`at_clock` finds none."""
     return (f"no {dtype} instruction peak was measured in this run (the wgmma family on sm_90a, or the mma "
             "family's dense mma.sync, must run before the ladder)")  # fmt: skip
+
+
+TIMER_ALLOWANCE = 1.02  # a library's rate may read this far over the peak at its clock for timer noise, no further
+
+
+def shares(state: MutableMapping[str, Any], dtype: str, sm_count: int, tflops: Sequence[float], mhz: Sequence[float],
+           what: str) -> list[float] | None:  # fmt: skip
+    """Each timing's rate (``tflops``) over ``dtype``'s instruction peak at that timing's clock (``mhz``); None where
+    this run measured no peak of the type. ProbeFailure naming ``what`` (the library call timed) where one exceeds
+    the peak beyond :data:`TIMER_ALLOWANCE`: a library runs the same tensor cores, so its rate cannot."""
+    peaks = [at_clock(state, dtype, sm_count, clock) for clock in mhz]
+    if any(peak is None for peak in peaks):
+        return None
+    found = [rate / peak.tflops for rate, peak in zip(tflops, peaks, strict=True) if peak]
+    worst = int(np.argmax(found))
+    if found[worst] > TIMER_ALLOWANCE:
+        peak = peaks[worst]
+        raise ProbeFailure(f"{what}: {tflops[worst]:.1f} at {mhz[worst]:.0f} MHz is {found[worst]:.3f} x the {dtype} "
+                           f"instruction peak at that clock ({peak.tflops if peak else 0:.1f}, "
+                           f"{peak.source if peak else ''}): impossible on the same tensor cores (a wrong clock, "
+                           "timing or peak)")  # fmt: skip
+    return found
+
+
+def share_fact(fact_id: str, found: list[float] | None, probe: str, dtype: str) -> Fact:
+    """The fraction fact of :func:`shares`' values, or unmeasured with :func:`missing_reason` where there were none."""
+    if found is None:
+        return unmeasured(fact_id, "fraction", probe, missing_reason(dtype))
+    return fact(fact_id, found, "fraction", probe)

@@ -53,7 +53,6 @@ SDPA_PROBE = "frameworks.sdpa.bf16"
 FLASH_PROBE = "frameworks.sdpa_flash.bf16"
 PROBES = [*TORCH_PROBES, TRITON_PROBE, SDPA_PROBE, FLASH_PROBE]
 RATE_FACTS = (("tflops", "TFLOP/s"), ("fraction_of_peak", "fraction"), ("sm_clock", "MHz"))
-TIMER_ALLOWANCE = 1.02  # a rate may read this far over the peak at its clock for timer noise, no further
 OUTPUT_EPS = {"bf16": 2.0**-8, "f16": 2.0**-11, "e4m3": 2.0**-8}  # each matmul's C type's (e4m3's is bf16) ulp at 1
 ATTENTION_EPS = 2.0**-6  # bf16 P and output, FP32 sums: a wrong mask or scale is off by far more
 MIN_MATMUL_N = 1024  # the Triton kernel's tiles are 128 x 256 x 64; cuBLAS's largest is 256 wide
@@ -209,30 +208,11 @@ def check(frameworks: Frameworks, case: Case, settings: Settings) -> None:
         check_matmul(case, parts)
 
 
-def fractions(request: Request, case: Case, rate: Rate) -> list[float] | None:
-    """Each batch's rate over the instruction peak at its clock (None where this run measured no peak of the type);
-    ProbeFailure for a rate above it beyond the timer's allowance."""
-    found = [instruction_peak.at_clock(request.state, case.work.dtype, request.device.sm_count, mhz)
-             for mhz in rate.mhz]  # fmt: skip
-    peaks = [peak for peak in found if peak is not None]
-    if len(peaks) < len(found):
-        return None
-    shares = [t / peak.tflops for t, peak in zip(rate.tflops, peaks, strict=True)]
-    worst = int(np.argmax(shares))
-    if shares[worst] > TIMER_ALLOWANCE:
-        raise ProbeFailure(f"{case.prefix} ({case.label}): {rate.tflops[worst]:.1f} TFLOP/s at {rate.mhz[worst]:.0f} "
-                           f"MHz is {shares[worst]:.3f} x the {case.work.dtype} instruction peak at that clock "
-                           f"({peaks[worst].tflops:.1f}, {peaks[worst].source}): above any rate the tensor cores "
-                           "can reach")  # fmt: skip
-    return shares
-
-
 def case_facts(request: Request, name: str, case: Case, rate: Rate) -> list[Fact]:
     """TFLOP/s, the fraction of the instruction peak at the same clock, and the clock."""
-    shares = fractions(request, case, rate)
-    share = (fact(f"{case.prefix}.fraction_of_peak", shares, "fraction", name) if shares is not None else
-             unmeasured(f"{case.prefix}.fraction_of_peak", "fraction", name,
-                        instruction_peak.missing_reason(case.work.dtype)))  # fmt: skip
+    shares = instruction_peak.shares(request.state, case.work.dtype, request.device.sm_count, rate.tflops, rate.mhz,
+                                     f"{case.prefix} ({case.label})")  # fmt: skip
+    share = instruction_peak.share_fact(f"{case.prefix}.fraction_of_peak", shares, name, case.work.dtype)
     return [fact(f"{case.prefix}.tflops", rate.tflops, "TFLOP/s", name), share,
             fact(f"{case.prefix}.sm_clock", rate.mhz, "MHz", name)]  # fmt: skip
 

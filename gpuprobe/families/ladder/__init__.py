@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuprobe.core.errors import ProbeFailure
-from gpuprobe.core.results import Device, Fact, ProbeOutcome
+from gpuprobe.core.results import Device, ProbeOutcome
 from gpuprobe.families import instruction_peak
 from gpuprobe.families.base import Family, Measured, Plan, Probes, Request, Smoke
 from gpuprobe.families.library_timing import STAMP_WORDS, STAMPS_PER_SM, GemmTiming, clock_stamp_text, time_gemms
@@ -57,7 +57,6 @@ REFERENCE = GemmShape(8192, 8192, 8192)
 SKINNY_M = (1, 16, 64, 256)
 SKINNY_NK = 8192
 SHAPES = (*(GemmShape(n, n, n) for n in SQUARES), *(GemmShape(m, SKINNY_NK, SKINNY_NK) for m in SKINNY_M))
-TIMER_ALLOWANCE = 1.02  # a rate may read this far over its peak at its clock for timer noise, no further
 # A GEMM under half a millisecond is paid largely in its call and its last wave (the wgmma family's bound: an H200
 # smoke run's one 1024^3 GEMM read 29.85 TFLOP/s); its rate is the library's launch path as much as its kernels.
 LAUNCH_BOUND_MS = 0.5
@@ -199,29 +198,6 @@ def measure_shape(request: Request, shape: GemmShape, dtype: str, name: str) -> 
     return rate
 
 
-def fractions(request: Request, dtype: str, rate: ShapeRate, name: str) -> list[float] | None:
-    """Each timing's rate over the instruction peak at that timing's clock; None where no peak was measured.
-    ProbeFailure where one exceeds the peak beyond the timer's allowance: the library runs the same tensor cores."""
-    sm_count = request.device.sm_count
-    peaks = [instruction_peak.at_clock(request.state, dtype, sm_count, mhz) for mhz in rate.mhz]
-    if any(p is None for p in peaks):
-        return None
-    values = [t / p.tflops for t, p in zip(rate.tflops, peaks, strict=True) if p]
-    top = max(values)
-    if top > TIMER_ALLOWANCE:
-        source = peaks[0].source if peaks[0] else ""
-        raise ProbeFailure(f"{name}: the {rate.shape} GEMM ran at {top:.3f} of the {dtype} instruction peak at its "
-                           f"clock ({source}), above {TIMER_ALLOWANCE}: impossible on the same tensor cores (a wrong "
-                           "clock, timing or peak)")  # fmt: skip
-    return values
-
-
-def _fraction_fact(fact_id: str, values: list[float] | None, name: str, dtype: str) -> Fact:
-    if values is None:
-        return unmeasured(fact_id, "fraction", name, instruction_peak.missing_reason(dtype))
-    return fact(fact_id, values, "fraction", name)
-
-
 def _launch_note(rate: ShapeRate) -> str:
     us = float(np.median(rate.gemm_ms)) * 1e3
     if rate.launch_bound:
@@ -240,15 +216,20 @@ def measure_type(request: Request, dtype: str, name: str) -> Measured:
         return Measured(name, ProbeOutcome("not_run", why), [unmeasured(i, u, name, why) for i, u in fact_ids(dtype)])
     units = dict(fact_ids(dtype))
     base = f"library.{LIBRARY}.{dtype}"
-    shares = {shape: fractions(request, dtype, rate, name) for shape, rate in rates.items()}  # every shape guarded
+
+    def guarded(shape: GemmShape, rate: ShapeRate) -> list[float] | None:  # every shape's timings guarded
+        what = f"{name}: the {shape} GEMM"
+        return instruction_peak.shares(request.state, dtype, request.device.sm_count, rate.tflops, rate.mhz, what)
+
+    shares = {shape: guarded(shape, rate) for shape, rate in rates.items()}
     best = max(rates.values(), key=lambda r: float(np.median(r.tflops)))
     reference = rates[REFERENCE]
     facts = [
         dataclasses.replace(fact(f"{base}.best.tflops", best.tflops, units[f"{base}.best.tflops"], name),
                             detail=f"best of the sweep: {_launch_note(best)}"),
-        _fraction_fact(f"{base}.best.fraction_of_peak", shares[best.shape], name, dtype),
+        instruction_peak.share_fact(f"{base}.best.fraction_of_peak", shares[best.shape], name, dtype),
         fact(f"{base}.reference.tflops", reference.tflops, units[f"{base}.reference.tflops"], name),
-        _fraction_fact(f"{base}.reference.fraction_of_peak", shares[REFERENCE], name, dtype),
+        instruction_peak.share_fact(f"{base}.reference.fraction_of_peak", shares[REFERENCE], name, dtype),
         fact(f"{base}.sm_clock", reference.mhz, "MHz", name),
     ]  # fmt: skip
     for m in SKINNY_M:
