@@ -33,6 +33,7 @@ from gpuprobe.runner.frameworks import (
     Work,
     _first_call,
     open_frameworks,
+    triton_refusal,
 )
 from gpuprobe.runner.launcher import LaunchPathUnavailable
 from gpuprobe.simulated.gpu import measure_family, simulated_gpu
@@ -356,3 +357,11 @@ def test_the_planned_work_fits_the_time_budget() -> None:
     assert total < 5.0, f"the frameworks family could take {total:.2f} s"
     greedy = frameworks.plan(dataclasses.replace(frameworks.Settings(), matmul_n=16384), H200)
     assert family_seconds(greedy, child_start=False) > 5.0  # the bound counts the work: it can fail
+
+
+def test_the_triton_tiles_are_refused_where_a_block_cannot_hold_them_with_the_reason() -> None:
+    """144 KiB a block: an H100 (227 KiB opt-in) runs them; an sm_86 or sm_89 part (99 KiB) is not run, saying why,
+    where Triton would refuse the launch with an error of its own."""
+    assert triton_refusal(227 * 1024) == ""
+    assert triton_refusal(99 * 1024) == ("the Triton matmul's 128 x 256 x 64 tiles in 3 stages need 144 KiB of "
+                                         "shared memory a block; this GPU gives 99 KiB")  # fmt: skip

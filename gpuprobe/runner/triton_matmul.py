@@ -18,8 +18,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M = 128, 256, 64, 8
-WARPS, STAGES = 8, 3
+from gpuprobe.runner.frameworks import BLOCK_K, BLOCK_M, BLOCK_N, GROUP_M, STAGES, WARPS
 
 
 @triton.jit
