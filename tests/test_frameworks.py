@@ -33,9 +33,9 @@ from gpuprobe.runner.frameworks import (
     Work,
     _first_call,
     open_frameworks,
-    triton_refusal,
 )
 from gpuprobe.runner.launcher import LaunchPathUnavailable
+from gpuprobe.runner.triton_tiles import triton_refusal
 from gpuprobe.simulated.gpu import measure_family, simulated_gpu
 from tests.helpers.checked import contract_results
 from tests.helpers.devices import H200

@@ -30,6 +30,7 @@ from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.runner.checked import check_launch
 from gpuprobe.runner.flight import RecordingLauncher
 from gpuprobe.runner.launcher import GEMM_TYPES, LaunchPathUnavailable
+from gpuprobe.runner.triton_tiles import triton_refusal
 
 if TYPE_CHECKING:  # the measuring side's: imported where they are used
     from gpuprobe.runner.cupy_launcher import CupyLauncher
@@ -316,24 +317,6 @@ def _matmul_parts(prepared: Prepared, rows: list[int], cols: list[int]) -> dict[
 def _attention_parts(prepared: Prepared, rows: list[int]) -> dict[str, np.ndarray]:
     q, k, v, o = (*(prepared.operands[name][-1, -1] for name in "qkv"), prepared.output[0][-1, -1])
     return {"q": _host([q[i] for i in rows]), "k": _host([k])[0], "v": _host([v])[0], "o": _host([o[i] for i in rows])}
-
-
-# The Triton matmul's one configuration (gpuprobe.runner.triton_matmul): its tiles, warps and pipeline stages.
-BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M = 128, 256, 64, 8
-WARPS, STAGES = 8, 3
-TRITON_SHARED_BYTES = STAGES * (BLOCK_M + BLOCK_N) * BLOCK_K * 2  # A's and B's bf16 tiles a stage: 144 KiB
-
-
-def triton_refusal(shared_per_block_optin: int) -> str:
-    """Why the Triton matmul's tiles cannot run on a GPU giving a block ``shared_per_block_optin`` bytes of shared
-    memory (an sm_86 or sm_89 gives 99 KiB: Triton would refuse the launch), else ''."""
-    if shared_per_block_optin >= TRITON_SHARED_BYTES:
-        return ""
-    need, given = TRITON_SHARED_BYTES >> 10, shared_per_block_optin >> 10
-    return (
-        f"the Triton matmul's {BLOCK_M} x {BLOCK_N} x {BLOCK_K} tiles in {STAGES} stages need {need} KiB of "
-        f"shared memory a block; this GPU gives {given} KiB"
-    )
 
 
 def _triton_driver() -> Any:

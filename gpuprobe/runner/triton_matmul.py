@@ -18,7 +18,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from gpuprobe.runner.frameworks import BLOCK_K, BLOCK_M, BLOCK_N, GROUP_M, STAGES, WARPS
+from gpuprobe.runner.triton_tiles import BLOCK_K, BLOCK_M, BLOCK_N, GROUP_M, STAGES, WARPS
 
 
 @triton.jit
