@@ -158,6 +158,20 @@ def _issue(stage: str, label: str) -> list[str]:
     ]
 
 
+# A ring kernel's block record, written by one thread a block (the others branch to RECORDED): the cycles and ns
+# between its clock reads (%rd5 .. %rd11, %rd4 .. %rd12) and its first and last %globaltimer, at out + 32 x block
+# (%rd2, %r7).
+BLOCK_RECORD = (
+    "\tsub.u64 %rd13, %rd11, %rd5;",
+    "\tsub.u64 %rd14, %rd12, %rd4;",
+    "\tmul.wide.u32 %rd15, %r7, 32;",
+    "\tadd.u64 %rd16, %rd2, %rd15;",
+    "\tst.global.v2.u64 [%rd16], {%rd13, %rd14};",
+    "\tst.global.v2.u64 [%rd16+16], {%rd4, %rd12};",
+    "RECORDED:",
+)
+
+
 def ring_text(kernel: RingKernel) -> str:
     acc = kernel.wgmma.accumulator
     zero = "0f00000000" if acc == "f32" else "0"
@@ -256,13 +270,7 @@ def ring_text(kernel: RingKernel) -> str:
         "\tand.b32 %r24, %r6, 127;",
         "\tsetp.ne.u32 %p9, %r24, 0;",
         "\t@%p9 bra RECORDED;",
-        "\tsub.u64 %rd13, %rd11, %rd5;",
-        "\tsub.u64 %rd14, %rd12, %rd4;",
-        "\tmul.wide.u32 %rd15, %r7, 32;",
-        "\tadd.u64 %rd16, %rd2, %rd15;",
-        "\tst.global.v2.u64 [%rd16], {%rd13, %rd14};",
-        "\tst.global.v2.u64 [%rd16+16], {%rd4, %rd12};",
-        "RECORDED:",
+        *BLOCK_RECORD,
         "\tmov.u32 %r25, %nctaid.x;",
         "\tmul.wide.u32 %rd17, %r25, 32;",
         "\tadd.u64 %rd18, %rd2, %rd17;           // D follows every block's record",
@@ -396,13 +404,7 @@ def sync_text(kernel: SyncKernel) -> str:
         "\tcp.async.wait_group 0;",
         "\tsetp.ne.u32 %p9, %r6, 0;",
         "\t@%p9 bra RECORDED;",
-        "\tsub.u64 %rd13, %rd11, %rd5;",
-        "\tsub.u64 %rd14, %rd12, %rd4;",
-        "\tmul.wide.u32 %rd15, %r7, 32;",
-        "\tadd.u64 %rd16, %rd2, %rd15;",
-        "\tst.global.v2.u64 [%rd16], {%rd13, %rd14};",
-        "\tst.global.v2.u64 [%rd16+16], {%rd4, %rd12};",
-        "RECORDED:",
+        *BLOCK_RECORD,
         "\tmov.u32 %r27, %nctaid.x;",
         "\tmul.wide.u32 %rd17, %r27, 32;",
         "\tadd.u64 %rd18, %rd2, %rd17;           // D follows every block's record",
