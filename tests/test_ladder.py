@@ -95,7 +95,6 @@ def test_a_wrong_result_fails_the_probe() -> None:
     assert "NumPy predicts" in measured.outcome.detail and "2048x2048x2048" in measured.outcome.detail
 
 
-
 @pytest.mark.parametrize(("dtype", "value", "spacing"), [("bf16", 3_000_000.0, 16384.0), ("f16", 3000.0, 2.0),
                                                         ("e4m3", -256.0, 2.0), ("tf32", 3_000_000.0, 0.0),
                                                         ("s8", 3_000_000.0, 0.0)])  # fmt: skip
@@ -103,6 +102,7 @@ def test_a_16_bit_c_may_be_one_unit_off_in_its_last_place_and_no_more(dtype: str
     """A split-K GEMM reducing through a bf16 or f16 C rounds twice: one unit in the last place, allowed; an f32
     or s32 C of exact integer sums is exact."""
     assert output_spacing(np.array([value, 0.0]), dtype).tolist() == [spacing, 0.0]
+
 
 def test_a_library_that_cannot_be_loaded_is_not_run_with_the_reason() -> None:
     why = "no libcublasLt beside /usr/lib/libcublas.so.13"

@@ -150,7 +150,6 @@ def test_a_ceiling_the_sweep_did_not_reach_is_unmeasured_with_the_reason() -> No
     assert facts["roofline.fp32.dram.compute"].value is not None
 
 
-
 def test_the_point_past_the_knee_winning_the_plateau_by_noise_does_not_unmeasure_the_ceiling() -> None:
     """The demo's bf16 DRAM sweep: at 410 flop/B the rate is already the ceiling's, its bytes/s still 81 % of the
     best, and the timer made it the best rate by 0.2 %; the point at 819 flop/B, on the same plateau, is
@@ -162,6 +161,7 @@ def test_the_point_past_the_knee_winning_the_plateau_by_noise_does_not_unmeasure
     no_plateau = [*points[:3], _point(409.6, 54.6), _point(819.2, 50.0)]  # the last point 8 % under: off it
     facts = {f.id: f for f in sweep.sweep_facts(_sweep(), no_plateau, "b")[0]}
     assert "no point was compute-bound" in facts["roofline.fp32.dram.compute"].detail
+
 
 def test_the_host_predicts_what_the_kernel_semantics_give() -> None:
     """The host's per-thread sums (reshaped words) are the simulation's (address by address)."""

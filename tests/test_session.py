@@ -91,7 +91,6 @@ def test_a_run_writes_complete_results_fact_sheet_and_plot(clean_run) -> None:
     assert results.clocks["sm_mhz_measured"] == pytest.approx(1755.0, rel=0.02)
 
 
-
 def test_a_library_is_set_against_the_instruction_peak_an_earlier_family_measured(clean_run) -> None:
     """The wgmma family's per-clock rate reaches the ladder's process-later family through the run's state
     (session.RUN_KEYS): every library fraction of a type wgmma measured is a measurement, not 'no peak measured'."""
@@ -101,6 +100,7 @@ def test_a_library_is_set_against_the_instruction_peak_an_earlier_family_measure
     assert {f.id for f in fractions} >= {f"library.cublas.{t}.reference.fraction_of_peak" for t in ("bf16", "e4m3")}
     for measured in fractions:
         assert measured.value is not None and 0 < measured.value <= 1.02, (measured.id, measured.detail)
+
 
 def test_the_whole_runs_sheet_is_short_and_carries_its_conditions(clean_run) -> None:
     out, results = clean_run
