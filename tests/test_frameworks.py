@@ -25,6 +25,7 @@ from gpuprobe.families.wgmma.simulated import cublas_mhz
 from gpuprobe.kernels.registry import PTX_DIR, all_probes
 from gpuprobe.measure.plan import family_seconds
 from gpuprobe.runner import flight
+from gpuprobe.runner.cupy_launcher import CupyLauncher
 from gpuprobe.runner.frameworks import (
     TORCH_MISSING,
     TRITON_MISSING,
@@ -261,7 +262,8 @@ class _TorchCuda:
 
 
 class _Launcher:
-    """The CuPy launcher's parts a CupyFrameworks uses, logging what it enqueues, on CuPy stream ``pointer``."""
+    """The CuPy launcher's parts a CupyFrameworks uses (its stamped batch the real one's), logging what it
+    enqueues, on CuPy stream ``pointer``."""
 
     def __init__(self, pointer: int) -> None:
         self.device_index, self.log = 0, []
@@ -288,6 +290,8 @@ class _Launcher:
 
     def _enqueue(self, kernel: str, grid: int, block: int, args: list, shared: int, cooperative: bool) -> None:
         self.log.append(f"{kernel} slot {int(args[0])} x {grid}")
+
+    stamped_ms = CupyLauncher.stamped_ms  # the launcher's own, on these parts
 
 
 def _with_torch(monkeypatch: pytest.MonkeyPatch, cuda: _TorchCuda) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -22,11 +21,10 @@ from gpuprobe.core.errors import ProbeFailure
 from gpuprobe.families.base import Request
 from gpuprobe.families.measuring import TIMER_TICK_NS, clock_mhz
 from gpuprobe.runner.checked import POISON_BYTE, unwritten
-from gpuprobe.runner.launcher import Gemm, GemmShape, capability
+from gpuprobe.runner.launcher import Gemm, GemmShape, Stamp, capability
 
 STAMP_WORDS = 4  # u64 per block of a stamp: %clock64, %globaltimer, %smid, slot
 STAMPS_PER_SM = 2  # clock-stamp blocks per SM, so that every SM likely runs one before and one after
-Stamp = tuple[str, int, Any]  # (the stamp kernel, its blocks, its output buffer), as a launcher takes it
 
 
 def clock_stamp_text(name: str) -> str:

@@ -31,6 +31,7 @@ from gpuprobe.runner.launcher import (
     GemmShape,
     LaunchPathUnavailable,
     Signatures,
+    Stamp,
     hold_cycles,
     xyz,
 )
@@ -305,10 +306,7 @@ class CupyLauncher:
                 stream.synchronize()
         return (time.perf_counter() - started) * 1e3
 
-    def time_gemm(
-        self, shape: GemmShape, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None
-    ) -> float:
-        cp = self._cp
+    def time_gemm(self, shape: GemmShape, dtype: str, count: int = 1, stamp: Stamp | None = None) -> float:
         first = (shape, dtype) not in self._gemm_calls
         call = self._gemm_call(shape, dtype)
 
@@ -320,10 +318,17 @@ class CupyLauncher:
             enqueue(1)  # the first call picks the algorithm and loads its kernels: not timed
         if stamp is None:
             return self._elapsed_ms(enqueue, count)
+        return self.stamped_ms(enqueue, count + 2, stamp)
+
+    def stamped_ms(self, enqueue: Callable[[], None], launches: int, stamp: Stamp) -> float:
+        """GPU milliseconds between events recorded before and after ``enqueue`` (work of a library's, on the current
+        stream), the clock-stamp kernel ``stamp`` launched right before the first event (slot 0) and right after the
+        second (slot 1), the GPU held by a spin while the host enqueues ``launches`` launches or calls' worth."""
+        cp = self._cp
         kernel, blocks, out = stamp
         check_launch(kernel, [np.uint32(0), out], self.signatures)
         start, stop = cp.cuda.Event(), cp.cuda.Event()
-        self._hold(count + 2)
+        self._hold(launches)
         self._enqueue(kernel, blocks, 1, [np.uint32(0), out], 0, False)
         start.record()
         enqueue()

@@ -27,15 +27,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from gpuprobe.core.errors import ProbeFailure
-from gpuprobe.runner.checked import check_launch
 from gpuprobe.runner.flight import RecordingLauncher
-from gpuprobe.runner.launcher import GEMM_TYPES, LaunchPathUnavailable
+from gpuprobe.runner.launcher import GEMM_TYPES, LaunchPathUnavailable, Stamp
 from gpuprobe.runner.triton_tiles import triton_refusal
 
 if TYPE_CHECKING:  # the measuring side's: imported where they are used
     from gpuprobe.runner.cupy_launcher import CupyLauncher
 
-Stamp = tuple[str, int, Any]  # (clock-stamp kernel, blocks, out): as Gemm.time_gemm's stamp
 MATMUL_LIBRARIES = ("torch", "triton")
 ATTENTION_BACKENDS = {"cudnn": "CUDNN_ATTENTION", "flash": "FLASH_ATTENTION"}  # library -> SDPBackend member
 ATTENTION_NAMES = {"cudnn": "cuDNN", "flash": "FlashAttention"}
@@ -247,19 +245,8 @@ class CupyFrameworks:
     # ---- the capability -------------------------------------------------------------------
     def time_framework(self, work: Work, count: int, stamp: Stamp) -> float:
         prepared = self._prepare(work)
-        launcher, cp = self._launcher, self._launcher._cp
-        kernel, blocks, out = stamp
-        check_launch(kernel, [np.uint32(0), out], launcher.signatures)
         with self._bound():
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            launcher._hold(HOLD_PER_CALL * count + 2)
-            launcher._enqueue(kernel, blocks, 1, [np.uint32(0), out], 0, False)
-            start.record()
-            prepared.run(count)
-            stop.record()
-            launcher._enqueue(kernel, blocks, 1, [np.uint32(1), out], 0, False)
-            cp.cuda.Device().synchronize()
-        return float(cp.cuda.get_elapsed_time(start, stop))
+            return self._launcher.stamped_ms(lambda: prepared.run(count), HOLD_PER_CALL * count + 2, stamp)
 
     def framework_sample(self, work: Work, rows: list[int], cols: list[int]) -> dict[str, np.ndarray]:
         prepared = self._prepare(work)

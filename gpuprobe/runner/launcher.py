@@ -22,6 +22,7 @@ from gpuprobe.runner.trajectory import Trajectory
 
 Dims = int | tuple[int, ...]  # a grid or block: x, or (x, y, z)
 Signatures = dict[str, list[tuple[str, str]]]  # kernel -> its PTX parameters, (type, name) each
+Stamp = tuple[str, int, Any]  # a clock-stamp kernel of the cubin, its blocks and its output buffer (Gemm.time_gemm)
 
 
 def xyz(value: Dims) -> tuple[int, int, int]:
@@ -239,9 +240,7 @@ def output_spacing(values: np.ndarray, dtype: str) -> np.ndarray:
 class Gemm(Launcher, Protocol):
     """A BLAS library's GEMMs (cuBLAS, cuBLASLt: the wgmma, power and ladder families)."""
 
-    def time_gemm(
-        self, shape: GemmShape, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None
-    ) -> float:
+    def time_gemm(self, shape: GemmShape, dtype: str, count: int = 1, stamp: Stamp | None = None) -> float:
         """GPU milliseconds of ``count`` GEMMs of ``shape`` (:data:`GEMM_TYPES`: ``dtype`` "bf16", "f16", "tf32" or
         "f32" through cublasGemmEx with float32 accumulation, "s8" with int32, "e4m3" through cuBLASLt's
         cublasLtMatmul with float32 accumulation), on random integers of the type's value range (every product and

@@ -46,6 +46,7 @@ from gpuprobe.runner.launcher import (
     GemmShape,
     LaunchPathUnavailable,
     Signatures,
+    Stamp,
     hold_cycles,
     round_to_output,
     xyz,
@@ -414,9 +415,7 @@ class SimulatedGpu:
         path = f"host_copy.{direction}.{'pinned' if pinned else 'pageable'}"
         return count * (moved / (gbps * 1e9) * 1e3 + 0.005) * self._jitter(path, HOST_RUN_SD)
 
-    def time_gemm(
-        self, shape: GemmShape, dtype: str, count: int = 1, stamp: tuple[str, int, Any] | None = None
-    ) -> float:
+    def time_gemm(self, shape: GemmShape, dtype: str, count: int = 1, stamp: Stamp | None = None) -> float:
         """A GEMM at ``gemm_tflops`` or its bytes at ``gemm_gbps``, whichever is slower, plus ``gemm_call_us``
         (so a skinny or small one falls under the large one's rate); the clock stamps around the batch, which runs
         at cuBLAS's own clock, as :func:`gpuprobe.families.wgmma.simulated.bracket_gemm` runs them.

@@ -23,8 +23,8 @@ import numpy as np
 from gpuprobe.families.frameworks import attention_reference
 from gpuprobe.families.wgmma import HOPPER_FLOP_PER_CLK_PER_SM
 from gpuprobe.families.wgmma.simulated import bracket_gemm, clock_stamp, cublas_mhz
-from gpuprobe.runner.frameworks import TORCH_MISSING, Stamp, Work
-from gpuprobe.runner.launcher import GEMM_TYPES, LaunchPathUnavailable, round_to_output
+from gpuprobe.runner.frameworks import TORCH_MISSING, Work
+from gpuprobe.runner.launcher import GEMM_TYPES, LaunchPathUnavailable, Stamp, round_to_output
 from gpuprobe.simulated.simulation import Simulation
 
 # Each work's rate over the dense per-clock peak of its type at the clock it runs at (H100 SXM, published: torch.matmul

@@ -20,7 +20,6 @@ a simulated GEMM batch advances (:func:`bracket_gemm`).
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import numpy as np
 
@@ -37,6 +36,7 @@ from gpuprobe.families.wgmma.layout import (
 )
 from gpuprobe.families.wgmma.operands import decode
 from gpuprobe.families.wgmma.ptx import CLOCK_STAMP_KERNEL, Kernel, kernels
+from gpuprobe.runner.launcher import Stamp
 from gpuprobe.simulated.simulation import Simulation
 from gpuprobe.simulated.timer import at_launch, continuous
 
@@ -254,7 +254,7 @@ def clock_stamp(gpu, launch, slot, out) -> None:
     out.data.view(np.uint64)[slot * blocks * STAMP_WORDS : (slot + 1) * blocks * STAMP_WORDS] = records.reshape(-1)
 
 
-def bracket_gemm(gpu, stamp: tuple[str, int, Any], batch_ms: float) -> None:
+def bracket_gemm(gpu, stamp: Stamp, batch_ms: float) -> None:
     """A simulated GEMM batch of ``batch_ms`` between its clock stamps: the first stamp, the batch at
     :func:`cublas_mhz` (the part's timer and every SM's cycle counter advance), the second stamp."""
     kernel, blocks, out = stamp
